@@ -1,0 +1,37 @@
+"""Nova: a lazy-tensor deep-learning framework that compiles whole training steps.
+
+``import nova as nv``; the names follow PyTorch's.
+"""
+from nova import debug
+from nova.tensor import dtypes as _dt
+from nova.tensor.creation import (
+    arange, empty, empty_like, eye, from_numpy, full, full_like, linspace, ones, ones_like,
+    rand, rand_like, randint, randn, randn_like, tensor, zeros, zeros_like,
+)
+from nova.tensor.device import device
+from nova.tensor.dtypes import (
+    DType as dtype, bfloat16, float16, float32, float64, int32, int64,
+)
+from nova.tensor.movement import (
+    broadcast_tensors, cat, chunk, concatenate, expand, flatten, narrow, permute, repeat,
+    reshape, split, squeeze, stack, swapaxes, t, transpose, unbind, unflatten, unsqueeze,
+)
+from nova.tensor.ops import (
+    abs, add, allclose, amax, amin, argmax, argmin, bmm, clamp, clip, cos, div, eq, erf,
+    exp, gather, ge, gelu, gt, isinf, isnan, le, log, log_softmax, logical_and,
+    logical_not, logical_or, logsumexp, lt, masked_fill, matmul, max, maximum, mean, min,
+    minimum, mm, mul, ne, neg, one_hot, pow, reciprocal, relu, rsqrt, scatter_add,
+    sigmoid, silu, sin, softmax, sqrt, square, std, sub, sum, tanh, tril, triu, var, where,
+)
+from nova.tensor.random import Generator, default_generator, manual_seed
+from nova.tensor.realize import RealizationError, realize
+from nova.tensor.tensor import Tensor
+
+bool = _dt.bool_
+float = _dt.float32
+double = _dt.float64
+half = _dt.float16
+long = _dt.int64
+int = _dt.int32
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Symbolic autograd (vector-Jacobian rules appended to the trace) arrives here next."""

@@ -1,0 +1,1 @@
+"""The compiler: the nova dialect, IR construction, passes, lowering and codegen."""

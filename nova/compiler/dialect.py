@@ -1,0 +1,561 @@
+"""The ``nova`` dialect: one value-semantic op per primitive of DESIGN.md, on builtin
+``tensor<...>`` types.
+
+Every op carries a verifier that re-checks what the front end checked at record time
+(shapes, attributes, element types), so a pass or a hand-written program that breaks an
+invariant is caught at the IR level, not inside a backend. Each op has a declarative
+assembly format, so a module prints and parses back to the same text.
+
+Broadcasting is always explicit (``nova.broadcast_in_dim``): elementwise ops take
+operands of exactly the result's type. Reductions drop the reduced axes (``keepdim`` is a
+``nova.reshape`` in the front end), which keeps one canonical form for fusion to match.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    DenseArrayBase,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+    StringAttr,
+    TensorType,
+    i64,
+)
+from xdsl.ir import Attribute, Dialect
+from xdsl.irdl import (
+    IRDLOperation,
+    VarConstraint,
+    base,
+    irdl_op_definition,
+    operand_def,
+    prop_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.traits import Pure
+from xdsl.utils.exceptions import VerifyException
+
+AnyTensor = base(TensorType)
+FLOAT_TYPES = (Float16Type, BFloat16Type, Float32Type, Float64Type)
+
+_ELEMENT_TYPES: dict[str, Attribute] = {
+    "f32": Float32Type(), "f64": Float64Type(), "f16": Float16Type(),
+    "bf16": BFloat16Type(), "i32": IntegerType(32), "i64": IntegerType(64),
+    "i1": IntegerType(1),
+}
+
+
+def element_type(mlir_name: str) -> Attribute:
+    return _ELEMENT_TYPES[mlir_name]
+
+
+def element_name(t: Attribute) -> str:
+    for k, v in _ELEMENT_TYPES.items():
+        if v == t:
+            return k
+    raise VerifyException(f"nova: unsupported element type {t}")
+
+
+def tensor_type(shape: Sequence[int], mlir_name: str) -> TensorType:
+    return TensorType(element_type(mlir_name), list(shape))
+
+
+def shape_of(v) -> tuple[int, ...]:
+    return tuple(v.type.get_shape())
+
+
+def i64_array(values: Sequence[int]) -> DenseArrayBase:
+    return DenseArrayBase.from_list(i64, list(values))
+
+
+def _ints(a: DenseArrayBase) -> tuple[int, ...]:
+    return tuple(a.get_values())
+
+
+def _fail(op: IRDLOperation, msg: str) -> None:
+    raise VerifyException(f"{op.name}: {msg}")
+
+
+def _is_float(t: TensorType) -> bool:
+    return isinstance(t.element_type, FLOAT_TYPES)
+
+
+def _is_bool(t: TensorType) -> bool:
+    return t.element_type == IntegerType(1)
+
+
+# ---------------------------------------------------------------- sources
+
+@irdl_op_definition
+class ConstantOp(IRDLOperation):
+    """A tensor filled with one scalar (``full``); data tensors are function arguments."""
+
+    name = "nova.constant"
+    value = prop_def(base(FloatAttr) | base(IntegerAttr))
+    result = result_def(AnyTensor)
+    assembly_format = "$value attr-dict `:` type($result)"
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        want_float = _is_float(self.result.type)
+        if want_float != isinstance(self.value, FloatAttr):
+            _fail(self, f"value {self.value} does not match element type "
+                        f"{self.result.type.element_type}")
+        if self.value.type != self.result.type.element_type:
+            _fail(self, f"value type {self.value.type} != element type "
+                        f"{self.result.type.element_type}")
+
+
+@irdl_op_definition
+class IotaOp(IRDLOperation):
+    """``result[i0, ..., in] = i_dim``."""
+
+    name = "nova.iota"
+    dim = prop_def(IntegerAttr)
+    result = result_def(AnyTensor)
+    assembly_format = "`dim` `=` $dim attr-dict `:` type($result)"
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        rank = len(shape_of(self.result))
+        if not 0 <= self.dim.value.data < rank:
+            _fail(self, f"dim {self.dim.value.data} out of range for rank {rank}")
+        if _is_bool(self.result.type):
+            _fail(self, "result must be numeric, not i1")
+
+
+@irdl_op_definition
+class RngUniformOp(IRDLOperation):
+    """Uniform floats in [0, 1) from counter-based Philox4x32-10.
+
+    ``key`` is ``tensor<2xi64>`` = (seed, offset), a runtime input: element ``i`` uses
+    key = seed and counter = (i, offset), so draws are reproducible, recomputable and
+    never baked into the compiled step.
+    """
+
+    name = "nova.rng_uniform"
+    key = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    assembly_format = "$key attr-dict `:` type($key) `->` type($result)"
+
+    def verify_(self) -> None:
+        if shape_of(self.key) != (2,) or self.key.type.element_type != IntegerType(64):
+            _fail(self, f"key must be tensor<2xi64>, got {self.key.type}")
+        if not _is_float(self.result.type):
+            _fail(self, f"result must be floating point, got {self.result.type}")
+
+
+# ---------------------------------------------------------------- elementwise
+
+class UnaryOp(IRDLOperation):
+    T: ClassVar = VarConstraint("T", AnyTensor)
+    input = operand_def(T)
+    result = result_def(T)
+    assembly_format = "$input attr-dict `:` type($result)"
+    traits = traits_def(Pure())
+    FLOAT_ONLY: ClassVar[bool] = True
+
+    def verify_(self) -> None:
+        t = self.result.type
+        if self.FLOAT_ONLY and not _is_float(t):
+            _fail(self, f"needs a floating-point tensor, got {t}")
+        if _is_bool(t):
+            _fail(self, f"not defined on i1 tensors ({t})")
+
+
+def _unary(op_name: str, doc: str, float_only: bool = True) -> type[UnaryOp]:
+    cls = type(op_name.title().replace("_", "") + "Op", (UnaryOp,),
+               {"name": f"nova.{op_name}", "__doc__": doc, "FLOAT_ONLY": float_only,
+                "__annotations__": {"FLOAT_ONLY": ClassVar[bool]}})
+    return irdl_op_definition(cls)
+
+
+NegOp = _unary("neg", "Elementwise negation.", float_only=False)
+AbsOp = _unary("abs", "Elementwise absolute value.", float_only=False)
+ExpOp = _unary("exp", "Elementwise e**x.")
+LogOp = _unary("log", "Elementwise natural logarithm.")
+SqrtOp = _unary("sqrt", "Elementwise square root.")
+RsqrtOp = _unary("rsqrt", "Elementwise 1/sqrt(x).")
+ReciprocalOp = _unary("reciprocal", "Elementwise 1/x.")
+SinOp = _unary("sin", "Elementwise sine.")
+CosOp = _unary("cos", "Elementwise cosine.")
+TanhOp = _unary("tanh", "Elementwise hyperbolic tangent.")
+ErfOp = _unary("erf", "Elementwise Gauss error function.")
+
+UNARY_OPS = (NegOp, AbsOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, SinOp, CosOp,
+             TanhOp, ErfOp)
+
+
+@irdl_op_definition
+class CastOp(IRDLOperation):
+    """Element type conversion (float->int truncates toward zero, x->i1 is x != 0)."""
+
+    name = "nova.cast"
+    input = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        if shape_of(self.input) != shape_of(self.result):
+            _fail(self, f"shape changes {shape_of(self.input)} -> {shape_of(self.result)}")
+
+
+class BinaryOp(IRDLOperation):
+    T: ClassVar = VarConstraint("T", AnyTensor)
+    lhs = operand_def(T)
+    rhs = operand_def(T)
+    result = result_def(T)
+    assembly_format = "$lhs `,` $rhs attr-dict `:` type($result)"
+    traits = traits_def(Pure())
+    ALLOW_BOOL: ClassVar[bool] = False
+
+    def verify_(self) -> None:
+        if not self.ALLOW_BOOL and _is_bool(self.result.type):
+            _fail(self, f"not defined on i1 tensors ({self.result.type})")
+
+
+def _binary(op_name: str, doc: str, allow_bool: bool = False) -> type[BinaryOp]:
+    cls = type(op_name.title() + "Op", (BinaryOp,),
+               {"name": f"nova.{op_name}", "__doc__": doc, "ALLOW_BOOL": allow_bool,
+                "__annotations__": {"ALLOW_BOOL": ClassVar[bool]}})
+    return irdl_op_definition(cls)
+
+
+AddOp = _binary("add", "Elementwise sum (logical or on i1).", allow_bool=True)
+SubOp = _binary("sub", "Elementwise difference.")
+MulOp = _binary("mul", "Elementwise product (logical and on i1).", allow_bool=True)
+DivOp = _binary("div", "Elementwise quotient (integers truncate toward zero).")
+MaximumOp = _binary("maximum", "Elementwise maximum (NaN propagates).", allow_bool=True)
+MinimumOp = _binary("minimum", "Elementwise minimum (NaN propagates).", allow_bool=True)
+PowOp = _binary("pow", "Elementwise lhs ** rhs.")
+
+BINARY_OPS = (AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, PowOp)
+COMPARE_DIRECTIONS = ("lt", "le", "eq", "ne", "gt", "ge")
+
+
+@irdl_op_definition
+class CompareOp(IRDLOperation):
+    """Elementwise comparison producing i1; ``direction`` is lt, le, eq, ne, gt or ge."""
+
+    name = "nova.compare"
+    T: ClassVar = VarConstraint("T", AnyTensor)
+    direction = prop_def(StringAttr)
+    lhs = operand_def(T)
+    rhs = operand_def(T)
+    result = result_def(AnyTensor)
+    assembly_format = "$direction `,` $lhs `,` $rhs attr-dict `:` type($lhs) `->` type($result)"
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        if self.direction.data not in COMPARE_DIRECTIONS:
+            _fail(self, f"direction {self.direction.data!r} not in {COMPARE_DIRECTIONS}")
+        if not _is_bool(self.result.type) or shape_of(self.result) != shape_of(self.lhs):
+            _fail(self, f"result must be i1 of shape {shape_of(self.lhs)}, got {self.result.type}")
+
+
+@irdl_op_definition
+class WhereOp(IRDLOperation):
+    """``cond ? on_true : on_false`` elementwise."""
+
+    name = "nova.where"
+    T: ClassVar = VarConstraint("T", AnyTensor)
+    cond = operand_def(AnyTensor)
+    on_true = operand_def(T)
+    on_false = operand_def(T)
+    result = result_def(T)
+    assembly_format = ("$cond `,` $on_true `,` $on_false attr-dict `:` type($cond) `,` "
+                       "type($result)")
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        if not _is_bool(self.cond.type) or shape_of(self.cond) != shape_of(self.result):
+            _fail(self, f"cond must be i1 of shape {shape_of(self.result)}, got {self.cond.type}")
+
+
+# ---------------------------------------------------------------- movement
+
+@irdl_op_definition
+class BroadcastInDimOp(IRDLOperation):
+    """Input dim ``i`` becomes result dim ``dims[i]`` (size equal, or 1 and repeated)."""
+
+    name = "nova.broadcast_in_dim"
+    input = operand_def(AnyTensor)
+    dims = prop_def(DenseArrayBase.constr(i64))
+    result = result_def(AnyTensor)
+    assembly_format = "$input `dims` `=` $dims attr-dict `:` type($input) `->` type($result)"
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        src, dst, dims = shape_of(self.input), shape_of(self.result), _ints(self.dims)
+        if self.input.type.element_type != self.result.type.element_type:
+            _fail(self, "element type changes")
+        if len(dims) != len(src) or any(b <= a for a, b in zip(dims, dims[1:])):
+            _fail(self, f"dims {list(dims)} must be increasing, one per input dim of {src}")
+        for i, d in enumerate(dims):
+            if not 0 <= d < len(dst) or src[i] not in (1, dst[d]):
+                _fail(self, f"input {src} cannot broadcast to {dst} with dims {list(dims)}")
+
+
+@irdl_op_definition
+class ReshapeOp(IRDLOperation):
+    """Row-major reshape to a result with the same number of elements."""
+
+    name = "nova.reshape"
+    input = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        if self.input.type.element_type != self.result.type.element_type:
+            _fail(self, "element type changes")
+        if self.input.type.element_count() != self.result.type.element_count():
+            _fail(self, f"{shape_of(self.input)} and {shape_of(self.result)} differ in size")
+
+
+@irdl_op_definition
+class TransposeOp(IRDLOperation):
+    """``result.shape[i] = input.shape[perm[i]]``."""
+
+    name = "nova.transpose"
+    input = operand_def(AnyTensor)
+    perm = prop_def(DenseArrayBase.constr(i64))
+    result = result_def(AnyTensor)
+    assembly_format = "$input `perm` `=` $perm attr-dict `:` type($input) `->` type($result)"
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        src, perm = shape_of(self.input), _ints(self.perm)
+        if sorted(perm) != list(range(len(src))):
+            _fail(self, f"perm {list(perm)} is not a permutation of rank {len(src)}")
+        if shape_of(self.result) != tuple(src[p] for p in perm):
+            _fail(self, f"result {shape_of(self.result)} != {src} permuted by {list(perm)}")
+
+
+@irdl_op_definition
+class SliceOp(IRDLOperation):
+    """Strided window ``input[start:limit:stride]`` per dim (strides >= 1)."""
+
+    name = "nova.slice"
+    input = operand_def(AnyTensor)
+    start = prop_def(DenseArrayBase.constr(i64))
+    limit = prop_def(DenseArrayBase.constr(i64))
+    stride = prop_def(DenseArrayBase.constr(i64))
+    result = result_def(AnyTensor)
+    assembly_format = ("$input `start` `=` $start `limit` `=` $limit `stride` `=` $stride "
+                       "attr-dict `:` type($input) `->` type($result)")
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        src = shape_of(self.input)
+        st, li, sd = _ints(self.start), _ints(self.limit), _ints(self.stride)
+        if not len(st) == len(li) == len(sd) == len(src):
+            _fail(self, f"start/limit/stride need {len(src)} entries")
+        want = []
+        for n, a, b, s in zip(src, st, li, sd):
+            if s < 1 or not 0 <= a <= b <= n:
+                _fail(self, f"bad window start={list(st)} limit={list(li)} stride={list(sd)} "
+                            f"for {src}")
+            want.append(-(-(b - a) // s))
+        if shape_of(self.result) != tuple(want):
+            _fail(self, f"result {shape_of(self.result)} != window shape {tuple(want)}")
+
+
+@irdl_op_definition
+class PadOp(IRDLOperation):
+    """Pad with ``padding_value`` (a 0-d tensor): ``low``/``high`` elements at each end
+    and ``interior`` elements between neighbours (all >= 0)."""
+
+    name = "nova.pad"
+    T: ClassVar = VarConstraint("T", AnyTensor)
+    input = operand_def(AnyTensor)
+    padding_value = operand_def(AnyTensor)
+    low = prop_def(DenseArrayBase.constr(i64))
+    high = prop_def(DenseArrayBase.constr(i64))
+    interior = prop_def(DenseArrayBase.constr(i64))
+    result = result_def(AnyTensor)
+    assembly_format = ("$input `,` $padding_value `low` `=` $low `high` `=` $high "
+                       "`interior` `=` $interior attr-dict `:` type($input) `,` "
+                       "type($padding_value) `->` type($result)")
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        src = shape_of(self.input)
+        lo, hi, it = _ints(self.low), _ints(self.high), _ints(self.interior)
+        if shape_of(self.padding_value) != ():
+            _fail(self, f"padding value must be 0-d, got {self.padding_value.type}")
+        et = self.input.type.element_type
+        if self.padding_value.type.element_type != et or self.result.type.element_type != et:
+            _fail(self, "element types of input, padding value and result differ")
+        if not len(lo) == len(hi) == len(it) == len(src) or min((*lo, *hi, *it), default=0) < 0:
+            _fail(self, f"low/high/interior need {len(src)} non-negative entries")
+        want = tuple(l + h + n + max(n - 1, 0) * i for n, l, h, i in zip(src, lo, hi, it))
+        if shape_of(self.result) != want:
+            _fail(self, f"result {shape_of(self.result)} != padded shape {want}")
+
+
+@irdl_op_definition
+class ConcatOp(IRDLOperation):
+    """Concatenation along ``dim``."""
+
+    name = "nova.concat"
+    inputs = var_operand_def(AnyTensor)
+    dim = prop_def(IntegerAttr)
+    result = result_def(AnyTensor)
+    assembly_format = "$inputs `dim` `=` $dim attr-dict `:` type($inputs) `->` type($result)"
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        d = self.dim.value.data
+        shapes = [shape_of(v) for v in self.inputs]
+        out = shape_of(self.result)
+        if not shapes or any(v.type.element_type != self.result.type.element_type
+                             for v in self.inputs):
+            _fail(self, "needs at least one input, all of the result's element type")
+        if not 0 <= d < len(out):
+            _fail(self, f"dim {d} out of range for rank {len(out)}")
+        for s in shapes:
+            if len(s) != len(out) or any(a != b for k, (a, b) in enumerate(zip(s, out)) if k != d):
+                _fail(self, f"input {s} does not match result {out} outside dim {d}")
+        if sum(s[d] for s in shapes) != out[d]:
+            _fail(self, f"sizes along dim {d} do not add up to {out[d]}")
+
+
+# ---------------------------------------------------------------- reductions
+
+class ReduceOp(IRDLOperation):
+    input = operand_def(AnyTensor)
+    axes = prop_def(DenseArrayBase.constr(i64))
+    result = result_def(AnyTensor)
+    assembly_format = "$input `axes` `=` $axes attr-dict `:` type($input) `->` type($result)"
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        src, axes = shape_of(self.input), _ints(self.axes)
+        if list(axes) != sorted(set(axes)) or any(not 0 <= a < len(src) for a in axes):
+            _fail(self, f"axes {list(axes)} must be sorted, unique and < rank {len(src)}")
+        want = tuple(n for i, n in enumerate(src) if i not in axes)
+        if shape_of(self.result) != want:
+            _fail(self, f"result {shape_of(self.result)} != reduced shape {want}")
+        if self.input.type.element_type != self.result.type.element_type:
+            _fail(self, "element type changes")
+
+
+@irdl_op_definition
+class ReduceSumOp(ReduceOp):
+    """Sum over ``axes`` (which are dropped)."""
+
+    name = "nova.reduce_sum"
+
+
+@irdl_op_definition
+class ReduceMaxOp(ReduceOp):
+    """Maximum over ``axes`` (which are dropped); NaN propagates."""
+
+    name = "nova.reduce_max"
+
+
+# ---------------------------------------------------------------- contraction, indexing
+
+@irdl_op_definition
+class MatmulOp(IRDLOperation):
+    """``(..., M, K) @ (..., K, N) -> (..., M, N)`` with identical batch dims."""
+
+    name = "nova.matmul"
+    lhs = operand_def(AnyTensor)
+    rhs = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    assembly_format = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        a, b, r = shape_of(self.lhs), shape_of(self.rhs), shape_of(self.result)
+        et = self.result.type.element_type
+        if self.lhs.type.element_type != et or self.rhs.type.element_type != et:
+            _fail(self, "operand and result element types differ")
+        if _is_bool(self.result.type):
+            _fail(self, "not defined on i1 tensors")
+        if len(a) < 2 or len(a) != len(b) or a[:-2] != b[:-2] or a[-1] != b[-2]:
+            _fail(self, f"{a} @ {b}: need (..., M, K) @ (..., K, N) with equal batch dims")
+        if r != a[:-1] + b[-1:]:
+            _fail(self, f"result {r} != {a[:-1] + b[-1:]}")
+
+
+def _check_index_like(op: IRDLOperation, index, dim: int, data_shape, what: str) -> None:
+    if index.type.element_type not in (IntegerType(32), IntegerType(64)):
+        _fail(op, f"index must be i32 or i64, got {index.type}")
+    ish = shape_of(index)
+    if len(ish) != len(data_shape) or not 0 <= dim < len(ish):
+        _fail(op, f"index {ish} and {what} {data_shape} need equal rank and 0 <= dim < rank")
+
+
+@irdl_op_definition
+class GatherOp(IRDLOperation):
+    """``result[..., i_dim, ...] = input[..., index[..., i_dim, ...], ...]`` (torch.gather)."""
+
+    name = "nova.gather"
+    input = operand_def(AnyTensor)
+    index = operand_def(AnyTensor)
+    dim = prop_def(IntegerAttr)
+    result = result_def(AnyTensor)
+    assembly_format = ("$input `[` $index `]` `dim` `=` $dim attr-dict `:` type($input) `,` "
+                       "type($index) `->` type($result)")
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        d, src, ish = self.dim.value.data, shape_of(self.input), shape_of(self.index)
+        _check_index_like(self, self.index, d, src, "input")
+        if any(i > s for k, (i, s) in enumerate(zip(ish, src)) if k != d):
+            _fail(self, f"index {ish} exceeds input {src} outside dim {d}")
+        if shape_of(self.result) != ish or self.result.type.element_type != self.input.type.element_type:
+            _fail(self, f"result must be {ish} of the input's element type")
+
+
+@irdl_op_definition
+class ScatterAddOp(IRDLOperation):
+    """``result = input`` then ``result[..., index[..., j, ...], ...] += src[..., j, ...]``
+    along ``dim`` (the transpose of gather)."""
+
+    name = "nova.scatter_add"
+    input = operand_def(AnyTensor)
+    index = operand_def(AnyTensor)
+    src = operand_def(AnyTensor)
+    dim = prop_def(IntegerAttr)
+    result = result_def(AnyTensor)
+    assembly_format = ("$input `[` $index `]` `,` $src `dim` `=` $dim attr-dict `:` "
+                       "type($input) `,` type($index) `,` type($src) `->` type($result)")
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        d, base_shape = self.dim.value.data, shape_of(self.input)
+        _check_index_like(self, self.index, d, base_shape, "input")
+        ish = shape_of(self.index)
+        if shape_of(self.src) != ish:
+            _fail(self, f"src {shape_of(self.src)} must have the index shape {ish}")
+        if any(i > s for k, (i, s) in enumerate(zip(ish, base_shape)) if k != d):
+            _fail(self, f"index {ish} exceeds input {base_shape} outside dim {d}")
+        et = self.input.type.element_type
+        if self.src.type.element_type != et or self.result.type != self.input.type:
+            _fail(self, "input, src and result types must agree")
+
+
+Nova = Dialect(
+    "nova",
+    [ConstantOp, IotaOp, RngUniformOp, *UNARY_OPS, CastOp, *BINARY_OPS, CompareOp,
+     WhereOp, BroadcastInDimOp, ReshapeOp, TransposeOp, SliceOp, PadOp, ConcatOp,
+     ReduceSumOp, ReduceMaxOp, MatmulOp, GatherOp, ScatterAddOp],
+    [],
+)
+
+OPS_BY_NAME: dict[str, type[IRDLOperation]] = {
+    op.name.removeprefix("nova."): op for op in Nova.operations
+}

@@ -1,0 +1,1 @@
+"""Executables, the structural-hash cache, engines and the reference interpreter."""

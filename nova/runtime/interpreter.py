@@ -1,0 +1,230 @@
+"""The reference interpreter: the definition of what every nova op means.
+
+``compile_function`` walks a verified ``func.func`` once and turns it into a flat list of
+numpy closures over value slots; running it is then a tight loop. Backends and passes are
+tested against this interpreter, so it favours clarity and exactness over speed:
+float16/bfloat16 are computed in float32 and rounded per op (accumulations included),
+as PyTorch does on the CPU.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, StringAttr
+from xdsl.ir import Operation
+
+from nova.compiler import dialect as nd
+from nova.runtime import philox
+from nova.tensor import dtypes as dt
+
+Kernel = Callable[..., np.ndarray]
+
+
+class InterpreterError(RuntimeError):
+    """A nova op could not be executed on its runtime data (e.g. an index out of range).
+
+    ``step`` is the index of the failing op in the function body, when known.
+    """
+
+    def __init__(self, message: str, step: int | None = None):
+        super().__init__(message)
+        self.step = step
+
+
+def _dtype_of(value) -> dt.DType:
+    return dt.from_mlir(nd.element_name(value.type.element_type))
+
+
+def _compute(x: np.ndarray) -> np.ndarray:
+    """Storage-only floats compute in float32."""
+    if x.dtype in (dt.float16.np, dt.bfloat16.np):
+        return x.astype(np.float32)
+    return x
+
+
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1 / np.sqrt(x), "reciprocal": lambda x: 1 / x, "sin": np.sin,
+    "cos": np.cos, "tanh": np.tanh,
+    "erf": lambda x: _erf(x).astype(x.dtype),
+}
+
+
+def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if np.any(b == 0):
+        raise InterpreterError("nova.div: integer division by zero")
+    q = a // b
+    return q + ((q < 0) & (q * b != a))  # floor -> truncation toward zero
+
+
+_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "maximum": np.maximum,
+    "minimum": np.minimum, "pow": np.power,
+}
+_COMPARE = {"lt": np.less, "le": np.less_equal, "eq": np.equal, "ne": np.not_equal,
+            "gt": np.greater, "ge": np.greater_equal}
+
+
+def _ints(a) -> tuple[int, ...]:
+    return tuple(a.get_values())
+
+
+def _scalar(attr) -> float | int:
+    if isinstance(attr, FloatAttr):
+        return attr.value.data
+    assert isinstance(attr, IntegerAttr)
+    return attr.value.data
+
+
+def _kernel(op: Operation) -> Kernel:
+    """The numpy meaning of one nova op, with its attributes bound."""
+    name = op.name.removeprefix("nova.")
+    out = op.results[0]
+    shape = nd.shape_of(out)
+    odt = _dtype_of(out)
+    store = odt.np
+
+    if name == "constant":
+        value = _scalar(op.value)
+        return lambda: np.full(shape, value, dtype=store)
+    if name == "iota":
+        d = op.dim.value.data
+        ax = [1] * len(shape)
+        ax[d] = shape[d]
+        return lambda: np.broadcast_to(np.arange(shape[d], dtype=store).reshape(ax), shape)
+    if name == "rng_uniform":
+        return lambda key: philox.uniform(int(key[0]), int(key[1]), shape, odt.name, store)
+    if name in _UNARY:
+        f = _UNARY[name]
+        return lambda x: f(_compute(x)).astype(store, copy=False)
+    if name == "cast":
+        if odt == dt.bool_:
+            return lambda x: x != 0
+        return lambda x: x.astype(store)
+    if name == "div":
+        if odt.is_floating_point:
+            return lambda a, b: np.divide(_compute(a), _compute(b)).astype(store, copy=False)
+        return _int_div
+    if name in _BINARY:
+        f = _BINARY[name]
+        if odt == dt.bool_:
+            if name in ("add", "maximum"):
+                return np.logical_or
+            return np.logical_and
+        if name == "pow" and not odt.is_floating_point:
+            def int_pow(a, b):
+                if np.any(b < 0):
+                    raise InterpreterError("nova.pow: integers to negative powers")
+                return np.power(a, b)
+            return int_pow
+        return lambda a, b: f(_compute(a), _compute(b)).astype(store, copy=False)
+    if name == "compare":
+        f = _COMPARE[op.direction.data]
+        return lambda a, b: f(a, b)
+    if name == "where":
+        return lambda c, a, b: np.where(c, a, b)
+    if name == "broadcast_in_dim":
+        dims = _ints(op.dims)
+        return lambda x: np.broadcast_to(
+            x.reshape([x.shape[dims.index(i)] if i in dims else 1 for i in range(len(shape))]),
+            shape)
+    if name == "reshape":
+        return lambda x: x.reshape(shape)
+    if name == "transpose":
+        perm = _ints(op.perm)
+        return lambda x: np.transpose(x, perm)
+    if name == "slice":
+        idx = tuple(slice(a, b, s) for a, b, s in zip(_ints(op.start), _ints(op.limit),
+                                                       _ints(op.stride)))
+        return lambda x: x[idx]
+    if name == "pad":
+        lo, it = _ints(op.low), _ints(op.interior)
+
+        def pad(x, v):
+            res = np.full(shape, v[()], dtype=store)
+            res[tuple(slice(l, l + (n - 1) * (i + 1) + 1, i + 1)
+                      for l, n, i in zip(lo, x.shape, it))] = x
+            return res
+        return pad
+    if name == "concat":
+        d = op.dim.value.data
+        return lambda *xs: np.concatenate(xs, axis=d)
+    if name in ("reduce_sum", "reduce_max"):
+        axes = _ints(op.axes)
+        if name == "reduce_max":
+            return lambda x: np.max(_compute(x), axis=axes).astype(store, copy=False)
+        return lambda x: np.sum(_compute(x), axis=axes).astype(store, copy=False)
+    if name == "matmul":
+        return lambda a, b: np.matmul(_compute(a), _compute(b)).astype(store, copy=False)
+    if name == "gather":
+        d = op.dim.value.data
+        src_shape = nd.shape_of(op.input)
+
+        def gather(x, index):
+            _check_index(name, index, src_shape[d])
+            window = tuple(slice(0, n) if k != d else slice(None)
+                           for k, n in enumerate(index.shape))
+            return np.take_along_axis(x[window], index.astype(np.int64), axis=d)
+        return gather
+    if name == "scatter_add":
+        d = op.dim.value.data
+
+        def scatter_add(x, index, src):
+            _check_index(name, index, x.shape[d])
+            res = _compute(x).copy()
+            grid = list(np.indices(index.shape, sparse=True))
+            grid[d] = index.astype(np.int64)
+            np.add.at(res, tuple(grid), _compute(src))
+            return res.astype(store, copy=False)
+        return scatter_add
+    raise NotImplementedError(f"interpreter: no meaning defined for {op.name}")
+
+
+def _check_index(op: str, index: np.ndarray, size: int) -> None:
+    if index.size and (index.min() < 0 or index.max() >= size):
+        raise InterpreterError(f"nova.{op}: index values must lie in [0, {size}), got "
+                               f"range [{index.min()}, {index.max()}]")
+
+
+class Program:
+    """A compiled ``func.func``: a list of (kernel, operand slots) steps."""
+
+    def __init__(self, fn: func.FuncOp):
+        slots: dict = {}
+        for a in fn.body.block.args:
+            slots[a] = len(slots)
+        self.n_args = len(slots)
+        self.steps: list[tuple[Kernel, tuple[int, ...]]] = []
+        self.op_names: list[str] = []
+        self.outputs: tuple[int, ...] = ()
+        for op in fn.body.block.ops:
+            if isinstance(op, func.ReturnOp):
+                self.outputs = tuple(slots[v] for v in op.operands)
+                continue
+            self.steps.append((_kernel(op), tuple(slots[v] for v in op.operands)))
+            self.op_names.append(op.name)
+            slots[op.results[0]] = len(slots)
+
+    def __call__(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+        if len(args) != self.n_args:
+            raise InterpreterError(f"step expects {self.n_args} arguments, got {len(args)}")
+        values = list(args)
+        with np.errstate(all="ignore"):  # inf/nan follow IEEE, as on every backend
+            for k, (kernel, operands) in enumerate(self.steps):
+                try:
+                    values.append(np.asarray(kernel(*[values[i] for i in operands])))
+                except InterpreterError as e:
+                    raise InterpreterError(f"{e} (value %{self.n_args + k})", k) from None
+                except (ValueError, IndexError, ArithmeticError) as e:
+                    raise InterpreterError(f"{self.op_names[k]} (value %{self.n_args + k}) "
+                                           f"failed: {e}", k) from e
+        return [values[i] for i in self.outputs]
+
+
+def compile_function(fn: func.FuncOp) -> Program:
+    return Program(fn)

@@ -1,0 +1,45 @@
+"""Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11),
+vectorized with numpy. It is counter-based: the value at element ``i`` depends only on
+(seed, offset, i), so random ops need no hidden state and can be recomputed."""
+from __future__ import annotations
+
+import numpy as np
+
+_M0, _M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
+_W0, _W1 = 0x9E3779B9, 0xBB67AE85
+_MASK = np.uint64(0xFFFFFFFF)
+_S32 = np.uint64(32)
+
+# Random mantissa bits per result type, so that a draw is exact and strictly below 1.
+MANTISSA_BITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
+
+
+def philox4x32(counter: tuple[np.ndarray, ...], key: tuple[int, int]) -> list[np.ndarray]:
+    """Ten Philox rounds over 4 uint64 arrays each holding 32-bit words."""
+    c0, c1, c2, c3 = (np.asarray(c, dtype=np.uint64) for c in counter)
+    k0, k1 = key
+    for _ in range(10):
+        p0, p1 = _M0 * c0, _M1 * c2
+        hi0, lo0 = p0 >> _S32, p0 & _MASK
+        hi1, lo1 = p1 >> _S32, p1 & _MASK
+        c0, c1, c2, c3 = (hi1 ^ c1 ^ np.uint64(k0), lo1, hi0 ^ c3 ^ np.uint64(k1), lo0)
+        k0, k1 = (k0 + _W0) & 0xFFFFFFFF, (k1 + _W1) & 0xFFFFFFFF
+    return [c0, c1, c2, c3]
+
+
+def uniform(seed: int, offset: int, shape: tuple[int, ...], dtype_name: str,
+            np_dtype: np.dtype) -> np.ndarray:
+    """Uniform values in [0, 1): element i uses counter (i, offset) and key seed."""
+    n = int(np.prod(shape, dtype=np.int64))
+    i = np.arange(n, dtype=np.uint64)
+    seed, offset = int(seed) & (2**64 - 1), int(offset) & (2**64 - 1)
+    words = philox4x32((i & _MASK, i >> _S32, np.full(n, offset & 0xFFFFFFFF, np.uint64),
+                        np.full(n, offset >> 32, np.uint64)),
+                       (seed & 0xFFFFFFFF, seed >> 32))
+    bits = MANTISSA_BITS[dtype_name]
+    if bits <= 32:
+        u = (words[0] >> np.uint64(32 - bits)).astype(np.float64) * 2.0**-bits
+    else:
+        hi = words[0] << np.uint64(bits - 32)
+        u = (hi | (words[1] >> np.uint64(64 - bits))).astype(np.float64) * 2.0**-bits
+    return u.reshape(shape).astype(np_dtype)

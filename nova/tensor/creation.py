@@ -1,0 +1,193 @@
+"""Tensor creation: from host data (a runtime input of the step function) and from
+patterns (constants and ``iota``, recorded lazily like any op)."""
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from nova.tensor import dtypes as dt
+from nova.tensor import random as rnd
+from nova.tensor.device import check_device
+from nova.tensor.ops import add, cast, full_const, mul, prim
+from nova.tensor.shapes import shape_arg
+from nova.tensor.tensor import Tensor
+from nova.tensor.trace import buffer_node
+
+
+def _infer_dtype(data: Any, arr: np.ndarray) -> dt.DType:
+    if isinstance(data, np.ndarray) or isinstance(data, np.generic):
+        return dt.from_numpy_dtype(arr.dtype, "tensor")
+    if arr.dtype.kind == "b":
+        return dt.bool_
+    if arr.dtype.kind in "iu":
+        return dt.int64
+    if arr.dtype.kind == "f" or arr.size == 0:
+        return dt.float32
+    raise TypeError(f"tensor: cannot build a tensor from {type(data).__name__} holding "
+                    f"{arr.dtype}; expected numbers, bools, nested lists or numpy arrays")
+
+
+def _to_numpy(data: Any) -> np.ndarray:
+    if isinstance(data, Tensor):
+        return data.numpy()
+    if isinstance(data, (list, tuple)) and any(isinstance(d, Tensor) for d in data):
+        return np.array([_to_numpy(d) for d in data])
+    try:
+        arr = np.asarray(data)
+    except ValueError as e:
+        raise ValueError(f"tensor: data is not rectangular: {e}") from None
+    if arr.dtype == object:
+        raise TypeError(f"tensor: cannot build a tensor from {data!r}: expected numbers, "
+                        "bools, nested lists of equal lengths or numpy arrays")
+    return arr
+
+
+def tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """A tensor holding a copy of ``data`` (Python numbers, nested lists, numpy arrays).
+
+    Python floats default to float32 and ints to int64, as in PyTorch.
+    """
+    check_device(device, "tensor")
+    arr = _to_numpy(data)
+    target = dt.get_dtype(dtype) if dtype is not None else (
+        data.dtype if isinstance(data, Tensor) else _infer_dtype(data, arr))
+    return Tensor._wrap(buffer_node(np.array(arr, dtype=target.np, copy=True), target))
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """Wrap a numpy array without copying it; the tensor keeps the numpy dtype."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy: expected np.ndarray, got {type(array).__name__}")
+    target = dt.from_numpy_dtype(array.dtype)
+    if array.dtype != target.np:
+        array = array.astype(target.np)
+    return Tensor._wrap(buffer_node(array, target))
+
+
+def _dtype(dtype: Any, default: dt.DType = dt.float32) -> dt.DType:
+    return default if dtype is None else dt.get_dtype(dtype)
+
+
+def full(size: Sequence[int], fill_value: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
+    check_device(device, "full")
+    shape = shape_arg((size,), "full")
+    if dtype is None:
+        dtype = dt.result_type([], [fill_value])
+    return full_const(fill_value, shape, dt.get_dtype(dtype))
+
+
+def zeros(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    check_device(device, "zeros")
+    return full_const(0, shape_arg(size, "zeros"), _dtype(dtype))
+
+
+def ones(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    check_device(device, "ones")
+    return full_const(1, shape_arg(size, "ones"), _dtype(dtype))
+
+
+def empty(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """Uninitialized memory in PyTorch; zeros here, since lazily it costs nothing more."""
+    return zeros(*size, dtype=dtype, device=device)
+
+
+def _like(x: Tensor, dtype: Any) -> tuple[tuple[int, ...], dt.DType]:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"*_like: expected a Tensor, got {type(x).__name__}")
+    return x.shape, (x.dtype if dtype is None else dt.get_dtype(dtype))
+
+
+def zeros_like(x: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
+    shape, d = _like(x, dtype)
+    return zeros(shape, dtype=d, device=device)
+
+
+def ones_like(x: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
+    shape, d = _like(x, dtype)
+    return ones(shape, dtype=d, device=device)
+
+
+def empty_like(x: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
+    return zeros_like(x, dtype=dtype, device=device)
+
+
+def full_like(x: Tensor, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
+    shape, d = _like(x, dtype)
+    return full(shape, fill_value, dtype=d, device=device)
+
+
+def rand_like(x: Tensor, *, dtype: Any = None, generator: Any = None) -> Tensor:
+    shape, d = _like(x, dtype)
+    return rand(shape, dtype=d, generator=generator)
+
+
+def randn_like(x: Tensor, *, dtype: Any = None, generator: Any = None) -> Tensor:
+    shape, d = _like(x, dtype)
+    return randn(shape, dtype=d, generator=generator)
+
+
+def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None,
+           device: Any = None) -> Tensor:
+    """``[start, end)`` by ``step``; int64 when all bounds are ints, else float32."""
+    check_device(device, "arange")
+    if end is None:
+        start, end = 0, start
+    for name, v in (("start", start), ("end", end), ("step", step)):
+        if isinstance(v, Tensor):
+            v = v.item()
+        if not isinstance(v, (builtins.int, builtins.float, np.number)) or isinstance(v, bool):
+            raise TypeError(f"arange: {name} must be a number, got {v!r}")
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    n = builtins.max(int(np.ceil((end - start) / step)), 0)
+    all_int = all(isinstance(v, (builtins.int, np.integer)) for v in (start, end, step))
+    target = _dtype(dtype, dt.int64 if all_int else dt.float32)
+    if n == 0:
+        return full_const(0, (0,), target)
+    work = dt.int64 if all_int and target.category != dt.FLOAT else dt.float64
+    idx = prim("iota", [], {"dim": 0}, (n,), work)
+    return cast(add(mul(idx, step), start), target)
+
+
+def linspace(start: float, end: float, steps: int, *, dtype: Any = None) -> Tensor:
+    if steps < 0:
+        raise ValueError(f"linspace: steps must be non-negative, got {steps}")
+    if steps <= 1:
+        return full_const(start, (steps,), _dtype(dtype))
+    idx = prim("iota", [], {"dim": 0}, (steps,), dt.float64)
+    return cast(add(mul(idx, (end - start) / (steps - 1)), float(start)), _dtype(dtype))
+
+
+def eye(n: int, m: int | None = None, *, dtype: Any = None) -> Tensor:
+    m = n if m is None else m
+    rows = prim("iota", [], {"dim": 0}, (n, m), dt.int64)
+    cols = prim("iota", [], {"dim": 1}, (n, m), dt.int64)
+    return cast(prim("compare", [rows, cols], {"direction": "eq"}, (n, m), dt.bool_),
+                _dtype(dtype))
+
+
+def rand(*size: Any, dtype: Any = None, generator: Any = None, device: Any = None) -> Tensor:
+    """Uniform in [0, 1) from the counter-based generator."""
+    check_device(device, "rand")
+    return rnd.uniform(shape_arg(size, "rand"), _dtype(dtype), generator)
+
+
+def randn(*size: Any, dtype: Any = None, generator: Any = None, device: Any = None) -> Tensor:
+    """Standard normal (Box-Muller) from the counter-based generator."""
+    check_device(device, "randn")
+    return rnd.normal(shape_arg(size, "randn"), _dtype(dtype), generator)
+
+
+def randint(low: int, high: Any = None, size: Any = None, *, dtype: Any = None,
+            generator: Any = None, device: Any = None) -> Tensor:
+    """``randint(high, size)`` or ``randint(low, high, size)``: integers in [low, high)."""
+    check_device(device, "randint")
+    if size is None:
+        if high is None or not isinstance(high, (tuple, list)):
+            raise TypeError("randint: expected randint(high, size) or randint(low, high, size)")
+        low, high, size = 0, low, high
+    return rnd.integers(int(low), int(high), shape_arg((size,), "randint"),
+                        _dtype(dtype, dt.int64), generator)

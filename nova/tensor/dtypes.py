@@ -1,0 +1,144 @@
+"""Nova's dtypes and PyTorch's type-promotion rules.
+
+A dtype is a small immutable object that knows its numpy storage type, its MLIR element
+type name and its *category* (bool < integer < floating), which is all type promotion
+needs. float16 and bfloat16 are storage types: the reference interpreter computes them
+in float32 and rounds each op's result, as PyTorch does on CPU.
+"""
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+BOOL, INT, FLOAT = 0, 1, 2
+
+
+class DType:
+    """A tensor element type (``nv.float32``, ``nv.int64``, ...)."""
+
+    __slots__ = ("name", "np", "category", "itemsize", "mlir")
+
+    def __init__(self, name: str, np_dtype: Any, category: int, mlir: str):
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self.category = category
+        self.itemsize = self.np.itemsize
+        self.mlir = mlir
+
+    @property
+    def is_floating_point(self) -> bool:
+        return self.category == FLOAT
+
+    def __repr__(self) -> str:
+        return f"nova.{self.name}"
+
+    def __reduce__(self):
+        return (get_dtype, (self.name,))
+
+
+float32 = DType("float32", np.float32, FLOAT, "f32")
+float64 = DType("float64", np.float64, FLOAT, "f64")
+float16 = DType("float16", np.float16, FLOAT, "f16")
+bfloat16 = DType("bfloat16", ml_dtypes.bfloat16, FLOAT, "bf16")
+int32 = DType("int32", np.int32, INT, "i32")
+int64 = DType("int64", np.int64, INT, "i64")
+bool_ = DType("bool", np.bool_, BOOL, "i1")
+
+ALL_DTYPES = (float32, float64, float16, bfloat16, int32, int64, bool_)
+_BY_NAME = {d.name: d for d in ALL_DTYPES}
+_BY_NAME.update({"float": float32, "double": float64, "half": float16, "int": int32,
+                 "long": int64})
+_BY_NP = {d.np: d for d in ALL_DTYPES}
+_BY_MLIR = {d.mlir: d for d in ALL_DTYPES}
+
+DEFAULT_FLOAT = float32
+DEFAULT_INT = int64
+
+# Promotion lattice inside a category: the wider type wins; float16 with bfloat16 gives
+# float32 (neither holds the other), as in PyTorch.
+_FLOAT_RANK = {float16: 1, bfloat16: 1, float32: 2, float64: 3}
+_INT_RANK = {int32: 1, int64: 2}
+
+
+def get_dtype(spec: Any) -> DType:
+    """Turn ``nv.float32``, ``"float32"``, ``np.float32`` or a Python type into a DType."""
+    if isinstance(spec, DType):
+        return spec
+    if spec is builtins.float:
+        return DEFAULT_FLOAT
+    if spec is builtins.int:
+        return DEFAULT_INT
+    if spec is builtins.bool:
+        return bool_
+    if isinstance(spec, str) and spec in _BY_NAME:
+        return _BY_NAME[spec]
+    try:
+        npd = np.dtype(spec)
+    except TypeError:
+        npd = None
+    if npd is not None and npd in _BY_NP:
+        return _BY_NP[npd]
+    valid = ", ".join(d.name for d in ALL_DTYPES)
+    raise TypeError(f"dtype: {spec!r} is not a Nova dtype; valid dtypes are {valid}")
+
+
+def from_mlir(name: str) -> DType:
+    return _BY_MLIR[name]
+
+
+def from_numpy_dtype(npd: np.dtype, op: str = "from_numpy") -> DType:
+    """The Nova dtype holding a numpy dtype; unsigned and small ints widen like torch."""
+    npd = np.dtype(npd)
+    if npd in _BY_NP:
+        return _BY_NP[npd]
+    if npd.kind in "iu" and npd.itemsize <= 4 and not (npd.kind == "u" and npd.itemsize == 4):
+        return int32
+    if npd.kind in "iu":
+        return int64
+    raise TypeError(f"{op}: numpy dtype {npd} has no Nova equivalent; valid dtypes are "
+                    + ", ".join(d.name for d in ALL_DTYPES))
+
+
+def _max_in(dtypes: list[DType]) -> DType | None:
+    if not dtypes:
+        return None
+    cat = max(d.category for d in dtypes)
+    same = [d for d in dtypes if d.category == cat]
+    if cat == BOOL:
+        return bool_
+    if cat == INT:
+        return max(same, key=lambda d: _INT_RANK[d])
+    best = max(same, key=lambda d: _FLOAT_RANK[d])
+    if _FLOAT_RANK[best] == 1 and {float16, bfloat16} <= set(same):
+        return float32
+    return best
+
+
+def scalar_category(value: Any) -> int:
+    if isinstance(value, (builtins.bool, np.bool_)):
+        return BOOL
+    if isinstance(value, (builtins.int, np.integer)):
+        return INT
+    return FLOAT
+
+
+def result_type(tensors: list[tuple[DType, int]], scalars: list[Any]) -> DType:
+    """PyTorch's ``result_type``: dimensioned tensors first, then 0-d tensors, then
+    Python scalars; a lower-priority group only matters if its category is higher.
+
+    ``tensors`` holds (dtype, ndim) pairs.
+    """
+    dim = _max_in([d for d, n in tensors if n > 0])
+    zero = _max_in([d for d, n in tensors if n == 0])
+    res = dim
+    if zero is not None and (res is None or zero.category > res.category):
+        res = zero
+    if scalars:
+        cat = max(scalar_category(s) for s in scalars)
+        if res is None or cat > res.category:
+            res = {BOOL: bool_, INT: DEFAULT_INT, FLOAT: DEFAULT_FLOAT}[cat]
+    assert res is not None
+    return res

@@ -1,0 +1,273 @@
+"""Movement ops: reshape, permute, squeeze/unsqueeze, expand, cat/stack/split/chunk.
+
+Ops that are views in PyTorch return view tensors here (see ``Tensor._assign``): they
+record a primitive like any op, and also remember how to write an in-place update back
+into their base.
+"""
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from nova.tensor import dtypes as dt
+from nova.tensor.ops import broadcast_to, cast, prim
+from nova.tensor.shapes import infer_reshape, normalize_dim, shape_arg
+from nova.tensor.tensor import Tensor, _View
+
+
+def make_view(base: Tensor, derive: Callable[[Tensor], Tensor],
+              write_back: Callable[[Tensor, Tensor], Tensor] | None, op: str) -> Tensor:
+    """``derive(base)`` as a view of ``base``: in-place updates of either side are seen
+    by the other."""
+    value = derive(base)
+    return Tensor._wrap(value.node, _View(base, derive, write_back, op))
+
+
+def _reshape_prim(x: Tensor, shape: tuple[int, ...]) -> Tensor:
+    return x if x.shape == shape else prim("reshape", [x], {}, shape, x.dtype)
+
+
+def reshape(x: Tensor, *shape: Any) -> Tensor:
+    """Row-major reshape. Always a view here (PyTorch copies when the input is not
+    contiguous; Nova has no strides, so writes through a reshape always reach the base)."""
+    target = infer_reshape("reshape", x.shape, shape_arg_any(shape, "reshape"))
+    return make_view(x, lambda b: _reshape_prim(b, target),
+                     lambda b, v: _reshape_prim(v, b.shape), "reshape")
+
+
+def shape_arg_any(shape: tuple, op: str) -> tuple[int, ...]:
+    """Like shape_arg but allowing -1."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    out = []
+    for s in shape:
+        if isinstance(s, bool) or not hasattr(s, "__index__"):
+            raise TypeError(f"{op}: sizes must be ints, got {shape!r}")
+        out.append(s.__index__())
+    return tuple(out)
+
+
+def view(x: Tensor, *shape: Any) -> Tensor:
+    """``view(*shape)`` as ``reshape``; ``view(dtype)`` only for the tensor's own dtype
+    (bit reinterpretation is not supported)."""
+    if len(shape) == 1 and not isinstance(shape[0], (tuple, list)) and not hasattr(
+            shape[0], "__index__"):
+        target = dt.get_dtype(shape[0])
+        if target != x.dtype:
+            raise TypeError(f"view: reinterpreting {x.dtype.name} as {target.name} is not "
+                            "supported; use .to(dtype) to convert values")
+        return make_view(x, lambda b: b, lambda b, v: v, "view")
+    return reshape(x, *shape)
+
+
+def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    if x.ndim == 0:
+        return reshape(x, 1)
+    s = normalize_dim("flatten", start_dim, x.ndim, x.shape)
+    e = normalize_dim("flatten", end_dim, x.ndim, x.shape)
+    if s > e:
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} for "
+                         f"shape {x.shape}")
+    merged = 1
+    for n in x.shape[s:e + 1]:
+        merged *= n
+    return reshape(x, x.shape[:s] + (merged,) + x.shape[e + 1:])
+
+
+def unflatten(x: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:
+    d = normalize_dim("unflatten", dim, x.ndim, x.shape)
+    sizes = infer_reshape("unflatten", (x.shape[d],), tuple(sizes))
+    return reshape(x, x.shape[:d] + sizes + x.shape[d + 1:])
+
+
+def permute(x: Tensor, *dims: Any) -> Tensor:
+    dims = shape_arg_any(dims, "permute")
+    perm = tuple(normalize_dim("permute", d, x.ndim, x.shape) for d in dims)
+    if sorted(perm) != list(range(x.ndim)):
+        raise ValueError(f"permute: dims {dims} are not a permutation of the {x.ndim} dims "
+                         f"of shape {x.shape}")
+    if perm == tuple(range(x.ndim)):
+        return make_view(x, lambda b: b, lambda b, v: v, "permute")
+    inverse = tuple(perm.index(i) for i in range(len(perm)))
+
+    def derive(b: Tensor, p: tuple[int, ...] = perm) -> Tensor:
+        return prim("transpose", [b], {"perm": p}, tuple(b.shape[i] for i in p), b.dtype)
+
+    return make_view(x, derive, lambda b, v: derive(v, inverse), "permute")
+
+
+def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
+    if x.ndim == 0:
+        return permute(x)
+    a = normalize_dim("transpose", dim0, x.ndim, x.shape)
+    b = normalize_dim("transpose", dim1, x.ndim, x.shape)
+    perm = list(range(x.ndim))
+    perm[a], perm[b] = perm[b], perm[a]
+    return permute(x, *perm)
+
+
+def t(x: Tensor) -> Tensor:
+    if x.ndim > 2:
+        raise ValueError(f"t: expects a tensor with <= 2 dims, got shape {x.shape}")
+    return permute(x, *reversed(range(x.ndim)))
+
+
+swapaxes = transpose
+
+
+def unsqueeze(x: Tensor, dim: int) -> Tensor:
+    d = normalize_dim("unsqueeze", dim, x.ndim + 1)
+    return reshape(x, x.shape[:d] + (1,) + x.shape[d:])
+
+
+def squeeze(x: Tensor, dim: Any = None) -> Tensor:
+    if dim is None:
+        return reshape(x, tuple(n for n in x.shape if n != 1))
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    ds = {normalize_dim("squeeze", d, x.ndim, x.shape) for d in dims}
+    return reshape(x, tuple(n for i, n in enumerate(x.shape) if not (i in ds and n == 1)))
+
+
+def expand(x: Tensor, *sizes: Any) -> Tensor:
+    """Broadcast to ``sizes`` (-1 keeps a dim). The result's elements alias each other,
+    so it cannot be written in place (as in PyTorch)."""
+    sizes = shape_arg_any(sizes, "expand")
+    if len(sizes) < x.ndim:
+        raise ValueError(f"expand: the number of sizes {len(sizes)} must be >= the number of "
+                         f"dims of shape {x.shape}")
+    off = len(sizes) - x.ndim
+    target = tuple(x.shape[i - off] if s == -1 and i >= off else s for i, s in enumerate(sizes))
+    if any(s < 0 for s in target):
+        raise ValueError(f"expand: invalid sizes {sizes} for shape {x.shape}")
+    for i, n in enumerate(x.shape):
+        if n != 1 and n != target[i + off]:
+            raise ValueError(f"expand: the size of dim {i} ({n}) must match the target size "
+                             f"{target[i + off]} or be 1 (shape {x.shape} to {target})")
+    return make_view(x, lambda b: broadcast_to(b, target, "expand"), None, "expand")
+
+
+def expand_as(x: Tensor, other: Tensor) -> Tensor:
+    return expand(x, other.shape)
+
+
+def broadcast_tensors(*tensors: Tensor) -> list[Tensor]:
+    from nova.tensor.shapes import broadcast_shapes
+    shape = broadcast_shapes("broadcast_tensors", *[t.shape for t in tensors])
+    return [expand(t, shape) for t in tensors]
+
+
+def contiguous(x: Tensor) -> Tensor:
+    """A new handle on the same values (layout is the compiler's business in Nova).
+    Unlike PyTorch it never aliases ``x``: in-place ops on it do not reach ``x``."""
+    return Tensor._wrap(x.node)
+
+
+def _check_seq(op: str, tensors: Sequence[Tensor]) -> list[Tensor]:
+    if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"{op}: expected a list or tuple of tensors, got {type(tensors).__name__}")
+    if not tensors:
+        raise ValueError(f"{op}: expected a non-empty list of tensors")
+    for t_ in tensors:
+        if not isinstance(t_, Tensor):
+            raise TypeError(f"{op}: expected tensors, got {type(t_).__name__}")
+    return list(tensors)
+
+
+def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    ts = _check_seq("cat", tensors)
+    ref = ts[0]
+    d = normalize_dim("cat", dim, ref.ndim, ref.shape)
+    if ref.ndim == 0:
+        raise ValueError("cat: zero-dimensional tensors cannot be concatenated")
+    for k, t_ in enumerate(ts):
+        if t_.ndim != ref.ndim or any(a != b for i, (a, b) in enumerate(zip(t_.shape, ref.shape))
+                                      if i != d):
+            shapes = ", ".join(str(x.shape) for x in ts)
+            raise ValueError(f"cat: tensor {k} has shape {t_.shape}, which does not match "
+                             f"{ref.shape} outside dim {d} (shapes: {shapes})")
+    out_dtype = dt.result_type([(t_.dtype, 1) for t_ in ts], [])
+    ts = [cast(t_, out_dtype) for t_ in ts]
+    if len(ts) == 1:
+        return ts[0]
+    shape = list(ref.shape)
+    shape[d] = builtins.sum(t_.shape[d] for t_ in ts)
+    return prim("concat", ts, {"dim": d}, tuple(shape), out_dtype)
+
+
+concatenate = cat
+
+
+def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    ts = _check_seq("stack", tensors)
+    for k, t_ in enumerate(ts):
+        if t_.shape != ts[0].shape:
+            raise ValueError(f"stack: expects each tensor to be equal size, but got "
+                             f"{ts[0].shape} at entry 0 and {t_.shape} at entry {k}")
+    d = normalize_dim("stack", dim, ts[0].ndim + 1)
+    return cat([unsqueeze(t_, d) for t_ in ts], d)
+
+
+def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
+    d = normalize_dim("narrow", dim, x.ndim, x.shape)
+    if start < 0:
+        start += x.shape[d]
+    if not (0 <= start and length >= 0 and start + length <= x.shape[d]):
+        raise IndexError(f"narrow: start {start} + length {length} exceeds dim {d} of shape "
+                         f"{x.shape}")
+    index = (slice(None),) * d + (slice(start, start + length),)
+    return x[index]
+
+
+def split(x: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
+    d = normalize_dim("split", dim, x.ndim, x.shape)
+    n = x.shape[d]
+    if isinstance(split_size_or_sections, int):
+        size = split_size_or_sections
+        if size <= 0:
+            raise ValueError(f"split: split_size must be positive, got {size}")
+        sizes = [builtins.min(size, n - s) for s in range(0, n, size)] or [0]
+    else:
+        sizes = list(split_size_or_sections)
+        if builtins.sum(sizes) != n or any(s < 0 for s in sizes):
+            raise ValueError(f"split: sections {sizes} must be non-negative and sum to {n}, "
+                             f"the size of dim {d} of shape {x.shape}")
+    out, start = [], 0
+    for s in sizes:
+        out.append(narrow(x, d, start, s))
+        start += s
+    return tuple(out)
+
+
+def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    if chunks <= 0:
+        raise ValueError(f"chunk: chunks must be positive, got {chunks}")
+    d = normalize_dim("chunk", dim, x.ndim, x.shape)
+    size = -(-x.shape[d] // chunks) if x.shape[d] else 1
+    return split(x, builtins.max(size, 1), d)
+
+
+def unbind(x: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
+    d = normalize_dim("unbind", dim, x.ndim, x.shape)
+    return tuple(x[(slice(None),) * d + (i,)] for i in range(x.shape[d]))
+
+
+def repeat(x: Tensor, *sizes: Any) -> Tensor:
+    sizes = shape_arg(sizes, "repeat")
+    if len(sizes) < x.ndim:
+        raise ValueError(f"repeat: number of repeat dims {len(sizes)} must be >= the number "
+                         f"of dims of shape {x.shape}")
+    x = reshape(x, (1,) * (len(sizes) - x.ndim) + x.shape)
+    inter = []
+    for r, n in zip(sizes, x.shape):
+        inter += [r, n]
+    spread = broadcast_to(reshape(x, tuple(v for n in x.shape for v in (1, n))), tuple(inter),
+                          "repeat")
+    return _reshape_prim(spread, tuple(r * n for r, n in zip(sizes, x.shape)))
+
+
+TENSOR_METHODS = (
+    "reshape", "view", "flatten", "unflatten", "permute", "transpose", "t", "swapaxes",
+    "unsqueeze", "squeeze", "expand", "expand_as", "contiguous", "narrow", "split", "chunk",
+    "unbind", "repeat",
+)

@@ -1,0 +1,578 @@
+"""The op front end: checks arguments, then records primitive nodes.
+
+Every public op validates shapes and dtypes here, at the user's line, and raises with
+the op name, the shapes/dtypes and what would be valid. Composite ops (softmax, gelu,
+var, logsumexp, ...) are written in terms of the primitive set of DESIGN.md, so fusion
+later rediscovers them instead of special-casing them.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+from collections import namedtuple
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from nova.tensor import dtypes as dt
+from nova.tensor.shapes import broadcast_shapes, normalize_dim, normalize_dims, numel
+from nova.tensor.tensor import Tensor
+from nova.tensor.trace import Node
+
+Scalar = (builtins.int, builtins.float, builtins.bool, np.number, np.bool_)
+
+# ---------------------------------------------------------------- recording primitives
+
+
+def prim(op: str, inputs: Sequence[Tensor], attrs: dict[str, Any], shape: tuple[int, ...],
+         dtype: dt.DType) -> Tensor:
+    """Record one primitive node (arguments were checked by the caller)."""
+    return Tensor._wrap(Node(op, tuple(t.node for t in inputs), attrs, tuple(shape), dtype))
+
+
+def _scalar_value(value: Any, dtype: dt.DType) -> Any:
+    if dtype == dt.bool_:
+        return builtins.int(builtins.bool(value))
+    if dtype.category == dt.INT:
+        if isinstance(value, (builtins.float, np.floating)) and not math.isfinite(value):
+            raise ValueError(f"cannot convert {value} to integer dtype {dtype.name}")
+        return builtins.int(value)
+    return builtins.float(value)
+
+
+def full_const(value: Any, shape: tuple[int, ...], dtype: dt.DType) -> Tensor:
+    """A splat constant (baked into the step function: use a tensor for values that
+    change every step)."""
+    return prim("constant", [], {"value": _scalar_value(value, dtype)}, shape, dtype)
+
+
+def cast(x: Tensor, dtype: dt.DType) -> Tensor:
+    if x.dtype == dtype:
+        return x
+    return prim("cast", [x], {}, x.shape, dtype)
+
+
+def broadcast_to(x: Tensor, shape: Sequence[int], op: str = "expand") -> Tensor:
+    shape = tuple(shape)
+    if x.shape == shape:
+        return x
+    if len(shape) < x.ndim or broadcast_shapes(op, x.shape, shape) != shape:
+        raise ValueError(f"{op}: shape {x.shape} cannot be broadcast to {shape}")
+    off = len(shape) - x.ndim
+    return prim("broadcast_in_dim", [x], {"dims": tuple(range(off, len(shape)))}, shape,
+                x.dtype)
+
+
+def _is_scalar(v: Any) -> bool:
+    return isinstance(v, Scalar)
+
+
+def _check_operand(op: str, v: Any) -> None:
+    if not isinstance(v, Tensor) and not _is_scalar(v):
+        raise TypeError(f"{op}: expected a Tensor or a Python number, got {type(v).__name__}")
+
+
+def promote(op: str, *args: Any) -> dt.DType:
+    for a in args:
+        _check_operand(op, a)
+    return dt.result_type([(a.dtype, a.ndim) for a in args if isinstance(a, Tensor)],
+                          [a for a in args if not isinstance(a, Tensor)])
+
+
+def operands(op: str, *args: Any, dtype: dt.DType | None = None) -> list[Tensor]:
+    """Promote to a common dtype (or ``dtype``) and broadcast to a common shape;
+    Python scalars become splat constants of the result shape."""
+    common = dtype or promote(op, *args)
+    shape = broadcast_shapes(op, *[a.shape for a in args if isinstance(a, Tensor)])
+    return [broadcast_to(cast(a, common), shape, op) if isinstance(a, Tensor)
+            else full_const(a, shape, common) for a in args]
+
+
+def _binary(prim_name: str, op: str, a: Any, b: Any, dtype: dt.DType | None = None) -> Tensor:
+    x, y = operands(op, a, b, dtype=dtype)
+    return prim(prim_name, [x, y], {}, x.shape, x.dtype)
+
+
+# ---------------------------------------------------------------- arithmetic
+
+def add(a: Any, b: Any, alpha: Any = 1) -> Tensor:
+    if alpha != 1:
+        b = mul(b, alpha)
+    return _binary("add", "add", a, b)
+
+
+def sub(a: Any, b: Any, alpha: Any = 1) -> Tensor:
+    if promote("sub", a, b) == dt.bool_:
+        raise TypeError("sub: subtraction of two bool tensors is not supported; use "
+                        "logical_xor or ~ instead")
+    if alpha != 1:
+        b = mul(b, alpha)
+    return _binary("sub", "sub", a, b)
+
+
+def mul(a: Any, b: Any) -> Tensor:
+    return _binary("mul", "mul", a, b)
+
+
+def div(a: Any, b: Any) -> Tensor:
+    """True division: integer and bool inputs give float32, as in PyTorch."""
+    common = promote("div", a, b)
+    return _binary("div", "div", a, b, dtype=common if common.is_floating_point else dt.float32)
+
+
+def pow(a: Any, b: Any) -> Tensor:
+    if promote("pow", a, b) == dt.bool_:
+        return _binary("pow", "pow", a, b, dtype=dt.int64)
+    return _binary("pow", "pow", a, b)
+
+
+def maximum(a: Any, b: Any) -> Tensor:
+    return _binary("maximum", "maximum", a, b)
+
+
+def minimum(a: Any, b: Any) -> Tensor:
+    return _binary("minimum", "minimum", a, b)
+
+
+def neg(x: Tensor) -> Tensor:
+    _check_tensor("neg", x)
+    if x.dtype == dt.bool_:
+        raise TypeError("neg: negation of a bool tensor is not supported; use ~ instead")
+    return prim("neg", [x], {}, x.shape, x.dtype)
+
+
+def abs(x: Tensor) -> Tensor:
+    _check_tensor("abs", x)
+    if x.dtype == dt.bool_:
+        return x
+    return prim("abs", [x], {}, x.shape, x.dtype)
+
+
+def _check_tensor(op: str, x: Any) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
+
+
+def _float_unary(name: str) -> Any:
+    def op(x: Tensor) -> Tensor:
+        _check_tensor(name, x)
+        x = cast(x, x.dtype if x.dtype.is_floating_point else dt.float32)
+        return prim(name, [x], {}, x.shape, x.dtype)
+    op.__name__ = name
+    op.__doc__ = f"Elementwise {name}; integer inputs compute in float32."
+    return op
+
+
+exp = _float_unary("exp")
+log = _float_unary("log")
+sqrt = _float_unary("sqrt")
+rsqrt = _float_unary("rsqrt")
+reciprocal = _float_unary("reciprocal")
+sin = _float_unary("sin")
+cos = _float_unary("cos")
+tanh = _float_unary("tanh")
+erf = _float_unary("erf")
+
+
+def square(x: Tensor) -> Tensor:
+    return mul(x, x)
+
+
+def sigmoid(x: Tensor) -> Tensor:
+    """1 / (1 + exp(-x))."""
+    x = _as_float("sigmoid", x)
+    return reciprocal(add(exp(neg(x)), 1.0))
+
+
+def relu(x: Tensor) -> Tensor:
+    """max(x, 0); its gradient at 0 is 0, as in PyTorch."""
+    _check_tensor("relu", x)
+    return maximum(x, 0)
+
+
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    """x * Phi(x) with the exact erf form, or PyTorch's ``approximate='tanh'`` form."""
+    x = _as_float("gelu", x)
+    if approximate == "none":
+        return mul(mul(x, 0.5), add(erf(mul(x, 1.0 / math.sqrt(2.0))), 1.0))
+    if approximate == "tanh":
+        inner = mul(add(x, mul(mul(mul(x, x), x), 0.044715)), math.sqrt(2.0 / math.pi))
+        return mul(mul(x, 0.5), add(tanh(inner), 1.0))
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def silu(x: Tensor) -> Tensor:
+    """x * sigmoid(x)."""
+    x = _as_float("silu", x)
+    return mul(x, sigmoid(x))
+
+
+def _as_float(op: str, x: Any) -> Tensor:
+    _check_tensor(op, x)
+    return cast(x, x.dtype if x.dtype.is_floating_point else dt.float32)
+
+
+def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
+    _check_tensor("clamp", x)
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of min and max must be given")
+    out = x
+    if min is not None:
+        out = maximum(out, min)
+    if max is not None:
+        out = minimum(out, max)
+    return out
+
+
+clip = clamp
+
+
+def where(cond: Tensor, a: Any, b: Any) -> Tensor:
+    _check_tensor("where", cond)
+    if cond.dtype != dt.bool_:
+        raise TypeError(f"where: condition must be a bool tensor, got {cond.dtype.name}")
+    common = promote("where", a, b)
+    shape = broadcast_shapes("where", cond.shape,
+                             *[v.shape for v in (a, b) if isinstance(v, Tensor)])
+    x, y = (broadcast_to(cast(v, common), shape, "where") if isinstance(v, Tensor)
+            else full_const(v, shape, common) for v in (a, b))
+    return prim("where", [broadcast_to(cond, shape, "where"), x, y], {}, shape, common)
+
+
+def masked_fill(x: Tensor, mask: Tensor, value: Any) -> Tensor:
+    _check_tensor("masked_fill", x)
+    _check_tensor("masked_fill", mask)
+    if mask.dtype != dt.bool_:
+        raise TypeError(f"masked_fill: mask must be a bool tensor, got {mask.dtype.name}")
+    if broadcast_shapes("masked_fill", x.shape, mask.shape) != x.shape:
+        raise ValueError(f"masked_fill: mask of shape {mask.shape} cannot be broadcast to "
+                         f"the tensor's shape {x.shape}")
+    if isinstance(value, Tensor):
+        if value.ndim != 0:
+            raise ValueError(f"masked_fill: value must be a number or a 0-d tensor, got shape "
+                             f"{value.shape}")
+        value = cast(value, x.dtype)
+    return where(mask, value, x) if isinstance(value, Tensor) else where(
+        mask, full_const(value, x.shape, x.dtype), x)
+
+
+# ---------------------------------------------------------------- comparisons, logic
+
+def _compare(direction: str, a: Any, b: Any) -> Tensor:
+    x, y = operands(direction, a, b)
+    return prim("compare", [x, y], {"direction": direction}, x.shape, dt.bool_)
+
+
+def lt(a: Any, b: Any) -> Tensor: return _compare("lt", a, b)
+def le(a: Any, b: Any) -> Tensor: return _compare("le", a, b)
+def gt(a: Any, b: Any) -> Tensor: return _compare("gt", a, b)
+def ge(a: Any, b: Any) -> Tensor: return _compare("ge", a, b)
+def eq(a: Any, b: Any) -> Tensor: return _compare("eq", a, b)
+def ne(a: Any, b: Any) -> Tensor: return _compare("ne", a, b)
+
+
+def _as_bool(op: str, v: Any) -> Any:
+    if isinstance(v, Tensor):
+        return v if v.dtype == dt.bool_ else ne(v, 0)
+    return builtins.bool(v)
+
+
+def logical_not(x: Tensor) -> Tensor:
+    return eq(_as_bool("logical_not", x), False)
+
+
+def logical_and(a: Any, b: Any) -> Tensor:
+    return _binary("mul", "logical_and", _as_bool("logical_and", a), _as_bool("logical_and", b))
+
+
+def logical_or(a: Any, b: Any) -> Tensor:
+    return _binary("add", "logical_or", _as_bool("logical_or", a), _as_bool("logical_or", b))
+
+
+def isnan(x: Tensor) -> Tensor:
+    return ne(x, x)
+
+
+def isinf(x: Tensor) -> Tensor:
+    if not x.dtype.is_floating_point:
+        return full_const(False, x.shape, dt.bool_)
+    return eq(abs(x), math.inf)
+
+
+def allclose(a: Tensor, b: Tensor, rtol: float = 1e-5, atol: float = 1e-8) -> builtins.bool:
+    return builtins.bool(np.allclose(a.numpy(), b.numpy(), rtol=rtol, atol=atol))
+
+
+# ---------------------------------------------------------------- reductions
+
+def _reduce(prim_name: str, op: str, x: Tensor, dim: Any, keepdim: builtins.bool) -> Tensor:
+    _check_tensor(op, x)
+    axes = normalize_dims(op, dim, x.ndim, x.shape)
+    out_shape = tuple(n for i, n in enumerate(x.shape) if i not in axes)
+    r = prim(prim_name, [x], {"axes": axes}, out_shape, x.dtype) if axes else x
+    if keepdim:
+        kept = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
+        r = prim("reshape", [r], {}, kept, r.dtype) if r.shape != kept else r
+    return r
+
+
+def sum(x: Tensor, dim: Any = None, keepdim: builtins.bool = False, *, dtype: Any = None) -> Tensor:
+    """Sum over ``dim`` (all dims if None); bool and integer inputs sum in int64."""
+    _check_tensor("sum", x)
+    if dtype is not None:
+        x = cast(x, dt.get_dtype(dtype))
+    elif x.dtype.category != dt.FLOAT:
+        x = cast(x, dt.int64)
+    return _reduce("reduce_sum", "sum", x, dim, keepdim)
+
+
+def mean(x: Tensor, dim: Any = None, keepdim: builtins.bool = False, *, dtype: Any = None) -> Tensor:
+    _check_tensor("mean", x)
+    if dtype is not None:
+        x = cast(x, dt.get_dtype(dtype))
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"mean: input dtype must be floating point, got {x.dtype.name}; "
+                        "call .float() first")
+    axes = normalize_dims("mean", dim, x.ndim, x.shape)
+    count = numel(tuple(x.shape[a] for a in axes))
+    return mul(_reduce("reduce_sum", "mean", x, axes, keepdim), 1.0 / count if count else math.nan)
+
+
+def _check_nonempty(op: str, x: Tensor, axes: tuple[int, ...]) -> None:
+    if any(x.shape[a] == 0 for a in axes) or (x.ndim == 0 and x.numel() == 0):
+        raise IndexError(f"{op}: cannot reduce over a zero-size dimension of shape {x.shape}")
+
+
+def amax(x: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor:
+    _check_tensor("amax", x)
+    _check_nonempty("amax", x, normalize_dims("amax", dim, x.ndim, x.shape))
+    return _reduce("reduce_max", "amax", x, dim, keepdim)
+
+
+def amin(x: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor:
+    _check_tensor("amin", x)
+    if x.dtype == dt.bool_:
+        return logical_not(amax(logical_not(x), dim, keepdim))
+    return neg(amax(neg(x), dim, keepdim))
+
+
+MaxResult = namedtuple("max", ["values", "indices"])
+MinResult = namedtuple("min", ["values", "indices"])
+
+
+def max(x: Tensor, dim: Any = None, keepdim: builtins.bool = False):
+    """``max(x)`` -> 0-d tensor; ``max(x, dim)`` -> (values, indices); ``max(x, y)`` ->
+    elementwise maximum, as in PyTorch."""
+    if isinstance(dim, Tensor):
+        return maximum(x, dim)
+    if dim is None:
+        return amax(x)
+    return MaxResult(amax(x, dim, keepdim), argmax(x, dim, keepdim))
+
+
+def min(x: Tensor, dim: Any = None, keepdim: builtins.bool = False):
+    if isinstance(dim, Tensor):
+        return minimum(x, dim)
+    if dim is None:
+        return amin(x)
+    return MinResult(amin(x, dim, keepdim), argmin(x, dim, keepdim))
+
+
+def _arg_extreme(op: str, x: Tensor, dim: Any, keepdim: builtins.bool, largest: builtins.bool) -> Tensor:
+    _check_tensor(op, x)
+    if dim is None:
+        flat = prim("reshape", [x], {}, (x.numel(),), x.dtype) if x.ndim != 1 else x
+        r = _arg_extreme(op, flat, 0, False, largest)
+        return prim("reshape", [r], {}, (1,) * x.ndim, dt.int64) if keepdim else r
+    if not isinstance(dim, builtins.int):
+        raise TypeError(f"{op}: dim must be an int or None, got {dim!r}")
+    d = normalize_dim(op, dim, x.ndim, x.shape)
+    if x.ndim == 0:
+        return full_const(0, (), dt.int64)
+    _check_nonempty(op, x, (d,))
+    v = x if x.dtype != dt.bool_ else cast(x, dt.int32)
+    ext = amax(v, d, True) if largest else amin(v, d, True)
+    # First index where the extreme occurs (NaN counts as the extreme, as in PyTorch).
+    hit = logical_or(eq(v, ext), isnan(v)) if v.dtype.is_floating_point else eq(v, ext)
+    idx = prim("iota", [], {"dim": d}, x.shape, dt.int64)
+    n = x.shape[d]
+    cand = where(hit, idx, n)
+    return amin(cand, d, keepdim)
+
+
+def argmax(x: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor:
+    return _arg_extreme("argmax", x, dim, keepdim, True)
+
+
+def argmin(x: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor:
+    return _arg_extreme("argmin", x, dim, keepdim, False)
+
+
+def var(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: builtins.bool = False, *,
+        correction: Any = None) -> Tensor:
+    """Variance with Bessel's ``correction`` (default 1; ``unbiased=False`` means 0)."""
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    x = _float_only("var", x)
+    axes = normalize_dims("var", dim, x.ndim, x.shape)
+    n = numel(tuple(x.shape[a] for a in axes))
+    centered = sub(x, mean(x, axes, keepdim=True))
+    denom = builtins.max(n - correction, 0)
+    total = sum(mul(centered, centered), axes, keepdim)
+    return mul(total, 1.0 / denom) if denom else div(total, 0.0)
+
+
+def std(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: builtins.bool = False, *,
+        correction: Any = None) -> Tensor:
+    return sqrt(var(x, dim, unbiased, keepdim, correction=correction))
+
+
+def _float_only(op: str, x: Any) -> Tensor:
+    _check_tensor(op, x)
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"{op}: input dtype must be floating point, got {x.dtype.name}")
+    return x
+
+
+def logsumexp(x: Tensor, dim: Any, keepdim: builtins.bool = False) -> Tensor:
+    """log(sum(exp(x))) computed stably around the max (rows of -inf give -inf)."""
+    x = _as_float("logsumexp", x)
+    axes = normalize_dims("logsumexp", dim, x.ndim, x.shape)
+    m = amax(x, axes, keepdim=True)
+    m = where(isinf(m), 0.0, m)
+    s = log(sum(exp(sub(x, m)), axes, keepdim=True))
+    out = add(s, m)
+    if not keepdim and axes:
+        out = prim("reshape", [out], {}, tuple(n for i, n in enumerate(x.shape) if i not in axes),
+                   out.dtype)
+    return out
+
+
+def softmax(x: Tensor, dim: builtins.int = -1, dtype: Any = None) -> Tensor:
+    x = _as_float("softmax", x if dtype is None else cast(x, dt.get_dtype(dtype)))
+    d = normalize_dim("softmax", dim, x.ndim, x.shape)
+    e = exp(sub(x, amax(x, d, keepdim=True)))
+    return div(e, sum(e, d, keepdim=True))
+
+
+def log_softmax(x: Tensor, dim: builtins.int = -1, dtype: Any = None) -> Tensor:
+    x = _as_float("log_softmax", x if dtype is None else cast(x, dt.get_dtype(dtype)))
+    d = normalize_dim("log_softmax", dim, x.ndim, x.shape)
+    shifted = sub(x, amax(x, d, keepdim=True))
+    return sub(shifted, log(sum(exp(shifted), d, keepdim=True)))
+
+
+# ---------------------------------------------------------------- contraction
+
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    """``@`` with PyTorch's rules: 1-D operands are promoted and the added dim removed,
+    batch dims broadcast."""
+    _check_tensor("matmul", a)
+    _check_tensor("matmul", b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"matmul: both arguments need at least 1 dim, got shapes {a.shape} "
+                         f"and {b.shape}")
+    if a.dtype != b.dtype:
+        raise TypeError(f"matmul: expected both operands to have the same dtype, got "
+                        f"{a.dtype.name} and {b.dtype.name}")
+    if a.dtype == dt.bool_:
+        raise TypeError("matmul: not implemented for bool tensors")
+    x = a if a.ndim > 1 else prim("reshape", [a], {}, (1, a.shape[0]), a.dtype)
+    y = b if b.ndim > 1 else prim("reshape", [b], {}, (b.shape[0], 1), b.dtype)
+    if x.shape[-1] != y.shape[-2]:
+        raise ValueError(f"matmul: {a.shape} @ {b.shape}: inner dims {x.shape[-1]} != "
+                         f"{y.shape[-2]}")
+    batch = broadcast_shapes("matmul", x.shape[:-2], y.shape[:-2])
+    x = broadcast_to(x, batch + x.shape[-2:], "matmul")
+    y = broadcast_to(y, batch + y.shape[-2:], "matmul")
+    out = prim("matmul", [x, y], {}, batch + (x.shape[-2], y.shape[-1]), a.dtype)
+    final = batch + (x.shape[-2],) * (a.ndim > 1) + (y.shape[-1],) * (b.ndim > 1)
+    return prim("reshape", [out], {}, final, out.dtype) if final != out.shape else out
+
+
+mm = matmul
+bmm = matmul
+
+
+# ---------------------------------------------------------------- indexing-like
+
+def gather(x: Tensor, dim: builtins.int, index: Tensor) -> Tensor:
+    """``torch.gather``: ``out[i][j] = x[index[i][j]][j]`` for dim=0 (and so on)."""
+    _check_tensor("gather", x)
+    _check_tensor("gather", index)
+    if index.dtype not in (dt.int32, dt.int64):
+        raise TypeError(f"gather: index must be int32 or int64, got {index.dtype.name}")
+    d = normalize_dim("gather", dim, x.ndim, x.shape)
+    if index.ndim != x.ndim:
+        raise ValueError(f"gather: index {index.shape} must have as many dims as input "
+                         f"{x.shape}")
+    if any(i > s for k, (i, s) in enumerate(zip(index.shape, x.shape)) if k != d):
+        raise ValueError(f"gather: index {index.shape} is larger than input {x.shape} "
+                         f"outside dim {d}")
+    if x.ndim == 0:
+        return x
+    return prim("gather", [x, index], {"dim": d}, index.shape, x.dtype)
+
+
+def scatter_add(x: Tensor, dim: builtins.int, index: Tensor, src: Tensor) -> Tensor:
+    """``torch.scatter_add`` (out of place)."""
+    for name, v in (("input", x), ("index", index), ("src", src)):
+        _check_tensor(f"scatter_add {name}", v)
+    d = normalize_dim("scatter_add", dim, x.ndim, x.shape)
+    if index.dtype not in (dt.int32, dt.int64):
+        raise TypeError(f"scatter_add: index must be int32 or int64, got {index.dtype.name}")
+    if index.ndim != x.ndim or src.ndim != x.ndim:
+        raise ValueError(f"scatter_add: input {x.shape}, index {index.shape} and src "
+                         f"{src.shape} must have the same number of dims")
+    if any(i > s for k, (i, s) in enumerate(zip(index.shape, x.shape)) if k != d) or any(
+            i > s for i, s in zip(index.shape, src.shape)):
+        raise ValueError(f"scatter_add: index {index.shape} must not exceed src {src.shape} "
+                         f"anywhere or input {x.shape} outside dim {d}")
+    if src.shape != index.shape:
+        src = prim("slice", [src], {"start": (0,) * src.ndim, "limit": index.shape,
+                                    "stride": (1,) * src.ndim}, index.shape, src.dtype)
+    return prim("scatter_add", [x, index, cast(src, x.dtype)], {"dim": d}, x.shape, x.dtype)
+
+
+def one_hot(x: Tensor, num_classes: builtins.int = -1) -> Tensor:
+    """int64 one-hot encoding; ``num_classes=-1`` reads the data (a host sync)."""
+    _check_tensor("one_hot", x)
+    if x.dtype not in (dt.int32, dt.int64):
+        raise TypeError(f"one_hot: input must be an integer tensor, got {x.dtype.name}")
+    if num_classes == -1:
+        num_classes = builtins.int(amax(x).item()) + 1 if x.numel() else 0
+    if num_classes < 1 and x.numel():
+        raise ValueError(f"one_hot: num_classes must be positive, got {num_classes}")
+    shape = x.shape + (num_classes,)
+    classes = prim("iota", [], {"dim": x.ndim}, shape, x.dtype)
+    expanded = prim("broadcast_in_dim", [x], {"dims": tuple(range(x.ndim))}, shape, x.dtype)
+    return cast(eq(expanded, classes), dt.int64)
+
+
+def _tri(op: str, x: Tensor, diagonal: builtins.int, lower: builtins.bool) -> Tensor:
+    _check_tensor(op, x)
+    if x.ndim < 2:
+        raise ValueError(f"{op}: input must have at least 2 dims, got shape {x.shape}")
+    rows = prim("iota", [], {"dim": x.ndim - 2}, x.shape, dt.int64)
+    cols = prim("iota", [], {"dim": x.ndim - 1}, x.shape, dt.int64)
+    keep = le(sub(cols, rows), diagonal) if lower else ge(sub(cols, rows), diagonal)
+    return where(keep, x, full_const(0, x.shape, x.dtype))
+
+
+def tril(x: Tensor, diagonal: builtins.int = 0) -> Tensor:
+    return _tri("tril", x, diagonal, True)
+
+
+def triu(x: Tensor, diagonal: builtins.int = 0) -> Tensor:
+    return _tri("triu", x, diagonal, False)
+
+
+TENSOR_METHODS = (
+    "add", "sub", "mul", "div", "pow", "maximum", "minimum", "neg", "abs", "exp", "log",
+    "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tanh", "erf", "square", "sigmoid", "relu",
+    "gelu", "silu", "clamp", "clip", "masked_fill", "lt", "le", "gt", "ge", "eq", "ne",
+    "logical_not", "logical_and", "logical_or", "isnan", "isinf", "sum", "mean", "amax",
+    "amin", "max", "min", "argmax", "argmin", "var", "std", "logsumexp", "softmax",
+    "log_softmax", "matmul", "mm", "bmm", "gather", "scatter_add", "tril", "triu",
+)

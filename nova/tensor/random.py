@@ -1,0 +1,86 @@
+"""The counter-based generator behind ``rand``/``randn``/``randint`` (and dropout later).
+
+Host state is just (seed, offset). Each random op takes the pair as a runtime input
+(a ``tensor<2xi64>`` argument of the step function, never a baked constant) and then
+advances the offset, so a loop that draws fresh numbers every step compiles once, and
+``nv.manual_seed(s)`` makes every draw reproducible.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from nova.tensor import dtypes as dt
+from nova.tensor.ops import add, cast, cos, log, minimum, mul, prim, sqrt, sub
+from nova.tensor.tensor import Tensor
+from nova.tensor.trace import buffer_node
+
+
+class Generator:
+    """Philox key (seed) and counter offset; one draw consumes one offset."""
+
+    def __init__(self, seed: int = 0):
+        self.manual_seed(seed)
+
+    def manual_seed(self, seed: int) -> Generator:
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise TypeError(f"manual_seed: seed must be an int, got {seed!r}")
+        self.seed = seed & (2**64 - 1)
+        self.offset = 0
+        return self
+
+    def initial_seed(self) -> int:
+        return self.seed
+
+    def next_key(self) -> Tensor:
+        """The (seed, offset) pair as a runtime input tensor, then advance."""
+        key = np.array([self.seed, self.offset], dtype=np.uint64).view(np.int64)
+        self.offset += 1
+        return Tensor._wrap(buffer_node(key, dt.int64))
+
+    def get_state(self) -> tuple[int, int]:
+        return (self.seed, self.offset)
+
+    def set_state(self, state: tuple[int, int]) -> None:
+        self.seed, self.offset = int(state[0]), int(state[1])
+
+
+default_generator = Generator(0)
+
+
+def manual_seed(seed: int) -> Generator:
+    """Seed the default generator (resets its offset), as ``torch.manual_seed``."""
+    return default_generator.manual_seed(seed)
+
+
+def uniform(shape: tuple[int, ...], dtype: dt.DType, generator: Generator | None = None) -> Tensor:
+    if not dtype.is_floating_point:
+        raise TypeError(f"rand: dtype must be floating point, got {dtype.name}")
+    g = generator or default_generator
+    return prim("rng_uniform", [g.next_key()], {}, shape, dtype)
+
+
+def normal(shape: tuple[int, ...], dtype: dt.DType, generator: Generator | None = None) -> Tensor:
+    """Box-Muller over two uniform draws, computed in float32 (float64 for float64)."""
+    if not dtype.is_floating_point:
+        raise TypeError(f"randn: dtype must be floating point, got {dtype.name}")
+    work = dt.float64 if dtype == dt.float64 else dt.float32
+    u1 = sub(1.0, uniform(shape, work, generator))        # in (0, 1]: log is finite
+    u2 = uniform(shape, work, generator)
+    z = mul(sqrt(mul(log(u1), -2.0)), cos(mul(u2, 2.0 * math.pi)))
+    return cast(z, dtype)
+
+
+def integers(low: int, high: int, shape: tuple[int, ...], dtype: dt.DType,
+             generator: Generator | None = None) -> Tensor:
+    """Uniform integers in [low, high) from a float64 draw (53 random bits)."""
+    if high <= low:
+        raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
+    if dtype.category != dt.INT:
+        raise TypeError(f"randint: dtype must be an integer type, got {dtype.name}")
+    span = high - low
+    u = uniform(shape, dt.float64, generator)
+    k = minimum(cast(mul(u, float(span)), dt.int64), span - 1)  # u < 1, guard rounding
+    return cast(add(k, low), dtype)
+

@@ -1,0 +1,98 @@
+"""Shape rules shared by the op front end: broadcasting, dim normalization, reshape
+inference. Each raises at record time with the op name and the shapes involved."""
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+Shape = tuple[int, ...]
+
+
+def broadcast_shapes(op: str, *shapes: Shape) -> Shape:
+    """NumPy/PyTorch broadcasting: align right; sizes must match or be 1."""
+    rank = max((len(s) for s in shapes), default=0)
+    out = []
+    for k in range(rank):
+        sizes = {s[len(s) - rank + k] for s in shapes if len(s) - rank + k >= 0}
+        sizes.discard(1)
+        if len(sizes) > 1:
+            shown = " and ".join(str(tuple(s)) for s in shapes)
+            raise ValueError(f"{op}: shapes {shown} cannot be broadcast together "
+                             f"(dim {k - rank} has sizes {sorted(sizes)})")
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def normalize_dim(op: str, dim: Any, ndim: int, shape: Shape | None = None) -> int:
+    """A dim in [-ndim, ndim) as a non-negative int (a 0-d tensor accepts 0 and -1)."""
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__} {dim!r}")
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        where = f" of shape {tuple(shape)}" if shape is not None else ""
+        raise IndexError(f"{op}: dim {dim} is out of range for a tensor{where} with {ndim} "
+                         f"dims (valid: {-n} to {n - 1})")
+    return dim % n
+
+
+def normalize_dims(op: str, dim: Any, ndim: int, shape: Shape | None = None) -> tuple[int, ...]:
+    """``None`` means all dims; an int or a sequence of ints otherwise (no repeats)."""
+    if dim is None:
+        return tuple(range(ndim))
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    out = tuple(sorted(normalize_dim(op, d, ndim, shape) for d in dims))
+    if ndim == 0:
+        return ()
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: dim {dim} repeats a dimension")
+    return out
+
+
+def infer_reshape(op: str, shape: Shape, target: Sequence[Any]) -> Shape:
+    """Resolve one ``-1`` and check that element counts agree."""
+    target = [int(t) if not isinstance(t, int) else t for t in target]
+    numel = 1
+    for s in shape:
+        numel *= s
+    if target.count(-1) > 1:
+        raise ValueError(f"{op}: only one dimension can be -1, got {tuple(target)}")
+    if any(t < -1 for t in target):
+        raise ValueError(f"{op}: invalid size in {tuple(target)}")
+    known = 1
+    for t in target:
+        if t != -1:
+            known *= t
+    if -1 in target:
+        if known == 0 or numel % known:
+            raise ValueError(f"{op}: shape {tuple(target)} is invalid for input of shape "
+                             f"{shape} ({numel} elements)")
+        target[target.index(-1)] = numel // known
+    elif known != numel:
+        raise ValueError(f"{op}: shape {tuple(target)} ({known} elements) is invalid for "
+                         f"input of shape {shape} ({numel} elements)")
+    return tuple(target)
+
+
+def shape_arg(args: tuple, op: str) -> Shape:
+    """Accept ``f(2, 3)``, ``f((2, 3))`` and ``f([2, 3])`` like PyTorch."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = tuple(args[0])
+    out = []
+    for a in args:
+        try:
+            if isinstance(a, bool):
+                raise TypeError
+            out.append(operator.index(a))
+        except TypeError:
+            raise TypeError(f"{op}: sizes must be ints, got {args!r}") from None
+    if any(s < 0 for s in out):
+        raise ValueError(f"{op}: sizes must be non-negative, got {tuple(out)}")
+    return tuple(out)
+
+
+def numel(shape: Shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n

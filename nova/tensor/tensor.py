@@ -1,0 +1,353 @@
+"""``nv.Tensor``: a handle on a trace node.
+
+A Tensor never computes anything when an op is called: the op records a node. Host
+access (``numpy()``, ``item()``, ``print``, ``bool()``) realizes every pending value that
+a live tensor still holds, through the nova dialect (see ``nova/tensor/realize.py``).
+
+In-place ops are functionalized: the handle is rebound to a new node (``_assign``). A
+tensor made by a view op (basic indexing, ``view``/``reshape``, ``permute``, ...) keeps
+its base and two functions: how to re-derive itself from the base, and how to write a new
+value of itself back into the base. So ``x[0].add_(1)`` updates ``x``, and a view made
+before an in-place update of its base reads the updated values, as in PyTorch.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from nova.tensor import dtypes as dt
+from nova.tensor.device import CPU, device
+from nova.tensor.trace import Node, live_pending
+
+
+class _View:
+    """How a view tensor relates to its base tensor."""
+
+    __slots__ = ("base", "version", "derive", "write_back", "op")
+
+    def __init__(self, base: Tensor, derive: Callable[[Tensor], Tensor],
+                 write_back: Callable[[Tensor, Tensor], Tensor] | None, op: str):
+        self.base = base
+        self.version = base._version
+        self.derive = derive
+        self.write_back = write_back
+        self.op = op
+
+
+class Tensor:
+    """A lazy n-dimensional array with PyTorch semantics."""
+
+    __slots__ = ("_node", "_view", "_version", "__weakref__")
+    __array_priority__ = 1000  # make ``ndarray op Tensor`` defer to Tensor's reflected op
+
+    def __init__(self, data: Any = None, *, dtype: Any = None):
+        from nova.tensor.creation import tensor as _tensor
+        made = _tensor([] if data is None else data, dtype=dtype or dt.float32)
+        self._node = made._node
+        self._view = None
+        self._version = 0
+
+    @classmethod
+    def _wrap(cls, node: Node, view: _View | None = None) -> Tensor:
+        t = object.__new__(cls)
+        t._node = node
+        t._view = view
+        t._version = 0
+        if not node.realized:
+            live_pending.add(t)
+        return t
+
+    # ------------------------------------------------------------ trace plumbing
+
+    @property
+    def node(self) -> Node:
+        """The current node, re-derived from the base if the base changed in place."""
+        v = self._view
+        if v is not None and v.base._version != v.version:
+            self._node = v.derive(v.base).node
+            v.version = v.base._version
+            if not self._node.realized:
+                live_pending.add(self)
+        return self._node
+
+    def _assign(self, value: Tensor, op: str) -> Tensor:
+        """Rebind this handle to ``value`` (an in-place op), writing through views."""
+        if value.shape != self.shape:
+            raise RuntimeError(f"{op}: in-place result of shape {value.shape} cannot be "
+                               f"written to a tensor of shape {self.shape}")
+        if value.dtype != self.dtype:
+            if value.dtype.category > self.dtype.category:
+                raise RuntimeError(f"{op}: result type {value.dtype.name} can't be cast to "
+                                   f"the in-place output type {self.dtype.name}")
+            value = value.to(self.dtype)
+        v = self._view
+        if v is not None:
+            if v.write_back is None:
+                raise RuntimeError(f"{op}: cannot write in place into the result of "
+                                   f"{v.op}, whose elements alias each other; call "
+                                   ".clone() first")
+            base = v.base
+            base._assign(v.write_back(base, value), op)
+            v.version = base._version
+        self._node = value.node
+        self._version += 1
+        if not self._node.realized:
+            live_pending.add(self)
+        return self
+
+    # ------------------------------------------------------------ properties
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.node.shape
+
+    def size(self, dim: int | None = None):
+        if dim is None:
+            return self.shape
+        from nova.tensor.shapes import normalize_dim
+        return self.shape[normalize_dim("size", dim, self.ndim, self.shape)]
+
+    @property
+    def dtype(self) -> dt.DType:
+        return self.node.dtype
+
+    @property
+    def device(self) -> device:
+        return CPU
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_floating_point
+
+    @property
+    def T(self) -> Tensor:
+        return self.permute(*reversed(range(self.ndim)))
+
+    @property
+    def mT(self) -> Tensor:
+        return self.transpose(-2, -1)
+
+    # ------------------------------------------------------------ host access
+
+    def numpy(self) -> np.ndarray:
+        """A copy of the values as a numpy array (realizes pending work).
+
+        Nova values are immutable, so unlike ``torch.Tensor.numpy`` this never aliases:
+        writing into the returned array does not change the tensor.
+        """
+        from nova.tensor.realize import realize
+        realize(self)
+        return np.array(self.node.buffer, copy=True)
+
+    def item(self) -> Any:
+        if self.numel() != 1:
+            raise RuntimeError(f"item: a Tensor with {self.numel()} elements (shape "
+                               f"{self.shape}) cannot be converted to a Python scalar")
+        return self.numpy().reshape(()).item()
+
+    def tolist(self) -> Any:
+        arr = self.numpy()
+        if self.dtype == dt.bfloat16:
+            arr = arr.astype(np.float32)
+        return arr.tolist()
+
+    def __repr__(self) -> str:
+        arr = self.numpy()
+        if self.dtype == dt.bfloat16:
+            arr = arr.astype(np.float32)
+        body = np.array2string(arr, separator=", ", prefix="tensor(", precision=4)
+        extra = "" if self.dtype in (dt.float32, dt.int64, dt.bool_) else f", dtype={self.dtype}"
+        return f"tensor({body}{extra})"
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:
+            raise RuntimeError(f"Boolean value of Tensor with {self.numel()} elements (shape "
+                               f"{self.shape}) is ambiguous")
+        return bool(self.item())
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype.category != dt.INT or self.numel() != 1:
+            raise TypeError(f"only integer tensors of a single element can be converted to "
+                            f"an index (got {self.dtype.name} of shape {self.shape})")
+        return int(self.item())
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self.numpy()
+        return arr if dtype is None else arr.astype(dtype)
+
+    __hash__ = object.__hash__
+
+    # ------------------------------------------------------------ conversion
+
+    def to(self, *args: Any, **kwargs: Any) -> Tensor:
+        """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other_tensor)``."""
+        target_dtype = kwargs.pop("dtype", None)
+        target_device = kwargs.pop("device", None)
+        kwargs.pop("copy", None)
+        kwargs.pop("non_blocking", None)
+        if kwargs:
+            raise TypeError(f"to: unexpected arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, Tensor):
+                target_dtype = a.dtype
+            elif isinstance(a, (str, device)):
+                target_device = a
+            else:
+                target_dtype = a
+        if target_device is not None:
+            from nova.tensor.device import check_device
+            check_device(target_device, "to")
+        if target_dtype is None:
+            return self
+        return _ops.cast(self, dt.get_dtype(target_dtype))
+
+    def type(self, dtype: Any = None):
+        return self.dtype.name if dtype is None else self.to(dtype)
+
+    def float(self) -> Tensor:
+        return self.to(dt.float32)
+
+    def double(self) -> Tensor:
+        return self.to(dt.float64)
+
+    def half(self) -> Tensor:
+        return self.to(dt.float16)
+
+    def bfloat16(self) -> Tensor:
+        return self.to(dt.bfloat16)
+
+    def long(self) -> Tensor:
+        return self.to(dt.int64)
+
+    def int(self) -> Tensor:
+        return self.to(dt.int32)
+
+    def bool(self) -> Tensor:
+        return self.to(dt.bool_)
+
+    def cpu(self) -> Tensor:
+        return self
+
+    def clone(self) -> Tensor:
+        return Tensor._wrap(self.node)
+
+    def detach(self) -> Tensor:
+        return Tensor._wrap(self.node)
+
+    # ------------------------------------------------------------ operators
+
+    def __add__(self, o): return _ops.add(self, o)
+    def __radd__(self, o): return _ops.add(o, self)
+    def __sub__(self, o): return _ops.sub(self, o)
+    def __rsub__(self, o): return _ops.sub(o, self)
+    def __mul__(self, o): return _ops.mul(self, o)
+    def __rmul__(self, o): return _ops.mul(o, self)
+    def __truediv__(self, o): return _ops.div(self, o)
+    def __rtruediv__(self, o): return _ops.div(o, self)
+    def __pow__(self, o): return _ops.pow(self, o)
+    def __rpow__(self, o): return _ops.pow(o, self)
+    def __matmul__(self, o): return _ops.matmul(self, o)
+    def __rmatmul__(self, o): return _ops.matmul(o, self)
+    def __neg__(self): return _ops.neg(self)
+    def __pos__(self): return self
+    def __abs__(self): return _ops.abs(self)
+    def __invert__(self): return _ops.logical_not(self)
+    def __and__(self, o): return _ops.logical_and(self, o)
+    def __or__(self, o): return _ops.logical_or(self, o)
+    def __lt__(self, o): return _ops.lt(self, o)
+    def __le__(self, o): return _ops.le(self, o)
+    def __gt__(self, o): return _ops.gt(self, o)
+    def __ge__(self, o): return _ops.ge(self, o)
+    def __eq__(self, o): return _ops.eq(self, o)  # type: ignore[override]
+    def __ne__(self, o): return _ops.ne(self, o)  # type: ignore[override]
+
+    def __iadd__(self, o): return self.add_(o)
+    def __isub__(self, o): return self.sub_(o)
+    def __imul__(self, o): return self.mul_(o)
+    def __itruediv__(self, o): return self.div_(o)
+
+    def __getitem__(self, index: Any) -> Tensor:
+        return _indexing.getitem(self, index)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        _indexing.setitem(self, index, value)
+
+    # ------------------------------------------------------------ in-place forms
+
+    def add_(self, other: Any, alpha: Any = 1) -> Tensor:
+        return self._assign(_ops.add(self, other, alpha=alpha), "add_")
+
+    def sub_(self, other: Any, alpha: Any = 1) -> Tensor:
+        return self._assign(_ops.sub(self, other, alpha=alpha), "sub_")
+
+    def mul_(self, other: Any) -> Tensor:
+        return self._assign(_ops.mul(self, other), "mul_")
+
+    def div_(self, other: Any) -> Tensor:
+        return self._assign(_ops.div(self, other), "div_")
+
+    def zero_(self) -> Tensor:
+        return self.fill_(0)
+
+    def fill_(self, value: Any) -> Tensor:
+        if isinstance(value, Tensor):
+            if value.ndim != 0:
+                raise RuntimeError(f"fill_: value must be a 0-d tensor, got shape {value.shape}")
+            return self._assign(_ops.broadcast_to(value.to(self.dtype), self.shape), "fill_")
+        return self._assign(_ops.full_const(value, self.shape, self.dtype), "fill_")
+
+    def copy_(self, src: Any) -> Tensor:
+        if not isinstance(src, Tensor):
+            raise TypeError(f"copy_: src must be a Tensor, got {type(src).__name__}")
+        src = _ops.broadcast_to(src, self.shape, op="copy_")
+        return self._assign(src.to(self.dtype), "copy_")
+
+    def clamp_(self, min: Any = None, max: Any = None) -> Tensor:
+        return self._assign(_ops.clamp(self, min, max), "clamp_")
+
+    def masked_fill_(self, mask: Tensor, value: Any) -> Tensor:
+        return self._assign(_ops.masked_fill(self, mask, value), "masked_fill_")
+
+
+# Late imports: these modules build Tensors, so they import this one first.
+from nova.tensor import indexing as _indexing  # noqa: E402
+from nova.tensor import movement as _movement  # noqa: E402
+from nova.tensor import ops as _ops  # noqa: E402
+
+# Methods that are the module-level ops with the tensor first (``x.exp()``, ``x.sum(1)``).
+for _mod in (_ops, _movement):
+    for _name in _mod.TENSOR_METHODS:
+        setattr(Tensor, _name, getattr(_mod, _name))

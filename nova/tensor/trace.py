@@ -1,0 +1,192 @@
+"""The trace: a thin lazy graph of primitive ops, the only form before the nova dialect.
+
+Every op a user calls records one or more :class:`Node` s. A node is either *pending*
+(an op over input nodes) or *realized* (it holds a host buffer). Realization turns a set
+of pending nodes into a :class:`PendingGraph`, a flat, canonically numbered description
+that the compiler builds into the nova dialect. The graph's ``key`` is its structure
+(ops, attributes, shapes, dtypes, wiring; never data), so a loop that repeats the same
+computation on new data maps to the same key and replays a cached executable.
+"""
+from __future__ import annotations
+
+import itertools
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from nova.tensor.dtypes import DType
+
+_seq = itertools.count()
+
+
+def canonical_attr(value: Any) -> Any:
+    """A hashable, exactly comparable form of an attribute value (floats by their bits,
+    so NaN and -0.0 constants compare as equal to themselves and nothing else)."""
+    if isinstance(value, float):
+        return ("f", value.hex())
+    if isinstance(value, (tuple, list)):
+        return tuple(canonical_attr(v) for v in value)
+    return value
+
+
+class RealizationError(RuntimeError):
+    """A pending value could not be computed; the message names the failing op."""
+
+
+class Node:
+    """One value of the trace: a primitive op applied to inputs, or a realized buffer."""
+
+    __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "seq", "buffer", "sig",
+                 "__weakref__")
+
+    def __init__(self, op: str, inputs: tuple[Node, ...], attrs: dict[str, Any],
+                 shape: tuple[int, ...], dtype: DType, buffer: np.ndarray | None = None):
+        self.op = op
+        self.inputs = inputs
+        self.attrs = attrs
+        self.shape = shape
+        self.dtype = dtype
+        self.seq = next(_seq)  # creation order is a valid topological order
+        self.buffer = buffer
+        self.sig = (op, tuple((k, canonical_attr(v)) for k, v in sorted(attrs.items())),
+                    shape, dtype.name)
+
+    @property
+    def realized(self) -> bool:
+        return self.buffer is not None
+
+    def bind(self, buffer: np.ndarray) -> None:
+        """Turn this node into a realized buffer and drop the graph behind it."""
+        assert buffer.shape == self.shape and buffer.dtype == self.dtype.np, (
+            f"{self.op}: interpreter produced {buffer.shape} {buffer.dtype}, "
+            f"trace says {self.shape} {self.dtype.np}")
+        self.buffer = buffer
+        self.op = "buffer"
+        self.inputs = ()
+        self.attrs = {}
+        self.sig = ("buffer", (), self.shape, self.dtype.name)
+
+    def __repr__(self) -> str:
+        state = "realized" if self.realized else "pending"
+        return f"Node({self.op}, {self.shape}, {self.dtype.name}, {state})"
+
+
+def buffer_node(array: np.ndarray, dtype: DType) -> Node:
+    """A realized leaf holding ``array`` (made read-only: Nova values are immutable)."""
+    view = array.view()
+    view.flags.writeable = False
+    return Node("buffer", (), {}, tuple(int(d) for d in array.shape), dtype, view)
+
+
+class LiveSet:
+    """A weak set of tensors keyed by identity (Tensor's ``==`` is elementwise, so
+    ``weakref.WeakSet`` cannot hold them)."""
+
+    def __init__(self) -> None:
+        self._refs: dict[int, weakref.ref] = {}
+
+    def add(self, obj: Any) -> None:
+        key = id(obj)
+        if key in self._refs:
+            return
+        refs = self._refs
+
+        def forget(r: weakref.ref, key: int = key) -> None:
+            if refs.get(key) is r:
+                del refs[key]
+
+        refs[key] = weakref.ref(obj, forget)
+
+    def discard(self, obj: Any) -> None:
+        self._refs.pop(id(obj), None)
+
+    def __iter__(self):
+        return iter([o for r in list(self._refs.values()) if (o := r()) is not None])
+
+    def __len__(self) -> int:
+        return len(self._refs)
+
+
+# Tensors whose node is pending. Realization computes every pending node still held by a
+# live tensor, so nothing pending is ever computed twice.
+live_pending = LiveSet()
+
+
+@dataclass(frozen=True)
+class GraphNode:
+    """A node of a PendingGraph: ``inputs`` are indices into ``PendingGraph.values``."""
+
+    op: str
+    attrs: dict[str, Any]
+    inputs: tuple[int, ...]
+    shape: tuple[int, ...]
+    dtype: DType
+
+
+@dataclass
+class PendingGraph:
+    """A pending computation in canonical numbering.
+
+    Values ``0 .. len(args)-1`` are the function arguments (realized buffers, in order of
+    first use); the following values are ``nodes`` in topological order. ``outputs``
+    index into the values. ``key`` is hashable and equal exactly when two graphs have the
+    same structure.
+    """
+
+    args: list[tuple[tuple[int, ...], DType]]
+    nodes: list[GraphNode]
+    outputs: list[int]
+    key: tuple
+    arg_buffers: list[np.ndarray]
+
+    def describe_value(self, i: int) -> str:
+        if i < len(self.args):
+            shape, dt = self.args[i]
+            return f"argument {i} {shape} {dt.name}"
+        n = self.nodes[i - len(self.args)]
+        return f"value %{i} nova.{n.op} {n.shape} {n.dtype.name}"
+
+
+def extract(outputs: list[Node]) -> PendingGraph:
+    """Collect the pending subgraph behind ``outputs`` (deduplicated, in creation order)."""
+    seen: dict[int, Node] = {}
+    stack = [n for n in outputs if not n.realized]
+    leaves: dict[int, Node] = {}
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen[id(n)] = n
+        if n.op == "error":
+            raise RealizationError(n.attrs["message"])
+        for i in n.inputs:
+            if i.realized:
+                leaves[id(i)] = i
+            elif id(i) not in seen:
+                stack.append(i)
+    order = sorted(seen.values(), key=lambda n: n.seq)
+    index: dict[int, int] = {}
+    args: list[Node] = []
+    for n in order:  # arguments numbered by first use, so the numbering is structural
+        for i in n.inputs:
+            if i.realized and id(i) not in index:
+                index[id(i)] = len(args)
+                args.append(i)
+    for n in outputs:  # realized outputs pass an argument straight through
+        if n.realized and id(n) not in index:
+            index[id(n)] = len(args)
+            args.append(n)
+    base = len(args)
+    gnodes = []
+    for k, n in enumerate(order):
+        index[id(n)] = base + k
+        gnodes.append(GraphNode(n.op, n.attrs, tuple(index[id(i)] for i in n.inputs),
+                                n.shape, n.dtype))
+    out_ids = [index[id(n)] for n in outputs]
+    key = (tuple(a.sig for a in args),
+           tuple((n.sig, tuple(index[id(i)] for i in n.inputs)) for n in order),
+           tuple(out_ids))
+    return PendingGraph([(a.shape, a.dtype) for a in args], gnodes, out_ids, key,
+                        [a.buffer for a in args])

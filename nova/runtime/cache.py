@@ -21,6 +21,10 @@ RECOMPILE_WARNING_THRESHOLD = 8
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+class RecompileWarning(RuntimeWarning):
+    """One call site keeps producing new step structures (and so keeps compiling)."""
+
+
 @dataclass
 class Miss:
     reason: str
@@ -79,12 +83,12 @@ def explain_difference(new: tuple, old: tuple | None) -> str:
     return f"outputs changed: {list(old_out)} -> {list(new_out)}"
 
 
-def _user_site() -> str:
+def _user_frame() -> tuple[str, int]:
     """The innermost stack frame outside the nova package: the user's line."""
     for frame in reversed(traceback.extract_stack()):
         if not os.path.abspath(frame.filename).startswith(_PACKAGE_DIR):
-            return f"{os.path.basename(frame.filename)}:{frame.lineno}"
-    return "<nova>"
+            return frame.filename, frame.lineno or 0
+    return "<nova>", 0
 
 
 class ExecutableCache:
@@ -104,16 +108,18 @@ class ExecutableCache:
             reason = explain_difference(key, self._last_key)
             exe = build()
             self._entries[key] = exe
-            site = _user_site()
+            filename, lineno = _user_frame()
+            site = f"{os.path.basename(filename)}:{lineno}"
             self.stats.misses += 1
             self.stats.entries = len(self._entries)
             self.stats.miss_log.append(Miss(reason, site, exe.num_ops))
             self._site_misses[site] += 1
             if self._site_misses[site] == RECOMPILE_WARNING_THRESHOLD:
-                warnings.warn(f"nova: {site} has compiled {RECOMPILE_WARNING_THRESHOLD} "
-                              f"different step functions; latest reason: {reason}. Values "
-                              "that change every step should be tensors, not Python "
-                              "numbers or shapes.", RuntimeWarning, stacklevel=2)
+                warnings.warn_explicit(
+                    f"nova: {site} has compiled {RECOMPILE_WARNING_THRESHOLD} different "
+                    f"step functions; latest reason: {reason}. Values that change every "
+                    "step should be tensors, not Python numbers or shapes.",
+                    RecompileWarning, filename, lineno)
         self._last_key = key
         return exe
 

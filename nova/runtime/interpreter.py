@@ -51,7 +51,7 @@ _UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
     "rsqrt": lambda x: 1 / np.sqrt(x), "reciprocal": lambda x: 1 / x, "sin": np.sin,
     "cos": np.cos, "tanh": np.tanh,
-    "erf": lambda x: _erf(x).astype(x.dtype),
+    "erf": lambda x: np.asarray(_erf(x), dtype=x.dtype),
 }
 
 

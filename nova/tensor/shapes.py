@@ -26,8 +26,9 @@ def broadcast_shapes(op: str, *shapes: Shape) -> Shape:
 
 def normalize_dim(op: str, dim: Any, ndim: int, shape: Shape | None = None) -> int:
     """A dim in [-ndim, ndim) as a non-negative int (a 0-d tensor accepts 0 and -1)."""
-    if not isinstance(dim, int) or isinstance(dim, bool):
+    if isinstance(dim, bool) or not hasattr(dim, "__index__"):
         raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__} {dim!r}")
+    dim = operator.index(dim)
     n = max(ndim, 1)
     if not -n <= dim < n:
         where = f" of shape {tuple(shape)}" if shape is not None else ""
@@ -40,7 +41,13 @@ def normalize_dims(op: str, dim: Any, ndim: int, shape: Shape | None = None) -> 
     """``None`` means all dims; an int or a sequence of ints otherwise (no repeats)."""
     if dim is None:
         return tuple(range(ndim))
-    dims = [dim] if isinstance(dim, int) else list(dim)
+    if isinstance(dim, (list, tuple)):
+        dims = list(dim)
+    elif hasattr(dim, "__index__") and not isinstance(dim, bool):
+        dims = [operator.index(dim)]
+    else:
+        raise TypeError(f"{op}: dim must be an int, a tuple of ints or None, got "
+                        f"{type(dim).__name__} {dim!r}")
     out = tuple(sorted(normalize_dim(op, d, ndim, shape) for d in dims))
     if ndim == 0:
         return ()

@@ -223,7 +223,8 @@ class Tensor:
         for a in args:
             if isinstance(a, Tensor):
                 target_dtype = a.dtype
-            elif isinstance(a, (str, device)):
+            elif isinstance(a, device) or (isinstance(a, str) and
+                                           a.partition(":")[0] in ("cpu", "cuda")):
                 target_device = a
             else:
                 target_dtype = a

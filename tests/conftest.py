@@ -1,0 +1,31 @@
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+
+import nova as nv
+
+settings.register_profile("nova", max_examples=40, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("nova")
+
+
+@pytest.fixture
+def fresh_cache():
+    """An empty executable cache, so stats count only this test's realizations."""
+    nv.debug.reset_cache()
+    yield
+    nv.debug.reset_cache()
+
+
+def pytest_collection_modifyitems(config, items):
+    try:
+        import cupy  # noqa: F401
+        has_gpu = cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        has_gpu = False
+    if not has_gpu:
+        skip = pytest.mark.skip(reason="needs an NVIDIA GPU")
+        for item in items:
+            if "cuda" in item.keywords:
+                item.add_marker(skip)
+

@@ -1,0 +1,76 @@
+"""The structural-hash executable cache: one compile per structure, reasons per miss."""
+import numpy as np
+import pytest
+
+import nova as nv
+from nova.runtime.cache import RecompileWarning, explain_difference
+
+
+def _step(x, w, lr):
+    h = nv.relu(x @ w)
+    return h.softmax(-1).sum(), w - lr * (x.T @ h)
+
+
+def test_hundred_iterations_over_fresh_data_compile_once(fresh_cache):
+    rng = np.random.default_rng(0)
+    w = nv.tensor(rng.standard_normal((8, 8)).astype(np.float32))
+    lr = nv.tensor(0.1)
+    expected_w = w.numpy()
+    nv.debug.reset_cache()
+    for i in range(100):
+        xb = rng.standard_normal((4, 8)).astype(np.float32)
+        lr = nv.tensor(0.1 / (i + 1))       # a changing learning rate is a runtime input
+        loss, w = _step(nv.tensor(xb), w, lr)
+        loss.item()
+        h = np.maximum(xb @ expected_w, 0)
+        expected_w = expected_w - np.float32(0.1 / (i + 1)) * (xb.T @ h)
+    stats = nv.debug.cache_stats()
+    assert (stats.misses, stats.hits) == (1, 99)
+    assert stats.miss_log[0].reason == "first compilation"
+    np.testing.assert_allclose(w.numpy(), expected_w, rtol=1e-4, atol=1e-4)
+
+
+def test_a_new_shape_misses_and_names_the_shape(fresh_cache):
+    w = nv.zeros(8, 8)
+    nv.realize(w)
+    nv.debug.reset_cache()
+    for batch in (4, 4, 6):
+        loss, _ = _step(nv.tensor(np.zeros((batch, 8), np.float32)), w, nv.tensor(0.1))
+        loss.item()
+    stats = nv.debug.cache_stats()
+    assert (stats.misses, stats.hits) == (2, 1)
+    assert stats.miss_log[1].reason == "input 0 shape changed: (4, 8) -> (6, 8)"
+    assert "test_cache.py" in stats.miss_log[1].site
+    assert "input 0 shape changed" in str(stats)
+
+
+def test_miss_reasons_name_ops_attributes_and_dtypes():
+    base = _key(lambda: nv.zeros(3).exp())
+    assert explain_difference(_key(lambda: nv.zeros(3).log()), base) == \
+        "value %1: op changed nova.exp -> nova.log"
+    assert explain_difference(_key(lambda: nv.zeros(3, dtype=nv.float64).exp()), base) == \
+        "value %0 (nova.constant): dtype changed float32 -> float64"
+    assert "attributes changed" in explain_difference(_key(lambda: nv.full((3,), 2.0).exp()), base)
+    assert explain_difference(base, None) == "first compilation"
+
+
+def _key(make):
+    from nova.tensor.realize import pending_graph
+    return pending_graph(make()).key
+
+
+def test_constants_differ_by_bits_not_equality():
+    assert _key(lambda: nv.full((2,), float("nan"))) == _key(lambda: nv.full((2,), float("nan")))
+    assert _key(lambda: nv.full((2,), 0.0)) != _key(lambda: nv.full((2,), -0.0))
+
+
+def test_repeated_recompiles_at_one_site_warn(fresh_cache):
+    with pytest.warns(RecompileWarning, match=r"has compiled 8 different step functions; latest "
+                                              r"reason: input 0 shape changed"):
+        for n in range(1, 10):
+            (nv.zeros(n) + nv.tensor(np.ones(n, np.float32))).sum().item()
+
+
+def test_shared_inputs_are_part_of_the_structure():
+    a, b = nv.tensor([1.0]), nv.tensor([2.0])
+    assert _key(lambda: a + a) != _key(lambda: a + b)

@@ -1,0 +1,162 @@
+"""Elementwise ops against numpy: broadcasting, scalars on either side, dtypes."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import nova as nv
+from tests.helpers import arrays, assert_close, broadcast_pair, shapes
+
+BINARY = {
+    "add": (lambda a, b: a + b, np.add),
+    "sub": (lambda a, b: a - b, np.subtract),
+    "mul": (lambda a, b: a * b, np.multiply),
+    "div": (lambda a, b: a / b, np.divide),
+    "maximum": (nv.maximum, np.maximum),
+    "minimum": (nv.minimum, np.minimum),
+}
+COMPARE = {
+    "lt": (lambda a, b: a < b, np.less), "le": (lambda a, b: a <= b, np.less_equal),
+    "gt": (lambda a, b: a > b, np.greater), "ge": (lambda a, b: a >= b, np.greater_equal),
+    "eq": (lambda a, b: a == b, np.equal), "ne": (lambda a, b: a != b, np.not_equal),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+@given(pair=broadcast_pair())
+def test_binary_broadcasting_matches_numpy(name, pair):
+    a, b = pair
+    ours, ref = BINARY[name]
+    if name == "div":
+        b = np.where(np.abs(b) < 0.1, 1.0, b).astype(np.float32)
+    assert_close(ours(nv.tensor(a), nv.tensor(b)), ref(a, b))
+
+
+@pytest.mark.parametrize("name", sorted(COMPARE))
+@given(pair=broadcast_pair(dtype=np.int64, lo=-2, hi=2))
+def test_comparisons_broadcast_and_give_bool(name, pair):
+    a, b = pair
+    ours, ref = COMPARE[name]
+    out = ours(nv.tensor(a), nv.tensor(b))
+    assert out.dtype == nv.bool
+    np.testing.assert_array_equal(out.numpy(), ref(a, b))
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div"])
+@given(x=shapes().flatmap(arrays), s=st.floats(0.5, 4.0))
+def test_python_scalars_on_either_side(name, x, s):
+    ours, ref = BINARY[name]
+    t = nv.tensor(x)
+    assert_close(ours(t, s), ref(x, np.float32(s)), rtol=1e-5)
+    if name == "div":
+        x = np.where(np.abs(x) < 0.1, 1.0, x).astype(np.float32)
+        t = nv.tensor(x)
+    assert_close(ours(s, t), ref(np.float32(s), x), rtol=1e-5)
+
+
+UNARY = {
+    "exp": (nv.exp, np.exp, (-3, 3)), "log": (nv.log, np.log, (0.1, 5)),
+    "sqrt": (nv.sqrt, np.sqrt, (0, 5)), "rsqrt": (nv.rsqrt, lambda x: 1 / np.sqrt(x), (0.1, 5)),
+    "sin": (nv.sin, np.sin, (-3, 3)), "cos": (nv.cos, np.cos, (-3, 3)),
+    "tanh": (nv.tanh, np.tanh, (-3, 3)), "abs": (nv.abs, np.abs, (-3, 3)),
+    "neg": (lambda t: -t, np.negative, (-3, 3)),
+    "erf": (nv.erf, np.vectorize(math.erf), (-3, 3)),
+    "sigmoid": (nv.sigmoid, lambda x: 1 / (1 + np.exp(-x)), (-5, 5)),
+    "relu": (nv.relu, lambda x: np.maximum(x, 0), (-3, 3)),
+    "silu": (nv.silu, lambda x: x / (1 + np.exp(-x)), (-5, 5)),
+    "gelu": (nv.gelu, lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2))), (-4, 4)),
+    "gelu_tanh": (lambda t: nv.gelu(t, approximate="tanh"),
+                  lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
+                  (-4, 4)),
+    "reciprocal": (nv.reciprocal, lambda x: 1 / x, (0.5, 4)),
+    "square": (nv.square, np.square, (-3, 3)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@given(data=st.data())
+def test_unary_matches_numpy(name, dtype, data):
+    ours, ref, (lo, hi) = UNARY[name]
+    x = data.draw(shapes().flatmap(lambda s: arrays(s, dtype, lo, hi)))
+    out = ours(nv.tensor(x))
+    assert out.dtype == nv.tensor(x).dtype
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    assert_close(out, ref(x.astype(np.float64)), rtol=tol, atol=tol)
+
+
+@given(pair=broadcast_pair(lo=0.5, hi=2.0))
+def test_pow_tensor_tensor_and_scalars(pair):
+    a, b = pair
+    assert_close(nv.tensor(a) ** nv.tensor(b), a ** b, rtol=1e-5)
+    assert_close(nv.tensor(a) ** 2, a ** 2, rtol=1e-6)
+    assert_close(2.0 ** nv.tensor(b), np.float32(2.0) ** b, rtol=1e-6)
+
+
+@given(x=shapes().flatmap(arrays), lo=st.floats(-2, 0), hi=st.floats(0, 2))
+def test_clamp_with_scalar_and_tensor_bounds(x, lo, hi):
+    assert_close(nv.clamp(nv.tensor(x), lo, hi), np.clip(x, np.float32(lo), np.float32(hi)))
+    assert_close(nv.tensor(x).clamp(min=lo), np.maximum(x, np.float32(lo)))
+    assert_close(nv.tensor(x).clamp(max=nv.tensor(np.float32(hi))), np.minimum(x, np.float32(hi)))
+
+
+@given(pair=broadcast_pair(), c=st.data())
+def test_where_broadcasts_all_three(pair, c):
+    a, b = pair
+    cond = c.draw(arrays(np.broadcast_shapes(a.shape, b.shape)[-1:], np.bool_))
+    out = nv.where(nv.tensor(cond), nv.tensor(a), nv.tensor(b))
+    assert_close(out, np.where(cond, a, b))
+    assert_close(nv.where(nv.tensor(cond), nv.tensor(a), 0.0), np.where(cond, a, np.float32(0)))
+
+
+def test_integer_and_bool_arithmetic_follow_torch():
+    i = nv.tensor([1, 2, 3])
+    assert (i + 1).dtype == nv.int64 and (i + 1).tolist() == [2, 3, 4]
+    assert (i / 2).dtype == nv.float32 and (i / 2).tolist() == [0.5, 1.0, 1.5]
+    assert (i * 1.5).dtype == nv.float32
+    assert (i ** 2).tolist() == [1, 4, 9]
+    b = nv.tensor([True, False])
+    assert (b + b).dtype == nv.bool and (b + b).tolist() == [True, False]
+    assert (b & nv.tensor([True, True])).tolist() == [True, False]
+    assert (~b).tolist() == [False, True]
+    assert nv.exp(i).dtype == nv.float32
+    assert (-i).tolist() == [-1, -2, -3]
+    assert nv.abs(nv.tensor([-2, 3])).tolist() == [2, 3]
+
+
+@pytest.mark.parametrize("dtype", [nv.float16, nv.bfloat16])
+def test_storage_floats_compute_in_float32_and_round(dtype):
+    x = np.linspace(-2, 2, 17, dtype=np.float32)
+    t = nv.tensor(x, dtype=dtype)
+    out = (t * 3 + 1).exp()
+    assert out.dtype == dtype
+    ref = np.exp(x.astype(dtype.np).astype(np.float32) * 3 + 1)
+    assert_close(out.float(), ref, rtol=1e-2)
+    assert (t + nv.tensor(x, dtype=nv.float16)).dtype == (
+        nv.float16 if dtype == nv.float16 else nv.float32)
+
+
+def test_type_promotion_table():
+    f32, f16 = nv.zeros(2), nv.zeros(2, dtype=nv.float16)
+    i32, i64, b = nv.zeros(2, dtype=nv.int32), nv.zeros(2, dtype=nv.int64), nv.zeros(2, dtype=nv.bool)
+    assert (i32 + i64).dtype == nv.int64
+    assert (i32 + b).dtype == nv.int32
+    assert (f16 + i64).dtype == nv.float16
+    assert (f16 + f32).dtype == nv.float32
+    assert (f16 * 2.5).dtype == nv.float16          # a Python scalar does not widen
+    assert (i32 * 2).dtype == nv.int32
+    assert (i32 + nv.tensor(1.5)).dtype == nv.float32  # a 0-d float lifts an int tensor
+    assert (f16 + nv.tensor(1.5, dtype=nv.float64)).dtype == nv.float16  # same category: no
+    assert (b + True).dtype == nv.bool
+    assert nv.zeros(2, dtype=nv.float64).dtype == nv.float64
+    assert (nv.zeros(2, dtype=nv.bfloat16) + f16).dtype == nv.float32
+
+
+def test_logical_ops_and_nan_inf_checks():
+    x = nv.tensor([1.0, float("nan"), float("inf"), -float("inf")])
+    assert nv.isnan(x).tolist() == [False, True, False, False]
+    assert nv.isinf(x).tolist() == [False, False, True, True]
+    assert nv.logical_or(nv.tensor([0, 1]), nv.tensor([0, 0])).tolist() == [False, True]
+    assert nv.logical_and(nv.tensor([2, 1]), nv.tensor([3, 0])).tolist() == [True, False]

@@ -1,0 +1,100 @@
+"""In-place ops are functionalized by rebinding the handle, and views write through."""
+import numpy as np
+import pytest
+
+import nova as nv
+from tests.helpers import assert_close
+
+
+def test_inplace_forms_rebind_the_handle():
+    x = nv.ones(2, 3)
+    alias = x
+    x.add_(1).mul_(3).sub_(nv.ones(3), alpha=2)
+    assert alias is x
+    assert_close(x, np.full((2, 3), 4.0))
+    x.div_(2)
+    assert_close(x, np.full((2, 3), 2.0))
+    x += 1
+    x *= 2
+    x -= 1
+    x /= 5
+    assert_close(x, np.full((2, 3), 1.0))
+    x.zero_()
+    assert_close(x, np.zeros((2, 3)))
+    x.fill_(2.5)
+    assert_close(x, np.full((2, 3), 2.5))
+    x.copy_(nv.arange(3))
+    assert_close(x, np.tile(np.arange(3.0), (2, 1)))
+    assert x.dtype == nv.float32
+
+
+def test_inplace_keeps_dtype_and_rejects_unsafe_casts():
+    i = nv.tensor([1, 2, 3])
+    i.add_(2)
+    assert i.dtype == nv.int64 and i.tolist() == [3, 4, 5]
+    with pytest.raises(RuntimeError, match="add_: result type float32 can't be cast to the "
+                                           "in-place output type int64"):
+        i.add_(0.5)
+    with pytest.raises(RuntimeError, match=r"add_: in-place result of shape \(2, 3\) cannot be "
+                                           r"written to a tensor of shape \(3,\)"):
+        nv.zeros(3).add_(nv.zeros(2, 3))
+
+
+def test_inplace_on_views_writes_through_to_the_base():
+    x = nv.zeros(3, 4)
+    row = x[1]
+    row.add_(5)
+    x[0, 1:3] += 1
+    col = x.T[2]
+    col.fill_(-1)
+    ref = np.zeros((3, 4))
+    ref[1] += 5
+    ref[0, 1:3] += 1
+    ref[:, 2] = -1
+    assert_close(x, ref)
+    assert_close(row, ref[1])  # a view made before the base changed reads the new values
+    flat = x.view(-1)
+    flat[0] = 9
+    assert x[0, 0].item() == 9
+    x.zero_()
+    assert flat.sum().item() == 0
+
+
+def test_views_of_views_and_split_parts():
+    x = nv.zeros(4, 4)
+    inner = x[1:3][:, 1:3]
+    inner.fill_(1)
+    a, b = x.split(2, dim=0)
+    b.add_(10)
+    ref = np.zeros((4, 4))
+    ref[1:3, 1:3] = 1
+    ref[2:] += 10
+    assert_close(x, ref)
+    assert_close(a, ref[:2])
+
+
+def test_expanded_views_cannot_be_written():
+    x = nv.zeros(1, 3)
+    with pytest.raises(RuntimeError, match="add_: cannot write in place into the result of "
+                                           "expand"):
+        x.expand(4, 3).add_(1)
+
+
+def test_advanced_index_results_are_copies():
+    x = nv.zeros(3)
+    picked = x[nv.tensor([0, 1])]
+    picked.add_(1)
+    assert x.tolist() == [0.0, 0.0, 0.0]
+    detached = x.detach()
+    detached.add_(1)
+    assert x.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_masked_fill_and_clamp_in_place():
+    x = nv.tensor([[1.0, -2.0], [3.0, -4.0]])
+    x.masked_fill_(x < 0, 0.0)
+    assert x.tolist() == [[1.0, 0.0], [3.0, 0.0]]
+    x.clamp_(max=2.0)
+    assert x.tolist() == [[1.0, 0.0], [2.0, 0.0]]
+    assert nv.masked_fill(x, nv.tensor([True, False]), nv.tensor(7.0)).tolist() == [[7.0, 0.0],
+                                                                                 [7.0, 0.0]]

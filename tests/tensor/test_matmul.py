@@ -1,0 +1,57 @@
+"""matmul against numpy: 1-D promotion, batched, broadcast batch dims."""
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import nova as nv
+from tests.helpers import arrays, assert_close
+
+
+@st.composite
+def matmul_shapes(draw):
+    m, k, n = (draw(st.integers(1, 6)) for _ in range(3))
+    kind = draw(st.sampled_from(["vv", "vm", "mv", "mm", "batched"]))
+    if kind == "vv":
+        return (k,), (k,)
+    if kind == "vm":
+        return (k,), tuple(draw(st.lists(st.integers(1, 3), max_size=2))) + (k, n)
+    if kind == "mv":
+        return tuple(draw(st.lists(st.integers(1, 3), max_size=2))) + (m, k), (k,)
+    if kind == "mm":
+        return (m, k), (k, n)
+    batch = draw(st.lists(st.integers(1, 3), min_size=1, max_size=3))
+    a_batch = [draw(st.sampled_from([b, 1])) for b in batch]
+    b_batch = [draw(st.sampled_from([b, 1])) for b in batch][draw(st.integers(0, len(batch))):]
+    return tuple(a_batch) + (m, k), tuple(b_batch) + (k, n)
+
+
+@given(shapes=matmul_shapes(), data=st.data(), dtype=st.sampled_from([np.float32, np.float64]))
+def test_matmul_matches_numpy(shapes, data, dtype):
+    a = data.draw(arrays(shapes[0], dtype))
+    b = data.draw(arrays(shapes[1], dtype))
+    ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    out = nv.tensor(a) @ nv.tensor(b)
+    assert out.dtype == nv.tensor(a).dtype
+    assert_close(out, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_integer_matmul_and_methods():
+    a = nv.tensor([[1, 2], [3, 4]])
+    assert (a @ a).tolist() == [[7, 10], [15, 22]]
+    assert a.matmul(a).tolist() == nv.mm(a, a).tolist()
+
+
+@pytest.mark.parametrize("a,b,message", [
+    ((8, 16), (32, 4), r"matmul: \(8, 16\) @ \(32, 4\): inner dims 16 != 32"),
+    ((2, 3, 4), (5, 4, 2), r"matmul: shapes \(2,\) and \(5,\) cannot be broadcast"),
+    ((), (3,), r"matmul: both arguments need at least 1 dim"),
+])
+def test_matmul_shape_errors_name_the_shapes(a, b, message):
+    with pytest.raises(ValueError, match=message):
+        nv.zeros(a) @ nv.zeros(b)
+
+
+def test_matmul_dtype_mismatch():
+    with pytest.raises(TypeError, match="matmul: expected both operands to have the same dtype"):
+        nv.zeros(2, 2) @ nv.zeros(2, 2, dtype=nv.float64)

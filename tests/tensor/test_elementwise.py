@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import nova as nv
 from tests.helpers import arrays, assert_close, broadcast_pair, shapes
@@ -160,3 +161,37 @@ def test_logical_ops_and_nan_inf_checks():
     assert nv.isinf(x).tolist() == [False, False, True, True]
     assert nv.logical_or(nv.tensor([0, 1]), nv.tensor([0, 0])).tolist() == [False, True]
     assert nv.logical_and(nv.tensor([2, 1]), nv.tensor([3, 0])).tolist() == [True, False]
+
+
+DTYPES = [nv.bool, nv.int32, nv.int64, nv.float16, nv.bfloat16, nv.float32, nv.float64]
+
+
+@pytest.mark.parametrize("name", ["add", "mul", "maximum", "minimum", "lt", "eq"])
+@given(a_dt=st.sampled_from(DTYPES), b_dt=st.sampled_from(DTYPES), data=st.data())
+def test_binary_ops_over_dtype_pairs(name, a_dt, b_dt, data):
+    """Values match numpy evaluated on the inputs cast to the promoted dtype."""
+    a_shape, b_shape = data.draw(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3,
+                                                                   max_side=3)).input_shapes
+    a = data.draw(arrays(a_shape, np.int64, -3, 3)).astype(a_dt.np)
+    b = data.draw(arrays(b_shape, np.int64, -3, 3)).astype(b_dt.np)
+    ta, tb = nv.tensor(a, dtype=a_dt), nv.tensor(b, dtype=b_dt)
+    ours = {**BINARY, **COMPARE}[name][0](ta, tb)
+    common = (ta + tb).dtype if not (a_dt == b_dt == nv.bool) else nv.bool
+    ref_fn = {**BINARY, **COMPARE}[name][1]
+    ref = ref_fn(a.astype(common.np).astype(np.float64), b.astype(common.np).astype(np.float64))
+    expected_dtype = nv.bool if name in COMPARE else common
+    assert ours.dtype == expected_dtype
+    assert_close(ours.to(nv.float64), ref.astype(expected_dtype.np).astype(np.float64))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_movement_and_indexing_keep_every_dtype(dtype):
+    x = np.arange(12).reshape(3, 4).astype(dtype.np)
+    t = nv.tensor(x, dtype=dtype)
+    pieces = [t.T, t.reshape(4, 3), t[1:, ::2], t[nv.tensor([2, 0])], nv.cat([t, t], 1),
+              t.unsqueeze(0).expand(2, 3, 4), nv.stack(t.split(2, 1), 0)]
+    refs = [x.T, x.reshape(4, 3), x[1:, ::2], x[[2, 0]], np.concatenate([x, x], 1),
+            np.broadcast_to(x[None], (2, 3, 4)), np.stack(np.split(x, 2, 1), 0)]
+    for p, r in zip(pieces, refs):
+        assert p.dtype == dtype
+        np.testing.assert_array_equal(p.numpy(), r)

@@ -2,7 +2,9 @@
 
 ``import nova as nv``; the names follow PyTorch's.
 """
-from nova import debug
+from nova import autograd, debug
+from nova.autograd import rules as _vjp_rules  # noqa: F401  (fills the saved-value table)
+from nova.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from nova.tensor import dtypes as _dt
 from nova.tensor.creation import (
     arange, empty, empty_like, eye, from_numpy, full, full_like, linspace, ones, ones_like,

@@ -4,18 +4,20 @@ from __future__ import annotations
 import copy
 
 from nova.compiler.irgen import build_module
+from nova.compiler.passes import simplify
 from nova.runtime.cache import CACHE, CacheStats
 from nova.tensor.realize import pending_graph
 from nova.tensor.tensor import Tensor
 
-STAGES = ("nova",)
+STAGES = ("trace", "nova")
 
 
 def dump_ir(*tensors: Tensor, stage: str = "nova") -> str:
     """The verified ``func.func @step`` that would compute ``tensors``, as MLIR text.
 
-    Nothing runs. Later compiler stages (``stage="fused"``, ...) arrive with the passes
-    that produce them.
+    ``stage="trace"`` is the function exactly as recorded; ``"nova"`` (the default) is
+    after CSE and DCE, the form the engines run. Nothing runs. Later stages
+    (``"fused"``, ...) arrive with the passes that produce them.
     """
     if stage not in STAGES:
         raise ValueError(f"dump_ir: unknown stage {stage!r}; available stages are {STAGES}")
@@ -24,7 +26,8 @@ def dump_ir(*tensors: Tensor, stage: str = "nova") -> str:
     for t in tensors:
         if not isinstance(t, Tensor):
             raise TypeError(f"dump_ir: expected tensors, got {type(t).__name__}")
-    return str(build_module(pending_graph(*tensors)))
+    module = build_module(pending_graph(*tensors))
+    return str(module if stage == "trace" else simplify(module))
 
 
 def cache_stats() -> CacheStats:

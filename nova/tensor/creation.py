@@ -45,7 +45,12 @@ def _to_numpy(data: Any) -> np.ndarray:
     return arr
 
 
-def tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
+def _finish(t: Tensor, requires_grad: bool) -> Tensor:
+    return t.requires_grad_() if requires_grad else t
+
+
+def tensor(data: Any, dtype: Any = None, device: Any = None,
+           requires_grad: bool = False) -> Tensor:
     """A tensor holding a copy of ``data`` (Python numbers, nested lists, numpy arrays).
 
     Python floats default to float32 and ints to int64, as in PyTorch.
@@ -54,7 +59,8 @@ def tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
     arr = _to_numpy(data)
     target = dt.get_dtype(dtype) if dtype is not None else (
         data.dtype if isinstance(data, Tensor) else _infer_dtype(data, arr))
-    return Tensor._wrap(buffer_node(np.array(arr, dtype=target.np, copy=True), target))
+    made = Tensor._wrap(buffer_node(np.array(arr, dtype=target.np, copy=True), target))
+    return _finish(made, requires_grad)
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
@@ -71,27 +77,31 @@ def _dtype(dtype: Any, default: dt.DType = dt.float32) -> dt.DType:
     return default if dtype is None else dt.get_dtype(dtype)
 
 
-def full(size: Sequence[int], fill_value: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
+def full(size: Sequence[int], fill_value: Any, *, dtype: Any = None, device: Any = None,
+         requires_grad: bool = False) -> Tensor:
     check_device(device, "full")
     shape = shape_arg((size,), "full")
     if dtype is None:
         dtype = dt.result_type([], [fill_value])
-    return full_const(fill_value, shape, dt.get_dtype(dtype))
+    return _finish(full_const(fill_value, shape, dt.get_dtype(dtype)), requires_grad)
 
 
-def zeros(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+def zeros(*size: Any, dtype: Any = None, device: Any = None,
+          requires_grad: bool = False) -> Tensor:
     check_device(device, "zeros")
-    return full_const(0, shape_arg(size, "zeros"), _dtype(dtype))
+    return _finish(full_const(0, shape_arg(size, "zeros"), _dtype(dtype)), requires_grad)
 
 
-def ones(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+def ones(*size: Any, dtype: Any = None, device: Any = None,
+         requires_grad: bool = False) -> Tensor:
     check_device(device, "ones")
-    return full_const(1, shape_arg(size, "ones"), _dtype(dtype))
+    return _finish(full_const(1, shape_arg(size, "ones"), _dtype(dtype)), requires_grad)
 
 
-def empty(*size: Any, dtype: Any = None, device: Any = None) -> Tensor:
+def empty(*size: Any, dtype: Any = None, device: Any = None,
+          requires_grad: bool = False) -> Tensor:
     """Uninitialized memory in PyTorch; zeros here, since lazily it costs nothing more."""
-    return zeros(*size, dtype=dtype, device=device)
+    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def _like(x: Tensor, dtype: Any) -> tuple[tuple[int, ...], dt.DType]:
@@ -169,16 +179,18 @@ def eye(n: int, m: int | None = None, *, dtype: Any = None) -> Tensor:
                 _dtype(dtype))
 
 
-def rand(*size: Any, dtype: Any = None, generator: Any = None, device: Any = None) -> Tensor:
+def rand(*size: Any, dtype: Any = None, generator: Any = None, device: Any = None,
+         requires_grad: bool = False) -> Tensor:
     """Uniform in [0, 1) from the counter-based generator."""
     check_device(device, "rand")
-    return rnd.uniform(shape_arg(size, "rand"), _dtype(dtype), generator)
+    return _finish(rnd.uniform(shape_arg(size, "rand"), _dtype(dtype), generator), requires_grad)
 
 
-def randn(*size: Any, dtype: Any = None, generator: Any = None, device: Any = None) -> Tensor:
+def randn(*size: Any, dtype: Any = None, generator: Any = None, device: Any = None,
+          requires_grad: bool = False) -> Tensor:
     """Standard normal (Box-Muller) from the counter-based generator."""
     check_device(device, "randn")
-    return rnd.normal(shape_arg(size, "randn"), _dtype(dtype), generator)
+    return _finish(rnd.normal(shape_arg(size, "randn"), _dtype(dtype), generator), requires_grad)
 
 
 def randint(low: int, high: Any = None, size: Any = None, *, dtype: Any = None,

@@ -21,7 +21,9 @@ def make_view(base: Tensor, derive: Callable[[Tensor], Tensor],
     """``derive(base)`` as a view of ``base``: in-place updates of either side are seen
     by the other."""
     value = derive(base)
-    return Tensor._wrap(value.node, _View(base, derive, write_back, op))
+    if value is base:  # an identity view is still a distinct (differentiable) handle
+        value = base.clone()
+    return Tensor._wrap(value.node, _View(base, derive, write_back, op), value._grad_fn)
 
 
 def _reshape_prim(x: Tensor, shape: tuple[int, ...]) -> Tensor:
@@ -160,7 +162,7 @@ def broadcast_tensors(*tensors: Tensor) -> list[Tensor]:
 def contiguous(x: Tensor) -> Tensor:
     """A new handle on the same values (layout is the compiler's business in Nova).
     Unlike PyTorch it never aliases ``x``: in-place ops on it do not reach ``x``."""
-    return Tensor._wrap(x.node)
+    return x.clone()
 
 
 def _check_seq(op: str, tensors: Sequence[Tensor]) -> list[Tensor]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from nova.autograd import grad_mode, graph
 from nova.tensor import dtypes as dt
 from nova.tensor.shapes import broadcast_shapes, normalize_dim, normalize_dims, numel
 from nova.tensor.tensor import Tensor
@@ -27,8 +28,15 @@ Scalar = (builtins.int, builtins.float, builtins.bool, np.number, np.bool_)
 
 def prim(op: str, inputs: Sequence[Tensor], attrs: dict[str, Any], shape: tuple[int, ...],
          dtype: dt.DType) -> Tensor:
-    """Record one primitive node (arguments were checked by the caller)."""
-    return Tensor._wrap(Node(op, tuple(t.node for t in inputs), attrs, tuple(shape), dtype))
+    """Record one primitive node (arguments were checked by the caller), plus its
+    autograd record when grad mode is on and an input requires grad."""
+    nodes = tuple(t.node for t in inputs)
+    out = Tensor._wrap(Node(op, nodes, attrs, tuple(shape), dtype))
+    if grad_mode.STATE.enabled and dtype.is_floating_point and inputs:
+        edges = tuple(t._grad_edge() for t in inputs)
+        if any(e is not None for e in edges):
+            out._grad_fn = graph.GradFn(op, attrs, edges, nodes, out.node)
+    return out
 
 
 def _scalar_value(value: Any, dtype: dt.DType) -> Any:
@@ -186,9 +194,10 @@ def sigmoid(x: Tensor) -> Tensor:
 
 
 def relu(x: Tensor) -> Tensor:
-    """max(x, 0); its gradient at 0 is 0, as in PyTorch."""
+    """``where(x <= 0, 0, x)``: NaN passes through and the gradient at 0 is 0, as in
+    PyTorch."""
     _check_tensor("relu", x)
-    return maximum(x, 0)
+    return where(le(x, 0), 0, x)
 
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
@@ -214,14 +223,16 @@ def _as_float(op: str, x: Any) -> Tensor:
 
 
 def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
+    """Limit to [min, max] (``max`` wins if min > max). Written with ``where`` so the
+    gradient passes where min <= x <= max (inclusive) and NaN propagates, as in PyTorch."""
     _check_tensor("clamp", x)
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
     out = x
     if min is not None:
-        out = maximum(out, min)
+        out = where(lt(out, min), min, out)
     if max is not None:
-        out = minimum(out, max)
+        out = where(gt(out, max), max, out)
     return out
 
 

@@ -13,6 +13,7 @@ pending, so one bad tensor does not poison every later realization.
 from __future__ import annotations
 
 from nova.compiler.irgen import build_module
+from nova.compiler.passes import simplify
 from nova.runtime.cache import CACHE
 from nova.runtime.executable import Executable
 from nova.runtime.interpreter import InterpreterError
@@ -58,7 +59,7 @@ def realize(*tensors: Tensor) -> None:
     if not outputs:
         return
     graph = extract(outputs)
-    exe = CACHE.lookup(graph.key, lambda: Executable(build_module(graph)))
+    exe = CACHE.lookup(graph.key, lambda: Executable(simplify(build_module(graph))))
     try:
         results = exe.run(graph.arg_buffers)
     except InterpreterError as e:

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from nova.autograd import grad_mode as _grad_mode
+from nova.autograd import graph as _graph
 from nova.tensor import dtypes as dt
 from nova.tensor.device import CPU, device
 from nova.tensor.trace import Node, live_pending
@@ -39,7 +41,8 @@ class _View:
 class Tensor:
     """A lazy n-dimensional array with PyTorch semantics."""
 
-    __slots__ = ("_node", "_view", "_version", "__weakref__")
+    __slots__ = ("_node", "_view", "_version", "_grad_fn", "_requires_grad", "grad",
+                 "__weakref__")
     __array_priority__ = 1000  # make ``ndarray op Tensor`` defer to Tensor's reflected op
 
     def __init__(self, data: Any = None, *, dtype: Any = None):
@@ -48,16 +51,29 @@ class Tensor:
         self._node = made._node
         self._view = None
         self._version = 0
+        self._grad_fn = None
+        self._requires_grad = False
+        self.grad = None
 
     @classmethod
-    def _wrap(cls, node: Node, view: _View | None = None) -> Tensor:
+    def _wrap(cls, node: Node, view: _View | None = None, grad_fn: Any = None) -> Tensor:
         t = object.__new__(cls)
         t._node = node
         t._view = view
         t._version = 0
+        t._grad_fn = grad_fn
+        t._requires_grad = False
+        t.grad = None
         if not node.realized:
             live_pending.add(t)
         return t
+
+    def _grad_edge(self) -> Any:
+        """Where a gradient for this value goes: its GradFn, itself (a leaf that
+        requires grad), or nowhere."""
+        if self._grad_fn is not None:
+            return self._grad_fn
+        return self if self._requires_grad else None
 
     # ------------------------------------------------------------ trace plumbing
 
@@ -66,7 +82,8 @@ class Tensor:
         """The current node, re-derived from the base if the base changed in place."""
         v = self._view
         if v is not None and v.base._version != v.version:
-            self._node = v.derive(v.base).node
+            fresh = v.derive(v.base)
+            self._node, self._grad_fn = fresh.node, fresh._grad_fn
             v.version = v.base._version
             if not self._node.realized:
                 live_pending.add(self)
@@ -77,6 +94,9 @@ class Tensor:
         if value.shape != self.shape:
             raise RuntimeError(f"{op}: in-place result of shape {value.shape} cannot be "
                                f"written to a tensor of shape {self.shape}")
+        if self._requires_grad and _grad_mode.STATE.enabled:
+            raise RuntimeError(f"{op}: a leaf tensor that requires grad is being used in an "
+                               "in-place operation; wrap the update in nv.no_grad()")
         if value.dtype != self.dtype:
             if value.dtype.category > self.dtype.category:
                 raise RuntimeError(f"{op}: result type {value.dtype.name} can't be cast to "
@@ -92,6 +112,7 @@ class Tensor:
             base._assign(v.write_back(base, value), op)
             v.version = base._version
         self._node = value.node
+        self._grad_fn = value._grad_fn
         self._version += 1
         if not self._node.realized:
             live_pending.add(self)
@@ -263,10 +284,67 @@ class Tensor:
         return self
 
     def clone(self) -> Tensor:
-        return Tensor._wrap(self.node)
+        """A new handle on the same value (differentiable, never aliasing)."""
+        node = self.node
+        edge = self._grad_edge() if _grad_mode.STATE.enabled else None
+        return Tensor._wrap(node, grad_fn=None if edge is None else _graph.alias_fn(edge, node))
 
     def detach(self) -> Tensor:
+        """The same value without autograd history."""
         return Tensor._wrap(self.node)
+
+    def detach_(self) -> Tensor:
+        self._grad_fn = None
+        self._requires_grad = False
+        return self
+
+    # ------------------------------------------------------------ autograd
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad or self._grad_fn is not None
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        self.requires_grad_(flag)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        if self._grad_fn is not None:
+            if not requires_grad:
+                raise RuntimeError("requires_grad_: you can only change requires_grad flags of "
+                                   "leaf tensors; use .detach() for a non-leaf")
+            return self
+        if requires_grad and not self.dtype.is_floating_point:
+            raise RuntimeError(f"requires_grad_: only tensors of floating point dtype can "
+                               f"require gradients, got {self.dtype.name}")
+        self._requires_grad = bool(requires_grad)
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._grad_fn is None
+
+    @property
+    def grad_fn(self) -> Any:
+        return self._grad_fn
+
+    def retain_grad(self) -> None:
+        """Keep ``.grad`` for this non-leaf tensor after backward."""
+        import weakref
+        if self._grad_fn is None:
+            if not self._requires_grad:
+                raise RuntimeError("retain_grad: can't retain_grad on a tensor that has "
+                                   "requires_grad=False")
+            return
+        self._grad_fn.retained.append(weakref.ref(self))
+
+    def backward(self, gradient: Tensor | None = None, retain_graph: bool | None = None,
+                 create_graph: bool = False, inputs: Any = None) -> None:
+        """Append the backward pass to the trace and accumulate into ``.grad`` of the
+        leaves; nothing is computed until the next realization."""
+        from nova.autograd.engine import backward
+        backward([self], None if gradient is None else [gradient], retain_graph,
+                 create_graph, inputs)
 
     # ------------------------------------------------------------ operators
 

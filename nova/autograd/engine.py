@@ -1,0 +1,155 @@
+"""The backward engine: walks GradFns from the outputs and appends VJP nodes to the trace.
+
+Nothing runs here. ``backward`` accumulates into ``.grad`` of leaves (and of non-leaves
+that called ``retain_grad``); ``grad`` returns gradients for chosen inputs. With
+``create_graph=True`` the recorded backward nodes carry their own history, so gradients
+can be differentiated again.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from nova.autograd import grad_mode, graph
+from nova.autograd.rules import vjp
+from nova.tensor import ops
+from nova.tensor.tensor import Tensor
+
+
+def _as_list(x: Any) -> list:
+    if x is None:
+        return []
+    return [x] if isinstance(x, Tensor) else list(x)
+
+
+def _initial_grads(op: str, outputs: list[Tensor], grad_outputs: list[Any]) -> list[Tensor]:
+    if grad_outputs and len(grad_outputs) != len(outputs):
+        raise ValueError(f"{op}: got {len(grad_outputs)} gradients for {len(outputs)} outputs")
+    result = []
+    for k, out in enumerate(outputs):
+        if not isinstance(out, Tensor):
+            raise TypeError(f"{op}: expected tensors, got {type(out).__name__}")
+        if not out.requires_grad:
+            raise RuntimeError(f"element {k} of tensors does not require grad and does not have "
+                               "a grad_fn")
+        g = grad_outputs[k] if grad_outputs else None
+        if g is None:
+            if out.numel() != 1:
+                raise RuntimeError(f"{op}: grad can be implicitly created only for scalar "
+                                   f"outputs (got shape {out.shape}); pass a gradient")
+            g = ops.full_const(1.0, out.shape, out.dtype)
+        elif not isinstance(g, Tensor):
+            g = ops.full_const(g, out.shape, out.dtype)
+        elif g.shape != out.shape:
+            raise RuntimeError(f"{op}: mismatch in shape: gradient has shape {g.shape} but "
+                               f"output {k} has shape {out.shape}")
+        result.append(ops.cast(g, out.dtype))
+    return result
+
+
+def _topological(roots: list[Any]) -> list[graph.GradFn]:
+    """GradFns reachable from ``roots``, each before every GradFn it feeds into."""
+    order, seen = [], set()
+    for root in roots:
+        if not isinstance(root, graph.GradFn) or id(root) in seen:
+            continue
+        seen.add(id(root))
+        stack = [(root, iter(root.next))]
+        while stack:
+            fn, children = stack[-1]
+            for nxt in children:
+                if isinstance(nxt, graph.GradFn) and id(nxt) not in seen:
+                    seen.add(id(nxt))
+                    stack.append((nxt, iter(nxt.next)))
+                    break
+            else:
+                stack.pop()
+                order.append(fn)
+    order.reverse()
+    return order
+
+
+def _accumulate(store: dict[int, Tensor], key: int, g: Tensor) -> None:
+    prev = store.get(key)
+    store[key] = g if prev is None else ops.add(prev, g)
+
+
+def _run(outputs: list[Tensor], grads: list[Tensor], retain_graph: bool, create_graph: bool,
+         capture: list[Tensor] | None) -> dict[int, Tensor]:
+    """Propagate; leaf gradients go to ``.grad`` unless ``capture`` names the inputs
+    whose gradients are returned instead (keyed by ``id`` of their edge)."""
+    want = None if capture is None else {id(t._grad_edge()) for t in capture}
+    captured: dict[int, Tensor] = {}
+    pending: dict[int, Tensor] = {}
+
+    def deliver(edge: Any, g: Tensor) -> None:
+        if want is not None and id(edge) in want:
+            _accumulate(captured, id(edge), g)
+        if isinstance(edge, graph.GradFn):
+            _accumulate(pending, id(edge), g)
+        elif want is None:  # a leaf: accumulate into .grad
+            leaf: Tensor = edge
+            g = g if create_graph else g.detach()
+            leaf.grad = g if leaf.grad is None else ops.add(leaf.grad, g)
+
+    with grad_mode.set_grad_enabled(create_graph):
+        for out, g in zip(outputs, grads):
+            deliver(out._grad_edge(), g)
+        for fn in _topological([out._grad_fn for out in outputs]):
+            g = pending.pop(id(fn), None)
+            if g is None:
+                continue
+            if want is None:
+                for ref in fn.retained:
+                    t = ref()
+                    if t is not None and t._grad_fn is fn:
+                        t.grad = g if t.grad is None else ops.add(t.grad, g)
+            if fn.released:
+                raise RuntimeError(f"{fn.name()}: trying to backward through the graph a second "
+                                   "time; pass retain_graph=True to the first backward call")
+            for edge, gi in zip(fn.next, vjp(fn, g, create_graph)):
+                if edge is not None and gi is not None:
+                    deliver(edge, gi)
+            if not retain_graph:
+                fn.release()
+    return captured
+
+
+def backward(tensors: Sequence[Tensor], grad_tensors: Sequence[Any] | None = None,
+             retain_graph: bool | None = None, create_graph: bool = False,
+             inputs: Any = None) -> None:
+    """``nv.autograd.backward``: accumulate gradients into ``.grad`` of the leaves."""
+    outputs = _as_list(tensors)
+    grads = _initial_grads("backward", outputs, _as_list(grad_tensors))
+    retain = create_graph if retain_graph is None else retain_graph
+    if inputs is not None:
+        targets = _as_list(inputs)
+        got = _run(outputs, grads, retain, create_graph, targets)
+        for t in targets:
+            g = got.get(id(t._grad_edge()))
+            if g is not None:
+                g = g if create_graph else g.detach()
+                t.grad = g if t.grad is None else ops.add(t.grad, g)
+        return
+    _run(outputs, grads, retain, create_graph, None)
+
+
+def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool | None = None,
+         create_graph: bool = False, allow_unused: bool = False) -> tuple[Tensor | None, ...]:
+    """``nv.autograd.grad``: gradients of ``outputs`` with respect to ``inputs``."""
+    outs = _as_list(outputs)
+    ins = _as_list(inputs)
+    for k, t in enumerate(ins):
+        if not isinstance(t, Tensor) or not t.requires_grad:
+            raise RuntimeError(f"grad: input {k} does not require grad")
+    grads = _initial_grads("grad", outs, _as_list(grad_outputs))
+    retain = create_graph if retain_graph is None else retain_graph
+    got = _run(outs, grads, retain, create_graph, ins)
+    result = []
+    for k, t in enumerate(ins):
+        g = got.get(id(t._grad_edge()))
+        if g is None and not allow_unused:
+            raise RuntimeError(f"grad: input {k} (shape {t.shape}) was not used to compute the "
+                               "outputs; pass allow_unused=True to get None for it")
+        result.append(g if g is None or create_graph else g.detach())
+    return tuple(result)

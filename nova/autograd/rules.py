@@ -1,0 +1,257 @@
+"""Vector-Jacobian rules, one row per primitive of DESIGN.md.
+
+Each rule takes the backward context and the upstream gradient ``g`` (a Tensor shaped
+like the primitive's output) and returns one gradient per input (None where an input
+needs none). Rules are written with the public ops, so the backward pass is recorded
+into the same trace as the forward, and with ``create_graph=True`` it is itself
+differentiable. Adding a primitive means adding a row here.
+
+Conventions at non-differentiable points follow PyTorch:
+- ``maximum``/``minimum`` split the gradient evenly between tied operands;
+- ``reduce_max`` (``amax``/``amin``, and so ``max(dim)``/``min(dim)`` values) splits it
+  evenly among tied maxima (PyTorch's ``max(dim)`` routes it to the returned index);
+- ``relu`` is ``where(x <= 0, 0, x)``, so its gradient at 0 is 0;
+- ``abs`` has gradient 0 at 0; ``pow`` gives 0 for the exponent where the base is 0
+  and the exponent is >= 0, and 0 for the base where the exponent is 0.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from nova.autograd import graph
+from nova.tensor import ops
+from nova.tensor.tensor import Tensor
+
+Grads = tuple[Tensor | None, ...]
+
+
+class Context:
+    """What a rule may read: saved inputs/output as tensors, shapes, attributes."""
+
+    def __init__(self, fn: graph.GradFn, create_graph: bool):
+        self.fn = fn
+        self.attrs = fn.attrs
+        self.create_graph = create_graph
+
+    def needs(self, i: int) -> bool:
+        return self.fn.next[i] is not None
+
+    def x(self, i: int) -> Tensor:
+        node = self.fn.saved[i]
+        if node is None:
+            raise RuntimeError(
+                f"{self.fn.name()}: trying to backward through the graph a second time (or "
+                "to read a value the rule did not save); pass retain_graph=True to the first "
+                "backward call")
+        edge = self.fn.next[i] if self.create_graph else None
+        if edge is None:
+            return Tensor._wrap(node)
+        if isinstance(edge, graph.GradFn):
+            return Tensor._wrap(node, grad_fn=edge)
+        if edge.node is node:  # the leaf still holds this value: differentiate into it
+            return edge
+        return Tensor._wrap(node, grad_fn=graph.alias_fn(edge, node))
+
+    def y(self) -> Tensor:
+        node = self.fn.out_node
+        if node is None:
+            raise RuntimeError(f"{self.fn.name()}: trying to backward through the graph a "
+                               "second time; pass retain_graph=True to the first backward call")
+        return Tensor._wrap(node, grad_fn=self.fn if self.create_graph else None)
+
+    def shape(self, i: int) -> tuple[int, ...]:
+        return self.fn.in_shapes[i]
+
+
+@dataclass(frozen=True)
+class Rule:
+    vjp: Callable[[Context, Tensor], Grads]
+    saves_inputs: tuple[int, ...] = ()
+    saves_output: bool = False
+
+
+def _sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
+    return ops.prim("reshape", [g], {}, shape, g.dtype) if g.shape != shape else g
+
+
+def _bcast_back(ctx: Context, g: Tensor) -> Grads:
+    """broadcast_in_dim: sum over the new dims and over dims that were size 1."""
+    src = ctx.shape(0)
+    dims = ctx.attrs["dims"]
+    axes = [d for d in range(g.ndim) if d not in dims]
+    axes += [d for i, d in enumerate(dims) if src[i] == 1 and g.shape[d] != 1]
+    return (_sum_to(ops.sum(g, tuple(sorted(axes))) if axes else g, src),)
+
+
+def _slice_back(ctx: Context, g: Tensor) -> Grads:
+    src = ctx.shape(0)
+    start, stride = ctx.attrs["start"], ctx.attrs["stride"]
+    if g.numel() == 0:
+        return (ops.full_const(0, src, g.dtype),)
+    high = tuple(n - (a + (w - 1) * s + 1) for n, a, w, s in zip(src, start, g.shape, stride))
+    attrs = {"low": tuple(start), "high": high, "interior": tuple(s - 1 for s in stride)}
+    return (ops.prim("pad", [g, ops.full_const(0, (), g.dtype)], attrs, src, g.dtype),)
+
+
+def _pad_back(ctx: Context, g: Tensor) -> Grads:
+    src = ctx.shape(0)
+    low, interior = ctx.attrs["low"], ctx.attrs["interior"]
+    step = tuple(i + 1 for i in interior)
+    limit = tuple(lo + (n - 1) * s + 1 if n else lo for lo, n, s in zip(low, src, step))
+    inner = ops.prim("slice", [g], {"start": tuple(low), "limit": limit, "stride": step}, src,
+                     g.dtype)
+    pad_grad = ops.sub(ops.sum(g), ops.sum(inner)) if ctx.needs(1) else None
+    return inner, pad_grad
+
+
+def _concat_back(ctx: Context, g: Tensor) -> Grads:
+    d, out, start = ctx.attrs["dim"], [], 0
+    for i in range(len(ctx.fn.in_shapes)):
+        n = ctx.shape(i)[d]
+        if ctx.needs(i):
+            lo = tuple(start if k == d else 0 for k in range(g.ndim))
+            hi = tuple(start + n if k == d else g.shape[k] for k in range(g.ndim))
+            out.append(ops.prim("slice", [g], {"start": lo, "limit": hi, "stride": (1,) * g.ndim},
+                                ctx.shape(i), g.dtype))
+        else:
+            out.append(None)
+        start += n
+    return tuple(out)
+
+
+def _reduce_sum_back(ctx: Context, g: Tensor) -> Grads:
+    src, axes = ctx.shape(0), ctx.attrs["axes"]
+    kept = tuple(d for d in range(len(src)) if d not in axes)
+    return (ops.prim("broadcast_in_dim", [g], {"dims": kept}, src, g.dtype),)
+
+
+def _reduce_max_back(ctx: Context, g: Tensor) -> Grads:
+    x, y = ctx.x(0), ctx.y()
+    src, axes = ctx.shape(0), ctx.attrs["axes"]
+    kept = tuple(d for d in range(len(src)) if d not in axes)
+    spread = lambda t: ops.prim("broadcast_in_dim", [t], {"dims": kept}, src, t.dtype)  # noqa: E731
+    hit = ops.eq(x, spread(y))
+    count = ops.sum(ops.cast(hit, g.dtype), axes)
+    return (ops.where(hit, spread(ops.div(g, count)), 0.0),)
+
+
+def _transpose_back(ctx: Context, g: Tensor) -> Grads:
+    perm = ctx.attrs["perm"]
+    inv = tuple(perm.index(i) for i in range(len(perm)))
+    return (ops.prim("transpose", [g], {"perm": inv}, ctx.shape(0), g.dtype),)
+
+
+def _matmul_back(ctx: Context, g: Tensor) -> Grads:
+    a, b = ctx.x(0), ctx.x(1)
+    swap = lambda t: t.transpose(-2, -1)  # noqa: E731
+    return (ops.matmul(g, swap(b)) if ctx.needs(0) else None,
+            ops.matmul(swap(a), g) if ctx.needs(1) else None)
+
+
+def _gather_back(ctx: Context, g: Tensor) -> Grads:
+    zeros = ops.full_const(0, ctx.shape(0), g.dtype)
+    return ops.scatter_add(zeros, ctx.attrs["dim"], ctx.x(1), g), None
+
+
+def _scatter_add_back(ctx: Context, g: Tensor) -> Grads:
+    src = ops.gather(g, ctx.attrs["dim"], ctx.x(1)) if ctx.needs(2) else None
+    return g, None, src
+
+
+def _sign(x: Tensor) -> Tensor:
+    return ops.sub(ops.cast(ops.gt(x, 0), x.dtype), ops.cast(ops.lt(x, 0), x.dtype))
+
+
+def _max_min_back(ctx: Context, g: Tensor, greater: bool) -> Grads:
+    a, b = ctx.x(0), ctx.x(1)
+    tie = ops.eq(a, b)
+
+    def share(p: Tensor, q: Tensor) -> Tensor:
+        wins = ops.gt(p, q) if greater else ops.lt(p, q)
+        return ops.where(tie, 0.5, ops.cast(wins, g.dtype))
+
+    return (ops.mul(g, share(a, b)) if ctx.needs(0) else None,
+            ops.mul(g, share(b, a)) if ctx.needs(1) else None)
+
+
+def _pow_back(ctx: Context, g: Tensor) -> Grads:
+    a, b = ctx.x(0), ctx.x(1)
+    ga = gb = None
+    if ctx.needs(0):
+        d = ops.mul(b, ops.pow(a, ops.sub(b, 1.0)))
+        ga = ops.mul(g, ops.where(ops.eq(b, 0.0), 0.0, d))
+    if ctx.needs(1):
+        y = ctx.y()
+        safe = ops.logical_and(ops.eq(a, 0.0), ops.ge(b, 0.0))
+        gb = ops.mul(g, ops.where(safe, 0.0, ops.mul(y, ops.log(a))))
+    return ga, gb
+
+
+def _cast_back(ctx: Context, g: Tensor) -> Grads:
+    src = ctx.fn.in_dtypes[0]
+    return (ops.cast(g, src) if src.is_floating_point else None,)
+
+
+RULES: dict[str, Rule] = {
+    "alias": Rule(lambda c, g: (g,)),
+    "neg": Rule(lambda c, g: (ops.neg(g),)),
+    "abs": Rule(lambda c, g: (ops.mul(g, _sign(c.x(0))),), (0,)),
+    "exp": Rule(lambda c, g: (ops.mul(g, c.y()),), saves_output=True),
+    "log": Rule(lambda c, g: (ops.div(g, c.x(0)),), (0,)),
+    "sqrt": Rule(lambda c, g: (ops.div(ops.mul(g, 0.5), c.y()),), saves_output=True),
+    "rsqrt": Rule(lambda c, g: (ops.mul(ops.mul(g, -0.5), ops.mul(ops.mul(c.y(), c.y()), c.y())),),
+                  saves_output=True),
+    "reciprocal": Rule(lambda c, g: (ops.neg(ops.mul(g, ops.mul(c.y(), c.y()))),),
+                       saves_output=True),
+    "sin": Rule(lambda c, g: (ops.mul(g, ops.cos(c.x(0))),), (0,)),
+    "cos": Rule(lambda c, g: (ops.neg(ops.mul(g, ops.sin(c.x(0)))),), (0,)),
+    "tanh": Rule(lambda c, g: (ops.mul(g, ops.sub(1.0, ops.mul(c.y(), c.y()))),),
+                 saves_output=True),
+    "erf": Rule(lambda c, g: (ops.mul(g, ops.mul(ops.exp(ops.neg(ops.mul(c.x(0), c.x(0)))),
+                                                 2.0 / math.sqrt(math.pi))),), (0,)),
+    "cast": Rule(_cast_back),
+    "add": Rule(lambda c, g: (g if c.needs(0) else None, g if c.needs(1) else None)),
+    "sub": Rule(lambda c, g: (g if c.needs(0) else None, ops.neg(g) if c.needs(1) else None)),
+    "mul": Rule(lambda c, g: (ops.mul(g, c.x(1)) if c.needs(0) else None,
+                              ops.mul(g, c.x(0)) if c.needs(1) else None), (0, 1)),
+    "div": Rule(lambda c, g: (ops.div(g, c.x(1)) if c.needs(0) else None,
+                              ops.neg(ops.div(ops.mul(g, c.y()), c.x(1))) if c.needs(1) else None),
+                (1,), saves_output=True),
+    "maximum": Rule(lambda c, g: _max_min_back(c, g, True), (0, 1)),
+    "minimum": Rule(lambda c, g: _max_min_back(c, g, False), (0, 1)),
+    "pow": Rule(_pow_back, (0, 1), saves_output=True),
+    "where": Rule(lambda c, g: (None, ops.where(c.x(0), g, 0.0) if c.needs(1) else None,
+                                ops.where(c.x(0), 0.0, g) if c.needs(2) else None), (0,)),
+    "broadcast_in_dim": Rule(_bcast_back),
+    "reshape": Rule(lambda c, g: (_sum_to(g, c.shape(0)),)),
+    "transpose": Rule(_transpose_back),
+    "slice": Rule(_slice_back),
+    "pad": Rule(_pad_back),
+    "concat": Rule(_concat_back),
+    "reduce_sum": Rule(_reduce_sum_back),
+    "reduce_max": Rule(_reduce_max_back, (0,), saves_output=True),
+    "matmul": Rule(_matmul_back, (0, 1)),
+    "gather": Rule(_gather_back, (1,)),
+    "scatter_add": Rule(_scatter_add_back, (1,)),
+}
+
+# Primitives with no gradient: sources and integer/boolean producers.
+NON_DIFFERENTIABLE = frozenset({"constant", "iota", "rng_uniform", "compare"})
+
+graph.SAVES.update({op: (r.saves_inputs, r.saves_output) for op, r in RULES.items()})
+
+
+def vjp(fn: graph.GradFn, g: Tensor, create_graph: bool) -> Grads:
+    rule = RULES.get(fn.op)
+    if rule is None:
+        raise RuntimeError(f"autograd: no vector-Jacobian rule for nova.{fn.op}")
+    grads = rule.vjp(Context(fn, create_graph), g)
+    for i, (gi, shape) in enumerate(zip(grads, fn.in_shapes)):
+        if gi is not None and gi.shape != shape:
+            raise AssertionError(f"autograd: {fn.name()} produced a gradient of shape "
+                                 f"{gi.shape} for input {i} of shape {shape}")
+    return grads
+

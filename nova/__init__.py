@@ -3,7 +3,7 @@
 ``import nova as nv``; the names follow PyTorch's.
 """
 from nova import autograd, debug
-from nova.autograd import rules as _vjp_rules  # noqa: F401  (fills the saved-value table)
+
 from nova.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from nova.tensor import dtypes as _dt
 from nova.tensor.creation import (

@@ -1,18 +1,12 @@
 """Symbolic autograd: the backward pass is more graph in the same trace.
 
 ``graph`` holds the per-primitive backward records, ``rules`` the vector-Jacobian rule
-table, ``engine`` the walk that appends backward nodes to the trace.
+table, ``engine`` the walk that appends backward nodes to the trace, ``gradcheck`` the
+finite-difference check.
 """
 from nova.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from nova.autograd.engine import backward, grad  # noqa: E402  (after grad_mode: import order)
+from nova.autograd.gradcheck import GradcheckError, gradcheck  # noqa: E402
 
-__all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled"]
-
-
-def backward(*args, **kwargs):
-    from nova.autograd.engine import backward as _backward
-    return _backward(*args, **kwargs)
-
-
-def grad(*args, **kwargs):
-    from nova.autograd.engine import grad as _grad
-    return _grad(*args, **kwargs)
+__all__ = ["backward", "grad", "gradcheck", "GradcheckError", "no_grad", "enable_grad",
+           "set_grad_enabled", "is_grad_enabled"]

@@ -13,8 +13,11 @@ def test_demo_runs_and_prints_ir_values_and_cache(capsys, fresh_cache):
     assert "99 hits" in out
 
 
-def test_readme_api_tour_runs(capsys):
+def test_readme_python_blocks_run(capsys):
     readme = (DEMO.parents[1] / "README.md").read_text()
-    tour = readme.split("## API tour", 1)[1].split("```python", 1)[1].split("```", 1)[0]
-    exec(compile(tour, "README.md", "exec"), {})
+    blocks = [b.split("```", 1)[0] for b in readme.split("```python")[1:]]
+    assert len(blocks) >= 2
+    namespace: dict = {}
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), namespace)
     assert "func.func @step" in capsys.readouterr().out

@@ -2,7 +2,7 @@
 
 ``import nova as nv``; the names follow PyTorch's.
 """
-from nova import autograd, debug
+from nova import autograd, debug, nn, optim
 
 from nova.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from nova.tensor import dtypes as _dt
@@ -27,6 +27,7 @@ from nova.tensor.ops import (
 )
 from nova.tensor.random import Generator, default_generator, manual_seed
 from nova.tensor.realize import RealizationError, realize
+from nova.serialization import CheckpointError, load, save
 from nova.tensor.tensor import Tensor
 
 bool = _dt.bool_

@@ -293,6 +293,21 @@ class Tensor:
         """The same value without autograd history."""
         return Tensor._wrap(self.node)
 
+    @property
+    def data(self) -> Tensor:
+        """The value without history (``detach()``); assigning rebinds this handle to
+        another value of any shape or dtype, outside autograd, as ``torch``'s ``.data``."""
+        return self.detach()
+
+    @data.setter
+    def data(self, value: Tensor) -> None:
+        if not isinstance(value, Tensor):
+            raise TypeError(f"data: expected a Tensor, got {type(value).__name__}")
+        self._node = value.node
+        self._version += 1
+        if not self._node.realized:
+            live_pending.add(self)
+
     def detach_(self) -> Tensor:
         self._grad_fn = None
         self._requires_grad = False

@@ -1,0 +1,1 @@
+"""Reference models and their training entry points (``python -m models.train``)."""

@@ -1,0 +1,165 @@
+"""``nv.nn.functional``: stateless layers, written with the op front end (so fusion
+later sees the primitives, and autograd differentiates them)."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from nova.tensor import dtypes as dt
+from nova.tensor import ops
+from nova.tensor.creation import ones, rand
+from nova.tensor.tensor import Tensor
+
+relu = ops.relu
+gelu = ops.gelu
+silu = ops.silu
+softmax = ops.softmax
+log_softmax = ops.log_softmax
+sigmoid = ops.sigmoid
+tanh = ops.tanh
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """``x @ weight.T + bias`` with PyTorch's (out_features, in_features) weight."""
+    if weight.ndim != 2:
+        raise ValueError(f"linear: weight must be 2-D (out, in), got shape {weight.shape}")
+    if x.ndim == 0 or x.shape[-1] != weight.shape[1]:
+        raise ValueError(f"linear: input {x.shape} has {x.shape[-1] if x.ndim else 0} features "
+                         f"but weight {weight.shape} expects {weight.shape[1]}")
+    out = ops.matmul(x, weight.transpose(0, 1))
+    return out if bias is None else ops.add(out, bias)
+
+
+def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+    """Zero elements with probability ``p`` and scale the rest by 1/(1-p). The mask comes
+    from the counter-based generator (its seed and offset are runtime inputs), so a
+    training loop with dropout compiles once."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: probability must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return ops.mul(x, 0.0)
+    keep = ops.ge(rand(x.shape, dtype=x.dtype if x.dtype.is_floating_point else dt.float32), p)
+    return ops.where(keep, ops.mul(x, 1.0 / (1.0 - p)), 0.0)
+
+
+def _normalized_axes(op: str, x: Tensor, normalized_shape: Any) -> tuple[int, ...]:
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if x.shape[x.ndim - len(shape):] != shape or len(shape) > x.ndim:
+        raise ValueError(f"{op}: normalized_shape {shape} does not match the trailing dims of "
+                         f"input {x.shape}")
+    return tuple(range(x.ndim - len(shape), x.ndim))
+
+
+def layer_norm(x: Tensor, normalized_shape: Any, weight: Tensor | None = None,
+               bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    axes = _normalized_axes("layer_norm", x, normalized_shape)
+    mu = ops.mean(x, axes, keepdim=True)
+    centered = ops.sub(x, mu)
+    var = ops.mean(ops.mul(centered, centered), axes, keepdim=True)
+    out = ops.mul(centered, ops.rsqrt(ops.add(var, eps)))
+    if weight is not None:
+        out = ops.mul(out, weight)
+    if bias is not None:
+        out = ops.add(out, bias)
+    return out
+
+
+def rms_norm(x: Tensor, normalized_shape: Any, weight: Tensor | None = None,
+             eps: float | None = None) -> Tensor:
+    axes = _normalized_axes("rms_norm", x, normalized_shape)
+    eps = 1e-6 if eps is None else eps
+    out = ops.mul(x, ops.rsqrt(ops.add(ops.mean(ops.mul(x, x), axes, keepdim=True), eps)))
+    return out if weight is None else ops.mul(out, weight)
+
+
+def _reduce(op: str, loss: Tensor, reduction: str, weight_sum: Tensor | None = None) -> Tensor:
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return ops.sum(loss)
+    if reduction == "mean":
+        return ops.div(ops.sum(loss), weight_sum) if weight_sum is not None else ops.mean(loss)
+    raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def cross_entropy(input: Tensor, target: Tensor, *, ignore_index: int = -100,
+                  reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+    """Softmax cross entropy over class dim 1 of ``input`` (N, C) or (N, C, d1, ...) with
+    integer class ``target`` (N,) or (N, d1, ...). Targets equal to ``ignore_index``
+    contribute nothing and are left out of the mean."""
+    if input.ndim < 1 or not input.dtype.is_floating_point:
+        raise ValueError(f"cross_entropy: input must be floating point logits, got "
+                         f"{input.dtype.name} of shape {input.shape}")
+    if target.dtype not in (dt.int32, dt.int64):
+        raise TypeError(f"cross_entropy: target must hold class indices (int32/int64), got "
+                        f"{target.dtype.name}")
+    if input.ndim == 1:
+        input, target = input.unsqueeze(0), target.reshape(1)
+    c_dim = 1
+    expected = input.shape[:c_dim] + input.shape[c_dim + 1:]
+    if target.shape != expected:
+        raise ValueError(f"cross_entropy: target shape {target.shape} does not match input "
+                         f"{input.shape} (expected {expected})")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    logp = ops.log_softmax(input, c_dim)
+    valid = ops.ne(target, ignore_index)
+    safe = ops.where(valid, target, 0).unsqueeze(c_dim)
+    nll = ops.neg(ops.gather(logp, c_dim, safe).squeeze(c_dim))
+    if label_smoothing > 0.0:
+        smooth = ops.neg(ops.mean(logp, c_dim))
+        nll = ops.add(ops.mul(nll, 1.0 - label_smoothing), ops.mul(smooth, label_smoothing))
+    w = ops.cast(valid, nll.dtype)
+    loss = ops.mul(nll, w)
+    return _reduce("cross_entropy", loss, reduction, ops.sum(w) if reduction == "mean" else None)
+
+
+def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    if input.shape != target.shape:
+        raise ValueError(f"mse_loss: input {input.shape} and target {target.shape} must have "
+                         "the same shape")
+    d = ops.sub(input, target)
+    return _reduce("mse_loss", ops.mul(d, d), reduction)
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
+                                 attn_mask: Tensor | None = None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale: float | None = None) -> Tensor:
+    """softmax(q k^T * scale + mask) v over the last two dims (batch dims broadcast)."""
+    if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
+        raise ValueError(f"scaled_dot_product_attention: query {query.shape}, key {key.shape} "
+                         f"and value {value.shape} do not fit (..., L, E), (..., S, E), (..., S, Ev)")
+    if is_causal and attn_mask is not None:
+        raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = ops.mul(ops.matmul(query, key.transpose(-2, -1)), scale)
+    L, S = query.shape[-2], key.shape[-2]
+    if is_causal:
+        future = ops.triu(ones(L, S, dtype=dt.bool_), 1)
+        scores = ops.masked_fill(scores, future, -math.inf)
+    elif attn_mask is not None:
+        if attn_mask.dtype == dt.bool_:
+            scores = ops.masked_fill(scores, ops.logical_not(attn_mask), -math.inf)
+        else:
+            scores = ops.add(scores, attn_mask)
+    att = ops.softmax(scores, -1)
+    if dropout_p > 0.0:
+        att = dropout(att, dropout_p, True)
+    return ops.matmul(att, value)
+
+
+def embedding(input: Tensor, weight: Tensor) -> Tensor:
+    if input.dtype not in (dt.int32, dt.int64):
+        raise TypeError(f"embedding: indices must be int32 or int64, got {input.dtype.name}")
+    return weight[input]
+
+
+def one_hot(x: Tensor, num_classes: int = -1) -> Tensor:
+    return ops.one_hot(x, num_classes)
+
+
+__all__ = ["linear", "dropout", "layer_norm", "rms_norm", "cross_entropy", "mse_loss",
+           "scaled_dot_product_attention", "embedding", "one_hot", "relu", "gelu", "silu",
+           "softmax", "log_softmax", "sigmoid", "tanh"]

@@ -1,0 +1,287 @@
+"""``nv.nn.Module``: parameters, buffers and children, PyTorch-style.
+
+Attribute assignment registers Parameters and Modules; ``register_buffer`` registers
+non-trainable state. ``state_dict``/``load_state_dict`` use dotted names as in PyTorch.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from nova.autograd.grad_mode import no_grad
+from nova.nn.parameter import Parameter
+from nova.tensor.device import check_device
+from nova.tensor.device import device as Device
+from nova.tensor.dtypes import float32, float64
+from nova.tensor.tensor import Tensor
+
+
+class StateDictError(RuntimeError):
+    """``load_state_dict`` found missing, unexpected or mis-shaped entries."""
+
+
+class Module:
+    """Base class of every layer and model."""
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "training", True)
+
+    # ------------------------------------------------------------ registration
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if "_parameters" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__}: call super().__init__() before "
+                                 "assigning attributes")
+        for table in (self._parameters, self._buffers, self._modules):
+            table.pop(name, None)
+        if isinstance(value, Parameter):
+            self._parameters[name] = value
+        elif isinstance(value, Module):
+            self._modules[name] = value
+        elif name in self.__dict__.get("_buffer_names", ()) and (value is None or
+                                                                  isinstance(value, Tensor)):
+            self._buffers[name] = value
+            return
+        else:
+            object.__setattr__(self, name, value)
+            return
+        self.__dict__.pop(name, None)
+
+    def __getattr__(self, name: str) -> Any:
+        for table in ("_parameters", "_buffers", "_modules"):
+            d = self.__dict__.get(table)
+            if d is not None and name in d:
+                return d[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name: str) -> None:
+        for table in (self._parameters, self._buffers, self._modules):
+            if name in table:
+                del table[name]
+                return
+        object.__delattr__(self, name)
+
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"register_parameter: {name} must be a Parameter, got "
+                            f"{type(param).__name__}")
+        self._parameters[name] = param
+
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"register_buffer: {name} must be a Tensor or None, got "
+                            f"{type(tensor).__name__}")
+        names = self.__dict__.setdefault("_buffer_names", set())
+        names.add(name)
+        if not persistent:
+            self.__dict__.setdefault("_non_persistent", set()).add(name)
+        self._buffers[name] = tensor
+
+    def add_module(self, name: str, module: Module | None) -> None:
+        self._modules[name] = module
+
+    # ------------------------------------------------------------ traversal
+
+    def named_modules(self, prefix: str = "", memo: set | None = None) -> Iterator[tuple[str, Module]]:
+        memo = set() if memo is None else memo
+        if id(self) in memo:
+            return
+        memo.add(id(self))
+        yield prefix, self
+        for name, m in self._modules.items():
+            if m is not None:
+                yield from m.named_modules(f"{prefix}.{name}" if prefix else name, memo)
+
+    def modules(self) -> Iterator[Module]:
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        for name, m in self._modules.items():
+            if m is not None:
+                yield name, m
+
+    def children(self) -> Iterator[Module]:
+        for _, m in self.named_children():
+            yield m
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
+        seen: set[int] = set()
+        mods = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for mname, m in mods:
+            for name, p in m._parameters.items():
+                if p is None or (remove_duplicate and id(p) in seen):
+                    continue
+                seen.add(id(p))
+                yield (f"{mname}.{name}" if mname else name), p
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
+        for mname, m in self.named_modules(prefix):
+            for name, b in m._buffers.items():
+                if b is not None:
+                    yield (f"{mname}.{name}" if mname else name), b
+
+    def buffers(self) -> Iterator[Tensor]:
+        for _, b in self.named_buffers():
+            yield b
+
+    # ------------------------------------------------------------ modes and helpers
+
+    def train(self, mode: bool = True) -> Module:
+        for m in self.modules():
+            object.__setattr__(m, "training", bool(mode))
+        return self
+
+    def eval(self) -> Module:
+        return self.train(False)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.parameters():
+            if p.grad is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                from nova.tensor.creation import zeros_like
+                p.grad = zeros_like(p.grad)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def apply(self, fn: Callable[[Module], None]) -> Module:
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    def to(self, *args: Any, **kwargs: Any) -> Module:
+        """``to(device)`` (only ``cpu`` in this build) and/or ``to(dtype)``, which converts
+        floating-point parameters and buffers in place (keeping their identity)."""
+        dtype = kwargs.pop("dtype", None)
+        device = kwargs.pop("device", None)
+        if kwargs:
+            raise TypeError(f"Module.to: unexpected arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, (str, Device)):
+                device = a
+            else:
+                dtype = a
+        if device is not None:
+            check_device(device, "Module.to")
+        if dtype is not None:
+            from nova.tensor.dtypes import get_dtype
+            target = get_dtype(dtype)
+            if not target.is_floating_point:
+                raise TypeError(f"Module.to: dtype must be floating point, got {target.name}")
+            for t in list(self.parameters()) + list(self.buffers()):
+                if t.dtype.is_floating_point:
+                    t.data = t.detach().to(target)
+        return self
+
+    def cpu(self) -> Module:
+        return self
+
+    def double(self) -> Module:
+        return self.to(float64)
+
+    def float(self) -> Module:
+        return self.to(float32)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    # ------------------------------------------------------------ state
+
+    def state_dict(self, prefix: str = "") -> OrderedDict:
+        """Parameters and persistent buffers by dotted name (tied weights once per
+        name they are registered under, as in PyTorch)."""
+        out: OrderedDict = OrderedDict()
+        for mname, m in self.named_modules(prefix):
+            skip = m.__dict__.get("_non_persistent", set())
+            for name, p in m._parameters.items():
+                if p is not None:
+                    out[f"{mname}.{name}" if mname else name] = p.detach()
+            for name, b in m._buffers.items():
+                if b is not None and name not in skip:
+                    out[f"{mname}.{name}" if mname else name] = b.detach()
+        return out
+
+    def _named_state_slots(self) -> dict[str, tuple[Module, str, str]]:
+        slots = {}
+        for mname, m in self.named_modules():
+            skip = m.__dict__.get("_non_persistent", set())
+            for name, p in m._parameters.items():
+                if p is not None:
+                    slots[f"{mname}.{name}" if mname else name] = (m, name, "param")
+            for name, b in m._buffers.items():
+                if b is not None and name not in skip:
+                    slots[f"{mname}.{name}" if mname else name] = (m, name, "buffer")
+        return slots
+
+    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True):
+        """Copy values in (under no_grad). Mis-shaped keys always raise; missing and
+        unexpected keys raise when ``strict``. Returns (missing_keys, unexpected_keys)."""
+        slots = self._named_state_slots()
+        missing = [k for k in slots if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in slots]
+        mismatched = []
+        for k, (m, name, kind) in slots.items():
+            if k in state_dict:
+                value = state_dict[k]
+                target = m._parameters[name] if kind == "param" else m._buffers[name]
+                vshape = tuple(getattr(value, "shape", ()))
+                if vshape != target.shape:
+                    mismatched.append(f"{k}: checkpoint {vshape} vs model {target.shape}")
+        problems = []
+        if mismatched:
+            problems.append("size mismatch for " + "; ".join(mismatched))
+        if strict and missing:
+            problems.append("missing keys: " + ", ".join(missing))
+        if strict and unexpected:
+            problems.append("unexpected keys: " + ", ".join(unexpected))
+        if problems:
+            raise StateDictError(f"load_state_dict for {type(self).__name__}: "
+                                 + " | ".join(problems))
+        with no_grad():
+            for k, (m, name, kind) in slots.items():
+                if k not in state_dict:
+                    continue
+                value = state_dict[k]
+                if not isinstance(value, Tensor):
+                    from nova.tensor.creation import tensor
+                    value = tensor(value)
+                target = m._parameters[name] if kind == "param" else m._buffers[name]
+                target.copy_(value)
+        return missing, unexpected
+
+    # ------------------------------------------------------------ calling, printing
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} does not define forward()")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward(*args, **kwargs)
+
+    def extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        lines = []
+        for name, m in self._modules.items():
+            body = repr(m).replace("\n", "\n  ")
+            lines.append(f"({name}): {body}")
+        head = f"{type(self).__name__}({self.extra_repr()}"
+        if not lines:
+            return head + ")"
+        return head + "\n  " + "\n  ".join(lines) + "\n)"

@@ -1,0 +1,36 @@
+"""``nv.nn.Parameter``: a leaf tensor that a Module registers and optimizers update."""
+from __future__ import annotations
+
+from typing import Any
+
+from nova.tensor.tensor import Tensor
+
+
+class Parameter(Tensor):
+    """A tensor that requires grad by default and is registered by ``Module``.
+
+    Updates (optimizer steps, ``load_state_dict``) rebind its value in place, so the
+    identity that modules and optimizers hold stays valid.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, data: Tensor | None = None, requires_grad: bool = True) -> Parameter:
+        from nova.tensor.creation import tensor
+        if data is None:
+            data = tensor([])
+        if not isinstance(data, Tensor):
+            data = tensor(data)
+        p = cls._wrap(data.node)
+        if requires_grad:
+            p.requires_grad_()
+        return p
+
+    def __init__(self, data: Any = None, requires_grad: bool = True):
+        pass
+
+    def __repr__(self) -> str:
+        return "Parameter containing:\n" + super().__repr__()
+
+    def __reduce_ex__(self, protocol: Any):
+        raise TypeError("Parameter: use nv.save(module.state_dict(), path) to serialize")

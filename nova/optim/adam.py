@@ -1,0 +1,66 @@
+"""Adam (L2 weight decay) and AdamW (decoupled weight decay), PyTorch's update rule."""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from nova.optim.optimizer import Optimizer, runtime_scalar, zeros_state
+from nova.tensor import ops
+from nova.tensor.tensor import Tensor
+
+
+class Adam(Optimizer):
+    """``m = b1 m + (1-b1) g``; ``v = b2 v + (1-b2) g^2``;
+    ``p -= lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps)``.
+
+    The step count ``t`` lives on the host; ``lr/(1-b1^t)`` and ``sqrt(1-b2^t)`` enter
+    the step as runtime inputs.
+    """
+
+    decoupled = False
+
+    def __init__(self, params: Iterable[Any], lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, maximize: bool = False):
+        if lr < 0 or eps < 0 or weight_decay < 0:
+            raise ValueError(f"{type(self).__name__}: invalid lr={lr}, eps={eps} or "
+                             f"weight_decay={weight_decay} (all must be >= 0)")
+        if not all(0.0 <= b < 1.0 for b in betas):
+            raise ValueError(f"{type(self).__name__}: betas must be in [0, 1), got {betas}")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay, maximize=maximize))
+
+    def _update(self, group: dict[str, Any], p: Tensor, grad: Tensor,
+                state: dict[str, Any]) -> None:
+        g = -grad if group["maximize"] else grad
+        b1, b2 = group["betas"]
+        if "step" not in state:
+            state["step"] = 0
+            state["exp_avg"] = zeros_state(p)
+            state["exp_avg_sq"] = zeros_state(p)
+        state["step"] += 1
+        t = state["step"]
+        lr, wd = group["lr"], group["weight_decay"]
+        if wd and self.decoupled:
+            p = p.copy_(p * runtime_scalar(1.0 - lr * wd))
+        elif wd:
+            g = g + wd * p
+        m = state["exp_avg"] * b1 + g * (1.0 - b1)
+        v = state["exp_avg_sq"] * b2 + g * g * (1.0 - b2)
+        state["exp_avg"], state["exp_avg_sq"] = m, v
+        step_size = runtime_scalar(lr / (1.0 - b1 ** t))
+        bc2_sqrt = runtime_scalar(math.sqrt(1.0 - b2 ** t))
+        denom = ops.sqrt(v) / bc2_sqrt + group["eps"]
+        p.copy_(p - step_size * (m / denom))
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay: ``p *= 1 - lr*wd`` before the Adam step."""
+
+    decoupled = True
+
+    def __init__(self, params: Iterable[Any], lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2, maximize: bool = False):
+        super().__init__(params, lr, betas, eps, weight_decay, maximize)

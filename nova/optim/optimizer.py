@@ -1,0 +1,169 @@
+"""The optimizer base: parameter groups, state, ``state_dict``, and the step boundary.
+
+``step()`` records the update of every parameter (and its state) under no_grad, then
+realizes: the forward, the backward and the update run as one compiled function.
+Hyperparameters that change during training (the learning rate, and per-step values
+derived from the step count such as Adam's bias corrections) enter the step as 0-d
+tensors, i.e. runtime inputs, so a schedule never causes a recompile.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from nova.autograd.grad_mode import no_grad
+from nova.tensor import dtypes as dt
+from nova.tensor.creation import tensor
+from nova.tensor.realize import realize
+from nova.tensor.tensor import Tensor
+
+
+def runtime_scalar(value: float) -> Tensor:
+    """A float32 0-d tensor holding ``value``: a step input, never a baked constant."""
+    return tensor(np.float32(value), dtype=dt.float32)
+
+
+def zeros_state(p: Tensor) -> Tensor:
+    """Optimizer state starts as a realized zero buffer, so the first step has the same
+    structure as every later one (one compile)."""
+    return tensor(np.zeros(p.shape, dtype=p.dtype.np), dtype=p.dtype)
+
+
+class Optimizer:
+    """Base class: subclasses implement ``_update(group, p, grad, state)``."""
+
+    def __init__(self, params: Iterable[Any], defaults: dict[str, Any]):
+        self.defaults = defaults
+        self.param_groups: list[dict[str, Any]] = []
+        self.state: dict[Tensor, dict[str, Any]] = {}
+        groups = list(params)
+        if not groups:
+            raise ValueError(f"{type(self).__name__}: got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g in groups:
+            self.add_param_group(g)
+        realize(*[p for g in self.param_groups for p in g["params"]])
+
+    def add_param_group(self, group: dict[str, Any]) -> None:
+        params = group["params"]
+        params = [params] if isinstance(params, Tensor) else list(params)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"{type(self).__name__}: can only optimize Tensors, got "
+                                f"{type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError(f"{type(self).__name__}: can't optimize a non-leaf Tensor")
+            if id(p) in seen:
+                raise ValueError(f"{type(self).__name__}: some parameters appear in more than "
+                                 "one parameter group")
+            seen.add(id(p))
+        filled = {**self.defaults, **group, "params": params}
+        for k, v in filled.items():
+            if k != "params" and v is _REQUIRED:
+                raise ValueError(f"{type(self).__name__}: parameter group didn't specify {k}")
+        self.param_groups.append(filled)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p.grad is not None:
+                    if set_to_none:
+                        p.grad = None
+                    else:
+                        from nova.tensor.creation import zeros_like
+                        p.grad = zeros_like(p.grad)
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """Record the update of every parameter with a gradient, then realize the step."""
+        loss = None
+        if closure is not None:
+            from nova.autograd.grad_mode import enable_grad
+            with enable_grad():
+                loss = closure()
+        with no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    state = self.state.setdefault(p, {})
+                    self._update(group, p, p.grad, state)
+        realize()
+        return loss
+
+    def _update(self, group: dict[str, Any], p: Tensor, grad: Tensor,
+                state: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ state dicts
+
+    def state_dict(self) -> dict[str, Any]:
+        """PyTorch's layout: state by parameter index, groups with parameter indices."""
+        index: dict[int, int] = {}
+        groups = []
+        for g in self.param_groups:
+            packed = {k: v for k, v in g.items() if k != "params"}
+            packed["params"] = []
+            for p in g["params"]:
+                index.setdefault(id(p), len(index))
+                packed["params"].append(index[id(p)])
+            groups.append(packed)
+        state = {}
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p in self.state:
+                    state[index[id(p)]] = {k: (v.detach() if isinstance(v, Tensor) else v)
+                                           for k, v in self.state[p].items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        name = type(self).__name__
+        groups = state_dict.get("param_groups")
+        if not isinstance(groups, list) or "state" not in state_dict:
+            raise ValueError(f"{name}.load_state_dict: expected keys 'state' and 'param_groups'")
+        if len(groups) != len(self.param_groups):
+            raise ValueError(f"{name}.load_state_dict: checkpoint has {len(groups)} parameter "
+                             f"groups, the optimizer has {len(self.param_groups)}")
+        by_index: dict[int, Tensor] = {}
+        for k, (saved, mine) in enumerate(zip(groups, self.param_groups)):
+            if len(saved["params"]) != len(mine["params"]):
+                raise ValueError(f"{name}.load_state_dict: group {k} has {len(saved['params'])} "
+                                 f"parameters in the checkpoint, {len(mine['params'])} here")
+            for i, p in zip(saved["params"], mine["params"]):
+                by_index[int(i)] = p
+        new_state: dict[Tensor, dict[str, Any]] = {}
+        for i, entries in state_dict["state"].items():
+            p = by_index.get(int(i))
+            if p is None:
+                raise ValueError(f"{name}.load_state_dict: state for unknown parameter {i}")
+            restored = {}
+            for k, v in entries.items():
+                if isinstance(v, Tensor):
+                    if v.shape != p.shape:
+                        raise ValueError(f"{name}.load_state_dict: state {k!r} of parameter {i} "
+                                         f"has shape {v.shape}, the parameter has {p.shape}")
+                    v = v.to(p.dtype)
+                restored[k] = v
+            new_state[p] = restored
+        for saved, mine in zip(groups, self.param_groups):
+            mine.update({k: v for k, v in saved.items() if k != "params"})
+        self.state = new_state
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, g in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            lines += [f"    {k}: {v}" for k, v in sorted(g.items()) if k != "params"]
+        return "\n".join(lines + [")"])
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+_REQUIRED = _Required()
+required = _REQUIRED

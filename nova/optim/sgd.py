@@ -1,0 +1,43 @@
+"""SGD with momentum, dampening, Nesterov and weight decay (PyTorch's update rule)."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from nova.optim.optimizer import Optimizer, runtime_scalar, zeros_state
+from nova.tensor.tensor import Tensor
+
+
+class SGD(Optimizer):
+    """``d = g + wd*p``; with momentum ``b = m*b + (1-dampening)*d`` (``b = d`` on the
+    first step), ``d = d + m*b`` if nesterov else ``b``; ``p -= lr*d``."""
+
+    def __init__(self, params: Iterable[Any], lr: float = 1e-3, momentum: float = 0.0,
+                 dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
+                 maximize: bool = False):
+        if lr < 0 or momentum < 0 or weight_decay < 0:
+            raise ValueError(f"SGD: invalid hyperparameters lr={lr}, momentum={momentum}, "
+                             f"weight_decay={weight_decay} (all must be >= 0)")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("SGD: nesterov momentum requires a momentum and zero dampening")
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
+                                      weight_decay=weight_decay, nesterov=nesterov,
+                                      maximize=maximize))
+
+    def _update(self, group: dict[str, Any], p: Tensor, grad: Tensor,
+                state: dict[str, Any]) -> None:
+        d = -grad if group["maximize"] else grad
+        if group["weight_decay"]:
+            d = d + group["weight_decay"] * p
+        m = group["momentum"]
+        if m:
+            first = "momentum_buffer" not in state
+            buf = state["momentum_buffer"] if not first else zeros_state(p)
+            # Step 1 sets buf = d; later steps decay it. Both are one structure: the two
+            # coefficients are runtime inputs.
+            keep = runtime_scalar(0.0 if first else m)
+            take = runtime_scalar(1.0 if first else 1.0 - group["dampening"])
+            buf = buf * keep + d * take
+            state["momentum_buffer"] = buf
+            d = d + m * buf if group["nesterov"] else buf
+        p.copy_(p - runtime_scalar(group["lr"]) * d)

@@ -1,0 +1,114 @@
+"""nv.nn.Module: registration, traversal, modes, state dicts, repr."""
+import numpy as np
+import pytest
+
+import nova as nv
+import nova.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(3, 4)
+        self.act = nn.ReLU()
+        self.blocks = nn.ModuleList([nn.Linear(4, 4), nn.Dropout(0.1)])
+        self.heads = nn.ModuleDict({"out": nn.Linear(4, 2, bias=False)})
+        self.scale = nn.Parameter(nv.ones(1))
+        self.register_buffer("running", nv.zeros(4))
+        self.register_buffer("scratch", nv.zeros(2), persistent=False)
+
+    def forward(self, x):
+        h = self.blocks[1](self.blocks[0](self.act(self.fc1(x))))
+        return self.heads["out"](h + self.running) * self.scale
+
+
+def test_registration_and_traversal():
+    net = Net()
+    names = [n for n, _ in net.named_parameters()]
+    assert names == ["scale", "fc1.weight", "fc1.bias", "blocks.0.weight", "blocks.0.bias",
+                     "heads.out.weight"]
+    assert sum(p.numel() for p in net.parameters()) == net.num_parameters() == 1 + 16 + 20 + 8
+    assert [n for n, _ in net.named_children()] == ["fc1", "act", "blocks", "heads"]
+    assert len(list(net.modules())) == 8
+    assert [n for n, _ in net.named_buffers()] == ["running", "scratch"]
+    assert all(p.requires_grad and p.is_leaf for p in net.parameters())
+    assert isinstance(net.fc1.weight, nn.Parameter) and isinstance(net.fc1.weight, nv.Tensor)
+    assert net(nv.ones(5, 3)).shape == (5, 2)
+
+
+def test_train_eval_and_zero_grad():
+    net = Net()
+    assert net.training and net.blocks[1].training
+    net.eval()
+    assert not net.training and not net.blocks[1].training
+    net.train()
+    net(nv.ones(2, 3)).sum().backward()
+    assert net.fc1.weight.grad is not None
+    net.zero_grad(set_to_none=False)
+    assert net.fc1.weight.grad.abs().sum().item() == 0
+    net.zero_grad()
+    assert net.fc1.weight.grad is None
+
+
+def test_state_dict_round_trip_and_errors():
+    a, b = Net(), Net()
+    sd = a.state_dict()
+    assert list(sd) == ["scale", "running", "fc1.weight", "fc1.bias", "blocks.0.weight",
+                        "blocks.0.bias", "heads.out.weight"]
+    assert "scratch" not in sd  # non-persistent buffer
+    b.load_state_dict(sd)
+    for (n, p), (_, q) in zip(a.named_parameters(), b.named_parameters()):
+        np.testing.assert_array_equal(p.numpy(), q.numpy())
+    bad = dict(sd)
+    bad["fc1.weight"] = nv.zeros(5, 3)
+    bad["extra"] = nv.zeros(1)
+    del bad["scale"]
+    with pytest.raises(nn.StateDictError) as err:
+        b.load_state_dict(bad)
+    msg = str(err.value)
+    assert "size mismatch for fc1.weight: checkpoint (5, 3) vs model (4, 3)" in msg
+    assert "missing keys: scale" in msg and "unexpected keys: extra" in msg
+    del bad["fc1.weight"]
+    missing, unexpected = b.load_state_dict(bad, strict=False)
+    assert missing == ["scale", "fc1.weight"] and unexpected == ["extra"]
+
+
+def test_tied_parameters_are_counted_once_and_stay_tied():
+    emb = nn.Embedding(10, 4)
+    head = nn.Linear(4, 10, bias=False)
+    head.weight = emb.weight
+    model = nn.Sequential(emb, head)
+    assert len(list(model.parameters())) == 1
+    with nv.no_grad():
+        emb.weight.mul_(2)
+    np.testing.assert_array_equal(head.weight.numpy(), emb.weight.numpy())
+
+
+def test_apply_to_repr_and_dtype_conversion():
+    net = Net()
+    seen = []
+    net.apply(lambda m: seen.append(type(m).__name__))
+    assert seen[-1] == "Net" and "Linear" in seen
+    text = repr(net)
+    assert "(fc1): Linear(in_features=3, out_features=4, bias=True)" in text
+    assert "(1): Dropout(p=0.1)" in text
+    assert net.to("cpu") is net
+    with pytest.raises(RuntimeError, match="Module.to: device cuda is not available"):
+        net.to("cuda")
+    w = net.fc1.weight
+    net.double()
+    assert net.fc1.weight is w and w.dtype == nv.float64 and net.running.dtype == nv.float64
+    assert net(nv.ones(1, 3, dtype=nv.float64)).dtype == nv.float64
+
+
+def test_module_errors():
+    class Broken(nn.Module):
+        def __init__(self):
+            self.x = 1
+
+    with pytest.raises(AttributeError, match="call super\\(\\).__init__\\(\\)"):
+        Broken()
+    with pytest.raises(AttributeError, match="'Net' object has no attribute 'nope'"):
+        Net().nope
+    with pytest.raises(NotImplementedError, match="Module does not define forward"):
+        nn.Module()(1)

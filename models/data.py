@@ -82,4 +82,4 @@ class ByteCorpus:
         starts = rng.integers(0, len(tokens) - block - 1, size=batch_size)
         window = starts[:, None] + np.arange(block + 1)[None, :]
         chunk = tokens[window].astype(np.int64)
-        return chunk[:, :-1], chunk[:, 1:]
+        return np.ascontiguousarray(chunk[:, :-1]), np.ascontiguousarray(chunk[:, 1:])

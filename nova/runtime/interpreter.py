@@ -208,6 +208,17 @@ class Program:
             self.steps.append((_kernel(op), tuple(slots[v] for v in op.operands)))
             self.op_names.append(op.name)
             slots[op.results[0]] = len(slots)
+        # Free each value after its last reader, so peak memory follows liveness rather
+        # than holding every intermediate until the step ends.
+        last_use: dict[int, int] = {}
+        for k, (_, operands) in enumerate(self.steps):
+            for i in operands:
+                last_use[i] = k
+        keep = set(self.outputs)
+        self.release: list[tuple[int, ...]] = [() for _ in self.steps]
+        for slot, k in last_use.items():
+            if slot not in keep:
+                self.release[k] += (slot,)
 
     def __call__(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         if len(args) != self.n_args:
@@ -217,6 +228,8 @@ class Program:
             for k, (kernel, operands) in enumerate(self.steps):
                 try:
                     values.append(np.asarray(kernel(*[values[i] for i in operands])))
+                    for i in self.release[k]:
+                        values[i] = None
                 except InterpreterError as e:
                     raise InterpreterError(f"{e} (value %{self.n_args + k})", k) from None
                 except (ValueError, IndexError, ArithmeticError) as e:

@@ -1,0 +1,97 @@
+"""What every framework's run shares: the work, the data, and how it is measured."""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from models.data import ByteCorpus
+from models.gpt import GPTConfig, preset
+
+# AdamW hyperparameters used by every framework (constant learning rate, decay on all
+# parameters), so the loops are identical.
+LR, BETAS, EPS, WEIGHT_DECAY = 1e-3, (0.9, 0.95), 1e-8, 0.1
+CORPUS_BYTES = 2_000_000
+
+
+@dataclass
+class Work:
+    preset: str
+    steps: int
+    batch_size: int
+    seed: int = 0
+
+    @property
+    def config(self) -> GPTConfig:
+        return preset(self.preset)
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.batch_size * self.config.block
+
+    def batches(self) -> Callable[[int], tuple[np.ndarray, np.ndarray]]:
+        corpus = ByteCorpus.load(None, CORPUS_BYTES, seed=self.seed)
+        cfg = self.config
+        return lambda step: corpus.batch("train", step, self.batch_size, cfg.block)
+
+
+@dataclass
+class Result:
+    framework: str
+    preset: str
+    steps: int
+    tokens_per_step: int
+    step_times: list[float] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    peak_rss_mb: float = 0.0
+    available: bool = True
+    note: str = ""
+
+    @property
+    def first_step_s(self) -> float:
+        return self.step_times[0] if self.step_times else float("nan")
+
+    @property
+    def tokens_per_s(self) -> float:
+        steady = self.step_times[2:] or self.step_times[1:] or self.step_times
+        return self.tokens_per_step / float(np.median(steady)) if steady else float("nan")
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d.update(first_step_s=self.first_step_s, tokens_per_s=self.tokens_per_s,
+                 final_loss=self.losses[-1] if self.losses else None)
+        return d
+
+
+def rss_mb() -> float:
+    """Current resident set size of this process."""
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class Timer:
+    """Times each step; ``stop`` must see the step's values on the host (loss.item())."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+
+    def __enter__(self) -> Timer:
+        self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.times.append(time.perf_counter() - self.t0)
+
+
+def dump(result: Result) -> str:
+    return json.dumps(result.to_json())

@@ -36,11 +36,13 @@ from xdsl.irdl import (
     irdl_op_definition,
     operand_def,
     prop_def,
+    region_def,
     result_def,
     traits_def,
     var_operand_def,
+    var_result_def,
 )
-from xdsl.traits import Pure
+from xdsl.traits import HasParent, IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
 AnyTensor = base(TensorType)
@@ -548,14 +550,58 @@ class ScatterAddOp(IRDLOperation):
             _fail(self, "input, src and result types must agree")
 
 
+# ---------------------------------------------------------------- fused kernels
+
+KERNEL_KINDS = ("elementwise", "reduce", "matmul", "scatter")
+
+
+@irdl_op_definition
+class FusionOp(IRDLOperation):
+    """One kernel: the ops of its region run together, reading ``inputs`` (the block
+    arguments) and producing the yielded values as ``outputs``.
+
+    ``kind`` names the loop structure the lowering builds: ``elementwise`` (one loop nest
+    over the outputs' shape), ``reduce`` (a reduction with its elementwise producers and
+    epilogue), ``matmul`` (a contraction with its epilogue) or ``scatter``.
+    """
+
+    name = "nova.fusion"
+    inputs = var_operand_def(AnyTensor)
+    outputs = var_result_def(AnyTensor)
+    kind = prop_def(StringAttr)
+    body = region_def("single_block")
+
+    def verify_(self) -> None:
+        if self.kind.data not in KERNEL_KINDS:
+            _fail(self, f"kind {self.kind.data!r} not in {KERNEL_KINDS}")
+        block = self.body.block
+        if [a.type for a in block.args] != [v.type for v in self.inputs]:
+            _fail(self, "block arguments must match the inputs' types")
+        last = block.last_op
+        if not isinstance(last, YieldOp) or [v.type for v in last.values] != [
+                r.type for r in self.outputs]:
+            _fail(self, "the region must end in nova.yield of the outputs' types")
+
+
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    """The values a ``nova.fusion`` region produces."""
+
+    name = "nova.yield"
+    values = var_operand_def(AnyTensor)
+    assembly_format = "$values attr-dict `:` type($values)"
+    traits = traits_def(IsTerminator(), HasParent(FusionOp))
+
+
 Nova = Dialect(
     "nova",
     [ConstantOp, IotaOp, RngUniformOp, *UNARY_OPS, CastOp, *BINARY_OPS, CompareOp,
      WhereOp, BroadcastInDimOp, ReshapeOp, TransposeOp, SliceOp, PadOp, ConcatOp,
-     ReduceSumOp, ReduceMaxOp, MatmulOp, GatherOp, ScatterAddOp],
+     ReduceSumOp, ReduceMaxOp, MatmulOp, GatherOp, ScatterAddOp, FusionOp, YieldOp],
     [],
 )
 
 OPS_BY_NAME: dict[str, type[IRDLOperation]] = {
     op.name.removeprefix("nova."): op for op in Nova.operations
+    if op not in (FusionOp, YieldOp)
 }

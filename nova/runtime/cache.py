@@ -30,6 +30,8 @@ class Miss:
     reason: str
     site: str
     num_ops: int
+    num_kernels: int = 0
+    engine: str = ""
 
 
 @dataclass
@@ -41,7 +43,8 @@ class CacheStats:
 
     def __str__(self) -> str:
         lines = [f"nova cache: {self.hits} hits, {self.misses} misses, {self.entries} entries"]
-        lines += [f"  miss {i}: {m.reason}  [{m.site}, {m.num_ops} ops]"
+        lines += [f"  miss {i}: {m.reason}  [{m.site}, {m.engine}: {m.num_ops} ops"
+                  + (f" -> {m.num_kernels} kernels]" if m.engine == "cpu" else "]")
                   for i, m in enumerate(self.miss_log)]
         return "\n".join(lines)
 
@@ -100,19 +103,20 @@ class ExecutableCache:
         self._site_misses: Counter[str] = Counter()
         self.stats = CacheStats()
 
-    def lookup(self, key: tuple, build: Callable[[], Executable]) -> Executable:
-        exe = self._entries.get(key)
+    def lookup(self, key: tuple, build: Callable[[], Executable], engine: str = "") -> Executable:
+        """The executable for structural ``key`` on ``engine``, built on a miss."""
+        exe = self._entries.get((engine, key))
         if exe is not None:
             self.stats.hits += 1
         else:
             reason = explain_difference(key, self._last_key)
             exe = build()
-            self._entries[key] = exe
+            self._entries[(engine, key)] = exe
             filename, lineno = _user_frame()
             site = f"{os.path.basename(filename)}:{lineno}"
             self.stats.misses += 1
             self.stats.entries = len(self._entries)
-            self.stats.miss_log.append(Miss(reason, site, exe.num_ops))
+            self.stats.miss_log.append(Miss(reason, site, exe.num_ops, exe.num_kernels, engine))
             self._site_misses[site] += 1
             if self._site_misses[site] == RECOMPILE_WARNING_THRESHOLD:
                 warnings.warn_explicit(

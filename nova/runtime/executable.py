@@ -9,7 +9,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from nova.runtime.interpreter import compile_function
 
-ENGINES = ("interp",)
+ENGINES = ("cpu", "interp")
 
 
 class Executable:
@@ -24,12 +24,20 @@ class Executable:
         self.module = module
         self.engine = engine
         self.function = next(op for op in module.ops if isinstance(op, func.FuncOp))
-        self._program = compile_function(self.function)
+        self.num_ops = sum(1 for op in self.function.body.block.ops) - 1
+        if engine == "cpu":
+            from nova.runtime.cpu_engine import CpuProgram
+            self._program = CpuProgram(module)
+            self.num_kernels = self._program.num_kernels
+        else:
+            self._program = compile_function(self.function)
+            self.num_kernels = self.num_ops
         self.runs = 0
 
-    @property
-    def num_ops(self) -> int:
-        return len(self._program.steps)
+    def fused_ir(self) -> str:
+        if self.engine != "cpu":
+            raise ValueError("fused_ir: only the cpu engine fuses kernels")
+        return str(self._program.fused)
 
     def ir(self) -> str:
         return str(self.module)

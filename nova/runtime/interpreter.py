@@ -26,12 +26,43 @@ Kernel = Callable[..., np.ndarray]
 class InterpreterError(RuntimeError):
     """A nova op could not be executed on its runtime data (e.g. an index out of range).
 
-    ``step`` is the index of the failing op in the function body, when known.
+    ``outputs`` are the positions of the function results that depend on the failure
+    (the others are still good), when known.
     """
 
-    def __init__(self, message: str, step: int | None = None):
+    def __init__(self, message: str, outputs: tuple[int, ...] | None = None):
         super().__init__(message)
-        self.step = step
+        self.outputs = outputs
+
+
+def affected_outputs(reads: Sequence[tuple[int, ...]], writes: Sequence[int],
+                     outputs: Sequence[int], failed: int) -> tuple[int, ...]:
+    """Result positions that depend on step ``failed`` of a straight-line program whose
+    step k reads slots ``reads[k]`` and writes slot ``writes[k]``."""
+    bad = {writes[failed]}
+    for k in range(failed + 1, len(writes)):
+        if any(i in bad for i in reads[k]):
+            bad.add(writes[k])
+    return tuple(pos for pos, slot in enumerate(outputs) if slot in bad)
+
+
+def run_region(block, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Execute the ops of a region (e.g. one ``nova.fusion`` kernel) on numpy inputs;
+    used to explain a compiled kernel's failure with the interpreter's precise error."""
+    values = {a: np.asarray(v) for a, v in zip(block.args, args)}
+    out: list[np.ndarray] = []
+    with np.errstate(all="ignore"):
+        for op in block.ops:
+            if op.name == "nova.yield":
+                out = [values[v] for v in op.operands]
+                continue
+            try:
+                values[op.results[0]] = np.asarray(_kernel(op)(*[values[v] for v in op.operands]))
+            except InterpreterError:
+                raise
+            except (ValueError, IndexError, ArithmeticError) as e:
+                raise InterpreterError(f"{op.name} failed: {e}") from e
+    return out
 
 
 def _dtype_of(value) -> dt.DType:
@@ -220,6 +251,11 @@ class Program:
             if slot not in keep:
                 self.release[k] += (slot,)
 
+    def _affected(self, k: int) -> tuple[int, ...]:
+        return affected_outputs([ops for _, ops in self.steps],
+                                [self.n_args + j for j in range(len(self.steps))],
+                                self.outputs, k)
+
     def __call__(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         if len(args) != self.n_args:
             raise InterpreterError(f"step expects {self.n_args} arguments, got {len(args)}")
@@ -231,10 +267,11 @@ class Program:
                     for i in self.release[k]:
                         values[i] = None
                 except InterpreterError as e:
-                    raise InterpreterError(f"{e} (value %{self.n_args + k})", k) from None
+                    raise InterpreterError(f"{e} (value %{self.n_args + k})",
+                                           self._affected(k)) from None
                 except (ValueError, IndexError, ArithmeticError) as e:
                     raise InterpreterError(f"{self.op_names[k]} (value %{self.n_args + k}) "
-                                           f"failed: {e}", k) from e
+                                           f"failed: {e}", self._affected(k)) from e
         return [values[i] for i in self.outputs]
 
 

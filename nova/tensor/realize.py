@@ -15,6 +15,7 @@ from __future__ import annotations
 from nova.compiler.irgen import build_module
 from nova.compiler.passes import simplify
 from nova.runtime.cache import CACHE
+from nova.runtime.engine import get_engine
 from nova.runtime.executable import Executable
 from nova.runtime.interpreter import InterpreterError
 from nova.tensor.tensor import Tensor
@@ -41,16 +42,11 @@ def _pending_outputs(requested: tuple[Tensor, ...]) -> list[Node]:
     return sorted(nodes.values(), key=lambda n: n.seq)
 
 
-def _poison(graph: PendingGraph, outputs: list[Node], failed: int, message: str) -> None:
-    """Mark the outputs whose value depends on node ``failed`` of the graph."""
-    base = len(graph.args)
-    bad = {base + failed}
-    for k, n in enumerate(graph.nodes):
-        if any(i in bad for i in n.inputs):
-            bad.add(base + k)
-    for node, out in zip(outputs, graph.outputs):
-        if out in bad:
-            node.op, node.inputs, node.attrs = "error", (), {"message": message}
+def _poison(outputs: list[Node], failed: tuple[int, ...], message: str) -> None:
+    """Mark the outputs (by result position) whose value depends on the failure."""
+    for pos in failed:
+        node = outputs[pos]
+        node.op, node.inputs, node.attrs = "error", (), {"message": message}
 
 
 def realize(*tensors: Tensor) -> None:
@@ -59,12 +55,14 @@ def realize(*tensors: Tensor) -> None:
     if not outputs:
         return
     graph = extract(outputs)
-    exe = CACHE.lookup(graph.key, lambda: Executable(simplify(build_module(graph))))
+    engine = get_engine()
+    exe = CACHE.lookup(graph.key, lambda: Executable(simplify(build_module(graph)), engine),
+                       engine)
     try:
         results = exe.run(graph.arg_buffers)
     except InterpreterError as e:
-        if e.step is not None:
-            _poison(graph, outputs, e.step, str(e))
+        _poison(outputs, e.outputs if e.outputs is not None else tuple(range(len(outputs))),
+                str(e))
         raise RealizationError(str(e)) from e
     for node, value in zip(outputs, results):
         value = value.view()

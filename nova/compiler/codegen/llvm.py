@@ -1,0 +1,771 @@
+"""LLVM IR for kernel plans, built with ``llvmlite.ir``.
+
+Every kernel becomes ``i32 <name>(i8** buffers, i64 start, i64 end)``: ``buffers`` holds
+the kernel's inputs, its output and (for some reductions) a scratch buffer; the kernel
+computes the part ``[start, end)`` of its parallel dimension, so the runtime can split it
+across threads. It returns 0, or 1 if an index (gather, scatter_add) was out of range
+or an integer division by zero occurred — checked, never undefined behaviour.
+
+Values are computed by ``Emitter.emit(value, index)``: the value of an SSA value of the
+fused region at a multi-index, recursing through its producers. Movement ops never
+materialize: they only rewrite the index (``broadcast_in_dim`` drops dims, ``transpose``
+permutes, ``reshape`` re-linearizes, ``slice`` scales and offsets, ``pad``/``concat``
+select). float16/bfloat16 values are computed in float32 and rounded after every op,
+matching the reference interpreter's per-op rounding.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import llvmlite.ir as ir
+from xdsl.ir import BlockArgument, Operation, SSAValue
+
+from nova.compiler import dialect as nd
+from nova.compiler.lowering.plan import KernelPlan, accumulator_dtype, contraction
+from nova.tensor import dtypes as dt
+
+I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
+F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
+PTR = I8.as_pointer()
+
+_STORAGE = {"f32": F32, "f64": F64, "f16": F16, "bf16": I16, "i32": I32, "i64": I64, "i1": I8}
+_COMPUTE = {"f32": F32, "f64": F64, "f16": F32, "bf16": F32, "i32": I32, "i64": I64, "i1": I1}
+_FLOAT_FNS = {"exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tanh": "tanh",
+              "erf": "erf", "sqrt": "sqrt"}
+_FCMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+
+
+def _mlir(v: SSAValue) -> str:
+    return nd.element_name(v.type.element_type)
+
+
+def _shape(v: SSAValue) -> tuple[int, ...]:
+    return tuple(v.type.get_shape())
+
+
+def _ints(a) -> tuple[int, ...]:
+    return tuple(a.get_values())
+
+
+def c64(n: int) -> ir.Constant:
+    return ir.Constant(I64, n)
+
+
+class Loops:
+    """Counted loops with phi induction variables."""
+
+    def __init__(self, b: ir.IRBuilder):
+        self.b = b
+
+    def range(self, lo: ir.Value, hi: ir.Value, body: Callable[[ir.Value], None],
+              name: str = "i") -> None:
+        b = self.b
+        pre = b.block
+        head = b.append_basic_block(f"{name}.head")
+        loop = b.append_basic_block(f"{name}.body")
+        done = b.append_basic_block(f"{name}.done")
+        b.branch(head)
+        b.position_at_end(head)
+        iv = b.phi(I64, name=name)
+        iv.add_incoming(lo, pre)
+        b.cbranch(b.icmp_signed("<", iv, hi), loop, done)
+        b.position_at_end(loop)
+        body(iv)
+        nxt = b.add(iv, c64(1))
+        iv.add_incoming(nxt, b.block)
+        b.branch(head)
+        b.position_at_end(done)
+
+    def nest(self, extents: Sequence[int], body: Callable[[list[ir.Value]], None],
+             first: tuple[ir.Value, ir.Value] | None = None) -> None:
+        """Nested loops over ``extents`` (row-major); ``first`` overrides dim 0's range."""
+        idx: list[ir.Value] = []
+
+        def level(d: int) -> None:
+            if d == len(extents):
+                body(list(idx))
+                return
+            lo, hi = first if (d == 0 and first is not None) else (c64(0), c64(extents[d]))
+
+            def inner(iv: ir.Value) -> None:
+                idx.append(iv)
+                level(d + 1)
+                idx.pop()
+            self.range(lo, hi, inner, name=f"d{d}")
+        level(0)
+
+
+class Emitter:
+    """Emits one kernel function."""
+
+    def __init__(self, module: ir.Module, plan: KernelPlan):
+        self.module = module
+        self.plan = plan
+        self.fusion = plan.fusion
+        n_args = len(plan.arg_types) + (1 if plan.scratch else 0)
+        fnty = ir.FunctionType(I32, [PTR.as_pointer(), I64, I64])
+        self.fn = ir.Function(module, fnty, name=plan.name)
+        self.fn.args[0].name, self.fn.args[1].name, self.fn.args[2].name = "bufs", "start", "end"
+        self.entry = self.fn.append_basic_block("entry")
+        self.b = ir.IRBuilder(self.entry)
+        self.loops = Loops(self.b)
+        self.error = self.b.alloca(I32, name="error")
+        self.b.store(ir.Constant(I32, 0), self.error)
+        self.ptrs = []
+        types = [t for _, t in plan.arg_types] + ([plan.scratch[1]] if plan.scratch else [])
+        for i in range(n_args):
+            raw = self.b.load(self.b.gep(self.fn.args[0], [c64(i)]))
+            self.ptrs.append(self.b.bitcast(raw, _STORAGE[types[i].mlir].as_pointer()))
+        block = self.fusion.body.block
+        self.arg_index = {id(a): i for i, a in enumerate(block.args)}
+        self.out_ptr = self.ptrs[len(plan.arg_types) - 1]
+        self.cache: dict = {}
+        self.override: dict[int, Callable[[list[ir.Value]], ir.Value]] = {}
+
+    # ------------------------------------------------------------ memory
+
+    @staticmethod
+    def linear(b: ir.IRBuilder, idx: Sequence[ir.Value], shape: Sequence[int]) -> ir.Value:
+        off = c64(0)
+        for i, n in zip(idx, shape):
+            off = b.add(b.mul(off, c64(n)), i)
+        return off
+
+    def delinearize(self, flat: ir.Value, shape: Sequence[int]) -> list[ir.Value]:
+        """Row-major multi-index of a linear offset."""
+        b = self.b
+        out: list[ir.Value] = []
+        for n in reversed(shape):
+            out.append(b.urem(flat, c64(n)))
+            flat = b.udiv(flat, c64(n))
+        return out[::-1]
+
+    def entry_alloca(self, ty: ir.Type, size: int | None = None) -> ir.Value:
+        """Allocas go in the entry block (so they are allocated once and promoted)."""
+        b = self.b
+        here = b.block
+        b.position_at_start(self.entry)
+        slot = b.alloca(ty, size=None if size is None else c64(size))
+        b.position_at_end(here)
+        return slot
+
+    def store_root(self, root: SSAValue, flat: ir.Value) -> None:
+        """Store the kernel output at linear offset ``flat`` (the root's own index space
+        may differ from the loop's, e.g. a keepdim reshape of a reduction)."""
+        shape, dtype = self.plan.out
+        self.store(self.emit(root, self.delinearize(flat, shape)), self.out_ptr, flat,
+                   dtype.mlir)
+
+    def load(self, ptr: ir.Value, offset: ir.Value, mlir: str) -> ir.Value:
+        raw = self.b.load(self.b.gep(ptr, [offset]))
+        return self.widen(raw, mlir)
+
+    def widen(self, raw: ir.Value, mlir: str) -> ir.Value:
+        b = self.b
+        if mlir == "f16":
+            return b.fpext(raw, F32)
+        if mlir == "bf16":
+            return b.bitcast(b.shl(b.zext(raw, I32), ir.Constant(I32, 16)), F32)
+        if mlir == "i1":
+            return b.icmp_unsigned("!=", raw, ir.Constant(I8, 0))
+        return raw
+
+    def narrow(self, v: ir.Value, mlir: str) -> ir.Value:
+        """Compute type to storage type (round to nearest even for the half types)."""
+        b = self.b
+        if mlir == "f16":
+            return b.fptrunc(v, F16)
+        if mlir == "bf16":
+            bits = b.bitcast(v, I32)
+            lsb = b.and_(b.lshr(bits, ir.Constant(I32, 16)), ir.Constant(I32, 1))
+            rounded = b.lshr(b.add(bits, b.add(ir.Constant(I32, 0x7FFF), lsb)),
+                             ir.Constant(I32, 16))
+            is_nan = b.fcmp_unordered("uno", v, v)
+            return b.trunc(b.select(is_nan, ir.Constant(I32, 0x7FC0), rounded), I16)
+        if mlir == "i1":
+            return b.zext(v, I8)
+        return v
+
+    def round_half(self, v: ir.Value, mlir: str) -> ir.Value:
+        if mlir in ("f16", "bf16"):
+            return self.widen(self.narrow(v, mlir), mlir)
+        return v
+
+    def store(self, v: ir.Value, ptr: ir.Value, offset: ir.Value, mlir: str) -> None:
+        self.b.store(self.narrow(v, mlir), self.b.gep(ptr, [offset]))
+
+    # ------------------------------------------------------------ helpers
+
+    def fail_if(self, cond: ir.Value) -> None:
+        b = self.b
+        old = b.load(self.error)
+        b.store(b.select(cond, ir.Constant(I32, 1), old), self.error)
+
+    def intrinsic(self, name: str, ty: ir.Type, n: int = 1) -> ir.Function:
+        suffix = "f32" if ty == F32 else "f64"
+        full = f"llvm.{name}.{suffix}"
+        if full in self.module.globals:
+            return self.module.globals[full]
+        return ir.Function(self.module, ir.FunctionType(ty, [ty] * n), name=full)
+
+    def libm(self, name: str, ty: ir.Type) -> ir.Function:
+        full = name + ("f" if ty == F32 else "")
+        if full in self.module.globals:
+            return self.module.globals[full]
+        return ir.Function(self.module, ir.FunctionType(ty, [ty]), name=full)
+
+    def const(self, value, mlir: str) -> ir.Constant:
+        ty = _COMPUTE[mlir]
+        if isinstance(ty, ir.IntType):
+            return ir.Constant(ty, int(value) & 1 if ty.width == 1 else int(value))
+        return ir.Constant(ty, float(value))
+
+    def cast(self, v: ir.Value, src: str, dst: str) -> ir.Value:
+        b = self.b
+        s, d = _COMPUTE[src], _COMPUTE[dst]
+        if dst == "i1":
+            if isinstance(s, ir.IntType):
+                return b.icmp_signed("!=", v, ir.Constant(s, 0)) if s != I1 else v
+            return b.fcmp_unordered("!=", v, ir.Constant(s, 0.0))
+        if src == "i1":
+            return b.uitofp(v, d) if not isinstance(d, ir.IntType) else b.zext(v, d)
+        if isinstance(s, ir.IntType) and isinstance(d, ir.IntType):
+            if s.width == d.width:
+                return v
+            return b.sext(v, d) if d.width > s.width else b.trunc(v, d)
+        if isinstance(s, ir.IntType):
+            return self.round_half(b.sitofp(v, d), dst)
+        if isinstance(d, ir.IntType):
+            return b.fptosi(v, d)
+        if s == d:
+            return self.round_half(v, dst)
+        return self.round_half(b.fpext(v, d) if d == F64 else b.fptrunc(v, d), dst)
+
+    # ------------------------------------------------------------ the value of an SSA value
+
+    def emit(self, value: SSAValue, idx: list[ir.Value]) -> ir.Value:
+        key = (id(value), tuple(id(i) for i in idx))
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit
+        if id(value) in self.override:
+            out = self.override[id(value)](idx)
+        elif isinstance(value, BlockArgument):
+            i = self.arg_index[id(value)]
+            shape, dtype = self.plan.arg_types[i]
+            out = self.load(self.ptrs[i], self.linear(self.b, idx, shape), dtype.mlir)
+        else:
+            out = self._op(value.owner, idx)
+        self.cache[key] = out
+        return out
+
+    def _op(self, op: Operation, idx: list[ir.Value]) -> ir.Value:
+        b = self.b
+        name = op.name.removeprefix("nova.")
+        res = op.results[0]
+        mlir = _mlir(res)
+        ty = _COMPUTE[mlir]
+        is_float = not isinstance(ty, ir.IntType)
+        if name == "constant":
+            v = op.value.value.data
+            return self.const(v, mlir)
+        if name == "iota":
+            i = idx[op.dim.value.data]
+            return self.cast(i, "i64", mlir)
+        if name == "rng_uniform":
+            return self._philox_uniform(op, idx, mlir)
+        if name in ("broadcast_in_dim", "reshape", "transpose", "slice"):
+            return self.emit(op.operands[0], self._move(op, idx))
+        if name == "pad":
+            return self._pad(op, idx)
+        if name == "concat":
+            return self._concat(op, idx)
+        if name == "gather":
+            return self._gather(op, idx)
+        args = [self.emit(v, idx) for v in op.operands]
+        if name == "cast":
+            return self.cast(args[0], _mlir(op.operands[0]), mlir)
+        if name == "compare":
+            a_mlir = _mlir(op.operands[0])
+            pred = _FCMP[op.direction.data]
+            if isinstance(_COMPUTE[a_mlir], ir.IntType):
+                if a_mlir == "i1":
+                    return b.icmp_unsigned(pred, args[0], args[1])
+                return b.icmp_signed(pred, args[0], args[1])
+            if pred == "!=":
+                return b.fcmp_unordered(pred, args[0], args[1])
+            return b.fcmp_ordered(pred, args[0], args[1])
+        if name == "where":
+            return b.select(args[0], args[1], args[2])
+        out = self._arith(name, args, ty, is_float, mlir)
+        return self.round_half(out, mlir) if is_float else out
+
+    def _arith(self, name: str, args: list[ir.Value], ty: ir.Type, is_float: bool,
+               mlir: str) -> ir.Value:
+        b = self.b
+        if mlir == "i1":
+            if name in ("add", "maximum"):
+                return b.or_(args[0], args[1])
+            if name in ("mul", "minimum"):
+                return b.and_(args[0], args[1])
+        if is_float:
+            x = args[0]
+            if name == "neg":
+                return b.fneg(x)
+            if name == "abs":
+                return b.call(self.intrinsic("fabs", ty), [x])
+            if name == "sqrt":
+                return b.call(self.intrinsic("sqrt", ty), [x])
+            if name == "rsqrt":
+                return b.fdiv(ir.Constant(ty, 1.0), b.call(self.intrinsic("sqrt", ty), [x]))
+            if name == "reciprocal":
+                return b.fdiv(ir.Constant(ty, 1.0), x)
+            if name in _FLOAT_FNS:
+                return b.call(self.libm(_FLOAT_FNS[name], ty), [x])
+            y = args[1]
+            if name == "add":
+                return b.fadd(x, y)
+            if name == "sub":
+                return b.fsub(x, y)
+            if name == "mul":
+                return b.fmul(x, y)
+            if name == "div":
+                return b.fdiv(x, y)
+            if name == "maximum":
+                return b.call(self.intrinsic("maximum", ty, 2), [x, y])
+            if name == "minimum":
+                return b.call(self.intrinsic("minimum", ty, 2), [x, y])
+            if name == "pow":
+                return b.call(self.intrinsic("pow", ty, 2), [x, y])
+        else:
+            x = args[0]
+            if name == "neg":
+                return b.neg(x)
+            if name == "abs":
+                return b.select(b.icmp_signed("<", x, ir.Constant(ty, 0)), b.neg(x), x)
+            y = args[1]
+            if name == "add":
+                return b.add(x, y)
+            if name == "sub":
+                return b.sub(x, y)
+            if name == "mul":
+                return b.mul(x, y)
+            if name == "maximum":
+                return b.select(b.icmp_signed(">", x, y), x, y)
+            if name == "minimum":
+                return b.select(b.icmp_signed("<", x, y), x, y)
+            if name == "div":
+                zero = b.icmp_signed("==", y, ir.Constant(ty, 0))
+                self.fail_if(zero)
+                return b.sdiv(x, b.select(zero, ir.Constant(ty, 1), y))
+            if name == "pow":
+                return self._ipow(x, y, ty)
+        raise NotImplementedError(f"codegen: no lowering for nova.{name} on {mlir}")
+
+    def _ipow(self, x: ir.Value, y: ir.Value, ty: ir.IntType) -> ir.Value:
+        b = self.b
+        self.fail_if(b.icmp_signed("<", y, ir.Constant(ty, 0)))
+        acc_p, base_p, exp_p = (self.entry_alloca(ty) for _ in range(3))
+        b.store(ir.Constant(ty, 1), acc_p)
+        b.store(x, base_p)
+        b.store(y, exp_p)
+        head = b.append_basic_block("pow.head")
+        body = b.append_basic_block("pow.body")
+        done = b.append_basic_block("pow.done")
+        b.branch(head)
+        b.position_at_end(head)
+        e = b.load(exp_p)
+        b.cbranch(b.icmp_signed(">", e, ir.Constant(ty, 0)), body, done)
+        b.position_at_end(body)
+        odd = b.trunc(e, I1)
+        acc = b.load(acc_p)
+        base = b.load(base_p)
+        b.store(b.select(odd, b.mul(acc, base), acc), acc_p)
+        b.store(b.mul(base, base), base_p)
+        b.store(b.ashr(e, ir.Constant(ty, 1)), exp_p)
+        b.branch(head)
+        b.position_at_end(done)
+        return b.load(acc_p)
+
+    # ------------------------------------------------------------ index rewriting
+
+    def _move(self, op: Operation, idx: list[ir.Value]) -> list[ir.Value]:
+        b = self.b
+        name = op.name
+        src = _shape(op.operands[0])
+        if name == "nova.broadcast_in_dim":
+            return [c64(0) if src[i] == 1 else idx[d] for i, d in enumerate(_ints(op.dims))]
+        if name == "nova.transpose":
+            perm = _ints(op.perm)
+            out: list[ir.Value] = [c64(0)] * len(perm)
+            for i, p in enumerate(perm):
+                out[p] = idx[i]
+            return out
+        if name == "nova.slice":
+            return [b.add(c64(a), b.mul(i, c64(s))) if (a, s) != (0, 1) else i
+                    for i, a, s in zip(idx, _ints(op.start), _ints(op.stride))]
+        # reshape: unit dims only -> direct; otherwise re-linearize
+        dst = _shape(op.results[0])
+        if [n for n in src if n != 1] == [n for n in dst if n != 1]:
+            real = iter([i for i, n in zip(idx, dst) if n != 1])
+            return [c64(0) if n == 1 else next(real) for n in src]
+        return self.delinearize(self.linear(b, idx, dst), src)
+
+    def _pad(self, op: Operation, idx: list[ir.Value]) -> ir.Value:
+        b = self.b
+        src = _shape(op.operands[0])
+        valid = ir.Constant(I1, 1)
+        in_idx = []
+        for i, n, lo, it in zip(idx, src, _ints(op.low), _ints(op.interior)):
+            t = b.sub(i, c64(lo))
+            step = it + 1
+            q = b.sdiv(t, c64(step)) if step != 1 else t
+            ok = b.and_(b.icmp_signed(">=", t, c64(0)), b.icmp_signed("<", q, c64(n)))
+            if step != 1:
+                ok = b.and_(ok, b.icmp_signed("==", b.srem(t, c64(step)), c64(0)))
+            valid = b.and_(valid, ok)
+            in_idx.append(b.select(ok, q, c64(0)))
+        inner = self.emit(op.operands[0], in_idx)
+        fill = self.emit(op.operands[1], [])
+        return b.select(valid, inner, fill)
+
+    def _concat(self, op: Operation, idx: list[ir.Value]) -> ir.Value:
+        b = self.b
+        d = op.dim.value.data
+        result = None
+        offset = 0
+        for v in op.operands:
+            n = _shape(v)[d]
+            local = b.sub(idx[d], c64(offset))
+            inside = b.and_(b.icmp_signed(">=", local, c64(0)), b.icmp_signed("<", local, c64(n)))
+            sub = list(idx)
+            sub[d] = b.select(inside, local, c64(0))
+            val = self.emit(v, sub)
+            result = val if result is None else b.select(inside, val, result)
+            offset += n
+        return result
+
+    def _gather(self, op: Operation, idx: list[ir.Value]) -> ir.Value:
+        b = self.b
+        d = op.dim.value.data
+        n = _shape(op.operands[0])[d]
+        raw = self.emit(op.operands[1], idx)
+        i = b.sext(raw, I64) if raw.type != I64 else raw
+        bad = b.or_(b.icmp_signed("<", i, c64(0)), b.icmp_signed(">=", i, c64(n)))
+        self.fail_if(bad)
+        sub = list(idx)
+        sub[d] = b.select(bad, c64(0), i)
+        return self.emit(op.operands[0], sub)
+
+    def _philox_uniform(self, op: Operation, idx: list[ir.Value], mlir: str) -> ir.Value:
+        """Philox4x32-10 of counter (i, offset) and key seed, as in nova/runtime/philox.py."""
+        b = self.b
+        key = self.emit_vector_arg(op.operands[0])
+        seed, offset = key
+        i = self.linear(b, idx, _shape(op.results[0]))
+        m32 = lambda v: b.trunc(v, I32)  # noqa: E731
+        c = [m32(i), m32(b.lshr(i, c64(32))), m32(offset), m32(b.lshr(offset, c64(32)))]
+        k0, k1 = m32(seed), m32(b.lshr(seed, c64(32)))
+        for _ in range(10):
+            p0 = b.mul(b.zext(c[0], I64), c64(0xD2511F53))
+            p1 = b.mul(b.zext(c[2], I64), c64(0xCD9E8D57))
+            hi0, lo0 = m32(b.lshr(p0, c64(32))), m32(p0)
+            hi1, lo1 = m32(b.lshr(p1, c64(32))), m32(p1)
+            c = [b.xor(b.xor(hi1, c[1]), k0), lo1, b.xor(b.xor(hi0, c[3]), k1), lo0]
+            k0 = b.add(k0, ir.Constant(I32, 0x9E3779B9))
+            k1 = b.add(k1, ir.Constant(I32, 0xBB67AE85))
+        bits = {"f16": 11, "bf16": 8, "f32": 24, "f64": 53}[mlir]
+        ty = _COMPUTE[mlir]
+        if bits <= 32:
+            r = b.lshr(b.zext(c[0], I64), c64(32 - bits))
+        else:
+            r = b.or_(b.shl(b.zext(c[0], I64), c64(bits - 32)),
+                      b.lshr(b.zext(c[1], I64), c64(64 - bits)))
+        return b.fmul(b.uitofp(r, ty), ir.Constant(ty, 2.0 ** -bits))
+
+    def emit_vector_arg(self, value: SSAValue) -> list[ir.Value]:
+        """The two i64 words of a ``tensor<2xi64>`` (the RNG key) as scalars."""
+        return [self.emit(value, [c64(0)]), self.emit(value, [c64(1)])]
+
+
+# ---------------------------------------------------------------- kernel bodies
+
+def _elementwise(e: Emitter) -> None:
+    plan = e.plan
+    shape, dtype = plan.out
+    root = e.fusion.body.block.last_op.operands[0]
+
+    def body(idx: list[ir.Value]) -> None:
+        e.cache = {}
+        e.store(e.emit(root, idx), e.out_ptr, e.linear(e.b, idx, shape), dtype.mlir)
+
+    if not shape:
+        body([])
+    else:
+        e.loops.nest(shape, body, first=(e.fn.args[1], e.fn.args[2]))
+
+
+def _reduce_init(mlir: str, is_sum: bool, ty: ir.Type) -> ir.Constant:
+    if is_sum:
+        return ir.Constant(ty, 0.0 if not isinstance(ty, ir.IntType) else 0)
+    if isinstance(ty, ir.IntType):
+        return ir.Constant(ty, -(1 << (ty.width - 1)) if ty.width > 1 else 0)
+    return ir.Constant(ty, float("-inf"))
+
+
+def _combine(e: Emitter, acc: ir.Value, v: ir.Value, is_sum: bool) -> ir.Value:
+    b = e.b
+    if isinstance(acc.type, ir.IntType):
+        if acc.type == I1:
+            return b.or_(acc, v)
+        return b.add(acc, v) if is_sum else b.select(b.icmp_signed(">", v, acc), v, acc)
+    if is_sum:
+        return b.fadd(acc, v, flags=("reassoc", "contract"))
+    return b.call(e.intrinsic("maximum", acc.type, 2), [acc, v])
+
+
+def _acc_type(red: Operation) -> tuple[ir.Type, str]:
+    mlir = accumulator_dtype(red).mlir
+    return _COMPUTE[mlir], mlir
+
+
+def _reduce_row(e: Emitter) -> None:
+    plan = e.plan
+    red = contraction(e.fusion)
+    x = red.operands[0]
+    x_shape = _shape(x)
+    n_kept = len(x_shape) - len(plan.schedule.reduced)
+    kept_shape = x_shape[:n_kept]
+    is_sum = red.name == "nova.reduce_sum"
+    acc_ty, acc_mlir = _acc_type(red)
+    root = e.fusion.body.block.last_op.operands[0]
+    red_mlir = _mlir(red.results[0])
+    b = e.b
+
+    acc_p = e.entry_alloca(acc_ty)
+
+    def per_output(kidx: list[ir.Value]) -> None:
+        b.store(_reduce_init(acc_mlir, is_sum, acc_ty), acc_p)
+
+        def inner(ridx: list[ir.Value]) -> None:
+            e.cache = {}
+            v = e.emit(x, kidx + ridx)
+            v = e.cast(v, _mlir(x), acc_mlir) if v.type != acc_ty else v
+            b.store(_combine(e, b.load(acc_p), v, is_sum), acc_p)
+
+        reduced_shape = x_shape[n_kept:]
+        if reduced_shape:
+            e.loops.nest(reduced_shape, inner)
+        else:
+            inner([])
+        e.cache = {}
+        total = e.cast(b.load(acc_p), acc_mlir, red_mlir)
+        e.override[id(red.results[0])] = lambda _idx: total
+        e.store_root(root, e.linear(b, kidx, kept_shape))
+        del e.override[id(red.results[0])]
+
+    if kept_shape:
+        e.loops.nest(kept_shape, per_output, first=(e.fn.args[1], e.fn.args[2]))
+    else:
+        per_output([])
+
+
+def _reduce_column(e: Emitter) -> None:
+    plan = e.plan
+    red = contraction(e.fusion)
+    x = red.operands[0]
+    x_shape = _shape(x)
+    axes = plan.schedule.reduced
+    kept = [d for d in range(len(x_shape)) if d not in axes]
+    kept_shape = tuple(x_shape[d] for d in kept)
+    is_sum = red.name == "nova.reduce_sum"
+    acc_ty, acc_mlir = _acc_type(red)
+    scratch = e.ptrs[-1]
+    scratch_mlir = plan.scratch[1].mlir
+    red_mlir = _mlir(red.results[0])
+    p = plan.schedule.parallel_dim
+    b = e.b
+    start, end = e.fn.args[1], e.fn.args[2]
+    # Loop order: the parallel (kept) dim outermost, then the others in input order.
+    order = [p] + [d for d in range(len(x_shape)) if d != p]
+    kp = kept.index(p)
+    k_order = [kp] + [k for k in range(len(kept)) if k != kp]
+
+    def over_outputs(body: Callable[[list[ir.Value]], None]) -> None:
+        def reorder(ordered: list[ir.Value]) -> None:
+            idx: list[ir.Value] = [c64(0)] * len(kept)
+            for k, v in zip(k_order, ordered):
+                idx[k] = v
+            body(idx)
+        e.loops.nest([kept_shape[k] for k in k_order], reorder, first=(start, end))
+
+    def init(kidx: list[ir.Value]) -> None:
+        b.store(_reduce_init(acc_mlir, is_sum, acc_ty),
+                b.gep(scratch, [e.linear(b, kidx, kept_shape)]))
+
+    over_outputs(init)
+
+    def accumulate(ordered: list[ir.Value]) -> None:
+        e.cache = {}
+        idx: list[ir.Value] = [c64(0)] * len(x_shape)
+        for d, v in zip(order, ordered):
+            idx[d] = v
+        v = e.emit(x, idx)
+        v = e.cast(v, _mlir(x), acc_mlir) if v.type != acc_ty else v
+        slot = b.gep(scratch, [e.linear(b, [idx[d] for d in kept], kept_shape)])
+        b.store(_combine(e, b.load(slot), v, is_sum), slot)
+
+    e.loops.nest([x_shape[d] for d in order], accumulate, first=(start, end))
+    root = e.fusion.body.block.last_op.operands[0]
+
+    def finish(kidx: list[ir.Value]) -> None:
+        e.cache = {}
+        flat = e.linear(b, kidx, kept_shape)
+        total = e.cast(b.load(b.gep(scratch, [flat])), scratch_mlir, red_mlir)
+        e.override[id(red.results[0])] = lambda _idx: total
+        e.store_root(root, flat)
+        del e.override[id(red.results[0])]
+
+    over_outputs(finish)
+
+
+def _matmul(e: Emitter) -> None:
+    plan = e.plan
+    mm = contraction(e.fusion)
+    a, bv = mm.operands
+    a_shape = _shape(a)
+    batch = a_shape[:-2]
+    m, k = a_shape[-2], a_shape[-1]
+    n = _shape(bv)[-1]
+    mm_shape = _shape(mm.results[0])
+    mlir = _mlir(mm.results[0])
+    ty = _COMPUTE[mlir]
+    acc_ty = F64 if mlir == "f64" else (ty if isinstance(ty, ir.IntType) else F32)
+    root = e.fusion.body.block.last_op.operands[0]
+    b = e.b
+    row = e.entry_alloca(acc_ty, max(n, 1))
+    acc_p = e.entry_alloca(acc_ty)
+
+    def split(r: ir.Value) -> list[ir.Value]:
+        """Row number (over batch and M) -> (batch..., i)."""
+        idx = []
+        rest = r
+        for extent in reversed(batch + (m,)):
+            idx.append(b.urem(rest, c64(extent)))
+            rest = b.udiv(rest, c64(extent))
+        return list(reversed(idx))
+
+    def fma(acc: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
+        if isinstance(acc_ty, ir.IntType):
+            return b.add(acc, b.mul(x, y))
+        if x.type != acc_ty:
+            x, y = b.fpext(x, acc_ty), b.fpext(y, acc_ty)
+        return b.fadd(acc, b.fmul(x, y, flags=("contract",)), flags=("reassoc", "contract"))
+
+    zero = ir.Constant(acc_ty, 0 if isinstance(acc_ty, ir.IntType) else 0.0)
+
+    def per_row(r: ir.Value) -> None:
+        bi = split(r)
+        pre, i = bi[:-1], bi[-1]
+        if plan.schedule.strategy == "dot":
+            def per_col(j: ir.Value) -> None:
+                b.store(zero, acc_p)
+
+                def per_k(kk: ir.Value) -> None:
+                    e.cache = {}
+                    x = e.emit(a, pre + [i, kk])
+                    y = e.emit(bv, pre + [kk, j])
+                    b.store(fma(b.load(acc_p), x, y), acc_p)
+                e.loops.range(c64(0), c64(k), per_k, "k")
+                b.store(b.load(acc_p), b.gep(row, [j]))
+            e.loops.range(c64(0), c64(n), per_col, "j")
+        else:
+            e.loops.range(c64(0), c64(n), lambda j: b.store(zero, b.gep(row, [j])), "z")
+
+            def per_k(kk: ir.Value) -> None:
+                e.cache = {}
+                x = e.emit(a, pre + [i, kk])
+
+                def per_col(j: ir.Value) -> None:
+                    y = e.emit(bv, pre + [kk, j])
+                    slot = b.gep(row, [j])
+                    b.store(fma(b.load(slot), x, y), slot)
+                e.loops.range(c64(0), c64(n), per_col, "j")
+            e.loops.range(c64(0), c64(k), per_k, "k")
+
+        def epilogue(j: ir.Value) -> None:
+            e.cache = {}
+            raw = b.load(b.gep(row, [j]))
+            value = e.cast(raw, "f64" if acc_ty == F64 else ("f32" if acc_ty == F32 else mlir), mlir) \
+                if not isinstance(acc_ty, ir.IntType) else raw
+            e.override[id(mm.results[0])] = lambda _idx: value
+            e.store_root(root, e.linear(b, pre + [i, j], mm_shape))
+            del e.override[id(mm.results[0])]
+        e.loops.range(c64(0), c64(n), epilogue, "e")
+
+    e.loops.range(e.fn.args[1], e.fn.args[2], per_row, "r")
+
+
+def _scatter(e: Emitter) -> None:
+    plan = e.plan
+    sc = contraction(e.fusion)
+    base, index, src = sc.operands
+    d = sc.dim.value.data
+    out_shape, out_dtype = plan.out
+    mlir = out_dtype.mlir
+    b = e.b
+
+    def copy(idx: list[ir.Value]) -> None:
+        e.cache = {}
+        e.store(e.emit(base, idx), e.out_ptr, e.linear(b, idx, out_shape), mlir)
+
+    if out_shape:
+        e.loops.nest(out_shape, copy)
+    else:
+        copy([])
+
+    def add(idx: list[ir.Value]) -> None:
+        e.cache = {}
+        raw = e.emit(index, idx)
+        j = b.sext(raw, I64) if raw.type != I64 else raw
+        bad = b.or_(b.icmp_signed("<", j, c64(0)), b.icmp_signed(">=", j, c64(out_shape[d])))
+        e.fail_if(bad)
+        target = list(idx)
+        target[d] = b.select(bad, c64(0), j)
+        off = e.linear(b, target, out_shape)
+        value = e.emit(src, idx)
+        old = e.load(e.out_ptr, off, mlir)
+        new = b.fadd(old, value) if not isinstance(old.type, ir.IntType) else b.add(old, value)
+        new = b.select(bad, old, e.round_half(new, mlir))
+        e.store(new, e.out_ptr, off, mlir)
+
+    ishape = _shape(index)
+    if ishape:
+        e.loops.nest(ishape, add)
+    else:
+        add([])
+    # The root may apply an epilogue on top of the scatter result: not produced by fusion.
+    assert e.fusion.body.block.last_op.operands[0] is sc.results[0]
+
+
+_BODIES = {"elementwise": _elementwise, "row": _reduce_row, "column": _reduce_column,
+           "ikj": _matmul, "dot": _matmul, "scatter": _scatter}
+
+
+def emit_kernel(module: ir.Module, plan: KernelPlan) -> ir.Function:
+    """Add ``plan``'s kernel function to ``module``."""
+    e = Emitter(module, plan)
+    _BODIES[plan.schedule.strategy](e)
+    e.b.ret(e.b.load(e.error))
+    return e.fn
+
+
+def module_for(plan: KernelPlan, triple: str, data_layout: str) -> ir.Module:
+    module = ir.Module(name=plan.name)
+    module.triple = triple
+    module.data_layout = data_layout
+    emit_kernel(module, plan)
+    return module
+
+
+__all__ = ["emit_kernel", "module_for"]

@@ -1,0 +1,162 @@
+"""Kernel plans: the loop structure of each fused kernel, made explicit.
+
+A plan fixes what the code generator emits: the iteration space, the loop order, which
+dimension is split across threads (``parallel_dim``, always outermost), the loop that
+the vectorizer should see innermost, the reduction strategy, and the buffers the kernel
+reads and writes. Plans are plain data and print in ``nv.debug.dump_ir(stage="fused")``.
+
+Strategies:
+- ``elementwise``: loops over the output shape in row-major order; parallel over dim 0.
+- ``reduce`` with ``row`` strategy (reduced axes are a suffix of the input): one register
+  accumulator per output element, epilogue applied in place; parallel over dim 0.
+- ``reduce`` with ``column`` strategy (a kept axis is innermost, e.g. a bias gradient
+  summing over the batch): accumulate into a scratch row, vectorized over the kept axis;
+  parallel over the first kept axis.
+- ``matmul``: one output row at a time, parallel over (batch, M). ``ikj`` order (a row of
+  B is contiguous in j) accumulates an N-wide row; ``dot`` order (B is transposed, so
+  contiguous in k) takes dot products. The epilogue runs over the finished row.
+- ``scatter``: copy, then accumulate serially (duplicates must not race).
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation, SSAValue
+
+from nova.compiler import dialect as nd
+from nova.tensor import dtypes as dt
+
+FORMAT_VERSION = 1  # bump when generated code changes meaning
+
+
+@dataclass(frozen=True)
+class Schedule:
+    loops: tuple[int, ...]          # iteration space of the main loop nest
+    parallel_dim: int | None        # split across threads (None: one thread)
+    strategy: str                   # elementwise | row | column | ikj | dot | scatter
+    reduced: tuple[int, ...] = ()   # reduced dims of ``loops`` (reductions)
+    vector_dim: int | None = None   # innermost, unit-stride loop given to the vectorizer
+
+    @property
+    def parallel_extent(self) -> int:
+        return 1 if self.parallel_dim is None else self.loops[self.parallel_dim]
+
+
+@dataclass
+class KernelPlan:
+    name: str
+    kind: str
+    fusion: nd.FusionOp
+    schedule: Schedule
+    arg_types: list[tuple[tuple[int, ...], dt.DType]]   # inputs, then the output
+    scratch: tuple[tuple[int, ...], dt.DType] | None = None
+
+    @property
+    def out(self) -> tuple[tuple[int, ...], dt.DType]:
+        return self.arg_types[-1]
+
+    def describe(self) -> str:
+        s = self.schedule
+        return (f"{self.name}: {self.kind}/{s.strategy} loops={list(s.loops)} "
+                f"parallel_dim={s.parallel_dim} (extent {s.parallel_extent}) "
+                f"reduced={list(s.reduced)} vector_dim={s.vector_dim}")
+
+
+def _shape(v: SSAValue) -> tuple[int, ...]:
+    return tuple(v.type.get_shape())
+
+
+def _dtype(v: SSAValue) -> dt.DType:
+    return dt.from_mlir(nd.element_name(v.type.element_type))
+
+
+def accumulator_dtype(red: Operation) -> dt.DType:
+    """What a reduction accumulates in: float sums in float64 (close to numpy's pairwise
+    summation), float maxima in float32/float64 compute precision, integers as is."""
+    out = _dtype(red.results[0])
+    if out.is_floating_point:
+        if red.name == "nova.reduce_sum" or out == dt.float64:
+            return dt.float64
+        return dt.float32
+    return out
+
+
+def contraction(fusion: nd.FusionOp) -> Operation | None:
+    for op in fusion.body.block.ops:
+        if op.name in ("nova.reduce_sum", "nova.reduce_max", "nova.matmul", "nova.scatter_add"):
+            return op
+    return None
+
+
+def unit_stride_in(value: SSAValue, dim: int) -> bool | None:
+    """Whether reading ``value`` along ``dim`` walks a buffer with unit stride, following
+    movement ops back to a block argument (None when it is computed, not a view)."""
+    while True:
+        owner = value.owner
+        if not isinstance(owner, Operation):
+            return dim == len(_shape(value)) - 1
+        name = owner.name
+        if name == "nova.transpose":
+            dim = owner.perm.get_values()[dim]
+        elif name == "nova.broadcast_in_dim":
+            dims = owner.dims.get_values()
+            if dim not in dims:
+                return False
+            src = owner.input
+            k = dims.index(dim)
+            if _shape(src)[k] == 1:
+                return False
+            dim = k
+        else:
+            return None
+        value = owner.operands[0]
+
+
+def _schedule(fusion: nd.FusionOp) -> tuple[Schedule, tuple | None]:
+    kind = fusion.kind.data
+    out_shape = _shape(fusion.outputs[0])
+    op = contraction(fusion)
+    if kind == "elementwise" or op is None:
+        return Schedule(out_shape, 0 if out_shape else None, "elementwise",
+                        vector_dim=len(out_shape) - 1 if out_shape else None), None
+    if kind == "reduce":
+        x_shape = _shape(op.operands[0])
+        axes = tuple(op.axes.get_values())
+        kept = [d for d in range(len(x_shape)) if d not in axes]
+        scratch_dtype = accumulator_dtype(op)
+        if not kept or axes == tuple(range(len(kept), len(x_shape))):
+            return Schedule(x_shape, 0 if kept else None, "row", axes,
+                            vector_dim=len(x_shape) - 1), None
+        return (Schedule(x_shape, kept[0], "column", axes, vector_dim=len(x_shape) - 1),
+                (_shape(op.results[0]), scratch_dtype))
+    if kind == "matmul":
+        a_shape = _shape(op.operands[0])
+        b = op.operands[1]
+        rows = 1
+        for s in a_shape[:-1]:
+            rows *= s
+        dot = unit_stride_in(b, len(_shape(b)) - 2) is True and \
+            unit_stride_in(b, len(_shape(b)) - 1) is not True
+        loops = (rows, _shape(b)[-1], a_shape[-1])     # (batch*M, N, K)
+        return Schedule(loops, 0, "dot" if dot else "ikj", vector_dim=2 if dot else 1), None
+    return Schedule(out_shape, None, "scatter"), None
+
+
+def plan_kernels(module: ModuleOp) -> list[KernelPlan]:
+    """A plan per ``nova.fusion`` op of the fused step function, in execution order."""
+    fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    plans = []
+    for op in fn.body.block.ops:
+        if not isinstance(op, nd.FusionOp):
+            continue
+        schedule, scratch = _schedule(op)
+        args = [(_shape(v), _dtype(v)) for v in op.inputs] + [
+            (_shape(op.outputs[0]), _dtype(op.outputs[0]))]
+        body = str(op)
+        digest = hashlib.sha256(f"v{FORMAT_VERSION}|{schedule}|{body}".encode()).hexdigest()
+        plans.append(KernelPlan(f"nova_k_{digest[:20]}", op.kind.data, op, schedule, args,
+                                scratch))
+    return plans

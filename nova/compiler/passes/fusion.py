@@ -1,0 +1,192 @@
+"""Fusion: group the step function into kernels (``nova.fusion`` ops).
+
+Every op lands in exactly one kernel. Kernels form greedily, walking the function from
+its end: an op *joins* the kernel of its consumers when all of them are in that one
+kernel and recomputing it there costs nothing extra (it has the kernel's iteration size,
+or it is a constant, an iota or a movement op, which only turn into index arithmetic).
+Otherwise its value is materialized and it roots a kernel of its own. So:
+
+- chains of elementwise and movement ops become one loop (broadcasts, transposes,
+  reshapes and slices become index arithmetic, never copies);
+- a reduction absorbs its elementwise producers (computed on the fly while it reads its
+  input) and its row-sized elementwise consumers as an epilogue (``mean = sum * 1/n``,
+  ``rsqrt(var + eps)``);
+- a matmul absorbs movement ops on its operands (transposed operands are read in place)
+  and its elementwise epilogue (bias, activation, residual, scale);
+- ``scatter_add`` is a kernel of its own.
+
+Each kernel has exactly one output, its root. An op whose consumers are all in kernel K
+joins K, so the only value leaving K is the root's; this also makes the kernel graph
+acyclic, and ordering kernels by their root keeps the function topologically sorted.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import Block, Operation, Region, SSAValue
+
+from nova.compiler import dialect as nd
+
+ROOT_KINDS = {"reduce_sum": "reduce", "reduce_max": "reduce", "matmul": "matmul",
+              "scatter_add": "scatter"}
+MOVEMENT = {"broadcast_in_dim", "reshape", "transpose", "slice"}
+FREE = MOVEMENT | {"constant", "iota"}
+
+
+def _numel(v: SSAValue) -> int:
+    n = 1
+    for s in v.type.get_shape():
+        n *= s
+    return n
+
+
+def _short(op: Operation) -> str:
+    return op.name.removeprefix("nova.")
+
+
+@dataclass
+class Kernel:
+    kind: str
+    root: Operation
+    ops: list[Operation] = field(default_factory=list)
+    contraction: Operation | None = None   # the reduce/matmul/scatter op, if any
+
+    @property
+    def numel(self) -> int:
+        return _numel(self.root.results[0])
+
+
+def _can_join(op: Operation, k: Kernel) -> bool:
+    name = _short(op)
+    if name in ROOT_KINDS or name == "rng_uniform" and k.kind != "elementwise":
+        return False
+    if name in FREE:
+        return True
+    n = _numel(op.results[0])
+    if k.kind == "elementwise":
+        return n == k.numel
+    if k.kind == "reduce":
+        return n in (k.numel, _numel(k.contraction.operands[0])) if k.contraction else False
+    if k.kind == "matmul":
+        # Only the epilogue (output-sized) may join; operands take movement ops only.
+        return n == k.numel and k.contraction is not None and not _feeds_operand(op, k)
+    return False
+
+
+# Ops that read their operand at a different index than they write: they cannot sit
+# between a contraction and the kernel output, because the epilogue runs at the
+# contraction's own output index.
+INDEX_CHANGING = {"broadcast_in_dim", "transpose", "slice", "pad", "concat", "gather"}
+
+
+def _pointwise_epilogue(k: Kernel, result: SSAValue) -> bool:
+    """Whether every op of k downstream of ``result`` reads it at its own index."""
+    members = {id(op) for op in k.ops}
+    frontier = [u.operation for u in result.uses]
+    seen: set[int] = set()
+    while frontier:
+        op = frontier.pop()
+        if id(op) in seen or id(op) not in members:
+            continue
+        seen.add(id(op))
+        if _short(op) in INDEX_CHANGING:
+            return False
+        frontier += [u.operation for u in op.results[0].uses]
+    return True
+
+
+def _feeds_operand(op: Operation, k: Kernel) -> bool:
+    """Whether ``op`` is (transitively, within k) an operand of k's matmul."""
+    mm = k.contraction
+    frontier = [mm.operands[0].owner, mm.operands[1].owner]
+    seen = set()
+    while frontier:
+        o = frontier.pop()
+        if o is op:
+            return True
+        if not isinstance(o, Operation) or id(o) in seen or all(o is not m for m in k.ops):
+            continue
+        seen.add(id(o))
+        frontier += [v.owner for v in o.operands]
+    return False
+
+
+def group(fn: func.FuncOp) -> list[Kernel]:
+    """Assign every op of ``fn`` to kernels; kernels in topological order.
+
+    Constants, iotas and movement ops whose consumers sit in several kernels are
+    duplicated into each of them (recomputing them is index arithmetic); any other value
+    read by several kernels is materialized.
+    """
+    ops = [op for op in fn.body.block.ops if not isinstance(op, func.ReturnOp)]
+    returned = {id(v) for v in fn.body.block.last_op.operands}
+    homes_of: dict[int, list[Kernel]] = {}
+    kernels: list[Kernel] = []
+    for op in reversed(ops):
+        name = _short(op)
+        result = op.results[0]
+        consumers = [u.operation for u in result.uses]
+        homes: list[Kernel] = []
+        assigned = all(id(c) in homes_of for c in consumers) and id(result) not in returned
+        if assigned:
+            for c in consumers:
+                for h in homes_of[id(c)]:
+                    if all(h is not x for x in homes):
+                        homes.append(h)
+        if name in ROOT_KINDS:
+            kind = ROOT_KINDS[name]
+            home = homes[0] if len(homes) == 1 else None
+            if (home is not None and home.kind == "elementwise" and home.contraction is None
+                    and kind in ("reduce", "matmul") and home.numel == _numel(result)
+                    and _pointwise_epilogue(home, result)):
+                home.kind, home.contraction = kind, op   # it becomes the epilogue kernel
+                joined = [home]
+            else:
+                joined = [Kernel(kind, op, contraction=op)]
+                kernels.append(joined[0])
+        elif homes and (len(homes) == 1 or name in FREE) and all(_can_join(op, h) for h in homes):
+            joined = homes
+        else:
+            joined = [Kernel("elementwise", op)]
+            kernels.append(joined[0])
+        for k in joined:
+            k.ops.append(op)
+        homes_of[id(op)] = joined
+    for k in kernels:
+        k.ops.reverse()
+    position = {id(op): i for i, op in enumerate(ops)}
+    kernels.sort(key=lambda k: position[id(k.root)])
+    return kernels
+
+
+def fuse(module: ModuleOp) -> ModuleOp:
+    """A new module whose step function is a sequence of ``nova.fusion`` kernels."""
+    fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    kernels = group(fn)
+    new_fn = func.FuncOp(fn.sym_name.data, fn.function_type)
+    mapping: dict[SSAValue, SSAValue] = dict(zip(fn.body.block.args, new_fn.body.block.args))
+    for k in kernels:
+        members = {id(op) for op in k.ops}
+        inputs: list[SSAValue] = []
+        for op in k.ops:
+            for v in op.operands:
+                if (not isinstance(v.owner, Operation) or id(v.owner) not in members) and \
+                        v not in inputs:
+                    inputs.append(v)
+        block = Block(arg_types=[v.type for v in inputs])
+        inner: dict[SSAValue, SSAValue] = dict(zip(inputs, block.args))
+        for op in k.ops:
+            block.add_op(op.clone(value_mapper=inner))
+        block.add_op(nd.YieldOp.create(operands=[inner[k.root.results[0]]]))
+        fusion = nd.FusionOp.create(operands=[mapping[v] for v in inputs],
+                                    result_types=[k.root.results[0].type],
+                                    properties={"kind": StringAttr(k.kind)},
+                                    regions=[Region(block)])
+        new_fn.body.block.add_op(fusion)
+        mapping[k.root.results[0]] = fusion.results[0]
+    new_fn.body.block.add_op(func.ReturnOp(*[mapping[v] for v in fn.body.block.last_op.operands]))
+    out = ModuleOp([new_fn])
+    out.verify()
+    return out

@@ -1,23 +1,32 @@
 """Inspection helpers: ``nv.debug.dump_ir`` and ``nv.debug.cache_stats``."""
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from nova.compiler.irgen import build_module
+from nova.compiler.lowering import plan_kernels
 from nova.compiler.passes import simplify
+from nova.compiler.passes.fusion import fuse
 from nova.runtime.cache import CACHE, CacheStats
+from nova.runtime.cpu_engine import PROFILE
+from nova.runtime.kernel_cache import KERNELS
 from nova.tensor.realize import pending_graph
 from nova.tensor.tensor import Tensor
 
-STAGES = ("trace", "nova")
+STAGES = ("trace", "nova", "fused")
 
 
 def dump_ir(*tensors: Tensor, stage: str = "nova") -> str:
     """The verified ``func.func @step`` that would compute ``tensors``, as MLIR text.
 
     ``stage="trace"`` is the function exactly as recorded; ``"nova"`` (the default) is
-    after CSE and DCE, the form the engines run. Nothing runs. Later stages
-    (``"fused"``, ...) arrive with the passes that produce them.
+    after CSE and DCE, the form the engines run; ``"fused"`` groups it into the
+    ``nova.fusion`` kernels the cpu engine compiles, followed by each kernel's loop plan.
+    Nothing runs.
     """
     if stage not in STAGES:
         raise ValueError(f"dump_ir: unknown stage {stage!r}; available stages are {STAGES}")
@@ -27,7 +36,74 @@ def dump_ir(*tensors: Tensor, stage: str = "nova") -> str:
         if not isinstance(t, Tensor):
             raise TypeError(f"dump_ir: expected tensors, got {type(t).__name__}")
     module = build_module(pending_graph(*tensors))
-    return str(module if stage == "trace" else simplify(module))
+    if stage == "trace":
+        return str(module)
+    module = simplify(module)
+    if stage == "nova":
+        return str(module)
+    fused = fuse(module)
+    plans = "\n".join(f"// {p.describe()}" for p in plan_kernels(fused))
+    return f"{fused}\n{plans}"
+
+
+def dump(directory: str, *tensors: Tensor) -> list[str]:
+    """Write the nova IR, the fused IR with loop plans, and the LLVM IR of every kernel
+    of the step that would compute ``tensors`` into ``directory``; returns the paths."""
+    os.makedirs(directory, exist_ok=True)
+    module = simplify(build_module(pending_graph(*tensors)))
+    fused = fuse(module)
+    plans = plan_kernels(fused)
+    files = {"step.nova.mlir": str(module),
+             "step.fused.mlir": str(fused) + "\n" + "\n".join(f"// {p.describe()}" for p in plans),
+             "step.ll": "\n".join(KERNELS.llvm_ir(p) for p in plans)}
+    paths = []
+    for name, text in files.items():
+        path = os.path.join(directory, name)
+        with open(path, "w") as f:
+            f.write(text)
+        paths.append(path)
+    return paths
+
+
+@dataclass
+class Profile:
+    """Per-kernel times of the steps run inside ``with nv.debug.profile() as p``."""
+
+    steps: list[list[tuple[str, str, float]]] = field(default_factory=list)
+
+    def total(self) -> float:
+        return sum(t for step in self.steps for _, _, t in step)
+
+    def report(self, top: int = 15) -> str:
+        agg: dict[str, list] = {}
+        for step in self.steps:
+            for name, desc, t in step:
+                agg.setdefault(name, [desc, 0.0, 0])
+                agg[name][1] += t
+                agg[name][2] += 1
+        rows = sorted(agg.values(), key=lambda r: -r[1])
+        total = self.total() or 1.0
+        lines = [f"nova profile: {len(self.steps)} step run(s), {total * 1e3:.2f} ms in "
+                 f"{sum(len(s) for s in self.steps)} kernel calls"]
+        lines += [f"  {t * 1e3:8.3f} ms {100 * t / total:5.1f}%  x{n:<3d} {desc}"
+                  for desc, t, n in rows[:top]]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.report()
+
+
+@contextlib.contextmanager
+def profile() -> Iterator[Profile]:
+    """Time every compiled kernel run inside the block (cpu engine)."""
+    prof = Profile()
+    PROFILE.append([])
+    try:
+        yield prof
+    finally:
+        step = PROFILE.pop()
+        if step:
+            prof.steps.append(step)
 
 
 def cache_stats() -> CacheStats:

@@ -5,7 +5,8 @@ from hypothesis import HealthCheck, settings
 import nova as nv
 
 settings.register_profile("nova", max_examples=40, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow])
+                          suppress_health_check=[HealthCheck.too_slow,
+                                                 HealthCheck.function_scoped_fixture])
 settings.load_profile("nova")
 
 

@@ -8,6 +8,9 @@ follows liveness. (Arena planning and donation are the memory-planning issue's.)
 from __future__ import annotations
 
 import ctypes
+import os
+import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,6 +24,10 @@ from nova.compiler.passes.fusion import fuse
 from nova.runtime import threads
 from nova.runtime.interpreter import InterpreterError, affected_outputs, run_region
 from nova.runtime.kernel_cache import KERNELS, KernelFn
+
+
+# The active ``nv.debug.profile()`` collector, if any: (kernel, description, seconds).
+PROFILE: list[list[tuple[str, str, float]]] = []
 
 
 @dataclass
@@ -41,6 +48,8 @@ class CpuProgram:
     def __init__(self, module: ModuleOp):
         self.fused = fuse(module)
         self.plans = plan_kernels(self.fused)
+        if os.environ.get("NOVA_DEBUG") == "1":
+            self._write_debug(module)
         fn = next(op for op in self.fused.ops if isinstance(op, func.FuncOp))
         slot = {a: i for i, a in enumerate(fn.body.block.args)}
         self.n_args = len(slot)
@@ -67,7 +76,23 @@ class CpuProgram:
         for s, k in last_use.items():
             if s not in keep and s >= self.n_args:
                 self.release[k].append(s)
-        self.profile: list[float] | None = None
+
+    _debug_count = 0
+
+    def _write_debug(self, module: ModuleOp) -> None:
+        """NOVA_DEBUG=1: write the nova IR, fused IR and LLVM IR of this step."""
+        CpuProgram._debug_count += 1
+        root = os.environ.get("NOVA_DEBUG_DIR") or os.path.join(tempfile.gettempdir(),
+                                                                "nova-debug")
+        directory = os.path.join(root, f"step-{os.getpid()}-{CpuProgram._debug_count}")
+        os.makedirs(directory, exist_ok=True)
+        plans = "\n".join(f"// {p.describe()}" for p in self.plans)
+        for name, text in (("step.nova.mlir", str(module)),
+                           ("step.fused.mlir", f"{self.fused}\n{plans}"),
+                           ("step.ll", "\n".join(KERNELS.llvm_ir(p) for p in self.plans))):
+            with open(os.path.join(directory, name), "w") as f:
+                f.write(text)
+        print(f"nova: NOVA_DEBUG wrote {directory}", file=sys.stderr)
 
     @property
     def num_kernels(self) -> int:
@@ -95,7 +120,7 @@ class CpuProgram:
 
     def __call__(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         values: list[np.ndarray | None] = [np.ascontiguousarray(a) for a in args]
-        timing = self.profile is not None
+        timing = bool(PROFILE)
         for k, st in enumerate(self.steps):
             out = np.empty(st.shape, dtype=st.np_dtype)
             bufs = [values[i] for i in st.inputs] + [out]
@@ -104,7 +129,7 @@ class CpuProgram:
             t0 = time.perf_counter() if timing else 0.0
             self._call(k, st, bufs)
             if timing:
-                self.profile[k] += time.perf_counter() - t0
+                PROFILE[-1].append((st.plan.name, st.plan.describe(), time.perf_counter() - t0))
             values.append(out)
             for i in self.release[k]:
                 values[i] = None

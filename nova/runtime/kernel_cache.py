@@ -80,7 +80,6 @@ class KernelCache:
         self._jit: _Jit | None = None
         self._loaded: dict[str, KernelFn] = {}
         self.stats = KernelStats()
-        self.last_llvm_ir: dict[str, str] = {}
 
     @property
     def jit(self) -> _Jit:
@@ -92,7 +91,8 @@ class KernelCache:
         jit = self.jit
         return str(module_for(plan, jit.triple, jit.data_layout))
 
-    def _compile(self, plan: KernelPlan) -> bytes:
+    def optimized(self, plan: KernelPlan) -> llvm.ModuleRef:
+        """The kernel's LLVM module after verification and the O3 pipeline for the host."""
         jit = self.jit
         text = str(module_for(plan, jit.triple, jit.data_layout))
         try:
@@ -112,10 +112,12 @@ class KernelCache:
         pto.slp_vectorization = True
         pb = llvm.create_pass_builder(jit.tm, pto)
         pb.getModulePassManager().run(mod, pb)
+        return mod
+
+    def _compile(self, plan: KernelPlan) -> bytes:
+        mod = self.optimized(plan)
         self.stats.compiled += 1
-        if os.environ.get("NOVA_DEBUG") == "1":
-            self.last_llvm_ir[plan.name] = str(mod)
-        return jit.tm.emit_object(mod)
+        return self.jit.tm.emit_object(mod)
 
     def _read_disk(self, path: str) -> bytes | None:
         try:

@@ -84,12 +84,16 @@ def programs(draw):
 @settings(max_examples=25)
 @given(program=programs())
 def test_cpu_engine_matches_interpreter_on_random_programs(program):
-    """Elementwise results agree to float32 rounding (rtol 1e-5); results that pass
-    through sums, matmuls or softmax are allowed 1e-4: the cpu engine accumulates in a
-    different order (vectorized, in float64 for sums) than numpy's pairwise summation."""
+    """Results that pass through sums, matmuls or softmax are allowed rtol 1e-4: the cpu
+    engine accumulates in a different order (vectorized, in float64 for sums) than
+    numpy's pairwise summation, and float32 rounds each differently. The absolute
+    tolerance scales with each array's magnitude (1e-5 of its largest entry), because a
+    gradient's small entries are often differences of large terms, where rounding-order
+    noise of the large terms is all that separates the engines."""
     interp, cpu = both(program)
     for a, b in zip(interp, cpu):
-        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5)
+        scale = 1.0 + float(np.max(np.abs(a))) if a.size else 1.0
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5 * scale)
 
 
 def test_elementwise_chains_are_bit_faithful_to_float32_rounding():

@@ -67,6 +67,7 @@ class CpuProgram:
                                    out, shape, dtype.np, scratch,
                                    threads.chunks(plan.schedule.parallel_extent, work)))
         self.outputs = tuple(slot[v] for v in fn.body.block.last_op.operands)
+        self._pool: dict[tuple, list[np.ndarray]] = {}
         last_use: dict[int, int] = {}
         for k, st in enumerate(self.steps):
             for i in st.inputs:
@@ -118,19 +119,31 @@ class CpuProgram:
             raise InterpreterError(f"kernel {st.plan.name} ({st.plan.kind}) reported an index "
                                    "out of range or an integer division by zero", affected)
 
+    def _buffer(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """A buffer from the pool of intermediates freed by earlier replays, or a new one:
+        recycling avoids the page faults of fresh large allocations every step."""
+        free = self._pool.get((shape, dtype))
+        return free.pop() if free else np.empty(shape, dtype=dtype)
+
     def __call__(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         values: list[np.ndarray | None] = [np.ascontiguousarray(a) for a in args]
         timing = bool(PROFILE)
         for k, st in enumerate(self.steps):
-            out = np.empty(st.shape, dtype=st.np_dtype)
+            out = self._buffer(st.shape, st.np_dtype)
             bufs = [values[i] for i in st.inputs] + [out]
+            scratch = None
             if st.scratch is not None:
-                bufs.append(np.empty(st.scratch[0], dtype=st.scratch[1]))
+                scratch = self._buffer(*st.scratch)
+                bufs.append(scratch)
             t0 = time.perf_counter() if timing else 0.0
             self._call(k, st, bufs)
             if timing:
                 PROFILE[-1].append((st.plan.name, st.plan.describe(), time.perf_counter() - t0))
             values.append(out)
+            if scratch is not None:
+                self._pool.setdefault((scratch.shape, scratch.dtype), []).append(scratch)
             for i in self.release[k]:
+                dead = values[i]
                 values[i] = None
+                self._pool.setdefault((dead.shape, dead.dtype), []).append(dead)
         return [values[i] for i in self.outputs]

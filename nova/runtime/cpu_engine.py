@@ -39,7 +39,7 @@ class Step:
     shape: tuple[int, ...]
     np_dtype: np.dtype
     scratch: tuple[tuple[int, ...], np.dtype] | None
-    ranges: list[tuple[int, int]]
+    work: int
 
 
 class CpuProgram:
@@ -64,8 +64,7 @@ class CpuProgram:
                 work *= n
             scratch = (plan.scratch[0], plan.scratch[1].np) if plan.scratch else None
             self.steps.append(Step(plan, KERNELS.get(plan), tuple(slot[v] for v in op.inputs),
-                                   out, shape, dtype.np, scratch,
-                                   threads.chunks(plan.schedule.parallel_extent, work)))
+                                   out, shape, dtype.np, scratch, work))
         self.outputs = tuple(slot[v] for v in fn.body.block.last_op.operands)
         self._pool: dict[tuple, list[np.ndarray]] = {}
         last_use: dict[int, int] = {}
@@ -101,7 +100,7 @@ class CpuProgram:
 
     def _call(self, k: int, st: Step, bufs: list[np.ndarray]) -> None:
         ptrs = (ctypes.c_void_p * len(bufs))(*[b.__array_interface__["data"][0] for b in bufs])
-        ranges = st.ranges
+        ranges = threads.chunks(st.plan.schedule.parallel_extent, st.work)
         if len(ranges) == 1:
             rc = st.fn(ptrs, 0, ranges[0][1])
         else:

@@ -47,7 +47,7 @@ def pool() -> ThreadPoolExecutor | None:
 def chunks(extent: int, work: int) -> list[tuple[int, int]]:
     """Split ``[0, extent)`` into one range per thread, or one range if too small."""
     n = min(_state["threads"], extent)
-    if n <= 1 or work < MIN_PARALLEL_WORK:
+    if n <= 1 or work < MIN_PARALLEL_WORK or pool() is None:
         return [(0, extent)]
     step = -(-extent // n)
     return [(s, min(s + step, extent)) for s in range(0, extent, step)]

@@ -64,7 +64,7 @@ def test_fusion_groups_matmul_epilogue_reduction_and_movement():
     assert str(fused) == EXPECTED
     plans = plan_kernels(fused)
     assert [(p.kind, p.schedule.strategy) for p in plans] == [
-        ("matmul", "dot"), ("reduce", "row"), ("elementwise", "elementwise")]
+        ("matmul", "tiled"), ("reduce", "row"), ("elementwise", "elementwise")]
     assert str(_parse(str(fused))) == str(fused)  # the fused form parses back
 
 
@@ -83,3 +83,10 @@ builtin.module {
     fused = str(fuse(_parse(src)))
     assert fused.count('"nova.fusion"') == 3           # exp(x*2) once, then a and b
     assert fused.count("nova.constant") == 3           # the constant is recomputed in each
+
+
+def test_matmul_register_tile_follows_the_vector_model():
+    from nova.compiler.lowering.plan import VectorModel
+    assert VectorModel(16, 32).tile == (6, 32)    # AVX-512: 12 accumulators + 3 in 32
+    assert VectorModel(8, 16).tile == (6, 16)     # AVX2: 12 + 3 = 15 of 16 registers
+    assert VectorModel(4, 8).tile == (2, 8)       # a small register file

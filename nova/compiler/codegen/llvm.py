@@ -121,6 +121,7 @@ class Emitter:
         self.out_ptr = self.ptrs[len(plan.arg_types) - 1]
         self.cache: dict = {}
         self.override: dict[int, Callable[[list[ir.Value]], ir.Value]] = {}
+        self.cleanup: list[Callable[[], None]] = []
 
     # ------------------------------------------------------------ memory
 
@@ -733,6 +734,114 @@ def _matmul(e: Emitter) -> None:
     e.loops.range(e.fn.args[1], e.fn.args[2], per_row, "r")
 
 
+def _matmul_tiled(e: Emitter) -> None:
+    """C = A @ B with an MR x NR register tile (float32).
+
+    Per call: malloc a K x Np panel (Np = N rounded up to NR, zero padded) and pack B of
+    the current batch into it, whatever B's layout (transposes and broadcasts are read
+    through the emitter), so the inner loop streams unit-stride vectors. For each block
+    of MR rows and NR columns, 2*MR vector accumulators live across the k loop; each k
+    loads NR/lanes vectors of the panel and broadcasts MR elements of A. Rows past M are
+    computed on a clamped row and not stored; padded columns are not stored. The tile
+    goes to a small stack buffer, and the epilogue runs over it element by element.
+    """
+    plan = e.plan
+    mm = contraction(e.fusion)
+    a, bv = mm.operands
+    a_shape = _shape(a)
+    batch = a_shape[:-2]
+    m, k = a_shape[-2], a_shape[-1]
+    n = _shape(bv)[-1]
+    mm_shape = _shape(mm.results[0])
+    mr, nr = plan.schedule.tile
+    lanes = nr // 2
+    np_ = -(-max(n, 1) // nr) * nr
+    blocks_per_batch = -(-m // mr)
+    vec = ir.VectorType(F32, lanes)
+    b = e.b
+    root = e.fusion.body.block.last_op.operands[0]
+    module = e.module
+    malloc = module.globals.get("malloc") or ir.Function(
+        module, ir.FunctionType(PTR, [I64]), name="malloc")
+    free = module.globals.get("free") or ir.Function(
+        module, ir.FunctionType(ir.VoidType(), [PTR]), name="free")
+    fma = module.globals.get(f"llvm.fma.v{lanes}f32") or ir.Function(
+        module, ir.FunctionType(vec, [vec, vec, vec]), name=f"llvm.fma.v{lanes}f32")
+    raw = b.call(malloc, [c64(max(k, 1) * np_ * 4)])
+    panel = b.bitcast(raw, F32.as_pointer())
+    e.cleanup.append(lambda: e.b.call(free, [raw]))
+    packed_batch = e.entry_alloca(I64)
+    b.store(c64(-1), packed_batch)
+    accs = [[e.entry_alloca(vec) for _ in range(2)] for _ in range(mr)]
+    tile = e.entry_alloca(F32, mr * nr)
+    zero_vec = ir.Constant(vec, [0.0] * lanes)
+    splat_mask = ir.Constant(ir.VectorType(I32, lanes), [0] * lanes)
+    undef = ir.Constant(vec, ir.Undefined)
+
+    def per_block(t: ir.Value) -> None:
+        bi = b.udiv(t, c64(blocks_per_batch))
+        i0 = b.mul(b.urem(t, c64(blocks_per_batch)), c64(mr))
+        pre = e.delinearize(bi, batch) if batch else []
+        # pack B of this batch unless the previous block already did
+        fresh = b.icmp_signed("!=", b.load(packed_batch), bi)
+        with b.if_then(fresh):
+            def pack_row(kk: ir.Value) -> None:
+                def pack_col(j: ir.Value) -> None:
+                    e.cache = {}
+                    inside = b.icmp_signed("<", j, c64(n))
+                    val = e.emit(bv, pre + [kk, b.select(inside, j, c64(0))])
+                    b.store(b.select(inside, val, ir.Constant(F32, 0.0)),
+                            b.gep(panel, [b.add(b.mul(kk, c64(np_)), j)]))
+                e.loops.range(c64(0), c64(np_), pack_col, "pj")
+            e.loops.range(c64(0), c64(k), pack_row, "pk")
+            b.store(bi, packed_batch)
+        rows = [b.select(b.icmp_signed("<", b.add(i0, c64(r)), c64(m)),
+                         b.add(i0, c64(r)), c64(m - 1)) for r in range(mr)]
+
+        def per_jblock(jb: ir.Value) -> None:
+            j0 = b.mul(jb, c64(nr))
+            for r in range(mr):
+                for v in range(2):
+                    b.store(zero_vec, accs[r][v])
+
+            def per_k(kk: ir.Value) -> None:
+                e.cache = {}
+                base = b.add(b.mul(kk, c64(np_)), j0)
+                bvecs = [b.load(b.bitcast(b.gep(panel, [b.add(base, c64(v * lanes))]),
+                                          vec.as_pointer()), align=4) for v in range(2)]
+                for r in range(mr):
+                    x = e.emit(a, pre + [rows[r], kk])
+                    xs = b.shuffle_vector(b.insert_element(undef, x, ir.Constant(I32, 0)),
+                                          undef, splat_mask)
+                    for v in range(2):
+                        b.store(b.call(fma, [xs, bvecs[v], b.load(accs[r][v])]), accs[r][v])
+            e.loops.range(c64(0), c64(k), per_k, "k")
+            for r in range(mr):
+                for v in range(2):
+                    b.store(b.load(accs[r][v]), b.bitcast(
+                        b.gep(tile, [c64(r * nr + v * lanes)]), vec.as_pointer()), align=4)
+
+            def epi_row(r: ir.Value) -> None:
+                i = b.add(i0, r)
+
+                def epi_col(jj: ir.Value) -> None:
+                    j = b.add(j0, jj)
+                    ok = b.icmp_signed("<", j, c64(n))
+                    with b.if_then(ok):
+                        e.cache = {}
+                        value = b.load(b.gep(tile, [b.add(b.mul(r, c64(nr)), jj)]))
+                        e.override[id(mm.results[0])] = lambda _idx: value
+                        e.store_root(root, e.linear(b, pre + [i, j], mm_shape))
+                        del e.override[id(mm.results[0])]
+                e.loops.range(c64(0), c64(nr), epi_col, "ej")
+            valid_rows = b.select(b.icmp_signed("<", b.add(i0, c64(mr)), c64(m)), c64(mr),
+                                  b.sub(c64(m), i0))
+            e.loops.range(c64(0), valid_rows, epi_row, "er")
+        e.loops.range(c64(0), c64(np_ // nr), per_jblock, "jb")
+
+    e.loops.range(e.fn.args[1], e.fn.args[2], per_block, "blk")
+
+
 def _scatter(e: Emitter) -> None:
     plan = e.plan
     sc = contraction(e.fusion)
@@ -776,13 +885,15 @@ def _scatter(e: Emitter) -> None:
 
 
 _BODIES = {"elementwise": _elementwise, "row": _reduce_row, "column": _reduce_column,
-           "ikj": _matmul, "dot": _matmul, "scatter": _scatter}
+           "ikj": _matmul, "dot": _matmul, "tiled": _matmul_tiled, "scatter": _scatter}
 
 
 def emit_kernel(module: ir.Module, plan: KernelPlan) -> ir.Function:
     """Add ``plan``'s kernel function to ``module``."""
     e = Emitter(module, plan)
     _BODIES[plan.schedule.strategy](e)
+    for release in e.cleanup:
+        release()
     e.b.ret(e.b.load(e.error))
     return e.fn
 

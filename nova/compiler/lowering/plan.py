@@ -29,16 +29,45 @@ from xdsl.ir import Operation, SSAValue
 from nova.compiler import dialect as nd
 from nova.tensor import dtypes as dt
 
-FORMAT_VERSION = 1  # bump when generated code changes meaning
+FORMAT_VERSION = 2  # bump when generated code changes meaning
+
+
+@dataclass(frozen=True)
+class VectorModel:
+    """The host's SIMD shape, for the matmul register tile: float32 lanes per vector
+    and the number of vector registers (AVX-512: 16 lanes, 32 registers; AVX2: 8, 16)."""
+
+    lanes: int
+    registers: int
+
+    @property
+    def tile(self) -> tuple[int, int]:
+        """(MR, NR): MR rows x NR columns of accumulators, NR = 2 vectors. Registers
+        needed: MR*2 accumulators + 2 B vectors + 1 broadcast A element, which must fit
+        the register file: MR = (registers - 3) // 2, at most 6 (the k-loop's loads
+        stop being the bottleneck there)."""
+        return max(1, min(6, (self.registers - 3) // 2)), 2 * self.lanes
+
+
+def host_vector_model() -> VectorModel:
+    import llvmlite.binding as llvm
+    llvm.initialize_native_target()
+    features = llvm.get_host_cpu_features()
+    if features.get("avx512f"):
+        return VectorModel(16, 32)
+    if features.get("avx2") or features.get("avx"):
+        return VectorModel(8, 16)
+    return VectorModel(4, 16)
 
 
 @dataclass(frozen=True)
 class Schedule:
     loops: tuple[int, ...]          # iteration space of the main loop nest
     parallel_dim: int | None        # split across threads (None: one thread)
-    strategy: str                   # elementwise | row | column | ikj | dot | scatter
+    strategy: str                   # elementwise | row | column | tiled | ikj | dot | scatter
     reduced: tuple[int, ...] = ()   # reduced dims of ``loops`` (reductions)
     vector_dim: int | None = None   # innermost, unit-stride loop given to the vectorizer
+    tile: tuple[int, int] | None = None   # matmul register tile (MR, NR), ``tiled`` only
 
     @property
     def parallel_extent(self) -> int:
@@ -62,7 +91,8 @@ class KernelPlan:
         s = self.schedule
         return (f"{self.name}: {self.kind}/{s.strategy} loops={list(s.loops)} "
                 f"parallel_dim={s.parallel_dim} (extent {s.parallel_extent}) "
-                f"reduced={list(s.reduced)} vector_dim={s.vector_dim}")
+                f"reduced={list(s.reduced)} vector_dim={s.vector_dim}"
+                + (f" tile={s.tile[0]}x{s.tile[1]}" if s.tile else ""))
 
 
 def _shape(v: SSAValue) -> tuple[int, ...]:
@@ -138,9 +168,17 @@ def _schedule(fusion: nd.FusionOp) -> tuple[Schedule, tuple | None]:
         rows = 1
         for s in a_shape[:-1]:
             rows *= s
+        n, k = _shape(b)[-1], a_shape[-1]
+        if _dtype(op.results[0]) == dt.float32:
+            # Register-tiled: B is packed (any layout) into a contiguous K x N panel, and
+            # an MR x NR tile of C stays in vector registers across the k loop.
+            mr, nr = host_vector_model().tile
+            batches = rows // a_shape[-2] if a_shape[-2] else 0
+            blocks = batches * -(-a_shape[-2] // mr)
+            return Schedule((blocks, n, k), 0, "tiled", vector_dim=1, tile=(mr, nr)), None
         dot = unit_stride_in(b, len(_shape(b)) - 2) is True and \
             unit_stride_in(b, len(_shape(b)) - 1) is not True
-        loops = (rows, _shape(b)[-1], a_shape[-1])     # (batch*M, N, K)
+        loops = (rows, n, k)     # (batch*M, N, K)
         return Schedule(loops, 0, "dot" if dot else "ikj", vector_dim=2 if dot else 1), None
     return Schedule(out_shape, None, "scatter"), None
 

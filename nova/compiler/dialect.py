@@ -552,7 +552,7 @@ class ScatterAddOp(IRDLOperation):
 
 # ---------------------------------------------------------------- fused kernels
 
-KERNEL_KINDS = ("elementwise", "reduce", "matmul", "scatter")
+KERNEL_KINDS = ("elementwise", "reduce", "rows", "matmul", "scatter")
 
 
 @irdl_op_definition
@@ -562,7 +562,8 @@ class FusionOp(IRDLOperation):
 
     ``kind`` names the loop structure the lowering builds: ``elementwise`` (one loop nest
     over the outputs' shape), ``reduce`` (a reduction with its elementwise producers and
-    epilogue), ``matmul`` (a contraction with its epilogue) or ``scatter``.
+    epilogue), ``rows`` (several passes over each row: reductions, then the output),
+    ``matmul`` (a contraction with its epilogue) or ``scatter``.
     """
 
     name = "nova.fusion"

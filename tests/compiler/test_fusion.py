@@ -90,3 +90,14 @@ def test_matmul_register_tile_follows_the_vector_model():
     assert VectorModel(16, 32).tile == (6, 32)    # AVX-512: 12 accumulators + 3 in 32
     assert VectorModel(8, 16).tile == (6, 16)     # AVX2: 12 + 3 = 15 of 16 registers
     assert VectorModel(4, 8).tile == (2, 8)       # a small register file
+
+
+def test_softmax_log_softmax_and_layer_norm_are_one_rows_kernel_each():
+    import numpy as np
+
+    import nova as nv
+    import nova.nn.functional as F
+    x = nv.tensor(np.ones((4, 16), np.float32))
+    for y in (x.softmax(-1), x.log_softmax(-1), F.layer_norm(x, (16,))):
+        fused = nv.debug.dump_ir(y, stage="fused")
+        assert fused.count('"nova.fusion"') == 1 and "rows/rows" in fused

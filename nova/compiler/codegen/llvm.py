@@ -21,7 +21,7 @@ import llvmlite.ir as ir
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from nova.compiler import dialect as nd
-from nova.compiler.lowering.plan import KernelPlan, accumulator_dtype, contraction
+from nova.compiler.lowering.plan import KernelPlan, accumulator_dtype, contraction, reductions
 from nova.tensor import dtypes as dt
 
 I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
@@ -213,7 +213,11 @@ class Emitter:
         full = name + ("f" if ty == F32 else "")
         if full in self.module.globals:
             return self.module.globals[full]
-        return ir.Function(self.module, ir.FunctionType(ty, [ty]), name=full)
+        fn = ir.Function(self.module, ir.FunctionType(ty, [ty]), name=full)
+        # Pure (errno is never read): lets LLVM hoist per-row calls out of inner loops.
+        fn.attributes.add("nounwind")
+        fn.attributes.add("readnone")
+        return fn
 
     def const(self, value, mlir: str) -> ir.Constant:
         ty = _COMPUTE[mlir]
@@ -598,6 +602,50 @@ def _reduce_row(e: Emitter) -> None:
         per_output([])
 
 
+def _rows(e: Emitter) -> None:
+    """Per row: each reduction in order (a pass over the row, earlier reductions read as
+    row scalars), then a pass storing the element-level output."""
+    plan = e.plan
+    reds = reductions(e.fusion)
+    x_shape = _shape(reds[0].operands[0])
+    n_kept = len(x_shape) - len(plan.schedule.reduced)
+    kept_shape, row_shape = x_shape[:n_kept], x_shape[n_kept:]
+    root = e.fusion.body.block.last_op.operands[0]
+    b = e.b
+    slots = {id(r): e.entry_alloca(_acc_type(r)[0]) for r in reds}
+
+    def per_row(kidx: list[ir.Value]) -> None:
+        for red in reds:
+            acc_ty, acc_mlir = _acc_type(red)
+            is_sum = red.name == "nova.reduce_sum"
+            acc_p = slots[id(red)]
+            b.store(_reduce_init(acc_mlir, is_sum, acc_ty), acc_p)
+
+            def inner(ridx: list[ir.Value], red=red, acc_p=acc_p, acc_ty=acc_ty,
+                      acc_mlir=acc_mlir, is_sum=is_sum) -> None:
+                e.cache = {}
+                x = red.operands[0]
+                v = e.emit(x, kidx + ridx)
+                v = e.cast(v, _mlir(x), acc_mlir) if v.type != acc_ty else v
+                b.store(_combine(e, b.load(acc_p), v, is_sum), acc_p)
+            e.loops.nest(row_shape, inner)
+            e.cache = {}
+            total = e.cast(b.load(acc_p), acc_mlir, _mlir(red.results[0]))
+            e.override[id(red.results[0])] = lambda _idx, total=total: total
+
+        def store(ridx: list[ir.Value]) -> None:
+            e.cache = {}
+            e.store_root(root, e.linear(b, kidx + ridx, x_shape))
+        e.loops.nest(row_shape, store)
+        for red in reds:
+            del e.override[id(red.results[0])]
+
+    if kept_shape:
+        e.loops.nest(kept_shape, per_row, first=(e.fn.args[1], e.fn.args[2]))
+    else:
+        per_row([])
+
+
 def _reduce_column(e: Emitter) -> None:
     plan = e.plan
     red = contraction(e.fusion)
@@ -885,6 +933,7 @@ def _scatter(e: Emitter) -> None:
 
 
 _BODIES = {"elementwise": _elementwise, "row": _reduce_row, "column": _reduce_column,
+           "rows": _rows,
            "ikj": _matmul, "dot": _matmul, "tiled": _matmul_tiled, "scatter": _scatter}
 
 

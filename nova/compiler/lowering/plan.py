@@ -12,6 +12,8 @@ Strategies:
 - ``reduce`` with ``column`` strategy (a kept axis is innermost, e.g. a bias gradient
   summing over the batch): accumulate into a scratch row, vectorized over the kept axis;
   parallel over the first kept axis.
+- ``rows``: per row, one pass per reduction (each reading the earlier ones as row
+  scalars), then a pass writing the output; parallel over dim 0.
 - ``matmul``: one output row at a time, parallel over (batch, M). ``ikj`` order (a row of
   B is contiguous in j) accumulates an N-wide row; ``dot`` order (B is transposed, so
   contiguous in k) takes dot products. The epilogue runs over the finished row.
@@ -114,6 +116,12 @@ def accumulator_dtype(red: Operation) -> dt.DType:
     return out
 
 
+def reductions(fusion: nd.FusionOp) -> list[Operation]:
+    """The reductions of a ``rows`` kernel, in execution order."""
+    return [op for op in fusion.body.block.ops
+            if op.name in ("nova.reduce_sum", "nova.reduce_max")]
+
+
 def contraction(fusion: nd.FusionOp) -> Operation | None:
     for op in fusion.body.block.ops:
         if op.name in ("nova.reduce_sum", "nova.reduce_max", "nova.matmul", "nova.scatter_add"):
@@ -149,6 +157,12 @@ def _schedule(fusion: nd.FusionOp) -> tuple[Schedule, tuple | None]:
     kind = fusion.kind.data
     out_shape = _shape(fusion.outputs[0])
     op = contraction(fusion)
+    if kind == "rows":
+        red = reductions(fusion)[0]
+        x_shape = _shape(red.operands[0])
+        axes = tuple(red.axes.get_values())
+        return Schedule(x_shape, 0 if len(axes) < len(x_shape) else None, "rows", axes,
+                        vector_dim=len(x_shape) - 1), None
     if kind == "elementwise" or op is None:
         return Schedule(out_shape, 0 if out_shape else None, "elementwise",
                         vector_dim=len(out_shape) - 1 if out_shape else None), None

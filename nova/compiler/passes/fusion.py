@@ -11,6 +11,9 @@ Otherwise its value is materialized and it roots a kernel of its own. So:
 - a reduction absorbs its elementwise producers (computed on the fly while it reads its
   input) and its row-sized elementwise consumers as an epilogue (``mean = sum * 1/n``,
   ``rsqrt(var + eps)``);
+- reductions over the trailing axes whose results are broadcast back along their rows
+  join the elementwise kernel that uses them as a ``rows`` kernel: softmax, log_softmax
+  and layer_norm become one kernel making a few passes over each row;
 - a matmul absorbs movement ops on its operands (transposed operands are read in place)
   and its elementwise epilogue (bias, activation, residual, scale);
 - ``scatter_add`` is a kernel of its own.
@@ -35,6 +38,13 @@ MOVEMENT = {"broadcast_in_dim", "reshape", "transpose", "slice"}
 FREE = MOVEMENT | {"constant", "iota"}
 
 
+def _prod(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
 def _numel(v: SSAValue) -> int:
     n = 1
     for s in v.type.get_shape():
@@ -52,10 +62,40 @@ class Kernel:
     root: Operation
     ops: list[Operation] = field(default_factory=list)
     contraction: Operation | None = None   # the reduce/matmul/scatter op, if any
+    row_shape: tuple[int, ...] | None = None   # ``rows`` kernels: the reductions' input
+    row_axes: tuple[int, ...] = ()             # ``rows`` kernels: the reduced suffix
 
     @property
     def numel(self) -> int:
         return _numel(self.root.results[0])
+
+
+def _row_level(op: Operation, k: Kernel) -> bool:
+    """Whether ``op``'s value reaches k only broadcast along trailing dims (a per-row
+    value like ``log(sum)`` or ``rsqrt(var + eps)``): computed inside k it is invariant
+    in the inner loops, which LLVM hoists, so it costs one evaluation per row."""
+    members = {id(m) for m in k.ops}
+    frontier = [u.operation for u in op.results[0].uses]
+    while frontier:
+        c = frontier.pop()
+        if id(c) not in members:
+            return False
+        name = _short(c)
+        if name == "reshape":
+            src, dst = _shape_of(c.operands[0]), _shape_of(c.results[0])
+            if [d for d in src if d != 1] != [d for d in dst if d != 1]:
+                return False
+            frontier += [u.operation for u in c.results[0].uses]
+        elif name == "broadcast_in_dim":
+            src = _shape_of(c.operands[0])
+            mapped = [d for i, d in enumerate(c.dims.get_values()) if src[i] != 1]
+            if mapped != list(range(len(mapped))):
+                return False
+        elif name in POINTWISE and _numel(c.results[0]) == _numel(op.results[0]):
+            frontier += [u.operation for u in c.results[0].uses]
+        else:
+            return False
+    return True
 
 
 def _can_join(op: Operation, k: Kernel) -> bool:
@@ -65,8 +105,14 @@ def _can_join(op: Operation, k: Kernel) -> bool:
     if name in FREE:
         return True
     n = _numel(op.results[0])
+    if k.kind in ("elementwise", "rows") and name in POINTWISE and n < k.numel and \
+            _row_level(op, k):
+        return True
     if k.kind == "elementwise":
         return n == k.numel
+    if k.kind == "rows":
+        n_rows = _prod(k.row_shape[:len(k.row_shape) - len(k.row_axes)])
+        return n in (_prod(k.row_shape), n_rows)
     if k.kind == "reduce":
         return n in (k.numel, _numel(k.contraction.operands[0])) if k.contraction else False
     if k.kind == "matmul":
@@ -95,6 +141,63 @@ def _pointwise_epilogue(k: Kernel, result: SSAValue) -> bool:
             return False
         frontier += [u.operation for u in op.results[0].uses]
     return True
+
+
+POINTWISE = {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tanh",
+             "erf", "cast", "add", "sub", "mul", "div", "maximum", "minimum", "pow", "compare",
+             "where", "constant"}
+
+
+def _row_compatible(k: Kernel, red: Operation) -> bool:
+    """Whether reduction ``red`` can join ``k`` as one more pass over each row.
+
+    A ``rows`` kernel computes, per row, its reductions one after another (each a pass
+    over the row, reading the earlier ones as row scalars) and then its element-level
+    output in a last pass. That is valid when every reduction reduces the same trailing
+    axes of the same shape, and every op downstream of a reduction reads it only through
+    a broadcast back along the row (or pointwise), so that at any element the value read
+    is the scalar of that element's own row.
+    """
+    if k.kind not in ("elementwise", "rows") or (k.kind == "elementwise" and k.contraction):
+        return False
+    x = _shape_of(red.operands[0])
+    axes = tuple(red.axes.get_values())
+    n_kept = len(x) - len(axes)
+    if not axes or axes != tuple(range(n_kept, len(x))) or k.numel != _prod(x):
+        return False
+    if k.kind == "rows" and (k.row_shape != x or k.row_axes != axes):
+        return False
+    kept = x[:n_kept]
+    members = {id(op) for op in k.ops}
+    frontier = [u.operation for u in red.results[0].uses]
+    seen: set[int] = set()
+    while frontier:
+        op = frontier.pop()
+        if id(op) in seen or id(op) not in members:
+            continue
+        seen.add(id(op))
+        name = _short(op)
+        if name == "reshape":
+            src, dst = _shape_of(op.operands[0]), _shape_of(op.results[0])
+            if [d for d in src if d != 1] != [d for d in dst if d != 1]:
+                return False
+        elif name == "broadcast_in_dim":
+            src, dst = _shape_of(op.operands[0]), _shape_of(op.results[0])
+            dims = op.dims.get_values()
+            mapped = [dims[i] for i, d in enumerate(src) if d != 1]
+            if dst != x or mapped != [p for p in range(n_kept) if kept[p] != 1]:
+                return False
+        elif name in ("reduce_sum", "reduce_max"):
+            if _shape_of(op.operands[0]) != x or tuple(op.axes.get_values()) != axes:
+                return False
+        elif name not in POINTWISE:
+            return False
+        frontier += [u.operation for u in op.results[0].uses]
+    return True
+
+
+def _shape_of(v: SSAValue) -> tuple[int, ...]:
+    return tuple(v.type.get_shape())
 
 
 def _feeds_operand(op: Operation, k: Kernel) -> bool:
@@ -142,6 +245,11 @@ def group(fn: func.FuncOp) -> list[Kernel]:
                     and kind in ("reduce", "matmul") and home.numel == _numel(result)
                     and _pointwise_epilogue(home, result)):
                 home.kind, home.contraction = kind, op   # it becomes the epilogue kernel
+                joined = [home]
+            elif home is not None and kind == "reduce" and _row_compatible(home, op):
+                home.kind = "rows"                       # one more pass over each row
+                home.row_shape = _shape_of(op.operands[0])
+                home.row_axes = tuple(op.axes.get_values())
                 joined = [home]
             else:
                 joined = [Kernel(kind, op, contraction=op)]

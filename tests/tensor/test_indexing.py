@@ -16,6 +16,8 @@ def basic_index(draw, shape):
     while dims:
         kind = draw(st.sampled_from(["int", "slice", "none", "ellipsis", "stop"]))
         if kind == "stop":
+            if used_ellipsis:  # after "...", entries must cover exactly the trailing dims
+                continue
             break
         if kind == "none":
             entries.append(None)

@@ -213,3 +213,15 @@ def test_engine_selection():
         nv.set_engine("gpu")
     with nv.engine("interp"):
         assert nv.get_engine() == "interp"
+
+
+def test_disk_cache_can_be_disabled(tmp_path):
+    script = ("import nova as nv\n"
+              "from nova.runtime.kernel_cache import KERNELS\n"
+              "print((nv.ones(4) * 3).sum().item(), KERNELS.stats.compiled)\n")
+    env = {**os.environ, "NOVA_CACHE_DIR": str(tmp_path), "NOVA_CACHE": "0"}
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                             text=True, check=True).stdout.split()
+        assert out == ["12.0", "1"]   # compiled every time, nothing written
+    assert not any(Path(tmp_path).rglob("*.o"))

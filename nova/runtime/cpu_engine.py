@@ -22,6 +22,7 @@ from xdsl.dialects.builtin import ModuleOp
 from nova.compiler.lowering.plan import KernelPlan, plan_kernels
 from nova.compiler.passes.fusion import fuse
 from nova.runtime import threads
+from nova.runtime.buffer_pool import BufferPool
 from nova.runtime.interpreter import InterpreterError, affected_outputs, run_region
 from nova.runtime.kernel_cache import KERNELS, KernelFn
 
@@ -66,7 +67,7 @@ class CpuProgram:
             self.steps.append(Step(plan, KERNELS.get(plan), tuple(slot[v] for v in op.inputs),
                                    out, shape, dtype.np, scratch, work))
         self.outputs = tuple(slot[v] for v in fn.body.block.last_op.operands)
-        self._pool: dict[tuple, list[np.ndarray]] = {}
+        self._pool = BufferPool()
         last_use: dict[int, int] = {}
         for k, st in enumerate(self.steps):
             for i in st.inputs:
@@ -118,31 +119,33 @@ class CpuProgram:
             raise InterpreterError(f"kernel {st.plan.name} ({st.plan.kind}) reported an index "
                                    "out of range or an integer division by zero", affected)
 
-    def _buffer(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        """A buffer from the pool of intermediates freed by earlier replays, or a new one:
-        recycling avoids the page faults of fresh large allocations every step."""
-        free = self._pool.get((shape, dtype))
-        return free.pop() if free else np.empty(shape, dtype=dtype)
-
     def __call__(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         values: list[np.ndarray | None] = [np.ascontiguousarray(a) for a in args]
+        blocks: list[np.ndarray | None] = [None] * len(values)
+        keep = set(self.outputs)
         timing = bool(PROFILE)
+        pool = self._pool
         for k, st in enumerate(self.steps):
-            out = self._buffer(st.shape, st.np_dtype)
+            if st.out in keep:   # results escape to tensors: never recycled
+                out, block = np.empty(st.shape, dtype=st.np_dtype), None
+            else:
+                out, block = pool.take(st.shape, st.np_dtype)
             bufs = [values[i] for i in st.inputs] + [out]
-            scratch = None
+            scratch_block = None
             if st.scratch is not None:
-                scratch = self._buffer(*st.scratch)
+                scratch, scratch_block = pool.take(*st.scratch)
                 bufs.append(scratch)
             t0 = time.perf_counter() if timing else 0.0
             self._call(k, st, bufs)
             if timing:
                 PROFILE[-1].append((st.plan.name, st.plan.describe(), time.perf_counter() - t0))
             values.append(out)
-            if scratch is not None:
-                self._pool.setdefault((scratch.shape, scratch.dtype), []).append(scratch)
+            blocks.append(block)
+            if scratch_block is not None:
+                pool.give(scratch_block)
             for i in self.release[k]:
-                dead = values[i]
                 values[i] = None
-                self._pool.setdefault((dead.shape, dead.dtype), []).append(dead)
+                if blocks[i] is not None:
+                    pool.give(blocks[i])
+                    blocks[i] = None
         return [values[i] for i in self.outputs]

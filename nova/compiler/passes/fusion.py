@@ -127,20 +127,23 @@ def _can_join(op: Operation, k: Kernel) -> bool:
 INDEX_CHANGING = {"broadcast_in_dim", "transpose", "slice", "pad", "concat", "gather"}
 
 
-def _pointwise_epilogue(k: Kernel, result: SSAValue) -> bool:
-    """Whether every op of k downstream of ``result`` reads it at its own index."""
+def _downstream(k: Kernel, value: SSAValue):
+    """The ops of k that (transitively) read ``value``, each once."""
     members = {id(op) for op in k.ops}
-    frontier = [u.operation for u in result.uses]
+    frontier = [u.operation for u in value.uses]
     seen: set[int] = set()
     while frontier:
         op = frontier.pop()
         if id(op) in seen or id(op) not in members:
             continue
         seen.add(id(op))
-        if _short(op) in INDEX_CHANGING:
-            return False
+        yield op
         frontier += [u.operation for u in op.results[0].uses]
-    return True
+
+
+def _pointwise_epilogue(k: Kernel, result: SSAValue) -> bool:
+    """Whether every op of k downstream of ``result`` reads it at its own index."""
+    return all(_short(op) not in INDEX_CHANGING for op in _downstream(k, result))
 
 
 POINTWISE = {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tanh",
@@ -168,14 +171,7 @@ def _row_compatible(k: Kernel, red: Operation) -> bool:
     if k.kind == "rows" and (k.row_shape != x or k.row_axes != axes):
         return False
     kept = x[:n_kept]
-    members = {id(op) for op in k.ops}
-    frontier = [u.operation for u in red.results[0].uses]
-    seen: set[int] = set()
-    while frontier:
-        op = frontier.pop()
-        if id(op) in seen or id(op) not in members:
-            continue
-        seen.add(id(op))
+    for op in _downstream(k, red.results[0]):
         name = _short(op)
         if name == "reshape":
             src, dst = _shape_of(op.operands[0]), _shape_of(op.results[0])
@@ -192,7 +188,6 @@ def _row_compatible(k: Kernel, red: Operation) -> bool:
                 return False
         elif name not in POINTWISE:
             return False
-        frontier += [u.operation for u in op.results[0].uses]
     return True
 
 

@@ -101,3 +101,24 @@ def test_softmax_log_softmax_and_layer_norm_are_one_rows_kernel_each():
     for y in (x.softmax(-1), x.log_softmax(-1), F.layer_norm(x, (16,))):
         fused = nv.debug.dump_ir(y, stage="fused")
         assert fused.count('"nova.fusion"') == 1 and "rows/rows" in fused
+
+
+def test_cross_entropy_row_passes_share_one_kernel():
+    """Per-row loss: max, sum of exp and the picked log-probability in one kernel; with
+    the mean, the row passes stay in one kernel and the rest touch one value per row."""
+    import numpy as np
+
+    import nova as nv
+    import nova.nn.functional as F
+    logits = nv.tensor(np.random.default_rng(0).standard_normal((6, 10)).astype(np.float32))
+    target = nv.tensor([1, 0, 9, 3, 3, 7])
+    per_row = F.cross_entropy(logits, target, reduction="none")
+    fused = nv.debug.dump_ir(per_row, stage="fused")
+    assert fused.count('"nova.fusion"') == 1 and "rows/rows" in fused
+    mean = F.cross_entropy(logits, target)
+    fused = nv.debug.dump_ir(mean, stage="fused")
+    plans = [line for line in fused.splitlines() if line.startswith("// ")]
+    assert sum("loops=[6, 10]" in p for p in plans) == 1   # one kernel reads the logits
+    with nv.engine("interp"):
+        expected = F.cross_entropy(logits, target, reduction="none").numpy()
+    np.testing.assert_allclose(per_row.numpy(), expected, rtol=1e-6)

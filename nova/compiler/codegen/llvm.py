@@ -43,6 +43,17 @@ def _shape(v: SSAValue) -> tuple[int, ...]:
     return tuple(v.type.get_shape())
 
 
+def _prod(shape: Sequence[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _numel(v: SSAValue) -> int:
+    return _prod(_shape(v))
+
+
 def _ints(a) -> tuple[int, ...]:
     return tuple(a.get_values())
 
@@ -684,10 +695,14 @@ def _rows(e: Emitter) -> None:
             total = e.cast(b.load(acc_p), acc_mlir, _mlir(red.results[0]))
             e.override[id(red.results[0])] = lambda _idx, total=total: total
 
-        def store(ridx: list[ir.Value]) -> None:
+        if _numel(root) == _prod(kept_shape):   # one value per row
             e.cache = {}
-            e.store_root(root, e.linear(b, kidx + ridx, x_shape))
-        e.loops.nest(row_shape, store)
+            e.store_root(root, e.linear(b, kidx, kept_shape))
+        else:
+            def store(ridx: list[ir.Value]) -> None:
+                e.cache = {}
+                e.store_root(root, e.linear(b, kidx + ridx, x_shape))
+            e.loops.nest(row_shape, store)
         for red in reds:
             del e.override[id(red.results[0])]
 

@@ -98,6 +98,27 @@ def _row_level(op: Operation, k: Kernel) -> bool:
     return True
 
 
+def _gathered_along_rows(op: Operation, k: Kernel) -> bool:
+    """Whether k reads ``op`` only through gathers along the last axis (possibly after
+    pointwise ops of the same size): then k computes it only at the gathered positions,
+    one per row, as cross_entropy does when it picks the target's log-probability."""
+    n = _numel(op.results[0])
+    members = {id(m) for m in k.ops}
+    for use in op.results[0].uses:
+        c = use.operation
+        if id(c) not in members:
+            return False
+        name = _short(c)
+        if name == "gather":
+            rank = len(_shape_of(c.operands[0]))
+            if use.index != 0 or c.dim.value.data != rank - 1:
+                return False
+        elif not (name in POINTWISE and _numel(c.results[0]) == n and
+                  _gathered_along_rows(c, k)):
+            return False
+    return True
+
+
 def _can_join(op: Operation, k: Kernel) -> bool:
     name = _short(op)
     if name in ROOT_KINDS or name == "rng_uniform" and k.kind != "elementwise":
@@ -105,6 +126,9 @@ def _can_join(op: Operation, k: Kernel) -> bool:
     if name in FREE:
         return True
     n = _numel(op.results[0])
+    if k.kind in ("elementwise", "rows") and name in POINTWISE and n > k.numel and \
+            _gathered_along_rows(op, k):
+        return True
     if k.kind in ("elementwise", "rows") and name in POINTWISE and n < k.numel and \
             _row_level(op, k):
         return True
@@ -166,7 +190,10 @@ def _row_compatible(k: Kernel, red: Operation) -> bool:
     x = _shape_of(red.operands[0])
     axes = tuple(red.axes.get_values())
     n_kept = len(x) - len(axes)
-    if not axes or axes != tuple(range(n_kept, len(x))) or k.numel != _prod(x):
+    # The kernel's output is element-level (softmax) or one value per row (the picked
+    # log-probability of cross_entropy).
+    if not axes or axes != tuple(range(n_kept, len(x))) or k.numel not in (_prod(x),
+                                                                            _prod(x[:n_kept])):
         return False
     if k.kind == "rows" and (k.row_shape != x or k.row_axes != axes):
         return False
@@ -185,6 +212,10 @@ def _row_compatible(k: Kernel, red: Operation) -> bool:
                 return False
         elif name in ("reduce_sum", "reduce_max"):
             if _shape_of(op.operands[0]) != x or tuple(op.axes.get_values()) != axes:
+                return False
+        elif name == "gather":   # a pick along the row stays in the row
+            if _shape_of(op.operands[0]) != x or op.dim.value.data != len(x) - 1 or \
+                    _shape_of(op.results[0])[:-1] != kept:
                 return False
         elif name not in POINTWISE:
             return False

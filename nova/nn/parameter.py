@@ -27,7 +27,7 @@ class Parameter(Tensor):
         return p
 
     def __init__(self, data: Any = None, requires_grad: bool = True):
-        pass
+        """All set up by ``__new__`` (Tensor's own ``__init__`` would rebuild the value)."""
 
     def __repr__(self) -> str:
         return "Parameter containing:\n" + super().__repr__()

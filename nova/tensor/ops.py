@@ -264,8 +264,9 @@ def masked_fill(x: Tensor, mask: Tensor, value: Any) -> Tensor:
             raise ValueError(f"masked_fill: value must be a number or a 0-d tensor, got shape "
                              f"{value.shape}")
         value = cast(value, x.dtype)
-    return where(mask, value, x) if isinstance(value, Tensor) else where(
-        mask, full_const(value, x.shape, x.dtype), x)
+    else:
+        value = full_const(value, x.shape, x.dtype)
+    return where(mask, value, x)
 
 
 # ---------------------------------------------------------------- comparisons, logic
@@ -283,22 +284,22 @@ def eq(a: Any, b: Any) -> Tensor: return _compare("eq", a, b)
 def ne(a: Any, b: Any) -> Tensor: return _compare("ne", a, b)
 
 
-def _as_bool(op: str, v: Any) -> Any:
+def _as_bool(v: Any) -> Any:
     if isinstance(v, Tensor):
         return v if v.dtype == dt.bool_ else ne(v, 0)
     return builtins.bool(v)
 
 
 def logical_not(x: Tensor) -> Tensor:
-    return eq(_as_bool("logical_not", x), False)
+    return eq(_as_bool(x), False)
 
 
 def logical_and(a: Any, b: Any) -> Tensor:
-    return _binary("mul", "logical_and", _as_bool("logical_and", a), _as_bool("logical_and", b))
+    return _binary("mul", "logical_and", _as_bool(a), _as_bool(b))
 
 
 def logical_or(a: Any, b: Any) -> Tensor:
-    return _binary("add", "logical_or", _as_bool("logical_or", a), _as_bool("logical_or", b))
+    return _binary("add", "logical_or", _as_bool(a), _as_bool(b))
 
 
 def isnan(x: Tensor) -> Tensor:

@@ -13,11 +13,12 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 
+from nova.compiler.configurator import thread_chunks
+from nova.compiler.device import detect_cpu
+
 _state = {"threads": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
           else (os.cpu_count() or 1), "pool": None}
 
-# Below this many loop iterations a kernel is not worth splitting.
-MIN_PARALLEL_WORK = 1 << 15
 
 
 def get_num_threads() -> int:
@@ -45,9 +46,7 @@ def pool() -> ThreadPoolExecutor | None:
 
 
 def chunks(extent: int, work: int) -> list[tuple[int, int]]:
-    """Split ``[0, extent)`` into one range per thread, or one range if too small."""
-    n = min(_state["threads"], extent)
-    if n <= 1 or work < MIN_PARALLEL_WORK or pool() is None:
+    """Split ``[0, extent)`` across the threads as the configurator decides."""
+    if pool() is None:
         return [(0, extent)]
-    step = -(-extent // n)
-    return [(s, min(s + step, extent)) for s in range(0, extent, step)]
+    return thread_chunks(extent, work, _state["threads"], detect_cpu())

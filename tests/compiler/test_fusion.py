@@ -85,13 +85,6 @@ builtin.module {
     assert fused.count("nova.constant") == 3           # the constant is recomputed in each
 
 
-def test_matmul_register_tile_follows_the_vector_model():
-    from nova.compiler.lowering.plan import VectorModel
-    assert VectorModel(16, 32).tile == (6, 32)    # AVX-512: 12 accumulators + 3 in 32
-    assert VectorModel(8, 16).tile == (6, 16)     # AVX2: 12 + 3 = 15 of 16 registers
-    assert VectorModel(4, 8).tile == (2, 8)       # a small register file
-
-
 def test_softmax_log_softmax_and_layer_norm_are_one_rows_kernel_each():
     import numpy as np
 

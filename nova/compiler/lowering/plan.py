@@ -22,44 +22,18 @@ Strategies:
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from nova.compiler import dialect as nd
+from nova.compiler.configurator import classify, gemm_tile
+from nova.compiler.device import detect_cpu
 from nova.tensor import dtypes as dt
 
 FORMAT_VERSION = 2  # bump when generated code changes meaning
-
-
-@dataclass(frozen=True)
-class VectorModel:
-    """The host's SIMD shape, for the matmul register tile: float32 lanes per vector
-    and the number of vector registers (AVX-512: 16 lanes, 32 registers; AVX2: 8, 16)."""
-
-    lanes: int
-    registers: int
-
-    @property
-    def tile(self) -> tuple[int, int]:
-        """(MR, NR): MR rows x NR columns of accumulators, NR = 2 vectors. Registers
-        needed: MR*2 accumulators + 2 B vectors + 1 broadcast A element, which must fit
-        the register file: MR = (registers - 3) // 2, at most 6 (the k-loop's loads
-        stop being the bottleneck there)."""
-        return max(1, min(6, (self.registers - 3) // 2)), 2 * self.lanes
-
-
-def host_vector_model() -> VectorModel:
-    import llvmlite.binding as llvm
-    llvm.initialize_native_target()
-    features = llvm.get_host_cpu_features()
-    if features.get("avx512f"):
-        return VectorModel(16, 32)
-    if features.get("avx2") or features.get("avx"):
-        return VectorModel(8, 16)
-    return VectorModel(4, 16)
 
 
 @dataclass(frozen=True)
@@ -70,6 +44,8 @@ class Schedule:
     reduced: tuple[int, ...] = ()   # reduced dims of ``loops`` (reductions)
     vector_dim: int | None = None   # innermost, unit-stride loop given to the vectorizer
     tile: tuple[int, int] | None = None   # matmul register tile (MR, NR), ``tiled`` only
+    bound: str = ""                 # "memory" or "compute", by arithmetic intensity
+    derivation: str = ""            # how the configurator chose the tile
 
     @property
     def parallel_extent(self) -> int:
@@ -93,8 +69,8 @@ class KernelPlan:
         s = self.schedule
         return (f"{self.name}: {self.kind}/{s.strategy} loops={list(s.loops)} "
                 f"parallel_dim={s.parallel_dim} (extent {s.parallel_extent}) "
-                f"reduced={list(s.reduced)} vector_dim={s.vector_dim}"
-                + (f" tile={s.tile[0]}x{s.tile[1]}" if s.tile else ""))
+                f"reduced={list(s.reduced)} vector_dim={s.vector_dim} {s.bound}-bound"
+                + (f" tile={s.tile[0]}x{s.tile[1]} [{s.derivation}]" if s.tile else ""))
 
 
 def _shape(v: SSAValue) -> tuple[int, ...]:
@@ -186,15 +162,38 @@ def _schedule(fusion: nd.FusionOp) -> tuple[Schedule, tuple | None]:
         if _dtype(op.results[0]) == dt.float32:
             # Register-tiled: B is packed (any layout) into a contiguous K x N panel, and
             # an MR x NR tile of C stays in vector registers across the k loop.
-            mr, nr = host_vector_model().tile
+            tile = gemm_tile(detect_cpu())
             batches = rows // a_shape[-2] if a_shape[-2] else 0
-            blocks = batches * -(-a_shape[-2] // mr)
-            return Schedule((blocks, n, k), 0, "tiled", vector_dim=1, tile=(mr, nr)), None
+            blocks = batches * -(-a_shape[-2] // tile.mr)
+            return Schedule((blocks, n, k), 0, "tiled", vector_dim=1, tile=(tile.mr, tile.nr),
+                            derivation=tile.derivation), None
         dot = unit_stride_in(b, len(_shape(b)) - 2) is True and \
             unit_stride_in(b, len(_shape(b)) - 1) is not True
         loops = (rows, n, k)     # (batch*M, N, K)
         return Schedule(loops, 0, "dot" if dot else "ikj", vector_dim=2 if dot else 1), None
     return Schedule(out_shape, None, "scatter"), None
+
+
+def _cost(fusion: nd.FusionOp) -> tuple[float, float]:
+    """(FLOPs, bytes moved): each op counts one FLOP per element (a matmul 2 M N K);
+    bytes are the kernel's inputs read once and its output written once."""
+    flops = 0.0
+    for op in fusion.body.block.ops:
+        if op.name == "nova.matmul":
+            a = _shape(op.operands[0])
+            flops += 2.0 * _numel(a) * _shape(op.operands[1])[-1]
+        elif op.results:
+            flops += _numel(op.results[0])
+    nbytes = sum(_numel(v) * _dtype(v).itemsize for v in (*fusion.inputs, fusion.outputs[0]))
+    return flops, float(nbytes)
+
+
+def _numel(v: SSAValue | tuple) -> int:
+    shape = v if isinstance(v, tuple) else _shape(v)
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 def plan_kernels(module: ModuleOp) -> list[KernelPlan]:
@@ -205,6 +204,7 @@ def plan_kernels(module: ModuleOp) -> list[KernelPlan]:
         if not isinstance(op, nd.FusionOp):
             continue
         schedule, scratch = _schedule(op)
+        schedule = replace(schedule, bound=classify(*_cost(op), detect_cpu()))
         args = [(_shape(v), _dtype(v)) for v in op.inputs] + [
             (_shape(op.outputs[0]), _dtype(op.outputs[0]))]
         body = str(op)

@@ -36,20 +36,31 @@ SECONDS_PER_ITERATION = 1e-9
 class GemmTile:
     mr: int
     nr: int
+    nc: int
     derivation: str
 
 
-def gemm_tile(spec: CpuSpec, itemsize: int = 4) -> GemmTile:
+def gemm_panel_width(spec: CpuSpec, k: int, nr: int, itemsize: int = 4) -> int:
+    """NC: columns of the packed K x NC panel of B, sized to half the L2 (the other half
+    for the rows of A and C streaming past it): NC = (L2 / 2) / (K * itemsize), rounded
+    down to a multiple of NR, at least NR."""
+    cols = (spec.l2 // 2) // max(k * itemsize, 1)
+    return max(nr, cols // nr * nr)
+
+
+def gemm_tile(spec: CpuSpec, itemsize: int = 4, k: int = 256) -> GemmTile:
     lanes = spec.lanes(itemsize)
     nr = 2 * lanes
     by_registers = (spec.vector_registers - 3) // 2
     mr = max(1, min(MR_CAP, by_registers))
     chains = 2 * mr
     needed = spec.fma_latency * spec.fma_units
+    nc = gemm_panel_width(spec, k, nr, itemsize)
     why = (f"NR = 2 x {lanes} lanes = {nr}; MR = min({MR_CAP}, ({spec.vector_registers} regs - 3)"
            f" // 2 = {by_registers}) = {mr}; {chains} FMA chains vs latency x units = {needed}"
-           + ("" if chains >= needed else " (latency not hidden: too few registers)"))
-    return GemmTile(mr, nr, why)
+           + ("" if chains >= needed else " (latency not hidden: too few registers)")
+           + f"; NC = L2/2 / (K={k} x {itemsize} B) -> {nc}")
+    return GemmTile(mr, nr, nc, why)
 
 
 def min_parallel_work(spec: CpuSpec) -> int:

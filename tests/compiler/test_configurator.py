@@ -48,3 +48,12 @@ def test_detected_host_spec_is_plausible_and_shows_in_the_dump():
     dump = nv.debug.dump_ir(x @ x, stage="fused")
     assert "compute-bound" in dump or "memory-bound" in dump
     assert "MR = min(" in dump
+
+
+def test_gemm_panel_width_fills_half_the_l2():
+    # AVX2: (256 KiB / 2) / (K=256 x 4 B) = 128 columns (a multiple of NR = 16).
+    assert gemm_tile(AVX2, k=256).nc == 128
+    # AVX-512, 1 MiB L2: (512 KiB) / (512 x 4 B) = 256; K = 2048 -> 64.
+    assert gemm_tile(AVX512, k=512).nc == 256 and gemm_tile(AVX512, k=2048).nc == 64
+    # A small L2 and a huge K still get one NR-wide panel.
+    assert gemm_tile(SMALL, k=1024).nc == 16 and gemm_tile(SMALL, k=100_000).nc == 8

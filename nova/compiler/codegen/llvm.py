@@ -851,9 +851,10 @@ def _matmul(e: Emitter) -> None:
 def _matmul_tiled(e: Emitter) -> None:
     """C = A @ B with an MR x NR register tile (float32).
 
-    Per call: malloc a K x Np panel (Np = N rounded up to NR, zero padded) and pack B of
-    the current batch into it, whatever B's layout (transposes and broadcasts are read
-    through the emitter), so the inner loop streams unit-stride vectors. For each block
+    Per call: malloc a K x NC panel and, for each NC-wide column panel of B (NC from the
+    configurator, so the panel stays in L2), pack it (zero padded past N) whatever B's
+    layout (transposes and broadcasts are read through the emitter), so the inner loop
+    streams unit-stride vectors; every row block of the call then uses that panel. For each block
     of MR rows and NR columns, 2*MR vector accumulators live across the k loop; each k
     loads NR/lanes vectors of the panel and broadcasts MR elements of A. Rows past M are
     computed on a clamped row and not stored; padded columns are not stored. The tile
@@ -867,9 +868,11 @@ def _matmul_tiled(e: Emitter) -> None:
     m, k = a_shape[-2], a_shape[-1]
     n = _shape(bv)[-1]
     mm_shape = _shape(mm.results[0])
-    mr, nr = plan.schedule.tile
+    mr, nr, nc = plan.schedule.tile
     lanes = nr // 2
     np_ = -(-max(n, 1) // nr) * nr
+    nc = min(nc, np_)                    # panel width: a multiple of NR
+    panels = -(-np_ // nc)
     blocks_per_batch = -(-m // mr)
     vec = ir.VectorType(F32, lanes)
     b = e.b
@@ -881,7 +884,7 @@ def _matmul_tiled(e: Emitter) -> None:
         module, ir.FunctionType(ir.VoidType(), [PTR]), name="free")
     fma = module.globals.get(f"llvm.fma.v{lanes}f32") or ir.Function(
         module, ir.FunctionType(vec, [vec, vec, vec]), name=f"llvm.fma.v{lanes}f32")
-    raw = b.call(malloc, [c64(max(k, 1) * np_ * 4)])
+    raw = b.call(malloc, [c64(max(k, 1) * nc * 4)])
     panel = b.bitcast(raw, F32.as_pointer())
     e.cleanup.append(lambda: e.b.call(free, [raw]))
     packed_batch = e.entry_alloca(I64)
@@ -892,35 +895,39 @@ def _matmul_tiled(e: Emitter) -> None:
     splat_mask = ir.Constant(ir.VectorType(I32, lanes), [0] * lanes)
     undef = ir.Constant(vec, ir.Undefined)
 
-    def per_block(t: ir.Value) -> None:
+    def per_block(t: ir.Value, jc: ir.Value) -> None:
         bi = b.udiv(t, c64(blocks_per_batch))
         i0 = b.mul(b.urem(t, c64(blocks_per_batch)), c64(mr))
         pre = e.delinearize(bi, batch) if batch else []
-        # pack B of this batch unless the previous block already did
-        fresh = b.icmp_signed("!=", b.load(packed_batch), bi)
+        # pack panel jc of B of this batch unless the previous block already did
+        key = b.add(b.mul(bi, c64(panels)), jc)
+        fresh = b.icmp_signed("!=", b.load(packed_batch), key)
+        col0 = b.mul(jc, c64(nc))
         with b.if_then(fresh):
             def pack_row(kk: ir.Value) -> None:
-                def pack_col(j: ir.Value) -> None:
+                def pack_col(jj: ir.Value) -> None:
                     e.cache = {}
+                    j = b.add(col0, jj)
                     inside = b.icmp_signed("<", j, c64(n))
                     val = e.emit(bv, pre + [kk, b.select(inside, j, c64(0))])
                     b.store(b.select(inside, val, ir.Constant(F32, 0.0)),
-                            b.gep(panel, [b.add(b.mul(kk, c64(np_)), j)]))
-                e.loops.range(c64(0), c64(np_), pack_col, "pj")
+                            b.gep(panel, [b.add(b.mul(kk, c64(nc)), jj)]))
+                e.loops.range(c64(0), c64(nc), pack_col, "pj")
             e.loops.range(c64(0), c64(k), pack_row, "pk")
-            b.store(bi, packed_batch)
+            b.store(key, packed_batch)
         rows = [b.select(b.icmp_signed("<", b.add(i0, c64(r)), c64(m)),
                          b.add(i0, c64(r)), c64(m - 1)) for r in range(mr)]
 
         def per_jblock(jb: ir.Value) -> None:
-            j0 = b.mul(jb, c64(nr))
+            jp = b.mul(jb, c64(nr))              # column within the panel
+            j0 = b.add(col0, jp)                 # column of C
             for r in range(mr):
                 for v in range(2):
                     b.store(zero_vec, accs[r][v])
 
             def per_k(kk: ir.Value) -> None:
                 e.cache = {}
-                base = b.add(b.mul(kk, c64(np_)), j0)
+                base = b.add(b.mul(kk, c64(nc)), jp)
                 bvecs = [b.load(b.bitcast(b.gep(panel, [b.add(base, c64(v * lanes))]),
                                           vec.as_pointer()), align=4) for v in range(2)]
                 for r in range(mr):
@@ -951,9 +958,11 @@ def _matmul_tiled(e: Emitter) -> None:
             valid_rows = b.select(b.icmp_signed("<", b.add(i0, c64(mr)), c64(m)), c64(mr),
                                   b.sub(c64(m), i0))
             e.loops.range(c64(0), valid_rows, epi_row, "er")
-        e.loops.range(c64(0), c64(np_ // nr), per_jblock, "jb")
+        e.loops.range(c64(0), c64(nc // nr), per_jblock, "jb")
 
-    e.loops.range(e.fn.args[1], e.fn.args[2], per_block, "blk")
+    # Panels outermost, so each packed K x NC panel serves every row block of the call.
+    e.loops.range(c64(0), c64(panels), lambda jc: e.loops.range(
+        e.fn.args[1], e.fn.args[2], lambda t: per_block(t, jc), "blk"), "jc")
 
 
 def _scatter(e: Emitter) -> None:

@@ -43,7 +43,7 @@ class Schedule:
     strategy: str                   # elementwise | row | column | tiled | ikj | dot | scatter
     reduced: tuple[int, ...] = ()   # reduced dims of ``loops`` (reductions)
     vector_dim: int | None = None   # innermost, unit-stride loop given to the vectorizer
-    tile: tuple[int, int] | None = None   # matmul register tile (MR, NR), ``tiled`` only
+    tile: tuple[int, int, int] | None = None   # matmul (MR, NR, NC), ``tiled`` only
     bound: str = ""                 # "memory" or "compute", by arithmetic intensity
     derivation: str = ""            # how the configurator chose the tile
 
@@ -70,7 +70,8 @@ class KernelPlan:
         return (f"{self.name}: {self.kind}/{s.strategy} loops={list(s.loops)} "
                 f"parallel_dim={s.parallel_dim} (extent {s.parallel_extent}) "
                 f"reduced={list(s.reduced)} vector_dim={s.vector_dim} {s.bound}-bound"
-                + (f" tile={s.tile[0]}x{s.tile[1]} [{s.derivation}]" if s.tile else ""))
+                + (f" tile={s.tile[0]}x{s.tile[1]} panel={s.tile[2]} [{s.derivation}]"
+                   if s.tile else ""))
 
 
 def _shape(v: SSAValue) -> tuple[int, ...]:
@@ -162,11 +163,11 @@ def _schedule(fusion: nd.FusionOp) -> tuple[Schedule, tuple | None]:
         if _dtype(op.results[0]) == dt.float32:
             # Register-tiled: B is packed (any layout) into a contiguous K x N panel, and
             # an MR x NR tile of C stays in vector registers across the k loop.
-            tile = gemm_tile(detect_cpu())
+            tile = gemm_tile(detect_cpu(), k=k)
             batches = rows // a_shape[-2] if a_shape[-2] else 0
             blocks = batches * -(-a_shape[-2] // tile.mr)
-            return Schedule((blocks, n, k), 0, "tiled", vector_dim=1, tile=(tile.mr, tile.nr),
-                            derivation=tile.derivation), None
+            return Schedule((blocks, n, k), 0, "tiled", vector_dim=1,
+                            tile=(tile.mr, tile.nr, tile.nc), derivation=tile.derivation), None
         dot = unit_stride_in(b, len(_shape(b)) - 2) is True and \
             unit_stride_in(b, len(_shape(b)) - 1) is not True
         loops = (rows, n, k)     # (batch*M, N, K)

@@ -5,8 +5,9 @@ LLVM's host features, cache sizes from sysfs (with conservative fallbacks when s
 absent), and two estimates:
 
 - peak FLOP/s = cores x FMA units x 2 (mul+add) x float32 lanes x clock. The clock is
-  read from ``/proc/cpuinfo`` (``cpu MHz``), else assumed 2.5 GHz; FMA units are 2 on
-  AVX2/AVX-512 cores (1 otherwise).
+  the highest of ``cpuinfo_max_freq`` (sysfs) and ``cpu MHz`` (``/proc/cpuinfo``), else
+  2.5 GHz; FMA units are 2 on AVX2/AVX-512 cores (1 otherwise). In a VM that hides the
+  boost clock this is a lower bound (measured GEMMs can exceed it).
 - memory bandwidth = 10 GB/s per core, capped at 100 GB/s: a deliberately rough
   figure (a measured one is what ``benchmarks/bench_ops.py`` reports as copy bandwidth).
 
@@ -80,14 +81,21 @@ def _sysfs_caches() -> dict[str, int]:
 
 
 def _clock_ghz() -> float:
+    readings = []
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq") as f:
+            readings.append(int(f.read().strip()) / 1e6)
+    except (OSError, ValueError):
+        pass
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 if line.startswith("cpu MHz"):
-                    return float(line.split(":")[1]) / 1000
+                    readings.append(float(line.split(":")[1]) / 1000)
+                    break
     except (OSError, ValueError):
         pass
-    return 2.5
+    return max(readings) if readings else 2.5
 
 
 @lru_cache(maxsize=1)

@@ -55,3 +55,34 @@ def test_matmul_shape_errors_name_the_shapes(a, b, message):
 def test_matmul_dtype_mismatch():
     with pytest.raises(TypeError, match="matmul: expected both operands to have the same dtype"):
         nv.zeros(2, 2) @ nv.zeros(2, 2, dtype=nv.float64)
+
+
+SIDES = [1, 2, 5, 6, 7, 13, 31, 33, 37, 64, 67]
+
+
+@given(m=st.sampled_from(SIDES), k=st.sampled_from(SIDES), n=st.sampled_from(SIDES),
+       ta=st.booleans(), tb=st.booleans(), batch=st.sampled_from([(), (3,), (2, 1)]),
+       epilogue=st.sampled_from(["none", "bias", "gelu", "residual"]), seed=st.integers(0, 99))
+def test_gemm_shapes_transposes_batches_and_epilogues(m, k, n, ta, tb, batch, epilogue, seed):
+    """Sizes of 1, primes and non-multiples of the register tile, every transposition,
+    batched with broadcasting, and fused epilogues, against numpy in float64."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(batch + ((k, m) if ta else (m, k))).astype(np.float32)
+    b = rng.standard_normal(((n, k) if tb else (k, n))).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    res = rng.standard_normal(batch + (m, n)).astype(np.float32)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    ref = (np.swapaxes(a64, -1, -2) if ta else a64) @ (b64.T if tb else b64)
+    x, y = nv.tensor(a), nv.tensor(b)
+    out = (x.transpose(-2, -1) if ta else x) @ (y.T if tb else y)
+    if epilogue == "bias":
+        out, ref = out + nv.tensor(bias), ref + bias
+    elif epilogue == "gelu":
+        import math
+        out = nv.gelu(out)
+        ref = 0.5 * ref * (1 + np.vectorize(math.erf)(ref / math.sqrt(2)))
+    elif epilogue == "residual":
+        out, ref = out + nv.tensor(res), ref + res
+    got = out.numpy().astype(np.float64)
+    err = np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30)
+    assert err < 5e-4, err

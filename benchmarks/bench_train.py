@@ -17,8 +17,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 from benchmarks.common import Result, Work
 from benchmarks.run_one import FRAMEWORKS
 
@@ -92,7 +90,6 @@ def chart(results: list[Result], path: Path) -> bool:
 def parity(preset: str, steps: int, batch_size: int) -> float:
     """Nova and PyTorch from identical weights and batches; returns the max relative
     loss difference over ``steps`` AdamW steps."""
-    import nova as nv
     from benchmarks.peers import nova_gpt, torch_gpt
     work = Work(preset, steps, batch_size)
     model = nova_gpt.build(work)
@@ -107,7 +104,6 @@ def parity(preset: str, steps: int, batch_size: int) -> float:
         worst = max(worst, rel)
         print(f"{i:4d}  {a:10.6f}  {b:10.6f}  {rel:9.2e}")
     print(f"max relative difference: {worst:.2e}")
-    del nv
     return worst
 
 

@@ -1,6 +1,5 @@
 """nv.save / nv.load: round trips, atomic writes, and clear errors for bad files."""
 import json
-import os
 import struct
 
 import numpy as np

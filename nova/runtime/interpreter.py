@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import scipy.special
 from xdsl.dialects import func
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, StringAttr
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 from xdsl.ir import Operation
 
 from nova.compiler import dialect as nd

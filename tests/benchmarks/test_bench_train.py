@@ -1,6 +1,5 @@
 """The benchmark harness itself, on the tiny preset with Nova (peers where installed)."""
 import json
-import sys
 
 import pytest
 

@@ -22,7 +22,6 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from nova.compiler import dialect as nd
 from nova.compiler.lowering.plan import KernelPlan, accumulator_dtype, contraction, reductions
-from nova.tensor import dtypes as dt
 
 I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()

@@ -16,12 +16,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 import nova as nv
+from benchmarks.common import median_time
 from nova.compiler.device import detect_cpu
 from models.gpt import preset
 
@@ -46,16 +46,6 @@ def operands(m: int, k: int, n: int, ta: bool, tb: bool):
     a = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
     b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
     return a, b
-
-
-def median_time(fn, reps: int) -> float:
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
 
 
 def time_numpy(cases, reps: int) -> list[float]:

@@ -11,23 +11,12 @@ It also reports the per-kernel dispatch overhead of a replay.
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 
 import nova as nv
+from benchmarks.common import median_time
 import nova.nn.functional as F
-
-
-def median_time(fn, reps: int) -> float:
-    fn()
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
 
 
 def _np_softmax_fb(x, g):

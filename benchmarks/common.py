@@ -93,5 +93,18 @@ class Timer:
         self.times.append(time.perf_counter() - self.t0)
 
 
+def median_time(fn: Callable[[], object], reps: int, warmup: int = 2) -> float:
+    """Median seconds of ``reps`` calls of ``fn`` after ``warmup`` untimed calls
+    (compilation, first-touch page faults)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
 def dump(result: Result) -> str:
     return json.dumps(result.to_json())

@@ -136,7 +136,20 @@ class Identity(Module):
         return x
 
 
-class Sequential(Module):
+class _IndexedModules(Module):
+    """Children kept in order and reachable by position (Sequential, ModuleList)."""
+
+    def __getitem__(self, i: int) -> Module:
+        return list(self._modules.values())[i]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+
+class Sequential(_IndexedModules):
     def __init__(self, *modules: Any):
         super().__init__()
         if len(modules) == 1 and isinstance(modules[0], OrderedDict):
@@ -151,17 +164,8 @@ class Sequential(Module):
             x = m(x)
         return x
 
-    def __getitem__(self, i: int) -> Module:
-        return list(self._modules.values())[i]
 
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
-
-
-class ModuleList(Module):
+class ModuleList(_IndexedModules):
     def __init__(self, modules: Iterable[Module] | None = None):
         super().__init__()
         for m in modules or []:
@@ -175,15 +179,6 @@ class ModuleList(Module):
         for m in modules:
             self.append(m)
         return self
-
-    def __getitem__(self, i: int) -> Module:
-        return list(self._modules.values())[i]
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
 
 
 class ModuleDict(Module):

@@ -106,6 +106,14 @@ def profile() -> Iterator[Profile]:
             prof.steps.append(step)
 
 
+def memory_report():
+    """The memory report of the step realized last (cpu engine): peak bytes, arguments,
+    results, live intermediates at the peak and the largest of them."""
+    if CACHE.last is None:
+        raise ValueError("memory_report: nothing has been realized yet")
+    return CACHE.last.memory_report()
+
+
 def cache_stats() -> CacheStats:
     """A snapshot of the executable cache: hits, misses and, per miss, its reason."""
     return copy.deepcopy(CACHE.stats)

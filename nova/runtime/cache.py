@@ -102,6 +102,7 @@ class ExecutableCache:
         self._last_key: tuple | None = None
         self._site_misses: Counter[str] = Counter()
         self.stats = CacheStats()
+        self.last: Executable | None = None   # the executable of the latest realization
 
     def lookup(self, key: tuple, build: Callable[[], Executable], engine: str = "") -> Executable:
         """The executable for structural ``key`` on ``engine``, built on a miss."""
@@ -125,6 +126,7 @@ class ExecutableCache:
                     "step should be tensors, not Python numbers or shapes.",
                     RecompileWarning, filename, lineno)
         self._last_key = key
+        self.last = exe
         return exe
 
     def clear(self) -> None:

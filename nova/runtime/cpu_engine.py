@@ -23,6 +23,7 @@ from nova.compiler.lowering.plan import KernelPlan, plan_kernels
 from nova.compiler.passes.fusion import fuse
 from nova.runtime import threads
 from nova.runtime.buffer_pool import BufferPool
+from nova.runtime.memory_report import Buffer, MemoryReport, liveness_report
 from nova.runtime.interpreter import InterpreterError, affected_outputs, run_region
 from nova.runtime.kernel_cache import KERNELS, KernelFn
 
@@ -94,6 +95,15 @@ class CpuProgram:
             with open(os.path.join(directory, name), "w") as f:
                 f.write(text)
         print(f"nova: NOVA_DEBUG wrote {directory}", file=sys.stderr)
+
+    def memory_report(self, args: Sequence[np.ndarray]) -> MemoryReport:
+        """Peak memory of this step from liveness over its kernels (see memory_report)."""
+        steps = [(st.inputs, st.out, Buffer(int(np.prod(st.shape, dtype=np.int64)) *
+                                            np.dtype(st.np_dtype).itemsize, st.shape,
+                                            np.dtype(st.np_dtype).name,
+                                            f"{st.plan.name} ({st.plan.kind})"))
+                 for st in self.steps]
+        return liveness_report([a.nbytes for a in args], steps, self.release, self.outputs)
 
     @property
     def num_kernels(self) -> int:

@@ -447,11 +447,20 @@ def _float_only(op: str, x: Any) -> Tensor:
     return x
 
 
+def _row_shift(x: Tensor, dims: Any) -> Tensor:
+    """The max along ``dims``, subtracted for numerical stability only. softmax,
+    log_softmax and logsumexp are exactly invariant to it (f(x - c) = f(x) resp.
+    f(x) - c), so it carries no gradient: the backward pass never differentiates the
+    max, and need not keep its input alive (PyTorch's softmax backward likewise uses
+    only the output)."""
+    return amax(x, dims, keepdim=True).detach()
+
+
 def logsumexp(x: Tensor, dim: Any, keepdim: builtins.bool = False) -> Tensor:
     """log(sum(exp(x))) computed stably around the max (rows of -inf give -inf)."""
     x = _as_float("logsumexp", x)
     axes = normalize_dims("logsumexp", dim, x.ndim, x.shape)
-    m = amax(x, axes, keepdim=True)
+    m = _row_shift(x, axes)
     m = where(isinf(m), 0.0, m)
     s = log(sum(exp(sub(x, m)), axes, keepdim=True))
     out = add(s, m)
@@ -464,14 +473,14 @@ def logsumexp(x: Tensor, dim: Any, keepdim: builtins.bool = False) -> Tensor:
 def softmax(x: Tensor, dim: builtins.int = -1, dtype: Any = None) -> Tensor:
     x = _as_float("softmax", x if dtype is None else cast(x, dt.get_dtype(dtype)))
     d = normalize_dim("softmax", dim, x.ndim, x.shape)
-    e = exp(sub(x, amax(x, d, keepdim=True)))
+    e = exp(sub(x, _row_shift(x, d)))
     return div(e, sum(e, d, keepdim=True))
 
 
 def log_softmax(x: Tensor, dim: builtins.int = -1, dtype: Any = None) -> Tensor:
     x = _as_float("log_softmax", x if dtype is None else cast(x, dt.get_dtype(dtype)))
     d = normalize_dim("log_softmax", dim, x.ndim, x.shape)
-    shifted = sub(x, amax(x, d, keepdim=True))
+    shifted = sub(x, _row_shift(x, d))
     return sub(shifted, log(sum(exp(shifted), d, keepdim=True)))
 
 

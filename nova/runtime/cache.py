@@ -110,7 +110,8 @@ class ExecutableCache:
         if exe is not None:
             self.stats.hits += 1
         else:
-            reason = explain_difference(key, self._last_key)
+            reason = (f"first compilation for engine {engine}" if key == self._last_key
+                      else explain_difference(key, self._last_key))
             exe = build()
             self._entries[(engine, key)] = exe
             filename, lineno = _user_frame()

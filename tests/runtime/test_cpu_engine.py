@@ -87,13 +87,18 @@ def test_cpu_engine_matches_interpreter_on_random_programs(program):
     """Results that pass through sums, matmuls or softmax are allowed rtol 1e-4: the cpu
     engine accumulates in a different order (vectorized, in float64 for sums) than
     numpy's pairwise summation, and float32 rounds each differently. The absolute
-    tolerance scales with each array's magnitude (1e-5 of its largest entry), because a
-    gradient's small entries are often differences of large terms, where rounding-order
-    noise of the large terms is all that separates the engines."""
+    tolerance is 1e-5 of the scale at which float32 rounding happens: the largest entry
+    of the array, or of the upstream gradient 2x of the loss sum(x^2), whichever is
+    larger, because a gradient's small entries are often differences of terms of that
+    size (softmax's backward subtracts sum(g p) from g), where rounding-order noise of
+    the large terms is all that separates the engines. Gradients get rtol 1e-3: backward
+    formulas such as tanh' = 1 - y^2 amplify a 1-ulp difference in the forward y (the
+    engines' tanh and exp differ by up to one ulp) by 1 / (1 - y^2) near saturation."""
     interp, cpu = both(program)
-    for a, b in zip(interp, cpu):
-        scale = 1.0 + float(np.max(np.abs(a))) if a.size else 1.0
-        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5 * scale)
+    upstream = 2.0 * float(np.max(np.abs(interp[0]))) if interp[0].size else 0.0
+    for k, (a, b) in enumerate(zip(interp, cpu)):
+        scale = 1.0 + max(float(np.max(np.abs(a))) if a.size else 0.0, upstream)
+        np.testing.assert_allclose(b, a, rtol=1e-4 if k == 0 else 1e-3, atol=1e-5 * scale)
 
 
 def test_elementwise_chains_are_bit_faithful_to_float32_rounding():

@@ -96,14 +96,14 @@ class CpuProgram:
                 f.write(text)
         print(f"nova: NOVA_DEBUG wrote {directory}", file=sys.stderr)
 
-    def memory_report(self, args: Sequence[np.ndarray]) -> MemoryReport:
+    def memory_report(self, arg_bytes: Sequence[int]) -> MemoryReport:
         """Peak memory of this step from liveness over its kernels (see memory_report)."""
         steps = [(st.inputs, st.out, Buffer(int(np.prod(st.shape, dtype=np.int64)) *
                                             np.dtype(st.np_dtype).itemsize, st.shape,
                                             np.dtype(st.np_dtype).name,
                                             f"{st.plan.name} ({st.plan.kind})"))
                  for st in self.steps]
-        return liveness_report([a.nbytes for a in args], steps, self.release, self.outputs)
+        return liveness_report(list(arg_bytes), steps, self.release, self.outputs)
 
     @property
     def num_kernels(self) -> int:

@@ -44,13 +44,13 @@ class Executable:
 
     def run(self, buffers: Sequence[np.ndarray]) -> list[np.ndarray]:
         self.runs += 1
-        self.last_args = list(buffers)
+        self.last_arg_bytes = [b.nbytes for b in buffers]   # sizes only: no buffer kept alive
         return self._program(buffers)
 
     def memory_report(self):
         """Peak bytes of this step and what holds them (cpu engine, after a run)."""
         if self.engine != "cpu":
             raise ValueError("memory_report: only the cpu engine plans its buffers")
-        if not hasattr(self, "last_args"):
+        if not hasattr(self, "last_arg_bytes"):
             raise ValueError("memory_report: the step has not run yet")
-        return self._program.memory_report(self.last_args)
+        return self._program.memory_report(self.last_arg_bytes)

@@ -10,9 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nova as nv
+from nova.compiler.irgen import build_module
 from nova.compiler.lowering import plan_kernels
+from nova.compiler.passes import simplify
 from nova.compiler.passes.fusion import fuse
 from nova.runtime.kernel_cache import KERNELS
+from nova.tensor.realize import pending_graph
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -203,10 +206,7 @@ def test_fused_dump_profile_and_debug_files(tmp_path):
 
 def test_elementwise_kernels_vectorize_for_the_host():
     x = nv.tensor(np.ones((64, 64), np.float32))
-    module = fuse(__import__("nova.compiler.passes", fromlist=["simplify"]).simplify(
-        __import__("nova.compiler.irgen", fromlist=["build_module"]).build_module(
-            __import__("nova.tensor.realize", fromlist=["pending_graph"]).pending_graph(
-                x * 2.0 + 1.0))))
+    module = fuse(simplify(build_module(pending_graph(x * 2.0 + 1.0))))
     (plan,) = plan_kernels(module)
     ir = str(KERNELS.optimized(plan))
     assert " x float>" in ir   # LLVM's vectorizer used the host's vector width

@@ -31,6 +31,9 @@ _STORAGE = {"f32": F32, "f64": F64, "f16": F16, "bf16": I16, "i32": I32, "i64": 
 _COMPUTE = {"f32": F32, "f64": F64, "f16": F32, "bf16": F32, "i32": I32, "i64": I64, "i1": I1}
 _FLOAT_FNS = {"exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tanh": "tanh",
               "erf": "erf", "sqrt": "sqrt"}
+_FLOAT_BINARY = {"add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv"}
+_INT_BINARY = {"add": "add", "sub": "sub", "mul": "mul"}
+_INT_SELECT = {"maximum": ">", "minimum": "<"}
 _FCMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 
 
@@ -344,20 +347,10 @@ class Emitter:
             if name in _FLOAT_FNS:
                 return b.call(self.libm(_FLOAT_FNS[name], ty), [x])
             y = args[1]
-            if name == "add":
-                return b.fadd(x, y)
-            if name == "sub":
-                return b.fsub(x, y)
-            if name == "mul":
-                return b.fmul(x, y)
-            if name == "div":
-                return b.fdiv(x, y)
-            if name == "maximum":
-                return b.call(self.intrinsic("maximum", ty, 2), [x, y])
-            if name == "minimum":
-                return b.call(self.intrinsic("minimum", ty, 2), [x, y])
-            if name == "pow":
-                return b.call(self.intrinsic("pow", ty, 2), [x, y])
+            if name in _FLOAT_BINARY:
+                return getattr(b, _FLOAT_BINARY[name])(x, y)
+            if name in ("maximum", "minimum", "pow"):   # NaN-propagating intrinsics
+                return b.call(self.intrinsic(name, ty, 2), [x, y])
         else:
             x = args[0]
             if name == "neg":
@@ -365,16 +358,10 @@ class Emitter:
             if name == "abs":
                 return b.select(b.icmp_signed("<", x, ir.Constant(ty, 0)), b.neg(x), x)
             y = args[1]
-            if name == "add":
-                return b.add(x, y)
-            if name == "sub":
-                return b.sub(x, y)
-            if name == "mul":
-                return b.mul(x, y)
-            if name == "maximum":
-                return b.select(b.icmp_signed(">", x, y), x, y)
-            if name == "minimum":
-                return b.select(b.icmp_signed("<", x, y), x, y)
+            if name in _INT_BINARY:
+                return getattr(b, _INT_BINARY[name])(x, y)
+            if name in _INT_SELECT:
+                return b.select(b.icmp_signed(_INT_SELECT[name], x, y), x, y)
             if name == "div":
                 zero = b.icmp_signed("==", y, ir.Constant(ty, 0))
                 self.fail_if(zero)

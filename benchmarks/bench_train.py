@@ -24,11 +24,13 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 
 
-def run_isolated(framework: str, work: Work, timeout: float) -> Result:
+def run_isolated(framework: str, work: Work, timeout: float,
+                 env: dict[str, str] | None = None) -> Result:
     cmd = [sys.executable, "-m", "benchmarks.run_one", framework, work.preset, str(work.steps),
            str(work.batch_size)]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if proc.returncode != 0 or line is None:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
@@ -38,7 +40,7 @@ def run_isolated(framework: str, work: Work, timeout: float) -> Result:
     data = json.loads(line[len("RESULT "):])
     r = Result(data["framework"], data["preset"], data["steps"], data["tokens_per_step"],
                data["step_times"], data["losses"], data["peak_rss_mb"], data["available"],
-               data["note"])
+               data["note"], data.get("planned_peak_mb", 0.0))
     print(f"  {framework:14s} done in {time.perf_counter() - t0:6.1f}s"
           + ("" if r.available else f"  ({r.note})"), flush=True)
     return r

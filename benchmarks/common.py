@@ -51,6 +51,7 @@ class Result:
     peak_rss_mb: float = 0.0
     available: bool = True
     note: str = ""
+    planned_peak_mb: float = 0.0    # Nova: the step's memory plan (nv.debug.memory_report)
 
     @property
     def first_step_s(self) -> float:

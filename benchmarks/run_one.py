@@ -41,6 +41,9 @@ def run(framework: str, work: Work) -> Result:
     baseline = rss_mb()
     result.step_times, result.losses = train(work)
     result.peak_rss_mb = max(peak_rss_mb() - baseline, 0.0)
+    if framework == "nova":
+        import nova as nv
+        result.planned_peak_mb = nv.debug.memory_report().peak_bytes / 2**20
     return result
 
 

@@ -27,7 +27,8 @@ from nova.tensor.ops import (
 )
 from nova.tensor.random import Generator, default_generator, manual_seed
 from nova.tensor.realize import RealizationError, realize
-from nova.runtime.engine import engine, get_engine, set_engine
+from nova.runtime.engine import engine, get_engine, get_remat, set_engine, set_remat
+from nova.runtime.memory_plan import NovaOutOfMemoryError
 from nova.runtime.threads import get_num_threads, set_num_threads
 from nova.serialization import CheckpointError, load, save
 from nova.tensor.tensor import Tensor

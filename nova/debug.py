@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 
 from nova.compiler.irgen import build_module
 from nova.compiler.lowering import plan_kernels
-from nova.compiler.passes import simplify
+from nova.compiler.passes import optimize
 from nova.compiler.passes.fusion import fuse
 from nova.runtime.cache import CACHE, CacheStats
 from nova.runtime.cpu_engine import PROFILE
+from nova.runtime.engine import get_remat
 from nova.runtime.kernel_cache import KERNELS
 from nova.tensor.realize import pending_graph
 from nova.tensor.tensor import Tensor
@@ -24,7 +25,7 @@ def dump_ir(*tensors: Tensor, stage: str = "nova") -> str:
     """The verified ``func.func @step`` that would compute ``tensors``, as MLIR text.
 
     ``stage="trace"`` is the function exactly as recorded; ``"nova"`` (the default) is
-    after CSE and DCE, the form the engines run; ``"fused"`` groups it into the
+    after CSE, DCE and rematerialization (``nv.set_remat``), the form the engines run; ``"fused"`` groups it into the
     ``nova.fusion`` kernels the cpu engine compiles, followed by each kernel's loop plan.
     Nothing runs.
     """
@@ -38,7 +39,7 @@ def dump_ir(*tensors: Tensor, stage: str = "nova") -> str:
     module = build_module(pending_graph(*tensors))
     if stage == "trace":
         return str(module)
-    module = simplify(module)
+    module = optimize(module, get_remat())
     if stage == "nova":
         return str(module)
     fused = fuse(module)
@@ -50,7 +51,7 @@ def dump(directory: str, *tensors: Tensor) -> list[str]:
     """Write the nova IR, the fused IR with loop plans, and the LLVM IR of every kernel
     of the step that would compute ``tensors`` into ``directory``; returns the paths."""
     os.makedirs(directory, exist_ok=True)
-    module = simplify(build_module(pending_graph(*tensors)))
+    module = optimize(build_module(pending_graph(*tensors)), get_remat())
     fused = fuse(module)
     plans = plan_kernels(fused)
     files = {"step.nova.mlir": str(module),
@@ -112,6 +113,17 @@ def memory_report():
     if CACHE.last is None:
         raise ValueError("memory_report: nothing has been realized yet")
     return CACHE.last.memory_report()
+
+
+def set_memory_limit(nbytes: int | None) -> None:
+    """Refuse (with ``NovaOutOfMemoryError`` and the plan's report) any step whose planned
+    peak exceeds ``nbytes``; ``None`` removes the limit. Applies to steps compiled later
+    and to steps that have not run yet."""
+    from nova.runtime.cpu_engine import MEMORY_LIMIT
+    if nbytes is not None and (not isinstance(nbytes, int) or nbytes <= 0):
+        raise ValueError(f"set_memory_limit: expected a positive number of bytes or None, "
+                         f"got {nbytes!r}")
+    MEMORY_LIMIT[0] = nbytes
 
 
 def cache_stats() -> CacheStats:

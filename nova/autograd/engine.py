@@ -14,6 +14,7 @@ from nova.autograd import grad_mode, graph
 from nova.autograd.rules import vjp
 from nova.tensor import ops
 from nova.tensor.tensor import Tensor
+from nova.tensor.trace import recording_backward
 
 
 def _as_list(x: Any) -> list:
@@ -92,7 +93,7 @@ def _run(outputs: list[Tensor], grads: list[Tensor], retain_graph: bool, create_
             g = g if create_graph else g.detach()
             leaf.grad = g if leaf.grad is None else ops.add(leaf.grad, g)
 
-    with grad_mode.set_grad_enabled(create_graph):
+    with grad_mode.set_grad_enabled(create_graph), recording_backward():
         for out, g in zip(outputs, grads):
             deliver(out._grad_edge(), g)
         for fn in _topological([out._grad_fn for out in outputs]):

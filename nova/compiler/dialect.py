@@ -552,6 +552,10 @@ class ScatterAddOp(IRDLOperation):
 
 # ---------------------------------------------------------------- fused kernels
 
+# A discardable attribute on ops recorded by the backward pass: rematerialization and the
+# memory report use it to tell forward values (activations) from backward ones.
+BACKWARD_ATTR = "nova.backward"
+
 KERNEL_KINDS = ("elementwise", "reduce", "rows", "matmul", "scatter")
 
 

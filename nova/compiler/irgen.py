@@ -6,10 +6,18 @@ from typing import Any
 
 from xdsl.builder import ImplicitBuilder
 from xdsl.dialects import func
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import (
+    FloatAttr,
+    IntegerAttr,
+    ModuleOp,
+    StringAttr,
+    UnitAttr,
+    i64,
+)
 from xdsl.ir import Attribute
 
 from nova.compiler import dialect as nd
+from nova.compiler.dialect import BACKWARD_ATTR
 from nova.tensor.trace import GraphNode, PendingGraph
 
 
@@ -50,6 +58,8 @@ def build_module(graph: PendingGraph, name: str = "step") -> ModuleOp:
             op = op_cls.create(operands=[values[i] for i in n.inputs],
                                result_types=[nd.tensor_type(n.shape, n.dtype.mlir)],
                                properties=_props(n))
+            if n.backward:
+                op.attributes[BACKWARD_ATTR] = UnitAttr()
             values.append(op.results[0])
         func.ReturnOp(*[values[i] for i in graph.outputs])
     module = ModuleOp([fn])

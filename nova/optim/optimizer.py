@@ -16,7 +16,7 @@ import numpy as np
 from nova.autograd.grad_mode import no_grad
 from nova.tensor import dtypes as dt
 from nova.tensor.creation import tensor
-from nova.tensor.realize import realize
+from nova.tensor.realize import ROLES, realize
 from nova.tensor.tensor import Tensor
 
 
@@ -84,6 +84,7 @@ class Optimizer:
             from nova.autograd.grad_mode import enable_grad
             with enable_grad():
                 loss = closure()
+        self._name_buffers()
         with no_grad():
             for group in self.param_groups:
                 for p in group["params"]:
@@ -97,6 +98,15 @@ class Optimizer:
     def _update(self, group: dict[str, Any], p: Tensor, grad: Tensor,
                 state: dict[str, Any]) -> None:
         raise NotImplementedError
+
+    def _name_buffers(self) -> None:
+        """Tell the memory report which step inputs are parameters and optimizer state."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                ROLES[p.node] = "parameter"
+                for v in self.state.get(p, {}).values():
+                    if isinstance(v, Tensor):
+                        ROLES[v.node] = "optimizer state"
 
     # ------------------------------------------------------------ state dicts
 

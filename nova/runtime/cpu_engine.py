@@ -2,8 +2,10 @@
 
 ``CpuProgram`` turns a verified nova module into a list of compiled kernels with the
 slots they read and write. Replay allocates each kernel's output, calls the kernel on
-one or more threads, and drops every buffer after its last reader, so peak memory
-follows liveness. (Arena planning and donation are the memory-planning issue's.)
+one or more threads. Where each buffer lives is decided once, at compile time, by the
+memory plan (``nova.runtime.memory_plan``): kernels run in a memory-aware order, every
+intermediate is a fixed view into one arena, and results may be written over donated
+arguments (an optimizer update over the old parameter).
 """
 from __future__ import annotations
 
@@ -19,14 +21,20 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
+from nova.compiler import dialect as nd
 from nova.compiler.lowering.plan import KernelPlan, plan_kernels
 from nova.compiler.passes.fusion import fuse
 from nova.runtime import threads
-from nova.runtime.buffer_pool import BufferPool
-from nova.runtime.memory_report import Buffer, MemoryReport, liveness_report
 from nova.runtime.interpreter import InterpreterError, affected_outputs, run_region
 from nova.runtime.kernel_cache import KERNELS, KernelFn
-
+from nova.runtime.memory_plan import (
+    KernelUse,
+    MemoryPlan,
+    NovaOutOfMemoryError,
+    plan_memory,
+)
+from nova.runtime.memory_report import Buffer, MemoryReport, is_backward, plan_report
+from nova.tensor import dtypes as dt
 
 # The active ``nv.debug.profile()`` collector, if any: (kernel, description, seconds).
 PROFILE: list[list[tuple[str, str, float]]] = []
@@ -42,12 +50,49 @@ class Step:
     np_dtype: np.dtype
     scratch: tuple[tuple[int, ...], np.dtype] | None
     work: int
+    donate: int | None = None   # the argument slot this kernel may write its result over
+
+
+# Ops that read their operands at their own result's index (no movement, no reduction).
+_POINTWISE = {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tanh",
+              "erf", "cast", "add", "sub", "mul", "div", "maximum", "minimum", "pow",
+              "compare", "where"}
+
+
+def pointwise_inputs(plan: KernelPlan) -> frozenset[int]:
+    """Positions of the inputs that an elementwise kernel reads only at the output's own
+    index: every op downstream of the input is pointwise and shaped like the output. Its
+    result may then be written over that input (element i is read before it is written,
+    by the same thread, in the same vector lane)."""
+    if plan.kind != "elementwise":
+        return frozenset()
+    out_type = plan.fusion.outputs[0].type
+    found = []
+    for i, arg in enumerate(plan.fusion.body.block.args):
+        if arg.type != out_type:
+            continue
+        ok, frontier, seen = True, [u.operation for u in arg.uses], set()
+        while frontier and ok:
+            op = frontier.pop()
+            if id(op) in seen:
+                continue
+            seen.add(id(op))
+            if op.name == "nova.yield":
+                continue
+            if op.name.removeprefix("nova.") not in _POINTWISE or op.results[0].type.get_shape() \
+                    != out_type.get_shape():
+                ok = False
+            else:
+                frontier += [u.operation for u in op.results[0].uses]
+        if ok:
+            found.append(i)
+    return frozenset(found)
 
 
 class CpuProgram:
     """A compiled step: ``run(args) -> outputs`` like the interpreter's Program."""
 
-    def __init__(self, module: ModuleOp):
+    def __init__(self, module: ModuleOp, reorder: bool = True):
         self.fused = fuse(module)
         self.plans = plan_kernels(self.fused)
         if os.environ.get("NOVA_DEBUG") == "1":
@@ -55,7 +100,9 @@ class CpuProgram:
         fn = next(op for op in self.fused.ops if isinstance(op, func.FuncOp))
         slot = {a: i for i, a in enumerate(fn.body.block.args)}
         self.n_args = len(slot)
-        self.steps: list[Step] = []
+        self.arg_types = [(tuple(a.type.get_shape()), a.type.get_element_type())
+                          for a in fn.body.block.args]
+        steps: list[Step] = []
         fusions = [op for op in fn.body.block.ops if op.name == "nova.fusion"]
         for plan, op in zip(self.plans, fusions):
             out = len(slot)
@@ -65,19 +112,58 @@ class CpuProgram:
             for n in plan.schedule.loops:
                 work *= n
             scratch = (plan.scratch[0], plan.scratch[1].np) if plan.scratch else None
-            self.steps.append(Step(plan, KERNELS.get(plan), tuple(slot[v] for v in op.inputs),
-                                   out, shape, dtype.np, scratch, work))
+            steps.append(Step(plan, KERNELS.get(plan), tuple(slot[v] for v in op.inputs),
+                              out, shape, dtype.np, scratch, work))
         self.outputs = tuple(slot[v] for v in fn.body.block.last_op.operands)
-        self._pool = BufferPool()
-        last_use: dict[int, int] = {}
-        for k, st in enumerate(self.steps):
-            for i in st.inputs:
-                last_use[i] = k
-        keep = set(self.outputs)
-        self.release: list[list[int]] = [[] for _ in self.steps]
-        for s, k in last_use.items():
-            if s not in keep and s >= self.n_args:
-                self.release[k].append(s)
+        uses = [KernelUse(st.inputs, st.out, _nbytes(st.shape, st.np_dtype),
+                          _nbytes(*st.scratch) if st.scratch else 0,
+                          frozenset(st.inputs[i] for i in pointwise_inputs(st.plan)),
+                          np.dtype(st.np_dtype).name)
+                for st in steps]
+        arg_dtypes = [np.dtype(_np_dtype(t)).name for _, t in self.arg_types]
+        arg_nbytes = [_nbytes(s, np.dtype(d)) for (s, _), d in zip(self.arg_types, arg_dtypes)]
+        self.memory_plan: MemoryPlan = plan_memory(self.n_args, uses, self.outputs, arg_nbytes,
+                                                   arg_dtypes, reorder=reorder)
+        self.uses = uses
+        for k, a in self.memory_plan.donate.items():
+            steps[k].donate = a
+        self.steps = [steps[k] for k in self.memory_plan.order]
+        self.release = self.memory_plan.release
+        self._views: dict[int, np.ndarray] | None = None   # slot -> its view of the arena
+        self._scratch_views: list[np.ndarray | None] = []
+
+    @property
+    def donation_candidates(self) -> frozenset[int]:
+        """Arguments this step can write results over, if the caller donates them."""
+        return frozenset(self.memory_plan.donate.values())
+
+    def _arena(self, arg_bytes: list[int]) -> None:
+        """Allocate the arena (once; it is kept for every later run) and cut its views."""
+        mp = self.memory_plan
+        report = self.memory_report(arg_bytes)
+        limit = MEMORY_LIMIT[0]
+        try:
+            if limit is not None and report.peak_bytes > limit:
+                raise MemoryError
+            arena = np.empty(max(mp.arena_bytes, 1), dtype=np.uint8)
+        except MemoryError:
+            where = (f"the memory limit of {limit / 2**20:.1f} MiB (nv.debug.set_memory_limit)"
+                     if limit is not None else "the memory available")
+            raise NovaOutOfMemoryError(
+                f"nova: the step needs {report.peak_bytes / 2**20:.1f} MiB, more than {where}."
+                f"\n{report}\nTo use less: nv.set_remat('aggressive') (recompute attention "
+                "scores and MLP activations in the backward), a smaller batch or sequence, "
+                "or a smaller model.") from None
+        views = {}
+        for st in self.steps:
+            if st.out in mp.offsets:
+                views[st.out] = _view(arena, mp.offsets[st.out], st.shape, st.np_dtype)
+        self._scratch_views = [None] * len(self.steps)
+        for k, off in mp.scratch_offsets.items():
+            p = mp.order.index(k)
+            self._scratch_views[p] = _view(arena, off, *self.steps[p].scratch)
+        self._arena_buffer = arena
+        self._views = views
 
     _debug_count = 0
 
@@ -96,14 +182,18 @@ class CpuProgram:
                 f.write(text)
         print(f"nova: NOVA_DEBUG wrote {directory}", file=sys.stderr)
 
-    def memory_report(self, arg_bytes: Sequence[int]) -> MemoryReport:
-        """Peak memory of this step from liveness over its kernels (see memory_report)."""
-        steps = [(st.inputs, st.out, Buffer(int(np.prod(st.shape, dtype=np.int64)) *
-                                            np.dtype(st.np_dtype).itemsize, st.shape,
-                                            np.dtype(st.np_dtype).name,
-                                            f"{st.plan.name} ({st.plan.kind})"))
-                 for st in self.steps]
-        return liveness_report(list(arg_bytes), steps, self.release, self.outputs)
+    def memory_report(self, arg_bytes: Sequence[int] | None,
+                      roles: Sequence[str] | None = None,
+                      donated: frozenset[int] = frozenset()) -> MemoryReport:
+        """Peak memory of this step from its plan (see memory_report)."""
+        if arg_bytes is None:
+            arg_bytes = [_nbytes(s, np.dtype(_np_dtype(t))) for s, t in self.arg_types]
+        buffers = {st.out: Buffer(_nbytes(st.shape, st.np_dtype), st.shape,
+                                  np.dtype(st.np_dtype).name,
+                                  f"{st.plan.name} ({st.plan.kind})") for st in self.steps}
+        return plan_report(self.memory_plan, list(arg_bytes), list(roles or []), buffers,
+                           self.outputs, {st.out for st in self.steps if st.donate in donated},
+                           [is_backward(st.plan.fusion) for st in self.steps])
 
     @property
     def num_kernels(self) -> int:
@@ -129,33 +219,50 @@ class CpuProgram:
             raise InterpreterError(f"kernel {st.plan.name} ({st.plan.kind}) reported an index "
                                    "out of range or an integer division by zero", affected)
 
-    def __call__(self, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+    def __call__(self, args: Sequence[np.ndarray],
+                 donated: frozenset[int] = frozenset()) -> list[np.ndarray]:
+        """Run the step. ``donated``: argument slots nobody else holds; results planned
+        over them are written in place (the argument's values are gone afterwards)."""
         values: list[np.ndarray | None] = [np.ascontiguousarray(a) for a in args]
-        blocks: list[np.ndarray | None] = [None] * len(values)
-        keep = set(self.outputs)
+        values += [None] * len(self.steps)
+        if self._views is None:
+            self._arena([a.nbytes for a in values[:self.n_args]])
+        views = self._views
         timing = bool(PROFILE)
-        pool = self._pool
-        for k, st in enumerate(self.steps):
-            if st.out in keep:   # results escape to tensors: never recycled
-                out, block = np.empty(st.shape, dtype=st.np_dtype), None
-            else:
-                out, block = pool.take(st.shape, st.np_dtype)
+        for p, st in enumerate(self.steps):
+            out = views.get(st.out)
+            if out is None:
+                if st.donate is not None and st.donate in donated:
+                    out = values[st.donate].reshape(st.shape)   # a view: same bytes
+                else:       # a result: it escapes to a tensor
+                    out = np.empty(st.shape, dtype=st.np_dtype)
             bufs = [values[i] for i in st.inputs] + [out]
-            scratch_block = None
             if st.scratch is not None:
-                scratch, scratch_block = pool.take(*st.scratch)
-                bufs.append(scratch)
+                bufs.append(self._scratch_views[p])
             t0 = time.perf_counter() if timing else 0.0
-            self._call(k, st, bufs)
+            self._call(p, st, bufs)
             if timing:
                 PROFILE[-1].append((st.plan.name, st.plan.describe(), time.perf_counter() - t0))
-            values.append(out)
-            blocks.append(block)
-            if scratch_block is not None:
-                pool.give(scratch_block)
-            for i in self.release[k]:
+            values[st.out] = out
+            for i in self.release[p]:
                 values[i] = None
-                if blocks[i] is not None:
-                    pool.give(blocks[i])
-                    blocks[i] = None
         return [values[i] for i in self.outputs]
+
+
+# The most bytes a step may plan for (None: whatever allocation succeeds); set with
+# ``nv.debug.set_memory_limit`` or NOVA_MEMORY_LIMIT_MB.
+MEMORY_LIMIT: list[int | None] = [int(float(os.environ["NOVA_MEMORY_LIMIT_MB"]) * 2**20)
+                                  if os.environ.get("NOVA_MEMORY_LIMIT_MB") else None]
+
+
+def _nbytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+
+
+def _np_dtype(element_type) -> np.dtype:
+    return dt.from_mlir(nd.element_name(element_type)).np
+
+
+def _view(arena: np.ndarray, offset: int, shape: tuple[int, ...], dtype) -> np.ndarray:
+    n = _nbytes(shape, dtype)
+    return arena[offset:offset + n].view(dtype).reshape(shape)

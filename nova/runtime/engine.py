@@ -32,3 +32,20 @@ def engine(name: str) -> Iterator[None]:
         yield
     finally:
         set_engine(prev)
+
+
+_remat = {"mode": os.environ.get("NOVA_REMAT", "default")}
+
+
+def get_remat() -> str:
+    return _remat["mode"]
+
+
+def set_remat(mode: str) -> None:
+    """``nv.set_remat("off" | "default" | "aggressive")``: how much of the forward the
+    backward recomputes instead of keeping (see nova.compiler.passes.remat). A step
+    compiled under another mode compiles again."""
+    from nova.compiler.passes.remat import MODES
+    if mode not in MODES:
+        raise ValueError(f"set_remat: unknown mode {mode!r}; valid modes are {MODES}")
+    _remat["mode"] = mode

@@ -42,9 +42,21 @@ class Executable:
     def ir(self) -> str:
         return str(self.module)
 
-    def run(self, buffers: Sequence[np.ndarray]) -> list[np.ndarray]:
+    @property
+    def donation_candidates(self) -> frozenset[int]:
+        """Arguments whose buffers this step can reuse for results (cpu engine)."""
+        return self._program.donation_candidates if self.engine == "cpu" else frozenset()
+
+    def run(self, buffers: Sequence[np.ndarray], donated: frozenset[int] = frozenset(),
+            roles: Sequence[str] = ()) -> list[np.ndarray]:
+        """Run on ``buffers``. ``donated`` arguments (a subset of ``donation_candidates``
+        that the caller guarantees nobody else reads) may be overwritten by results;
+        ``roles`` name the arguments for the memory report."""
         self.runs += 1
         self.last_arg_bytes = [b.nbytes for b in buffers]   # sizes only: no buffer kept alive
+        self.last_roles, self.last_donated = list(roles), donated
+        if self.engine == "cpu":
+            return self._program(buffers, donated)
         return self._program(buffers)
 
     def memory_report(self):
@@ -53,4 +65,5 @@ class Executable:
             raise ValueError("memory_report: only the cpu engine plans its buffers")
         if not hasattr(self, "last_arg_bytes"):
             raise ValueError("memory_report: the step has not run yet")
-        return self._program.memory_report(self.last_arg_bytes)
+        return self._program.memory_report(self.last_arg_bytes, self.last_roles,
+                                           self.last_donated)

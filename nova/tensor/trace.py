@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,22 @@ def canonical_attr(value: Any) -> Any:
     return value
 
 
+_recording_backward = [False]
+
+
+class recording_backward:
+    """While active, recorded nodes are marked as part of the backward pass. The mark
+    reaches the IR (``nova.backward``), where rematerialization and the memory report
+    use it to tell saved activations from temporaries."""
+
+    def __enter__(self) -> None:
+        self._prev = _recording_backward[0]
+        _recording_backward[0] = True
+
+    def __exit__(self, *exc) -> None:
+        _recording_backward[0] = self._prev
+
+
 class RealizationError(RuntimeError):
     """A pending value could not be computed; the message names the failing op."""
 
@@ -39,7 +55,7 @@ class Node:
     """One value of the trace: a primitive op applied to inputs, or a realized buffer."""
 
     __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "seq", "buffer", "sig",
-                 "__weakref__")
+                 "backward", "__weakref__")
 
     def __init__(self, op: str, inputs: tuple[Node, ...], attrs: dict[str, Any],
                  shape: tuple[int, ...], dtype: DType, buffer: np.ndarray | None = None):
@@ -50,8 +66,9 @@ class Node:
         self.dtype = dtype
         self.seq = next(_seq)  # creation order is a valid topological order
         self.buffer = buffer
+        self.backward = _recording_backward[0] and buffer is None
         self.sig = (op, tuple((k, canonical_attr(v)) for k, v in sorted(attrs.items())),
-                    shape, dtype.name)
+                    shape, dtype.name) + (("backward",) if self.backward else ())
 
     @property
     def realized(self) -> bool:
@@ -66,6 +83,7 @@ class Node:
         self.op = "buffer"
         self.inputs = ()
         self.attrs = {}
+        self.backward = False
         self.sig = ("buffer", (), self.shape, self.dtype.name)
 
     def __repr__(self) -> str:
@@ -123,6 +141,7 @@ class GraphNode:
     inputs: tuple[int, ...]
     shape: tuple[int, ...]
     dtype: DType
+    backward: bool = False
 
 
 @dataclass
@@ -140,6 +159,10 @@ class PendingGraph:
     outputs: list[int]
     key: tuple
     arg_buffers: list[np.ndarray]
+    # The trace nodes behind the numbering, for the donation check at realization (see
+    # nova.tensor.realize); dropped once the graph has run.
+    arg_nodes: list[Node] = field(default_factory=list)
+    pending_nodes: list[Node] = field(default_factory=list)
 
     def describe_value(self, i: int) -> str:
         if i < len(self.args):
@@ -183,10 +206,10 @@ def extract(outputs: list[Node]) -> PendingGraph:
     for k, n in enumerate(order):
         index[id(n)] = base + k
         gnodes.append(GraphNode(n.op, n.attrs, tuple(index[id(i)] for i in n.inputs),
-                                n.shape, n.dtype))
+                                n.shape, n.dtype, n.backward))
     out_ids = [index[id(n)] for n in outputs]
     key = (tuple(a.sig for a in args),
            tuple((n.sig, tuple(index[id(i)] for i in n.inputs)) for n in order),
            tuple(out_ids))
     return PendingGraph([(a.shape, a.dtype) for a in args], gnodes, out_ids, key,
-                        [a.buffer for a in args])
+                        [a.buffer for a in args], args, order)

@@ -1,4 +1,10 @@
 """Rewrites of the nova step function. Each pass consumes and produces verified nova IR."""
 from nova.compiler.passes.cleanup import simplify
+from nova.compiler.passes.remat import rematerialize
 
-__all__ = ["simplify"]
+__all__ = ["optimize", "rematerialize", "simplify"]
+
+
+def optimize(module, remat: str = "default"):
+    """The engines' pipeline before fusion: CSE/DCE, then rematerialization."""
+    return rematerialize(simplify(module), remat)

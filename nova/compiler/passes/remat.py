@@ -1,0 +1,206 @@
+"""Rematerialization: recompute cheap forward values in the backward instead of saving them.
+
+A training step's forward values that the backward reads ("saved activations") are what
+holds memory between the two passes. For each of them there is a choice: keep it, or
+recompute it in the backward from other values that are kept. This pass makes that
+choice for the whole step at once as a minimum cut, as AOTAutograd's partitioner does:
+
+* every forward value ``v`` is two flow-graph nodes ``v_in -> v_out`` whose capacity is
+  the bytes it takes to keep ``v`` (0 for arguments and step results: they are alive for
+  the whole step anyway; unbounded for movement ops and constants, which fusion folds
+  into index arithmetic and never stores, so keeping them means keeping their source);
+* ``u_out -> v_in`` (unbounded) for each operand ``u`` of ``v``;
+* ``source -> v_in`` (unbounded) for arguments and for values that may not be recomputed:
+  they must come from the forward;
+* ``v_out -> sink`` (unbounded) for each forward value the backward reads.
+
+A minimum cut cuts only ``v_in -> v_out`` edges; those values are kept, every other
+value the backward needs is recomputed from them by clones of the forward ops placed
+just before the backward op that reads it. Elementwise chains are cloned per reader, so
+fusion folds each into its reader's kernel (recomputing costs no stored bytes and no
+extra kernel); recomputed contractions are shared by their readers. The cut is the
+cheapest set of bytes from which the backward can be computed.
+
+What may be recomputed is the mode's choice:
+
+* ``default``: elementwise ops, movement, constants, and counter-based random bits (so a
+  dropout mask is recomputed from its (seed, offset) key, bit-identically). Never
+  reductions, contractions, gathers or scatters, and never values under
+  ``MIN_RECOMPUTE_BYTES`` (keeping those is cheaper than an extra kernel).
+* ``aggressive``: also contractions whose result is larger than their operands (the
+  attention scores ``q k^T``, the MLP's up projection) — the flash-attention trade: the
+  ``T x T`` probabilities are never stored. Reductions stay kept, so recompute chains
+  stop at each row statistic and each contracting projection.
+* ``off``: nothing is recomputed.
+
+Backward ops are the ones carrying ``nova.backward`` (recorded by ``loss.backward()``)
+and everything that depends on them (the optimizer update).
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy.sparse import csr_array
+from scipy.sparse.csgraph import breadth_first_order, maximum_flow
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, UnitAttr
+from xdsl.ir import Operation, SSAValue
+from xdsl.transforms.dead_code_elimination import dce
+
+from nova.compiler import dialect as nd
+from nova.compiler.dialect import BACKWARD_ATTR
+from nova.tensor import dtypes as dt
+
+MODES = ("off", "default", "aggressive")
+_POINTWISE = {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tanh",
+              "erf", "cast", "add", "sub", "mul", "div", "maximum", "minimum", "pow",
+              "compare", "where", "rng_uniform"}
+_FOLDED = {"broadcast_in_dim", "reshape", "transpose", "slice", "constant", "iota"}
+_INF = 2**30
+_UNIT = 64   # capacities count 64-byte units so any realistic step fits int32
+
+
+def _short(op: Operation) -> str:
+    return op.name.removeprefix("nova.")
+
+
+def _nbytes(v: SSAValue) -> int:
+    t = v.type
+    n = 1
+    for d in t.get_shape():
+        n *= d
+    return n * dt.from_mlir(nd.element_name(t.get_element_type())).np.itemsize
+
+
+# Values smaller than this are kept rather than recomputed: keeping them costs next to
+# nothing, while a recomputation whose reader cannot absorb it (a matmul operand, a
+# gather index) costs a kernel launch per reader.
+MIN_RECOMPUTE_BYTES = 64 * 1024
+
+
+def _recomputable(op: Operation, mode: str) -> bool:
+    name = _short(op)
+    if name in _FOLDED:
+        return True
+    if _nbytes(op.results[0]) < MIN_RECOMPUTE_BYTES:
+        return False
+    if name in _POINTWISE:
+        return True
+    if mode == "aggressive" and name == "matmul":
+        return _nbytes(op.results[0]) > sum(_nbytes(o) for o in op.operands)
+    return False
+
+
+def backward_ops(fn: func.FuncOp) -> set[Operation]:
+    """Ops marked as backward, and every op that depends on one."""
+    result: set[Operation] = set()
+    for op in fn.body.block.ops:
+        if op is fn.body.block.last_op:
+            break
+        if BACKWARD_ATTR in op.attributes or any(
+                isinstance(o.owner, Operation) and o.owner in result for o in op.operands):
+            result.add(op)
+    return result
+
+
+def choose_saved(fn: func.FuncOp, mode: str) -> tuple[set[SSAValue], set[SSAValue]]:
+    """(values kept for the backward, forward values the backward reads) by minimum cut.
+
+    Arguments and step results are alive for the whole step, so they are free to read
+    and never listed as kept."""
+    bwd = backward_ops(fn)
+    block = fn.body.block
+    ret = block.last_op
+    results = set(ret.operands)
+    fwd_values: list[SSAValue] = list(block.args)
+    fwd_values += [op.results[0] for op in block.ops if op is not ret and op not in bwd]
+    needed = {o for op in bwd for o in op.operands
+              if isinstance(o.owner, Operation) and o.owner not in bwd}
+    if not needed:
+        return set(), set()
+    index = {v: i for i, v in enumerate(fwd_values)}
+    n = len(fwd_values)
+    source, sink = 2 * n, 2 * n + 1
+    rows, cols, caps = [], [], []
+
+    def edge(a: int, b: int, c: int) -> None:
+        rows.append(a)
+        cols.append(b)
+        caps.append(c)
+
+    for v, i in index.items():
+        op = v.owner if isinstance(v.owner, Operation) else None
+        if op is None or v in results:
+            cap = 0
+        elif _short(op) in _FOLDED:
+            cap = _INF
+        else:
+            cap = _nbytes(v) // _UNIT + 1
+        edge(2 * i, 2 * i + 1, cap)
+        if op is None or not _recomputable(op, mode):
+            edge(source, 2 * i, _INF)
+        if op is not None:
+            for o in op.operands:
+                edge(2 * index[o] + 1, 2 * i, _INF)
+        if v in needed:
+            edge(2 * i + 1, sink, _INF)
+    graph = csr_array((np.array(caps, dtype=np.int32), (np.array(rows), np.array(cols))),
+                      shape=(2 * n + 2, 2 * n + 2))
+    graph.sum_duplicates()
+    flow = maximum_flow(graph, source, sink)
+    residual = (graph - flow.flow).tocsr()
+    residual.data = np.where(residual.data > 0, residual.data, 0)
+    residual.eliminate_zeros()
+    reach = set(breadth_first_order(residual, source, directed=True,
+                                    return_predecessors=False).tolist())
+    saved = {v for v, i in index.items() if 2 * i in reach and 2 * i + 1 not in reach
+             and isinstance(v.owner, Operation) and v not in results}
+    return saved, needed
+
+
+def rematerialize(module: ModuleOp, mode: str = "default") -> ModuleOp:
+    """Rewrite the step so the backward recomputes what the minimum cut does not keep."""
+    if mode not in MODES:
+        raise ValueError(f"remat: unknown mode {mode!r}; valid modes are {MODES}")
+    if mode == "off":
+        return module
+    fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    saved, needed = choose_saved(fn, mode)
+    if not needed:
+        return module
+    bwd = backward_ops(fn)
+    block = fn.body.block
+    args = set(block.args) | set(block.last_op.operands)   # alive all step anyway
+    shared: dict[SSAValue, SSAValue] = {}   # recomputed contractions: once per step
+
+    def available(v: SSAValue, before: Operation, local: dict[SSAValue, SSAValue]
+                  ) -> SSAValue:
+        """``v`` as the backward op ``before`` may read it: kept, or recomputed by clones
+        placed before it. Elementwise clones are made per reader (``local``) so fusion
+        folds each chain into its reader's kernel instead of storing it; contractions are
+        recomputed once (``shared``)."""
+        if v in args or v in saved:
+            return v
+        if v in local:
+            return local[v]
+        if v in shared:
+            return shared[v]
+        op = v.owner
+        operands = [available(o, before, local) for o in op.operands]
+        if _short(op) in _FOLDED and all(a is b for a, b in zip(operands, op.operands)):
+            return v   # a view or constant of kept values: fusion folds it into readers
+        clone = op.clone(value_mapper=dict(zip(op.operands, operands)))
+        clone.attributes[BACKWARD_ATTR] = UnitAttr()
+        block.insert_op_before(clone, before)
+        (shared if _short(op) == "matmul" else local)[v] = clone.results[0]
+        return clone.results[0]
+
+    for op in list(block.ops):
+        if op not in bwd:
+            continue
+        local: dict[SSAValue, SSAValue] = {}
+        new = [available(o, op, local) if o in needed else o for o in op.operands]
+        if any(a is not b for a, b in zip(new, op.operands)):
+            op.operands = new
+    dce(module)   # forward ops that only fed the backward are now dead (no CSE: it
+    module.verify()   # would merge the per-reader clones again)
+    return module

@@ -125,3 +125,27 @@ def test_two_donations_that_would_order_each_other_in_a_cycle_take_only_one():
     plan = _plan(2, ks, [2, 3])
     assert plan.donate == {0: 0}
     assert plan.order == [1, 0]
+
+
+def test_planned_order_and_arena_give_the_program_order_results():
+    import nova as nv
+    from models.gpt import GPT, preset
+    from nova.compiler.irgen import build_module
+    from nova.compiler.passes import optimize
+    from nova.runtime.cpu_engine import CpuProgram
+    from nova.tensor.realize import pending_graph
+
+    nv.manual_seed(0)
+    cfg = preset("tiny")
+    model = GPT(cfg)
+    x = nv.tensor(np.random.default_rng(0).integers(0, 256, (2, cfg.block)))
+    _, loss = model(x, x)
+    loss.backward()
+    grads = [p.grad for p in model.parameters()]
+    graph = pending_graph(loss, *grads)
+    planned = CpuProgram(optimize(build_module(graph)), reorder=True)
+    in_order = CpuProgram(optimize(build_module(graph)), reorder=False)
+    assert planned.memory_plan.order != in_order.memory_plan.order
+    check_arena(planned.memory_plan, planned.uses)
+    for a, b in zip(planned(graph.arg_buffers), in_order(graph.arg_buffers)):
+        np.testing.assert_array_equal(a, b)

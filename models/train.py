@@ -41,6 +41,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--data", default=None, help="a text file (default: Python's stdlib source)")
     p.add_argument("--max-bytes", type=int, default=None, help="use only the first N bytes")
     p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--remat", default=None, choices=["off", "default", "aggressive"],
+                   help="how much of the forward the backward recomputes (nv.set_remat)")
     p.add_argument("--out", default="runs/latest", help="directory for metrics and checkpoints")
     p.add_argument("--save", default=None, help="checkpoint path written at the end")
     p.add_argument("--save-every", type=int, default=0, help="also checkpoint every N steps")
@@ -79,6 +81,8 @@ class Trainer:
     def __init__(self, args: argparse.Namespace):
         self.args = args
         nv.manual_seed(args.seed)
+        if args.remat is not None:
+            nv.set_remat(args.remat)
         overrides: dict[str, Any] = {"dropout": args.dropout}
         if args.block is not None:
             overrides["block"] = args.block

@@ -129,3 +129,15 @@ def test_cli_smoke_run(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert "done: loss" in proc.stdout and "compiles" in proc.stdout
+
+
+def test_remat_flag_sets_the_mode_and_keeps_the_losses(tmp_path):
+    common = ["--preset", "tiny", "--steps", "2", "--quiet", "--max-bytes", "200000",
+              "--eval-interval", "100"]
+    try:
+        aggressive = main(common + ["--out", str(tmp_path / "a"), "--remat", "aggressive"])
+        assert nv.get_remat() == "aggressive"
+        off = main(common + ["--out", str(tmp_path / "o"), "--remat", "off"])
+    finally:
+        nv.set_remat("default")
+    assert aggressive["losses"] == off["losses"]

@@ -130,6 +130,9 @@ class CpuProgram:
         self.steps = [steps[k] for k in self.memory_plan.order]
         self.release = self.memory_plan.release
         self._views: dict[int, np.ndarray] | None = None   # slot -> its view of the arena
+        self._ranges: list[list[tuple[int, int]]] | None = None   # per kernel: thread chunks
+        self._ranges_threads = 0
+        self._values: list[np.ndarray | None] | None = None
         self._scratch_views: list[np.ndarray | None] = []
 
     @property
@@ -164,6 +167,20 @@ class CpuProgram:
             self._scratch_views[p] = _view(arena, off, *self.steps[p].scratch)
         self._arena_buffer = arena
         self._views = views
+        self._ptrs, self._moving = [], []
+        for p, st in enumerate(self.steps):
+            slots = list(st.inputs) + [st.out]
+            table = (ctypes.c_void_p * (len(slots) + (st.scratch is not None)))()
+            moving = []
+            for j, slot in enumerate(slots):
+                if slot in views:
+                    table[j] = views[slot].ctypes.data
+                else:
+                    moving.append((j, slot))
+            if st.scratch is not None:
+                table[len(slots)] = self._scratch_views[p].ctypes.data
+            self._ptrs.append(table)
+            self._moving.append(moving)
 
     _debug_count = 0
 
@@ -199,9 +216,8 @@ class CpuProgram:
     def num_kernels(self) -> int:
         return len(self.steps)
 
-    def _call(self, k: int, st: Step, bufs: list[np.ndarray]) -> None:
-        ptrs = (ctypes.c_void_p * len(bufs))(*[b.__array_interface__["data"][0] for b in bufs])
-        ranges = threads.chunks(st.plan.schedule.parallel_extent, st.work)
+    def _call(self, k: int, st: Step, ptrs: ctypes.Array) -> None:
+        ranges = self._ranges[k]
         if len(ranges) == 1:
             rc = st.fn(ptrs, 0, ranges[0][1])
         else:
@@ -213,7 +229,7 @@ class CpuProgram:
             affected = affected_outputs([s.inputs for s in self.steps],
                                         [s.out for s in self.steps], self.outputs, k)
             try:  # the interpreter, which defines the ops, says precisely what went wrong
-                run_region(st.plan.fusion.body.block, bufs[:len(st.inputs)])
+                run_region(st.plan.fusion.body.block, [self._values[i] for i in st.inputs])
             except InterpreterError as e:
                 raise InterpreterError(f"{e} (in kernel {st.plan.name})", affected) from None
             raise InterpreterError(f"kernel {st.plan.name} ({st.plan.kind}) reported an index "
@@ -227,7 +243,12 @@ class CpuProgram:
         values += [None] * len(self.steps)
         if self._views is None:
             self._arena([a.nbytes for a in values[:self.n_args]])
+        if self._ranges is None or threads.get_num_threads() != self._ranges_threads:
+            self._ranges_threads = threads.get_num_threads()
+            self._ranges = [threads.chunks(st.plan.schedule.parallel_extent, st.work)
+                            for st in self.steps]
         views = self._views
+        self._values = values
         timing = bool(PROFILE)
         for p, st in enumerate(self.steps):
             out = views.get(st.out)
@@ -236,16 +257,17 @@ class CpuProgram:
                     out = values[st.donate].reshape(st.shape)   # a view: same bytes
                 else:       # a result: it escapes to a tensor
                     out = np.empty(st.shape, dtype=st.np_dtype)
-            bufs = [values[i] for i in st.inputs] + [out]
-            if st.scratch is not None:
-                bufs.append(self._scratch_views[p])
+            values[st.out] = out
+            ptrs = self._ptrs[p]    # arena addresses are fixed: only args and results change
+            for j, slot in self._moving[p]:
+                ptrs[j] = values[slot].ctypes.data
             t0 = time.perf_counter() if timing else 0.0
-            self._call(p, st, bufs)
+            self._call(p, st, ptrs)
             if timing:
                 PROFILE[-1].append((st.plan.name, st.plan.describe(), time.perf_counter() - t0))
-            values[st.out] = out
             for i in self.release[p]:
                 values[i] = None
+        self._values = None
         return [values[i] for i in self.outputs]
 
 

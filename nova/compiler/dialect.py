@@ -610,3 +610,10 @@ OPS_BY_NAME: dict[str, type[IRDLOperation]] = {
     op.name.removeprefix("nova."): op for op in Nova.operations
     if op not in (FusionOp, YieldOp)
 }
+
+# Short names of the ops whose result element i depends only on element i of each
+# operand (same shapes): what fusion chains, remat recomputes, and donation may write
+# over in place.
+ELEMENTWISE: frozenset[str] = frozenset(
+    op.name.removeprefix("nova.") for op in (*UNARY_OPS, *BINARY_OPS, CastOp, CompareOp,
+                                              WhereOp))

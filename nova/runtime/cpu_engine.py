@@ -53,10 +53,6 @@ class Step:
     donate: int | None = None   # the argument slot this kernel may write its result over
 
 
-# Ops that read their operands at their own result's index (no movement, no reduction).
-_POINTWISE = {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tanh",
-              "erf", "cast", "add", "sub", "mul", "div", "maximum", "minimum", "pow",
-              "compare", "where"}
 
 
 def pointwise_inputs(plan: KernelPlan) -> frozenset[int]:
@@ -79,7 +75,7 @@ def pointwise_inputs(plan: KernelPlan) -> frozenset[int]:
             seen.add(id(op))
             if op.name == "nova.yield":
                 continue
-            if op.name.removeprefix("nova.") not in _POINTWISE or op.results[0].type.get_shape() \
+            if op.name.removeprefix("nova.") not in nd.ELEMENTWISE or op.results[0].type.get_shape() \
                     != out_type.get_shape():
                 ok = False
             else:

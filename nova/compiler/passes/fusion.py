@@ -170,9 +170,7 @@ def _pointwise_epilogue(k: Kernel, result: SSAValue) -> bool:
     return all(_short(op) not in INDEX_CHANGING for op in _downstream(k, result))
 
 
-POINTWISE = {"neg", "abs", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tanh",
-             "erf", "cast", "add", "sub", "mul", "div", "maximum", "minimum", "pow", "compare",
-             "where", "constant"}
+POINTWISE = nd.ELEMENTWISE | {"constant"}
 
 
 def _row_compatible(k: Kernel, red: Operation) -> bool:

@@ -230,3 +230,17 @@ def test_disk_cache_can_be_disabled(tmp_path):
                              text=True, check=True).stdout.split()
         assert out == ["12.0", "1"]   # compiled every time, nothing written
     assert not any(Path(tmp_path).rglob("*.o"))
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_column_sums_split_over_the_innermost_axis_match_numpy(threads):
+    # A bias-gradient-shaped reduction: the kept axis is innermost, so each thread takes a
+    # range of columns and streams whole rows into its accumulators.
+    x = np.random.default_rng(threads).standard_normal((5, 7, 131)).astype(np.float32)
+    prev = nv.get_num_threads()
+    nv.set_num_threads(threads)
+    try:
+        got = (nv.tensor(x) * 2).sum(dim=(0, 1)).numpy()
+    finally:
+        nv.set_num_threads(prev)
+    np.testing.assert_allclose(got, (x.astype(np.float64) * 2).sum(axis=(0, 1)), rtol=1e-6)

@@ -90,15 +90,16 @@ class Loops:
         b.position_at_end(done)
 
     def nest(self, extents: Sequence[int], body: Callable[[list[ir.Value]], None],
-             first: tuple[ir.Value, ir.Value] | None = None) -> None:
-        """Nested loops over ``extents`` (row-major); ``first`` overrides dim 0's range."""
+             first: tuple[ir.Value, ir.Value] | None = None, at: int = 0) -> None:
+        """Nested loops over ``extents`` (row-major); ``first`` overrides the range of
+        loop ``at`` (the outermost by default)."""
         idx: list[ir.Value] = []
 
         def level(d: int) -> None:
             if d == len(extents):
                 body(list(idx))
                 return
-            lo, hi = first if (d == 0 and first is not None) else (c64(0), c64(extents[d]))
+            lo, hi = first if (d == at and first is not None) else (c64(0), c64(extents[d]))
 
             def inner(iv: ir.Value) -> None:
                 idx.append(iv)
@@ -714,8 +715,14 @@ def _reduce_column(e: Emitter) -> None:
     p = plan.schedule.parallel_dim
     b = e.b
     start, end = e.fn.args[1], e.fn.args[2]
-    # Loop order: the parallel (kept) dim outermost, then the others in input order.
-    order = [p] + [d for d in range(len(x_shape)) if d != p]
+    # Loop order: the parallel (kept) dim outermost, then the others in input order --
+    # unless the parallel dim is the innermost (unit-stride) one, as for a bias gradient:
+    # then it stays innermost, so each thread streams whole rows of its column range into
+    # an L1-resident accumulator row (vectorized), instead of walking one column at a
+    # time down a strided matrix.
+    innermost = p == len(x_shape) - 1
+    order = ([d for d in range(len(x_shape)) if d != p] + [p] if innermost
+             else [p] + [d for d in range(len(x_shape)) if d != p])
     kp = kept.index(p)
     k_order = [kp] + [k for k in range(len(kept)) if k != kp]
 
@@ -743,7 +750,8 @@ def _reduce_column(e: Emitter) -> None:
         slot = b.gep(scratch, [e.linear(b, [idx[d] for d in kept], kept_shape)])
         b.store(_combine(e, b.load(slot), v, is_sum), slot)
 
-    e.loops.nest([x_shape[d] for d in order], accumulate, first=(start, end))
+    e.loops.nest([x_shape[d] for d in order], accumulate, first=(start, end),
+                 at=len(order) - 1 if innermost else 0)
     root = e.fusion.body.block.last_op.operands[0]
 
     def finish(kidx: list[ir.Value]) -> None:

@@ -33,7 +33,7 @@ from nova.compiler.configurator import classify, gemm_tile
 from nova.compiler.device import detect_cpu
 from nova.tensor import dtypes as dt
 
-FORMAT_VERSION = 2  # bump when generated code changes meaning
+FORMAT_VERSION = 3  # bump when generated code changes meaning
 
 
 @dataclass(frozen=True)

@@ -276,21 +276,98 @@ def _scatter(e: CEmitter, cfg: LaunchConfig) -> None:
 
 # ---------------------------------------------------------------- matmul
 
-def _operand_mode(v: SSAValue) -> tuple[str, int | None]:
-    """How a matmul operand can be read: ``("row", arg)`` when it is a block argument
-    (contiguous along its last axis), ``("col", arg)`` when it is a transpose of the last
-    two axes of one (contiguous along its second-to-last axis), else ``("gen", None)``:
-    evaluated element by element through the emitter."""
-    if isinstance(v, BlockArgument):
-        return "row", v.index
-    owner = v.owner
-    if isinstance(owner, Operation) and owner.name == "nova.transpose":
-        perm = tuple(owner.perm.get_values())
-        nb = len(perm) - 2
-        if perm == tuple(range(nb)) + (nb + 1, nb) and isinstance(owner.operands[0],
-                                                                  BlockArgument):
-            return "col", owner.operands[0].index
-    return "gen", None
+def view_strides(old_shape: tuple[int, ...], old_strides: tuple[int, ...],
+                 new_shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """Strides of a row-major reshape of a strided view, or None when the reshape
+    merges dims that are not contiguous with each other (the rule of torch's ``view``)."""
+    if not old_shape:
+        return tuple(0 for _ in new_shape)
+    new = [0] * len(new_shape)
+    view_d = len(new_shape) - 1
+    base = old_strides[-1]
+    tensor_numel = view_numel = 1
+    for d in range(len(old_shape) - 1, -1, -1):
+        tensor_numel *= old_shape[d]
+        if d == 0 or (old_shape[d - 1] != 1 and old_strides[d - 1] != tensor_numel * base):
+            while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
+                new[view_d] = view_numel * base
+                view_numel *= new_shape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if d > 0:
+                base = old_strides[d - 1]
+                tensor_numel = view_numel = 1
+    return tuple(new) if view_d == -1 else None
+
+
+def operand_view(v: SSAValue) -> tuple[int, tuple[int, ...], int] | None:
+    """``(block argument index, strides, offset)`` when ``v`` reads a block argument
+    through movement ops only and element ``idx`` sits at ``offset + sum(idx * strides)``
+    of that buffer; None when the index map is not affine (a reshape across strides,
+    computed values)."""
+    chain: list[Operation] = []
+    while not isinstance(v, BlockArgument):
+        owner = v.owner
+        if not isinstance(owner, Operation) or owner.name not in (
+                "nova.transpose", "nova.broadcast_in_dim", "nova.reshape", "nova.slice"):
+            return None
+        chain.append(owner)
+        v = owner.operands[0]
+    arg = v.index
+    shape = shape_of(v)
+    strides = tuple(prod(shape[d + 1:]) for d in range(len(shape)))
+    offset = 0
+    for op in reversed(chain):
+        src = shape_of(op.operands[0])
+        dst = shape_of(op.results[0])
+        if op.name == "nova.transpose":
+            strides = tuple(strides[p] for p in op.perm.get_values())
+        elif op.name == "nova.broadcast_in_dim":
+            out = [0] * len(dst)
+            for i, d in enumerate(op.dims.get_values()):
+                out[d] = 0 if src[i] == 1 else strides[i]
+            strides = tuple(out)
+        elif op.name == "nova.slice":
+            starts, steps = op.start.get_values(), op.stride.get_values()
+            offset += sum(a * st for a, st in zip(starts, strides))
+            strides = tuple(st * k for st, k in zip(strides, steps))
+        else:
+            new = view_strides(src, strides, dst)
+            if new is None:
+                return None
+            strides = new
+    return arg, strides, offset
+
+
+@dataclass(frozen=True)
+class _Operand:
+    """How the GEMM reads one operand. ``mode``: ``row`` (contiguous along its last
+    axis), ``col`` (contiguous along its second-to-last axis) — both copied by 16-byte
+    ``cp.async`` — or ``gen`` (any other view or computed value: element loads through
+    the emitter)."""
+
+    mode: str
+    arg: int | None = None
+    strides: tuple[int, ...] = ()
+    offset: int = 0
+
+
+def _operand(v: SSAValue, rows: int, cols: int) -> _Operand:
+    """cp.async needs float32, a unit stride along the copied axis, that axis a multiple
+    of 4 long, and every other stride and the offset multiples of 4 (16-byte alignment of
+    each 4-element chunk, given 16-byte aligned buffers)."""
+    view = operand_view(v) if mlir_of(v) == "f32" else None
+    if view is None:
+        return _Operand("gen")
+    arg, strides, offset = view
+    batch, sr, sc = strides[:-2], strides[-2], strides[-1]
+    aligned = offset % 4 == 0 and all(b % 4 == 0 for b in batch)
+    if aligned and sc == 1 and cols % 4 == 0 and sr % 4 == 0:
+        return _Operand("row", arg, strides, offset)
+    if aligned and sr == 1 and rows % 4 == 0 and sc % 4 == 0:
+        return _Operand("col", arg, strides, offset)
+    return _Operand("gen")
 
 
 class _Gemm:
@@ -306,15 +383,9 @@ class _Gemm:
         self.m, self.k = a_shape[-2], a_shape[-1]
         self.n = shape_of(self.b)[-1]
         self.batch = prod(self.batch_shape)
-        f32 = mlir_of(self.a) == "f32"
-        am, self.a_arg = _operand_mode(self.a)
-        bm, self.b_arg = _operand_mode(self.b)
-        # cp.async needs 16-byte aligned rows along the contiguous axis.
-        if not f32 or (am == "row" and self.k % 4) or (am == "col" and self.m % 4):
-            am = "gen"
-        if not f32 or (bm == "row" and self.n % 4) or (bm == "col" and self.k % 4):
-            bm = "gen"
-        self.amode, self.bmode = am, bm
+        self.aop = _operand(self.a, self.m, self.k)
+        self.bop = _operand(self.b, self.k, self.n)
+        am, bm = self.amode, self.bmode = self.aop.mode, self.bop.mode
         g = self.g
         self.a_ld = g.bm + B_PAD if am == "col" else g.bk + A_PAD
         self.b_ld = g.bk + A_PAD if bm == "col" else g.bn + B_PAD
@@ -329,6 +400,26 @@ class _Gemm:
         return f"{base}[({n}) * {self.b_ld} + ({k})]" if self.bmode == "col" else \
             f"{base}[({k}) * {self.b_ld} + ({n})]"
 
+    def _copy(self, op: _Operand, smem: str, ld: int, rows: tuple[str, int, str, int],
+              cols: tuple[str, int, str, int], pre: list[str]) -> None:
+        """cp.async a tile whose smem rows/cols are (global origin, tile extent, logical
+        axis name, axis length); cols are the operand's unit-stride axis."""
+        e, t = self.e, self.g.threads
+        (r0, nr, rname, rlen), (c0, nc, cname, clen) = rows, cols
+        strides = dict(zip(("batch", "r", "c"), (op.strides[:-2], *op.strides[-2:])))
+        # the unit-stride axis is the operand's last (row mode) or second-to-last (col)
+        r_stride = strides["r"] if op.mode == "row" else strides["c"]
+        batch = " + ".join(f"{p} * {st}LL" for p, st in zip(pre, strides["batch"]) if st)
+        base = f"{op.offset}LL" + (f" + {batch}" if batch else "")
+        per = nc // 4
+        with e.scope(f"for (int c = threadIdx.x; c < {nr * per}; c += {t})"):
+            e.line(f"const int r = c / {per}, cc = (c % {per}) * 4;")
+            e.line(f"const i64 g{rname} = {r0} + r, g{cname} = {c0} + cc;")
+            e.line(f"const bool ok = g{rname} < {rlen}LL && g{cname} < {clen}LL;")
+            e.line(f"const float* src = in{op.arg} + (ok ? {base} + g{rname} * {r_stride}LL + "
+                   f"g{cname} : 0LL);")
+            e.line(f"nv_cp_async16({smem} + r * {ld} + cc, src, ok ? 16 : 0);")
+
     def load_tile(self, stage: str, tile: str, pre: list[str]) -> None:
         """Fill ring slot ``stage`` with K-tile ``tile`` of A and B."""
         e, g = self.e, self.g
@@ -336,27 +427,13 @@ class _Gemm:
         e.line(f"float* const sA = nv_smem + ({stage}) * {self.stage_elems};")
         e.line(f"float* const sB = sA + {self.a_elems};")
         e.line(f"const i64 k0 = (i64)({tile}) * {g.bk};")
-        bz = "bz"
         m, n, k = self.m, self.n, self.k
         if self.amode == "row":
-            per = g.bk // 4
-            with e.scope(f"for (int c = threadIdx.x; c < {g.bm * per}; c += {t})"):
-                e.line(f"const int r = c / {per}, kc = (c % {per}) * 4;")
-                e.line("const i64 gm = m0 + r, gk = k0 + kc;")
-                e.line(f"const bool ok = gm < {m}LL && gk < {k}LL;")
-                e.line(f"const float* src = in{self.a_arg} + (ok ? {bz} * {m * k}LL + gm * "
-                       f"{k}LL + gk : 0LL);")
-                e.line(f"nv_cp_async16(sA + r * {self.a_ld} + kc, src, ok ? 16 : 0);")
+            self._copy(self.aop, "sA", self.a_ld, ("m0", g.bm, "m", m), ("k0", g.bk, "k", k), pre)
         elif self.amode == "col":
-            per = g.bm // 4
-            with e.scope(f"for (int c = threadIdx.x; c < {g.bk * per}; c += {t})"):
-                e.line(f"const int r = c / {per}, mc = (c % {per}) * 4;")
-                e.line("const i64 gk = k0 + r, gm = m0 + mc;")
-                e.line(f"const bool ok = gm < {m}LL && gk < {k}LL;")
-                e.line(f"const float* src = in{self.a_arg} + (ok ? {bz} * {m * k}LL + gk * "
-                       f"{m}LL + gm : 0LL);")
-                e.line(f"nv_cp_async16(sA + r * {self.a_ld} + mc, src, ok ? 16 : 0);")
+            self._copy(self.aop, "sA", self.a_ld, ("k0", g.bk, "k", k), ("m0", g.bm, "m", m), pre)
         else:
+            e.line("#pragma unroll 1")
             with e.scope(f"for (int c = threadIdx.x; c < {g.bm * g.bk}; c += {t})"):
                 e.line(f"const int r = c / {g.bk}, kc = c % {g.bk};")
                 e.line("const i64 gm = m0 + r, gk = k0 + kc;")
@@ -365,24 +442,11 @@ class _Gemm:
                                           f"(gk < {k}LL ? gk : {k - 1}LL)"])
                 e.line(f"{self.a_at('sA', 'r', 'kc')} = ok ? (float){v} : 0.0f;")
         if self.bmode == "row":
-            per = g.bn // 4
-            with e.scope(f"for (int c = threadIdx.x; c < {g.bk * per}; c += {t})"):
-                e.line(f"const int r = c / {per}, nc = (c % {per}) * 4;")
-                e.line("const i64 gk = k0 + r, gn = n0 + nc;")
-                e.line(f"const bool ok = gn < {n}LL && gk < {k}LL;")
-                e.line(f"const float* src = in{self.b_arg} + (ok ? {bz} * {k * n}LL + gk * "
-                       f"{n}LL + gn : 0LL);")
-                e.line(f"nv_cp_async16(sB + r * {self.b_ld} + nc, src, ok ? 16 : 0);")
+            self._copy(self.bop, "sB", self.b_ld, ("k0", g.bk, "k", k), ("n0", g.bn, "n", n), pre)
         elif self.bmode == "col":
-            per = g.bk // 4
-            with e.scope(f"for (int c = threadIdx.x; c < {g.bn * per}; c += {t})"):
-                e.line(f"const int r = c / {per}, kc = (c % {per}) * 4;")
-                e.line("const i64 gn = n0 + r, gk = k0 + kc;")
-                e.line(f"const bool ok = gn < {n}LL && gk < {k}LL;")
-                e.line(f"const float* src = in{self.b_arg} + (ok ? {bz} * {k * n}LL + gn * "
-                       f"{k}LL + gk : 0LL);")
-                e.line(f"nv_cp_async16(sB + r * {self.b_ld} + kc, src, ok ? 16 : 0);")
+            self._copy(self.bop, "sB", self.b_ld, ("n0", g.bn, "n", n), ("k0", g.bk, "k", k), pre)
         else:
+            e.line("#pragma unroll 1")
             with e.scope(f"for (int c = threadIdx.x; c < {g.bk * g.bn}; c += {t})"):
                 e.line(f"const int r = c / {g.bn}, nc = c % {g.bn};")
                 e.line("const i64 gk = k0 + r, gn = n0 + nc;")

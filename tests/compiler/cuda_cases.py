@@ -124,3 +124,56 @@ def gpt_step() -> list[Case]:
                 if p.grad is not None:
                     opt._update(group, p, p.grad, opt.state.setdefault(p, {}))
     return cases_of(extract(_pending_outputs(())))
+
+
+def storage_view(a: np.ndarray) -> np.ndarray:
+    """The raw storage a CUDA kernel sees: float16/bfloat16 as uint16 bits, bool as
+    uint8 (the generated code loads and converts them itself)."""
+    a = np.ascontiguousarray(a)
+    if a.dtype.itemsize == 2 and a.dtype.kind not in "iu":
+        return a.view(np.uint16)
+    if a.dtype == np.bool_:
+        return a.view(np.uint8)
+    return a
+
+
+def from_storage(raw: np.ndarray, like: np.ndarray) -> np.ndarray:
+    return raw.view(like.dtype).reshape(like.shape)
+
+
+def assert_matches(case: Case, out: np.ndarray) -> None:
+    """The kernel's output against the interpreter's: exact for integers and booleans;
+    float32 to a few ulps (device libm vs numpy); half types to one rounding of their
+    own precision; TF32 tensor-core GEMMs to their 10-bit mantissa (relative error
+    ~ 2^-11 per operand, scaled by the result's magnitude)."""
+    ref = case.expected
+    name = f"{case.plan.name} ({case.plan.describe()})"
+    assert out.shape == ref.shape and out.dtype == ref.dtype, name
+    if ref.dtype.kind in "biu":
+        np.testing.assert_array_equal(out, ref, err_msg=name)
+        return
+    got, want = out.astype(np.float64), ref.astype(np.float64)
+    finite = np.isfinite(want)
+    scale = float(np.abs(want[finite]).max()) if finite.any() else 1.0
+    scale = max(scale, 1.0)
+    if ref.dtype.itemsize == 2:
+        rtol, atol = 1e-2, 1e-2 * scale
+    elif case.plan.kind == "matmul" and ref.dtype == np.float32:
+        rtol, atol = 1e-2, 5e-3 * scale
+    elif ref.dtype == np.float32:
+        rtol, atol = 1e-4, 1e-5 * scale
+    else:
+        rtol, atol = 1e-10, 1e-12 * scale
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, equal_nan=True, err_msg=name)
+
+
+def all_cases() -> dict[str, Case]:
+    """Representative kernels (``<graph>:<i>``) and the GPT step's (``gpt:<kernel>``,
+    one per distinct kernel)."""
+    out: dict[str, Case] = {}
+    for name, cases in representative().items():
+        for i, c in enumerate(cases):
+            out[f"{name}:{i}"] = c
+    for c in gpt_step():
+        out.setdefault(f"gpt:{c.plan.name}", c)
+    return out

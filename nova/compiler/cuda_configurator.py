@@ -26,6 +26,7 @@ MAX_STAGES = 4
 GEMM_TILES: tuple[tuple[int, int, int, int], ...] = (
     (128, 128, 2, 4), (128, 64, 2, 2), (64, 64, 2, 2), (64, 32, 2, 2), (32, 32, 2, 2))
 A_PAD, B_PAD = 4, 8          # shared-memory row padding in floats (bank-conflict free)
+C_PAD = 4                    # row padding of the accumulator tile staged for the epilogue
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,12 @@ def gemm_stage_bytes(bm: int, bn: int, bk: int) -> int:
     return 4 * (a + b)
 
 
+def gemm_epilogue_bytes(bm: int, bn: int) -> int:
+    """The accumulator tile staged in shared memory for the epilogue, BM x (BN + 4)
+    floats; it reuses the drained pipeline ring, which is almost always larger."""
+    return 4 * bm * (bn + C_PAD)
+
+
 def gemm_regs_estimate(mi: int, ni: int) -> int:
     """Registers per thread: accumulators 4 x MI x NI, fragments 4 x MI + 2 x NI, and
     ~40 for addresses, loop counters and the epilogue; rounded up to the allocation
@@ -235,7 +242,8 @@ def gemm_config(plan: KernelPlan, spec: CudaSpec) -> LaunchConfig:
     shared-memory budget per block is min(opt-in max, smem_per_SM / target - 1 KiB
     reserved), and stages = clamp(budget / stage_bytes, 2, 4), at most the K tiles
     (but >= 2: the pipeline structure needs a second buffer).
-    Occupancy = min(regs_blocks, smem_per_SM / (stages x stage_bytes + 1 KiB),
+    Shared memory = max(stages x stage_bytes, the BM x (BN + 4) float epilogue tile).
+    Occupancy = min(regs_blocks, smem_per_SM / (shared memory + 1 KiB),
     threads_per_SM / threads, max blocks).
     Arithmetic intensity = 2 batch M N K / (itemsize x batch (MK + KN + MN)), compared
     with the machine balance (TF32 peak / bandwidth) for the bound.
@@ -273,7 +281,7 @@ def gemm_config(plan: KernelPlan, spec: CudaSpec) -> LaunchConfig:
                  spec.smem_per_sm // target - spec.reserved_smem_per_block)
     k_tiles = _cdiv(k, bk)
     stages = max(2, min(MAX_STAGES, budget // stage, max(k_tiles, 2)))
-    smem = stages * stage
+    smem = max(stages * stage, gemm_epilogue_bytes(bm, bn))
     if smem > spec.smem_per_block_optin:
         raise ValueError(f"{plan.name}: GEMM tile {bm}x{bn}x{bk} needs {smem} B of shared "
                          f"memory, more than {spec.name}'s {spec.smem_per_block_optin}")
@@ -290,7 +298,7 @@ def gemm_config(plan: KernelPlan, spec: CudaSpec) -> LaunchConfig:
            f"{bn // wn} = {mi}x{ni} m16n8k8; BK={bk}; regs~{regs} -> {regs_blocks} blocks/SM by "
            f"registers; stage={stage} B, budget=min({spec.smem_per_block_optin}, "
            f"{spec.smem_per_sm}/{target}-{spec.reserved_smem_per_block})={budget} -> "
-           f"{stages} stages ({smem} B); occupancy {occupancy} blocks/SM; intensity "
+           f"{stages} stages ({smem} B with the epilogue tile); occupancy {occupancy} blocks/SM; intensity "
            f"{intensity:.1f} FLOP/B vs balance {spec.balance:.1f}: {bound}-bound")
     return LaunchConfig("mma_tf32", grid, (threads, 1, 1), shared_bytes=smem, gemm=g,
                         derivation=why)

@@ -100,10 +100,15 @@ def test_golden_tf32_gemm_with_bias_epilogue():
     assert "bf[j][1] = nv_tf32(tB[(kk + tig + 4) * 40 + (c)]);" in src
     assert "nv_mma_tf32(acc[i][j], af[i], bf[j]);" in src
     assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in src
-    # epilogue on the accumulators: bias then gelu's erf, stored once
-    assert "const i64 gn = n0 + wn * 16 + j * 8 + tig * 2 + (r & 1);" in src
+    # accumulators parked in shared memory per the C fragment layout, then one rolled,
+    # coalesced epilogue loop: bias, then gelu's erf, stored once
+    assert "sC[(wm * 16 + i * 16 + gid + (r >> 1) * 8) * 36 + wn * 16 + j * 8 + tig * 2 + " \
+           "(r & 1)] = acc[i][j][r];" in src
+    assert "for (int c = threadIdx.x; c < 1024; c += 128) {" in src
     epilogue = src[src.index("const float mm"):]
+    assert "= sC[r * 36 + cc];" in src[src.index("const float mm") - 60:]
     assert "in2[" in epilogue and "erff(" in epilogue and "out[o" in epilogue
+    assert epilogue.count("erff(") == 1
 
 
 def test_operand_views_pick_cp_async_layouts():
@@ -167,6 +172,21 @@ def test_gpt_training_step_kernels_compile_without_spills(arch):
     gemms = [(k, out) for p, k, out in compiled.values() if p.kind == "matmul"]
     assert all(k.config.strategy == "mma_tf32" for k, _ in gemms)
     assert max(out.ptxas.registers for _, out in gemms) <= 128
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("arch", ARCHS)
+def test_large_gemms_fit_the_register_estimate(arch):
+    """Big tiles (128x128 with 8 warps; 128x64 and 64x64 with 4) with a fused epilogue:
+    no spills, and registers within the configurator's estimate, so the occupancy it
+    derived from that estimate holds."""
+    x, w, b = _t(2048, 1024), _t(1024, 4096), _t(4096)
+    for plan in (_plans(F.gelu(x @ w + b))[0], _plans(_t(1024, 1024) @ _t(1024, 1024))[0]):
+        k = generate(plan, SPECS[arch])
+        out = nvrtc.compile(k.source, arch, entry=k.entry)
+        assert out.ptxas.spills == 0 and out.ptxas.stack_bytes == 0, out.ptxas
+        assert out.ptxas.registers <= k.config.gemm.regs_estimate, (k.config.derivation,
+                                                                   out.ptxas)
 
 
 @needs_nvrtc

@@ -22,10 +22,11 @@ Kernel bodies, by strategy:
   add the updates in index order: deterministic, no atomics.
 - ``mma_tf32`` (float32/float16/bfloat16 matmul): block tile BM x BN x BK in a
   ``stages``-deep shared-memory ring; warps own MI x NI tiles of
-  ``mma.sync.m16n8k8.row.col.f32.tf32.tf32.f32``; operands that are contiguous buffers
-  (or transposes of them) with 16-byte aligned rows arrive by ``cp.async`` (zero-filled
-  at the edges), others (broadcasts, slices, half types) by plain loads through the
-  emitter into the same ring; the epilogue runs on the accumulators in registers.
+  ``mma.sync.m16n8k8.row.col.f32.tf32.tf32.f32``; operands that are strided views of a
+  buffer with 16-byte aligned 4-element chunks (plain, transposed, batch-broadcast,
+  reshaped) arrive by ``cp.async`` (zero-filled at the edges), others (computed values,
+  misaligned views, half types) by plain loads through the emitter into the same ring;
+  the accumulators go through shared memory to a rolled, coalesced epilogue loop.
 - ``simt`` (float64/integer matmul): 16 x 16 shared-memory tiles, one output per thread.
 
 Index errors (gather, scatter_add) and integer division by zero set the module global
@@ -47,7 +48,7 @@ from nova.compiler.codegen.cuda_emit import (
     shape_of,
 )
 from nova.compiler.codegen.cuda_prelude import PRELUDE
-from nova.compiler.cuda_configurator import A_PAD, B_PAD, LaunchConfig, configure
+from nova.compiler.cuda_configurator import A_PAD, B_PAD, C_PAD, LaunchConfig, configure
 from nova.compiler.cuda_device import CudaSpec
 from nova.compiler.lowering.plan import (
     KernelPlan,
@@ -412,6 +413,7 @@ class _Gemm:
         batch = " + ".join(f"{p} * {st}LL" for p, st in zip(pre, strides["batch"]) if st)
         base = f"{op.offset}LL" + (f" + {batch}" if batch else "")
         per = nc // 4
+        e.line("#pragma unroll 1")
         with e.scope(f"for (int c = threadIdx.x; c < {nr * per}; c += {t})"):
             e.line(f"const int r = c / {per}, cc = (c % {per}) * 4;")
             e.line(f"const i64 g{rname} = {r0} + r, g{cname} = {c0} + cc;")
@@ -512,23 +514,38 @@ class _Gemm:
             self.epilogue(pre)
 
     def epilogue(self, pre: list[str]) -> None:
-        """C fragment: c0 (g, 2t), c1 (g, 2t+1), c2 (g+8, 2t), c3 (g+8, 2t+1)."""
+        """Accumulators -> shared memory -> epilogue -> global memory.
+
+        Each thread parks its C fragments (PTX ISA m16n8k8: c0 (g, 2t), c1 (g, 2t+1),
+        c2 (g+8, 2t), c3 (g+8, 2t+1)) in the drained pipeline ring as a BM x (BN + 4)
+        tile; then the block walks the tile row-major, so the fused epilogue is emitted
+        once in a rolled loop (few registers, however long the epilogue) and the stores
+        to C are coalesced along N.
+        """
         e, g = self.e, self.g
         mm_shape = shape_of(self.mm.results[0])
         mlir = mlir_of(self.mm.results[0])
+        ld = g.bn + C_PAD
+        e.line("float* const sC = nv_smem;")
         e.line("#pragma unroll")
-        with e.scope(f"for (int i = 0; i < {g.mi}; ++i)"):
-            e.line("#pragma unroll")
-            with e.scope(f"for (int j = 0; j < {g.ni}; ++j)"):
-                e.line("#pragma unroll")
-                with e.scope("for (int r = 0; r < 4; ++r)"):
-                    e.line(f"const i64 gm = m0 + wm * {g.warp_m} + i * 16 + gid + (r >> 1) * 8;")
-                    e.line(f"const i64 gn = n0 + wn * {g.warp_n} + j * 8 + tig * 2 + (r & 1);")
-                    with e.scope(f"if (gm < {self.m}LL && gn < {self.n}LL)"):
-                        value = e.fresh(COMPUTE[mlir], e.cast("acc[i][j][r]", "f32", mlir), "mm")
-                        e.override[id(self.mm.results[0])] = value
-                        e.store_root(e.linear(pre + ["gm", "gn"], mm_shape))
-                        del e.override[id(self.mm.results[0])]
+        e.line(f"for (int i = 0; i < {g.mi}; ++i)")
+        e.line("#pragma unroll")
+        e.line(f"  for (int j = 0; j < {g.ni}; ++j)")
+        e.line("#pragma unroll")
+        e.line("    for (int r = 0; r < 4; ++r)")
+        e.line(f"      sC[(wm * {g.warp_m} + i * 16 + gid + (r >> 1) * 8) * {ld} + "
+               f"wn * {g.warp_n} + j * 8 + tig * 2 + (r & 1)] = acc[i][j][r];")
+        e.line("__syncthreads();")
+        e.line("#pragma unroll 2")
+        with e.scope(f"for (int c = threadIdx.x; c < {g.bm * g.bn}; c += {g.threads})"):
+            e.line(f"const int r = c / {g.bn}, cc = c % {g.bn};")
+            e.line("const i64 gm = m0 + r, gn = n0 + cc;")
+            with e.scope(f"if (gm < {self.m}LL && gn < {self.n}LL)"):
+                value = e.fresh(COMPUTE[mlir], e.cast(f"sC[r * {ld} + cc]", "f32", mlir), "mm")
+                e.override[id(self.mm.results[0])] = value
+                e.store_root(e.linear(pre + ["gm", "gn"], mm_shape))
+                del e.override[id(self.mm.results[0])]
+        e.line("__syncthreads();")
 
 
 def _matmul_simt(e: CEmitter, cfg: LaunchConfig) -> None:
@@ -595,7 +612,7 @@ def generate(plan: KernelPlan, spec: CudaSpec) -> CudaKernel:
     if cfg.strategy == "mma_tf32":
         gemm = _Gemm(e, cfg)
         gemm.body()
-        shared = cfg.gemm.stages * cfg.gemm.stage_bytes
+        shared = cfg.shared_bytes
         modes = f"A {gemm.amode}, B {gemm.bmode}"
     else:
         bodies[cfg.strategy](e, cfg)

@@ -184,16 +184,19 @@ def column_config(plan: KernelPlan, spec: CudaSpec) -> LaunchConfig:
 
 
 def scatter_config(plan: KernelPlan, spec: CudaSpec) -> LaunchConfig:
-    """scatter_add along dim d: one thread per line of the output along d (all other
-    coordinates fixed), which copies its line and then adds its updates in index order.
-    Lines are disjoint, so there are no atomics and the sums are deterministic.
-    grid = ceil(lines / 256)."""
+    """scatter_add along dim d: a warp per line of the output along d (all other
+    coordinates fixed); its lanes copy the line, then one lane adds the line's updates in
+    index order. Lines are disjoint, so there are no atomics and the sums are
+    deterministic. 8 warps per block, grid = min(ceil(lines / 8), wave), grid-stride."""
     sc = contraction(plan.fusion)
     d = sc.dim.value.data
     shape, _ = plan.out
     lines = max(_prod(shape) // max(shape[d], 1), 1)
-    grid = _cdiv(lines, SCATTER_THREADS)
-    why = f"lines={lines} (output {list(shape)} without dim {d}), grid=ceil(lines/256)={grid}"
+    per_block = SCATTER_THREADS // spec.warp_size
+    need = _cdiv(lines, per_block)
+    grid = max(1, min(need, wave(SCATTER_THREADS, spec)))
+    why = (f"lines={lines} (output {list(shape)} without dim {d}), warp per line, "
+           f"grid=min(ceil(lines/{per_block})={need}, wave {wave(SCATTER_THREADS, spec)})={grid}")
     return LaunchConfig("lines", (grid, 1, 1), (SCATTER_THREADS, 1, 1), derivation=why)
 
 

@@ -60,6 +60,7 @@ static std::atomic<int> nova_error_flag{0};
 #define __align__(n) alignas(n)
 
 inline void __syncthreads() { emu_block_barrier->arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { emu_warps[emu_warp]->bar.arrive_and_wait(); }
 template <typename T> T __shfl_xor_sync(unsigned, T v, int o) {
   emu_warp_state* w = emu_warps[emu_warp];
   u64 bits = 0; memcpy(&bits, &v, sizeof(T));

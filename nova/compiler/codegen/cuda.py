@@ -18,8 +18,8 @@ Kernel bodies, by strategy:
   in double), as the CPU backend.
 - ``column`` (reductions keeping an inner axis): 32 x 8 blocks, partials met in shared
   memory.
-- ``lines`` (scatter_add): one thread per output line along the scatter dim; copy, then
-  add the updates in index order: deterministic, no atomics.
+- ``lines`` (scatter_add): a warp per output line along the scatter dim; the lanes copy
+  the line, then lane 0 adds the updates in index order: deterministic, no atomics.
 - ``mma_tf32`` (float32/float16/bfloat16 matmul): block tile BM x BN x BK in a
   ``stages``-deep shared-memory ring; warps own MI x NI tiles of
   ``mma.sync.m16n8k8.row.col.f32.tf32.tf32.f32``; operands that are strided views of a
@@ -237,6 +237,9 @@ def _elementwise(e: CEmitter, cfg: LaunchConfig) -> None:
 
 
 def _scatter(e: CEmitter, cfg: LaunchConfig) -> None:
+    """A warp per output line along the scatter dim: the 32 lanes copy the line, then
+    lane 0 adds the line's updates in index order (duplicates in the index hit the same
+    element one after another: deterministic, no atomics)."""
     sc = contraction(e.fusion)
     base, index, src = sc.operands
     d = sc.dim.value.data
@@ -246,32 +249,37 @@ def _scatter(e: CEmitter, cfg: LaunchConfig) -> None:
     other = [k for k in range(len(out_shape)) if k != d]
     other_shape = tuple(out_shape[k] for k in other)
     lines = max(prod(other_shape), 1)
-    e.line("const i64 line = (i64)blockIdx.x * blockDim.x + threadIdx.x;")
-    e.line(f"if (line >= {lines}LL) return;")
-    coords = e.delinearize("line", other_shape)
+    e.line("const int lane = threadIdx.x & 31;")
+    with e.scope(f"for (i64 line = (((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5); "
+                 f"line < {lines}LL; line += ((i64)gridDim.x * (blockDim.x >> 5)))"):
+        coords = e.delinearize("line", other_shape)
 
-    def full(t: str) -> list[str]:
-        idx = [""] * len(out_shape)
-        for k, c in zip(other, coords):
-            idx[k] = c
-        idx[d] = t
-        return idx
+        def full(t: str) -> list[str]:
+            idx = [""] * len(out_shape)
+            for k, c in zip(other, coords):
+                idx[k] = c
+            idx[d] = t
+            return idx
 
-    with e.scope(f"for (i64 t = 0; t < {out_shape[d]}LL; ++t)"):
-        idx = full("t")
-        e.store(e.emit(base, idx), "out", e.linear(idx, out_shape), mlir)
-    inside = " && ".join(f"{c} < {ishape[k]}LL" for k, c in zip(other, coords)) or "true"
-    with e.scope(f"if ({inside})"), e.scope(f"for (i64 t = 0; t < {ishape[d]}LL; ++t)"):
-        idx = full("t")
-        raw = e.emit(index, idx)
-        j = e.fresh("i64", f"(i64){raw}", "j")
-        e.line(f"if ({j} < 0 || {j} >= {out_shape[d]}LL) {{ nv_fail(); continue; }}")
-        target = full(j)
-        off = e.fresh("i64", e.linear(target, out_shape), "o")
-        old = e.fresh(COMPUTE[mlir], e.widen(f"out[{off}]", mlir), "old")
-        value = e.emit(src, idx)
-        new = f"({old} || {value})" if mlir == "i1" else e.round_half(f"({old} + {value})", mlir)
-        e.store(new, "out", off, mlir)
+        with e.scope(f"for (i64 t = lane; t < {out_shape[d]}LL; t += 32)"):
+            idx = full("t")
+            e.store(e.emit(base, idx), "out", e.linear(idx, out_shape), mlir)
+        e.line("__syncwarp();")
+        inside = " && ".join(f"{c} < {ishape[k]}LL" for k, c in zip(other, coords)) or "true"
+        with e.scope(f"if (lane == 0 && {inside})"), \
+                e.scope(f"for (i64 t = 0; t < {ishape[d]}LL; ++t)"):
+            idx = full("t")
+            raw = e.emit(index, idx)
+            j = e.fresh("i64", f"(i64){raw}", "j")
+            e.line(f"if ({j} < 0 || {j} >= {out_shape[d]}LL) {{ nv_fail(); continue; }}")
+            target = full(j)
+            off = e.fresh("i64", e.linear(target, out_shape), "o")
+            old = e.fresh(COMPUTE[mlir], e.widen(f"out[{off}]", mlir), "old")
+            value = e.emit(src, idx)
+            new = f"({old} || {value})" if mlir == "i1" else \
+                e.round_half(f"({old} + {value})", mlir)
+            e.store(new, "out", off, mlir)
+        e.line("__syncwarp();")
     assert e.root is sc.results[0], "scatter kernels have no epilogue (fusion never adds one)"
 
 

@@ -170,15 +170,22 @@ def rows_config(plan: KernelPlan, spec: CudaSpec) -> LaunchConfig:
 
 
 def column_config(plan: KernelPlan, spec: CudaSpec) -> LaunchConfig:
-    """Reductions that keep an inner axis (bias gradients): a 32 x 8 block; threadIdx.x
-    walks 32 consecutive outputs (coalesced reads of the kept inner axis), threadIdx.y
-    takes every 8th position of the reduced axes, and the 8 partials meet in shared
-    memory. grid = ceil(outputs / 32)."""
+    """Reductions that keep an inner axis (bias gradients): threadIdx.x walks 32
+    consecutive outputs (coalesced reads of the kept inner axis), threadIdx.y takes every
+    by-th position of the reduced axes, and the by partials meet in shared memory (in a
+    fixed order: deterministic). by = 8, or 32 when the reduced extent is >= 1024 (so a
+    long reduction over few outputs still has 1024 threads per block in flight).
+    grid = ceil(outputs / 32)."""
     shape, _ = plan.out
     outputs = max(_prod(shape), 1)
-    bx, by = COLUMN_BLOCK
+    red = contraction(plan.fusion)
+    x_shape = tuple(red.operands[0].type.get_shape())
+    length = _prod(x_shape[d] for d in plan.schedule.reduced)
+    bx = COLUMN_BLOCK[0]
+    by = 32 if length >= 1024 else COLUMN_BLOCK[1]
     grid = _cdiv(outputs, bx)
-    why = f"outputs={outputs}, block={bx}x{by}, grid=ceil({outputs}/{bx})={grid}"
+    why = (f"outputs={outputs}, reduced extent {length} -> block={bx}x{by}, "
+           f"grid=ceil({outputs}/{bx})={grid}")
     return LaunchConfig("column", (grid, 1, 1), (bx, by, 1), shared_bytes=bx * by * 8,
                         derivation=why)
 

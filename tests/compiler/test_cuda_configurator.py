@@ -91,6 +91,9 @@ def test_rows_warp_or_block_per_row():
 def test_column_reduction():
     cfg = configure(_plan(_t(512, 96).sum(dim=0)), SM90)
     assert (cfg.strategy, cfg.block, cfg.grid[0]) == ("column", (32, 8, 1), 3)  # ceil(96/32)
+    # 4096 rows >= 1024: 32 slices of the reduced axis, 1024 threads per block
+    long = configure(_plan(_t(4096, 96).sum(dim=0)), SM90)
+    assert (long.block, long.grid[0], long.shared_bytes) == ((32, 32, 1), 3, 32 * 32 * 8)
 
 
 def test_gemm_1024_cube_on_each_arch():

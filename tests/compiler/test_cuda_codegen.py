@@ -11,7 +11,12 @@ import numpy as np
 import pytest
 
 import nova as nv
-from nova.compiler.codegen.cuda import generate, operand_view, view_strides
+from nova.compiler.codegen.cuda import (
+    generate,
+    operand_view,
+    view_strides,
+    write_sources,
+)
 from nova.compiler.cuda_device import SM80, SM86, SM90, SPECS
 from nova.compiler.lowering.plan import contraction
 from nova.runtime import nvrtc
@@ -143,6 +148,28 @@ def test_every_dtype_generates():
     scatter = [c.plan for c in representative()["embedding_backward"]][-1]
     body = _body(generate(scatter, SM90).source)
     assert "atomic" not in body and "nv_fail(); continue;" in body
+
+
+def test_write_sources_for_reading(tmp_path):
+    plans = [c.plan for c in representative()["f32_attention"]]
+    paths = write_sources(plans, SM90, str(tmp_path))
+    assert [os.path.basename(p) for p in paths] == [f"{p.name}.sm_90.cu" for p in plans]
+    with open(paths[0]) as f:
+        text = f.read()
+    assert text.startswith(f"// {plans[0].name}: matmul/") and "// batch=8 M=32 N=32 K=16" in text
+
+
+def test_missing_nvrtc_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("NOVA_NVRTC", "/nonexistent/libnvrtc.so.13")
+    assert nvrtc.find_library() is None
+    nvrtc._lib.cache_clear()
+    try:
+        assert not nvrtc.available()
+        with pytest.raises(nvrtc.NvrtcUnavailable, match="pip install 'nvidia-cuda-nvrtc"):
+            nvrtc.compile("", "sm_90")
+    finally:
+        monkeypatch.delenv("NOVA_NVRTC")
+        nvrtc._lib.cache_clear()
 
 
 # ---------------------------------------------------------------- NVRTC

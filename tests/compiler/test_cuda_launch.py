@@ -54,6 +54,15 @@ def _launch(case):
     return from_storage(cupy.asnumpy(out), case.expected), int(err[0])
 
 
+def test_spec_from_the_device():
+    import cupy
+
+    spec = from_device()
+    assert spec.arch == f"sm_{cupy.cuda.Device().compute_capability}"   # e.g. "90"
+    assert spec.sms == cupy.cuda.Device().attributes["MultiProcessorCount"]
+    assert spec.peak_tf32 > spec.peak_fp32 > 0 and spec.bandwidth > 1e11
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_kernel_matches_interpreter_on_gpu(name):
     case = CASES[name]

@@ -35,6 +35,7 @@ Index errors (gather, scatter_add) and integer division by zero set the module g
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 
 from xdsl.ir import BlockArgument, Operation, SSAValue
@@ -638,4 +639,18 @@ def generate(plan: KernelPlan, spec: CudaSpec) -> CudaKernel:
     return CudaKernel(plan.name, source, plan.name, cfg.grid, cfg.block, shared, names, cfg)
 
 
-__all__ = ["CUDA_FORMAT_VERSION", "CudaKernel", "generate"]
+def write_sources(plans: list[KernelPlan], spec: CudaSpec, directory: str) -> list[str]:
+    """Write each plan's CUDA C (``<kernel>.cu``, its header comment holding the plan,
+    the launch geometry and the configurator's derivation) into ``directory``, for
+    reading or for compiling by hand with ``nvcc -cubin -arch=<spec.arch>``."""
+    os.makedirs(directory, exist_ok=True)
+    paths = []
+    for plan in plans:
+        path = os.path.join(directory, f"{plan.name}.{spec.arch}.cu")
+        with open(path, "w") as f:
+            f.write(generate(plan, spec).source)
+        paths.append(path)
+    return paths
+
+
+__all__ = ["CUDA_FORMAT_VERSION", "CudaKernel", "generate", "write_sources"]

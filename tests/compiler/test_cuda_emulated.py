@@ -6,6 +6,7 @@ pick its largest 128x128 tile (8 warps, 4x4 mma tiles per warp)."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -25,6 +26,26 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (
 ONE_SM = replace(SM80, name="one-SM", sms=1)
 
 
+GUARD = 4096          # bytes of canary around every buffer
+CANARY = 0xA5          # a NaN pattern in every float width, and an odd integer
+
+
+def _guarded(a: np.ndarray) -> tuple[np.ndarray, Callable[[], bool]]:
+    """``a`` copied into the middle of a canary-filled byte buffer, 16-byte aligned as
+    CUDA allocations are: reads past its ends see 0xA5 bytes (NaN in every float width),
+    which corrupts the result, and writes past them change the canaries, which the
+    returned check sees."""
+    raw = np.full(a.nbytes + 2 * GUARD + 16, CANARY, np.uint8)
+    start = GUARD + (-(raw.ctypes.data + GUARD)) % 16
+    view = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    view[...] = a
+    end = start + a.nbytes
+
+    def intact() -> bool:
+        return bool((raw[:start] == CANARY).all() and (raw[end:] == CANARY).all())
+    return view, intact
+
+
 def _run(cases, specs) -> list[str]:
     from tests.compiler.cuda_emulator import Emulator
 
@@ -35,15 +56,16 @@ def _run(cases, specs) -> list[str]:
     emu = Emulator([(key, k, c.plan) for key, k, c in jobs])
     failures = []
     for key, k, c in jobs:
-        out = np.empty_like(storage_view(c.expected))
+        out, out_intact = _guarded(np.zeros_like(storage_view(c.expected)))
         scratch = None
         if c.plan.scratch is not None:
             shape, dtype = c.plan.scratch
             scratch = np.zeros(shape, storage_view(np.zeros(0, dtype.np)).dtype)
-        inputs = [storage_view(x) for x in c.inputs]
+        inputs = [_guarded(storage_view(x))[0] for x in c.inputs]
         error = emu.run(key, k, c.plan, inputs, out, scratch)
         try:
             assert error == 0, "error flag set"
+            assert out_intact(), "wrote outside its output buffer"
             assert_matches(c, from_storage(out, c.expected))
         except AssertionError as e:
             failures.append(f"{k.config.strategy} {c.plan.describe()}: {str(e)[:600]}")

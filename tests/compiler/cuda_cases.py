@@ -74,6 +74,7 @@ def _representative() -> dict[str, PendingGraph]:
     target = nv.tensor(rng.integers(0, 50, (16,)))
     g["f32_cross_entropy"] = _graph(F.cross_entropy(logits, target))
     g["f32_reductions"] = _graph(y.sum(dim=-1), y.amax(dim=-1), y.sum(dim=0), y.sum())
+    g["f32_empty_k"] = _graph(t(4, 0) @ t(0, 8) + 1.0)
     g["f32_long_column"] = _graph(t(1100, 3, 5).amax(dim=(0, 2)), t(1030, 40).sum(dim=0))
     g["f64_elementwise"] = _graph((t(5, 7, dtype=np.float64).exp() * 2.0).tanh())
     g["f16_elementwise"] = _graph((t(8, 9).half().sigmoid() + 1.0) * t(8, 9).half())

@@ -150,6 +150,16 @@ def test_every_dtype_generates():
     assert "atomic" not in body and "nv_fail(); continue;" in body
 
 
+def test_empty_outputs_launch_nothing_and_empty_contractions_give_zeros():
+    (empty,) = _plans(_t(0, 4) @ _t(4, 3))
+    k = generate(empty, SM80)
+    assert k.grid == (1, 1, 1) and k.shared_bytes == 0
+    assert "// empty output: nothing to compute" in _body(k.source)
+    (k0,) = _plans(_t(4, 0) @ _t(0, 3))           # K = 0: no k tiles, the epilogue stores 0
+    body = _body(generate(k0, SM80).source)
+    assert "const int KT = 0;" in body and "out[o" in body
+
+
 def test_write_sources_for_reading(tmp_path):
     plans = [c.plan for c in representative()["f32_attention"]]
     paths = write_sources(plans, SM90, str(tmp_path))

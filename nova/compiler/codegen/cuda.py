@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
@@ -618,14 +618,18 @@ def generate(plan: KernelPlan, spec: CudaSpec) -> CudaKernel:
     bodies = {"grid_stride": _elementwise, "warp_per_row": _rows, "block_per_row": _rows,
               "column": _column, "lines": _scatter, "simt": _matmul_simt}
     shared = cfg.shared_bytes
-    if cfg.strategy == "mma_tf32":
+    modes = ""
+    if prod(plan.out[0]) == 0:
+        # Nothing to write; a body would clamp indices to -1 on empty operands.
+        e.line("// empty output: nothing to compute")
+        cfg = replace(cfg, grid=(1, 1, 1))
+        shared = 0
+    elif cfg.strategy == "mma_tf32":
         gemm = _Gemm(e, cfg)
         gemm.body()
-        shared = cfg.shared_bytes
         modes = f"A {gemm.amode}, B {gemm.bmode}"
     else:
         bodies[cfg.strategy](e, cfg)
-        modes = ""
     params, names = _signature(plan)
     threads = cfg.threads
     header = (f"// {plan.describe()}\n// cuda {spec.arch}: {cfg.strategy} grid={cfg.grid} "

@@ -129,19 +129,25 @@ class CEmitter:
         return off
 
     def delinearize(self, flat: str, shape: Sequence[int]) -> list[str]:
-        """Row-major multi-index of an offset, as fresh i64 variables."""
+        """Row-major multi-index of an offset (which lies in ``[0, prod(shape))``).
+
+        Below 2^32 elements the divisions run in 32-bit unsigned arithmetic: division by
+        a constant becomes a multiply-high, one instruction in 32 bits but an emulated
+        sequence in 64, and these divisions are most of an elementwise kernel's work."""
         if not shape:
             return []
+        narrow = prod(shape) < 2 ** 32
+        ctype, suffix = ("unsigned", "u") if narrow else ("i64", "LL")
         out: list[str] = []
-        rest = self.fresh("i64", flat, "f")
+        rest = self.fresh(ctype, f"({ctype})({flat})", "f")
         for k, n in enumerate(reversed(shape)):
             if k == len(shape) - 1:
                 out.append(rest)
             elif n == 1:
                 out.append("0")
             else:
-                out.append(self.fresh("i64", f"{rest} % {n}LL", "x"))
-                rest = self.fresh("i64", f"{rest} / {n}LL", "f")
+                out.append(self.fresh(ctype, f"{rest} % {n}{suffix}", "x"))
+                rest = self.fresh(ctype, f"{rest} / {n}{suffix}", "f")
         return out[::-1]
 
     # ------------------------------------------------------------ memory

@@ -85,5 +85,5 @@ def test_gpt_step_kernels_match_the_interpreter():
         if c.plan.name not in seen:
             seen.add(c.plan.name)
             cases.append(c)
-    failures = _run(cases, [SM80, ONE_SM])
+    failures = _run(cases, [SM80])   # big tiles: the representative GEMMs
     assert not failures, "\n\n".join(failures)

@@ -85,8 +85,9 @@ def find_library() -> str | None:
 class _Lib:
     def __init__(self, path: str):
         directory = os.path.dirname(path)
-        # libnvrtc dlopens its builtins library; load it first so the lookup succeeds
-        # even when the wheel's directory is not on the loader path.
+        # libnvrtc dlopens libnvrtc-builtins at compile time; the wheel's library has no
+        # RPATH, so unless that directory is on the loader path every compile fails with
+        # NVRTC_ERROR_BUILTIN_OPERATION_FAILURE. Loading it first (global) fixes that.
         for builtins in sorted(glob.glob(os.path.join(directory, "libnvrtc-builtins.so*"))):
             if "alt" not in os.path.basename(builtins):
                 ctypes.CDLL(builtins, mode=ctypes.RTLD_GLOBAL)

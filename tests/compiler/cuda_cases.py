@@ -58,6 +58,7 @@ def _representative() -> dict[str, PendingGraph]:
     x, w, b = t(37, 45), t(45, 64), t(64)
     g["f32_linear_gelu"] = _graph(F.gelu(x @ w + b))                    # matmul + epilogue
     g["f32_matmul_aligned"] = _graph(t(64, 96) @ t(96, 128))             # cp.async A, B
+    g["f32_matmul_deep_k"] = _graph(t(40, 264) @ t(264, 48))                # 9 k-tiles
     g["f32_matmul_transposed"] = _graph(t(96, 64).transpose(0, 1) @ t(128, 96).transpose(0, 1))
     q, k = t(2, 4, 32, 16), t(2, 4, 32, 16)
     g["f32_attention"] = _graph(F.softmax((q @ k.transpose(-2, -1)) * 0.25, dim=-1) @ t(2, 4, 32, 16))

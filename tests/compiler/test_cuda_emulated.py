@@ -1,8 +1,9 @@
 """Generated CUDA kernels run on the CPU emulator (``cuda_emulator``) against the
 interpreter: the index arithmetic, reductions, shuffles, the GEMM's shared-memory ring
 and tensor-core fragment mapping, without a GPU. GEMMs run twice: with the sm_80 spec
-(small problems pick 32x32 tiles) and with a one-SM spec, which makes the configurator
-pick its largest 128x128 tile (8 warps, 4x4 mma tiles per warp)."""
+(small problems pick 32x32 tiles), with sm_90 (whose larger shared memory gives the
+deep-K case a 4-stage ring) and with a one-SM spec, which makes the configurator pick
+its largest 128x128 tile (8 warps, 4x4 mma tiles per warp)."""
 from __future__ import annotations
 
 import shutil
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from nova.compiler.codegen.cuda import generate
-from nova.compiler.cuda_device import SM80
+from nova.compiler.cuda_device import SM80, SM90
 from tests.compiler.cuda_cases import (
     assert_matches,
     from_storage,
@@ -74,7 +75,9 @@ def _run(cases, specs) -> list[str]:
 
 def test_representative_kernels_match_the_interpreter():
     cases = [c for cs in representative().values() for c in cs]
-    failures = _run(cases, [SM80, ONE_SM])
+    deep = generate(representative()["f32_matmul_deep_k"][0].plan, SM90).config.gemm
+    assert deep.stages == 4
+    failures = _run(cases, [SM80, SM90, ONE_SM])
     assert not failures, "\n\n".join(failures)
 
 

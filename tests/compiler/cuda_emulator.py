@@ -41,6 +41,8 @@ using namespace std;
 typedef long long i64;
 typedef unsigned long long u64;
 struct emu_dim3 { unsigned x, y, z; };
+struct alignas(8) uint2 { unsigned x, y; };
+struct alignas(16) uint4 { unsigned x, y, z, w; };
 static thread_local emu_dim3 threadIdx, blockIdx;
 static emu_dim3 blockDim, gridDim;
 static thread_local int emu_lane, emu_warp;

@@ -87,6 +87,21 @@ def test_golden_softmax_row_kernel():
     assert "#include" not in src          # NVRTC needs no headers
 
 
+def test_golden_vectorized_elementwise():
+    a, b = _t(64, 256), _t(256)
+    (plan,) = _plans((a * 2.0 + b).tanh() * a)
+    k = generate(plan, SM90)
+    body = _body(k.source)
+    assert (k.config.vec, k.block, k.grid) == (4, (256, 1, 1), (16, 1, 1))  # 16384 / 1024
+    assert "for (i64 base = ((i64)blockIdx.x * blockDim.x + threadIdx.x) * 4; base < 16384LL; " \
+           "base += (i64)gridDim.x * blockDim.x * 4) {" in body
+    # a (output-shaped) in one 16-byte load, read twice from registers; b broadcast per
+    # element through the 32-bit index arithmetic; one 16-byte store
+    assert "*reinterpret_cast<uint4*>(va0) = *reinterpret_cast<const uint4*>(in0 + base);" in body
+    assert body.count("va0[u]") == 1 and "in1[(x" in body and "% 256u" in body
+    assert "*reinterpret_cast<uint4*>(out + base) = *reinterpret_cast<uint4*>(vo);" in body
+
+
 def test_golden_tf32_gemm_with_bias_epilogue():
     x, w, b = _t(64, 96), _t(96, 128), _t(128)
     (plan,) = _plans(F.gelu(x @ w + b))
@@ -230,13 +245,17 @@ def test_large_gemms_fit_the_register_estimate(arch):
 @pytest.mark.skipif(nvrtc.find_tool("nvdisasm") is None,
                     reason="nvdisasm not installed (pip install nvidia-cuda-nvdisasm)")
 @pytest.mark.parametrize("arch", ARCHS)
-def test_gemm_sass_uses_tf32_tensor_cores_and_async_copies(arch):
+def test_sass_tf32_tensor_cores_async_copies_and_vector_accesses(arch):
     (plan,) = _plans(_t(128, 256) @ _t(256, 192))
     k = generate(plan, SPECS[arch])
     sass = nvrtc.sass(nvrtc.compile(k.source, arch, entry=k.entry).cubin)
     assert re.search(r"HMMA\.1688\.F32\.TF32", sass), "no TF32 tensor-core instruction"
     assert "LDGSTS" in sass            # cp.async
     assert "DEPBAR" in sass            # cp.async.wait_group
+    (ew,) = _plans(_t(64, 256).exp() * _t(64, 256))
+    k = generate(ew, SPECS[arch])
+    sass = nvrtc.sass(nvrtc.compile(k.source, arch, entry=k.entry).cubin)
+    assert "LDG.E.128" in sass and "STG.E.128" in sass    # 16-byte vector accesses
 
 
 @needs_nvrtc

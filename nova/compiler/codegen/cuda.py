@@ -225,16 +225,50 @@ def _column(e: CEmitter, cfg: LaunchConfig) -> None:
 
 # ---------------------------------------------------------------- elementwise, scatter
 
+_WIDE = {2: "unsigned short", 4: "unsigned", 8: "uint2", 16: "uint4"}
+
+
 def _elementwise(e: CEmitter, cfg: LaunchConfig) -> None:
+    """Each thread takes ``vec`` consecutive outputs per grid-stride step. Inputs of the
+    output's shape read at the output's own index (the common case: no broadcast or
+    transpose on the way) arrive as one wide load per thread (16 bytes for float32 x 4),
+    and the outputs leave as one wide store; everything else is loaded per element.
+    Wide accesses need 16-byte aligned buffers, which cp.async needs as well."""
     shape, dtype = e.plan.out
     numel = max(prod(shape), 1)
     vec = cfg.vec
+    out_bytes = vec * dtype.itemsize
+    wide_out = vec > 1 and out_bytes in _WIDE
+    e.vector_args = {i for i, (s, d) in enumerate(e.plan.arg_types[:-1])
+                     if vec > 1 and s == shape and vec * d.itemsize in _WIDE}
     with e.scope(f"for (i64 base = ((i64)blockIdx.x * blockDim.x + threadIdx.x) * {vec}; "
                  f"base < {numel}LL; base += (i64)gridDim.x * blockDim.x * {vec})"):
+        at = len(e.lines)
+        if wide_out:
+            e.line(f"__align__(16) {STORAGE[dtype.mlir]} vo[{vec}];")
         e.line("#pragma unroll")
         with e.scope(f"for (int u = 0; u < {vec}; ++u)"):
             flat = e.fresh("i64", "base + u", "e")
-            e.store(e.emit(e.root, e.delinearize(flat, shape)), "out", flat, dtype.mlir)
+            idx = e.delinearize(flat, shape)
+            e.vector_idx = tuple(idx)
+            value = e.emit(e.root, idx)
+            e.vector_idx = None
+            if wide_out:
+                e.line(f"vo[u] = {e.narrow(value, dtype.mlir)};")
+            else:
+                e.store(value, "out", flat, dtype.mlir)
+        if wide_out:
+            wide = _WIDE[out_bytes]
+            e.line(f"*reinterpret_cast<{wide}*>(out + base) = *reinterpret_cast<{wide}*>(vo);")
+        pad = "  " * e.depth
+        loads = []
+        for i in sorted(e.vector_loads):
+            d = e.plan.arg_types[i][1]
+            wide = _WIDE[vec * d.itemsize]
+            loads.append(f"{pad}__align__(16) {STORAGE[d.mlir]} va{i}[{vec}];")
+            loads.append(f"{pad}*reinterpret_cast<{wide}*>(va{i}) = "
+                         f"*reinterpret_cast<const {wide}*>(in{i} + base);")
+        e.lines[at:at] = loads
 
 
 def _scatter(e: CEmitter, cfg: LaunchConfig) -> None:

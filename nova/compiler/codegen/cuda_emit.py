@@ -87,6 +87,13 @@ class CEmitter:
         self.counter = 0
         self.scopes: list[dict] = [{}]
         self.override: dict[int, str] = {}
+        # Vectorized elementwise kernels: block arguments of the output's shape read at
+        # exactly ``vector_idx`` come from a per-thread chunk ``va<i>[u]`` loaded with
+        # one wide access (see ``codegen.cuda._elementwise``); ``vector_loads`` collects
+        # the arguments read that way.
+        self.vector_idx: tuple[str, ...] | None = None
+        self.vector_args: set[int] = set()
+        self.vector_loads: set[int] = set()
 
     # ------------------------------------------------------------ text
 
@@ -219,7 +226,11 @@ class CEmitter:
         if isinstance(value, BlockArgument):
             i = self.arg_index[id(value)]
             shape, dtype = self.plan.arg_types[i]
-            expr = self.widen(f"{self.pointer(i)}[{self.linear(idx, shape)}]", dtype.mlir)
+            if i in self.vector_args and tuple(idx) == self.vector_idx:
+                self.vector_loads.add(i)
+                expr = self.widen(f"va{i}[u]", dtype.mlir)
+            else:
+                expr = self.widen(f"{self.pointer(i)}[{self.linear(idx, shape)}]", dtype.mlir)
         else:
             expr = self._op(value.owner, idx)
         if _is_simple(expr):

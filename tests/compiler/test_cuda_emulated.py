@@ -90,3 +90,23 @@ def test_gpt_step_kernels_match_the_interpreter():
             cases.append(c)
     failures = _run(cases, [SM80])   # big tiles: the representative GEMMs
     assert not failures, "\n\n".join(failures)
+
+
+def test_tf32_gemm_relative_error_against_float64():
+    """The emulated tensor-core GEMM (tf32 operands rounded to nearest, ties away;
+    float32 accumulation) is within 5e-4 of a float64 product in Frobenius norm, the
+    bound the GPU test checks on large shapes."""
+    import nova as nv
+    from tests.compiler.cuda_cases import _graph, cases_of
+    from tests.compiler.cuda_emulator import Emulator
+
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((256, 384)).astype(np.float32)
+    b = rng.standard_normal((384, 320)).astype(np.float32)
+    (case,) = cases_of(_graph(nv.tensor(a) @ nv.tensor(b)))
+    k = generate(case.plan, SM80)
+    out = np.zeros((256, 320), np.float32)
+    assert Emulator([("_tf32", k, case.plan)]).run("_tf32", k, case.plan, [a, b], out) == 0
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    err = np.linalg.norm(out - ref) / np.linalg.norm(ref)
+    assert 1e-5 < err < 5e-4      # TF32, not float32 (~1e-7), and not worse

@@ -69,3 +69,21 @@ def test_kernel_matches_interpreter_on_gpu(name):
     out, error = _launch(case)
     assert error == 0, f"{name}: kernel raised nova_error_flag"
     assert_matches(case, out)
+
+
+@pytest.mark.parametrize("m,k,n", [(1024, 1024, 1024), (4096, 768, 2304), (1000, 333, 517)])
+def test_tf32_gemm_relative_error_against_float64(m, k, n):
+    """TF32 (10-bit mantissa, unit roundoff 2^-11 = 4.9e-4) with float32 accumulation:
+    the Frobenius-norm relative error against a float64 product stays below 5e-4 on
+    random data (rounding errors of the inputs average out over K)."""
+    import nova as nv
+    from tests.compiler.cuda_cases import Case, _graph, cases_of
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    (case,) = cases_of(_graph(nv.tensor(a) @ nv.tensor(b)))
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    out, error = _launch(Case(case.plan, [a, b], ref.astype(np.float32)))
+    assert error == 0
+    assert np.linalg.norm(out - ref) / np.linalg.norm(ref) < 5e-4

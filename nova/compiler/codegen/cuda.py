@@ -8,8 +8,9 @@ Launch geometry comes from ``cuda_configurator.configure`` and travels with the 
 
 Kernel bodies, by strategy:
 - ``grid_stride`` (elementwise): each thread computes ``vec`` consecutive outputs per
-  grid-stride step; every value is evaluated through ``CEmitter`` (index arithmetic for
-  movement ops, no copies).
+  grid-stride step, with 16-byte vector loads of output-shaped inputs and a vector
+  store; every value is evaluated through ``CEmitter`` (index arithmetic for movement
+  ops, no copies).
 - ``warp_per_row`` / ``block_per_row`` (softmax, log_softmax, layer_norm,
   cross_entropy, suffix reductions): per row, one pass per reduction combining in
   registers, then a butterfly of ``__shfl_xor_sync`` (and a shared-memory exchange of
@@ -31,6 +32,11 @@ Kernel bodies, by strategy:
 
 Index errors (gather, scatter_add) and integer division by zero set the module global
 ``nova_error_flag`` (see ``cuda_prelude``); indices are clamped so no access strays.
+
+Launch contract for the runtime: every buffer 16-byte aligned (CuPy's pool gives 256;
+arena offsets must keep it), dynamic shared memory ``shared_bytes`` (above 48 KiB set
+``max_dynamic_shared_size_bytes`` first), ``nova_error_flag`` zeroed before a step and
+read after it.
 """
 from __future__ import annotations
 

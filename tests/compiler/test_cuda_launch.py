@@ -40,7 +40,8 @@ def _launch(case):
     if k.shared_bytes > spec.smem_per_block:
         fn.max_dynamic_shared_size_bytes = k.shared_bytes
     flag = module.get_global("nova_error_flag")
-    flag.copy_from_host(np.zeros(1, np.int32).ctypes.data, 4)
+    zero = np.zeros(1, np.int32)          # kept alive until the copy is done
+    flag.copy_from_host(zero.ctypes.data, 4)
     args = [cupy.asarray(storage_view(x)) for x in case.inputs]
     out = cupy.empty(case.expected.shape, storage_view(case.expected).dtype)
     args.append(out)

@@ -20,7 +20,7 @@ import numpy as np
 from nova.autograd import grad_mode as _grad_mode
 from nova.autograd import graph as _graph
 from nova.tensor import dtypes as dt
-from nova.tensor.device import CPU, device
+from nova.tensor.device import BY_TYPE, device
 from nova.tensor.trace import Node, live_pending
 
 
@@ -136,7 +136,13 @@ class Tensor:
 
     @property
     def device(self) -> device:
-        return CPU
+        """Where the values live (``cpu`` or ``cuda``); a pending result is on its
+        inputs' device, a constant on the CPU until it meets a device tensor."""
+        return BY_TYPE[self.node.device]
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.node.device == "cuda"
 
     @property
     def ndim(self) -> int:
@@ -175,7 +181,11 @@ class Tensor:
         """
         from nova.tensor.realize import realize
         realize(self)
-        return np.array(self.node.buffer, copy=True)
+        node = self.node
+        if node.device == "cuda":   # a fresh host copy, viewed as the Nova dtype
+            from nova.runtime.cuda_runtime import to_host
+            return to_host(node.buffer, node.dtype.np)
+        return np.array(node.buffer, copy=True)
 
     def item(self) -> Any:
         if self.numel() != 1:
@@ -249,12 +259,17 @@ class Tensor:
                 target_device = a
             else:
                 target_dtype = a
+        out = self if target_dtype is None else _ops.cast(self, dt.get_dtype(target_dtype))
         if target_device is not None:
             from nova.tensor.device import check_device
-            check_device(target_device, "to")
-        if target_dtype is None:
-            return self
-        return _ops.cast(self, dt.get_dtype(target_dtype))
+            target = check_device(target_device, "to")
+            if target.type != (self.node.device or "cpu"):
+                out = _move(out, target.type)
+        return out
+
+    def cuda(self, device: Any = None) -> Tensor:
+        """A copy on the GPU (``self`` if already there)."""
+        return self.to("cuda" if device is None else device)
 
     def type(self, dtype: Any = None):
         return self.dtype.name if dtype is None else self.to(dtype)
@@ -281,7 +296,8 @@ class Tensor:
         return self.to(dt.bool_)
 
     def cpu(self) -> Tensor:
-        return self
+        """A copy on the host (``self`` if already there)."""
+        return self.to("cpu")
 
     def clone(self) -> Tensor:
         """A new handle on the same value (differentiable, never aliasing)."""
@@ -445,3 +461,24 @@ from nova.tensor import ops as _ops  # noqa: E402
 for _mod in (_ops, _movement):
     for _name in _mod.TENSOR_METHODS:
         setattr(Tensor, _name, getattr(_mod, _name))
+
+
+def _move(t: Tensor, target: str) -> Tensor:
+    """``t``'s value copied to ``target`` as a new leaf (realizing it first).
+
+    Autograd does not cross devices: a gradient would have to flow back through the
+    copy into another device's step. So a tensor with history, or one that requires
+    grad, is refused with the ways to get what the user wants (``Module.to`` moves
+    parameters in place, keeping their identity and ``requires_grad``)."""
+    if t._grad_fn is not None or t._requires_grad:
+        raise RuntimeError(
+            f"to: cannot move a tensor that requires grad from {t.device} to {target} "
+            "(autograd does not cross devices). Move leaves before computing: "
+            "model.to('cuda') moves parameters in place; for a single leaf use "
+            "x.detach().to(device).requires_grad_()")
+    from nova.runtime import cuda_runtime
+    from nova.tensor.trace import buffer_node, device_buffer_node
+    host = t.numpy()   # realizes; a host copy in the Nova dtype
+    if target == "cuda":
+        return Tensor._wrap(device_buffer_node(cuda_runtime.to_device(host), t.dtype, "cuda"))
+    return Tensor._wrap(buffer_node(host, t.dtype))

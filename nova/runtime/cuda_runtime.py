@@ -159,11 +159,7 @@ class CupyBackend(DeviceBackend):
         if not handles:
             return lambda: []
         if self._gather is None:
-            src = ('extern "C" __global__ void nova_gather_flags(int* const* flags, int n, '
-                   'int* out) {\n  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n;'
-                   ' i += gridDim.x * blockDim.x) { out[i] = *flags[i]; if (out[i]) '
-                   '*flags[i] = 0; }\n}\n')
-            self._gather = self._module(src, "nova_gather_flags",
+            self._gather = self._module(FLAG_GATHER_SOURCE, "nova_gather_flags",
                                         "nova_gather_flags").get_function("nova_gather_flags")
         ptrs = cupy.asarray(np.array([h[2].ptr for h in handles], dtype=np.uint64))
         out = cupy.zeros(len(handles), dtype=cupy.int32)
@@ -177,6 +173,18 @@ class CupyBackend(DeviceBackend):
 
     def synchronize(self) -> None:
         self.cupy.cuda.runtime.deviceSynchronize()
+
+
+# Reads every kernel module's ``nova_error_flag`` (through a device array of their
+# addresses) into one array and clears the flags that were set.
+FLAG_GATHER_SOURCE = r"""
+extern "C" __global__ void nova_gather_flags(int* const* flags, int n, int* out) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    out[i] = *flags[i];
+    if (out[i]) *flags[i] = 0;
+  }
+}
+"""
 
 
 def dump_failed_source(name: str, arch: str, source: str) -> str:

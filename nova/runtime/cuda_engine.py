@@ -159,9 +159,12 @@ class CudaProgram:
         self._arena_buffer = arena
         self._views = views
 
-    def __call__(self, args: Sequence[Any], donated: frozenset[int] = frozenset()) -> list[Any]:
-        """Run the step on device arrays (storage dtypes). ``donated``: argument slots
-        nobody else holds; results planned over them are written in place."""
+    def enqueue(self, args: Sequence[Any], donated: frozenset[int] = frozenset()) -> list[Any]:
+        """Launch the step's kernels on device arrays (storage dtypes) and return its
+        results without waiting for them or reading the error flags (``__call__`` does
+        both; benchmarks time the launches alone between device events). ``donated``:
+        argument slots nobody else holds; results planned over them are written in
+        place."""
         backend, xp = self.backend, self.backend.xp
         for i, a in enumerate(args):
             if not backend.is_device_array(a) or not a.flags.c_contiguous:
@@ -187,7 +190,11 @@ class CudaProgram:
             values[st.out] = out
             for i in self.release[p]:
                 values[i] = None
-        results = [values[i] for i in self.outputs]
+        return [values[i] for i in self.outputs]
+
+    def __call__(self, args: Sequence[Any], donated: frozenset[int] = frozenset()) -> list[Any]:
+        """Run the step and wait for it; raise if a kernel set its error flag."""
+        results = self.enqueue(args, donated)
         flags = self._read_flags()          # waits for the step: its one synchronization
         failed = [p for p, f in enumerate(flags) if f]
         if failed:

@@ -159,7 +159,7 @@ class Optimizer:
                     if v.shape != p.shape:
                         raise ValueError(f"{name}.load_state_dict: state {k!r} of parameter {i} "
                                          f"has shape {v.shape}, the parameter has {p.shape}")
-                    v = v.to(p.dtype)
+                    v = v.to(p.device, p.dtype)   # state lives with its parameter
                 restored[k] = v
             new_state[p] = restored
         for saved, mine in zip(groups, self.param_groups):

@@ -111,6 +111,9 @@ class Tensor:
             base = v.base
             base._assign(v.write_back(base, value), op)
             v.version = base._version
+        if self._node.device == "cuda" and value.node.device is None and \
+                not value.node.realized:
+            value.node.device = "cuda"   # a constant written into a GPU tensor stays there
         self._node = value.node
         self._grad_fn = value._grad_fn
         self._version += 1
@@ -442,6 +445,10 @@ class Tensor:
     def copy_(self, src: Any) -> Tensor:
         if not isinstance(src, Tensor):
             raise TypeError(f"copy_: src must be a Tensor, got {type(src).__name__}")
+        where, there = self.node.device, src.node.device
+        if (where == "cuda" and (there == "cpu" or there is None and src.node.realized)
+                or where == "cpu" and there == "cuda"):
+            src = src.to(BY_TYPE[where])      # copy_ crosses devices, as in torch
         src = _ops.broadcast_to(src, self.shape, op="copy_")
         return self._assign(src.to(self.dtype), "copy_")
 

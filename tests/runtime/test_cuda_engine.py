@@ -297,3 +297,33 @@ def test_cupy_backend_names_a_kernel_nvrtc_rejects_and_dumps_its_source(tmp_path
     for arch in SPECS:
         assert nvrtc.compile(FLAG_GATHER_SOURCE, arch, name="flags.cu").cubin
 
+
+
+@needs_gxx
+def test_checkpoints_load_into_a_model_on_the_device(emu, tmp_path):
+    nv.manual_seed(0)
+    model = nv.nn.Linear(4, 3).cuda()
+    opt = nv.optim.AdamW(model.parameters(), lr=1e-2)
+    x = nv.randn(2, 4, device="cuda")
+    model(x).sum().backward()
+    opt.step()
+    nv.save({"model": model.state_dict(), "opt": opt.state_dict()}, tmp_path / "ck.nv")
+    ck = nv.load(tmp_path / "ck.nv")
+    fresh = nv.nn.Linear(4, 3).cuda()
+    fresh_opt = nv.optim.AdamW(fresh.parameters(), lr=1e-2)
+    fresh.load_state_dict(ck["model"])            # CPU values copied into GPU parameters
+    fresh_opt.load_state_dict(ck["opt"])
+    assert all(p.device == nv.device("cuda") for p in fresh.parameters())
+    assert all(v.device == nv.device("cuda") for s in fresh_opt.state.values()
+               for v in s.values() if isinstance(v, nv.Tensor))
+    np.testing.assert_array_equal(fresh.weight.numpy(), model.weight.numpy())
+    w = nv.zeros(3, device="cuda")
+    w.copy_(nv.ones(3))                           # a constant written into a GPU tensor
+    w.copy_(nv.tensor([1.0, 2.0, 3.0]))           # a CPU tensor copied across
+    assert w.device == nv.device("cuda") and w.numpy().tolist() == [1.0, 2.0, 3.0]
+    for _ in range(2):                            # and training continues on the GPU
+        fresh(x).sum().backward()
+        assert fresh.bias.grad.device == nv.device("cuda")   # (a gradient of constants)
+        fresh_opt.step()
+        fresh_opt.zero_grad()
+    assert CACHE.last.engine == "cuda"

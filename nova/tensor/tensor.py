@@ -208,6 +208,8 @@ class Tensor:
             arr = arr.astype(np.float32)
         body = np.array2string(arr, separator=", ", prefix="tensor(", precision=4)
         extra = "" if self.dtype in (dt.float32, dt.int64, dt.bool_) else f", dtype={self.dtype}"
+        if self.node.device == "cuda":
+            extra += ", device='cuda:0'"
         return f"tensor({body}{extra})"
 
     def __bool__(self) -> bool:
@@ -255,8 +257,8 @@ class Tensor:
         if kwargs:
             raise TypeError(f"to: unexpected arguments {sorted(kwargs)}")
         for a in args:
-            if isinstance(a, Tensor):
-                target_dtype = a.dtype
+            if isinstance(a, Tensor):    # its dtype and device, as torch
+                target_dtype, target_device = a.dtype, a.device
             elif isinstance(a, device) or (isinstance(a, str) and
                                            a.partition(":")[0] in ("cpu", "cuda")):
                 target_device = a

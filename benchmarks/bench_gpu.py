@@ -121,13 +121,16 @@ def bench_gemm(shape, reps: int, peers: dict[str, bool]) -> dict:
     del a64, b64
 
     # Nova: one step computing the product; then its kernels alone, replayed.
+    from nova.tensor.realize import pending_graph
+
     na, nb = nv.tensor(a, device="cuda"), nv.tensor(b, device="cuda")
     t0 = time.perf_counter()
     c = (na.T if ta else na) @ (nb.T if tb else nb)
+    args = list(pending_graph(c).arg_buffers)   # the step's argument order (first use)
     out = c.numpy()
     row["nova_first_call_s"] = time.perf_counter() - t0
     program = CACHE.last._program
-    args = [na.node.buffer, nb.node.buffer]
+    assert len(args) == program.n_args, (len(args), program.n_args)
     row["nova_kernels"] = program.num_kernels
     row["nova_kernel"] = "; ".join(st.plan.describe() for st in program.steps)[:300]
     sec = _events_time(lambda: program.enqueue(args), reps, cupy.cuda.runtime.deviceSynchronize)

@@ -42,8 +42,9 @@ def emu():
 
 def test_import_nova_does_not_import_cupy():
     code = "import sys, nova; assert 'cupy' not in sys.modules, 'import nova loaded cupy'"
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     subprocess.run([sys.executable, "-c", code], check=True,
-                   env={**os.environ, "PYTHONPATH": os.getcwd()})
+                   env={**os.environ, "PYTHONPATH": root})
 
 
 @pytest.mark.skipif(cuda_runtime.is_available(), reason="a GPU is present")

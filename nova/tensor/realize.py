@@ -138,12 +138,17 @@ def _sole_device_owner(buffer: Any) -> bool:
     engine made it (no read-only view: device arrays have no write flag), so it is
     donatable when only the node and the argument list hold it and it owns its memory
     — or is the one view (a reshape, from an earlier donation) of an array nobody else
-    holds. CuPy and numpy arrays both keep their owner in ``base``."""
+    holds. CuPy and numpy arrays both keep their owner in ``base``. (Host arguments of a
+    GPU step, uploaded for the run, fail the first count: their node holds the host
+    array, not the upload, so they are never donated.)"""
     if sys.getrefcount(buffer) - _BASE_REFS - 2 != 0:   # + the node, the parameter
         return False
     owner = getattr(buffer, "base", None)
-    return owner is None or (getattr(owner, "base", None) is None
-                             and sys.getrefcount(owner) - _BASE_REFS - 1 == 0)
+    while owner is not None:   # (a chain, should a library not collapse view bases)
+        if sys.getrefcount(owner) - _BASE_REFS - 1 != 0:   # + the view's ``base``
+            return False
+        owner = getattr(owner, "base", None)
+    return True
 
 
 def _arguments_behind(nodes: list[Node]) -> set[int]:

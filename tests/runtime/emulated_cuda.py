@@ -35,7 +35,6 @@ class EmulatorBackend(DeviceBackend):
         self.loads = 0                         # load() calls: steps compiled
         self.uploads = 0
         self._flags: dict[int, int] = {}
-        self._n = 0
 
     def spec(self) -> CudaSpec:
         return self._spec
@@ -54,13 +53,9 @@ class EmulatorBackend(DeviceBackend):
         from tests.compiler.cuda_emulator import Emulator
 
         self.loads += 1
-        keyed = []
-        for k, plan in kernels:
-            self._n += 1
-            keyed.append((f"_e{self._n}", k, plan))
-        # Suffixes only rename entry points, so a program compiled again reuses the
-        # library when its kernels are numbered the same; numbering restarts per load.
-        keyed = [(f"_e{i}", k, plan) for i, (_, k, plan) in enumerate(keyed)]
+        # Entry-point suffixes numbered per load: a program compiled again produces the
+        # same library source, so the emulator's disk cache serves it.
+        keyed = [(f"_e{i}", k, plan) for i, (k, plan) in enumerate(kernels)]
         emu = Emulator(keyed) if keyed else None
         return [(emu, key, k, plan) for key, k, plan in keyed]
 

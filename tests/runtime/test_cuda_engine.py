@@ -330,3 +330,19 @@ def test_checkpoints_load_into_a_model_on_the_device(emu, tmp_path):
         fresh_opt.step()
         fresh_opt.zero_grad()
     assert CACHE.last.engine == "cuda"
+
+
+@needs_gxx
+def test_a_step_over_the_memory_limit_raises_with_the_plan(emu):
+    x = nv.tensor(np.full((64, 64), 0.01, np.float32), device="cuda")
+    y = ((x @ x).exp() @ x).sum()
+    nv.debug.set_memory_limit(4096)
+    try:
+        with pytest.raises(nv.NovaOutOfMemoryError, match=r"nova: the CUDA step needs "
+                                                          r"[\d.]+ MiB, more than the memory "
+                                                          r"limit"):
+            y.item()
+    finally:
+        nv.debug.set_memory_limit(None)
+    # within the limit the same step runs: 64 * 64 entries of 64 * e^0.64 * 0.01
+    assert y.item() == pytest.approx(4096 * 64 * np.exp(0.64) * 0.01, rel=1e-3)

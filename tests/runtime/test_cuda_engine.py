@@ -344,5 +344,6 @@ def test_a_step_over_the_memory_limit_raises_with_the_plan(emu):
             y.item()
     finally:
         nv.debug.set_memory_limit(None)
-    # within the limit the same step runs: 64 * 64 entries of 64 * e^0.64 * 0.01
-    assert y.item() == pytest.approx(4096 * 64 * np.exp(0.64) * 0.01, rel=1e-3)
+    # within the limit the same step runs: 64 * 64 entries of 64 * e^0.0064 * 0.01 (TF32
+    # operands: 0.01 keeps 10 mantissa bits)
+    assert y.item() == pytest.approx(4096 * 64 * np.exp(0.0064) * 0.01, rel=3e-3)

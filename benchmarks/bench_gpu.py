@@ -37,10 +37,10 @@ from pathlib import Path
 
 os.environ.setdefault("CUPY_TF32", "1")     # before CuPy is imported anywhere
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import nova as nv  # noqa: E402
-from models.gpt import preset  # noqa: E402
+import nova as nv
+from models.gpt import preset
 
 
 def gemm_shapes(tokens: int, quick: bool) -> list[tuple[str, int, int, int, bool, bool]]:
@@ -135,16 +135,13 @@ def bench_gemm(shape, reps: int, peers: dict[str, bool]) -> dict:
     row["nova_kernel"] = "; ".join(st.plan.describe() for st in program.steps)[:300]
     sec = _events_time(lambda: program.enqueue(args), reps, cupy.cuda.runtime.deviceSynchronize)
     row["nova"] = {"s": sec, "gflops": flops / sec / 1e9, **_errors(out, ref)}
-    del na, nb, c, out, args, program
-    nv.debug.reset_cache()
+    nv.debug.reset_cache()     # (the device arrays go with this frame)
 
     ca, cb = cupy.asarray(a), cupy.asarray(b)
     opa, opb = (ca.T if ta else ca), (cb.T if tb else cb)
     sec = _events_time(lambda: cupy.matmul(opa, opb), reps, cupy.cuda.runtime.deviceSynchronize)
     row["cupy"] = {"s": sec, "gflops": flops / sec / 1e9,
                    **_errors(cupy.asnumpy(cupy.matmul(opa, opb)), ref)}
-    del ca, cb, opa, opb
-    cupy.get_default_memory_pool().free_all_blocks()
 
     if peers.get("torch"):
         import torch
@@ -153,9 +150,19 @@ def bench_gemm(shape, reps: int, peers: dict[str, bool]) -> dict:
         sec = _torch_time(lambda: pa @ pb, reps)
         row["torch"] = {"s": sec, "gflops": flops / sec / 1e9,
                         **_errors((pa @ pb).cpu().numpy(), ref)}
-        del ta_, tb_, pa, pb
-        torch.cuda.empty_cache()
     return row
+
+
+def _release_gemm_memory() -> None:
+    """Return the pools' cached blocks between shapes (8192^2 operands add up)."""
+    import cupy
+    gc.collect()
+    cupy.get_default_memory_pool().free_all_blocks()
+    try:
+        import torch
+        torch.cuda.empty_cache()
+    except ImportError:
+        pass
 
 
 # ---------------------------------------------------------------- training
@@ -252,8 +259,8 @@ def markdown(report: dict) -> str:
         return "\n".join(lines + [f"GPU benchmarks skipped: {report['skipped']}", ""])
     lines += [f"{report['environment']}", "",
               "## TF32 GEMM (GFLOP/s; relative Frobenius error vs float64)", "",
-              "| shape | M×K×N | Nova | cuBLAS (CuPy) | PyTorch | Nova/cuBLAS | err Nova | "
-              "err cuBLAS | err PyTorch |", "|---|---|---|---|---|---|---|---|---|"]
+              ("| shape | M×K×N | Nova | cuBLAS (CuPy) | PyTorch | Nova/cuBLAS | err Nova | "
+               "err cuBLAS | err PyTorch |"), "|---|---|---|---|---|---|---|---|---|"]
     for r in report["gemm"]:
         if "error" in r or "skipped" in r:
             lines.append(f"| {r['label']} | | {r.get('error') or r.get('skipped')} | | | | | | |")
@@ -264,8 +271,8 @@ def markdown(report: dict) -> str:
                      f"{nova['gflops'] / cp['gflops']:.2f} | {nova['rel_fro']:.1e} | "
                      f"{cp['rel_fro']:.1e} | {_fmt(th.get('rel_fro'), '.1e')} |")
     lines += ["", "## GPT training step (tokens/s, peak GPU MiB)", "",
-              "| preset | batch | framework | tokens/s | step ms | first step s | peak MiB | "
-              "final loss |", "|---|---|---|---|---|---|---|---|"]
+              ("| preset | batch | framework | tokens/s | step ms | first step s | peak MiB | "
+               "final loss |"), "|---|---|---|---|---|---|---|---|"]
     for r in report["train"]:
         if "error" in r or "skipped" in r:
             lines.append(f"| {r['preset']} | {r['batch']} | {r['framework']} | "
@@ -299,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench_gpu: {report['skipped']}; no GPU benchmarks run", flush=True)
     else:
         import cupy
+
         from nova.runtime.cuda_runtime import backend
         spec = backend().spec()
         report["gpu"] = spec.name
@@ -321,9 +329,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             try:
                 row = bench_gemm(shape, args.reps, peers)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001  (recorded in the report; the rest runs)
                 traceback.print_exc()
                 row = {"label": shape[0], "error": f"{type(e).__name__}: {str(e)[:200]}"}
+            _release_gemm_memory()
             report["gemm"].append(row)
             print(json.dumps(row)[:400], flush=True)
         report["train"] = []
@@ -340,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
                         item.update(train_nova(name, batch, args.steps) if fw == "nova" else
                                     train_torch(name, batch, args.steps,
                                                 fw == "torch-compile"))
-                    except Exception as e:
+                    except Exception as e:  # noqa: BLE001  (recorded; the rest runs)
                         traceback.print_exc()
                         item["error"] = f"{type(e).__name__}: {str(e)[:300]}"
                 report["train"].append(item)

@@ -29,9 +29,18 @@ from nova.compiler.lowering.plan import KernelPlan, plan_kernels
 from nova.compiler.passes.fusion import fuse
 from nova.runtime import cpu_engine
 from nova.runtime.cpu_engine import _nbytes, _np_dtype, pointwise_inputs
-from nova.runtime.cuda_runtime import CudaCompileError, DeviceBackend, dump_failed_source
+from nova.runtime.cuda_runtime import (
+    CudaCompileError,
+    DeviceBackend,
+    dump_failed_source,
+)
 from nova.runtime.interpreter import InterpreterError, affected_outputs
-from nova.runtime.memory_plan import KernelUse, MemoryPlan, NovaOutOfMemoryError, plan_memory
+from nova.runtime.memory_plan import (
+    KernelUse,
+    MemoryPlan,
+    NovaOutOfMemoryError,
+    plan_memory,
+)
 from nova.runtime.memory_report import Buffer, MemoryReport, is_backward, plan_report
 from nova.tensor.trace import storage_dtype
 

@@ -289,7 +289,7 @@ def markdown(report: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results"))
-    ap.add_argument("--budget", type=float, default=330.0,
+    ap.add_argument("--budget", type=float, default=230.0,
                     help="seconds for all benchmarks; later items are skipped")
     ap.add_argument("--tokens", type=int, default=8192, help="rows of the GPT GEMMs")
     ap.add_argument("--reps", type=int, default=10)
@@ -299,6 +299,12 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     budget = Budget(args.budget)
+
+    def save() -> None:
+        """Write both files now: a run stopped from outside keeps what it measured."""
+        (out / "gpu_bench.json").write_text(json.dumps(report, indent=1))
+        (out / "gpu_bench.md").write_text(markdown(report))
+
     report: dict = {"python": sys.version.split()[0], "platform": platform.platform(),
                     "nova": nv.__version__}
     if not nv.cuda.is_available():
@@ -322,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
                                  f"(CUPY_TF32={os.environ.get('CUPY_TF32')}); PyTorch {tv}; "
                                  f"Python {report['python']}")
         print(report["environment"], flush=True)
-        report["gemm"] = []
+        report["gemm"], report["train"] = [], []
         for shape in gemm_shapes(args.tokens, args.quick):
             if budget.left() < args.budget * 0.45:   # keep time for the training runs
                 report["gemm"].append({"label": shape[0], "skipped": "time budget"})
@@ -334,8 +340,8 @@ def main(argv: list[str] | None = None) -> int:
                 row = {"label": shape[0], "error": f"{type(e).__name__}: {str(e)[:200]}"}
             _release_gemm_memory()
             report["gemm"].append(row)
+            save()
             print(json.dumps(row)[:400], flush=True)
-        report["train"] = []
         presets = [("medium", 16)] if args.quick else [("medium", 16), ("gpt-42m", 8)]
         for name, batch in presets:
             for fw in ("nova", "torch-eager", "torch-compile"):
@@ -353,10 +359,10 @@ def main(argv: list[str] | None = None) -> int:
                         traceback.print_exc()
                         item["error"] = f"{type(e).__name__}: {str(e)[:300]}"
                 report["train"].append(item)
+                save()
                 print(json.dumps({k: v for k, v in item.items()
                                   if k not in ("losses", "step_times")}), flush=True)
-    (out / "gpu_bench.json").write_text(json.dumps(report, indent=1))
-    (out / "gpu_bench.md").write_text(markdown(report))
+    save()
     print(f"bench_gpu: wrote {out / 'gpu_bench.json'} and {out / 'gpu_bench.md'}", flush=True)
     return 0
 

@@ -2,7 +2,7 @@
 
 ``import nova as nv``; the names follow PyTorch's.
 """
-from nova import autograd, debug, nn, optim
+from nova import autograd, cuda, debug, nn, optim
 
 from nova.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from nova.tensor import dtypes as _dt

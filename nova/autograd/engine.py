@@ -44,6 +44,10 @@ def _initial_grads(op: str, outputs: list[Tensor], grad_outputs: list[Any]) -> l
         elif g.shape != out.shape:
             raise RuntimeError(f"{op}: mismatch in shape: gradient has shape {g.shape} but "
                                f"output {k} has shape {out.shape}")
+        if not g.node.realized and g.node.device is None and out.node.device is not None:
+            # the seed lives on the output's device, so every gradient (even one that is
+            # only constants, like a bias's under sum()) lands on its leaf's device
+            g.node.device = out.node.device
         result.append(ops.cast(g, out.dtype))
     return result
 

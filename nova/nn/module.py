@@ -166,8 +166,10 @@ class Module:
         return self
 
     def to(self, *args: Any, **kwargs: Any) -> Module:
-        """``to(device)`` (only ``cpu`` in this build) and/or ``to(dtype)``, which converts
-        floating-point parameters and buffers in place (keeping their identity)."""
+        """``to(device)`` and/or ``to(dtype)``: converts parameters and buffers (and
+        existing gradients) in place, keeping their identity and ``requires_grad``, so
+        an optimizer built before or after sees the same tensors. Move a model before
+        building its optimizer's state (the first ``step``)."""
         dtype = kwargs.pop("dtype", None)
         device = kwargs.pop("device", None)
         if kwargs:
@@ -178,7 +180,12 @@ class Module:
             else:
                 dtype = a
         if device is not None:
-            check_device(device, "Module.to")
+            target_device = check_device(device, "Module.to")
+            for t in list(self.parameters()) + list(self.buffers()):
+                if (t.node.device or "cpu") != target_device.type:
+                    t.data = t.detach().to(target_device)
+                    if t.grad is not None:
+                        t.grad = t.grad.detach().to(target_device)
         if dtype is not None:
             from nova.tensor.dtypes import get_dtype
             target = get_dtype(dtype)
@@ -190,7 +197,10 @@ class Module:
         return self
 
     def cpu(self) -> Module:
-        return self
+        return self.to("cpu")
+
+    def cuda(self, device: Any = None) -> Module:
+        return self.to("cuda" if device is None else device)
 
     def double(self) -> Module:
         return self.to(float64)

@@ -18,17 +18,21 @@ from nova.tensor import dtypes as dt
 from nova.tensor.creation import tensor
 from nova.tensor.realize import ROLES, realize
 from nova.tensor.tensor import Tensor
+from nova.tensor.trace import buffer_node
 
 
 def runtime_scalar(value: float) -> Tensor:
-    """A float32 0-d tensor holding ``value``: a step input, never a baked constant."""
-    return tensor(np.float32(value), dtype=dt.float32)
+    """A float32 0-d tensor holding ``value``: a step input, never a baked constant.
+    A host value without a device, so it serves a step on any device (a CUDA step
+    uploads all such values of a step in one copy)."""
+    return Tensor._wrap(buffer_node(np.array(value, dtype=np.float32), dt.float32, None))
 
 
 def zeros_state(p: Tensor) -> Tensor:
-    """Optimizer state starts as a realized zero buffer, so the first step has the same
-    structure as every later one (one compile)."""
-    return tensor(np.zeros(p.shape, dtype=p.dtype.np), dtype=p.dtype)
+    """Optimizer state starts as a realized zero buffer on ``p``'s device, so the first
+    step has the same structure as every later one (one compile)."""
+    return tensor(np.zeros(p.shape, dtype=p.dtype.np), dtype=p.dtype,
+                  device=p.device if p.node.device == "cuda" else None)
 
 
 class Optimizer:
@@ -155,7 +159,7 @@ class Optimizer:
                     if v.shape != p.shape:
                         raise ValueError(f"{name}.load_state_dict: state {k!r} of parameter {i} "
                                          f"has shape {v.shape}, the parameter has {p.shape}")
-                    v = v.to(p.dtype)
+                    v = v.to(p.device, p.dtype)   # state lives with its parameter
                 restored[k] = v
             new_state[p] = restored
         for saved, mine in zip(groups, self.param_groups):

@@ -58,8 +58,13 @@ def explain_difference(new: tuple, old: tuple | None) -> str:
     """A one-line reason why structural key ``new`` differs from ``old``."""
     if old is None:
         return "first compilation"
-    new_args, new_nodes, new_out = new
-    old_args, old_nodes, old_out = old
+    new_args, new_nodes, new_out = new[:3]
+    old_args, old_nodes, old_out = old[:3]
+    # A step off the CPU carries ("device", backend key) as a 4th part (see extract).
+    new_dev = new[3][1] if len(new) > 3 else "cpu"
+    old_dev = old[3][1] if len(old) > 3 else "cpu"
+    if new_dev != old_dev:
+        return f"device changed: {old_dev} -> {new_dev}"
     if len(new_args) != len(old_args):
         return f"number of inputs changed: {len(old_args)} -> {len(new_args)}"
     for i, (a, b) in enumerate(zip(new_args, old_args)):

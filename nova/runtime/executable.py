@@ -2,14 +2,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
 from nova.runtime.interpreter import compile_function
 
-ENGINES = ("cpu", "interp")
+ENGINES = ("cpu", "interp")          # what nv.set_engine chooses among, for CPU steps
+# Steps on the GPU always run on ``cuda`` (realization picks it from the devices).
+ALL_ENGINES = ENGINES + ("cuda",)
+_PLANNED = ("cpu", "cuda")         # engines with a memory plan, donation and fused kernels
 
 
 class Executable:
@@ -18,9 +21,10 @@ class Executable:
     Built once per structural key; replay only calls :meth:`run` with new buffers.
     """
 
-    def __init__(self, module: ModuleOp, engine: str = "interp"):
-        if engine not in ENGINES:
-            raise ValueError(f"Executable: unknown engine {engine!r}; valid engines are {ENGINES}")
+    def __init__(self, module: ModuleOp, engine: str = "interp", backend: Any = None):
+        if engine not in ALL_ENGINES:
+            raise ValueError(f"Executable: unknown engine {engine!r}; valid engines are "
+                             f"{ALL_ENGINES}")
         self.module = module
         self.engine = engine
         self.function = next(op for op in module.ops if isinstance(op, func.FuncOp))
@@ -29,14 +33,19 @@ class Executable:
             from nova.runtime.cpu_engine import CpuProgram
             self._program = CpuProgram(module)
             self.num_kernels = self._program.num_kernels
+        elif engine == "cuda":
+            from nova.runtime.cuda_engine import CudaProgram
+            from nova.runtime.cuda_runtime import backend as current_backend
+            self._program = CudaProgram(module, backend or current_backend())
+            self.num_kernels = self._program.num_kernels
         else:
             self._program = compile_function(self.function)
             self.num_kernels = self.num_ops
         self.runs = 0
 
     def fused_ir(self) -> str:
-        if self.engine != "cpu":
-            raise ValueError("fused_ir: only the cpu engine fuses kernels")
+        if self.engine not in _PLANNED:
+            raise ValueError("fused_ir: only the cpu and cuda engines fuse kernels")
         return str(self._program.fused)
 
     def ir(self) -> str:
@@ -44,25 +53,25 @@ class Executable:
 
     @property
     def donation_candidates(self) -> frozenset[int]:
-        """Arguments whose buffers this step can reuse for results (cpu engine)."""
-        return self._program.donation_candidates if self.engine == "cpu" else frozenset()
+        """Arguments whose buffers this step can reuse for results (cpu, cuda)."""
+        return self._program.donation_candidates if self.engine in _PLANNED else frozenset()
 
-    def run(self, buffers: Sequence[np.ndarray], donated: frozenset[int] = frozenset(),
-            roles: Sequence[str] = ()) -> list[np.ndarray]:
+    def run(self, buffers: Sequence[Any], donated: frozenset[int] = frozenset(),
+            roles: Sequence[str] = ()) -> list[Any]:
         """Run on ``buffers``. ``donated`` arguments (a subset of ``donation_candidates``
         that the caller guarantees nobody else reads) may be overwritten by results;
         ``roles`` name the arguments for the memory report."""
         self.runs += 1
         self.last_arg_bytes = [b.nbytes for b in buffers]   # sizes only: no buffer kept alive
         self.last_roles, self.last_donated = list(roles), donated
-        if self.engine == "cpu":
+        if self.engine in _PLANNED:
             return self._program(buffers, donated)
         return self._program(buffers)
 
     def memory_report(self):
-        """Peak bytes of this step and what holds them (cpu engine, after a run)."""
-        if self.engine != "cpu":
-            raise ValueError("memory_report: only the cpu engine plans its buffers")
+        """Peak bytes of this step and what holds them (cpu, cuda; after a run)."""
+        if self.engine not in _PLANNED:
+            raise ValueError("memory_report: only the cpu and cuda engines plan their buffers")
         if not hasattr(self, "last_arg_bytes"):
             raise ValueError("memory_report: the step has not run yet")
         return self._program.memory_report(self.last_arg_bytes, self.last_roles,

@@ -11,10 +11,11 @@ import numpy as np
 from nova.tensor import dtypes as dt
 from nova.tensor import random as rnd
 from nova.tensor.device import check_device
+from nova.tensor.device import device as Device
 from nova.tensor.ops import add, cast, full_const, mul, prim
 from nova.tensor.shapes import shape_arg
 from nova.tensor.tensor import Tensor
-from nova.tensor.trace import buffer_node
+from nova.tensor.trace import buffer_node, device_buffer_node
 
 
 def _infer_dtype(data: Any, arr: np.ndarray) -> dt.DType:
@@ -49,17 +50,30 @@ def _finish(t: Tensor, requires_grad: bool) -> Tensor:
     return t.requires_grad_() if requires_grad else t
 
 
+def _place(t: Tensor, device: Device) -> Tensor:
+    """Pin a freshly recorded pattern (constant, iota, random draw: pending, with no
+    device of its own) to ``device``, so it is computed by that device's step."""
+    if device.type != "cpu":
+        t.node.device = device.type
+    return t
+
+
 def tensor(data: Any, dtype: Any = None, device: Any = None,
            requires_grad: bool = False) -> Tensor:
     """A tensor holding a copy of ``data`` (Python numbers, nested lists, numpy arrays).
 
     Python floats default to float32 and ints to int64, as in PyTorch.
     """
-    check_device(device, "tensor")
+    where = check_device(device, "tensor")
     arr = _to_numpy(data)
     target = dt.get_dtype(dtype) if dtype is not None else (
         data.dtype if isinstance(data, Tensor) else _infer_dtype(data, arr))
-    made = Tensor._wrap(buffer_node(np.array(arr, dtype=target.np, copy=True), target))
+    host = np.array(arr, dtype=target.np, copy=True)
+    if where.type == "cuda":
+        from nova.runtime.cuda_runtime import to_device
+        made = Tensor._wrap(device_buffer_node(to_device(host), target, "cuda"))
+    else:
+        made = Tensor._wrap(buffer_node(host, target))
     return _finish(made, requires_grad)
 
 
@@ -79,23 +93,26 @@ def _dtype(dtype: Any, default: dt.DType = dt.float32) -> dt.DType:
 
 def full(size: Sequence[int], fill_value: Any, *, dtype: Any = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
-    check_device(device, "full")
+    where = check_device(device, "full")
     shape = shape_arg((size,), "full")
     if dtype is None:
         dtype = dt.result_type([], [fill_value])
-    return _finish(full_const(fill_value, shape, dt.get_dtype(dtype)), requires_grad)
+    return _finish(_place(full_const(fill_value, shape, dt.get_dtype(dtype)), where),
+                   requires_grad)
 
 
 def zeros(*size: Any, dtype: Any = None, device: Any = None,
           requires_grad: bool = False) -> Tensor:
-    check_device(device, "zeros")
-    return _finish(full_const(0, shape_arg(size, "zeros"), _dtype(dtype)), requires_grad)
+    where = check_device(device, "zeros")
+    return _finish(_place(full_const(0, shape_arg(size, "zeros"), _dtype(dtype)), where),
+                   requires_grad)
 
 
 def ones(*size: Any, dtype: Any = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
-    check_device(device, "ones")
-    return _finish(full_const(1, shape_arg(size, "ones"), _dtype(dtype)), requires_grad)
+    where = check_device(device, "ones")
+    return _finish(_place(full_const(1, shape_arg(size, "ones"), _dtype(dtype)), where),
+                   requires_grad)
 
 
 def empty(*size: Any, dtype: Any = None, device: Any = None,
@@ -110,14 +127,20 @@ def _like(x: Tensor, dtype: Any) -> tuple[tuple[int, ...], dt.DType]:
     return x.shape, (x.dtype if dtype is None else dt.get_dtype(dtype))
 
 
+def _like_device(x: Tensor, device: Any) -> Any:
+    """``*_like`` results live on ``x``'s device unless told otherwise (as in torch)."""
+    return device if device is not None else (None if x.node.device in (None, "cpu")
+                                              else x.node.device)
+
+
 def zeros_like(x: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
     shape, d = _like(x, dtype)
-    return zeros(shape, dtype=d, device=device)
+    return zeros(shape, dtype=d, device=_like_device(x, device))
 
 
 def ones_like(x: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
     shape, d = _like(x, dtype)
-    return ones(shape, dtype=d, device=device)
+    return ones(shape, dtype=d, device=_like_device(x, device))
 
 
 def empty_like(x: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
@@ -126,23 +149,23 @@ def empty_like(x: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
 
 def full_like(x: Tensor, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
     shape, d = _like(x, dtype)
-    return full(shape, fill_value, dtype=d, device=device)
+    return full(shape, fill_value, dtype=d, device=_like_device(x, device))
 
 
 def rand_like(x: Tensor, *, dtype: Any = None, generator: Any = None) -> Tensor:
     shape, d = _like(x, dtype)
-    return rand(shape, dtype=d, generator=generator)
+    return rand(shape, dtype=d, generator=generator, device=_like_device(x, None))
 
 
 def randn_like(x: Tensor, *, dtype: Any = None, generator: Any = None) -> Tensor:
     shape, d = _like(x, dtype)
-    return randn(shape, dtype=d, generator=generator)
+    return randn(shape, dtype=d, generator=generator, device=_like_device(x, None))
 
 
 def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None,
            device: Any = None) -> Tensor:
     """``[start, end)`` by ``step``; int64 when all bounds are ints, else float32."""
-    check_device(device, "arange")
+    where = check_device(device, "arange")
     if end is None:
         start, end = 0, start
     for name, v in (("start", start), ("end", end), ("step", step)):
@@ -156,10 +179,10 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None,
     all_int = all(isinstance(v, (builtins.int, np.integer)) for v in (start, end, step))
     target = _dtype(dtype, dt.int64 if all_int else dt.float32)
     if n == 0:
-        return full_const(0, (0,), target)
+        return _place(full_const(0, (0,), target), where)
     work = dt.int64 if all_int and target.category != dt.FLOAT else dt.float64
     idx = prim("iota", [], {"dim": 0}, (n,), work)
-    return cast(add(mul(idx, step), start), target)
+    return _place(cast(add(mul(idx, step), start), target), where)
 
 
 def linspace(start: float, end: float, steps: int, *, dtype: Any = None) -> Tensor:
@@ -182,24 +205,26 @@ def eye(n: int, m: int | None = None, *, dtype: Any = None) -> Tensor:
 def rand(*size: Any, dtype: Any = None, generator: Any = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
     """Uniform in [0, 1) from the counter-based generator."""
-    check_device(device, "rand")
-    return _finish(rnd.uniform(shape_arg(size, "rand"), _dtype(dtype), generator), requires_grad)
+    where = check_device(device, "rand")
+    return _finish(_place(rnd.uniform(shape_arg(size, "rand"), _dtype(dtype), generator), where),
+                   requires_grad)
 
 
 def randn(*size: Any, dtype: Any = None, generator: Any = None, device: Any = None,
           requires_grad: bool = False) -> Tensor:
     """Standard normal (Box-Muller) from the counter-based generator."""
-    check_device(device, "randn")
-    return _finish(rnd.normal(shape_arg(size, "randn"), _dtype(dtype), generator), requires_grad)
+    where = check_device(device, "randn")
+    return _finish(_place(rnd.normal(shape_arg(size, "randn"), _dtype(dtype), generator), where),
+                   requires_grad)
 
 
 def randint(low: int, high: Any = None, size: Any = None, *, dtype: Any = None,
             generator: Any = None, device: Any = None) -> Tensor:
     """``randint(high, size)`` or ``randint(low, high, size)``: integers in [low, high)."""
-    check_device(device, "randint")
+    where = check_device(device, "randint")
     if size is None:
         if high is None or not isinstance(high, (tuple, list)):
             raise TypeError("randint: expected randint(high, size) or randint(low, high, size)")
         low, high, size = 0, low, high
-    return rnd.integers(int(low), int(high), shape_arg((size,), "randint"),
-                        _dtype(dtype, dt.int64), generator)
+    return _place(rnd.integers(int(low), int(high), shape_arg((size,), "randint"),
+                               _dtype(dtype, dt.int64), generator), where)

@@ -1,5 +1,10 @@
-"""Devices. Only ``cpu`` exists until the CUDA backend lands; asking for another device
-raises a clear error instead of silently computing on the host."""
+"""Devices: where a tensor's values live.
+
+``cpu`` values are numpy arrays; ``cuda`` values are device arrays of the cuda backend
+(CuPy arrays on a GPU; see ``nova.runtime.cuda_runtime``). Asking for ``cuda`` where it
+cannot run raises at once, naming why (no CuPy, no GPU), instead of computing on the
+host behind the user's back. Nothing here imports CuPy: ``import nova`` stays GPU-free.
+"""
 from __future__ import annotations
 
 from typing import Any
@@ -8,7 +13,7 @@ _KNOWN = ("cpu", "cuda")
 
 
 class device:
-    """``nv.device("cpu")``, mirroring ``torch.device``."""
+    """``nv.device("cpu")`` / ``nv.device("cuda")``, mirroring ``torch.device``."""
 
     __slots__ = ("type", "index")
 
@@ -17,7 +22,7 @@ class device:
             self.type, self.index = spec.type, spec.index
             return
         if not isinstance(spec, str):
-            raise TypeError(f"device: expected a string like 'cpu', got {spec!r}")
+            raise TypeError(f"device: expected a string like 'cpu' or 'cuda', got {spec!r}")
         kind, _, idx = spec.partition(":")
         if kind not in _KNOWN:
             raise ValueError(f"device: unknown device type {kind!r}; valid types are {_KNOWN}")
@@ -41,12 +46,23 @@ class device:
 
 
 CPU = device("cpu")
+CUDA = device("cuda")
+# A node's device is stored as its type string (or None: "follows its consumers", for
+# constants and random keys); these are the device objects users see for them.
+BY_TYPE = {None: CPU, "cpu": CPU, "cuda": CUDA}
 
 
 def check_device(spec: Any, op: str) -> device:
-    """Resolve a device argument; only the CPU is usable in this build."""
+    """Resolve a device argument (None means the CPU). ``cuda`` must be usable: CuPy
+    installed and a GPU present (or a test backend installed); otherwise this raises
+    naming which is missing. Only one GPU (index 0) is addressed."""
     d = CPU if spec is None else device(spec)
-    if d.type != "cpu":
-        raise RuntimeError(f"{op}: device {d} is not available (Nova's CUDA backend is not "
-                           "built yet); use device='cpu'")
+    if d.type == "cuda":
+        from nova.runtime.cuda_runtime import unavailable_reason
+        reason = unavailable_reason()
+        if reason is not None:
+            raise RuntimeError(f"{op}: CUDA is not available: {reason}")
+        if d.index not in (None, 0):
+            raise ValueError(f"{op}: device {d} does not exist: Nova uses one GPU, cuda:0")
+        return CUDA
     return d

@@ -31,7 +31,17 @@ def prim(op: str, inputs: Sequence[Tensor], attrs: dict[str, Any], shape: tuple[
     """Record one primitive node (arguments were checked by the caller), plus its
     autograd record when grad mode is on and an input requires grad."""
     nodes = tuple(t.node for t in inputs)
-    out = Tensor._wrap(Node(op, nodes, attrs, tuple(shape), dtype))
+    device = None     # the inputs' device; constants (None) follow whatever they meet
+    for n in nodes:
+        d = n.device
+        if d is not None and d != device:
+            if device is not None:
+                raise RuntimeError(
+                    f"{op}: expected all tensors to be on the same device, but found at "
+                    f"least two devices, {device} and {d} (move one with .to('{device}') "
+                    f"or .to('{d}'))")
+            device = d
+    out = Tensor._wrap(Node(op, nodes, attrs, tuple(shape), dtype, None, device))
     if grad_mode.STATE.enabled and dtype.is_floating_point and inputs:
         edges = tuple(t._grad_edge() for t in inputs)
         if any(e is not None for e in edges):

@@ -37,7 +37,9 @@ class Generator:
         """The (seed, offset) pair as a runtime input tensor, then advance."""
         key = np.array([self.seed, self.offset], dtype=np.uint64).view(np.int64)
         self.offset += 1
-        return Tensor._wrap(buffer_node(key, dt.int64))
+        # No device: a step on any device reads the 16-byte key (the cuda engine uploads
+        # it), so dropout inside a model on the GPU needs no GPU-side generator.
+        return Tensor._wrap(buffer_node(key, dt.int64, None))
 
     def get_state(self) -> tuple[int, int]:
         return (self.seed, self.offset)

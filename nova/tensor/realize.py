@@ -6,6 +6,11 @@ executable cache (building, verifying and compiling the nova function on a miss)
 it on the argument buffers and binds each result to its node. After that, every live
 tensor reads a buffer and nothing pending is computed twice.
 
+Each device realizes its own step: the pending outputs are split by device (``cuda``
+first, then the CPU; nodes without a device — constants — go with the CPU), and a CUDA
+step always runs on the ``cuda`` engine, whose executables are keyed by the device and
+its backend as well as the structure.
+
 If running fails (say an index out of range), the outputs that depend on the failing op
 are marked with the error, which they re-raise when asked for again; the others stay
 pending, so one bad tensor does not poison every later realization.
@@ -15,6 +20,7 @@ from __future__ import annotations
 import sys
 import weakref
 from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +38,7 @@ from nova.tensor.trace import (
     RealizationError,
     extract,
     live_pending,
+    storage_dtype,
 )
 
 
@@ -77,7 +84,7 @@ _BASE_REFS = _baseline_refs()
 
 
 def donatable(graph: PendingGraph, candidates: frozenset[int],
-              outputs: list[Node]) -> frozenset[int]:
+              outputs: list[Node], device: str = "cpu") -> frozenset[int]:
     """The candidate arguments whose buffers nobody but this graph can read again.
 
     An argument node is donated when its only references are the inputs of the pending
@@ -93,8 +100,9 @@ def donatable(graph: PendingGraph, candidates: frozenset[int],
     for a in candidates:
         node = graph.arg_nodes[a]
         # beyond the graph's references: the arg_nodes list and the local ``node``
+        owner = _sole_owner if device == "cpu" else _sole_device_owner
         if sys.getrefcount(node) - _BASE_REFS - 1 - in_graph.get(id(node), 0) == 0 \
-                and _sole_owner(graph.arg_buffers[a]):
+                and owner(graph.arg_buffers[a]):
             ok.add(a)
     if not ok:
         return frozenset()
@@ -125,6 +133,24 @@ def _sole_owner(buffer: np.ndarray) -> bool:
             and owner.flags.writeable and sys.getrefcount(owner) - _BASE_REFS - 1 == 0)
 
 
+def _sole_device_owner(buffer: Any) -> bool:
+    """The device form of ``_sole_owner``. A device buffer is bound to its node as the
+    engine made it (no read-only view: device arrays have no write flag), so it is
+    donatable when only the node and the argument list hold it and it owns its memory
+    — or is the one view (a reshape, from an earlier donation) of an array nobody else
+    holds. CuPy and numpy arrays both keep their owner in ``base``. (Host arguments of a
+    GPU step, uploaded for the run, fail the first count: their node holds the host
+    array, not the upload, so they are never donated.)"""
+    if sys.getrefcount(buffer) - _BASE_REFS - 2 != 0:   # + the node, the parameter
+        return False
+    owner = getattr(buffer, "base", None)
+    while owner is not None:   # (a chain, should a library not collapse view bases)
+        if sys.getrefcount(owner) - _BASE_REFS - 1 != 0:   # + the view's ``base``
+            return False
+        owner = getattr(owner, "base", None)
+    return True
+
+
 def _arguments_behind(nodes: list[Node]) -> set[int]:
     seen: set[int] = set()
     stack = list(nodes)
@@ -138,8 +164,8 @@ def _arguments_behind(nodes: list[Node]) -> set[int]:
     return seen
 
 
-def _compile(graph: PendingGraph, engine: str, remat: str) -> Executable:
-    return Executable(optimize(build_module(graph), remat), engine)
+def _compile(graph: PendingGraph, engine: str, remat: str, backend: Any = None) -> Executable:
+    return Executable(optimize(build_module(graph), remat), engine, backend)
 
 
 def realize(*tensors: Tensor) -> None:
@@ -147,6 +173,19 @@ def realize(*tensors: Tensor) -> None:
     outputs = _pending_outputs(tensors)
     if not outputs:
         return
+    on_cuda = [n for n in outputs if n.device == "cuda"]
+    if on_cuda:
+        # The GPU step first: a constant shared with a CPU result is then still pending
+        # (computed by both steps), never a CPU buffer inside the GPU step.
+        on_cpu = [n for n in outputs if n.device != "cuda"]
+        del outputs
+        _realize_cuda(on_cuda)
+        del on_cuda
+        outputs = [n for n in on_cpu if not n.realized]
+        del on_cpu
+        if not outputs:
+            _forget_realized()
+            return
     graph = extract(outputs)
     engine, remat = get_engine(), get_remat()
     label = engine if remat == "default" else f"{engine}, remat={remat}"
@@ -167,9 +206,74 @@ def realize(*tensors: Tensor) -> None:
         value = value.view()
         value.flags.writeable = False
         node.bind(value)
+    _forget_realized()
+
+
+def _forget_realized() -> None:
     for t in list(live_pending):
         if t.node.realized:
             live_pending.discard(t)
+
+
+def _upload_host_arguments(graph: PendingGraph) -> None:
+    """Device-less host arguments (random keys, optimizer scalars such as the learning
+    rate) as device copies for this run: packed into one host buffer, each at a 64-byte
+    aligned offset, so a step pays one host-to-device copy however many there are."""
+    from nova.runtime.cuda_runtime import to_device
+
+    host: list[int] = []
+    for a, node in enumerate(graph.arg_nodes):
+        if node.device is None:
+            host.append(a)
+        elif node.device != "cuda":
+            raise RuntimeError(f"realize: {graph.describe_value(a)} is on {node.device} but "
+                               "the step runs on cuda (move it with .to('cuda'))")
+    if not host:
+        return
+    offsets, end = [], 0
+    for a in host:
+        offsets.append(end)
+        end += (graph.arg_buffers[a].nbytes + 63) // 64 * 64
+    packed = np.zeros(max(end, 1), np.uint8)
+    for a, off in zip(host, offsets):
+        b = np.ascontiguousarray(graph.arg_buffers[a])
+        packed[off:off + b.nbytes] = b.reshape(-1).view(np.uint8)
+    device = to_device(packed)
+    for a, off in zip(host, offsets):
+        b = graph.arg_buffers[a]
+        storage = storage_dtype(b.dtype)
+        graph.arg_buffers[a] = device[off:off + b.nbytes].view(storage).reshape(b.shape)
+
+
+def _realize_cuda(outputs: list[Node]) -> None:
+    """Run the pending GPU work behind ``outputs`` as one step on the ``cuda`` engine.
+
+    Arguments are device buffers, except device-less host values (random keys), which
+    are uploaded for the run. Results are bound as the engine made them: fresh device
+    arrays (or a donated argument's memory), owned by their node alone."""
+    from nova.runtime import cuda_runtime
+
+    be = cuda_runtime.backend()
+    graph = extract(outputs, "cuda", be.key())
+    _upload_host_arguments(graph)
+    remat = get_remat()
+    label = "cuda" if remat == "default" else f"cuda, remat={remat}"
+    exe = CACHE.lookup(graph.key, partial(_compile, graph, "cuda", remat, be), label)
+    donated = donatable(graph, exe.donation_candidates, outputs, "cuda")
+    roles = [ROLES.get(n, "input") for n in graph.arg_nodes]
+    buffers = graph.arg_buffers
+    del graph   # the nodes behind it must not outlive the run
+    try:
+        results = exe.run(buffers, donated, roles)
+    except InterpreterError as e:
+        failed = e.outputs if e.outputs is not None and not donated else range(len(outputs))
+        _poison(outputs, tuple(failed), str(e) + (
+            " (every result of the step fails: it had started overwriting donated buffers)"
+            if donated else ""))
+        raise RealizationError(str(e)) from e
+    del buffers
+    for node, value in zip(outputs, results):
+        node.bind(value, "cuda")
 
 
 def pending_graph(*tensors: Tensor) -> PendingGraph:

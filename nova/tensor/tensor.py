@@ -20,7 +20,7 @@ import numpy as np
 from nova.autograd import grad_mode as _grad_mode
 from nova.autograd import graph as _graph
 from nova.tensor import dtypes as dt
-from nova.tensor.device import CPU, device
+from nova.tensor.device import BY_TYPE, device
 from nova.tensor.trace import Node, live_pending
 
 
@@ -111,6 +111,9 @@ class Tensor:
             base = v.base
             base._assign(v.write_back(base, value), op)
             v.version = base._version
+        if self._node.device == "cuda" and value.node.device is None and \
+                not value.node.realized:
+            value.node.device = "cuda"   # a constant written into a GPU tensor stays there
         self._node = value.node
         self._grad_fn = value._grad_fn
         self._version += 1
@@ -136,7 +139,13 @@ class Tensor:
 
     @property
     def device(self) -> device:
-        return CPU
+        """Where the values live (``cpu`` or ``cuda``); a pending result is on its
+        inputs' device, a constant on the CPU until it meets a device tensor."""
+        return BY_TYPE[self.node.device]
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.node.device == "cuda"
 
     @property
     def ndim(self) -> int:
@@ -175,7 +184,11 @@ class Tensor:
         """
         from nova.tensor.realize import realize
         realize(self)
-        return np.array(self.node.buffer, copy=True)
+        node = self.node
+        if node.device == "cuda":   # a fresh host copy, viewed as the Nova dtype
+            from nova.runtime.cuda_runtime import to_host
+            return to_host(node.buffer, node.dtype.np)
+        return np.array(node.buffer, copy=True)
 
     def item(self) -> Any:
         if self.numel() != 1:
@@ -195,6 +208,8 @@ class Tensor:
             arr = arr.astype(np.float32)
         body = np.array2string(arr, separator=", ", prefix="tensor(", precision=4)
         extra = "" if self.dtype in (dt.float32, dt.int64, dt.bool_) else f", dtype={self.dtype}"
+        if self.node.device == "cuda":
+            extra += ", device='cuda:0'"
         return f"tensor({body}{extra})"
 
     def __bool__(self) -> bool:
@@ -242,19 +257,24 @@ class Tensor:
         if kwargs:
             raise TypeError(f"to: unexpected arguments {sorted(kwargs)}")
         for a in args:
-            if isinstance(a, Tensor):
-                target_dtype = a.dtype
+            if isinstance(a, Tensor):    # its dtype and device, as torch
+                target_dtype, target_device = a.dtype, a.device
             elif isinstance(a, device) or (isinstance(a, str) and
                                            a.partition(":")[0] in ("cpu", "cuda")):
                 target_device = a
             else:
                 target_dtype = a
+        out = self if target_dtype is None else _ops.cast(self, dt.get_dtype(target_dtype))
         if target_device is not None:
             from nova.tensor.device import check_device
-            check_device(target_device, "to")
-        if target_dtype is None:
-            return self
-        return _ops.cast(self, dt.get_dtype(target_dtype))
+            target = check_device(target_device, "to")
+            if target.type != (self.node.device or "cpu"):
+                out = _move(out, target.type)
+        return out
+
+    def cuda(self, device: Any = None) -> Tensor:
+        """A copy on the GPU (``self`` if already there)."""
+        return self.to("cuda" if device is None else device)
 
     def type(self, dtype: Any = None):
         return self.dtype.name if dtype is None else self.to(dtype)
@@ -281,7 +301,8 @@ class Tensor:
         return self.to(dt.bool_)
 
     def cpu(self) -> Tensor:
-        return self
+        """A copy on the host (``self`` if already there)."""
+        return self.to("cpu")
 
     def clone(self) -> Tensor:
         """A new handle on the same value (differentiable, never aliasing)."""
@@ -426,6 +447,10 @@ class Tensor:
     def copy_(self, src: Any) -> Tensor:
         if not isinstance(src, Tensor):
             raise TypeError(f"copy_: src must be a Tensor, got {type(src).__name__}")
+        where, there = self.node.device, src.node.device
+        if (where == "cuda" and (there == "cpu" or there is None and src.node.realized)
+                or where == "cpu" and there == "cuda"):
+            src = src.to(BY_TYPE[where])      # copy_ crosses devices, as in torch
         src = _ops.broadcast_to(src, self.shape, op="copy_")
         return self._assign(src.to(self.dtype), "copy_")
 
@@ -445,3 +470,24 @@ from nova.tensor import ops as _ops  # noqa: E402
 for _mod in (_ops, _movement):
     for _name in _mod.TENSOR_METHODS:
         setattr(Tensor, _name, getattr(_mod, _name))
+
+
+def _move(t: Tensor, target: str) -> Tensor:
+    """``t``'s value copied to ``target`` as a new leaf (realizing it first).
+
+    Autograd does not cross devices: a gradient would have to flow back through the
+    copy into another device's step. So a tensor with history, or one that requires
+    grad, is refused with the ways to get what the user wants (``Module.to`` moves
+    parameters in place, keeping their identity and ``requires_grad``)."""
+    if t._grad_fn is not None or t._requires_grad:
+        raise RuntimeError(
+            f"to: cannot move a tensor that requires grad from {t.device} to {target} "
+            "(autograd does not cross devices). Move leaves before computing: "
+            "model.to('cuda') moves parameters in place; for a single leaf use "
+            "x.detach().to(device).requires_grad_()")
+    from nova.runtime import cuda_runtime
+    from nova.tensor.trace import buffer_node, device_buffer_node
+    host = t.numpy()   # realizes; a host copy in the Nova dtype
+    if target == "cuda":
+        return Tensor._wrap(device_buffer_node(cuda_runtime.to_device(host), t.dtype, "cuda"))
+    return Tensor._wrap(buffer_node(host, t.dtype))

@@ -1,7 +1,11 @@
 """The trace: a thin lazy graph of primitive ops, the only form before the nova dialect.
 
 Every op a user calls records one or more :class:`Node` s. A node is either *pending*
-(an op over input nodes) or *realized* (it holds a host buffer). Realization turns a set
+(an op over input nodes) or *realized* (it holds a buffer: a numpy array on ``cpu``, a
+device array on ``cuda``). Every node carries its device: realized nodes where their
+buffer lives, pending nodes the device of their inputs, and ``None`` for nodes that
+follow their consumers (constants, iota, random keys), so ``x_cuda + 1.0`` needs no
+device for the ``1.0``. Realization turns a set
 of pending nodes into a :class:`PendingGraph`, a flat, canonically numbered description
 that the compiler builds into the nova dialect. The graph's ``key`` is its structure
 (ops, attributes, shapes, dtypes, wiring; never data), so a loop that repeats the same
@@ -55,10 +59,11 @@ class Node:
     """One value of the trace: a primitive op applied to inputs, or a realized buffer."""
 
     __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "seq", "buffer", "sig",
-                 "backward", "__weakref__")
+                 "backward", "device", "__weakref__")
 
     def __init__(self, op: str, inputs: tuple[Node, ...], attrs: dict[str, Any],
-                 shape: tuple[int, ...], dtype: DType, buffer: np.ndarray | None = None):
+                 shape: tuple[int, ...], dtype: DType, buffer: Any = None,
+                 device: str | None = "cpu"):
         self.op = op
         self.inputs = inputs
         self.attrs = attrs
@@ -66,6 +71,7 @@ class Node:
         self.dtype = dtype
         self.seq = next(_seq)  # creation order is a valid topological order
         self.buffer = buffer
+        self.device = device   # "cpu", "cuda", or None: follows its consumers
         self.backward = _recording_backward[0] and buffer is None
         self.sig = (op, tuple((k, canonical_attr(v)) for k, v in sorted(attrs.items())),
                     shape, dtype.name) + (("backward",) if self.backward else ())
@@ -74,12 +80,15 @@ class Node:
     def realized(self) -> bool:
         return self.buffer is not None
 
-    def bind(self, buffer: np.ndarray) -> None:
-        """Turn this node into a realized buffer and drop the graph behind it."""
-        assert buffer.shape == self.shape and buffer.dtype == self.dtype.np, (
-            f"{self.op}: interpreter produced {buffer.shape} {buffer.dtype}, "
-            f"trace says {self.shape} {self.dtype.np}")
+    def bind(self, buffer: Any, device: str = "cpu") -> None:
+        """Turn this node into a realized buffer on ``device`` and drop the graph
+        behind it. Device buffers hold the storage type (``storage_dtype``)."""
+        want = self.dtype.np if device == "cpu" else storage_dtype(self.dtype.np)
+        assert tuple(buffer.shape) == self.shape and buffer.dtype == want, (
+            f"{self.op}: engine produced {buffer.shape} {buffer.dtype} on {device}, "
+            f"trace says {self.shape} {want}")
         self.buffer = buffer
+        self.device = device
         self.op = "buffer"
         self.inputs = ()
         self.attrs = {}
@@ -91,11 +100,26 @@ class Node:
         return f"Node({self.op}, {self.shape}, {self.dtype.name}, {state})"
 
 
-def buffer_node(array: np.ndarray, dtype: DType) -> Node:
-    """A realized leaf holding ``array`` (made read-only: Nova values are immutable)."""
+def storage_dtype(np_dtype: Any) -> np.dtype:
+    """How a device buffer stores ``np_dtype``: float16 and bfloat16 as their uint16 bits
+    (CuPy has no bfloat16; the generated kernels load and convert the bits themselves),
+    every other dtype as itself."""
+    d = np.dtype(np_dtype)
+    return np.dtype(np.uint16) if d.itemsize == 2 and d.kind not in "iu" else d
+
+
+def buffer_node(array: np.ndarray, dtype: DType, device: str | None = "cpu") -> Node:
+    """A realized host leaf holding ``array`` (made read-only: Nova values are
+    immutable). ``device=None`` marks a small host value any device's step may read
+    (a random key), uploaded by the step that uses it."""
     view = array.view()
     view.flags.writeable = False
-    return Node("buffer", (), {}, tuple(int(d) for d in array.shape), dtype, view)
+    return Node("buffer", (), {}, tuple(int(d) for d in array.shape), dtype, view, device)
+
+
+def device_buffer_node(buffer: Any, dtype: DType, device: str) -> Node:
+    """A realized leaf holding a device buffer (its storage type; never shared)."""
+    return Node("buffer", (), {}, tuple(int(d) for d in buffer.shape), dtype, buffer, device)
 
 
 class LiveSet:
@@ -172,8 +196,12 @@ class PendingGraph:
         return f"value %{i} nova.{n.op} {n.shape} {n.dtype.name}"
 
 
-def extract(outputs: list[Node]) -> PendingGraph:
-    """Collect the pending subgraph behind ``outputs`` (deduplicated, in creation order)."""
+def extract(outputs: list[Node], device: str = "cpu", device_key: Any = None) -> PendingGraph:
+    """Collect the pending subgraph behind ``outputs`` (deduplicated, in creation order).
+
+    A step on another device than the CPU adds ``device_key`` (the device and its
+    backend's identity) to the structural key, so a CPU step and a CUDA step of the same
+    program never share an executable; CPU keys are unchanged."""
     seen: dict[int, Node] = {}
     stack = [n for n in outputs if not n.realized]
     leaves: dict[int, Node] = {}
@@ -211,5 +239,7 @@ def extract(outputs: list[Node]) -> PendingGraph:
     key = (tuple(a.sig for a in args),
            tuple((n.sig, tuple(index[id(i)] for i in n.inputs)) for n in order),
            tuple(out_ids))
+    if device != "cpu":
+        key = key + (("device", device_key),)
     return PendingGraph([(a.shape, a.dtype) for a in args], gnodes, out_ids, key,
                         [a.buffer for a in args], args, order)

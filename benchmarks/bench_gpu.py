@@ -1,0 +1,371 @@
+"""GPU benchmarks for ``benchmarks/gpu_check.sh``: TF32 GEMM and a GPT training step,
+Nova's cuda engine against CuPy/cuBLAS and PyTorch, in one process.
+
+    python -m benchmarks.bench_gpu --out DIR [--budget 330] [--quick]
+
+GEMM: square N = 1024..8192 and the products of a GPT training step for the presets
+medium, gpt-42m and gpt-144m at ``--tokens`` rows (forward ``x @ W^T``, ``dX = dY @ W``,
+``dW = dY^T @ X``), all float32 with TF32 tensor cores allowed everywhere (CuPy through
+``CUPY_TF32=1``, set before CuPy is imported; PyTorch through
+``torch.backends.cuda.matmul.allow_tf32``). Each is timed with CUDA events around
+``--reps`` launches after warm-up (Nova: the step's kernels alone, ``CudaProgram.enqueue``,
+so Python's per-step cost is not counted); GFLOP/s = 2 M N K / median time. Accuracy:
+``|C - C64|_F / |C64|_F`` and ``max|C - C64| / max|C64|`` against a float64 product of
+the same float32 operands.
+
+Training: the GPT of ``models/gpt.py`` (Nova) and nanoGPT in PyTorch
+(``benchmarks/peers/torch_gpt.py``, eager and ``torch.compile``) with AdamW on random
+tokens: tokens/s over the steady steps (the first two are warm-up and compilation) and
+peak GPU memory (Nova: bytes CuPy's pool holds, which it never returns during the run,
+and the memory plan's peak; PyTorch: ``max_memory_allocated``).
+
+Everything runs under a time budget: an item that would start after it is recorded as
+skipped, so the script ends in time. Without a GPU it writes the reason and exits 0.
+Writes ``gpu_bench.json`` and ``gpu_bench.md`` into ``--out``.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from pathlib import Path
+
+os.environ.setdefault("CUPY_TF32", "1")     # before CuPy is imported anywhere
+
+import numpy as np
+
+import nova as nv
+from models.gpt import preset
+
+
+def gemm_shapes(tokens: int, quick: bool) -> list[tuple[str, int, int, int, bool, bool]]:
+    """(label, M, K, N, transpose_a, transpose_b) as a training step computes them."""
+    sizes = (1024, 4096) if quick else (1024, 2048, 4096, 8192)
+    out = [(f"square {n}", n, n, n, False, False) for n in sizes]
+    for name in (("medium",) if quick else ("medium", "gpt-42m", "gpt-144m")):
+        d, v = preset(name).d, preset(name).vocab
+        for layer, (k, n) in {"qkv": (d, 3 * d), "mlp up": (d, 4 * d), "mlp down": (4 * d, d),
+                              "lm head": (d, v)}.items():
+            out.append((f"{name} {layer} fwd", tokens, k, n, False, True))     # x @ W^T
+            out.append((f"{name} {layer} dX", tokens, n, k, False, False))     # dY @ W
+            out.append((f"{name} {layer} dW", n, tokens, k, True, False))      # dY^T @ X
+    return out
+
+
+class Budget:
+    def __init__(self, seconds: float):
+        self.end = time.perf_counter() + seconds
+
+    def left(self) -> float:
+        return self.end - time.perf_counter()
+
+
+def _events_time(run, reps: int, sync) -> float:
+    """Median seconds of ``run()`` between CUDA events (CuPy events; torch work is on
+    its own stream, so torch callers pass their own timer)."""
+    import cupy
+    run()
+    run()
+    sync()
+    times = []
+    for _ in range(reps):
+        start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        run()
+        stop.record()
+        stop.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
+    return float(np.median(times))
+
+
+def _torch_time(run, reps: int) -> float:
+    import torch
+    run()
+    run()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) / 1e3)
+    return float(np.median(times))
+
+
+def _errors(c: np.ndarray, ref: np.ndarray) -> dict[str, float]:
+    c = c.astype(np.float64)
+    return {"rel_fro": float(np.linalg.norm(c - ref) / np.linalg.norm(ref)),
+            "rel_max": float(np.abs(c - ref).max() / np.abs(ref).max())}
+
+
+def bench_gemm(shape, reps: int, peers: dict[str, bool]) -> dict:
+    import cupy
+
+    from nova.runtime.cache import CACHE
+
+    label, m, k, n, ta, tb = shape
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
+    flops = 2.0 * m * n * k
+    row: dict = {"label": label, "M": m, "K": k, "N": n, "transpose_a": ta, "transpose_b": tb}
+    a64, b64 = cupy.asarray(a, dtype=cupy.float64), cupy.asarray(b, dtype=cupy.float64)
+    ref = cupy.asnumpy((a64.T if ta else a64) @ (b64.T if tb else b64))
+    del a64, b64
+
+    # Nova: one step computing the product; then its kernels alone, replayed.
+    from nova.tensor.realize import pending_graph
+
+    na, nb = nv.tensor(a, device="cuda"), nv.tensor(b, device="cuda")
+    t0 = time.perf_counter()
+    c = (na.T if ta else na) @ (nb.T if tb else nb)
+    args = list(pending_graph(c).arg_buffers)   # the step's argument order (first use)
+    out = c.numpy()
+    row["nova_first_call_s"] = time.perf_counter() - t0
+    program = CACHE.last._program
+    assert len(args) == program.n_args, (len(args), program.n_args)
+    row["nova_kernels"] = program.num_kernels
+    row["nova_kernel"] = "; ".join(st.plan.describe() for st in program.steps)[:300]
+    sec = _events_time(lambda: program.enqueue(args), reps, cupy.cuda.runtime.deviceSynchronize)
+    row["nova"] = {"s": sec, "gflops": flops / sec / 1e9, **_errors(out, ref)}
+    nv.debug.reset_cache()     # (the device arrays go with this frame)
+
+    ca, cb = cupy.asarray(a), cupy.asarray(b)
+    opa, opb = (ca.T if ta else ca), (cb.T if tb else cb)
+    sec = _events_time(lambda: cupy.matmul(opa, opb), reps, cupy.cuda.runtime.deviceSynchronize)
+    row["cupy"] = {"s": sec, "gflops": flops / sec / 1e9,
+                   **_errors(cupy.asnumpy(cupy.matmul(opa, opb)), ref)}
+
+    if peers.get("torch"):
+        import torch
+        ta_, tb_ = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+        pa, pb = (ta_.T if ta else ta_), (tb_.T if tb else tb_)
+        sec = _torch_time(lambda: pa @ pb, reps)
+        row["torch"] = {"s": sec, "gflops": flops / sec / 1e9,
+                        **_errors((pa @ pb).cpu().numpy(), ref)}
+    return row
+
+
+def _release_gemm_memory() -> None:
+    """Return the pools' cached blocks between shapes (8192^2 operands add up)."""
+    import cupy
+    gc.collect()
+    cupy.get_default_memory_pool().free_all_blocks()
+    try:
+        import torch
+        torch.cuda.empty_cache()
+    except ImportError:
+        pass
+
+
+# ---------------------------------------------------------------- training
+
+def _tokens(cfg, batch: int, steps: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(0)
+    return [(rng.integers(0, cfg.vocab, (batch, cfg.block)),
+             rng.integers(0, cfg.vocab, (batch, cfg.block))) for _ in range(steps)]
+
+
+def _summary(times: list[float], losses: list[float], tokens_per_step: int) -> dict:
+    steady = times[2:] or times[1:] or times
+    return {"first_step_s": times[0], "step_s": float(np.median(steady)),
+            "tokens_per_s": tokens_per_step / float(np.median(steady)),
+            "losses": losses, "step_times": times}
+
+
+def train_nova(name: str, batch: int, steps: int) -> dict:
+    import cupy
+
+    from models.gpt import GPT
+    from nova.runtime.cache import CACHE
+
+    cfg = preset(name)
+    pool = cupy.get_default_memory_pool()
+    nv.debug.reset_cache()
+    gc.collect()
+    pool.free_all_blocks()
+    nv.manual_seed(0)
+    model = GPT(cfg).to("cuda")
+    opt = nv.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), eps=1e-8,
+                         weight_decay=0.1)
+    times, losses = [], []
+    for x, y in _tokens(cfg, batch, steps):
+        t0 = time.perf_counter()
+        _, loss = model(nv.tensor(x, device="cuda"), nv.tensor(y, device="cuda"))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+        times.append(time.perf_counter() - t0)
+    out = _summary(times, losses, batch * cfg.block)
+    out["peak_gpu_mb"] = pool.total_bytes() / 2**20
+    out["planned_peak_mb"] = CACHE.last.memory_report().peak_bytes / 2**20
+    out["kernels"] = CACHE.last.num_kernels
+    out["compiles"] = sum(1 for m in nv.debug.cache_stats().miss_log if m.engine == "cuda")
+    del model, opt, loss
+    nv.debug.reset_cache()
+    gc.collect()
+    pool.free_all_blocks()
+    return out
+
+
+def train_torch(name: str, batch: int, steps: int, compiled: bool) -> dict:
+    import torch
+
+    from benchmarks.common import Work
+    from benchmarks.peers.torch_gpt import build
+
+    cfg = preset(name)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    model = build(Work(name, steps, batch)).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), eps=1e-8,
+                            weight_decay=0.1)
+    fn = torch.compile(model) if compiled else model
+    times, losses = [], []
+    for x, y in _tokens(cfg, batch, steps):
+        t0 = time.perf_counter()
+        loss = fn(torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda())
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+        times.append(time.perf_counter() - t0)
+    out = _summary(times, losses, batch * cfg.block)
+    out["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20
+    del model, opt, fn, loss
+    torch.cuda.empty_cache()
+    return out
+
+
+# ---------------------------------------------------------------- report
+
+def _fmt(v, spec: str = ".0f") -> str:
+    return "—" if v is None else format(v, spec)
+
+
+def markdown(report: dict) -> str:
+    lines = [f"# Nova GPU check — {report.get('gpu', 'no GPU')}", ""]
+    if report.get("skipped"):
+        return "\n".join(lines + [f"GPU benchmarks skipped: {report['skipped']}", ""])
+    lines += [f"{report['environment']}", "",
+              "## TF32 GEMM (GFLOP/s; relative Frobenius error vs float64)", "",
+              ("| shape | M×K×N | Nova | cuBLAS (CuPy) | PyTorch | Nova/cuBLAS | err Nova | "
+               "err cuBLAS | err PyTorch |"), "|---|---|---|---|---|---|---|---|---|"]
+    for r in report["gemm"]:
+        if "error" in r or "skipped" in r:
+            lines.append(f"| {r['label']} | | {r.get('error') or r.get('skipped')} | | | | | | |")
+            continue
+        nova, cp, th = r["nova"], r["cupy"], r.get("torch", {})
+        lines.append(f"| {r['label']} | {r['M']}×{r['K']}×{r['N']} | {nova['gflops']:.0f} | "
+                     f"{cp['gflops']:.0f} | {_fmt(th.get('gflops'))} | "
+                     f"{nova['gflops'] / cp['gflops']:.2f} | {nova['rel_fro']:.1e} | "
+                     f"{cp['rel_fro']:.1e} | {_fmt(th.get('rel_fro'), '.1e')} |")
+    lines += ["", "## GPT training step (tokens/s, peak GPU MiB)", "",
+              ("| preset | batch | framework | tokens/s | step ms | first step s | peak MiB | "
+               "final loss |"), "|---|---|---|---|---|---|---|---|"]
+    for r in report["train"]:
+        if "error" in r or "skipped" in r:
+            lines.append(f"| {r['preset']} | {r['batch']} | {r['framework']} | "
+                         f"{r.get('error') or r.get('skipped')} | | | | |")
+            continue
+        peak = f"{r['peak_gpu_mb']:.0f}" + (f" (plan {r['planned_peak_mb']:.0f})"
+                                             if "planned_peak_mb" in r else "")
+        lines.append(f"| {r['preset']} | {r['batch']} | {r['framework']} | "
+                     f"{r['tokens_per_s']:.0f} | {r['step_s'] * 1e3:.1f} | "
+                     f"{r['first_step_s']:.1f} | {peak} | {r['losses'][-1]:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/results"))
+    ap.add_argument("--budget", type=float, default=230.0,
+                    help="seconds for all benchmarks; later items are skipped")
+    ap.add_argument("--tokens", type=int, default=8192, help="rows of the GPT GEMMs")
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--steps", type=int, default=8, help="training steps per framework")
+    ap.add_argument("--quick", action="store_true", help="fewer shapes, small presets")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    budget = Budget(args.budget)
+
+    def save() -> None:
+        """Write both files now: a run stopped from outside keeps what it measured."""
+        (out / "gpu_bench.json").write_text(json.dumps(report, indent=1))
+        (out / "gpu_bench.md").write_text(markdown(report))
+
+    report: dict = {"python": sys.version.split()[0], "platform": platform.platform(),
+                    "nova": nv.__version__}
+    if not nv.cuda.is_available():
+        report["skipped"] = f"CUDA is not available: {nv.cuda.unavailable_reason()}"
+        print(f"bench_gpu: {report['skipped']}; no GPU benchmarks run", flush=True)
+    else:
+        import cupy
+
+        from nova.runtime.cuda_runtime import backend
+        spec = backend().spec()
+        report["gpu"] = spec.name
+        peers = {}
+        try:
+            import torch
+            peers["torch"] = torch.cuda.is_available()
+            torch.backends.cuda.matmul.allow_tf32 = True
+            tv = torch.__version__
+        except ImportError:
+            tv = "not installed"
+        report["environment"] = (f"{spec.describe()}; CuPy {cupy.__version__} "
+                                 f"(CUPY_TF32={os.environ.get('CUPY_TF32')}); PyTorch {tv}; "
+                                 f"Python {report['python']}")
+        print(report["environment"], flush=True)
+        report["gemm"], report["train"] = [], []
+        for shape in gemm_shapes(args.tokens, args.quick):
+            if budget.left() < args.budget * 0.45:   # keep time for the training runs
+                report["gemm"].append({"label": shape[0], "skipped": "time budget"})
+                continue
+            try:
+                row = bench_gemm(shape, args.reps, peers)
+            except Exception as e:  # noqa: BLE001  (recorded in the report; the rest runs)
+                traceback.print_exc()
+                row = {"label": shape[0], "error": f"{type(e).__name__}: {str(e)[:200]}"}
+            _release_gemm_memory()
+            report["gemm"].append(row)
+            save()
+            print(json.dumps(row)[:400], flush=True)
+        presets = [("medium", 16)] if args.quick else [("medium", 16), ("gpt-42m", 8)]
+        for name, batch in presets:
+            for fw in ("nova", "torch-eager", "torch-compile"):
+                item = {"preset": name, "batch": batch, "framework": fw}
+                if fw != "nova" and not peers.get("torch"):
+                    item["skipped"] = "PyTorch with CUDA is not available"
+                elif budget.left() < 30:
+                    item["skipped"] = "time budget"
+                else:
+                    try:
+                        item.update(train_nova(name, batch, args.steps) if fw == "nova" else
+                                    train_torch(name, batch, args.steps,
+                                                fw == "torch-compile"))
+                    except Exception as e:  # noqa: BLE001  (recorded; the rest runs)
+                        traceback.print_exc()
+                        item["error"] = f"{type(e).__name__}: {str(e)[:300]}"
+                report["train"].append(item)
+                save()
+                print(json.dumps({k: v for k, v in item.items()
+                                  if k not in ("losses", "step_times")}), flush=True)
+    save()
+    print(f"bench_gpu: wrote {out / 'gpu_bench.json'} and {out / 'gpu_bench.md'}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

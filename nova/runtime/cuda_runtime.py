@@ -1,0 +1,265 @@
+"""Device memory and kernel launches for ``device="cuda"``, behind one small interface.
+
+Everything the cuda engine and the tensor front end need from a GPU goes through a
+:class:`DeviceBackend`: allocate and view device arrays (``xp``, an array module with
+numpy's ``empty``/slicing/``view``/``reshape``), copy to and from the host, load a
+step's generated kernels, launch them in order on one stream, and read their error
+flags back with one synchronization. :class:`CupyBackend` is the real one (CuPy's
+memory pool, ``cupy.RawModule`` from NVRTC cubins). Tests install another with
+:func:`use_backend` (the CPU emulator of generated kernels, numpy arrays standing in for
+device memory), so the whole engine — compilation, arena views, donation, error flags,
+ordering — runs without a GPU.
+
+CuPy is imported only inside functions: ``import nova`` never loads it, and a machine
+without it answers :func:`unavailable_reason` with what is missing.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from nova.tensor.trace import storage_dtype
+
+
+class CudaUnavailable(RuntimeError):
+    """``device="cuda"`` was asked for where no CUDA backend can run."""
+
+
+class CudaCompileError(RuntimeError):
+    """A kernel of a CUDA step did not compile; the message names the kernel and the
+    file its source was written to."""
+
+
+class DeviceBackend(ABC):
+    """What the cuda engine needs from a device. Arrays are contiguous, in storage
+    dtypes (``storage_dtype``), and owned by whoever allocated them."""
+
+    name: str
+    xp: Any                       # array module for device arrays (cupy, or numpy in tests)
+    oom_errors: tuple[type[BaseException], ...] = (MemoryError,)
+
+    @abstractmethod
+    def spec(self) -> Any:
+        """The device's ``CudaSpec`` (drives the configurator and the NVRTC arch)."""
+
+    def key(self) -> str:
+        """Identity of compiled code for this backend: part of every CUDA step's
+        structural key, so executables never cross backends or architectures."""
+        return f"{self.name}:{self.spec().arch}"
+
+    @abstractmethod
+    def upload(self, host: np.ndarray) -> Any:
+        """A new device array holding a copy of ``host`` (already in storage dtype)."""
+
+    @abstractmethod
+    def download(self, buffer: Any) -> np.ndarray:
+        """A host copy of a device array (in its storage dtype)."""
+
+    @abstractmethod
+    def is_device_array(self, x: Any) -> bool:
+        """Whether ``x`` is one of this backend's device arrays."""
+
+    @abstractmethod
+    def load(self, kernels: Sequence[tuple[Any, Any]]) -> list[Any]:
+        """Compile and load ``(CudaKernel, KernelPlan)`` pairs; one handle per kernel.
+        Raises :class:`CudaCompileError` naming the kernel that failed."""
+
+    @abstractmethod
+    def launch(self, handle: Any, args: Sequence[Any]) -> None:
+        """Enqueue one kernel on ``args`` (inputs..., out[, scratch]), in order."""
+
+    @abstractmethod
+    def flag_reader(self, handles: Sequence[Any]) -> Callable[[], list[int]]:
+        """A function returning the error flags of ``handles`` (waiting for the step to
+        finish: the step's one synchronization) and clearing those that were set."""
+
+    def synchronize(self) -> None:
+        """Wait for all enqueued work."""
+
+
+class CupyBackend(DeviceBackend):
+    """The GPU: arrays from CuPy's memory pool, kernels as ``cupy.RawModule`` loaded
+    from NVRTC cubins (disk-cached by ``nova.runtime.nvrtc``), launched on the current
+    stream. A kernel shared by several steps is loaded once."""
+
+    name = "cupy"
+
+    def __init__(self) -> None:
+        import cupy
+        self.cupy = cupy
+        self.xp = cupy
+        self.oom_errors = (MemoryError, cupy.cuda.memory.OutOfMemoryError)
+        self._spec = None
+        self._modules: dict[tuple[str, str], tuple[Any, Any, Any]] = {}
+        self._gather = None
+
+    def spec(self) -> Any:
+        if self._spec is None:
+            from nova.compiler.cuda_device import from_device
+            self._spec = from_device()
+        return self._spec
+
+    def upload(self, host: np.ndarray) -> Any:
+        return self.cupy.asarray(np.ascontiguousarray(host))
+
+    def download(self, buffer: Any) -> np.ndarray:
+        return self.cupy.asnumpy(buffer)
+
+    def is_device_array(self, x: Any) -> bool:
+        return isinstance(x, self.cupy.ndarray)
+
+    def _module(self, source: str, name: str, entry: str) -> Any:
+        """A loaded RawModule for ``source`` (NVRTC -> cubin -> cuModuleLoad)."""
+        from nova.runtime import nvrtc
+        arch = self.spec().arch
+        try:
+            compiled = nvrtc.compile(source, arch, name=f"{name}.cu", entry=entry)
+        except nvrtc.NvrtcError as e:
+            path = dump_failed_source(name, arch, source)
+            raise CudaCompileError(f"cuda: kernel {name} did not compile for {arch}; its "
+                                   f"source is in {path}\n{e}") from None
+        with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+            f.write(compiled.cubin)
+        try:
+            return self.cupy.RawModule(path=f.name)
+        finally:
+            os.unlink(f.name)
+
+    def load(self, kernels: Sequence[tuple[Any, Any]]) -> list[Any]:
+        handles = []
+        spec = self.spec()
+        for k, _plan in kernels:
+            key = (k.digest, spec.arch)
+            if key not in self._modules:
+                module = self._module(k.source, k.name, k.entry)
+                fn = module.get_function(k.entry)
+                if k.shared_bytes > spec.smem_per_block:   # opt in beyond 48 KiB
+                    fn.max_dynamic_shared_size_bytes = k.shared_bytes
+                flag = module.get_global("nova_error_flag")
+                self.cupy.cuda.runtime.memset(flag.ptr, 0, 4)
+                self._modules[key] = (module, fn, flag)
+            module, fn, flag = self._modules[key]
+            handles.append((k, fn, flag))
+        return handles
+
+    def launch(self, handle: Any, args: Sequence[Any]) -> None:
+        k, fn, _ = handle
+        fn(k.grid, k.block, tuple(args), shared_mem=k.shared_bytes)
+
+    def flag_reader(self, handles: Sequence[Any]) -> Callable[[], list[int]]:
+        """Gather every module's ``nova_error_flag`` with one tiny kernel into one array,
+        then one device-to-host copy (which waits for the step)."""
+        cupy = self.cupy
+        if not handles:
+            return lambda: []
+        if self._gather is None:
+            self._gather = self._module(FLAG_GATHER_SOURCE, "nova_gather_flags",
+                                        "nova_gather_flags").get_function("nova_gather_flags")
+        ptrs = cupy.asarray(np.array([h[2].ptr for h in handles], dtype=np.uint64))
+        out = cupy.zeros(len(handles), dtype=cupy.int32)
+        n = np.int32(len(handles))
+        gather = self._gather
+
+        def read() -> list[int]:
+            gather((1, 1, 1), (256, 1, 1), (ptrs, n, out))
+            return [int(v) for v in out.get()]
+        return read
+
+    def synchronize(self) -> None:
+        self.cupy.cuda.runtime.deviceSynchronize()
+
+
+# Reads every kernel module's ``nova_error_flag`` (through a device array of their
+# addresses) into one array and clears the flags that were set.
+FLAG_GATHER_SOURCE = r"""
+extern "C" __global__ void nova_gather_flags(int* const* flags, int n, int* out) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    out[i] = *flags[i];
+    if (out[i]) *flags[i] = 0;
+  }
+}
+"""
+
+
+def dump_failed_source(name: str, arch: str, source: str) -> str:
+    """Write a kernel that failed to compile where a person can read it."""
+    root = os.environ.get("NOVA_DEBUG_DIR") or os.path.join(tempfile.gettempdir(), "nova-debug")
+    directory = os.path.join(root, "cuda-failed")
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"{name}.{arch}.cu")
+    with open(path, "w") as f:
+        f.write(source)
+    return path
+
+
+_installed: list[DeviceBackend] = []     # test backends, innermost last
+_default: dict[str, Any] = {}            # "backend" / "reason", probed once
+
+
+def unavailable_reason() -> str | None:
+    """Why ``device="cuda"`` cannot run here (None when it can): CuPy missing, or no
+    GPU/driver. Probed once; a backend installed by :func:`use_backend` always runs."""
+    if _installed:
+        return None
+    if "reason" not in _default:
+        _default["reason"] = _probe()
+    return _default["reason"]
+
+
+def _probe() -> str | None:
+    try:
+        import cupy
+    except ImportError as e:
+        return f"cupy is not installed ({e}); pip install 'nova-dl[cuda]'"
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:   # the CUDA runtime raises its own error types
+        return f"no GPU: the CUDA runtime reports {type(e).__name__}: {e}"
+    if n == 0:
+        return "no GPU: the CUDA driver reports no devices"
+    return None
+
+
+def is_available() -> bool:
+    """``nv.cuda.is_available()``: whether ``device="cuda"`` works here."""
+    return unavailable_reason() is None
+
+
+def backend() -> DeviceBackend:
+    """The active backend: the innermost installed test backend, else the GPU's."""
+    if _installed:
+        return _installed[-1]
+    reason = unavailable_reason()
+    if reason is not None:
+        raise CudaUnavailable(f"CUDA is not available: {reason}")
+    if "backend" not in _default:
+        _default["backend"] = CupyBackend()
+    return _default["backend"]
+
+
+@contextlib.contextmanager
+def use_backend(b: DeviceBackend) -> Iterator[DeviceBackend]:
+    """Run ``device="cuda"`` on ``b`` inside the block (tests: the CPU emulator). Device
+    tensors made inside belong to ``b``; do not use them after the block."""
+    _installed.append(b)
+    try:
+        yield b
+    finally:
+        _installed.remove(b)
+
+
+def to_device(host: np.ndarray) -> Any:
+    """Upload a host array of a Nova dtype, as its storage type."""
+    host = np.ascontiguousarray(host)
+    return backend().upload(host.view(storage_dtype(host.dtype)))
+
+
+def to_host(buffer: Any, np_dtype: Any) -> np.ndarray:
+    """A host copy of a device buffer, as the Nova dtype's numpy type."""
+    return backend().download(buffer).view(np.dtype(np_dtype))

@@ -1,0 +1,82 @@
+"""A test-only device backend: the cuda engine on the CPU.
+
+``EmulatorBackend`` implements ``nova.runtime.cuda_runtime.DeviceBackend`` with numpy
+arrays standing in for device memory and ``tests.compiler.cuda_emulator.Emulator``
+executing the generated CUDA C (compiled by the host C++ compiler, every CUDA thread an
+OS thread). Installed with ``cuda_runtime.use_backend``, it lets ``device="cuda"``
+tensors, the cuda engine's compilation pipeline, arena views, donation, error flags and
+launch order run in ordinary tests. Device arrays are writable numpy arrays; host
+buffers bound to CPU tensors are read-only views, so an engine handed a host buffer
+by mistake is caught by ``is_device_array``.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from nova.compiler.cuda_device import SM80, CudaSpec
+from nova.runtime.cuda_runtime import DeviceBackend
+
+
+class EmulatorBackend(DeviceBackend):
+    """Kernels of one ``load`` call are built into one shared library (one compiler
+    run per step structure, cached on disk under ``$NOVA_CACHE_DIR/cuda-emulator``)."""
+
+    name = "emulator"
+    xp = np
+
+    def __init__(self, spec: CudaSpec = SM80):
+        # Its own name keeps emulated executables apart from a real GPU's in the cache.
+        self._spec = replace(spec, name=f"emulated {spec.name}")
+        self.launches: list[str] = []          # kernel names, in launch order
+        self.loads = 0                         # load() calls: steps compiled
+        self.uploads = 0
+        self._flags: dict[int, int] = {}
+
+    def spec(self) -> CudaSpec:
+        return self._spec
+
+    def upload(self, host: np.ndarray) -> np.ndarray:
+        self.uploads += 1
+        return np.array(host, copy=True, order="C")
+
+    def download(self, buffer: np.ndarray) -> np.ndarray:
+        return np.array(buffer, copy=True)
+
+    def is_device_array(self, x: Any) -> bool:
+        return isinstance(x, np.ndarray) and x.flags.writeable
+
+    def load(self, kernels: Sequence[tuple[Any, Any]]) -> list[Any]:
+        from tests.compiler.cuda_emulator import Emulator
+
+        self.loads += 1
+        # Entry-point suffixes numbered per load: a program compiled again produces the
+        # same library source, so the emulator's disk cache serves it.
+        keyed = [(f"_e{i}", k, plan) for i, (k, plan) in enumerate(kernels)]
+        emu = Emulator(keyed) if keyed else None
+        return [(emu, key, k, plan) for key, k, plan in keyed]
+
+    def launch(self, handle: Any, args: Sequence[np.ndarray]) -> None:
+        emu, key, k, plan = handle
+        n_in = len(plan.arg_types) - 1
+        inputs, out = list(args[:n_in]), args[n_in]
+        scratch = args[n_in + 1] if plan.scratch is not None else None
+        for a in args:
+            assert self.is_device_array(a) and a.flags.c_contiguous, (
+                f"{k.name}: launched on a non-device or non-contiguous array")
+        flag = emu.run(key, k, plan, inputs, out, scratch)
+        self.launches.append(k.name)
+        if flag:
+            self._flags[id(handle)] = 1
+
+    def flag_reader(self, handles: Sequence[Any]) -> Callable[[], list[int]]:
+        ids = [id(h) for h in handles]
+        keep = list(handles)     # ids stay valid while the reader lives
+
+        def read() -> list[int]:
+            assert keep is not None
+            return [self._flags.pop(i, 0) for i in ids]
+        return read

@@ -7,6 +7,7 @@ recompile caused by a changed shape names that shape.
 """
 from __future__ import annotations
 
+import gc
 import os
 import traceback
 import warnings
@@ -19,6 +20,21 @@ from nova.runtime.executable import Executable
 # A call site that misses this many times gets a warning naming the latest reason.
 RECOMPILE_WARNING_THRESHOLD = 8
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _settle_garbage_collector() -> None:
+    """After a compile, collect once and move every surviving object to the collector's
+    permanent generation (``gc.freeze``), as servers do after warm-up.
+
+    Why: a compiled step keeps its IR (the xDSL modules, a few hundred thousand objects
+    for a GPT step), and every later full collection would traverse all of it while a
+    training loop allocates thousands of trace nodes per step: measured 24 ms of GC per
+    small-GPT step, 4 ms after freezing. Frozen objects are still freed by reference
+    counting; only cycles among them wait until ``gc.unfreeze()``. ``NOVA_GC_FREEZE=0``
+    turns this off."""
+    if os.environ.get("NOVA_GC_FREEZE", "1") != "0":
+        gc.collect()
+        gc.freeze()
 
 
 class RecompileWarning(RuntimeWarning):
@@ -119,6 +135,7 @@ class ExecutableCache:
                       else explain_difference(key, self._last_key))
             exe = build()
             self._entries[(engine, key)] = exe
+            _settle_garbage_collector()
             filename, lineno = _user_frame()
             site = f"{os.path.basename(filename)}:{lineno}"
             self.stats.misses += 1

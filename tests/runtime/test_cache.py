@@ -74,3 +74,18 @@ def test_repeated_recompiles_at_one_site_warn(fresh_cache):
 def test_shared_inputs_are_part_of_the_structure():
     a, b = nv.tensor([1.0]), nv.tensor([2.0])
     assert _key(lambda: a + a) != _key(lambda: a + b)
+
+
+def test_a_compile_freezes_survivors_out_of_later_collections(monkeypatch):
+    import gc
+
+    import numpy as np
+
+    import nova as nv
+    gc.unfreeze()
+    monkeypatch.setenv("NOVA_GC_FREEZE", "0")
+    (nv.tensor(np.ones(3, np.float32)) * 3.5).sum().item()
+    assert gc.get_freeze_count() == 0
+    monkeypatch.setenv("NOVA_GC_FREEZE", "1")
+    (nv.tensor(np.ones(3, np.float32)) * 4.5).sum().item()
+    assert gc.get_freeze_count() > 0

@@ -179,7 +179,6 @@ class PendingGraph:
     """
 
     args: list[tuple[tuple[int, ...], DType]]
-    nodes: list[GraphNode]
     outputs: list[int]
     key: tuple
     arg_buffers: list[np.ndarray]
@@ -187,6 +186,18 @@ class PendingGraph:
     # nova.tensor.realize); dropped once the graph has run.
     arg_nodes: list[Node] = field(default_factory=list)
     pending_nodes: list[Node] = field(default_factory=list)
+    node_inputs: list[tuple[int, ...]] = field(default_factory=list)
+    _nodes: list[GraphNode] | None = None
+
+    @property
+    def nodes(self) -> list[GraphNode]:
+        """The pending nodes in canonical numbering. Built on first use (a cache miss or
+        an error message), not on every replay; first use must precede the run, which
+        turns the pending nodes into buffers."""
+        if self._nodes is None:
+            self._nodes = [GraphNode(n.op, n.attrs, ins, n.shape, n.dtype, n.backward)
+                           for n, ins in zip(self.pending_nodes, self.node_inputs)]
+        return self._nodes
 
     def describe_value(self, i: int) -> str:
         if i < len(self.args):
@@ -203,8 +214,7 @@ def extract(outputs: list[Node], device: str = "cpu", device_key: Any = None) ->
     backend's identity) to the structural key, so a CPU step and a CUDA step of the same
     program never share an executable; CPU keys are unchanged."""
     seen: dict[int, Node] = {}
-    stack = [n for n in outputs if not n.realized]
-    leaves: dict[int, Node] = {}
+    stack = [n for n in outputs if n.buffer is None]
     while stack:
         n = stack.pop()
         if id(n) in seen:
@@ -213,33 +223,34 @@ def extract(outputs: list[Node], device: str = "cpu", device_key: Any = None) ->
         if n.op == "error":
             raise RealizationError(n.attrs["message"])
         for i in n.inputs:
-            if i.realized:
-                leaves[id(i)] = i
-            elif id(i) not in seen:
+            if i.buffer is None and id(i) not in seen:
                 stack.append(i)
-    order = sorted(seen.values(), key=lambda n: n.seq)
+    order = sorted(seen.values(), key=_by_seq)
     index: dict[int, int] = {}
     args: list[Node] = []
     for n in order:  # arguments numbered by first use, so the numbering is structural
         for i in n.inputs:
-            if i.realized and id(i) not in index:
+            if i.buffer is not None and id(i) not in index:
                 index[id(i)] = len(args)
                 args.append(i)
     for n in outputs:  # realized outputs pass an argument straight through
-        if n.realized and id(n) not in index:
+        if n.buffer is not None and id(n) not in index:
             index[id(n)] = len(args)
             args.append(n)
     base = len(args)
-    gnodes = []
+    node_inputs = []
     for k, n in enumerate(order):
         index[id(n)] = base + k
-        gnodes.append(GraphNode(n.op, n.attrs, tuple(index[id(i)] for i in n.inputs),
-                                n.shape, n.dtype, n.backward))
+        node_inputs.append(tuple([index[id(i)] for i in n.inputs]))
     out_ids = [index[id(n)] for n in outputs]
-    key = (tuple(a.sig for a in args),
-           tuple((n.sig, tuple(index[id(i)] for i in n.inputs)) for n in order),
+    key = (tuple([a.sig for a in args]),
+           tuple(zip([n.sig for n in order], node_inputs)),
            tuple(out_ids))
     if device != "cpu":
         key = key + (("device", device_key),)
-    return PendingGraph([(a.shape, a.dtype) for a in args], gnodes, out_ids, key,
-                        [a.buffer for a in args], args, order)
+    return PendingGraph([(a.shape, a.dtype) for a in args], out_ids, key,
+                        [a.buffer for a in args], args, order, node_inputs)
+
+
+def _by_seq(n: Node) -> int:
+    return n.seq

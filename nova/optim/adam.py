@@ -5,7 +5,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from nova.optim.optimizer import Optimizer, runtime_scalar, zeros_state
+from nova.optim.optimizer import Optimizer, zeros_state
 from nova.tensor import ops
 from nova.tensor.tensor import Tensor
 
@@ -43,14 +43,14 @@ class Adam(Optimizer):
         t = state["step"]
         lr, wd = group["lr"], group["weight_decay"]
         if wd and self.decoupled:
-            p = p.copy_(p * runtime_scalar(1.0 - lr * wd))
+            p = p.copy_(p * self._scalar("decay", 1.0 - lr * wd))
         elif wd:
             g = g + wd * p
         m = state["exp_avg"] * b1 + g * (1.0 - b1)
         v = state["exp_avg_sq"] * b2 + g * g * (1.0 - b2)
         state["exp_avg"], state["exp_avg_sq"] = m, v
-        step_size = runtime_scalar(lr / (1.0 - b1 ** t))
-        bc2_sqrt = runtime_scalar(math.sqrt(1.0 - b2 ** t))
+        step_size = self._scalar("step_size", lr / (1.0 - b1 ** t))
+        bc2_sqrt = self._scalar("bias_correction2_sqrt", math.sqrt(1.0 - b2 ** t))
         denom = ops.sqrt(v) / bc2_sqrt + group["eps"]
         p.copy_(p - step_size * (m / denom))
 

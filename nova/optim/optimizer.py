@@ -89,6 +89,7 @@ class Optimizer:
             with enable_grad():
                 loss = closure()
         self._name_buffers()
+        self._scalars: dict[tuple[str, float], Tensor] = {}
         with no_grad():
             for group in self.param_groups:
                 for p in group["params"]:
@@ -102,6 +103,16 @@ class Optimizer:
     def _update(self, group: dict[str, Any], p: Tensor, grad: Tensor,
                 state: dict[str, Any]) -> None:
         raise NotImplementedError
+
+    def _scalar(self, name: str, value: float) -> Tensor:
+        """``runtime_scalar(value)``, shared by every parameter of this step that needs the
+        same quantity (``name``) with the same value: one step input instead of one per
+        parameter (a GPT step had ~100 of them), and fewer nodes to record and hash."""
+        key = (name, float(value))
+        t = self._scalars.get(key)
+        if t is None:
+            t = self._scalars[key] = runtime_scalar(value)
+        return t
 
     def _name_buffers(self) -> None:
         """Tell the memory report which step inputs are parameters and optimizer state."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from nova.optim.optimizer import Optimizer, runtime_scalar, zeros_state
+from nova.optim.optimizer import Optimizer, zeros_state
 from nova.tensor.tensor import Tensor
 
 
@@ -35,9 +35,9 @@ class SGD(Optimizer):
             buf = state["momentum_buffer"] if not first else zeros_state(p)
             # Step 1 sets buf = d; later steps decay it. Both are one structure: the two
             # coefficients are runtime inputs.
-            keep = runtime_scalar(0.0 if first else m)
-            take = runtime_scalar(1.0 if first else 1.0 - group["dampening"])
+            keep = self._scalar("momentum", 0.0 if first else m)
+            take = self._scalar("1 - dampening", 1.0 if first else 1.0 - group["dampening"])
             buf = buf * keep + d * take
             state["momentum_buffer"] = buf
             d = d + m * buf if group["nesterov"] else buf
-        p.copy_(p - runtime_scalar(group["lr"]) * d)
+        p.copy_(p - self._scalar("lr", group["lr"]) * d)

@@ -179,3 +179,18 @@ def test_clip_grad_norm_on_known_gradients():
     assert a.grad.tolist() == pytest.approx([0.3, 0.4])  # below the limit: unchanged
     a.grad = nv.tensor([-7.0, 2.0])
     assert nn.utils.clip_grad_norm_([a], 2.0, norm_type=float("inf")).item() == 7.0
+
+
+def test_per_step_scalars_are_one_input_each_not_one_per_parameter():
+    from nova.runtime.cache import CACHE
+    model = nv.nn.Sequential(*[nv.nn.Linear(4, 4) for _ in range(5)])   # 10 parameters
+    opt = nv.optim.AdamW(model.parameters())
+    x = nv.tensor(np.ones((2, 4), np.float32))
+    for _ in range(2):
+        model(x).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    args = len(CACHE.last.function.body.block.args)
+    # parameters, two moments each, the input, and 3 shared scalars (decay, step size,
+    # bias correction) -- not 3 per parameter
+    assert args == 10 * 3 + 1 + 3

@@ -94,6 +94,19 @@ def _check_operand(op: str, v: Any) -> None:
 def promote(op: str, *args: Any) -> dt.DType:
     for a in args:
         _check_operand(op, a)
+    # Fast path (most ops while recording): every tensor has one dtype and no scalar is
+    # of a higher category, so the result is that dtype whatever the tensors' ranks.
+    common = None
+    for a in args:
+        if isinstance(a, Tensor):
+            if common is None:
+                common = a.dtype
+            elif a.dtype != common:
+                common = None
+                break
+    if common is not None and all(isinstance(a, Tensor) or
+                                  dt.scalar_category(a) <= common.category for a in args):
+        return common
     return dt.result_type([(a.dtype, a.ndim) for a in args if isinstance(a, Tensor)],
                           [a for a in args if not isinstance(a, Tensor)])
 

@@ -11,6 +11,8 @@ Shape = tuple[int, ...]
 
 def broadcast_shapes(op: str, *shapes: Shape) -> Shape:
     """NumPy/PyTorch broadcasting: align right; sizes must match or be 1."""
+    if len(shapes) == 2 and shapes[0] == shapes[1]:
+        return tuple(shapes[0])       # the common case when recording, checked cheaply
     rank = max((len(s) for s in shapes), default=0)
     out = []
     for k in range(rank):

@@ -835,120 +835,247 @@ def _matmul(e: Emitter) -> None:
 
 
 def _matmul_tiled(e: Emitter) -> None:
-    """C = A @ B with an MR x NR register tile (float32).
+    """C = A @ B (float32), blocked as in the BLIS model (``configurator`` module docstring).
 
-    Per call: malloc a K x NC panel and, for each NC-wide column panel of B (NC from the
-    configurator, so the panel stays in L2), pack it (zero padded past N) whatever B's
-    layout (transposes and broadcasts are read through the emitter), so the inner loop
-    streams unit-stride vectors; every row block of the call then uses that panel. For each block
-    of MR rows and NR columns, 2*MR vector accumulators live across the k loop; each k
-    loads NR/lanes vectors of the panel and broadcasts MR elements of A. Rows past M are
-    computed on a clamped row and not stored; padded columns are not stored. The tile
-    goes to a small stack buffer, and the epilogue runs over it element by element.
+    The call's ``[start, end)`` is a range of MR-row (split "m") or NR-column (split "n")
+    micro-panels of C over all batches; per batch it covers rows ``[r0, r1)`` and columns
+    ``[c0, c1)``. Two buffers are malloc'd per call (a KC x NC B panel and an MC x KC A
+    block: cache-sized, so bounded whatever the shapes). For each NC panel and K block,
+    B is packed once into NR-wide micro-panels (KC x NR, contiguous, zero past N), then
+    for each MC block of rows A is packed once into MR-tall micro-panels (KC x MR,
+    contiguous, zero past M) and reused by every micro-tile of the panel. Both packs read
+    through the emitter, so transposes and broadcasts cost nothing extra, and walk the
+    source in its unit-stride order. The micro-kernel keeps 2 x MR vector accumulators
+    across the K block: per k it loads the 2 vectors of the B micro-panel and broadcasts
+    MR consecutive elements of the A micro-panel.
+
+    Partial sums over K blocks accumulate in the (float32) output: the first block
+    stores, later ones load-add-store, with full vectors for interior tiles and element
+    by element for edge tiles (rows past ``r1`` and columns past ``c1`` are computed on
+    zero padding and not stored). The last K block applies the fused epilogue element by
+    element, or, when the root is the product itself, stores like the others.
     """
     plan = e.plan
+    s = plan.schedule
     mm = contraction(e.fusion)
     a, bv = mm.operands
-    a_shape = _shape(a)
-    batch = a_shape[:-2]
-    m, k = a_shape[-2], a_shape[-1]
-    n = _shape(bv)[-1]
     mm_shape = _shape(mm.results[0])
-    mr, nr, nc = plan.schedule.tile
+    batch = mm_shape[:-2]
+    m, k = _shape(a)[-2:]
+    n = mm_shape[-1]
+    mr, nr, nc = s.tile
+    kc, mc = max(s.kc, 1), max(s.mc, mr)
     lanes = nr // 2
-    np_ = -(-max(n, 1) // nr) * nr
-    nc = min(nc, np_)                    # panel width: a multiple of NR
-    panels = -(-np_ // nc)
-    blocks_per_batch = -(-m // mr)
-    vec = ir.VectorType(F32, lanes)
-    b = e.b
+    nvec = nr // lanes
+    k_blocks = max(1, -(-k // kc))
     root = e.fusion.body.block.last_op.operands[0]
+    direct = root is mm.results[0]
+    b = e.b
+    vec = ir.VectorType(F32, lanes)
+    vptr = vec.as_pointer()
     module = e.module
-    malloc = module.globals.get("malloc") or ir.Function(
-        module, ir.FunctionType(PTR, [I64]), name="malloc")
+    aligned_alloc = module.globals.get("aligned_alloc") or ir.Function(
+        module, ir.FunctionType(PTR, [I64, I64]), name="aligned_alloc")
     free = module.globals.get("free") or ir.Function(
         module, ir.FunctionType(ir.VoidType(), [PTR]), name="free")
     fma = module.globals.get(f"llvm.fma.v{lanes}f32") or ir.Function(
         module, ir.FunctionType(vec, [vec, vec, vec]), name=f"llvm.fma.v{lanes}f32")
-    raw = b.call(malloc, [c64(max(k, 1) * nc * 4)])
-    panel = b.bitcast(raw, F32.as_pointer())
-    e.cleanup.append(lambda: e.b.call(free, [raw]))
-    packed_batch = e.entry_alloca(I64)
-    b.store(c64(-1), packed_batch)
-    accs = [[e.entry_alloca(vec) for _ in range(2)] for _ in range(mr)]
+
+    def buffer(floats: int) -> ir.Value:
+        nbytes = -(-floats * 4 // 64) * 64
+        raw = b.call(aligned_alloc, [c64(64), c64(nbytes)])
+        e.cleanup.append(lambda: e.b.call(free, [raw]))
+        return b.bitcast(raw, F32.as_pointer())
+
+    ap = buffer(mc * kc)
+    bp = buffer(kc * nc)
+    out = e.out_ptr
+    accs = [[e.entry_alloca(vec) for _ in range(nvec)] for _ in range(mr)]
     tile = e.entry_alloca(F32, mr * nr)
     zero_vec = ir.Constant(vec, [0.0] * lanes)
+    zero = ir.Constant(F32, 0.0)
     splat_mask = ir.Constant(ir.VectorType(I32, lanes), [0] * lanes)
     undef = ir.Constant(vec, ir.Undefined)
 
-    def per_block(t: ir.Value, jc: ir.Value) -> None:
-        bi = b.udiv(t, c64(blocks_per_batch))
-        i0 = b.mul(b.urem(t, c64(blocks_per_batch)), c64(mr))
-        pre = e.delinearize(bi, batch) if batch else []
-        # pack panel jc of B of this batch unless the previous block already did
-        key = b.add(b.mul(bi, c64(panels)), jc)
-        fresh = b.icmp_signed("!=", b.load(packed_batch), key)
-        col0 = b.mul(jc, c64(nc))
-        with b.if_then(fresh):
-            def pack_row(kk: ir.Value) -> None:
-                def pack_col(jj: ir.Value) -> None:
-                    e.cache = {}
-                    j = b.add(col0, jj)
-                    inside = b.icmp_signed("<", j, c64(n))
-                    val = e.emit(bv, pre + [kk, b.select(inside, j, c64(0))])
-                    b.store(b.select(inside, val, ir.Constant(F32, 0.0)),
-                            b.gep(panel, [b.add(b.mul(kk, c64(nc)), jj)]))
-                e.loops.range(c64(0), c64(nc), pack_col, "pj")
-            e.loops.range(c64(0), c64(k), pack_row, "pk")
-            b.store(key, packed_batch)
-        rows = [b.select(b.icmp_signed("<", b.add(i0, c64(r)), c64(m)),
-                         b.add(i0, c64(r)), c64(m - 1)) for r in range(mr)]
+    def smin(x: ir.Value, y: ir.Value) -> ir.Value:
+        return b.select(b.icmp_signed("<", x, y), x, y)
 
-        def per_jblock(jb: ir.Value) -> None:
-            jp = b.mul(jb, c64(nr))              # column within the panel
-            j0 = b.add(col0, jp)                 # column of C
-            for r in range(mr):
-                for v in range(2):
-                    b.store(zero_vec, accs[r][v])
+    def smax(x: ir.Value, y: ir.Value) -> ir.Value:
+        return b.select(b.icmp_signed(">", x, y), x, y)
+
+    def ceil_div(x: ir.Value, d: int) -> ir.Value:
+        return b.udiv(b.add(x, c64(d - 1)), c64(d))
+
+    def pack(src: SSAValue, pre: list[ir.Value], dst: ir.Value, outer0: ir.Value,
+             outer_len: ir.Value, outer_extent: int, width: int, p0: ir.Value,
+             kcur: ir.Value, is_a: bool) -> None:
+        """dst[(q * kcur + kk) * width + u] = src at (outer0 + q * width + u, p0 + kk)
+        (A: (row, k); B: (k, col)) for micro-panels q < ceil(outer_len / width), zero
+        past ``outer_extent``. Per kk the ``width`` elements are a constant-trip inner
+        loop (unrolled: a vector copy when the source is unit-stride there, else one
+        strided load per element, each source line reused by the next kk) written
+        contiguously; panels entirely inside the operand skip the bounds selects."""
+        panels = ceil_div(outer_len, width)
+        full = smax(c64(0), smin(panels, b.sdiv(b.sub(c64(outer_extent), outer0), c64(width))))
+
+        def per_panel(q: ir.Value, checked: bool) -> None:
+            o0 = b.add(outer0, b.mul(q, c64(width)))
+            row = b.mul(q, kcur)
 
             def per_k(kk: ir.Value) -> None:
-                e.cache = {}
-                base = b.add(b.mul(kk, c64(nc)), jp)
-                bvecs = [b.load(b.bitcast(b.gep(panel, [b.add(base, c64(v * lanes))]),
-                                          vec.as_pointer()), align=4) for v in range(2)]
-                for r in range(mr):
-                    x = e.emit(a, pre + [rows[r], kk])
-                    xs = b.shuffle_vector(b.insert_element(undef, x, ir.Constant(I32, 0)),
-                                          undef, splat_mask)
-                    for v in range(2):
-                        b.store(b.call(fma, [xs, bvecs[v], b.load(accs[r][v])]), accs[r][v])
-            e.loops.range(c64(0), c64(k), per_k, "k")
+                kidx = b.add(p0, kk)
+                slot0 = b.mul(b.add(row, kk), c64(width))
+
+                def element(u: ir.Value) -> None:
+                    e.cache = {}
+                    o = b.add(o0, u)
+                    if checked:
+                        inside = b.icmp_signed("<", o, c64(outer_extent))
+                        o = b.select(inside, o, c64(0))
+                    val = e.emit(src, pre + ([o, kidx] if is_a else [kidx, o]))
+                    if checked:
+                        val = b.select(inside, val, zero)
+                    b.store(val, b.gep(dst, [b.add(slot0, u)]))
+                e.loops.range(c64(0), c64(width), element, "pu")
+            e.loops.range(c64(0), kcur, per_k, "pk")
+        e.loops.range(c64(0), full, lambda q: per_panel(q, False), "pq")
+        e.loops.range(full, panels, lambda q: per_panel(q, True), "pe")
+
+    def micro(a_off: ir.Value, b_off: ir.Value, kcur: ir.Value) -> None:
+        """The MR x NR tile over one K block into ``accs``."""
+        for r in range(mr):
+            for v in range(nvec):
+                b.store(zero_vec, accs[r][v])
+
+        def per_k(kk: ir.Value) -> None:
+            bbase = b.add(b_off, b.mul(kk, c64(nr)))
+            bvecs = [b.load(b.bitcast(b.gep(bp, [b.add(bbase, c64(v * lanes))]), vptr),
+                            align=4) for v in range(nvec)]
+            abase = b.add(a_off, b.mul(kk, c64(mr)))
             for r in range(mr):
-                for v in range(2):
+                x = b.load(b.gep(ap, [b.add(abase, c64(r))]))
+                xs = b.shuffle_vector(b.insert_element(undef, x, ir.Constant(I32, 0)),
+                                      undef, splat_mask)
+                for v in range(nvec):
+                    b.store(b.call(fma, [xs, bvecs[v], b.load(accs[r][v])]), accs[r][v])
+        e.loops.range(c64(0), kcur, per_k, "k")
+
+    def store_tile(pre: list[ir.Value], bl: ir.Value, i: ir.Value, j: ir.Value,
+                   rows: ir.Value, cols: ir.Value, first: ir.Value | bool,
+                   last: ir.Value | bool) -> None:
+        """Add the accumulators to C[i:i+rows, j:j+cols] (or store them on the first
+        K block); on the last K block run the epilogue unless ``direct``."""
+        row0 = b.mul(b.add(b.mul(bl, c64(m)), i), c64(n))   # offset of C[i, 0]
+
+        def vector_path() -> None:
+            for r in range(mr):
+                for v in range(nvec):
+                    off = b.add(b.add(row0, c64(r * n)), b.add(j, c64(v * lanes)))
+                    ptr = b.bitcast(b.gep(out, [off]), vptr)
+                    acc = b.load(accs[r][v])
+                    if first is not True:
+                        old = b.load(ptr, align=4)
+                        acc = b.select(first, acc, b.fadd(acc, old)) if first is not False \
+                            else b.fadd(acc, old)
+                    b.store(acc, ptr, align=4)
+
+        def element_path(epilogue: bool) -> None:
+            for r in range(mr):
+                for v in range(nvec):
                     b.store(b.load(accs[r][v]), b.bitcast(
-                        b.gep(tile, [c64(r * nr + v * lanes)]), vec.as_pointer()), align=4)
+                        b.gep(tile, [c64(r * nr + v * lanes)]), vptr), align=4)
 
-            def epi_row(r: ir.Value) -> None:
-                i = b.add(i0, r)
-
-                def epi_col(jj: ir.Value) -> None:
-                    j = b.add(j0, jj)
-                    ok = b.icmp_signed("<", j, c64(n))
-                    with b.if_then(ok):
-                        e.cache = {}
-                        value = b.load(b.gep(tile, [b.add(b.mul(r, c64(nr)), jj)]))
+            def per_row(r: ir.Value) -> None:
+                def per_col(jj: ir.Value) -> None:
+                    e.cache = {}
+                    off = b.add(b.add(row0, b.mul(r, c64(n))), b.add(j, jj))
+                    value = b.load(b.gep(tile, [b.add(b.mul(r, c64(nr)), jj)]))
+                    if first is not True:
+                        old = b.load(b.gep(out, [off]))
+                        summed = b.fadd(value, old)
+                        value = summed if first is False else b.select(first, value, summed)
+                    if epilogue:
                         e.override[id(mm.results[0])] = lambda _idx: value
-                        e.store_root(root, e.linear(b, pre + [i, j], mm_shape))
+                        e.store_root(root, off)
                         del e.override[id(mm.results[0])]
-                e.loops.range(c64(0), c64(nr), epi_col, "ej")
-            valid_rows = b.select(b.icmp_signed("<", b.add(i0, c64(mr)), c64(m)), c64(mr),
-                                  b.sub(c64(m), i0))
-            e.loops.range(c64(0), valid_rows, epi_row, "er")
-        e.loops.range(c64(0), c64(nc // nr), per_jblock, "jb")
+                    else:
+                        b.store(value, b.gep(out, [off]))
+                e.loops.range(c64(0), cols, per_col, "ej")
+            e.loops.range(c64(0), rows, per_row, "er")
 
-    # Panels outermost, so each packed K x NC panel serves every row block of the call.
-    e.loops.range(c64(0), c64(panels), lambda jc: e.loops.range(
-        e.fn.args[1], e.fn.args[2], lambda t: per_block(t, jc), "blk"), "jc")
+        full = b.and_(b.icmp_signed("==", rows, c64(mr)), b.icmp_signed("==", cols, c64(nr)))
+        if direct:
+            with b.if_else(full) as (then, otherwise):
+                with then:
+                    vector_path()
+                with otherwise:
+                    element_path(False)
+            return
+        if last is True:
+            element_path(True)
+            return
+        with b.if_else(last) as (then, otherwise):
+            with then:
+                element_path(True)
+            with otherwise:
+                with b.if_else(full) as (then2, otherwise2):
+                    with then2:
+                        vector_path()
+                    with otherwise2:
+                        element_path(False)
+
+    def gemm(pre: list[ir.Value], bl: ir.Value, r0: ir.Value, r1: ir.Value, c0: ir.Value,
+             c1: ir.Value) -> None:
+        """C[r0:r1, c0:c1] of batch ``bl`` (``pre`` its multi-index)."""
+        def per_panel(jcb: ir.Value) -> None:
+            jc = b.add(c0, b.mul(jcb, c64(nc)))
+            ncur = smin(c64(nc), b.sub(c1, jc))
+
+            def per_kblock(pcb: ir.Value) -> None:
+                p0 = b.mul(pcb, c64(kc))
+                kcur = smin(c64(kc), b.sub(c64(k), p0))
+                first = b.icmp_signed("==", pcb, c64(0)) if k_blocks > 1 else True
+                last = b.icmp_signed("==", pcb, c64(k_blocks - 1)) if k_blocks > 1 else True
+                pack(bv, pre, bp, jc, ncur, n, nr, p0, kcur, False)
+
+                def per_mblock(icb: ir.Value) -> None:
+                    i0 = b.add(r0, b.mul(icb, c64(mc)))
+                    mcur = smin(c64(mc), b.sub(r1, i0))
+                    pack(a, pre, ap, i0, mcur, m, mr, p0, kcur, True)
+
+                    def per_jr(q: ir.Value) -> None:
+                        j = b.add(jc, b.mul(q, c64(nr)))
+                        cols = smin(c64(nr), b.sub(c1, j))
+
+                        def per_ir(p: ir.Value) -> None:
+                            i = b.add(i0, b.mul(p, c64(mr)))
+                            rows = smin(c64(mr), b.sub(r1, i))
+                            micro(b.mul(p, b.mul(kcur, c64(mr))), b.mul(q, b.mul(kcur, c64(nr))),
+                                  kcur)
+                            store_tile(pre, bl, i, j, rows, cols, first, last)
+                        e.loops.range(c64(0), ceil_div(mcur, mr), per_ir, "ir")
+                    e.loops.range(c64(0), ceil_div(ncur, nr), per_jr, "jr")
+                e.loops.range(c64(0), ceil_div(b.sub(r1, r0), mc), per_mblock, "ic")
+            e.loops.range(c64(0), c64(k_blocks), per_kblock, "pc")
+        e.loops.range(c64(0), ceil_div(b.sub(c1, c0), nc), per_panel, "jc")
+
+    per_batch = max(1, -(-m // mr) if s.split == "m" else -(-n // nr))
+    start, end = e.fn.args[1], e.fn.args[2]
+
+    def per_batch_range(bl: ir.Value) -> None:
+        base = b.mul(bl, c64(per_batch))
+        lo = b.sub(smax(start, base), base)
+        hi = b.sub(smin(end, b.add(base, c64(per_batch))), base)
+        pre = e.delinearize(bl, batch) if batch else []
+        if s.split == "m":
+            gemm(pre, bl, b.mul(lo, c64(mr)), smin(b.mul(hi, c64(mr)), c64(m)), c64(0), c64(n))
+        else:
+            gemm(pre, bl, c64(0), c64(m), b.mul(lo, c64(nr)), smin(b.mul(hi, c64(nr)), c64(n)))
+
+    with b.if_then(b.icmp_signed("<", start, end)):
+        e.loops.range(b.udiv(start, c64(per_batch)),
+                      b.add(b.udiv(b.sub(end, c64(1)), c64(per_batch)), c64(1)),
+                      per_batch_range, "bat")
 
 
 def _scatter(e: Emitter) -> None:

@@ -14,7 +14,10 @@ Strategies:
   parallel over the first kept axis.
 - ``rows``: per row, one pass per reduction (each reading the earlier ones as row
   scalars), then a pass writing the output; parallel over dim 0.
-- ``matmul``: one output row at a time, parallel over (batch, M). ``ikj`` order (a row of
+- ``matmul`` with ``tiled`` strategy (float32): BLIS-blocked, packed A and B, a register
+  tile per micro-kernel; parallel over MR-row (split "m") or NR-column (split "n")
+  micro-panels of all batches. Blocking and its derivation: ``configurator.gemm_tile``.
+- ``matmul`` otherwise: one output row at a time, parallel over (batch, M). ``ikj`` order (a row of
   B is contiguous in j) accumulates an N-wide row; ``dot`` order (B is transposed, so
   contiguous in k) takes dot products. The epilogue runs over the finished row.
 - ``scatter``: copy, then accumulate serially (duplicates must not race).
@@ -33,7 +36,7 @@ from nova.compiler.configurator import classify, gemm_tile
 from nova.compiler.device import detect_cpu
 from nova.tensor import dtypes as dt
 
-FORMAT_VERSION = 2  # bump when generated code changes meaning
+FORMAT_VERSION = 3  # bump when generated code changes meaning
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,9 @@ class Schedule:
     reduced: tuple[int, ...] = ()   # reduced dims of ``loops`` (reductions)
     vector_dim: int | None = None   # innermost, unit-stride loop given to the vectorizer
     tile: tuple[int, int, int] | None = None   # matmul (MR, NR, NC), ``tiled`` only
+    kc: int = 0                     # ``tiled``: K block (the B micro-panel KC x NR in L1)
+    mc: int = 0                     # ``tiled``: M block (the packed A block MC x KC in L2)
+    split: str = ""                 # ``tiled``: "m" or "n", what the parallel dim splits
     bound: str = ""                 # "memory" or "compute", by arithmetic intensity
     derivation: str = ""            # how the configurator chose the tile
 
@@ -70,8 +76,8 @@ class KernelPlan:
         return (f"{self.name}: {self.kind}/{s.strategy} loops={list(s.loops)} "
                 f"parallel_dim={s.parallel_dim} (extent {s.parallel_extent}) "
                 f"reduced={list(s.reduced)} vector_dim={s.vector_dim} {s.bound}-bound"
-                + (f" tile={s.tile[0]}x{s.tile[1]} panel={s.tile[2]} [{s.derivation}]"
-                   if s.tile else ""))
+                + (f" tile={s.tile[0]}x{s.tile[1]} KC={s.kc} MC={s.mc} NC={s.tile[2]}"
+                   f" split={s.split} [{s.derivation}]" if s.tile else ""))
 
 
 def _shape(v: SSAValue) -> tuple[int, ...]:
@@ -161,13 +167,21 @@ def _schedule(fusion: nd.FusionOp) -> tuple[Schedule, tuple | None]:
             rows *= s
         n, k = _shape(b)[-1], a_shape[-1]
         if _dtype(op.results[0]) == dt.float32:
-            # Register-tiled: B is packed (any layout) into a contiguous K x N panel, and
-            # an MR x NR tile of C stays in vector registers across the k loop.
-            tile = gemm_tile(detect_cpu(), k=k)
-            batches = rows // a_shape[-2] if a_shape[-2] else 0
-            blocks = batches * -(-a_shape[-2] // tile.mr)
-            return Schedule((blocks, n, k), 0, "tiled", vector_dim=1,
-                            tile=(tile.mr, tile.nr, tile.nc), derivation=tile.derivation), None
+            # BLIS-blocked: A and B packed (any layout) into cache-sized blocks, an MR x NR
+            # tile of C in vector registers across each K block (see the configurator).
+            # Partial sums over K blocks live in the output, so K is blocked only when
+            # the output is float32.
+            m = a_shape[-2]
+            batches = rows // m if m else 0
+            k_blocking = _dtype(fusion.outputs[0]) == dt.float32
+            tile = gemm_tile(detect_cpu(), k=k, m=m, n=n, k_blocking=k_blocking)
+            if tile.split == "m":
+                extent, other = batches * -(-m // tile.mr), n
+            else:
+                extent, other = batches * -(-n // tile.nr), m
+            return Schedule((extent, other, k), 0, "tiled", vector_dim=1,
+                            tile=(tile.mr, tile.nr, tile.nc), derivation=tile.derivation,
+                            kc=tile.kc, mc=tile.mc, split=tile.split), None
         dot = unit_stride_in(b, len(_shape(b)) - 2) is True and \
             unit_stride_in(b, len(_shape(b)) - 1) is not True
         loops = (rows, n, k)     # (batch*M, N, K)

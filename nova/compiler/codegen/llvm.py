@@ -834,6 +834,35 @@ def _matmul(e: Emitter) -> None:
     e.loops.range(e.fn.args[1], e.fn.args[2], per_row, "r")
 
 
+def _view_strides(e: Emitter, value: SSAValue) -> tuple[int, list[int]] | None:
+    """``(argument index, element stride per dim of value)`` when ``value`` is a float32
+    kernel argument seen through transposes and broadcasts (stride 0), else None: then
+    its elements have addresses, so a run of them with stride 1 can be loaded as one
+    vector."""
+    src_dim: list[int | None] = list(range(len(_shape(value))))
+    while not isinstance(value, BlockArgument):
+        op = value.owner
+        if op.name == "nova.transpose":
+            perm = _ints(op.perm)
+            src_dim = [None if d is None else perm[d] for d in src_dim]
+        elif op.name == "nova.broadcast_in_dim":
+            dims = _ints(op.dims)
+            in_shape = _shape(op.operands[0])
+            src_dim = [dims.index(d) if d is not None and d in dims and
+                       in_shape[dims.index(d)] != 1 else None for d in src_dim]
+        else:
+            return None
+        value = op.operands[0]
+    i = e.arg_index[id(value)]
+    shape, dtype = e.plan.arg_types[i]
+    if dtype.mlir != "f32":
+        return None
+    strides = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
+    return i, [0 if d is None else strides[d] for d in src_dim]
+
+
 def _matmul_tiled(e: Emitter) -> None:
     """C = A @ B (float32), blocked as in the BLIS model (``configurator`` module docstring).
 
@@ -928,6 +957,26 @@ def _matmul_tiled(e: Emitter) -> None:
             o0 = b.add(outer0, b.mul(q, c64(width)))
             row = b.mul(q, kcur)
 
+            view = _view_strides(e, src) if not checked else None
+            o_dim = len(pre) if is_a else len(pre) + 1
+            if view is not None and view[1][o_dim] == 1:
+                # unit stride along the width: one vector load from the argument
+                arg, strides = view
+                k_dim = len(pre) + (1 if is_a else 0)
+                base = c64(0)
+                for d, iv in enumerate(pre):
+                    base = b.add(base, b.mul(iv, c64(strides[d])))
+                base = b.add(base, o0)
+
+                def per_k_vector(kk: ir.Value) -> None:
+                    off = b.add(base, b.mul(b.add(p0, kk), c64(strides[k_dim])))
+                    line = b.load(b.bitcast(b.gep(e.ptrs[arg], [off]), wvec.as_pointer()),
+                                  align=4)
+                    slot = b.mul(b.add(row, kk), c64(width))
+                    b.store(line, b.bitcast(b.gep(dst, [slot]), wvec.as_pointer()), align=4)
+                e.loops.range(c64(0), kcur, per_k_vector, "pk")
+                return
+
             def per_k(kk: ir.Value) -> None:
                 e.cache = {}
                 kidx = b.add(p0, kk)
@@ -965,6 +1014,22 @@ def _matmul_tiled(e: Emitter) -> None:
                 for v in range(nvec):
                     b.store(b.call(fma, [xs, bvecs[v], b.load(accs[r][v])]), accs[r][v])
         e.loops.range(c64(0), kcur, per_k, "k")
+
+    prefetch = module.globals.get("llvm.prefetch.p0i8") or ir.Function(
+        module, ir.FunctionType(ir.VoidType(), [PTR, I32, I32, I32]), name="llvm.prefetch.p0i8")
+
+    def prefetch_c(bl: ir.Value, i: ir.Value, j: ir.Value) -> None:
+        """Prefetch (for writing) the cache lines of the C tile the micro-kernel is about
+        to update: they were last touched a whole K block ago and are usually out of
+        L2 by now, and the ~KC x MR x 2 / 2 cycles of FMAs hide the fetch. Rows past M
+        are clamped (a prefetch never faults, but its address must be computable)."""
+        for r in range(mr):
+            row = smin(b.add(i, c64(r)), c64(m - 1))
+            off = b.add(b.mul(b.add(b.mul(bl, c64(m)), row), c64(n)), j)
+            for v in range(0, nr, 16):
+                ptr = b.bitcast(b.gep(out, [b.add(off, c64(v))]), PTR)
+                b.call(prefetch, [ptr, ir.Constant(I32, 1), ir.Constant(I32, 3),
+                                  ir.Constant(I32, 1)])
 
     def store_tile(pre: list[ir.Value], bl: ir.Value, i: ir.Value, j: ir.Value,
                    rows: ir.Value, cols: ir.Value, first: ir.Value | bool,
@@ -1056,6 +1121,7 @@ def _matmul_tiled(e: Emitter) -> None:
                         def per_ir(p: ir.Value) -> None:
                             i = b.add(i0, b.mul(p, c64(mr)))
                             rows = smin(c64(mr), b.sub(r1, i))
+                            prefetch_c(bl, i, j)
                             micro(b.mul(p, b.mul(kcur, c64(mr))), b.mul(q, b.mul(kcur, c64(nr))),
                                   kcur)
                             store_tile(pre, bl, i, j, rows, cols, first, last)

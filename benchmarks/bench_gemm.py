@@ -22,8 +22,8 @@ import numpy as np
 
 import nova as nv
 from benchmarks.common import median_time
-from nova.compiler.device import detect_cpu
 from models.gpt import preset
+from nova.compiler.device import detect_cpu
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

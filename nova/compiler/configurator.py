@@ -16,9 +16,9 @@ high-performance BLIS", TOMS 2016): C += A B is computed as
               micro-kernel: an MR x NR tile of C in registers over KC rank-1 updates
 
 - Register tile: NR = 2 vectors, MR = (registers - 3) // 2 (see ``gemm_tile``).
-- KC: half the L1 holds the B micro-panel (KC x NR), the other half the A micro-panels
-  streaming through and the C tile: KC = (L1 / 2) / (NR x itemsize), then balanced so
-  the K blocks are equal: KC = ceil(K / ceil(K / KC)).
+- KC: BLIS keeps the B micro-panel (KC x NR) in half the L1; Nova also bounds KC
+  below so that reading and writing the C tile once per K block stays a small share of
+  the tile's FMA time (see ``gemm_kc``), and balances the K blocks.
 - MC: half the L2 holds the packed A block (MC x KC), the other half B micro-panels
   passing through and C: MC = (L2 / 2) / (KC x itemsize), a multiple of MR.
 - NC: each thread packs its own B panel (threads share nothing but the inputs), so
@@ -52,6 +52,8 @@ from dataclasses import dataclass
 from nova.compiler.device import CpuSpec
 
 DISPATCH_SECONDS = 20e-6
+C_TRAFFIC_SHARE = 0.1     # C tile memory traffic per K block, as a share of its FMA time
+MIN_MC_PANELS = 4         # A micro-panels an MC block holds at least
 SECONDS_PER_ITERATION = 1e-9
 
 
@@ -73,14 +75,40 @@ def _round_down(x: int, multiple: int) -> int:
     return max(multiple, x // multiple * multiple)
 
 
-def gemm_kc(spec: CpuSpec, k: int, nr: int, itemsize: int = 4) -> int:
-    """KC: the B micro-panel (KC x NR) in half the L1: KC = (L1 / 2) / (NR x itemsize),
-    then balanced over K, KC = ceil(K / ceil(K / KC)), so no K block is a sliver."""
-    cap = max(1, (spec.l1d // 2) // (nr * itemsize))
+def gemm_kc_bounds(spec: CpuSpec, nr: int, mr: int, itemsize: int = 4) -> tuple[int, int, int]:
+    """(KC_L1, KC_C, cap) of ``gemm_kc``."""
+    lanes = spec.lanes(itemsize)
+    by_l1 = (spec.l1d // 2) // (nr * itemsize)
+    per_core = spec.bandwidth / max(spec.cores, 1)
+    by_c = -(-int(2 * itemsize * lanes * spec.fma_units * spec.ghz * 1e9) //
+             int(per_core * C_TRAFFIC_SHARE))
+    cap = (spec.l2 // 2) // (MIN_MC_PANELS * mr * itemsize)
+    return by_l1, by_c, cap
+
+
+def gemm_kc(spec: CpuSpec, k: int, nr: int, mr: int, itemsize: int = 4) -> int:
+    """KC, the depth of one K block: the larger of two lower bounds, capped by the L2,
+    then balanced over K.
+
+    - L1 (BLIS): the B micro-panel (KC x NR) in half the L1,
+      KC_L1 = (L1 / 2) / (NR x itemsize).
+    - C traffic: each K block reads and writes the MR x NR tile of C once, from memory
+      when C is large (a GPT's logits); that costs 2 x MR x NR x itemsize bytes at the
+      core's share of the bandwidth, against KC x MR x NR / (lanes x FMA units) cycles of
+      FMAs. Keeping it under ``C_TRAFFIC_SHARE`` of them needs
+      KC_C = 2 x itemsize x lanes x FMA units x clock / (bandwidth per core x share).
+      Above KC_L1 the B micro-panel streams from L2 instead: 2 vectors per 2 MR / units
+      cycles, a small fraction of any L2's bandwidth (measured on the bench machine:
+      2048^3 goes from 198 to 236 GFLOP/s per core as KC grows from 187 to 683).
+    - Cap: an MC block must still hold ``MIN_MC_PANELS`` A micro-panels in half the L2,
+      KC <= (L2 / 2) / (MIN_MC_PANELS x MR x itemsize).
+    Balanced: KC = ceil(K / ceil(K / KC)), so no K block is a sliver.
+    """
+    by_l1, by_c, cap = gemm_kc_bounds(spec, nr, mr, itemsize)
+    kc = max(1, min(max(by_l1, by_c), cap))
     if k <= 0:
         return 1
-    blocks = -(-k // cap)
-    return -(-k // blocks)
+    return -(-k // -(-k // kc))
 
 
 def gemm_mc(spec: CpuSpec, kc: int, mr: int, itemsize: int = 4) -> int:
@@ -115,15 +143,17 @@ def gemm_tile(spec: CpuSpec, itemsize: int = 4, k: int = 256, m: int = 256, n: i
     mr = max(1, (spec.vector_registers - 3) // 2)
     chains = 2 * mr
     needed = spec.fma_latency * spec.fma_units
-    kc = gemm_kc(spec, k, nr, itemsize) if k_blocking else max(k, 1)
+    kc = gemm_kc(spec, k, nr, mr, itemsize) if k_blocking else max(k, 1)
     mc = gemm_mc(spec, kc, mr, itemsize)
     nc = min(gemm_panel_width(spec, kc, nr, itemsize), _round_up(max(n, 1), nr))
     split = "m" if m >= n else "n"
-    kc_cap = (spec.l1d // 2) // (nr * itemsize)
+    by_l1, by_c, cap = gemm_kc_bounds(spec, nr, mr, itemsize)
     why = (f"NR = 2 x {lanes} lanes = {nr}; MR = ({spec.vector_registers} regs - 3) // 2"
            f" = {mr}; {chains} FMA chains vs latency x units = {needed}"
            + ("" if chains >= needed else " (latency not hidden: too few registers)")
-           + (f"; KC = L1/2 / (NR x {itemsize} B) = {kc_cap}, balanced over K={k} -> {kc}"
+           + (f"; KC = min(max(L1/2 / (NR x {itemsize} B) = {by_l1}, C traffic <= "
+              f"{C_TRAFFIC_SHARE:g} of FMA time: {by_c}), L2/2 / ({MIN_MC_PANELS} MR x "
+              f"{itemsize} B) = {cap}), balanced over K={k} -> {kc}"
               if k_blocking else f"; KC = K = {kc} (output holds no f32 partials)")
            + f"; MC = L2/2 / (KC x {itemsize} B) -> {mc}"
            + f"; NC = L3/2/{spec.cores} cores / (KC x {itemsize} B), <= N -> {nc}"

@@ -1,7 +1,15 @@
 """The analytic configurator on hand-written device specs, against hand-derived values."""
 import nova as nv
-from nova.compiler.configurator import (classify, gemm_kc, gemm_mc, gemm_panel_width, gemm_tile,
-                                       min_parallel_work, thread_chunks)
+from nova.compiler.configurator import (
+    classify,
+    gemm_kc,
+    gemm_kc_bounds,
+    gemm_mc,
+    gemm_panel_width,
+    gemm_tile,
+    min_parallel_work,
+    thread_chunks,
+)
 from nova.compiler.device import CpuSpec, detect_cpu
 
 AVX2 = CpuSpec("haswell-like", cores=4, isa="avx2", vector_bits=256, vector_registers=16,
@@ -30,34 +38,48 @@ def test_gemm_register_tile():
     assert gemm_tile(tiny).mr == 1 and "latency not hidden" in gemm_tile(tiny).derivation
 
 
-def test_gemm_kc_keeps_the_b_micro_panel_in_half_the_l1():
-    # AVX2: 32 KiB / 2 / (NR 16 x 4 B) = 256 (BLIS's Haswell sgemm KC).
-    assert gemm_kc(AVX2, 256, 16) == 256 and gemm_kc(AVX2, 4096, 16) == 256
-    # K = 1000 needs 4 blocks of at most 256: balanced to ceil(1000 / 4) = 250.
-    assert gemm_kc(AVX2, 1000, 16) == 250
-    # AVX-512, 48 KiB L1: 24 KiB / (32 x 4 B) = 192; K = 2048 -> 11 blocks of 187;
-    # K = 512 -> 3 blocks of 171; a K below the cap is one block.
-    assert gemm_kc(AVX512, 2048, 32) == 187 and gemm_kc(AVX512, 512, 32) == 171
-    assert gemm_kc(AVX512, 100, 32) == 100 and gemm_kc(AVX512, 1, 32) == 1
-    # SSE-like: 8 KiB / (8 x 4 B) = 256.
-    assert gemm_kc(SMALL, 10_000, 8) == 250
+def test_gemm_kc_bounds():
+    # AVX2: L1 bound 16 KiB / (NR 16 x 4 B) = 256; C-traffic bound 2 x 4 B x 8 lanes x 2
+    # FMA x 3 GHz / (40 GB/s / 4 cores x 0.1) = 384; L2 cap 128 KiB / (4 x 6 x 4 B) = 1365.
+    assert gemm_kc_bounds(AVX2, 16, 6) == (256, 384, 1365)
+    # AVX-512: 24 KiB / 128 B = 192; 2 x 4 x 16 x 2 x 2.5e9 / (10 GB/s x 0.1) = 640;
+    # 512 KiB / (4 x 14 x 4 B) = 2340.
+    assert gemm_kc_bounds(AVX512, 32, 14) == (192, 640, 2340)
+    # SSE-like (1 FMA unit, 4 lanes): 8 KiB / 32 B = 256; 2 x 4 x 4 x 1 x 2.5e9 / 1e9 = 80.
+    assert gemm_kc_bounds(SMALL, 8, 2) == (256, 80, 2048)
+
+
+def test_gemm_kc_is_the_larger_bound_capped_and_balanced():
+    # AVX2: max(256, 384) = 384; K = 256 is one block; K = 1000 -> 3 blocks of 334;
+    # K = 4096 -> 11 blocks of 373.
+    assert gemm_kc(AVX2, 256, 16, 6) == 256 and gemm_kc(AVX2, 1000, 16, 6) == 334
+    assert gemm_kc(AVX2, 4096, 16, 6) == 373
+    # AVX-512: 640; K = 2048 -> 4 blocks of 512; K = 512 and 100 are one block each.
+    assert gemm_kc(AVX512, 2048, 32, 14) == 512 and gemm_kc(AVX512, 512, 32, 14) == 512
+    assert gemm_kc(AVX512, 100, 32, 14) == 100 and gemm_kc(AVX512, 1, 32, 14) == 1
+    # SSE-like: the L1 bound (256) wins over the C-traffic one (80): K = 10^4 -> 40 x 250.
+    assert gemm_kc(SMALL, 10_000, 8, 2) == 250
+    # A 64 KiB L2 caps the AVX-512 KC at 32 KiB / (4 x 14 x 4 B) = 146.
+    small_l2 = CpuSpec("small-l2", cores=2, isa="avx512", vector_bits=512,
+                       vector_registers=32, l1d=48 * 1024, l2=64 * 1024, l3=32 * 2**20,
+                       ghz=2.5)
+    assert gemm_kc(small_l2, 10**6, 32, 14) == 146
 
 
 def test_gemm_mc_keeps_the_packed_a_block_in_half_the_l2():
-    # AVX2: 128 KiB / (KC 256 x 4 B) = 128 rows -> a multiple of MR 6: 126.
-    assert gemm_mc(AVX2, 256, 6) == 126
-    # AVX-512: 512 KiB / (187 x 4 B) = 700.9 -> 700 (a multiple of 14);
-    # KC 171: 766.4 -> 756.
-    assert gemm_mc(AVX512, 187, 14) == 700 and gemm_mc(AVX512, 171, 14) == 756
+    # AVX2: 128 KiB / (KC 384 x 4 B) = 85.3 rows -> a multiple of MR 6: 84.
+    assert gemm_mc(AVX2, 384, 6) == 84
+    # AVX-512: 512 KiB / (512 x 4 B) = 256 -> 252 (a multiple of 14); KC 640: 204.8 -> 196.
+    assert gemm_mc(AVX512, 512, 14) == 252 and gemm_mc(AVX512, 640, 14) == 196
     # SSE-like: 64 KiB / (256 x 4 B) = 64; never below one MR.
     assert gemm_mc(SMALL, 256, 2) == 64 and gemm_mc(SMALL, 10**6, 2) == 2
 
 
 def test_gemm_nc_gives_each_core_a_share_of_half_the_l3():
-    # AVX2: 8 MiB / 2 / 4 cores = 1 MiB; / (KC 256 x 4 B) = 1024 columns.
-    assert gemm_panel_width(AVX2, 256, 16) == 1024
-    # AVX-512: 32 MiB / 2 / 2 = 8 MiB; / (187 x 4 B) = 11214.7 -> 11200 (x 32).
-    assert gemm_panel_width(AVX512, 187, 32) == 11200
+    # AVX2: 8 MiB / 2 / 4 cores = 1 MiB; / (KC 384 x 4 B) = 682.7 -> 672 (x 16).
+    assert gemm_panel_width(AVX2, 384, 16) == 672
+    # AVX-512: 32 MiB / 2 / 2 = 8 MiB; / (512 x 4 B) = 4096.
+    assert gemm_panel_width(AVX512, 512, 32) == 4096
     # SSE-like: 512 KiB / (256 x 4 B) = 512; never below one NR.
     assert gemm_panel_width(SMALL, 256, 8) == 512 and gemm_panel_width(SMALL, 10**7, 8) == 8
 
@@ -65,17 +87,21 @@ def test_gemm_nc_gives_each_core_a_share_of_half_the_l3():
 def test_gemm_tile_blocks_split_and_dump():
     # gpt-42m mlp-up weight gradient on the AVX-512 spec: M = 2048, K = 2048, N = 512.
     t = gemm_tile(AVX512, k=2048, m=2048, n=512)
-    assert (t.mr, t.nr, t.kc, t.mc, t.nc, t.split) == (14, 32, 187, 700, 512, "m")
+    assert (t.mr, t.nr, t.kc, t.mc, t.nc, t.split) == (14, 32, 512, 252, 512, "m")
     assert t.pack_a and t.pack_b
-    # NC is capped by N rounded up to NR; threads split the larger of M and N.
+    # AVX2, K = 1000 -> KC 334, MC 128 KiB / 1336 B = 98 -> 96, NC 1 MiB / 1336 B = 784
+    # (<= N = 5000); threads split the larger side, N.
     t = gemm_tile(AVX2, k=1000, m=100, n=5000)
-    assert (t.kc, t.mc, t.nc, t.split) == (250, 126, 1040, "n")
+    assert (t.kc, t.mc, t.nc, t.split) == (334, 96, 784, "n")
+    # NC is capped by N rounded up to NR.
     assert gemm_tile(AVX2, k=100, m=300, n=7).nc == 16
     # An output that cannot hold float32 partial sums is not blocked along K.
     t = gemm_tile(AVX2, k=1000, m=64, n=64, k_blocking=False)
     assert t.kc == 1000 and t.mc == 30 and "KC = K = 1000" in t.derivation
-    for text in ("KC = L1/2", "MC = L2/2", "NC = L3/2", "threads split M"):
-        assert text in gemm_tile(AVX512, k=2048, m=2048, n=512).derivation
+    why = gemm_tile(AVX512, k=2048, m=2048, n=512).derivation
+    for text in ("L1/2 / (NR x 4 B) = 192", "FMA time: 640", "= 2340", "-> 512",
+                 "MC = L2/2", "NC = L3/2", "threads split M"):
+        assert text in why
 
 
 def test_peak_balance_and_classification():

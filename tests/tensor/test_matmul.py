@@ -68,7 +68,7 @@ def test_gemm_shapes_transposes_batches_and_epilogues(m, k, n, ta, tb, batch, ep
     batched with broadcasting, and fused epilogues, against numpy in float64."""
     rng = np.random.default_rng(seed)
     a = rng.standard_normal(batch + ((k, m) if ta else (m, k))).astype(np.float32)
-    b = rng.standard_normal(((n, k) if tb else (k, n))).astype(np.float32)
+    b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
     bias = rng.standard_normal(n).astype(np.float32)
     res = rng.standard_normal(batch + (m, n)).astype(np.float32)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
@@ -118,7 +118,7 @@ def test_gemm_cache_blocking_with_tiny_caches(monkeypatch, m, k, n, ta, tb, batc
     nv.debug.reset_cache()
     rng = np.random.default_rng(seed)
     a = rng.standard_normal(batch + ((k, m) if ta else (m, k))).astype(np.float32)
-    b = rng.standard_normal(((n, k) if tb else (k, n))).astype(np.float32)
+    b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
     bias = rng.standard_normal(n).astype(np.float32)
     res = rng.standard_normal(batch + (m, n)).astype(np.float32)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)

@@ -17,11 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import llvmlite.ir as ir
+from llvmlite import ir
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from nova.compiler import dialect as nd
-from nova.compiler.lowering.plan import KernelPlan, accumulator_dtype, contraction, reductions
+from nova.compiler.lowering.plan import (
+    KernelPlan,
+    accumulator_dtype,
+    contraction,
+    reductions,
+)
 
 I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
@@ -380,7 +385,7 @@ class Emitter:
         Overflow gives inf, underflow 0, NaN propagates.
         """
         b = self.b
-        f = lambda v: ir.Constant(F32, v)  # noqa: E731
+        f = lambda v: ir.Constant(F32, v)
         n = b.call(self.intrinsic("rint", F32), [b.fmul(x, f(1.4426950408889634))])
         r = b.fsub(b.fsub(x, b.fmul(n, f(0.693145751953125))), b.fmul(n, f(1.428606765330187e-06)))
         p = f(1.0 / 5040)
@@ -389,7 +394,7 @@ class Emitter:
         ni = b.fptosi(b.call(self.intrinsic("maxnum", F32, 2), [
             b.call(self.intrinsic("minnum", F32, 2), [n, f(128.0)]), f(-160.0)]), I32)
         half = b.sdiv(ni, ir.Constant(I32, 2))
-        scale = lambda k: b.bitcast(b.shl(b.add(k, ir.Constant(I32, 127)),  # noqa: E731
+        scale = lambda k: b.bitcast(b.shl(b.add(k, ir.Constant(I32, 127)),
                                           ir.Constant(I32, 23)), F32)
         y = b.fmul(b.fmul(p, scale(half)), scale(b.sub(ni, half)))
         y = b.select(b.fcmp_ordered(">", x, f(88.72283935546875)), f(float("inf")), y)
@@ -412,7 +417,7 @@ class Emitter:
         within 0.5 of +-1 there, so the error stays at float32 rounding level.
         """
         b = self.b
-        f = lambda v: ir.Constant(F32, v)  # noqa: E731
+        f = lambda v: ir.Constant(F32, v)
         z = b.call(self.intrinsic("fabs", F32), [x])
         x2 = b.fmul(x, x)
         series = b.fmul(x, self._poly(x2, [1.1283791670955126, -0.3761263890318375,
@@ -431,7 +436,7 @@ class Emitter:
         """tanh for float32 without a libm call: the odd Taylor series for |x| < 0.5
         (next term < 5e-8 relative), else sign(x) (1 - 2 / (exp(2|x|) + 1))."""
         b = self.b
-        f = lambda v: ir.Constant(F32, v)  # noqa: E731
+        f = lambda v: ir.Constant(F32, v)
         z = b.call(self.intrinsic("fabs", F32), [x])
         x2 = b.fmul(x, x)
         series = b.fmul(x, self._poly(x2, [1.0, -1.0 / 3, 2.0 / 15, -17.0 / 315,
@@ -543,7 +548,7 @@ class Emitter:
         key = self.emit_vector_arg(op.operands[0])
         seed, offset = key
         i = self.linear(b, idx, _shape(op.results[0]))
-        m32 = lambda v: b.trunc(v, I32)  # noqa: E731
+        m32 = lambda v: b.trunc(v, I32)
         c = [m32(i), m32(b.lshr(i, c64(32))), m32(offset), m32(b.lshr(offset, c64(32)))]
         k0, k1 = m32(seed), m32(b.lshr(seed, c64(32)))
         for _ in range(10):
@@ -1088,12 +1093,11 @@ def _matmul_tiled(e: Emitter) -> None:
         with b.if_else(last) as (then, otherwise):
             with then:
                 element_path(True)
-            with otherwise:
-                with b.if_else(full) as (then2, otherwise2):
-                    with then2:
-                        vector_path()
-                    with otherwise2:
-                        element_path(False)
+            with otherwise, b.if_else(full) as (then2, otherwise2):
+                with then2:
+                    vector_path()
+                with otherwise2:
+                    element_path(False)
 
     def gemm(pre: list[ir.Value], bl: ir.Value, r0: ir.Value, r1: ir.Value, c0: ir.Value,
              c1: ir.Value) -> None:

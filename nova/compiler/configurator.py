@@ -166,6 +166,18 @@ def _round_up(x: int, multiple: int) -> int:
     return -(-x // multiple) * multiple
 
 
+def elementwise_unroll(spec: CpuSpec) -> int:
+    """Vectors in flight per iteration of a vectorized innermost loop (LLVM's interleave
+    count) for elementwise and row-reduction kernels. A loop-carried chain (a
+    reduction's accumulator, one add per iteration) issues one add per ``fma_latency``
+    cycles, so keeping the FP units busy needs fma_latency x fma_units independent
+    accumulators; each in-flight vector holds a register for its value and one for its
+    input, and half the file stays for the loop's other values, so at most
+    registers / 4: unroll = min(fma_latency x fma_units, registers // 4), at least 1.
+    """
+    return max(1, min(spec.fma_latency * spec.fma_units, spec.vector_registers // 4))
+
+
 def min_parallel_work(spec: CpuSpec) -> int:
     """Iterations a thread must get to be worth dispatching (see module docstring)."""
     return int(DISPATCH_SECONDS / SECONDS_PER_ITERATION)

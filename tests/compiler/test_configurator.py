@@ -1,7 +1,10 @@
 """The analytic configurator on hand-written device specs, against hand-derived values."""
+import numpy as np
+
 import nova as nv
 from nova.compiler.configurator import (
     classify,
+    elementwise_unroll,
     gemm_kc,
     gemm_kc_bounds,
     gemm_mc,
@@ -128,3 +131,28 @@ def test_detected_host_spec_is_plausible_and_shows_in_the_dump():
     dump = nv.debug.dump_ir(x @ x, stage="fused")
     assert "compute-bound" in dump or "memory-bound" in dump
     assert "MR = (" in dump and "KC = " in dump and "MC=" in dump
+
+
+def test_elementwise_unroll_covers_the_add_latency():
+    # AVX-512: min(latency 4 x 2 units, 32 regs // 4) = 8; AVX2: min(8, 16 // 4) = 4;
+    # SSE-like (8 registers, 1 unit): min(4, 2) = 2.
+    assert elementwise_unroll(AVX512) == 8 and elementwise_unroll(AVX2) == 4
+    assert elementwise_unroll(SMALL) == 2
+
+
+def test_unroll_reaches_the_generated_loops():
+    """Elementwise and row-reduction plans carry the unroll, and their LLVM IR asks the
+    loop vectorizer for that interleave count on the innermost loop."""
+    from nova.compiler.lowering.plan import plan_kernels
+    from nova.compiler.passes.fusion import fuse
+    from nova.debug import build_module, pending_graph, simplify
+    from nova.runtime.kernel_cache import KERNELS
+    unroll = elementwise_unroll(detect_cpu())
+    x = nv.tensor(np.ones((8, 300), np.float32))
+    for t, strategy in ((x * 2 + 1, "elementwise"), ((x * 2).sum(1), "row")):
+        plans = plan_kernels(fuse(simplify(build_module(pending_graph(t)))))
+        plan = next(p for p in plans if p.schedule.strategy == strategy)
+        assert plan.schedule.unroll == unroll and f"unroll={unroll}" in plan.describe()
+        text = KERNELS.llvm_ir(plan)
+        assert f'!"llvm.loop.interleave.count", i32 {unroll}' in text
+        assert "!llvm.loop" in text

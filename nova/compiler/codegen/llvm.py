@@ -76,7 +76,9 @@ class Loops:
         self.b = b
 
     def range(self, lo: ir.Value, hi: ir.Value, body: Callable[[ir.Value], None],
-              name: str = "i") -> None:
+              name: str = "i", md: ir.MDValue | None = None) -> None:
+        """``for iv in [lo, hi): body(iv)``; ``md`` is attached to the back edge as the
+        loop's ``llvm.loop`` metadata."""
         b = self.b
         pre = b.block
         head = b.append_basic_block(f"{name}.head")
@@ -91,12 +93,16 @@ class Loops:
         body(iv)
         nxt = b.add(iv, c64(1))
         iv.add_incoming(nxt, b.block)
-        b.branch(head)
+        back = b.branch(head)
+        if md is not None:
+            back.set_metadata("llvm.loop", md)
         b.position_at_end(done)
 
     def nest(self, extents: Sequence[int], body: Callable[[list[ir.Value]], None],
-             first: tuple[ir.Value, ir.Value] | None = None) -> None:
-        """Nested loops over ``extents`` (row-major); ``first`` overrides dim 0's range."""
+             first: tuple[ir.Value, ir.Value] | None = None,
+             innermost_md: ir.MDValue | None = None) -> None:
+        """Nested loops over ``extents`` (row-major); ``first`` overrides dim 0's range;
+        ``innermost_md`` is the innermost loop's ``llvm.loop`` metadata."""
         idx: list[ir.Value] = []
 
         def level(d: int) -> None:
@@ -109,7 +115,8 @@ class Loops:
                 idx.append(iv)
                 level(d + 1)
                 idx.pop()
-            self.range(lo, hi, inner, name=f"d{d}")
+            self.range(lo, hi, inner, name=f"d{d}",
+                       md=innermost_md if d == len(extents) - 1 else None)
         level(0)
 
 
@@ -140,6 +147,18 @@ class Emitter:
         self.cache: dict = {}
         self.override: dict[int, Callable[[list[ir.Value]], ir.Value]] = {}
         self.cleanup: list[Callable[[], None]] = []
+
+    def interleave(self, count: int) -> ir.MDValue | None:
+        """``llvm.loop`` metadata asking the loop vectorizer for ``count`` vectors in
+        flight per iteration (None for 0: LLVM's own cost model decides)."""
+        if count <= 0:
+            return None
+        hint = self.module.add_metadata([ir.MetaDataString(self.module,
+                                                           "llvm.loop.interleave.count"),
+                                         ir.Constant(I32, count)])
+        loop = self.module.add_metadata([hint, ir.MetaDataString(self.module, self.plan.name)])
+        loop.operands = (loop, hint)   # a loop ID refers to itself (and is then unique)
+        return loop
 
     # ------------------------------------------------------------ memory
 
@@ -587,7 +606,8 @@ def _elementwise(e: Emitter) -> None:
     if not shape:
         body([])
     else:
-        e.loops.nest(shape, body, first=(e.fn.args[1], e.fn.args[2]))
+        e.loops.nest(shape, body, first=(e.fn.args[1], e.fn.args[2]),
+                     innermost_md=e.interleave(plan.schedule.unroll))
 
 
 def _reduce_init(mlir: str, is_sum: bool, ty: ir.Type) -> ir.Constant:
@@ -628,6 +648,7 @@ def _reduce_row(e: Emitter) -> None:
     b = e.b
 
     acc_p = e.entry_alloca(acc_ty)
+    loop_md = e.interleave(plan.schedule.unroll)
 
     def per_output(kidx: list[ir.Value]) -> None:
         b.store(_reduce_init(acc_mlir, is_sum, acc_ty), acc_p)
@@ -640,7 +661,7 @@ def _reduce_row(e: Emitter) -> None:
 
         reduced_shape = x_shape[n_kept:]
         if reduced_shape:
-            e.loops.nest(reduced_shape, inner)
+            e.loops.nest(reduced_shape, inner, innermost_md=loop_md)
         else:
             inner([])
         e.cache = {}

@@ -6,9 +6,11 @@ the vectorizer should see innermost, the reduction strategy, and the buffers the
 reads and writes. Plans are plain data and print in ``nv.debug.dump_ir(stage="fused")``.
 
 Strategies:
-- ``elementwise``: loops over the output shape in row-major order; parallel over dim 0.
+- ``elementwise``: loops over the output shape in row-major order; parallel over dim 0;
+  the innermost loop is interleaved ``unroll`` times (``configurator.elementwise_unroll``).
 - ``reduce`` with ``row`` strategy (reduced axes are a suffix of the input): one register
-  accumulator per output element, epilogue applied in place; parallel over dim 0.
+  accumulator per output element, epilogue applied in place; parallel over dim 0; the
+  reduction loop is interleaved ``unroll`` times (independent partial accumulators).
 - ``reduce`` with ``column`` strategy (a kept axis is innermost, e.g. a bias gradient
   summing over the batch): accumulate into a scratch row, vectorized over the kept axis;
   parallel over the first kept axis.
@@ -32,11 +34,11 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from nova.compiler import dialect as nd
-from nova.compiler.configurator import classify, gemm_tile
+from nova.compiler.configurator import classify, elementwise_unroll, gemm_tile
 from nova.compiler.device import detect_cpu
 from nova.tensor import dtypes as dt
 
-FORMAT_VERSION = 3  # bump when generated code changes meaning
+FORMAT_VERSION = 4  # bump when generated code changes meaning
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,8 @@ class Schedule:
     kc: int = 0                     # ``tiled``: K block (the B micro-panel KC x NR in L1)
     mc: int = 0                     # ``tiled``: M block (the packed A block MC x KC in L2)
     split: str = ""                 # ``tiled``: "m" or "n", what the parallel dim splits
+    unroll: int = 0                 # interleave count of the vectorized innermost loop
+                                    # (0: LLVM's own choice)
     bound: str = ""                 # "memory" or "compute", by arithmetic intensity
     derivation: str = ""            # how the configurator chose the tile
 
@@ -76,6 +80,7 @@ class KernelPlan:
         return (f"{self.name}: {self.kind}/{s.strategy} loops={list(s.loops)} "
                 f"parallel_dim={s.parallel_dim} (extent {s.parallel_extent}) "
                 f"reduced={list(s.reduced)} vector_dim={s.vector_dim} {s.bound}-bound"
+                + (f" unroll={s.unroll}" if s.unroll else "")
                 + (f" tile={s.tile[0]}x{s.tile[1]} KC={s.kc} MC={s.mc} NC={s.tile[2]}"
                    f" split={s.split} [{s.derivation}]" if s.tile else ""))
 
@@ -148,7 +153,8 @@ def _schedule(fusion: nd.FusionOp) -> tuple[Schedule, tuple | None]:
                         vector_dim=len(x_shape) - 1), None
     if kind == "elementwise" or op is None:
         return Schedule(out_shape, 0 if out_shape else None, "elementwise",
-                        vector_dim=len(out_shape) - 1 if out_shape else None), None
+                        vector_dim=len(out_shape) - 1 if out_shape else None,
+                        unroll=elementwise_unroll(detect_cpu())), None
     if kind == "reduce":
         x_shape = _shape(op.operands[0])
         axes = tuple(op.axes.get_values())
@@ -156,7 +162,8 @@ def _schedule(fusion: nd.FusionOp) -> tuple[Schedule, tuple | None]:
         scratch_dtype = accumulator_dtype(op)
         if not kept or axes == tuple(range(len(kept), len(x_shape))):
             return Schedule(x_shape, 0 if kept else None, "row", axes,
-                            vector_dim=len(x_shape) - 1), None
+                            vector_dim=len(x_shape) - 1,
+                            unroll=elementwise_unroll(detect_cpu())), None
         return (Schedule(x_shape, kept[0], "column", axes, vector_dim=len(x_shape) - 1),
                 (_shape(op.results[0]), scratch_dtype))
     if kind == "matmul":

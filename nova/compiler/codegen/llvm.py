@@ -894,15 +894,18 @@ def _matmul_tiled(e: Emitter) -> None:
 
     The call's ``[start, end)`` is a range of MR-row (split "m") or NR-column (split "n")
     micro-panels of C over all batches; per batch it covers rows ``[r0, r1)`` and columns
-    ``[c0, c1)``. Two buffers are malloc'd per call (a KC x NC B panel and an MC x KC A
-    block: cache-sized, so bounded whatever the shapes). For each NC panel and K block,
-    B is packed once into NR-wide micro-panels (KC x NR, contiguous, zero past N), then
-    for each MC block of rows A is packed once into MR-tall micro-panels (KC x MR,
-    contiguous, zero past M) and reused by every micro-tile of the panel. Both packs read
-    through the emitter, so transposes and broadcasts cost nothing extra, and walk the
-    source in its unit-stride order. The micro-kernel keeps 2 x MR vector accumulators
-    across the K block: per k it loads the 2 vectors of the B micro-panel and broadcasts
-    MR consecutive elements of the A micro-panel.
+    ``[c0, c1)``. Two buffers are allocated per call (a KC x NC B panel and an MC x KC A
+    block, 64-byte aligned, freed on return): they are sized by the caches, not the
+    shapes, which is why they are not plan scratch buffers in the memory report. For
+    each NC panel and K block, B is packed once into NR-wide micro-panels (KC x NR,
+    contiguous, zero past N), then for each MC block of rows A is packed once into
+    MR-tall micro-panels (KC x MR, contiguous, zero past M) and reused by every
+    micro-tile of the panel. Packing reads a view of an argument (transposed, broadcast)
+    by address, with one vector load per k when the view is unit-stride along the
+    micro-panel's width, else through the emitter, so transposes cost no copy in the
+    graph. The micro-kernel keeps 2 x MR vector accumulators across the K block: per k it
+    loads the 2 vectors of the B micro-panel and broadcasts MR consecutive elements of
+    the A micro-panel; before it, the C tile's lines are prefetched.
 
     Partial sums over K blocks accumulate in the (float32) output: the first block
     stores, later ones load-add-store, with full vectors for interior tiles and element

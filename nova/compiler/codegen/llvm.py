@@ -1079,7 +1079,8 @@ def _matmul_tiled(e: Emitter) -> None:
                             else b.fadd(acc, old)
                     b.store(acc, ptr, align=4)
 
-        def element_path(epilogue: bool) -> None:
+        def element_path(epilogue: bool, n_rows: ir.Value = rows,
+                         n_cols: ir.Value = cols) -> None:
             for r in range(mr):
                 for v in range(nvec):
                     b.store(b.load(accs[r][v]), b.bitcast(
@@ -1100,8 +1101,8 @@ def _matmul_tiled(e: Emitter) -> None:
                         del e.override[id(mm.results[0])]
                     else:
                         b.store(value, b.gep(out, [off]))
-                e.loops.range(c64(0), cols, per_col, "ej")
-            e.loops.range(c64(0), rows, per_row, "er")
+                e.loops.range(c64(0), n_cols, per_col, "ej")
+            e.loops.range(c64(0), n_rows, per_row, "er")
 
         full = b.and_(b.icmp_signed("==", rows, c64(mr)), b.icmp_signed("==", cols, c64(nr)))
         if direct:
@@ -1111,12 +1112,21 @@ def _matmul_tiled(e: Emitter) -> None:
                 with otherwise:
                     element_path(False)
             return
+
+        def epilogue() -> None:
+            # a full tile's loops have constant trip counts and no branches, so LLVM
+            # vectorizes the fused epilogue along the row
+            with b.if_else(full) as (then, otherwise):
+                with then:
+                    element_path(True, c64(mr), c64(nr))
+                with otherwise:
+                    element_path(True)
         if last is True:
-            element_path(True)
+            epilogue()
             return
         with b.if_else(last) as (then, otherwise):
             with then:
-                element_path(True)
+                epilogue()
             with otherwise, b.if_else(full) as (then2, otherwise2):
                 with then2:
                     vector_path()

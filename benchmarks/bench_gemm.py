@@ -149,12 +149,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
               f"median of {args.reps} reps per peer, peers back to back per shape; "
               f"{args.rounds} round(s)")
     print(header)
+    lines = [header, ""]
     cols = ["shape", "MxKxN", "nova GF/s", "numpy GF/s", "numpy* GF/s", "nova/numpy*"]
     if args.rounds > 1:
         cols.append("nova/numpy* range")
     if torch is not None:
         cols += ["torch GF/s", "nova/torch"]
     print(" | ".join(cols))
+    lines.append(" | ".join(cols))
     rows = []
     for case in cases:
         label, m, k, n = case[:4]
@@ -182,11 +184,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
         if torch is not None:
             cells += [f"{row['torch']:.0f}", f"{row['nova'] / row['torch']:.2f}"]
         print(" | ".join(cells), flush=True)
+        lines.append(" | ".join(cells))
     free.close()
     if not args.quick:
         RESULTS.mkdir(exist_ok=True)
         (RESULTS / "gemm.json").write_text(json.dumps({"header": header, "rows": rows},
                                                       indent=1))
+        (RESULTS / "gemm.md").write_text("# GEMM (float32)\n\n```\n" + "\n".join(lines)
+                                         + "\n```\n")
     return rows
 
 

@@ -964,6 +964,68 @@ def _matmul_tiled(e: Emitter) -> None:
     def ceil_div(x: ir.Value, d: int) -> ir.Value:
         return b.udiv(b.add(x, c64(d - 1)), c64(d))
 
+    def transpose(rows: list[ir.Value]) -> list[ir.Value]:
+        """Transpose ``lanes`` vectors of ``lanes`` floats: log2(lanes) butterfly stages,
+        stage b exchanging bit b of the row and column index with two two-source
+        shuffles per pair of rows (vunpck/vpermt2 on x86)."""
+        rows = list(rows)
+        step = 1
+        while step < lanes:
+            low = ir.Constant(ir.VectorType(I32, lanes), [
+                j if j & step == 0 else lanes + j - step for j in range(lanes)])
+            high = ir.Constant(ir.VectorType(I32, lanes), [
+                j + step if j & step == 0 else lanes + j for j in range(lanes)])
+            new = list(rows)
+            for i in range(lanes):
+                if i & step == 0:
+                    new[i] = b.shuffle_vector(rows[i], rows[i + step], low)
+                    new[i + step] = b.shuffle_vector(rows[i], rows[i + step], high)
+            rows = new
+            step *= 2
+        return rows
+
+    def transposing_pack(view: tuple[int, list[int]], pre: list[ir.Value], dst: ir.Value,
+                         o0: ir.Value, row: ir.Value, p0: ir.Value, kcur: ir.Value,
+                         o_dim: int, k_dim: int, width: int) -> ir.Value:
+        """Pack a panel whose source is unit-stride along K (A row-major, B = W^T): per
+        ``lanes`` values of k, load one vector per source row (``width`` rows, padded
+        with zeros to a multiple of ``lanes``), transpose each lanes x lanes block in
+        registers, and store ``lanes`` packed lines; about 0.5 instructions per element
+        instead of a strided load and an insert each. Returns where the remainder
+        (fewer than ``lanes`` values of k, packed element-wise) starts."""
+        arg, strides = view
+        base = c64(0)
+        for d, iv in enumerate(pre):
+            base = b.add(base, b.mul(iv, c64(strides[d])))
+        groups = -(-width // lanes)
+        assert groups <= 2, "MR <= NR = 2 vectors"
+        wvec_ = ir.VectorType(F32, width)
+        concat_mask = ir.Constant(ir.VectorType(I32, width), list(range(width)))
+
+        def per_chunk(c: ir.Value) -> None:
+            kk0 = b.mul(c, c64(lanes))
+            kbase = b.add(base, b.add(p0, kk0))
+            loaded = []
+            for u in range(groups * lanes):
+                if u >= width:
+                    loaded.append(zero_vec)
+                    continue
+                off = b.add(kbase, b.mul(b.add(o0, c64(u)), c64(strides[o_dim])))
+                loaded.append(b.load(b.bitcast(b.gep(e.ptrs[arg], [off]), vptr), align=4))
+            cols = [transpose(loaded[g * lanes:(g + 1) * lanes]) for g in range(groups)]
+            cat = ir.Constant(ir.VectorType(I32, 2 * lanes), list(range(2 * lanes)))
+            for t in range(lanes):
+                line = cols[0][t]
+                if groups == 2:              # NR = 2 vectors: join the halves of line t
+                    line = b.shuffle_vector(line, cols[1][t], cat)
+                if groups * lanes != width:
+                    line = b.shuffle_vector(line, line, concat_mask)
+                slot = b.mul(b.add(row, b.add(kk0, c64(t))), c64(width))
+                b.store(line, b.bitcast(b.gep(dst, [slot]), wvec_.as_pointer()), align=4)
+        chunks = b.udiv(kcur, c64(lanes))
+        e.loops.range(c64(0), chunks, per_chunk, "pt")
+        return b.mul(chunks, c64(lanes))
+
     def pack(src: SSAValue, pre: list[ir.Value], dst: ir.Value, outer0: ir.Value,
              outer_len: ir.Value, outer_extent: int, width: int, p0: ir.Value,
              kcur: ir.Value, is_a: bool) -> None:
@@ -988,10 +1050,10 @@ def _matmul_tiled(e: Emitter) -> None:
 
             view = _view_strides(e, src) if not checked else None
             o_dim = len(pre) if is_a else len(pre) + 1
+            k_dim = len(pre) + (1 if is_a else 0)
             if view is not None and view[1][o_dim] == 1:
                 # unit stride along the width: one vector load from the argument
                 arg, strides = view
-                k_dim = len(pre) + (1 if is_a else 0)
                 base = c64(0)
                 for d, iv in enumerate(pre):
                     base = b.add(base, b.mul(iv, c64(strides[d])))
@@ -1005,6 +1067,11 @@ def _matmul_tiled(e: Emitter) -> None:
                     b.store(line, b.bitcast(b.gep(dst, [slot]), wvec.as_pointer()), align=4)
                 e.loops.range(c64(0), kcur, per_k_vector, "pk")
                 return
+
+            kfull = c64(0)
+            if view is not None and view[1][k_dim] == 1:
+                kfull = transposing_pack(view, pre, dst, o0, row, p0, kcur, o_dim, k_dim,
+                                         width)
 
             def per_k(kk: ir.Value) -> None:
                 e.cache = {}
@@ -1021,7 +1088,7 @@ def _matmul_tiled(e: Emitter) -> None:
                     line = b.insert_element(line, val, ir.Constant(I32, u))
                 slot = b.mul(b.add(row, kk), c64(width))
                 b.store(line, b.bitcast(b.gep(dst, [slot]), wvec.as_pointer()), align=4)
-            e.loops.range(c64(0), kcur, per_k, "pk")
+            e.loops.range(kfull, kcur, per_k, "pk")
         e.loops.range(c64(0), full, lambda q: per_panel(q, False), "pq")
         e.loops.range(full, panels, lambda q: per_panel(q, True), "pe")
 

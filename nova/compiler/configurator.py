@@ -11,8 +11,9 @@ high-performance BLIS", TOMS 2016): C += A B is computed as
         pack B[pc:pc+KC, jc:jc+NC]  as NR-wide micro-panels (KC x NR each, contiguous)
         for ic in M step MC:
           pack A[ic:ic+MC, pc:pc+KC] as MR-tall micro-panels (KC x MR each): lives in L2
-          for jr in NC step NR:     the B micro-panel stays in L1 across ...
-            for ir in MC step MR:   ... every A micro-panel streaming past it from L2
+          for jr in NC step NR:     the B micro-panel (in L1, or streaming from L2
+            for ir in MC step MR:   when KC is past the L1 bound) meets every A
+                                    micro-panel of the block, streaming from L2
               micro-kernel: an MR x NR tile of C in registers over KC rank-1 updates
 
 - Register tile: NR = 2 vectors, MR = (registers - 3) // 2 (see ``gemm_tile``).
@@ -24,11 +25,13 @@ high-performance BLIS", TOMS 2016): C += A B is computed as
 - NC: each thread packs its own B panel (threads share nothing but the inputs), so
   one thread's KC x NC panel gets half the L3 divided by the cores:
   NC = (L3 / 2 / cores) / (KC x itemsize), a multiple of NR, at most N rounded up.
-- Packing: both operands, always. Packed A makes the MR elements broadcast per k
-  contiguous (one cache line), whatever A's layout -- a transposed A (weight gradients
-  X^T dY) is otherwise read with stride M; it is packed once per MC x KC block and
-  reused by all NC / NR micro-tiles of the panel, so its cost is 1 / (2 NC) of the
-  block's FLOPs. Packed B turns any layout (W^T in the forward) into unit-stride vectors.
+- Packing: both operands, always (the derivation says so). Packed A makes the MR
+  elements broadcast per k contiguous (one cache line), whatever A's layout -- a
+  transposed A (weight gradients X^T dY) is otherwise read with stride M, a new page
+  per k; it is packed once per MC x KC block and reused by all NC / NR micro-tiles of
+  the panel, one packed element per 2 NC FLOPs. Packed B turns any layout (W^T in the
+  forward) into unit-stride vectors, one packed element per 2 x (the thread's rows)
+  FLOPs.
 - Threads: the kernel's parallel extent is the MR-row micro-panels of C (split "m") or
   its NR-column micro-panels (split "n"), over all batches; each thread blocks its own
   range by MC (or NC) as above. A thread packs the whole of the other operand for its
@@ -67,8 +70,6 @@ class GemmTile:
     kc: int = 0
     mc: int = 0
     split: str = "m"          # "m": threads split C's rows; "n": its columns
-    pack_a: bool = True
-    pack_b: bool = True
 
 
 def _round_down(x: int, multiple: int) -> int:

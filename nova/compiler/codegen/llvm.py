@@ -945,8 +945,8 @@ def _matmul_tiled(e: Emitter) -> None:
         e.cleanup.append(lambda: e.b.call(free, [raw]))
         return b.bitcast(raw, F32.as_pointer())
 
-    ap = buffer(mc * kc)
-    bp = buffer(kc * nc)
+    ap = buffer(mc * kc + lanes)      # + the overflow of a transposing pack's last store
+    bp = buffer(kc * nc + lanes)
     out = e.out_ptr
     accs = [[e.entry_alloca(vec) for _ in range(nvec)] for _ in range(mr)]
     tile = e.entry_alloca(F32, mr * nr)
@@ -999,8 +999,6 @@ def _matmul_tiled(e: Emitter) -> None:
             base = b.add(base, b.mul(iv, c64(strides[d])))
         groups = -(-width // lanes)
         assert groups <= 2, "MR <= NR = 2 vectors"
-        wvec_ = ir.VectorType(F32, width)
-        concat_mask = ir.Constant(ir.VectorType(I32, width), list(range(width)))
 
         def per_chunk(c: ir.Value) -> None:
             kk0 = b.mul(c, c64(lanes))
@@ -1018,10 +1016,13 @@ def _matmul_tiled(e: Emitter) -> None:
                 line = cols[0][t]
                 if groups == 2:              # NR = 2 vectors: join the halves of line t
                     line = b.shuffle_vector(line, cols[1][t], cat)
-                if groups * lanes != width:
-                    line = b.shuffle_vector(line, line, concat_mask)
+                # A full-vector store even when width < groups x lanes (MR = 14 of 16
+                # lanes): the extra lanes land on the next packed line, which is written
+                # after this one (the next t, the next chunk, the remainder loop or the
+                # next panel) or on the buffer's slack of ``lanes`` floats; one store
+                # instead of a split 8 + 4 + 2-lane store.
                 slot = b.mul(b.add(row, b.add(kk0, c64(t))), c64(width))
-                b.store(line, b.bitcast(b.gep(dst, [slot]), wvec_.as_pointer()), align=4)
+                b.store(line, b.bitcast(b.gep(dst, [slot]), line.type.as_pointer()), align=4)
         chunks = b.udiv(kcur, c64(lanes))
         e.loops.range(c64(0), chunks, per_chunk, "pt")
         return b.mul(chunks, c64(lanes))

@@ -95,25 +95,50 @@ def blas_info() -> str:
                      f"({i.get('num_threads')} threads)" for i in info) or "no BLAS found"
 
 
-def serve(tokens: int, reps: int, stat: str = "median") -> None:
-    """The helper process: print the BLAS info, then for each shape index read on stdin
-    print numpy's seconds per call."""
+def time_torch(case, reps: int) -> float:
+    import torch
+    _, m, k, n, ta, tb = case
+    a, b = operands(m, k, n, ta, tb)
+    x, y = torch.from_numpy(a), torch.from_numpy(b)
+    x, y = (x.T if ta else x), (y.T if tb else y)
+    return _time(lambda: x @ y, reps)
+
+
+def serve(peer: str, tokens: int, reps: int, stat: str, threads: int) -> None:
+    """A peer's process: print what it runs, then for each shape index read on stdin
+    print its seconds per call (``nan`` when the peer is not installed)."""
     STAT["stat"] = stat
     cases = shapes(tokens)
-    print(json.dumps(blas_info()), flush=True)
+    timer = time_numpy
+    if peer == "torch":
+        try:
+            import torch
+        except ImportError:
+            print(json.dumps(None), flush=True)
+            return
+        if threads:
+            torch.set_num_threads(threads)
+        timer = time_torch
+        info = f"torch {torch.__version__} ({torch.get_num_threads()} threads)"
+    else:
+        info = blas_info()
+    print(json.dumps(info), flush=True)
     for line in sys.stdin:
-        print(json.dumps(time_numpy(cases[int(line)], reps)), flush=True)
+        print(json.dumps(timer(cases[int(line)], reps)), flush=True)
 
 
-class Unrestricted:
-    """numpy with OPENBLAS_* removed from the environment, in a helper process."""
+class Peer:
+    """numpy, numpy with OPENBLAS_* removed from the environment, or torch, each in its
+    own process: no peer's worker threads share a process with another's."""
 
-    def __init__(self, tokens: int, reps: int, threads: int | None):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OPENBLAS_")}
+    def __init__(self, peer: str, tokens: int, reps: int, threads: int | None):
+        env = dict(os.environ)
+        if peer == "numpy*":
+            env = {k: v for k, v in env.items() if not k.startswith("OPENBLAS_")}
         if threads:
             env["OPENBLAS_NUM_THREADS"] = str(threads)
         code = (f"from benchmarks.bench_gemm import serve; "
-                f"serve({tokens}, {reps}, {STAT['stat']!r})")
+                f"serve({peer!r}, {tokens}, {reps}, {STAT['stat']!r}, {threads or 0})")
         self.proc = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.info = json.loads(self.proc.stdout.readline())
@@ -135,14 +160,6 @@ def time_nova(case, reps: int) -> float:
     return _time(lambda: nv.realize((x.T if ta else x) @ (y.T if tb else y)), reps)
 
 
-def time_torch(torch, case, reps: int) -> float:
-    _, m, k, n, ta, tb = case
-    a, b = operands(m, k, n, ta, tb)
-    x, y = torch.from_numpy(a), torch.from_numpy(b)
-    x, y = (x.T if ta else x), (y.T if tb else y)
-    return _time(lambda: x @ y, reps)
-
-
 def _spread(values: list[float]) -> str:
     return f"{min(values):.2f}-{max(values):.2f}" if len(values) > 1 else ""
 
@@ -159,31 +176,25 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args = p.parse_args(argv)
     STAT["stat"] = args.stat
     nv.set_engine("cpu")
-    limits = None
     if args.threads:
         nv.set_num_threads(args.threads)
-        try:
-            from threadpoolctl import threadpool_limits
-            limits = threadpool_limits(args.threads)
-        except ImportError:
-            pass
     cases = shapes(args.tokens)
     if args.quick:
         cases = [c for c in cases if c[1] * c[2] * c[3] <= 512**3][:4]
     spec = detect_cpu()
-    try:
-        import torch
-        if args.threads:
-            torch.set_num_threads(args.threads)
-    except ImportError:
+    here = Peer("numpy", args.tokens, args.reps, args.threads)
+    free = Peer("numpy*", args.tokens, args.reps, args.threads)
+    torch = Peer("torch", args.tokens, args.reps, args.threads)
+    if torch.info is None:
+        torch.close()
         torch = None
-    free = Unrestricted(args.tokens, args.reps, args.threads)
     index = {c: i for i, c in enumerate(shapes(args.tokens))}
     header = (f"cpu {spec.name}, {spec.cores} cores, {spec.isa}; theoretical peak "
               f"{spec.peak_flops / 1e9:.0f} GFLOP/s (DeviceSpec estimate)\n"
-              f"numpy BLAS here: {blas_info()}\n"
+              f"numpy BLAS here: {here.info}\n"
               f"numpy* = numpy with OPENBLAS_* unset: {free.info}\n"
-              f"{args.stat} of {args.reps} reps per peer, peers back to back per shape; "
+              + (f"torch: {torch.info}\n" if torch is not None else "")
+              + f"{args.stat} of {args.reps} reps per peer, peers back to back per shape; "
               f"{args.rounds} round(s); threads per peer: {args.threads or 'all'}")
     print(header)
     lines = [header, ""]
@@ -204,10 +215,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
             runs["numpy_unrestricted"].append(flops / free.time(index[case]) / 1e9)
             time.sleep(SETTLE_SECONDS)
             runs["nova"].append(flops / time_nova(case, args.reps) / 1e9)
-            runs["numpy"].append(flops / time_numpy(case, args.reps) / 1e9)
+            runs["numpy"].append(flops / here.time(index[case]) / 1e9)
             time.sleep(SETTLE_SECONDS)
             if torch is not None:
-                runs["torch"].append(flops / time_torch(torch, case, args.reps) / 1e9)
+                runs["torch"].append(flops / torch.time(index[case]) / 1e9)
                 time.sleep(SETTLE_SECONDS)
         ratios = [a / b for a, b in zip(runs["nova"], runs["numpy_unrestricted"])]
         row = {"shape": label, "m": m, "k": k, "n": n,
@@ -222,9 +233,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
             cells += [f"{row['torch']:.0f}", f"{row['nova'] / row['torch']:.2f}"]
         print(" | ".join(cells), flush=True)
         lines.append(" | ".join(cells))
-    free.close()
-    if limits is not None:
-        limits.restore_original_limits()
+    for peer in (here, free, torch):
+        if peer is not None:
+            peer.close()
     if not args.quick:
         RESULTS.mkdir(exist_ok=True)
         suffix = f"-{args.threads}thread" if args.threads else ""

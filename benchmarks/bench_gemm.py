@@ -16,7 +16,8 @@ whole table and reports, per shape, the median of the R ratios and their spread
 (min-max), which is the noise of a shared machine. Between peers the benchmark sleeps
 ``SETTLE_SECONDS``: OpenBLAS and OpenMP worker threads keep spinning for a while after a
 call, and on a 2-core machine they would otherwise steal the next peer's cores.
-``--threads N`` limits every peer to N threads (default: all cores); ``--stat min``
+Every peer is warmed up for ``WARMUP_SECONDS`` of calls before its timed reps (see
+``_time``). ``--threads N`` limits every peer to N threads (default: all cores); ``--stat min``
 reports the fastest rep instead of the median, the better estimate of uncontended speed
 when other jobs share the cores.
 """
@@ -39,11 +40,17 @@ STAT = {"stat": "median"}
 
 
 def _time(fn, reps: int) -> float:
-    """Seconds per call of ``fn``: the median of ``reps`` (or their minimum)."""
+    """Seconds per call of ``fn``: the median of ``reps`` (or their minimum), after
+    calling it for ``WARMUP_SECONDS``. Measured on this VM: after 0.3 s idle, a 2-thread
+    Nova product of ~1 ms ran at 1-thread speed for 30-100 ms (the idle vCPU's wake-up
+    and clock ramp; OpenBLAS's spinning threads hide it), so a fixed count of warm-up
+    calls would time the ramp, not the kernel."""
+    t0 = time.perf_counter()
+    fn()
+    while time.perf_counter() - t0 < WARMUP_SECONDS:
+        fn()
     if STAT["stat"] == "median":
-        return median_time(fn, reps)
-    fn()
-    fn()
+        return median_time(fn, reps, warmup=0)
     best = float("inf")
     for _ in range(reps):
         t0 = time.perf_counter()
@@ -56,6 +63,7 @@ from nova.compiler.device import detect_cpu
 RESULTS = Path(__file__).resolve().parent / "results"
 ROOT = Path(__file__).resolve().parents[1]
 SETTLE_SECONDS = 0.3
+WARMUP_SECONDS = 0.2
 
 
 def shapes(tokens: int) -> list[tuple[str, int, int, int, bool, bool]]:

@@ -1,13 +1,25 @@
-"""GEMM throughput: Nova's register-tiled kernel against numpy (OpenBLAS) and PyTorch.
+"""GEMM throughput: Nova's blocked kernel against numpy (OpenBLAS) and PyTorch.
 
-    python -m benchmarks.bench_gemm [--reps 5] [--tokens 2048]
+    python -m benchmarks.bench_gemm [--reps 5] [--tokens 2048] [--rounds 1]
+                                    [--threads N] [--stat median|min]
 
 Square N = 256..2048 and the products of a GPT training step for the ``small``,
 ``medium`` and ``gpt-42m`` presets (forward ``x @ W^T``, backward ``dY @ W`` and
-``dY^T @ X``) at ``--tokens`` rows. GFLOP/s = 2 M N K / median time; ratios are from
-this one run. This machine may set OPENBLAS_CORETYPE (an older kernel for OpenBLAS);
-numpy is therefore also timed in a subprocess with those variables removed, and the
-kernel threadpoolctl reports is printed for both.
+``dY^T @ X``) at ``--tokens`` rows. GFLOP/s = 2 M N K / median time.
+
+This machine may set OPENBLAS_CORETYPE (an older kernel for OpenBLAS); numpy is
+therefore also timed in a helper process with those variables removed ("numpy*", the
+reference the target is set against), and the kernel threadpoolctl reports is printed
+for both. Per shape, every peer is timed back to back (the helper answers one shape at a
+time), so a ratio compares the peers under the same load; ``--rounds R`` repeats the
+whole table and reports, per shape, the median of the R ratios and their spread
+(min-max), which is the noise of a shared machine. Between peers the benchmark sleeps
+``SETTLE_SECONDS``: OpenBLAS and OpenMP worker threads keep spinning for a while after a
+call, and on a 2-core machine they would otherwise steal the next peer's cores.
+Every peer is warmed up for ``WARMUP_SECONDS`` of calls before its timed reps (see
+``_time``). ``--threads N`` limits every peer to N threads (default: all cores); ``--stat min``
+reports the fastest rep instead of the median, the better estimate of uncontended speed
+when other jobs share the cores.
 """
 from __future__ import annotations
 
@@ -16,16 +28,42 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 
 import nova as nv
 from benchmarks.common import median_time
-from nova.compiler.device import detect_cpu
+
+STAT = {"stat": "median"}
+
+
+def _time(fn, reps: int) -> float:
+    """Seconds per call of ``fn``: the median of ``reps`` (or their minimum), after
+    calling it for ``WARMUP_SECONDS``. Measured on this VM: after 0.3 s idle, a 2-thread
+    Nova product of ~1 ms ran at 1-thread speed for 30-100 ms (the idle vCPU's wake-up
+    and clock ramp; OpenBLAS's spinning threads hide it), so a fixed count of warm-up
+    calls would time the ramp, not the kernel."""
+    t0 = time.perf_counter()
+    fn()
+    while time.perf_counter() - t0 < WARMUP_SECONDS:
+        fn()
+    if STAT["stat"] == "median":
+        return median_time(fn, reps, warmup=0)
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
 from models.gpt import preset
+from nova.compiler.device import detect_cpu
 
 RESULTS = Path(__file__).resolve().parent / "results"
+ROOT = Path(__file__).resolve().parents[1]
+SETTLE_SECONDS = 0.3
+WARMUP_SECONDS = 0.2
 
 
 def shapes(tokens: int) -> list[tuple[str, int, int, int, bool, bool]]:
@@ -48,13 +86,11 @@ def operands(m: int, k: int, n: int, ta: bool, tb: bool):
     return a, b
 
 
-def time_numpy(cases, reps: int) -> list[float]:
-    out = []
-    for _, m, k, n, ta, tb in cases:
-        a, b = operands(m, k, n, ta, tb)
-        x, y = (a.T if ta else a), (b.T if tb else b)
-        out.append(median_time(lambda: x @ y, reps))
-    return out
+def time_numpy(case, reps: int) -> float:
+    _, m, k, n, ta, tb = case
+    a, b = operands(m, k, n, ta, tb)
+    x, y = (a.T if ta else a), (b.T if tb else b)
+    return _time(lambda: x @ y, reps)
 
 
 def blas_info() -> str:
@@ -67,16 +103,73 @@ def blas_info() -> str:
                      f"({i.get('num_threads')} threads)" for i in info) or "no BLAS found"
 
 
-def numpy_unrestricted(tokens: int, reps: int) -> tuple[list[float], str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENBLAS_")}
-    code = ("import json, sys; from benchmarks.bench_gemm import *; "
-            f"c = shapes({tokens}); print(json.dumps([time_numpy(c, {reps}), blas_info()]))")
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                          text=True, cwd=Path(__file__).resolve().parents[1])
-    if proc.returncode:
-        return [], f"failed: {proc.stderr.strip().splitlines()[-1:]}"
-    times, info = json.loads(proc.stdout.strip().splitlines()[-1])
-    return times, info
+def time_torch(case, reps: int) -> float:
+    import torch
+    _, m, k, n, ta, tb = case
+    a, b = operands(m, k, n, ta, tb)
+    x, y = torch.from_numpy(a), torch.from_numpy(b)
+    x, y = (x.T if ta else x), (y.T if tb else y)
+    return _time(lambda: x @ y, reps)
+
+
+def serve(peer: str, tokens: int, reps: int, stat: str, threads: int) -> None:
+    """A peer's process: print what it runs, then for each shape index read on stdin
+    print its seconds per call (``nan`` when the peer is not installed)."""
+    STAT["stat"] = stat
+    cases = shapes(tokens)
+    timer = time_numpy
+    if peer == "torch":
+        try:
+            import torch
+        except ImportError:
+            print(json.dumps(None), flush=True)
+            return
+        if threads:
+            torch.set_num_threads(threads)
+        timer = time_torch
+        info = f"torch {torch.__version__} ({torch.get_num_threads()} threads)"
+    else:
+        info = blas_info()
+    print(json.dumps(info), flush=True)
+    for line in sys.stdin:
+        print(json.dumps(timer(cases[int(line)], reps)), flush=True)
+
+
+class Peer:
+    """numpy, numpy with OPENBLAS_* removed from the environment, or torch, each in its
+    own process: no peer's worker threads share a process with another's."""
+
+    def __init__(self, peer: str, tokens: int, reps: int, threads: int | None):
+        env = dict(os.environ)
+        if peer == "numpy*":
+            env = {k: v for k, v in env.items() if not k.startswith("OPENBLAS_")}
+        if threads:
+            env["OPENBLAS_NUM_THREADS"] = str(threads)
+        code = (f"from benchmarks.bench_gemm import serve; "
+                f"serve({peer!r}, {tokens}, {reps}, {STAT['stat']!r}, {threads or 0})")
+        self.proc = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.info = json.loads(self.proc.stdout.readline())
+
+    def time(self, index: int) -> float:
+        self.proc.stdin.write(f"{index}\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def time_nova(case, reps: int) -> float:
+    _, m, k, n, ta, tb = case
+    a, b = operands(m, k, n, ta, tb)
+    x, y = nv.from_numpy(a), nv.from_numpy(b)
+    return _time(lambda: nv.realize((x.T if ta else x) @ (y.T if tb else y)), reps)
+
+
+def _spread(values: list[float]) -> str:
+    return f"{min(values):.2f}-{max(values):.2f}" if len(values) > 1 else ""
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -84,60 +177,80 @@ def main(argv: list[str] | None = None) -> list[dict]:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--tokens", type=int, default=2048)
-    p.add_argument("--quick", action="store_true", help="a few small shapes, no subprocess")
+    p.add_argument("--rounds", type=int, default=1, help="repeat the table, report spread")
+    p.add_argument("--threads", type=int, default=None, help="threads per peer")
+    p.add_argument("--stat", choices=["median", "min"], default="median")
+    p.add_argument("--quick", action="store_true", help="a few small shapes, no files")
     args = p.parse_args(argv)
+    STAT["stat"] = args.stat
     nv.set_engine("cpu")
+    if args.threads:
+        nv.set_num_threads(args.threads)
     cases = shapes(args.tokens)
     if args.quick:
         cases = [c for c in cases if c[1] * c[2] * c[3] <= 512**3][:4]
     spec = detect_cpu()
-    try:
-        import torch
-    except ImportError:
+    here = Peer("numpy", args.tokens, args.reps, args.threads)
+    free = Peer("numpy*", args.tokens, args.reps, args.threads)
+    torch = Peer("torch", args.tokens, args.reps, args.threads)
+    if torch.info is None:
+        torch.close()
         torch = None
-    np_times = time_numpy(cases, args.reps)
-    np_free, free_info = numpy_unrestricted(args.tokens, args.reps) if not args.quick else ([], "")
+    index = {c: i for i, c in enumerate(shapes(args.tokens))}
     header = (f"cpu {spec.name}, {spec.cores} cores, {spec.isa}; theoretical peak "
               f"{spec.peak_flops / 1e9:.0f} GFLOP/s (DeviceSpec estimate)\n"
-              f"numpy BLAS here: {blas_info()}\n"
-              + (f"numpy BLAS unrestricted (OPENBLAS_* unset): {free_info}\n" if free_info else ""))
+              f"numpy BLAS here: {here.info}\n"
+              f"numpy* = numpy with OPENBLAS_* unset: {free.info}\n"
+              + (f"torch: {torch.info}\n" if torch is not None else "")
+              + f"{args.stat} of {args.reps} reps per peer, peers back to back per shape; "
+              f"{args.rounds} round(s); threads per peer: {args.threads or 'all'}")
     print(header)
-    cols = ["shape", "MxKxN", "nova GF/s", "numpy GF/s", "nova/numpy"]
-    if np_free:
-        cols += ["numpy* GF/s", "nova/numpy*"]
+    lines = [header, ""]
+    cols = ["shape", "MxKxN", "nova GF/s", "numpy GF/s", "numpy* GF/s", "nova/numpy*"]
+    if args.rounds > 1:
+        cols.append("nova/numpy* range")
     if torch is not None:
         cols += ["torch GF/s", "nova/torch"]
     print(" | ".join(cols))
+    lines.append(" | ".join(cols))
     rows = []
-    for i, (label, m, k, n, ta, tb) in enumerate(cases):
-        a, b = operands(m, k, n, ta, tb)
-        ta_, tb_ = nv.from_numpy(a), nv.from_numpy(b)
-
-        def run_nova():
-            c = (ta_.T if ta else ta_) @ (tb_.T if tb else tb_)
-            nv.realize(c)
+    for case in cases:
+        label, m, k, n = case[:4]
         flops = 2.0 * m * n * k
+        runs: dict[str, list[float]] = {"nova": [], "numpy": [], "numpy_unrestricted": [],
+                                        "torch": []}
+        for _ in range(args.rounds):
+            runs["numpy_unrestricted"].append(flops / free.time(index[case]) / 1e9)
+            time.sleep(SETTLE_SECONDS)
+            runs["nova"].append(flops / time_nova(case, args.reps) / 1e9)
+            runs["numpy"].append(flops / here.time(index[case]) / 1e9)
+            time.sleep(SETTLE_SECONDS)
+            if torch is not None:
+                runs["torch"].append(flops / torch.time(index[case]) / 1e9)
+                time.sleep(SETTLE_SECONDS)
+        ratios = [a / b for a, b in zip(runs["nova"], runs["numpy_unrestricted"])]
         row = {"shape": label, "m": m, "k": k, "n": n,
-               "nova": flops / median_time(run_nova, args.reps) / 1e9,
-               "numpy": flops / np_times[i] / 1e9}
-        if np_free:
-            row["numpy_unrestricted"] = flops / np_free[i] / 1e9
-        if torch is not None:
-            x, y = torch.from_numpy(a), torch.from_numpy(b)
-            x, y = (x.T if ta else x), (y.T if tb else y)
-            row["torch"] = flops / median_time(lambda: x @ y, args.reps) / 1e9
+               **{key: float(np.median(v)) for key, v in runs.items() if v},
+               "nova/numpy*": float(np.median(ratios)), "nova/numpy* all": ratios}
         rows.append(row)
         cells = [label, f"{m}x{k}x{n}", f"{row['nova']:.0f}", f"{row['numpy']:.0f}",
-                 f"{row['nova'] / row['numpy']:.2f}"]
-        if np_free:
-            cells += [f"{row['numpy_unrestricted']:.0f}",
-                      f"{row['nova'] / row['numpy_unrestricted']:.2f}"]
+                 f"{row['numpy_unrestricted']:.0f}", f"{row['nova/numpy*']:.2f}"]
+        if args.rounds > 1:
+            cells.append(_spread(ratios))
         if torch is not None:
             cells += [f"{row['torch']:.0f}", f"{row['nova'] / row['torch']:.2f}"]
         print(" | ".join(cells), flush=True)
+        lines.append(" | ".join(cells))
+    for peer in (here, free, torch):
+        if peer is not None:
+            peer.close()
     if not args.quick:
         RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "gemm.json").write_text(json.dumps({"header": header, "rows": rows}, indent=1))
+        suffix = f"-{args.threads}thread" if args.threads else ""
+        (RESULTS / f"gemm{suffix}.json").write_text(json.dumps({"header": header,
+                                                               "rows": rows}, indent=1))
+        (RESULTS / f"gemm{suffix}.md").write_text("# GEMM (float32)\n\n```\n" + "\n".join(lines)
+                                         + "\n```\n")
     return rows
 
 

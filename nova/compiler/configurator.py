@@ -3,15 +3,42 @@
 Each function is pure and documents its formula; the chosen values and their
 derivation appear in ``nv.debug.dump_ir(..., stage="fused")``.
 
-GEMM register tile (the BLIS analytical model, Low et al., "Analytical modeling is
-enough for high-performance BLIS", 2016, register level):
-  NR = 2 vectors (2 * lanes columns), so each k step loads 2 vectors of packed B;
-  the MR x NR accumulator tile takes MR * 2 registers, plus 2 for B and 1 for the
-  broadcast element of A: MR * 2 + 3 <= registers, so MR = (registers - 3) // 2;
-  latency: the MR * 2 independent FMA chains must cover latency x units in flight,
-  MR * 2 >= fma_latency * fma_units;
-  MR <= 6 cap: A is read unpacked (one scalar load per row per k), and beyond 6 rows
-  those loads, not the FMAs, bound the k loop.
+GEMM follows the BLIS analytical model (Low et al., "Analytical modeling is enough for
+high-performance BLIS", TOMS 2016): C += A B is computed as
+
+    for jc in N step NC:            B panel KC x NC packed, lives in (a share of) L3
+      for pc in K step KC:
+        pack B[pc:pc+KC, jc:jc+NC]  as NR-wide micro-panels (KC x NR each, contiguous)
+        for ic in M step MC:
+          pack A[ic:ic+MC, pc:pc+KC] as MR-tall micro-panels (KC x MR each): lives in L2
+          for jr in NC step NR:     the B micro-panel (in L1, or streaming from L2
+            for ir in MC step MR:   when KC is past the L1 bound) meets every A
+                                    micro-panel of the block, streaming from L2
+              micro-kernel: an MR x NR tile of C in registers over KC rank-1 updates
+
+- Register tile: NR = 2 vectors, MR = (registers - 3) // 2 (see ``gemm_tile``).
+- KC: BLIS keeps the B micro-panel (KC x NR) in half the L1; Nova also bounds KC
+  below so that reading and writing the C tile once per K block stays a small share of
+  the tile's FMA time (see ``gemm_kc``), and balances the K blocks.
+- MC: half the L2 holds the packed A block (MC x KC), the other half B micro-panels
+  passing through and C: MC = (L2 / 2) / (KC x itemsize), a multiple of MR.
+- NC: each thread packs its own B panel (threads share nothing but the inputs), so
+  one thread's KC x NC panel gets half the L3 divided by the cores:
+  NC = (L3 / 2 / cores) / (KC x itemsize), a multiple of NR, at most N rounded up.
+- Packing: both operands, always (the derivation says so). Packed A makes the MR
+  elements broadcast per k contiguous (one cache line), whatever A's layout -- a
+  transposed A (weight gradients X^T dY) is otherwise read with stride M, a new page
+  per k; it is packed once per MC x KC block and reused by all NC / NR micro-tiles of
+  the panel, one packed element per 2 NC FLOPs. Packed B turns any layout (W^T in the
+  forward) into unit-stride vectors, one packed element per 2 x (the thread's rows)
+  FLOPs.
+- Threads: the kernel's parallel extent is the MR-row micro-panels of C (split "m") or
+  its NR-column micro-panels (split "n"), over all batches; each thread blocks its own
+  range by MC (or NC) as above. A thread packs the whole of the other operand for its
+  range, so the split goes along the larger of M and N: the duplicated packing is then
+  of the smaller operand.
+- Partial sums across K blocks accumulate in the output (C += per block); when the
+  output cannot hold float32 partials (an epilogue that casts), K is not blocked.
 
 Parallel split: a kernel is split across threads only when each thread gets at least
 ``min_parallel_work`` loop iterations; below that the ~20 us of dispatching a chunk to
@@ -27,40 +54,129 @@ from dataclasses import dataclass
 
 from nova.compiler.device import CpuSpec
 
-MR_CAP = 6
 DISPATCH_SECONDS = 20e-6
+C_TRAFFIC_SHARE = 0.1     # C tile memory traffic per K block, as a share of its FMA time
+MIN_MC_PANELS = 4         # A micro-panels an MC block holds at least
 SECONDS_PER_ITERATION = 1e-9
 
 
 @dataclass(frozen=True)
 class GemmTile:
+    """A GEMM schedule: register tile MR x NR, cache blocks KC, MC, NC, thread split."""
     mr: int
     nr: int
     nc: int
     derivation: str
+    kc: int = 0
+    mc: int = 0
+    split: str = "m"          # "m": threads split C's rows; "n": its columns
 
 
-def gemm_panel_width(spec: CpuSpec, k: int, nr: int, itemsize: int = 4) -> int:
-    """NC: columns of the packed K x NC panel of B, sized to half the L2 (the other half
-    for the rows of A and C streaming past it): NC = (L2 / 2) / (K * itemsize), rounded
-    down to a multiple of NR, at least NR."""
-    cols = (spec.l2 // 2) // max(k * itemsize, 1)
-    return max(nr, cols // nr * nr)
+def _round_down(x: int, multiple: int) -> int:
+    return max(multiple, x // multiple * multiple)
 
 
-def gemm_tile(spec: CpuSpec, itemsize: int = 4, k: int = 256) -> GemmTile:
+def gemm_kc_bounds(spec: CpuSpec, nr: int, mr: int, itemsize: int = 4) -> tuple[int, int, int]:
+    """(KC_L1, KC_C, cap) of ``gemm_kc``."""
+    lanes = spec.lanes(itemsize)
+    by_l1 = (spec.l1d // 2) // (nr * itemsize)
+    per_core = spec.bandwidth / max(spec.cores, 1)
+    by_c = -(-int(2 * itemsize * lanes * spec.fma_units * spec.ghz * 1e9) //
+             int(per_core * C_TRAFFIC_SHARE))
+    cap = (spec.l2 // 2) // (MIN_MC_PANELS * mr * itemsize)
+    return by_l1, by_c, cap
+
+
+def gemm_kc(spec: CpuSpec, k: int, nr: int, mr: int, itemsize: int = 4) -> int:
+    """KC, the depth of one K block: the larger of two lower bounds, capped by the L2,
+    then balanced over K.
+
+    - L1 (BLIS): the B micro-panel (KC x NR) in half the L1,
+      KC_L1 = (L1 / 2) / (NR x itemsize).
+    - C traffic: each K block reads and writes the MR x NR tile of C once, from memory
+      when C is large (a GPT's logits); that costs 2 x MR x NR x itemsize bytes at the
+      core's share of the bandwidth, against KC x MR x NR / (lanes x FMA units) cycles of
+      FMAs. Keeping it under ``C_TRAFFIC_SHARE`` of them needs
+      KC_C = 2 x itemsize x lanes x FMA units x clock / (bandwidth per core x share).
+      Above KC_L1 the B micro-panel streams from L2 instead: 2 vectors per 2 MR / units
+      cycles, a small fraction of any L2's bandwidth (measured on the bench machine:
+      2048^3 goes from 198 to 236 GFLOP/s per core as KC grows from 187 to 683).
+    - Cap: an MC block must still hold ``MIN_MC_PANELS`` A micro-panels in half the L2,
+      KC <= (L2 / 2) / (MIN_MC_PANELS x MR x itemsize).
+    Balanced: KC = ceil(K / ceil(K / KC)), so no K block is a sliver.
+    """
+    by_l1, by_c, cap = gemm_kc_bounds(spec, nr, mr, itemsize)
+    kc = max(1, min(max(by_l1, by_c), cap))
+    if k <= 0:
+        return 1
+    return -(-k // -(-k // kc))
+
+
+def gemm_mc(spec: CpuSpec, kc: int, mr: int, itemsize: int = 4) -> int:
+    """MC: the packed A block (MC x KC) in half the L2: MC = (L2 / 2) / (KC x itemsize),
+    rounded down to a multiple of MR (at least MR)."""
+    return _round_down((spec.l2 // 2) // max(kc * itemsize, 1), mr)
+
+
+def gemm_panel_width(spec: CpuSpec, kc: int, nr: int, itemsize: int = 4) -> int:
+    """NC: one thread's packed B panel (KC x NC) in its share of half the L3:
+    NC = (L3 / 2 / cores) / (KC x itemsize), rounded down to a multiple of NR (at
+    least NR)."""
+    return _round_down((spec.l3 // 2 // max(spec.cores, 1)) // max(kc * itemsize, 1), nr)
+
+
+def gemm_tile(spec: CpuSpec, itemsize: int = 4, k: int = 256, m: int = 256, n: int = 256,
+              k_blocking: bool = True) -> GemmTile:
+    """The GEMM schedule for C (M x N) = A (M x K) B (K x N) on ``spec``.
+
+    Register tile (BLIS register level): NR = 2 vectors (2 x lanes columns), so each k
+    step loads 2 vectors of packed B; the MR x NR accumulator tile takes MR x 2
+    registers, plus 2 for B and 1 for the broadcast element of A: MR x 2 + 3 <=
+    registers, so MR = (registers - 3) // 2. Latency: the MR x 2 independent FMA chains
+    must cover latency x units in flight, MR x 2 >= fma_latency x fma_units (the
+    derivation says when too few registers leave it uncovered). KC, MC, NC and the
+    thread split: see the module docstring and ``gemm_kc``, ``gemm_mc``,
+    ``gemm_panel_width``. ``k_blocking=False`` (the output cannot hold float32 partial
+    sums) makes KC = K.
+    """
     lanes = spec.lanes(itemsize)
     nr = 2 * lanes
-    by_registers = (spec.vector_registers - 3) // 2
-    mr = max(1, min(MR_CAP, by_registers))
+    mr = max(1, (spec.vector_registers - 3) // 2)
     chains = 2 * mr
     needed = spec.fma_latency * spec.fma_units
-    nc = gemm_panel_width(spec, k, nr, itemsize)
-    why = (f"NR = 2 x {lanes} lanes = {nr}; MR = min({MR_CAP}, ({spec.vector_registers} regs - 3)"
-           f" // 2 = {by_registers}) = {mr}; {chains} FMA chains vs latency x units = {needed}"
+    kc = gemm_kc(spec, k, nr, mr, itemsize) if k_blocking else max(k, 1)
+    mc = gemm_mc(spec, kc, mr, itemsize)
+    nc = min(gemm_panel_width(spec, kc, nr, itemsize), _round_up(max(n, 1), nr))
+    split = "m" if m >= n else "n"
+    by_l1, by_c, cap = gemm_kc_bounds(spec, nr, mr, itemsize)
+    why = (f"NR = 2 x {lanes} lanes = {nr}; MR = ({spec.vector_registers} regs - 3) // 2"
+           f" = {mr}; {chains} FMA chains vs latency x units = {needed}"
            + ("" if chains >= needed else " (latency not hidden: too few registers)")
-           + f"; NC = L2/2 / (K={k} x {itemsize} B) -> {nc}")
-    return GemmTile(mr, nr, nc, why)
+           + (f"; KC = min(max(L1/2 / (NR x {itemsize} B) = {by_l1}, C traffic <= "
+              f"{C_TRAFFIC_SHARE:g} of FMA time: {by_c}), L2/2 / ({MIN_MC_PANELS} MR x "
+              f"{itemsize} B) = {cap}), balanced over K={k} -> {kc}"
+              if k_blocking else f"; KC = K = {kc} (output holds no f32 partials)")
+           + f"; MC = L2/2 / (KC x {itemsize} B) -> {mc}"
+           + f"; NC = L3/2/{spec.cores} cores / (KC x {itemsize} B), <= N -> {nc}"
+           + f"; pack A and B; threads split {split.upper()} (M={m} {'>=' if split == 'm' else '<'}"
+           f" N={n})")
+    return GemmTile(mr, nr, nc, why, kc=kc, mc=mc, split=split)
+
+
+def _round_up(x: int, multiple: int) -> int:
+    return -(-x // multiple) * multiple
+
+
+def elementwise_unroll(spec: CpuSpec) -> int:
+    """Vectors in flight per iteration of a vectorized innermost loop (LLVM's interleave
+    count) for elementwise and row-reduction kernels. A loop-carried chain (a
+    reduction's accumulator, one add per iteration) issues one add per ``fma_latency``
+    cycles, so keeping the FP units busy needs fma_latency x fma_units independent
+    accumulators; each in-flight vector holds a register for its value and one for its
+    input, and half the file stays for the loop's other values, so at most
+    registers / 4: unroll = min(fma_latency x fma_units, registers // 4), at least 1.
+    """
+    return max(1, min(spec.fma_latency * spec.fma_units, spec.vector_registers // 4))
 
 
 def min_parallel_work(spec: CpuSpec) -> int:

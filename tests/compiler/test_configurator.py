@@ -1,6 +1,18 @@
 """The analytic configurator on hand-written device specs, against hand-derived values."""
+import numpy as np
+
 import nova as nv
-from nova.compiler.configurator import classify, gemm_tile, min_parallel_work, thread_chunks
+from nova.compiler.configurator import (
+    classify,
+    elementwise_unroll,
+    gemm_kc,
+    gemm_kc_bounds,
+    gemm_mc,
+    gemm_panel_width,
+    gemm_tile,
+    min_parallel_work,
+    thread_chunks,
+)
 from nova.compiler.device import CpuSpec, detect_cpu
 
 AVX2 = CpuSpec("haswell-like", cores=4, isa="avx2", vector_bits=256, vector_registers=16,
@@ -15,13 +27,84 @@ def test_gemm_register_tile():
     # AVX2: 8 float lanes -> NR 16; (16 - 3) // 2 = 6 rows; 12 chains >= 4 x 2.
     t = gemm_tile(AVX2)
     assert (t.mr, t.nr) == (6, 16) and "latency not hidden" not in t.derivation
-    # AVX-512: 16 lanes -> NR 32; (32 - 3) // 2 = 14, capped at 6.
-    assert (gemm_tile(AVX512).mr, gemm_tile(AVX512).nr) == (6, 32)
+    # AVX-512: 16 lanes -> NR 32; (32 - 3) // 2 = 14 rows (A is packed, so the 14
+    # broadcasts per k come from one contiguous line), 28 accumulators + 2 B + 1 = 31.
+    assert (gemm_tile(AVX512).mr, gemm_tile(AVX512).nr) == (14, 32)
     # float64 halves the lanes.
     assert gemm_tile(AVX512, itemsize=8).nr == 16
-    # 8 registers: (8 - 3) // 2 = 2 rows, 4 chains < 4 x 1 latency? 4 >= 4: hidden.
+    # 8 registers: (8 - 3) // 2 = 2 rows, 4 chains vs 4 x 1 latency: just hidden.
     small = gemm_tile(SMALL)
     assert (small.mr, small.nr) == (2, 8) and "latency not hidden" not in small.derivation
+    # 6 registers: 1 row, 2 chains < 4 x 1.
+    tiny = CpuSpec("tiny", cores=1, isa="sse", vector_bits=128, vector_registers=6,
+                   l1d=16 * 1024, l2=128 * 1024, l3=2**20, fma_units=1)
+    assert gemm_tile(tiny).mr == 1 and "latency not hidden" in gemm_tile(tiny).derivation
+
+
+def test_gemm_kc_bounds():
+    # AVX2: L1 bound 16 KiB / (NR 16 x 4 B) = 256; C-traffic bound 2 x 4 B x 8 lanes x 2
+    # FMA x 3 GHz / (40 GB/s / 4 cores x 0.1) = 384; L2 cap 128 KiB / (4 x 6 x 4 B) = 1365.
+    assert gemm_kc_bounds(AVX2, 16, 6) == (256, 384, 1365)
+    # AVX-512: 24 KiB / 128 B = 192; 2 x 4 x 16 x 2 x 2.5e9 / (10 GB/s x 0.1) = 640;
+    # 512 KiB / (4 x 14 x 4 B) = 2340.
+    assert gemm_kc_bounds(AVX512, 32, 14) == (192, 640, 2340)
+    # SSE-like (1 FMA unit, 4 lanes): 8 KiB / 32 B = 256; 2 x 4 x 4 x 1 x 2.5e9 / 1e9 = 80.
+    assert gemm_kc_bounds(SMALL, 8, 2) == (256, 80, 2048)
+
+
+def test_gemm_kc_is_the_larger_bound_capped_and_balanced():
+    # AVX2: max(256, 384) = 384; K = 256 is one block; K = 1000 -> 3 blocks of 334;
+    # K = 4096 -> 11 blocks of 373.
+    assert gemm_kc(AVX2, 256, 16, 6) == 256 and gemm_kc(AVX2, 1000, 16, 6) == 334
+    assert gemm_kc(AVX2, 4096, 16, 6) == 373
+    # AVX-512: 640; K = 2048 -> 4 blocks of 512; K = 512 and 100 are one block each.
+    assert gemm_kc(AVX512, 2048, 32, 14) == 512 and gemm_kc(AVX512, 512, 32, 14) == 512
+    assert gemm_kc(AVX512, 100, 32, 14) == 100 and gemm_kc(AVX512, 1, 32, 14) == 1
+    # SSE-like: the L1 bound (256) wins over the C-traffic one (80): K = 10^4 -> 40 x 250.
+    assert gemm_kc(SMALL, 10_000, 8, 2) == 250
+    # A 64 KiB L2 caps the AVX-512 KC at 32 KiB / (4 x 14 x 4 B) = 146.
+    small_l2 = CpuSpec("small-l2", cores=2, isa="avx512", vector_bits=512,
+                       vector_registers=32, l1d=48 * 1024, l2=64 * 1024, l3=32 * 2**20,
+                       ghz=2.5)
+    assert gemm_kc(small_l2, 10**6, 32, 14) == 146
+
+
+def test_gemm_mc_keeps_the_packed_a_block_in_half_the_l2():
+    # AVX2: 128 KiB / (KC 384 x 4 B) = 85.3 rows -> a multiple of MR 6: 84.
+    assert gemm_mc(AVX2, 384, 6) == 84
+    # AVX-512: 512 KiB / (512 x 4 B) = 256 -> 252 (a multiple of 14); KC 640: 204.8 -> 196.
+    assert gemm_mc(AVX512, 512, 14) == 252 and gemm_mc(AVX512, 640, 14) == 196
+    # SSE-like: 64 KiB / (256 x 4 B) = 64; never below one MR.
+    assert gemm_mc(SMALL, 256, 2) == 64 and gemm_mc(SMALL, 10**6, 2) == 2
+
+
+def test_gemm_nc_gives_each_core_a_share_of_half_the_l3():
+    # AVX2: 8 MiB / 2 / 4 cores = 1 MiB; / (KC 384 x 4 B) = 682.7 -> 672 (x 16).
+    assert gemm_panel_width(AVX2, 384, 16) == 672
+    # AVX-512: 32 MiB / 2 / 2 = 8 MiB; / (512 x 4 B) = 4096.
+    assert gemm_panel_width(AVX512, 512, 32) == 4096
+    # SSE-like: 512 KiB / (256 x 4 B) = 512; never below one NR.
+    assert gemm_panel_width(SMALL, 256, 8) == 512 and gemm_panel_width(SMALL, 10**7, 8) == 8
+
+
+def test_gemm_tile_blocks_split_and_dump():
+    # gpt-42m mlp-up weight gradient on the AVX-512 spec: M = 2048, K = 2048, N = 512.
+    t = gemm_tile(AVX512, k=2048, m=2048, n=512)
+    assert (t.mr, t.nr, t.kc, t.mc, t.nc, t.split) == (14, 32, 512, 252, 512, "m")
+    assert "pack A and B" in t.derivation
+    # AVX2, K = 1000 -> KC 334, MC 128 KiB / 1336 B = 98 -> 96, NC 1 MiB / 1336 B = 784
+    # (<= N = 5000); threads split the larger side, N.
+    t = gemm_tile(AVX2, k=1000, m=100, n=5000)
+    assert (t.kc, t.mc, t.nc, t.split) == (334, 96, 784, "n")
+    # NC is capped by N rounded up to NR.
+    assert gemm_tile(AVX2, k=100, m=300, n=7).nc == 16
+    # An output that cannot hold float32 partial sums is not blocked along K.
+    t = gemm_tile(AVX2, k=1000, m=64, n=64, k_blocking=False)
+    assert t.kc == 1000 and t.mc == 30 and "KC = K = 1000" in t.derivation
+    why = gemm_tile(AVX512, k=2048, m=2048, n=512).derivation
+    for text in ("L1/2 / (NR x 4 B) = 192", "FMA time: 640", "= 2340", "-> 512",
+                 "MC = L2/2", "NC = L3/2", "threads split M"):
+        assert text in why
 
 
 def test_peak_balance_and_classification():
@@ -47,13 +130,29 @@ def test_detected_host_spec_is_plausible_and_shows_in_the_dump():
     x = nv.ones(64, 64)
     dump = nv.debug.dump_ir(x @ x, stage="fused")
     assert "compute-bound" in dump or "memory-bound" in dump
-    assert "MR = min(" in dump
+    assert "MR = (" in dump and "KC = " in dump and "MC=" in dump
 
 
-def test_gemm_panel_width_fills_half_the_l2():
-    # AVX2: (256 KiB / 2) / (K=256 x 4 B) = 128 columns (a multiple of NR = 16).
-    assert gemm_tile(AVX2, k=256).nc == 128
-    # AVX-512, 1 MiB L2: (512 KiB) / (512 x 4 B) = 256; K = 2048 -> 64.
-    assert gemm_tile(AVX512, k=512).nc == 256 and gemm_tile(AVX512, k=2048).nc == 64
-    # A small L2 and a huge K still get one NR-wide panel.
-    assert gemm_tile(SMALL, k=1024).nc == 16 and gemm_tile(SMALL, k=100_000).nc == 8
+def test_elementwise_unroll_covers_the_add_latency():
+    # AVX-512: min(latency 4 x 2 units, 32 regs // 4) = 8; AVX2: min(8, 16 // 4) = 4;
+    # SSE-like (8 registers, 1 unit): min(4, 2) = 2.
+    assert elementwise_unroll(AVX512) == 8 and elementwise_unroll(AVX2) == 4
+    assert elementwise_unroll(SMALL) == 2
+
+
+def test_unroll_reaches_the_generated_loops():
+    """Elementwise and row-reduction plans carry the unroll, and their LLVM IR asks the
+    loop vectorizer for that interleave count on the innermost loop."""
+    from nova.compiler.lowering.plan import plan_kernels
+    from nova.compiler.passes.fusion import fuse
+    from nova.debug import build_module, pending_graph, simplify
+    from nova.runtime.kernel_cache import KERNELS
+    unroll = elementwise_unroll(detect_cpu())
+    x = nv.tensor(np.ones((8, 300), np.float32))
+    for t, strategy in ((x * 2 + 1, "elementwise"), ((x * 2).sum(1), "row")):
+        plans = plan_kernels(fuse(simplify(build_module(pending_graph(t)))))
+        plan = next(p for p in plans if p.schedule.strategy == strategy)
+        assert plan.schedule.unroll == unroll and f"unroll={unroll}" in plan.describe()
+        text = KERNELS.llvm_ir(plan)
+        assert f'!"llvm.loop.interleave.count", i32 {unroll}' in text
+        assert "!llvm.loop" in text

@@ -68,7 +68,7 @@ def test_gemm_shapes_transposes_batches_and_epilogues(m, k, n, ta, tb, batch, ep
     batched with broadcasting, and fused epilogues, against numpy in float64."""
     rng = np.random.default_rng(seed)
     a = rng.standard_normal(batch + ((k, m) if ta else (m, k))).astype(np.float32)
-    b = rng.standard_normal(((n, k) if tb else (k, n))).astype(np.float32)
+    b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
     bias = rng.standard_normal(n).astype(np.float32)
     res = rng.standard_normal(batch + (m, n)).astype(np.float32)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
@@ -86,3 +86,91 @@ def test_gemm_shapes_transposes_batches_and_epilogues(m, k, n, ta, tb, batch, ep
     got = out.numpy().astype(np.float64)
     err = np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30)
     assert err < 5e-4, err
+
+
+def _tiny_cache_spec():
+    """The host's ISA with caches so small that KC, MC and NC are a few dozen: small
+    shapes then cross every block boundary (several K blocks accumulating in the output,
+    several MC blocks per packed B panel, several NC panels)."""
+    import dataclasses
+
+    from nova.compiler.device import detect_cpu
+    return dataclasses.replace(detect_cpu(), cores=2, l1d=4096, l2=3584, l3=16384)
+
+
+BLOCK_SIDES = [1, 2, 13, 14, 15, 29, 31, 33, 64, 65, 97]
+
+
+@given(m=st.sampled_from(BLOCK_SIDES), k=st.sampled_from(BLOCK_SIDES),
+       n=st.sampled_from(BLOCK_SIDES), ta=st.booleans(), tb=st.booleans(),
+       batch=st.sampled_from([(), (2,)]),
+       epilogue=st.sampled_from(["none", "bias", "gelu", "residual", "half"]),
+       seed=st.integers(0, 99))
+def test_gemm_cache_blocking_with_tiny_caches(monkeypatch, m, k, n, ta, tb, batch, epilogue,
+                                              seed):
+    """The blocked GEMM with KC, MC and NC forced small, against numpy in float64: K
+    blocks accumulate partial sums in the output (or, for a float16 output, K is not
+    blocked), edge tiles at every block boundary, both thread splits."""
+    import math
+
+    from nova.compiler.lowering import plan as plan_module
+    monkeypatch.setattr(plan_module, "detect_cpu", _tiny_cache_spec)
+    nv.debug.reset_cache()
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(batch + ((k, m) if ta else (m, k))).astype(np.float32)
+    b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    res = rng.standard_normal(batch + (m, n)).astype(np.float32)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    ref = (np.swapaxes(a64, -1, -2) if ta else a64) @ (b64.T if tb else b64)
+    x, y = nv.tensor(a), nv.tensor(b)
+    out = (x.transpose(-2, -1) if ta else x) @ (y.T if tb else y)
+    tol = 5e-4
+    if epilogue == "bias":
+        out, ref = out + nv.tensor(bias), ref + bias
+    elif epilogue == "gelu":
+        out = nv.gelu(out)
+        ref = 0.5 * ref * (1 + np.vectorize(math.erf)(ref / math.sqrt(2)))
+    elif epilogue == "residual":
+        out, ref = out + nv.tensor(res), ref + res
+    elif epilogue == "half":
+        out, tol = out.half(), 1e-3      # float16 rounding: 2^-11 relative
+    got = out.numpy().astype(np.float64)
+    err = np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30)
+    assert err < tol, err
+    nv.debug.reset_cache()
+
+
+def test_tiny_cache_blocking_is_what_the_kernel_gets(monkeypatch):
+    """The plan of a 97 x 97 x 97 product under the tiny caches has several K, M and N
+    blocks (so the property test above exercises them), split along the larger side."""
+    from nova.compiler.lowering import plan as plan_module
+    monkeypatch.setattr(plan_module, "detect_cpu", _tiny_cache_spec)
+    spec = _tiny_cache_spec()
+    x = nv.tensor(np.ones((97, 97), np.float32))
+    y = nv.tensor(np.ones((97, 33), np.float32))
+    dump = nv.debug.dump_ir(x @ y, stage="fused")
+    line = next(ln for ln in dump.splitlines() if "/tiled" in ln)
+    nr = 2 * spec.lanes(4)
+    kc = int(line.split("KC=")[1].split()[0])
+    mc = int(line.split("MC=")[1].split()[0])
+    nc = int(line.split("NC=")[1].split()[0])
+    assert kc < 97 / 2 and mc < 97 and "split=m" in line
+    assert nc <= max(nr, 64)
+    dump = nv.debug.dump_ir(y.T @ x, stage="fused")   # M = 33 < N = 97
+    assert "split=n" in next(ln for ln in dump.splitlines() if "/tiled" in ln)
+    # and the numbers: every element of ones @ ones is K
+    assert np.all((x @ y).numpy() == 97.0)
+
+
+@pytest.mark.parametrize("m,k,n,ta,tb", [(200, 450, 300, True, False), (130, 700, 90, False, True),
+                                          (3, 1000, 513, True, True), (515, 385, 7, False, False)])
+def test_gemm_larger_than_the_host_blocks(m, k, n, ta, tb):
+    """With the host's own blocking: K past one KC, rows and columns past MR/NR edges."""
+    rng = np.random.default_rng(m + k + n)
+    a = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
+    ref = (a.T if ta else a).astype(np.float64) @ (b.T if tb else b).astype(np.float64)
+    x, y = nv.tensor(a), nv.tensor(b)
+    got = ((x.T if ta else x) @ (y.T if tb else y)).numpy().astype(np.float64)
+    assert np.abs(got - ref).max() / np.abs(ref).max() < 5e-4

@@ -17,11 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import llvmlite.ir as ir
+from llvmlite import ir
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from nova.compiler import dialect as nd
-from nova.compiler.lowering.plan import KernelPlan, accumulator_dtype, contraction, reductions
+from nova.compiler.lowering.plan import (
+    KernelPlan,
+    accumulator_dtype,
+    contraction,
+    reductions,
+)
 
 I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
@@ -71,7 +76,9 @@ class Loops:
         self.b = b
 
     def range(self, lo: ir.Value, hi: ir.Value, body: Callable[[ir.Value], None],
-              name: str = "i") -> None:
+              name: str = "i", md: ir.MDValue | None = None) -> None:
+        """``for iv in [lo, hi): body(iv)``; ``md`` is attached to the back edge as the
+        loop's ``llvm.loop`` metadata."""
         b = self.b
         pre = b.block
         head = b.append_basic_block(f"{name}.head")
@@ -86,13 +93,17 @@ class Loops:
         body(iv)
         nxt = b.add(iv, c64(1))
         iv.add_incoming(nxt, b.block)
-        b.branch(head)
+        back = b.branch(head)
+        if md is not None:
+            back.set_metadata("llvm.loop", md)
         b.position_at_end(done)
 
     def nest(self, extents: Sequence[int], body: Callable[[list[ir.Value]], None],
-             first: tuple[ir.Value, ir.Value] | None = None, at: int = 0) -> None:
+             first: tuple[ir.Value, ir.Value] | None = None, at: int = 0,
+             innermost_md: ir.MDValue | None = None) -> None:
         """Nested loops over ``extents`` (row-major); ``first`` overrides the range of
-        loop ``at`` (the outermost by default)."""
+        loop ``at`` (the outermost by default); ``innermost_md`` is the innermost loop's
+        ``llvm.loop`` metadata."""
         idx: list[ir.Value] = []
 
         def level(d: int) -> None:
@@ -105,7 +116,8 @@ class Loops:
                 idx.append(iv)
                 level(d + 1)
                 idx.pop()
-            self.range(lo, hi, inner, name=f"d{d}")
+            self.range(lo, hi, inner, name=f"d{d}",
+                       md=innermost_md if d == len(extents) - 1 else None)
         level(0)
 
 
@@ -136,6 +148,18 @@ class Emitter:
         self.cache: dict = {}
         self.override: dict[int, Callable[[list[ir.Value]], ir.Value]] = {}
         self.cleanup: list[Callable[[], None]] = []
+
+    def interleave(self, count: int) -> ir.MDValue | None:
+        """``llvm.loop`` metadata asking the loop vectorizer for ``count`` vectors in
+        flight per iteration (None for 0: LLVM's own cost model decides)."""
+        if count <= 0:
+            return None
+        hint = self.module.add_metadata([ir.MetaDataString(self.module,
+                                                           "llvm.loop.interleave.count"),
+                                         ir.Constant(I32, count)])
+        loop = self.module.add_metadata([hint, ir.MetaDataString(self.module, self.plan.name)])
+        loop.operands = (loop, hint)   # a loop ID refers to itself (and is then unique)
+        return loop
 
     # ------------------------------------------------------------ memory
 
@@ -381,7 +405,7 @@ class Emitter:
         Overflow gives inf, underflow 0, NaN propagates.
         """
         b = self.b
-        f = lambda v: ir.Constant(F32, v)  # noqa: E731
+        f = lambda v: ir.Constant(F32, v)
         n = b.call(self.intrinsic("rint", F32), [b.fmul(x, f(1.4426950408889634))])
         r = b.fsub(b.fsub(x, b.fmul(n, f(0.693145751953125))), b.fmul(n, f(1.428606765330187e-06)))
         p = f(1.0 / 5040)
@@ -390,7 +414,7 @@ class Emitter:
         ni = b.fptosi(b.call(self.intrinsic("maxnum", F32, 2), [
             b.call(self.intrinsic("minnum", F32, 2), [n, f(128.0)]), f(-160.0)]), I32)
         half = b.sdiv(ni, ir.Constant(I32, 2))
-        scale = lambda k: b.bitcast(b.shl(b.add(k, ir.Constant(I32, 127)),  # noqa: E731
+        scale = lambda k: b.bitcast(b.shl(b.add(k, ir.Constant(I32, 127)),
                                           ir.Constant(I32, 23)), F32)
         y = b.fmul(b.fmul(p, scale(half)), scale(b.sub(ni, half)))
         y = b.select(b.fcmp_ordered(">", x, f(88.72283935546875)), f(float("inf")), y)
@@ -413,7 +437,7 @@ class Emitter:
         within 0.5 of +-1 there, so the error stays at float32 rounding level.
         """
         b = self.b
-        f = lambda v: ir.Constant(F32, v)  # noqa: E731
+        f = lambda v: ir.Constant(F32, v)
         z = b.call(self.intrinsic("fabs", F32), [x])
         x2 = b.fmul(x, x)
         series = b.fmul(x, self._poly(x2, [1.1283791670955126, -0.3761263890318375,
@@ -432,7 +456,7 @@ class Emitter:
         """tanh for float32 without a libm call: the odd Taylor series for |x| < 0.5
         (next term < 5e-8 relative), else sign(x) (1 - 2 / (exp(2|x|) + 1))."""
         b = self.b
-        f = lambda v: ir.Constant(F32, v)  # noqa: E731
+        f = lambda v: ir.Constant(F32, v)
         z = b.call(self.intrinsic("fabs", F32), [x])
         x2 = b.fmul(x, x)
         series = b.fmul(x, self._poly(x2, [1.0, -1.0 / 3, 2.0 / 15, -17.0 / 315,
@@ -544,7 +568,7 @@ class Emitter:
         key = self.emit_vector_arg(op.operands[0])
         seed, offset = key
         i = self.linear(b, idx, _shape(op.results[0]))
-        m32 = lambda v: b.trunc(v, I32)  # noqa: E731
+        m32 = lambda v: b.trunc(v, I32)
         c = [m32(i), m32(b.lshr(i, c64(32))), m32(offset), m32(b.lshr(offset, c64(32)))]
         k0, k1 = m32(seed), m32(b.lshr(seed, c64(32)))
         for _ in range(10):
@@ -583,7 +607,8 @@ def _elementwise(e: Emitter) -> None:
     if not shape:
         body([])
     else:
-        e.loops.nest(shape, body, first=(e.fn.args[1], e.fn.args[2]))
+        e.loops.nest(shape, body, first=(e.fn.args[1], e.fn.args[2]),
+                     innermost_md=e.interleave(plan.schedule.unroll))
 
 
 def _reduce_init(mlir: str, is_sum: bool, ty: ir.Type) -> ir.Constant:
@@ -624,6 +649,7 @@ def _reduce_row(e: Emitter) -> None:
     b = e.b
 
     acc_p = e.entry_alloca(acc_ty)
+    loop_md = e.interleave(plan.schedule.unroll)
 
     def per_output(kidx: list[ir.Value]) -> None:
         b.store(_reduce_init(acc_mlir, is_sum, acc_ty), acc_p)
@@ -636,7 +662,7 @@ def _reduce_row(e: Emitter) -> None:
 
         reduced_shape = x_shape[n_kept:]
         if reduced_shape:
-            e.loops.nest(reduced_shape, inner)
+            e.loops.nest(reduced_shape, inner, innermost_md=loop_md)
         else:
             inner([])
         e.cache = {}
@@ -842,121 +868,400 @@ def _matmul(e: Emitter) -> None:
     e.loops.range(e.fn.args[1], e.fn.args[2], per_row, "r")
 
 
-def _matmul_tiled(e: Emitter) -> None:
-    """C = A @ B with an MR x NR register tile (float32).
+def _view_strides(e: Emitter, value: SSAValue) -> tuple[int, list[int]] | None:
+    """``(argument index, element stride per dim of value)`` when ``value`` is a float32
+    kernel argument seen through transposes and broadcasts (stride 0), else None: then
+    its elements have addresses, so a run of them with stride 1 can be loaded as one
+    vector."""
+    src_dim: list[int | None] = list(range(len(_shape(value))))
+    while not isinstance(value, BlockArgument):
+        op = value.owner
+        if op.name == "nova.transpose":
+            perm = _ints(op.perm)
+            src_dim = [None if d is None else perm[d] for d in src_dim]
+        elif op.name == "nova.broadcast_in_dim":
+            dims = _ints(op.dims)
+            in_shape = _shape(op.operands[0])
+            src_dim = [dims.index(d) if d is not None and d in dims and
+                       in_shape[dims.index(d)] != 1 else None for d in src_dim]
+        else:
+            return None
+        value = op.operands[0]
+    i = e.arg_index[id(value)]
+    shape, dtype = e.plan.arg_types[i]
+    if dtype.mlir != "f32":
+        return None
+    strides = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
+    return i, [0 if d is None else strides[d] for d in src_dim]
 
-    Per call: malloc a K x NC panel and, for each NC-wide column panel of B (NC from the
-    configurator, so the panel stays in L2), pack it (zero padded past N) whatever B's
-    layout (transposes and broadcasts are read through the emitter), so the inner loop
-    streams unit-stride vectors; every row block of the call then uses that panel. For each block
-    of MR rows and NR columns, 2*MR vector accumulators live across the k loop; each k
-    loads NR/lanes vectors of the panel and broadcasts MR elements of A. Rows past M are
-    computed on a clamped row and not stored; padded columns are not stored. The tile
-    goes to a small stack buffer, and the epilogue runs over it element by element.
+
+def _matmul_tiled(e: Emitter) -> None:
+    """C = A @ B (float32), blocked as in the BLIS model (``configurator`` module docstring).
+
+    The call's ``[start, end)`` is a range of MR-row (split "m") or NR-column (split "n")
+    micro-panels of C over all batches; per batch it covers rows ``[r0, r1)`` and columns
+    ``[c0, c1)``. Two buffers are allocated per call (a KC x NC B panel and an MC x KC A
+    block, 64-byte aligned, freed on return): they are sized by the caches, not the
+    shapes, which is why they are not plan scratch buffers in the memory report. For
+    each NC panel and K block, B is packed once into NR-wide micro-panels (KC x NR,
+    contiguous, zero past N), then for each MC block of rows A is packed once into
+    MR-tall micro-panels (KC x MR, contiguous, zero past M) and reused by every
+    micro-tile of the panel. Packing reads a view of an argument (transposed, broadcast)
+    by address, with one vector load per k when the view is unit-stride along the
+    micro-panel's width, else through the emitter, so transposes cost no copy in the
+    graph. The micro-kernel keeps 2 x MR vector accumulators across the K block: per k it
+    loads the 2 vectors of the B micro-panel and broadcasts MR consecutive elements of
+    the A micro-panel; before it, the C tile's lines are prefetched.
+
+    Partial sums over K blocks accumulate in the (float32) output: the first block
+    stores, later ones load-add-store, with full vectors for interior tiles and element
+    by element for edge tiles (rows past ``r1`` and columns past ``c1`` are computed on
+    zero padding and not stored). The last K block applies the fused epilogue element by
+    element, or, when the root is the product itself, stores like the others.
     """
     plan = e.plan
+    s = plan.schedule
     mm = contraction(e.fusion)
     a, bv = mm.operands
-    a_shape = _shape(a)
-    batch = a_shape[:-2]
-    m, k = a_shape[-2], a_shape[-1]
-    n = _shape(bv)[-1]
     mm_shape = _shape(mm.results[0])
-    mr, nr, nc = plan.schedule.tile
+    batch = mm_shape[:-2]
+    m, k = _shape(a)[-2:]
+    n = mm_shape[-1]
+    mr, nr, nc = s.tile
+    kc, mc = max(s.kc, 1), max(s.mc, mr)
     lanes = nr // 2
-    np_ = -(-max(n, 1) // nr) * nr
-    nc = min(nc, np_)                    # panel width: a multiple of NR
-    panels = -(-np_ // nc)
-    blocks_per_batch = -(-m // mr)
-    vec = ir.VectorType(F32, lanes)
-    b = e.b
+    nvec = nr // lanes
+    k_blocks = max(1, -(-k // kc))
     root = e.fusion.body.block.last_op.operands[0]
+    direct = root is mm.results[0]
+    b = e.b
+    vec = ir.VectorType(F32, lanes)
+    vptr = vec.as_pointer()
     module = e.module
-    malloc = module.globals.get("malloc") or ir.Function(
-        module, ir.FunctionType(PTR, [I64]), name="malloc")
+    aligned_alloc = module.globals.get("aligned_alloc") or ir.Function(
+        module, ir.FunctionType(PTR, [I64, I64]), name="aligned_alloc")
     free = module.globals.get("free") or ir.Function(
         module, ir.FunctionType(ir.VoidType(), [PTR]), name="free")
     fma = module.globals.get(f"llvm.fma.v{lanes}f32") or ir.Function(
         module, ir.FunctionType(vec, [vec, vec, vec]), name=f"llvm.fma.v{lanes}f32")
-    raw = b.call(malloc, [c64(max(k, 1) * nc * 4)])
-    panel = b.bitcast(raw, F32.as_pointer())
-    e.cleanup.append(lambda: e.b.call(free, [raw]))
-    packed_batch = e.entry_alloca(I64)
-    b.store(c64(-1), packed_batch)
-    accs = [[e.entry_alloca(vec) for _ in range(2)] for _ in range(mr)]
+
+    def buffer(floats: int) -> ir.Value:
+        nbytes = -(-floats * 4 // 64) * 64
+        raw = b.call(aligned_alloc, [c64(64), c64(nbytes)])
+        e.cleanup.append(lambda: e.b.call(free, [raw]))
+        return b.bitcast(raw, F32.as_pointer())
+
+    ap = buffer(mc * kc + lanes)      # + the overflow of a transposing pack's last store
+    bp = buffer(kc * nc + lanes)
+    out = e.out_ptr
+    accs = [[e.entry_alloca(vec) for _ in range(nvec)] for _ in range(mr)]
     tile = e.entry_alloca(F32, mr * nr)
     zero_vec = ir.Constant(vec, [0.0] * lanes)
+    zero = ir.Constant(F32, 0.0)
     splat_mask = ir.Constant(ir.VectorType(I32, lanes), [0] * lanes)
     undef = ir.Constant(vec, ir.Undefined)
 
-    def per_block(t: ir.Value, jc: ir.Value) -> None:
-        bi = b.udiv(t, c64(blocks_per_batch))
-        i0 = b.mul(b.urem(t, c64(blocks_per_batch)), c64(mr))
-        pre = e.delinearize(bi, batch) if batch else []
-        # pack panel jc of B of this batch unless the previous block already did
-        key = b.add(b.mul(bi, c64(panels)), jc)
-        fresh = b.icmp_signed("!=", b.load(packed_batch), key)
-        col0 = b.mul(jc, c64(nc))
-        with b.if_then(fresh):
-            def pack_row(kk: ir.Value) -> None:
-                def pack_col(jj: ir.Value) -> None:
-                    e.cache = {}
-                    j = b.add(col0, jj)
-                    inside = b.icmp_signed("<", j, c64(n))
-                    val = e.emit(bv, pre + [kk, b.select(inside, j, c64(0))])
-                    b.store(b.select(inside, val, ir.Constant(F32, 0.0)),
-                            b.gep(panel, [b.add(b.mul(kk, c64(nc)), jj)]))
-                e.loops.range(c64(0), c64(nc), pack_col, "pj")
-            e.loops.range(c64(0), c64(k), pack_row, "pk")
-            b.store(key, packed_batch)
-        rows = [b.select(b.icmp_signed("<", b.add(i0, c64(r)), c64(m)),
-                         b.add(i0, c64(r)), c64(m - 1)) for r in range(mr)]
+    def smin(x: ir.Value, y: ir.Value) -> ir.Value:
+        return b.select(b.icmp_signed("<", x, y), x, y)
 
-        def per_jblock(jb: ir.Value) -> None:
-            jp = b.mul(jb, c64(nr))              # column within the panel
-            j0 = b.add(col0, jp)                 # column of C
-            for r in range(mr):
-                for v in range(2):
-                    b.store(zero_vec, accs[r][v])
+    def smax(x: ir.Value, y: ir.Value) -> ir.Value:
+        return b.select(b.icmp_signed(">", x, y), x, y)
+
+    def ceil_div(x: ir.Value, d: int) -> ir.Value:
+        return b.udiv(b.add(x, c64(d - 1)), c64(d))
+
+    def transpose(rows: list[ir.Value]) -> list[ir.Value]:
+        """Transpose ``lanes`` vectors of ``lanes`` floats: log2(lanes) butterfly stages,
+        stage b exchanging bit b of the row and column index with two two-source
+        shuffles per pair of rows (vunpck/vpermt2 on x86)."""
+        rows = list(rows)
+        step = 1
+        while step < lanes:
+            low = ir.Constant(ir.VectorType(I32, lanes), [
+                j if j & step == 0 else lanes + j - step for j in range(lanes)])
+            high = ir.Constant(ir.VectorType(I32, lanes), [
+                j + step if j & step == 0 else lanes + j for j in range(lanes)])
+            new = list(rows)
+            for i in range(lanes):
+                if i & step == 0:
+                    new[i] = b.shuffle_vector(rows[i], rows[i + step], low)
+                    new[i + step] = b.shuffle_vector(rows[i], rows[i + step], high)
+            rows = new
+            step *= 2
+        return rows
+
+    def transposing_pack(view: tuple[int, list[int]], pre: list[ir.Value], dst: ir.Value,
+                         o0: ir.Value, row: ir.Value, p0: ir.Value, kcur: ir.Value,
+                         o_dim: int, k_dim: int, width: int) -> ir.Value:
+        """Pack a panel whose source is unit-stride along K (A row-major, B = W^T): per
+        ``lanes`` values of k, load one vector per source row (``width`` rows, padded
+        with zeros to a multiple of ``lanes``), transpose each lanes x lanes block in
+        registers, and store ``lanes`` packed lines; about 0.5 instructions per element
+        instead of a strided load and an insert each. Returns where the remainder
+        (fewer than ``lanes`` values of k, packed element-wise) starts."""
+        arg, strides = view
+        base = c64(0)
+        for d, iv in enumerate(pre):
+            base = b.add(base, b.mul(iv, c64(strides[d])))
+        groups = -(-width // lanes)
+        assert groups <= 2, "MR <= NR = 2 vectors"
+
+        def per_chunk(c: ir.Value) -> None:
+            kk0 = b.mul(c, c64(lanes))
+            kbase = b.add(base, b.add(p0, kk0))
+            loaded = []
+            for u in range(groups * lanes):
+                if u >= width:
+                    loaded.append(zero_vec)
+                    continue
+                off = b.add(kbase, b.mul(b.add(o0, c64(u)), c64(strides[o_dim])))
+                loaded.append(b.load(b.bitcast(b.gep(e.ptrs[arg], [off]), vptr), align=4))
+            cols = [transpose(loaded[g * lanes:(g + 1) * lanes]) for g in range(groups)]
+            cat = ir.Constant(ir.VectorType(I32, 2 * lanes), list(range(2 * lanes)))
+            for t in range(lanes):
+                line = cols[0][t]
+                if groups == 2:              # NR = 2 vectors: join the halves of line t
+                    line = b.shuffle_vector(line, cols[1][t], cat)
+                # A full-vector store even when width < groups x lanes (MR = 14 of 16
+                # lanes): the extra lanes land on the next packed line, which is written
+                # after this one (the next t, the next chunk, the remainder loop or the
+                # next panel) or on the buffer's slack of ``lanes`` floats; one store
+                # instead of a split 8 + 4 + 2-lane store.
+                slot = b.mul(b.add(row, b.add(kk0, c64(t))), c64(width))
+                b.store(line, b.bitcast(b.gep(dst, [slot]), line.type.as_pointer()), align=4)
+        chunks = b.udiv(kcur, c64(lanes))
+        e.loops.range(c64(0), chunks, per_chunk, "pt")
+        return b.mul(chunks, c64(lanes))
+
+    def pack(src: SSAValue, pre: list[ir.Value], dst: ir.Value, outer0: ir.Value,
+             outer_len: ir.Value, outer_extent: int, width: int, p0: ir.Value,
+             kcur: ir.Value, is_a: bool) -> None:
+        """dst[(q * kcur + kk) * width + u] = src at (outer0 + q * width + u, p0 + kk)
+        (A: (row, k); B: (k, col)) for micro-panels q < ceil(outer_len / width), zero
+        past ``outer_extent``. Per kk the ``width`` elements are gathered into one
+        ``<width x float>`` and stored contiguously: a vector copy when the source is
+        unit-stride along the width (LLVM merges the consecutive loads), else one
+        strided load per element, each source line reused by the next kk. Building the
+        vector explicitly keeps LLVM's loop vectorizer off the kk loop, which would
+        otherwise turn it into gathers and scatters (microcoded, ~10x slower on AMD).
+        Panels entirely inside the operand skip the bounds selects."""
+        panels = ceil_div(outer_len, width)
+        full = smax(c64(0), smin(panels, b.sdiv(b.sub(c64(outer_extent), outer0), c64(width))))
+
+        wvec = ir.VectorType(F32, width)
+        wundef = ir.Constant(wvec, ir.Undefined)
+
+        def per_panel(q: ir.Value, checked: bool) -> None:
+            o0 = b.add(outer0, b.mul(q, c64(width)))
+            row = b.mul(q, kcur)
+
+            view = _view_strides(e, src) if not checked else None
+            o_dim = len(pre) if is_a else len(pre) + 1
+            k_dim = len(pre) + (1 if is_a else 0)
+            if view is not None and view[1][o_dim] == 1:
+                # unit stride along the width: one vector load from the argument
+                arg, strides = view
+                base = c64(0)
+                for d, iv in enumerate(pre):
+                    base = b.add(base, b.mul(iv, c64(strides[d])))
+                base = b.add(base, o0)
+
+                def per_k_vector(kk: ir.Value) -> None:
+                    off = b.add(base, b.mul(b.add(p0, kk), c64(strides[k_dim])))
+                    line = b.load(b.bitcast(b.gep(e.ptrs[arg], [off]), wvec.as_pointer()),
+                                  align=4)
+                    slot = b.mul(b.add(row, kk), c64(width))
+                    b.store(line, b.bitcast(b.gep(dst, [slot]), wvec.as_pointer()), align=4)
+                e.loops.range(c64(0), kcur, per_k_vector, "pk")
+                return
+
+            kfull = c64(0)
+            if view is not None and view[1][k_dim] == 1:
+                kfull = transposing_pack(view, pre, dst, o0, row, p0, kcur, o_dim, k_dim,
+                                         width)
 
             def per_k(kk: ir.Value) -> None:
                 e.cache = {}
-                base = b.add(b.mul(kk, c64(nc)), jp)
-                bvecs = [b.load(b.bitcast(b.gep(panel, [b.add(base, c64(v * lanes))]),
-                                          vec.as_pointer()), align=4) for v in range(2)]
-                for r in range(mr):
-                    x = e.emit(a, pre + [rows[r], kk])
-                    xs = b.shuffle_vector(b.insert_element(undef, x, ir.Constant(I32, 0)),
-                                          undef, splat_mask)
-                    for v in range(2):
-                        b.store(b.call(fma, [xs, bvecs[v], b.load(accs[r][v])]), accs[r][v])
-            e.loops.range(c64(0), c64(k), per_k, "k")
+                kidx = b.add(p0, kk)
+                line = wundef
+                for u in range(width):
+                    o = b.add(o0, c64(u))
+                    if checked:
+                        inside = b.icmp_signed("<", o, c64(outer_extent))
+                        o = b.select(inside, o, c64(0))
+                    val = e.emit(src, pre + ([o, kidx] if is_a else [kidx, o]))
+                    if checked:
+                        val = b.select(inside, val, zero)
+                    line = b.insert_element(line, val, ir.Constant(I32, u))
+                slot = b.mul(b.add(row, kk), c64(width))
+                b.store(line, b.bitcast(b.gep(dst, [slot]), wvec.as_pointer()), align=4)
+            e.loops.range(kfull, kcur, per_k, "pk")
+        e.loops.range(c64(0), full, lambda q: per_panel(q, False), "pq")
+        e.loops.range(full, panels, lambda q: per_panel(q, True), "pe")
+
+    def micro(a_off: ir.Value, b_off: ir.Value, kcur: ir.Value) -> None:
+        """The MR x NR tile over one K block into ``accs``."""
+        for r in range(mr):
+            for v in range(nvec):
+                b.store(zero_vec, accs[r][v])
+
+        def per_k(kk: ir.Value) -> None:
+            bbase = b.add(b_off, b.mul(kk, c64(nr)))
+            bvecs = [b.load(b.bitcast(b.gep(bp, [b.add(bbase, c64(v * lanes))]), vptr),
+                            align=4) for v in range(nvec)]
+            abase = b.add(a_off, b.mul(kk, c64(mr)))
             for r in range(mr):
-                for v in range(2):
+                x = b.load(b.gep(ap, [b.add(abase, c64(r))]))
+                xs = b.shuffle_vector(b.insert_element(undef, x, ir.Constant(I32, 0)),
+                                      undef, splat_mask)
+                for v in range(nvec):
+                    b.store(b.call(fma, [xs, bvecs[v], b.load(accs[r][v])]), accs[r][v])
+        e.loops.range(c64(0), kcur, per_k, "k")
+
+    prefetch = module.globals.get("llvm.prefetch.p0i8") or ir.Function(
+        module, ir.FunctionType(ir.VoidType(), [PTR, I32, I32, I32]), name="llvm.prefetch.p0i8")
+
+    def prefetch_c(bl: ir.Value, i: ir.Value, j: ir.Value) -> None:
+        """Prefetch (for writing) the cache lines of the C tile the micro-kernel is about
+        to update: they were last touched a whole K block ago and are usually out of
+        L2 by now, and the ~KC x MR x 2 / 2 cycles of FMAs hide the fetch. Rows past M
+        are clamped (a prefetch never faults, but its address must be computable)."""
+        for r in range(mr):
+            row = smin(b.add(i, c64(r)), c64(m - 1))
+            off = b.add(b.mul(b.add(b.mul(bl, c64(m)), row), c64(n)), j)
+            for v in range(0, nr, 16):
+                ptr = b.bitcast(b.gep(out, [b.add(off, c64(v))]), PTR)
+                b.call(prefetch, [ptr, ir.Constant(I32, 1), ir.Constant(I32, 3),
+                                  ir.Constant(I32, 1)])
+
+    def store_tile(pre: list[ir.Value], bl: ir.Value, i: ir.Value, j: ir.Value,
+                   rows: ir.Value, cols: ir.Value, first: ir.Value | bool,
+                   last: ir.Value | bool) -> None:
+        """Add the accumulators to C[i:i+rows, j:j+cols] (or store them on the first
+        K block); on the last K block run the epilogue unless ``direct``."""
+        row0 = b.mul(b.add(b.mul(bl, c64(m)), i), c64(n))   # offset of C[i, 0]
+
+        def vector_path() -> None:
+            for r in range(mr):
+                for v in range(nvec):
+                    off = b.add(b.add(row0, c64(r * n)), b.add(j, c64(v * lanes)))
+                    ptr = b.bitcast(b.gep(out, [off]), vptr)
+                    acc = b.load(accs[r][v])
+                    if first is not True:
+                        old = b.load(ptr, align=4)
+                        acc = b.select(first, acc, b.fadd(acc, old)) if first is not False \
+                            else b.fadd(acc, old)
+                    b.store(acc, ptr, align=4)
+
+        def element_path(epilogue: bool, n_rows: ir.Value = rows,
+                         n_cols: ir.Value = cols) -> None:
+            for r in range(mr):
+                for v in range(nvec):
                     b.store(b.load(accs[r][v]), b.bitcast(
-                        b.gep(tile, [c64(r * nr + v * lanes)]), vec.as_pointer()), align=4)
+                        b.gep(tile, [c64(r * nr + v * lanes)]), vptr), align=4)
 
-            def epi_row(r: ir.Value) -> None:
-                i = b.add(i0, r)
-
-                def epi_col(jj: ir.Value) -> None:
-                    j = b.add(j0, jj)
-                    ok = b.icmp_signed("<", j, c64(n))
-                    with b.if_then(ok):
-                        e.cache = {}
-                        value = b.load(b.gep(tile, [b.add(b.mul(r, c64(nr)), jj)]))
+            def per_row(r: ir.Value) -> None:
+                def per_col(jj: ir.Value) -> None:
+                    e.cache = {}
+                    off = b.add(b.add(row0, b.mul(r, c64(n))), b.add(j, jj))
+                    value = b.load(b.gep(tile, [b.add(b.mul(r, c64(nr)), jj)]))
+                    if first is not True:
+                        old = b.load(b.gep(out, [off]))
+                        summed = b.fadd(value, old)
+                        value = summed if first is False else b.select(first, value, summed)
+                    if epilogue:
                         e.override[id(mm.results[0])] = lambda _idx: value
-                        e.store_root(root, e.linear(b, pre + [i, j], mm_shape))
+                        e.store_root(root, off)
                         del e.override[id(mm.results[0])]
-                e.loops.range(c64(0), c64(nr), epi_col, "ej")
-            valid_rows = b.select(b.icmp_signed("<", b.add(i0, c64(mr)), c64(m)), c64(mr),
-                                  b.sub(c64(m), i0))
-            e.loops.range(c64(0), valid_rows, epi_row, "er")
-        e.loops.range(c64(0), c64(nc // nr), per_jblock, "jb")
+                    else:
+                        b.store(value, b.gep(out, [off]))
+                e.loops.range(c64(0), n_cols, per_col, "ej")
+            e.loops.range(c64(0), n_rows, per_row, "er")
 
-    # Panels outermost, so each packed K x NC panel serves every row block of the call.
-    e.loops.range(c64(0), c64(panels), lambda jc: e.loops.range(
-        e.fn.args[1], e.fn.args[2], lambda t: per_block(t, jc), "blk"), "jc")
+        full = b.and_(b.icmp_signed("==", rows, c64(mr)), b.icmp_signed("==", cols, c64(nr)))
+        if direct:
+            with b.if_else(full) as (then, otherwise):
+                with then:
+                    vector_path()
+                with otherwise:
+                    element_path(False)
+            return
+
+        def epilogue() -> None:
+            # a full tile's loops have constant trip counts and no branches, so LLVM
+            # vectorizes the fused epilogue along the row
+            with b.if_else(full) as (then, otherwise):
+                with then:
+                    element_path(True, c64(mr), c64(nr))
+                with otherwise:
+                    element_path(True)
+        if last is True:
+            epilogue()
+            return
+        with b.if_else(last) as (then, otherwise):
+            with then:
+                epilogue()
+            with otherwise, b.if_else(full) as (then2, otherwise2):
+                with then2:
+                    vector_path()
+                with otherwise2:
+                    element_path(False)
+
+    def gemm(pre: list[ir.Value], bl: ir.Value, r0: ir.Value, r1: ir.Value, c0: ir.Value,
+             c1: ir.Value) -> None:
+        """C[r0:r1, c0:c1] of batch ``bl`` (``pre`` its multi-index)."""
+        def per_panel(jcb: ir.Value) -> None:
+            jc = b.add(c0, b.mul(jcb, c64(nc)))
+            ncur = smin(c64(nc), b.sub(c1, jc))
+
+            def per_kblock(pcb: ir.Value) -> None:
+                p0 = b.mul(pcb, c64(kc))
+                kcur = smin(c64(kc), b.sub(c64(k), p0))
+                first = b.icmp_signed("==", pcb, c64(0)) if k_blocks > 1 else True
+                last = b.icmp_signed("==", pcb, c64(k_blocks - 1)) if k_blocks > 1 else True
+                pack(bv, pre, bp, jc, ncur, n, nr, p0, kcur, False)
+
+                def per_mblock(icb: ir.Value) -> None:
+                    i0 = b.add(r0, b.mul(icb, c64(mc)))
+                    mcur = smin(c64(mc), b.sub(r1, i0))
+                    pack(a, pre, ap, i0, mcur, m, mr, p0, kcur, True)
+
+                    def per_jr(q: ir.Value) -> None:
+                        j = b.add(jc, b.mul(q, c64(nr)))
+                        cols = smin(c64(nr), b.sub(c1, j))
+
+                        def per_ir(p: ir.Value) -> None:
+                            i = b.add(i0, b.mul(p, c64(mr)))
+                            rows = smin(c64(mr), b.sub(r1, i))
+                            prefetch_c(bl, i, j)
+                            micro(b.mul(p, b.mul(kcur, c64(mr))), b.mul(q, b.mul(kcur, c64(nr))),
+                                  kcur)
+                            store_tile(pre, bl, i, j, rows, cols, first, last)
+                        e.loops.range(c64(0), ceil_div(mcur, mr), per_ir, "ir")
+                    e.loops.range(c64(0), ceil_div(ncur, nr), per_jr, "jr")
+                e.loops.range(c64(0), ceil_div(b.sub(r1, r0), mc), per_mblock, "ic")
+            e.loops.range(c64(0), c64(k_blocks), per_kblock, "pc")
+        e.loops.range(c64(0), ceil_div(b.sub(c1, c0), nc), per_panel, "jc")
+
+    per_batch = max(1, -(-m // mr) if s.split == "m" else -(-n // nr))
+    start, end = e.fn.args[1], e.fn.args[2]
+
+    def per_batch_range(bl: ir.Value) -> None:
+        base = b.mul(bl, c64(per_batch))
+        lo = b.sub(smax(start, base), base)
+        hi = b.sub(smin(end, b.add(base, c64(per_batch))), base)
+        pre = e.delinearize(bl, batch) if batch else []
+        if s.split == "m":
+            gemm(pre, bl, b.mul(lo, c64(mr)), smin(b.mul(hi, c64(mr)), c64(m)), c64(0), c64(n))
+        else:
+            gemm(pre, bl, c64(0), c64(m), b.mul(lo, c64(nr)), smin(b.mul(hi, c64(nr)), c64(n)))
+
+    with b.if_then(b.icmp_signed("<", start, end)):
+        e.loops.range(b.udiv(start, c64(per_batch)),
+                      b.add(b.udiv(b.sub(end, c64(1)), c64(per_batch)), c64(1)),
+                      per_batch_range, "bat")
 
 
 def _scatter(e: Emitter) -> None:

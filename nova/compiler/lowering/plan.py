@@ -6,15 +6,20 @@ the vectorizer should see innermost, the reduction strategy, and the buffers the
 reads and writes. Plans are plain data and print in ``nv.debug.dump_ir(stage="fused")``.
 
 Strategies:
-- ``elementwise``: loops over the output shape in row-major order; parallel over dim 0.
+- ``elementwise``: loops over the output shape in row-major order; parallel over dim 0;
+  the innermost loop is interleaved ``unroll`` times (``configurator.elementwise_unroll``).
 - ``reduce`` with ``row`` strategy (reduced axes are a suffix of the input): one register
-  accumulator per output element, epilogue applied in place; parallel over dim 0.
+  accumulator per output element, epilogue applied in place; parallel over dim 0; the
+  reduction loop is interleaved ``unroll`` times (independent partial accumulators).
 - ``reduce`` with ``column`` strategy (a kept axis is innermost, e.g. a bias gradient
   summing over the batch): accumulate into a scratch row, vectorized over the kept axis;
   parallel over the first kept axis.
 - ``rows``: per row, one pass per reduction (each reading the earlier ones as row
   scalars), then a pass writing the output; parallel over dim 0.
-- ``matmul``: one output row at a time, parallel over (batch, M). ``ikj`` order (a row of
+- ``matmul`` with ``tiled`` strategy (float32): BLIS-blocked, packed A and B, a register
+  tile per micro-kernel; parallel over MR-row (split "m") or NR-column (split "n")
+  micro-panels of all batches. Blocking and its derivation: ``configurator.gemm_tile``.
+- ``matmul`` otherwise: one output row at a time, parallel over (batch, M). ``ikj`` order (a row of
   B is contiguous in j) accumulates an N-wide row; ``dot`` order (B is transposed, so
   contiguous in k) takes dot products. The epilogue runs over the finished row.
 - ``scatter``: copy, then accumulate serially (duplicates must not race).
@@ -29,11 +34,11 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from nova.compiler import dialect as nd
-from nova.compiler.configurator import classify, gemm_tile
+from nova.compiler.configurator import classify, elementwise_unroll, gemm_tile
 from nova.compiler.device import detect_cpu
 from nova.tensor import dtypes as dt
 
-FORMAT_VERSION = 3  # bump when generated code changes meaning
+FORMAT_VERSION = 6  # bump when generated code changes meaning
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,11 @@ class Schedule:
     reduced: tuple[int, ...] = ()   # reduced dims of ``loops`` (reductions)
     vector_dim: int | None = None   # innermost, unit-stride loop given to the vectorizer
     tile: tuple[int, int, int] | None = None   # matmul (MR, NR, NC), ``tiled`` only
+    kc: int = 0                     # ``tiled``: K block (the B micro-panel KC x NR in L1)
+    mc: int = 0                     # ``tiled``: M block (the packed A block MC x KC in L2)
+    split: str = ""                 # ``tiled``: "m" or "n", what the parallel dim splits
+    unroll: int = 0                 # interleave count of the vectorized innermost loop
+                                    # (0: LLVM's own choice)
     bound: str = ""                 # "memory" or "compute", by arithmetic intensity
     derivation: str = ""            # how the configurator chose the tile
 
@@ -70,8 +80,9 @@ class KernelPlan:
         return (f"{self.name}: {self.kind}/{s.strategy} loops={list(s.loops)} "
                 f"parallel_dim={s.parallel_dim} (extent {s.parallel_extent}) "
                 f"reduced={list(s.reduced)} vector_dim={s.vector_dim} {s.bound}-bound"
-                + (f" tile={s.tile[0]}x{s.tile[1]} panel={s.tile[2]} [{s.derivation}]"
-                   if s.tile else ""))
+                + (f" unroll={s.unroll}" if s.unroll else "")
+                + (f" tile={s.tile[0]}x{s.tile[1]} KC={s.kc} MC={s.mc} NC={s.tile[2]}"
+                   f" split={s.split} [{s.derivation}]" if s.tile else ""))
 
 
 def _shape(v: SSAValue) -> tuple[int, ...]:
@@ -142,7 +153,8 @@ def _schedule(fusion: nd.FusionOp) -> tuple[Schedule, tuple | None]:
                         vector_dim=len(x_shape) - 1), None
     if kind == "elementwise" or op is None:
         return Schedule(out_shape, 0 if out_shape else None, "elementwise",
-                        vector_dim=len(out_shape) - 1 if out_shape else None), None
+                        vector_dim=len(out_shape) - 1 if out_shape else None,
+                        unroll=elementwise_unroll(detect_cpu())), None
     if kind == "reduce":
         x_shape = _shape(op.operands[0])
         axes = tuple(op.axes.get_values())
@@ -150,7 +162,8 @@ def _schedule(fusion: nd.FusionOp) -> tuple[Schedule, tuple | None]:
         scratch_dtype = accumulator_dtype(op)
         if not kept or axes == tuple(range(len(kept), len(x_shape))):
             return Schedule(x_shape, 0 if kept else None, "row", axes,
-                            vector_dim=len(x_shape) - 1), None
+                            vector_dim=len(x_shape) - 1,
+                            unroll=elementwise_unroll(detect_cpu())), None
         return (Schedule(x_shape, kept[0], "column", axes, vector_dim=len(x_shape) - 1),
                 (_shape(op.results[0]), scratch_dtype))
     if kind == "matmul":
@@ -161,13 +174,21 @@ def _schedule(fusion: nd.FusionOp) -> tuple[Schedule, tuple | None]:
             rows *= s
         n, k = _shape(b)[-1], a_shape[-1]
         if _dtype(op.results[0]) == dt.float32:
-            # Register-tiled: B is packed (any layout) into a contiguous K x N panel, and
-            # an MR x NR tile of C stays in vector registers across the k loop.
-            tile = gemm_tile(detect_cpu(), k=k)
-            batches = rows // a_shape[-2] if a_shape[-2] else 0
-            blocks = batches * -(-a_shape[-2] // tile.mr)
-            return Schedule((blocks, n, k), 0, "tiled", vector_dim=1,
-                            tile=(tile.mr, tile.nr, tile.nc), derivation=tile.derivation), None
+            # BLIS-blocked: A and B packed (any layout) into cache-sized blocks, an MR x NR
+            # tile of C in vector registers across each K block (see the configurator).
+            # Partial sums over K blocks live in the output, so K is blocked only when
+            # the output is float32.
+            m = a_shape[-2]
+            batches = rows // m if m else 0
+            k_blocking = _dtype(fusion.outputs[0]) == dt.float32
+            tile = gemm_tile(detect_cpu(), k=k, m=m, n=n, k_blocking=k_blocking)
+            if tile.split == "m":
+                extent, other = batches * -(-m // tile.mr), n
+            else:
+                extent, other = batches * -(-n // tile.nr), m
+            return Schedule((extent, other, k), 0, "tiled", vector_dim=1,
+                            tile=(tile.mr, tile.nr, tile.nc), derivation=tile.derivation,
+                            kc=tile.kc, mc=tile.mc, split=tile.split), None
         dot = unit_stride_in(b, len(_shape(b)) - 2) is True and \
             unit_stride_in(b, len(_shape(b)) - 1) is not True
         loops = (rows, n, k)     # (batch*M, N, K)

@@ -42,6 +42,7 @@ class Optimizer:
         self.defaults = defaults
         self.param_groups: list[dict[str, Any]] = []
         self.state: dict[Tensor, dict[str, Any]] = {}
+        self._scalars: dict[tuple[str, float], Tensor] = {}   # this step's, see _scalar
         groups = list(params)
         if not groups:
             raise ValueError(f"{type(self).__name__}: got an empty parameter list")
@@ -89,7 +90,7 @@ class Optimizer:
             with enable_grad():
                 loss = closure()
         self._name_buffers()
-        self._scalars: dict[tuple[str, float], Tensor] = {}
+        self._scalars = {}
         with no_grad():
             for group in self.param_groups:
                 for p in group["params"]:

@@ -145,7 +145,9 @@ def test_unroll_reaches_the_generated_loops():
     loop vectorizer for that interleave count on the innermost loop."""
     from nova.compiler.lowering.plan import plan_kernels
     from nova.compiler.passes.fusion import fuse
-    from nova.debug import build_module, pending_graph, simplify
+    from nova.compiler.irgen import build_module
+    from nova.compiler.passes import simplify
+    from nova.tensor.realize import pending_graph
     from nova.runtime.kernel_cache import KERNELS
     unroll = elementwise_unroll(detect_cpu())
     x = nv.tensor(np.ones((8, 300), np.float32))

@@ -66,7 +66,7 @@ class CudaProgram:
         from nova.compiler.codegen.cuda import generate
 
         self.backend = backend
-        self.fused = fuse(module)
+        self.fused = fuse(module, "cuda")
         self.plans = plan_kernels(self.fused)
         spec = backend.spec()
         kernels = []

@@ -33,7 +33,7 @@ class Case:
 def cases_of(graph: PendingGraph) -> list[Case]:
     """Every kernel of the graph's fused step with its real inputs: the fused function
     is evaluated kernel by kernel with ``run_region`` (the interpreter's definition)."""
-    fused = fuse(simplify(build_module(graph)))
+    fused = fuse(simplify(build_module(graph)), "cuda")
     plans = plan_kernels(fused)
     fn = next(op for op in fused.ops if op.name == "func.func")
     values = {a: np.asarray(v) for a, v in zip(fn.body.block.args, graph.arg_buffers)}

@@ -1,4 +1,5 @@
 """Fusion: input IR and the fused IR it becomes."""
+import pytest
 from xdsl.context import Context
 from xdsl.dialects import builtin, func
 from xdsl.parser import Parser
@@ -115,3 +116,29 @@ def test_cross_entropy_row_passes_share_one_kernel():
     with nv.engine("interp"):
         expected = F.cross_entropy(logits, target, reduction="none").numpy()
     np.testing.assert_allclose(per_row.numpy(), expected, rtol=1e-6)
+
+
+def test_transcendental_epilogues_leave_the_cpu_gemm_but_stay_in_the_cuda_one():
+    import numpy as np
+
+    import nova as nv
+    from nova.compiler.irgen import build_module
+    from nova.compiler.passes import simplify
+    from nova.tensor.realize import pending_graph
+    x = nv.tensor(np.ones((8, 16), np.float32))
+    w = nv.tensor(np.ones((16, 32), np.float32))
+    b = nv.tensor(np.ones(32, np.float32))
+    y = nv.nn.functional.gelu(x @ w + b)
+
+    def kernels(target):
+        fused = fuse(simplify(build_module(pending_graph(y))), target)
+        return [(op.kind.data, [o.name for o in op.body.block.ops])
+                for op in next(iter(fused.ops)).body.block.ops if op.name == "nova.fusion"]
+    cpu = kernels("cpu")
+    assert [k for k, _ in cpu] == ["matmul", "elementwise"]
+    assert "nova.erf" not in cpu[0][1]
+    assert "nova.erf" in cpu[1][1] and "nova.add" in cpu[1][1]   # bias + gelu in one pass
+    cuda = kernels("cuda")
+    assert [k for k, _ in cuda] == ["matmul"] and "nova.erf" in cuda[0][1]
+    with pytest.raises(ValueError, match="fuse: unknown target 'tpu'"):
+        fuse(simplify(build_module(pending_graph(y))), "tpu")

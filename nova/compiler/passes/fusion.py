@@ -119,7 +119,19 @@ def _gathered_along_rows(op: Operation, k: Kernel) -> bool:
     return True
 
 
-def _can_join(op: Operation, k: Kernel) -> bool:
+# Ops the CPU GEMM epilogue would evaluate one element at a time: its loops run over a
+# register tile stored to a stack buffer, which LLVM does not vectorize, so exp or erf
+# there cost ~10x what they cost in an elementwise kernel (measured: exp over a 1M-element
+# epilogue +2.3 ms, as its own kernel 0.2 ms). For the CPU such ops start their own
+# kernel; the CUDA epilogue (one coalesced loop of threads) keeps them.
+TRANSCENDENTAL = {"exp", "log", "erf", "tanh", "sin", "cos", "pow"}
+
+
+def _cheap_epilogue(k: Kernel) -> bool:
+    return not any(_short(o) in TRANSCENDENTAL for o in k.ops)
+
+
+def _can_join(op: Operation, k: Kernel, scalar_epilogues: bool) -> bool:
     name = _short(op)
     if name in ROOT_KINDS or name == "rng_uniform" and k.kind != "elementwise":
         return False
@@ -141,7 +153,8 @@ def _can_join(op: Operation, k: Kernel) -> bool:
         return n in (k.numel, _numel(k.contraction.operands[0])) if k.contraction else False
     if k.kind == "matmul":
         # Only the epilogue (output-sized) may join; operands take movement ops only.
-        return n == k.numel and k.contraction is not None and not _feeds_operand(op, k)
+        return (n == k.numel and k.contraction is not None and not _feeds_operand(op, k)
+                and not (scalar_epilogues and name in TRANSCENDENTAL))
     return False
 
 
@@ -240,12 +253,14 @@ def _feeds_operand(op: Operation, k: Kernel) -> bool:
     return False
 
 
-def group(fn: func.FuncOp) -> list[Kernel]:
+def group(fn: func.FuncOp, scalar_epilogues: bool = True) -> list[Kernel]:
     """Assign every op of ``fn`` to kernels; kernels in topological order.
 
     Constants, iotas and movement ops whose consumers sit in several kernels are
     duplicated into each of them (recomputing them is index arithmetic); any other value
-    read by several kernels is materialized.
+    read by several kernels is materialized. ``scalar_epilogues``: the target evaluates
+    a contraction's epilogue element by element (the CPU), so transcendental ops stay
+    out of it (see TRANSCENDENTAL).
     """
     ops = [op for op in fn.body.block.ops if not isinstance(op, func.ReturnOp)]
     returned = {id(v) for v in fn.body.block.last_op.operands}
@@ -267,7 +282,8 @@ def group(fn: func.FuncOp) -> list[Kernel]:
             home = homes[0] if len(homes) == 1 else None
             if (home is not None and home.kind == "elementwise" and home.contraction is None
                     and kind in ("reduce", "matmul") and home.numel == _numel(result)
-                    and _pointwise_epilogue(home, result)):
+                    and _pointwise_epilogue(home, result)
+                    and (kind == "reduce" or not scalar_epilogues or _cheap_epilogue(home))):
                 home.kind, home.contraction = kind, op   # it becomes the epilogue kernel
                 joined = [home]
             elif home is not None and kind == "reduce" and _row_compatible(home, op):
@@ -278,7 +294,8 @@ def group(fn: func.FuncOp) -> list[Kernel]:
             else:
                 joined = [Kernel(kind, op, contraction=op)]
                 kernels.append(joined[0])
-        elif homes and (len(homes) == 1 or name in FREE) and all(_can_join(op, h) for h in homes):
+        elif homes and (len(homes) == 1 or name in FREE) and \
+                all(_can_join(op, h, scalar_epilogues) for h in homes):
             joined = homes
         else:
             joined = [Kernel("elementwise", op)]
@@ -293,10 +310,13 @@ def group(fn: func.FuncOp) -> list[Kernel]:
     return kernels
 
 
-def fuse(module: ModuleOp) -> ModuleOp:
-    """A new module whose step function is a sequence of ``nova.fusion`` kernels."""
+def fuse(module: ModuleOp, target: str = "cpu") -> ModuleOp:
+    """A new module whose step function is a sequence of ``nova.fusion`` kernels for
+    ``target`` ("cpu" or "cuda")."""
+    if target not in ("cpu", "cuda"):
+        raise ValueError(f"fuse: unknown target {target!r}; valid targets are cpu, cuda")
     fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
-    kernels = group(fn)
+    kernels = group(fn, scalar_epilogues=target == "cpu")
     new_fn = func.FuncOp(fn.sym_name.data, fn.function_type)
     mapping: dict[SSAValue, SSAValue] = dict(zip(fn.body.block.args, new_fn.body.block.args))
     for k in kernels:

@@ -244,3 +244,19 @@ def test_column_sums_split_over_the_innermost_axis_match_numpy(threads):
     finally:
         nv.set_num_threads(prev)
     np.testing.assert_allclose(got, (x.astype(np.float64) * 2).sum(axis=(0, 1)), rtol=1e-6)
+
+
+@pytest.mark.parametrize("cols", [1, 16, 37, 200])
+def test_vectorized_max_reductions_still_propagate_nan(cols):
+    # Maxima accumulate with maxnum plus a "saw a NaN" flag so LLVM vectorizes them; a NaN
+    # anywhere in a row (first lane, a vector body, the remainder) must still win.
+    x = np.random.default_rng(cols).standard_normal((5, cols)).astype(np.float32)
+    x[0, 0] = np.nan
+    x[1, cols // 2] = np.nan
+    x[2, cols - 1] = np.nan
+    x[3, :] = -np.inf
+    t = nv.tensor(x)
+    np.testing.assert_array_equal(t.amax(1).numpy(), np.max(x, 1))
+    np.testing.assert_array_equal((t * 2).amax(1).numpy(), np.max(x * 2, 1))   # rows kernel
+    s = t.softmax(-1).numpy()
+    assert np.isnan(s[:4]).all() and not np.isnan(s[4]).any()

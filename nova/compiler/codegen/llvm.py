@@ -630,6 +630,45 @@ def _combine(e: Emitter, acc: ir.Value, v: ir.Value, is_sum: bool) -> ir.Value:
     return b.call(e.intrinsic("maximum", acc.type, 2), [acc, v])
 
 
+class _LoopReduction:
+    """A loop-carried reduction in an entry-block slot, in a form LLVM's loop vectorizer
+    recognizes.
+
+    Sums and integer reductions combine as usual. A float maximum as a chain of
+    ``llvm.maximum`` (NaN-propagating) stays scalar in LLVM 22's vectorizer (measured:
+    the attention softmax's max pass ran at ~1 ns per element); so it accumulates with
+    ``llvm.maxnum`` (a vectorizable FMax reduction that skips NaNs) next to an OR of
+    "saw a NaN" (vectorizable too), and the result is NaN when any input was: the value
+    of the ``llvm.maximum`` chain (up to the sign of a zero maximum)."""
+
+    def __init__(self, e: Emitter, acc_ty: ir.Type, acc_mlir: str, is_sum: bool):
+        self.e, self.ty, self.mlir, self.is_sum = e, acc_ty, acc_mlir, is_sum
+        self.split_nan = not is_sum and not isinstance(acc_ty, ir.IntType)
+        self.acc = e.entry_alloca(acc_ty)
+        self.nan = e.entry_alloca(I1) if self.split_nan else None
+
+    def init(self) -> None:
+        b = self.e.b
+        b.store(_reduce_init(self.mlir, self.is_sum, self.ty), self.acc)
+        if self.nan is not None:
+            b.store(ir.Constant(I1, 0), self.nan)
+
+    def add(self, v: ir.Value) -> None:
+        e, b = self.e, self.e.b
+        if not self.split_nan:
+            b.store(_combine(e, b.load(self.acc), v, self.is_sum), self.acc)
+            return
+        b.store(b.call(e.intrinsic("maxnum", self.ty, 2), [b.load(self.acc), v]), self.acc)
+        b.store(b.or_(b.load(self.nan), b.fcmp_unordered("uno", v, v)), self.nan)
+
+    def result(self) -> ir.Value:
+        b = self.e.b
+        total = b.load(self.acc)
+        if self.nan is not None:
+            total = b.select(b.load(self.nan), ir.Constant(self.ty, float("nan")), total)
+        return total
+
+
 def _acc_type(red: Operation) -> tuple[ir.Type, str]:
     mlir = accumulator_dtype(red).mlir
     return _COMPUTE[mlir], mlir
@@ -648,17 +687,17 @@ def _reduce_row(e: Emitter) -> None:
     red_mlir = _mlir(red.results[0])
     b = e.b
 
-    acc_p = e.entry_alloca(acc_ty)
+    acc = _LoopReduction(e, acc_ty, acc_mlir, is_sum)
     loop_md = e.interleave(plan.schedule.unroll)
 
     def per_output(kidx: list[ir.Value]) -> None:
-        b.store(_reduce_init(acc_mlir, is_sum, acc_ty), acc_p)
+        acc.init()
 
         def inner(ridx: list[ir.Value]) -> None:
             e.cache = {}
             v = e.emit(x, kidx + ridx)
             v = e.cast(v, _mlir(x), acc_mlir) if v.type != acc_ty else v
-            b.store(_combine(e, b.load(acc_p), v, is_sum), acc_p)
+            acc.add(v)
 
         reduced_shape = x_shape[n_kept:]
         if reduced_shape:
@@ -666,7 +705,7 @@ def _reduce_row(e: Emitter) -> None:
         else:
             inner([])
         e.cache = {}
-        total = e.cast(b.load(acc_p), acc_mlir, red_mlir)
+        total = e.cast(acc.result(), acc_mlir, red_mlir)
         e.override[id(red.results[0])] = lambda _idx: total
         e.store_root(root, e.linear(b, kidx, kept_shape))
         del e.override[id(red.results[0])]
@@ -687,25 +726,23 @@ def _rows(e: Emitter) -> None:
     kept_shape, row_shape = x_shape[:n_kept], x_shape[n_kept:]
     root = e.fusion.body.block.last_op.operands[0]
     b = e.b
-    slots = {id(r): e.entry_alloca(_acc_type(r)[0]) for r in reds}
+    accs = {id(r): _LoopReduction(e, *_acc_type(r), r.name == "nova.reduce_sum")
+            for r in reds}
 
     def per_row(kidx: list[ir.Value]) -> None:
         for red in reds:
-            acc_ty, acc_mlir = _acc_type(red)
-            is_sum = red.name == "nova.reduce_sum"
-            acc_p = slots[id(red)]
-            b.store(_reduce_init(acc_mlir, is_sum, acc_ty), acc_p)
+            acc = accs[id(red)]
+            acc.init()
 
-            def inner(ridx: list[ir.Value], red=red, acc_p=acc_p, acc_ty=acc_ty,
-                      acc_mlir=acc_mlir, is_sum=is_sum) -> None:
+            def inner(ridx: list[ir.Value], red=red, acc=acc) -> None:
                 e.cache = {}
                 x = red.operands[0]
                 v = e.emit(x, kidx + ridx)
-                v = e.cast(v, _mlir(x), acc_mlir) if v.type != acc_ty else v
-                b.store(_combine(e, b.load(acc_p), v, is_sum), acc_p)
+                v = e.cast(v, _mlir(x), acc.mlir) if v.type != acc.ty else v
+                acc.add(v)
             e.loops.nest(row_shape, inner)
             e.cache = {}
-            total = e.cast(b.load(acc_p), acc_mlir, _mlir(red.results[0]))
+            total = e.cast(acc.result(), acc.mlir, _mlir(red.results[0]))
             e.override[id(red.results[0])] = lambda _idx, total=total: total
 
         if _numel(root) == _prod(kept_shape):   # one value per row

@@ -21,20 +21,14 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
-from nova.compiler import dialect as nd
 from nova.compiler.lowering.plan import KernelPlan, plan_kernels
 from nova.compiler.passes.fusion import fuse
 from nova.runtime import threads
 from nova.runtime.interpreter import InterpreterError, affected_outputs, run_region
 from nova.runtime.kernel_cache import KERNELS, KernelFn
-from nova.runtime.memory_plan import (
-    KernelUse,
-    MemoryPlan,
-    NovaOutOfMemoryError,
-    plan_memory,
-)
-from nova.runtime.memory_report import Buffer, MemoryReport, is_backward, plan_report
-from nova.tensor import dtypes as dt
+from nova.runtime.memory_plan import NovaOutOfMemoryError
+from nova.runtime.memory_report import MemoryReport
+from nova.runtime.step_memory import nbytes, plan_steps, report_steps
 
 # The active ``nv.debug.profile()`` collector, if any: (kernel, description, seconds).
 PROFILE: list[list[tuple[str, str, float]]] = []
@@ -53,36 +47,6 @@ class Step:
     donate: int | None = None   # the argument slot this kernel may write its result over
 
 
-
-
-def pointwise_inputs(plan: KernelPlan) -> frozenset[int]:
-    """Positions of the inputs that an elementwise kernel reads only at the output's own
-    index: every op downstream of the input is pointwise and shaped like the output. Its
-    result may then be written over that input (element i is read before it is written,
-    by the same thread, in the same vector lane)."""
-    if plan.kind != "elementwise":
-        return frozenset()
-    out_type = plan.fusion.outputs[0].type
-    found = []
-    for i, arg in enumerate(plan.fusion.body.block.args):
-        if arg.type != out_type:
-            continue
-        ok, frontier, seen = True, [u.operation for u in arg.uses], set()
-        while frontier and ok:
-            op = frontier.pop()
-            if id(op) in seen:
-                continue
-            seen.add(id(op))
-            if op.name == "nova.yield":
-                continue
-            if op.name.removeprefix("nova.") not in nd.ELEMENTWISE or op.results[0].type.get_shape() \
-                    != out_type.get_shape():
-                ok = False
-            else:
-                frontier += [u.operation for u in op.results[0].uses]
-        if ok:
-            found.append(i)
-    return frozenset(found)
 
 
 class CpuProgram:
@@ -111,18 +75,8 @@ class CpuProgram:
             steps.append(Step(plan, KERNELS.get(plan), tuple(slot[v] for v in op.inputs),
                               out, shape, dtype.np, scratch, work))
         self.outputs = tuple(slot[v] for v in fn.body.block.last_op.operands)
-        uses = [KernelUse(st.inputs, st.out, _nbytes(st.shape, st.np_dtype),
-                          _nbytes(*st.scratch) if st.scratch else 0,
-                          frozenset(st.inputs[i] for i in pointwise_inputs(st.plan)),
-                          np.dtype(st.np_dtype).name)
-                for st in steps]
-        arg_dtypes = [np.dtype(_np_dtype(t)).name for _, t in self.arg_types]
-        arg_nbytes = [_nbytes(s, np.dtype(d)) for (s, _), d in zip(self.arg_types, arg_dtypes)]
-        self.memory_plan: MemoryPlan = plan_memory(self.n_args, uses, self.outputs, arg_nbytes,
-                                                   arg_dtypes, reorder=reorder)
-        self.uses = uses
-        for k, a in self.memory_plan.donate.items():
-            steps[k].donate = a
+        self.memory_plan, self.uses = plan_steps(steps, self.n_args, self.arg_types,
+                                                 self.outputs, reorder)
         self.steps = [steps[k] for k in self.memory_plan.order]
         self.release = self.memory_plan.release
         self._views: dict[int, np.ndarray] | None = None   # slot -> its view of the arena
@@ -199,14 +153,8 @@ class CpuProgram:
                       roles: Sequence[str] | None = None,
                       donated: frozenset[int] = frozenset()) -> MemoryReport:
         """Peak memory of this step from its plan (see memory_report)."""
-        if arg_bytes is None:
-            arg_bytes = [_nbytes(s, np.dtype(_np_dtype(t))) for s, t in self.arg_types]
-        buffers = {st.out: Buffer(_nbytes(st.shape, st.np_dtype), st.shape,
-                                  np.dtype(st.np_dtype).name,
-                                  f"{st.plan.name} ({st.plan.kind})") for st in self.steps}
-        return plan_report(self.memory_plan, list(arg_bytes), list(roles or []), buffers,
-                           self.outputs, {st.out for st in self.steps if st.donate in donated},
-                           [is_backward(st.plan.fusion) for st in self.steps])
+        return report_steps(self.memory_plan, self.steps, self.arg_types, self.outputs,
+                            arg_bytes, roles, donated)
 
     @property
     def num_kernels(self) -> int:
@@ -273,14 +221,6 @@ MEMORY_LIMIT: list[int | None] = [int(float(os.environ["NOVA_MEMORY_LIMIT_MB"]) 
                                   if os.environ.get("NOVA_MEMORY_LIMIT_MB") else None]
 
 
-def _nbytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
-    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-
-
-def _np_dtype(element_type) -> np.dtype:
-    return dt.from_mlir(nd.element_name(element_type)).np
-
-
 def _view(arena: np.ndarray, offset: int, shape: tuple[int, ...], dtype) -> np.ndarray:
-    n = _nbytes(shape, dtype)
+    n = nbytes(shape, dtype)
     return arena[offset:offset + n].view(dtype).reshape(shape)

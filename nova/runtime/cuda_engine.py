@@ -28,20 +28,15 @@ from xdsl.dialects.builtin import ModuleOp
 from nova.compiler.lowering.plan import KernelPlan, plan_kernels
 from nova.compiler.passes.fusion import fuse
 from nova.runtime import cpu_engine
-from nova.runtime.cpu_engine import _nbytes, _np_dtype, pointwise_inputs
 from nova.runtime.cuda_runtime import (
     CudaCompileError,
     DeviceBackend,
     dump_failed_source,
 )
 from nova.runtime.interpreter import InterpreterError, affected_outputs
-from nova.runtime.memory_plan import (
-    KernelUse,
-    MemoryPlan,
-    NovaOutOfMemoryError,
-    plan_memory,
-)
-from nova.runtime.memory_report import Buffer, MemoryReport, is_backward, plan_report
+from nova.runtime.memory_plan import NovaOutOfMemoryError
+from nova.runtime.memory_report import MemoryReport
+from nova.runtime.step_memory import nbytes, plan_steps, report_steps
 from nova.tensor.trace import storage_dtype
 
 
@@ -99,17 +94,8 @@ class CudaProgram:
         # The same memory plan as the CPU engine: pointwise kernels may write over an
         # input they read only at their own index (each CUDA thread reads its elements
         # before writing them; the kernels take no __restrict__ pointers).
-        uses = [KernelUse(st.inputs, st.out, _nbytes(st.shape, st.np_dtype),
-                          _nbytes(*st.scratch) if st.scratch else 0,
-                          frozenset(st.inputs[i] for i in pointwise_inputs(st.plan)),
-                          np.dtype(st.np_dtype).name)
-                for st in steps]
-        arg_dtypes = [np.dtype(_np_dtype(t)).name for _, t in self.arg_types]
-        arg_nbytes = [_nbytes(s, np.dtype(d)) for (s, _), d in zip(self.arg_types, arg_dtypes)]
-        self.memory_plan: MemoryPlan = plan_memory(self.n_args, uses, self.outputs, arg_nbytes,
-                                                   arg_dtypes, reorder=reorder)
-        for k, a in self.memory_plan.donate.items():
-            steps[k].donate = a
+        self.memory_plan, self.uses = plan_steps(steps, self.n_args, self.arg_types,
+                                                 self.outputs, reorder)
         self.steps = [steps[k] for k in self.memory_plan.order]
         self.release = self.memory_plan.release
         self._read_flags = backend.flag_reader([st.handle for st in self.steps])
@@ -132,14 +118,8 @@ class CudaProgram:
                       roles: Sequence[str] | None = None,
                       donated: frozenset[int] = frozenset()) -> MemoryReport:
         """Peak device memory of this step from its plan (see memory_report)."""
-        if arg_bytes is None:
-            arg_bytes = [_nbytes(s, np.dtype(_np_dtype(t))) for s, t in self.arg_types]
-        buffers = {st.out: Buffer(_nbytes(st.shape, st.np_dtype), st.shape,
-                                  np.dtype(st.np_dtype).name,
-                                  f"{st.plan.name} ({st.plan.kind})") for st in self.steps}
-        return plan_report(self.memory_plan, list(arg_bytes), list(roles or []), buffers,
-                           self.outputs, {st.out for st in self.steps if st.donate in donated},
-                           [is_backward(st.plan.fusion) for st in self.steps])
+        return report_steps(self.memory_plan, self.steps, self.arg_types, self.outputs,
+                            arg_bytes, roles, donated)
 
     def _arena(self, arg_bytes: list[int]) -> None:
         """Allocate the arena once (kept for every later run) and cut its views."""
@@ -219,5 +199,5 @@ class CudaProgram:
 
 
 def _view(arena: Any, offset: int, shape: tuple[int, ...], dtype: Any) -> Any:
-    n = _nbytes(shape, dtype)
+    n = nbytes(shape, dtype)
     return arena[offset:offset + n].view(dtype).reshape(shape)

@@ -186,27 +186,36 @@ def realize(*tensors: Tensor) -> None:
         if not outputs:
             _forget_realized()
             return
-    graph = extract(outputs)
-    engine, remat = get_engine(), get_remat()
+    results = _run_step(extract(outputs), outputs, get_engine(), "cpu")
+    for node, value in zip(outputs, results):
+        value = value.view()
+        value.flags.writeable = False
+        node.bind(value)
+    _forget_realized()
+
+
+def _run_step(graph: PendingGraph, outputs: list[Node], engine: str, device: str,
+              backend: Any = None) -> list[Any]:
+    """Look the graph's executable up (compiling on a miss), decide donation, run it.
+
+    The caller must not keep ``graph``: its nodes must not outlive the run. On a failure
+    the outputs that depend on it are poisoned -- all of them once donated buffers may
+    have been overwritten."""
+    remat = get_remat()
     label = engine if remat == "default" else f"{engine}, remat={remat}"
-    exe = CACHE.lookup(graph.key, partial(_compile, graph, engine, remat), label)
-    donated = donatable(graph, exe.donation_candidates, outputs)
+    exe = CACHE.lookup(graph.key, partial(_compile, graph, engine, remat, backend), label)
+    donated = donatable(graph, exe.donation_candidates, outputs, device)
     roles = [ROLES.get(n, "input") for n in graph.arg_nodes]
     buffers = graph.arg_buffers
-    del graph   # the nodes behind it must not outlive the run
+    del graph
     try:
-        results = exe.run(buffers, donated, roles)
+        return exe.run(buffers, donated, roles)
     except InterpreterError as e:
         failed = e.outputs if e.outputs is not None and not donated else range(len(outputs))
         _poison(outputs, tuple(failed), str(e) + (
             " (every result of the step fails: it had started overwriting donated buffers)"
             if donated else ""))
         raise RealizationError(str(e)) from e
-    for node, value in zip(outputs, results):
-        value = value.view()
-        value.flags.writeable = False
-        node.bind(value)
-    _forget_realized()
 
 
 def _forget_realized() -> None:
@@ -215,7 +224,7 @@ def _forget_realized() -> None:
             live_pending.discard(t)
 
 
-def _upload_host_arguments(graph: PendingGraph) -> None:
+def _upload_host_arguments(graph: PendingGraph) -> PendingGraph:
     """Device-less host arguments (random keys, optimizer scalars such as the learning
     rate) as device copies for this run: packed into one host buffer, each at a 64-byte
     aligned offset, so a step pays one host-to-device copy however many there are."""
@@ -229,7 +238,7 @@ def _upload_host_arguments(graph: PendingGraph) -> None:
             raise RuntimeError(f"realize: {graph.describe_value(a)} is on {node.device} but "
                                "the step runs on cuda (move it with .to('cuda'))")
     if not host:
-        return
+        return graph
     offsets, end = [], 0
     for a in host:
         offsets.append(end)
@@ -243,6 +252,7 @@ def _upload_host_arguments(graph: PendingGraph) -> None:
         b = graph.arg_buffers[a]
         storage = storage_dtype(b.dtype)
         graph.arg_buffers[a] = device[off:off + b.nbytes].view(storage).reshape(b.shape)
+    return graph
 
 
 def _realize_cuda(outputs: list[Node]) -> None:
@@ -254,24 +264,8 @@ def _realize_cuda(outputs: list[Node]) -> None:
     from nova.runtime import cuda_runtime
 
     be = cuda_runtime.backend()
-    graph = extract(outputs, "cuda", be.key())
-    _upload_host_arguments(graph)
-    remat = get_remat()
-    label = "cuda" if remat == "default" else f"cuda, remat={remat}"
-    exe = CACHE.lookup(graph.key, partial(_compile, graph, "cuda", remat, be), label)
-    donated = donatable(graph, exe.donation_candidates, outputs, "cuda")
-    roles = [ROLES.get(n, "input") for n in graph.arg_nodes]
-    buffers = graph.arg_buffers
-    del graph   # the nodes behind it must not outlive the run
-    try:
-        results = exe.run(buffers, donated, roles)
-    except InterpreterError as e:
-        failed = e.outputs if e.outputs is not None and not donated else range(len(outputs))
-        _poison(outputs, tuple(failed), str(e) + (
-            " (every result of the step fails: it had started overwriting donated buffers)"
-            if donated else ""))
-        raise RealizationError(str(e)) from e
-    del buffers
+    results = _run_step(_upload_host_arguments(extract(outputs, "cuda", be.key())), outputs,
+                        "cuda", "cuda", be)
     for node, value in zip(outputs, results):
         node.bind(value, "cuda")
 

@@ -1,0 +1,89 @@
+"""What both engines (cpu, cuda) do with a step's kernels to plan and report its memory.
+
+An engine turns its fused kernels into steps (each with ``plan``, ``inputs``, ``out``,
+``shape``, ``np_dtype``, ``scratch`` and, once planned, ``donate``); from those this
+module builds the planner's view (``KernelUse``), runs ``plan_memory`` and reports the
+plan. The engines differ only in how they allocate the arena and launch kernels.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from nova.compiler import dialect as nd
+from nova.compiler.lowering.plan import KernelPlan
+from nova.runtime.memory_plan import KernelUse, MemoryPlan, plan_memory
+from nova.runtime.memory_report import Buffer, MemoryReport, is_backward, plan_report
+from nova.tensor import dtypes as dt
+
+
+def nbytes(shape: tuple[int, ...], dtype: Any) -> int:
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+
+
+def np_dtype(element_type: Any) -> np.dtype:
+    """The numpy dtype of an MLIR element type."""
+    return dt.from_mlir(nd.element_name(element_type)).np
+
+
+def pointwise_inputs(plan: KernelPlan) -> frozenset[int]:
+    """Positions of the inputs that an elementwise kernel reads only at the output's own
+    index: every op downstream of the input is pointwise and shaped like the output. Its
+    result may then be written over that input (element i is read before it is written,
+    by the same thread, in the same vector lane)."""
+    if plan.kind != "elementwise":
+        return frozenset()
+    out_type = plan.fusion.outputs[0].type
+    found = []
+    for i, arg in enumerate(plan.fusion.body.block.args):
+        if arg.type != out_type:
+            continue
+        ok, frontier, seen = True, [u.operation for u in arg.uses], set()
+        while frontier and ok:
+            op = frontier.pop()
+            if id(op) in seen:
+                continue
+            seen.add(id(op))
+            if op.name == "nova.yield":
+                continue
+            if (op.name.removeprefix("nova.") not in nd.ELEMENTWISE
+                    or op.results[0].type.get_shape() != out_type.get_shape()):
+                ok = False
+            else:
+                frontier += [u.operation for u in op.results[0].uses]
+        if ok:
+            found.append(i)
+    return frozenset(found)
+
+
+def plan_steps(steps: Sequence[Any], n_args: int, arg_types: Sequence[tuple[Any, Any]],
+               outputs: tuple[int, ...], reorder: bool = True
+               ) -> tuple[MemoryPlan, list[KernelUse]]:
+    """The memory plan of ``steps`` (in program order); sets each step's ``donate``."""
+    uses = [KernelUse(st.inputs, st.out, nbytes(st.shape, st.np_dtype),
+                      nbytes(*st.scratch) if st.scratch else 0,
+                      frozenset(st.inputs[i] for i in pointwise_inputs(st.plan)),
+                      np.dtype(st.np_dtype).name)
+            for st in steps]
+    arg_dtypes = [np.dtype(np_dtype(t)).name for _, t in arg_types]
+    arg_nbytes = [nbytes(s, np.dtype(d)) for (s, _), d in zip(arg_types, arg_dtypes)]
+    plan = plan_memory(n_args, uses, outputs, arg_nbytes, arg_dtypes, reorder=reorder)
+    for k, a in plan.donate.items():
+        steps[k].donate = a
+    return plan, uses
+
+
+def report_steps(plan: MemoryPlan, steps: Sequence[Any], arg_types: Sequence[tuple[Any, Any]],
+                 outputs: tuple[int, ...], arg_bytes: Sequence[int] | None,
+                 roles: Sequence[str] | None, donated: frozenset[int]) -> MemoryReport:
+    """The memory report of ``steps`` (in plan order) run with these arguments."""
+    if arg_bytes is None:
+        arg_bytes = [nbytes(s, np.dtype(np_dtype(t))) for s, t in arg_types]
+    buffers = {st.out: Buffer(nbytes(st.shape, st.np_dtype), st.shape,
+                              np.dtype(st.np_dtype).name, f"{st.plan.name} ({st.plan.kind})")
+               for st in steps}
+    return plan_report(plan, list(arg_bytes), list(roles or []), buffers, outputs,
+                       {st.out for st in steps if st.donate in donated},
+                       [is_backward(st.plan.fusion) for st in steps])

@@ -34,7 +34,8 @@ from pathlib import Path
 import numpy as np
 
 import nova as nv
-from benchmarks.common import median_time
+from benchmarks.common import median_time, preset_products
+from nova.compiler.device import detect_cpu
 
 STAT = {"stat": "median"}
 
@@ -57,8 +58,7 @@ def _time(fn, reps: int) -> float:
         fn()
         best = min(best, time.perf_counter() - t0)
     return best
-from models.gpt import preset
-from nova.compiler.device import detect_cpu
+
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,12 +70,7 @@ def shapes(tokens: int) -> list[tuple[str, int, int, int, bool, bool]]:
     """(label, M, K, N, transpose_a, transpose_b) as the step computes them."""
     out = [(f"square {n}", n, n, n, False, False) for n in (256, 512, 1024, 2048)]
     for name in ("small", "medium", "gpt-42m"):
-        d, v = preset(name).d, preset(name).vocab
-        for layer, (k, n) in {"qkv": (d, 3 * d), "mlp up": (d, 4 * d), "mlp down": (4 * d, d),
-                              "lm head": (d, v)}.items():
-            out.append((f"{name} {layer} fwd", tokens, k, n, False, True))     # x @ W^T
-            out.append((f"{name} {layer} dX", tokens, n, k, False, False))     # dY @ W
-            out.append((f"{name} {layer} dW", n, tokens, k, True, False))      # dY^T @ X
+        out += preset_products(name, tokens)
     return out
 
 

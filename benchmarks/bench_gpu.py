@@ -40,6 +40,7 @@ os.environ.setdefault("CUPY_TF32", "1")     # before CuPy is imported anywhere
 import numpy as np
 
 import nova as nv
+from benchmarks.common import preset_products
 from models.gpt import preset
 
 
@@ -48,12 +49,7 @@ def gemm_shapes(tokens: int, quick: bool) -> list[tuple[str, int, int, int, bool
     sizes = (1024, 4096) if quick else (1024, 2048, 4096, 8192)
     out = [(f"square {n}", n, n, n, False, False) for n in sizes]
     for name in (("medium",) if quick else ("medium", "gpt-42m", "gpt-144m")):
-        d, v = preset(name).d, preset(name).vocab
-        for layer, (k, n) in {"qkv": (d, 3 * d), "mlp up": (d, 4 * d), "mlp down": (4 * d, d),
-                              "lm head": (d, v)}.items():
-            out.append((f"{name} {layer} fwd", tokens, k, n, False, True))     # x @ W^T
-            out.append((f"{name} {layer} dX", tokens, n, k, False, False))     # dY @ W
-            out.append((f"{name} {layer} dW", n, tokens, k, True, False))      # dY^T @ X
+        out += preset_products(name, tokens)
     return out
 
 

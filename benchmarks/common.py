@@ -107,5 +107,19 @@ def median_time(fn: Callable[[], object], reps: int, warmup: int = 2) -> float:
     return float(np.median(times))
 
 
+def preset_products(name: str, tokens: int) -> list[tuple[str, int, int, int, bool, bool]]:
+    """The GEMMs of one training step of GPT preset ``name`` over ``tokens`` tokens, as
+    (label, M, K, N, transpose_a, transpose_b): each linear layer's forward and both
+    backward products."""
+    d, v = preset(name).d, preset(name).vocab
+    out = []
+    for layer, (k, n) in {"qkv": (d, 3 * d), "mlp up": (d, 4 * d), "mlp down": (4 * d, d),
+                          "lm head": (d, v)}.items():
+        out.append((f"{name} {layer} fwd", tokens, k, n, False, True))     # x @ W^T
+        out.append((f"{name} {layer} dX", tokens, n, k, False, False))     # dY @ W
+        out.append((f"{name} {layer} dW", n, tokens, k, True, False))      # dY^T @ X
+    return out
+
+
 def dump(result: Result) -> str:
     return json.dumps(result.to_json())

@@ -119,7 +119,7 @@ def set_memory_limit(nbytes: int | None) -> None:
     """Refuse (with ``NovaOutOfMemoryError`` and the plan's report) any step whose planned
     peak exceeds ``nbytes``; ``None`` removes the limit. Applies to steps compiled later
     and to steps that have not run yet."""
-    from nova.runtime.cpu_engine import MEMORY_LIMIT
+    from nova.runtime.step_memory import MEMORY_LIMIT
     if nbytes is not None and (not isinstance(nbytes, int) or nbytes <= 0):
         raise ValueError(f"set_memory_limit: expected a positive number of bytes or None, "
                          f"got {nbytes!r}")

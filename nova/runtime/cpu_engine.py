@@ -26,9 +26,8 @@ from nova.compiler.passes.fusion import fuse
 from nova.runtime import threads
 from nova.runtime.interpreter import InterpreterError, affected_outputs, run_region
 from nova.runtime.kernel_cache import KERNELS, KernelFn
-from nova.runtime.memory_plan import NovaOutOfMemoryError
 from nova.runtime.memory_report import MemoryReport
-from nova.runtime.step_memory import nbytes, plan_steps, report_steps
+from nova.runtime.step_memory import allocate_arena, cut_arena, plan_steps, report_steps
 
 # The active ``nv.debug.profile()`` collector, if any: (kernel, description, seconds).
 PROFILE: list[list[tuple[str, str, float]]] = []
@@ -92,29 +91,10 @@ class CpuProgram:
 
     def _arena(self, arg_bytes: list[int]) -> None:
         """Allocate the arena (once; it is kept for every later run) and cut its views."""
-        mp = self.memory_plan
-        report = self.memory_report(arg_bytes)
-        limit = MEMORY_LIMIT[0]
-        try:
-            if limit is not None and report.peak_bytes > limit:
-                raise MemoryError
-            arena = np.empty(max(mp.arena_bytes, 1), dtype=np.uint8)
-        except MemoryError:
-            where = (f"the memory limit of {limit / 2**20:.1f} MiB (nv.debug.set_memory_limit)"
-                     if limit is not None else "the memory available")
-            raise NovaOutOfMemoryError(
-                f"nova: the step needs {report.peak_bytes / 2**20:.1f} MiB, more than {where}."
-                f"\n{report}\nTo use less: nv.set_remat('aggressive') (recompute attention "
-                "scores and MLP activations in the backward), a smaller batch or sequence, "
-                "or a smaller model.") from None
-        views = {}
-        for st in self.steps:
-            if st.out in mp.offsets:
-                views[st.out] = _view(arena, mp.offsets[st.out], st.shape, st.np_dtype)
-        self._scratch_views = [None] * len(self.steps)
-        for k, off in mp.scratch_offsets.items():
-            p = mp.order.index(k)
-            self._scratch_views[p] = _view(arena, off, *self.steps[p].scratch)
+        arena = allocate_arena(self.memory_plan, self.memory_report(arg_bytes),
+                               lambda n: np.empty(n, dtype=np.uint8), (MemoryError,), "step")
+        views, self._scratch_views = cut_arena(arena, self.memory_plan, self.steps,
+                                               lambda st: st.np_dtype)
         self._arena_buffer = arena
         self._views = views
         self._ptrs, self._moving = [], []
@@ -213,14 +193,3 @@ class CpuProgram:
                 values[i] = None
         self._values = None
         return [values[i] for i in self.outputs]
-
-
-# The most bytes a step may plan for (None: whatever allocation succeeds); set with
-# ``nv.debug.set_memory_limit`` or NOVA_MEMORY_LIMIT_MB.
-MEMORY_LIMIT: list[int | None] = [int(float(os.environ["NOVA_MEMORY_LIMIT_MB"]) * 2**20)
-                                  if os.environ.get("NOVA_MEMORY_LIMIT_MB") else None]
-
-
-def _view(arena: np.ndarray, offset: int, shape: tuple[int, ...], dtype) -> np.ndarray:
-    n = nbytes(shape, dtype)
-    return arena[offset:offset + n].view(dtype).reshape(shape)

@@ -27,16 +27,19 @@ from xdsl.dialects.builtin import ModuleOp
 
 from nova.compiler.lowering.plan import KernelPlan, plan_kernels
 from nova.compiler.passes.fusion import fuse
-from nova.runtime import cpu_engine
 from nova.runtime.cuda_runtime import (
     CudaCompileError,
     DeviceBackend,
     dump_failed_source,
 )
 from nova.runtime.interpreter import InterpreterError, affected_outputs
-from nova.runtime.memory_plan import NovaOutOfMemoryError
 from nova.runtime.memory_report import MemoryReport
-from nova.runtime.step_memory import nbytes, plan_steps, report_steps
+from nova.runtime.step_memory import (
+    allocate_arena,
+    cut_arena,
+    plan_steps,
+    report_steps,
+)
 from nova.tensor.trace import storage_dtype
 
 
@@ -123,28 +126,12 @@ class CudaProgram:
 
     def _arena(self, arg_bytes: list[int]) -> None:
         """Allocate the arena once (kept for every later run) and cut its views."""
-        mp, xp = self.memory_plan, self.backend.xp
-        report = self.memory_report(arg_bytes)
-        limit = cpu_engine.MEMORY_LIMIT[0]
-        try:
-            if limit is not None and report.peak_bytes > limit:
-                raise MemoryError
-            arena = xp.empty(max(mp.arena_bytes, 1), dtype=np.uint8)
-        except self.backend.oom_errors:
-            where = (f"the memory limit of {limit / 2**20:.1f} MiB (nv.debug.set_memory_limit)"
-                     if limit is not None else "the GPU memory available")
-            raise NovaOutOfMemoryError(
-                f"nova: the CUDA step needs {report.peak_bytes / 2**20:.1f} MiB, more than "
-                f"{where}.\n{report}\nTo use less: nv.set_remat('aggressive'), a smaller "
-                "batch or sequence, or a smaller model.") from None
-        views = {}
-        for st in self.steps:
-            if st.out in mp.offsets:
-                views[st.out] = _view(arena, mp.offsets[st.out], st.shape, st.storage)
-        self._scratch_views = [None] * len(self.steps)
-        for k, off in mp.scratch_offsets.items():
-            p = mp.order.index(k)
-            self._scratch_views[p] = _view(arena, off, *self.steps[p].scratch)
+        xp = self.backend.xp
+        arena = allocate_arena(self.memory_plan, self.memory_report(arg_bytes),
+                               lambda n: xp.empty(n, dtype=np.uint8), self.backend.oom_errors,
+                               "CUDA step")
+        views, self._scratch_views = cut_arena(arena, self.memory_plan, self.steps,
+                                               lambda st: st.storage)
         self._arena_buffer = arena
         self._views = views
 
@@ -196,8 +183,3 @@ class CudaProgram:
             raise InterpreterError(f"cuda: kernel {names} reported an index out of range or "
                                    "an integer division by zero", tuple(sorted(affected)))
         return results
-
-
-def _view(arena: Any, offset: int, shape: tuple[int, ...], dtype: Any) -> Any:
-    n = nbytes(shape, dtype)
-    return arena[offset:offset + n].view(dtype).reshape(shape)

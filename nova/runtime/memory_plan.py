@@ -30,7 +30,6 @@ last reader. The plan decides, ahead of time and once per compiled step:
 """
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 
 
@@ -143,20 +142,19 @@ def _schedule(n_args: int, kernels: list[KernelUse], outputs: set[int],
         return alloc - freed
 
     ready = [k for k in range(len(kernels)) if remaining[k] == 0]
-    heapq.heapify(ready)
     order: list[int] = []
     while ready:
-        pick = next((k for k in sorted(ready)
-                     if kernels[k].writes in outputs and growth(k) <= 0), ready[0])
+        ready.sort()
+        pick = next((k for k in ready if kernels[k].writes in outputs and growth(k) <= 0),
+                    ready[0])
         ready.remove(pick)
-        heapq.heapify(ready)
         order.append(pick)
         for s in set(kernels[pick].reads):
             readers_left[s] -= 1
         for u in users[pick]:
             remaining[u] -= 1
             if remaining[u] == 0:
-                heapq.heappush(ready, u)
+                ready.append(u)
     if len(order) != len(kernels):
         raise AssertionError("memory plan: the kernel graph has a cycle")
     return order

@@ -7,16 +7,23 @@ plan. The engines differ only in how they allocate the arena and launch kernels.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from nova.compiler import dialect as nd
 from nova.compiler.lowering.plan import KernelPlan
-from nova.runtime.memory_plan import KernelUse, MemoryPlan, plan_memory
+from nova.runtime.memory_plan import KernelUse, MemoryPlan, NovaOutOfMemoryError, plan_memory
 from nova.runtime.memory_report import Buffer, MemoryReport, is_backward, plan_report
 from nova.tensor import dtypes as dt
+
+
+# The most bytes a step may plan for (None: whatever allocation succeeds); set with
+# ``nv.debug.set_memory_limit`` or NOVA_MEMORY_LIMIT_MB.
+MEMORY_LIMIT: list[int | None] = [int(float(os.environ["NOVA_MEMORY_LIMIT_MB"]) * 2**20)
+                                  if os.environ.get("NOVA_MEMORY_LIMIT_MB") else None]
 
 
 def nbytes(shape: tuple[int, ...], dtype: Any) -> int:
@@ -87,3 +94,42 @@ def report_steps(plan: MemoryPlan, steps: Sequence[Any], arg_types: Sequence[tup
     return plan_report(plan, list(arg_bytes), list(roles or []), buffers, outputs,
                        {st.out for st in steps if st.donate in donated},
                        [is_backward(st.plan.fusion) for st in steps])
+
+
+def allocate_arena(plan: MemoryPlan, report: MemoryReport, allocate: Callable[[int], Any],
+                   oom_errors: tuple[type[BaseException], ...], what: str) -> Any:
+    """``allocate(plan.arena_bytes)``, or ``NovaOutOfMemoryError`` naming the step
+    (``what``), its report and the knobs that reduce it, when the planned peak exceeds
+    ``MEMORY_LIMIT`` or the allocation fails."""
+    limit = MEMORY_LIMIT[0]
+    try:
+        if limit is not None and report.peak_bytes > limit:
+            raise MemoryError
+        return allocate(max(plan.arena_bytes, 1))
+    except oom_errors:
+        where = (f"the memory limit of {limit / 2**20:.1f} MiB (nv.debug.set_memory_limit)"
+                 if limit is not None else "the memory available")
+        raise NovaOutOfMemoryError(
+            f"nova: the {what} needs {report.peak_bytes / 2**20:.1f} MiB, more than {where}."
+            f"\n{report}\nTo use less: nv.set_remat('aggressive') (recompute attention "
+            "scores and MLP activations in the backward), a smaller batch or sequence, "
+            "or a smaller model.") from None
+
+
+def cut_arena(arena: Any, plan: MemoryPlan, steps: Sequence[Any],
+              dtype_of: Callable[[Any], Any]) -> tuple[dict[int, Any], list[Any]]:
+    """Each intermediate's view of the arena (by slot, in ``dtype_of(step)``) and each
+    step's scratch view (by position in plan order; None without scratch)."""
+    views = {st.out: _view(arena, plan.offsets[st.out], st.shape, dtype_of(st))
+             for st in steps if st.out in plan.offsets}
+    scratch: list[Any] = [None] * len(steps)
+    position = {k: p for p, k in enumerate(plan.order)}
+    for k, off in plan.scratch_offsets.items():
+        p = position[k]
+        scratch[p] = _view(arena, off, *steps[p].scratch)
+    return views, scratch
+
+
+def _view(arena: Any, offset: int, shape: tuple[int, ...], dtype: Any) -> Any:
+    n = nbytes(shape, dtype)
+    return arena[offset:offset + n].view(dtype).reshape(shape)

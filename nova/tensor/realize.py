@@ -96,11 +96,11 @@ def donatable(graph: PendingGraph, candidates: frozenset[int],
     if not candidates:
         return frozenset()
     in_graph = _references_in(graph.pending_nodes)   # (no loop variable left holding one)
+    owner = _sole_owner if device == "cpu" else _sole_device_owner
     ok = set()
     for a in candidates:
         node = graph.arg_nodes[a]
         # beyond the graph's references: the arg_nodes list and the local ``node``
-        owner = _sole_owner if device == "cpu" else _sole_device_owner
         if sys.getrefcount(node) - _BASE_REFS - 1 - in_graph.get(id(node), 0) == 0 \
                 and owner(graph.arg_buffers[a]):
             ok.add(a)

@@ -6,17 +6,21 @@ bandwidth, all measured in this run (ratios, not absolute claims).
 For each case the bytes counted are the minimum a kernel must move (inputs read once,
 outputs written once); time is the median of ``--reps`` replays of the cached step,
 including Nova's per-step Python work (recording the graph, hashing it, dispatch).
-It also reports the per-kernel dispatch overhead of a replay.
+It also reports the per-kernel dispatch overhead of a replay, and what handing half of
+a kernel to a worker thread costs (``nova.runtime.threads``) with the worker spinning and
+after it went to sleep.
 """
 from __future__ import annotations
 
 import argparse
+import ctypes
+import time
 
 import numpy as np
 
 import nova as nv
-from benchmarks.common import median_time
 import nova.nn.functional as F
+from benchmarks.common import median_time
 
 
 def _np_softmax_fb(x, g):
@@ -94,6 +98,44 @@ def dispatch_overhead(reps: int) -> tuple[float, int]:
     return median_time(step, reps) / kernels, kernels
 
 
+def handoff_overhead(reps: int) -> tuple[float, float]:
+    """Seconds the worker pool adds to a kernel split in two: (workers spinning, workers
+    asleep). Both against the same kernel run whole on the calling thread (an add of
+    16 x 4096 floats), so what remains is the launch, the wait and any imbalance."""
+    from nova.runtime import threads
+    from nova.runtime.cache import CACHE
+    if threads.pool() is None:
+        return float("nan"), float("nan")
+    src = np.ones((16, 4096), np.float32)
+    nv.realize(nv.tensor(src) + 1.0)
+    program = CACHE.last._program
+    step = program.steps[0]
+    table = program._ptrs[0]
+    out = np.empty(step.shape, step.np_dtype)
+    for j, slot in program._moving[0]:
+        table[j] = (out if slot == step.out else src).ctypes.data
+    extent = step.plan.schedule.parallel_extent
+    halves = threads.ranges_array([(0, extent // 2), (extent // 2, extent)])
+    address = ctypes.cast(step.fn, ctypes.c_void_p).value
+    pool = threads.pool()
+
+    def whole():
+        step.fn(table, 0, extent)
+
+    def split():
+        pool.run(step.fn, address, ctypes.addressof(table), halves, 2)
+
+    def split_after_sleep():
+        time.sleep(4 * threads.SPIN_SECONDS)     # the worker gives up spinning
+        t0 = time.perf_counter()
+        split()
+        return time.perf_counter() - t0
+    alone = median_time(whole, reps * 20)
+    spinning = median_time(split, reps * 20) - alone / 2
+    asleep = float(np.median([split_after_sleep() for _ in range(reps)])) - alone / 2
+    return spinning, asleep
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     p = argparse.ArgumentParser(prog="python -m benchmarks.bench_ops", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -122,6 +164,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     per_kernel, n = dispatch_overhead(args.reps)
     print(f"replay overhead: {per_kernel * 1e6:.1f} us per kernel (a step of {n} tiny kernels, "
           "recording and hashing included)")
+    spinning, asleep = handoff_overhead(args.reps)
+    print(f"thread hand-off: +{spinning * 1e6:.1f} us per split kernel with the workers "
+          f"spinning, +{asleep * 1e6:.0f} us when they sleep")
     return rows
 
 

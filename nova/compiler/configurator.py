@@ -40,9 +40,13 @@ high-performance BLIS", TOMS 2016): C += A B is computed as
 - Partial sums across K blocks accumulate in the output (C += per block); when the
   output cannot hold float32 partials (an epilogue that casts), K is not blocked.
 
-Parallel split: a kernel is split across threads only when each thread gets at least
-``min_parallel_work`` loop iterations; below that the ~20 us of dispatching a chunk to
-another thread costs more than the chunk's work (at ~1 ns per simple iteration).
+Parallel split: a kernel is split into n chunks only when its estimated time T is at
+least n x ``DISPATCH_SECONDS``, the cost of handing a chunk to a spinning worker and
+waiting for it (``nova.runtime.threads``; measured ~4 us with the launch and join
+calls): n = min(threads, extent, floor(T / DISPATCH_SECONDS)), so a kernel is split in
+two only when T / 2 + DISPATCH_SECONDS <= T. T (``estimated_seconds``): a tiled GEMM's
+2 M N K FLOPs at one core's peak; any other kernel ~1 ns per iteration of its loop nest
+(a vectorized float32 element streams 8-12 bytes at ~10 GB/s per core).
 
 Classification: arithmetic intensity (FLOPs per byte moved) against the machine balance
 (peak FLOP/s / bandwidth): below it a kernel is memory-bound and its schedule only needs
@@ -54,7 +58,7 @@ from dataclasses import dataclass
 
 from nova.compiler.device import CpuSpec
 
-DISPATCH_SECONDS = 20e-6
+DISPATCH_SECONDS = 5e-6
 C_TRAFFIC_SHARE = 0.1     # C tile memory traffic per K block, as a share of its FMA time
 MIN_MC_PANELS = 4         # A micro-panels an MC block holds at least
 SECONDS_PER_ITERATION = 1e-9
@@ -179,14 +183,24 @@ def elementwise_unroll(spec: CpuSpec) -> int:
     return max(1, min(spec.fma_latency * spec.fma_units, spec.vector_registers // 4))
 
 
-def min_parallel_work(spec: CpuSpec) -> int:
-    """Iterations a thread must get to be worth dispatching (see module docstring)."""
-    return int(DISPATCH_SECONDS / SECONDS_PER_ITERATION)
+def estimated_seconds(strategy: str, loops: tuple[int, ...], spec: CpuSpec,
+                      panel: int = 1) -> float:
+    """A kernel's time on one core for the thread split (see module docstring): a tiled
+    GEMM (loops = (micro-panels, other extent, K), ``panel`` rows or columns per
+    micro-panel) at the core's peak FLOP/s, anything else at ``SECONDS_PER_ITERATION``."""
+    work = 1
+    for n in loops:
+        work *= n
+    if strategy == "tiled":
+        return 2.0 * work * panel / (spec.peak_flops / max(spec.cores, 1))
+    return work * SECONDS_PER_ITERATION
 
 
-def thread_chunks(extent: int, work: int, threads: int, spec: CpuSpec) -> list[tuple[int, int]]:
-    """Split ``[0, extent)`` of a kernel with ``work`` iterations across ``threads``."""
-    n = min(threads, extent, max(1, work // max(min_parallel_work(spec), 1)))
+def thread_chunks(extent: int, seconds: float, threads: int,
+                  spec: CpuSpec) -> list[tuple[int, int]]:
+    """Split ``[0, extent)`` of a kernel estimated at ``seconds`` across ``threads``:
+    n = min(threads, extent, floor(seconds / DISPATCH_SECONDS)) equal chunks."""
+    n = min(threads, extent, max(1, int(seconds / DISPATCH_SECONDS)))
     if n <= 1:
         return [(0, extent)]
     step = -(-extent // n)

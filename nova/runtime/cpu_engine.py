@@ -21,6 +21,8 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
+from nova.compiler.configurator import estimated_seconds
+from nova.compiler.device import detect_cpu
 from nova.compiler.lowering.plan import KernelPlan, plan_kernels
 from nova.compiler.passes.fusion import fuse
 from nova.runtime import threads
@@ -42,7 +44,7 @@ class Step:
     shape: tuple[int, ...]
     np_dtype: np.dtype
     scratch: tuple[tuple[int, ...], np.dtype] | None
-    work: int
+    seconds: float             # estimated one-core time, for the thread split
     donate: int | None = None   # the argument slot this kernel may write its result over
 
 
@@ -67,12 +69,12 @@ class CpuProgram:
             out = len(slot)
             slot[op.results[0]] = out
             shape, dtype = plan.out
-            work = 1
-            for n in plan.schedule.loops:
-                work *= n
+            sch = plan.schedule
+            panel = (sch.tile[0] if sch.split == "m" else sch.tile[1]) if sch.tile else 1
+            seconds = estimated_seconds(sch.strategy, sch.loops, detect_cpu(), panel)
             scratch = (plan.scratch[0], plan.scratch[1].np) if plan.scratch else None
             steps.append(Step(plan, KERNELS.get(plan), tuple(slot[v] for v in op.inputs),
-                              out, shape, dtype.np, scratch, work))
+                              out, shape, dtype.np, scratch, seconds))
         self.outputs = tuple(slot[v] for v in fn.body.block.last_op.operands)
         self.memory_plan, self.uses = plan_steps(steps, self.n_args, self.arg_types,
                                                  self.outputs, reorder)
@@ -81,6 +83,8 @@ class CpuProgram:
         self._views: dict[int, np.ndarray] | None = None   # slot -> its view of the arena
         self._ranges: list[list[tuple[int, int]]] | None = None   # per kernel: thread chunks
         self._ranges_threads = 0
+        self._range_arrays: list[ctypes.Array] = []   # per kernel: its chunks, flat
+        self._addresses: list[int] = []               # per kernel: its entry point
         self._values: list[np.ndarray | None] | None = None
         self._scratch_views: list[np.ndarray | None] = []
 
@@ -145,10 +149,8 @@ class CpuProgram:
         if len(ranges) == 1:
             rc = st.fn(ptrs, 0, ranges[0][1])
         else:
-            pool = threads.pool()
-            futures = [pool.submit(st.fn, ptrs, a, b) for a, b in ranges[1:]]
-            rc = st.fn(ptrs, ranges[0][0], ranges[0][1])
-            rc = max([rc] + [f.result() for f in futures])
+            rc = threads.pool().run(st.fn, self._addresses[k], ctypes.addressof(ptrs),
+                                    self._range_arrays[k], len(ranges))
         if rc:
             affected = affected_outputs([s.inputs for s in self.steps],
                                         [s.out for s in self.steps], self.outputs, k)
@@ -169,8 +171,10 @@ class CpuProgram:
             self._arena([a.nbytes for a in values[:self.n_args]])
         if self._ranges is None or threads.get_num_threads() != self._ranges_threads:
             self._ranges_threads = threads.get_num_threads()
-            self._ranges = [threads.chunks(st.plan.schedule.parallel_extent, st.work)
+            self._ranges = [threads.chunks(st.plan.schedule.parallel_extent, st.seconds)
                             for st in self.steps]
+            self._range_arrays = [threads.ranges_array(r) for r in self._ranges]
+            self._addresses = [ctypes.cast(st.fn, ctypes.c_void_p).value for st in self.steps]
         views = self._views
         self._values = values
         timing = bool(PROFILE)

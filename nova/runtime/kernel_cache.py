@@ -15,9 +15,11 @@ import hashlib
 import os
 import tempfile
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
+from llvmlite import ir
 
 from nova.compiler.codegen.llvm import module_for
 from nova.compiler.lowering.plan import FORMAT_VERSION, KernelPlan
@@ -55,6 +57,23 @@ class _Jit:
         self.data_layout = str(self.tm.target_data)
         self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
         self.lock = threading.Lock()
+
+    def load(self, module: ir.Module, names: Sequence[str]) -> dict[str, int]:
+        """Compile ``module`` (runtime support code, not a kernel: small, built once per
+        process, never cached on disk) at O3 and return the addresses of ``names``."""
+        mod = llvm.parse_assembly(str(module))
+        mod.verify()
+        pto = llvm.create_pipeline_tuning_options(speed_level=3)
+        pb = llvm.create_pass_builder(self.tm, pto)
+        pb.getModulePassManager().run(mod, pb)
+        with self.lock:
+            self.engine.add_module(mod)
+            self.engine.finalize_object()
+            addresses = {name: self.engine.get_function_address(name) for name in names}
+        missing = [name for name, addr in addresses.items() if not addr]
+        if missing:
+            raise CompileError(f"{module.name}: symbols {missing} not found after loading")
+        return addresses
 
     def host_key(self) -> str:
         raw = f"{FORMAT_VERSION}|{llvm.llvm_version_info}|{self.cpu}|{self.features}"

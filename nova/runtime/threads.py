@@ -1,24 +1,147 @@
 """Running kernels on all cores.
 
 Mechanism: each kernel takes a ``[start, end)`` range of its parallel dimension, and the
-runtime calls it through ctypes from a small pool of Python threads. ctypes releases the
-GIL for the duration of a foreign call, so the chunks run truly in parallel, with no
-native threading runtime to ship or find (OpenMP would need libgomp on the user's
-machine; a hand-written pthread pool in generated IR would be a second runtime to
-maintain). The price is a Python-level dispatch per kernel (measured by
-``benchmarks/bench_ops.py``); small kernels run on the calling thread only.
+runtime hands the ranges to ``threads - 1`` worker threads plus the calling thread. The
+workers are Python threads that spend their life inside one native function,
+``nova_pool_worker`` (LLVM IR from ``nova.compiler.codegen.pool``, JIT-compiled once
+per process): ctypes releases the GIL for the call, and the worker spins on its ticket,
+runs the chunks it is handed and counts them done, all without Python. A worker that
+gets no chunk for ``SPIN_SECONDS`` returns to Python and sleeps on a condition variable
+until the caller wakes it. So there is no native threading runtime to ship or find
+(OpenMP would need libgomp on the user's machine), and handing a chunk to a spinning
+worker costs about a microsecond instead of the 50-150 us of a ``ThreadPoolExecutor``
+round trip, which is what lets the configurator split kernels of tens of microseconds
+(``benchmarks/bench_ops.py`` measures the hand-off).
+
+Spinning keeps a core busy for up to ``SPIN_SECONDS`` after the last parallel kernel,
+the same trade OpenBLAS and OpenMP runtimes make: a training step's kernels come every
+few microseconds to milliseconds, and a worker that slept between them would pay the
+wake-up (tens of microseconds natively, far more on a VM whose idle vCPU is descheduled)
+on every kernel. ``NOVA_SPIN_US`` overrides it (0: sleep at once).
 """
 from __future__ import annotations
 
+import atexit
+import ctypes
 import os
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from collections.abc import Sequence
+from functools import lru_cache
 
+from nova.compiler.codegen.pool import (
+    IDLE,
+    LINE,
+    SEEN,
+    TICKET,
+    pool_module,
+    state_words,
+    thread_word,
+)
 from nova.compiler.configurator import thread_chunks
 from nova.compiler.device import detect_cpu
 
-_state = {"threads": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-          else (os.cpu_count() or 1), "pool": None}
+SPIN_SECONDS = 2e-3
+SPINS_PER_SECOND_WITHOUT_TSC = 1e8   # spin iterations per second off x86 (rough)
 
+_state: dict = {"threads": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                else (os.cpu_count() or 1), "pool": None}
+
+_i64p = ctypes.POINTER(ctypes.c_int64)
+
+
+@lru_cache(maxsize=1)
+def _native() -> tuple:
+    """(worker, launch, join, stop) as ctypes functions, compiled on first use."""
+    from nova.runtime.kernel_cache import KERNELS
+    jit = KERNELS.jit
+    names = ("nova_pool_worker", "nova_pool_launch", "nova_pool_join", "nova_pool_stop")
+    addr = jit.load(pool_module(jit.triple, jit.data_layout), names)
+    i64 = ctypes.c_int64
+    return (ctypes.CFUNCTYPE(i64, _i64p, i64, i64)(addr[names[0]]),
+            ctypes.CFUNCTYPE(i64, _i64p, i64, i64, _i64p, i64)(addr[names[1]]),
+            ctypes.CFUNCTYPE(ctypes.c_int32, _i64p)(addr[names[2]]),
+            ctypes.CFUNCTYPE(i64, _i64p, i64)(addr[names[3]]))
+
+
+def _spin_units(seconds: float | None) -> int:
+    """``seconds`` (default ``SPIN_SECONDS``, or ``NOVA_SPIN_US``) in the worker's spin
+    clock: time-stamp counter ticks on x86 (the TSC runs at about the nominal clock),
+    else iterations."""
+    override = os.environ.get("NOVA_SPIN_US")
+    if seconds is None and not override:
+        seconds = SPIN_SECONDS
+    elif seconds is None:
+        try:
+            seconds = float(override) * 1e-6
+        except ValueError:
+            raise ValueError(f"NOVA_SPIN_US: expected microseconds, got {override!r}") from None
+    from nova.runtime.kernel_cache import KERNELS
+    if KERNELS.jit.triple.startswith(("x86_64", "i686", "i386")):
+        return int(seconds * detect_cpu().ghz * 1e9)
+    return int(seconds * SPINS_PER_SECOND_WITHOUT_TSC)
+
+
+class WorkerPool:
+    """The caller plus ``threads - 1`` spinning workers (see the module docstring);
+    ``spin_seconds`` overrides how long an idle worker spins before it sleeps."""
+
+    def __init__(self, threads: int, spin_seconds: float | None = None):
+        self.threads = threads
+        self._worker, self._launch, self._join, self._stop = _native()
+        words = state_words(threads)
+        self._buffer = (ctypes.c_int64 * (words + LINE))()    # + room to align to 64 B
+        aligned = -(-ctypes.addressof(self._buffer) // 64) * 64
+        self.words = (ctypes.c_int64 * words).from_address(aligned)
+        self.state = ctypes.cast(aligned, _i64p)
+        self._wake = threading.Condition()
+        self._busy = threading.Lock()
+        self._spin = _spin_units(spin_seconds)
+        self._workers = [threading.Thread(target=self._work, args=(w,), daemon=True,
+                                          name=f"nova-worker-{w}")
+                         for w in range(1, threads)]
+        for t in self._workers:
+            t.start()
+
+    def _work(self, w: int) -> None:
+        ticket, seen, idle = (thread_word(w, f) for f in (TICKET, SEEN, IDLE))
+        words = self.words
+        while self._worker(self.state, w, self._spin):   # 1: no work for a while
+            with self._wake:
+                while words[ticket] == words[seen]:
+                    self._wake.wait()
+                words[idle] = 0
+
+    def run(self, fn, fn_address: int, args_address: int, ranges: ctypes.Array,
+            n: int) -> int:
+        """Run kernel ``fn`` (at ``fn_address``) on the buffer table at ``args_address``
+        over the ``n`` chunks of ``ranges`` (``ranges_array``); the largest return code.
+        Another Python thread dispatching at the same time runs its chunks one after the
+        other on its own thread instead (correct, not parallel)."""
+        if n == 1 or not self._busy.acquire(blocking=False):
+            table = ctypes.cast(args_address, ctypes.POINTER(ctypes.c_void_p))
+            return max(fn(table, ranges[2 * i], ranges[2 * i + 1]) for i in range(n))
+        try:
+            if self._launch(self.state, fn_address, args_address, ranges, n):
+                with self._wake:
+                    self._wake.notify_all()
+            return self._join(self.state)
+        finally:
+            self._busy.release()
+
+    def close(self) -> None:
+        """Stop and join the workers (at exit, on ``set_num_threads``)."""
+        with self._busy:
+            self._stop(self.state, self.threads)
+            with self._wake:
+                self._wake.notify_all()
+            for t in self._workers:
+                t.join()
+
+
+def ranges_array(chunks: Sequence[tuple[int, int]]) -> ctypes.Array:
+    """``chunks`` as the flat (start, end) int64 array ``WorkerPool.run`` takes."""
+    flat = [v for chunk in chunks for v in chunk]
+    return (ctypes.c_int64 * len(flat))(*flat)
 
 
 def get_num_threads() -> int:
@@ -29,24 +152,39 @@ def set_num_threads(n: int) -> None:
     """Threads used by compiled kernels (default: the cores this process may use)."""
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"set_num_threads: expected a positive int, got {n!r}")
+    _shutdown()
     _state["threads"] = n
-    pool = _state["pool"]
-    if pool is not None:
-        pool.shutdown(wait=True)
-    _state["pool"] = None
 
 
-def pool() -> ThreadPoolExecutor | None:
+def pool() -> WorkerPool | None:
+    """The process's worker pool, started on first use (None with one thread)."""
     n = _state["threads"]
     if n <= 1:
         return None
     if _state["pool"] is None:
-        _state["pool"] = ThreadPoolExecutor(max_workers=n - 1, thread_name_prefix="nova")
+        _state["pool"] = WorkerPool(n)
     return _state["pool"]
 
 
-def chunks(extent: int, work: int) -> list[tuple[int, int]]:
-    """Split ``[0, extent)`` across the threads as the configurator decides."""
-    if pool() is None:
+def _shutdown() -> None:
+    p, _state["pool"] = _state["pool"], None
+    if p is not None:
+        p.close()
+
+
+def _forget_after_fork() -> None:
+    """A forked child has none of the parent's threads: start a new pool when needed."""
+    _state["pool"] = None
+
+
+atexit.register(_shutdown)   # before the JIT's code is freed, stop the threads running it
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def chunks(extent: int, seconds: float) -> list[tuple[int, int]]:
+    """Split ``[0, extent)`` of a kernel estimated at ``seconds`` across the threads as
+    the configurator decides."""
+    if _state["threads"] <= 1:
         return [(0, extent)]
-    return thread_chunks(extent, work, _state["threads"], detect_cpu())
+    return thread_chunks(extent, seconds, _state["threads"], detect_cpu())

@@ -5,12 +5,12 @@ import nova as nv
 from nova.compiler.configurator import (
     classify,
     elementwise_unroll,
+    estimated_seconds,
     gemm_kc,
     gemm_kc_bounds,
     gemm_mc,
     gemm_panel_width,
     gemm_tile,
-    min_parallel_work,
     thread_chunks,
 )
 from nova.compiler.device import CpuSpec, detect_cpu
@@ -116,11 +116,24 @@ def test_peak_balance_and_classification():
 
 
 def test_thread_split_needs_enough_work():
-    assert min_parallel_work(AVX2) == 20000
-    assert thread_chunks(100, 10_000, 4, AVX2) == [(0, 100)]               # too little work
-    assert thread_chunks(100, 1_000_000, 4, AVX2) == [(0, 25), (25, 50), (50, 75), (75, 100)]
-    assert thread_chunks(3, 10**9, 4, AVX2) == [(0, 1), (1, 2), (2, 3)]   # extent-bound
-    assert thread_chunks(100, 50_000, 4, AVX2) == [(0, 50), (50, 100)]    # 2 threads' worth
+    # n = min(threads, extent, floor(T / 5 us)): 2 chunks only when T/2 + 5 us <= T.
+    assert thread_chunks(100, 9e-6, 4, AVX2) == [(0, 100)]                   # too little work
+    assert thread_chunks(100, 1e-3, 4, AVX2) == [(0, 25), (25, 50), (50, 75), (75, 100)]
+    assert thread_chunks(3, 1.0, 4, AVX2) == [(0, 1), (1, 2), (2, 3)]        # extent-bound
+    assert thread_chunks(100, 12e-6, 4, AVX2) == [(0, 50), (50, 100)]        # 2 threads' worth
+
+
+def test_estimated_seconds_of_a_gemm_uses_one_cores_peak_and_others_1ns_per_iteration():
+    # AVX2 spec: 384 GFLOP/s over 4 cores = 96 GFLOP/s per core. A 512^3 GEMM split "m"
+    # with MR = 6 has loops (ceil(512 / 6) = 86 micro-panels, 512, 512).
+    t = estimated_seconds("tiled", (86, 512, 512), AVX2, panel=6)
+    assert abs(t - 2 * 86 * 6 * 512 * 512 / 96e9) < 1e-12
+    assert estimated_seconds("elementwise", (16, 128, 384), AVX2) == 16 * 128 * 384 * 1e-9
+    # a 64^3 product (~5.5 us at peak) stays on one thread; 128^3 (~44 us) is split.
+    assert len(thread_chunks(11, estimated_seconds("tiled", (11, 64, 64), AVX2, 6), 4,
+                             AVX2)) == 1
+    assert len(thread_chunks(22, estimated_seconds("tiled", (22, 128, 128), AVX2, 6), 4,
+                             AVX2)) == 4
 
 
 def test_detected_host_spec_is_plausible_and_shows_in_the_dump():
@@ -143,12 +156,12 @@ def test_elementwise_unroll_covers_the_add_latency():
 def test_unroll_reaches_the_generated_loops():
     """Elementwise and row-reduction plans carry the unroll, and their LLVM IR asks the
     loop vectorizer for that interleave count on the innermost loop."""
-    from nova.compiler.lowering.plan import plan_kernels
-    from nova.compiler.passes.fusion import fuse
     from nova.compiler.irgen import build_module
+    from nova.compiler.lowering.plan import plan_kernels
     from nova.compiler.passes import simplify
-    from nova.tensor.realize import pending_graph
+    from nova.compiler.passes.fusion import fuse
     from nova.runtime.kernel_cache import KERNELS
+    from nova.tensor.realize import pending_graph
     unroll = elementwise_unroll(detect_cpu())
     x = nv.tensor(np.ones((8, 300), np.float32))
     for t, strategy in ((x * 2 + 1, "elementwise"), ((x * 2).sum(1), "row")):

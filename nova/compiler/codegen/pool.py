@@ -1,0 +1,279 @@
+"""LLVM IR of the CPU thread pool's hand-off: workers spin on a ticket.
+
+A multi-threaded kernel call hands ``[start, end)`` chunks to worker threads. Through
+Python (a ``ThreadPoolExecutor``: a lock, a condition variable and a future per chunk,
+and a sleeping thread to wake) that costs about 50 us back to back and 150 us or more
+after a pause (``benchmarks/bench_ops.py`` measures it). Here the hand-off is native:
+the caller writes each worker's chunk into that worker's line of a shared state block
+and increments the worker's ticket; a worker spinning on its ticket sees it within a
+few hundred cycles, runs the chunk and increments a done counter the caller spins on.
+Only a worker that has found no work for ``spin_cycles`` leaves the spin loop
+(``nova_pool_worker`` returns 1) and sleeps on a Python condition variable;
+``nova_pool_launch`` reports whether any worker it handed a chunk to is asleep, so the
+caller wakes them (see ``nova.runtime.threads``).
+
+State block: ``i64`` words in 64-byte lines, so a spinning worker polls a line only the
+caller writes to, and only between jobs:
+
+- line 0: ``[STOP]`` (1: workers exit), ``[CHUNKS]`` (n, chunks of the current job)
+- line 1: ``[DONE]``, chunks the workers finished in the current job
+- line 2 + t, per thread t (t = 0 is the caller): ``FN`` (the kernel's address),
+  ``ARGS`` (its buffer table), ``START``, ``END``, ``TICKET`` (jobs handed to t),
+  ``SEEN`` (jobs t has taken), ``RC`` (the chunk's return code), ``IDLE`` (1 while
+  worker t sleeps or is about to).
+
+A job's fields in line t are written only after worker t finished its previous chunk
+(the caller waits for every chunk it handed out), so a worker never reads a half-written
+job; workers without a chunk in a job are not touched at all.
+
+Sleeping without losing a wake-up is Dekker's handshake, both sides sequentially
+consistent: a worker stores ``IDLE = 1`` and then re-reads its ticket, the caller
+increments the ticket and then reads ``IDLE``; at least one of them sees the other's
+write, so either the worker takes the job itself or the caller wakes it.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+I32, I64 = ir.IntType(32), ir.IntType(64)
+LINE = 8                     # i64 words per 64-byte cache line
+STOP, CHUNKS = 0, 1
+DONE = LINE
+FN, ARGS, START, END, TICKET, SEEN, RC, IDLE = range(8)   # offsets in a thread's line
+
+
+def thread_word(thread: int, field: int) -> int:
+    """Index of ``field`` in thread ``thread``'s line (thread 0 is the caller)."""
+    return (2 + thread) * LINE + field
+
+
+def state_words(threads: int) -> int:
+    """Size of the state block, in i64 words, for the caller plus ``threads - 1`` workers."""
+    return (2 + threads) * LINE
+
+
+KERNEL = ir.FunctionType(I32, [I64.as_pointer(), I64, I64])   # nova kernels' signature
+
+
+class _Builder:
+    """Words of the state block, atomics, the spin-wait hint and the cycle counter."""
+
+    def __init__(self, module: ir.Module, fn: ir.Function, pause: bool):
+        self.module, self.fn = module, fn
+        self.state = fn.args[0]
+        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+        self._pause = pause
+
+    def word(self, index: int) -> ir.Value:
+        return self.b.gep(self.state, [ir.Constant(I64, index)])
+
+    def field(self, thread: ir.Value, field: int) -> ir.Value:
+        """Pointer to ``field`` of thread ``thread``'s line."""
+        b = self.b
+        index = b.add(b.mul(b.add(thread, ir.Constant(I64, 2)), ir.Constant(I64, LINE)),
+                      ir.Constant(I64, field))
+        return b.gep(self.state, [index])
+
+    def load(self, ptr: ir.Value, ordering: str | None = None) -> ir.Value:
+        return self.b.load(ptr) if ordering is None else self.b.load_atomic(ptr, ordering, 8)
+
+    def store(self, value: ir.Value | int, ptr: ir.Value, ordering: str | None = None) -> None:
+        if isinstance(value, int):
+            value = ir.Constant(I64, value)
+        if ordering is None:
+            self.b.store(value, ptr)
+        else:
+            self.b.store_atomic(value, ptr, ordering, 8)
+
+    def intrinsic(self, name: str, ret: ir.Type) -> ir.Value:
+        fn = self.module.globals.get(name) or ir.Function(
+            self.module, ir.FunctionType(ret, []), name=name)
+        return self.b.call(fn, [])
+
+    def pause(self) -> None:
+        """x86 ``pause`` (a spin-wait hint that also yields to the core's sibling
+        thread); other targets spin without a hint."""
+        if self._pause:
+            self.intrinsic("llvm.x86.sse2.pause", ir.VoidType())
+
+    def cycles(self, counter: ir.Value | None = None) -> ir.Value:
+        """The spin clock: the time-stamp counter on x86 (``rdtsc``); elsewhere LLVM's
+        cycle counter may trap in user mode, so the clock is ``counter``, a count of
+        spin iterations."""
+        if self._pause or counter is None:
+            return self.intrinsic("llvm.readcyclecounter", I64)
+        value = self.b.add(self.b.load(counter), ir.Constant(I64, 1))
+        self.b.store(value, counter)
+        return value
+
+    def run_chunk(self, thread: ir.Value) -> ir.Value:
+        """Call the kernel on thread ``thread``'s chunk; its return code as i64."""
+        b = self.b
+        kernel = b.inttoptr(self.load(self.field(thread, FN)), KERNEL.as_pointer())
+        args = b.inttoptr(self.load(self.field(thread, ARGS)), I64.as_pointer())
+        start = self.load(self.field(thread, START))
+        end = self.load(self.field(thread, END))
+        return b.zext(b.call(kernel, [args, start, end]), I64)
+
+
+def _worker(module: ir.Module, pause: bool) -> None:
+    """``i64 nova_pool_worker(i64* state, i64 w, i64 spin_cycles)``: run the chunks
+    handed to worker w; return 0 when told to stop, 1 after ``spin_cycles`` without a
+    chunk (its caller then sleeps until the ticket moves). Off x86, ``spin_cycles``
+    counts spin iterations (see ``_Builder.cycles``)."""
+    fn = ir.Function(module, ir.FunctionType(I64, [I64.as_pointer(), I64, I64]),
+                     name="nova_pool_worker")
+    h = _Builder(module, fn, pause)
+    b = h.b
+    w, spin = fn.args[1], fn.args[2]
+    t0 = b.alloca(I64)
+    counter = b.alloca(I64)                      # the spin clock where rdtsc is absent
+    b.store(ir.Constant(I64, 0), counter)
+    ticket, seen, idle = h.field(w, TICKET), h.field(w, SEEN), h.field(w, IDLE)
+    blocks = {name: fn.append_basic_block(name) for name in (
+        "wait", "poll", "spin", "try_sleep", "sleep", "job", "stop", "run")}
+    b.branch(blocks["wait"])
+
+    b.position_at_end(blocks["wait"])            # (re)start the spin clock
+    b.store(h.cycles(counter), t0)
+    b.branch(blocks["poll"])
+
+    b.position_at_end(blocks["poll"])
+    moved = b.icmp_unsigned("!=", h.load(ticket, "acquire"), h.load(seen))
+    b.cbranch(moved, blocks["job"], blocks["spin"])
+
+    b.position_at_end(blocks["spin"])
+    h.pause()
+    waited = b.sub(h.cycles(counter), b.load(t0))
+    b.cbranch(b.icmp_unsigned(">", waited, spin), blocks["try_sleep"], blocks["poll"])
+
+    b.position_at_end(blocks["try_sleep"])       # Dekker: announce, then look again
+    h.store(1, idle, "seq_cst")
+    moved = b.icmp_unsigned("!=", h.load(ticket, "seq_cst"), h.load(seen))
+    with b.if_then(moved):
+        h.store(0, idle, "seq_cst")
+        b.branch(blocks["job"])
+    b.branch(blocks["sleep"])
+    b.position_at_end(blocks["sleep"])
+    b.ret(ir.Constant(I64, 1))
+
+    b.position_at_end(blocks["job"])
+    h.store(b.add(h.load(seen), ir.Constant(I64, 1)), seen)
+    stop = b.icmp_unsigned("!=", h.load(h.word(STOP), "acquire"), ir.Constant(I64, 0))
+    b.cbranch(stop, blocks["stop"], blocks["run"])
+
+    b.position_at_end(blocks["stop"])
+    b.ret(ir.Constant(I64, 0))
+
+    b.position_at_end(blocks["run"])
+    h.store(h.run_chunk(w), h.field(w, RC))
+    b.atomic_rmw("add", h.word(DONE), ir.Constant(I64, 1), "release")
+    b.branch(blocks["wait"])
+
+
+def _launch(module: ir.Module, pause: bool) -> None:
+    """``i64 nova_pool_launch(i64* state, i64 fn, i64 args, i64* ranges, i64 n)``:
+    hand chunks 1..n-1 (``ranges``: start, end pairs) to workers 1..n-1, keep chunk 0
+    for ``nova_pool_join``, and return how many of those workers are asleep."""
+    fn = ir.Function(module, ir.FunctionType(
+        I64, [I64.as_pointer(), I64, I64, I64.as_pointer(), I64]), name="nova_pool_launch")
+    h = _Builder(module, fn, pause)
+    b = h.b
+    kernel, args, ranges, n = fn.args[1:]
+    h.store(n, h.word(CHUNKS))
+    h.store(0, h.word(DONE), "monotonic")
+    asleep = b.alloca(I64)
+    b.store(ir.Constant(I64, 0), asleep)
+    with _counted(b, ir.Constant(I64, 0), n) as t:
+        pair = b.mul(t, ir.Constant(I64, 2))
+        h.store(kernel, h.field(t, FN))
+        h.store(args, h.field(t, ARGS))
+        h.store(b.load(b.gep(ranges, [pair])), h.field(t, START))
+        h.store(b.load(b.gep(ranges, [b.add(pair, ir.Constant(I64, 1))])), h.field(t, END))
+        with b.if_then(b.icmp_signed(">", t, ir.Constant(I64, 0))):
+            b.atomic_rmw("add", h.field(t, TICKET), ir.Constant(I64, 1), "seq_cst")
+            b.store(b.add(b.load(asleep), h.load(h.field(t, IDLE), "seq_cst")), asleep)
+    b.ret(b.load(asleep))
+
+
+def _join(module: ir.Module, pause: bool) -> None:
+    """``i32 nova_pool_join(i64* state)``: run chunk 0 of the launched job, wait for the
+    workers' n - 1 chunks, return the largest return code."""
+    fn = ir.Function(module, ir.FunctionType(I32, [I64.as_pointer()]), name="nova_pool_join")
+    h = _Builder(module, fn, pause)
+    b = h.b
+    n = h.load(h.word(CHUNKS))
+    rc = b.alloca(I64)
+    b.store(h.run_chunk(ir.Constant(I64, 0)), rc)
+    expected = b.sub(n, ir.Constant(I64, 1))
+    poll, spin, done = (fn.append_basic_block(name) for name in ("poll", "spin", "done"))
+    b.branch(poll)
+    b.position_at_end(poll)
+    b.cbranch(b.icmp_unsigned("==", h.load(h.word(DONE), "acquire"), expected), done, spin)
+    b.position_at_end(spin)
+    h.pause()
+    b.branch(poll)
+    b.position_at_end(done)
+    with _counted(b, ir.Constant(I64, 1), n) as t:
+        other, old = h.load(h.field(t, RC)), b.load(rc)
+        b.store(b.select(b.icmp_unsigned(">", other, old), other, old), rc)
+    b.ret(b.trunc(b.load(rc), I32))
+
+
+def _stop(module: ir.Module, pause: bool) -> None:
+    """``i64 nova_pool_stop(i64* state, i64 threads)``: tell workers 1..threads-1 to
+    exit (each leaves at its next look at its ticket); returns how many are asleep."""
+    fn = ir.Function(module, ir.FunctionType(I64, [I64.as_pointer(), I64]),
+                     name="nova_pool_stop")
+    h = _Builder(module, fn, pause)
+    b = h.b
+    h.store(1, h.word(STOP), "seq_cst")
+    asleep = b.alloca(I64)
+    b.store(ir.Constant(I64, 0), asleep)
+    with _counted(b, ir.Constant(I64, 1), fn.args[1]) as t:
+        b.atomic_rmw("add", h.field(t, TICKET), ir.Constant(I64, 1), "seq_cst")
+        b.store(b.add(b.load(asleep), h.load(h.field(t, IDLE), "seq_cst")), asleep)
+    b.ret(b.load(asleep))
+
+
+class _counted:
+    """``with _counted(b, lo, hi) as i:`` emits ``for i in [lo, hi)``."""
+
+    def __init__(self, b: ir.IRBuilder, lo: ir.Value, hi: ir.Value):
+        self.b, self.lo, self.hi = b, lo, hi
+
+    def __enter__(self) -> ir.Value:
+        b = self.b
+        fn = b.function
+        self.head = fn.append_basic_block("for")
+        self.body = fn.append_basic_block("body")
+        self.exit = fn.append_basic_block("end")
+        self.var = b.alloca(I64)
+        b.store(self.lo, self.var)
+        b.branch(self.head)
+        b.position_at_end(self.head)
+        i = b.load(self.var)
+        b.cbranch(b.icmp_signed("<", i, self.hi), self.body, self.exit)
+        b.position_at_end(self.body)
+        return i
+
+    def __exit__(self, *exc) -> None:
+        b = self.b
+        b.store(b.add(b.load(self.var), ir.Constant(I64, 1)), self.var)
+        b.branch(self.head)
+        b.position_at_end(self.exit)
+
+
+def pool_module(triple: str, data_layout: str) -> ir.Module:
+    """The module holding ``nova_pool_worker``, ``nova_pool_launch``,
+    ``nova_pool_join`` and ``nova_pool_stop`` for ``triple``."""
+    module = ir.Module(name="nova_pool")
+    module.triple = triple
+    module.data_layout = data_layout
+    pause = triple.startswith(("x86_64", "i686", "i386"))
+    for build in (_worker, _launch, _join, _stop):
+        build(module, pause)
+    return module
+
+
+__all__ = ["pool_module", "state_words", "thread_word"]

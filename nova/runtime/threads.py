@@ -117,6 +117,9 @@ class WorkerPool:
         over the ``n`` chunks of ``ranges`` (``ranges_array``); the largest return code.
         Another Python thread dispatching at the same time runs its chunks one after the
         other on its own thread instead (correct, not parallel)."""
+        if not 1 <= n <= self.threads:
+            raise ValueError(f"WorkerPool.run: {n} chunks for a pool of {self.threads} "
+                             "threads; expected 1 to that many")
         if n == 1 or not self._busy.acquire(blocking=False):
             table = ctypes.cast(args_address, ctypes.POINTER(ctypes.c_void_p))
             return max(fn(table, ranges[2 * i], ranges[2 * i + 1]) for i in range(n))

@@ -155,6 +155,16 @@ def test_two_python_threads_dispatching_at_once_both_get_right_results():
     assert not errors
 
 
+def test_more_chunks_than_threads_is_refused():
+    pool = WorkerPool(2, spin_seconds=0.0)
+    fn, address = _counting_kernel()
+    try:
+        with pytest.raises(ValueError, match="3 chunks for a pool of 2 threads"):
+            pool.run(fn, address, 0, ranges_array([(0, 1), (1, 2), (2, 3)]), 3)
+    finally:
+        pool.close()
+
+
 def test_set_num_threads_replaces_the_pool_and_stops_the_old_workers():
     prev = nv.get_num_threads()
     try:

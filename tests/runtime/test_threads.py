@@ -41,6 +41,23 @@ def test_worker_announces_idle_then_rereads_its_ticket_before_sleeping():
     assert "llvm.x86.sse2.pause" in body and "llvm.readcyclecounter" in body
 
 
+def test_only_the_waiting_caller_yields_its_core():
+    # join yields every YIELD_EVERY spins (a descheduled worker gets a core back); an idle
+    # worker never does (it would keep sharing the caller's core).
+    assert "sched_yield" in _function_ir("nova_pool_join")
+    assert "sched_yield" not in _function_ir("nova_pool_worker")
+
+
+def test_more_threads_than_cores_sleep_instead_of_spinning():
+    cores = threads._usable_cores()
+    pool = WorkerPool(cores + 1)
+    try:
+        assert pool._spin == 0
+        _dispatch(pool, 20, seed=6)
+    finally:
+        pool.close()
+
+
 def test_off_x86_the_spin_clock_counts_iterations():
     text = str(pool_module("aarch64-unknown-linux-gnu", ""))
     assert "readcyclecounter" not in text and "pause" not in text

@@ -40,6 +40,7 @@ LINE = 8                     # i64 words per 64-byte cache line
 STOP, CHUNKS = 0, 1
 DONE = LINE
 FN, ARGS, START, END, TICKET, SEEN, RC, IDLE = range(8)   # offsets in a thread's line
+YIELD_EVERY = 256            # spin steps between sched_yield calls (a power of two)
 
 
 def thread_word(thread: int, field: int) -> int:
@@ -90,11 +91,29 @@ class _Builder:
             self.module, ir.FunctionType(ret, []), name=name)
         return self.b.call(fn, [])
 
-    def pause(self) -> None:
-        """x86 ``pause`` (a spin-wait hint that also yields to the core's sibling
-        thread); other targets spin without a hint."""
+    def pause(self, spins: ir.Value, yield_core: bool = True) -> None:
+        """One spin-wait step: x86 ``pause`` (which also yields to the core's sibling
+        thread) and, with ``yield_core``, a ``sched_yield`` every ``YIELD_EVERY`` steps
+        (``spins`` counts them). The caller waiting in ``nova_pool_join`` yields, so a
+        worker that holds a chunk but lost its core (another busy process) gets one
+        back within microseconds rather than a time slice. Workers do not: measured on
+        this VM, a worker that yields while idle can end up sharing the caller's core
+        for good (the scheduler sees no reason to move either), which raised the
+        hand-off from ~3 to ~30 us; a worker that spins on is moved to a free core.
+        Not every step either: a yield is a system call (~1 us in a VM)."""
+        b = self.b
         if self._pause:
             self.intrinsic("llvm.x86.sse2.pause", ir.VoidType())
+        if not yield_core:
+            return
+        count = b.add(b.load(spins), ir.Constant(I64, 1))
+        b.store(count, spins)
+        due = b.icmp_unsigned("==", b.and_(count, ir.Constant(I64, YIELD_EVERY - 1)),
+                              ir.Constant(I64, 0))
+        with b.if_then(due):
+            fn = self.module.globals.get("sched_yield") or ir.Function(
+                self.module, ir.FunctionType(I32, []), name="sched_yield")
+            b.call(fn, [])
 
     def cycles(self, counter: ir.Value | None = None) -> ir.Value:
         """The spin clock: the time-stamp counter on x86 (``rdtsc``); elsewhere LLVM's
@@ -129,6 +148,8 @@ def _worker(module: ir.Module, pause: bool) -> None:
     t0 = b.alloca(I64)
     counter = b.alloca(I64)                      # the spin clock where rdtsc is absent
     b.store(ir.Constant(I64, 0), counter)
+    spins = b.alloca(I64)                        # spin steps, for the periodic yield
+    b.store(ir.Constant(I64, 0), spins)
     ticket, seen, idle = h.field(w, TICKET), h.field(w, SEEN), h.field(w, IDLE)
     blocks = {name: fn.append_basic_block(name) for name in (
         "wait", "poll", "spin", "try_sleep", "sleep", "job", "stop", "run")}
@@ -143,7 +164,7 @@ def _worker(module: ir.Module, pause: bool) -> None:
     b.cbranch(moved, blocks["job"], blocks["spin"])
 
     b.position_at_end(blocks["spin"])
-    h.pause()
+    h.pause(spins, yield_core=False)
     waited = b.sub(h.cycles(counter), b.load(t0))
     b.cbranch(b.icmp_unsigned(">", waited, spin), blocks["try_sleep"], blocks["poll"])
 
@@ -204,6 +225,8 @@ def _join(module: ir.Module, pause: bool) -> None:
     b = h.b
     n = h.load(h.word(CHUNKS))
     rc = b.alloca(I64)
+    spins = b.alloca(I64)
+    b.store(ir.Constant(I64, 0), spins)
     b.store(h.run_chunk(ir.Constant(I64, 0)), rc)
     expected = b.sub(n, ir.Constant(I64, 1))
     poll, spin, done = (fn.append_basic_block(name) for name in ("poll", "spin", "done"))
@@ -211,7 +234,7 @@ def _join(module: ir.Module, pause: bool) -> None:
     b.position_at_end(poll)
     b.cbranch(b.icmp_unsigned("==", h.load(h.word(DONE), "acquire"), expected), done, spin)
     b.position_at_end(spin)
-    h.pause()
+    h.pause(spins)
     b.branch(poll)
     b.position_at_end(done)
     with _counted(b, ir.Constant(I64, 1), n) as t:

@@ -2,8 +2,9 @@
 
 A multi-threaded kernel call hands ``[start, end)`` chunks to worker threads. Through
 Python (a ``ThreadPoolExecutor``: a lock, a condition variable and a future per chunk,
-and a sleeping thread to wake) that costs about 50 us back to back and 150 us or more
-after a pause (``benchmarks/bench_ops.py`` measures it). Here the hand-off is native:
+and a sleeping thread to wake) cost about 50 us back to back and 150 us or more after
+a pause, measured on the 2-core bench VM. Here the hand-off is native, a few
+microseconds (``benchmarks/bench_ops.py`` reports it):
 the caller writes each worker's chunk into that worker's line of a shared state block
 and increments the worker's ticket; a worker spinning on its ticket sees it within a
 few hundred cycles, runs the chunk and increments a done counter the caller spins on.

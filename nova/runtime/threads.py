@@ -9,8 +9,8 @@ runs the chunks it is handed and counts them done, all without Python. A worker 
 gets no chunk for ``SPIN_SECONDS`` returns to Python and sleeps on a condition variable
 until the caller wakes it. So there is no native threading runtime to ship or find
 (OpenMP would need libgomp on the user's machine), and handing a chunk to a spinning
-worker costs about a microsecond instead of the 50-150 us of a ``ThreadPoolExecutor``
-round trip, which is what lets the configurator split kernels of tens of microseconds
+worker costs a few microseconds (the launch and join calls included) instead of the
+50-150 us of a ``ThreadPoolExecutor`` round trip, which is what lets the configurator split kernels of tens of microseconds
 (``benchmarks/bench_ops.py`` measures the hand-off).
 
 Spinning keeps a core busy for up to ``SPIN_SECONDS`` after the last parallel kernel,
@@ -45,6 +45,7 @@ from nova.compiler.device import detect_cpu
 
 SPIN_SECONDS = 2e-3
 SPINS_PER_SECOND_WITHOUT_TSC = 1e8   # spin iterations per second off x86 (rough)
+
 
 def _usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (

@@ -98,6 +98,12 @@ def _clock_ghz() -> float:
     return max(readings) if readings else 2.5
 
 
+def usable_cores() -> int:
+    """Cores this process may run on (its affinity mask where the OS has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+
+
 @lru_cache(maxsize=1)
 def detect_cpu() -> CpuSpec:
     import llvmlite.binding as llvm
@@ -109,8 +115,7 @@ def detect_cpu() -> CpuSpec:
         isa, bits, regs = "avx2", 256, 16
     else:
         isa, bits, regs = "sse", 128, 16
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1)
+    cores = usable_cores()
     caches = _sysfs_caches()
     return CpuSpec(name=llvm.get_host_cpu_name(), cores=cores, isa=isa, vector_bits=bits,
                    vector_registers=regs, l1d=caches.get("l1d", 32 * 1024),

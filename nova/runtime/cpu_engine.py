@@ -101,7 +101,7 @@ class CpuProgram:
                                                lambda st: st.np_dtype)
         self._arena_buffer = arena
         self._views = views
-        self._ptrs, self._moving = [], []
+        self._ptrs, self._moving, self._table_addresses = [], [], []
         for p, st in enumerate(self.steps):
             slots = list(st.inputs) + [st.out]
             table = (ctypes.c_void_p * (len(slots) + (st.scratch is not None)))()
@@ -114,6 +114,7 @@ class CpuProgram:
             if st.scratch is not None:
                 table[len(slots)] = self._scratch_views[p].ctypes.data
             self._ptrs.append(table)
+            self._table_addresses.append(ctypes.addressof(table))
             self._moving.append(moving)
 
     _debug_count = 0
@@ -149,7 +150,7 @@ class CpuProgram:
         if len(ranges) == 1:
             rc = st.fn(ptrs, 0, ranges[0][1])
         else:
-            rc = threads.pool().run(st.fn, self._addresses[k], ctypes.addressof(ptrs),
+            rc = threads.pool().run(st.fn, self._addresses[k], self._table_addresses[k],
                                     self._range_arrays[k], len(ranges))
         if rc:
             affected = affected_outputs([s.inputs for s in self.steps],

@@ -58,14 +58,20 @@ class _Jit:
         self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
         self.lock = threading.Lock()
 
+    def run_o3(self, mod: llvm.ModuleRef) -> None:
+        """LLVM's O3 pipeline for the host, loop and SLP vectorizers on, in place."""
+        pto = llvm.create_pipeline_tuning_options(speed_level=3)
+        pto.loop_vectorization = True
+        pto.slp_vectorization = True
+        pb = llvm.create_pass_builder(self.tm, pto)
+        pb.getModulePassManager().run(mod, pb)
+
     def load(self, module: ir.Module, names: Sequence[str]) -> dict[str, int]:
         """Compile ``module`` (runtime support code, not a kernel: small, built once per
         process, never cached on disk) at O3 and return the addresses of ``names``."""
         mod = llvm.parse_assembly(str(module))
         mod.verify()
-        pto = llvm.create_pipeline_tuning_options(speed_level=3)
-        pb = llvm.create_pass_builder(self.tm, pto)
-        pb.getModulePassManager().run(mod, pb)
+        self.run_o3(mod)
         with self.lock:
             self.engine.add_module(mod)
             self.engine.finalize_object()
@@ -126,11 +132,7 @@ class KernelCache:
                 f.write(text)
             raise CompileError(f"kernel {plan.name} ({plan.kind}) failed LLVM verification: "
                                f"{str(e).strip().splitlines()[0]}; IR written to {path}") from e
-        pto = llvm.create_pipeline_tuning_options(speed_level=3)
-        pto.loop_vectorization = True
-        pto.slp_vectorization = True
-        pb = llvm.create_pass_builder(jit.tm, pto)
-        pb.getModulePassManager().run(mod, pb)
+        jit.run_o3(mod)
         return mod
 
     def _compile(self, plan: KernelPlan) -> bytes:

@@ -10,8 +10,9 @@ gets no chunk for ``SPIN_SECONDS`` returns to Python and sleeps on a condition v
 until the caller wakes it. So there is no native threading runtime to ship or find
 (OpenMP would need libgomp on the user's machine), and handing a chunk to a spinning
 worker costs a few microseconds (the launch and join calls included) instead of the
-50-150 us of a ``ThreadPoolExecutor`` round trip, which is what lets the configurator split kernels of tens of microseconds
-(``benchmarks/bench_ops.py`` measures the hand-off).
+50-150 us of a ``ThreadPoolExecutor`` round trip, which is what lets the configurator
+split kernels of tens of microseconds (``benchmarks/bench_ops.py`` measures the
+hand-off).
 
 Spinning keeps a core busy for up to ``SPIN_SECONDS`` after the last parallel kernel,
 the same trade OpenBLAS and OpenMP runtimes make: a training step's kernels come every
@@ -41,18 +42,13 @@ from nova.compiler.codegen.pool import (
     thread_word,
 )
 from nova.compiler.configurator import thread_chunks
-from nova.compiler.device import detect_cpu
+from nova.compiler.device import detect_cpu, usable_cores
 
 SPIN_SECONDS = 2e-3
 SPINS_PER_SECOND_WITHOUT_TSC = 1e8   # spin iterations per second off x86 (rough)
 
 
-def _usable_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1)
-
-
-_state: dict = {"threads": _usable_cores(), "pool": None}
+_state: dict = {"threads": usable_cores(), "pool": None}
 
 _i64p = ctypes.POINTER(ctypes.c_int64)
 
@@ -103,7 +99,7 @@ class WorkerPool:
         self.state = ctypes.cast(aligned, _i64p)
         self._wake = threading.Condition()
         self._busy = threading.Lock()
-        if spin_seconds is None and threads > _usable_cores():
+        if spin_seconds is None and threads > usable_cores():
             spin_seconds = 0.0     # more threads than cores: spinning would steal them
         self._spin = _spin_units(spin_seconds)
         self._workers = [threading.Thread(target=self._work, args=(w,), daemon=True,

@@ -9,6 +9,7 @@ from llvmlite import ir
 
 import nova as nv
 from nova.compiler.codegen.pool import IDLE, TICKET, pool_module, thread_word
+from nova.compiler.device import usable_cores
 from nova.runtime import threads
 from nova.runtime.kernel_cache import KERNELS
 from nova.runtime.threads import WorkerPool, ranges_array
@@ -49,7 +50,7 @@ def test_only_the_waiting_caller_yields_its_core():
 
 
 def test_more_threads_than_cores_sleep_instead_of_spinning():
-    cores = threads._usable_cores()
+    cores = usable_cores()
     pool = WorkerPool(cores + 1)
     try:
         assert pool._spin == 0

@@ -92,10 +92,10 @@ class _Builder:
             self.module, ir.FunctionType(ret, []), name=name)
         return self.b.call(fn, [])
 
-    def pause(self, spins: ir.Value, yield_core: bool = True) -> None:
+    def pause(self, spins: ir.Value | None = None) -> None:
         """One spin-wait step: x86 ``pause`` (which also yields to the core's sibling
-        thread) and, with ``yield_core``, a ``sched_yield`` every ``YIELD_EVERY`` steps
-        (``spins`` counts them). The caller waiting in ``nova_pool_join`` yields, so a
+        thread) and, given a ``spins`` counter, a ``sched_yield`` every ``YIELD_EVERY``
+        steps. The caller waiting in ``nova_pool_join`` yields, so a
         worker that holds a chunk but lost its core (another busy process) gets one
         back within microseconds rather than a time slice. Workers do not: measured on
         this VM, a worker that yields while idle can end up sharing the caller's core
@@ -105,7 +105,7 @@ class _Builder:
         b = self.b
         if self._pause:
             self.intrinsic("llvm.x86.sse2.pause", ir.VoidType())
-        if not yield_core:
+        if spins is None:
             return
         count = b.add(b.load(spins), ir.Constant(I64, 1))
         b.store(count, spins)
@@ -116,11 +116,11 @@ class _Builder:
                 self.module, ir.FunctionType(I32, []), name="sched_yield")
             b.call(fn, [])
 
-    def cycles(self, counter: ir.Value | None = None) -> ir.Value:
+    def cycles(self, counter: ir.Value) -> ir.Value:
         """The spin clock: the time-stamp counter on x86 (``rdtsc``); elsewhere LLVM's
         cycle counter may trap in user mode, so the clock is ``counter``, a count of
         spin iterations."""
-        if self._pause or counter is None:
+        if self._pause:
             return self.intrinsic("llvm.readcyclecounter", I64)
         value = self.b.add(self.b.load(counter), ir.Constant(I64, 1))
         self.b.store(value, counter)
@@ -149,8 +149,6 @@ def _worker(module: ir.Module, pause: bool) -> None:
     t0 = b.alloca(I64)
     counter = b.alloca(I64)                      # the spin clock where rdtsc is absent
     b.store(ir.Constant(I64, 0), counter)
-    spins = b.alloca(I64)                        # spin steps, for the periodic yield
-    b.store(ir.Constant(I64, 0), spins)
     ticket, seen, idle = h.field(w, TICKET), h.field(w, SEEN), h.field(w, IDLE)
     blocks = {name: fn.append_basic_block(name) for name in (
         "wait", "poll", "spin", "try_sleep", "sleep", "job", "stop", "run")}
@@ -165,7 +163,7 @@ def _worker(module: ir.Module, pause: bool) -> None:
     b.cbranch(moved, blocks["job"], blocks["spin"])
 
     b.position_at_end(blocks["spin"])
-    h.pause(spins, yield_core=False)
+    h.pause()                                    # never yields (see _Builder.pause)
     waited = b.sub(h.cycles(counter), b.load(t0))
     b.cbranch(b.icmp_unsigned(">", waited, spin), blocks["try_sleep"], blocks["poll"])
 

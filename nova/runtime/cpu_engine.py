@@ -26,6 +26,7 @@ from nova.compiler.device import detect_cpu
 from nova.compiler.lowering.plan import KernelPlan, plan_kernels
 from nova.compiler.passes.fusion import fuse
 from nova.runtime import threads
+from nova.runtime.addresses import data_address
 from nova.runtime.interpreter import InterpreterError, affected_outputs, run_region
 from nova.runtime.kernel_cache import KERNELS, KernelFn
 from nova.runtime.memory_report import MemoryReport
@@ -153,14 +154,18 @@ class CpuProgram:
             rc = threads.pool().run(st.fn, self._addresses[k], self._table_addresses[k],
                                     self._range_arrays[k], len(ranges))
         if rc:
-            affected = affected_outputs([s.inputs for s in self.steps],
-                                        [s.out for s in self.steps], self.outputs, k)
-            try:  # the interpreter, which defines the ops, says precisely what went wrong
-                run_region(st.plan.fusion.body.block, [self._values[i] for i in st.inputs])
-            except InterpreterError as e:
-                raise InterpreterError(f"{e} (in kernel {st.plan.name})", affected) from None
-            raise InterpreterError(f"kernel {st.plan.name} ({st.plan.kind}) reported an index "
-                                   "out of range or an integer division by zero", affected)
+            self._fail(k, st)
+
+    def _fail(self, k: int, st: Step) -> None:
+        """Kernel ``k`` returned an error code: raise what went wrong, and where."""
+        affected = affected_outputs([s.inputs for s in self.steps],
+                                    [s.out for s in self.steps], self.outputs, k)
+        try:  # the interpreter, which defines the ops, says precisely what went wrong
+            run_region(st.plan.fusion.body.block, [self._values[i] for i in st.inputs])
+        except InterpreterError as e:
+            raise InterpreterError(f"{e} (in kernel {st.plan.name})", affected) from None
+        raise InterpreterError(f"kernel {st.plan.name} ({st.plan.kind}) reported an index "
+                               "out of range or an integer division by zero", affected)
 
     def __call__(self, args: Sequence[np.ndarray],
                  donated: frozenset[int] = frozenset()) -> list[np.ndarray]:
@@ -189,7 +194,7 @@ class CpuProgram:
             values[st.out] = out
             ptrs = self._ptrs[p]    # arena addresses are fixed: only args and results change
             for j, slot in self._moving[p]:
-                ptrs[j] = values[slot].ctypes.data
+                ptrs[j] = data_address(values[slot])
             t0 = time.perf_counter() if timing else 0.0
             self._call(p, st, ptrs)
             if timing:

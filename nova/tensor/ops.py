@@ -30,7 +30,7 @@ def prim(op: str, inputs: Sequence[Tensor], attrs: dict[str, Any], shape: tuple[
          dtype: dt.DType) -> Tensor:
     """Record one primitive node (arguments were checked by the caller), plus its
     autograd record when grad mode is on and an input requires grad."""
-    nodes = tuple(t.node for t in inputs)
+    nodes = tuple([t.node for t in inputs])
     device = None     # the inputs' device; constants (None) follow whatever they meet
     for n in nodes:
         d = n.device
@@ -43,9 +43,11 @@ def prim(op: str, inputs: Sequence[Tensor], attrs: dict[str, Any], shape: tuple[
             device = d
     out = Tensor._wrap(Node(op, nodes, attrs, tuple(shape), dtype, None, device))
     if grad_mode.STATE.enabled and dtype.is_floating_point and inputs:
-        edges = tuple(t._grad_edge() for t in inputs)
-        if any(e is not None for e in edges):
-            out._grad_fn = graph.GradFn(op, attrs, edges, nodes, out.node)
+        edges = tuple([t._grad_edge() for t in inputs])
+        for e in edges:   # (not ``count(None)``: a Tensor's == is elementwise)
+            if e is not None:
+                out._grad_fn = graph.GradFn(op, attrs, edges, nodes, out.node)
+                break
     return out
 
 
@@ -121,6 +123,11 @@ def operands(op: str, *args: Any, dtype: dt.DType | None = None) -> list[Tensor]
 
 
 def _binary(prim_name: str, op: str, a: Any, b: Any, dtype: dt.DType | None = None) -> Tensor:
+    if dtype is None and isinstance(a, Tensor) and isinstance(b, Tensor):
+        # the common case while recording (what ``operands`` would find, checked cheaply)
+        shape, common = a.shape, a.dtype
+        if shape == b.shape and common == b.dtype:
+            return prim(prim_name, [a, b], {}, shape, common)
     x, y = operands(op, a, b, dtype=dtype)
     return prim(prim_name, [x, y], {}, x.shape, x.dtype)
 
@@ -514,25 +521,30 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     batch dims broadcast."""
     _check_tensor("matmul", a)
     _check_tensor("matmul", b)
-    if a.ndim == 0 or b.ndim == 0:
-        raise ValueError(f"matmul: both arguments need at least 1 dim, got shapes {a.shape} "
-                         f"and {b.shape}")
-    if a.dtype != b.dtype:
+    sa, sb, dtype = a.shape, b.shape, a.dtype
+    if not sa or not sb:
+        raise ValueError(f"matmul: both arguments need at least 1 dim, got shapes {sa} "
+                         f"and {sb}")
+    if dtype != b.dtype:
         raise TypeError(f"matmul: expected both operands to have the same dtype, got "
-                        f"{a.dtype.name} and {b.dtype.name}")
-    if a.dtype == dt.bool_:
+                        f"{dtype.name} and {b.dtype.name}")
+    if dtype == dt.bool_:
         raise TypeError("matmul: not implemented for bool tensors")
-    x = a if a.ndim > 1 else prim("reshape", [a], {}, (1, a.shape[0]), a.dtype)
-    y = b if b.ndim > 1 else prim("reshape", [b], {}, (b.shape[0], 1), b.dtype)
-    if x.shape[-1] != y.shape[-2]:
-        raise ValueError(f"matmul: {a.shape} @ {b.shape}: inner dims {x.shape[-1]} != "
-                         f"{y.shape[-2]}")
-    batch = broadcast_shapes("matmul", x.shape[:-2], y.shape[:-2])
-    x = broadcast_to(x, batch + x.shape[-2:], "matmul")
-    y = broadcast_to(y, batch + y.shape[-2:], "matmul")
-    out = prim("matmul", [x, y], {}, batch + (x.shape[-2], y.shape[-1]), a.dtype)
-    final = batch + (x.shape[-2],) * (a.ndim > 1) + (y.shape[-1],) * (b.ndim > 1)
-    return prim("reshape", [out], {}, final, out.dtype) if final != out.shape else out
+    x, xs = (a, sa) if len(sa) > 1 else (prim("reshape", [a], {}, (1, sa[0]), dtype),
+                                         (1, sa[0]))
+    y, ys = (b, sb) if len(sb) > 1 else (prim("reshape", [b], {}, (sb[0], 1), dtype),
+                                         (sb[0], 1))
+    if xs[-1] != ys[-2]:
+        raise ValueError(f"matmul: {sa} @ {sb}: inner dims {xs[-1]} != {ys[-2]}")
+    batch = xs[:-2]
+    if ys[:-2] != batch:
+        batch = broadcast_shapes("matmul", batch, ys[:-2])
+        x = broadcast_to(x, batch + xs[-2:], "matmul")
+        y = broadcast_to(y, batch + ys[-2:], "matmul")
+    out_shape = batch + (xs[-2], ys[-1])
+    out = prim("matmul", [x, y], {}, out_shape, dtype)
+    final = batch + (xs[-2],) * (len(sa) > 1) + (ys[-1],) * (len(sb) > 1)
+    return prim("reshape", [out], {}, final, dtype) if final != out_shape else out
 
 
 mm = matmul

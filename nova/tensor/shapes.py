@@ -11,8 +11,21 @@ Shape = tuple[int, ...]
 
 def broadcast_shapes(op: str, *shapes: Shape) -> Shape:
     """NumPy/PyTorch broadcasting: align right; sizes must match or be 1."""
-    if len(shapes) == 2 and shapes[0] == shapes[1]:
-        return tuple(shapes[0])       # the common case when recording, checked cheaply
+    if len(shapes) == 2:              # the common case when recording, checked cheaply
+        a, b = shapes
+        if a == b:
+            return tuple(a)
+        if len(a) == len(b):
+            out = []
+            for x, y in zip(a, b):
+                if x == y or y == 1:
+                    out.append(x)
+                elif x == 1:
+                    out.append(y)
+                else:
+                    break         # not broadcastable: the general path says why
+            else:
+                return tuple(out)
     rank = max((len(s) for s in shapes), default=0)
     out = []
     for k in range(rank):

@@ -123,9 +123,14 @@ class Tensor:
 
     # ------------------------------------------------------------ properties
 
+    # shape, dtype and ndim are read many times per recorded op: they check the view
+    # inline and go through ``node`` only when the base changed in place.
     @property
     def shape(self) -> tuple[int, ...]:
-        return self.node.shape
+        v = self._view
+        if v is not None and v.base._version != v.version:
+            return self.node.shape
+        return self._node.shape
 
     def size(self, dim: int | None = None):
         if dim is None:
@@ -135,7 +140,10 @@ class Tensor:
 
     @property
     def dtype(self) -> dt.DType:
-        return self.node.dtype
+        v = self._view
+        if v is not None and v.base._version != v.version:
+            return self.node.dtype
+        return self._node.dtype
 
     @property
     def device(self) -> device:
@@ -149,7 +157,10 @@ class Tensor:
 
     @property
     def ndim(self) -> int:
-        return len(self.shape)
+        v = self._view
+        if v is not None and v.base._version != v.version:
+            return len(self.node.shape)
+        return len(self._node.shape)
 
     def dim(self) -> int:
         return self.ndim

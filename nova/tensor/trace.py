@@ -14,6 +14,7 @@ computation on new data maps to the same key and replays a cached executable.
 from __future__ import annotations
 
 import itertools
+import operator
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,8 +74,9 @@ class Node:
         self.buffer = buffer
         self.device = device   # "cpu", "cuda", or None: follows its consumers
         self.backward = _recording_backward[0] and buffer is None
-        self.sig = (op, tuple((k, canonical_attr(v)) for k, v in sorted(attrs.items())),
-                    shape, dtype.name) + (("backward",) if self.backward else ())
+        sig = (op, tuple([(k, canonical_attr(attrs[k])) for k in sorted(attrs)])
+               if attrs else (), shape, dtype.name)
+        self.sig = sig + ("backward",) if self.backward else sig
 
     @property
     def realized(self) -> bool:
@@ -127,19 +129,19 @@ class LiveSet:
     ``weakref.WeakSet`` cannot hold them)."""
 
     def __init__(self) -> None:
-        self._refs: dict[int, weakref.ref] = {}
+        refs: dict[int, weakref.KeyedRef] = {}
+
+        def forget(r: weakref.KeyedRef) -> None:   # one callback for all: no closure per add
+            if refs.get(r.key) is r:    # (the id may already name a newer object)
+                del refs[r.key]
+
+        self._refs = refs
+        self._forget = forget
 
     def add(self, obj: Any) -> None:
         key = id(obj)
-        if key in self._refs:
-            return
-        refs = self._refs
-
-        def forget(r: weakref.ref, key: int = key) -> None:
-            if refs.get(key) is r:
-                del refs[key]
-
-        refs[key] = weakref.ref(obj, forget)
+        if key not in self._refs:
+            self._refs[key] = weakref.KeyedRef(obj, self._forget, key)
 
     def discard(self, obj: Any) -> None:
         self._refs.pop(id(obj), None)
@@ -213,36 +215,37 @@ def extract(outputs: list[Node], device: str = "cpu", device_key: Any = None) ->
     A step on another device than the CPU adds ``device_key`` (the device and its
     backend's identity) to the structural key, so a CPU step and a CUDA step of the same
     program never share an executable; CPU keys are unchanged."""
-    seen: dict[int, Node] = {}
+    # Nodes define no __eq__: as dict keys and set members they hash by identity.
+    seen: set[Node] = set()
+    order: list[Node] = []
     stack = [n for n in outputs if n.buffer is None]
     while stack:
         n = stack.pop()
-        if id(n) in seen:
+        if n in seen:
             continue
-        seen[id(n)] = n
+        seen.add(n)
+        order.append(n)
         if n.op == "error":
             raise RealizationError(n.attrs["message"])
         for i in n.inputs:
-            if i.buffer is None and id(i) not in seen:
+            if i.buffer is None and i not in seen:
                 stack.append(i)
-    order = sorted(seen.values(), key=_by_seq)
-    index: dict[int, int] = {}
+    order.sort(key=_by_seq)
+    index: dict[Node, int] = {}
     args: list[Node] = []
     for n in order:  # arguments numbered by first use, so the numbering is structural
         for i in n.inputs:
-            if i.buffer is not None and id(i) not in index:
-                index[id(i)] = len(args)
+            if i.buffer is not None and i not in index:
+                index[i] = len(args)
                 args.append(i)
     for n in outputs:  # realized outputs pass an argument straight through
-        if n.buffer is not None and id(n) not in index:
-            index[id(n)] = len(args)
+        if n.buffer is not None and n not in index:
+            index[n] = len(args)
             args.append(n)
-    base = len(args)
-    node_inputs = []
-    for k, n in enumerate(order):
-        index[id(n)] = base + k
-        node_inputs.append(tuple([index[id(i)] for i in n.inputs]))
-    out_ids = [index[id(n)] for n in outputs]
+    for k, n in enumerate(order, len(args)):
+        index[n] = k
+    node_inputs = [tuple([index[i] for i in n.inputs]) for n in order]
+    out_ids = [index[n] for n in outputs]
     key = (tuple([a.sig for a in args]),
            tuple(zip([n.sig for n in order], node_inputs)),
            tuple(out_ids))
@@ -252,5 +255,4 @@ def extract(outputs: list[Node], device: str = "cpu", device_key: Any = None) ->
                         [a.buffer for a in args], args, order, node_inputs)
 
 
-def _by_seq(n: Node) -> int:
-    return n.seq
+_by_seq = operator.attrgetter("seq")   # creation order, without a Python call per node

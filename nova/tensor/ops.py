@@ -122,12 +122,24 @@ def operands(op: str, *args: Any, dtype: dt.DType | None = None) -> list[Tensor]
             else full_const(a, shape, common) for a in args]
 
 
+_PLAIN_NUMBERS = (builtins.int, builtins.float)   # not bool, not numpy scalars
+
+
 def _binary(prim_name: str, op: str, a: Any, b: Any, dtype: dt.DType | None = None) -> Tensor:
-    if dtype is None and isinstance(a, Tensor) and isinstance(b, Tensor):
-        # the common case while recording (what ``operands`` would find, checked cheaply)
-        shape, common = a.shape, a.dtype
-        if shape == b.shape and common == b.dtype:
-            return prim(prim_name, [a, b], {}, shape, common)
+    if dtype is None:
+        # the common cases while recording, checked cheaply (what ``operands`` finds):
+        # two tensors of one shape and dtype, or a float tensor and a Python number
+        ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
+        if ta and tb:
+            shape, common = a.shape, a.dtype
+            if shape == b.shape and common == b.dtype:
+                return prim(prim_name, [a, b], {}, shape, common)
+        elif ta and type(b) in _PLAIN_NUMBERS and a.dtype.is_floating_point:
+            shape, common = a.shape, a.dtype
+            return prim(prim_name, [a, full_const(b, shape, common)], {}, shape, common)
+        elif tb and type(a) in _PLAIN_NUMBERS and b.dtype.is_floating_point:
+            shape, common = b.shape, b.dtype
+            return prim(prim_name, [full_const(a, shape, common), b], {}, shape, common)
     x, y = operands(op, a, b, dtype=dtype)
     return prim(prim_name, [x, y], {}, x.shape, x.dtype)
 

@@ -131,3 +131,40 @@ def test_arange_linspace_eye_repeat():
 def test_movement_errors(call, error, message):
     with pytest.raises(error, match=message):
         call(nv.zeros(2, 3, 4))
+
+
+FACTORS = st.lists(st.sampled_from([1, 2, 3, 4, 6]), min_size=1, max_size=4)
+
+
+@given(FACTORS, st.randoms(use_true_random=False), st.booleans())
+def test_reshape_inside_a_fused_kernel_regroups_dims(factors, rnd, transpose_first):
+    """A reshape fused into an elementwise kernel maps its index group by group (dims
+    with equal element counts on both sides); every split, merge and unit dim against
+    numpy, with a transposed source too (a reshape that must gather)."""
+    src_shape = tuple(factors)
+    a = np.arange(np.prod(src_shape), dtype=np.float32).reshape(src_shape)
+    x = nv.tensor(a)
+    if transpose_first and a.ndim > 1:
+        a, x = a.T, x.permute(*reversed(range(a.ndim)))
+    pieces = list(factors)
+    rnd.shuffle(pieces)
+    dst_shape = tuple(pieces) + (1,) * rnd.randint(0, 1)
+    got = (x.reshape(dst_shape) * 2.0 + 1.0).numpy()
+    np.testing.assert_array_equal(got, a.reshape(dst_shape) * 2.0 + 1.0)
+
+
+def test_reshape_that_splits_leading_dims_needs_no_division(fresh_cache):
+    """(32, 24) -> (4, 8, 24) plus a bias, as after a linear layer's folded product: the
+    kernel maps {4, 8} <- {32} and passes the innermost index through, so its LLVM IR
+    has no remainder or division (which would keep the innermost loop scalar)."""
+    from nova.runtime.cache import CACHE
+    from nova.runtime.kernel_cache import KERNELS
+    rng = np.random.default_rng(0)
+    flat = rng.standard_normal((32, 24)).astype(np.float32)
+    bias = rng.standard_normal(24).astype(np.float32)
+    with nv.engine("cpu"):
+        out = nv.tensor(flat).reshape(4, 8, 24) + nv.tensor(bias)
+        np.testing.assert_array_equal(out.numpy(), flat.reshape(4, 8, 24) + bias)
+        (plan,) = CACHE.last._program.plans
+        ir = KERNELS.llvm_ir(plan)
+    assert "urem" not in ir and "udiv" not in ir

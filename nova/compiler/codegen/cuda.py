@@ -55,12 +55,7 @@ from nova.compiler.codegen.cuda_emit import (
     prod,
     shape_of,
 )
-from nova.compiler.codegen.cuda_gemm import (
-    Gemm,
-    matmul_simt,
-    operand_view,
-    view_strides,
-)
+from nova.compiler.codegen.cuda_gemm import Gemm, matmul_simt
 from nova.compiler.codegen.cuda_prelude import PRELUDE
 from nova.compiler.cuda_configurator import LaunchConfig, configure
 from nova.compiler.cuda_device import CudaSpec
@@ -70,6 +65,7 @@ from nova.compiler.lowering.plan import (
     contraction,
     reductions,
 )
+from nova.compiler.lowering.views import operand_view, view_strides
 
 CUDA_FORMAT_VERSION = 1   # bump when generated CUDA code changes meaning
 

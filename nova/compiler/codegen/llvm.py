@@ -27,6 +27,7 @@ from nova.compiler.lowering.plan import (
     contraction,
     reductions,
 )
+from nova.compiler.lowering.views import operand_view
 
 I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
@@ -509,12 +510,40 @@ class Emitter:
         if name == "nova.slice":
             return [b.add(c64(a), b.mul(i, c64(s))) if (a, s) != (0, 1) else i
                     for i, a, s in zip(idx, _ints(op.start), _ints(op.stride))]
-        # reshape: unit dims only -> direct; otherwise re-linearize
+        # reshape: unit dims only -> direct; otherwise re-linearize group by group
         dst = _shape(op.results[0])
         if [n for n in src if n != 1] == [n for n in dst if n != 1]:
             real = iter([i for i, n in zip(idx, dst) if n != 1])
             return [c64(0) if n == 1 else next(real) for n in src]
-        return self.delinearize(self.linear(b, idx, dst), src)
+        if 0 in src or 0 in dst:
+            return self.delinearize(self.linear(b, idx, dst), src)
+        return self._regroup(idx, dst, src)
+
+    def _regroup(self, idx: list[ir.Value], dst: Sequence[int],
+                 src: Sequence[int]) -> list[ir.Value]:
+        """The source multi-index of a reshape, per group of dims with equal element
+        counts on both sides ((16, 128, 384) <- (2048, 384): {16, 128} <- {2048} and
+        {384} <- {384}). A dim that is its own group passes its index through, and a
+        group of one source dim needs no division, so the innermost (vectorized) loop
+        index usually reaches the load untouched: re-linearizing the whole index would
+        put a remainder on it and keep LLVM from vectorizing the loop."""
+        b = self.b
+        out: list[ir.Value] = []
+        i = j = 0
+        while i < len(dst) and j < len(src):
+            i0, j0 = i, j
+            n_dst, n_src = dst[i], src[j]
+            i, j = i + 1, j + 1
+            while n_dst != n_src:
+                if n_dst < n_src:
+                    n_dst *= dst[i]
+                    i += 1
+                else:
+                    n_src *= src[j]
+                    j += 1
+            flat = idx[i0] if i - i0 == 1 else self.linear(b, idx[i0:i], dst[i0:i])
+            out.extend([flat] if j - j0 == 1 else self.delinearize(flat, src[j0:j]))
+        return out + [c64(0)] * (len(src) - j)    # trailing unit dims of the source
 
     def _pad(self, op: Operation, idx: list[ir.Value]) -> ir.Value:
         b = self.b
@@ -905,33 +934,16 @@ def _matmul(e: Emitter) -> None:
     e.loops.range(e.fn.args[1], e.fn.args[2], per_row, "r")
 
 
-def _view_strides(e: Emitter, value: SSAValue) -> tuple[int, list[int]] | None:
-    """``(argument index, element stride per dim of value)`` when ``value`` is a float32
-    kernel argument seen through transposes and broadcasts (stride 0), else None: then
-    its elements have addresses, so a run of them with stride 1 can be loaded as one
-    vector."""
-    src_dim: list[int | None] = list(range(len(_shape(value))))
-    while not isinstance(value, BlockArgument):
-        op = value.owner
-        if op.name == "nova.transpose":
-            perm = _ints(op.perm)
-            src_dim = [None if d is None else perm[d] for d in src_dim]
-        elif op.name == "nova.broadcast_in_dim":
-            dims = _ints(op.dims)
-            in_shape = _shape(op.operands[0])
-            src_dim = [dims.index(d) if d is not None and d in dims and
-                       in_shape[dims.index(d)] != 1 else None for d in src_dim]
-        else:
-            return None
-        value = op.operands[0]
-    i = e.arg_index[id(value)]
-    shape, dtype = e.plan.arg_types[i]
-    if dtype.mlir != "f32":
+def _view_strides(e: Emitter, value: SSAValue) -> tuple[int, int, list[int]] | None:
+    """``(argument index, element offset, element stride per dim of value)`` when
+    ``value`` is a float32 kernel argument seen through movement ops that need no copy
+    (``operand_view``), else None: then its elements have addresses, so a run of them
+    with stride 1 can be loaded as one vector."""
+    view = operand_view(value)
+    if view is None or e.plan.arg_types[view[0]][1].mlir != "f32":
         return None
-    strides = [1] * len(shape)
-    for d in range(len(shape) - 2, -1, -1):
-        strides[d] = strides[d + 1] * shape[d + 1]
-    return i, [0 if d is None else strides[d] for d in src_dim]
+    arg, strides, offset = view
+    return arg, offset, list(strides)
 
 
 def _matmul_tiled(e: Emitter) -> None:
@@ -1029,7 +1041,7 @@ def _matmul_tiled(e: Emitter) -> None:
             step *= 2
         return rows
 
-    def transposing_pack(view: tuple[int, list[int]], pre: list[ir.Value], dst: ir.Value,
+    def transposing_pack(view: tuple[int, int, list[int]], pre: list[ir.Value], dst: ir.Value,
                          o0: ir.Value, row: ir.Value, p0: ir.Value, kcur: ir.Value,
                          o_dim: int, k_dim: int, width: int) -> ir.Value:
         """Pack a panel whose source is unit-stride along K (A row-major, B = W^T): per
@@ -1038,8 +1050,8 @@ def _matmul_tiled(e: Emitter) -> None:
         registers, and store ``lanes`` packed lines; about 0.5 instructions per element
         instead of a strided load and an insert each. Returns where the remainder
         (fewer than ``lanes`` values of k, packed element-wise) starts."""
-        arg, strides = view
-        base = c64(0)
+        arg, offset, strides = view
+        base = c64(offset)
         for d, iv in enumerate(pre):
             base = b.add(base, b.mul(iv, c64(strides[d])))
         groups = -(-width // lanes)
@@ -1097,10 +1109,10 @@ def _matmul_tiled(e: Emitter) -> None:
             view = _view_strides(e, src) if not checked else None
             o_dim = len(pre) if is_a else len(pre) + 1
             k_dim = len(pre) + (1 if is_a else 0)
-            if view is not None and view[1][o_dim] == 1:
+            if view is not None and view[2][o_dim] == 1:
                 # unit stride along the width: one vector load from the argument
-                arg, strides = view
-                base = c64(0)
+                arg, offset, strides = view
+                base = c64(offset)
                 for d, iv in enumerate(pre):
                     base = b.add(base, b.mul(iv, c64(strides[d])))
                 base = b.add(base, o0)
@@ -1115,7 +1127,7 @@ def _matmul_tiled(e: Emitter) -> None:
                 return
 
             kfull = c64(0)
-            if view is not None and view[1][k_dim] == 1:
+            if view is not None and view[2][k_dim] == 1:
                 kfull = transposing_pack(view, pre, dst, o0, row, p0, kcur, o_dim, k_dim,
                                          width)
 

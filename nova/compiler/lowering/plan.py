@@ -38,7 +38,7 @@ from nova.compiler.configurator import classify, elementwise_unroll, gemm_tile
 from nova.compiler.device import detect_cpu
 from nova.tensor import dtypes as dt
 
-FORMAT_VERSION = 7  # bump when generated code changes meaning
+FORMAT_VERSION = 9  # bump when generated code changes meaning
 
 
 @dataclass(frozen=True)

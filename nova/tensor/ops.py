@@ -548,6 +548,15 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
                                          (sb[0], 1))
     if xs[-1] != ys[-2]:
         raise ValueError(f"matmul: {sa} @ {sb}: inner dims {xs[-1]} != {ys[-2]}")
+    if len(xs) > 2 and len(ys) == 2:
+        # A batch of rows times one matrix (a linear layer on (batch, tokens, features))
+        # is one product, as in PyTorch: the batch folds into M. The matrix is then packed
+        # once, not once per batch element, and its gradient is one product over every
+        # row (K = batch x tokens) instead of a batch of products and a sum over them.
+        rows = numel(xs[:-1])
+        flat = prim("reshape", [x], {}, (rows, xs[-1]), dtype)
+        out = prim("matmul", [flat, y], {}, (rows, ys[-1]), dtype)
+        return prim("reshape", [out], {}, xs[:-1] + (ys[-1],) * (len(sb) > 1), dtype)
     batch = xs[:-2]
     if ys[:-2] != batch:
         batch = broadcast_shapes("matmul", batch, ys[:-2])

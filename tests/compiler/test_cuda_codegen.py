@@ -136,11 +136,15 @@ def test_operand_views_pick_cp_async_layouts():
     assert view_strides((4, 6), (1, 4), (24,)) is None          # merging across a transpose
     assert view_strides((4, 6), (1, 4), (4, 2, 3)) == (1, 12, 4)
     x, w = _t(2, 8, 16), _t(24, 16)
-    (plan,) = _plans(x @ w.transpose(0, 1))       # B = W^T broadcast over the batch
+    (plan,) = _plans(x @ w.transpose(0, 1))       # a linear layer: the batch folds into M
     mm = contraction(plan.fusion)
-    _arg, strides, offset = operand_view(mm.operands[1])
-    assert (strides, offset) == ((0, 1, 16), 0)
+    assert operand_view(mm.operands[0])[1:] == ((16, 1), 0)     # A = x reshaped, in place
+    assert operand_view(mm.operands[1])[1:] == ((1, 16), 0)     # B = W^T
     assert "operands A row, B col" in generate(plan, SM80).source.splitlines()[1]
+    (batched,) = _plans(x @ _t(1, 24, 16).transpose(1, 2))     # B broadcast over the batch
+    mm = contraction(batched.fusion)
+    assert operand_view(mm.operands[1])[1:] == ((0, 1, 16), 0)
+    assert "operands A row, B col" in generate(batched, SM80).source.splitlines()[1]
     (odd,) = _plans(_t(5, 7) @ _t(7, 9))          # rows of 7 floats: not 16-byte aligned
     assert "operands A gen, B gen" in generate(odd, SM80).source.splitlines()[1]
 

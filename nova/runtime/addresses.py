@@ -9,7 +9,7 @@ header, then ``char *data``. Reading that word through ``ctypes`` costs ~0.3 us.
 The offset is the size of the object header, which depends on the interpreter build
 (free-threaded CPython has a larger one), so it is not assumed: at import it is checked
 against ``ctypes.data`` on probe arrays (owning, a view at an offset, a transposed view),
-and where no candidate agrees every call uses ``ctypes.data``.
+and where it does not agree every call uses ``ctypes.data``.
 """
 from __future__ import annotations
 
@@ -24,11 +24,10 @@ _read_word = ctypes.c_void_p.from_address
 def _header_offset() -> int | None:
     base = np.arange(64, dtype=np.float32).reshape(8, 8)
     probes = (base, base[3:, 2:], base.T, np.empty(0, dtype=np.int64))
-    header = object.__basicsize__    # PyObject_HEAD: refcount and type (and more, if any)
-    for offset in (header, 2 * ctypes.sizeof(ctypes.c_void_p)):
-        if all(_read_word(id(p) + offset).value == p.ctypes.data for p in probes
-               if p.ctypes.data):
-            return offset
+    offset = object.__basicsize__    # PyObject_HEAD: refcount and type (and more, if any)
+    if all(_read_word(id(p) + offset).value == p.ctypes.data for p in probes
+           if p.ctypes.data):
+        return offset
     return None
 
 

@@ -113,33 +113,31 @@ def promote(op: str, *args: Any) -> dt.DType:
                           [a for a in args if not isinstance(a, Tensor)])
 
 
+_PLAIN_NUMBERS = (builtins.int, builtins.float)   # not bool, not numpy scalars
+
+
 def operands(op: str, *args: Any, dtype: dt.DType | None = None) -> list[Tensor]:
     """Promote to a common dtype (or ``dtype``) and broadcast to a common shape;
     Python scalars become splat constants of the result shape."""
+    if dtype is None and len(args) == 2:
+        # the common cases while recording, checked cheaply (what the general path
+        # finds): two tensors of one shape and dtype, or a float tensor and a Python number
+        a, b = args
+        ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
+        if ta and tb:
+            if a.shape == b.shape and a.dtype == b.dtype:
+                return [a, b]
+        elif ta and type(b) in _PLAIN_NUMBERS and a.dtype.is_floating_point:
+            return [a, full_const(b, a.shape, a.dtype)]
+        elif tb and type(a) in _PLAIN_NUMBERS and b.dtype.is_floating_point:
+            return [full_const(a, b.shape, b.dtype), b]
     common = dtype or promote(op, *args)
     shape = broadcast_shapes(op, *[a.shape for a in args if isinstance(a, Tensor)])
     return [broadcast_to(cast(a, common), shape, op) if isinstance(a, Tensor)
             else full_const(a, shape, common) for a in args]
 
 
-_PLAIN_NUMBERS = (builtins.int, builtins.float)   # not bool, not numpy scalars
-
-
 def _binary(prim_name: str, op: str, a: Any, b: Any, dtype: dt.DType | None = None) -> Tensor:
-    if dtype is None:
-        # the common cases while recording, checked cheaply (what ``operands`` finds):
-        # two tensors of one shape and dtype, or a float tensor and a Python number
-        ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
-        if ta and tb:
-            shape, common = a.shape, a.dtype
-            if shape == b.shape and common == b.dtype:
-                return prim(prim_name, [a, b], {}, shape, common)
-        elif ta and type(b) in _PLAIN_NUMBERS and a.dtype.is_floating_point:
-            shape, common = a.shape, a.dtype
-            return prim(prim_name, [a, full_const(b, shape, common)], {}, shape, common)
-        elif tb and type(a) in _PLAIN_NUMBERS and b.dtype.is_floating_point:
-            shape, common = b.shape, b.dtype
-            return prim(prim_name, [full_const(a, shape, common), b], {}, shape, common)
     x, y = operands(op, a, b, dtype=dtype)
     return prim(prim_name, [x, y], {}, x.shape, x.dtype)
 

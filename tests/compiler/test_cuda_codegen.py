@@ -11,14 +11,10 @@ import numpy as np
 import pytest
 
 import nova as nv
-from nova.compiler.codegen.cuda import (
-    generate,
-    operand_view,
-    view_strides,
-    write_sources,
-)
+from nova.compiler.codegen.cuda import generate, write_sources
 from nova.compiler.cuda_device import SM80, SM86, SM90, SPECS
 from nova.compiler.lowering.plan import contraction
+from nova.compiler.lowering.views import operand_view, view_strides
 from nova.runtime import nvrtc
 from tests.compiler.cuda_cases import _graph, cases_of, gpt_step, representative
 

@@ -65,7 +65,6 @@ from nova.compiler.lowering.plan import (
     contraction,
     reductions,
 )
-from nova.compiler.lowering.views import operand_view, view_strides
 
 CUDA_FORMAT_VERSION = 1   # bump when generated CUDA code changes meaning
 
@@ -388,5 +387,4 @@ def write_sources(plans: list[KernelPlan], spec: CudaSpec, directory: str) -> li
     return paths
 
 
-__all__ = ["CUDA_FORMAT_VERSION", "CudaKernel", "generate", "operand_view", "view_strides",
-           "write_sources"]
+__all__ = ["CUDA_FORMAT_VERSION", "CudaKernel", "generate", "write_sources"]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
+from nova.tensor.shapes import numel
+
 
 def _shape(v: SSAValue) -> tuple[int, ...]:
     return tuple(v.type.get_shape())
@@ -55,7 +57,7 @@ def operand_view(v: SSAValue) -> tuple[int, tuple[int, ...], int] | None:
         v = owner.operands[0]
     arg = v.index
     shape = _shape(v)
-    strides = tuple(_numel(shape[d + 1:]) for d in range(len(shape)))
+    strides = tuple(numel(shape[d + 1:]) for d in range(len(shape)))
     offset = 0
     for op in reversed(chain):
         src = _shape(op.operands[0])
@@ -77,13 +79,6 @@ def operand_view(v: SSAValue) -> tuple[int, tuple[int, ...], int] | None:
                 return None
             strides = new
     return arg, strides, offset
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 __all__ = ["operand_view", "view_strides"]

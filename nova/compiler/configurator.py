@@ -22,9 +22,10 @@ high-performance BLIS", TOMS 2016): C += A B is computed as
   the tile's FMA time (see ``gemm_kc``), and balances the K blocks.
 - MC: half the L2 holds the packed A block (MC x KC), the other half B micro-panels
   passing through and C: MC = (L2 / 2) / (KC x itemsize), a multiple of MR.
-- NC: each thread packs its own B panel (threads share nothing but the inputs), so
-  one thread's KC x NC panel gets half the L3 divided by the cores:
+- NC: a thread that packs its own B panel gets half the L3 divided by the cores:
   NC = (L3 / 2 / cores) / (KC x itemsize), a multiple of NR, at most N rounded up.
+  The same width serves a shared panel: its two alternating buffers then fill
+  2 / cores of half the L3 (all of it on 2 cores).
 - Packing: both operands, always (the derivation says so). Packed A makes the MR
   elements broadcast per k contiguous (one cache line), whatever A's layout -- a
   transposed A (weight gradients X^T dY) is otherwise read with stride M, a new page
@@ -34,9 +35,25 @@ high-performance BLIS", TOMS 2016): C += A B is computed as
   FLOPs.
 - Threads: the kernel's parallel extent is the MR-row micro-panels of C (split "m") or
   its NR-column micro-panels (split "n"), over all batches; each thread blocks its own
-  range by MC (or NC) as above. A thread packs the whole of the other operand for its
-  range, so the split goes along the larger of M and N: the duplicated packing is then
-  of the smaller operand.
+  range by MC (or NC) as above. In a single (unbatched) product split "m", every
+  thread walks the same NC panels and K blocks, so the threads can share one packed B
+  panel (``shared_b``, as BLIS and OpenBLAS do): each packs 1/threads of its
+  micro-panels and waits at a barrier until all are packed; two panels alternate, so
+  one barrier per K block suffices (a thread packs panel t + 1 only after every
+  thread passed barrier t, that is, finished computing on panel t - 1, which used the
+  same buffer). Packing is then M K + K N elements in all, whatever the thread count,
+  instead of M K + threads x K N; split "n" would pack threads x M K + K N. Sharing
+  starts at ``SHARED_B_MIN_CORES``: the duplicated packing grows with the threads,
+  while the barrier makes every K block wait for the slowest thread. Measured on the
+  2-core bench VM (dW of the small GPT, 384 x 2048 x 128): B packing took ~5% of
+  each thread's time, sharing saved about half of it, and the barrier waits cost as
+  much (7% of samples), more when the host deschedules a vCPU. When sharing, an
+  unbatched product is split "m" whenever its MR-row micro-panels are at least
+  ``MIN_PANELS_PER_THREAD`` per core (the last chunk is at most 1/that short of the
+  others); otherwise, and in batched products (whose chunks cover different batches
+  and share nothing), the split goes along the larger of M and N, each thread packing
+  the whole of the other operand for its range: the duplicated packing is then of the
+  smaller operand.
 - Partial sums across K blocks accumulate in the output (C += per block); when the
   output cannot hold float32 partials (an epilogue that casts), K is not blocked.
 
@@ -61,6 +78,8 @@ from nova.compiler.device import CpuSpec
 DISPATCH_SECONDS = 5e-6
 C_TRAFFIC_SHARE = 0.1     # C tile memory traffic per K block, as a share of its FMA time
 MIN_MC_PANELS = 4         # A micro-panels an MC block holds at least
+MIN_PANELS_PER_THREAD = 8  # MR-row micro-panels per core for a shared-B split "m"
+SHARED_B_MIN_CORES = 4     # cores from which threads share the packed B panel
 SECONDS_PER_ITERATION = 1e-9
 
 
@@ -74,6 +93,7 @@ class GemmTile:
     kc: int = 0
     mc: int = 0
     split: str = "m"          # "m": threads split C's rows; "n": its columns
+    shared_b: bool = False    # threads pack one B panel together (split "m", unbatched)
 
 
 def _round_down(x: int, multiple: int) -> int:
@@ -130,7 +150,7 @@ def gemm_panel_width(spec: CpuSpec, kc: int, nr: int, itemsize: int = 4) -> int:
 
 
 def gemm_tile(spec: CpuSpec, itemsize: int = 4, k: int = 256, m: int = 256, n: int = 256,
-              k_blocking: bool = True) -> GemmTile:
+              k_blocking: bool = True, batched: bool = False) -> GemmTile:
     """The GEMM schedule for C (M x N) = A (M x K) B (K x N) on ``spec``.
 
     Register tile (BLIS register level): NR = 2 vectors (2 x lanes columns), so each k
@@ -141,7 +161,8 @@ def gemm_tile(spec: CpuSpec, itemsize: int = 4, k: int = 256, m: int = 256, n: i
     derivation says when too few registers leave it uncovered). KC, MC, NC and the
     thread split: see the module docstring and ``gemm_kc``, ``gemm_mc``,
     ``gemm_panel_width``. ``k_blocking=False`` (the output cannot hold float32 partial
-    sums) makes KC = K.
+    sums) makes KC = K. ``batched``: C is a batch of products (attention), whose thread
+    chunks cannot share a B panel.
     """
     lanes = spec.lanes(itemsize)
     nr = 2 * lanes
@@ -151,7 +172,15 @@ def gemm_tile(spec: CpuSpec, itemsize: int = 4, k: int = 256, m: int = 256, n: i
     kc = gemm_kc(spec, k, nr, mr, itemsize) if k_blocking else max(k, 1)
     mc = gemm_mc(spec, kc, mr, itemsize)
     nc = min(gemm_panel_width(spec, kc, nr, itemsize), _round_up(max(n, 1), nr))
-    split = "m" if m >= n else "n"
+    panels = -(-max(m, 1) // mr)
+    if (not batched and spec.cores >= SHARED_B_MIN_CORES
+            and panels >= MIN_PANELS_PER_THREAD * spec.cores):
+        split, why_split = "m", (f"{panels} MR-row panels >= {MIN_PANELS_PER_THREAD} x "
+                                 f"{spec.cores} cores, unbatched")
+    else:
+        split = "m" if m >= n else "n"
+        why_split = f"M={m} {'>=' if split == 'm' else '<'} N={n}"
+    shared_b = split == "m" and not batched and spec.cores >= SHARED_B_MIN_CORES
     by_l1, by_c, cap = gemm_kc_bounds(spec, nr, mr, itemsize)
     why = (f"NR = 2 x {lanes} lanes = {nr}; MR = ({spec.vector_registers} regs - 3) // 2"
            f" = {mr}; {chains} FMA chains vs latency x units = {needed}"
@@ -162,9 +191,9 @@ def gemm_tile(spec: CpuSpec, itemsize: int = 4, k: int = 256, m: int = 256, n: i
               if k_blocking else f"; KC = K = {kc} (output holds no f32 partials)")
            + f"; MC = L2/2 / (KC x {itemsize} B) -> {mc}"
            + f"; NC = L3/2/{spec.cores} cores / (KC x {itemsize} B), <= N -> {nc}"
-           + f"; pack A and B; threads split {split.upper()} (M={m} {'>=' if split == 'm' else '<'}"
-           f" N={n})")
-    return GemmTile(mr, nr, nc, why, kc=kc, mc=mc, split=split)
+           + f"; pack A and B; threads split {split.upper()} ({why_split})"
+           + ("; threads share the packed B panel (two, alternating)" if shared_b else ""))
+    return GemmTile(mr, nr, nc, why, kc=kc, mc=mc, split=split, shared_b=shared_b)
 
 
 def _round_up(x: int, multiple: int) -> int:

@@ -21,6 +21,7 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
+from nova.compiler.codegen.pool import TEAM_MEMBERS
 from nova.compiler.configurator import estimated_seconds
 from nova.compiler.device import detect_cpu
 from nova.compiler.lowering.plan import KernelPlan, plan_kernels
@@ -103,6 +104,7 @@ class CpuProgram:
         self._arena_buffer = arena
         self._views = views
         self._ptrs, self._moving, self._table_addresses = [], [], []
+        self._teams: list[ctypes.Array | None] = []   # per kernel: its team header
         for p, st in enumerate(self.steps):
             slots = list(st.inputs) + [st.out]
             table = (ctypes.c_void_p * (len(slots) + (st.scratch is not None)))()
@@ -112,8 +114,12 @@ class CpuProgram:
                     table[j] = views[slot].ctypes.data
                 else:
                     moving.append((j, slot))
+            team = None
             if st.scratch is not None:
                 table[len(slots)] = self._scratch_views[p].ctypes.data
+                if st.plan.schedule.shared_b:
+                    team = threads.team_header(self._scratch_views[p].ctypes.data)
+            self._teams.append(team)
             self._ptrs.append(table)
             self._table_addresses.append(ctypes.addressof(table))
             self._moving.append(moving)
@@ -149,10 +155,12 @@ class CpuProgram:
     def _call(self, k: int, st: Step, ptrs: ctypes.Array) -> None:
         ranges = self._ranges[k]
         if len(ranges) == 1:
+            if self._teams[k] is not None:
+                self._teams[k][TEAM_MEMBERS] = 1
             rc = st.fn(ptrs, 0, ranges[0][1])
         else:
             rc = threads.pool().run(st.fn, self._addresses[k], self._table_addresses[k],
-                                    self._range_arrays[k], len(ranges))
+                                    self._range_arrays[k], len(ranges), self._teams[k])
         if rc:
             self._fail(k, st)
 

@@ -65,7 +65,7 @@ class CudaProgram:
 
         self.backend = backend
         self.fused = fuse(module, "cuda")
-        self.plans = plan_kernels(self.fused)
+        self.plans = plan_kernels(self.fused, backend="cuda")
         spec = backend.spec()
         kernels = []
         for plan in self.plans:

@@ -36,6 +36,10 @@ from nova.compiler.codegen.pool import (
     IDLE,
     LINE,
     SEEN,
+    TEAM_ARRIVED,
+    TEAM_BARRIER,
+    TEAM_MEMBERS,
+    TEAM_WORDS,
     TICKET,
     pool_module,
     state_words,
@@ -118,18 +122,24 @@ class WorkerPool:
                 words[idle] = 0
 
     def run(self, fn, fn_address: int, args_address: int, ranges: ctypes.Array,
-            n: int) -> int:
+            n: int, team: ctypes.Array | None = None) -> int:
         """Run kernel ``fn`` (at ``fn_address``) on the buffer table at ``args_address``
         over the ``n`` chunks of ``ranges`` (``ranges_array``); the largest return code.
         Another Python thread dispatching at the same time runs its chunks one after the
-        other on its own thread instead (correct, not parallel)."""
+        other on its own thread instead (correct, not parallel). ``team``: the kernel's
+        team header (``team_header``), set up for n members or, run one after another,
+        for one."""
         if not 1 <= n <= self.threads:
             raise ValueError(f"WorkerPool.run: {n} chunks for a pool of {self.threads} "
                              "threads; expected 1 to that many")
         if n == 1 or not self._busy.acquire(blocking=False):
+            if team is not None:
+                team[TEAM_MEMBERS] = 1
             table = ctypes.cast(args_address, ctypes.POINTER(ctypes.c_void_p))
             return max(fn(table, ranges[2 * i], ranges[2 * i + 1]) for i in range(n))
         try:
+            if team is not None:
+                team[TEAM_MEMBERS], team[TEAM_ARRIVED], team[TEAM_BARRIER] = n, 0, 0
             if self._launch(self.state, fn_address, args_address, ranges, n):
                 with self._wake:
                     self._wake.notify_all()
@@ -145,6 +155,12 @@ class WorkerPool:
                 self._wake.notify_all()
             for t in self._workers:
                 t.join()
+
+
+def team_header(address: int) -> ctypes.Array:
+    """The team header (``nova.compiler.codegen.pool``) at ``address``, the start of
+    a kernel's scratch buffer, as the int64 array ``WorkerPool.run`` writes."""
+    return (ctypes.c_int64 * TEAM_WORDS).from_address(address)
 
 
 def ranges_array(chunks: Sequence[tuple[int, int]]) -> ctypes.Array:

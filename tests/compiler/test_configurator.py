@@ -107,6 +107,55 @@ def test_gemm_tile_blocks_split_and_dump():
         assert text in why
 
 
+def test_threads_share_the_packed_b_panel_from_four_cores():
+    # AVX2 spec, 4 cores: the mlp-down weight gradient of the medium GPT, M = 256 < N =
+    # 1024, has ceil(256 / 6) = 43 MR-row panels >= 8 x 4: split "m", one shared B panel
+    # (packing M K + K N in all instead of M K x 4 + K N with split "n").
+    t = gemm_tile(AVX2, k=2048, m=256, n=1024)
+    assert (t.split, t.shared_b) == ("m", True)
+    assert "43 MR-row panels >= 8 x 4 cores" in t.derivation
+    assert "share the packed B panel" in t.derivation
+    # 31 panels < 32: the larger side, N, each thread packing all of A for its columns.
+    t = gemm_tile(AVX2, k=2048, m=186, n=1024)
+    assert (t.split, t.shared_b) == ("n", False) and "M=186 < N=1024" in t.derivation
+    # M >= N but batched (attention): chunks cover different batches, nothing shared.
+    t = gemm_tile(AVX2, k=64, m=256, n=64, batched=True)
+    assert (t.split, t.shared_b) == ("m", False)
+    # 2 cores (the AVX-512 spec, and the bench VM): private panels, split the larger side.
+    t = gemm_tile(AVX512, k=2048, m=256, n=1024)
+    assert (t.split, t.shared_b) == ("n", False)
+    assert not gemm_tile(AVX512, k=2048, m=2048, n=512).shared_b
+
+
+def test_shared_b_plans_carry_the_team_header_and_two_panels(monkeypatch):
+    """On a 4-core spec, the CPU plan of x @ W^T (M = 300 >= N = 50) shares B: its
+    scratch holds the team header and two KC x NC panels (+ a vector of slack), and its
+    LLVM IR meets at the team barrier; the CUDA plan of the same product has no scratch
+    (CUDA kernels configure themselves)."""
+    import dataclasses
+
+    from nova.compiler.codegen.pool import TEAM_WORDS
+    from nova.compiler.irgen import build_module
+    from nova.compiler.lowering import plan as plan_module
+    from nova.compiler.passes import simplify
+    from nova.compiler.passes.fusion import fuse
+    from nova.runtime.kernel_cache import KERNELS
+    from nova.tensor.realize import pending_graph
+    spec = dataclasses.replace(detect_cpu(), cores=4)
+    monkeypatch.setattr(plan_module, "detect_cpu", lambda: spec)
+    x = nv.tensor(np.ones((300, 70), np.float32))
+    w = nv.tensor(np.ones((50, 70), np.float32))
+    fused = fuse(simplify(build_module(pending_graph(x @ w.T))))
+    (plan,) = plan_module.plan_kernels(fused)
+    s = plan.schedule
+    assert s.shared_b and s.split == "m" and "shared_b" in plan.describe()
+    assert plan.scratch[0] == (2 * TEAM_WORDS + 2 * s.kc * s.tile[2] + s.tile[1],)
+    ir = KERNELS.llvm_ir(plan)
+    assert "atomicrmw add" in ir and "load atomic" in ir and "sched_yield" in ir
+    (cuda_plan,) = plan_module.plan_kernels(fused, backend="cuda")
+    assert cuda_plan.scratch is None and not cuda_plan.schedule.shared_b
+
+
 def test_peak_balance_and_classification():
     # 4 cores x 2 FMA x 2 flops x 8 lanes x 3 GHz = 384 GFLOP/s; 40 GB/s -> balance 9.6.
     assert AVX2.peak_flops == 384e9 and AVX2.bandwidth == 40e9

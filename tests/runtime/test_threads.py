@@ -8,7 +8,14 @@ import pytest
 from llvmlite import ir
 
 import nova as nv
-from nova.compiler.codegen.pool import IDLE, TICKET, pool_module, thread_word
+from nova.compiler.codegen.pool import (
+    IDLE,
+    TEAM_BARRIER,
+    TICKET,
+    emit_barrier,
+    pool_module,
+    thread_word,
+)
 from nova.compiler.device import usable_cores
 from nova.runtime import threads
 from nova.runtime.kernel_cache import KERNELS
@@ -47,6 +54,30 @@ def test_only_the_waiting_caller_yields_its_core():
     # worker never does (it would keep sharing the caller's core).
     assert "sched_yield" in _function_ir("nova_pool_join")
     assert "sched_yield" not in _function_ir("nova_pool_worker")
+
+
+def test_team_barrier_publishes_then_polls_with_acquire_and_yields():
+    """``emit_barrier``: the arrival is a sequentially consistent increment of the
+    team's barrier word (publishing the packed panel), the poll an acquire load against
+    the target, and the wait pauses and yields now and then (threads may outnumber
+    cores)."""
+    module = ir.Module(name="barrier")
+    module.triple = "x86_64-unknown-linux-gnu"
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64.as_pointer(), I64]),
+                     name="wait")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    spins = b.alloca(I64)
+    b.store(ir.Constant(I64, 0), spins)
+    emit_barrier(module, b, fn.args[0], fn.args[1], spins)
+    b.ret_void()
+    text = str(module)
+    arrive = text.index("atomicrmw add")
+    assert f"i64 {TEAM_BARRIER}" in text[:arrive]
+    assert "seq_cst" in text[arrive:text.index("\n", arrive)]
+    poll = text.index("load atomic", arrive)
+    assert "acquire" in text[poll:text.index("\n", poll)]
+    assert "icmp sge" in text[poll:] and "llvm.x86.sse2.pause" in text
+    assert "sched_yield" in text
 
 
 def test_more_threads_than_cores_sleep_instead_of_spinning():

@@ -1,7 +1,7 @@
 """matmul against numpy: 1-D promotion, batched, broadcast batch dims."""
 import numpy as np
 import pytest
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import nova as nv
@@ -93,14 +93,15 @@ def test_gemm_shapes_transposes_batches_and_epilogues(m, k, n, ta, tb, batch, ep
     assert err < 5e-4, err
 
 
-def _tiny_cache_spec():
+def _tiny_cache_spec(cores: int = 2):
     """The host's ISA with caches so small that KC, MC and NC are a few dozen: small
     shapes then cross every block boundary (several K blocks accumulating in the output,
-    several MC blocks per packed B panel, several NC panels)."""
+    several MC blocks per packed B panel, several NC panels). With 4 cores, unbatched
+    products split "m" share their packed B panels."""
     import dataclasses
 
     from nova.compiler.device import detect_cpu
-    return dataclasses.replace(detect_cpu(), cores=2, l1d=4096, l2=3584, l3=16384)
+    return dataclasses.replace(detect_cpu(), cores=cores, l1d=4096, l2=3584, l3=16384)
 
 
 BLOCK_SIDES = [1, 2, 13, 14, 15, 29, 31, 33, 64, 65, 97]
@@ -184,3 +185,69 @@ def test_gemm_larger_than_the_host_blocks(m, k, n, ta, tb):
     x, y = nv.tensor(a), nv.tensor(b)
     got = ((x.T if ta else x) @ (y.T if tb else y)).numpy().astype(np.float64)
     assert np.abs(got - ref).max() / np.abs(ref).max() < 5e-4
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=st.sampled_from([33, 64, 65, 97]), k=st.sampled_from([1, 29, 97]),
+       n=st.sampled_from(BLOCK_SIDES), ta=st.booleans(), tb=st.booleans(),
+       batch=st.sampled_from([(), (1,)]), epilogue=st.sampled_from(["none", "bias", "half"]),
+       threads=st.sampled_from([2, 3, "one after another"]), seed=st.integers(0, 99))
+def test_gemm_threads_sharing_the_packed_b_panel(monkeypatch, m, k, n, ta, tb, batch,
+                                                 epilogue, threads, seed):
+    """Threads that pack one B panel together (``shared_b``: the plan of a 4-core
+    machine, tiny caches so there are several K blocks and NC panels, hence both
+    alternating buffers and many barriers), against numpy in float64: on 2 threads, on
+    3 (more than this machine's cores: the workers sleep and the barrier yields), and
+    with the chunks run one after another (the pool busy with another dispatch), where
+    every chunk packs the whole panel itself."""
+    from nova.compiler.lowering import plan as plan_module
+    from nova.runtime import threads as pool_threads
+    monkeypatch.setattr(plan_module, "detect_cpu", lambda: _tiny_cache_spec(cores=4))
+    nv.debug.reset_cache()
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(batch + ((k, m) if ta else (m, k))).astype(np.float32)
+    b = rng.standard_normal(batch + ((n, k) if tb else (k, n))).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    ref = (np.swapaxes(a64, -1, -2) if ta else a64) @ (np.swapaxes(b64, -1, -2) if tb else b64)
+    x, y = nv.tensor(a), nv.tensor(b)
+    out = (x.transpose(-2, -1) if ta else x) @ (y.transpose(-2, -1) if tb else y)
+    tol = 5e-4
+    if epilogue == "bias":
+        out, ref = out + nv.tensor(bias), ref + bias
+    elif epilogue == "half":
+        out, tol = out.half(), 1e-3
+    line = next(ln for ln in nv.debug.dump_ir(out, stage="fused").splitlines()
+                if "/tiled" in ln)
+    assert ("shared_b" in line) == ("split=m" in line)
+    previous = nv.get_num_threads()
+    try:
+        if threads == "one after another":
+            nv.set_num_threads(2)
+            with pool_threads.pool()._busy:
+                got = out.numpy()
+        else:
+            nv.set_num_threads(threads)
+            got = out.numpy()
+        teams = _team_headers()
+    finally:
+        nv.set_num_threads(previous)
+        nv.debug.reset_cache()
+    err = np.abs(got.astype(np.float64) - ref).max() / max(np.abs(ref).max(), 1e-30)
+    assert err < tol, err
+    for members, arrived, barriers, chunks in teams:   # how the chunks met
+        if threads == "one after another" or chunks == 1:
+            assert members == 1
+        else:
+            assert members == arrived == chunks and barriers > 0 and barriers % chunks == 0
+
+
+def _team_headers() -> list[tuple[int, int, int, int]]:
+    """(members, arrived, barrier count, chunks) of each shared-B kernel of the step
+    that ran last (none under the interpreter engine)."""
+    from nova.compiler.codegen.pool import TEAM_ARRIVED, TEAM_BARRIER, TEAM_MEMBERS
+    from nova.runtime.cache import CACHE
+    program = CACHE.last._program
+    return [(team[TEAM_MEMBERS], team[TEAM_ARRIVED], team[TEAM_BARRIER],
+             len(program._ranges[p]))
+            for p, team in enumerate(getattr(program, "_teams", [])) if team is not None]

@@ -21,6 +21,12 @@ from llvmlite import ir
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from nova.compiler import dialect as nd
+from nova.compiler.codegen.pool import (
+    TEAM_ARRIVED,
+    TEAM_MEMBERS,
+    TEAM_WORDS,
+    emit_barrier,
+)
 from nova.compiler.lowering.plan import (
     KernelPlan,
     accumulator_dtype,
@@ -951,11 +957,13 @@ def _matmul_tiled(e: Emitter) -> None:
 
     The call's ``[start, end)`` is a range of MR-row (split "m") or NR-column (split "n")
     micro-panels of C over all batches; per batch it covers rows ``[r0, r1)`` and columns
-    ``[c0, c1)``. Two buffers are allocated per call (a KC x NC B panel and an MC x KC A
-    block, 64-byte aligned, freed on return): they are sized by the caches, not the
-    shapes, which is why they are not plan scratch buffers in the memory report. For
-    each NC panel and K block, B is packed once into NR-wide micro-panels (KC x NR,
-    contiguous, zero past N), then for each MC block of rows A is packed once into
+    ``[c0, c1)``. Each call allocates its MC x KC A block and, unless the threads share
+    B panels, a KC x NC B panel (64-byte aligned, freed on return; sized by the caches,
+    not the shapes). For each NC panel and K block, B is packed once into NR-wide
+    micro-panels (KC x NR, contiguous, zero past N) -- with ``shared_b``, each of the
+    call's concurrent chunks packs its share of the micro-panels into one of the two
+    panels in the plan's scratch buffer and waits for the others at a barrier
+    (``pack_shared``) -- then for each MC block of rows A is packed once into
     MR-tall micro-panels (KC x MR, contiguous, zero past M) and reused by every
     micro-tile of the panel. Packing reads a view of an argument (transposed, broadcast)
     by address, with one vector load per k when the view is unit-stride along the
@@ -1003,7 +1011,17 @@ def _matmul_tiled(e: Emitter) -> None:
         return b.bitcast(raw, F32.as_pointer())
 
     ap = buffer(mc * kc + lanes)      # + the overflow of a transposing pack's last store
-    bp = buffer(kc * nc + lanes)
+    if s.shared_b:
+        # the team header, then two alternating shared B panels (see the docstring)
+        team = b.bitcast(e.ptrs[-1], I64.as_pointer())
+        panels_base = b.gep(e.ptrs[-1], [c64(2 * TEAM_WORDS)])
+        members = b.load(b.gep(team, [c64(TEAM_MEMBERS)]))
+        arrived = b.atomic_rmw("add", b.gep(team, [c64(TEAM_ARRIVED)]), c64(1), "seq_cst")
+        member = b.select(b.icmp_signed(">", members, c64(1)), arrived, c64(0))
+        spins = e.entry_alloca(I64)
+        b.store(c64(0), spins)
+    else:
+        bp_private = buffer(kc * nc + lanes)
     out = e.out_ptr
     accs = [[e.entry_alloca(vec) for _ in range(nvec)] for _ in range(mr)]
     tile = e.entry_alloca(F32, mr * nr)
@@ -1150,8 +1168,8 @@ def _matmul_tiled(e: Emitter) -> None:
         e.loops.range(c64(0), full, lambda q: per_panel(q, False), "pq")
         e.loops.range(full, panels, lambda q: per_panel(q, True), "pe")
 
-    def micro(a_off: ir.Value, b_off: ir.Value, kcur: ir.Value) -> None:
-        """The MR x NR tile over one K block into ``accs``."""
+    def micro(bp: ir.Value, a_off: ir.Value, b_off: ir.Value, kcur: ir.Value) -> None:
+        """The MR x NR tile over one K block into ``accs`` (``bp``: the B panel)."""
         for r in range(mr):
             for v in range(nvec):
                 b.store(zero_vec, accs[r][v])
@@ -1258,6 +1276,26 @@ def _matmul_tiled(e: Emitter) -> None:
                 with otherwise2:
                     element_path(False)
 
+    def pack_shared(pre: list[ir.Value], jcb: ir.Value, pcb: ir.Value, jc: ir.Value,
+                    ncur: ir.Value, p0: ir.Value, kcur: ir.Value) -> ir.Value:
+        """Pack this member's share of B panel (jcb, pcb) into the shared buffer of its
+        parity, then wait at the team's barrier until every member packed its share;
+        returns the panel. Round r = jcb x k_blocks + pcb is the same in every member
+        (all walk every panel and K block of the whole N), so the barrier target is
+        members x (r + 1); a lone member packs the whole panel and does not wait."""
+        rnd = b.add(b.mul(jcb, c64(k_blocks)), pcb)
+        panel = b.gep(panels_base, [b.mul(b.and_(rnd, c64(1)), c64(kc * nc))])
+        total = ceil_div(ncur, nr)
+        share = b.udiv(b.add(total, b.sub(members, c64(1))), members)
+        q0 = smin(total, b.mul(member, share))
+        q1 = smin(total, b.add(q0, share))
+        cols = smax(c64(0), b.sub(smin(ncur, b.mul(q1, c64(nr))), b.mul(q0, c64(nr))))
+        pack(bv, pre, b.gep(panel, [b.mul(q0, b.mul(kcur, c64(nr)))]),
+             b.add(jc, b.mul(q0, c64(nr))), cols, n, nr, p0, kcur, False)
+        with b.if_then(b.icmp_signed(">", members, c64(1))):
+            emit_barrier(module, b, team, b.mul(members, b.add(rnd, c64(1))), spins)
+        return panel
+
     def gemm(pre: list[ir.Value], bl: ir.Value, r0: ir.Value, r1: ir.Value, c0: ir.Value,
              c1: ir.Value) -> None:
         """C[r0:r1, c0:c1] of batch ``bl`` (``pre`` its multi-index)."""
@@ -1270,7 +1308,11 @@ def _matmul_tiled(e: Emitter) -> None:
                 kcur = smin(c64(kc), b.sub(c64(k), p0))
                 first = b.icmp_signed("==", pcb, c64(0)) if k_blocks > 1 else True
                 last = b.icmp_signed("==", pcb, c64(k_blocks - 1)) if k_blocks > 1 else True
-                pack(bv, pre, bp, jc, ncur, n, nr, p0, kcur, False)
+                if s.shared_b:
+                    bp = pack_shared(pre, jcb, pcb, jc, ncur, p0, kcur)
+                else:
+                    bp = bp_private
+                    pack(bv, pre, bp, jc, ncur, n, nr, p0, kcur, False)
 
                 def per_mblock(icb: ir.Value) -> None:
                     i0 = b.add(r0, b.mul(icb, c64(mc)))
@@ -1285,8 +1327,8 @@ def _matmul_tiled(e: Emitter) -> None:
                             i = b.add(i0, b.mul(p, c64(mr)))
                             rows = smin(c64(mr), b.sub(r1, i))
                             prefetch_c(bl, i, j)
-                            micro(b.mul(p, b.mul(kcur, c64(mr))), b.mul(q, b.mul(kcur, c64(nr))),
-                                  kcur)
+                            micro(bp, b.mul(p, b.mul(kcur, c64(mr))),
+                                  b.mul(q, b.mul(kcur, c64(nr))), kcur)
                             store_tile(pre, bl, i, j, rows, cols, first, last)
                         e.loops.range(c64(0), ceil_div(mcur, mr), per_ir, "ir")
                     e.loops.range(c64(0), ceil_div(ncur, nr), per_jr, "jr")

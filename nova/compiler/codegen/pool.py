@@ -23,6 +23,16 @@ caller writes to, and only between jobs:
   ``SEEN`` (jobs t has taken), ``RC`` (the chunk's return code), ``IDLE`` (1 while
   worker t sleeps or is about to).
 
+Teams: a kernel whose chunks work together (the threads of a GEMM pack one B panel,
+see ``nova.compiler.configurator``) starts its scratch buffer with a header of
+``TEAM_WORDS`` words. Before each call the launcher (``nova.runtime.threads``) writes
+``TEAM_MEMBERS``, how many of the call's chunks run at the same time (n when the pool
+runs them on n threads, 1 when they run one after another), and zeroes ``TEAM_ARRIVED``
+and ``TEAM_BARRIER``. A chunk takes its member index by incrementing ``TEAM_ARRIVED``;
+at its r-th barrier it increments ``TEAM_BARRIER`` and waits until it reaches
+r x members (``emit_barrier``). A barrier would deadlock chunks run one after another,
+hence ``TEAM_MEMBERS`` = 1 there: each chunk then does all the shared work itself.
+
 A job's fields in line t are written only after worker t finished its previous chunk
 (the caller waits for every chunk it handed out), so a worker never reads a half-written
 job; workers without a chunk in a job are not touched at all.
@@ -42,6 +52,8 @@ STOP, CHUNKS = 0, 1
 DONE = LINE
 FN, ARGS, START, END, TICKET, SEEN, RC, IDLE = range(8)   # offsets in a thread's line
 YIELD_EVERY = 256            # spin steps between sched_yield calls (a power of two)
+TEAM_MEMBERS, TEAM_ARRIVED, TEAM_BARRIER = 0, 1, LINE   # words of a team header
+TEAM_WORDS = 2 * LINE        # the barrier counter has a cache line of its own
 
 
 def thread_word(thread: int, field: int) -> int:
@@ -93,28 +105,14 @@ class _Builder:
         return self.b.call(fn, [])
 
     def pause(self, spins: ir.Value | None = None) -> None:
-        """One spin-wait step: x86 ``pause`` (which also yields to the core's sibling
-        thread) and, given a ``spins`` counter, a ``sched_yield`` every ``YIELD_EVERY``
-        steps. The caller waiting in ``nova_pool_join`` yields, so a
-        worker that holds a chunk but lost its core (another busy process) gets one
-        back within microseconds rather than a time slice. Workers do not: measured on
-        this VM, a worker that yields while idle can end up sharing the caller's core
-        for good (the scheduler sees no reason to move either), which raised the
-        hand-off from ~3 to ~30 us; a worker that spins on is moved to a free core.
-        Not every step either: a yield is a system call (~1 us in a VM)."""
-        b = self.b
-        if self._pause:
-            self.intrinsic("llvm.x86.sse2.pause", ir.VoidType())
-        if spins is None:
-            return
-        count = b.add(b.load(spins), ir.Constant(I64, 1))
-        b.store(count, spins)
-        due = b.icmp_unsigned("==", b.and_(count, ir.Constant(I64, YIELD_EVERY - 1)),
-                              ir.Constant(I64, 0))
-        with b.if_then(due):
-            fn = self.module.globals.get("sched_yield") or ir.Function(
-                self.module, ir.FunctionType(I32, []), name="sched_yield")
-            b.call(fn, [])
+        """One spin-wait step (``emit_pause``). The caller waiting in
+        ``nova_pool_join`` yields, so a worker that holds a chunk but lost its core
+        (another busy process) gets one back within microseconds rather than a time
+        slice. Workers do not: measured on this VM, a worker that yields while idle can
+        end up sharing the caller's core for good (the scheduler sees no reason to move
+        either), which raised the hand-off from ~3 to ~30 us; a worker that spins on is
+        moved to a free core."""
+        emit_pause(self.module, self.b, self._pause, spins)
 
     def cycles(self, counter: ir.Value) -> ir.Value:
         """The spin clock: the time-stamp counter on x86 (``rdtsc``); elsewhere LLVM's
@@ -134,6 +132,48 @@ class _Builder:
         start = self.load(self.field(thread, START))
         end = self.load(self.field(thread, END))
         return b.zext(b.call(kernel, [args, start, end]), I64)
+
+
+def emit_pause(module: ir.Module, b: ir.IRBuilder, x86: bool,
+               spins: ir.Value | None = None) -> None:
+    """One spin-wait step: x86 ``pause`` (which also yields to the core's sibling
+    thread) and, given a ``spins`` counter (an ``i64`` slot), a ``sched_yield`` every
+    ``YIELD_EVERY`` steps, so a waiter gives its core to a thread it waits for when
+    threads outnumber cores. Not every step: a yield is a system call (~1 us in a VM)."""
+    if x86:
+        fn = module.globals.get("llvm.x86.sse2.pause") or ir.Function(
+            module, ir.FunctionType(ir.VoidType(), []), name="llvm.x86.sse2.pause")
+        b.call(fn, [])
+    if spins is None:
+        return
+    count = b.add(b.load(spins), ir.Constant(I64, 1))
+    b.store(count, spins)
+    due = b.icmp_unsigned("==", b.and_(count, ir.Constant(I64, YIELD_EVERY - 1)),
+                          ir.Constant(I64, 0))
+    with b.if_then(due):
+        fn = module.globals.get("sched_yield") or ir.Function(
+            module, ir.FunctionType(I32, []), name="sched_yield")
+        b.call(fn, [])
+
+
+def emit_barrier(module: ir.Module, b: ir.IRBuilder, team: ir.Value, target: ir.Value,
+                 spins: ir.Value) -> None:
+    """Arrive at a team barrier and wait for the others: increment the team's
+    ``TEAM_BARRIER`` word (sequentially consistent: this thread's earlier stores, its
+    share of the packed panel, are visible to whoever sees the increment) and spin,
+    with ``emit_pause``, until the word reaches ``target`` (members x barriers so far),
+    reading it with acquire ordering so the others' stores are visible after."""
+    word = b.gep(team, [ir.Constant(I64, TEAM_BARRIER)])
+    b.atomic_rmw("add", word, ir.Constant(I64, 1), "seq_cst")
+    fn = b.function
+    poll, wait, done = (fn.append_basic_block(name) for name in ("bpoll", "bwait", "bdone"))
+    b.branch(poll)
+    b.position_at_end(poll)
+    b.cbranch(b.icmp_signed(">=", b.load_atomic(word, "acquire", 8), target), done, wait)
+    b.position_at_end(wait)
+    emit_pause(module, b, module.triple.startswith(("x86_64", "i686", "i386")), spins)
+    b.branch(poll)
+    b.position_at_end(done)
 
 
 def _worker(module: ir.Module, pause: bool) -> None:
@@ -298,4 +338,5 @@ def pool_module(triple: str, data_layout: str) -> ir.Module:
     return module
 
 
-__all__ = ["pool_module", "state_words", "thread_word"]
+__all__ = ["TEAM_ARRIVED", "TEAM_BARRIER", "TEAM_MEMBERS", "TEAM_WORDS", "emit_barrier",
+           "emit_pause", "pool_module", "state_words", "thread_word"]

@@ -19,6 +19,9 @@ Strategies:
 - ``matmul`` with ``tiled`` strategy (float32): BLIS-blocked, packed A and B, a register
   tile per micro-kernel; parallel over MR-row (split "m") or NR-column (split "n")
   micro-panels of all batches. Blocking and its derivation: ``configurator.gemm_tile``.
+  With ``shared_b`` (an unbatched product split "m", CPU only) the threads pack one B
+  panel together: the scratch buffer holds the team header (``codegen.pool``) and two
+  alternating KC x NC panels.
 - ``matmul`` otherwise: one output row at a time, parallel over (batch, M). ``ikj`` order (a row of
   B is contiguous in j) accumulates an N-wide row; ``dot`` order (B is transposed, so
   contiguous in k) takes dot products. The epilogue runs over the finished row.
@@ -34,11 +37,12 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from nova.compiler import dialect as nd
+from nova.compiler.codegen.pool import TEAM_WORDS
 from nova.compiler.configurator import classify, elementwise_unroll, gemm_tile
 from nova.compiler.device import detect_cpu
 from nova.tensor import dtypes as dt
 
-FORMAT_VERSION = 9  # bump when generated code changes meaning
+FORMAT_VERSION = 10  # bump when generated code changes meaning
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,7 @@ class Schedule:
     kc: int = 0                     # ``tiled``: K block (the B micro-panel KC x NR in L1)
     mc: int = 0                     # ``tiled``: M block (the packed A block MC x KC in L2)
     split: str = ""                 # ``tiled``: "m" or "n", what the parallel dim splits
+    shared_b: bool = False          # ``tiled``: the threads pack one B panel together
     unroll: int = 0                 # interleave count of the vectorized innermost loop
                                     # (0: LLVM's own choice)
     bound: str = ""                 # "memory" or "compute", by arithmetic intensity
@@ -82,7 +87,8 @@ class KernelPlan:
                 f"reduced={list(s.reduced)} vector_dim={s.vector_dim} {s.bound}-bound"
                 + (f" unroll={s.unroll}" if s.unroll else "")
                 + (f" tile={s.tile[0]}x{s.tile[1]} KC={s.kc} MC={s.mc} NC={s.tile[2]}"
-                   f" split={s.split} [{s.derivation}]" if s.tile else ""))
+                   f" split={s.split}" + (" shared_b" if s.shared_b else "")
+                   + f" [{s.derivation}]" if s.tile else ""))
 
 
 def _shape(v: SSAValue) -> tuple[int, ...]:
@@ -141,7 +147,7 @@ def unit_stride_in(value: SSAValue, dim: int) -> bool | None:
         value = owner.operands[0]
 
 
-def _schedule(fusion: nd.FusionOp) -> tuple[Schedule, tuple | None]:
+def _schedule(fusion: nd.FusionOp, backend: str) -> tuple[Schedule, tuple | None]:
     kind = fusion.kind.data
     out_shape = _shape(fusion.outputs[0])
     op = contraction(fusion)
@@ -181,14 +187,21 @@ def _schedule(fusion: nd.FusionOp) -> tuple[Schedule, tuple | None]:
             m = a_shape[-2]
             batches = rows // m if m else 0
             k_blocking = _dtype(fusion.outputs[0]) == dt.float32
-            tile = gemm_tile(detect_cpu(), k=k, m=m, n=n, k_blocking=k_blocking)
+            tile = gemm_tile(detect_cpu(), k=k, m=m, n=n, k_blocking=k_blocking,
+                             batched=batches > 1)
             if tile.split == "m":
                 extent, other = batches * -(-m // tile.mr), n
             else:
                 extent, other = batches * -(-n // tile.nr), m
+            shared_b = tile.shared_b and backend == "cpu"
+            scratch = None
+            if shared_b:   # team header (i64 words), two B panels, a vector of slack
+                floats = 2 * TEAM_WORDS + 2 * tile.kc * tile.nc + tile.nr
+                scratch = ((floats,), dt.float32)
             return Schedule((extent, other, k), 0, "tiled", vector_dim=1,
                             tile=(tile.mr, tile.nr, tile.nc), derivation=tile.derivation,
-                            kc=tile.kc, mc=tile.mc, split=tile.split), None
+                            kc=tile.kc, mc=tile.mc, split=tile.split,
+                            shared_b=shared_b), scratch
         dot = unit_stride_in(b, len(_shape(b)) - 2) is True and \
             unit_stride_in(b, len(_shape(b)) - 1) is not True
         loops = (rows, n, k)     # (batch*M, N, K)
@@ -218,14 +231,16 @@ def _numel(v: SSAValue | tuple) -> int:
     return n
 
 
-def plan_kernels(module: ModuleOp) -> list[KernelPlan]:
-    """A plan per ``nova.fusion`` op of the fused step function, in execution order."""
+def plan_kernels(module: ModuleOp, backend: str = "cpu") -> list[KernelPlan]:
+    """A plan per ``nova.fusion`` op of the fused step function, in execution order.
+    ``backend`` ("cpu" or "cuda"): CPU GEMMs whose threads share a packed B panel get a
+    scratch buffer for it; CUDA kernels configure themselves (``cuda_configurator``)."""
     fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
     plans = []
     for op in fn.body.block.ops:
         if not isinstance(op, nd.FusionOp):
             continue
-        schedule, scratch = _schedule(op)
+        schedule, scratch = _schedule(op, backend)
         schedule = replace(schedule, bound=classify(*_cost(op), detect_cpu()))
         args = [(_shape(v), _dtype(v)) for v in op.inputs] + [
             (_shape(op.outputs[0]), _dtype(op.outputs[0]))]

@@ -76,7 +76,7 @@ from dataclasses import dataclass
 from nova.compiler.device import CpuSpec
 
 DISPATCH_SECONDS = 5e-6
-C_TRAFFIC_SHARE = 0.1     # C tile memory traffic per K block, as a share of its FMA time
+C_TRAFFIC_SHARE = 0.03    # C tile memory traffic per K block, as a share of its FMA time
 MIN_MC_PANELS = 4         # A micro-panels an MC block holds at least
 MIN_PANELS_PER_THREAD = 8  # MR-row micro-panels per core for a shared-B split "m"
 SHARED_B_MIN_CORES = 4     # cores from which threads share the packed B panel
@@ -123,8 +123,12 @@ def gemm_kc(spec: CpuSpec, k: int, nr: int, mr: int, itemsize: int = 4) -> int:
       FMAs. Keeping it under ``C_TRAFFIC_SHARE`` of them needs
       KC_C = 2 x itemsize x lanes x FMA units x clock / (bandwidth per core x share).
       Above KC_L1 the B micro-panel streams from L2 instead: 2 vectors per 2 MR / units
-      cycles, a small fraction of any L2's bandwidth (measured on the bench machine:
-      2048^3 goes from 198 to 236 GFLOP/s per core as KC grows from 187 to 683).
+      cycles, a small fraction of any L2's bandwidth. Measured, one thread on the
+      2-core Zen 3 bench VM (AVX2, 10 GB/s per core): at KC = 256 (the L1 bound) the
+      model puts the C traffic at 12% of the FMA time, at KC = 1024 at 3%, and 1024
+      ran 5% (2048 x 2048 x 512) and 10% (1024^3) faster, KC = 683 in between; on an
+      earlier AVX-512 machine, 2048^3 went from 198 to 236 GFLOP/s per core as KC grew
+      from 187 to 683. Hence a 3% share.
     - Cap: an MC block must still hold ``MIN_MC_PANELS`` A micro-panels in half the L2,
       KC <= (L2 / 2) / (MIN_MC_PANELS x MR x itemsize).
     Balanced: KC = ceil(K / ceil(K / KC)), so no K block is a sliver.

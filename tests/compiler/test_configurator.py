@@ -43,25 +43,27 @@ def test_gemm_register_tile():
 
 def test_gemm_kc_bounds():
     # AVX2: L1 bound 16 KiB / (NR 16 x 4 B) = 256; C-traffic bound 2 x 4 B x 8 lanes x 2
-    # FMA x 3 GHz / (40 GB/s / 4 cores x 0.1) = 384; L2 cap 128 KiB / (4 x 6 x 4 B) = 1365.
-    assert gemm_kc_bounds(AVX2, 16, 6) == (256, 384, 1365)
-    # AVX-512: 24 KiB / 128 B = 192; 2 x 4 x 16 x 2 x 2.5e9 / (10 GB/s x 0.1) = 640;
+    # FMA x 3 GHz / (40 GB/s / 4 cores x 0.03) = 1280; L2 cap 128 KiB / (4 x 6 x 4 B) = 1365.
+    assert gemm_kc_bounds(AVX2, 16, 6) == (256, 1280, 1365)
+    # AVX-512: 24 KiB / 128 B = 192; 2 x 4 x 16 x 2 x 2.5e9 / (10 GB/s x 0.03) = 2133.3;
     # 512 KiB / (4 x 14 x 4 B) = 2340.
-    assert gemm_kc_bounds(AVX512, 32, 14) == (192, 640, 2340)
-    # SSE-like (1 FMA unit, 4 lanes): 8 KiB / 32 B = 256; 2 x 4 x 4 x 1 x 2.5e9 / 1e9 = 80.
-    assert gemm_kc_bounds(SMALL, 8, 2) == (256, 80, 2048)
+    assert gemm_kc_bounds(AVX512, 32, 14) == (192, 2134, 2340)
+    # SSE-like (1 FMA unit, 4 lanes): 8 KiB / 32 B = 256; 2 x 4 x 4 x 1 x 2.5e9 / 3e8 = 266.7.
+    assert gemm_kc_bounds(SMALL, 8, 2) == (256, 267, 2048)
 
 
 def test_gemm_kc_is_the_larger_bound_capped_and_balanced():
-    # AVX2: max(256, 384) = 384; K = 256 is one block; K = 1000 -> 3 blocks of 334;
-    # K = 4096 -> 11 blocks of 373.
-    assert gemm_kc(AVX2, 256, 16, 6) == 256 and gemm_kc(AVX2, 1000, 16, 6) == 334
-    assert gemm_kc(AVX2, 4096, 16, 6) == 373
-    # AVX-512: 640; K = 2048 -> 4 blocks of 512; K = 512 and 100 are one block each.
-    assert gemm_kc(AVX512, 2048, 32, 14) == 512 and gemm_kc(AVX512, 512, 32, 14) == 512
+    # AVX2: max(256, 1280) = 1280; K = 256 and 1000 are one block; K = 4096 -> 4 blocks
+    # of 1024.
+    assert gemm_kc(AVX2, 256, 16, 6) == 256 and gemm_kc(AVX2, 1000, 16, 6) == 1000
+    assert gemm_kc(AVX2, 4096, 16, 6) == 1024
+    # AVX-512: 2134; K = 4096 -> 2 blocks of 2048; K = 2048, 512 and 100 are one block.
+    assert gemm_kc(AVX512, 4096, 32, 14) == 2048 and gemm_kc(AVX512, 2048, 32, 14) == 2048
+    assert gemm_kc(AVX512, 512, 32, 14) == 512
     assert gemm_kc(AVX512, 100, 32, 14) == 100 and gemm_kc(AVX512, 1, 32, 14) == 1
-    # SSE-like: the L1 bound (256) wins over the C-traffic one (80): K = 10^4 -> 40 x 250.
-    assert gemm_kc(SMALL, 10_000, 8, 2) == 250
+    # SSE-like: the C-traffic bound (267) just beats the L1 one (256): K = 10^4 -> 38
+    # blocks of 264.
+    assert gemm_kc(SMALL, 10_000, 8, 2) == 264
     # A 64 KiB L2 caps the AVX-512 KC at 32 KiB / (4 x 14 x 4 B) = 146.
     small_l2 = CpuSpec("small-l2", cores=2, isa="avx512", vector_bits=512,
                        vector_registers=32, l1d=48 * 1024, l2=64 * 1024, l3=32 * 2**20,
@@ -88,21 +90,23 @@ def test_gemm_nc_gives_each_core_a_share_of_half_the_l3():
 
 
 def test_gemm_tile_blocks_split_and_dump():
-    # gpt-42m mlp-up weight gradient on the AVX-512 spec: M = 2048, K = 2048, N = 512.
+    # gpt-42m mlp-up weight gradient on the AVX-512 spec: M = 2048, K = 2048, N = 512:
+    # one K block, MC 512 KiB / (2048 x 4 B) = 64 -> 56 (x 14), NC 8 MiB / 8 KiB = 1024,
+    # capped by N.
     t = gemm_tile(AVX512, k=2048, m=2048, n=512)
-    assert (t.mr, t.nr, t.kc, t.mc, t.nc, t.split) == (14, 32, 512, 252, 512, "m")
+    assert (t.mr, t.nr, t.kc, t.mc, t.nc, t.split) == (14, 32, 2048, 56, 512, "m")
     assert "pack A and B" in t.derivation
-    # AVX2, K = 1000 -> KC 334, MC 128 KiB / 1336 B = 98 -> 96, NC 1 MiB / 1336 B = 784
-    # (<= N = 5000); threads split the larger side, N.
+    # AVX2, K = 1000 -> KC 1000, MC 128 KiB / 4000 B = 32.8 -> 30, NC 1 MiB / 4000 B =
+    # 262 -> 256 (<= N = 5000); threads split the larger side, N.
     t = gemm_tile(AVX2, k=1000, m=100, n=5000)
-    assert (t.kc, t.mc, t.nc, t.split) == (334, 96, 784, "n")
+    assert (t.kc, t.mc, t.nc, t.split) == (1000, 30, 256, "n")
     # NC is capped by N rounded up to NR.
     assert gemm_tile(AVX2, k=100, m=300, n=7).nc == 16
     # An output that cannot hold float32 partial sums is not blocked along K.
     t = gemm_tile(AVX2, k=1000, m=64, n=64, k_blocking=False)
     assert t.kc == 1000 and t.mc == 30 and "KC = K = 1000" in t.derivation
     why = gemm_tile(AVX512, k=2048, m=2048, n=512).derivation
-    for text in ("L1/2 / (NR x 4 B) = 192", "FMA time: 640", "= 2340", "-> 512",
+    for text in ("L1/2 / (NR x 4 B) = 192", "FMA time: 2134", "= 2340", "-> 2048",
                  "MC = L2/2", "NC = L3/2", "threads split M"):
         assert text in why
 

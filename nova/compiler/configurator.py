@@ -22,10 +22,10 @@ high-performance BLIS", TOMS 2016): C += A B is computed as
   the tile's FMA time (see ``gemm_kc``), and balances the K blocks.
 - MC: half the L2 holds the packed A block (MC x KC), the other half B micro-panels
   passing through and C: MC = (L2 / 2) / (KC x itemsize), a multiple of MR.
-- NC: a thread that packs its own B panel gets half the L3 divided by the cores:
-  NC = (L3 / 2 / cores) / (KC x itemsize), a multiple of NR, at most N rounded up.
-  The same width serves a shared panel: its two alternating buffers then fill
-  2 / cores of half the L3 (all of it on 2 cores).
+- NC: a thread's B panel takes half of its share of the L3 (``l3_share``: L3 / cores,
+  at most 4 MiB): NC = (share / 2) / (KC x itemsize), a multiple of NR, at most N
+  rounded up. The same width serves a shared panel: its two alternating buffers then
+  take one core's share.
 - Packing: both operands, always (the derivation says so). Packed A makes the MR
   elements broadcast per k contiguous (one cache line), whatever A's layout -- a
   transposed A (weight gradients X^T dY) is otherwise read with stride M, a new page
@@ -80,6 +80,7 @@ C_TRAFFIC_SHARE = 0.03    # C tile memory traffic per K block, as a share of its
 MIN_MC_PANELS = 4         # A micro-panels an MC block holds at least
 MIN_PANELS_PER_THREAD = 8  # MR-row micro-panels per core for a shared-B split "m"
 SHARED_B_MIN_CORES = 4     # cores from which threads share the packed B panel
+L3_PER_CORE_MAX = 4 << 20  # bytes of L3 a core may count on (see ``l3_share``)
 SECONDS_PER_ITERATION = 1e-9
 
 
@@ -146,11 +147,24 @@ def gemm_mc(spec: CpuSpec, kc: int, mr: int, itemsize: int = 4) -> int:
     return _round_down((spec.l2 // 2) // max(kc * itemsize, 1), mr)
 
 
+def l3_share(spec: CpuSpec) -> int:
+    """Bytes of L3 one core can count on: L3 / cores, at most ``L3_PER_CORE_MAX``.
+
+    Why the cap: an L3 is shared by every core of its die, and sysfs in a VM reports
+    the host die's whole L3 for the VM's few vCPUs (the bench VM: 32 MiB for 2), while
+    the host's other tenants use most of it. Server dies carry 1.5-4 MiB of L3 per
+    core, so no core may count on more than 4 MiB. Measured on the bench VM, 2048^3 on
+    2 threads with KC = 1024: a B panel of 8 MiB per thread (NC 2048, half of L3 /
+    cores) ran at 116 GFLOP/s, 4 MiB at 136, 2 MiB (half of the capped share) at 153,
+    1.5 MiB at 136."""
+    return min(spec.l3 // max(spec.cores, 1), L3_PER_CORE_MAX)
+
+
 def gemm_panel_width(spec: CpuSpec, kc: int, nr: int, itemsize: int = 4) -> int:
-    """NC: one thread's packed B panel (KC x NC) in its share of half the L3:
-    NC = (L3 / 2 / cores) / (KC x itemsize), rounded down to a multiple of NR (at
-    least NR)."""
-    return _round_down((spec.l3 // 2 // max(spec.cores, 1)) // max(kc * itemsize, 1), nr)
+    """NC: one thread's packed B panel (KC x NC) in half its share of the L3
+    (``l3_share``): NC = (share / 2) / (KC x itemsize), rounded down to a multiple of
+    NR (at least NR)."""
+    return _round_down((l3_share(spec) // 2) // max(kc * itemsize, 1), nr)
 
 
 def gemm_tile(spec: CpuSpec, itemsize: int = 4, k: int = 256, m: int = 256, n: int = 256,
@@ -194,7 +208,8 @@ def gemm_tile(spec: CpuSpec, itemsize: int = 4, k: int = 256, m: int = 256, n: i
               f"{itemsize} B) = {cap}), balanced over K={k} -> {kc}"
               if k_blocking else f"; KC = K = {kc} (output holds no f32 partials)")
            + f"; MC = L2/2 / (KC x {itemsize} B) -> {mc}"
-           + f"; NC = L3/2/{spec.cores} cores / (KC x {itemsize} B), <= N -> {nc}"
+           + f"; NC = min(L3/{spec.cores} cores, {L3_PER_CORE_MAX >> 20} MiB)/2 / (KC x "
+           f"{itemsize} B), <= N -> {nc}"
            + f"; pack A and B; threads split {split.upper()} ({why_split})"
            + ("; threads share the packed B panel (two, alternating)" if shared_b else ""))
     return GemmTile(mr, nr, nc, why, kc=kc, mc=mc, split=split, shared_b=shared_b)

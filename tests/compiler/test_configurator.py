@@ -80,21 +80,22 @@ def test_gemm_mc_keeps_the_packed_a_block_in_half_the_l2():
     assert gemm_mc(SMALL, 256, 2) == 64 and gemm_mc(SMALL, 10**6, 2) == 2
 
 
-def test_gemm_nc_gives_each_core_a_share_of_half_the_l3():
-    # AVX2: 8 MiB / 2 / 4 cores = 1 MiB; / (KC 384 x 4 B) = 682.7 -> 672 (x 16).
+def test_gemm_nc_gives_each_core_half_its_share_of_the_l3():
+    # AVX2: 8 MiB / 4 cores = 2 MiB, half of it 1 MiB; / (KC 384 x 4 B) = 682.7 -> 672
+    # (x 16).
     assert gemm_panel_width(AVX2, 384, 16) == 672
-    # AVX-512: 32 MiB / 2 / 2 = 8 MiB; / (512 x 4 B) = 4096.
-    assert gemm_panel_width(AVX512, 512, 32) == 4096
+    # AVX-512: 32 MiB / 2 cores = 16 MiB, capped at 4 MiB a core: 2 MiB / (512 x 4 B) =
+    # 1024.
+    assert gemm_panel_width(AVX512, 512, 32) == 1024
     # SSE-like: 512 KiB / (256 x 4 B) = 512; never below one NR.
     assert gemm_panel_width(SMALL, 256, 8) == 512 and gemm_panel_width(SMALL, 10**7, 8) == 8
 
 
 def test_gemm_tile_blocks_split_and_dump():
     # gpt-42m mlp-up weight gradient on the AVX-512 spec: M = 2048, K = 2048, N = 512:
-    # one K block, MC 512 KiB / (2048 x 4 B) = 64 -> 56 (x 14), NC 8 MiB / 8 KiB = 1024,
-    # capped by N.
+    # one K block, MC 512 KiB / (2048 x 4 B) = 64 -> 56 (x 14), NC 2 MiB / 8 KiB = 256.
     t = gemm_tile(AVX512, k=2048, m=2048, n=512)
-    assert (t.mr, t.nr, t.kc, t.mc, t.nc, t.split) == (14, 32, 2048, 56, 512, "m")
+    assert (t.mr, t.nr, t.kc, t.mc, t.nc, t.split) == (14, 32, 2048, 56, 256, "m")
     assert "pack A and B" in t.derivation
     # AVX2, K = 1000 -> KC 1000, MC 128 KiB / 4000 B = 32.8 -> 30, NC 1 MiB / 4000 B =
     # 262 -> 256 (<= N = 5000); threads split the larger side, N.
@@ -107,7 +108,7 @@ def test_gemm_tile_blocks_split_and_dump():
     assert t.kc == 1000 and t.mc == 30 and "KC = K = 1000" in t.derivation
     why = gemm_tile(AVX512, k=2048, m=2048, n=512).derivation
     for text in ("L1/2 / (NR x 4 B) = 192", "FMA time: 2134", "= 2340", "-> 2048",
-                 "MC = L2/2", "NC = L3/2", "threads split M"):
+                 "MC = L2/2", "NC = min(L3/2 cores, 4 MiB)/2", "threads split M"):
         assert text in why
 
 

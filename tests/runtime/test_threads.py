@@ -2,6 +2,7 @@
 import ctypes
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -78,6 +79,30 @@ def test_team_barrier_publishes_then_polls_with_acquire_and_yields():
     assert "acquire" in text[poll:text.index("\n", poll)]
     assert "icmp sge" in text[poll:] and "llvm.x86.sse2.pause" in text
     assert "sched_yield" in text
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs CPU affinity and 2 CPUs")
+def test_each_worker_is_pinned_to_a_cpu_of_its_own_and_the_caller_is_not():
+    cpus = sorted(os.sched_getaffinity(0))
+    pool = WorkerPool(2)
+    try:
+        native = pool._workers[0].native_id
+        deadline = time.monotonic() + 5
+        while os.sched_getaffinity(native) != {cpus[1]} and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert os.sched_getaffinity(native) == {cpus[1]}
+        assert sorted(os.sched_getaffinity(0)) == cpus
+        _dispatch(pool, 20, seed=9)
+    finally:
+        pool.close()
+
+
+def test_no_pinning_with_more_threads_than_cpus_or_when_turned_off(monkeypatch):
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    assert threads.pinned_cpus(cpus + 1) is None
+    monkeypatch.setenv("NOVA_PIN_THREADS", "0")
+    assert threads.pinned_cpus(1) is None
 
 
 def test_more_threads_than_cores_sleep_instead_of_spinning():

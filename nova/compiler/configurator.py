@@ -191,14 +191,14 @@ def gemm_tile(spec: CpuSpec, itemsize: int = 4, k: int = 256, m: int = 256, n: i
     mc = gemm_mc(spec, kc, mr, itemsize)
     nc = min(gemm_panel_width(spec, kc, nr, itemsize), _round_up(max(n, 1), nr))
     panels = -(-max(m, 1) // mr)
-    if (not batched and spec.cores >= SHARED_B_MIN_CORES
-            and panels >= MIN_PANELS_PER_THREAD * spec.cores):
+    can_share = not batched and spec.cores >= SHARED_B_MIN_CORES
+    if can_share and panels >= MIN_PANELS_PER_THREAD * spec.cores:
         split, why_split = "m", (f"{panels} MR-row panels >= {MIN_PANELS_PER_THREAD} x "
                                  f"{spec.cores} cores, unbatched")
     else:
         split = "m" if m >= n else "n"
         why_split = f"M={m} {'>=' if split == 'm' else '<'} N={n}"
-    shared_b = split == "m" and not batched and spec.cores >= SHARED_B_MIN_CORES
+    shared_b = can_share and split == "m"
     by_l1, by_c, cap = gemm_kc_bounds(spec, nr, mr, itemsize)
     why = (f"NR = 2 x {lanes} lanes = {nr}; MR = ({spec.vector_registers} regs - 3) // 2"
            f" = {mr}; {chains} FMA chains vs latency x units = {needed}"

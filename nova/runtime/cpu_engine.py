@@ -21,10 +21,9 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
-from nova.compiler.codegen.pool import TEAM_MEMBERS
 from nova.compiler.configurator import estimated_seconds
 from nova.compiler.device import detect_cpu
-from nova.compiler.lowering.plan import KernelPlan, plan_kernels
+from nova.compiler.lowering.plan import TEAM_MEMBERS, KernelPlan, plan_kernels
 from nova.compiler.passes.fusion import fuse
 from nova.runtime import threads
 from nova.runtime.addresses import data_address

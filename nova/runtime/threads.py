@@ -46,17 +46,20 @@ from nova.compiler.codegen.pool import (
     IDLE,
     LINE,
     SEEN,
-    TEAM_ARRIVED,
-    TEAM_BARRIER,
-    TEAM_MEMBERS,
-    TEAM_WORDS,
     TICKET,
+    X86,
     pool_module,
     state_words,
     thread_word,
 )
 from nova.compiler.configurator import thread_chunks
 from nova.compiler.device import detect_cpu, usable_cores
+from nova.compiler.lowering.plan import (
+    TEAM_ARRIVED,
+    TEAM_BARRIER,
+    TEAM_MEMBERS,
+    TEAM_WORDS,
+)
 
 SPIN_SECONDS = 2e-3
 SPINS_PER_SECOND_WITHOUT_TSC = 1e8   # spin iterations per second off x86 (rough)
@@ -94,7 +97,7 @@ def _spin_units(seconds: float | None) -> int:
         except ValueError:
             raise ValueError(f"NOVA_SPIN_US: expected microseconds, got {override!r}") from None
     from nova.runtime.kernel_cache import KERNELS
-    if KERNELS.jit.triple.startswith(("x86_64", "i686", "i386")):
+    if KERNELS.jit.triple.startswith(X86):
         return int(seconds * detect_cpu().ghz * 1e9)
     return int(seconds * SPINS_PER_SECOND_WITHOUT_TSC)
 
@@ -174,7 +177,7 @@ class WorkerPool:
 
 
 def team_header(address: int) -> ctypes.Array:
-    """The team header (``nova.compiler.codegen.pool``) at ``address``, the start of
+    """The team header (``nova.compiler.lowering.plan``) at ``address``, the start of
     a kernel's scratch buffer, as the int64 array ``WorkerPool.run`` writes."""
     return (ctypes.c_int64 * TEAM_WORDS).from_address(address)
 

@@ -139,9 +139,9 @@ def test_shared_b_plans_carry_the_team_header_and_two_panels(monkeypatch):
     (CUDA kernels configure themselves)."""
     import dataclasses
 
-    from nova.compiler.codegen.pool import TEAM_WORDS
     from nova.compiler.irgen import build_module
     from nova.compiler.lowering import plan as plan_module
+    from nova.compiler.lowering.plan import TEAM_WORDS
     from nova.compiler.passes import simplify
     from nova.compiler.passes.fusion import fuse
     from nova.runtime.kernel_cache import KERNELS

@@ -11,13 +11,13 @@ from llvmlite import ir
 import nova as nv
 from nova.compiler.codegen.pool import (
     IDLE,
-    TEAM_BARRIER,
     TICKET,
     emit_barrier,
     pool_module,
     thread_word,
 )
 from nova.compiler.device import usable_cores
+from nova.compiler.lowering.plan import TEAM_BARRIER
 from nova.runtime import threads
 from nova.runtime.kernel_cache import KERNELS
 from nova.runtime.threads import WorkerPool, ranges_array

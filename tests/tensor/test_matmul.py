@@ -245,7 +245,7 @@ def test_gemm_threads_sharing_the_packed_b_panel(monkeypatch, m, k, n, ta, tb, b
 def _team_headers() -> list[tuple[int, int, int, int]]:
     """(members, arrived, barrier count, chunks) of each shared-B kernel of the step
     that ran last (none under the interpreter engine)."""
-    from nova.compiler.codegen.pool import TEAM_ARRIVED, TEAM_BARRIER, TEAM_MEMBERS
+    from nova.compiler.lowering.plan import TEAM_ARRIVED, TEAM_BARRIER, TEAM_MEMBERS
     from nova.runtime.cache import CACHE
     program = CACHE.last._program
     return [(team[TEAM_MEMBERS], team[TEAM_ARRIVED], team[TEAM_BARRIER],

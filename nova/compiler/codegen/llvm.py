@@ -21,13 +21,11 @@ from llvmlite import ir
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from nova.compiler import dialect as nd
-from nova.compiler.codegen.pool import (
+from nova.compiler.codegen.pool import emit_barrier
+from nova.compiler.lowering.plan import (
     TEAM_ARRIVED,
     TEAM_MEMBERS,
     TEAM_WORDS,
-    emit_barrier,
-)
-from nova.compiler.lowering.plan import (
     KernelPlan,
     accumulator_dtype,
     contraction,

@@ -23,15 +23,16 @@ caller writes to, and only between jobs:
   ``SEEN`` (jobs t has taken), ``RC`` (the chunk's return code), ``IDLE`` (1 while
   worker t sleeps or is about to).
 
-Teams: a kernel whose chunks work together (the threads of a GEMM pack one B panel,
-see ``nova.compiler.configurator``) starts its scratch buffer with a header of
-``TEAM_WORDS`` words. Before each call the launcher (``nova.runtime.threads``) writes
-``TEAM_MEMBERS``, how many of the call's chunks run at the same time (n when the pool
-runs them on n threads, 1 when they run one after another), and zeroes ``TEAM_ARRIVED``
-and ``TEAM_BARRIER``. A chunk takes its member index by incrementing ``TEAM_ARRIVED``;
-at its r-th barrier it increments ``TEAM_BARRIER`` and waits until it reaches
-r x members (``emit_barrier``). A barrier would deadlock chunks run one after another,
-hence ``TEAM_MEMBERS`` = 1 there: each chunk then does all the shared work itself.
+Teams: a kernel whose chunks work together (the threads of a GEMM pack one B panel, see
+``nova.compiler.configurator``) starts its scratch buffer with a header of
+``TEAM_WORDS`` words (its layout: ``nova.compiler.lowering.plan``). Before each call the
+launcher (``nova.runtime.threads``) writes ``TEAM_MEMBERS``, how many of the call's
+chunks run at the same time (n when the pool runs them on n threads, 1 when they run one
+after another), and zeroes ``TEAM_ARRIVED`` and ``TEAM_BARRIER``. A chunk takes its
+member index by incrementing ``TEAM_ARRIVED``; at its r-th barrier it increments
+``TEAM_BARRIER`` and waits until it reaches r x members (``emit_barrier``). A barrier
+would deadlock chunks run one after another, hence ``TEAM_MEMBERS`` = 1 there: each
+chunk then does all the shared work itself.
 
 A job's fields in line t are written only after worker t finished its previous chunk
 (the caller waits for every chunk it handed out), so a worker never reads a half-written
@@ -46,14 +47,15 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from nova.compiler.lowering.plan import TEAM_BARRIER
+
 I32, I64 = ir.IntType(32), ir.IntType(64)
 LINE = 8                     # i64 words per 64-byte cache line
 STOP, CHUNKS = 0, 1
 DONE = LINE
 FN, ARGS, START, END, TICKET, SEEN, RC, IDLE = range(8)   # offsets in a thread's line
 YIELD_EVERY = 256            # spin steps between sched_yield calls (a power of two)
-TEAM_MEMBERS, TEAM_ARRIVED, TEAM_BARRIER = 0, 1, LINE   # words of a team header
-TEAM_WORDS = 2 * LINE        # the barrier counter has a cache line of its own
+X86 = ("x86_64", "i686", "i386")   # triples with ``pause`` and a user-mode rdtsc
 
 
 def thread_word(thread: int, field: int) -> int:
@@ -171,7 +173,7 @@ def emit_barrier(module: ir.Module, b: ir.IRBuilder, team: ir.Value, target: ir.
     b.position_at_end(poll)
     b.cbranch(b.icmp_signed(">=", b.load_atomic(word, "acquire", 8), target), done, wait)
     b.position_at_end(wait)
-    emit_pause(module, b, module.triple.startswith(("x86_64", "i686", "i386")), spins)
+    emit_pause(module, b, module.triple.startswith(X86), spins)
     b.branch(poll)
     b.position_at_end(done)
 
@@ -332,11 +334,10 @@ def pool_module(triple: str, data_layout: str) -> ir.Module:
     module = ir.Module(name="nova_pool")
     module.triple = triple
     module.data_layout = data_layout
-    pause = triple.startswith(("x86_64", "i686", "i386"))
+    pause = triple.startswith(X86)
     for build in (_worker, _launch, _join, _stop):
         build(module, pause)
     return module
 
 
-__all__ = ["TEAM_ARRIVED", "TEAM_BARRIER", "TEAM_MEMBERS", "TEAM_WORDS", "emit_barrier",
-           "emit_pause", "pool_module", "state_words", "thread_word"]
+__all__ = ["X86", "emit_barrier", "emit_pause", "pool_module", "state_words", "thread_word"]

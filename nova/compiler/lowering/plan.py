@@ -37,12 +37,16 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from nova.compiler import dialect as nd
-from nova.compiler.codegen.pool import TEAM_WORDS
 from nova.compiler.configurator import classify, elementwise_unroll, gemm_tile
 from nova.compiler.device import detect_cpu
 from nova.tensor import dtypes as dt
 
 FORMAT_VERSION = 10  # bump when generated code changes meaning
+
+# The team header that starts a ``shared_b`` GEMM's scratch buffer: i64 words, the
+# barrier counter on a 64-byte line of its own (protocol: ``nova.compiler.codegen.pool``).
+TEAM_MEMBERS, TEAM_ARRIVED, TEAM_BARRIER = 0, 1, 8
+TEAM_WORDS = 16
 
 
 @dataclass(frozen=True)

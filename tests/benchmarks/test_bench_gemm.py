@@ -14,3 +14,17 @@ def test_gemm_shapes_cover_forward_and_both_backward_products():
     for preset in ("small", "medium", "gpt-42m"):
         for product in ("fwd", "dX", "dW"):
             assert f"{preset} qkv {product}" in labels
+
+
+def test_summary_groups_the_target_shapes_and_counts_those_at_parity():
+    def row(shape, call, kernel, control):
+        return {"shape": shape, "nova/numpy*": call, "kernel/numpy*": kernel,
+                "numpy/numpy*": control}
+
+    rows = [row("square 256", 0.5, 0.5, 0.5),          # below the target's N >= 512
+            row("square 512", 0.9, 1.1, 1.0), row("square 1024", 1.2, 1.3, 0.8),
+            row("small qkv fwd", 1.0, 0.9, 1.1)]
+    lines = bench_gemm.summarize(rows).splitlines()
+    assert lines[1] == "squares N >= 512 | 2 | 1.05 | 1 | 1.20 | 2 | 0.90 | 1"
+    assert lines[2] == "small | 1 | 1.00 | 1 | 0.90 | 0 | 1.10 | 1"
+    assert len(lines) == 3

@@ -64,10 +64,19 @@ class ByteCorpus:
             return cls.from_bytes(default_corpus(max_bytes), seed=seed)
         try:
             with open(path, "rb") as f:
-                data = f.read(max_bytes) if max_bytes else f.read()
+                data = f.read(max_bytes) if max_bytes is not None else f.read()
         except OSError as e:
             raise ValueError(f"data: cannot read {path}: {e.strerror}") from None
         return cls.from_bytes(data, seed=seed)
+
+    def check_context(self, block: int) -> None:
+        """Raise unless both splits hold at least one sample of context ``block``, so a
+        short file is reported before training, not at the first evaluation."""
+        total = len(self.train) + len(self.val)
+        for name, tokens in (("train", self.train), ("validation", self.val)):
+            if len(tokens) < block + 2:
+                raise ValueError(f"the {name} split has {len(tokens)} bytes (of {total} in "
+                                 f"all), fewer than the {block + 2} a context of {block} needs")
 
     def batch(self, split: str, index: int, batch_size: int, block: int
               ) -> tuple[np.ndarray, np.ndarray]:

@@ -1,49 +1,147 @@
-"""``nv.save`` / ``nv.load``: state dicts as one safetensors file.
+"""``nv.save`` / ``nv.load``: checkpoints as standard safetensors files.
 
-The file is a standard safetensors container (8-byte header length, JSON header, raw
-little-endian tensor bytes), so other tools can read the tensors. Everything that is not
-a tensor (nesting, ints such as optimizer step counts, hyperparameters) is stored as
-JSON in the header's ``__metadata__``, together with a SHA-256 of the tensor bytes.
-Writes go to a temporary file that is renamed into place, so a crash never leaves a
-half-written checkpoint; loading checks the header, every tensor's dtype, shape and byte
-range, and the checksum, and names the file in any error.
+A file is a safetensors container: an 8-byte little-endian header length, a JSON header
+naming every tensor's dtype, shape and byte range, then the raw little-endian tensor
+bytes. Tensors are stored under their real dotted names (``model.wte.weight``,
+``optimizer.state.0.exp_avg``), so other tools (``safetensors.numpy.load_file``, torch,
+JAX) read a saved state dict as the same flat dict of arrays. Everything that is not a
+tensor (nesting, ints such as step counts, tuples, hyperparameters, where each tensor
+lived) is JSON kept as one string in the header's ``__metadata__``, which safetensors
+restricts to str -> str.
+
+Integrity: two SHA-256 digests, both in ``__metadata__``. ``nova.header_sha256`` covers
+the length prefix and every byte of the header (computed with its own 64 hex digits
+zeroed), so a flipped bit that renames a tensor, changes a dtype, a shape, an offset or
+a step count is caught; ``nova.data_sha256`` covers the tensor bytes. The header is
+bounded (100 MB, nesting depth) before it is parsed and verified before any offset is
+trusted, and every offset and size is checked against the file's length before data is
+read, so a damaged or hostile header is rejected after reading at most the header. Files
+of other tools carry no digests: they get every structural check, not corruption
+detection. Every failure is a :class:`CheckpointError` naming the file and what is
+wrong. Tensors are read straight into their own arrays, so loading holds one copy of the
+data (not the whole file plus copies).
+
+Writes go to a temporary file beside the target (its name carries the writer's host and
+pid), fsynced and renamed into place, so a crash never leaves a half-written checkpoint;
+the next save of the same target removes temporary files whose writer is dead.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import re
+import secrets
+import socket
 import struct
-import tempfile
-from typing import Any
+import warnings
+from collections.abc import Callable
+from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 
 from nova.tensor import dtypes as dt
-from nova.tensor.creation import tensor
+from nova.tensor.creation import from_numpy, tensor
+from nova.tensor.device import check_device
+from nova.tensor.device import device as Device
+from nova.tensor.realize import realize
 from nova.tensor.tensor import Tensor
 
-FORMAT = "nova-checkpoint-1"
+FORMAT = "nova-checkpoint-2"
+LEGACY_FORMAT = "nova-checkpoint-1"   # t0..tN names; its checksum covers only the data
+_FORMAT_KEY = "nova.format"
+_STRUCTURE_KEY = "nova.structure"
+_DATA_KEY = "nova.data_sha256"
+_HEADER_KEY = "nova.header_sha256"
+_NOVA_KEYS = (_FORMAT_KEY, _STRUCTURE_KEY, _DATA_KEY, _HEADER_KEY)
+_ZERO_DIGEST = "0" * 64
+_HEADER_DIGEST_FIELD = re.compile(rb'"nova\.header_sha256"\s*:\s*"([0-9a-f]{64})"')
+
 _CODES = {dt.float32: "F32", dt.float64: "F64", dt.float16: "F16", dt.bfloat16: "BF16",
           dt.int32: "I32", dt.int64: "I64", dt.bool_: "BOOL"}
 _BY_CODE = {v: k for k, v in _CODES.items()}
-_MAX_HEADER = 100 * 2**20
+# Standard safetensors dtypes Nova has no dtype for (named as such in the error).
+_FOREIGN_CODES = {"U8", "I8", "U16", "I16", "U32", "U64", "F8_E4M3", "F8_E5M2", "F6_E2M3",
+                  "F6_E3M2", "F4", "F8_E8M0", "C64"}
+_MAX_HEADER = 100_000_000     # the safetensors library's own limit
+_MAX_NESTING = 100            # containers inside containers, in what save accepts
+_HEADER_DEPTH = 3             # {name: {"shape": [..]}}: a safetensors header is this deep
+_STRUCTURE_DEPTH = 3 * _MAX_NESTING + 1   # a dict level is 3 JSON levels when encoded
+_MAX_RANK = 64                # numpy's limit on dimensions
+_TMP_MARK = ".nova-tmp."
 
 
 class CheckpointError(ValueError):
-    """A checkpoint file is missing, truncated, corrupted or not a Nova checkpoint."""
+    """A checkpoint file is missing, truncated, corrupted or not a valid safetensors file."""
 
 
-def _encode(obj: Any, tensors: list[Tensor]) -> Any:
+# ----------------------------------------------------------------------------- save
+
+
+def save(obj: Any, path: str | os.PathLike) -> None:
+    """Write ``obj`` (a state dict, or nested dicts/lists/tuples of tensors, numbers,
+    strings and None) to ``path`` as a safetensors file.
+
+    Tensors get their dotted path as name (a flat state dict keeps its keys exactly), so
+    ``safetensors.numpy.load_file(path)`` returns them; ``nv.load`` restores the whole
+    object, each tensor on the device it was saved from (see ``map_location``).
+    The write is atomic: readers see the old file or the complete new one.
+    """
+    path = os.fspath(path)
+    named: list[tuple[str, Tensor]] = []
+    structure = _encode(obj, named, set(), "", 0)
+    if named:
+        realize(*[t for _, t in named])   # one step for everything still pending
+    entries = _plan_entries(named)
+    structure_json = json.dumps(structure, separators=(",", ":"))
+    head = _header_bytes(entries, structure_json, _ZERO_DIGEST, _ZERO_DIGEST)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    _remove_stale_temps(path)
+    tmp = _temp_path(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(head)                  # placeholder digests, rewritten below
+            data_digest = _write_data(f, named)
+            head = _header_bytes(entries, structure_json, data_digest, _ZERO_DIGEST)
+            head = _with_header_digest(head)
+            f.seek(0)
+            f.write(head)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    _fsync_directory(directory)
+
+
+def _encode(obj: Any, named: list[tuple[str, Tensor]], used: set[str], where: str,
+            depth: int) -> Any:
+    """The JSON structure of ``obj``; tensors are replaced by references to their
+    names (the dotted path of keys and indices leading to them) and collected."""
+    if depth > _MAX_NESTING:
+        raise ValueError(f"save: containers nested more than {_MAX_NESTING} levels deep "
+                         f"(at {where!r}); checkpoints hold at most {_MAX_NESTING}")
     if isinstance(obj, Tensor):
-        tensors.append(obj)
-        return {"__tensor__": f"t{len(tensors) - 1}"}
+        name = _unique_name(where or "tensor", used)
+        named.append((name, obj))
+        ref: dict[str, Any] = {"__tensor__": name}
+        location = _location(obj.device)
+        if location != "cpu":
+            ref["device"] = location
+        return ref
     if isinstance(obj, dict):
-        return {"__dict__": [[_encode(k, tensors), _encode(v, tensors)] for k, v in obj.items()]}
+        return {"__dict__": [[_encode_key(k), _encode(v, named, used, _child(where, k),
+                                                      depth + 1)] for k, v in obj.items()]}
     if isinstance(obj, tuple):
-        return {"__tuple__": [_encode(v, tensors) for v in obj]}
+        return {"__tuple__": [_encode(v, named, used, _child(where, i), depth + 1)
+                              for i, v in enumerate(obj)]}
     if isinstance(obj, list):
-        return [_encode(v, tensors) for v in obj]
+        return [_encode(v, named, used, _child(where, i), depth + 1) for i, v in enumerate(obj)]
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return obj
     if isinstance(obj, (np.integer, np.floating, np.bool_)):
@@ -52,109 +150,525 @@ def _encode(obj: Any, tensors: list[Tensor]) -> Any:
                     "numbers, strings, None, and lists/tuples/dicts of them")
 
 
-def _decode(obj: Any, tensors: dict[str, Tensor], path: str) -> Any:
-    if isinstance(obj, list):
-        return [_decode(v, tensors, path) for v in obj]
-    if isinstance(obj, dict):
-        if "__tensor__" in obj:
-            name = obj["__tensor__"]
-            if name not in tensors:
-                raise CheckpointError(f"load: {path}: structure refers to missing tensor {name!r}")
-            return tensors[name]
-        if "__tuple__" in obj:
-            return tuple(_decode(v, tensors, path) for v in obj["__tuple__"])
-        if "__dict__" in obj:
-            return {_decode(k, tensors, path): _decode(v, tensors, path) for k, v in obj["__dict__"]}
-        raise CheckpointError(f"load: {path}: unknown structure entry {sorted(obj)}")
-    return obj
+def _encode_key(key: Any) -> Any:
+    if key is None or isinstance(key, (bool, int, float, str)):
+        return key
+    if isinstance(key, (np.integer, np.floating, np.bool_)):
+        return key.item()
+    if isinstance(key, tuple):
+        return {"__tuple__": [_encode_key(k) for k in key]}
+    raise TypeError(f"save: cannot store a dict key of type {type(key).__name__}; keys "
+                    "must be str, int, float, bool, None or tuples of them")
 
 
-def save(obj: Any, path: str | os.PathLike) -> None:
-    """Write ``obj`` (a state dict, or nested containers of tensors and numbers)."""
-    path = os.fspath(path)
-    tensors: list[Tensor] = []
-    structure = _encode(obj, tensors)
-    header: dict[str, Any] = {}
-    chunks, offset = [], 0
+def _child(where: str, key: Any) -> str:
+    return f"{where}.{key}" if where else str(key)
+
+
+def _unique_name(name: str, used: set[str]) -> str:
+    """``name``, or ``name#1``, ``name#2``... when two paths spell the same string."""
+    candidate, n = name, 0
+    while candidate in used or candidate == "__metadata__":
+        n += 1
+        candidate = f"{name}#{n}"
+    used.add(candidate)
+    return candidate
+
+
+def _location(d: Device) -> str:
+    """A device as PyTorch names storage locations: ``cpu`` or ``cuda:0``."""
+    return "cpu" if d.type == "cpu" else f"{d.type}:{d.index or 0}"
+
+
+def _plan_entries(named: list[tuple[str, Tensor]]) -> dict[str, dict[str, Any]]:
+    entries, offset = {}, 0
+    for name, t in named:
+        size = math.prod(t.shape) * t.dtype.itemsize
+        entries[name] = {"dtype": _CODES[t.dtype], "shape": list(t.shape),
+                         "data_offsets": [offset, offset + size]}
+        offset += size
+    return entries
+
+
+def _header_bytes(entries: dict[str, Any], structure: str, data_digest: str,
+                  header_digest: str) -> bytes:
+    meta = {_FORMAT_KEY: FORMAT, _STRUCTURE_KEY: structure, _DATA_KEY: data_digest,
+            _HEADER_KEY: header_digest}
+    head = json.dumps({"__metadata__": meta, **entries}, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 8)   # safetensors aligns the data section to 8 bytes
+    return struct.pack("<Q", len(head)) + head
+
+
+def _with_header_digest(head: bytes) -> bytes:
+    """``head`` (length prefix included, header digest zeroed) with its digest filled in."""
+    digest = hashlib.sha256(head).hexdigest().encode()
+    field = f'"{_HEADER_KEY}":"{_ZERO_DIGEST}"'.encode()
+    return head.replace(field, f'"{_HEADER_KEY}":"'.encode() + digest + b'"', 1)
+
+
+def _write_data(f: BinaryIO, named: list[tuple[str, Tensor]]) -> str:
+    """Stream each tensor's bytes to ``f`` (one host copy at a time); their SHA-256."""
     digest = hashlib.sha256()
-    for i, t in enumerate(tensors):
-        data = np.ascontiguousarray(t.numpy()).astype(t.dtype.np.newbyteorder("<"), copy=False)
-        raw = data.tobytes()
-        header[f"t{i}"] = {"dtype": _CODES[t.dtype], "shape": list(t.shape),
-                           "data_offsets": [offset, offset + len(raw)]}
-        chunks.append(raw)
-        digest.update(raw)
-        offset += len(raw)
-    header["__metadata__"] = {"format": FORMAT, "structure": json.dumps(structure),
-                              "sha256": digest.hexdigest()}
-    head = json.dumps(header, separators=(",", ":")).encode()
-    head += b" " * (-len(head) % 8)  # safetensors aligns the data section to 8 bytes
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".nova-save-", dir=directory)
+    for _, t in named:
+        arr = np.ascontiguousarray(t.numpy(), dtype=t.dtype.np.newbyteorder("<"))
+        raw = arr.reshape(-1).view(np.uint8)
+        f.write(raw.data)
+        digest.update(raw.data)
+    return digest.hexdigest()
+
+
+def _temp_path(path: str) -> str:
+    directory, stem = _temp_stem(path)
+    return os.path.join(directory, f"{stem}{_host()}.{os.getpid()}.{secrets.token_hex(4)}")
+
+
+def _temp_stem(path: str) -> tuple[str, str]:
+    """The directory and the name prefix of ``path``'s temporary files (long names are
+    shortened with a hash so the temporary name stays within 255 bytes)."""
+    directory, base = os.path.split(os.path.abspath(path))
+    if len(base) > 120:
+        base = base[:100] + "~" + hashlib.sha256(base.encode()).hexdigest()[:12]
+    return directory, f".{base}{_TMP_MARK}"
+
+
+def _host() -> str:
+    return socket.gethostname().replace(os.sep, "_") or "localhost"
+
+
+def _remove_stale_temps(path: str) -> None:
+    """Delete temporary files of ``path`` left by writers that died (kill -9, power
+    loss) on this host. A temp file's name carries its writer's host and pid; a file
+    whose writer is alive, on another host, or unparseable is left alone."""
+    directory, stem = _temp_stem(path)
+    host = _host()
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(struct.pack("<Q", len(head)))
-            f.write(head)
-            for c in chunks:
-                f.write(c)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        if not name.startswith(stem):
+            continue
+        parts = name[len(stem):].rsplit(".", 2)
+        if len(parts) != 3 or parts[0] != host or not parts[1].isdigit():
+            continue
+        if not _alive(int(parts[1])):
+            try:
+                os.unlink(os.path.join(directory, name))
+            except FileNotFoundError:
+                pass                         # another saver removed it first
 
 
-def load(path: str | os.PathLike) -> Any:
-    """Read what ``save`` wrote, validating the container before trusting it."""
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True                          # exists, owned by someone else
+    except OverflowError:
+        return False                         # no such pid can exist
+    return True
+
+
+def _fsync_directory(directory: str) -> None:
+    """Make the rename durable (a crash right after save keeps the new file)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass                                 # not supported for directories here
+    finally:
+        os.close(fd)
+
+
+# ----------------------------------------------------------------------------- load
+
+
+class _Entry(NamedTuple):
+    name: str
+    dtype: dt.DType
+    shape: tuple[int, ...]
+    begin: int
+    end: int
+
+
+# (which tensor, for messages; its bytes; its dtype; its saved location) -> the Tensor
+Placement = Callable[[str, "np.ndarray", dt.DType, str], Tensor]
+
+
+def load(path: str | os.PathLike, map_location: Any = None) -> Any:
+    """Read a checkpoint written by ``nv.save``, or any safetensors file.
+
+    Returns what ``save`` was given; a safetensors file written by another tool comes
+    back as a dict name -> tensor in file order. Files of the previous Nova format
+    (``nova-checkpoint-1``) still load, with a warning: their checksum covers only the
+    tensor bytes, so saving them again protects the header too.
+
+    ``map_location`` follows ``torch.load``:
+
+    - ``None``: each tensor on the device it was saved from (``cpu`` for files of
+      other tools and old files); a CUDA tensor where CUDA is unavailable raises.
+    - ``"cpu"``, ``"cuda"``, ``"cuda:0"`` or an ``nv.device``: every tensor there.
+    - a dict from saved location to device, e.g. ``{"cuda:0": "cpu"}``; locations
+      not in it stay where they were saved. Locations are spelled ``cpu``/``cuda:0``.
+    - a callable ``f(tensor, location) -> Tensor | None``, given each tensor on the CPU
+      and its saved location (``"cpu"`` or ``"cuda:0"``); None means the default.
+
+    Anything else raises TypeError (ValueError for an unknown device name), before the
+    file is read. Every problem with the file itself raises :class:`CheckpointError`
+    naming the file and what is wrong; nothing is returned unless every check passed.
+    """
+    place = _placement(map_location)
     path = os.fspath(path)
+    kind, structure, layout, arrays = _read_checked(path)
+    if kind is None:
+        return {name: place(f"{path}: tensor {name!r}", arr, layout[name].dtype, "cpu")
+                for name, arr in arrays.items()}
+    return _Decoder(arrays, layout, place, path).run(structure)
+
+
+def _read_checked(path: str) -> tuple[str | None, Any, dict[str, _Entry],
+                                      dict[str, np.ndarray]]:
+    """The file's kind (FORMAT, LEGACY_FORMAT or None: another tool's), its structure,
+    tensor layout and tensor arrays in file order, after every check on the bytes: the
+    header against its size limit, depth and checksum before its offsets are trusted,
+    the offsets against the file's length before any data is read."""
     try:
-        with open(path, "rb") as f:
-            blob = f.read()
+        f = open(path, "rb")
     except OSError as e:
         raise CheckpointError(f"load: cannot read {path}: {e.strerror}") from None
-    if len(blob) < 8:
-        raise CheckpointError(f"load: {path} is truncated ({len(blob)} bytes; no header)")
-    (n,) = struct.unpack("<Q", blob[:8])
-    if n > _MAX_HEADER or 8 + n > len(blob):
-        raise CheckpointError(f"load: {path} is truncated or not a checkpoint (header claims "
-                              f"{n} bytes, file has {len(blob) - 8})")
-    try:
-        header = json.loads(blob[8:8 + n].decode())
-        meta = header.pop("__metadata__")
-        if meta.get("format") != FORMAT:
-            raise KeyError("format")
-        structure = json.loads(meta["structure"])
-    except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
-        raise CheckpointError(f"load: {path} is corrupted or not a Nova checkpoint (bad "
-                              "header)") from None
-    data = memoryview(blob)[8 + n:]
-    end = 0
-    tensors: dict[str, Tensor] = {}
-    for name, entry in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]
-                              if isinstance(kv[1], dict) and "data_offsets" in kv[1] else -1):
-        try:
-            dtype = _BY_CODE[entry["dtype"]]
-            shape = tuple(int(s) for s in entry["shape"])
-            begin, stop = (int(o) for o in entry["data_offsets"])
-        except (KeyError, TypeError, ValueError):
-            raise CheckpointError(f"load: {path}: tensor {name!r} has a malformed entry "
-                                  f"{entry!r}") from None
-        size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        if any(s < 0 for s in shape) or begin != end or stop - begin != size:
-            raise CheckpointError(f"load: {path}: tensor {name!r} ({entry['dtype']} {list(shape)}) "
-                                  f"has byte range [{begin}, {stop}), expected [{end}, {end + size})")
-        if stop > len(data):
-            raise CheckpointError(f"load: {path} is truncated: tensor {name!r} needs bytes up to "
-                                  f"{stop}, the data section has {len(data)}")
-        end = stop
-        arr = np.frombuffer(data[begin:stop], dtype=dtype.np.newbyteorder("<")).reshape(shape)
-        tensors[name] = tensor(arr.astype(dtype.np), dtype=dtype)
-    if end != len(data):
-        raise CheckpointError(f"load: {path}: {len(data) - end} unexpected trailing bytes")
-    if hashlib.sha256(data[:end]).hexdigest() != meta.get("sha256"):
-        raise CheckpointError(f"load: {path} is corrupted: tensor data does not match its "
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        raw = _read_header(f, path, size)
+        header = _parse_json(raw[8:], path, "header", _HEADER_DEPTH, strict=True)
+        if not isinstance(header, dict):
+            raise CheckpointError(f"load: {path}: the header is a JSON "
+                                  f"{type(header).__name__}, not an object")
+        meta = _metadata(header.pop("__metadata__", {}), path)
+        kind = _kind(meta, path)
+        if kind == FORMAT:
+            _check_header_digest(raw, meta[_HEADER_KEY], path)
+        layout = _layout(header, size - len(raw), path)
+        structure = None
+        if kind is not None:
+            text = meta[_STRUCTURE_KEY if kind == FORMAT else "structure"]
+            structure = _parse_json(text.encode(), path, "structure", _STRUCTURE_DEPTH,
+                                    strict=False)
+        arrays, digest = _read_data(f, len(raw), layout, path)
+    if kind is not None and digest != meta[_DATA_KEY if kind == FORMAT else "sha256"]:
+        what = "tensor data" if kind == FORMAT else "tensor data (old format)"
+        raise CheckpointError(f"load: {path} is corrupted: the {what} does not match its "
                               "checksum")
-    return _decode(structure, tensors, path)
+    _check_bools(arrays, path)
+    return kind, structure, layout, arrays
+
+
+def _read_header(f: BinaryIO, path: str, size: int) -> bytes:
+    """The length prefix and the header, after checking both against the file size."""
+    if size < 8:
+        raise CheckpointError(f"load: {path} is truncated ({size} bytes; no header)")
+    (n,) = struct.unpack("<Q", f.read(8))
+    if n > _MAX_HEADER:
+        raise CheckpointError(f"load: {path} is corrupted or not a safetensors file: its "
+                              f"header claims {n} bytes, more than the {_MAX_HEADER} allowed")
+    if 8 + n > size:
+        raise CheckpointError(f"load: {path} is truncated: its header claims {n} bytes, "
+                              f"the file has {size - 8} after the length")
+    return struct.pack("<Q", n) + f.read(n)
+
+
+def _parse_json(raw: bytes, path: str, what: str, max_depth: int, strict: bool) -> Any:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CheckpointError(f"load: {path} is corrupted: its {what} is not UTF-8 "
+                              f"(byte {e.start})") from None
+    depth = _json_depth(raw)
+    if depth > max_depth:
+        raise CheckpointError(f"load: {path} is corrupted: its {what} nests {depth} levels "
+                              f"deep, more than the {max_depth} allowed")
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys,
+                          parse_constant=_no_constant if strict else None)
+    except ValueError as e:
+        raise CheckpointError(f"load: {path} is corrupted or not a safetensors file: bad "
+                              f"{what} JSON ({e})") from None
+
+
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NESTING_STEP = np.zeros(256, np.int8)
+_NESTING_STEP[[ord("["), ord("{")]] = 1
+_NESTING_STEP[[ord("]"), ord("}")]] = -1
+
+
+def _json_depth(raw: bytes) -> int:
+    """How deeply JSON text nests (string contents ignored), without parsing it: the
+    parser recurses per level, so depth is bounded before it runs."""
+    steps = _NESTING_STEP[np.frombuffer(_JSON_STRING.sub(b'""', raw), np.uint8)]
+    deepest, carry = 0, 0
+    for i in range(0, len(steps), 1 << 20):
+        run = np.cumsum(steps[i:i + (1 << 20)], dtype=np.int64) + carry
+        deepest, carry = max(deepest, int(run.max())), int(run[-1])
+    return deepest
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"duplicate key {dup!r}")
+    return out
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _metadata(meta: Any, path: str) -> dict[str, str]:
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise CheckpointError(f"load: {path}: __metadata__ must map strings to strings "
+                              "(safetensors), got " + repr(meta)[:200])
+    return meta
+
+
+def _kind(meta: dict[str, str], path: str) -> str | None:
+    """FORMAT, LEGACY_FORMAT, or None for a file written by another tool. A file with
+    any Nova key must have all of them: one flipped bit changes at most one key."""
+    if any(k in meta for k in _NOVA_KEYS):
+        missing = [k for k in _NOVA_KEYS if k not in meta]
+        if missing:
+            raise CheckpointError(f"load: {path} is corrupted: its Nova metadata lacks "
+                                  f"{missing}")
+        if meta[_FORMAT_KEY] != FORMAT:
+            raise CheckpointError(f"load: {path} has format {meta[_FORMAT_KEY]!r}; this "
+                                  f"Nova reads {FORMAT!r} and {LEGACY_FORMAT!r}")
+        return FORMAT
+    if meta.get("format") == LEGACY_FORMAT:
+        if "structure" not in meta or "sha256" not in meta:
+            raise CheckpointError(f"load: {path} is corrupted: old-format metadata lacks "
+                                  "'structure' or 'sha256'")
+        warnings.warn(f"load: {path} is in the old {LEGACY_FORMAT} format, whose checksum "
+                      "covers only the tensor bytes, not the header; nv.save it again to "
+                      "protect the whole file", UserWarning, stacklevel=3)
+        return LEGACY_FORMAT
+    return None
+
+
+def _check_header_digest(raw: bytes, claimed: str, path: str) -> None:
+    fields = list(_HEADER_DIGEST_FIELD.finditer(raw))
+    if len(fields) != 1 or fields[0].group(1).decode() != claimed:
+        raise CheckpointError(f"load: {path} is corrupted: its header checksum field is "
+                              "malformed")
+    a, b = fields[0].span(1)
+    blank = raw[:a] + _ZERO_DIGEST.encode() + raw[b:]
+    if hashlib.sha256(blank).hexdigest() != claimed:
+        raise CheckpointError(f"load: {path} is corrupted: the header does not match its "
+                              "checksum")
+
+
+def _layout(header: dict[str, Any], data_len: int, path: str) -> dict[str, _Entry]:
+    """Every tensor entry checked, then the byte ranges: in bounds, and together tiling
+    the data section exactly (no gaps, overlaps or trailing bytes), as safetensors
+    requires."""
+    entries = [_entry(name, e, data_len, path) for name, e in header.items()]
+    expected = 0
+    for e in sorted(entries, key=lambda e: (e.begin, e.end)):
+        if e.begin != expected:
+            how = "overlaps the previous tensor" if e.begin < expected else "leaves a gap"
+            raise CheckpointError(f"load: {path} is corrupted: tensor {e.name!r} at bytes "
+                                  f"[{e.begin}, {e.end}) {how} (expected it at {expected})")
+        expected = e.end
+    if expected != data_len:
+        raise CheckpointError(f"load: {path} is corrupted: the file has {data_len} bytes "
+                              f"after the header, its tensors account for {expected}")
+    return {e.name: e for e in entries}
+
+
+def _entry(name: str, e: Any, data_len: int, path: str) -> _Entry:
+    where = f"load: {path}: tensor {name!r}"
+    if not isinstance(e, dict) or set(e) != {"dtype", "shape", "data_offsets"}:
+        raise CheckpointError(f"{where} has a malformed entry {e!r:.200}; expected "
+                              "{'dtype', 'shape', 'data_offsets'}")
+    code, shape, offsets = e["dtype"], e["shape"], e["data_offsets"]
+    if not isinstance(code, str) or code not in _BY_CODE:
+        why = ("a safetensors dtype Nova has no dtype for"
+               if isinstance(code, str) and code in _FOREIGN_CODES else "unknown")
+        raise CheckpointError(f"{where} has dtype {code!r:.40} ({why}); Nova reads "
+                              f"{sorted(_BY_CODE)}")
+    dtype = _BY_CODE[code]
+    if (not isinstance(shape, list) or len(shape) > _MAX_RANK
+            or not all(type(s) is int and s >= 0 for s in shape)):
+        raise CheckpointError(f"{where} has a malformed shape {shape!r:.200}; expected at "
+                              f"most {_MAX_RANK} non-negative integers")
+    if (not isinstance(offsets, list) or len(offsets) != 2
+            or not all(type(o) is int for o in offsets) or not 0 <= offsets[0] <= offsets[1]):
+        raise CheckpointError(f"{where} has malformed data_offsets {offsets!r:.200}; "
+                              "expected [begin, end] with 0 <= begin <= end")
+    begin, end = offsets
+    if math.prod(s for s in shape if s) * dtype.itemsize >= 2**62:
+        raise CheckpointError(f"{where} has shape {shape!r:.200}, too large for any array")
+    if end > data_len:
+        raise CheckpointError(f"load: {path} is truncated: tensor {name!r} needs bytes up to "
+                              f"{end}, the data section has {data_len}")
+    size = math.prod(shape) * dtype.itemsize
+    if end - begin != size:
+        raise CheckpointError(f"{where} ({code} {shape}) needs {size} bytes, its data_offsets "
+                              f"[{begin}, {end}) span {end - begin}")
+    return _Entry(name, dtype, tuple(shape), begin, end)
+
+
+def _read_data(f: BinaryIO, start: int, layout: dict[str, _Entry],
+               path: str) -> tuple[dict[str, np.ndarray], str]:
+    """Each tensor's bytes read straight into an array of its own, in file order (the
+    tensor then wraps that array: one copy of the data in memory, never the whole file
+    plus copies), and the SHA-256 of the data section."""
+    digest = hashlib.sha256()
+    arrays: dict[str, np.ndarray] = {}
+    f.seek(start)
+    for e in sorted(layout.values(), key=lambda e: (e.begin, e.end)):
+        arr = np.empty(e.shape, e.dtype.np.newbyteorder("<"))
+        raw = arr.reshape(-1).view(np.uint8)
+        view = memoryview(raw)
+        done = 0
+        while done < len(view):
+            got = f.readinto(view[done:])
+            if not got:
+                raise CheckpointError(f"load: {path} is truncated: it shrank while being "
+                                      f"read (tensor {e.name!r})")
+            done += got
+        digest.update(raw)
+        arrays[e.name] = arr
+    return arrays, digest.hexdigest()
+
+
+def _check_bools(arrays: dict[str, np.ndarray], path: str) -> None:
+    """A BOOL byte other than 0 or 1 is not a bool (numpy would keep the raw byte)."""
+    for name, arr in arrays.items():
+        if arr.dtype == np.bool_ and arr.size and arr.reshape(-1).view(np.uint8).max() > 1:
+            raise CheckpointError(f"load: {path} is corrupted: BOOL tensor {name!r} holds "
+                                  "bytes other than 0 and 1")
+
+
+class _Decoder:
+    """Rebuilds the saved object from its JSON structure, validating every node: a file
+    that passed its checksums but was written by something else still cannot make the
+    loader crash or return a half-built object."""
+
+    def __init__(self, arrays: dict[str, np.ndarray], layout: dict[str, _Entry],
+                 place: Placement, path: str):
+        self.arrays, self.layout, self.place, self.path = arrays, layout, place, path
+        self.used: set[str] = set()
+
+    def run(self, structure: Any) -> Any:
+        out = self.decode(structure, 0)
+        unused = sorted(set(self.layout) - self.used)
+        if unused:
+            raise CheckpointError(f"load: {self.path} is corrupted: tensors {unused[:5]} are "
+                                  "not referenced by its structure")
+        return out
+
+    def fail(self, what: str) -> CheckpointError:
+        return CheckpointError(f"load: {self.path} is corrupted: its structure {what}")
+
+    def decode(self, obj: Any, depth: int) -> Any:
+        if depth > _STRUCTURE_DEPTH:
+            raise self.fail(f"nests more than {_STRUCTURE_DEPTH} levels")
+        if isinstance(obj, list):
+            return [self.decode(v, depth + 1) for v in obj]
+        if isinstance(obj, dict):
+            if set(obj) in ({"__tensor__"}, {"__tensor__", "device"}):
+                return self.tensor(obj)
+            if set(obj) == {"__tuple__"} and isinstance(obj["__tuple__"], list):
+                return tuple(self.decode(v, depth + 1) for v in obj["__tuple__"])
+            if set(obj) == {"__dict__"} and isinstance(obj["__dict__"], list):
+                return self.mapping(obj["__dict__"], depth)
+            raise self.fail(f"has an unknown entry {sorted(obj)!r:.200}")
+        return obj
+
+    def mapping(self, pairs: list[Any], depth: int) -> dict[Any, Any]:
+        out = {}
+        for pair in pairs:
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise self.fail(f"has a malformed dict item {pair!r:.200}")
+            key = self.decode(pair[0], depth + 1)
+            try:
+                hash(key)
+            except TypeError:
+                raise self.fail(f"has an unhashable dict key {key!r:.200}") from None
+            out[key] = self.decode(pair[1], depth + 1)
+        return out
+
+    def tensor(self, ref: dict[str, Any]) -> Tensor:
+        name, location = ref["__tensor__"], ref.get("device", "cpu")
+        if not isinstance(name, str) or name not in self.layout:
+            raise self.fail(f"refers to a missing tensor {name!r:.200}")
+        if name in self.used:
+            raise self.fail(f"refers to tensor {name!r} twice")
+        if location not in ("cpu", "cuda:0"):
+            raise self.fail(f"puts tensor {name!r} on an unknown device {location!r:.40}")
+        self.used.add(name)
+        return self.place(f"{self.path}: tensor {name!r}", self.arrays[name],
+                          self.layout[name].dtype, location)
+
+
+def _placement(map_location: Any) -> Placement:
+    """``map_location`` as a :data:`Placement`, validated before the file is opened."""
+    if map_location is None:
+        return _on_saved_device
+    if isinstance(map_location, (str, Device)):
+        target = check_device(map_location, "load")
+        return lambda what, arr, dtype, location: _host_or_device(arr, dtype, target)
+    if isinstance(map_location, dict):
+        table = {_location_key(k): _location_key(v) for k, v in map_location.items()}
+        return lambda what, arr, dtype, location: _on_saved_device(
+            what, arr, dtype, table.get(location, location))
+    if callable(map_location):
+        return lambda what, arr, dtype, location: _by_callable(map_location, what, arr,
+                                                               dtype, location)
+    raise TypeError(f"load: map_location must be None, a device string, an nv.device, a "
+                    f"dict or a callable, got {type(map_location).__name__}")
+
+
+def _location_key(spec: Any) -> str:
+    if not isinstance(spec, (str, Device)):
+        raise TypeError(f"load: map_location dict entries must be device strings or "
+                        f"nv.device, got {spec!r}")
+    return _location(Device(spec))
+
+
+def _on_saved_device(what: str, arr: np.ndarray, dtype: dt.DType, location: str) -> Tensor:
+    try:
+        target = check_device(location, "load")
+    except RuntimeError as e:
+        reason = str(e).removeprefix("load: ")
+        raise RuntimeError(f"load: {what} was saved on {location}, but {reason}; pass "
+                           "map_location='cpu' to load it on the CPU") from None
+    return _host_or_device(arr, dtype, target)
+
+
+def _host_or_device(arr: np.ndarray, dtype: dt.DType, target: Device) -> Tensor:
+    """A tensor of ``arr`` (which nothing else references) on ``target``: on the CPU it
+    wraps the array itself; a device gets a copy."""
+    if target.type != "cpu":
+        return tensor(arr, dtype=dtype, device=target)
+    if arr.dtype != dtype.np:             # a big-endian host
+        arr = arr.astype(dtype.np)
+    return from_numpy(arr)
+
+
+def _by_callable(fn: Callable[[Tensor, str], Any], what: str, arr: np.ndarray,
+                 dtype: dt.DType, location: str) -> Tensor:
+    host = _host_or_device(arr, dtype, Device("cpu"))
+    out = fn(host, location)
+    if out is None:                       # the default; never a second tensor on arr
+        return host if location == "cpu" else _on_saved_device(what, arr, dtype, location)
+    if not isinstance(out, Tensor):
+        raise TypeError(f"load: map_location returned a {type(out).__name__} for {what}; "
+                        "it must return an nv.Tensor or None")
+    return out

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -13,6 +12,8 @@ from nova.compiler.passes import optimize
 from nova.compiler.passes.fusion import fuse
 from nova.runtime.cache import CACHE, CacheStats
 from nova.runtime.cpu_engine import PROFILE
+from nova.runtime.debug_dir import (  # noqa: F401 (nv.debug.UnsafeDirectoryError)
+    UnsafeDirectoryError, debug_directory, write_debug_file)
 from nova.runtime.engine import get_remat
 from nova.runtime.kernel_cache import KERNELS
 from nova.tensor.realize import pending_graph
@@ -49,21 +50,17 @@ def dump_ir(*tensors: Tensor, stage: str = "nova") -> str:
 
 def dump(directory: str, *tensors: Tensor) -> list[str]:
     """Write the nova IR, the fused IR with loop plans, and the LLVM IR of every kernel
-    of the step that would compute ``tensors`` into ``directory``; returns the paths."""
-    os.makedirs(directory, exist_ok=True)
+    of the step that would compute ``tensors`` into ``directory``; returns the paths.
+    The directory is created if missing and refused (``UnsafeDirectoryError``) if it is a
+    symbolic link or another user's; files replace links planted at their paths."""
+    directory = debug_directory(directory)
     module = optimize(build_module(pending_graph(*tensors)), get_remat())
     fused = fuse(module)
     plans = plan_kernels(fused)
     files = {"step.nova.mlir": str(module),
              "step.fused.mlir": str(fused) + "\n" + "\n".join(f"// {p.describe()}" for p in plans),
              "step.ll": "\n".join(KERNELS.llvm_ir(p) for p in plans)}
-    paths = []
-    for name, text in files.items():
-        path = os.path.join(directory, name)
-        with open(path, "w") as f:
-            f.write(text)
-        paths.append(path)
-    return paths
+    return [write_debug_file(directory, name, text) for name, text in files.items()]
 
 
 @dataclass

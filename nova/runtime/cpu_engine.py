@@ -12,7 +12,6 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from nova.compiler.lowering.plan import TEAM_MEMBERS, KernelPlan, plan_kernels
 from nova.compiler.passes.fusion import fuse
 from nova.runtime import threads
 from nova.runtime.addresses import data_address
+from nova.runtime.debug_dir import debug_subdirectory, write_debug_file
 from nova.runtime.interpreter import InterpreterError, affected_outputs, run_region
 from nova.runtime.kernel_cache import KERNELS, KernelFn
 from nova.runtime.memory_report import MemoryReport
@@ -123,21 +123,15 @@ class CpuProgram:
             self._table_addresses.append(ctypes.addressof(table))
             self._moving.append(moving)
 
-    _debug_count = 0
-
     def _write_debug(self, module: ModuleOp) -> None:
-        """NOVA_DEBUG=1: write the nova IR, fused IR and LLVM IR of this step."""
-        CpuProgram._debug_count += 1
-        root = os.environ.get("NOVA_DEBUG_DIR") or os.path.join(tempfile.gettempdir(),
-                                                                "nova-debug")
-        directory = os.path.join(root, f"step-{os.getpid()}-{CpuProgram._debug_count}")
-        os.makedirs(directory, exist_ok=True)
+        """NOVA_DEBUG=1: write the nova IR, fused IR and LLVM IR of this step into a
+        fresh directory (``debug_dir``: private, never through a planted link)."""
+        directory = debug_subdirectory()
         plans = "\n".join(f"// {p.describe()}" for p in self.plans)
         for name, text in (("step.nova.mlir", str(module)),
                            ("step.fused.mlir", f"{self.fused}\n{plans}"),
                            ("step.ll", "\n".join(KERNELS.llvm_ir(p) for p in self.plans))):
-            with open(os.path.join(directory, name), "w") as f:
-                f.write(text)
+            write_debug_file(directory, name, text)
         print(f"nova: NOVA_DEBUG wrote {directory}", file=sys.stderr)
 
     def memory_report(self, arg_bytes: Sequence[int] | None,

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from nova.runtime.debug_dir import debug_subdirectory, write_debug_file
 from nova.tensor.trace import storage_dtype
 
 
@@ -188,14 +189,9 @@ extern "C" __global__ void nova_gather_flags(int* const* flags, int n, int* out)
 
 
 def dump_failed_source(name: str, arch: str, source: str) -> str:
-    """Write a kernel that failed to compile where a person can read it."""
-    root = os.environ.get("NOVA_DEBUG_DIR") or os.path.join(tempfile.gettempdir(), "nova-debug")
-    directory = os.path.join(root, "cuda-failed")
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, f"{name}.{arch}.cu")
-    with open(path, "w") as f:
-        f.write(source)
-    return path
+    """Write a kernel that failed to compile where a person can read it (the debug
+    directory's ``cuda-failed``; see ``debug_dir``)."""
+    return write_debug_file(debug_subdirectory("cuda-failed"), f"{name}.{arch}.cu", source)
 
 
 _installed: list[DeviceBackend] = []     # test backends, innermost last

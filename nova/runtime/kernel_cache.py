@@ -3,30 +3,53 @@
 Kernels are cached one by one under their structural name (a hash of the fused region
 and its schedule), so a kernel shared by two step functions compiles once. Object code
 persists in ``~/.cache/nova`` (``NOVA_CACHE_DIR`` overrides, ``NOVA_CACHE=0`` disables)
-in a directory keyed by the format version, the LLVM version and the host CPU, since
-object code is specific to all three. Each file carries a SHA-256 of its payload;
-a corrupted or truncated entry is deleted and recompiled, never loaded. Writes are
-atomic (temporary file + rename).
+in a directory keyed by everything the object code depends on besides the kernel: the
+format version, a hash of Nova's own source (:func:`source_fingerprint`: a change to
+the code generator changes the key even when nobody bumps FORMAT_VERSION), llvmlite's
+and LLVM's versions, the target triple, the host CPU and its features.
+
+An entry (``nova.runtime.disk_cache``) names in its checksummed header the full key of
+the kernel it holds and the symbol it defines; before MCJIT is given the object, it is
+checked as an ELF relocatable for this triple that defines that one symbol, whose
+external symbols resolve in this process and whose relocations MCJIT implements
+(``nova.runtime.elf``). Anything else (truncated, bit-flipped, another kernel's entry,
+a random payload under a good header, a link) is recompiled and the entry rewritten
+atomically; a directory or FIFO at an entry path is reported once and bypassed. Hosts
+whose objects are not ELF (or whose relocations ``nova.runtime.elf`` does not list)
+keep no disk cache: nothing is loaded that could not be validated.
 """
 from __future__ import annotations
 
 import ctypes
 import hashlib
 import os
-import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
 
+import llvmlite
 import llvmlite.binding as llvm
 from llvmlite import ir
 
 from nova.compiler.codegen.llvm import module_for
 from nova.compiler.lowering.plan import FORMAT_VERSION, KernelPlan
+from nova.runtime import elf
+from nova.runtime.debug_dir import debug_directory, write_debug_file
+from nova.runtime.disk_cache import Lookup, read_entry, warn_once, write_entry
 
 KernelFn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int64,
                             ctypes.c_int64)
-_MAGIC = b"NOVAOBJ1"
+ENTRY_KIND = "nova-cpu-object"
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # .../nova
+_CODEGEN = os.path.join("compiler", "codegen", "llvm.py")
+
+# Object formats this cache can validate, by the triple's architecture: ELF machine,
+# class, little-endian, and the relocation types MCJIT resolves (type -> bytes patched).
+_ELF_TARGETS: dict[str, tuple[int, int, bool, Mapping[int, int]]] = {
+    "x86_64": (elf.EM_X86_64, 2, True, elf.X86_64_RELOCATIONS),
+}
 
 
 class CompileError(RuntimeError):
@@ -39,7 +62,47 @@ class KernelStats:
     compiled: int = 0       # kernels compiled by LLVM
     disk_hits: int = 0      # kernels loaded from the disk cache
     memory_hits: int = 0    # kernels found already loaded in this process
-    corrupted: int = 0      # disk entries rejected by their checksum
+    corrupted: int = 0      # disk entries that were not intact (checksum, truncation, link)
+    rejected: int = 0       # intact entries holding another kernel or an invalid object
+    bypassed: int = 0       # entry paths holding a directory, FIFO or other non-file
+
+
+def package_sources(package: str = _PACKAGE) -> list[str]:
+    """Every ``.py`` file of the Nova package, relative to it, sorted. All of them feed
+    the key: the code generator, the lowering and configurator it reads, the dialect
+    and dtype tables, the runtime's calling convention; which other module changes
+    what a kernel computes is not worth guessing, and an edit costs one recompile."""
+    out = []
+    for directory, dirs, files in os.walk(package):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        out += [os.path.relpath(os.path.join(directory, f), package) for f in files
+                if f.endswith(".py")]
+    return sorted(out)
+
+
+def fingerprint(package: str, files: Sequence[str]) -> str:
+    """SHA-256 over the names and bytes of ``files`` (relative to ``package``)."""
+    h = hashlib.sha256()
+    for name in files:
+        with open(os.path.join(package, name), "rb") as f:
+            data = f.read()
+        h.update(f"{name}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def source_fingerprint() -> str | None:
+    """The hash of Nova's source this process runs (once per process: a few ms), or
+    None when the source cannot be read (a zip or bytecode-only install): then no disk
+    cache is kept, since stale object code could not be told from current."""
+    files = package_sources()
+    if _CODEGEN not in files:
+        return None
+    try:
+        return fingerprint(_PACKAGE, files)
+    except OSError:
+        return None
 
 
 class _Jit:
@@ -82,20 +145,36 @@ class _Jit:
         return addresses
 
     def host_key(self) -> str:
-        raw = f"{FORMAT_VERSION}|{llvm.llvm_version_info}|{self.cpu}|{self.features}"
-        return hashlib.sha256(raw.encode()).hexdigest()[:16]
+        """Everything an object depends on besides its kernel (see the module doc)."""
+        raw = (f"{FORMAT_VERSION}|{source_fingerprint()}|llvmlite {llvmlite.__version__}|"
+               f"{llvm.llvm_version_info}|{self.triple}|{self.cpu}|{self.features}")
+        return hashlib.sha256(raw.encode()).hexdigest()
+
+    def object_format(self) -> tuple[int, int, bool, Mapping[int, int]] | None:
+        """How this host's objects are validated, or None when they cannot be."""
+        arch, _, rest = self.triple.partition("-")
+        return _ELF_TARGETS.get(arch) if "linux" in rest else None
 
 
 def _cache_dir(jit: _Jit) -> str | None:
     if os.environ.get("NOVA_CACHE", "1") == "0":
         return None
+    if source_fingerprint() is None:
+        warn_once("fingerprint", f"nova cache: the source of {_PACKAGE} cannot be read, so "
+                                 f"cached kernels could be stale; the disk cache is off")
+        return None
+    if jit.object_format() is None:
+        return None   # objects for this triple cannot be validated (module doc)
     root = os.environ.get("NOVA_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache",
                                                             "nova")
-    return os.path.join(root, f"kernels-{jit.host_key()}")
+    return os.path.join(root, f"kernels-{jit.host_key()[:16]}")
 
 
-def _debug_dir() -> str:
-    return os.environ.get("NOVA_DEBUG_DIR") or os.path.join(tempfile.gettempdir(), "nova-debug")
+def entry_key(jit: _Jit, plan: KernelPlan) -> str:
+    """The full key of a kernel's entry: the host key and the kernel's whole structure
+    (the file is named by ``plan.name``, which holds only 80 bits of it)."""
+    raw = f"{jit.host_key()}|{plan.name}|{plan.schedule}|{plan.fusion}"
+    return hashlib.sha256(raw.encode()).hexdigest()
 
 
 class KernelCache:
@@ -124,12 +203,9 @@ class KernelCache:
             mod = llvm.parse_assembly(text)
             mod.verify()
         except RuntimeError as e:
-            os.makedirs(_debug_dir(), exist_ok=True)
-            path = os.path.join(_debug_dir(), f"{plan.name}.ll")
-            with open(path, "w") as f:
-                f.write(f"; {plan.describe()}\n; nova region:\n")
-                f.write("".join(f"; {line}\n" for line in str(plan.fusion).splitlines()))
-                f.write(text)
+            region = "".join(f"; {line}\n" for line in str(plan.fusion).splitlines())
+            path = write_debug_file(debug_directory(), f"{plan.name}.ll",
+                                    f"; {plan.describe()}\n; nova region:\n{region}{text}")
             raise CompileError(f"kernel {plan.name} ({plan.kind}) failed LLVM verification: "
                                f"{str(e).strip().splitlines()[0]}; IR written to {path}") from e
         jit.run_o3(mod)
@@ -140,32 +216,31 @@ class KernelCache:
         self.stats.compiled += 1
         return self.jit.tm.emit_object(mod)
 
-    def _read_disk(self, path: str) -> bytes | None:
-        try:
-            with open(path, "rb") as f:
-                blob = f.read()
-        except OSError:
-            return None
-        if len(blob) < 40 or blob[:8] != _MAGIC or hashlib.sha256(blob[40:]).digest() != blob[8:40]:
-            self.stats.corrupted += 1
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
-            return None
-        return blob[40:]
+    def _validator(self, plan: KernelPlan) -> Callable[[Mapping[str, Any], bytes], str | None]:
+        """Checks an intact entry's payload is an object MCJIT can load for ``plan``."""
+        machine, elf_class, little, relocations = self.jit.object_format()
 
-    @staticmethod
-    def _write_disk(path: str, obj: bytes) -> None:
-        directory = os.path.dirname(path)
-        try:
-            os.makedirs(directory, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-            with os.fdopen(fd, "wb") as f:
-                f.write(_MAGIC + hashlib.sha256(obj).digest() + obj)
-            os.replace(tmp, path)
-        except OSError:
-            pass  # a read-only or full cache directory only costs recompiles
+        def validate(header: Mapping[str, Any], obj: bytes) -> str | None:
+            problem = elf.check_object(
+                obj, machine=machine, file_type=elf.ET_REL, elf_class=elf_class,
+                little=little, defines=(plan.name,), only_these=True,
+                resolves=lambda name: llvm.address_of_symbol(name) is not None,
+                relocation_types=relocations)
+            return None if problem is None else f"its object is unusable: {problem}"
+        return validate
+
+    def _read_disk(self, plan: KernelPlan, path: str, key: str) -> Lookup:
+        found = read_entry(path, {"kind": ENTRY_KIND, "key": key, "symbols": [plan.name]},
+                           self._validator(plan))
+        if found.status == "hit":
+            self.stats.disk_hits += 1
+        elif found.status == "corrupted":
+            self.stats.corrupted += 1
+        elif found.status == "mismatch":
+            self.stats.rejected += 1
+        elif found.status == "bypassed":
+            self.stats.bypassed += 1
+        return found
 
     def get(self, plan: KernelPlan) -> KernelFn:
         fn = self._loaded.get(plan.name)
@@ -175,13 +250,14 @@ class KernelCache:
         jit = self.jit
         directory = _cache_dir(jit)
         path = os.path.join(directory, plan.name + ".o") if directory else None
-        obj = self._read_disk(path) if path else None
-        if obj is not None:
-            self.stats.disk_hits += 1
-        else:
+        key = entry_key(jit, plan) if path else ""
+        found = self._read_disk(plan, path, key) if path else Lookup("missing")
+        obj = found.payload
+        if obj is None:
             obj = self._compile(plan)
-            if path:
-                self._write_disk(path, obj)
+            if path and found.writable:
+                write_entry(path, {"kind": ENTRY_KIND, "key": key, "symbols": [plan.name]},
+                            obj)
         with jit.lock:
             jit.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
             jit.engine.finalize_object()

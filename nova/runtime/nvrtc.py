@@ -12,15 +12,19 @@ lands in the program log, which ``PtxasInfo.parse`` reads.
 
 Cubins are cached under ``$NOVA_CACHE_DIR/cuda-<nvrtc version>/`` (default
 ``~/.cache/nova``; ``NOVA_CACHE=0`` disables) keyed by a hash of the source, the
-architecture and the options. Each entry carries a SHA-256 of its payload and is written
-atomically, as the CPU kernel cache does.
+architecture, the options and the NVRTC library itself (its version, path, size and
+modification time: ``nvrtcVersion`` does not tell patch releases apart). Entries are
+``nova.runtime.disk_cache`` entries, as the CPU kernel cache's: the checksummed header
+names the full key, and a hit's cubin must be a CUDA ELF executable that defines the
+requested entry function; anything else is compiled again and rewritten, and a
+directory or FIFO at an entry path is reported once and bypassed. The ptxas figures of a
+hit are parsed from its stored log for the entry asked for now.
 """
 from __future__ import annotations
 
 import ctypes
 import glob
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -30,8 +34,12 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
-_MAGIC = b"NOVACUBIN1"
+from nova.runtime import elf
+from nova.runtime.disk_cache import Lookup, read_entry, write_entry
+
+ENTRY_KIND = "nova-cubin"
 DEFAULT_OPTIONS = ("--std=c++17",)
 
 
@@ -180,49 +188,27 @@ def _cache_dir() -> str | None:
 
 
 def _key(source: str, arch: str, options: tuple[str, ...]) -> str:
-    raw = "\0".join((source, arch, *options, repr(version())))
+    lib = _lib()
+    st = os.stat(lib.path)
+    identity = f"{lib.version}|{os.path.realpath(lib.path)}|{st.st_size}|{st.st_mtime_ns}"
+    raw = "\0".join((source, arch, *options, identity))
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
-def _read_cache(path: str) -> CompiledCuda | None:
-    try:
-        with open(path, "rb") as f:
-            blob = f.read()
-    except OSError:
-        return None
-    try:
-        assert blob.startswith(_MAGIC)
-        digest, payload = blob[len(_MAGIC):len(_MAGIC) + 32], blob[len(_MAGIC) + 32:]
-        assert hashlib.sha256(payload).digest() == digest
-        meta_len = int.from_bytes(payload[:8], "little")
-        meta = json.loads(payload[8:8 + meta_len])
-        cubin = payload[8 + meta_len:]
-        return CompiledCuda(meta["arch"], cubin, meta["ptx"], meta["log"],
-                            PtxasInfo(**meta["ptxas"]), from_cache=True)
-    except (AssertionError, ValueError, KeyError, TypeError):
-        try:   # corrupted or truncated: drop it and compile again
-            os.unlink(path)
-        except OSError:
-            pass
-        return None
+def _read_cache(path: str, key: str, arch: str, entry: str | None) -> Lookup:
+    def validate(header: Any, cubin: bytes) -> str | None:
+        if not isinstance(header.get("log"), str) or not isinstance(header.get("ptx"),
+                                                                    (str, type(None))):
+            return "its header lacks the log or the PTX"
+        problem = elf.check_object(cubin, machine=elf.EM_CUDA, file_type=elf.ET_EXEC,
+                                   elf_class=2, little=True, defines=(entry,) if entry else ())
+        return None if problem is None else f"its cubin is unusable: {problem}"
+    return read_entry(path, {"kind": ENTRY_KIND, "key": key, "arch": arch}, validate)
 
 
-def _write_cache(path: str, out: CompiledCuda) -> None:
-    meta = json.dumps({"arch": out.arch, "ptx": out.ptx, "log": out.log,
-                       "ptxas": out.ptxas.__dict__}).encode()
-    payload = len(meta).to_bytes(8, "little") + meta + out.cubin
-    blob = _MAGIC + hashlib.sha256(payload).digest() + payload
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(blob)
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+def _write_cache(path: str, key: str, out: CompiledCuda) -> None:
+    write_entry(path, {"kind": ENTRY_KIND, "key": key, "arch": out.arch, "ptx": out.ptx,
+                       "log": out.log}, out.cubin)
 
 
 def _get(lib: _Lib, prog: ctypes.c_void_p, size_fn: str, get_fn: str) -> bytes | None:
@@ -245,11 +231,13 @@ def compile(source: str, arch: str = "sm_90", name: str = "kernel.cu",
     lib = _lib()
     opts = (f"--gpu-architecture={arch}", "--ptxas-options=-v", *options)
     directory = _cache_dir() if cache else None
-    path = os.path.join(directory, _key(source, arch, opts) + ".bin") if directory else None
-    if path:
-        hit = _read_cache(path)
-        if hit is not None:
-            return hit
+    key = _key(source, arch, opts) if directory else ""
+    path = os.path.join(directory, key + ".bin") if directory else None
+    found = _read_cache(path, key, arch, entry) if path else Lookup("missing")
+    if found.status == "hit":
+        log = found.header["log"]
+        return CompiledCuda(arch, found.payload, found.header["ptx"], log,
+                            PtxasInfo.parse(log, entry), from_cache=True)
     prog = ctypes.c_void_p()
     lib.check(lib.lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), name.encode(), 0,
                                          None, None), "nvrtcCreateProgram")
@@ -267,8 +255,8 @@ def compile(source: str, arch: str = "sm_90", name: str = "kernel.cu",
         raise NvrtcError(f"NVRTC produced no cubin for {name} ({arch}); log:\n{log_text}")
     out = CompiledCuda(arch, cubin, ptx.rstrip(b"\0").decode() if ptx else None, log_text,
                        PtxasInfo.parse(log_text, entry))
-    if path:
-        _write_cache(path, out)
+    if path and found.writable:
+        _write_cache(path, key, out)
     return out
 
 

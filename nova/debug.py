@@ -95,11 +95,12 @@ class Profile:
 def profile() -> Iterator[Profile]:
     """Time every compiled kernel run inside the block (cpu engine)."""
     prof = Profile()
-    PROFILE.append([])
+    step: list = []
+    token = PROFILE.set(step)      # this thread's kernels only
     try:
         yield prof
     finally:
-        step = PROFILE.pop()
+        PROFILE.reset(token)
         if step:
             prof.steps.append(step)
 
@@ -121,6 +122,14 @@ def set_memory_limit(nbytes: int | None) -> None:
         raise ValueError(f"set_memory_limit: expected a positive number of bytes or None, "
                          f"got {nbytes!r}")
     MEMORY_LIMIT[0] = nbytes
+
+
+def set_step_cache_limit(nbytes: int) -> None:
+    """Bound the memory of the compiled steps kept for replay (their arenas and IR) to
+    ``nbytes``; the least recently used beyond it are dropped, and compile again if they
+    come back. The four most recent are always kept. Default: ``NOVA_STEP_CACHE_MB``
+    (1024 MiB)."""
+    CACHE.set_limit(nbytes)
 
 
 def cache_stats() -> CacheStats:

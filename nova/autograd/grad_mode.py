@@ -1,12 +1,28 @@
-"""Whether ops record autograd history (``nv.no_grad``, ``nv.enable_grad``)."""
+"""Whether ops record autograd history (``nv.no_grad``, ``nv.enable_grad``).
+
+Grad mode is per thread, as in PyTorch: it lives in a ``contextvars.ContextVar``, so
+``no_grad`` in one thread never turns history off for ops another thread records, and
+every new thread starts with history on."""
 from __future__ import annotations
 
+import contextvars
 import functools
 from typing import Any, Callable
 
+_enabled: contextvars.ContextVar[bool] = contextvars.ContextVar("nova_grad_enabled",
+                                                                default=True)
+
 
 class _State:
-    enabled = True
+    """``STATE.enabled``: this thread's grad mode (read on every recorded op)."""
+
+    @property
+    def enabled(self) -> bool:
+        return _enabled.get()
+
+    @enabled.setter
+    def enabled(self, mode: bool) -> None:
+        _enabled.set(mode)
 
 
 STATE = _State()

@@ -4,14 +4,28 @@ A hit replays the cached Executable on new buffers; a miss builds, verifies and 
 the nova function once. Every miss records *why* it missed, found by comparing its key
 with the key of the step that ran last (in a loop, the previous iteration), so a
 recompile caused by a changed shape names that shape.
+
+The cache is bounded: each entry is charged its arena (the step's planned
+intermediates, kept between runs) and its IR (``IR_BYTES_PER_OP`` per op of the
+step, measured with tracemalloc: ~3.5 KB for the nova, fused and planned forms
+together), and once the total passes the limit the least recently used entries are
+dropped -- never the ``KEEP_RECENT`` most recent ones, so a loop alternating a training
+and an evaluation step keeps both however large they are. A dropped step compiles again
+if it comes back (its kernels are still in the kernel cache, so that is the cheaper
+half of a compile). The limit is ``NOVA_STEP_CACHE_MB`` (default 1024) or
+``nv.debug.set_step_cache_limit(nbytes)``.
+
+Threads: lookups and their bookkeeping hold one lock; a miss compiles under it, so two
+threads missing the same structure compile it once.
 """
 from __future__ import annotations
 
 import gc
 import os
+import threading
 import traceback
 import warnings
-from collections import Counter
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -19,6 +33,9 @@ from nova.runtime.executable import Executable
 
 # A call site that misses this many times gets a warning naming the latest reason.
 RECOMPILE_WARNING_THRESHOLD = 8
+IR_BYTES_PER_OP = 3584          # Python memory an entry's IR holds per op (module doc)
+KEEP_RECENT = 4                 # entries never evicted, however large
+DEFAULT_LIMIT_BYTES = int(float(os.environ.get("NOVA_STEP_CACHE_MB", "1024")) * 2**20)
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -56,9 +73,13 @@ class CacheStats:
     misses: int = 0
     entries: int = 0
     miss_log: list[Miss] = field(default_factory=list)
+    evictions: int = 0
+    bytes: int = 0        # what the entries are charged (module doc)
 
     def __str__(self) -> str:
-        lines = [f"nova cache: {self.hits} hits, {self.misses} misses, {self.entries} entries"]
+        lines = [f"nova cache: {self.hits} hits, {self.misses} misses, {self.entries} entries"
+                 + (f" ({self.bytes / 2**20:.1f} MiB)" if self.bytes else "")
+                 + (f", {self.evictions} evicted" if self.evictions else "")]
         lines += [f"  miss {i}: {m.reason}  [{m.site}, {m.engine}: {m.num_ops} ops"
                   + (f" -> {m.num_kernels} kernels]" if m.engine == "cpu" else "]")
                   for i, m in enumerate(self.miss_log)]
@@ -115,45 +136,85 @@ def _user_frame() -> tuple[str, int]:
     return "<nova>", 0
 
 
-class ExecutableCache:
-    """In-memory map from structural key to Executable, with hit/miss accounting."""
+def entry_bytes(exe: Executable) -> int:
+    """What a cached executable is charged: its arena plus its IR (module doc)."""
+    plan = getattr(getattr(exe, "_program", None), "memory_plan", None)
+    arena = plan.arena_bytes if plan is not None else 0
+    return arena + exe.num_ops * IR_BYTES_PER_OP
 
-    def __init__(self) -> None:
-        self._entries: dict[tuple, Executable] = {}
+
+class ExecutableCache:
+    """In-memory map from structural key to Executable, with hit/miss accounting and
+    least-recently-used eviction by bytes (module doc)."""
+
+    def __init__(self, limit_bytes: int | None = None) -> None:
+        self._entries: OrderedDict[tuple, Executable] = OrderedDict()
+        self._sizes: dict[tuple, int] = {}
         self._last_key: tuple | None = None
         self._site_misses: Counter[str] = Counter()
+        self._lock = threading.RLock()
+        self.limit_bytes = DEFAULT_LIMIT_BYTES if limit_bytes is None else limit_bytes
         self.stats = CacheStats()
         self.last: Executable | None = None   # the executable of the latest realization
 
     def lookup(self, key: tuple, build: Callable[[], Executable], engine: str = "") -> Executable:
         """The executable for structural ``key`` on ``engine``, built on a miss."""
-        exe = self._entries.get((engine, key))
-        if exe is not None:
-            self.stats.hits += 1
-        else:
-            reason = (f"first compilation for engine {engine}" if key == self._last_key
-                      else explain_difference(key, self._last_key))
-            exe = build()
-            self._entries[(engine, key)] = exe
-            _settle_garbage_collector()
-            filename, lineno = _user_frame()
-            site = f"{os.path.basename(filename)}:{lineno}"
-            self.stats.misses += 1
-            self.stats.entries = len(self._entries)
-            self.stats.miss_log.append(Miss(reason, site, exe.num_ops, exe.num_kernels, engine))
-            self._site_misses[site] += 1
-            if self._site_misses[site] == RECOMPILE_WARNING_THRESHOLD:
-                warnings.warn_explicit(
-                    f"nova: {site} has compiled {RECOMPILE_WARNING_THRESHOLD} different "
-                    f"step functions; latest reason: {reason}. Values that change every "
-                    "step should be tensors, not Python numbers or shapes.",
-                    RecompileWarning, filename, lineno)
-        self._last_key = key
-        self.last = exe
+        entry = (engine, key)
+        with self._lock:
+            exe = self._entries.get(entry)
+            if exe is not None:
+                self.stats.hits += 1
+                self._entries.move_to_end(entry)
+            else:
+                exe = self._miss(entry, key, build, engine)
+            self._last_key = key
+            self.last = exe
+            return exe
+
+    def _miss(self, entry: tuple, key: tuple, build: Callable[[], Executable],
+              engine: str) -> Executable:
+        reason = (f"first compilation for engine {engine}" if key == self._last_key
+                  else explain_difference(key, self._last_key))
+        exe = build()
+        self._entries[entry] = exe
+        self._sizes[entry] = entry_bytes(exe)
+        self.stats.bytes += self._sizes[entry]
+        self._evict()
+        _settle_garbage_collector()
+        filename, lineno = _user_frame()
+        site = f"{os.path.basename(filename)}:{lineno}"
+        self.stats.misses += 1
+        self.stats.entries = len(self._entries)
+        self.stats.miss_log.append(Miss(reason, site, exe.num_ops, exe.num_kernels, engine))
+        self._site_misses[site] += 1
+        if self._site_misses[site] == RECOMPILE_WARNING_THRESHOLD:
+            warnings.warn_explicit(
+                f"nova: {site} has compiled {RECOMPILE_WARNING_THRESHOLD} different "
+                f"step functions; latest reason: {reason}. Values that change every "
+                "step should be tensors, not Python numbers or shapes.",
+                RecompileWarning, filename, lineno)
         return exe
 
+    def _evict(self) -> None:
+        """Drop least recently used entries while over the limit (keeping the
+        ``KEEP_RECENT`` most recent)."""
+        while self.stats.bytes > self.limit_bytes and len(self._entries) > KEEP_RECENT:
+            entry, _ = self._entries.popitem(last=False)
+            self.stats.bytes -= self._sizes.pop(entry)
+            self.stats.evictions += 1
+        self.stats.entries = len(self._entries)
+
+    def set_limit(self, nbytes: int) -> None:
+        """Bound the bytes the cached steps are charged (evicting at once if over)."""
+        if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes < 0:
+            raise ValueError(f"set_step_cache_limit: expected a byte count >= 0, got {nbytes!r}")
+        with self._lock:
+            self.limit_bytes = nbytes
+            self._evict()
+
     def clear(self) -> None:
-        self.__init__()
+        limit = self.limit_bytes
+        self.__init__(limit)
 
 
 CACHE = ExecutableCache()

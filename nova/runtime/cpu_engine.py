@@ -9,6 +9,7 @@ arguments (an optimizer update over the old parameter).
 """
 from __future__ import annotations
 
+import contextvars
 import ctypes
 import os
 import sys
@@ -32,8 +33,10 @@ from nova.runtime.kernel_cache import KERNELS, KernelFn
 from nova.runtime.memory_report import MemoryReport
 from nova.runtime.step_memory import allocate_arena, cut_arena, plan_steps, report_steps
 
-# The active ``nv.debug.profile()`` collector, if any: (kernel, description, seconds).
-PROFILE: list[list[tuple[str, str, float]]] = []
+# This thread's active ``nv.debug.profile()`` collector, if any: (kernel, description,
+# seconds) per kernel run.
+PROFILE: contextvars.ContextVar[list[tuple[str, str, float]] | None] = contextvars.ContextVar(
+    "nova_profile", default=None)
 
 
 @dataclass
@@ -88,6 +91,7 @@ class CpuProgram:
         self._addresses: list[int] = []               # per kernel: its entry point
         self._values: list[np.ndarray | None] | None = None
         self._scratch_views: list[np.ndarray | None] = []
+        self.overwrote_donated = False   # by the latest run (see Executable)
 
     @property
     def donation_candidates(self) -> frozenset[int]:
@@ -184,12 +188,15 @@ class CpuProgram:
             self._addresses = [ctypes.cast(st.fn, ctypes.c_void_p).value for st in self.steps]
         views = self._views
         self._values = values
-        timing = bool(PROFILE)
+        self.overwrote_donated = False
+        collector = PROFILE.get()
+        timing = collector is not None
         for p, st in enumerate(self.steps):
             out = views.get(st.out)
             if out is None:
                 if st.donate is not None and st.donate in donated:
                     out = values[st.donate].reshape(st.shape)   # a view: same bytes
+                    self.overwrote_donated = True
                 else:       # a result: it escapes to a tensor
                     out = np.empty(st.shape, dtype=st.np_dtype)
             values[st.out] = out
@@ -199,7 +206,7 @@ class CpuProgram:
             t0 = time.perf_counter() if timing else 0.0
             self._call(p, st, ptrs)
             if timing:
-                PROFILE[-1].append((st.plan.name, st.plan.describe(), time.perf_counter() - t0))
+                collector.append((st.plan.name, st.plan.describe(), time.perf_counter() - t0))
             for i in self.release[p]:
                 values[i] = None
         self._values = None

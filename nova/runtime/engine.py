@@ -1,26 +1,36 @@
-"""Which engine realizes steps: ``cpu`` (compiled, the default) or ``interp``."""
+"""Which engine realizes steps (``cpu``, compiled, the default; or ``interp``) and how
+much the backward recomputes (remat mode).
+
+Both are per thread, like grad mode: ``contextvars`` hold them, so ``nv.engine("interp")``
+or ``nv.set_remat(...)`` in one thread leaves steps realized by other threads alone. A
+thread starts with the process defaults, ``NOVA_ENGINE`` and ``NOVA_REMAT`` (``cpu`` and
+``default`` when unset)."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 from collections.abc import Iterator
 
 from nova.runtime.executable import ENGINES
 
-_current = {"engine": os.environ.get("NOVA_ENGINE", "cpu")}
-if _current["engine"] not in ENGINES:
-    raise ValueError(f"NOVA_ENGINE={_current['engine']!r} is not an engine; valid: {ENGINES}")
+_DEFAULT_ENGINE = os.environ.get("NOVA_ENGINE", "cpu")
+if _DEFAULT_ENGINE not in ENGINES:
+    raise ValueError(f"NOVA_ENGINE={_DEFAULT_ENGINE!r} is not an engine; valid: {ENGINES}")
+_engine: contextvars.ContextVar[str] = contextvars.ContextVar("nova_engine",
+                                                              default=_DEFAULT_ENGINE)
 
 
 def get_engine() -> str:
-    return _current["engine"]
+    return _engine.get()
 
 
 def set_engine(name: str) -> None:
-    """``nv.set_engine("cpu" | "interp")``: the engine for later realizations."""
+    """``nv.set_engine("cpu" | "interp")``: the engine for this thread's later
+    realizations."""
     if name not in ENGINES:
         raise ValueError(f"set_engine: unknown engine {name!r}; valid engines are {ENGINES}")
-    _current["engine"] = name
+    _engine.set(name)
 
 
 @contextlib.contextmanager
@@ -34,18 +44,19 @@ def engine(name: str) -> Iterator[None]:
         set_engine(prev)
 
 
-_remat = {"mode": os.environ.get("NOVA_REMAT", "default")}
+_remat: contextvars.ContextVar[str] = contextvars.ContextVar(
+    "nova_remat", default=os.environ.get("NOVA_REMAT", "default"))
 
 
 def get_remat() -> str:
-    return _remat["mode"]
+    return _remat.get()
 
 
 def set_remat(mode: str) -> None:
     """``nv.set_remat("off" | "default" | "aggressive")``: how much of the forward the
-    backward recomputes instead of keeping (see nova.compiler.passes.remat). A step
-    compiled under another mode compiles again."""
+    backward recomputes instead of keeping (see nova.compiler.passes.remat), for this
+    thread. A step compiled under another mode compiles again."""
     from nova.compiler.passes.remat import MODES
     if mode not in MODES:
         raise ValueError(f"set_remat: unknown mode {mode!r}; valid modes are {MODES}")
-    _remat["mode"] = mode
+    _remat.set(mode)

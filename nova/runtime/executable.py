@@ -1,6 +1,7 @@
 """An Executable: one compiled step function and the engine that runs it."""
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,6 +43,10 @@ class Executable:
             self._program = compile_function(self.function)
             self.num_kernels = self.num_ops
         self.runs = 0
+        # One run at a time: a program's arena, pointer tables and value slots are its
+        # own state, so two threads replaying the same structure take turns (steps of
+        # different structures run concurrently).
+        self._lock = threading.Lock()
 
     def fused_ir(self) -> str:
         if self.engine not in _PLANNED:
@@ -61,12 +66,20 @@ class Executable:
         """Run on ``buffers``. ``donated`` arguments (a subset of ``donation_candidates``
         that the caller guarantees nobody else reads) may be overwritten by results;
         ``roles`` name the arguments for the memory report."""
-        self.runs += 1
-        self.last_arg_bytes = [b.nbytes for b in buffers]   # sizes only: no buffer kept alive
-        self.last_roles, self.last_donated = list(roles), donated
-        if self.engine in _PLANNED:
-            return self._program(buffers, donated)
-        return self._program(buffers)
+        with self._lock:
+            self.runs += 1
+            self.last_arg_bytes = [b.nbytes for b in buffers]   # sizes only: none kept alive
+            self.last_roles, self.last_donated = list(roles), donated
+            if self.engine in _PLANNED:
+                return self._program(buffers, donated)
+            return self._program(buffers)
+
+    @property
+    def overwrote_donated(self) -> bool:
+        """Whether the latest run had begun writing results over donated buffers (so a
+        failure or interrupt there leaves their old values lost). Engines that do not
+        track it answer True."""
+        return getattr(self._program, "overwrote_donated", True)
 
     def memory_report(self):
         """Peak bytes of this step and what holds them (cpu, cuda; after a run)."""

@@ -43,6 +43,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from nova.compiler.codegen.pool import (
+    CHUNKS,
+    DONE,
     IDLE,
     LINE,
     SEEN,
@@ -60,12 +62,14 @@ from nova.compiler.lowering.plan import (
     TEAM_MEMBERS,
     TEAM_WORDS,
 )
+from nova.runtime.interrupts import deferred_interrupt
 
 SPIN_SECONDS = 2e-3
 SPINS_PER_SECOND_WITHOUT_TSC = 1e8   # spin iterations per second off x86 (rough)
 
 
 _state: dict = {"threads": usable_cores(), "pool": None}
+_pool_lock = threading.Lock()
 
 _i64p = ctypes.POINTER(ctypes.c_int64)
 
@@ -116,6 +120,7 @@ class WorkerPool:
         self.state = ctypes.cast(aligned, _i64p)
         self._wake = threading.Condition()
         self._busy = threading.Lock()
+        self._open = False   # a job was (or may have been) launched and not yet joined
         if spin_seconds is None and threads > usable_cores():
             spin_seconds = 0.0     # more threads than cores: spinning would steal them
         self._spin = _spin_units(spin_seconds)
@@ -157,18 +162,42 @@ class WorkerPool:
             table = ctypes.cast(args_address, ctypes.POINTER(ctypes.c_void_p))
             return max(fn(table, ranges[2 * i], ranges[2 * i + 1]) for i in range(n))
         try:
+            if self._open:       # an earlier job was abandoned by an exception
+                self._drain()
             if team is not None:
                 team[TEAM_MEMBERS], team[TEAM_ARRIVED], team[TEAM_BARRIER] = n, 0, 0
+            self._open = True
             if self._launch(self.state, fn_address, args_address, ranges, n):
                 with self._wake:
                     self._wake.notify_all()
-            return self._join(self.state)
+            rc = self._join(self.state)
+            self._open = False
+            return rc
         finally:
+            if self._open:       # interrupted between launch and join (Ctrl-C)
+                with deferred_interrupt():
+                    self._drain()
             self._busy.release()
+
+    def _drain(self) -> None:
+        """Wait until the workers have finished the chunks of the last job launched,
+        without running the caller's chunk: the job was abandoned, but its workers may
+        still be writing into its buffers (which the caller is about to free or reuse),
+        and a worker still running it when the next job is launched would count its
+        chunk as done for that job. Sleeping workers are woken until they have run."""
+        words = self.words
+        expected = max(words[CHUNKS] - 1, 0)   # (0 chunks: no job was ever launched)
+        while words[DONE] != expected:
+            with self._wake:
+                self._wake.notify_all()
+            os.sched_yield()
+        self._open = False
 
     def close(self) -> None:
         """Stop and join the workers (at exit, on ``set_num_threads``)."""
         with self._busy:
+            if self._open:
+                self._drain()
             self._stop(self.state, self.threads)
             with self._wake:
                 self._wake.notify_all()
@@ -215,19 +244,26 @@ def pool() -> WorkerPool | None:
     n = _state["threads"]
     if n <= 1:
         return None
-    if _state["pool"] is None:
-        _state["pool"] = WorkerPool(n)
-    return _state["pool"]
+    p = _state["pool"]
+    if p is None:
+        with _pool_lock:     # two threads' first parallel kernels: one pool
+            if _state["pool"] is None:
+                _state["pool"] = WorkerPool(n)
+            p = _state["pool"]
+    return p
 
 
 def _shutdown() -> None:
-    p, _state["pool"] = _state["pool"], None
+    with _pool_lock:
+        p, _state["pool"] = _state["pool"], None
     if p is not None:
         p.close()
 
 
 def _forget_after_fork() -> None:
     """A forked child has none of the parent's threads: start a new pool when needed."""
+    global _pool_lock
+    _pool_lock = threading.Lock()   # (the parent may have held it while forking)
     _state["pool"] = None
 
 

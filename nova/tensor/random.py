@@ -8,6 +8,7 @@ advances the offset, so a loop that draws fresh numbers every step compiles once
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -21,6 +22,7 @@ class Generator:
     """Philox key (seed) and counter offset; one draw consumes one offset."""
 
     def __init__(self, seed: int = 0):
+        self._lock = threading.Lock()   # two threads drawing at once get distinct offsets
         self.manual_seed(seed)
 
     def manual_seed(self, seed: int) -> Generator:
@@ -35,8 +37,9 @@ class Generator:
 
     def next_key(self) -> Tensor:
         """The (seed, offset) pair as a runtime input tensor, then advance."""
-        key = np.array([self.seed, self.offset], dtype=np.uint64).view(np.int64)
-        self.offset += 1
+        with self._lock:
+            key = np.array([self.seed, self.offset], dtype=np.uint64).view(np.int64)
+            self.offset += 1
         # No device: a step on any device reads the 16-byte key (the cuda engine uploads
         # it), so dropout inside a model on the GPU needs no GPU-side generator.
         return Tensor._wrap(buffer_node(key, dt.int64, None))

@@ -11,14 +11,24 @@ first, then the CPU; nodes without a device — constants — go with the CPU), 
 step always runs on the ``cuda`` engine, whose executables are keyed by the device and
 its backend as well as the structure.
 
-If running fails (say an index out of range), the outputs that depend on the failing op
-are marked with the error, which they re-raise when asked for again; the others stay
-pending, so one bad tensor does not poison every later realization.
+A failure poisons only what depends on it. If running fails with an error that names
+its op (an index out of range), the outputs that depend on that op are marked with the
+error, which they re-raise when asked for again. Any other failure of a step with
+several outputs (no memory for one huge tensor, a compiler error in one kernel) is
+isolated by realizing the outputs again in halves, so the tensors that can be computed
+are, and only the failing ones are poisoned; ``realize`` then raises only if a tensor
+it was asked for failed. Running out of memory poisons nothing: the value stays pending
+(ask again under a lower memory need) but is no longer computed unasked. Ctrl-C during a run abandons the step (its values stay
+pending and are computed by the next realization), except once the step has begun
+writing over donated buffers: then the interrupt is held until the step has finished
+and its results are bound (``nova.runtime.interrupts``).
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 import weakref
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -30,6 +40,7 @@ from nova.runtime.cache import CACHE
 from nova.runtime.engine import get_engine, get_remat
 from nova.runtime.executable import Executable
 from nova.runtime.interpreter import InterpreterError
+from nova.runtime.interrupts import deferred_interrupt
 from nova.tensor import dtypes as _dt
 from nova.tensor.tensor import Tensor
 from nova.tensor.trace import (
@@ -169,38 +180,90 @@ def _compile(graph: PendingGraph, engine: str, remat: str, backend: Any = None) 
 
 
 def realize(*tensors: Tensor) -> None:
-    """Compute all pending work held by live tensors (``nv.realize``)."""
+    """Compute all pending work held by live tensors (``nv.realize``).
+
+    Raises if one of ``tensors`` cannot be computed (with the error that stopped it);
+    a failure of another pending value only poisons that value."""
     outputs = _pending_outputs(tensors)
     if not outputs:
         return
+    errors: dict[int, Exception] = {}   # by node id: what failed it, for this call
     on_cuda = [n for n in outputs if n.device == "cuda"]
     if on_cuda:
         # The GPU step first: a constant shared with a CPU result is then still pending
         # (computed by both steps), never a CPU buffer inside the GPU step.
         on_cpu = [n for n in outputs if n.device != "cuda"]
         del outputs
-        _realize_cuda(on_cuda)
+        _isolating(on_cuda, _realize_cuda, errors)
         del on_cuda
-        outputs = [n for n in on_cpu if not n.realized]
+        outputs = [n for n in on_cpu if not n.realized and n.op != "error"]
         del on_cpu
-        if not outputs:
-            _forget_realized()
+    if outputs:
+        _isolating(outputs, _realize_cpu, errors)
+    del outputs
+    _forget_realized(errors)
+    for t in tensors:
+        n = t.node
+        e = errors.get(id(n))
+        if n.op == "error":
+            if e is None or isinstance(e, InterpreterError):
+                raise RealizationError(n.attrs["message"]) from e
+            raise e
+        if e is not None:    # out of memory: still pending, computed if asked again
+            raise e
+
+
+def _isolating(outputs: list[Node], run: Callable[[list[Node]], None],
+               errors: dict[int, Exception]) -> None:
+    """``run(outputs)`` as one step; if it fails, poison exactly the outputs that fail.
+
+    A failure the step attributes (it poisoned some outputs itself) leaves the others to
+    run again as one step; an unattributed one splits the outputs in halves, down to
+    single outputs, which are poisoned with their own error. Each failure is recorded in
+    ``errors`` under the ids of the nodes it poisoned. The happy path is one step."""
+    try:
+        run(outputs)
+        return
+    except Exception as e:
+        for n in outputs:
+            if n.op == "error" and id(n) not in errors:
+                errors[id(n)] = e
+        rest = [n for n in outputs if not n.realized and n.op != "error"]
+        if not rest:
             return
-    results = _run_step(extract(outputs), outputs, get_engine(), "cpu")
-    for node, value in zip(outputs, results):
-        value = value.view()
-        value.flags.writeable = False
-        node.bind(value)
-    _forget_realized()
+        if len(rest) < len(outputs):
+            groups = [rest]
+        elif len(rest) == 1:
+            errors[id(rest[0])] = e
+            if not isinstance(e, MemoryError):
+                _poison(rest, (0,), f"{type(e).__name__}: {e}")
+            return
+        else:
+            groups = [rest[:len(rest) // 2], rest[len(rest) // 2:]]
+        del rest
+    for group in groups:
+        _isolating(group, run, errors)
+
+
+def _bind_host(node: Node, value: np.ndarray) -> None:
+    value = value.view()
+    value.flags.writeable = False
+    node.bind(value)
+
+
+def _realize_cpu(outputs: list[Node]) -> None:
+    _run_step(extract(outputs), outputs, get_engine(), "cpu", _bind_host)
 
 
 def _run_step(graph: PendingGraph, outputs: list[Node], engine: str, device: str,
-              backend: Any = None) -> list[Any]:
-    """Look the graph's executable up (compiling on a miss), decide donation, run it.
+              bind: Callable[[Node, Any], None], backend: Any = None) -> None:
+    """Look the graph's executable up (compiling on a miss), decide donation, run it and
+    ``bind`` each output to its result.
 
     The caller must not keep ``graph``: its nodes must not outlive the run. On a failure
-    the outputs that depend on it are poisoned -- all of them once donated buffers may
-    have been overwritten."""
+    the outputs that depend on it are poisoned -- all of them once donated buffers have
+    been overwritten -- and the error propagates. A step that donates runs and binds
+    with Ctrl-C held back (see the module docstring)."""
     remat = get_remat()
     label = engine if remat == "default" else f"{engine}, remat={remat}"
     exe = CACHE.lookup(graph.key, partial(_compile, graph, engine, remat, backend), label)
@@ -208,19 +271,34 @@ def _run_step(graph: PendingGraph, outputs: list[Node], engine: str, device: str
     roles = [ROLES.get(n, "input") for n in graph.arg_nodes]
     buffers = graph.arg_buffers
     del graph
-    try:
-        return exe.run(buffers, donated, roles)
-    except InterpreterError as e:
-        failed = e.outputs if e.outputs is not None and not donated else range(len(outputs))
-        _poison(outputs, tuple(failed), str(e) + (
-            " (every result of the step fails: it had started overwriting donated buffers)"
-            if donated else ""))
-        raise RealizationError(str(e)) from e
+    with deferred_interrupt() if donated else contextlib.nullcontext():
+        try:
+            results = exe.run(buffers, donated, roles)
+        except InterpreterError as e:
+            lost = bool(donated) and exe.overwrote_donated
+            failed = e.outputs if e.outputs is not None and not lost else range(len(outputs))
+            _poison(outputs, tuple(failed), str(e) + (
+                " (every result of the step fails: it had started overwriting donated buffers)"
+                if lost else ""))
+            raise RealizationError(str(e)) from e
+        except Exception as e:
+            if donated and exe.overwrote_donated:
+                _poison(outputs, tuple(range(len(outputs))),
+                        f"{type(e).__name__}: {e} (every result of the step fails: it had "
+                        "started overwriting donated buffers)")
+            raise
+        for node, value in zip(outputs, results):
+            bind(node, value)
 
 
-def _forget_realized() -> None:
+def _forget_realized(failed: dict[int, Exception] | None = None) -> None:
+    """Drop realized tensors from the live set, and those whose step failed: a value
+    that ran out of memory stays pending (it can be asked for again, say under another
+    remat mode or memory limit), but later realizations no longer compute it unasked,
+    so it cannot make them fail too."""
     for t in list(live_pending):
-        if t.node.realized:
+        n = t.node
+        if n.realized or (failed and id(n) in failed):
             live_pending.discard(t)
 
 
@@ -264,10 +342,12 @@ def _realize_cuda(outputs: list[Node]) -> None:
     from nova.runtime import cuda_runtime
 
     be = cuda_runtime.backend()
-    results = _run_step(_upload_host_arguments(extract(outputs, "cuda", be.key())), outputs,
-                        "cuda", "cuda", be)
-    for node, value in zip(outputs, results):
-        node.bind(value, "cuda")
+    _run_step(_upload_host_arguments(extract(outputs, "cuda", be.key())), outputs,
+              "cuda", "cuda", _bind_device, be)
+
+
+def _bind_device(node: Node, value: Any) -> None:
+    node.bind(value, "cuda")
 
 
 def pending_graph(*tensors: Tensor) -> PendingGraph:

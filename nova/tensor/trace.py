@@ -13,6 +13,7 @@ computation on new data maps to the same key and replays a cached executable.
 """
 from __future__ import annotations
 
+import contextvars
 import itertools
 import operator
 import weakref
@@ -36,7 +37,9 @@ def canonical_attr(value: Any) -> Any:
     return value
 
 
-_recording_backward = [False]
+# Per thread (a backward recorded in one thread must not mark another's forward ops).
+_recording_backward: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "nova_recording_backward", default=False)
 
 
 class recording_backward:
@@ -45,11 +48,10 @@ class recording_backward:
     use it to tell saved activations from temporaries."""
 
     def __enter__(self) -> None:
-        self._prev = _recording_backward[0]
-        _recording_backward[0] = True
+        self._token = _recording_backward.set(True)
 
     def __exit__(self, *exc) -> None:
-        _recording_backward[0] = self._prev
+        _recording_backward.reset(self._token)
 
 
 class RealizationError(RuntimeError):
@@ -73,7 +75,7 @@ class Node:
         self.seq = next(_seq)  # creation order is a valid topological order
         self.buffer = buffer
         self.device = device   # "cpu", "cuda", or None: follows its consumers
-        self.backward = _recording_backward[0] and buffer is None
+        self.backward = buffer is None and _recording_backward.get()
         sig = (op, tuple([(k, canonical_attr(attrs[k])) for k in sorted(attrs)])
                if attrs else (), shape, dtype.name)
         self.sig = sig + ("backward",) if self.backward else sig
@@ -153,9 +155,41 @@ class LiveSet:
         return len(self._refs)
 
 
-# Tensors whose node is pending. Realization computes every pending node still held by a
-# live tensor, so nothing pending is ever computed twice.
-live_pending = LiveSet()
+class ThreadLiveSets:
+    """The live set of the calling thread (a ``LiveSet`` per ``contextvars`` context).
+
+    Why per thread: realization computes every pending value of the live set, and a
+    thread must not run (or bind, or donate the buffers of) values another thread is
+    still recording; a tensor handed to another thread is still computed there when
+    that thread asks for it, or for anything that depends on it."""
+
+    def __init__(self) -> None:
+        self._var: contextvars.ContextVar[LiveSet] = contextvars.ContextVar("nova_live")
+
+    def current(self) -> LiveSet:
+        try:
+            return self._var.get()
+        except LookupError:
+            live = LiveSet()
+            self._var.set(live)
+            return live
+
+    def add(self, obj: Any) -> None:
+        self.current().add(obj)
+
+    def discard(self, obj: Any) -> None:
+        self.current().discard(obj)
+
+    def __iter__(self):
+        return iter(self.current())
+
+    def __len__(self) -> int:
+        return len(self.current())
+
+
+# Tensors whose node is pending, per thread. Realization computes every pending node
+# still held by a live tensor, so nothing pending is ever computed twice.
+live_pending = ThreadLiveSets()
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,328 @@
+"""Fault injection: Ctrl-C at random points of realizations, concurrent Python threads.
+
+What must hold (``nova.tensor.realize``, ``nova.runtime.threads``,
+``nova.runtime.interrupts``): an interrupted step is abandoned cleanly or, once it has
+begun writing over donated buffers, finished before the interrupt is delivered; every
+later result is right; the worker pool never runs a stale chunk or counts one twice;
+threads running the same or different structures get what one thread would.
+"""
+import ctypes
+import faulthandler
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import nova as nv
+from nova.runtime import threads
+from nova.runtime.threads import WorkerPool, ranges_array
+from tests.runtime.test_threads import _counting_kernel, _dispatch
+
+
+@pytest.fixture
+def watchdog():
+    """A hang (the bug this module looks for) fails the run with a traceback instead
+    of blocking CI."""
+    faulthandler.dump_traceback_later(240, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()
+
+
+@pytest.fixture
+def two_threads(request):
+    """Kernels split across a pool of two threads (on any machine), spinning or
+    sleeping at once (``NOVA_SPIN_US=0``) as the parameter says."""
+    prev, spin = nv.get_num_threads(), os.environ.get("NOVA_SPIN_US")
+    if request.param is not None:
+        os.environ["NOVA_SPIN_US"] = request.param
+    nv.set_num_threads(2)            # a fresh pool, which reads NOVA_SPIN_US
+    yield
+    if spin is None:
+        os.environ.pop("NOVA_SPIN_US", None)
+    else:
+        os.environ["NOVA_SPIN_US"] = spin
+    nv.set_num_threads(prev)
+
+
+# ---------------------------------------------------------------- the worker pool
+
+@pytest.mark.parametrize("spin_seconds", [2e-3, 0.0])
+@pytest.mark.parametrize("where", ["after_launch", "before_join"])
+def test_an_interrupt_between_launch_and_join_leaves_the_pool_in_step(
+        spin_seconds, where, watchdog):
+    """KeyboardInterrupt right after the chunks are handed out (before sleeping workers
+    are woken, or before the caller joins): the pool drains the abandoned job before
+    ``run`` returns -- its workers' chunks done, the caller's never run -- and every
+    later job counts each element exactly once."""
+    pool = WorkerPool(3, spin_seconds=spin_seconds)
+    fn, address = _counting_kernel()
+    out = np.zeros(997, np.int64)
+    flag = np.array([-1], np.int64)
+    table = (ctypes.c_void_p * 2)(out.ctypes.data, flag.ctypes.data)
+    real_launch, real_join = pool._launch, pool._join
+
+    def launch_then_interrupt(*args):
+        real_launch(*args)
+        raise KeyboardInterrupt
+
+    def interrupt_before_join(state):
+        raise KeyboardInterrupt
+
+    try:
+        for _ in range(3):
+            if where == "after_launch":
+                pool._launch = launch_then_interrupt
+            else:
+                pool._join = interrupt_before_join
+            if spin_seconds == 0.0:
+                time.sleep(0.01)          # the workers are asleep when the job comes
+            out[:] = 0
+            with pytest.raises(KeyboardInterrupt):
+                pool.run(fn, address, ctypes.addressof(table),
+                         ranges_array([(0, 300), (300, 600), (600, 997)]), 3)
+            pool._launch, pool._join = real_launch, real_join
+            np.testing.assert_array_equal(out[300:], 1)    # drained before returning
+            np.testing.assert_array_equal(out[:300], 0)    # the caller's chunk: abandoned
+            _dispatch(pool, 60, seed=11)
+    finally:
+        pool._launch, pool._join = real_launch, real_join
+        pool.close()
+
+
+# ---------------------------------------------------------------- realizations
+
+def _interrupter(delay: float) -> threading.Timer:
+    """A timer that sends SIGINT to the main thread ``delay`` seconds after it starts
+    (start it inside the ``try``: it may fire before ``start`` returns)."""
+    main = threading.main_thread().ident
+    return threading.Timer(delay, signal.pthread_kill, (main, signal.SIGINT))
+
+
+@pytest.mark.parametrize("two_threads", [None, "0"], indirect=True,
+                         ids=["spinning", "sleeping"])
+def test_sigint_at_random_points_of_realizations_never_gives_a_wrong_value(
+        two_threads, watchdog):
+    """Many trials, each a loop of realizations hit by one SIGINT at a random moment:
+    an in-place update (whose step donates the old buffer) and a product split across
+    the pool's threads. The update's value always equals one application per recorded
+    ``sub_`` (``_version``), whether the interrupt landed while recording, compiling,
+    running or binding; the product always equals numpy's."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((192, 160)).astype(np.float32)
+    b = rng.standard_normal((160, 224)).astype(np.float32)
+    ref = a.astype(np.float64) @ b
+    xa, xb = nv.from_numpy(a), nv.from_numpy(b)
+    w = nv.zeros(256, 256)
+    ones = nv.ones(256, 256)
+    (xa @ xb).numpy(), (w - ones).numpy()          # compile outside the trials
+    interrupted = 0
+    for trial in range(40):
+        timer = _interrupter(float(rng.uniform(0, 4e-3)))
+        try:
+            timer.start()
+            for _ in range(30):
+                w.sub_(ones)
+                nv.realize(w)
+                product = (xa @ xb).numpy()
+                assert np.abs(product - ref).max() < 1e-3
+            timer.join()
+            time.sleep(0.001)
+        except KeyboardInterrupt:
+            interrupted += 1
+        timer.join()
+        np.testing.assert_array_equal(w.numpy(), np.full((256, 256), -w._version, np.float32))
+        np.testing.assert_allclose((xa @ xb).numpy(), ref, atol=1e-3)
+    assert interrupted == 40         # every trial's signal arrived (inside the try)
+
+
+def test_an_interrupted_donating_step_finishes_before_the_interrupt_is_raised():
+    """A SIGINT arriving while a step writes over donated buffers is held until the
+    step's results are bound, then raised: the update is applied exactly once."""
+    from nova.runtime import cpu_engine
+    w = nv.zeros(64)
+    (w + 1).numpy()
+    calls = []
+    real_call = cpu_engine.CpuProgram._call
+
+    def call_then_signal(self, k, st, ptrs):
+        if not calls:
+            signal.raise_signal(signal.SIGINT)     # lands in the middle of the run
+        calls.append(k)
+        return real_call(self, k, st, ptrs)
+
+    cpu_engine.CpuProgram._call = call_then_signal
+    try:
+        w.add_(1)
+        with pytest.raises(KeyboardInterrupt):
+            nv.realize(w)
+    finally:
+        cpu_engine.CpuProgram._call = real_call
+    assert w.node.realized                         # bound before the interrupt
+    np.testing.assert_array_equal(w.numpy(), np.ones(64, np.float32))
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_an_interrupt_in_a_step_without_donation_leaves_its_values_pending():
+    from nova.runtime import cpu_engine
+    x = nv.arange(16, dtype=nv.float32)
+    y = x * 3 + 1                                  # x stays referenced: nothing donated
+    real_call = cpu_engine.CpuProgram._call
+
+    def interrupted(self, k, st, ptrs):
+        raise KeyboardInterrupt
+
+    cpu_engine.CpuProgram._call = interrupted
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            y.numpy()
+    finally:
+        cpu_engine.CpuProgram._call = real_call
+    assert not y.node.realized
+    np.testing.assert_array_equal(y.numpy(), np.arange(16, dtype=np.float32) * 3 + 1)
+
+
+# ---------------------------------------------------------------- threads
+
+def _run_threads(target, n: int) -> list[BaseException]:
+    errors: list[BaseException] = []
+
+    def guarded(i: int) -> None:
+        try:
+            target(i)
+        except BaseException as e:  # reported to the test below
+            errors.append(e)
+    workers = [threading.Thread(target=guarded, args=(i,)) for i in range(n)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    return errors
+
+
+def test_threads_running_the_same_structure_get_their_own_results(watchdog):
+    """Four threads replay one cached step (same structure, their own data) many
+    times: each result equals numpy's for that thread's data. (The cached program's
+    arena and buffer tables are shared: runs of one program take turns.)"""
+    w = np.random.default_rng(1).standard_normal((96, 80)).astype(np.float32)
+    wt = nv.from_numpy(w)
+
+    def work(i: int) -> None:
+        rng = np.random.default_rng(100 + i)
+        for _ in range(60):
+            x = rng.standard_normal((64, 96)).astype(np.float32)
+            got = ((nv.from_numpy(x) @ wt).relu() * 2 + 1).sum(-1).numpy()
+            want = (np.maximum(x.astype(np.float64) @ w, 0) * 2 + 1).sum(-1)
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+    assert _run_threads(work, 4) == []
+
+
+def test_threads_training_different_models_match_one_thread():
+    """Two threads each train their own small model (different structures) for a few
+    AdamW steps; each ends with exactly the weights it gets alone."""
+    def train(width: int) -> np.ndarray:
+        nv.manual_seed(0)
+        model = nv.nn.Sequential(nv.nn.Linear(8, width), nv.nn.GELU(), nv.nn.Linear(width, 4))
+        opt = nv.optim.AdamW(model.parameters(), lr=1e-2)
+        rng = np.random.default_rng(width)
+        for _ in range(6):
+            x = nv.from_numpy(rng.standard_normal((16, 8)).astype(np.float32))
+            out = model(x)
+            loss = (out * out).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+        return np.concatenate([p.numpy().ravel() for p in model.parameters()])
+
+    widths = (16, 24)
+    alone = {wd: train(wd) for wd in widths}
+    together: dict[int, np.ndarray] = {}
+    # The generator is process-wide (as torch's): seeding in each thread at once would
+    # interleave draws, so the initial weights are drawn before the threads start.
+    errors = _run_threads(lambda i: together.__setitem__(widths[i], train(widths[i])), 2)
+    assert errors == []
+    for wd in widths:
+        np.testing.assert_array_equal(together[wd], alone[wd])
+
+
+def test_grad_mode_engine_and_remat_are_per_thread():
+    """``no_grad``, ``nv.engine`` and ``set_remat`` in one thread leave another
+    thread's ops and steps alone; a new thread starts with the defaults."""
+    seen: dict[str, object] = {}
+    inside, release = threading.Event(), threading.Event()
+
+    def other() -> None:
+        inside.wait()
+        x = nv.ones(3, requires_grad=True)
+        seen["grad"] = (x * 2).grad_fn is not None
+        seen["engine"], seen["remat"] = nv.get_engine(), nv.get_remat()
+        release.set()
+
+    t = threading.Thread(target=other)
+    t.start()
+    with nv.no_grad(), nv.engine("interp"):
+        prev = nv.get_remat()
+        nv.set_remat("aggressive")
+        try:
+            inside.set()
+            assert release.wait(30)
+            assert not nv.is_grad_enabled() and nv.get_engine() == "interp"
+        finally:
+            nv.set_remat(prev)
+    t.join()
+    assert seen == {"grad": True, "engine": "cpu", "remat": "default"}
+
+
+def test_a_thread_realizes_only_its_own_pending_values():
+    """Realizing in one thread does not compute values another thread is recording."""
+    ready, done = threading.Event(), threading.Event()
+    held: dict[str, nv.Tensor] = {}
+
+    def recorder() -> None:
+        held["y"] = nv.arange(4, dtype=nv.float32) * 5
+        ready.set()
+        done.wait(30)
+
+    t = threading.Thread(target=recorder)
+    t.start()
+    assert ready.wait(30)
+    (nv.ones(2) + 1).numpy()
+    assert not held["y"].node.realized
+    done.set()
+    t.join()
+    np.testing.assert_array_equal(held["y"].numpy(), np.arange(4) * 5.0)
+
+
+def test_concurrent_random_draws_never_share_an_offset():
+    keys: list[tuple[int, int]] = []
+    lock = threading.Lock()
+    from nova.tensor.random import default_generator
+
+    def draw(_: int) -> None:
+        for _ in range(500):
+            k = tuple(default_generator.next_key().numpy().tolist())
+            with lock:
+                keys.append(k)
+
+    assert _run_threads(draw, 4) == []
+    assert len(set(keys)) == len(keys) == 2000
+
+
+def test_pool_is_created_once_when_threads_race_to_start_it():
+    prev = nv.get_num_threads()
+    nv.set_num_threads(2)
+    try:
+        pools: list[object] = []
+        barrier = threading.Barrier(4)
+
+        def start(_: int) -> None:
+            barrier.wait()
+            pools.append(threads.pool())
+
+        assert _run_threads(start, 4) == []
+        assert len({id(p) for p in pools}) == 1
+    finally:
+        nv.set_num_threads(prev)

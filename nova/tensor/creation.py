@@ -3,6 +3,7 @@ patterns (constants and ``iota``, recorded lazily like any op)."""
 from __future__ import annotations
 
 import builtins
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,7 +14,7 @@ from nova.tensor import random as rnd
 from nova.tensor.device import check_device
 from nova.tensor.device import device as Device
 from nova.tensor.ops import add, cast, full_const, mul, prim
-from nova.tensor.shapes import shape_arg
+from nova.tensor.shapes import SizeError, check_numel, shape_arg
 from nova.tensor.tensor import Tensor
 from nova.tensor.trace import buffer_node, device_buffer_node
 
@@ -41,9 +42,47 @@ def _to_numpy(data: Any) -> np.ndarray:
     except ValueError as e:
         raise ValueError(f"tensor: data is not rectangular: {e}") from None
     if arr.dtype == object:
+        _check_python_ints(data)
         raise TypeError(f"tensor: cannot build a tensor from {data!r}: expected numbers, "
                         "bools, nested lists of equal lengths or numpy arrays")
     return arr
+
+
+def _check_python_ints(data: Any) -> None:
+    """DTypeOverflowError naming the first Python int in ``data`` too big for any Nova
+    dtype (numpy then holds the data as objects); PyTorch raises ``ValueError:
+    Overflow when unpacking long long``."""
+    if isinstance(data, (list, tuple)):
+        for d in data:
+            _check_python_ints(d)
+    elif isinstance(data, builtins.int) and not isinstance(data, bool):
+        lo, hi = dt.int_bounds(dt.int64)
+        if not lo <= data <= hi:
+            raise dt.DTypeOverflowError(f"tensor: value {data} does not fit in int64 "
+                                        f"(valid: [{lo}, {hi}])")
+
+
+def _check_fits(arr: np.ndarray, target: dt.DType) -> None:
+    """Python data (not numpy arrays, which convert as ``astype`` does, as in PyTorch)
+    must fit the dtype it is stored in: ``tensor([2**40], dtype=nv.int32)`` and
+    ``tensor([2**63])`` raise instead of wrapping, and so do NaN, inf and out-of-range
+    floats stored as integers (PyTorch: "value cannot be converted to type int32
+    without overflow"). Floats too large for a float dtype become inf, as in PyTorch."""
+    if target.category != dt.INT or arr.size == 0 or arr.dtype.kind not in "iuf":
+        return
+    lo, hi = dt.int_bounds(target)
+    if arr.dtype.kind == "f":
+        whole = np.trunc(arr)
+        bad = ~np.isfinite(arr) | (whole < lo) | (whole >= float(hi + 1))   # 2**k exact
+    elif arr.dtype.kind == "u":
+        bad = arr > np.uint64(hi)
+    else:
+        bad = (arr < lo) | (arr > hi)
+    if bad.any():
+        value = arr[bad].flat[0]
+        raise dt.DTypeOverflowError(
+            f"tensor: value {value.item()!r} cannot be converted to {target.name} without "
+            f"overflow; {target.name} holds integers in [{lo}, {hi}]")
 
 
 def _finish(t: Tensor, requires_grad: bool) -> Tensor:
@@ -68,7 +107,10 @@ def tensor(data: Any, dtype: Any = None, device: Any = None,
     arr = _to_numpy(data)
     target = dt.get_dtype(dtype) if dtype is not None else (
         data.dtype if isinstance(data, Tensor) else _infer_dtype(data, arr))
-    host = np.array(arr, dtype=target.np, copy=True)
+    if not isinstance(data, (Tensor, np.ndarray, np.generic)):
+        _check_fits(arr, target)
+    with np.errstate(over="ignore"):   # float overflow gives inf, as in PyTorch
+        host = np.array(arr, dtype=target.np, copy=True)
     if where.type == "cuda":
         from nova.runtime.cuda_runtime import to_device
         made = Tensor._wrap(device_buffer_node(to_device(host), target, "cuda"))
@@ -164,19 +206,41 @@ def randn_like(x: Tensor, *, dtype: Any = None, generator: Any = None) -> Tensor
 
 def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None,
            device: Any = None) -> Tensor:
-    """``[start, end)`` by ``step``; int64 when all bounds are ints, else float32."""
+    """``[start, end)`` by ``step``; int64 when all bounds are ints, else float32.
+
+    As in PyTorch, the step must be nonzero and point from start toward end (an empty
+    range needs start == end), the bounds must be finite, and integer bounds must fit
+    int64; every such mistake raises here rather than returning an empty tensor."""
     where = check_device(device, "arange")
     if end is None:
         start, end = 0, start
+    bounds = []
     for name, v in (("start", start), ("end", end), ("step", step)):
         if isinstance(v, Tensor):
             v = v.item()
         if not isinstance(v, (builtins.int, builtins.float, np.number)) or isinstance(v, bool):
             raise TypeError(f"arange: {name} must be a number, got {v!r}")
+        if isinstance(v, (builtins.int, np.integer)):
+            v = dt.checked_scalar(v, dt.int64, "arange")
+        elif not np.isfinite(v):
+            raise SizeError(f"arange: {name} must be finite, got {v} (range {start} -> {end} "
+                            f"by {step})")
+        bounds.append(v)
+    start, end, step = bounds
+    all_int = all(isinstance(v, builtins.int) for v in bounds)
     if step == 0:
-        raise ValueError("arange: step must be nonzero")
-    n = builtins.max(int(np.ceil((end - start) / step)), 0)
-    all_int = all(isinstance(v, (builtins.int, np.integer)) for v in (start, end, step))
+        raise SizeError(f"arange: step must be nonzero (range {start} -> {end})")
+    if (end - start) * step < 0:
+        raise SizeError(f"arange: upper bound and lower bound inconsistent with step sign: "
+                        f"{start} -> {end} by {step}")
+    if all_int:
+        n = -((start - end) // step)   # exact ceil((end - start) / step)
+    else:
+        count = np.ceil((end - start) / step)
+        if not np.isfinite(count):
+            raise SizeError(f"arange: {start} -> {end} by {step} has too many elements")
+        n = int(count)
+    check_numel("arange", (n,))
     target = _dtype(dtype, dt.int64 if all_int else dt.float32)
     if n == 0:
         return _place(full_const(0, (0,), target), where)
@@ -185,17 +249,29 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None,
     return _place(cast(add(mul(idx, step), start), target), where)
 
 
+def _count(op: str, name: str, v: Any) -> int:
+    """A non-negative int argument that is a size (``eye``'s n, ``linspace``'s steps)."""
+    if isinstance(v, bool) or not hasattr(v, "__index__"):
+        raise TypeError(f"{op}: {name} must be an int, got {type(v).__name__} {v!r}")
+    v = operator.index(v)
+    if v < 0:
+        raise SizeError(f"{op}: {name} must be non-negative, got {v}")
+    return v
+
+
 def linspace(start: float, end: float, steps: int, *, dtype: Any = None) -> Tensor:
-    if steps < 0:
-        raise ValueError(f"linspace: steps must be non-negative, got {steps}")
+    steps = _count("linspace", "steps", steps)
+    check_numel("linspace", (steps,))
     if steps <= 1:
-        return full_const(start, (steps,), _dtype(dtype))
+        return full_const(start, (steps,), _dtype(dtype), "linspace")
     idx = prim("iota", [], {"dim": 0}, (steps,), dt.float64)
     return cast(add(mul(idx, (end - start) / (steps - 1)), float(start)), _dtype(dtype))
 
 
 def eye(n: int, m: int | None = None, *, dtype: Any = None) -> Tensor:
-    m = n if m is None else m
+    n = _count("eye", "n", n)
+    m = n if m is None else _count("eye", "m", m)
+    check_numel("eye", (n, m))
     rows = prim("iota", [], {"dim": 0}, (n, m), dt.int64)
     cols = prim("iota", [], {"dim": 1}, (n, m), dt.int64)
     return cast(prim("compare", [rows, cols], {"direction": "eq"}, (n, m), dt.bool_),
@@ -226,5 +302,13 @@ def randint(low: int, high: Any = None, size: Any = None, *, dtype: Any = None,
         if high is None or not isinstance(high, (tuple, list)):
             raise TypeError("randint: expected randint(high, size) or randint(low, high, size)")
         low, high, size = 0, low, high
-    return _place(rnd.integers(int(low), int(high), shape_arg((size,), "randint"),
-                               _dtype(dtype, dt.int64), generator), where)
+    target = _dtype(dtype, dt.int64)
+    low, high = int(low), int(high)
+    if target.category == dt.INT and high > low:   # (high <= low: integers() says why)
+        lo, hi = dt.int_bounds(target)
+        if low < lo or high - 1 > hi:
+            raise dt.DTypeOverflowError(
+                f"randint: range [{low}, {high}) does not fit {target.name} "
+                f"(valid: low >= {lo}, high <= {hi + 1})")
+    return _place(rnd.integers(low, high, shape_arg((size,), "randint"), target, generator),
+                  where)

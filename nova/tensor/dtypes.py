@@ -8,6 +8,7 @@ in float32 and rounds each op's result, as PyTorch does on CPU.
 from __future__ import annotations
 
 import builtins
+import math
 from typing import Any
 
 import ml_dtypes
@@ -142,3 +143,108 @@ def result_type(tensors: list[tuple[DType, int]], scalars: list[Any]) -> DType:
             res = {BOOL: bool_, INT: DEFAULT_INT, FLOAT: DEFAULT_FLOAT}[cat]
     assert res is not None
     return res
+
+
+# ---------------------------------------------------------------- value ranges
+
+class DTypeOverflowError(OverflowError, ValueError, RuntimeError):
+    """A number that a dtype cannot hold (``full((2,), 2**40, dtype=nv.int32)``).
+
+    Raised while recording, at the user's line, instead of wrapping silently or failing
+    in the compiler. It is an ``OverflowError`` and a ``ValueError`` (what numpy 2 and
+    Nova's argument checks raise) and a ``RuntimeError`` (what PyTorch raises for most
+    of these cases), so code written against any of them catches it.
+    """
+
+
+# Python ints PyTorch accepts as a scalar operand: int64, or uint64 for the top half.
+_SCALAR_INT_LO, _SCALAR_INT_HI = -2**63, 2**64
+
+
+_INT_BOUNDS = {d: (builtins.int(np.iinfo(d.np).min), builtins.int(np.iinfo(d.np).max))
+               for d in ALL_DTYPES if d.category == INT}
+_FLOAT_MAX = {d: builtins.float(ml_dtypes.finfo(d.np).max)
+              for d in ALL_DTYPES if d.category == FLOAT}
+
+
+def int_bounds(dtype: DType) -> tuple[int, int]:
+    """The inclusive range of an integer dtype."""
+    return _INT_BOUNDS[dtype]
+
+
+def float_max(dtype: DType) -> builtins.float:
+    """The largest finite value of a floating dtype (bfloat16 included)."""
+    return _FLOAT_MAX[dtype]
+
+
+def _overflow(value: Any, dtype: DType, op: str) -> DTypeOverflowError:
+    if dtype.category == INT:
+        lo, hi = int_bounds(dtype)
+        valid = f"integers in [{lo}, {hi}]"
+    else:
+        valid = f"finite values of magnitude <= {float_max(dtype):.6g}, or inf"
+    return DTypeOverflowError(f"{op}: value {value!r} cannot be converted to {dtype.name} "
+                              f"without overflow; {dtype.name} holds {valid}")
+
+
+def _is_int(value: Any) -> builtins.bool:
+    return isinstance(value, (builtins.int, np.integer)) and not isinstance(
+        value, (builtins.bool, np.bool_))
+
+
+def _scalar_int_range(value: Any, dtype: DType, op: str) -> None:
+    """A Python int operand must fit int64 or uint64, as in PyTorch (which raises
+    ``OverflowError: int too big to convert`` past that)."""
+    if not _SCALAR_INT_LO <= value < _SCALAR_INT_HI:
+        raise DTypeOverflowError(f"{op}: Python integer {value} is too big for a scalar "
+                                 f"operand (valid: [-2**63, 2**64)), whatever the dtype "
+                                 f"{dtype.name}")
+
+
+def checked_scalar(value: Any, dtype: DType, op: str) -> builtins.int | builtins.float:
+    """``value`` as a Python number of ``dtype``, or DTypeOverflowError if ``dtype``
+    cannot hold it: an integer outside the dtype's range, a float beyond its largest
+    finite value (inf and NaN are fine for floats), a NaN, inf or out-of-range float for
+    an integer dtype (truncated toward zero first, as a cast does). PyTorch's
+    ``checked_convert`` rules, used by ``full``, ``where``, ``masked_fill``, ``clamp``,
+    ``fill_`` and ``pow`` exponents."""
+    if dtype.category == BOOL:
+        return builtins.int(builtins.bool(value))
+    if _is_int(value):
+        _scalar_int_range(builtins.int(value), dtype, op)
+    if dtype.category == INT:
+        lo, hi = int_bounds(dtype)
+        if isinstance(value, (builtins.float, np.floating)):
+            f = builtins.float(value)
+            if f != f or f in (math.inf, -math.inf):
+                raise _overflow(value, dtype, op)
+            v = builtins.int(f)
+        else:
+            v = builtins.int(value)
+        if not lo <= v <= hi:
+            raise _overflow(value, dtype, op)
+        return v
+    f = builtins.float(value)
+    if math.isfinite(f) and builtins.abs(f) > float_max(dtype):
+        raise _overflow(value, dtype, op)
+    return f
+
+
+def wrapped_scalar(value: Any, dtype: DType, op: str) -> builtins.int | builtins.float:
+    """``value`` converted the way PyTorch converts a Python number that meets a tensor
+    in a binary op (``x + 2**40``, ``x < 1e300``): ints outside [-2**63, 2**64) raise,
+    other ints wrap modulo 2**bits into an integer dtype (torch: int32 + 2**32 adds 0),
+    floats are kept and round to the dtype in the step (1e300 is inf in float32)."""
+    if dtype.category == BOOL:
+        return builtins.int(builtins.bool(value))
+    if _is_int(value):
+        v = builtins.int(value)
+        _scalar_int_range(v, dtype, op)
+        if dtype.category == INT:
+            bits = 8 * dtype.itemsize
+            v &= (1 << bits) - 1
+            return v - (1 << bits) if v >> (bits - 1) else v
+        return builtins.float(v)
+    if dtype.category == INT:
+        return checked_scalar(value, dtype, op)
+    return builtins.float(value)

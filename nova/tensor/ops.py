@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import operator
 from collections import namedtuple
 from collections.abc import Sequence
 from typing import Any
@@ -17,7 +18,9 @@ import numpy as np
 
 from nova.autograd import grad_mode, graph
 from nova.tensor import dtypes as dt
-from nova.tensor.shapes import broadcast_shapes, normalize_dim, normalize_dims, numel
+from nova.tensor.shapes import (
+    broadcast_shapes, check_numel, normalize_dim, normalize_dims, numel,
+)
 from nova.tensor.tensor import Tensor
 from nova.tensor.trace import Node
 
@@ -51,20 +54,23 @@ def prim(op: str, inputs: Sequence[Tensor], attrs: dict[str, Any], shape: tuple[
     return out
 
 
-def _scalar_value(value: Any, dtype: dt.DType) -> Any:
-    if dtype == dt.bool_:
-        return builtins.int(builtins.bool(value))
-    if dtype.category == dt.INT:
-        if isinstance(value, (builtins.float, np.floating)) and not math.isfinite(value):
-            raise ValueError(f"cannot convert {value} to integer dtype {dtype.name}")
-        return builtins.int(value)
-    return builtins.float(value)
+def _scalar_value(value: Any, dtype: dt.DType, op: str = "full") -> Any:
+    """``value`` as a number ``dtype`` holds exactly enough to be a constant of it;
+    DTypeOverflowError at the user's line otherwise (never a wrapped value or a
+    verifier error in the compiler)."""
+    return dt.checked_scalar(value, dtype, op)
 
 
-def full_const(value: Any, shape: tuple[int, ...], dtype: dt.DType) -> Tensor:
+def full_const(value: Any, shape: tuple[int, ...], dtype: dt.DType, op: str = "full") -> Tensor:
     """A splat constant (baked into the step function: use a tensor for values that
-    change every step)."""
-    return prim("constant", [], {"value": _scalar_value(value, dtype)}, shape, dtype)
+    change every step). ``value`` must fit ``dtype`` (see ``dtypes.checked_scalar``)."""
+    return prim("constant", [], {"value": _scalar_value(value, dtype, op)}, shape, dtype)
+
+
+def _operand_const(value: Any, shape: tuple[int, ...], dtype: dt.DType, op: str) -> Tensor:
+    """A Python number meeting a tensor in a binary op, converted as PyTorch converts
+    it: ints wrap into an integer dtype and floats round (``dtypes.wrapped_scalar``)."""
+    return prim("constant", [], {"value": dt.wrapped_scalar(value, dtype, op)}, shape, dtype)
 
 
 def cast(x: Tensor, dtype: dt.DType) -> Tensor:
@@ -128,13 +134,13 @@ def operands(op: str, *args: Any, dtype: dt.DType | None = None) -> list[Tensor]
             if a.shape == b.shape and a.dtype == b.dtype:
                 return [a, b]
         elif ta and type(b) in _PLAIN_NUMBERS and a.dtype.is_floating_point:
-            return [a, full_const(b, a.shape, a.dtype)]
+            return [a, _operand_const(b, a.shape, a.dtype, op)]
         elif tb and type(a) in _PLAIN_NUMBERS and b.dtype.is_floating_point:
-            return [full_const(a, b.shape, b.dtype), b]
+            return [_operand_const(a, b.shape, b.dtype, op), b]
     common = dtype or promote(op, *args)
     shape = broadcast_shapes(op, *[a.shape for a in args if isinstance(a, Tensor)])
     return [broadcast_to(cast(a, common), shape, op) if isinstance(a, Tensor)
-            else full_const(a, shape, common) for a in args]
+            else _operand_const(a, shape, common, op) for a in args]
 
 
 def _binary(prim_name: str, op: str, a: Any, b: Any, dtype: dt.DType | None = None) -> Tensor:
@@ -144,9 +150,17 @@ def _binary(prim_name: str, op: str, a: Any, b: Any, dtype: dt.DType | None = No
 
 # ---------------------------------------------------------------- arithmetic
 
+def _scaled(op: str, a: Any, b: Any, alpha: Any) -> Any:
+    """``b * alpha`` for add/sub; ``alpha`` must fit the result dtype, as in PyTorch
+    (``int32_tensor.add(1, alpha=2**40)`` raises rather than wrapping)."""
+    if _is_scalar(alpha):
+        dt.checked_scalar(alpha, promote(op, a, b), op)
+    return mul(b, alpha)
+
+
 def add(a: Any, b: Any, alpha: Any = 1) -> Tensor:
     if alpha != 1:
-        b = mul(b, alpha)
+        b = _scaled("add", a, b, alpha)
     return _binary("add", "add", a, b)
 
 
@@ -155,7 +169,7 @@ def sub(a: Any, b: Any, alpha: Any = 1) -> Tensor:
         raise TypeError("sub: subtraction of two bool tensors is not supported; use "
                         "logical_xor or ~ instead")
     if alpha != 1:
-        b = mul(b, alpha)
+        b = _scaled("sub", a, b, alpha)
     return _binary("sub", "sub", a, b)
 
 
@@ -170,8 +184,13 @@ def div(a: Any, b: Any) -> Tensor:
 
 
 def pow(a: Any, b: Any) -> Tensor:
-    if promote("pow", a, b) == dt.bool_:
+    """``a ** b``; a number exponent of an integer power must fit the integer dtype
+    (PyTorch raises for ``int32_tensor ** 2**32`` instead of wrapping the exponent)."""
+    common = promote("pow", a, b)
+    if common == dt.bool_:
         return _binary("pow", "pow", a, b, dtype=dt.int64)
+    if common.category == dt.INT and _is_scalar(b):
+        dt.checked_scalar(b, common, "pow")
     return _binary("pow", "pow", a, b)
 
 
@@ -270,9 +289,9 @@ def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
         raise ValueError("clamp: at least one of min and max must be given")
     out = x
     if min is not None:
-        out = where(lt(out, min), min, out)
+        out = _select("clamp", lt(out, min), min, out)
     if max is not None:
-        out = where(gt(out, max), max, out)
+        out = _select("clamp", gt(out, max), max, out)
     return out
 
 
@@ -280,15 +299,22 @@ clip = clamp
 
 
 def where(cond: Tensor, a: Any, b: Any) -> Tensor:
-    _check_tensor("where", cond)
+    """``a`` where ``cond`` else ``b``; a number must fit the result dtype (PyTorch
+    raises for ``where(c, int32_tensor, 2**40)``)."""
+    return _select("where", cond, a, b)
+
+
+def _select(op: str, cond: Tensor, a: Any, b: Any) -> Tensor:
+    """``where`` on behalf of ``op`` (so errors name the op the user called)."""
+    _check_tensor(op, cond)
     if cond.dtype != dt.bool_:
-        raise TypeError(f"where: condition must be a bool tensor, got {cond.dtype.name}")
-    common = promote("where", a, b)
-    shape = broadcast_shapes("where", cond.shape,
+        raise TypeError(f"{op}: condition must be a bool tensor, got {cond.dtype.name}")
+    common = promote(op, a, b)
+    shape = broadcast_shapes(op, cond.shape,
                              *[v.shape for v in (a, b) if isinstance(v, Tensor)])
-    x, y = (broadcast_to(cast(v, common), shape, "where") if isinstance(v, Tensor)
-            else full_const(v, shape, common) for v in (a, b))
-    return prim("where", [broadcast_to(cond, shape, "where"), x, y], {}, shape, common)
+    x, y = (broadcast_to(cast(v, common), shape, op) if isinstance(v, Tensor)
+            else full_const(v, shape, common, op) for v in (a, b))
+    return prim("where", [broadcast_to(cond, shape, op), x, y], {}, shape, common)
 
 
 def masked_fill(x: Tensor, mask: Tensor, value: Any) -> Tensor:
@@ -305,7 +331,7 @@ def masked_fill(x: Tensor, mask: Tensor, value: Any) -> Tensor:
                              f"{value.shape}")
         value = cast(value, x.dtype)
     else:
-        value = full_const(value, x.shape, x.dtype)
+        value = full_const(value, x.shape, x.dtype, "masked_fill")
     return where(mask, value, x)
 
 
@@ -611,18 +637,53 @@ def scatter_add(x: Tensor, dim: builtins.int, index: Tensor, src: Tensor) -> Ten
 
 
 def one_hot(x: Tensor, num_classes: builtins.int = -1) -> Tensor:
-    """int64 one-hot encoding; ``num_classes=-1`` reads the data (a host sync)."""
+    """int64 one-hot encoding, as ``torch.nn.functional.one_hot``: class values must
+    lie in ``[0, num_classes)``; ``num_classes=-1`` reads the data (a host sync).
+
+    Values known while recording (a tensor made from data, or the sync that
+    ``num_classes=-1`` does) are checked here, at the user's line. Computed values are
+    checked when the step runs: the encoding is a scatter of ones, whose kernel fails
+    the step on an index out of range (as gather's does), so a bad class never becomes
+    a silent row of zeros."""
     _check_tensor("one_hot", x)
     if x.dtype not in (dt.int32, dt.int64):
         raise TypeError(f"one_hot: input must be an integer tensor, got {x.dtype.name}")
+    if isinstance(num_classes, builtins.bool) or not hasattr(num_classes, "__index__"):
+        raise TypeError(f"one_hot: num_classes must be an int, got {num_classes!r}")
+    num_classes = operator.index(num_classes)
+    buf = x.node.buffer              # values already on the host are checked now
+    values = buf if isinstance(buf, np.ndarray) else None
     if num_classes == -1:
-        num_classes = builtins.int(amax(x).item()) + 1 if x.numel() else 0
-    if num_classes < 1 and x.numel():
-        raise ValueError(f"one_hot: num_classes must be positive, got {num_classes}")
+        if not x.numel():
+            raise ValueError("one_hot: cannot infer the number of classes from an empty "
+                             "tensor; pass num_classes")
+        lo, hi = amin(x), amax(x)   # one step: realizing hi computes lo, still pending
+        values = np.array([hi.item(), lo.item()])
+        num_classes = builtins.int(values[0]) + 1
+    if num_classes < 0 or (num_classes == 0 and x.numel()):
+        raise ValueError(f"one_hot: num_classes must be positive (or -1 to infer it), got "
+                         f"{num_classes}")
+    _check_classes(values, num_classes)
     shape = x.shape + (num_classes,)
-    classes = prim("iota", [], {"dim": x.ndim}, shape, x.dtype)
-    expanded = prim("broadcast_in_dim", [x], {"dims": tuple(range(x.ndim))}, shape, x.dtype)
-    return cast(eq(expanded, classes), dt.int64)
+    check_numel("one_hot", shape)
+    if not x.numel():
+        return full_const(0, shape, dt.int64)
+    column = x.shape + (1,)
+    index = prim("reshape", [x], {}, column, x.dtype)
+    return scatter_add(full_const(0, shape, dt.int64), x.ndim, index,
+                       full_const(1, column, dt.int64))
+
+
+def _check_classes(values: np.ndarray | None, num_classes: builtins.int) -> None:
+    """ValueError if known class values fall outside ``[0, num_classes)``."""
+    if values is None or values.size == 0:
+        return
+    lo, hi = builtins.int(values.min()), builtins.int(values.max())
+    if lo < 0:
+        raise ValueError(f"one_hot: class values must be non-negative, got {lo}")
+    if hi >= num_classes:
+        raise ValueError(f"one_hot: class values must be smaller than num_classes "
+                         f"({num_classes}), got {hi}")
 
 
 def _tri(op: str, x: Tensor, diagonal: builtins.int, lower: builtins.bool) -> Tensor:

@@ -8,6 +8,29 @@ from typing import Any
 
 Shape = tuple[int, ...]
 
+# The most elements a tensor may have: its bytes (8 per element at most) and every
+# offset the kernels compute (int64) must fit in int64, as PyTorch requires of a
+# storage's byte size. Shapes past it raise at record time; shapes below it that do not
+# fit in memory fail when realized (a MemoryError), not while recording.
+MAX_NUMEL = (2**63 - 1) // 8
+
+
+class SizeError(ValueError, RuntimeError):
+    """A size no tensor can have (negative, or past ``MAX_NUMEL`` elements), raised
+    while recording. A ``ValueError`` by Nova's rules and a ``RuntimeError`` as PyTorch
+    raises it, so code written for either catches it (like numpy's ``AxisError``)."""
+
+
+def check_numel(op: str, shape: Sequence[int]) -> None:
+    """SizeError unless ``shape`` has at most ``MAX_NUMEL`` elements."""
+    n = 1
+    for s in shape:
+        n *= s
+    if n > MAX_NUMEL or any(s > MAX_NUMEL for s in shape):
+        raise SizeError(f"{op}: shape {tuple(shape)} ({n} elements) is too large: a tensor "
+                        f"may have at most {MAX_NUMEL} elements and no size above that, "
+                        "so that its bytes fit in int64")
+
 
 def broadcast_shapes(op: str, *shapes: Shape) -> Shape:
     """NumPy/PyTorch broadcasting: align right; sizes must match or be 1."""
@@ -25,7 +48,10 @@ def broadcast_shapes(op: str, *shapes: Shape) -> Shape:
                 else:
                     break         # not broadcastable: the general path says why
             else:
-                return tuple(out)
+                res = tuple(out)
+                if res != a and res != b:   # only then can it outgrow both
+                    check_numel(op, res)
+                return res
     rank = max((len(s) for s in shapes), default=0)
     out = []
     for k in range(rank):
@@ -36,6 +62,7 @@ def broadcast_shapes(op: str, *shapes: Shape) -> Shape:
             raise ValueError(f"{op}: shapes {shown} cannot be broadcast together "
                              f"(dim {k - rank} has sizes {sorted(sizes)})")
         out.append(sizes.pop() if sizes else 1)
+    check_numel(op, out)
     return tuple(out)
 
 
@@ -109,7 +136,8 @@ def shape_arg(args: tuple, op: str) -> Shape:
         except TypeError:
             raise TypeError(f"{op}: sizes must be ints, got {args!r}") from None
     if any(s < 0 for s in out):
-        raise ValueError(f"{op}: sizes must be non-negative, got {tuple(out)}")
+        raise SizeError(f"{op}: sizes must be non-negative, got {tuple(out)}")
+    check_numel(op, out)
     return tuple(out)
 
 

@@ -247,9 +247,16 @@ def square(x: Tensor) -> Tensor:
 
 
 def sigmoid(x: Tensor) -> Tensor:
-    """1 / (1 + exp(-x))."""
+    """1 / (1 + exp(-x)), computed from ``e = exp(-|x|)`` (at most 1): ``1 / (1 + e)``
+    for x >= 0 and ``e / (1 + e)`` below. So every intermediate, and every factor of the
+    gradient, is finite for every finite x -- the plain form's gradient is 0 * inf = NaN
+    once exp(-x) overflows (x < -88 in float32) -- and tiny results keep their relative
+    precision. The exponent is a ``where``, not ``abs``, so the gradient at 0 is 1/4
+    (abs's gradient there is 0)."""
     x = _as_float("sigmoid", x)
-    return reciprocal(add(exp(neg(x)), 1.0))
+    nonneg = ge(x, 0.0)
+    e = exp(where(nonneg, neg(x), x))
+    return div(where(nonneg, 1.0, e), add(e, 1.0))
 
 
 def relu(x: Tensor) -> Tensor:
@@ -260,13 +267,23 @@ def relu(x: Tensor) -> Tensor:
 
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
-    """x * Phi(x) with the exact erf form, or PyTorch's ``approximate='tanh'`` form."""
+    """x * Phi(x) with the exact erf form, or PyTorch's ``approximate='tanh'`` form
+    ``0.5 x (1 + tanh(u))``, u = sqrt(2/pi) (x + 0.044715 x^3).
+
+    The tanh form is computed as the identical ``x * sigmoid(2u)`` (the stable sigmoid:
+    no cancellation in 1 + tanh(u) for negative x), with the cube taken of x clamped to
+    half the cube root of the dtype's largest value, where sigmoid(2u) is already exactly
+    0 or 1: so x^3 never overflows, and the gradient at huge finite x is 1 or 0 instead
+    of inf * 0 = NaN. The clamp uses maximum/minimum, whose gradient multiplies, so at
+    x = +-inf the gradient is NaN, as PyTorch's is."""
     x = _as_float("gelu", x)
     if approximate == "none":
         return mul(mul(x, 0.5), add(erf(mul(x, 1.0 / math.sqrt(2.0))), 1.0))
     if approximate == "tanh":
-        inner = mul(add(x, mul(mul(mul(x, x), x), 0.044715)), math.sqrt(2.0 / math.pi))
-        return mul(mul(x, 0.5), add(tanh(inner), 1.0))
+        bound = float(np.cbrt(dt.float_max(x.dtype))) / 2
+        xc = minimum(maximum(x, -bound), bound)
+        two_u = mul(add(xc, mul(mul(mul(xc, xc), xc), 0.044715)), math.sqrt(8.0 / math.pi))
+        return mul(x, sigmoid(two_u))
     raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 

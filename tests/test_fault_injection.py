@@ -10,6 +10,7 @@ import ctypes
 import faulthandler
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -307,7 +308,12 @@ def test_concurrent_random_draws_never_share_an_offset():
             with lock:
                 keys.append(k)
 
-    assert _run_threads(draw, 4) == []
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)          # switch threads as often as CPython can
+    try:
+        assert _run_threads(draw, 4) == []
+    finally:
+        sys.setswitchinterval(interval)
     assert len(set(keys)) == len(keys) == 2000
 
 

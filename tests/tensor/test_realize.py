@@ -78,3 +78,75 @@ def test_numpy_scalars_and_arrays_interoperate():
     x = nv.tensor([1.0, 2.0])
     assert (x * np.float32(2)).tolist() == [2.0, 4.0]
     assert np.asarray(x).tolist() == [1.0, 2.0]
+
+
+# ---------------------------------------------------------------- failures poison only
+# what depends on them (#17)
+
+def test_out_of_memory_leaves_later_realizations_alone():
+    """A tensor too large for memory raises MemoryError when asked for; it stays
+    pending (askable again) but never again fails an unrelated realization."""
+    big = nv.zeros(10**6, 10**6) + 1.0
+    with pytest.raises(MemoryError):
+        big.numpy()
+    assert (nv.ones(2) + 1).tolist() == [2.0, 2.0]
+    c = nv.ones(3) * 2                 # pending beside ``big``: computed, not blocked
+    assert c.tolist() == [2.0, 2.0, 2.0]
+    with pytest.raises(MemoryError):   # asked again: tried again, fails again
+        big.numpy()
+    assert not big.node.realized and big.node.op != "error"
+
+
+def test_a_step_over_the_memory_limit_fails_alone_and_can_be_retried(engine):
+    if engine != "cpu":
+        pytest.skip("the interpreter plans no memory, so it has no limit")
+    x = nv.tensor(np.ones((256, 256), np.float32))
+    heavy = ((x * 2).exp() @ (x + 1)).sum()
+    nv.debug.set_memory_limit(200_000)
+    try:
+        with pytest.raises(nv.NovaOutOfMemoryError):
+            heavy.item()
+        assert (nv.ones(4) * 3).tolist() == [3.0] * 4     # small: fits the limit
+    finally:
+        nv.debug.set_memory_limit(None)
+    assert heavy.item() > 0
+
+
+def test_a_compiler_failure_poisons_only_the_values_that_need_it(monkeypatch):
+    """An unattributed failure (here an injected compiler error for any step that holds
+    an ``exp``) of a step with several outputs: the others are computed, the failing
+    one raises its error whenever asked, and so does what is built on it."""
+    from nova.tensor import realize as realization
+    real = realization._compile
+
+    def failing(graph, *args):
+        if any(n.op == "exp" for n in graph.nodes):
+            raise RuntimeError("injected compiler bug")
+        return real(graph, *args)
+
+    monkeypatch.setattr(realization, "_compile", failing)
+    nv.debug.reset_cache()
+    x = nv.arange(4, dtype=nv.float32)
+    bad = x.exp()
+    good = x * 2 + 1
+    others = [x + k for k in range(5)]
+    assert good.tolist() == [1.0, 3.0, 5.0, 7.0]       # realized beside ``bad``
+    assert all(o.node.realized for o in others)
+    assert bad.node.op == "error"
+    with pytest.raises(nv.RealizationError, match="injected compiler bug"):
+        bad.numpy()
+    with pytest.raises(nv.RealizationError, match="injected compiler bug"):
+        (bad + 1).numpy()
+    assert (x - 1).tolist() == [-1.0, 0.0, 1.0, 2.0]
+
+
+def test_a_run_time_index_error_fails_only_the_tensors_that_read_it():
+    x = nv.arange(6, dtype=nv.float32)
+    base = nv.tensor([2])                # held: its buffer is not donated to ``idx``
+    idx = base + 5                       # 7: known only when the step runs
+    bad = x[idx]
+    good = x * 10
+    assert good.tolist() == [0.0, 10.0, 20.0, 30.0, 40.0, 50.0]
+    with pytest.raises(nv.RealizationError, match="out of (range|bounds)"):
+        bad.numpy()
+    assert (x + 1).tolist()[0] == 1.0

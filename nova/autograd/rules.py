@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nova.autograd import graph
+from nova.tensor import dtypes as dt
 from nova.tensor import ops
 from nova.tensor.tensor import Tensor
 
@@ -160,6 +161,24 @@ def _scatter_add_back(ctx: Context, g: Tensor) -> Grads:
     return g, None, src
 
 
+def _scatter_back(ctx: Context, g: Tensor) -> Grads:
+    """Overwriting scatter: the input's gradient is zero where an update landed; an
+    update's gradient is ``g`` at its target if it is the one that won (the last in
+    index order), else zero -- a value that was overwritten did not reach the output.
+    (PyTorch's ``index_put`` backward gives every duplicate the gradient, which finite
+    differences contradict.)"""
+    d, index = ctx.attrs["dim"], ctx.x(1)
+    gx = gsrc = None
+    if ctx.needs(0):
+        gx = ops.scatter(g, d, index, ops.full_const(0, index.shape, g.dtype))
+    if ctx.needs(2):
+        order = ops.prim("iota", [], {"dim": d}, index.shape, dt.int64)
+        winner = ops.scatter(ops.full_const(-1, ctx.shape(0), dt.int64), d, index, order)
+        won = ops.eq(ops.gather(winner, d, index), order)
+        gsrc = ops.where(won, ops.gather(g, d, index), 0.0)
+    return gx, None, gsrc
+
+
 def _sign(x: Tensor) -> Tensor:
     return ops.sub(ops.cast(ops.gt(x, 0), x.dtype), ops.cast(ops.lt(x, 0), x.dtype))
 
@@ -235,10 +254,11 @@ RULES: dict[str, Rule] = {
     "matmul": Rule(_matmul_back, (0, 1)),
     "gather": Rule(_gather_back, (1,)),
     "scatter_add": Rule(_scatter_add_back, (1,)),
+    "scatter": Rule(_scatter_back, (1,)),
 }
 
 # Primitives with no gradient: sources and integer/boolean producers.
-NON_DIFFERENTIABLE = frozenset({"constant", "iota", "rng_uniform", "compare"})
+NON_DIFFERENTIABLE = frozenset({"constant", "iota", "rng_uniform", "compare", "wrap_index"})
 
 graph.SAVES.update({op: (r.saves_inputs, r.saves_output) for op, r in RULES.items()})
 

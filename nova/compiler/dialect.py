@@ -522,12 +522,13 @@ class GatherOp(IRDLOperation):
             _fail(self, f"result must be {ish} of the input's element type")
 
 
-@irdl_op_definition
-class ScatterAddOp(IRDLOperation):
-    """``result = input`` then ``result[..., index[..., j, ...], ...] += src[..., j, ...]``
-    along ``dim`` (the transpose of gather)."""
+class _ScatterLike(IRDLOperation):
+    """``result = input``, then each element ``src[p]`` (``p`` a position of ``index``)
+    is combined into ``result`` at ``p`` with coordinate ``dim`` replaced by
+    ``index[p]``. The updates are applied in row-major order of ``p``: updates of one
+    element of ``result`` share every coordinate but ``dim``, so they arrive in
+    increasing order along ``dim``."""
 
-    name = "nova.scatter_add"
     input = operand_def(AnyTensor)
     index = operand_def(AnyTensor)
     src = operand_def(AnyTensor)
@@ -548,6 +549,49 @@ class ScatterAddOp(IRDLOperation):
         et = self.input.type.element_type
         if self.src.type.element_type != et or self.result.type != self.input.type:
             _fail(self, "input, src and result types must agree")
+
+
+@irdl_op_definition
+class ScatterAddOp(_ScatterLike):
+    """Scatter that adds: ``result[..., index[..., j, ...], ...] += src[..., j, ...]``
+    along ``dim`` (the transpose of gather); updates of one element all count."""
+
+    name = "nova.scatter_add"
+
+
+@irdl_op_definition
+class ScatterOp(_ScatterLike):
+    """Scatter that overwrites: ``result[..., index[..., j, ...], ...] = src[..., j, ...]``
+    along ``dim``. Where several updates hit one element, the last in order (the largest
+    ``j``) wins, as numpy's ``a[idx] = v`` does: the result never depends on how a
+    backend schedules the updates."""
+
+    name = "nova.scatter"
+
+
+@irdl_op_definition
+class WrapIndexOp(IRDLOperation):
+    """``result = index + size`` where ``index < 0``, else ``index``: an integer index
+    into a dim of size ``size`` (dim ``dim`` of the indexed tensor) made non-negative, as
+    PyTorch and numpy read ``x[i]``. An index outside ``[-size, size)`` is an error that
+    names ``dim``, the index and ``size``; so every index of a multi-dim ``x[i, j]`` is
+    checked against its own dim before the indices are combined into one."""
+
+    name = "nova.wrap_index"
+    T: ClassVar = VarConstraint("T", AnyTensor)
+    input = operand_def(T)
+    size = prop_def(IntegerAttr)
+    dim = prop_def(IntegerAttr)
+    result = result_def(T)
+    assembly_format = "$input `size` `=` $size `dim` `=` $dim attr-dict `:` type($result)"
+    traits = traits_def(Pure())
+
+    def verify_(self) -> None:
+        if self.input.type.element_type not in (IntegerType(32), IntegerType(64)):
+            _fail(self, f"index must be i32 or i64, got {self.input.type}")
+        if self.size.value.data < 0 or self.dim.value.data < 0:
+            _fail(self, f"size {self.size.value.data} and dim {self.dim.value.data} must be "
+                        ">= 0")
 
 
 # ---------------------------------------------------------------- fused kernels
@@ -602,7 +646,8 @@ Nova = Dialect(
     "nova",
     [ConstantOp, IotaOp, RngUniformOp, *UNARY_OPS, CastOp, *BINARY_OPS, CompareOp,
      WhereOp, BroadcastInDimOp, ReshapeOp, TransposeOp, SliceOp, PadOp, ConcatOp,
-     ReduceSumOp, ReduceMaxOp, MatmulOp, GatherOp, ScatterAddOp, FusionOp, YieldOp],
+     ReduceSumOp, ReduceMaxOp, MatmulOp, GatherOp, ScatterAddOp, ScatterOp,
+     WrapIndexOp, FusionOp, YieldOp],
     [],
 )
 
@@ -616,4 +661,4 @@ OPS_BY_NAME: dict[str, type[IRDLOperation]] = {
 # over in place.
 ELEMENTWISE: frozenset[str] = frozenset(
     op.name.removeprefix("nova.") for op in (*UNARY_OPS, *BINARY_OPS, CastOp, CompareOp,
-                                              WhereOp))
+                                              WhereOp, WrapIndexOp))

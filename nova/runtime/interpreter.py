@@ -212,7 +212,41 @@ def _kernel(op: Operation) -> Kernel:
             np.add.at(res, tuple(grid), _compute(src))
             return res.astype(store, copy=False)
         return scatter_add
+    if name == "scatter":
+        d = op.dim.value.data
+
+        def scatter(x, index, src):
+            _check_index(name, index, x.shape[d])
+            return _scatter_last_wins(x, index.astype(np.int64), src, d)
+        return scatter
+    if name == "wrap_index":
+        size, d = op.size.value.data, op.dim.value.data
+
+        def wrap_index(index):
+            bad = (index < -size) | (index >= size)
+            if np.any(bad):
+                raise InterpreterError(f"nova.wrap_index: index {index[bad].flat[0]} is out "
+                                       f"of bounds for dim {d} with size {size}")
+            return np.where(index < 0, index + size, index).astype(index.dtype, copy=False)
+        return wrap_index
     raise NotImplementedError(f"interpreter: no meaning defined for {op.name}")
+
+
+def _scatter_last_wins(x: np.ndarray, index: np.ndarray, src: np.ndarray,
+                       d: int) -> np.ndarray:
+    """``x`` with ``src`` written at ``index`` along ``d``; of several updates of one
+    element the last in row-major order of ``index`` wins. Stated explicitly, not left to
+    numpy's fancy assignment, whose order for duplicates is not specified."""
+    res = x.copy()
+    if not index.size:
+        return res
+    grid = [g.ravel() for g in np.indices(index.shape)]
+    grid[d] = index.ravel()
+    flat = np.ravel_multi_index(tuple(grid), x.shape)
+    _, first_from_end = np.unique(flat[::-1], return_index=True)
+    last = flat.size - 1 - first_from_end
+    res.reshape(-1)[flat[last]] = src.reshape(-1)[last]
+    return res
 
 
 def _check_index(op: str, index: np.ndarray, size: int) -> None:

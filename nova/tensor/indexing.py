@@ -5,7 +5,15 @@ that becomes one ``nova.slice`` plus a reshape, and an *advanced* part (integer 
 lists, numpy arrays) that becomes one ``nova.gather`` over the indexed dims linearized into
 one. Basic results are views; advanced results are copies, as in PyTorch. Assignment is
 functional: the new value of the whole tensor is built with ``nova.pad`` + ``nova.where``
-(basic) and ``nova.scatter_add`` (advanced), then the handle is rebound.
+(basic) and ``nova.scatter`` (advanced; ``nova.scatter_add`` for ``index_put_`` with
+``accumulate=True``), then the handle is rebound.
+
+Every integer-tensor index is checked against its own dim before the indices are
+linearized (``nova.wrap_index``), so ``x[i, j]`` with ``j`` past the end of dim 1 is an
+error, never an element of another row. Values already on the host (lists, numpy
+arrays, tensors made from them) are checked here, at the user's line; computed indices
+when the step runs. Assigning through repeated indices writes once per element, the last
+value winning, as numpy does.
 """
 from __future__ import annotations
 
@@ -29,7 +37,7 @@ class ParsedIndex:
     limits: tuple[int, ...]
     steps: tuple[int, ...]
     out_shape: tuple[int, ...]     # shape after ints are dropped and None dims inserted
-    advanced: tuple[tuple[int, Tensor], ...]  # (dim in out_shape, index tensor)
+    advanced: tuple[tuple[int, int, Tensor], ...]  # (dim in out_shape, input dim, index)
 
     @property
     def window(self) -> tuple[int, ...]:
@@ -96,8 +104,9 @@ def parse_index(op: str, shape: tuple[int, ...], index: Any) -> ParsedIndex:
             out_shape.append(-(-(b - a) // step))
         else:
             t = _as_index_tensor(op, e, shape)
+            ops.check_index_values(op, t, d, shape, negative=True)
             starts.append(0), limits.append(n), steps.append(1)
-            advanced.append((len(out_shape), t))
+            advanced.append((len(out_shape), d, t))
             out_shape.append(n)
         d += 1
     return ParsedIndex(tuple(starts), tuple(limits), tuple(steps), tuple(out_shape),
@@ -142,14 +151,17 @@ class _Advanced:
     bshape: tuple[int, ...]
 
 
-def _linearize(op: str, y: Tensor, advanced: tuple[tuple[int, Tensor], ...]) -> _Advanced:
-    dims = tuple(d for d, _ in advanced)
-    bshape = broadcast_shapes(op, *[t.shape for _, t in advanced])
+def _linearize(op: str, y: Tensor, advanced: tuple[tuple[int, int, Tensor], ...]) -> _Advanced:
+    """Each index is wrapped and checked against its own dim (``wrap_index``) before the
+    indexed dims are merged into one: a linear index alone cannot tell ``x[0, 4]`` on a
+    (3, 4) tensor from ``x[1, 0]``."""
+    dims = tuple(d for d, _, _ in advanced)
+    bshape = broadcast_shapes(op, *[t.shape for _, _, t in advanced])
     flat = None
-    for d, t in advanced:
+    for d, src_dim, t in advanced:
         n = y.shape[d]
-        i = ops.cast(broadcast_to(t, bshape, op), dt.int64)
-        i = ops.where(ops.lt(i, 0), ops.add(i, n), i)
+        i = prim("wrap_index", [t], {"size": n, "dim": src_dim}, t.shape, t.dtype)
+        i = broadcast_to(ops.cast(i, dt.int64), bshape, op)
         flat = i if flat is None else ops.add(ops.mul(flat, n), i)
     perm = dims + tuple(k for k in range(y.ndim) if k not in dims)
     rest = tuple(y.shape[k] for k in perm[len(dims):])
@@ -190,9 +202,11 @@ def _result_shape(y: Tensor, a: _Advanced) -> tuple[int, ...]:
     return a.bshape + a.rest
 
 
-def _advanced_put(op: str, y: Tensor, advanced, value: Any) -> Tensor:
-    """``y`` with the indexed elements set to ``value``. Rows named twice receive the sum
-    of their values (PyTorch leaves that case undefined)."""
+def _advanced_put(op: str, y: Tensor, advanced, value: Any,
+                  accumulate: bool = False) -> Tensor:
+    """``y`` with the indexed elements set to ``value`` (``accumulate``: ``value`` added
+    to them). An element named twice is written once, the last value winning, as in
+    numpy (PyTorch leaves it undefined); with ``accumulate`` every value counts."""
     a = _linearize(op, y, advanced)
     target = _result_shape(y, a)
     v = _value_as(op, value, target, y.dtype)
@@ -203,11 +217,8 @@ def _advanced_put(op: str, y: Tensor, advanced, value: Any) -> Tensor:
     m = numel(a.bshape)
     v = prim("reshape", [v], {}, (m,) + a.rest, y.dtype)
     rows = _row_index(a)
-    zeros = full_const(0, (a.rows,) + a.rest, y.dtype)
-    summed = ops.scatter_add(zeros, 0, rows, v)
-    hits = ops.scatter_add(full_const(0, (a.rows,) + a.rest, dt.int32), 0, rows,
-                           full_const(1, (m,) + a.rest, dt.int32))
-    front = ops.where(ops.gt(hits, 0), summed, _front(y, a))
+    put = ops.scatter_add if accumulate else ops.scatter
+    front = put(_front(y, a), 0, rows, v)
     moved_shape = tuple(y.shape[k] for k in a.perm)
     back = prim("reshape", [front], {}, moved_shape, y.dtype)
     inverse = tuple(a.perm.index(k) for k in range(y.ndim))
@@ -240,3 +251,42 @@ def setitem(x: Tensor, index: Any, value: Any) -> None:
     else:
         new_window = _value_as("__setitem__", value, p.out_shape, x.dtype)
     x._assign(_basic_put(x, p, new_window), "__setitem__")
+
+
+def _index_put_parts(op: str, x: Tensor, indices: Any, values: Any) -> ParsedIndex:
+    """Check ``index_put``'s arguments as PyTorch does: a tuple of integer index tensors
+    (None keeps a dim whole) and a tensor of ``x``'s dtype."""
+    if not isinstance(indices, (tuple, list)):
+        raise TypeError(f"{op}: indices must be a tuple of tensors, got "
+                        f"{type(indices).__name__}")
+    for i in indices:
+        if i is not None and not isinstance(i, Tensor):
+            raise TypeError(f"{op}: indices must be tensors (or None), got "
+                            f"{type(i).__name__}")
+    if not isinstance(values, Tensor):
+        raise TypeError(f"{op}: values must be a Tensor, got {type(values).__name__}")
+    if values.dtype != x.dtype:
+        raise TypeError(f"{op}: values of dtype {values.dtype.name} must match the "
+                        f"destination's dtype {x.dtype.name}")
+    return parse_index(op, x.shape, tuple(slice(None) if i is None else i for i in indices))
+
+
+def _index_put_value(op: str, x: Tensor, indices: Any, values: Tensor,
+                     accumulate: bool) -> Tensor:
+    p = _index_put_parts(op, x, indices, values)
+    if p.advanced:
+        return _advanced_put(op, x, p.advanced, values, accumulate)
+    whole = broadcast_to(values, x.shape, op)   # no index tensor: every element
+    return ops.add(x, whole) if accumulate else whole
+
+
+def index_put(x: Tensor, indices: Any, values: Tensor, accumulate: bool = False) -> Tensor:
+    """``x`` with ``x[indices] = values`` (``accumulate``: ``+= values``, every value of
+    a repeated index counting), as ``torch.index_put``."""
+    return _index_put_value("index_put", x, indices, values, accumulate)
+
+
+def index_put_(x: Tensor, indices: Any, values: Tensor, accumulate: bool = False) -> Tensor:
+    """In-place ``index_put``: rebinds ``x`` and returns it."""
+    return x._assign(_index_put_value("index_put_", x, indices, values, accumulate),
+                     "index_put_")

@@ -615,8 +615,39 @@ bmm = matmul
 
 # ---------------------------------------------------------------- indexing-like
 
+def known_index_values(index: Tensor) -> np.ndarray | None:
+    """The values of ``index`` when they are in host memory already (a CPU tensor made
+    from Python data or numpy, not computed since): then index checks run at the user's
+    line instead of failing the step that uses them. Device buffers are not read (that
+    would wait for the device); their kernels check them."""
+    node = index.node
+    buf = node.buffer
+    return buf if node.device != "cuda" and isinstance(buf, np.ndarray) else None
+
+
+def check_index_values(op: str, index: Tensor, dim: builtins.int, shape: tuple[int, ...],
+                       negative: builtins.bool) -> None:
+    """IndexError at the user's line if a known value of ``index`` is outside dim
+    ``dim`` of ``shape`` (``[-n, n)`` when ``negative`` indices wrap, else ``[0, n)``).
+    Unknown values are checked when the step runs, by the kernels."""
+    values = known_index_values(index)
+    if values is None or values.size == 0:
+        return
+    n = shape[dim] if shape else 1
+    bad = (values < (-n if negative else 0)) | (values >= n)
+    if bad.any():
+        raise IndexError(f"{op}: index {values[bad].flat[0]} is out of bounds for dim {dim} "
+                         f"with size {n} (shape {shape})")
+
+
+def _as_1d(t: Tensor) -> Tensor:
+    return prim("reshape", [t], {}, (1,), t.dtype)
+
+
 def gather(x: Tensor, dim: builtins.int, index: Tensor) -> Tensor:
-    """``torch.gather``: ``out[i][j] = x[index[i][j]][j]`` for dim=0 (and so on)."""
+    """``torch.gather``: ``out[i][j] = x[index[i][j]][j]`` for dim=0 (and so on). Index
+    values must lie in ``[0, x.shape[dim])`` (no wrapping, as in PyTorch; a 0-d input
+    counts as size 1)."""
     _check_tensor("gather", x)
     _check_tensor("gather", index)
     if index.dtype not in (dt.int32, dt.int64):
@@ -628,29 +659,61 @@ def gather(x: Tensor, dim: builtins.int, index: Tensor) -> Tensor:
     if any(i > s for k, (i, s) in enumerate(zip(index.shape, x.shape)) if k != d):
         raise ValueError(f"gather: index {index.shape} is larger than input {x.shape} "
                          f"outside dim {d}")
-    if x.ndim == 0:
-        return x
+    check_index_values("gather", index, d, x.shape, negative=False)
+    if x.ndim == 0:   # as a 1-element vector, so the kernel checks the index is 0
+        return prim("reshape", [gather(_as_1d(x), 0, _as_1d(index))], {}, (), x.dtype)
     return prim("gather", [x, index], {"dim": d}, index.shape, x.dtype)
 
 
-def scatter_add(x: Tensor, dim: builtins.int, index: Tensor, src: Tensor) -> Tensor:
-    """``torch.scatter_add`` (out of place)."""
-    for name, v in (("input", x), ("index", index), ("src", src)):
-        _check_tensor(f"scatter_add {name}", v)
-    d = normalize_dim("scatter_add", dim, x.ndim, x.shape)
+def _scatter_args(op: str, x: Tensor, dim: builtins.int, index: Tensor,
+                  src: Any) -> tuple[builtins.int, Tensor]:
+    """Check torch.scatter/scatter_add arguments; return the dim and src cut to the
+    index shape in ``x``'s dtype (a number becomes a constant of that shape)."""
+    for name, v in (("input", x), ("index", index)):
+        _check_tensor(f"{op} {name}", v)
+    if not isinstance(src, Tensor):
+        if not _is_scalar(src):
+            raise TypeError(f"{op}: src must be a Tensor or a number, got "
+                            f"{type(src).__name__}")
+        src = full_const(src, index.shape, x.dtype)
+    d = normalize_dim(op, dim, x.ndim, x.shape)
     if index.dtype not in (dt.int32, dt.int64):
-        raise TypeError(f"scatter_add: index must be int32 or int64, got {index.dtype.name}")
+        raise TypeError(f"{op}: index must be int32 or int64, got {index.dtype.name}")
     if index.ndim != x.ndim or src.ndim != x.ndim:
-        raise ValueError(f"scatter_add: input {x.shape}, index {index.shape} and src "
+        raise ValueError(f"{op}: input {x.shape}, index {index.shape} and src "
                          f"{src.shape} must have the same number of dims")
     if any(i > s for k, (i, s) in enumerate(zip(index.shape, x.shape)) if k != d) or any(
             i > s for i, s in zip(index.shape, src.shape)):
-        raise ValueError(f"scatter_add: index {index.shape} must not exceed src {src.shape} "
+        raise ValueError(f"{op}: index {index.shape} must not exceed src {src.shape} "
                          f"anywhere or input {x.shape} outside dim {d}")
+    check_index_values(op, index, d, x.shape, negative=False)
     if src.shape != index.shape:
         src = prim("slice", [src], {"start": (0,) * src.ndim, "limit": index.shape,
                                     "stride": (1,) * src.ndim}, index.shape, src.dtype)
-    return prim("scatter_add", [x, index, cast(src, x.dtype)], {"dim": d}, x.shape, x.dtype)
+    return d, cast(src, x.dtype)
+
+
+def _scatter_prim(name: str, x: Tensor, d: builtins.int, index: Tensor, src: Tensor) -> Tensor:
+    if x.ndim == 0:   # as 1-element vectors, so the kernel checks the index is 0
+        flat = _scatter_prim(name, _as_1d(x), 0, _as_1d(index), _as_1d(src))
+        return prim("reshape", [flat], {}, (), x.dtype)
+    return prim(name, [x, index, src], {"dim": d}, x.shape, x.dtype)
+
+
+def scatter_add(x: Tensor, dim: builtins.int, index: Tensor, src: Tensor) -> Tensor:
+    """``torch.scatter_add`` (out of place): every update counts, duplicates add up."""
+    _check_tensor("scatter_add src", src)
+    d, src = _scatter_args("scatter_add", x, dim, index, src)
+    return _scatter_prim("scatter_add", x, d, index, src)
+
+
+def scatter(x: Tensor, dim: builtins.int, index: Tensor, src: Any) -> Tensor:
+    """``torch.scatter`` (out of place) with a tensor or number ``src``. Where several
+    updates hit one element the last in index order wins, as numpy's assignment does
+    (PyTorch leaves that case undefined); the compiled kernels apply updates in that
+    order, so the result is deterministic on every engine."""
+    d, src = _scatter_args("scatter", x, dim, index, src)
+    return _scatter_prim("scatter", x, d, index, src)
 
 
 def one_hot(x: Tensor, num_classes: builtins.int = -1) -> Tensor:
@@ -727,5 +790,6 @@ TENSOR_METHODS = (
     "gelu", "silu", "clamp", "clip", "masked_fill", "lt", "le", "gt", "ge", "eq", "ne",
     "logical_not", "logical_and", "logical_or", "isnan", "isinf", "sum", "mean", "amax",
     "amin", "max", "min", "argmax", "argmin", "var", "std", "logsumexp", "softmax",
-    "log_softmax", "matmul", "mm", "bmm", "gather", "scatter_add", "tril", "triu",
+    "log_softmax", "matmul", "mm", "bmm", "gather", "scatter_add", "scatter", "tril",
+    "triu",
 )

@@ -431,6 +431,12 @@ class Tensor:
     def __setitem__(self, index: Any, value: Any) -> None:
         _indexing.setitem(self, index, value)
 
+    def index_put_(self, indices: Any, values: Tensor, accumulate: bool = False) -> Tensor:
+        return _indexing.index_put_(self, indices, values, accumulate)
+
+    def index_put(self, indices: Any, values: Tensor, accumulate: bool = False) -> Tensor:
+        return _indexing.index_put(self, indices, values, accumulate)
+
     # ------------------------------------------------------------ in-place forms
 
     def add_(self, other: Any, alpha: Any = 1) -> Tensor:

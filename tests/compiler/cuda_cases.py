@@ -96,6 +96,9 @@ def _representative() -> dict[str, PendingGraph]:
     idx = nv.tensor(rng.integers(0, 20, (3, 5)))
     (emb(idx) * t(3, 5, 8)).sum().backward()
     g["embedding_backward"] = _graph(emb.weight.grad)                   # gather + scatter_add
+    grid = t(6, 5)
+    grid[nv.tensor(rng.integers(-6, 6, (40,))), nv.tensor(rng.integers(0, 5, (40,)))] = t(40)
+    g["index_assign"] = _graph(grid)                        # wrap_index + scatter (last wins)
     return g
 
 

@@ -47,10 +47,12 @@ def test_print_parse_print_is_identical_for_a_realistic_graph():
 
 
 def test_every_op_round_trips():
-    """Each op's custom assembly format parses back, including pad and scatter_add."""
+    """Each op's custom assembly format parses back, including pad, scatter_add,
+    scatter and wrap_index."""
     x = nv.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
     y = x.clone()
     y[:, ::2] = 1.0                                       # pad (interior) + where
+    y[nv.tensor([1, 0]), nv.tensor([2, -1])] = 4.0        # wrap_index + scatter
     z = nv.scatter_add(nv.zeros(2, 3), 1, nv.tensor([[0, 0], [2, 1]]), nv.ones(2, 2))
     w = (x.abs().log().sqrt().reciprocal().sin().cos().tanh() ** 2).long().float()
     m = nv.maximum(x, 1.0) - nv.minimum(x, 2.0) / 3.0 + x * 2

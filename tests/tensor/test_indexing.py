@@ -83,22 +83,34 @@ def test_advanced_getitem_matches_numpy(x, data):
     assert_close(nv.tensor(x)[ours], x[index])
 
 
+def _assign_in_order(x, index, value):
+    """numpy's ``x[index] = value`` written out as its definition: one write per position
+    of the broadcast index shape, in row-major order, so the last write to an element
+    wins (numpy itself does not promise an order for repeated indices). ``index`` holds
+    integer arrays and slices only."""
+    ref = x.copy()
+    arrays_at = [k for k, i in enumerate(index) if isinstance(i, np.ndarray)]
+    b = np.broadcast_arrays(*[index[k] for k in arrays_at])
+    adjacent = arrays_at == list(range(arrays_at[0], arrays_at[0] + len(arrays_at)))
+    lead = arrays_at[0] if adjacent else 0     # where the index dims sit in x[index]
+    value = np.broadcast_to(value, x[index].shape)
+    for pos in np.ndindex(b[0].shape):
+        entry = list(index)
+        for k, arr in zip(arrays_at, b):
+            entry[k] = int(arr[pos])
+        ref[tuple(entry)] = value[(slice(None),) * lead + pos]
+    return ref
+
+
 @given(x=shapes(min_dims=1, max_dims=3).flatmap(arrays), data=st.data())
-def test_advanced_setitem_matches_numpy_for_distinct_indices(x, data):
+def test_advanced_setitem_matches_numpy_including_repeated_indices(x, data):
+    """Repeated positions are written once, the last value winning (numpy's result);
+    before, they received the sum of their values."""
     index = data.draw(advanced_index(x.shape))
-    arrays_in = [i for i in index if isinstance(i, np.ndarray)]
-    dims = [d for d, i in enumerate(index) if isinstance(i, np.ndarray)]
-    b = np.broadcast_arrays(*arrays_in)
-    flat = np.ravel_multi_index(tuple(a % x.shape[d] for a, d in zip(b, dims)),
-                                tuple(x.shape[d] for d in dims))
-    if len(np.unique(flat)) != flat.size:
-        return  # duplicates are undefined in PyTorch
     value = data.draw(arrays(x[index].shape, np.float32))
     t = nv.tensor(x)
     t[tuple(nv.tensor(i) if isinstance(i, np.ndarray) else i for i in index)] = nv.tensor(value)
-    ref = x.copy()
-    ref[index] = value
-    assert_close(t, ref)
+    assert_close(t, _assign_in_order(x, index, value))
 
 
 def test_list_and_numpy_indices():
@@ -125,12 +137,182 @@ def test_index_errors(index, error, message):
         t[index]
 
 
-def test_out_of_range_index_tensor_fails_at_realization_naming_gather():
+def test_out_of_range_computed_index_fails_at_realization_and_poisons_only_its_results():
     t = nv.zeros(3, 4)
-    bad = t[nv.tensor([0, 7])]
+    bad = t[nv.tensor([0, 7]) * 1]        # computed: its values are known only when it runs
     good = t + 1
-    with pytest.raises(nv.RealizationError, match=r"nova.gather.*\[0, 3\)"):
+    with pytest.raises(nv.RealizationError,
+                       match="nova.wrap_index: index 7 is out of bounds for dim 0 with size 3"):
         bad.numpy()
-    with pytest.raises(nv.RealizationError, match="nova.gather"):
+    with pytest.raises(nv.RealizationError, match="nova.wrap_index"):
         bad.numpy()  # the failure is remembered, not recomputed
     assert good.sum().item() == 12.0  # other pending work is unaffected
+
+
+# ---------------------------------------------------------------- bounds, per dim
+
+@pytest.mark.parametrize("make", [nv.tensor, np.array, list], ids=["tensor", "numpy", "list"])
+def test_index_past_a_later_dim_is_an_error_at_the_users_line(make):
+    """x[0, 4] on a (3, 4) tensor linearizes to 4, inside the 12 elements: it used to
+    read x[1, 0] and write into row 1. Known index values are checked at once, each
+    against its own dim (negative ones from -size, as in PyTorch)."""
+    x = nv.tensor(np.arange(12.0, dtype=np.float32).reshape(3, 4))
+    for j, shown in ((4, 4), (-5, -5)):
+        with pytest.raises(IndexError, match=rf"__getitem__: index {shown} is out of bounds "
+                                             r"for dim 1 with size 4 \(shape \(3, 4\)\)"):
+            x[make([0]), make([j])]
+        with pytest.raises(IndexError, match=rf"__setitem__: index {shown} is out of bounds "
+                                             "for dim 1 with size 4"):
+            x[make([0]), make([j])] = 100.0
+    with pytest.raises(IndexError, match="index 3 is out of bounds for dim 2 with size 3"):
+        nv.zeros(2, 4, 3)[:, make([1]), make([3])]
+    assert_close(x, np.arange(12.0).reshape(3, 4))            # nothing was written
+    assert_close(x[make([0, 2]), make([-4, 3])], [0.0, 11.0])  # -size..size-1 are valid
+
+
+def test_computed_index_past_a_later_dim_fails_the_step_naming_the_dim():
+    x = nv.tensor(np.arange(12.0, dtype=np.float32).reshape(3, 4))
+    for j in (4, -5):
+        picked = x[nv.tensor([0]) * 1, nv.tensor([j]) * 1]
+        with pytest.raises(nv.RealizationError, match=f"index {j} is out of bounds for dim 1 "
+                                                      "with size 4"):
+            picked.numpy()
+    y = x.clone()
+    y[nv.tensor([0]), nv.tensor([4]) * 1] = 100.0
+    with pytest.raises(nv.RealizationError, match="index 4 is out of bounds for dim 1"):
+        y.numpy()
+    assert_close(x[nv.tensor([0, 2]) * 1, nv.tensor([-4, -1]) * 1], [0.0, 11.0])
+
+
+# ---------------------------------------------------------------- repeated indices
+
+def test_assignment_through_repeated_indices_writes_once():
+    x = nv.zeros(3)
+    x[nv.tensor([0, 0])] = 5.0
+    assert x.tolist() == [5.0, 0.0, 0.0]          # was 10: the writes were summed
+    y = nv.tensor([1.0, 2.0, 3.0])
+    y[[0, 0]] += 1                                 # numpy and PyTorch: +1 once
+    assert y.tolist() == [2.0, 2.0, 3.0]
+    z = nv.zeros(3)
+    z[nv.tensor([0, 2, 0])] = nv.tensor([1.0, 2.0, 3.0])   # the last write wins
+    ref = np.zeros(3)
+    ref[np.array([0, 2, 0])] = [1.0, 2.0, 3.0]
+    assert_close(z, ref)
+    flags = nv.zeros(3, dtype=nv.bool)
+    flags[[1, 1]] = True
+    assert flags.tolist() == [False, True, False]
+    m = nv.zeros(2, 3)
+    m[nv.tensor([1, 1]), nv.tensor([2, 2])] = nv.tensor([7.0, 8.0])
+    assert m.tolist() == [[0.0, 0.0, 0.0], [0.0, 0.0, 8.0]]
+
+
+def test_last_write_wins_for_many_updates_of_few_rows():
+    """Thousands of updates into 5 rows: the compiled kernel must apply them in order
+    (a split across threads could let an earlier write land last)."""
+    rng = np.random.default_rng(0)
+    idx = rng.integers(-5, 5, 3000)
+    value = rng.standard_normal((3000, 4)).astype(np.float32)
+    x = nv.zeros(5, 4)
+    x[nv.tensor(idx) * 1] = nv.tensor(value)
+    ref = np.zeros((5, 4), np.float32)
+    for i, v in zip(idx, value):
+        ref[i] = v
+    assert_close(x, ref, rtol=0, atol=0)
+    acc = nv.zeros(5, 4).index_put((nv.tensor(idx),), nv.tensor(value), accumulate=True)
+    summed = np.zeros((5, 4))
+    np.add.at(summed, idx, value.astype(np.float64))
+    assert_close(acc, summed, rtol=1e-5, atol=1e-4)
+
+
+def test_index_put_overwrites_or_accumulates_as_pytorch():
+    rows, cols = nv.tensor([0, 2, 0]), nv.tensor([1, 1, 1])
+    vals = nv.tensor([1.0, 2.0, 3.0])
+    x = nv.ones(3, 2)
+    out = x.index_put((rows, cols), vals)
+    assert out.tolist() == [[1.0, 3.0], [1.0, 1.0], [1.0, 2.0]] and x.tolist() == [[1.0] * 2] * 3
+    assert x.index_put((rows, cols), vals, accumulate=True).tolist() == [
+        [1.0, 5.0], [1.0, 1.0], [1.0, 3.0]]
+    alias = x
+    assert x.index_put_((rows,), nv.tensor([[5.0, 6.0]]), accumulate=True) is alias
+    assert x.tolist() == [[11.0, 13.0], [1.0, 1.0], [6.0, 7.0]]
+    x.index_put_((None, nv.tensor([0])), nv.tensor([0.0]))
+    assert x.tolist() == [[0.0, 13.0], [0.0, 1.0], [0.0, 7.0]]
+    with pytest.raises(TypeError, match="index_put_: values must be a Tensor"):
+        x.index_put_((rows,), 1.0)
+    with pytest.raises(TypeError, match="index_put: values of dtype int64 must match"):
+        x.index_put((rows,), nv.tensor([1]))
+    with pytest.raises(TypeError, match="index_put_: indices must be a tuple of tensors"):
+        x.index_put_(rows, vals)
+    with pytest.raises(IndexError, match="index_put_: index 3 is out of bounds for dim 0"):
+        x.index_put_((nv.tensor([3]),), nv.tensor([1.0]))
+
+
+def test_gradient_of_an_overwriting_assignment():
+    """An overwritten value does not reach the output: its gradient is zero, and so is
+    the gradient of the elements it replaced (finite differences agree; PyTorch's
+    index_put backward instead gives every duplicate the gradient)."""
+    base = nv.tensor(np.arange(8.0).reshape(4, 2), requires_grad=True)
+    v = nv.tensor(np.arange(6.0).reshape(3, 2) + 10, requires_grad=True)
+    y = base * 1.0
+    y[nv.tensor([0, 2, 0])] = v
+    w = np.arange(8.0).reshape(4, 2) + 1
+    (y * nv.tensor(w, dtype=nv.float32)).sum().backward()
+    assert_close(base.grad, [[0, 0], [3, 4], [0, 0], [7, 8]])
+    assert_close(v.grad, [[0, 0], [5, 6], [1, 2]])           # v[0] lost to v[2]
+
+    def put(x, vals):
+        return x.index_put((nv.tensor([1, 0, 1, 3]),), vals)
+    rng = np.random.default_rng(1)
+    assert nv.autograd.gradcheck(put, [rng.standard_normal((4, 3)),
+                                       rng.standard_normal((4, 3))])
+    assert nv.autograd.gradcheck(lambda x, vals: x.index_put((nv.tensor([1, 0, 1]),), vals,
+                                                             accumulate=True),
+                                 [rng.standard_normal((2, 3)), rng.standard_normal((3, 3))])
+
+
+# ---------------------------------------------------------------- gather and scatter
+
+def test_gather_on_a_0d_tensor_checks_the_index_as_pytorch():
+    """A 0-d input counts as one element: index 0 is valid, 5 and -1 are not (gather
+    returned the value for any index)."""
+    s = nv.tensor(2.0)
+    assert nv.gather(s, 0, nv.tensor(0)).item() == 2.0
+    for i in (5, -1):
+        with pytest.raises(IndexError, match=rf"gather: index {i} is out of bounds for dim 0 "
+                                             r"with size 1 \(shape \(\)\)"):
+            nv.gather(s, 0, nv.tensor(i))
+        with pytest.raises(nv.RealizationError, match=r"nova.gather: index values must lie "
+                                                      r"in \[0, 1\)"):
+            nv.gather(s, 0, nv.tensor(i) * 1).item()
+    with pytest.raises(IndexError, match="gather: index -1 is out of bounds for dim 1 with "
+                                         "size 3"):
+        nv.zeros(2, 3).gather(1, nv.tensor([[0], [-1]]))   # gather does not wrap
+
+
+def test_scatter_and_scatter_add_on_0d_and_out_of_range():
+    s = nv.tensor(2.0)
+    assert nv.scatter_add(s, 0, nv.tensor(0), nv.tensor(1.0)).item() == 3.0   # was a crash
+    assert s.scatter(0, nv.tensor(0), 7.0).item() == 7.0
+    with pytest.raises(IndexError, match="scatter_add: index 1 is out of bounds for dim 0"):
+        nv.scatter_add(s, 0, nv.tensor(1), nv.tensor(1.0))
+    with pytest.raises(IndexError, match="scatter: index -1 is out of bounds for dim 1 with "
+                                         "size 3"):
+        nv.zeros(2, 3).scatter(1, nv.tensor([[-1]]), 1.0)
+
+
+def test_scatter_add_of_bools_is_a_logical_or_on_every_engine():
+    """The compiled kernel added i1 values (True + True = False); the interpreter and
+    PyTorch give True."""
+    flags = nv.scatter_add(nv.zeros(2, dtype=nv.bool), 0, nv.tensor([0, 0]),
+                           nv.tensor([True, True]))
+    assert flags.tolist() == [True, False]
+
+
+def test_scatter_last_update_in_index_order_wins():
+    x = nv.zeros(3, 2)
+    idx = nv.tensor([[0, 1], [0, 1], [2, 1]])
+    src = nv.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    assert x.scatter(0, idx, src).tolist() == [[3.0, 0.0], [0.0, 6.0], [5.0, 0.0]]
+    assert x.scatter(0, idx * 1, src).tolist() == [[3.0, 0.0], [0.0, 6.0], [5.0, 0.0]]
+    assert nv.zeros(2, 3).scatter(1, nv.tensor([[2, 2], [0, 1]]), -1.0).tolist() == [
+        [0.0, 0.0, -1.0], [-1.0, -1.0, 0.0]]

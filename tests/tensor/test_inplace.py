@@ -98,3 +98,27 @@ def test_masked_fill_and_clamp_in_place():
     assert x.tolist() == [[1.0, 0.0], [2.0, 0.0]]
     assert nv.masked_fill(x, nv.tensor([True, False]), nv.tensor(7.0)).tolist() == [[7.0, 0.0],
                                                                                  [7.0, 0.0]]
+
+
+def test_inplace_add_through_repeated_indices_adds_once():
+    """``y[i] += v`` reads y[i], adds, and assigns back: a repeated index is one element
+    updated once (numpy and PyTorch), not once per repeat (it was summed)."""
+    y = nv.tensor([1.0, 2.0, 3.0])
+    y[[0, 0]] += 1
+    assert y.tolist() == [2.0, 2.0, 3.0]
+    y[nv.tensor([2, 2, 2]) * 1] *= 10
+    assert y.tolist() == [2.0, 2.0, 30.0]
+    m = nv.zeros(2, 3)
+    row = m[1]
+    row[nv.tensor([2, 2])] += 5          # through a view: writes into m
+    assert m.tolist() == [[0.0, 0.0, 0.0], [0.0, 0.0, 5.0]]
+
+
+def test_index_put_in_place_rebinds_and_writes_through_views():
+    m = nv.zeros(2, 3)
+    row = m[0]
+    alias = row
+    out = row.index_put_((nv.tensor([1, 1]),), nv.tensor([4.0, 6.0]), accumulate=True)
+    assert out is alias and row.tolist() == [0.0, 10.0, 0.0]
+    row.index_put_((nv.tensor([1, 1]),), nv.tensor([4.0, 6.0]))      # the last value wins
+    assert m.tolist() == [[0.0, 6.0, 0.0], [0.0, 0.0, 0.0]]

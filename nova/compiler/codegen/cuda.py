@@ -19,8 +19,9 @@ Kernel bodies, by strategy:
   in double), as the CPU backend.
 - ``column`` (reductions keeping an inner axis): 32 x 8 blocks (32 x 32 for long
   reductions), partials met in shared memory in a fixed order.
-- ``lines`` (scatter_add): a warp per output line along the scatter dim; the lanes copy
-  the line, then lane 0 adds the updates in index order: deterministic, no atomics.
+- ``lines`` (scatter_add, scatter): a warp per output line along the scatter dim; the
+  lanes copy the line, then lane 0 applies the updates in index order (adds them, or
+  stores them so the last wins): deterministic, no atomics.
 - ``mma_tf32`` (float32/float16/bfloat16 matmul): block tile BM x BN x BK in a
   ``stages``-deep shared-memory ring; warps own MI x NI tiles of
   ``mma.sync.m16n8k8.row.col.f32.tf32.tf32.f32``; operands that are strided views of a
@@ -31,7 +32,7 @@ Kernel bodies, by strategy:
   (``cuda_gemm``).
 - ``simt`` (float64/integer matmul): 16 x 16 shared-memory tiles, one output per thread.
 
-Index errors (gather, scatter_add) and integer division by zero set the module global
+Index errors (gather, scatter, wrap_index) and integer division by zero set the module global
 ``nova_error_flag`` (see ``cuda_prelude``); indices are clamped so no access strays.
 
 Launch contract for the runtime: every buffer 16-byte aligned (CuPy's pool gives 256;
@@ -281,8 +282,9 @@ def _elementwise(e: CEmitter, cfg: LaunchConfig) -> None:
 
 def _scatter(e: CEmitter, cfg: LaunchConfig) -> None:
     """A warp per output line along the scatter dim: the 32 lanes copy the line, then
-    lane 0 adds the line's updates in index order (duplicates in the index hit the same
-    element one after another: deterministic, no atomics)."""
+    lane 0 applies the line's updates in index order (duplicates in the index hit the
+    same element one after another: deterministic, no atomics). ``scatter_add`` adds
+    them; ``scatter`` stores them, so the last update of an element wins."""
     sc = contraction(e.fusion)
     base, index, src = sc.operands
     d = sc.dim.value.data
@@ -317,10 +319,13 @@ def _scatter(e: CEmitter, cfg: LaunchConfig) -> None:
             e.line(f"if ({j} < 0 || {j} >= {out_shape[d]}LL) {{ nv_fail(); continue; }}")
             target = full(j)
             off = e.fresh("i64", e.linear(target, out_shape), "o")
-            old = e.fresh(COMPUTE[mlir], e.widen(f"out[{off}]", mlir), "old")
             value = e.emit(src, idx)
-            new = f"({old} || {value})" if mlir == "i1" else \
-                e.round_half(f"({old} + {value})", mlir)
+            if sc.name == "nova.scatter":
+                new = value
+            else:
+                old = e.fresh(COMPUTE[mlir], e.widen(f"out[{off}]", mlir), "old")
+                new = f"({old} || {value})" if mlir == "i1" else \
+                    e.round_half(f"({old} + {value})", mlir)
             e.store(new, "out", off, mlir)
         e.line("__syncwarp();")
     assert e.root is sc.results[0], "scatter kernels have no epilogue (fusion never adds one)"

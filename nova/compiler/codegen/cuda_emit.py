@@ -264,6 +264,8 @@ class CEmitter:
         if name == "gather":
             return self._gather(op, idx)
         args = [self.emit(v, idx) for v in op.operands]
+        if name == "wrap_index":
+            return self._wrap_index(op, args[0], mlir)
         if name == "cast":
             return self.cast(args[0], mlir_of(op.operands[0]), mlir)
         if name == "compare":
@@ -379,6 +381,14 @@ class CEmitter:
         sub = list(idx)
         sub[d] = f"({bad} ? 0LL : {j})"
         return self.emit(op.operands[0], sub)
+
+    def _wrap_index(self, op: Operation, i: str, mlir: str) -> str:
+        """``i + size`` where ``i < 0``; outside ``[-size, size)`` the kernel fails and the
+        value is 0, so the kernels reading it do not report the same error again."""
+        size = op.size.value.data
+        bad = self.fresh("bool", f"({i} < -{size}LL || {i} >= {size}LL)", "bad")
+        self.line(f"if ({bad}) nv_fail();")
+        return f"(({COMPUTE[mlir]})({bad} ? 0LL : {i} < 0 ? {i} + {size}LL : {i}))"
 
     def _philox_uniform(self, op: Operation, idx: list[str], mlir: str) -> str:
         seed = self.emit(op.operands[0], ["0"])

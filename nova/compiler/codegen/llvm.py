@@ -3,7 +3,7 @@
 Every kernel becomes ``i32 <name>(i8** buffers, i64 start, i64 end)``: ``buffers`` holds
 the kernel's inputs, its output and (for some reductions) a scratch buffer; the kernel
 computes the part ``[start, end)`` of its parallel dimension, so the runtime can split it
-across threads. It returns 0, or 1 if an index (gather, scatter_add) was out of range
+across threads. It returns 0, or 1 if an index (gather, scatter, wrap_index) was out of range
 or an integer division by zero occurred — checked, never undefined behaviour.
 
 Values are computed by ``Emitter.emit(value, index)``: the value of an SSA value of the
@@ -331,6 +331,8 @@ class Emitter:
         if name == "gather":
             return self._gather(op, idx)
         args = [self.emit(v, idx) for v in op.operands]
+        if name == "wrap_index":
+            return self._wrap_index(op, args[0], ty)
         if name == "cast":
             return self.cast(args[0], _mlir(op.operands[0]), mlir)
         if name == "compare":
@@ -594,6 +596,17 @@ class Emitter:
         sub = list(idx)
         sub[d] = b.select(bad, c64(0), i)
         return self.emit(op.operands[0], sub)
+
+    def _wrap_index(self, op: Operation, i: ir.Value, ty: ir.IntType) -> ir.Value:
+        """``i + size`` where ``i < 0``; outside ``[-size, size)`` the kernel fails and the
+        value is 0, so the kernels reading it do not report the same error again."""
+        b = self.b
+        size = ir.Constant(ty, op.size.value.data)
+        zero = ir.Constant(ty, 0)
+        bad = b.or_(b.icmp_signed("<", i, b.neg(size)), b.icmp_signed(">=", i, size))
+        self.fail_if(bad)
+        wrapped = b.select(b.icmp_signed("<", i, zero), b.add(i, size), i)
+        return b.select(bad, zero, wrapped)
 
     def _philox_uniform(self, op: Operation, idx: list[ir.Value], mlir: str) -> ir.Value:
         """Philox4x32-10 of counter (i, offset) and key seed, as in nova/runtime/philox.py."""
@@ -1354,12 +1367,16 @@ def _matmul_tiled(e: Emitter) -> None:
 
 
 def _scatter(e: Emitter) -> None:
+    """Copy the input, then apply the updates in index order on one thread (the plan
+    never splits a scatter): ``scatter_add`` adds them (or on i1), ``scatter`` stores
+    them, so the last update of an element wins."""
     plan = e.plan
     sc = contraction(e.fusion)
     base, index, src = sc.operands
     d = sc.dim.value.data
     out_shape, out_dtype = plan.out
     mlir = out_dtype.mlir
+    overwrite = sc.name == "nova.scatter"
     b = e.b
 
     def copy(idx: list[ir.Value]) -> None:
@@ -1382,7 +1399,12 @@ def _scatter(e: Emitter) -> None:
         off = e.linear(b, target, out_shape)
         value = e.emit(src, idx)
         old = e.load(e.out_ptr, off, mlir)
-        new = b.fadd(old, value) if not isinstance(old.type, ir.IntType) else b.add(old, value)
+        if overwrite:
+            new = value
+        elif mlir == "i1":
+            new = b.or_(old, value)
+        else:
+            new = b.fadd(old, value) if not isinstance(old.type, ir.IntType) else b.add(old, value)
         new = b.select(bad, old, e.round_half(new, mlir))
         e.store(new, e.out_ptr, off, mlir)
 

@@ -25,7 +25,8 @@ Strategies:
 - ``matmul`` otherwise: one output row at a time, parallel over (batch, M). ``ikj`` order (a row of
   B is contiguous in j) accumulates an N-wide row; ``dot`` order (B is transposed, so
   contiguous in k) takes dot products. The epilogue runs over the finished row.
-- ``scatter``: copy, then accumulate serially (duplicates must not race).
+- ``scatter``: copy, then apply the updates serially in index order (duplicates must not
+  race, and the last write of ``nova.scatter`` must be the last in order).
 """
 from __future__ import annotations
 
@@ -122,7 +123,8 @@ def reductions(fusion: nd.FusionOp) -> list[Operation]:
 
 def contraction(fusion: nd.FusionOp) -> Operation | None:
     for op in fusion.body.block.ops:
-        if op.name in ("nova.reduce_sum", "nova.reduce_max", "nova.matmul", "nova.scatter_add"):
+        if op.name in ("nova.reduce_sum", "nova.reduce_max", "nova.matmul", "nova.scatter_add",
+                       "nova.scatter"):
             return op
     return None
 

@@ -16,7 +16,7 @@ Otherwise its value is materialized and it roots a kernel of its own. So:
   and layer_norm become one kernel making a few passes over each row;
 - a matmul absorbs movement ops on its operands (transposed operands are read in place)
   and its elementwise epilogue (bias, activation, residual, scale);
-- ``scatter_add`` is a kernel of its own.
+- ``scatter_add`` and ``scatter`` are kernels of their own.
 
 Each kernel has exactly one output, its root. An op whose consumers are all in kernel K
 joins K, so the only value leaving K is the root's; this also makes the kernel graph
@@ -33,7 +33,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from nova.compiler import dialect as nd
 
 ROOT_KINDS = {"reduce_sum": "reduce", "reduce_max": "reduce", "matmul": "matmul",
-              "scatter_add": "scatter"}
+              "scatter_add": "scatter", "scatter": "scatter"}
 MOVEMENT = {"broadcast_in_dim", "reshape", "transpose", "slice"}
 FREE = MOVEMENT | {"constant", "iota"}
 

@@ -231,19 +231,26 @@ def checked_scalar(value: Any, dtype: DType, op: str) -> builtins.int | builtins
 
 
 def wrapped_scalar(value: Any, dtype: DType, op: str) -> builtins.int | builtins.float:
-    """``value`` converted the way PyTorch converts a Python number that meets a tensor
-    in a binary op (``x + 2**40``, ``x < 1e300``): ints outside [-2**63, 2**64) raise,
-    other ints wrap modulo 2**bits into an integer dtype (torch: int32 + 2**32 adds 0),
-    floats are kept and round to the dtype in the step (1e300 is inf in float32)."""
+    """``value`` converted for a binary op with a tensor of ``dtype`` (``x + 2**40``,
+    ``x < 1e300``): ints outside [-2**63, 2**64) raise (as in PyTorch); an int that an
+    integer dtype cannot hold raises too, where PyTorch wraps it modulo 2**bits
+    (``int32 + 2**32`` adding 0, ``int32 == 2**32`` true for zeros: wrong numbers, so
+    Nova refuses them, as numpy 2 does; convert the tensor first); floats are kept and
+    round to the dtype in the step (1e300 is inf in float32, as in PyTorch)."""
     if dtype.category == BOOL:
         return builtins.int(builtins.bool(value))
     if _is_int(value):
         v = builtins.int(value)
         _scalar_int_range(v, dtype, op)
         if dtype.category == INT:
-            bits = 8 * dtype.itemsize
-            v &= (1 << bits) - 1
-            return v - (1 << bits) if v >> (bits - 1) else v
+            lo, hi = int_bounds(dtype)
+            if not lo <= v <= hi:
+                raise DTypeOverflowError(
+                    f"{op}: Python integer {v} is out of range for a {dtype.name} tensor "
+                    f"(valid: [{lo}, {hi}]); PyTorch would wrap it modulo 2**"
+                    f"{8 * dtype.itemsize}, Nova refuses: convert the tensor first, e.g. "
+                    f"x.to(nv.int64)")
+            return v
         return builtins.float(v)
     if dtype.category == INT:
         return checked_scalar(value, dtype, op)

@@ -304,6 +304,10 @@ def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
     _check_tensor("clamp", x)
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
+    if x.dtype.category == dt.INT:     # an int bound the dtype cannot hold: name clamp
+        for bound in (min, max):
+            if isinstance(bound, (builtins.int, np.integer)) and not isinstance(bound, builtins.bool):
+                dt.wrapped_scalar(bound, x.dtype, "clamp")
     out = x
     if min is not None:
         out = _select("clamp", lt(out, min), min, out)

@@ -91,17 +91,20 @@ def test_constants_at_the_edge_of_their_dtype_are_exact():
     assert nv.full((1,), 2**40, dtype=nv.bool).tolist() == [True]
 
 
-def test_python_numbers_in_binary_ops_convert_as_in_torch():
-    """A Python number meeting a tensor converts as PyTorch's wrapped numbers do: ints
-    wrap into an integer dtype, floats round (to inf past the range); before, an int32
-    tensor plus 2**40 leaked an xDSL VerifyException when realized."""
+def test_python_numbers_in_binary_ops_never_wrap():
+    """A Python int meeting an integer tensor must fit its dtype: PyTorch wraps it
+    modulo 2**bits (int32 + 2**40 adds 0; zeros == 2**32 is all true), a wrong number,
+    so Nova raises at the user's line, as numpy 2 does (before: an xDSL VerifyException
+    at realization). Floats round to the dtype as in PyTorch (to inf past the range)."""
     i32 = nv.ones(2, dtype=nv.int32)
-    assert (i32 + 2**40).tolist() == [1, 1]                      # torch: [1, 1]
-    assert (i32 + 2**31).tolist() == [-2**31 + 1] * 2            # torch wraps too
-    assert (i32 * 2**31).tolist() == [-2**31] * 2
-    assert (nv.zeros(2, dtype=nv.int32) == 2**32).tolist() == [True, True]
-    assert (i32 < 2**40).tolist() == [False, False]
-    assert (nv.ones(2, dtype=nv.int64) + 2**63).tolist() == [-2**63 + 1] * 2
+    for make in (lambda: i32 + 2**40, lambda: i32 + 2**31, lambda: i32 * 2**31,
+                 lambda: nv.zeros(2, dtype=nv.int32) == 2**32, lambda: i32 < 2**40,
+                 lambda: nv.ones(2, dtype=nv.int64) + 2**63, lambda: i32 - (-2**31 - 1)):
+        with pytest.raises(DTypeOverflowError, match=r"out of range for a int(32|64) "
+                                                     r"tensor.*x\.to\(nv\.int64\)"):
+            make()
+    assert (i32 + (2**31 - 1)).tolist() == [-2**31] * 2      # in range: int32 arithmetic
+    assert (i32.to(nv.int64) + 2**40).tolist() == [2**40 + 1] * 2
     assert (nv.zeros(2) + 2**63).tolist() == [2.0**63] * 2
     assert (nv.ones(2) + 1e300).tolist() == [np.inf] * 2
     assert (nv.ones(2, dtype=nv.float16) * 1e10).tolist() == [np.inf] * 2

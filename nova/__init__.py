@@ -22,9 +22,10 @@ from nova.tensor.ops import (
     abs, add, allclose, amax, amin, argmax, argmin, bmm, clamp, clip, cos, div, eq, erf,
     exp, gather, ge, gelu, gt, isinf, isnan, le, log, log_softmax, logical_and,
     logical_not, logical_or, logsumexp, lt, masked_fill, matmul, max, maximum, mean, min,
-    minimum, mm, mul, ne, neg, one_hot, pow, reciprocal, relu, rsqrt, scatter_add,
+    minimum, mm, mul, ne, neg, one_hot, pow, reciprocal, relu, rsqrt, scatter, scatter_add,
     sigmoid, silu, sin, softmax, sqrt, square, std, sub, sum, tanh, tril, triu, var, where,
 )
+from nova.tensor.indexing import index_put
 from nova.tensor.random import Generator, default_generator, manual_seed
 from nova.tensor.realize import RealizationError, realize
 from nova.runtime.engine import engine, get_engine, get_remat, set_engine, set_remat

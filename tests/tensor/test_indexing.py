@@ -316,3 +316,12 @@ def test_scatter_last_update_in_index_order_wins():
     assert x.scatter(0, idx * 1, src).tolist() == [[3.0, 0.0], [0.0, 6.0], [5.0, 0.0]]
     assert nv.zeros(2, 3).scatter(1, nv.tensor([[2, 2], [0, 1]]), -1.0).tolist() == [
         [0.0, 0.0, -1.0], [-1.0, -1.0, 0.0]]
+
+
+def test_index_put_and_scatter_are_also_functions_as_in_torch():
+    x = nv.zeros(4)
+    assert nv.index_put(x, (nv.tensor([1, 1]),), nv.tensor([2.0, 3.0])).tolist() == \
+        [0.0, 3.0, 0.0, 0.0]                       # one write wins: the last, as numpy
+    assert nv.index_put(x, (nv.tensor([1, 1]),), nv.tensor([2.0, 3.0]),
+                        accumulate=True).tolist() == [0.0, 5.0, 0.0, 0.0]
+    assert nv.scatter(x, 0, nv.tensor([0, 2]), 7.0).tolist() == [7.0, 0.0, 7.0, 0.0]

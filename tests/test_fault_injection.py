@@ -19,6 +19,7 @@ import pytest
 
 import nova as nv
 from nova.runtime import threads
+from nova.compiler.codegen.pool import OPEN
 from nova.runtime.threads import WorkerPool, ranges_array
 from tests.runtime.test_threads import _counting_kernel, _dispatch
 
@@ -55,9 +56,9 @@ def two_threads(request):
 def test_an_interrupt_between_launch_and_join_leaves_the_pool_in_step(
         spin_seconds, where, watchdog):
     """KeyboardInterrupt right after the chunks are handed out (before sleeping workers
-    are woken, or before the caller joins): the pool drains the abandoned job before
-    ``run`` returns -- its workers' chunks done, the caller's never run -- and every
-    later job counts each element exactly once."""
+    are woken, or before the caller joins): the pool finishes the abandoned job before
+    ``run`` returns -- every chunk counted once, the caller's too -- and every later job
+    counts each element exactly once."""
     pool = WorkerPool(3, spin_seconds=spin_seconds)
     fn, address = _counting_kernel()
     out = np.zeros(997, np.int64)
@@ -70,6 +71,7 @@ def test_an_interrupt_between_launch_and_join_leaves_the_pool_in_step(
         raise KeyboardInterrupt
 
     def interrupt_before_join(state):
+        pool._join = real_join                 # once: the recovery's join is real
         raise KeyboardInterrupt
 
     try:
@@ -85,12 +87,79 @@ def test_an_interrupt_between_launch_and_join_leaves_the_pool_in_step(
                 pool.run(fn, address, ctypes.addressof(table),
                          ranges_array([(0, 300), (300, 600), (600, 997)]), 3)
             pool._launch, pool._join = real_launch, real_join
-            np.testing.assert_array_equal(out[300:], 1)    # drained before returning
-            np.testing.assert_array_equal(out[:300], 0)    # the caller's chunk: abandoned
+            np.testing.assert_array_equal(out, 1)          # finished before returning
+            assert pool.words[OPEN] == 0
             _dispatch(pool, 60, seed=11)
     finally:
         pool._launch, pool._join = real_launch, real_join
         pool.close()
+
+
+def test_a_recovery_interrupted_too_is_finished_by_the_next_job(watchdog):
+    """The job's recovery (join) interrupted as well: the next job finds the pool's
+    ``OPEN`` word set, waits for the old job's workers (without running the caller's
+    chunk, whose buffers may be gone), and then counts exactly."""
+    pool = WorkerPool(3, spin_seconds=0.0)
+    fn, address = _counting_kernel()
+    out = np.zeros(997, np.int64)
+    flag = np.array([-1], np.int64)
+    table = (ctypes.c_void_p * 2)(out.ctypes.data, flag.ctypes.data)
+    real_join = pool._join
+
+    def interrupted(state):
+        raise KeyboardInterrupt
+    try:
+        pool._join = interrupted               # the join and the recovery's join
+        with pytest.raises(KeyboardInterrupt):
+            pool.run(fn, address, ctypes.addressof(table),
+                     ranges_array([(0, 300), (300, 600), (600, 997)]), 3)
+        pool._join = real_join
+        assert pool.words[OPEN] == 1
+        _dispatch(pool, 30, seed=12)
+        assert pool.words[OPEN] == 0
+        np.testing.assert_array_equal(out[300:], 1)    # the old job's workers: done once
+    finally:
+        pool._join = real_join
+        pool.close()
+
+
+def test_an_interrupted_team_kernel_does_not_deadlock(monkeypatch, watchdog):
+    """A product whose threads share one packed B panel (their chunks meet at barriers
+    for every member) interrupted between launch and join: the recovery runs the
+    caller's chunk too, so the workers get past their barriers; later products are
+    right."""
+    from nova.compiler import configurator
+    monkeypatch.setattr(configurator, "SHARED_B_MIN_CORES", 1)
+    prev = nv.get_num_threads()
+    nv.set_num_threads(2)
+    nv.debug.reset_cache()
+    try:
+        rng = np.random.default_rng(3)
+        a = rng.standard_normal((768, 512)).astype(np.float32)
+        b = rng.standard_normal((512, 768)).astype(np.float32)
+        xa, xb = nv.from_numpy(a), nv.from_numpy(b)
+        assert "share the packed B panel" in nv.debug.dump_ir(xa @ xb, stage="fused")
+        ref = a.astype(np.float64) @ b
+        np.testing.assert_allclose((xa @ xb).numpy(), ref, rtol=1e-3, atol=1e-2)
+        pool = threads.pool()
+        real_join, calls = pool._join, []
+
+        def interrupt_once(state):
+            calls.append(state)
+            if len(calls) == 1:
+                raise KeyboardInterrupt
+            return real_join(state)
+        pool._join = interrupt_once
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                (xa @ xb).numpy()
+        finally:
+            pool._join = real_join
+        assert len(calls) == 2 and pool.words[OPEN] == 0    # recovered by a real join
+        np.testing.assert_allclose((xa @ xb).numpy(), ref, rtol=1e-3, atol=1e-2)
+    finally:
+        nv.set_num_threads(prev)
+        nv.debug.reset_cache()
 
 
 # ---------------------------------------------------------------- realizations
@@ -223,10 +292,13 @@ def test_threads_running_the_same_structure_get_their_own_results(watchdog):
 
 def test_threads_training_different_models_match_one_thread():
     """Two threads each train their own small model (different structures) for a few
-    AdamW steps; each ends with exactly the weights it gets alone."""
-    def train(width: int) -> np.ndarray:
-        nv.manual_seed(0)
-        model = nv.nn.Sequential(nv.nn.Linear(8, width), nv.nn.GELU(), nv.nn.Linear(width, 4))
+    AdamW steps; each ends with exactly the weights it gets alone. (The generator is
+    process-wide, as torch's: the models are built and seeded in this thread.)"""
+    def build(width: int) -> nv.nn.Module:
+        nv.manual_seed(width)
+        return nv.nn.Sequential(nv.nn.Linear(8, width), nv.nn.GELU(), nv.nn.Linear(width, 4))
+
+    def train(model: nv.nn.Module, width: int) -> np.ndarray:
         opt = nv.optim.AdamW(model.parameters(), lr=1e-2)
         rng = np.random.default_rng(width)
         for _ in range(6):
@@ -239,11 +311,11 @@ def test_threads_training_different_models_match_one_thread():
         return np.concatenate([p.numpy().ravel() for p in model.parameters()])
 
     widths = (16, 24)
-    alone = {wd: train(wd) for wd in widths}
+    alone = {wd: train(build(wd), wd) for wd in widths}
+    models = {wd: build(wd) for wd in widths}
     together: dict[int, np.ndarray] = {}
-    # The generator is process-wide (as torch's): seeding in each thread at once would
-    # interleave draws, so the initial weights are drawn before the threads start.
-    errors = _run_threads(lambda i: together.__setitem__(widths[i], train(widths[i])), 2)
+    errors = _run_threads(
+        lambda i: together.__setitem__(widths[i], train(models[widths[i]], widths[i])), 2)
     assert errors == []
     for wd in widths:
         np.testing.assert_array_equal(together[wd], alone[wd])

@@ -70,16 +70,18 @@ class Executable:
             self.runs += 1
             self.last_arg_bytes = [b.nbytes for b in buffers]   # sizes only: none kept alive
             self.last_roles, self.last_donated = list(roles), donated
-            if self.engine in _PLANNED:
-                return self._program(buffers, donated)
-            return self._program(buffers)
-
-    @property
-    def overwrote_donated(self) -> bool:
-        """Whether the latest run had begun writing results over donated buffers (so a
-        failure or interrupt there leaves their old values lost). Engines that do not
-        track it answer True."""
-        return getattr(self._program, "overwrote_donated", True)
+            try:
+                if self.engine in _PLANNED:
+                    return self._program(buffers, donated)
+                return self._program(buffers)
+            except Exception as e:
+                # Read under the lock: another thread's run would reset it.
+                try:
+                    e.nova_overwrote_donated = bool(donated) and getattr(
+                        self._program, "overwrote_donated", True)
+                except AttributeError:     # an exception without a __dict__: "lost"
+                    pass
+                raise
 
     def memory_report(self):
         """Peak bytes of this step and what holds them (cpu, cuda; after a run)."""
@@ -89,3 +91,10 @@ class Executable:
             raise ValueError("memory_report: the step has not run yet")
         return self._program.memory_report(self.last_arg_bytes, self.last_roles,
                                            self.last_donated)
+
+
+def overwrote_donated(error: BaseException) -> bool:
+    """Whether the run that raised ``error`` had begun writing results over donated
+    buffers (their old values are then lost). Engines that do not track it (and errors
+    that did not come from a run) answer True."""
+    return getattr(error, "nova_overwrote_donated", True)

@@ -47,6 +47,7 @@ from nova.compiler.codegen.pool import (
     DONE,
     IDLE,
     LINE,
+    OPEN,
     SEEN,
     TICKET,
     X86,
@@ -120,7 +121,7 @@ class WorkerPool:
         self.state = ctypes.cast(aligned, _i64p)
         self._wake = threading.Condition()
         self._busy = threading.Lock()
-        self._open = False   # a job was (or may have been) launched and not yet joined
+        self._team_job = False   # whether the latest job launched was a team's (shared B)
         if spin_seconds is None and threads > usable_cores():
             spin_seconds = 0.0     # more threads than cores: spinning would steal them
         self._spin = _spin_units(spin_seconds)
@@ -162,47 +163,71 @@ class WorkerPool:
             table = ctypes.cast(args_address, ctypes.POINTER(ctypes.c_void_p))
             return max(fn(table, ranges[2 * i], ranges[2 * i + 1]) for i in range(n))
         try:
-            if self._open:       # an earlier job was abandoned by an exception
-                self._drain()
+            if self.words[OPEN]:     # abandoned earlier, and its recovery interrupted too
+                self._recover(caller_alive=False)
             if team is not None:
                 team[TEAM_MEMBERS], team[TEAM_ARRIVED], team[TEAM_BARRIER] = n, 0, 0
-            self._open = True
+            self._team_job = team is not None
             if self._launch(self.state, fn_address, args_address, ranges, n):
                 with self._wake:
                     self._wake.notify_all()
-            rc = self._join(self.state)
-            self._open = False
-            return rc
+            return self._join(self.state)
         finally:
-            if self._open:       # interrupted between launch and join (Ctrl-C)
-                with deferred_interrupt():
-                    self._drain()
-            self._busy.release()
+            try:
+                if self.words[OPEN]:     # interrupted between launch and join (Ctrl-C)
+                    self._recover(caller_alive=True)
+            finally:
+                self._busy.release()
 
-    def _drain(self) -> None:
-        """Wait until the workers have finished the chunks of the last job launched,
-        without running the caller's chunk: the job was abandoned, but its workers may
-        still be writing into its buffers (which the caller is about to free or reuse),
-        and a worker still running it when the next job is launched would count its
-        chunk as done for that job. Sleeping workers are woken until they have run."""
-        words = self.words
-        expected = max(words[CHUNKS] - 1, 0)   # (0 chunks: no job was ever launched)
-        while words[DONE] != expected:
+    def _recover(self, caller_alive: bool) -> None:
+        """Finish a job abandoned between launch and join, with SIGINT held back.
+
+        ``OPEN`` (set by the native launch, cleared by the native join) says a job is in
+        flight, whatever Python line the interrupt hit. Its workers may still be
+        writing into its buffers, which the caller is about to free, and a worker still
+        on it when the next job is launched would count its chunk for that job; a
+        worker asleep when it was handed its chunk may not have been woken. So: wake
+        the sleepers, and -- while the caller's frames still hold the job's buffers
+        (``caller_alive``, the normal case) -- join, which also runs the caller's own
+        chunk (the members of a team kernel wait at barriers for every member). Only if
+        that recovery was itself interrupted, and the buffers are gone, does the next
+        job find ``OPEN`` still set: then the workers are only waited for (the caller's
+        chunk would write freed memory), which a team kernel's workers never finish."""
+        with deferred_interrupt():
             with self._wake:
                 self._wake.notify_all()
-            os.sched_yield()
-        self._open = False
+            if caller_alive:
+                self._join(self.state)
+                return
+            if self._team_job:
+                raise RuntimeError(
+                    "nova: a multi-threaded kernel was interrupted twice within a few "
+                    "microseconds and its worker threads cannot finish; results are safe, "
+                    "but parallel kernels need a new process (or nv.set_num_threads(1))")
+            words = self.words
+            while words[DONE] != words[CHUNKS] - 1:
+                with self._wake:
+                    self._wake.notify_all()
+                os.sched_yield()
+            words[OPEN] = 0
 
     def close(self) -> None:
-        """Stop and join the workers (at exit, on ``set_num_threads``)."""
+        """Stop and join the workers (at exit, on ``set_num_threads``). Workers stuck
+        in a twice-interrupted team kernel (``_recover``) are left to the process's end
+        (they are daemon threads) rather than waited for."""
         with self._busy:
-            if self._open:
-                self._drain()
+            stuck = False
+            if self.words[OPEN]:
+                try:
+                    self._recover(caller_alive=False)
+                except RuntimeError:
+                    stuck = True
             self._stop(self.state, self.threads)
             with self._wake:
                 self._wake.notify_all()
-            for t in self._workers:
-                t.join()
+            if not stuck:
+                for t in self._workers:
+                    t.join()
 
 
 def team_header(address: int) -> ctypes.Array:

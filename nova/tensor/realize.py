@@ -16,12 +16,13 @@ its op (an index out of range), the outputs that depend on that op are marked wi
 error, which they re-raise when asked for again. Any other failure of a step with
 several outputs (no memory for one huge tensor, a compiler error in one kernel) is
 isolated by realizing the outputs again in halves, so the tensors that can be computed
-are, and only the failing ones are poisoned; ``realize`` then raises only if a tensor
-it was asked for failed. Running out of memory poisons nothing: the value stays pending
-(ask again under a lower memory need) but is no longer computed unasked. Ctrl-C during a run abandons the step (its values stay
-pending and are computed by the next realization), except once the step has begun
-writing over donated buffers: then the interrupt is held until the step has finished
-and its results are bound (``nova.runtime.interrupts``).
+are; the failing ones stay pending (ask again once the cause is gone: a memory limit,
+say) but are no longer computed unasked, and ``realize`` raises only if a tensor it was
+asked for failed. Ctrl-C during a run abandons the step (its values stay pending and
+are computed by the next realization), except in a step that donates buffers: there the
+interrupt is held for the whole run and delivered once its results are bound
+(``nova.runtime.interrupts``), since a run stopped after its first write over a donated
+buffer could be neither resumed nor repeated.
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ from nova.compiler.irgen import build_module
 from nova.compiler.passes import optimize
 from nova.runtime.cache import CACHE
 from nova.runtime.engine import get_engine, get_remat
-from nova.runtime.executable import Executable
+from nova.runtime.executable import Executable, overwrote_donated
 from nova.runtime.interpreter import InterpreterError
 from nova.runtime.interrupts import deferred_interrupt
 from nova.tensor import dtypes as _dt
@@ -215,12 +216,15 @@ def realize(*tensors: Tensor) -> None:
 
 def _isolating(outputs: list[Node], run: Callable[[list[Node]], None],
                errors: dict[int, Exception]) -> None:
-    """``run(outputs)`` as one step; if it fails, poison exactly the outputs that fail.
+    """``run(outputs)`` as one step; if it fails, find exactly the outputs that fail.
 
-    A failure the step attributes (it poisoned some outputs itself) leaves the others to
-    run again as one step; an unattributed one splits the outputs in halves, down to
-    single outputs, which are poisoned with their own error. Each failure is recorded in
-    ``errors`` under the ids of the nodes it poisoned. The happy path is one step."""
+    A failure the step attributes (it poisoned the outputs that depend on the failing
+    op) leaves the others to run again as one step; an unattributed one (out of memory,
+    a compiler error) splits the outputs in halves, down to single outputs, which stay
+    pending: the cause may be transient or fixable (a memory limit, a debug directory),
+    and a poisoned value -- a parameter, say -- would be lost for good. Each failure is
+    recorded in ``errors`` under the ids of the nodes it failed. The happy path is one
+    step."""
     try:
         run(outputs)
         return
@@ -234,9 +238,7 @@ def _isolating(outputs: list[Node], run: Callable[[list[Node]], None],
         if len(rest) < len(outputs):
             groups = [rest]
         elif len(rest) == 1:
-            errors[id(rest[0])] = e
-            if not isinstance(e, MemoryError):
-                _poison(rest, (0,), f"{type(e).__name__}: {e}")
+            errors[id(rest[0])] = e     # still pending: see _forget_realized
             return
         else:
             groups = [rest[:len(rest) // 2], rest[len(rest) // 2:]]
@@ -275,14 +277,14 @@ def _run_step(graph: PendingGraph, outputs: list[Node], engine: str, device: str
         try:
             results = exe.run(buffers, donated, roles)
         except InterpreterError as e:
-            lost = bool(donated) and exe.overwrote_donated
+            lost = bool(donated) and overwrote_donated(e)
             failed = e.outputs if e.outputs is not None and not lost else range(len(outputs))
             _poison(outputs, tuple(failed), str(e) + (
                 " (every result of the step fails: it had started overwriting donated buffers)"
                 if lost else ""))
             raise RealizationError(str(e)) from e
         except Exception as e:
-            if donated and exe.overwrote_donated:
+            if donated and overwrote_donated(e):
                 _poison(outputs, tuple(range(len(outputs))),
                         f"{type(e).__name__}: {e} (every result of the step fails: it had "
                         "started overwriting donated buffers)")
@@ -292,10 +294,10 @@ def _run_step(graph: PendingGraph, outputs: list[Node], engine: str, device: str
 
 
 def _forget_realized(failed: dict[int, Exception] | None = None) -> None:
-    """Drop realized tensors from the live set, and those whose step failed: a value
-    that ran out of memory stays pending (it can be asked for again, say under another
-    remat mode or memory limit), but later realizations no longer compute it unasked,
-    so it cannot make them fail too."""
+    """Drop realized tensors from the live set, and those whose step failed without an
+    op to blame: such a value stays pending (it can be asked for again, say under
+    another remat mode or without a memory limit), but later realizations no longer
+    compute it unasked, so it cannot make them fail too."""
     for t in list(live_pending):
         n = t.node
         if n.realized or (failed and id(n) in failed):

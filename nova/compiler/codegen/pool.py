@@ -16,7 +16,9 @@ caller wakes them (see ``nova.runtime.threads``).
 State block: ``i64`` words in 64-byte lines, so a spinning worker polls a line only the
 caller writes to, and only between jobs:
 
-- line 0: ``[STOP]`` (1: workers exit), ``[CHUNKS]`` (n, chunks of the current job)
+- line 0: ``[STOP]`` (1: workers exit), ``[CHUNKS]`` (n, chunks of the current job),
+  ``[OPEN]`` (1 from a launch until its join has run the caller's chunk and collected
+  the workers': how the caller tells, after an interrupt, whether a job is in flight)
 - line 1: ``[DONE]``, chunks the workers finished in the current job
 - line 2 + t, per thread t (t = 0 is the caller): ``FN`` (the kernel's address),
   ``ARGS`` (its buffer table), ``START``, ``END``, ``TICKET`` (jobs handed to t),
@@ -51,7 +53,7 @@ from nova.compiler.lowering.plan import TEAM_BARRIER
 
 I32, I64 = ir.IntType(32), ir.IntType(64)
 LINE = 8                     # i64 words per 64-byte cache line
-STOP, CHUNKS = 0, 1
+STOP, CHUNKS, OPEN = 0, 1, 2
 DONE = LINE
 FN, ARGS, START, END, TICKET, SEEN, RC, IDLE = range(8)   # offsets in a thread's line
 YIELD_EVERY = 256            # spin steps between sched_yield calls (a power of two)
@@ -236,12 +238,14 @@ def _worker(module: ir.Module, pause: bool) -> None:
 def _launch(module: ir.Module, pause: bool) -> None:
     """``i64 nova_pool_launch(i64* state, i64 fn, i64 args, i64* ranges, i64 n)``:
     hand chunks 1..n-1 (``ranges``: start, end pairs) to workers 1..n-1, keep chunk 0
-    for ``nova_pool_join``, and return how many of those workers are asleep."""
+    for ``nova_pool_join``, set ``OPEN``, and return how many of those workers are
+    asleep."""
     fn = ir.Function(module, ir.FunctionType(
         I64, [I64.as_pointer(), I64, I64, I64.as_pointer(), I64]), name="nova_pool_launch")
     h = _Builder(module, fn, pause)
     b = h.b
     kernel, args, ranges, n = fn.args[1:]
+    h.store(1, h.word(OPEN))
     h.store(n, h.word(CHUNKS))
     h.store(0, h.word(DONE), "monotonic")
     asleep = b.alloca(I64)
@@ -260,7 +264,7 @@ def _launch(module: ir.Module, pause: bool) -> None:
 
 def _join(module: ir.Module, pause: bool) -> None:
     """``i32 nova_pool_join(i64* state)``: run chunk 0 of the launched job, wait for the
-    workers' n - 1 chunks, return the largest return code."""
+    workers' n - 1 chunks, clear ``OPEN``, return the largest return code."""
     fn = ir.Function(module, ir.FunctionType(I32, [I64.as_pointer()]), name="nova_pool_join")
     h = _Builder(module, fn, pause)
     b = h.b
@@ -281,6 +285,7 @@ def _join(module: ir.Module, pause: bool) -> None:
     with _counted(b, ir.Constant(I64, 1), n) as t:
         other, old = h.load(h.field(t, RC)), b.load(rc)
         b.store(b.select(b.icmp_unsigned(">", other, old), other, old), rc)
+    h.store(0, h.word(OPEN))
     b.ret(b.trunc(b.load(rc), I32))
 
 

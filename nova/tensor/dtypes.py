@@ -230,12 +230,13 @@ def checked_scalar(value: Any, dtype: DType, op: str) -> builtins.int | builtins
     return f
 
 
-def wrapped_scalar(value: Any, dtype: DType, op: str) -> builtins.int | builtins.float:
+def operand_scalar(value: Any, dtype: DType, op: str) -> builtins.int | builtins.float:
     """``value`` converted for a binary op with a tensor of ``dtype`` (``x + 2**40``,
     ``x < 1e300``): ints outside [-2**63, 2**64) raise (as in PyTorch); an int that an
     integer dtype cannot hold raises too, where PyTorch wraps it modulo 2**bits
-    (``int32 + 2**32`` adding 0, ``int32 == 2**32`` true for zeros: wrong numbers, so
-    Nova refuses them, as numpy 2 does; convert the tensor first); floats are kept and
+    (``int32 + 2**32`` adding 0: a wrong number, so Nova refuses it, as numpy 2 does for
+    arithmetic; convert the tensor first -- comparisons with such an int are answered
+    before this, see ``ops._compare_beyond_range``); floats are kept and
     round to the dtype in the step (1e300 is inf in float32, as in PyTorch)."""
     if dtype.category == BOOL:
         return builtins.int(builtins.bool(value))

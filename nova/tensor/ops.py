@@ -68,9 +68,9 @@ def full_const(value: Any, shape: tuple[int, ...], dtype: dt.DType, op: str = "f
 
 
 def _operand_const(value: Any, shape: tuple[int, ...], dtype: dt.DType, op: str) -> Tensor:
-    """A Python number meeting a tensor in a binary op, converted as PyTorch converts
-    it: ints wrap into an integer dtype and floats round (``dtypes.wrapped_scalar``)."""
-    return prim("constant", [], {"value": dt.wrapped_scalar(value, dtype, op)}, shape, dtype)
+    """A Python number meeting a tensor in a binary op: floats round to the dtype as in
+    PyTorch, ints must fit it (``dtypes.operand_scalar``)."""
+    return prim("constant", [], {"value": dt.operand_scalar(value, dtype, op)}, shape, dtype)
 
 
 def cast(x: Tensor, dtype: dt.DType) -> Tensor:
@@ -307,7 +307,7 @@ def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
     if x.dtype.category == dt.INT:     # an int bound the dtype cannot hold: name clamp
         for bound in (min, max):
             if isinstance(bound, (builtins.int, np.integer)) and not isinstance(bound, builtins.bool):
-                dt.wrapped_scalar(bound, x.dtype, "clamp")
+                dt.operand_scalar(bound, x.dtype, "clamp")
     out = x
     if min is not None:
         out = _select("clamp", lt(out, min), min, out)
@@ -359,8 +359,41 @@ def masked_fill(x: Tensor, mask: Tensor, value: Any) -> Tensor:
 # ---------------------------------------------------------------- comparisons, logic
 
 def _compare(direction: str, a: Any, b: Any) -> Tensor:
+    folded = _compare_beyond_range(direction, a, b)
+    if folded is not None:
+        return folded
     x, y = operands(direction, a, b)
     return prim("compare", [x, y], {"direction": direction}, x.shape, dt.bool_)
+
+
+_MIRROR = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
+
+
+def _compare_beyond_range(direction: str, a: Any, b: Any) -> Tensor | None:
+    """``int32_tensor < 2**40`` and the like: a Python int beyond the integer tensor's
+    range cannot be converted to its dtype (arithmetic with it raises), but every
+    comparison with it has one answer for all elements, which numpy 2 gives too (PyTorch
+    wraps the number and answers wrongly). None when the comparison is an ordinary one."""
+    if isinstance(a, Tensor) and _is_python_int(b):
+        t, v = a, builtins.int(b)
+    elif isinstance(b, Tensor) and _is_python_int(a):
+        t, v, direction = b, builtins.int(a), _MIRROR[direction]   # v op t == t op' v
+    else:
+        return None
+    if t.dtype.category != dt.INT:
+        return None
+    lo, hi = dt.int_bounds(t.dtype)
+    if lo <= v <= hi:
+        return None
+    above = v > hi                     # every element is below v (else above it)
+    answer = {"lt": above, "le": above, "gt": not above, "ge": not above,
+              "eq": False, "ne": True}[direction]
+    return full_const(answer, t.shape, dt.bool_)
+
+
+def _is_python_int(v: Any) -> builtins.bool:
+    return isinstance(v, (builtins.int, np.integer)) and not isinstance(v, (builtins.bool,
+                                                                            np.bool_))
 
 
 def lt(a: Any, b: Any) -> Tensor: return _compare("lt", a, b)

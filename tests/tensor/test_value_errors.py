@@ -98,8 +98,8 @@ def test_python_numbers_in_binary_ops_never_wrap():
     at realization). Floats round to the dtype as in PyTorch (to inf past the range)."""
     i32 = nv.ones(2, dtype=nv.int32)
     for make in (lambda: i32 + 2**40, lambda: i32 + 2**31, lambda: i32 * 2**31,
-                 lambda: nv.zeros(2, dtype=nv.int32) == 2**32, lambda: i32 < 2**40,
-                 lambda: nv.ones(2, dtype=nv.int64) + 2**63, lambda: i32 - (-2**31 - 1)):
+                 lambda: nv.ones(2, dtype=nv.int64) + 2**63, lambda: i32 - (-2**31 - 1),
+                 lambda: nv.maximum(i32, 2**40)):
         with pytest.raises(DTypeOverflowError, match=r"out of range for a int(32|64) "
                                                      r"tensor.*x\.to\(nv\.int64\)"):
             make()
@@ -109,6 +109,20 @@ def test_python_numbers_in_binary_ops_never_wrap():
     assert (nv.ones(2) + 1e300).tolist() == [np.inf] * 2
     assert (nv.ones(2, dtype=nv.float16) * 1e10).tolist() == [np.inf] * 2
     assert (i32 / 2**40).dtype == nv.float32
+
+
+def test_comparisons_with_ints_beyond_the_dtype_have_numpys_answer():
+    """Every element of an int32 tensor is below 2**40 and above -2**40: numpy 2 says so,
+    PyTorch wraps the number and says otherwise (zeros == 2**32 all true)."""
+    z = nv.tensor([0, -5, 7], dtype=nv.int32)
+    a = np.array([0, -5, 7], np.int32)
+    for big in (2**32, 2**40, -2**40, 2**63, -2**63):
+        for name in ("lt", "le", "gt", "ge", "eq", "ne"):
+            op = getattr(np, {"lt": "less", "le": "less_equal", "gt": "greater",
+                              "ge": "greater_equal", "eq": "equal", "ne": "not_equal"}[name])
+            assert getattr(nv, name)(z, big).tolist() == op(a, big).tolist(), (name, big)
+            assert getattr(nv, name)(big, z).tolist() == op(big, a).tolist(), (name, big)
+    assert ((z < 2**40) & (z > 1)).tolist() == [False, False, True]
 
 
 @pytest.mark.parametrize("value", [2**64, -2**63 - 1, 2**200])

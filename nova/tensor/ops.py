@@ -768,8 +768,7 @@ def one_hot(x: Tensor, num_classes: builtins.int = -1) -> Tensor:
     if isinstance(num_classes, builtins.bool) or not hasattr(num_classes, "__index__"):
         raise TypeError(f"one_hot: num_classes must be an int, got {num_classes!r}")
     num_classes = operator.index(num_classes)
-    buf = x.node.buffer              # values already on the host are checked now
-    values = buf if isinstance(buf, np.ndarray) else None
+    values = known_index_values(x)   # values already on the host are checked now
     if num_classes == -1:
         if not x.numel():
             raise ValueError("one_hot: cannot infer the number of classes from an empty "

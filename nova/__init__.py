@@ -5,13 +5,13 @@
 from nova import autograd, cuda, debug, nn, optim
 
 from nova.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from nova.tensor import dtypes as _dt
+from nova.core import dtypes as _dt
 from nova.tensor.creation import (
     arange, empty, empty_like, eye, from_numpy, full, full_like, linspace, ones, ones_like,
     rand, rand_like, randint, randn, randn_like, tensor, zeros, zeros_like,
 )
 from nova.tensor.device import device
-from nova.tensor.dtypes import (
+from nova.core.dtypes import (
     DType as dtype, bfloat16, float16, float32, float64, int32, int64,
 )
 from nova.tensor.movement import (

@@ -41,7 +41,7 @@ from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 
-from nova.tensor import dtypes as dt
+from nova.core import dtypes as dt
 from nova.tensor.creation import from_numpy, tensor
 from nova.tensor.device import check_device
 from nova.tensor.device import device as Device

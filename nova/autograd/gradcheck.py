@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from nova.autograd.engine import grad
-from nova.tensor import dtypes as dt
+from nova.core import dtypes as dt
 from nova.tensor.creation import tensor
 from nova.tensor.tensor import Tensor
 

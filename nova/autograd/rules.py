@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nova.autograd import graph
-from nova.tensor import dtypes as dt
+from nova.core import dtypes as dt
 from nova.tensor import ops
 from nova.tensor.tensor import Tensor
 

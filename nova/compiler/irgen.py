@@ -18,7 +18,7 @@ from xdsl.ir import Attribute
 
 from nova.compiler import dialect as nd
 from nova.compiler.dialect import BACKWARD_ATTR
-from nova.tensor.trace import GraphNode, PendingGraph
+from nova.core.graph import GraphNode, PendingGraph
 
 
 def _props(n: GraphNode) -> dict[str, Attribute]:

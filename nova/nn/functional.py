@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from nova.tensor import dtypes as dt
+from nova.core import dtypes as dt
 from nova.tensor import ops
 from nova.tensor.creation import ones, rand
 from nova.tensor.tensor import Tensor

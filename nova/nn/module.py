@@ -13,7 +13,7 @@ from nova.autograd.grad_mode import no_grad
 from nova.nn.parameter import Parameter
 from nova.tensor.device import check_device
 from nova.tensor.device import device as Device
-from nova.tensor.dtypes import float32, float64
+from nova.core.dtypes import float32, float64
 from nova.tensor.tensor import Tensor
 
 
@@ -187,7 +187,7 @@ class Module:
                     if t.grad is not None:
                         t.grad = t.grad.detach().to(target_device)
         if dtype is not None:
-            from nova.tensor.dtypes import get_dtype
+            from nova.core.dtypes import get_dtype
             target = get_dtype(dtype)
             if not target.is_floating_point:
                 raise TypeError(f"Module.to: dtype must be floating point, got {target.name}")

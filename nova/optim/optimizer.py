@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from nova.autograd.grad_mode import no_grad
-from nova.tensor import dtypes as dt
+from nova.core import dtypes as dt
 from nova.tensor.creation import tensor
 from nova.tensor.realize import ROLES, realize
 from nova.tensor.tensor import Tensor

@@ -40,7 +40,7 @@ from nova.runtime.step_memory import (
     plan_steps,
     report_steps,
 )
-from nova.tensor.trace import storage_dtype
+from nova.core.graph import storage_dtype
 
 
 @dataclass

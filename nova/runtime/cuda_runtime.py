@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from nova.runtime.debug_dir import debug_subdirectory, write_debug_file
-from nova.tensor.trace import storage_dtype
+from nova.core.graph import storage_dtype
 
 
 class CudaUnavailable(RuntimeError):

@@ -18,7 +18,7 @@ from xdsl.ir import Operation
 
 from nova.compiler import dialect as nd
 from nova.runtime import philox
-from nova.tensor import dtypes as dt
+from nova.core import dtypes as dt
 
 Kernel = Callable[..., np.ndarray]
 

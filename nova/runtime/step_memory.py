@@ -17,7 +17,7 @@ from nova.compiler import dialect as nd
 from nova.compiler.lowering.plan import KernelPlan
 from nova.runtime.memory_plan import KernelUse, MemoryPlan, NovaOutOfMemoryError, plan_memory
 from nova.runtime.memory_report import Buffer, MemoryReport, is_backward, plan_report
-from nova.tensor import dtypes as dt
+from nova.core import dtypes as dt
 
 
 # The most bytes a step may plan for (None: whatever allocation succeeds); set with

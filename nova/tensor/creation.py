@@ -9,12 +9,12 @@ from typing import Any
 
 import numpy as np
 
-from nova.tensor import dtypes as dt
+from nova.core import dtypes as dt
 from nova.tensor import random as rnd
 from nova.tensor.device import check_device
 from nova.tensor.device import device as Device
 from nova.tensor.ops import add, cast, full_const, mul, prim
-from nova.tensor.shapes import SizeError, check_numel, shape_arg
+from nova.core.shapes import SizeError, check_numel, shape_arg
 from nova.tensor.tensor import Tensor
 from nova.tensor.trace import buffer_node, device_buffer_node
 

@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from nova.tensor import dtypes as dt
+from nova.core import dtypes as dt
 from nova.tensor import ops
 from nova.tensor.movement import make_view, permute
 from nova.tensor.ops import broadcast_to, full_const, prim
-from nova.tensor.shapes import broadcast_shapes, numel
+from nova.core.shapes import broadcast_shapes, numel
 from nova.tensor.tensor import Tensor
 
 

@@ -10,9 +10,9 @@ import builtins
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from nova.tensor import dtypes as dt
+from nova.core import dtypes as dt
 from nova.tensor.ops import broadcast_to, cast, prim
-from nova.tensor.shapes import infer_reshape, normalize_dim, shape_arg
+from nova.core.shapes import infer_reshape, normalize_dim, shape_arg
 from nova.tensor.tensor import Tensor, _View
 
 
@@ -154,7 +154,7 @@ def expand_as(x: Tensor, other: Tensor) -> Tensor:
 
 
 def broadcast_tensors(*tensors: Tensor) -> list[Tensor]:
-    from nova.tensor.shapes import broadcast_shapes
+    from nova.core.shapes import broadcast_shapes
     shape = broadcast_shapes("broadcast_tensors", *[t.shape for t in tensors])
     return [expand(t, shape) for t in tensors]
 

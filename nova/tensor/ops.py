@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from nova.autograd import grad_mode, graph
-from nova.tensor import dtypes as dt
-from nova.tensor.shapes import (
+from nova.core import dtypes as dt
+from nova.core.shapes import (
     broadcast_shapes, check_numel, normalize_dim, normalize_dims, numel,
 )
 from nova.tensor.tensor import Tensor

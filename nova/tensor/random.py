@@ -12,7 +12,7 @@ import threading
 
 import numpy as np
 
-from nova.tensor import dtypes as dt
+from nova.core import dtypes as dt
 from nova.tensor.ops import add, cast, cos, log, minimum, mul, prim, sqrt, sub
 from nova.tensor.tensor import Tensor
 from nova.tensor.trace import buffer_node

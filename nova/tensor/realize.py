@@ -37,21 +37,15 @@ import numpy as np
 
 from nova.compiler.irgen import build_module
 from nova.compiler.passes import optimize
+from nova.core import dtypes as _dt
+from nova.core.graph import PendingGraph, storage_dtype
 from nova.runtime.cache import CACHE
 from nova.runtime.engine import get_engine, get_remat
 from nova.runtime.executable import Executable, overwrote_donated
 from nova.runtime.interpreter import InterpreterError
 from nova.runtime.interrupts import deferred_interrupt
-from nova.tensor import dtypes as _dt
 from nova.tensor.tensor import Tensor
-from nova.tensor.trace import (
-    Node,
-    PendingGraph,
-    RealizationError,
-    extract,
-    live_pending,
-    storage_dtype,
-)
+from nova.tensor.trace import Node, RealizationError, extract, live_pending
 
 
 def _pending_outputs(requested: tuple[Tensor, ...]) -> list[Node]:

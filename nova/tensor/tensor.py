@@ -19,7 +19,7 @@ import numpy as np
 
 from nova.autograd import grad_mode as _grad_mode
 from nova.autograd import graph as _graph
-from nova.tensor import dtypes as dt
+from nova.core import dtypes as dt
 from nova.tensor.device import BY_TYPE, device
 from nova.tensor.trace import Node, live_pending
 
@@ -135,7 +135,7 @@ class Tensor:
     def size(self, dim: int | None = None):
         if dim is None:
             return self.shape
-        from nova.tensor.shapes import normalize_dim
+        from nova.core.shapes import normalize_dim
         return self.shape[normalize_dim("size", dim, self.ndim, self.shape)]
 
     @property

@@ -17,12 +17,12 @@ import contextvars
 import itertools
 import operator
 import weakref
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from nova.tensor.dtypes import DType
+from nova.core.dtypes import DType
+from nova.core.graph import PendingGraph, storage_dtype
 
 _seq = itertools.count()
 
@@ -104,14 +104,6 @@ class Node:
         return f"Node({self.op}, {self.shape}, {self.dtype.name}, {state})"
 
 
-def storage_dtype(np_dtype: Any) -> np.dtype:
-    """How a device buffer stores ``np_dtype``: float16 and bfloat16 as their uint16 bits
-    (CuPy has no bfloat16; the generated kernels load and convert the bits themselves),
-    every other dtype as itself."""
-    d = np.dtype(np_dtype)
-    return np.dtype(np.uint16) if d.itemsize == 2 and d.kind not in "iu" else d
-
-
 def buffer_node(array: np.ndarray, dtype: DType, device: str | None = "cpu") -> Node:
     """A realized host leaf holding ``array`` (made read-only: Nova values are
     immutable). ``device=None`` marks a small host value any device's step may read
@@ -190,57 +182,6 @@ class ThreadLiveSets:
 # Tensors whose node is pending, per thread. Realization computes every pending node
 # still held by a live tensor, so nothing pending is ever computed twice.
 live_pending = ThreadLiveSets()
-
-
-@dataclass(frozen=True)
-class GraphNode:
-    """A node of a PendingGraph: ``inputs`` are indices into ``PendingGraph.values``."""
-
-    op: str
-    attrs: dict[str, Any]
-    inputs: tuple[int, ...]
-    shape: tuple[int, ...]
-    dtype: DType
-    backward: bool = False
-
-
-@dataclass
-class PendingGraph:
-    """A pending computation in canonical numbering.
-
-    Values ``0 .. len(args)-1`` are the function arguments (realized buffers, in order of
-    first use); the following values are ``nodes`` in topological order. ``outputs``
-    index into the values. ``key`` is hashable and equal exactly when two graphs have the
-    same structure.
-    """
-
-    args: list[tuple[tuple[int, ...], DType]]
-    outputs: list[int]
-    key: tuple
-    arg_buffers: list[np.ndarray]
-    # The trace nodes behind the numbering, for the donation check at realization (see
-    # nova.tensor.realize); dropped once the graph has run.
-    arg_nodes: list[Node] = field(default_factory=list)
-    pending_nodes: list[Node] = field(default_factory=list)
-    node_inputs: list[tuple[int, ...]] = field(default_factory=list)
-    _nodes: list[GraphNode] | None = None
-
-    @property
-    def nodes(self) -> list[GraphNode]:
-        """The pending nodes in canonical numbering. Built on first use (a cache miss or
-        an error message), not on every replay; first use must precede the run, which
-        turns the pending nodes into buffers."""
-        if self._nodes is None:
-            self._nodes = [GraphNode(n.op, n.attrs, ins, n.shape, n.dtype, n.backward)
-                           for n, ins in zip(self.pending_nodes, self.node_inputs)]
-        return self._nodes
-
-    def describe_value(self, i: int) -> str:
-        if i < len(self.args):
-            shape, dt = self.args[i]
-            return f"argument {i} {shape} {dt.name}"
-        n = self.nodes[i - len(self.args)]
-        return f"value %{i} nova.{n.op} {n.shape} {n.dtype.name}"
 
 
 def extract(outputs: list[Node], device: str = "cpu", device_key: Any = None) -> PendingGraph:

@@ -16,7 +16,8 @@ from nova.compiler.passes import simplify
 from nova.compiler.passes.fusion import fuse
 from nova.runtime.interpreter import run_region
 from nova.tensor.realize import _pending_outputs, pending_graph
-from nova.tensor.trace import PendingGraph, extract
+from nova.core.graph import PendingGraph
+from nova.tensor.trace import extract
 
 F = nv.nn.functional
 

@@ -9,8 +9,8 @@ import pytest
 
 import nova as nv
 import nova.nn.functional as F
-from nova.tensor.dtypes import DTypeOverflowError
-from nova.tensor.shapes import MAX_NUMEL, SizeError
+from nova.core.dtypes import DTypeOverflowError
+from nova.core.shapes import MAX_NUMEL, SizeError
 
 
 def test_error_classes_are_caught_as_what_numpy_and_torch_raise():

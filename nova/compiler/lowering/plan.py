@@ -40,7 +40,7 @@ from xdsl.ir import Operation, SSAValue
 from nova.compiler import dialect as nd
 from nova.compiler.configurator import classify, elementwise_unroll, gemm_tile
 from nova.compiler.device import detect_cpu
-from nova.tensor import dtypes as dt
+from nova.core import dtypes as dt
 
 FORMAT_VERSION = 10  # bump when generated code changes meaning
 

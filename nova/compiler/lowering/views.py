@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
-from nova.tensor.shapes import numel
+from nova.core.shapes import numel
 
 
 def _shape(v: SSAValue) -> tuple[int, ...]:

@@ -48,7 +48,7 @@ from xdsl.transforms.dead_code_elimination import dce
 
 from nova.compiler import dialect as nd
 from nova.compiler.dialect import BACKWARD_ATTR
-from nova.tensor import dtypes as dt
+from nova.core import dtypes as dt
 
 MODES = ("off", "default", "aggressive")
 _POINTWISE = nd.ELEMENTWISE | {"rng_uniform"}   # counter-based: recomputed bit-identically

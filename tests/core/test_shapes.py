@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import nova as nv
-from nova.tensor.shapes import broadcast_shapes
+from nova.core.shapes import broadcast_shapes
 from nova.tensor.trace import LiveSet
 
 dims = st.lists(st.sampled_from([1, 2, 3, 5]), min_size=0, max_size=4).map(tuple)

@@ -125,10 +125,16 @@ def set_memory_limit(nbytes: int | None) -> None:
 
 
 def set_step_cache_limit(nbytes: int) -> None:
-    """Bound the memory of the compiled steps kept for replay (their arenas and IR) to
-    ``nbytes``; the least recently used beyond it are dropped, and compile again if they
-    come back. The four most recent are always kept. Default: ``NOVA_STEP_CACHE_MB``
-    (1024 MiB)."""
+    """Bound the memory of the compiled steps kept for replay to ``nbytes``: each step is
+    charged its arena, its IR (~4 KB per op) and its kernels' code (~8 KB per kernel);
+    the least recently used beyond the limit are dropped -- with them their IR and the
+    code of kernels no kept step uses -- and compile again if they come back (their
+    kernels from the disk cache when there). The four most recent are always kept.
+    Default: ``NOVA_STEP_CACHE_MB`` (1024 MiB). Compiling itself leaves no memory
+    behind: LLVM's optimizer runs in a worker process, replaced once it passes
+    ``NOVA_COMPILE_WORKER_MB`` (256 MiB); ``NOVA_COMPILE_WORKER=0`` compiles in this
+    process, where llvmlite keeps ~100-200 KB per kernel compiled.
+    ``cache_stats().bytes`` is what the kept steps are charged."""
     CACHE.set_limit(nbytes)
 
 

@@ -15,7 +15,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from xdsl.dialects import func
@@ -29,7 +29,7 @@ from nova.runtime import threads
 from nova.runtime.addresses import data_address
 from nova.runtime.debug_dir import debug_subdirectory, write_debug_file
 from nova.runtime.interpreter import InterpreterError, affected_outputs, run_region
-from nova.runtime.kernel_cache import KERNELS, KernelFn
+from nova.runtime.kernel_cache import KERNELS, Kernel, KernelFn
 from nova.runtime.memory_report import MemoryReport
 from nova.runtime.step_memory import allocate_arena, cut_arena, plan_steps, report_steps
 
@@ -42,7 +42,7 @@ PROFILE: contextvars.ContextVar[list[tuple[str, str, float]] | None] = contextva
 @dataclass
 class Step:
     plan: KernelPlan
-    fn: KernelFn
+    kernel: Kernel             # holding it keeps the kernel's code mapped (kernel_cache)
     inputs: tuple[int, ...]
     out: int
     shape: tuple[int, ...]
@@ -50,6 +50,10 @@ class Step:
     scratch: tuple[tuple[int, ...], np.dtype] | None
     seconds: float             # estimated one-core time, for the thread split
     donate: int | None = None   # the argument slot this kernel may write its result over
+    fn: KernelFn = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.fn = self.kernel.fn
 
 
 
@@ -69,7 +73,8 @@ class CpuProgram:
                           for a in fn.body.block.args]
         steps: list[Step] = []
         fusions = [op for op in fn.body.block.ops if op.name == "nova.fusion"]
-        for plan, op in zip(self.plans, fusions):
+        kernels = KERNELS.get_all(self.plans)
+        for plan, kernel, op in zip(self.plans, kernels, fusions):
             out = len(slot)
             slot[op.results[0]] = out
             shape, dtype = plan.out
@@ -77,7 +82,7 @@ class CpuProgram:
             panel = (sch.tile[0] if sch.split == "m" else sch.tile[1]) if sch.tile else 1
             seconds = estimated_seconds(sch.strategy, sch.loops, detect_cpu(), panel)
             scratch = (plan.scratch[0], plan.scratch[1].np) if plan.scratch else None
-            steps.append(Step(plan, KERNELS.get(plan), tuple(slot[v] for v in op.inputs),
+            steps.append(Step(plan, kernel, tuple(slot[v] for v in op.inputs),
                               out, shape, dtype.np, scratch, seconds))
         self.outputs = tuple(slot[v] for v in fn.body.block.last_op.operands)
         self.memory_plan, self.uses = plan_steps(steps, self.n_args, self.arg_types,

@@ -17,6 +17,18 @@ a random payload under a good header, a link) is recompiled and the entry rewrit
 atomically; a directory or FIFO at an entry path is reported once and bypassed. Hosts
 whose objects are not ELF (or whose relocations ``nova.runtime.elf`` does not list)
 keep no disk cache: nothing is loaded that could not be validated.
+
+Memory. LLVM's optimizer runs in a worker process (``nova.runtime.compile_worker``:
+llvmlite leaks 80-170 KB of native memory per O3 run, which only a process exit gives
+back). The kernels a step needs that are not loaded yet are loaded together into one
+MCJIT engine of their own (a :class:`_Library`: its target machine, LLVM context and
+code: ~40 KB plus 10-20 KB per kernel); each kernel is a :class:`Kernel` that holds its
+library, the in-memory cache holds kernels only weakly, and the compiled steps that call
+a kernel hold it strongly. So a library's code is unmapped when the last step using any
+of its kernels is gone -- a step dropped by the step cache but still held elsewhere (the
+latest executable, a thread running it) keeps its kernels -- and a kernel shared by two
+steps stays while either lives (it may keep the rest of its library's code with it).
+The runtime support code (``_Jit.load``: the thread pool) lives as long as the process.
 """
 from __future__ import annotations
 
@@ -24,6 +36,8 @@ import ctypes
 import hashlib
 import os
 import threading
+import warnings
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -36,6 +50,8 @@ from llvmlite import ir
 from nova.compiler.codegen.llvm import module_for
 from nova.compiler.lowering.plan import FORMAT_VERSION, KernelPlan
 from nova.runtime import elf
+from nova.runtime.compile_worker import (CompileWorker, InvalidModule, WorkerDied,
+                                         WorkerUnavailable, optimize_o3, target_machine)
 from nova.runtime.debug_dir import debug_directory, write_debug_file
 from nova.runtime.disk_cache import Lookup, read_entry, warn_once, write_entry
 
@@ -52,6 +68,11 @@ _ELF_TARGETS: dict[str, tuple[int, int, bool, Mapping[int, int]]] = {
 }
 
 
+class CompileWorkerWarning(RuntimeWarning):
+    """No compile worker could be started: kernels compile in this process (correct
+    results, but LLVM's leaked memory then stays in it)."""
+
+
 class CompileError(RuntimeError):
     """LLVM rejected a generated kernel; the message names the kernel and a file with
     its IR."""
@@ -65,6 +86,7 @@ class KernelStats:
     corrupted: int = 0      # disk entries that were not intact (checksum, truncation, link)
     rejected: int = 0       # intact entries holding another kernel or an invalid object
     bypassed: int = 0       # entry paths holding a directory, FIFO or other non-file
+    released: int = 0       # kernels whose code was unmapped (no live step used them)
 
 
 def package_sources(package: str = _PACKAGE) -> list[str]:
@@ -106,28 +128,30 @@ def source_fingerprint() -> str | None:
 
 
 class _Jit:
-    """The process's LLVM target machine and MCJIT engine (created on first use)."""
+    """The process's LLVM target machine, its MCJIT engine for runtime support code, and
+    the compile worker (created on first use)."""
 
     def __init__(self) -> None:
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
         self.cpu = llvm.get_host_cpu_name()
         self.features = llvm.get_host_cpu_features().flatten()
-        target = llvm.Target.from_default_triple()
-        self.tm = target.create_target_machine(cpu=self.cpu, features=self.features, opt=3,
-                                               reloc="default", codemodel="jitdefault", jit=True)
+        self.tm = self.new_target_machine()
         self.triple = llvm.get_process_triple()
         self.data_layout = str(self.tm.target_data)
-        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
+        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""),
+                                                 self.new_target_machine())
         self.lock = threading.Lock()
+        self.worker = CompileWorker(self.cpu, self.features)
+        self.worker_problem: str | None = None   # why kernels compile in-process, if so
+
+    def new_target_machine(self) -> llvm.TargetMachine:
+        """A target machine for this host (an MCJIT engine owns the one it is given)."""
+        return target_machine(self.cpu, self.features)
 
     def run_o3(self, mod: llvm.ModuleRef) -> None:
         """LLVM's O3 pipeline for the host, loop and SLP vectorizers on, in place."""
-        pto = llvm.create_pipeline_tuning_options(speed_level=3)
-        pto.loop_vectorization = True
-        pto.slp_vectorization = True
-        pb = llvm.create_pass_builder(self.tm, pto)
-        pb.getModulePassManager().run(mod, pb)
+        optimize_o3(self.tm, mod)
 
     def load(self, module: ir.Module, names: Sequence[str]) -> dict[str, int]:
         """Compile ``module`` (runtime support code, not a kernel: small, built once per
@@ -177,12 +201,53 @@ def entry_key(jit: _Jit, plan: KernelPlan) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
+class _Library:
+    """The code of kernels loaded together: one MCJIT engine with its own target machine
+    and LLVM context. Its code is unmapped when the library is garbage, i.e. when no
+    :class:`Kernel` of it is referenced (module doc); never at interpreter exit, when a
+    daemon thread could still be inside a kernel."""
+
+    def __init__(self, jit: _Jit, objects: Mapping[str, bytes], stats: KernelStats) -> None:
+        context = llvm.create_context()
+        engine = llvm.create_mcjit_compiler(llvm.parse_assembly("", context=context),
+                                            jit.new_target_machine())
+        for obj in objects.values():
+            engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        engine.finalize_object()
+        self.addresses = {name: engine.get_function_address(name) for name in objects}
+        # The engine (which owns a module of the context) goes before the context.
+        finalizer = weakref.finalize(self, _release, engine, context, stats, len(objects))
+        finalizer.atexit = False
+
+
+def _release(engine: llvm.ExecutionEngine, context: llvm.ContextRef, stats: KernelStats,
+             kernels: int) -> None:
+    engine.close()
+    context.close()
+    stats.released += kernels
+
+
+class Kernel:
+    """A loaded kernel: ``fn`` calls it, and holding the Kernel keeps its code mapped."""
+
+    __slots__ = ("name", "fn", "address", "library", "__weakref__")
+
+    def __init__(self, name: str, address: int, library: _Library) -> None:
+        self.name, self.address, self.library = name, address, library
+        self.fn = KernelFn(address)
+
+    def __repr__(self) -> str:
+        return f"Kernel({self.name} at {self.address:#x})"
+
+
 class KernelCache:
-    """Name -> callable kernel, compiling or loading object code as needed."""
+    """Name -> loaded kernel, compiling or loading object code as needed. Kernels are
+    held weakly: a kernel no live step uses is released (module doc)."""
 
     def __init__(self) -> None:
         self._jit: _Jit | None = None
-        self._loaded: dict[str, KernelFn] = {}
+        self._loaded: weakref.WeakValueDictionary[str, Kernel] = weakref.WeakValueDictionary()
+        self._lock = threading.RLock()
         self.stats = KernelStats()
 
     @property
@@ -191,30 +256,72 @@ class KernelCache:
             self._jit = _Jit()
         return self._jit
 
+    def loaded(self) -> list[str]:
+        """The names of the kernels whose code is mapped now."""
+        return sorted(self._loaded.keys())
+
     def llvm_ir(self, plan: KernelPlan) -> str:
         jit = self.jit
         return str(module_for(plan, jit.triple, jit.data_layout))
 
+    def _write_ir(self, plan: KernelPlan, text: str) -> str:
+        """Write a kernel's IR (and the nova region it came from) for a bug report."""
+        region = "".join(f"; {line}\n" for line in str(plan.fusion).splitlines())
+        return write_debug_file(debug_directory(), f"{plan.name}.ll",
+                                f"; {plan.describe()}\n; nova region:\n{region}{text}")
+
+    def _invalid(self, plan: KernelPlan, text: str, message: str) -> CompileError:
+        return CompileError(f"kernel {plan.name} ({plan.kind}) failed LLVM verification: "
+                            f"{message.strip().splitlines()[0]}; IR written to "
+                            f"{self._write_ir(plan, text)}")
+
     def optimized(self, plan: KernelPlan) -> llvm.ModuleRef:
-        """The kernel's LLVM module after verification and the O3 pipeline for the host."""
+        """The kernel's LLVM module after verification and the O3 pipeline for the host,
+        in this process (for inspection: the pipeline leaks, see compile_worker)."""
         jit = self.jit
         text = str(module_for(plan, jit.triple, jit.data_layout))
         try:
             mod = llvm.parse_assembly(text)
             mod.verify()
         except RuntimeError as e:
-            region = "".join(f"; {line}\n" for line in str(plan.fusion).splitlines())
-            path = write_debug_file(debug_directory(), f"{plan.name}.ll",
-                                    f"; {plan.describe()}\n; nova region:\n{region}{text}")
-            raise CompileError(f"kernel {plan.name} ({plan.kind}) failed LLVM verification: "
-                               f"{str(e).strip().splitlines()[0]}; IR written to {path}") from e
+            raise self._invalid(plan, text, str(e)) from e
         jit.run_o3(mod)
         return mod
 
     def _compile(self, plan: KernelPlan) -> bytes:
+        """The kernel's object code, from the compile worker (or in this process when
+        ``NOVA_COMPILE_WORKER=0`` or no worker can start: said once, as a warning)."""
+        jit = self.jit
+        if jit.worker_problem is None and os.environ.get("NOVA_COMPILE_WORKER", "1") != "0":
+            text = str(module_for(plan, jit.triple, jit.data_layout))
+            try:
+                obj = jit.worker.compile(plan.name, text)
+            except InvalidModule as e:
+                raise self._invalid(plan, text, str(e)) from None
+            except WorkerDied as e:
+                raise CompileError(f"kernel {plan.name} ({plan.kind}): {e}; IR written to "
+                                   f"{self._write_ir(plan, text)}") from None
+            except WorkerUnavailable as e:
+                jit.worker_problem = str(e)
+                warnings.warn(f"nova: kernels compile in this process, which keeps ~100-200 "
+                              f"KB of LLVM memory per kernel (see compile_worker): {e}",
+                              CompileWorkerWarning, stacklevel=2)
+            else:
+                self._check_compiled(plan, obj)
+                self.stats.compiled += 1
+                return obj
         mod = self.optimized(plan)
         self.stats.compiled += 1
-        return self.jit.tm.emit_object(mod)
+        return jit.tm.emit_object(mod)
+
+    def _check_compiled(self, plan: KernelPlan, obj: bytes) -> None:
+        """The worker's object is validated like a disk entry before MCJIT maps it."""
+        if self.jit.object_format() is None:
+            return
+        problem = self._validator(plan)({}, obj)
+        if problem is not None:
+            raise CompileError(f"kernel {plan.name} ({plan.kind}): the compile worker's "
+                               f"object failed validation: {problem}")
 
     def _validator(self, plan: KernelPlan) -> Callable[[Mapping[str, Any], bytes], str | None]:
         """Checks an intact entry's payload is an object MCJIT can load for ``plan``."""
@@ -242,11 +349,8 @@ class KernelCache:
             self.stats.bypassed += 1
         return found
 
-    def get(self, plan: KernelPlan) -> KernelFn:
-        fn = self._loaded.get(plan.name)
-        if fn is not None:
-            self.stats.memory_hits += 1
-            return fn
+    def _object(self, plan: KernelPlan) -> bytes:
+        """The kernel's object code: from the disk cache, else compiled (and stored)."""
         jit = self.jit
         directory = _cache_dir(jit)
         path = os.path.join(directory, plan.name + ".o") if directory else None
@@ -258,15 +362,33 @@ class KernelCache:
             if path and found.writable:
                 write_entry(path, {"kind": ENTRY_KIND, "key": key, "symbols": [plan.name]},
                             obj)
-        with jit.lock:
-            jit.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
-            jit.engine.finalize_object()
-            addr = jit.engine.get_function_address(plan.name)
-        if not addr:
-            raise CompileError(f"kernel {plan.name}: symbol not found after loading")
-        fn = KernelFn(addr)
-        self._loaded[plan.name] = fn
-        return fn
+        return obj
+
+    def get_all(self, plans: Sequence[KernelPlan]) -> list[Kernel]:
+        """The loaded kernel of each plan. Those not loaded yet are loaded together, into
+        one new library; the caller holds the kernels for as long as it may call them."""
+        with self._lock:
+            found: dict[str, Kernel] = {}
+            objects: dict[str, bytes] = {}
+            for plan in plans:
+                kernel = found.get(plan.name) or self._loaded.get(plan.name)
+                if kernel is not None or plan.name in objects:
+                    self.stats.memory_hits += 1
+                    if kernel is not None:
+                        found[plan.name] = kernel
+                    continue
+                objects[plan.name] = self._object(plan)
+            if objects:
+                library = _Library(self.jit, objects, self.stats)
+                for name, address in library.addresses.items():
+                    if not address:
+                        raise CompileError(f"kernel {name}: symbol not found after loading")
+                    found[name] = self._loaded[name] = Kernel(name, address, library)
+            return [found[plan.name] for plan in plans]
+
+    def get(self, plan: KernelPlan) -> Kernel:
+        """The loaded kernel of ``plan`` (see get_all)."""
+        return self.get_all([plan])[0]
 
 
 KERNELS = KernelCache()

@@ -404,3 +404,38 @@ def test_pool_is_created_once_when_threads_race_to_start_it():
         assert len({id(p) for p in pools}) == 1
     finally:
         nv.set_num_threads(prev)
+
+
+def test_a_cached_step_replays_while_another_thread_compiles(monkeypatch):
+    """Hits do not wait behind a compile: one thread's compile is held open while
+    another thread replays a cached step."""
+    from nova.tensor import realize as realization
+    x = nv.ones(8)
+    nv.realize(x)
+    (x * 3).numpy()                                  # cached: the same structure below
+    entered, release = threading.Event(), threading.Event()
+    real = realization._compile
+
+    def slow(graph, *args):
+        if any(n.op == "exp" for n in graph.nodes):
+            entered.set()
+            release.wait(60)
+        return real(graph, *args)
+
+    monkeypatch.setattr(realization, "_compile", slow)
+    t = threading.Thread(target=lambda: nv.arange(5, dtype=nv.float32).exp().numpy())
+    t.start()
+    replayed = threading.Event()
+
+    def replay() -> None:
+        if (x * 3).tolist() == [3.0] * 8:
+            replayed.set()
+    try:
+        assert entered.wait(60)
+        r = threading.Thread(target=replay)
+        r.start()
+        assert replayed.wait(30)       # a lock held through the compile would block it
+    finally:
+        release.set()
+        t.join()
+        r.join()

@@ -24,8 +24,9 @@ kernels from the disk cache when they are there. Compiling leaves no native memo
 behind (``nova.runtime.compile_worker``). The limit is ``NOVA_STEP_CACHE_MB`` (default
 1024) or ``nv.debug.set_step_cache_limit(nbytes)``.
 
-Threads: lookups and their bookkeeping hold one lock; a miss compiles under it, so two
-threads missing the same structure compile it once.
+Threads: the entries and statistics have one lock, held only for bookkeeping; misses
+compile one at a time under another, so two threads missing the same structure compile
+it once, and a thread whose step is cached replays while another compiles.
 """
 from __future__ import annotations
 
@@ -166,7 +167,8 @@ class ExecutableCache:
         self._sizes: dict[tuple, int] = {}
         self._last_key: tuple | None = None
         self._site_misses: Counter[str] = Counter()
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()          # the entries and the statistics
+        self._compile_lock = threading.RLock()  # held while a miss compiles
         self.limit_bytes = DEFAULT_LIMIT_BYTES if limit_bytes is None else limit_bytes
         self.stats = CacheStats()
         self.last: Executable | None = None   # the executable of the latest realization
@@ -175,27 +177,39 @@ class ExecutableCache:
         """The executable for structural ``key`` on ``engine``, built on a miss."""
         entry = (engine, key)
         with self._lock:
-            exe = self._entries.get(entry)
+            exe = self._hit(entry, key)
+        if exe is not None:
+            return exe
+        with self._compile_lock:        # one compile at a time; hits meanwhile go on
+            with self._lock:
+                exe = self._hit(entry, key)   # another thread may have just built it
             if exe is not None:
-                self.stats.hits += 1
-                self._entries.move_to_end(entry)
-            else:
-                exe = self._miss(entry, key, build, engine)
-            self._last_key = key
-            self.last = exe
+                return exe
+            reason = (f"first compilation for engine {engine}" if key == self._last_key
+                      else explain_difference(key, self._last_key))
+            exe = build()
+            with self._lock:
+                self._insert(entry, exe, reason, engine)
+                self._last_key = key
+                self.last = exe
+            _settle_garbage_collector()   # (a full collection: not under the entries' lock)
             return exe
 
-    def _miss(self, entry: tuple, key: tuple, build: Callable[[], Executable],
-              engine: str) -> Executable:
-        reason = (f"first compilation for engine {engine}" if key == self._last_key
-                  else explain_difference(key, self._last_key))
-        exe = build()
+    def _hit(self, entry: tuple, key: tuple) -> Executable | None:
+        exe = self._entries.get(entry)
+        if exe is not None:
+            self.stats.hits += 1
+            self._entries.move_to_end(entry)
+            self._last_key = key
+            self.last = exe
+        return exe
+
+    def _insert(self, entry: tuple, exe: Executable, reason: str, engine: str) -> None:
         self._entries[entry] = exe
         self._sizes[entry] = entry_bytes(exe)
         self.stats.bytes += self._sizes[entry]
         if self._evict():
             gc.unfreeze()   # the dropped steps' IR is cyclic garbage among frozen objects
-        _settle_garbage_collector()
         filename, lineno = _user_frame()
         site = f"{os.path.basename(filename)}:{lineno}"
         self.stats.misses += 1
@@ -208,7 +222,6 @@ class ExecutableCache:
                 f"step functions; latest reason: {reason}. Values that change every "
                 "step should be tensors, not Python numbers or shapes.",
                 RecompileWarning, filename, lineno)
-        return exe
 
     def _evict(self) -> int:
         """Drop least recently used entries while over the limit (keeping the

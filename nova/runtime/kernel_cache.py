@@ -187,8 +187,11 @@ def _cache_dir(jit: _Jit) -> str | None:
         warn_once("fingerprint", f"nova cache: the source of {_PACKAGE} cannot be read, so "
                                  f"cached kernels could be stale; the disk cache is off")
         return None
-    if jit.object_format() is None:
-        return None   # objects for this triple cannot be validated (module doc)
+    if jit.object_format() is None:   # objects for this triple cannot be validated
+        warn_once("format", f"nova cache: kernels compiled for {jit.triple} cannot be "
+                            "validated when read back, so they are not cached on disk (every "
+                            "process compiles them again)")
+        return None
     root = os.environ.get("NOVA_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache",
                                                             "nova")
     return os.path.join(root, f"kernels-{jit.host_key()[:16]}")
@@ -392,3 +395,6 @@ class KernelCache:
 
 
 KERNELS = KernelCache()
+# The source hash is taken now, at import, as close as possible to the code this process
+# actually runs: taken lazily, at the first compile, it would name source edited since.
+source_fingerprint()

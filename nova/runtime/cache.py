@@ -39,6 +39,7 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable
 
+from nova import config
 from nova.runtime.executable import Executable
 
 # A call site that misses this many times gets a warning naming the latest reason.
@@ -46,7 +47,7 @@ RECOMPILE_WARNING_THRESHOLD = 8
 IR_BYTES_PER_OP = 4096          # Python memory an entry's IR holds per op (module doc)
 KERNEL_BYTES = 8192             # a cpu kernel's code and handles (module doc)
 KEEP_RECENT = 4                 # entries never evicted, however large
-DEFAULT_LIMIT_BYTES = int(float(os.environ.get("NOVA_STEP_CACHE_MB", "1024")) * 2**20)
+DEFAULT_LIMIT_BYTES = int(config.STEP_CACHE_MB.get() * 2**20)
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -62,7 +63,7 @@ def _settle_garbage_collector() -> None:
     full of cycles, so a miss that evicts (and ``clear``) unfreezes before this
     collection: otherwise a dropped step's IR would never be freed. ``NOVA_GC_FREEZE=0``
     turns this off."""
-    if os.environ.get("NOVA_GC_FREEZE", "1") != "0":
+    if config.GC_FREEZE.get():
         gc.collect()
         gc.freeze()
 

@@ -39,7 +39,6 @@ import llvmlite
 import llvmlite.binding as llvm
 
 _FRAME = struct.Struct("<IQ")
-DEFAULT_LIMIT_MB = 256
 # Run this file as __main__ without putting its directory (nova/runtime, whose module
 # names could shadow others) or the current directory on sys.path.
 _BOOT = "import sys, runpy; del sys.path[0]; runpy.run_path(sys.argv[1], run_name='__main__')"
@@ -144,15 +143,8 @@ def serve() -> None:
 # ----------------------------------------------------------------- the parent's side
 
 def _limit_from_environment() -> int:
-    raw = os.environ.get("NOVA_COMPILE_WORKER_MB", str(DEFAULT_LIMIT_MB))
-    try:
-        mib = float(raw)
-    except ValueError:
-        mib = -1.0
-    if not 0 < mib < float("inf"):
-        raise ValueError(f"NOVA_COMPILE_WORKER_MB: expected a positive number of MiB (the "
-                         f"worker's size at which it is replaced), got {raw!r}")
-    return int(mib * 2**20)
+    from nova import config   # (here: the worker itself must not import Nova)
+    return int(config.COMPILE_WORKER_MB.get() * 2**20)
 
 
 class CompileWorker:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextvars
 import ctypes
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
+from nova import config
 from nova.compiler.configurator import estimated_seconds
 from nova.compiler.device import detect_cpu
 from nova.compiler.lowering.plan import TEAM_MEMBERS, KernelPlan, plan_kernels
@@ -64,7 +64,7 @@ class CpuProgram:
     def __init__(self, module: ModuleOp, reorder: bool = True):
         self.fused = fuse(module)
         self.plans = plan_kernels(self.fused)
-        if os.environ.get("NOVA_DEBUG") == "1":
+        if config.DEBUG.get():
             self._write_debug(module)
         fn = next(op for op in self.fused.ops if isinstance(op, func.FuncOp))
         slot = {a: i for i, a in enumerate(fn.body.block.args)}

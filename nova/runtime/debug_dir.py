@@ -18,6 +18,7 @@ import stat
 import tempfile
 import threading
 
+from nova import config
 from nova.runtime.disk_cache import atomic_write
 
 _private: list[str] = []      # this process's mkdtemp directory, once made
@@ -35,7 +36,7 @@ def debug_directory(path: str | None = None) -> str:
     callers that write into it). Created if missing; refused if unsafe."""
     if path is not None:
         return _checked(os.fspath(path), "debug directory")
-    named = os.environ.get("NOVA_DEBUG_DIR")
+    named = config.DEBUG_DIR.get()
     if named:
         return _checked(named, "NOVA_DEBUG_DIR")
     with _lock:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import os
 from collections.abc import Iterator
 
+from nova import config
 from nova.runtime.executable import ENGINES
 
-_DEFAULT_ENGINE = os.environ.get("NOVA_ENGINE", "cpu")
+_DEFAULT_ENGINE = config.ENGINE.get()
 if _DEFAULT_ENGINE not in ENGINES:
     raise ValueError(f"NOVA_ENGINE={_DEFAULT_ENGINE!r} is not an engine; valid: {ENGINES}")
 _engine: contextvars.ContextVar[str] = contextvars.ContextVar("nova_engine",
@@ -45,7 +45,7 @@ def engine(name: str) -> Iterator[None]:
 
 
 _remat: contextvars.ContextVar[str] = contextvars.ContextVar(
-    "nova_remat", default=os.environ.get("NOVA_REMAT", "default"))
+    "nova_remat", default=config.REMAT.get())
 
 
 def get_remat() -> str:

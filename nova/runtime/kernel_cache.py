@@ -47,6 +47,7 @@ import llvmlite
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from nova import config
 from nova.compiler.codegen.llvm import module_for
 from nova.compiler.lowering.plan import FORMAT_VERSION, KernelPlan
 from nova.runtime import elf
@@ -181,7 +182,8 @@ class _Jit:
 
 
 def _cache_dir(jit: _Jit) -> str | None:
-    if os.environ.get("NOVA_CACHE", "1") == "0":
+    root = config.cache_root()
+    if root is None:
         return None
     if source_fingerprint() is None:
         warn_once("fingerprint", f"nova cache: the source of {_PACKAGE} cannot be read, so "
@@ -192,8 +194,6 @@ def _cache_dir(jit: _Jit) -> str | None:
                             "validated when read back, so they are not cached on disk (every "
                             "process compiles them again)")
         return None
-    root = os.environ.get("NOVA_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache",
-                                                            "nova")
     return os.path.join(root, f"kernels-{jit.host_key()[:16]}")
 
 
@@ -295,7 +295,7 @@ class KernelCache:
         """The kernel's object code, from the compile worker (or in this process when
         ``NOVA_COMPILE_WORKER=0`` or no worker can start: said once, as a warning)."""
         jit = self.jit
-        if jit.worker_problem is None and os.environ.get("NOVA_COMPILE_WORKER", "1") != "0":
+        if jit.worker_problem is None and config.COMPILE_WORKER.get():
             text = str(module_for(plan, jit.triple, jit.data_layout))
             try:
                 obj = jit.worker.compile(plan.name, text)

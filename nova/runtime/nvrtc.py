@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from nova import config
 from nova.runtime import elf
 from nova.runtime.disk_cache import Lookup, read_entry, write_entry
 
@@ -73,13 +74,13 @@ def _wheel_dirs(sub: str) -> list[str]:
 
 
 def _toolkit_dirs(sub: str) -> list[str]:
-    roots = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    roots = [config.CUDA_HOME.get(), config.CUDA_PATH.get(), "/usr/local/cuda"]
     return [os.path.join(r, sub) for r in roots if r and os.path.isdir(os.path.join(r, sub))]
 
 
 def find_library() -> str | None:
     """Path of ``libnvrtc.so``: ``$NOVA_NVRTC``, the pip wheel, then a toolkit."""
-    explicit = os.environ.get("NOVA_NVRTC")
+    explicit = config.NVRTC.get()
     if explicit:
         return explicit if os.path.exists(explicit) else None
     for d in _wheel_dirs("lib") + _toolkit_dirs("lib64"):
@@ -179,10 +180,9 @@ class CompiledCuda:
 
 
 def _cache_dir() -> str | None:
-    if os.environ.get("NOVA_CACHE", "1") == "0":
+    root = config.cache_root()
+    if root is None:
         return None
-    root = os.environ.get("NOVA_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache",
-                                                            "nova")
     major, minor = version()
     return os.path.join(root, f"cuda-nvrtc{major}.{minor}")
 

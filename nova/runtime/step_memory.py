@@ -7,12 +7,12 @@ plan. The engines differ only in how they allocate the arena and launch kernels.
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from nova import config
 from nova.compiler import dialect as nd
 from nova.compiler.lowering.plan import KernelPlan
 from nova.runtime.memory_plan import KernelUse, MemoryPlan, NovaOutOfMemoryError, plan_memory
@@ -22,8 +22,8 @@ from nova.core import dtypes as dt
 
 # The most bytes a step may plan for (None: whatever allocation succeeds); set with
 # ``nv.debug.set_memory_limit`` or NOVA_MEMORY_LIMIT_MB.
-MEMORY_LIMIT: list[int | None] = [int(float(os.environ["NOVA_MEMORY_LIMIT_MB"]) * 2**20)
-                                  if os.environ.get("NOVA_MEMORY_LIMIT_MB") else None]
+MEMORY_LIMIT: list[int | None] = [int(config.MEMORY_LIMIT_MB.get() * 2**20)
+                                  if config.MEMORY_LIMIT_MB.is_set() else None]
 
 
 def nbytes(shape: tuple[int, ...], dtype: Any) -> int:

@@ -42,6 +42,7 @@ import threading
 from collections.abc import Sequence
 from functools import lru_cache
 
+from nova import config
 from nova.compiler.codegen.pool import (
     CHUNKS,
     DONE,
@@ -93,14 +94,9 @@ def _spin_units(seconds: float | None) -> int:
     """``seconds`` (default ``SPIN_SECONDS``, or ``NOVA_SPIN_US``) in the worker's spin
     clock: time-stamp counter ticks on x86 (the TSC runs at about the nominal clock),
     else iterations."""
-    override = os.environ.get("NOVA_SPIN_US")
-    if seconds is None and not override:
-        seconds = SPIN_SECONDS
-    elif seconds is None:
-        try:
-            seconds = float(override) * 1e-6
-        except ValueError:
-            raise ValueError(f"NOVA_SPIN_US: expected microseconds, got {override!r}") from None
+    if seconds is None:
+        override = config.SPIN_US.get()
+        seconds = SPIN_SECONDS if override is None else override * 1e-6
     from nova.runtime.kernel_cache import KERNELS
     if KERNELS.jit.triple.startswith(X86):
         return int(seconds * detect_cpu().ghz * 1e9)
@@ -240,7 +236,7 @@ def pinned_cpus(threads: int) -> list[int] | None:
     """The CPUs worker threads are pinned to (worker w to the w-th CPU this process may
     use; the caller, w = 0, is left free), or None: with ``NOVA_PIN_THREADS=0``, more
     threads than CPUs, or no affinity API."""
-    if os.environ.get("NOVA_PIN_THREADS", "1") == "0" or not hasattr(os, "sched_setaffinity"):
+    if not config.PIN_THREADS.get() or not hasattr(os, "sched_setaffinity"):
         return None
     cpus = sorted(os.sched_getaffinity(0))
     return cpus if threads <= len(cpus) else None

@@ -8,7 +8,6 @@ leaf per op, all results realized together), so each engine compiles once per te
 import warnings
 
 import numpy as np
-import pytest
 import torch
 
 import nova as nv

@@ -1,0 +1,117 @@
+"""Every environment variable Nova reads, in one table: name, default, meaning, parser.
+
+Why one module: a setting should be findable (``print(nova.config.describe())`` shows
+the table), and a bad value should fail the same way everywhere -- naming the variable,
+its value and what would be valid -- instead of as a bare ``float()`` error deep inside
+the runtime. Each setting is read when it is used, not cached at import, because users
+and tests set some of them at run time (``NOVA_DEBUG``, ``NOVA_SPIN_US`` before a new
+pool); the few that only matter at import say so. No other module reads ``os.environ``
+for these (``tests/test_config.py`` checks).
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+def _flag(raw: str) -> bool:
+    if raw in ("0", "1"):
+        return raw == "1"
+    raise ValueError("expected 0 or 1")
+
+
+def _number(raw: str, low: float, low_ok: bool, what: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not ((low <= value) if low_ok else (low < value)) or value == float("inf"):
+        raise ValueError(f"expected {what}")
+    return value
+
+
+def _positive_number(raw: str) -> float:
+    return _number(raw, 0.0, False, "a positive number")
+
+
+def _non_negative_number(raw: str) -> float:
+    return _number(raw, 0.0, True, "a number >= 0")
+
+
+def _text(raw: str) -> str:
+    return raw
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One environment variable: ``get()`` is its parsed value, or ``default`` when
+    unset or empty."""
+
+    name: str
+    default: Any
+    parse: Callable[[str], Any]
+    help: str
+
+    def get(self) -> Any:
+        raw = os.environ.get(self.name, "")
+        if raw == "":
+            return self.default
+        try:
+            return self.parse(raw)
+        except ValueError as e:
+            raise ValueError(f"{self.name}={raw!r}: {e} ({self.help})") from None
+
+    def is_set(self) -> bool:
+        return os.environ.get(self.name, "") != ""
+
+
+ENGINE = Setting("NOVA_ENGINE", "cpu", _text,
+                 "the default engine of every thread: cpu or interp; read at import")
+REMAT = Setting("NOVA_REMAT", "default", _text,
+                "the default remat mode of every thread: off, default or aggressive; "
+                "read at import")
+CACHE = Setting("NOVA_CACHE", True, _flag, "0 turns the on-disk kernel caches off")
+CACHE_DIR = Setting("NOVA_CACHE_DIR", None, _text,
+                    "where the on-disk kernel caches live (default ~/.cache/nova)")
+STEP_CACHE_MB = Setting("NOVA_STEP_CACHE_MB", 1024.0, _non_negative_number,
+                        "MiB of compiled steps kept for replay, least recently used out "
+                        "first; read at import (nv.debug.set_step_cache_limit after)")
+MEMORY_LIMIT_MB = Setting("NOVA_MEMORY_LIMIT_MB", None, _positive_number,
+                          "the most MiB a step may plan for; read at import "
+                          "(nv.debug.set_memory_limit after)")
+GC_FREEZE = Setting("NOVA_GC_FREEZE", True, _flag,
+                    "0 stops freezing the collector's survivors after a compile")
+COMPILE_WORKER = Setting("NOVA_COMPILE_WORKER", True, _flag,
+                         "0 runs LLVM's optimizer in this process instead of a worker")
+COMPILE_WORKER_MB = Setting("NOVA_COMPILE_WORKER_MB", 256.0, _positive_number,
+                            "the compile worker's size in MiB at which it is replaced")
+SPIN_US = Setting("NOVA_SPIN_US", None, _non_negative_number,
+                  "microseconds an idle kernel thread spins before it sleeps "
+                  "(0: sleep at once); read when the pool starts")
+PIN_THREADS = Setting("NOVA_PIN_THREADS", True, _flag,
+                      "0 leaves kernel threads unpinned; read when the pool starts")
+DEBUG = Setting("NOVA_DEBUG", False, _flag,
+                "1 writes every compiled step's IR into the debug directory")
+DEBUG_DIR = Setting("NOVA_DEBUG_DIR", None, _text,
+                    "the debug directory (default: a fresh private one per process)")
+NVRTC = Setting("NOVA_NVRTC", None, _text, "the path of libnvrtc.so to use")
+CUDA_HOME = Setting("CUDA_HOME", None, _text, "a CUDA toolkit to find NVRTC in")
+CUDA_PATH = Setting("CUDA_PATH", None, _text, "a CUDA toolkit to find NVRTC in")
+
+def cache_root() -> str | None:
+    """Where the on-disk caches live, or None when ``NOVA_CACHE=0`` turns them off."""
+    if not CACHE.get():
+        return None
+    return CACHE_DIR.get() or os.path.join(os.path.expanduser("~"), ".cache", "nova")
+
+
+SETTINGS: tuple[Setting, ...] = tuple(
+    v for v in globals().values() if isinstance(v, Setting))
+
+
+def describe() -> str:
+    """The table of settings: name, default, meaning."""
+    width = max(len(s.name) for s in SETTINGS)
+    return "\n".join(f"{s.name:<{width}}  default {s.default!r}: {s.help}" for s in SETTINGS)

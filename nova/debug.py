@@ -6,46 +6,32 @@ import copy
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from nova.compiler.irgen import build_module
-from nova.compiler.lowering import plan_kernels
-from nova.compiler.passes import optimize
-from nova.compiler.passes.fusion import fuse
+from nova.compiler.pipeline import STAGES, LoweredStep, front, lower, stages
 from nova.runtime.cache import CACHE, CacheStats
-from nova.runtime.cpu_engine import PROFILE
+from nova.runtime.cpu_engine import PROFILE, debug_files
 from nova.runtime.debug_dir import (  # noqa: F401 (nv.debug.UnsafeDirectoryError)
     UnsafeDirectoryError, debug_directory, write_debug_file)
 from nova.runtime.engine import get_remat
-from nova.runtime.kernel_cache import KERNELS
 from nova.tensor.realize import pending_graph
 from nova.tensor.tensor import Tensor
-
-STAGES = ("trace", "nova", "fused")
 
 
 def dump_ir(*tensors: Tensor, stage: str = "nova") -> str:
     """The verified ``func.func @step`` that would compute ``tensors``, as MLIR text.
 
     ``stage="trace"`` is the function exactly as recorded; ``"nova"`` (the default) is
-    after CSE, DCE and rematerialization (``nv.set_remat``), the form the engines run; ``"fused"`` groups it into the
-    ``nova.fusion`` kernels the cpu engine compiles, followed by each kernel's loop plan.
-    Nothing runs.
+    after CSE, DCE and rematerialization (``nv.set_remat``), the form the engines run;
+    ``"fused"`` groups it into the ``nova.fusion`` kernels the cpu engine compiles,
+    followed by each kernel's loop plan. The stages are those of
+    ``nova.compiler.pipeline``; nothing runs.
     """
     if stage not in STAGES:
         raise ValueError(f"dump_ir: unknown stage {stage!r}; available stages are {STAGES}")
-    if not tensors:
-        raise ValueError("dump_ir: give at least one tensor")
-    for t in tensors:
-        if not isinstance(t, Tensor):
-            raise TypeError(f"dump_ir: expected tensors, got {type(t).__name__}")
-    module = build_module(pending_graph(*tensors))
-    if stage == "trace":
-        return str(module)
-    module = optimize(module, get_remat())
-    if stage == "nova":
-        return str(module)
-    fused = fuse(module)
-    plans = "\n".join(f"// {p.describe()}" for p in plan_kernels(fused))
-    return f"{fused}\n{plans}"
+    _check_tensors("dump_ir", tensors)
+    for name, result in stages(pending_graph(*tensors), get_remat()):
+        if name == stage:
+            return result.text() if isinstance(result, LoweredStep) else str(result)
+    raise AssertionError(f"dump_ir: the pipeline has no stage {stage!r}")
 
 
 def dump(directory: str, *tensors: Tensor) -> list[str]:
@@ -53,14 +39,19 @@ def dump(directory: str, *tensors: Tensor) -> list[str]:
     of the step that would compute ``tensors`` into ``directory``; returns the paths.
     The directory is created if missing and refused (``UnsafeDirectoryError``) if it is a
     symbolic link or another user's; files replace links planted at their paths."""
+    _check_tensors("dump", tensors)
     directory = debug_directory(directory)
-    module = optimize(build_module(pending_graph(*tensors)), get_remat())
-    fused = fuse(module)
-    plans = plan_kernels(fused)
-    files = {"step.nova.mlir": str(module),
-             "step.fused.mlir": str(fused) + "\n" + "\n".join(f"// {p.describe()}" for p in plans),
-             "step.ll": "\n".join(KERNELS.llvm_ir(p) for p in plans)}
+    module = front(pending_graph(*tensors), get_remat())
+    files = debug_files(module, lower(module, "cpu"))
     return [write_debug_file(directory, name, text) for name, text in files.items()]
+
+
+def _check_tensors(op: str, tensors: tuple) -> None:
+    if not tensors:
+        raise ValueError(f"{op}: give at least one tensor")
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op}: expected tensors, got {type(t).__name__}")
 
 
 @dataclass

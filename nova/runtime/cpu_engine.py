@@ -17,14 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
 from nova import config
 from nova.compiler.configurator import estimated_seconds
 from nova.compiler.device import detect_cpu
-from nova.compiler.lowering.plan import TEAM_MEMBERS, KernelPlan, plan_kernels
-from nova.compiler.passes.fusion import fuse
+from nova.compiler.lowering.plan import TEAM_MEMBERS, KernelPlan
+from nova.compiler.pipeline import LoweredStep, lower
 from nova.runtime import threads
 from nova.runtime.addresses import data_address
 from nova.runtime.debug_dir import debug_subdirectory, write_debug_file
@@ -58,15 +57,26 @@ class Step:
 
 
 
+def debug_files(module: ModuleOp, lowered: LoweredStep) -> dict[str, str]:
+    """What ``NOVA_DEBUG=1`` and ``nv.debug.dump`` write for a CPU step, by file name:
+    the nova IR, the fused IR with each kernel's plan, and every kernel's LLVM IR."""
+    return {"step.nova.mlir": str(module),
+            "step.fused.mlir": lowered.text(),
+            "step.ll": "\n".join(KERNELS.llvm_ir(p) for p in lowered.plans)}
+
+
 class CpuProgram:
     """A compiled step: ``run(args) -> outputs`` like the interpreter's Program."""
 
     def __init__(self, module: ModuleOp, reorder: bool = True):
-        self.fused = fuse(module)
-        self.plans = plan_kernels(self.fused)
+        lowered = lower(module, "cpu")
+        self.fused, self.plans = lowered.fused, lowered.plans
         if config.DEBUG.get():
-            self._write_debug(module)
-        fn = next(op for op in self.fused.ops if isinstance(op, func.FuncOp))
+            directory = debug_subdirectory()
+            for name, text in debug_files(module, lowered).items():
+                write_debug_file(directory, name, text)
+            print(f"nova: NOVA_DEBUG wrote {directory}", file=sys.stderr)
+        fn = lowered.function
         slot = {a: i for i, a in enumerate(fn.body.block.args)}
         self.n_args = len(slot)
         self.arg_types = [(tuple(a.type.get_shape()), a.type.get_element_type())
@@ -131,17 +141,6 @@ class CpuProgram:
             self._ptrs.append(table)
             self._table_addresses.append(ctypes.addressof(table))
             self._moving.append(moving)
-
-    def _write_debug(self, module: ModuleOp) -> None:
-        """NOVA_DEBUG=1: write the nova IR, fused IR and LLVM IR of this step into a
-        fresh directory (``debug_dir``: private, never through a planted link)."""
-        directory = debug_subdirectory()
-        plans = "\n".join(f"// {p.describe()}" for p in self.plans)
-        for name, text in (("step.nova.mlir", str(module)),
-                           ("step.fused.mlir", f"{self.fused}\n{plans}"),
-                           ("step.ll", "\n".join(KERNELS.llvm_ir(p) for p in self.plans))):
-            write_debug_file(directory, name, text)
-        print(f"nova: NOVA_DEBUG wrote {directory}", file=sys.stderr)
 
     def memory_report(self, arg_bytes: Sequence[int] | None,
                       roles: Sequence[str] | None = None,

@@ -22,11 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
-from nova.compiler.lowering.plan import KernelPlan, plan_kernels
-from nova.compiler.passes.fusion import fuse
+from nova.compiler.lowering.plan import KernelPlan
+from nova.compiler.pipeline import lower
 from nova.runtime.cuda_runtime import (
     CudaCompileError,
     DeviceBackend,
@@ -64,8 +63,8 @@ class CudaProgram:
         from nova.compiler.codegen.cuda import generate
 
         self.backend = backend
-        self.fused = fuse(module, "cuda")
-        self.plans = plan_kernels(self.fused, backend="cuda")
+        lowered = lower(module, "cuda")
+        self.fused, self.plans = lowered.fused, lowered.plans
         spec = backend.spec()
         kernels = []
         for plan in self.plans:
@@ -78,7 +77,7 @@ class CudaProgram:
                                        f"({plan.describe()}): {type(e).__name__}: {e}; its "
                                        f"fused IR is in {path}") from e
         handles = backend.load(list(zip(kernels, self.plans)))
-        fn = next(op for op in self.fused.ops if isinstance(op, func.FuncOp))
+        fn = lowered.function
         slot = {a: i for i, a in enumerate(fn.body.block.args)}
         self.n_args = len(slot)
         self.arg_types = [(tuple(a.type.get_shape()), a.type.get_element_type())

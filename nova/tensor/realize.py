@@ -35,8 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from nova.compiler.irgen import build_module
-from nova.compiler.passes import optimize
+from nova.compiler.pipeline import front
 from nova.core import dtypes as _dt
 from nova.core.graph import PendingGraph, storage_dtype
 from nova.runtime.cache import CACHE
@@ -171,7 +170,7 @@ def _arguments_behind(nodes: list[Node]) -> set[int]:
 
 
 def _compile(graph: PendingGraph, engine: str, remat: str, backend: Any = None) -> Executable:
-    return Executable(optimize(build_module(graph), remat), engine, backend)
+    return Executable(front(graph, remat), engine, backend)
 
 
 def realize(*tensors: Tensor) -> None:

@@ -1,0 +1,70 @@
+"""The compiler pipeline, spelled out once.
+
+    PendingGraph --build--> nova function ("trace")
+                 --optimize (CSE, DCE, remat)--> ("nova": what every engine runs)
+                 --lower for a target (fusion, then a plan per kernel)--> ("fused")
+
+Engines compile what ``lower`` returns (the CPU engine's kernels through LLVM, the CUDA
+engine's through NVRTC) and run it; ``nv.debug.dump_ir``, ``nv.debug.dump`` and
+``NOVA_DEBUG`` show the same stages through ``stages``, so what a user inspects is what
+runs. No other module strings these stages together.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+
+from nova.compiler.irgen import build_module
+from nova.compiler.lowering.plan import KernelPlan, plan_kernels
+from nova.compiler.passes import optimize
+from nova.compiler.passes.fusion import fuse
+from nova.core.graph import PendingGraph
+
+STAGES = ("trace", "nova", "fused")
+TARGETS = ("cpu", "cuda")
+
+
+@dataclass
+class LoweredStep:
+    """A step grouped into kernels for one target, each with its plan: the input of an
+    engine's code generation."""
+
+    target: str
+    fused: ModuleOp              # the step function as a sequence of nova.fusion kernels
+    plans: list[KernelPlan]      # one per nova.fusion op, in program order
+
+    @property
+    def function(self) -> func.FuncOp:
+        return next(op for op in self.fused.ops if isinstance(op, func.FuncOp))
+
+    def text(self) -> str:
+        """The fused IR followed by each kernel's plan, as ``dump_ir(stage="fused")``."""
+        return str(self.fused) + "\n" + "\n".join(f"// {p.describe()}" for p in self.plans)
+
+
+def front(graph: PendingGraph, remat: str = "default") -> ModuleOp:
+    """The verified, optimized nova function of ``graph`` (the "nova" stage)."""
+    return optimize(build_module(graph), remat)
+
+
+def lower(module: ModuleOp, target: str = "cpu") -> LoweredStep:
+    """Fuse the optimized function for ``target`` and plan every kernel."""
+    if target not in TARGETS:
+        raise ValueError(f"lower: unknown target {target!r}; valid targets are {TARGETS}")
+    fused = fuse(module, target)
+    return LoweredStep(target, fused, plan_kernels(fused, backend=target))
+
+
+def stages(graph: PendingGraph, remat: str = "default",
+           target: str = "cpu") -> Iterator[tuple[str, ModuleOp | LoweredStep]]:
+    """Each stage of ``graph``'s compilation by name, in order, computed as they are
+    asked for: ("trace", module), ("nova", module), ("fused", LoweredStep). Each result
+    stays as yielded (the optimizer rewrites in place, so it works on a copy)."""
+    module = build_module(graph)
+    yield "trace", module
+    module = optimize(module.clone(), remat)
+    yield "nova", module
+    yield "fused", lower(module, target)

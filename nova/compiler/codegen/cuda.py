@@ -48,18 +48,13 @@ from dataclasses import dataclass, replace
 
 from xdsl.ir import Operation
 
-from nova.compiler.codegen.cuda_emit import (
-    COMPUTE,
-    STORAGE,
-    CEmitter,
-    mlir_of,
-    prod,
-    shape_of,
-)
+from nova.compiler.codegen.cuda_emit import COMPUTE, STORAGE, CEmitter
+from nova.compiler.codegen.values import element_of, shape_of
 from nova.compiler.codegen.cuda_gemm import Gemm, matmul_simt
 from nova.compiler.codegen.cuda_prelude import PRELUDE
 from nova.compiler.cuda_configurator import LaunchConfig, configure
 from nova.compiler.cuda_device import CudaSpec
+from nova.core.shapes import numel
 from nova.compiler.lowering.plan import (
     KernelPlan,
     accumulator_dtype,
@@ -156,7 +151,7 @@ def _rows(e: CEmitter, cfg: LaunchConfig) -> None:
     x_shape = shape_of(reds[0].x)
     n_kept = len(x_shape) - len(plan.schedule.reduced)
     kept_shape, row_shape = x_shape[:n_kept], x_shape[n_kept:]
-    rows, length = prod(kept_shape), prod(row_shape)
+    rows, length = numel(kept_shape), numel(row_shape)
     warp = cfg.strategy == "warp_per_row"
     if warp:
         e.line("const int lane = threadIdx.x & 31;")
@@ -166,7 +161,7 @@ def _rows(e: CEmitter, cfg: LaunchConfig) -> None:
     else:
         start, step = "(i64)blockIdx.x", "(i64)gridDim.x"
         j0, js = "threadIdx.x", "blockDim.x"
-    per_row_output = prod(shape_of(e.root)) == rows
+    per_row_output = numel(shape_of(e.root)) == rows
     with e.scope(f"for (i64 row = {start}; row < {rows}LL; row += {step})"):
         kidx = e.delinearize("row", kept_shape)
         for k, r in enumerate(reds):
@@ -175,12 +170,12 @@ def _rows(e: CEmitter, cfg: LaunchConfig) -> None:
             with e.scope(f"for (i64 j = {j0}; j < {length}LL; j += {js})"):
                 ridx = e.delinearize("j", row_shape)
                 v = e.emit(r.x, kidx + ridx)
-                if mlir_of(r.x) != r.acc:
-                    v = e.cast(v, mlir_of(r.x), r.acc)
+                if element_of(r.x) != r.acc:
+                    v = e.cast(v, element_of(r.x), r.acc)
                 e.line(f"{acc} = {r.combine(acc, v)};")
             (_warp_allreduce if warp else _block_allreduce)(e, r, acc)
-            total = e.fresh(COMPUTE[mlir_of(r.op.results[0])],
-                            e.cast(acc, r.acc, mlir_of(r.op.results[0])), "red")
+            total = e.fresh(COMPUTE[element_of(r.op.results[0])],
+                            e.cast(acc, r.acc, element_of(r.op.results[0])), "red")
             e.override[id(r.op.results[0])] = total
         if per_row_output:
             with e.scope("if (lane == 0)" if warp else "if (threadIdx.x == 0)"):
@@ -202,7 +197,7 @@ def _column(e: CEmitter, cfg: LaunchConfig) -> None:
     kept = [d for d in range(len(x_shape)) if d not in axes]
     kept_shape = tuple(x_shape[d] for d in kept)
     red_shape = tuple(x_shape[d] for d in axes)
-    outputs, length = prod(kept_shape), prod(red_shape)
+    outputs, length = numel(kept_shape), numel(red_shape)
     bx, by = cfg.block[0], cfg.block[1]
     e.line(f"const i64 oi = (i64)blockIdx.x * {bx} + threadIdx.x;")
     e.line(f"{r.ctype} acc = {_reduce_init(r.acc, r.is_sum)};")
@@ -216,8 +211,8 @@ def _column(e: CEmitter, cfg: LaunchConfig) -> None:
             for d, v in zip(axes, ridx):
                 idx[d] = v
             v = e.emit(r.x, idx)
-            if mlir_of(r.x) != r.acc:
-                v = e.cast(v, mlir_of(r.x), r.acc)
+            if element_of(r.x) != r.acc:
+                v = e.cast(v, element_of(r.x), r.acc)
             e.line(f"acc = {r.combine('acc', v)};")
     part = f"reinterpret_cast<{r.ctype}*>(nv_smem)"
     e.line(f"{part}[threadIdx.y * {bx} + threadIdx.x] = acc;")
@@ -225,7 +220,7 @@ def _column(e: CEmitter, cfg: LaunchConfig) -> None:
     with e.scope(f"if (threadIdx.y == 0 && oi < {outputs}LL)"):
         e.line(f"for (int y = 1; y < {by}; ++y) acc = "
                f"{r.combine('acc', f'{part}[y * {bx} + threadIdx.x]')};")
-        res = mlir_of(r.op.results[0])
+        res = element_of(r.op.results[0])
         total = e.fresh(COMPUTE[res], e.cast("acc", r.acc, res), "red")
         e.override[id(r.op.results[0])] = total
         e.store_root("oi")
@@ -244,14 +239,14 @@ def _elementwise(e: CEmitter, cfg: LaunchConfig) -> None:
     and the outputs leave as one wide store; everything else is loaded per element.
     Wide accesses need 16-byte aligned buffers, which cp.async needs as well."""
     shape, dtype = e.plan.out
-    numel = max(prod(shape), 1)
+    total = max(numel(shape), 1)
     vec = cfg.vec
     out_bytes = vec * dtype.itemsize
     wide_out = vec > 1 and out_bytes in _WIDE
     e.vector_args = {i for i, (s, d) in enumerate(e.plan.arg_types[:-1])
                      if vec > 1 and s == shape and vec * d.itemsize in _WIDE}
     with e.scope(f"for (i64 base = ((i64)blockIdx.x * blockDim.x + threadIdx.x) * {vec}; "
-                 f"base < {numel}LL; base += (i64)gridDim.x * blockDim.x * {vec})"):
+                 f"base < {total}LL; base += (i64)gridDim.x * blockDim.x * {vec})"):
         at = len(e.lines)
         if wide_out:
             e.line(f"__align__(16) {STORAGE[dtype.mlir]} vo[{vec}];")
@@ -293,7 +288,7 @@ def _scatter(e: CEmitter, cfg: LaunchConfig) -> None:
     ishape = shape_of(index)
     other = [k for k in range(len(out_shape)) if k != d]
     other_shape = tuple(out_shape[k] for k in other)
-    lines = max(prod(other_shape), 1)
+    lines = max(numel(other_shape), 1)
     e.line("const int lane = threadIdx.x & 31;")
     with e.scope(f"for (i64 line = (((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5); "
                  f"line < {lines}LL; line += ((i64)gridDim.x * (blockDim.x >> 5)))"):
@@ -354,7 +349,7 @@ def generate(plan: KernelPlan, spec: CudaSpec) -> CudaKernel:
               "column": _column, "lines": _scatter, "simt": matmul_simt}
     shared = cfg.shared_bytes
     modes = ""
-    if prod(plan.out[0]) == 0:
+    if numel(plan.out[0]) == 0:
         # Nothing to write; a body would clamp indices to -1 on empty operands.
         e.line("// empty output: nothing to compute")
         cfg = replace(cfg, grid=(1, 1, 1))

@@ -19,33 +19,17 @@ from contextlib import contextmanager
 
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
-from nova.compiler import dialect as nd
+from nova.compiler.codegen.values import COMPARE, FLOAT_MATH, element_of, shape_of
 from nova.compiler.lowering.plan import KernelPlan
+from nova.core.shapes import numel
 
 STORAGE = {"f32": "float", "f64": "double", "f16": "unsigned short", "bf16": "unsigned short",
            "i32": "int", "i64": "i64", "i1": "unsigned char"}
 COMPUTE = {"f32": "float", "f64": "double", "f16": "float", "bf16": "float", "i32": "int",
            "i64": "i64", "i1": "bool"}
 FLOATS = ("f32", "f64", "f16", "bf16")
-_UNARY_F = {"exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tanh": "tanh",
-            "erf": "erf", "sqrt": "sqrt", "abs": "fabs"}
+_UNARY_F = {**FLOAT_MATH, "abs": "fabs"}
 _ARITH = {"add": "+", "sub": "-", "mul": "*"}
-_CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-
-
-def mlir_of(v: SSAValue) -> str:
-    return nd.element_name(v.type.element_type)
-
-
-def shape_of(v: SSAValue) -> tuple[int, ...]:
-    return tuple(v.type.get_shape())
-
-
-def prod(shape: Sequence[int]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 def _ints(a) -> tuple[int, ...]:
@@ -136,14 +120,14 @@ class CEmitter:
         return off
 
     def delinearize(self, flat: str, shape: Sequence[int]) -> list[str]:
-        """Row-major multi-index of an offset (which lies in ``[0, prod(shape))``).
+        """Row-major multi-index of an offset (which lies in ``[0, numel(shape))``).
 
         Below 2^32 elements the divisions run in 32-bit unsigned arithmetic: division by
         a constant becomes a multiply-high, one instruction in 32 bits but an emulated
         sequence in 64, and these divisions are most of an elementwise kernel's work."""
         if not shape:
             return []
-        narrow = prod(shape) < 2 ** 32
+        narrow = numel(shape) < 2 ** 32
         ctype, suffix = ("unsigned", "u") if narrow else ("i64", "LL")
         out: list[str] = []
         rest = self.fresh(ctype, f"({ctype})({flat})", "f")
@@ -222,7 +206,7 @@ class CEmitter:
             return hit
         if id(value) in self.override:
             return self.override[id(value)]
-        mlir = mlir_of(value)
+        mlir = element_of(value)
         if isinstance(value, BlockArgument):
             i = self.arg_index[id(value)]
             shape, dtype = self.plan.arg_types[i]
@@ -247,7 +231,7 @@ class CEmitter:
     def _op(self, op: Operation, idx: list[str]) -> str:
         name = op.name.removeprefix("nova.")
         res = op.results[0]
-        mlir = mlir_of(res)
+        mlir = element_of(res)
         if name == "constant":
             v = op.value.value.data
             return float_literal(v, mlir) if mlir in FLOATS else int_literal(v, mlir)
@@ -267,9 +251,9 @@ class CEmitter:
         if name == "wrap_index":
             return self._wrap_index(op, args[0], mlir)
         if name == "cast":
-            return self.cast(args[0], mlir_of(op.operands[0]), mlir)
+            return self.cast(args[0], element_of(op.operands[0]), mlir)
         if name == "compare":
-            return f"({args[0]} {_CMP[op.direction.data]} {args[1]})"
+            return f"({args[0]} {COMPARE[op.direction.data]} {args[1]})"
         if name == "where":
             return f"({args[0]} ? {args[1]} : {args[2]})"
         out = self._arith(name, args, mlir)

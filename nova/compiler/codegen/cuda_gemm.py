@@ -14,10 +14,12 @@ from dataclasses import dataclass
 
 from xdsl.ir import SSAValue
 
-from nova.compiler.codegen.cuda_emit import COMPUTE, CEmitter, mlir_of, prod, shape_of
+from nova.compiler.codegen.cuda_emit import COMPUTE, CEmitter
+from nova.compiler.codegen.values import element_of, shape_of
 from nova.compiler.cuda_configurator import A_PAD, B_PAD, C_PAD, LaunchConfig
 from nova.compiler.lowering.plan import contraction
 from nova.compiler.lowering.views import operand_view
+from nova.core.shapes import numel
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ def _operand(v: SSAValue, rows: int, cols: int) -> _Operand:
     """cp.async needs float32, a unit stride along the copied axis, that axis a multiple
     of 4 long, and every other stride and the offset multiples of 4 (16-byte alignment of
     each 4-element chunk, given 16-byte aligned buffers)."""
-    view = operand_view(v) if mlir_of(v) == "f32" else None
+    view = operand_view(v) if element_of(v) == "f32" else None
     if view is None:
         return _Operand("gen")
     arg, strides, offset = view
@@ -62,7 +64,7 @@ class Gemm:
         self.batch_shape = a_shape[:-2]
         self.m, self.k = a_shape[-2], a_shape[-1]
         self.n = shape_of(self.b)[-1]
-        self.batch = prod(self.batch_shape)
+        self.batch = numel(self.batch_shape)
         self.aop = _operand(self.a, self.m, self.k)
         self.bop = _operand(self.b, self.k, self.n)
         am, bm = self.amode, self.bmode = self.aop.mode, self.bop.mode
@@ -203,7 +205,7 @@ class Gemm:
         """
         e, g = self.e, self.g
         mm_shape = shape_of(self.mm.results[0])
-        mlir = mlir_of(self.mm.results[0])
+        mlir = element_of(self.mm.results[0])
         ld = g.bn + C_PAD
         e.line("float* const sC = nv_smem;")
         e.line("#pragma unroll")
@@ -236,13 +238,13 @@ def matmul_simt(e: CEmitter, cfg: LaunchConfig) -> None:
     batch_shape, m, k = a_shape[:-2], a_shape[-2], a_shape[-1]
     n = shape_of(b)[-1]
     t = cfg.block[0]
-    mlir = mlir_of(mm.results[0])
+    mlir = element_of(mm.results[0])
     ctype = COMPUTE[mlir]
     mm_shape = shape_of(mm.results[0])
     e.line(f"__shared__ {ctype} sA[{t}][{t + 1}], sB[{t}][{t + 1}];")
     e.line("const int tx = threadIdx.x, ty = threadIdx.y;")
     e.line(f"const i64 gm = (i64)blockIdx.y * {t} + ty, gn = (i64)blockIdx.x * {t} + tx;")
-    with e.scope(f"for (i64 bz = blockIdx.z; bz < {prod(batch_shape)}LL; bz += gridDim.z)"):
+    with e.scope(f"for (i64 bz = blockIdx.z; bz < {numel(batch_shape)}LL; bz += gridDim.z)"):
         pre = e.delinearize("bz", batch_shape)
         e.line(f"{ctype} acc = 0;")
         with e.scope(f"for (i64 k0 = 0; k0 < {k}LL; k0 += {t})"):

@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from llvmlite import ir
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
-from nova.compiler import dialect as nd
 from nova.compiler.codegen.pool import emit_barrier
+from nova.compiler.codegen.values import COMPARE, FLOAT_MATH, element_of, shape_of
 from nova.compiler.lowering.plan import (
     TEAM_ARRIVED,
     TEAM_MEMBERS,
@@ -32,6 +32,7 @@ from nova.compiler.lowering.plan import (
     reductions,
 )
 from nova.compiler.lowering.views import operand_view
+from nova.core.shapes import numel
 
 I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
@@ -39,31 +40,13 @@ PTR = I8.as_pointer()
 
 _STORAGE = {"f32": F32, "f64": F64, "f16": F16, "bf16": I16, "i32": I32, "i64": I64, "i1": I8}
 _COMPUTE = {"f32": F32, "f64": F64, "f16": F32, "bf16": F32, "i32": I32, "i64": I64, "i1": I1}
-_FLOAT_FNS = {"exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tanh": "tanh",
-              "erf": "erf", "sqrt": "sqrt"}
 _FLOAT_BINARY = {"add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv"}
 _INT_BINARY = {"add": "add", "sub": "sub", "mul": "mul"}
 _INT_SELECT = {"maximum": ">", "minimum": "<"}
-_FCMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-
-
-def _mlir(v: SSAValue) -> str:
-    return nd.element_name(v.type.element_type)
-
-
-def _shape(v: SSAValue) -> tuple[int, ...]:
-    return tuple(v.type.get_shape())
-
-
-def _prod(shape: Sequence[int]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 def _numel(v: SSAValue) -> int:
-    return _prod(_shape(v))
+    return numel(shape_of(v))
 
 
 def _ints(a) -> tuple[int, ...]:
@@ -311,7 +294,7 @@ class Emitter:
         b = self.b
         name = op.name.removeprefix("nova.")
         res = op.results[0]
-        mlir = _mlir(res)
+        mlir = element_of(res)
         ty = _COMPUTE[mlir]
         is_float = not isinstance(ty, ir.IntType)
         if name == "constant":
@@ -334,10 +317,10 @@ class Emitter:
         if name == "wrap_index":
             return self._wrap_index(op, args[0], ty)
         if name == "cast":
-            return self.cast(args[0], _mlir(op.operands[0]), mlir)
+            return self.cast(args[0], element_of(op.operands[0]), mlir)
         if name == "compare":
-            a_mlir = _mlir(op.operands[0])
-            pred = _FCMP[op.direction.data]
+            a_mlir = element_of(op.operands[0])
+            pred = COMPARE[op.direction.data]
             if isinstance(_COMPUTE[a_mlir], ir.IntType):
                 if a_mlir == "i1":
                     return b.icmp_unsigned(pred, args[0], args[1])
@@ -376,8 +359,8 @@ class Emitter:
                 return self._erf_f32(x)
             if name == "tanh" and ty == F32:
                 return self._tanh_f32(x)
-            if name in _FLOAT_FNS:
-                return b.call(self.libm(_FLOAT_FNS[name], ty), [x])
+            if name in FLOAT_MATH:
+                return b.call(self.libm(FLOAT_MATH[name], ty), [x])
             y = args[1]
             if name in _FLOAT_BINARY:
                 return getattr(b, _FLOAT_BINARY[name])(x, y)
@@ -504,7 +487,7 @@ class Emitter:
     def _move(self, op: Operation, idx: list[ir.Value]) -> list[ir.Value]:
         b = self.b
         name = op.name
-        src = _shape(op.operands[0])
+        src = shape_of(op.operands[0])
         if name == "nova.broadcast_in_dim":
             return [c64(0) if src[i] == 1 else idx[d] for i, d in enumerate(_ints(op.dims))]
         if name == "nova.transpose":
@@ -517,7 +500,7 @@ class Emitter:
             return [b.add(c64(a), b.mul(i, c64(s))) if (a, s) != (0, 1) else i
                     for i, a, s in zip(idx, _ints(op.start), _ints(op.stride))]
         # reshape: unit dims only -> direct; otherwise re-linearize group by group
-        dst = _shape(op.results[0])
+        dst = shape_of(op.results[0])
         if [n for n in src if n != 1] == [n for n in dst if n != 1]:
             real = iter([i for i, n in zip(idx, dst) if n != 1])
             return [c64(0) if n == 1 else next(real) for n in src]
@@ -553,7 +536,7 @@ class Emitter:
 
     def _pad(self, op: Operation, idx: list[ir.Value]) -> ir.Value:
         b = self.b
-        src = _shape(op.operands[0])
+        src = shape_of(op.operands[0])
         valid = ir.Constant(I1, 1)
         in_idx = []
         for i, n, lo, it in zip(idx, src, _ints(op.low), _ints(op.interior)):
@@ -575,7 +558,7 @@ class Emitter:
         result = None
         offset = 0
         for v in op.operands:
-            n = _shape(v)[d]
+            n = shape_of(v)[d]
             local = b.sub(idx[d], c64(offset))
             inside = b.and_(b.icmp_signed(">=", local, c64(0)), b.icmp_signed("<", local, c64(n)))
             sub = list(idx)
@@ -588,7 +571,7 @@ class Emitter:
     def _gather(self, op: Operation, idx: list[ir.Value]) -> ir.Value:
         b = self.b
         d = op.dim.value.data
-        n = _shape(op.operands[0])[d]
+        n = shape_of(op.operands[0])[d]
         raw = self.emit(op.operands[1], idx)
         i = b.sext(raw, I64) if raw.type != I64 else raw
         bad = b.or_(b.icmp_signed("<", i, c64(0)), b.icmp_signed(">=", i, c64(n)))
@@ -613,7 +596,7 @@ class Emitter:
         b = self.b
         key = self.emit_vector_arg(op.operands[0])
         seed, offset = key
-        i = self.linear(b, idx, _shape(op.results[0]))
+        i = self.linear(b, idx, shape_of(op.results[0]))
         m32 = lambda v: b.trunc(v, I32)
         c = [m32(i), m32(b.lshr(i, c64(32))), m32(offset), m32(b.lshr(offset, c64(32)))]
         k0, k1 = m32(seed), m32(b.lshr(seed, c64(32)))
@@ -724,13 +707,13 @@ def _reduce_row(e: Emitter) -> None:
     plan = e.plan
     red = contraction(e.fusion)
     x = red.operands[0]
-    x_shape = _shape(x)
+    x_shape = shape_of(x)
     n_kept = len(x_shape) - len(plan.schedule.reduced)
     kept_shape = x_shape[:n_kept]
     is_sum = red.name == "nova.reduce_sum"
     acc_ty, acc_mlir = _acc_type(red)
     root = e.fusion.body.block.last_op.operands[0]
-    red_mlir = _mlir(red.results[0])
+    red_mlir = element_of(red.results[0])
     b = e.b
 
     acc = _LoopReduction(e, acc_ty, acc_mlir, is_sum)
@@ -742,7 +725,7 @@ def _reduce_row(e: Emitter) -> None:
         def inner(ridx: list[ir.Value]) -> None:
             e.cache = {}
             v = e.emit(x, kidx + ridx)
-            v = e.cast(v, _mlir(x), acc_mlir) if v.type != acc_ty else v
+            v = e.cast(v, element_of(x), acc_mlir) if v.type != acc_ty else v
             acc.add(v)
 
         reduced_shape = x_shape[n_kept:]
@@ -767,7 +750,7 @@ def _rows(e: Emitter) -> None:
     row scalars), then a pass storing the element-level output."""
     plan = e.plan
     reds = reductions(e.fusion)
-    x_shape = _shape(reds[0].operands[0])
+    x_shape = shape_of(reds[0].operands[0])
     n_kept = len(x_shape) - len(plan.schedule.reduced)
     kept_shape, row_shape = x_shape[:n_kept], x_shape[n_kept:]
     root = e.fusion.body.block.last_op.operands[0]
@@ -784,14 +767,14 @@ def _rows(e: Emitter) -> None:
                 e.cache = {}
                 x = red.operands[0]
                 v = e.emit(x, kidx + ridx)
-                v = e.cast(v, _mlir(x), acc.mlir) if v.type != acc.ty else v
+                v = e.cast(v, element_of(x), acc.mlir) if v.type != acc.ty else v
                 acc.add(v)
             e.loops.nest(row_shape, inner)
             e.cache = {}
-            total = e.cast(acc.result(), acc.mlir, _mlir(red.results[0]))
+            total = e.cast(acc.result(), acc.mlir, element_of(red.results[0]))
             e.override[id(red.results[0])] = lambda _idx, total=total: total
 
-        if _numel(root) == _prod(kept_shape):   # one value per row
+        if _numel(root) == numel(kept_shape):   # one value per row
             e.cache = {}
             e.store_root(root, e.linear(b, kidx, kept_shape))
         else:
@@ -812,7 +795,7 @@ def _reduce_column(e: Emitter) -> None:
     plan = e.plan
     red = contraction(e.fusion)
     x = red.operands[0]
-    x_shape = _shape(x)
+    x_shape = shape_of(x)
     axes = plan.schedule.reduced
     kept = [d for d in range(len(x_shape)) if d not in axes]
     kept_shape = tuple(x_shape[d] for d in kept)
@@ -820,7 +803,7 @@ def _reduce_column(e: Emitter) -> None:
     acc_ty, acc_mlir = _acc_type(red)
     scratch = e.ptrs[-1]
     scratch_mlir = plan.scratch[1].mlir
-    red_mlir = _mlir(red.results[0])
+    red_mlir = element_of(red.results[0])
     p = plan.schedule.parallel_dim
     b = e.b
     start, end = e.fn.args[1], e.fn.args[2]
@@ -855,7 +838,7 @@ def _reduce_column(e: Emitter) -> None:
         for d, v in zip(order, ordered):
             idx[d] = v
         v = e.emit(x, idx)
-        v = e.cast(v, _mlir(x), acc_mlir) if v.type != acc_ty else v
+        v = e.cast(v, element_of(x), acc_mlir) if v.type != acc_ty else v
         slot = b.gep(scratch, [e.linear(b, [idx[d] for d in kept], kept_shape)])
         b.store(_combine(e, b.load(slot), v, is_sum), slot)
 
@@ -878,12 +861,12 @@ def _matmul(e: Emitter) -> None:
     plan = e.plan
     mm = contraction(e.fusion)
     a, bv = mm.operands
-    a_shape = _shape(a)
+    a_shape = shape_of(a)
     batch = a_shape[:-2]
     m, k = a_shape[-2], a_shape[-1]
-    n = _shape(bv)[-1]
-    mm_shape = _shape(mm.results[0])
-    mlir = _mlir(mm.results[0])
+    n = shape_of(bv)[-1]
+    mm_shape = shape_of(mm.results[0])
+    mlir = element_of(mm.results[0])
     ty = _COMPUTE[mlir]
     acc_ty = F64 if mlir == "f64" else (ty if isinstance(ty, ir.IntType) else F32)
     root = e.fusion.body.block.last_op.operands[0]
@@ -993,9 +976,9 @@ def _matmul_tiled(e: Emitter) -> None:
     s = plan.schedule
     mm = contraction(e.fusion)
     a, bv = mm.operands
-    mm_shape = _shape(mm.results[0])
+    mm_shape = shape_of(mm.results[0])
     batch = mm_shape[:-2]
-    m, k = _shape(a)[-2:]
+    m, k = shape_of(a)[-2:]
     n = mm_shape[-1]
     mr, nr, nc = s.tile
     kc, mc = max(s.kc, 1), max(s.mc, mr)
@@ -1408,7 +1391,7 @@ def _scatter(e: Emitter) -> None:
         new = b.select(bad, old, e.round_half(new, mlir))
         e.store(new, e.out_ptr, off, mlir)
 
-    ishape = _shape(index)
+    ishape = shape_of(index)
     if ishape:
         e.loops.nest(ishape, add)
     else:

@@ -1,0 +1,23 @@
+"""What both emitters (LLVM, CUDA C) read off an IR value, and the scalar-op names they
+share: one definition each, so the two targets cannot drift apart on them."""
+from __future__ import annotations
+
+from xdsl.ir import SSAValue
+
+from nova.compiler import dialect as nd
+
+# Comparison directions of ``nova.compare`` as C / LLVM predicate symbols.
+COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+# Unary float ops evaluated by a math-library function of the same name (``expf``,
+# ``llvm.exp``): the rest (abs, rsqrt, reciprocal, neg) each target writes its own way.
+FLOAT_MATH = {"exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tanh": "tanh",
+              "erf": "erf", "sqrt": "sqrt"}
+
+
+def element_of(v: SSAValue) -> str:
+    """The MLIR name of a tensor value's element type ("f32", "i64", ...)."""
+    return nd.element_name(v.type.element_type)
+
+
+def shape_of(v: SSAValue) -> tuple[int, ...]:
+    return tuple(v.type.get_shape())

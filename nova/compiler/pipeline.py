@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
@@ -28,6 +29,16 @@ TARGETS = ("cpu", "cuda")
 
 
 @dataclass
+class Wiring:
+    """A lowered step's data flow in slots (``LoweredStep.wiring``)."""
+
+    n_args: int
+    arg_types: list[tuple[tuple[int, ...], Any]]   # (shape, MLIR element type) per argument
+    inputs: list[tuple[int, ...]]                   # per kernel: the slots it reads
+    outputs: tuple[int, ...]                        # the slots the step returns
+
+
+@dataclass
 class LoweredStep:
     """A step grouped into kernels for one target, each with its plan: the input of an
     engine's code generation."""
@@ -39,6 +50,22 @@ class LoweredStep:
     @property
     def function(self) -> func.FuncOp:
         return next(op for op in self.fused.ops if isinstance(op, func.FuncOp))
+
+    def wiring(self) -> Wiring:
+        """Which values each kernel reads and which the step returns, as slots:
+        arguments ``0 .. n_args - 1``, then kernel k's result at ``n_args + k``."""
+        fn = self.function
+        slot = {a: i for i, a in enumerate(fn.body.block.args)}
+        n_args = len(slot)
+        inputs = []
+        for op in fn.body.block.ops:
+            if op.name == "nova.fusion":
+                inputs.append(tuple(slot[v] for v in op.inputs))
+                slot[op.results[0]] = len(slot)
+        return Wiring(n_args,
+                      [(tuple(a.type.get_shape()), a.type.get_element_type())
+                       for a in fn.body.block.args],
+                      inputs, tuple(slot[v] for v in fn.body.block.last_op.operands))
 
     def text(self) -> str:
         """The fused IR followed by each kernel's plan, as ``dump_ir(stage="fused")``."""

@@ -76,25 +76,20 @@ class CpuProgram:
             for name, text in debug_files(module, lowered).items():
                 write_debug_file(directory, name, text)
             print(f"nova: NOVA_DEBUG wrote {directory}", file=sys.stderr)
-        fn = lowered.function
-        slot = {a: i for i, a in enumerate(fn.body.block.args)}
-        self.n_args = len(slot)
-        self.arg_types = [(tuple(a.type.get_shape()), a.type.get_element_type())
-                          for a in fn.body.block.args]
+        wiring = lowered.wiring()
+        self.n_args, self.arg_types = wiring.n_args, wiring.arg_types
         steps: list[Step] = []
-        fusions = [op for op in fn.body.block.ops if op.name == "nova.fusion"]
         kernels = KERNELS.get_all(self.plans)
-        for plan, kernel, op in zip(self.plans, kernels, fusions):
-            out = len(slot)
-            slot[op.results[0]] = out
+        for k, (plan, kernel, inputs) in enumerate(zip(self.plans, kernels, wiring.inputs)):
+            out = self.n_args + k
             shape, dtype = plan.out
             sch = plan.schedule
             panel = (sch.tile[0] if sch.split == "m" else sch.tile[1]) if sch.tile else 1
             seconds = estimated_seconds(sch.strategy, sch.loops, detect_cpu(), panel)
             scratch = (plan.scratch[0], plan.scratch[1].np) if plan.scratch else None
-            steps.append(Step(plan, kernel, tuple(slot[v] for v in op.inputs),
+            steps.append(Step(plan, kernel, inputs,
                               out, shape, dtype.np, scratch, seconds))
-        self.outputs = tuple(slot[v] for v in fn.body.block.last_op.operands)
+        self.outputs = wiring.outputs
         self.memory_plan, self.uses = plan_steps(steps, self.n_args, self.arg_types,
                                                  self.outputs, reorder)
         self.steps = [steps[k] for k in self.memory_plan.order]

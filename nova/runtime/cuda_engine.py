@@ -77,22 +77,18 @@ class CudaProgram:
                                        f"({plan.describe()}): {type(e).__name__}: {e}; its "
                                        f"fused IR is in {path}") from e
         handles = backend.load(list(zip(kernels, self.plans)))
-        fn = lowered.function
-        slot = {a: i for i, a in enumerate(fn.body.block.args)}
-        self.n_args = len(slot)
-        self.arg_types = [(tuple(a.type.get_shape()), a.type.get_element_type())
-                          for a in fn.body.block.args]
+        wiring = lowered.wiring()
+        self.n_args, self.arg_types = wiring.n_args, wiring.arg_types
         steps: list[CudaStep] = []
-        fusions = [op for op in fn.body.block.ops if op.name == "nova.fusion"]
-        for plan, kernel, handle, op in zip(self.plans, kernels, handles, fusions):
-            out = len(slot)
-            slot[op.results[0]] = out
+        for k, (plan, kernel, handle, inputs) in enumerate(
+                zip(self.plans, kernels, handles, wiring.inputs)):
+            out = self.n_args + k
             shape, dtype = plan.out
             scratch = ((plan.scratch[0], storage_dtype(plan.scratch[1].np))
                        if plan.scratch else None)
-            steps.append(CudaStep(plan, kernel, handle, tuple(slot[v] for v in op.inputs),
+            steps.append(CudaStep(plan, kernel, handle, inputs,
                                   out, shape, dtype.np, storage_dtype(dtype.np), scratch))
-        self.outputs = tuple(slot[v] for v in fn.body.block.last_op.operands)
+        self.outputs = wiring.outputs
         # The same memory plan as the CPU engine: pointwise kernels may write over an
         # input they read only at their own index (each CUDA thread reads its elements
         # before writing them; the kernels take no __restrict__ pointers).

@@ -42,3 +42,20 @@ def test_front_is_the_nova_stage_and_lower_checks_its_target():
     with pytest.raises(ValueError, match="lower: unknown target 'tpu'"):
         pipeline.lower(pipeline.front(graph), "tpu")
     assert pipeline.lower(pipeline.front(graph), "cuda").target == "cuda"
+
+
+def test_wiring_numbers_arguments_then_one_slot_per_kernel():
+    """Arguments take slots 0..n-1 and kernel k's result n + k; every kernel reads only
+    earlier slots, and the step returns kernel results (or arguments)."""
+    x = nv.tensor([[1.0, -2.0], [3.0, 4.0]])
+    w = nv.tensor([[0.5, 0.0], [1.0, 2.0]])
+    y = (x @ w).relu() + x
+    z = y.sum(-1)
+    lowered = pipeline.lower(pipeline.front(pending_graph(y, z)))
+    wiring = lowered.wiring()
+    assert wiring.n_args == 2 and [s for s, _ in wiring.arg_types] == [(2, 2), (2, 2)]
+    assert len(wiring.inputs) == len(lowered.plans)
+    for k, reads in enumerate(wiring.inputs):
+        assert reads and all(r < wiring.n_args + k for r in reads)
+    assert len(wiring.outputs) == 2
+    assert all(wiring.n_args <= o < wiring.n_args + len(lowered.plans) for o in wiring.outputs)

@@ -1,28 +1,21 @@
 """Whether ops record autograd history (``nv.no_grad``, ``nv.enable_grad``).
 
-Grad mode is per thread, as in PyTorch: it lives in a ``contextvars.ContextVar``, so
-``no_grad`` in one thread never turns history off for ops another thread records, and
-every new thread starts with history on."""
+Grad mode is per thread, as in PyTorch: ``no_grad`` in one thread never turns history
+off for ops another thread records, and every new thread starts with history on. It is
+a ``threading.local`` (not a ``ContextVar``) because every recorded op reads it:
+``STATE.enabled`` is one C-level attribute lookup."""
 from __future__ import annotations
 
-import contextvars
 import functools
+import threading
 from typing import Any, Callable
 
-_enabled: contextvars.ContextVar[bool] = contextvars.ContextVar("nova_grad_enabled",
-                                                                default=True)
 
+class _State(threading.local):
+    """``STATE.enabled``: this thread's grad mode (the class attribute is every new
+    thread's start)."""
 
-class _State:
-    """``STATE.enabled``: this thread's grad mode (read on every recorded op)."""
-
-    @property
-    def enabled(self) -> bool:
-        return _enabled.get()
-
-    @enabled.setter
-    def enabled(self, mode: bool) -> None:
-        _enabled.set(mode)
+    enabled = True
 
 
 STATE = _State()

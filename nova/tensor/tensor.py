@@ -65,7 +65,7 @@ class Tensor:
         t._requires_grad = False
         t.grad = None
         if not node.realized:
-            live_pending.add(t)
+            live_pending.live.add(t)
         return t
 
     def _grad_edge(self) -> Any:
@@ -86,7 +86,7 @@ class Tensor:
             self._node, self._grad_fn = fresh.node, fresh._grad_fn
             v.version = v.base._version
             if not self._node.realized:
-                live_pending.add(self)
+                live_pending.live.add(self)
         return self._node
 
     def _assign(self, value: Tensor, op: str) -> Tensor:
@@ -118,7 +118,7 @@ class Tensor:
         self._grad_fn = value._grad_fn
         self._version += 1
         if not self._node.realized:
-            live_pending.add(self)
+            live_pending.live.add(self)
         return self
 
     # ------------------------------------------------------------ properties
@@ -338,7 +338,7 @@ class Tensor:
         self._node = value.node
         self._version += 1
         if not self._node.realized:
-            live_pending.add(self)
+            live_pending.live.add(self)
 
     def detach_(self) -> Tensor:
         self._grad_fn = None

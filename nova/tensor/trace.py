@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextvars
 import itertools
 import operator
+import threading
 import weakref
 from typing import Any
 
@@ -147,36 +148,31 @@ class LiveSet:
         return len(self._refs)
 
 
-class ThreadLiveSets:
-    """The live set of the calling thread (a ``LiveSet`` per ``contextvars`` context).
+class ThreadLiveSets(threading.local):
+    """The live set of the calling thread (``.live``, a ``LiveSet`` made for each thread
+    on its first use: ``threading.local`` runs ``__init__`` once per thread).
 
     Why per thread: realization computes every pending value of the live set, and a
     thread must not run (or bind, or donate the buffers of) values another thread is
     still recording; a tensor handed to another thread is still computed there when
-    that thread asks for it, or for anything that depends on it."""
+    that thread asks for it, or for anything that depends on it. Why ``threading.local``
+    rather than a ``ContextVar``: every recorded op adds to the set, and
+    ``live_pending.live.add`` is one C-level attribute lookup on that path."""
 
     def __init__(self) -> None:
-        self._var: contextvars.ContextVar[LiveSet] = contextvars.ContextVar("nova_live")
-
-    def current(self) -> LiveSet:
-        try:
-            return self._var.get()
-        except LookupError:
-            live = LiveSet()
-            self._var.set(live)
-            return live
+        self.live = LiveSet()
 
     def add(self, obj: Any) -> None:
-        self.current().add(obj)
+        self.live.add(obj)
 
     def discard(self, obj: Any) -> None:
-        self.current().discard(obj)
+        self.live.discard(obj)
 
     def __iter__(self):
-        return iter(self.current())
+        return iter(self.live)
 
     def __len__(self) -> int:
-        return len(self.current())
+        return len(self.live)
 
 
 # Tensors whose node is pending, per thread. Realization computes every pending node

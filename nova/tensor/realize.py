@@ -177,7 +177,8 @@ def realize(*tensors: Tensor) -> None:
     """Compute all pending work held by live tensors (``nv.realize``).
 
     Raises if one of ``tensors`` cannot be computed (with the error that stopped it);
-    a failure of another pending value only poisons that value."""
+    another pending value that fails is poisoned (an op was to blame) or left pending
+    (see the module docstring), never the cause of this call's error."""
     outputs = _pending_outputs(tensors)
     if not outputs:
         return

@@ -13,6 +13,7 @@ operands of exactly the result's type. Reductions drop the reduced axes (``keepd
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
@@ -28,7 +29,7 @@ from xdsl.dialects.builtin import (
     TensorType,
     i64,
 )
-from xdsl.ir import Attribute, Dialect
+from xdsl.ir import Attribute, Dialect, Operation
 from xdsl.irdl import (
     IRDLOperation,
     VarConstraint,
@@ -42,7 +43,7 @@ from xdsl.irdl import (
     var_operand_def,
     var_result_def,
 )
-from xdsl.traits import HasParent, IsTerminator, Pure
+from xdsl.traits import HasParent, IsTerminator, OpTrait, Pure
 from xdsl.utils.exceptions import VerifyException
 
 AnyTensor = base(TensorType)
@@ -94,6 +95,70 @@ def _is_bool(t: TensorType) -> bool:
     return t.element_type == IntegerType(1)
 
 
+# ---------------------------------------------------------------- traits
+#
+# What passes and backends need to know about an op, stated once on the op. Fusion,
+# rematerialization, memory planning and the emitters ask ``op.has_trait(...)`` instead
+# of keeping lists of op names of their own.
+
+class Elementwise(OpTrait):
+    """Result element ``i`` depends only on element ``i`` of each operand (all of the
+    result's shape): fusion chains it, remat recomputes it, a kernel made of such ops
+    may write its result over an operand it reads."""
+
+
+class Movement(OpTrait):
+    """``result[i] = input[f(i)]`` for an index map ``f`` fixed by the attributes: a
+    pure index rewrite that costs no arithmetic on values and never materializes."""
+
+
+class IndexChanging(OpTrait):
+    """Reads an operand at an index other than its own result index (broadcast,
+    transpose, slice, pad, concat, gather): downstream of such an op a value is no
+    longer "the same element" as its input's."""
+
+
+class Generator(OpTrait):
+    """Computed from the index alone (no tensor operands): free to recompute wherever
+    it is read."""
+
+
+class Expensive(OpTrait):
+    """Many instructions per element (exp, log, erf, ...): a target may keep it out of
+    a loop it cannot vectorize."""
+
+
+class NonDifferentiable(OpTrait):
+    """Has no vector-Jacobian rule: its result is a source, an integer or a boolean, so
+    no gradient flows through it (autograd checks every other op has one)."""
+
+
+class CounterRandom(OpTrait):
+    """Random draws from a counter-based generator: recomputing it gives the same bits,
+    so rematerialization may recompute it like an elementwise op."""
+
+
+KERNEL_KINDS = ("elementwise", "reduce", "rows", "matmul", "scatter")
+
+
+@dataclass(frozen=True)
+class KernelRoot(OpTrait):
+    """Always roots a kernel of its own, of loop structure ``kind`` (one of
+    ``KERNEL_KINDS``); its elementwise producers and consumers fuse around it."""
+
+    kind: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in KERNEL_KINDS:
+            raise ValueError(f"KernelRoot: kind {self.kind!r} not in {KERNEL_KINDS}")
+
+
+def kernel_root_kind(op: Operation) -> str | None:
+    """The kernel kind ``op`` must root, or None if it may join another kernel."""
+    trait = op.get_trait(KernelRoot)
+    return trait.kind if trait is not None else None
+
+
 # ---------------------------------------------------------------- sources
 
 @irdl_op_definition
@@ -104,7 +169,7 @@ class ConstantOp(IRDLOperation):
     value = prop_def(base(FloatAttr) | base(IntegerAttr))
     result = result_def(AnyTensor)
     assembly_format = "$value attr-dict `:` type($result)"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), Generator(), NonDifferentiable())
 
     def verify_(self) -> None:
         want_float = _is_float(self.result.type)
@@ -124,7 +189,7 @@ class IotaOp(IRDLOperation):
     dim = prop_def(IntegerAttr)
     result = result_def(AnyTensor)
     assembly_format = "`dim` `=` $dim attr-dict `:` type($result)"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), Generator(), NonDifferentiable())
 
     def verify_(self) -> None:
         rank = len(shape_of(self.result))
@@ -147,6 +212,7 @@ class RngUniformOp(IRDLOperation):
     key = operand_def(AnyTensor)
     result = result_def(AnyTensor)
     assembly_format = "$key attr-dict `:` type($key) `->` type($result)"
+    traits = traits_def(CounterRandom(), NonDifferentiable())
 
     def verify_(self) -> None:
         if shape_of(self.key) != (2,) or self.key.type.element_type != IntegerType(64):
@@ -162,7 +228,7 @@ class UnaryOp(IRDLOperation):
     input = operand_def(T)
     result = result_def(T)
     assembly_format = "$input attr-dict `:` type($result)"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), Elementwise())
     FLOAT_ONLY: ClassVar[bool] = True
 
     def verify_(self) -> None:
@@ -173,24 +239,90 @@ class UnaryOp(IRDLOperation):
             _fail(self, f"not defined on i1 tensors ({t})")
 
 
-def _unary(op_name: str, doc: str, float_only: bool = True) -> type[UnaryOp]:
-    cls = type(op_name.title().replace("_", "") + "Op", (UnaryOp,),
-               {"name": f"nova.{op_name}", "__doc__": doc, "FLOAT_ONLY": float_only,
-                "__annotations__": {"FLOAT_ONLY": ClassVar[bool]}})
-    return irdl_op_definition(cls)
+@irdl_op_definition
+class NegOp(UnaryOp):
+    """Elementwise negation."""
+
+    name = "nova.neg"
+    FLOAT_ONLY: ClassVar[bool] = False
 
 
-NegOp = _unary("neg", "Elementwise negation.", float_only=False)
-AbsOp = _unary("abs", "Elementwise absolute value.", float_only=False)
-ExpOp = _unary("exp", "Elementwise e**x.")
-LogOp = _unary("log", "Elementwise natural logarithm.")
-SqrtOp = _unary("sqrt", "Elementwise square root.")
-RsqrtOp = _unary("rsqrt", "Elementwise 1/sqrt(x).")
-ReciprocalOp = _unary("reciprocal", "Elementwise 1/x.")
-SinOp = _unary("sin", "Elementwise sine.")
-CosOp = _unary("cos", "Elementwise cosine.")
-TanhOp = _unary("tanh", "Elementwise hyperbolic tangent.")
-ErfOp = _unary("erf", "Elementwise Gauss error function.")
+@irdl_op_definition
+class AbsOp(UnaryOp):
+    """Elementwise absolute value."""
+
+    name = "nova.abs"
+    FLOAT_ONLY: ClassVar[bool] = False
+
+
+@irdl_op_definition
+class ExpOp(UnaryOp):
+    """Elementwise e**x."""
+
+    name = "nova.exp"
+    traits = traits_def(Pure(), Elementwise(), Expensive())
+
+
+@irdl_op_definition
+class LogOp(UnaryOp):
+    """Elementwise natural logarithm."""
+
+    name = "nova.log"
+    traits = traits_def(Pure(), Elementwise(), Expensive())
+
+
+@irdl_op_definition
+class SqrtOp(UnaryOp):
+    """Elementwise square root."""
+
+    name = "nova.sqrt"
+
+
+@irdl_op_definition
+class RsqrtOp(UnaryOp):
+    """Elementwise 1/sqrt(x)."""
+
+    name = "nova.rsqrt"
+
+
+@irdl_op_definition
+class ReciprocalOp(UnaryOp):
+    """Elementwise 1/x."""
+
+    name = "nova.reciprocal"
+
+
+@irdl_op_definition
+class SinOp(UnaryOp):
+    """Elementwise sine."""
+
+    name = "nova.sin"
+    traits = traits_def(Pure(), Elementwise(), Expensive())
+
+
+@irdl_op_definition
+class CosOp(UnaryOp):
+    """Elementwise cosine."""
+
+    name = "nova.cos"
+    traits = traits_def(Pure(), Elementwise(), Expensive())
+
+
+@irdl_op_definition
+class TanhOp(UnaryOp):
+    """Elementwise hyperbolic tangent."""
+
+    name = "nova.tanh"
+    traits = traits_def(Pure(), Elementwise(), Expensive())
+
+
+@irdl_op_definition
+class ErfOp(UnaryOp):
+    """Elementwise Gauss error function."""
+
+    name = "nova.erf"
+    traits = traits_def(Pure(), Elementwise(), Expensive())
+
 
 UNARY_OPS = (NegOp, AbsOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, SinOp, CosOp,
              TanhOp, ErfOp)
@@ -204,7 +336,7 @@ class CastOp(IRDLOperation):
     input = operand_def(AnyTensor)
     result = result_def(AnyTensor)
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), Elementwise())
 
     def verify_(self) -> None:
         if shape_of(self.input) != shape_of(self.result):
@@ -217,7 +349,7 @@ class BinaryOp(IRDLOperation):
     rhs = operand_def(T)
     result = result_def(T)
     assembly_format = "$lhs `,` $rhs attr-dict `:` type($result)"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), Elementwise())
     ALLOW_BOOL: ClassVar[bool] = False
 
     def verify_(self) -> None:
@@ -225,20 +357,59 @@ class BinaryOp(IRDLOperation):
             _fail(self, f"not defined on i1 tensors ({self.result.type})")
 
 
-def _binary(op_name: str, doc: str, allow_bool: bool = False) -> type[BinaryOp]:
-    cls = type(op_name.title() + "Op", (BinaryOp,),
-               {"name": f"nova.{op_name}", "__doc__": doc, "ALLOW_BOOL": allow_bool,
-                "__annotations__": {"ALLOW_BOOL": ClassVar[bool]}})
-    return irdl_op_definition(cls)
+@irdl_op_definition
+class AddOp(BinaryOp):
+    """Elementwise sum (logical or on i1)."""
+
+    name = "nova.add"
+    ALLOW_BOOL: ClassVar[bool] = True
 
 
-AddOp = _binary("add", "Elementwise sum (logical or on i1).", allow_bool=True)
-SubOp = _binary("sub", "Elementwise difference.")
-MulOp = _binary("mul", "Elementwise product (logical and on i1).", allow_bool=True)
-DivOp = _binary("div", "Elementwise quotient (integers truncate toward zero).")
-MaximumOp = _binary("maximum", "Elementwise maximum (NaN propagates).", allow_bool=True)
-MinimumOp = _binary("minimum", "Elementwise minimum (NaN propagates).", allow_bool=True)
-PowOp = _binary("pow", "Elementwise lhs ** rhs.")
+@irdl_op_definition
+class SubOp(BinaryOp):
+    """Elementwise difference."""
+
+    name = "nova.sub"
+
+
+@irdl_op_definition
+class MulOp(BinaryOp):
+    """Elementwise product (logical and on i1)."""
+
+    name = "nova.mul"
+    ALLOW_BOOL: ClassVar[bool] = True
+
+
+@irdl_op_definition
+class DivOp(BinaryOp):
+    """Elementwise quotient (integers truncate toward zero)."""
+
+    name = "nova.div"
+
+
+@irdl_op_definition
+class MaximumOp(BinaryOp):
+    """Elementwise maximum (NaN propagates)."""
+
+    name = "nova.maximum"
+    ALLOW_BOOL: ClassVar[bool] = True
+
+
+@irdl_op_definition
+class MinimumOp(BinaryOp):
+    """Elementwise minimum (NaN propagates)."""
+
+    name = "nova.minimum"
+    ALLOW_BOOL: ClassVar[bool] = True
+
+
+@irdl_op_definition
+class PowOp(BinaryOp):
+    """Elementwise lhs ** rhs."""
+
+    name = "nova.pow"
+    traits = traits_def(Pure(), Elementwise(), Expensive())
+
 
 BINARY_OPS = (AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, PowOp)
 COMPARE_DIRECTIONS = ("lt", "le", "eq", "ne", "gt", "ge")
@@ -255,7 +426,7 @@ class CompareOp(IRDLOperation):
     rhs = operand_def(T)
     result = result_def(AnyTensor)
     assembly_format = "$direction `,` $lhs `,` $rhs attr-dict `:` type($lhs) `->` type($result)"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), Elementwise(), NonDifferentiable())
 
     def verify_(self) -> None:
         if self.direction.data not in COMPARE_DIRECTIONS:
@@ -276,7 +447,7 @@ class WhereOp(IRDLOperation):
     result = result_def(T)
     assembly_format = ("$cond `,` $on_true `,` $on_false attr-dict `:` type($cond) `,` "
                        "type($result)")
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), Elementwise())
 
     def verify_(self) -> None:
         if not _is_bool(self.cond.type) or shape_of(self.cond) != shape_of(self.result):
@@ -294,7 +465,7 @@ class BroadcastInDimOp(IRDLOperation):
     dims = prop_def(DenseArrayBase.constr(i64))
     result = result_def(AnyTensor)
     assembly_format = "$input `dims` `=` $dims attr-dict `:` type($input) `->` type($result)"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), Movement(), IndexChanging())
 
     def verify_(self) -> None:
         src, dst, dims = shape_of(self.input), shape_of(self.result), _ints(self.dims)
@@ -315,7 +486,7 @@ class ReshapeOp(IRDLOperation):
     input = operand_def(AnyTensor)
     result = result_def(AnyTensor)
     assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), Movement())
 
     def verify_(self) -> None:
         if self.input.type.element_type != self.result.type.element_type:
@@ -333,7 +504,7 @@ class TransposeOp(IRDLOperation):
     perm = prop_def(DenseArrayBase.constr(i64))
     result = result_def(AnyTensor)
     assembly_format = "$input `perm` `=` $perm attr-dict `:` type($input) `->` type($result)"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), Movement(), IndexChanging())
 
     def verify_(self) -> None:
         src, perm = shape_of(self.input), _ints(self.perm)
@@ -355,7 +526,7 @@ class SliceOp(IRDLOperation):
     result = result_def(AnyTensor)
     assembly_format = ("$input `start` `=` $start `limit` `=` $limit `stride` `=` $stride "
                        "attr-dict `:` type($input) `->` type($result)")
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), Movement(), IndexChanging())
 
     def verify_(self) -> None:
         src = shape_of(self.input)
@@ -388,7 +559,7 @@ class PadOp(IRDLOperation):
     assembly_format = ("$input `,` $padding_value `low` `=` $low `high` `=` $high "
                        "`interior` `=` $interior attr-dict `:` type($input) `,` "
                        "type($padding_value) `->` type($result)")
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), IndexChanging())
 
     def verify_(self) -> None:
         src = shape_of(self.input)
@@ -414,7 +585,7 @@ class ConcatOp(IRDLOperation):
     dim = prop_def(IntegerAttr)
     result = result_def(AnyTensor)
     assembly_format = "$inputs `dim` `=` $dim attr-dict `:` type($inputs) `->` type($result)"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), IndexChanging())
 
     def verify_(self) -> None:
         d = self.dim.value.data
@@ -457,6 +628,7 @@ class ReduceSumOp(ReduceOp):
     """Sum over ``axes`` (which are dropped)."""
 
     name = "nova.reduce_sum"
+    traits = traits_def(Pure(), KernelRoot("reduce"))
 
 
 @irdl_op_definition
@@ -464,6 +636,7 @@ class ReduceMaxOp(ReduceOp):
     """Maximum over ``axes`` (which are dropped); NaN propagates."""
 
     name = "nova.reduce_max"
+    traits = traits_def(Pure(), KernelRoot("reduce"))
 
 
 # ---------------------------------------------------------------- contraction, indexing
@@ -477,7 +650,7 @@ class MatmulOp(IRDLOperation):
     rhs = operand_def(AnyTensor)
     result = result_def(AnyTensor)
     assembly_format = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), KernelRoot("matmul"))
 
     def verify_(self) -> None:
         a, b, r = shape_of(self.lhs), shape_of(self.rhs), shape_of(self.result)
@@ -511,7 +684,7 @@ class GatherOp(IRDLOperation):
     result = result_def(AnyTensor)
     assembly_format = ("$input `[` $index `]` `dim` `=` $dim attr-dict `:` type($input) `,` "
                        "type($index) `->` type($result)")
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), IndexChanging())
 
     def verify_(self) -> None:
         d, src, ish = self.dim.value.data, shape_of(self.input), shape_of(self.index)
@@ -557,6 +730,7 @@ class ScatterAddOp(_ScatterLike):
     along ``dim`` (the transpose of gather); updates of one element all count."""
 
     name = "nova.scatter_add"
+    traits = traits_def(Pure(), KernelRoot("scatter"))
 
 
 @irdl_op_definition
@@ -567,6 +741,7 @@ class ScatterOp(_ScatterLike):
     backend schedules the updates."""
 
     name = "nova.scatter"
+    traits = traits_def(Pure(), KernelRoot("scatter"))
 
 
 @irdl_op_definition
@@ -584,7 +759,7 @@ class WrapIndexOp(IRDLOperation):
     dim = prop_def(IntegerAttr)
     result = result_def(T)
     assembly_format = "$input `size` `=` $size `dim` `=` $dim attr-dict `:` type($result)"
-    traits = traits_def(Pure())
+    traits = traits_def(Pure(), Elementwise(), NonDifferentiable())
 
     def verify_(self) -> None:
         if self.input.type.element_type not in (IntegerType(32), IntegerType(64)):
@@ -600,7 +775,6 @@ class WrapIndexOp(IRDLOperation):
 # memory report use it to tell forward values (activations) from backward ones.
 BACKWARD_ATTR = "nova.backward"
 
-KERNEL_KINDS = ("elementwise", "reduce", "rows", "matmul", "scatter")
 
 
 @irdl_op_definition
@@ -656,9 +830,7 @@ OPS_BY_NAME: dict[str, type[IRDLOperation]] = {
     if op not in (FusionOp, YieldOp)
 }
 
-# Short names of the ops whose result element i depends only on element i of each
-# operand (same shapes): what fusion chains, remat recomputes, and donation may write
-# over in place.
+# Short names of the ops with the ``Elementwise`` trait (for code that holds op names,
+# not ops: the memory plan, the front end).
 ELEMENTWISE: frozenset[str] = frozenset(
-    op.name.removeprefix("nova.") for op in (*UNARY_OPS, *BINARY_OPS, CastOp, CompareOp,
-                                              WhereOp, WrapIndexOp))
+    name for name, op in OPS_BY_NAME.items() if op.has_trait(Elementwise))

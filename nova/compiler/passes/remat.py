@@ -51,14 +51,13 @@ from nova.compiler.dialect import BACKWARD_ATTR
 from nova.core import dtypes as dt
 
 MODES = ("off", "default", "aggressive")
-_POINTWISE = nd.ELEMENTWISE | {"rng_uniform"}   # counter-based: recomputed bit-identically
-_FOLDED = {"broadcast_in_dim", "reshape", "transpose", "slice", "constant", "iota"}
 _INF = 2**30
 _UNIT = 64   # capacities count 64-byte units so any realistic step fits int32
 
 
-def _short(op: Operation) -> str:
-    return op.name.removeprefix("nova.")
+def _folded(op: Operation) -> bool:
+    """A view or a generator: fusion turns it into its readers' index arithmetic."""
+    return op.has_trait(nd.Movement) or op.has_trait(nd.Generator)
 
 
 def _nbytes(v: SSAValue) -> int:
@@ -76,14 +75,16 @@ MIN_RECOMPUTE_BYTES = 64 * 1024
 
 
 def _recomputable(op: Operation, mode: str) -> bool:
-    name = _short(op)
-    if name in _FOLDED:
+    """Movement ops and generators fold into their readers' index arithmetic, so
+    recomputing them is free; elementwise ops (and counter-based random draws, which
+    recompute bit-identically) are worth recomputing once their value is large."""
+    if _folded(op):
         return True
     if _nbytes(op.results[0]) < MIN_RECOMPUTE_BYTES:
         return False
-    if name in _POINTWISE:
+    if op.has_trait(nd.Elementwise) or op.has_trait(nd.CounterRandom):
         return True
-    if mode == "aggressive" and name == "matmul":
+    if mode == "aggressive" and isinstance(op, nd.MatmulOp):
         return _nbytes(op.results[0]) > sum(_nbytes(o) for o in op.operands)
     return False
 
@@ -129,7 +130,7 @@ def choose_saved(fn: func.FuncOp, mode: str) -> tuple[set[SSAValue], set[SSAValu
         op = v.owner if isinstance(v.owner, Operation) else None
         if op is None or v in results:
             cap = 0
-        elif _short(op) in _FOLDED:
+        elif _folded(op):
             cap = _INF
         else:
             cap = _nbytes(v) // _UNIT + 1
@@ -184,12 +185,12 @@ def rematerialize(module: ModuleOp, mode: str = "default") -> ModuleOp:
             return shared[v]
         op = v.owner
         operands = [available(o, before, local) for o in op.operands]
-        if _short(op) in _FOLDED and all(a is b for a, b in zip(operands, op.operands)):
+        if _folded(op) and all(a is b for a, b in zip(operands, op.operands)):
             return v   # a view or constant of kept values: fusion folds it into readers
         clone = op.clone(value_mapper=dict(zip(op.operands, operands)))
         clone.attributes[BACKWARD_ATTR] = UnitAttr()
         block.insert_op_before(clone, before)
-        (shared if _short(op) == "matmul" else local)[v] = clone.results[0]
+        (shared if isinstance(op, nd.MatmulOp) else local)[v] = clone.results[0]
         return clone.results[0]
 
     for op in list(block.ops):

@@ -109,7 +109,7 @@ def accumulator_dtype(red: Operation) -> dt.DType:
     summation), float maxima in float32/float64 compute precision, integers as is."""
     out = _dtype(red.results[0])
     if out.is_floating_point:
-        if red.name == "nova.reduce_sum" or out == dt.float64:
+        if isinstance(red, nd.ReduceSumOp) or out == dt.float64:
             return dt.float64
         return dt.float32
     return out
@@ -117,14 +117,14 @@ def accumulator_dtype(red: Operation) -> dt.DType:
 
 def reductions(fusion: nd.FusionOp) -> list[Operation]:
     """The reductions of a ``rows`` kernel, in execution order."""
-    return [op for op in fusion.body.block.ops
-            if op.name in ("nova.reduce_sum", "nova.reduce_max")]
+    return [op for op in fusion.body.block.ops if nd.kernel_root_kind(op) == "reduce"]
 
 
 def contraction(fusion: nd.FusionOp) -> Operation | None:
+    """The op a kernel is built around (a ``KernelRoot``: reduction, matmul, scatter),
+    None in an elementwise kernel."""
     for op in fusion.body.block.ops:
-        if op.name in ("nova.reduce_sum", "nova.reduce_max", "nova.matmul", "nova.scatter_add",
-                       "nova.scatter"):
+        if nd.kernel_root_kind(op) is not None:
             return op
     return None
 
@@ -136,10 +136,9 @@ def unit_stride_in(value: SSAValue, dim: int) -> bool | None:
         owner = value.owner
         if not isinstance(owner, Operation):
             return dim == len(_shape(value)) - 1
-        name = owner.name
-        if name == "nova.transpose":
+        if isinstance(owner, nd.TransposeOp):
             dim = owner.perm.get_values()[dim]
-        elif name == "nova.broadcast_in_dim":
+        elif isinstance(owner, nd.BroadcastInDimOp):
             dims = owner.dims.get_values()
             if dim not in dims:
                 return False
@@ -220,7 +219,7 @@ def _cost(fusion: nd.FusionOp) -> tuple[float, float]:
     bytes are the kernel's inputs read once and its output written once."""
     flops = 0.0
     for op in fusion.body.block.ops:
-        if op.name == "nova.matmul":
+        if nd.kernel_root_kind(op) == "matmul":
             a = _shape(op.operands[0])
             flops += 2.0 * _numel(a) * _shape(op.operands[1])[-1]
         elif op.results:

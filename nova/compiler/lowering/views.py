@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
+from nova.compiler import dialect as nd
 from nova.core.shapes import numel
 
 
@@ -50,8 +51,7 @@ def operand_view(v: SSAValue) -> tuple[int, tuple[int, ...], int] | None:
     chain: list[Operation] = []
     while not isinstance(v, BlockArgument):
         owner = v.owner
-        if not isinstance(owner, Operation) or owner.name not in (
-                "nova.transpose", "nova.broadcast_in_dim", "nova.reshape", "nova.slice"):
+        if not isinstance(owner, Operation) or not owner.has_trait(nd.Movement):
             return None
         chain.append(owner)
         v = owner.operands[0]
@@ -62,22 +62,24 @@ def operand_view(v: SSAValue) -> tuple[int, tuple[int, ...], int] | None:
     for op in reversed(chain):
         src = _shape(op.operands[0])
         dst = _shape(op.results[0])
-        if op.name == "nova.transpose":
+        if isinstance(op, nd.TransposeOp):
             strides = tuple(strides[p] for p in op.perm.get_values())
-        elif op.name == "nova.broadcast_in_dim":
+        elif isinstance(op, nd.BroadcastInDimOp):
             out = [0] * len(dst)
             for i, d in enumerate(op.dims.get_values()):
                 out[d] = 0 if src[i] == 1 else strides[i]
             strides = tuple(out)
-        elif op.name == "nova.slice":
+        elif isinstance(op, nd.SliceOp):
             starts, steps = op.start.get_values(), op.stride.get_values()
             offset += sum(a * st for a, st in zip(starts, strides))
             strides = tuple(st * k for st, k in zip(strides, steps))
-        else:
+        elif isinstance(op, nd.ReshapeOp):
             new = view_strides(src, strides, dst)
             if new is None:
                 return None
             strides = new
+        else:   # a movement op whose index map this function does not know
+            return None
     return arg, strides, offset
 
 

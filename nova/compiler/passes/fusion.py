@@ -32,10 +32,20 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 
 from nova.compiler import dialect as nd
 
-ROOT_KINDS = {"reduce_sum": "reduce", "reduce_max": "reduce", "matmul": "matmul",
-              "scatter_add": "scatter", "scatter": "scatter"}
-MOVEMENT = {"broadcast_in_dim", "reshape", "transpose", "slice"}
-FREE = MOVEMENT | {"constant", "iota"}
+
+def _free(op: Operation) -> bool:
+    """Recomputing ``op`` in any kernel costs only index arithmetic (a movement op, a
+    constant or an iota), so it is duplicated into every kernel that reads it."""
+    return op.has_trait(nd.Movement) or op.has_trait(nd.Generator)
+
+
+def _pointwise(op: Operation) -> bool:
+    """``op`` reads its operands at its own index (elementwise) or reads none."""
+    return op.has_trait(nd.Elementwise) or op.has_trait(nd.Generator)
+
+
+def _is_reduction(op: Operation) -> bool:
+    return nd.kernel_root_kind(op) == "reduce"
 
 
 def _prod(shape) -> int:
@@ -50,10 +60,6 @@ def _numel(v: SSAValue) -> int:
     for s in v.type.get_shape():
         n *= s
     return n
-
-
-def _short(op: Operation) -> str:
-    return op.name.removeprefix("nova.")
 
 
 @dataclass
@@ -80,18 +86,17 @@ def _row_level(op: Operation, k: Kernel) -> bool:
         c = frontier.pop()
         if id(c) not in members:
             return False
-        name = _short(c)
-        if name == "reshape":
+        if isinstance(c, nd.ReshapeOp):
             src, dst = _shape_of(c.operands[0]), _shape_of(c.results[0])
             if [d for d in src if d != 1] != [d for d in dst if d != 1]:
                 return False
             frontier += [u.operation for u in c.results[0].uses]
-        elif name == "broadcast_in_dim":
+        elif isinstance(c, nd.BroadcastInDimOp):
             src = _shape_of(c.operands[0])
             mapped = [d for i, d in enumerate(c.dims.get_values()) if src[i] != 1]
             if mapped != list(range(len(mapped))):
                 return False
-        elif name in POINTWISE and _numel(c.results[0]) == _numel(op.results[0]):
+        elif _pointwise(c) and _numel(c.results[0]) == _numel(op.results[0]):
             frontier += [u.operation for u in c.results[0].uses]
         else:
             return False
@@ -108,12 +113,11 @@ def _gathered_along_rows(op: Operation, k: Kernel) -> bool:
         c = use.operation
         if id(c) not in members:
             return False
-        name = _short(c)
-        if name == "gather":
+        if isinstance(c, nd.GatherOp):
             rank = len(_shape_of(c.operands[0]))
             if use.index != 0 or c.dim.value.data != rank - 1:
                 return False
-        elif not (name in POINTWISE and _numel(c.results[0]) == n and
+        elif not (_pointwise(c) and _numel(c.results[0]) == n and
                   _gathered_along_rows(c, k)):
             return False
     return True
@@ -123,25 +127,25 @@ def _gathered_along_rows(op: Operation, k: Kernel) -> bool:
 # register tile stored to a stack buffer, which LLVM does not vectorize, so exp or erf
 # there cost ~10x what they cost in an elementwise kernel (measured: exp over a 1M-element
 # epilogue +2.3 ms, as its own kernel 0.2 ms). For the CPU such ops start their own
-# kernel; the CUDA epilogue (one coalesced loop of threads) keeps them.
-TRANSCENDENTAL = {"exp", "log", "erf", "tanh", "sin", "cos", "pow"}
+# kernel; the CUDA epilogue (one coalesced loop of threads) keeps them. Such ops carry
+# the dialect's ``Expensive`` trait.
 
 
 def _cheap_epilogue(k: Kernel) -> bool:
-    return not any(_short(o) in TRANSCENDENTAL for o in k.ops)
+    return not any(o.has_trait(nd.Expensive) for o in k.ops)
 
 
 def _can_join(op: Operation, k: Kernel, scalar_epilogues: bool) -> bool:
-    name = _short(op)
-    if name in ROOT_KINDS or name == "rng_uniform" and k.kind != "elementwise":
+    if nd.kernel_root_kind(op) is not None or \
+            op.has_trait(nd.CounterRandom) and k.kind != "elementwise":
         return False
-    if name in FREE:
+    if _free(op):
         return True
     n = _numel(op.results[0])
-    if k.kind in ("elementwise", "rows") and name in POINTWISE and n > k.numel and \
+    if k.kind in ("elementwise", "rows") and _pointwise(op) and n > k.numel and \
             _gathered_along_rows(op, k):
         return True
-    if k.kind in ("elementwise", "rows") and name in POINTWISE and n < k.numel and \
+    if k.kind in ("elementwise", "rows") and _pointwise(op) and n < k.numel and \
             _row_level(op, k):
         return True
     if k.kind == "elementwise":
@@ -154,14 +158,8 @@ def _can_join(op: Operation, k: Kernel, scalar_epilogues: bool) -> bool:
     if k.kind == "matmul":
         # Only the epilogue (output-sized) may join; operands take movement ops only.
         return (n == k.numel and k.contraction is not None and not _feeds_operand(op, k)
-                and not (scalar_epilogues and name in TRANSCENDENTAL))
+                and not (scalar_epilogues and op.has_trait(nd.Expensive)))
     return False
-
-
-# Ops that read their operand at a different index than they write: they cannot sit
-# between a contraction and the kernel output, because the epilogue runs at the
-# contraction's own output index.
-INDEX_CHANGING = {"broadcast_in_dim", "transpose", "slice", "pad", "concat", "gather"}
 
 
 def _downstream(k: Kernel, value: SSAValue):
@@ -179,11 +177,10 @@ def _downstream(k: Kernel, value: SSAValue):
 
 
 def _pointwise_epilogue(k: Kernel, result: SSAValue) -> bool:
-    """Whether every op of k downstream of ``result`` reads it at its own index."""
-    return all(_short(op) not in INDEX_CHANGING for op in _downstream(k, result))
-
-
-POINTWISE = nd.ELEMENTWISE | {"constant"}
+    """Whether every op of k downstream of ``result`` reads it at its own index: an
+    ``IndexChanging`` op cannot sit between a contraction and the kernel output, because
+    the epilogue runs at the contraction's own output index."""
+    return not any(op.has_trait(nd.IndexChanging) for op in _downstream(k, result))
 
 
 def _row_compatible(k: Kernel, red: Operation) -> bool:
@@ -210,25 +207,24 @@ def _row_compatible(k: Kernel, red: Operation) -> bool:
         return False
     kept = x[:n_kept]
     for op in _downstream(k, red.results[0]):
-        name = _short(op)
-        if name == "reshape":
+        if isinstance(op, nd.ReshapeOp):
             src, dst = _shape_of(op.operands[0]), _shape_of(op.results[0])
             if [d for d in src if d != 1] != [d for d in dst if d != 1]:
                 return False
-        elif name == "broadcast_in_dim":
+        elif isinstance(op, nd.BroadcastInDimOp):
             src, dst = _shape_of(op.operands[0]), _shape_of(op.results[0])
             dims = op.dims.get_values()
             mapped = [dims[i] for i, d in enumerate(src) if d != 1]
             if dst != x or mapped != [p for p in range(n_kept) if kept[p] != 1]:
                 return False
-        elif name in ("reduce_sum", "reduce_max"):
+        elif _is_reduction(op):
             if _shape_of(op.operands[0]) != x or tuple(op.axes.get_values()) != axes:
                 return False
-        elif name == "gather":   # a pick along the row stays in the row
+        elif isinstance(op, nd.GatherOp):   # a pick along the row stays in the row
             if _shape_of(op.operands[0]) != x or op.dim.value.data != len(x) - 1 or \
                     _shape_of(op.results[0])[:-1] != kept:
                 return False
-        elif name not in POINTWISE:
+        elif not _pointwise(op):
             return False
     return True
 
@@ -260,14 +256,13 @@ def group(fn: func.FuncOp, scalar_epilogues: bool = True) -> list[Kernel]:
     duplicated into each of them (recomputing them is index arithmetic); any other value
     read by several kernels is materialized. ``scalar_epilogues``: the target evaluates
     a contraction's epilogue element by element (the CPU), so transcendental ops stay
-    out of it (see TRANSCENDENTAL).
+    out of it (see ``_cheap_epilogue``).
     """
     ops = [op for op in fn.body.block.ops if not isinstance(op, func.ReturnOp)]
     returned = {id(v) for v in fn.body.block.last_op.operands}
     homes_of: dict[int, list[Kernel]] = {}
     kernels: list[Kernel] = []
     for op in reversed(ops):
-        name = _short(op)
         result = op.results[0]
         consumers = [u.operation for u in result.uses]
         homes: list[Kernel] = []
@@ -277,8 +272,8 @@ def group(fn: func.FuncOp, scalar_epilogues: bool = True) -> list[Kernel]:
                 for h in homes_of[id(c)]:
                     if all(h is not x for x in homes):
                         homes.append(h)
-        if name in ROOT_KINDS:
-            kind = ROOT_KINDS[name]
+        kind = nd.kernel_root_kind(op)
+        if kind is not None:
             home = homes[0] if len(homes) == 1 else None
             if (home is not None and home.kind == "elementwise" and home.contraction is None
                     and kind in ("reduce", "matmul") and home.numel == _numel(result)
@@ -294,7 +289,7 @@ def group(fn: func.FuncOp, scalar_epilogues: bool = True) -> list[Kernel]:
             else:
                 joined = [Kernel(kind, op, contraction=op)]
                 kernels.append(joined[0])
-        elif homes and (len(homes) == 1 or name in FREE) and \
+        elif homes and (len(homes) == 1 or _free(op)) and \
                 all(_can_join(op, h, scalar_epilogues) for h in homes):
             joined = homes
         else:

@@ -1,8 +1,10 @@
 """Symbolic autograd: the backward pass is more graph in the same trace.
 
-``graph`` holds the per-primitive backward records, ``rules`` the vector-Jacobian rule
-table, ``engine`` the walk that appends backward nodes to the trace, ``gradcheck`` the
-finite-difference check.
+``rules`` holds the vector-Jacobian rule table, ``engine`` the walk that appends
+backward nodes to the trace, ``gradcheck`` the finite-difference check. The per-primitive
+backward records and grad mode live below, in ``nova.tensor`` (``tape``, ``grad_mode``),
+because recording an op writes them; ``graph`` and ``grad_mode`` here re-export them.
+Importing this package registers the engine and the rules' saved values with the tape.
 """
 from nova.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from nova.autograd.engine import backward, grad  # noqa: E402  (after grad_mode: import order)

@@ -12,7 +12,7 @@ from typing import Any
 
 from nova.autograd import grad_mode, graph
 from nova.autograd.rules import vjp
-from nova.tensor import ops
+from nova.tensor import ops, tape
 from nova.tensor.tensor import Tensor
 from nova.tensor.trace import recording_backward
 
@@ -158,3 +158,8 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
                                "outputs; pass allow_unused=True to get None for it")
         result.append(g if g is None or create_graph else g.detach())
     return tuple(result)
+
+
+# Tensor.backward reaches the engine through this hook (nova.tensor must not import
+# nova.autograd: see nova.tensor.tape).
+tape.register_backward(backward)

@@ -260,7 +260,8 @@ RULES: dict[str, Rule] = {
 # Primitives with no gradient: sources and integer/boolean producers.
 NON_DIFFERENTIABLE = frozenset({"constant", "iota", "rng_uniform", "compare", "wrap_index"})
 
-graph.SAVES.update({op: (r.saves_inputs, r.saves_output) for op, r in RULES.items()})
+for _op, _rule in RULES.items():
+    graph.register_saves(_op, _rule.saves_inputs, _rule.saves_output)
 
 
 def vjp(fn: graph.GradFn, g: Tensor, create_graph: bool) -> Grads:

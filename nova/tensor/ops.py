@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from nova.autograd import grad_mode, graph
 from nova.core import dtypes as dt
 from nova.core.shapes import (
     broadcast_shapes, check_numel, normalize_dim, normalize_dims, numel,
 )
+from nova.tensor import grad_mode, tape
 from nova.tensor.tensor import Tensor
 from nova.tensor.trace import Node
 
@@ -49,7 +49,7 @@ def prim(op: str, inputs: Sequence[Tensor], attrs: dict[str, Any], shape: tuple[
         edges = tuple([t._grad_edge() for t in inputs])
         for e in edges:   # (not ``count(None)``: a Tensor's == is elementwise)
             if e is not None:
-                out._grad_fn = graph.GradFn(op, attrs, edges, nodes, out.node)
+                out._grad_fn = tape.GradFn(op, attrs, edges, nodes, out.node)
                 break
     return out
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from nova.autograd import grad_mode as _grad_mode
-from nova.autograd import graph as _graph
 from nova.core import dtypes as dt
+from nova.tensor import grad_mode as _grad_mode
+from nova.tensor import tape as _tape
 from nova.tensor.device import BY_TYPE, device
 from nova.tensor.trace import Node, live_pending
 
@@ -319,7 +319,7 @@ class Tensor:
         """A new handle on the same value (differentiable, never aliasing)."""
         node = self.node
         edge = self._grad_edge() if _grad_mode.STATE.enabled else None
-        return Tensor._wrap(node, grad_fn=None if edge is None else _graph.alias_fn(edge, node))
+        return Tensor._wrap(node, grad_fn=None if edge is None else _tape.alias_fn(edge, node))
 
     def detach(self) -> Tensor:
         """The same value without autograd history."""
@@ -388,10 +388,13 @@ class Tensor:
     def backward(self, gradient: Tensor | None = None, retain_graph: bool | None = None,
                  create_graph: bool = False, inputs: Any = None) -> None:
         """Append the backward pass to the trace and accumulate into ``.grad`` of the
-        leaves; nothing is computed until the next realization."""
-        from nova.autograd.engine import backward
-        backward([self], None if gradient is None else [gradient], retain_graph,
-                 create_graph, inputs)
+        leaves; nothing is computed until the next realization.
+
+        The engine is ``nova.autograd.engine.backward``, reached through the hook it
+        registers on import (``tape.run_backward``): autograd sits above tensor, so
+        tensor never imports it."""
+        _tape.run_backward([self], None if gradient is None else [gradient], retain_graph,
+                           create_graph, inputs)
 
     # ------------------------------------------------------------ operators
 

@@ -1,4 +1,9 @@
-"""An Executable: one compiled step function and the engine that runs it."""
+"""An Executable: one compiled step function and the engine that runs it.
+
+The cpu and cuda engines run a ``nova.runtime.program.Program`` (``CpuProgram``,
+``CudaProgram``: one run loop, memory plan and donation, two launchers); ``interp``
+runs the interpreter's program over the unfused ops.
+"""
 from __future__ import annotations
 
 import threading
@@ -13,7 +18,7 @@ from nova.runtime.interpreter import compile_function
 ENGINES = ("cpu", "interp")          # what nv.set_engine chooses among, for CPU steps
 # Steps on the GPU always run on ``cuda`` (realization picks it from the devices).
 ALL_ENGINES = ENGINES + ("cuda",)
-_PLANNED = ("cpu", "cuda")         # engines with a memory plan, donation and fused kernels
+_PLANNED = ("cpu", "cuda")         # engines running a Program: memory plan, donation, fusion
 
 
 class Executable:
@@ -75,7 +80,8 @@ class Executable:
                     return self._program(buffers, donated)
                 return self._program(buffers)
             except Exception as e:
-                # Read under the lock: another thread's run would reset it.
+                # Read under the lock: another thread's run would reset it. A Program
+                # knows; the interpreter's program donates nothing.
                 try:
                     e.nova_overwrote_donated = bool(donated) and getattr(
                         self._program, "overwrote_donated", True)

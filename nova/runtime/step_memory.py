@@ -1,9 +1,10 @@
-"""What both engines (cpu, cuda) do with a step's kernels to plan and report its memory.
+"""How a program (``nova.runtime.program``, either target) plans and reports its memory.
 
-An engine turns its fused kernels into steps (each with ``plan``, ``inputs``, ``out``,
-``shape``, ``np_dtype``, ``scratch`` and, once planned, ``donate``); from those this
-module builds the planner's view (``KernelUse``), runs ``plan_memory`` and reports the
-plan. The engines differ only in how they allocate the arena and launch kernels.
+A program turns its fused kernels into steps (each with ``plan``, ``inputs``, ``out``,
+``shape``, ``np_dtype``, ``storage``, ``scratch`` and, once planned, ``donate``); from
+those this module builds the planner's view (``KernelUse``), runs ``plan_memory``,
+reports the plan, allocates the arena and cuts it into views. Targets differ only in
+the allocator they pass (and so the array type of the views).
 """
 from __future__ import annotations
 
@@ -116,11 +117,11 @@ def allocate_arena(plan: MemoryPlan, report: MemoryReport, allocate: Callable[[i
             "or a smaller model.") from None
 
 
-def cut_arena(arena: Any, plan: MemoryPlan, steps: Sequence[Any],
-              dtype_of: Callable[[Any], Any]) -> tuple[dict[int, Any], list[Any]]:
-    """Each intermediate's view of the arena (by slot, in ``dtype_of(step)``) and each
-    step's scratch view (by position in plan order; None without scratch)."""
-    views = {st.out: _view(arena, plan.offsets[st.out], st.shape, dtype_of(st))
+def cut_arena(arena: Any, plan: MemoryPlan, steps: Sequence[Any]
+              ) -> tuple[dict[int, Any], list[Any]]:
+    """Each intermediate's view of the arena (by slot, in its step's ``storage`` dtype)
+    and each step's scratch view (by position in plan order; None without scratch)."""
+    views = {st.out: _view(arena, plan.offsets[st.out], st.shape, st.storage)
              for st in steps if st.out in plan.offsets}
     scratch: list[Any] = [None] * len(steps)
     position = {k: p for p, k in enumerate(plan.order)}

@@ -1,0 +1,239 @@
+"""A compiled step, on any target: ``Program`` is what the cpu and cuda engines share.
+
+Both engines take a verified nova module through the same stages, and every decision
+above code generation is target-neutral, so it lives here once:
+
+- ``lower(module, target)``: the same fusion and ``KernelPlan`` s;
+- the wiring (which slots each kernel reads and writes) and one ``Step`` per kernel;
+- the memory plan (``step_memory.plan_steps``): a memory-aware kernel order, every
+  intermediate at a fixed offset of one arena, results planned over donated arguments
+  (the donation candidates), and when each slot is released;
+- the memory report, the arena (allocated once, on the first run, from the first
+  arguments' sizes) and its views;
+- the run loop: each kernel's output is its arena view, or the donated argument's own
+  memory reshaped, or a fresh array that escapes to a tensor; slots are dropped after
+  their last use so escaped buffers do not outlive the step;
+- error attribution: a failing kernel names the outputs it can have affected
+  (``interpreter.affected_outputs``), so realization fails only those tensors.
+
+What differs per target is a *launcher*: the methods a subclass implements (the
+section "the launcher interface" below, with the attributes ``target``, ``what``,
+``oom_errors`` and ``_empty``). A launcher compiles the plans to kernels,
+says how a buffer is stored, allocates memory, checks the arguments, precomputes what
+it needs once the arena exists, launches one kernel, and reports the kernels that
+failed once the step ends. ``nova.runtime.cpu_engine.CpuProgram`` launches LLVM kernels
+on the worker pool through ctypes pointer tables and reports a failure as the kernel
+returns; ``nova.runtime.cuda_engine.CudaProgram`` launches NVRTC kernels on one stream
+through a ``DeviceBackend`` and reads every kernel's error flag once at the end.
+
+The launcher is a subclass rather than a separate object so that its per-program state
+(the CPU's pointer tables, thread chunks and team headers) and its per-kernel call are
+the program's own attributes, read by tests and benchmarks and patched by the fault
+injection tests; and so that the hot loop calls the launcher as a bound method of
+``self``, no further indirection (a tiny step replays in tens of microseconds).
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+
+from nova.compiler.lowering.plan import KernelPlan
+from nova.compiler.pipeline import LoweredStep, lower
+from nova.runtime.interpreter import InterpreterError, affected_outputs, run_region
+from nova.runtime.memory_report import MemoryReport
+from nova.runtime.step_memory import allocate_arena, cut_arena, plan_steps, report_steps
+
+
+@dataclass
+class Step:
+    """One kernel of a program: what it reads and writes, and what the launcher calls."""
+
+    plan: KernelPlan
+    kernel: Any                # the compiled kernel (holding it keeps its code loaded)
+    handle: Any                # what the launcher calls: a KernelFn, a backend handle
+    inputs: tuple[int, ...]    # slots it reads
+    out: int                   # the slot it writes
+    shape: tuple[int, ...]
+    np_dtype: np.dtype         # the result's Nova dtype (numpy form)
+    storage: np.dtype          # how the target holds the result
+    scratch: tuple[tuple[int, ...], np.dtype] | None   # (shape, storage dtype)
+    donate: int | None = None  # the argument slot its result may be written over
+
+    @property
+    def fn(self) -> Any:
+        """The CPU name of ``handle`` (the kernel's entry point; benchmarks call it)."""
+        return self.handle
+
+
+class Program(ABC):
+    """A compiled step: ``program(args, donated) -> outputs``.
+
+    ``args`` are the step's argument buffers in the target's array type; ``donated``
+    are argument slots nobody else holds, which results planned over them may overwrite
+    (their old values are gone afterwards). A subclass is the target's launcher."""
+
+    target: ClassVar[str]         # what ``lower`` compiles for: "cpu", "cuda"
+    what: ClassVar[str]           # how out-of-memory errors name the step
+    oom_errors: tuple[type[BaseException], ...] = (MemoryError,)   # what _allocate raises
+    # A fresh array for a result that escapes the step, ``_empty(shape, dtype)``: an
+    # array module's ``empty`` itself, not a method wrapping it (one call per result).
+    _empty: Callable[[tuple[int, ...], np.dtype], Any]
+
+    def __init__(self, module: ModuleOp, reorder: bool = True):
+        lowered = lower(module, self.target)
+        self.fused, self.plans = lowered.fused, lowered.plans
+        compiled = self._compile(module, lowered)
+        wiring = lowered.wiring()
+        self.n_args, self.arg_types = wiring.n_args, wiring.arg_types
+        steps = []
+        for k, (plan, (kernel, handle), inputs) in enumerate(
+                zip(self.plans, compiled, wiring.inputs)):
+            shape, dtype = plan.out
+            scratch = ((plan.scratch[0], self._storage(plan.scratch[1].np))
+                       if plan.scratch else None)
+            steps.append(Step(plan, kernel, handle, inputs, self.n_args + k, shape,
+                              dtype.np, self._storage(dtype.np), scratch))
+        self.outputs = wiring.outputs
+        # Pointwise kernels may write over an input they read only at their own index,
+        # on every target: each element is read before it is written, by the same
+        # thread (the CUDA kernels take no __restrict__ pointers).
+        self.memory_plan, self.uses = plan_steps(steps, self.n_args, self.arg_types,
+                                                 self.outputs, reorder)
+        self.steps = [steps[k] for k in self.memory_plan.order]
+        self.release = self.memory_plan.release
+        self._arena_buffer: Any = None
+        self._views: dict[int, Any] | None = None   # slot -> its view of the arena
+        self._scratch_views: list[Any] = []         # per kernel (plan order)
+        self.overwrote_donated = False   # by the latest run (see Executable)
+        self._planned()
+
+    # ------------------------------------------------------------ the launcher interface
+
+    @abstractmethod
+    def _compile(self, module: ModuleOp, lowered: LoweredStep) -> list[tuple[Any, Any]]:
+        """Each plan's ``(kernel, handle)``, in program order; raise naming the kernel
+        that does not compile."""
+
+    def _storage(self, np_dtype: np.dtype) -> np.dtype:
+        """How this target holds a buffer of ``np_dtype`` (as itself by default)."""
+        return np.dtype(np_dtype)
+
+    def _planned(self) -> None:
+        """Called once the steps are in plan order (before any run)."""
+
+    @abstractmethod
+    def _allocate(self, nbytes: int) -> Any:
+        """A new uint8 buffer of ``nbytes`` (the arena)."""
+
+    @abstractmethod
+    def _arguments(self, args: Sequence[Any]) -> list[Any]:
+        """The argument buffers as the kernels take them (or raise saying why not)."""
+
+    def _bind(self) -> None:
+        """Called once the arena's views exist (``_views``, ``_scratch_views``)."""
+
+    @abstractmethod
+    def _begin(self) -> Callable[[int, Step, list[Any]], Any]:
+        """Prepare a run; return the function that launches kernel ``p`` of it on
+        ``values`` (every slot, this kernel's output included). That function returns
+        nonzero if the kernel failed as it ran (the loop then raises, naming what went
+        wrong), anything false otherwise."""
+
+    def _finish(self) -> Sequence[int]:
+        """After the last launch: the positions of kernels that reported a failure
+        (none by default: failures were reported by each launch)."""
+        return ()
+
+    # ------------------------------------------------------------ target-neutral
+
+    @property
+    def num_kernels(self) -> int:
+        return len(self.steps)
+
+    @property
+    def donation_candidates(self) -> frozenset[int]:
+        """Arguments this step can write results over, if the caller donates them."""
+        return frozenset(self.memory_plan.donate.values())
+
+    def memory_report(self, arg_bytes: Sequence[int] | None,
+                      roles: Sequence[str] | None = None,
+                      donated: frozenset[int] = frozenset()) -> MemoryReport:
+        """Peak memory of this step from its plan (see memory_report)."""
+        return report_steps(self.memory_plan, self.steps, self.arg_types, self.outputs,
+                            arg_bytes, roles, donated)
+
+    def _arena(self, arg_bytes: list[int]) -> None:
+        """Allocate the arena (once; it is kept for every later run) and cut its views."""
+        self._arena_buffer = allocate_arena(self.memory_plan, self.memory_report(arg_bytes),
+                                            self._allocate, self.oom_errors, self.what)
+        self._views, self._scratch_views = cut_arena(self._arena_buffer, self.memory_plan,
+                                                     self.steps)
+        self._bind()
+
+    def enqueue(self, args: Sequence[Any], donated: frozenset[int] = frozenset()) -> list[Any]:
+        """Launch the step's kernels and return its results, without asking which
+        kernels failed at the end (``__call__`` does; CUDA benchmarks time the launches
+        alone between device events)."""
+        values = self._arguments(args)
+        values += [None] * len(self.steps)
+        if self._views is None:
+            self._arena([int(a.nbytes) for a in values[:self.n_args]])
+        launch = self._begin()
+        views, empty, release = self._views, self._empty, self.release
+        self.overwrote_donated = False
+        for p, st in enumerate(self.steps):
+            out = views.get(st.out)
+            if out is None:
+                if st.donate is not None and st.donate in donated:
+                    out = values[st.donate].reshape(st.shape)   # a view: same memory
+                    self.overwrote_donated = True
+                else:       # a result: it escapes to a tensor
+                    out = empty(st.shape, st.storage)
+            values[st.out] = out
+            if launch(p, st, values):
+                self._failed_now(p, values)
+            for i in release[p]:
+                values[i] = None
+        return [values[i] for i in self.outputs]
+
+    def __call__(self, args: Sequence[Any], donated: frozenset[int] = frozenset()) -> list[Any]:
+        """Run the step; raise if a kernel reported a failure."""
+        results = self.enqueue(args, donated)
+        failed = self._finish()
+        if failed:
+            self._failed_at_end(failed)
+        return results
+
+    def _affected(self, positions: Sequence[int]) -> tuple[int, ...]:
+        """The outputs the kernels at ``positions`` (plan order) can have affected."""
+        inputs, outs = [s.inputs for s in self.steps], [s.out for s in self.steps]
+        affected: set[int] = set()
+        for p in positions:
+            affected.update(affected_outputs(inputs, outs, self.outputs, p))
+        return tuple(sorted(affected))
+
+    def _failed_now(self, p: int, values: list[Any]) -> None:
+        """Kernel ``p`` failed as it ran, its inputs still in ``values`` (host arrays):
+        the interpreter, which defines the ops, re-runs it to say precisely what went
+        wrong."""
+        st = self.steps[p]
+        affected = self._affected([p])
+        try:
+            run_region(st.plan.fusion.body.block, [values[i] for i in st.inputs])
+        except InterpreterError as e:
+            raise InterpreterError(f"{e} (in kernel {st.plan.name})", affected) from None
+        raise InterpreterError(f"kernel {st.plan.name} ({st.plan.kind}) reported an index "
+                               "out of range or an integer division by zero", affected)
+
+    def _failed_at_end(self, positions: Sequence[int]) -> None:
+        """Kernels reported failures once the step ended (their inputs may be gone)."""
+        names = ", ".join(f"{self.steps[p].plan.name} ({self.steps[p].plan.kind})"
+                          for p in positions)
+        raise InterpreterError(f"{self.target}: kernel {names} reported an index out of "
+                               "range or an integer division by zero",
+                               self._affected(positions))

@@ -347,3 +347,21 @@ def test_a_step_over_the_memory_limit_raises_with_the_plan(emu):
     # within the limit the same step runs: 64 * 64 entries of 64 * e^0.0064 * 0.01 (TF32
     # operands: 0.01 keeps 10 mantissa bits)
     assert y.item() == pytest.approx(4096 * 64 * np.exp(0.0064) * 0.01, rel=3e-3)
+
+
+@needs_gxx
+def test_a_donating_step_refused_for_memory_leaves_its_values_pending(emu):
+    """The arena is allocated before any launch, so a step over the memory limit has
+    written nothing over the buffers donated to it: its values stay pending (as on the
+    CPU) and are computed once the limit is lifted, from the intact old values."""
+    w0 = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
+    w = nv.tensor(w0, device="cuda")
+    w.mul_(0.5).add_(1.0)                    # one pointwise kernel: over the old w
+    nv.debug.set_memory_limit(4096)
+    try:
+        with pytest.raises(nv.NovaOutOfMemoryError):
+            nv.realize(w)
+        assert CACHE.last.last_donated              # the old w was donated to the update
+    finally:
+        nv.debug.set_memory_limit(None)
+    np.testing.assert_array_equal(w.numpy(), w0 * np.float32(0.5) + np.float32(1.0))

@@ -4,7 +4,8 @@ Each rule takes the backward context and the upstream gradient ``g`` (a Tensor s
 like the primitive's output) and returns one gradient per input (None where an input
 needs none). Rules are written with the public ops, so the backward pass is recorded
 into the same trace as the forward, and with ``create_graph=True`` it is itself
-differentiable. Adding a primitive means adding a row here.
+differentiable. Adding a primitive to the dialect means adding a row here (keyed by its
+op class) or giving it the ``NonDifferentiable`` trait.
 
 Conventions at non-differentiable points follow PyTorch:
 - ``maximum``/``minimum`` split the gradient evenly between tied operands;
@@ -17,10 +18,11 @@ Conventions at non-differentiable points follow PyTorch:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from nova.autograd import graph
+from nova.compiler import dialect as nd
 from nova.core import dtypes as dt
 from nova.tensor import ops
 from nova.tensor.tensor import Tensor
@@ -213,62 +215,99 @@ def _cast_back(ctx: Context, g: Tensor) -> Grads:
     return (ops.cast(g, src) if src.is_floating_point else None,)
 
 
-RULES: dict[str, Rule] = {
-    "alias": Rule(lambda c, g: (g,)),
-    "neg": Rule(lambda c, g: (ops.neg(g),)),
-    "abs": Rule(lambda c, g: (ops.mul(g, _sign(c.x(0))),), (0,)),
-    "exp": Rule(lambda c, g: (ops.mul(g, c.y()),), saves_output=True),
-    "log": Rule(lambda c, g: (ops.div(g, c.x(0)),), (0,)),
-    "sqrt": Rule(lambda c, g: (ops.div(ops.mul(g, 0.5), c.y()),), saves_output=True),
-    "rsqrt": Rule(lambda c, g: (ops.mul(ops.mul(g, -0.5), ops.mul(ops.mul(c.y(), c.y()), c.y())),),
-                  saves_output=True),
-    "reciprocal": Rule(lambda c, g: (ops.neg(ops.mul(g, ops.mul(c.y(), c.y()))),),
-                       saves_output=True),
-    "sin": Rule(lambda c, g: (ops.mul(g, ops.cos(c.x(0))),), (0,)),
-    "cos": Rule(lambda c, g: (ops.neg(ops.mul(g, ops.sin(c.x(0)))),), (0,)),
-    "tanh": Rule(lambda c, g: (ops.mul(g, ops.sub(1.0, ops.mul(c.y(), c.y()))),),
-                 saves_output=True),
-    "erf": Rule(lambda c, g: (ops.mul(g, ops.mul(ops.exp(ops.neg(ops.mul(c.x(0), c.x(0)))),
-                                                 2.0 / math.sqrt(math.pi))),), (0,)),
-    "cast": Rule(_cast_back),
-    "add": Rule(lambda c, g: (g if c.needs(0) else None, g if c.needs(1) else None)),
-    "sub": Rule(lambda c, g: (g if c.needs(0) else None, ops.neg(g) if c.needs(1) else None)),
-    "mul": Rule(lambda c, g: (ops.mul(g, c.x(1)) if c.needs(0) else None,
-                              ops.mul(g, c.x(0)) if c.needs(1) else None), (0, 1)),
-    "div": Rule(lambda c, g: (ops.div(g, c.x(1)) if c.needs(0) else None,
-                              ops.neg(ops.div(ops.mul(g, c.y()), c.x(1))) if c.needs(1) else None),
-                (1,), saves_output=True),
-    "maximum": Rule(lambda c, g: _max_min_back(c, g, True), (0, 1)),
-    "minimum": Rule(lambda c, g: _max_min_back(c, g, False), (0, 1)),
-    "pow": Rule(_pow_back, (0, 1), saves_output=True),
-    "where": Rule(lambda c, g: (None, ops.where(c.x(0), g, 0.0) if c.needs(1) else None,
-                                ops.where(c.x(0), 0.0, g) if c.needs(2) else None), (0,)),
-    "broadcast_in_dim": Rule(_bcast_back),
-    "reshape": Rule(lambda c, g: (_sum_to(g, c.shape(0)),)),
-    "transpose": Rule(_transpose_back),
-    "slice": Rule(_slice_back),
-    "pad": Rule(_pad_back),
-    "concat": Rule(_concat_back),
-    "reduce_sum": Rule(_reduce_sum_back),
-    "reduce_max": Rule(_reduce_max_back, (0,), saves_output=True),
-    "matmul": Rule(_matmul_back, (0, 1)),
-    "gather": Rule(_gather_back, (1,)),
-    "scatter_add": Rule(_scatter_add_back, (1,)),
-    "scatter": Rule(_scatter_back, (1,)),
+# The vector-Jacobian table, keyed by the dialect's op classes: every op of
+# ``nd.OPS_BY_NAME`` has a row here or the ``NonDifferentiable`` trait, never both
+# (``coverage_errors``; tests/autograd/test_rule_table.py).
+RULES: dict[type, Rule] = {
+    nd.NegOp: Rule(lambda c, g: (ops.neg(g),)),
+    nd.AbsOp: Rule(lambda c, g: (ops.mul(g, _sign(c.x(0))),), (0,)),
+    nd.ExpOp: Rule(lambda c, g: (ops.mul(g, c.y()),), saves_output=True),
+    nd.LogOp: Rule(lambda c, g: (ops.div(g, c.x(0)),), (0,)),
+    nd.SqrtOp: Rule(lambda c, g: (ops.div(ops.mul(g, 0.5), c.y()),), saves_output=True),
+    nd.RsqrtOp: Rule(lambda c, g: (ops.mul(ops.mul(g, -0.5),
+                                           ops.mul(ops.mul(c.y(), c.y()), c.y())),),
+                     saves_output=True),
+    nd.ReciprocalOp: Rule(lambda c, g: (ops.neg(ops.mul(g, ops.mul(c.y(), c.y()))),),
+                          saves_output=True),
+    nd.SinOp: Rule(lambda c, g: (ops.mul(g, ops.cos(c.x(0))),), (0,)),
+    nd.CosOp: Rule(lambda c, g: (ops.neg(ops.mul(g, ops.sin(c.x(0)))),), (0,)),
+    nd.TanhOp: Rule(lambda c, g: (ops.mul(g, ops.sub(1.0, ops.mul(c.y(), c.y()))),),
+                    saves_output=True),
+    nd.ErfOp: Rule(lambda c, g: (ops.mul(g, ops.mul(ops.exp(ops.neg(ops.mul(c.x(0), c.x(0)))),
+                                                    2.0 / math.sqrt(math.pi))),), (0,)),
+    nd.CastOp: Rule(_cast_back),
+    nd.AddOp: Rule(lambda c, g: (g if c.needs(0) else None, g if c.needs(1) else None)),
+    nd.SubOp: Rule(lambda c, g: (g if c.needs(0) else None, ops.neg(g) if c.needs(1) else None)),
+    nd.MulOp: Rule(lambda c, g: (ops.mul(g, c.x(1)) if c.needs(0) else None,
+                                 ops.mul(g, c.x(0)) if c.needs(1) else None), (0, 1)),
+    nd.DivOp: Rule(lambda c, g: (ops.div(g, c.x(1)) if c.needs(0) else None,
+                                 ops.neg(ops.div(ops.mul(g, c.y()), c.x(1)))
+                                 if c.needs(1) else None),
+                   (1,), saves_output=True),
+    nd.MaximumOp: Rule(lambda c, g: _max_min_back(c, g, True), (0, 1)),
+    nd.MinimumOp: Rule(lambda c, g: _max_min_back(c, g, False), (0, 1)),
+    nd.PowOp: Rule(_pow_back, (0, 1), saves_output=True),
+    nd.WhereOp: Rule(lambda c, g: (None, ops.where(c.x(0), g, 0.0) if c.needs(1) else None,
+                                   ops.where(c.x(0), 0.0, g) if c.needs(2) else None), (0,)),
+    nd.BroadcastInDimOp: Rule(_bcast_back),
+    nd.ReshapeOp: Rule(lambda c, g: (_sum_to(g, c.shape(0)),)),
+    nd.TransposeOp: Rule(_transpose_back),
+    nd.SliceOp: Rule(_slice_back),
+    nd.PadOp: Rule(_pad_back),
+    nd.ConcatOp: Rule(_concat_back),
+    nd.ReduceSumOp: Rule(_reduce_sum_back),
+    nd.ReduceMaxOp: Rule(_reduce_max_back, (0,), saves_output=True),
+    nd.MatmulOp: Rule(_matmul_back, (0, 1)),
+    nd.GatherOp: Rule(_gather_back, (1,)),
+    nd.ScatterAddOp: Rule(_scatter_add_back, (1,)),
+    nd.ScatterOp: Rule(_scatter_back, (1,)),
 }
 
-# Primitives with no gradient: sources and integer/boolean producers.
-NON_DIFFERENTIABLE = frozenset({"constant", "iota", "rng_uniform", "compare", "wrap_index"})
+# The identity record ``graph.alias_fn`` makes (not an op of the dialect: it routes a
+# saved value, or a clone, back to the tensor it came from).
+ALIAS_RULE = Rule(lambda c, g: (g,))
 
+# The tape keeps, for each op, what its rule reads: registered from this table, so there
+# is one source of truth (nova.tensor cannot import autograd; see nova.tensor.tape).
 for _op, _rule in RULES.items():
     graph.register_saves(_op, _rule.saves_inputs, _rule.saves_output)
 
 
-def vjp(fn: graph.GradFn, g: Tensor, create_graph: bool) -> Grads:
-    rule = RULES.get(fn.op)
+def coverage_errors(ops: Mapping[str, type], rules: Mapping[type, Rule]) -> list[str]:
+    """What is wrong with ``rules`` as the table for the dialect's ``ops`` (short name ->
+    op class): an op with neither a rule nor the NonDifferentiable trait, an op with
+    both, or a rule for a class that is not one of the ops. Empty when consistent."""
+    errors = []
+    for name, op in sorted(ops.items()):
+        inert = op.has_trait(nd.NonDifferentiable)
+        if op in rules and inert:
+            errors.append(f"nova.{name}: has a vector-Jacobian rule and the "
+                          "NonDifferentiable trait")
+        elif op not in rules and not inert:
+            errors.append(f"nova.{name}: has no vector-Jacobian rule and not the "
+                          "NonDifferentiable trait")
+    known = set(ops.values())
+    errors += [f"{op.__name__}: has a rule but is not an op of the dialect"
+               for op in rules if op not in known]
+    return errors
+
+
+def rule_for(fn: graph.GradFn) -> Rule:
+    """The rule that differentiates ``fn``'s op (looked up by its dialect op class)."""
+    if fn.op == graph.ALIAS:
+        return ALIAS_RULE
+    op = nd.OPS_BY_NAME.get(fn.op)
+    rule = RULES.get(op)
     if rule is None:
-        raise RuntimeError(f"autograd: no vector-Jacobian rule for nova.{fn.op}")
-    grads = rule.vjp(Context(fn, create_graph), g)
+        why = ("has the NonDifferentiable trait" if op is not None
+               and op.has_trait(nd.NonDifferentiable) else "has no vector-Jacobian rule")
+        raise RuntimeError(f"autograd: nova.{fn.op} {why} (shapes {fn.in_shapes}, dtypes "
+                           f"{[d.name for d in fn.in_dtypes]})")
+    return rule
+
+
+def vjp(fn: graph.GradFn, g: Tensor, create_graph: bool) -> Grads:
+    grads = rule_for(fn).vjp(Context(fn, create_graph), g)
     for i, (gi, shape) in enumerate(zip(grads, fn.in_shapes)):
         if gi is not None and gi.shape != shape:
             raise AssertionError(f"autograd: {fn.name()} produced a gradient of shape "

@@ -26,23 +26,31 @@ from typing import Any, Sequence
 
 from nova.tensor.trace import Node
 
-# Which forward values each primitive's VJP rule reads: input indices and the output.
-# Filled only by ``register_saves`` (from nova.autograd.rules).
-_SAVES: dict[str, tuple[tuple[int, ...], bool]] = {}
+# Which forward values each primitive's VJP rule reads (input indices, the output?),
+# keyed like the rule table, by the dialect's op class. Filled only by
+# ``register_saves`` (from nova.autograd.rules).
+_SAVES: dict[type, tuple[tuple[int, ...], bool]] = {}
+# The same entries by the op's short name, as the trace records it: the index a GradFn
+# reads on every recorded op (one lookup, not name -> class -> entry).
+_SAVES_BY_NAME: dict[str, tuple[tuple[int, ...], bool]] = {}
 _NOTHING: tuple[tuple[int, ...], bool] = ((), False)
 
 # The op of the identity record ``alias_fn`` makes (not a primitive of the dialect).
 ALIAS = "alias"
 
 
-def register_saves(op: str, inputs: tuple[int, ...], output: bool) -> None:
-    """Record that ``op``'s rule reads inputs ``inputs`` (and the output if ``output``):
-    GradFns of ``op`` keep those trace nodes alive until backward releases them."""
-    _SAVES[op] = (tuple(inputs), bool(output))
+def register_saves(op: type, inputs: tuple[int, ...], output: bool) -> None:
+    """Record that the rule of ``op`` (a dialect op class, e.g. ``ExpOp``) reads inputs
+    ``inputs`` (and the output if ``output``): GradFns of it keep those trace nodes
+    alive until backward releases them."""
+    entry = (tuple(inputs), bool(output))
+    _SAVES[op] = entry
+    _SAVES_BY_NAME[op.name.removeprefix("nova.")] = entry
 
 
-def saves(op: str) -> tuple[tuple[int, ...], bool]:
-    """(input indices, output?) that GradFns of ``op`` keep (nothing if unregistered)."""
+def saves(op: type) -> tuple[tuple[int, ...], bool]:
+    """(input indices, output?) that GradFns of ``op`` (a dialect op class) keep; nothing
+    if its rule reads nothing or it has no rule."""
     return _SAVES.get(op, _NOTHING)
 
 
@@ -59,7 +67,7 @@ class GradFn:
         self.next = next_                       # per input: GradFn, leaf Tensor or None
         self.in_shapes = tuple(n.shape for n in inputs)
         self.in_dtypes = tuple(n.dtype for n in inputs)
-        save_inputs, save_output = _SAVES.get(op, _NOTHING)
+        save_inputs, save_output = _SAVES_BY_NAME.get(op, _NOTHING)
         self.saved = tuple(n if i in save_inputs else None for i, n in enumerate(inputs))
         self.out_node = out_node if save_output else None
         self.retained: list[weakref.ref] = []   # non-leaf tensors that asked for .grad

@@ -1,0 +1,56 @@
+"""The vector-Jacobian table covers the dialect: every op of ``nd.OPS_BY_NAME`` has a
+rule or the NonDifferentiable trait, never both, and what the tape saves at record
+time is read from the same table."""
+import pytest
+
+import nova as nv
+from nova.autograd import rules
+from nova.compiler import dialect as nd
+from nova.tensor import tape
+
+
+@pytest.fixture(autouse=True)
+def engine():
+    """The table is data: no engine to run it on (overrides the conftest's two)."""
+    yield None
+
+
+def test_every_dialect_op_has_a_rule_or_the_non_differentiable_trait_never_both():
+    assert rules.coverage_errors(nd.OPS_BY_NAME, rules.RULES) == []
+    assert set(rules.RULES) | {op for op in nd.OPS_BY_NAME.values()
+                               if op.has_trait(nd.NonDifferentiable)} == set(
+        nd.OPS_BY_NAME.values())
+
+
+def test_the_coverage_check_names_a_missing_rule_a_doubled_one_and_a_stray_one():
+    ops = {"exp": nd.ExpOp, "add": nd.AddOp, "constant": nd.ConstantOp}
+    table = {nd.AddOp: rules.RULES[nd.AddOp],
+             nd.ConstantOp: rules.Rule(lambda c, g: ()),
+             nd.FusionOp: rules.Rule(lambda c, g: ())}
+    assert rules.coverage_errors(ops, table) == [
+        "nova.constant: has a vector-Jacobian rule and the NonDifferentiable trait",
+        "nova.exp: has no vector-Jacobian rule and not the NonDifferentiable trait",
+        "FusionOp: has a rule but is not an op of the dialect",
+    ]
+
+
+def test_the_tape_saves_what_the_table_says():
+    for op, rule in rules.RULES.items():
+        assert tape.saves(op) == (rule.saves_inputs, rule.saves_output), op.__name__
+    x = nv.tensor([1.0, 2.0], requires_grad=True)
+    w = nv.tensor([3.0, 4.0], requires_grad=True)
+    y = (x / w).exp()
+    div_fn = y.grad_fn.next[0]
+    assert y.grad_fn.op == "exp" and y.grad_fn.saved == (None,)
+    assert y.grad_fn.out_node is y.node                 # exp's rule reads its output
+    assert div_fn.op == "div" and div_fn.saved[0] is None and div_fn.saved[1] is w.node
+
+
+def test_a_recorded_op_without_a_rule_names_the_op_shapes_and_dtypes():
+    fn = tape.GradFn("compare", {"direction": "lt"}, (None, None),
+                     (nv.tensor([1.0]).node, nv.tensor([2.0]).node), None)
+    with pytest.raises(RuntimeError, match=r"nova.compare has the NonDifferentiable trait "
+                                           r"\(shapes \(\(1,\), \(1,\)\), dtypes \['float32', "
+                                           r"'float32'\]\)"):
+        rules.rule_for(fn)
+    assert rules.rule_for(tape.alias_fn(None, nv.tensor([1.0]).node)) is rules.ALIAS_RULE

@@ -16,7 +16,7 @@ import numpy as np
 from nova.autograd.grad_mode import no_grad
 from nova.core import dtypes as dt
 from nova.tensor.creation import tensor
-from nova.tensor.realize import ROLES, realize
+from nova.tensor.realize import mark_role, realize
 from nova.tensor.tensor import Tensor
 from nova.tensor.trace import buffer_node
 
@@ -119,10 +119,10 @@ class Optimizer:
         """Tell the memory report which step inputs are parameters and optimizer state."""
         for group in self.param_groups:
             for p in group["params"]:
-                ROLES[p.node] = "parameter"
+                mark_role(p, "parameter")
                 for v in self.state.get(p, {}).values():
                     if isinstance(v, Tensor):
-                        ROLES[v.node] = "optimizer state"
+                        mark_role(v, "optimizer state")
 
     # ------------------------------------------------------------ state dicts
 

@@ -74,9 +74,27 @@ def _poison(outputs: list[Node], failed: tuple[int, ...], message: str) -> None:
         node.op, node.inputs, node.attrs = "error", (), {"message": message}
 
 
-# What each realized node is, for the memory report: the optimizer names its parameters
-# and state before it realizes a step. Weak: the registry never keeps a buffer alive.
-ROLES: weakref.WeakKeyDictionary[Node, str] = weakref.WeakKeyDictionary()
+# What each step input is, for the memory report (``mark_role``). Weak: the registry
+# never keeps a buffer alive.
+_ROLES: weakref.WeakKeyDictionary[Node, str] = weakref.WeakKeyDictionary()
+ROLE_NAMES = ("parameter", "optimizer state", "input")
+
+
+def mark_role(t: Tensor, role: str) -> None:
+    """Name what ``t``'s current value is when a step reads it, for the memory report
+    (``nv.debug.memory_report``): ``"parameter"``, ``"optimizer state"`` or ``"input"``
+    (what an unnamed one is). The optimizer marks its parameters and their state before
+    it realizes a step. The name follows the value, not the handle: after an in-place
+    update rebinds ``t``, mark it again."""
+    if role not in ROLE_NAMES:
+        raise ValueError(f"mark_role: role {role!r} is not one of {ROLE_NAMES} "
+                         f"(tensor of shape {t.shape}, {t.dtype.name})")
+    _ROLES[t.node] = role
+
+
+def role_of(t: Tensor) -> str:
+    """The role ``mark_role`` gave ``t``'s current value (``"input"`` if none)."""
+    return _ROLES.get(t.node, "input")
 
 # A node referenced from one list and the frame that inspects it, beyond its references
 # from the graph; measured once, so the check below holds on any CPython.
@@ -264,7 +282,7 @@ def _run_step(graph: PendingGraph, outputs: list[Node], engine: str, device: str
     label = engine if remat == "default" else f"{engine}, remat={remat}"
     exe = CACHE.lookup(graph.key, partial(_compile, graph, engine, remat, backend), label)
     donated = donatable(graph, exe.donation_candidates, outputs, device)
-    roles = [ROLES.get(n, "input") for n in graph.arg_nodes]
+    roles = [_ROLES.get(n, "input") for n in graph.arg_nodes]
     buffers = graph.arg_buffers
     del graph
     with deferred_interrupt() if donated else contextlib.nullcontext():

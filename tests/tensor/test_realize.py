@@ -153,3 +153,21 @@ def test_a_run_time_index_error_fails_only_the_tensors_that_read_it():
     with pytest.raises(nv.RealizationError, match="out of (range|bounds)"):
         bad.numpy()
     assert (x + 1).tolist()[0] == 1.0
+
+
+def test_mark_role_names_a_step_input_for_the_memory_report(fresh_cache, engine):
+    """The explicit API the optimizer uses (instead of writing a registry): a marked
+    value is counted under its role, an unmarked one as an input (the memory report is
+    the compiled engine's); a bad role is refused."""
+    from nova.tensor.realize import mark_role, role_of
+    w = nv.tensor(np.ones((4, 4), np.float32))
+    x = nv.tensor(np.ones((4, 4), np.float32))
+    assert role_of(w) == "input"
+    mark_role(w, "parameter")
+    assert role_of(w) == "parameter" and role_of(x) == "input"
+    (w @ x).sum().item()
+    if engine == "cpu":
+        assert nv.debug.memory_report().categories["parameter"] == 64
+    with pytest.raises(ValueError, match=r"mark_role: role 'weights' is not one of .*"
+                                         r"shape \(4, 4\), float32"):
+        mark_role(w, "weights")

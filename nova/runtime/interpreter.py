@@ -17,7 +17,7 @@ from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 from xdsl.ir import Operation
 
 from nova.compiler import dialect as nd
-from nova.runtime import philox
+from nova.core import philox
 from nova.core import dtypes as dt
 
 Kernel = Callable[..., np.ndarray]
@@ -77,14 +77,6 @@ def _compute(x: np.ndarray) -> np.ndarray:
 
 
 
-_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "neg": np.negative, "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
-    "rsqrt": lambda x: 1 / np.sqrt(x), "reciprocal": lambda x: 1 / x, "sin": np.sin,
-    "cos": np.cos, "tanh": np.tanh,
-    "erf": lambda x: np.asarray(scipy.special.erf(x), dtype=x.dtype),
-}
-
-
 def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if np.any(b == 0):
         raise InterpreterError("nova.div: integer division by zero")
@@ -92,12 +84,10 @@ def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return q + ((q < 0) & (q * b != a))  # floor -> truncation toward zero
 
 
-_BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "maximum": np.maximum,
-    "minimum": np.minimum, "pow": np.power,
-}
-_COMPARE = {"lt": np.less, "le": np.less_equal, "eq": np.equal, "ne": np.not_equal,
-            "gt": np.greater, "ge": np.greater_equal}
+def _int_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if np.any(b < 0):
+        raise InterpreterError("nova.pow: integers to negative powers")
+    return np.power(a, b)
 
 
 def _ints(a) -> tuple[int, ...]:
@@ -111,125 +101,180 @@ def _scalar(attr) -> float | int:
     return attr.value.data
 
 
+Meaning = Callable[[Operation], Kernel]   # an op -> its numpy kernel, attributes bound
+
+
+def _arith(f: Callable[..., np.ndarray], on_bool: Kernel | None = None,
+           on_int: Kernel | None = None) -> Meaning:
+    """An elementwise op: ``f`` on the operands (half floats computed in float32), the
+    result rounded to the result's dtype; booleans and integers may mean something else
+    (``add`` on i1 is logical or, ``div`` on integers truncates and checks for zero)."""
+    def meaning(op: Operation) -> Kernel:
+        odt = _dtype_of(op.results[0])
+        if odt == dt.bool_ and on_bool is not None:
+            return on_bool
+        if not odt.is_floating_point and on_int is not None:
+            return on_int
+        store = odt.np
+        return lambda *xs: f(*map(_compute, xs)).astype(store, copy=False)
+    return meaning
+
+
+def _constant(op: nd.ConstantOp) -> Kernel:
+    shape, store, value = nd.shape_of(op.result), _dtype_of(op.result).np, _scalar(op.value)
+    return lambda: np.full(shape, value, dtype=store)
+
+
+def _iota(op: nd.IotaOp) -> Kernel:
+    shape, store, d = nd.shape_of(op.result), _dtype_of(op.result).np, op.dim.value.data
+    ax = [1] * len(shape)
+    ax[d] = shape[d]
+    return lambda: np.broadcast_to(np.arange(shape[d], dtype=store).reshape(ax), shape)
+
+
+def _rng_uniform(op: nd.RngUniformOp) -> Kernel:
+    shape, odt = nd.shape_of(op.result), _dtype_of(op.result)
+    return lambda key: philox.uniform(int(key[0]), int(key[1]), shape, odt.name, odt.np)
+
+
+def _cast(op: nd.CastOp) -> Kernel:
+    odt = _dtype_of(op.result)
+    if odt == dt.bool_:
+        return lambda x: x != 0
+    return lambda x: x.astype(odt.np)
+
+
+def _broadcast_in_dim(op: nd.BroadcastInDimOp) -> Kernel:
+    shape, dims = nd.shape_of(op.result), _ints(op.dims)
+    return lambda x: np.broadcast_to(
+        x.reshape([x.shape[dims.index(i)] if i in dims else 1 for i in range(len(shape))]),
+        shape)
+
+
+def _slice(op: nd.SliceOp) -> Kernel:
+    idx = tuple(slice(a, b, s) for a, b, s in zip(_ints(op.start), _ints(op.limit),
+                                                   _ints(op.stride)))
+    return lambda x: x[idx]
+
+
+def _pad(op: nd.PadOp) -> Kernel:
+    shape, store = nd.shape_of(op.result), _dtype_of(op.result).np
+    lo, it = _ints(op.low), _ints(op.interior)
+
+    def pad(x, v):
+        res = np.full(shape, v[()], dtype=store)
+        res[tuple(slice(l, l + (n - 1) * (i + 1) + 1, i + 1)
+                  for l, n, i in zip(lo, x.shape, it))] = x
+        return res
+    return pad
+
+
+def _reduce(f: Callable[..., np.ndarray]) -> Meaning:
+    def meaning(op: Operation) -> Kernel:
+        axes, store = _ints(op.axes), _dtype_of(op.results[0]).np
+        return lambda x: f(_compute(x), axis=axes).astype(store, copy=False)
+    return meaning
+
+
+def _gather(op: nd.GatherOp) -> Kernel:
+    d = op.dim.value.data
+    size = nd.shape_of(op.input)[d]
+
+    def gather(x, index):
+        _check_index("gather", index, size)
+        window = tuple(slice(0, n) if k != d else slice(None)
+                       for k, n in enumerate(index.shape))
+        return np.take_along_axis(x[window], index.astype(np.int64), axis=d)
+    return gather
+
+
+def _scatter_add(op: nd.ScatterAddOp) -> Kernel:
+    d, store = op.dim.value.data, _dtype_of(op.result).np
+
+    def scatter_add(x, index, src):
+        _check_index("scatter_add", index, x.shape[d])
+        res = _compute(x).copy()
+        grid = list(np.indices(index.shape, sparse=True))
+        grid[d] = index.astype(np.int64)
+        np.add.at(res, tuple(grid), _compute(src))
+        return res.astype(store, copy=False)
+    return scatter_add
+
+
+def _scatter(op: nd.ScatterOp) -> Kernel:
+    d = op.dim.value.data
+
+    def scatter(x, index, src):
+        _check_index("scatter", index, x.shape[d])
+        return _scatter_last_wins(x, index.astype(np.int64), src, d)
+    return scatter
+
+
+def _wrap_index(op: nd.WrapIndexOp) -> Kernel:
+    size, d = op.size.value.data, op.dim.value.data
+
+    def wrap_index(index):
+        bad = (index < -size) | (index >= size)
+        if np.any(bad):
+            raise InterpreterError(f"nova.wrap_index: index {index[bad].flat[0]} is out "
+                                   f"of bounds for dim {d} with size {size}")
+        return np.where(index < 0, index + size, index).astype(index.dtype, copy=False)
+    return wrap_index
+
+
+_COMPARE = {"lt": np.less, "le": np.less_equal, "eq": np.equal, "ne": np.not_equal,
+            "gt": np.greater, "ge": np.greater_equal}
+
+# What every nova op means, one row per op class: the definition the backends are
+# tested against.
+MEANINGS: dict[type[Operation], Meaning] = {
+    nd.ConstantOp: _constant,
+    nd.IotaOp: _iota,
+    nd.RngUniformOp: _rng_uniform,
+    nd.NegOp: _arith(np.negative),
+    nd.AbsOp: _arith(np.abs),
+    nd.ExpOp: _arith(np.exp),
+    nd.LogOp: _arith(np.log),
+    nd.SqrtOp: _arith(np.sqrt),
+    nd.RsqrtOp: _arith(lambda x: 1 / np.sqrt(x)),
+    nd.ReciprocalOp: _arith(lambda x: 1 / x),
+    nd.SinOp: _arith(np.sin),
+    nd.CosOp: _arith(np.cos),
+    nd.TanhOp: _arith(np.tanh),
+    nd.ErfOp: _arith(lambda x: np.asarray(scipy.special.erf(x), dtype=x.dtype)),
+    nd.CastOp: _cast,
+    nd.AddOp: _arith(np.add, on_bool=np.logical_or),
+    nd.SubOp: _arith(np.subtract),
+    nd.MulOp: _arith(np.multiply, on_bool=np.logical_and),
+    nd.DivOp: _arith(np.divide, on_int=_int_div),
+    nd.MaximumOp: _arith(np.maximum, on_bool=np.logical_or),
+    nd.MinimumOp: _arith(np.minimum, on_bool=np.logical_and),
+    nd.PowOp: _arith(np.power, on_int=_int_pow),
+    nd.CompareOp: lambda op: _COMPARE[op.direction.data],
+    nd.WhereOp: lambda op: np.where,
+    nd.BroadcastInDimOp: _broadcast_in_dim,
+    nd.ReshapeOp: lambda op: (lambda shape: lambda x: x.reshape(shape))(nd.shape_of(op.result)),
+    nd.TransposeOp: lambda op: (lambda perm: lambda x: np.transpose(x, perm))(_ints(op.perm)),
+    nd.SliceOp: _slice,
+    nd.PadOp: _pad,
+    nd.ConcatOp: lambda op: (lambda d: lambda *xs: np.concatenate(xs, axis=d))(op.dim.value.data),
+    nd.ReduceSumOp: _reduce(np.sum),
+    nd.ReduceMaxOp: _reduce(np.max),
+    nd.MatmulOp: lambda op: (lambda store: lambda a, b: np.matmul(
+        _compute(a), _compute(b)).astype(store, copy=False))(_dtype_of(op.result).np),
+    nd.GatherOp: _gather,
+    nd.ScatterAddOp: _scatter_add,
+    nd.ScatterOp: _scatter,
+    nd.WrapIndexOp: _wrap_index,
+}
+
+
 def _kernel(op: Operation) -> Kernel:
     """The numpy meaning of one nova op, with its attributes bound."""
-    name = op.name.removeprefix("nova.")
-    out = op.results[0]
-    shape = nd.shape_of(out)
-    odt = _dtype_of(out)
-    store = odt.np
-
-    if name == "constant":
-        value = _scalar(op.value)
-        return lambda: np.full(shape, value, dtype=store)
-    if name == "iota":
-        d = op.dim.value.data
-        ax = [1] * len(shape)
-        ax[d] = shape[d]
-        return lambda: np.broadcast_to(np.arange(shape[d], dtype=store).reshape(ax), shape)
-    if name == "rng_uniform":
-        return lambda key: philox.uniform(int(key[0]), int(key[1]), shape, odt.name, store)
-    if name in _UNARY:
-        f = _UNARY[name]
-        return lambda x: f(_compute(x)).astype(store, copy=False)
-    if name == "cast":
-        if odt == dt.bool_:
-            return lambda x: x != 0
-        return lambda x: x.astype(store)
-    if name == "div":
-        if odt.is_floating_point:
-            return lambda a, b: np.divide(_compute(a), _compute(b)).astype(store, copy=False)
-        return _int_div
-    if name in _BINARY:
-        f = _BINARY[name]
-        if odt == dt.bool_:
-            if name in ("add", "maximum"):
-                return np.logical_or
-            return np.logical_and
-        if name == "pow" and not odt.is_floating_point:
-            def int_pow(a, b):
-                if np.any(b < 0):
-                    raise InterpreterError("nova.pow: integers to negative powers")
-                return np.power(a, b)
-            return int_pow
-        return lambda a, b: f(_compute(a), _compute(b)).astype(store, copy=False)
-    if name == "compare":
-        f = _COMPARE[op.direction.data]
-        return lambda a, b: f(a, b)
-    if name == "where":
-        return lambda c, a, b: np.where(c, a, b)
-    if name == "broadcast_in_dim":
-        dims = _ints(op.dims)
-        return lambda x: np.broadcast_to(
-            x.reshape([x.shape[dims.index(i)] if i in dims else 1 for i in range(len(shape))]),
-            shape)
-    if name == "reshape":
-        return lambda x: x.reshape(shape)
-    if name == "transpose":
-        perm = _ints(op.perm)
-        return lambda x: np.transpose(x, perm)
-    if name == "slice":
-        idx = tuple(slice(a, b, s) for a, b, s in zip(_ints(op.start), _ints(op.limit),
-                                                       _ints(op.stride)))
-        return lambda x: x[idx]
-    if name == "pad":
-        lo, it = _ints(op.low), _ints(op.interior)
-
-        def pad(x, v):
-            res = np.full(shape, v[()], dtype=store)
-            res[tuple(slice(l, l + (n - 1) * (i + 1) + 1, i + 1)
-                      for l, n, i in zip(lo, x.shape, it))] = x
-            return res
-        return pad
-    if name == "concat":
-        d = op.dim.value.data
-        return lambda *xs: np.concatenate(xs, axis=d)
-    if name in ("reduce_sum", "reduce_max"):
-        axes = _ints(op.axes)
-        if name == "reduce_max":
-            return lambda x: np.max(_compute(x), axis=axes).astype(store, copy=False)
-        return lambda x: np.sum(_compute(x), axis=axes).astype(store, copy=False)
-    if name == "matmul":
-        return lambda a, b: np.matmul(_compute(a), _compute(b)).astype(store, copy=False)
-    if name == "gather":
-        d = op.dim.value.data
-        src_shape = nd.shape_of(op.input)
-
-        def gather(x, index):
-            _check_index(name, index, src_shape[d])
-            window = tuple(slice(0, n) if k != d else slice(None)
-                           for k, n in enumerate(index.shape))
-            return np.take_along_axis(x[window], index.astype(np.int64), axis=d)
-        return gather
-    if name == "scatter_add":
-        d = op.dim.value.data
-
-        def scatter_add(x, index, src):
-            _check_index(name, index, x.shape[d])
-            res = _compute(x).copy()
-            grid = list(np.indices(index.shape, sparse=True))
-            grid[d] = index.astype(np.int64)
-            np.add.at(res, tuple(grid), _compute(src))
-            return res.astype(store, copy=False)
-        return scatter_add
-    if name == "scatter":
-        d = op.dim.value.data
-
-        def scatter(x, index, src):
-            _check_index(name, index, x.shape[d])
-            return _scatter_last_wins(x, index.astype(np.int64), src, d)
-        return scatter
-    if name == "wrap_index":
-        size, d = op.size.value.data, op.dim.value.data
-
-        def wrap_index(index):
-            bad = (index < -size) | (index >= size)
-            if np.any(bad):
-                raise InterpreterError(f"nova.wrap_index: index {index[bad].flat[0]} is out "
-                                       f"of bounds for dim {d} with size {size}")
-            return np.where(index < 0, index + size, index).astype(index.dtype, copy=False)
-        return wrap_index
-    raise NotImplementedError(f"interpreter: no meaning defined for {op.name}")
+    meaning = MEANINGS.get(type(op))
+    if meaning is None:
+        raise NotImplementedError(f"interpreter: no meaning defined for {op.name}")
+    return meaning(op)
 
 
 def _scatter_last_wins(x: np.ndarray, index: np.ndarray, src: np.ndarray,

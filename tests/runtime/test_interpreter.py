@@ -8,7 +8,7 @@ from xdsl.parser import Parser
 from nova.compiler.dialect import Nova
 from nova.runtime.executable import Executable
 from nova.runtime.interpreter import InterpreterError
-from nova.runtime.philox import philox4x32
+from nova.core.philox import philox4x32
 
 
 def _run(text: str, *args):

@@ -1,12 +1,12 @@
-"""CUDA C expressions for the ops of a fused region: the CUDA twin of ``Emitter.emit`` in
-``codegen/llvm.py``.
+"""CUDA C expressions for the ops of a fused region: ``codegen.scalar.ScalarEmitter``
+with C text for values.
 
 ``CEmitter.emit(value, idx)`` returns the name of a C variable (or a literal) holding the
 value of an SSA value of the fused region at a multi-index, appending the statements
-that compute it. Indices are C expressions of type ``i64``. Movement ops never
-materialize: they rewrite the index exactly as the CPU backend does (broadcast drops
-dims, transpose permutes, reshape re-linearizes, slice scales and offsets, pad/concat
-select). float16/bfloat16 compute in float and are rounded after every op.
+that compute it. Indices are C expressions of type ``i64`` (or 32-bit unsigned variables
+from ``delinearize``). The index rules (movement, pad, concat, gather) are the shared
+ones; this module has the C arithmetic (``CEmitter.ARITH``, one row per op) and the
+literals. float16/bfloat16 compute in float and are rounded after every op.
 
 Generated statements live in C scopes; ``scope()`` opens one and forgets, on leaving,
 the values computed inside it, so a value is reused only where its variable is visible.
@@ -17,25 +17,20 @@ import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 
-from nova.compiler.codegen.values import COMPARE, FLOAT_MATH, element_of, shape_of
+from nova.compiler import dialect as nd
+from nova.compiler.codegen.scalar import FLOATS, Arith, ScalarEmitter
+from nova.compiler.codegen.values import COMPARE, element_of, shape_of
 from nova.compiler.lowering.plan import KernelPlan
+from nova.core import dtypes as dt
+from nova.core import philox
 from nova.core.shapes import numel
 
 STORAGE = {"f32": "float", "f64": "double", "f16": "unsigned short", "bf16": "unsigned short",
            "i32": "int", "i64": "i64", "i1": "unsigned char"}
 COMPUTE = {"f32": "float", "f64": "double", "f16": "float", "bf16": "float", "i32": "int",
            "i64": "i64", "i1": "bool"}
-FLOATS = ("f32", "f64", "f16", "bf16")
-_UNARY_F = {**FLOAT_MATH, "abs": "fabs"}
-_ARITH = {"add": "+", "sub": "-", "mul": "*"}
-
-
-def _ints(a) -> tuple[int, ...]:
-    return tuple(a.get_values())
-
-
 def float_literal(value: float, mlir: str) -> str:
     """An exact C literal (hex float) of ``value`` in the compute type of ``mlir``."""
     ctype = COMPUTE[mlir]
@@ -57,15 +52,13 @@ def int_literal(value: int, mlir: str) -> str:
     return f"({int(value)})"
 
 
-class CEmitter:
+class CEmitter(ScalarEmitter[str]):
     """Statements and expressions for one kernel."""
 
+    TARGET = "cuda"
+
     def __init__(self, plan: KernelPlan):
-        self.plan = plan
-        self.fusion = plan.fusion
-        block = self.fusion.body.block
-        self.arg_index = {id(a): i for i, a in enumerate(block.args)}
-        self.root = block.last_op.operands[0]
+        super().__init__(plan)
         self.lines: list[str] = []
         self.depth = 1
         self.counter = 0
@@ -199,188 +192,84 @@ class CEmitter:
             return self.round_half(f"(({d}){v})", dst)
         return self.round_half(f"(({d}){v})", dst)
 
-    def emit(self, value: SSAValue, idx: list[str]) -> str:
-        key = (id(value), tuple(idx))
-        hit = self._lookup(key)
-        if hit is not None:
-            return hit
-        if id(value) in self.override:
-            return self.override[id(value)]
-        mlir = element_of(value)
-        if isinstance(value, BlockArgument):
-            i = self.arg_index[id(value)]
-            shape, dtype = self.plan.arg_types[i]
-            if i in self.vector_args and tuple(idx) == self.vector_idx:
-                self.vector_loads.add(i)
-                expr = self.widen(f"va{i}[u]", dtype.mlir)
-            else:
-                expr = self.widen(f"{self.pointer(i)}[{self.linear(idx, shape)}]", dtype.mlir)
-        else:
-            expr = self._op(value.owner, idx)
-        if _is_simple(expr):
-            out = expr
-        else:
-            out = self.fresh(COMPUTE[mlir], expr)
-        self.scopes[-1][key] = out
-        return out
+    # ------------------------------------------------------------ ScalarEmitter's interface
 
-    def fail(self, what: str) -> NotImplementedError:
-        return NotImplementedError(f"cuda codegen: kernel {self.plan.name} ({self.plan.kind}): "
-                                   f"{what}")
+    def index(self, n: int) -> str:
+        return f"{n}LL" if n >= 0 else f"(-{-n}LL)"
 
-    def _op(self, op: Operation, idx: list[str]) -> str:
-        name = op.name.removeprefix("nova.")
-        res = op.results[0]
-        mlir = element_of(res)
-        if name == "constant":
-            v = op.value.value.data
-            return float_literal(v, mlir) if mlir in FLOATS else int_literal(v, mlir)
-        if name == "iota":
-            return self.cast(f"((i64){idx[op.dim.value.data]})", "i64", mlir)
-        if name == "rng_uniform":
-            return self._philox_uniform(op, idx, mlir)
-        if name in ("broadcast_in_dim", "reshape", "transpose", "slice"):
-            return self.emit(op.operands[0], self._move(op, idx))
-        if name == "pad":
-            return self._pad(op, idx)
-        if name == "concat":
-            return self._concat(op, idx)
-        if name == "gather":
-            return self._gather(op, idx)
-        args = [self.emit(v, idx) for v in op.operands]
-        if name == "wrap_index":
-            return self._wrap_index(op, args[0], mlir)
-        if name == "cast":
-            return self.cast(args[0], element_of(op.operands[0]), mlir)
-        if name == "compare":
-            return f"({args[0]} {COMPARE[op.direction.data]} {args[1]})"
-        if name == "where":
-            return f"({args[0]} ? {args[1]} : {args[2]})"
-        out = self._arith(name, args, mlir)
-        return self.round_half(out, mlir) if mlir in FLOATS else out
+    def add(self, a: str, b: str) -> str:
+        return f"({a} + {b})"
 
-    def _arith(self, name: str, args: list[str], mlir: str) -> str:
-        x = args[0]
-        if mlir == "i1":
-            if name in ("add", "maximum"):
-                return f"({args[0]} || {args[1]})"
-            if name in ("mul", "minimum"):
-                return f"({args[0]} && {args[1]})"
-        elif mlir in FLOATS:
-            suffix = "" if mlir == "f64" else "f"
-            one = "1.0" if mlir == "f64" else "1.0f"
-            if name == "neg":
-                return f"(-{x})"
-            if name == "rsqrt":
-                return f"({one} / sqrt{suffix}({x}))"
-            if name == "reciprocal":
-                return f"({one} / {x})"
-            if name in _UNARY_F:
-                return f"{_UNARY_F[name]}{suffix}({x})"
-            if name in _ARITH:
-                return f"({x} {_ARITH[name]} {args[1]})"
-            if name == "div":
-                return f"({x} / {args[1]})"
-            if name in ("maximum", "minimum"):
-                return f"nv_{name[:3]}({x}, {args[1]})"
-            if name == "pow":
-                return f"pow{suffix}({x}, {args[1]})"
-        else:
-            ctype = COMPUTE[mlir]
-            if name == "neg":
-                return f"(({ctype})(-{x}))"
-            if name == "abs":
-                return f"({x} < 0 ? ({ctype})(-{x}) : {x})"
-            if name in _ARITH:
-                return f"(({ctype})({x} {_ARITH[name]} {args[1]}))"
-            if name in ("maximum", "minimum"):
-                return f"nv_{name[:3]}({x}, {args[1]})"
-            if name == "div":
-                return f"nv_idiv<{ctype}>({x}, {args[1]})"
-            if name == "pow":
-                return f"nv_ipow<{ctype}>({x}, {args[1]})"
-        raise self.fail(f"no lowering for nova.{name} on {mlir}")
+    def sub(self, a: str, b: str) -> str:
+        return f"({a} - {b})"
 
-    # ------------------------------------------------------------ index rewriting
+    def mul(self, a: str, b: str) -> str:
+        return f"({a} * {b})"
 
-    def _move(self, op: Operation, idx: list[str]) -> list[str]:
-        name = op.name
-        src = shape_of(op.operands[0])
-        if name == "nova.broadcast_in_dim":
-            return ["0" if src[i] == 1 else idx[d] for i, d in enumerate(_ints(op.dims))]
-        if name == "nova.transpose":
-            perm = _ints(op.perm)
-            out = ["0"] * len(perm)
-            for i, p in enumerate(perm):
-                out[p] = idx[i]
-            return out
-        if name == "nova.slice":
-            return [i if (a, s) == (0, 1) else f"({a}LL + {i} * {s}LL)"
-                    for i, a, s in zip(idx, _ints(op.start), _ints(op.stride))]
-        dst = shape_of(op.results[0])
-        if [n for n in src if n != 1] == [n for n in dst if n != 1]:
-            real = iter([i for i, n in zip(idx, dst) if n != 1])
-            return ["0" if n == 1 else next(real) for n in src]
-        return self.delinearize(self.linear(idx, dst), src)
+    def div(self, a: str, b: str) -> str:
+        return f"({a} / {b})"
 
-    def _pad(self, op: Operation, idx: list[str]) -> str:
-        src = shape_of(op.operands[0])
-        conds: list[str] = []
-        in_idx: list[str] = []
-        for i, n, lo, it in zip(idx, src, _ints(op.low), _ints(op.interior)):
-            t = self.fresh("i64", f"{i} - {lo}LL", "p")
-            step = it + 1
-            q = self.fresh("i64", f"{t} / {step}LL", "q") if step != 1 else t
-            ok = f"({t} >= 0 && {q} < {n}LL" + (f" && {t} % {step}LL == 0)" if step != 1 else ")")
-            okv = self.fresh("bool", ok, "ok")
-            conds.append(okv)
-            in_idx.append(f"({okv} ? {q} : 0LL)")
-        valid = " && ".join(conds) or "true"
-        inner = self.emit(op.operands[0], in_idx)
-        fill = self.emit(op.operands[1], [])
-        return f"(({valid}) ? {inner} : {fill})"
+    def rem(self, a: str, b: str) -> str:
+        return f"({a} % {b})"
 
-    def _concat(self, op: Operation, idx: list[str]) -> str:
-        d = op.dim.value.data
-        result = None
-        offset = 0
-        for v in op.operands:
-            n = shape_of(v)[d]
-            local = self.fresh("i64", f"{idx[d]} - {offset}LL", "c")
-            inside = self.fresh("bool", f"({local} >= 0 && {local} < {n}LL)", "in")
-            sub = list(idx)
-            sub[d] = f"({inside} ? {local} : 0LL)"
-            val = self.emit(v, sub)
-            result = val if result is None else f"({inside} ? {val} : {result})"
-            offset += n
-        return result
+    def icmp(self, pred: str, a: str, b: str) -> str:
+        return f"({a} {pred} {b})"
 
-    def _gather(self, op: Operation, idx: list[str]) -> str:
-        d = op.dim.value.data
-        n = shape_of(op.operands[0])[d]
-        raw = self.emit(op.operands[1], idx)
-        j = self.fresh("i64", f"(i64){raw}", "g")
-        bad = self.fresh("bool", f"({j} < 0 || {j} >= {n}LL)", "bad")
-        self.line(f"if ({bad}) nv_fail();")
-        sub = list(idx)
-        sub[d] = f"({bad} ? 0LL : {j})"
-        return self.emit(op.operands[0], sub)
+    def all_of(self, a: str, b: str) -> str:
+        return f"({a} && {b})"
 
-    def _wrap_index(self, op: Operation, i: str, mlir: str) -> str:
-        """``i + size`` where ``i < 0``; outside ``[-size, size)`` the kernel fails and the
-        value is 0, so the kernels reading it do not report the same error again."""
-        size = op.size.value.data
-        bad = self.fresh("bool", f"({i} < -{size}LL || {i} >= {size}LL)", "bad")
-        self.line(f"if ({bad}) nv_fail();")
-        return f"(({COMPUTE[mlir]})({bad} ? 0LL : {i} < 0 ? {i} + {size}LL : {i}))"
+    def any_of(self, a: str, b: str) -> str:
+        return f"({a} || {b})"
 
-    def _philox_uniform(self, op: Operation, idx: list[str], mlir: str) -> str:
-        seed = self.emit(op.operands[0], ["0"])
-        offset = self.emit(op.operands[0], ["1"])
+    def select(self, cond: str, a: str, b: str) -> str:
+        return f"({cond} ? {a} : {b})"
+
+    def bind(self, v: str, mlir: str, hint: str) -> str:
+        return v if _is_simple(v) else self.fresh(COMPUTE[mlir], v, hint)
+
+    def name(self, v: str, mlir: str) -> str:
+        return v if _is_simple(v) else self.fresh(COMPUTE[mlir], v)
+
+    def fail_if(self, cond: str) -> None:
+        self.line(f"if ({cond}) nv_fail();")
+
+    def index_value(self, i: str) -> str:
+        return f"((i64){i})"
+
+    def const(self, value: float | int, mlir: str) -> str:
+        return float_literal(value, mlir) if mlir in FLOATS else int_literal(value, mlir)
+
+    def load_argument(self, i: int, idx: list[str]) -> str:
+        shape, dtype = self.plan.arg_types[i]
+        if i in self.vector_args and tuple(idx) == self.vector_idx:
+            self.vector_loads.add(i)
+            return self.widen(f"va{i}[u]", dtype.mlir)
+        return self.widen(f"{self.pointer(i)}[{self.linear(idx, shape)}]", dtype.mlir)
+
+    def _key(self, value: SSAValue, idx: list[str]) -> tuple:
+        return id(value), tuple(idx)
+
+    def _remember(self, key: tuple, v: str) -> None:
+        self.scopes[-1][key] = v
+
+    def _overridden(self, value: SSAValue, idx: list[str]) -> tuple[str, bool] | None:
+        # Not cached: a kernel body sets and clears overrides around the scopes it
+        # opens, so a cached name could outlive the variable it names.
+        name = self.override.get(id(value))
+        return None if name is None else (name, False)
+
+    def compare(self, op: Operation, idx: list[str]) -> str:
+        x, y = (self.emit(v, idx) for v in op.operands)
+        return f"({x} {COMPARE[op.direction.data]} {y})"
+
+    def philox_uniform(self, op: Operation, idx: list[str]) -> str:
+        mlir = element_of(op.results[0])
+        seed = self.emit(op.operands[0], [self.index(0)])
+        offset = self.emit(op.operands[0], [self.index(1)])
         i = self.linear(idx, shape_of(op.results[0]))
         w = self.fresh("nv_philox_out", f"nv_philox((u64)({i}), (u64){offset}, (u64){seed})",
                        "rng")
-        bits = {"f16": 11, "bf16": 8, "f32": 24, "f64": 53}[mlir]
+        bits = philox.MANTISSA_BITS[dt.from_mlir(mlir).name]
         ctype = COMPUTE[mlir]
         if bits <= 32:
             r = f"(u64)({w}.w0 >> {32 - bits})"
@@ -392,3 +281,63 @@ class CEmitter:
 def _is_simple(expr: str) -> bool:
     """Literals and plain names need no variable of their own."""
     return expr.replace("_", "").isalnum() or expr in ("true", "false")
+
+
+# ---------------------------------------------------------------- the op tables
+
+def _suffix(mlir: str) -> str:
+    return "" if mlir == "f64" else "f"
+
+
+def _one(mlir: str) -> str:
+    return "1.0" if mlir == "f64" else "1.0f"
+
+
+def _fcall(fn: str):
+    """A CUDA math function (``expf`` for float, ``exp`` for double)."""
+    return lambda e, mlir, *xs: f"{fn}{_suffix(mlir)}({', '.join(xs)})"
+
+
+def _infix(sym: str):
+    return lambda e, mlir, x, y: f"({x} {sym} {y})"
+
+
+def _int_infix(sym: str):
+    """Integer arithmetic, cast back to the operand type (C promotes narrower ints)."""
+    return lambda e, mlir, x, y: f"(({COMPUTE[mlir]})({x} {sym} {y}))"
+
+
+def _helper(fn: str, typed: bool = False):
+    """A prelude helper: ``nv_max(x, y)``, or ``nv_idiv<int>(x, y)`` when ``typed``."""
+    return lambda e, mlir, *xs: (f"{fn}<{COMPUTE[mlir]}>" if typed else fn) + \
+        f"({', '.join(xs)})"
+
+
+# Ops the CUDA emitter evaluates its own way from the index.
+CEmitter.RULES = {
+    nd.RngUniformOp: lambda e, op, idx: e.philox_uniform(op, idx),
+    nd.CompareOp: lambda e, op, idx: e.compare(op, idx),
+}
+
+# Elementwise arithmetic: one row per op.
+CEmitter.ARITH = {
+    nd.NegOp: Arith(float=lambda e, m, x: f"(-{x})", int=lambda e, m, x: f"(({COMPUTE[m]})(-{x}))"),
+    nd.AbsOp: Arith(float=_fcall("fabs"),
+                    int=lambda e, m, x: f"({x} < 0 ? ({COMPUTE[m]})(-{x}) : {x})"),
+    nd.ExpOp: Arith(float=_fcall("exp")),
+    nd.LogOp: Arith(float=_fcall("log")),
+    nd.SqrtOp: Arith(float=_fcall("sqrt")),
+    nd.RsqrtOp: Arith(float=lambda e, m, x: f"({_one(m)} / sqrt{_suffix(m)}({x}))"),
+    nd.ReciprocalOp: Arith(float=lambda e, m, x: f"({_one(m)} / {x})"),
+    nd.SinOp: Arith(float=_fcall("sin")),
+    nd.CosOp: Arith(float=_fcall("cos")),
+    nd.TanhOp: Arith(float=_fcall("tanh")),
+    nd.ErfOp: Arith(float=_fcall("erf")),
+    nd.AddOp: Arith(float=_infix("+"), int=_int_infix("+"), bool=_infix("||")),
+    nd.SubOp: Arith(float=_infix("-"), int=_int_infix("-")),
+    nd.MulOp: Arith(float=_infix("*"), int=_int_infix("*"), bool=_infix("&&")),
+    nd.DivOp: Arith(float=_infix("/"), int=_helper("nv_idiv", typed=True)),
+    nd.MaximumOp: Arith(float=_helper("nv_max"), int=_helper("nv_max"), bool=_infix("||")),
+    nd.MinimumOp: Arith(float=_helper("nv_min"), int=_helper("nv_min"), bool=_infix("&&")),
+    nd.PowOp: Arith(float=_fcall("pow"), int=_helper("nv_ipow", typed=True)),
+}

@@ -11,6 +11,10 @@ after a step: kernels set it when an index is out of range or an integer divisio
 zero happens, where the CPU kernels return 1 — the argument lists stay identical.
 """
 
+from nova.core.philox import MULTIPLIERS, ROUNDS, WEYL
+
+(M0, M1), (W0, W1) = MULTIPLIERS, WEYL
+
 PRELUDE = r"""
 typedef long long i64;
 typedef unsigned long long u64;
@@ -58,24 +62,30 @@ template <typename T> __device__ __forceinline__ T nv_ipow(T x, T y) {
   return acc;
 }
 
-/* Philox4x32-10 of counter (i, offset) and key seed, as nova/runtime/philox.py. */
-struct nv_philox_out { unsigned w0, w1; };
-__device__ __forceinline__ nv_philox_out nv_philox(u64 i, u64 offset, u64 seed) {
+"""
+
+# Philox's round constants come from nova.core.philox, which the interpreter and the LLVM
+# emitter also read: the three implementations cannot drift apart.
+PRELUDE += f"""/* Philox4x32-{ROUNDS} of counter (i, offset) and key seed, as nova/core/philox.py. */
+struct nv_philox_out {{ unsigned w0, w1; }};
+__device__ __forceinline__ nv_philox_out nv_philox(u64 i, u64 offset, u64 seed) {{
   unsigned c0 = (unsigned)i, c1 = (unsigned)(i >> 32);
   unsigned c2 = (unsigned)offset, c3 = (unsigned)(offset >> 32);
   unsigned k0 = (unsigned)seed, k1 = (unsigned)(seed >> 32);
 #pragma unroll
-  for (int r = 0; r < 10; ++r) {
-    unsigned hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
-    unsigned hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
+  for (int r = 0; r < {ROUNDS}; ++r) {{
+    unsigned hi0 = __umulhi(0x{M0:08X}u, c0), lo0 = 0x{M0:08X}u * c0;
+    unsigned hi1 = __umulhi(0x{M1:08X}u, c2), lo1 = 0x{M1:08X}u * c2;
     unsigned n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
     c0 = n0; c1 = lo1; c2 = n2; c3 = lo0;
-    k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
-  }
+    k0 += 0x{W0:08X}u; k1 += 0x{W1:08X}u;
+  }}
   nv_philox_out o; o.w0 = c0; o.w1 = c1; return o;
-}
+}}
 
-/* Tensor cores and asynchronous copies (sm_80+). */
+"""
+
+PRELUDE += r"""/* Tensor cores and asynchronous copies (sm_80+). */
 __device__ __forceinline__ unsigned nv_smem_addr(const void* p) {
   unsigned a;
   asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));

@@ -18,10 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from llvmlite import ir
-from xdsl.ir import BlockArgument, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 
+from nova.compiler import dialect as nd
 from nova.compiler.codegen.pool import emit_barrier
-from nova.compiler.codegen.values import COMPARE, FLOAT_MATH, element_of, shape_of
+from nova.compiler.codegen.scalar import Arith, ScalarEmitter
+from nova.compiler.codegen.values import COMPARE, element_of, shape_of
 from nova.compiler.lowering.plan import (
     TEAM_ARRIVED,
     TEAM_MEMBERS,
@@ -32,6 +34,8 @@ from nova.compiler.lowering.plan import (
     reductions,
 )
 from nova.compiler.lowering.views import operand_view
+from nova.core import dtypes as dt
+from nova.core import philox
 from nova.core.shapes import numel
 
 I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
@@ -40,9 +44,6 @@ PTR = I8.as_pointer()
 
 _STORAGE = {"f32": F32, "f64": F64, "f16": F16, "bf16": I16, "i32": I32, "i64": I64, "i1": I8}
 _COMPUTE = {"f32": F32, "f64": F64, "f16": F32, "bf16": F32, "i32": I32, "i64": I64, "i1": I1}
-_FLOAT_BINARY = {"add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv"}
-_INT_BINARY = {"add": "add", "sub": "sub", "mul": "mul"}
-_INT_SELECT = {"maximum": ">", "minimum": "<"}
 
 
 def _numel(v: SSAValue) -> int:
@@ -109,13 +110,14 @@ class Loops:
         level(0)
 
 
-class Emitter:
-    """Emits one kernel function."""
+class Emitter(ScalarEmitter[ir.Value]):
+    """Emits one kernel function: ``ScalarEmitter`` with llvmlite instructions."""
+
+    TARGET = "cpu"
 
     def __init__(self, module: ir.Module, plan: KernelPlan):
+        super().__init__(plan)
         self.module = module
-        self.plan = plan
-        self.fusion = plan.fusion
         n_args = len(plan.arg_types) + (1 if plan.scratch else 0)
         fnty = ir.FunctionType(I32, [PTR.as_pointer(), I64, I64])
         self.fn = ir.Function(module, fnty, name=plan.name)
@@ -130,8 +132,6 @@ class Emitter:
         for i in range(n_args):
             raw = self.b.load(self.b.gep(self.fn.args[0], [c64(i)]))
             self.ptrs.append(self.b.bitcast(raw, _STORAGE[types[i].mlir].as_pointer()))
-        block = self.fusion.body.block
-        self.arg_index = {id(a): i for i, a in enumerate(block.args)}
         self.out_ptr = self.ptrs[len(plan.arg_types) - 1]
         self.cache: dict = {}
         self.override: dict[int, Callable[[list[ir.Value]], ir.Value]] = {}
@@ -151,8 +151,8 @@ class Emitter:
 
     # ------------------------------------------------------------ memory
 
-    @staticmethod
-    def linear(b: ir.IRBuilder, idx: Sequence[ir.Value], shape: Sequence[int]) -> ir.Value:
+    def linear(self, idx: Sequence[ir.Value], shape: Sequence[int]) -> ir.Value:
+        b = self.b
         off = c64(0)
         for i, n in zip(idx, shape):
             off = b.add(b.mul(off, c64(n)), i)
@@ -272,118 +272,80 @@ class Emitter:
             return self.round_half(v, dst)
         return self.round_half(b.fpext(v, d) if d == F64 else b.fptrunc(v, d), dst)
 
-    # ------------------------------------------------------------ the value of an SSA value
+    # ------------------------------------------------------------ ScalarEmitter's interface
 
-    def emit(self, value: SSAValue, idx: list[ir.Value]) -> ir.Value:
-        key = (id(value), tuple(id(i) for i in idx))
-        hit = self.cache.get(key)
-        if hit is not None:
-            return hit
-        if id(value) in self.override:
-            out = self.override[id(value)](idx)
-        elif isinstance(value, BlockArgument):
-            i = self.arg_index[id(value)]
-            shape, dtype = self.plan.arg_types[i]
-            out = self.load(self.ptrs[i], self.linear(self.b, idx, shape), dtype.mlir)
-        else:
-            out = self._op(value.owner, idx)
-        self.cache[key] = out
-        return out
+    def index(self, n: int) -> ir.Value:
+        return c64(n)
 
-    def _op(self, op: Operation, idx: list[ir.Value]) -> ir.Value:
+    def add(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.add(a, b)
+
+    def sub(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.sub(a, b)
+
+    def mul(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.mul(a, b)
+
+    def div(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.sdiv(a, b)
+
+    def rem(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.srem(a, b)
+
+    def icmp(self, pred: str, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.icmp_signed(pred, a, b)
+
+    def all_of(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.and_(a, b)
+
+    def any_of(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.or_(a, b)
+
+    def select(self, cond: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.select(cond, a, b)
+
+    def bind(self, v: ir.Value, mlir: str, hint: str) -> ir.Value:
+        return v
+
+    def index_value(self, i: ir.Value) -> ir.Value:
+        return i
+
+    def load_argument(self, i: int, idx: list[ir.Value]) -> ir.Value:
+        shape, dtype = self.plan.arg_types[i]
+        return self.load(self.ptrs[i], self.linear(idx, shape), dtype.mlir)
+
+    def _key(self, value: SSAValue, idx: list[ir.Value]) -> tuple:
+        return id(value), tuple(id(i) for i in idx)
+
+    def _lookup(self, key: tuple) -> ir.Value | None:
+        return self.cache.get(key)
+
+    def _remember(self, key: tuple, v: ir.Value) -> None:
+        self.cache[key] = v
+
+    def _overridden(self, value: SSAValue, idx: list[ir.Value]) -> tuple[ir.Value, bool] | None:
+        fn = self.override.get(id(value))
+        return None if fn is None else (fn(idx), True)
+
+    def compare(self, op: Operation, idx: list[ir.Value]) -> ir.Value:
         b = self.b
-        name = op.name.removeprefix("nova.")
-        res = op.results[0]
-        mlir = element_of(res)
-        ty = _COMPUTE[mlir]
-        is_float = not isinstance(ty, ir.IntType)
-        if name == "constant":
-            v = op.value.value.data
-            return self.const(v, mlir)
-        if name == "iota":
-            i = idx[op.dim.value.data]
-            return self.cast(i, "i64", mlir)
-        if name == "rng_uniform":
-            return self._philox_uniform(op, idx, mlir)
-        if name in ("broadcast_in_dim", "reshape", "transpose", "slice"):
-            return self.emit(op.operands[0], self._move(op, idx))
-        if name == "pad":
-            return self._pad(op, idx)
-        if name == "concat":
-            return self._concat(op, idx)
-        if name == "gather":
-            return self._gather(op, idx)
-        args = [self.emit(v, idx) for v in op.operands]
-        if name == "wrap_index":
-            return self._wrap_index(op, args[0], ty)
-        if name == "cast":
-            return self.cast(args[0], element_of(op.operands[0]), mlir)
-        if name == "compare":
-            a_mlir = element_of(op.operands[0])
-            pred = COMPARE[op.direction.data]
-            if isinstance(_COMPUTE[a_mlir], ir.IntType):
-                if a_mlir == "i1":
-                    return b.icmp_unsigned(pred, args[0], args[1])
-                return b.icmp_signed(pred, args[0], args[1])
-            if pred == "!=":
-                return b.fcmp_unordered(pred, args[0], args[1])
-            return b.fcmp_ordered(pred, args[0], args[1])
-        if name == "where":
-            return b.select(args[0], args[1], args[2])
-        out = self._arith(name, args, ty, is_float, mlir)
-        return self.round_half(out, mlir) if is_float else out
+        x, y = (self.emit(v, idx) for v in op.operands)
+        a_mlir = element_of(op.operands[0])
+        pred = COMPARE[op.direction.data]
+        if isinstance(_COMPUTE[a_mlir], ir.IntType):
+            if a_mlir == "i1":
+                return b.icmp_unsigned(pred, x, y)
+            return b.icmp_signed(pred, x, y)
+        if pred == "!=":
+            return b.fcmp_unordered(pred, x, y)
+        return b.fcmp_ordered(pred, x, y)
 
-    def _arith(self, name: str, args: list[ir.Value], ty: ir.Type, is_float: bool,
-               mlir: str) -> ir.Value:
-        b = self.b
-        if mlir == "i1":
-            if name in ("add", "maximum"):
-                return b.or_(args[0], args[1])
-            if name in ("mul", "minimum"):
-                return b.and_(args[0], args[1])
-        if is_float:
-            x = args[0]
-            if name == "neg":
-                return b.fneg(x)
-            if name == "abs":
-                return b.call(self.intrinsic("fabs", ty), [x])
-            if name == "sqrt":
-                return b.call(self.intrinsic("sqrt", ty), [x])
-            if name == "rsqrt":
-                return b.fdiv(ir.Constant(ty, 1.0), b.call(self.intrinsic("sqrt", ty), [x]))
-            if name == "reciprocal":
-                return b.fdiv(ir.Constant(ty, 1.0), x)
-            if name == "exp" and ty == F32:
-                return self._exp_f32(x)
-            if name == "erf" and ty == F32:
-                return self._erf_f32(x)
-            if name == "tanh" and ty == F32:
-                return self._tanh_f32(x)
-            if name in FLOAT_MATH:
-                return b.call(self.libm(FLOAT_MATH[name], ty), [x])
-            y = args[1]
-            if name in _FLOAT_BINARY:
-                return getattr(b, _FLOAT_BINARY[name])(x, y)
-            if name in ("maximum", "minimum", "pow"):   # NaN-propagating intrinsics
-                return b.call(self.intrinsic(name, ty, 2), [x, y])
-        else:
-            x = args[0]
-            if name == "neg":
-                return b.neg(x)
-            if name == "abs":
-                return b.select(b.icmp_signed("<", x, ir.Constant(ty, 0)), b.neg(x), x)
-            y = args[1]
-            if name in _INT_BINARY:
-                return getattr(b, _INT_BINARY[name])(x, y)
-            if name in _INT_SELECT:
-                return b.select(b.icmp_signed(_INT_SELECT[name], x, y), x, y)
-            if name == "div":
-                zero = b.icmp_signed("==", y, ir.Constant(ty, 0))
-                self.fail_if(zero)
-                return b.sdiv(x, b.select(zero, ir.Constant(ty, 1), y))
-            if name == "pow":
-                return self._ipow(x, y, ty)
-        raise NotImplementedError(f"codegen: no lowering for nova.{name} on {mlir}")
+    def call(self, name: str, *args: ir.Value) -> ir.Value:
+        """An LLVM intrinsic (``llvm.<name>.f32``/``.f64``) on float operands."""
+        return self.b.call(self.intrinsic(name, args[0].type, len(args)), list(args))
+
+    def call_libm(self, name: str, x: ir.Value) -> ir.Value:
+        return self.b.call(self.libm(name, x.type), [x])
 
     def _exp_f32(self, x: ir.Value) -> ir.Value:
         """exp for float32 without a libm call, so loops containing it vectorize.
@@ -482,133 +444,25 @@ class Emitter:
         b.position_at_end(done)
         return b.load(acc_p)
 
-    # ------------------------------------------------------------ index rewriting
-
-    def _move(self, op: Operation, idx: list[ir.Value]) -> list[ir.Value]:
+    def philox_uniform(self, op: Operation, idx: list[ir.Value]) -> ir.Value:
+        """Philox4x32-10 of counter (i, offset) and key seed, as in nova/core/philox.py."""
         b = self.b
-        name = op.name
-        src = shape_of(op.operands[0])
-        if name == "nova.broadcast_in_dim":
-            return [c64(0) if src[i] == 1 else idx[d] for i, d in enumerate(_ints(op.dims))]
-        if name == "nova.transpose":
-            perm = _ints(op.perm)
-            out: list[ir.Value] = [c64(0)] * len(perm)
-            for i, p in enumerate(perm):
-                out[p] = idx[i]
-            return out
-        if name == "nova.slice":
-            return [b.add(c64(a), b.mul(i, c64(s))) if (a, s) != (0, 1) else i
-                    for i, a, s in zip(idx, _ints(op.start), _ints(op.stride))]
-        # reshape: unit dims only -> direct; otherwise re-linearize group by group
-        dst = shape_of(op.results[0])
-        if [n for n in src if n != 1] == [n for n in dst if n != 1]:
-            real = iter([i for i, n in zip(idx, dst) if n != 1])
-            return [c64(0) if n == 1 else next(real) for n in src]
-        if 0 in src or 0 in dst:
-            return self.delinearize(self.linear(b, idx, dst), src)
-        return self._regroup(idx, dst, src)
-
-    def _regroup(self, idx: list[ir.Value], dst: Sequence[int],
-                 src: Sequence[int]) -> list[ir.Value]:
-        """The source multi-index of a reshape, per group of dims with equal element
-        counts on both sides ((16, 128, 384) <- (2048, 384): {16, 128} <- {2048} and
-        {384} <- {384}). A dim that is its own group passes its index through, and a
-        group of one source dim needs no division, so the innermost (vectorized) loop
-        index usually reaches the load untouched: re-linearizing the whole index would
-        put a remainder on it and keep LLVM from vectorizing the loop."""
-        b = self.b
-        out: list[ir.Value] = []
-        i = j = 0
-        while i < len(dst) and j < len(src):
-            i0, j0 = i, j
-            n_dst, n_src = dst[i], src[j]
-            i, j = i + 1, j + 1
-            while n_dst != n_src:
-                if n_dst < n_src:
-                    n_dst *= dst[i]
-                    i += 1
-                else:
-                    n_src *= src[j]
-                    j += 1
-            flat = idx[i0] if i - i0 == 1 else self.linear(b, idx[i0:i], dst[i0:i])
-            out.extend([flat] if j - j0 == 1 else self.delinearize(flat, src[j0:j]))
-        return out + [c64(0)] * (len(src) - j)    # trailing unit dims of the source
-
-    def _pad(self, op: Operation, idx: list[ir.Value]) -> ir.Value:
-        b = self.b
-        src = shape_of(op.operands[0])
-        valid = ir.Constant(I1, 1)
-        in_idx = []
-        for i, n, lo, it in zip(idx, src, _ints(op.low), _ints(op.interior)):
-            t = b.sub(i, c64(lo))
-            step = it + 1
-            q = b.sdiv(t, c64(step)) if step != 1 else t
-            ok = b.and_(b.icmp_signed(">=", t, c64(0)), b.icmp_signed("<", q, c64(n)))
-            if step != 1:
-                ok = b.and_(ok, b.icmp_signed("==", b.srem(t, c64(step)), c64(0)))
-            valid = b.and_(valid, ok)
-            in_idx.append(b.select(ok, q, c64(0)))
-        inner = self.emit(op.operands[0], in_idx)
-        fill = self.emit(op.operands[1], [])
-        return b.select(valid, inner, fill)
-
-    def _concat(self, op: Operation, idx: list[ir.Value]) -> ir.Value:
-        b = self.b
-        d = op.dim.value.data
-        result = None
-        offset = 0
-        for v in op.operands:
-            n = shape_of(v)[d]
-            local = b.sub(idx[d], c64(offset))
-            inside = b.and_(b.icmp_signed(">=", local, c64(0)), b.icmp_signed("<", local, c64(n)))
-            sub = list(idx)
-            sub[d] = b.select(inside, local, c64(0))
-            val = self.emit(v, sub)
-            result = val if result is None else b.select(inside, val, result)
-            offset += n
-        return result
-
-    def _gather(self, op: Operation, idx: list[ir.Value]) -> ir.Value:
-        b = self.b
-        d = op.dim.value.data
-        n = shape_of(op.operands[0])[d]
-        raw = self.emit(op.operands[1], idx)
-        i = b.sext(raw, I64) if raw.type != I64 else raw
-        bad = b.or_(b.icmp_signed("<", i, c64(0)), b.icmp_signed(">=", i, c64(n)))
-        self.fail_if(bad)
-        sub = list(idx)
-        sub[d] = b.select(bad, c64(0), i)
-        return self.emit(op.operands[0], sub)
-
-    def _wrap_index(self, op: Operation, i: ir.Value, ty: ir.IntType) -> ir.Value:
-        """``i + size`` where ``i < 0``; outside ``[-size, size)`` the kernel fails and the
-        value is 0, so the kernels reading it do not report the same error again."""
-        b = self.b
-        size = ir.Constant(ty, op.size.value.data)
-        zero = ir.Constant(ty, 0)
-        bad = b.or_(b.icmp_signed("<", i, b.neg(size)), b.icmp_signed(">=", i, size))
-        self.fail_if(bad)
-        wrapped = b.select(b.icmp_signed("<", i, zero), b.add(i, size), i)
-        return b.select(bad, zero, wrapped)
-
-    def _philox_uniform(self, op: Operation, idx: list[ir.Value], mlir: str) -> ir.Value:
-        """Philox4x32-10 of counter (i, offset) and key seed, as in nova/runtime/philox.py."""
-        b = self.b
+        mlir = element_of(op.results[0])
         key = self.emit_vector_arg(op.operands[0])
         seed, offset = key
-        i = self.linear(b, idx, shape_of(op.results[0]))
+        i = self.linear(idx, shape_of(op.results[0]))
         m32 = lambda v: b.trunc(v, I32)
         c = [m32(i), m32(b.lshr(i, c64(32))), m32(offset), m32(b.lshr(offset, c64(32)))]
         k0, k1 = m32(seed), m32(b.lshr(seed, c64(32)))
-        for _ in range(10):
-            p0 = b.mul(b.zext(c[0], I64), c64(0xD2511F53))
-            p1 = b.mul(b.zext(c[2], I64), c64(0xCD9E8D57))
+        for _ in range(philox.ROUNDS):
+            p0 = b.mul(b.zext(c[0], I64), c64(philox.MULTIPLIERS[0]))
+            p1 = b.mul(b.zext(c[2], I64), c64(philox.MULTIPLIERS[1]))
             hi0, lo0 = m32(b.lshr(p0, c64(32))), m32(p0)
             hi1, lo1 = m32(b.lshr(p1, c64(32))), m32(p1)
             c = [b.xor(b.xor(hi1, c[1]), k0), lo1, b.xor(b.xor(hi0, c[3]), k1), lo0]
-            k0 = b.add(k0, ir.Constant(I32, 0x9E3779B9))
-            k1 = b.add(k1, ir.Constant(I32, 0xBB67AE85))
-        bits = {"f16": 11, "bf16": 8, "f32": 24, "f64": 53}[mlir]
+            k0 = b.add(k0, ir.Constant(I32, philox.WEYL[0]))
+            k1 = b.add(k1, ir.Constant(I32, philox.WEYL[1]))
+        bits = philox.MANTISSA_BITS[dt.from_mlir(mlir).name]
         ty = _COMPUTE[mlir]
         if bits <= 32:
             r = b.lshr(b.zext(c[0], I64), c64(32 - bits))
@@ -622,6 +476,68 @@ class Emitter:
         return [self.emit(value, [c64(0)]), self.emit(value, [c64(1)])]
 
 
+
+# ---------------------------------------------------------------- the op tables
+
+def _checked_div(e: Emitter, mlir: str, x: ir.Value, y: ir.Value) -> ir.Value:
+    """Integer division; by zero the kernel fails (and divides by 1: no trap)."""
+    b = e.b
+    zero = b.icmp_signed("==", y, ir.Constant(y.type, 0))
+    e.fail_if(zero)
+    return b.sdiv(x, b.select(zero, ir.Constant(y.type, 1), y))
+
+
+def _f32_or_libm(inline: Callable[[Emitter, ir.Value], ir.Value], name: str):
+    """float32 through an inline polynomial (vectorizable); float64 through libm."""
+    return lambda e, mlir, x: inline(e, x) if x.type == F32 else e.call_libm(name, x)
+
+
+def _libm(name: str):
+    return lambda e, mlir, x: e.call_libm(name, x)
+
+
+def _pick(pred: str):
+    """Integer maximum / minimum as a compare and select."""
+    return lambda e, mlir, x, y: e.b.select(e.b.icmp_signed(pred, x, y), x, y)
+
+
+# Ops the CPU emitter evaluates its own way from the index.
+Emitter.RULES = {
+    nd.RngUniformOp: lambda e, op, idx: e.philox_uniform(op, idx),
+    nd.CompareOp: lambda e, op, idx: e.compare(op, idx),
+}
+
+# Elementwise arithmetic: one row per op.
+Emitter.ARITH = {
+    nd.NegOp: Arith(float=lambda e, m, x: e.b.fneg(x), int=lambda e, m, x: e.b.neg(x)),
+    nd.AbsOp: Arith(float=lambda e, m, x: e.call("fabs", x),
+                    int=lambda e, m, x: e.b.select(
+                        e.b.icmp_signed("<", x, ir.Constant(x.type, 0)), e.b.neg(x), x)),
+    nd.ExpOp: Arith(float=_f32_or_libm(Emitter._exp_f32, "exp")),
+    nd.LogOp: Arith(float=_libm("log")),
+    nd.SqrtOp: Arith(float=lambda e, m, x: e.call("sqrt", x)),
+    nd.RsqrtOp: Arith(float=lambda e, m, x: e.b.fdiv(ir.Constant(x.type, 1.0), e.call("sqrt", x))),
+    nd.ReciprocalOp: Arith(float=lambda e, m, x: e.b.fdiv(ir.Constant(x.type, 1.0), x)),
+    nd.SinOp: Arith(float=_libm("sin")),
+    nd.CosOp: Arith(float=_libm("cos")),
+    nd.TanhOp: Arith(float=_f32_or_libm(Emitter._tanh_f32, "tanh")),
+    nd.ErfOp: Arith(float=_f32_or_libm(Emitter._erf_f32, "erf")),
+    nd.AddOp: Arith(float=lambda e, m, x, y: e.b.fadd(x, y), int=lambda e, m, x, y: e.b.add(x, y),
+                    bool=lambda e, m, x, y: e.b.or_(x, y)),
+    nd.SubOp: Arith(float=lambda e, m, x, y: e.b.fsub(x, y), int=lambda e, m, x, y: e.b.sub(x, y)),
+    nd.MulOp: Arith(float=lambda e, m, x, y: e.b.fmul(x, y), int=lambda e, m, x, y: e.b.mul(x, y),
+                    bool=lambda e, m, x, y: e.b.and_(x, y)),
+    nd.DivOp: Arith(float=lambda e, m, x, y: e.b.fdiv(x, y), int=_checked_div),
+    # llvm.maximum/minimum/pow propagate NaN, as the interpreter does
+    nd.MaximumOp: Arith(float=lambda e, m, x, y: e.call("maximum", x, y), int=_pick(">"),
+                        bool=lambda e, m, x, y: e.b.or_(x, y)),
+    nd.MinimumOp: Arith(float=lambda e, m, x, y: e.call("minimum", x, y), int=_pick("<"),
+                        bool=lambda e, m, x, y: e.b.and_(x, y)),
+    nd.PowOp: Arith(float=lambda e, m, x, y: e.call("pow", x, y),
+                    int=lambda e, m, x, y: e._ipow(x, y, x.type)),
+}
+
+
 # ---------------------------------------------------------------- kernel bodies
 
 def _elementwise(e: Emitter) -> None:
@@ -631,7 +547,7 @@ def _elementwise(e: Emitter) -> None:
 
     def body(idx: list[ir.Value]) -> None:
         e.cache = {}
-        e.store(e.emit(root, idx), e.out_ptr, e.linear(e.b, idx, shape), dtype.mlir)
+        e.store(e.emit(root, idx), e.out_ptr, e.linear(idx, shape), dtype.mlir)
 
     if not shape:
         body([])
@@ -714,7 +630,6 @@ def _reduce_row(e: Emitter) -> None:
     acc_ty, acc_mlir = _acc_type(red)
     root = e.fusion.body.block.last_op.operands[0]
     red_mlir = element_of(red.results[0])
-    b = e.b
 
     acc = _LoopReduction(e, acc_ty, acc_mlir, is_sum)
     loop_md = e.interleave(plan.schedule.unroll)
@@ -736,7 +651,7 @@ def _reduce_row(e: Emitter) -> None:
         e.cache = {}
         total = e.cast(acc.result(), acc_mlir, red_mlir)
         e.override[id(red.results[0])] = lambda _idx: total
-        e.store_root(root, e.linear(b, kidx, kept_shape))
+        e.store_root(root, e.linear(kidx, kept_shape))
         del e.override[id(red.results[0])]
 
     if kept_shape:
@@ -754,7 +669,6 @@ def _rows(e: Emitter) -> None:
     n_kept = len(x_shape) - len(plan.schedule.reduced)
     kept_shape, row_shape = x_shape[:n_kept], x_shape[n_kept:]
     root = e.fusion.body.block.last_op.operands[0]
-    b = e.b
     accs = {id(r): _LoopReduction(e, *_acc_type(r), r.name == "nova.reduce_sum")
             for r in reds}
 
@@ -776,11 +690,11 @@ def _rows(e: Emitter) -> None:
 
         if _numel(root) == numel(kept_shape):   # one value per row
             e.cache = {}
-            e.store_root(root, e.linear(b, kidx, kept_shape))
+            e.store_root(root, e.linear(kidx, kept_shape))
         else:
             def store(ridx: list[ir.Value]) -> None:
                 e.cache = {}
-                e.store_root(root, e.linear(b, kidx + ridx, x_shape))
+                e.store_root(root, e.linear(kidx + ridx, x_shape))
             e.loops.nest(row_shape, store)
         for red in reds:
             del e.override[id(red.results[0])]
@@ -828,7 +742,7 @@ def _reduce_column(e: Emitter) -> None:
 
     def init(kidx: list[ir.Value]) -> None:
         b.store(_reduce_init(acc_mlir, is_sum, acc_ty),
-                b.gep(scratch, [e.linear(b, kidx, kept_shape)]))
+                b.gep(scratch, [e.linear(kidx, kept_shape)]))
 
     over_outputs(init)
 
@@ -839,7 +753,7 @@ def _reduce_column(e: Emitter) -> None:
             idx[d] = v
         v = e.emit(x, idx)
         v = e.cast(v, element_of(x), acc_mlir) if v.type != acc_ty else v
-        slot = b.gep(scratch, [e.linear(b, [idx[d] for d in kept], kept_shape)])
+        slot = b.gep(scratch, [e.linear([idx[d] for d in kept], kept_shape)])
         b.store(_combine(e, b.load(slot), v, is_sum), slot)
 
     e.loops.nest([x_shape[d] for d in order], accumulate, first=(start, end),
@@ -848,7 +762,7 @@ def _reduce_column(e: Emitter) -> None:
 
     def finish(kidx: list[ir.Value]) -> None:
         e.cache = {}
-        flat = e.linear(b, kidx, kept_shape)
+        flat = e.linear(kidx, kept_shape)
         total = e.cast(b.load(b.gep(scratch, [flat])), scratch_mlir, red_mlir)
         e.override[id(red.results[0])] = lambda _idx: total
         e.store_root(root, flat)
@@ -927,7 +841,7 @@ def _matmul(e: Emitter) -> None:
             value = e.cast(raw, "f64" if acc_ty == F64 else ("f32" if acc_ty == F32 else mlir), mlir) \
                 if not isinstance(acc_ty, ir.IntType) else raw
             e.override[id(mm.results[0])] = lambda _idx: value
-            e.store_root(root, e.linear(b, pre + [i, j], mm_shape))
+            e.store_root(root, e.linear(pre + [i, j], mm_shape))
             del e.override[id(mm.results[0])]
         e.loops.range(c64(0), c64(n), epilogue, "e")
 
@@ -1364,7 +1278,7 @@ def _scatter(e: Emitter) -> None:
 
     def copy(idx: list[ir.Value]) -> None:
         e.cache = {}
-        e.store(e.emit(base, idx), e.out_ptr, e.linear(b, idx, out_shape), mlir)
+        e.store(e.emit(base, idx), e.out_ptr, e.linear(idx, out_shape), mlir)
 
     if out_shape:
         e.loops.nest(out_shape, copy)
@@ -1379,7 +1293,7 @@ def _scatter(e: Emitter) -> None:
         e.fail_if(bad)
         target = list(idx)
         target[d] = b.select(bad, c64(0), j)
-        off = e.linear(b, target, out_shape)
+        off = e.linear(target, out_shape)
         value = e.emit(src, idx)
         old = e.load(e.out_ptr, off, mlir)
         if overwrite:

@@ -1,4 +1,4 @@
-"""What both emitters (LLVM, CUDA C) read off an IR value, and the scalar-op names they
+"""What both emitters (LLVM, CUDA C) read off an IR value, and the comparison symbols they
 share: one definition each, so the two targets cannot drift apart on them."""
 from __future__ import annotations
 
@@ -8,10 +8,6 @@ from nova.compiler import dialect as nd
 
 # Comparison directions of ``nova.compare`` as C / LLVM predicate symbols.
 COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-# Unary float ops evaluated by a math-library function of the same name (``expf``,
-# ``llvm.exp``): the rest (abs, rsqrt, reciprocal, neg) each target writes its own way.
-FLOAT_MATH = {"exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tanh": "tanh",
-              "erf": "erf", "sqrt": "sqrt"}
 
 
 def element_of(v: SSAValue) -> str:

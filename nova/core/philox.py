@@ -1,12 +1,20 @@
 """Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11),
 vectorized with numpy. It is counter-based: the value at element ``i`` depends only on
-(seed, offset, i), so random ops need no hidden state and can be recomputed."""
+(seed, offset, i), so random ops need no hidden state and can be recomputed.
+
+It sits in ``core`` because three implementations must agree bit for bit: this one
+(the interpreter's), the LLVM emitter's and the CUDA prelude's; they all take the
+round constants and the mantissa widths from here."""
 from __future__ import annotations
 
 import numpy as np
 
-_M0, _M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
-_W0, _W1 = 0x9E3779B9, 0xBB67AE85
+MULTIPLIERS = (0xD2511F53, 0xCD9E8D57)   # the two 32x32->64 products of a round
+WEYL = (0x9E3779B9, 0xBB67AE85)          # the key increments between rounds
+ROUNDS = 10
+
+_M0, _M1 = (np.uint64(m) for m in MULTIPLIERS)
+_W0, _W1 = WEYL
 _MASK = np.uint64(0xFFFFFFFF)
 _S32 = np.uint64(32)
 
@@ -18,7 +26,7 @@ def philox4x32(counter: tuple[np.ndarray, ...], key: tuple[int, int]) -> list[np
     """Ten Philox rounds over 4 uint64 arrays each holding 32-bit words."""
     c0, c1, c2, c3 = (np.asarray(c, dtype=np.uint64) for c in counter)
     k0, k1 = key
-    for _ in range(10):
+    for _ in range(ROUNDS):
         p0, p1 = _M0 * c0, _M1 * c2
         hi0, lo0 = p0 >> _S32, p0 & _MASK
         hi1, lo1 = p1 >> _S32, p1 & _MASK

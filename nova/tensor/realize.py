@@ -37,10 +37,11 @@ import numpy as np
 
 from nova.compiler.pipeline import front
 from nova.core import dtypes as _dt
-from nova.core.graph import PendingGraph, storage_dtype
+from nova.core.graph import PendingGraph
 from nova.runtime.cache import CACHE
 from nova.runtime.engine import get_engine, get_remat
 from nova.runtime.executable import Executable, overwrote_donated
+from nova.runtime.host_buffers import sole_device_owner, sole_host_owner, upload_packed
 from nova.runtime.interpreter import InterpreterError
 from nova.runtime.interrupts import deferred_interrupt
 from nova.tensor.tensor import Tensor
@@ -96,6 +97,7 @@ def role_of(t: Tensor) -> str:
     """The role ``mark_role`` gave ``t``'s current value (``"input"`` if none)."""
     return _ROLES.get(t.node, "input")
 
+
 # A node referenced from one list and the frame that inspects it, beyond its references
 # from the graph; measured once, so the check below holds on any CPython.
 def _baseline_refs() -> int:
@@ -115,11 +117,13 @@ def donatable(graph: PendingGraph, candidates: frozenset[int],
     autograd graph, no pending node outside the graph), when no pending node of the graph
     that escapes (is referenced from outside and may be computed again later) depends on
     it, and when its buffer's memory is a writable array nobody else views. Reference
-    counts make this exact and cheap; anything unexpected means "not donated"."""
+    counts make this exact and cheap; anything unexpected means "not donated". The
+    nodes are asked here; the buffers by the runtime (``host_buffers``), which sees only
+    arrays."""
     if not candidates:
         return frozenset()
     in_graph = _references_in(graph.pending_nodes)   # (no loop variable left holding one)
-    owner = _sole_owner if device == "cpu" else _sole_device_owner
+    owner = sole_host_owner if device == "cpu" else sole_device_owner
     ok = set()
     for a in candidates:
         node = graph.arg_nodes[a]
@@ -144,34 +148,6 @@ def _references_in(nodes: list[Node]) -> dict[int, int]:
         for i in n.inputs:
             counts[id(i)] = counts.get(id(i), 0) + 1
     return counts
-
-
-def _sole_owner(buffer: np.ndarray) -> bool:
-    """Whether ``buffer`` (a node's read-only view) is the only view of writable memory
-    it owns: referenced by the node and the graph's argument list only."""
-    if sys.getrefcount(buffer) - _BASE_REFS - 2 != 0:   # + the node, the parameter
-        return False
-    owner = buffer.base
-    return (isinstance(owner, np.ndarray) and owner.base is None and owner.flags.owndata
-            and owner.flags.writeable and sys.getrefcount(owner) - _BASE_REFS - 1 == 0)
-
-
-def _sole_device_owner(buffer: Any) -> bool:
-    """The device form of ``_sole_owner``. A device buffer is bound to its node as the
-    engine made it (no read-only view: device arrays have no write flag), so it is
-    donatable when only the node and the argument list hold it and it owns its memory
-    — or is the one view (a reshape, from an earlier donation) of an array nobody else
-    holds. CuPy and numpy arrays both keep their owner in ``base``. (Host arguments of a
-    GPU step, uploaded for the run, fail the first count: their node holds the host
-    array, not the upload, so they are never donated.)"""
-    if sys.getrefcount(buffer) - _BASE_REFS - 2 != 0:   # + the node, the parameter
-        return False
-    owner = getattr(buffer, "base", None)
-    while owner is not None:   # (a chain, should a library not collapse view bases)
-        if sys.getrefcount(owner) - _BASE_REFS - 1 != 0:   # + the view's ``base``
-            return False
-        owner = getattr(owner, "base", None)
-    return True
 
 
 def _arguments_behind(nodes: list[Node]) -> set[int]:
@@ -318,10 +294,8 @@ def _forget_realized(failed: dict[int, Exception] | None = None) -> None:
 
 def _upload_host_arguments(graph: PendingGraph) -> PendingGraph:
     """Device-less host arguments (random keys, optimizer scalars such as the learning
-    rate) as device copies for this run: packed into one host buffer, each at a 64-byte
-    aligned offset, so a step pays one host-to-device copy however many there are."""
-    from nova.runtime.cuda_runtime import to_device
-
+    rate) as device copies for this run, all in one host-to-device copy
+    (``host_buffers.upload_packed``)."""
     host: list[int] = []
     for a, node in enumerate(graph.arg_nodes):
         if node.device is None:
@@ -331,19 +305,9 @@ def _upload_host_arguments(graph: PendingGraph) -> PendingGraph:
                                "the step runs on cuda (move it with .to('cuda'))")
     if not host:
         return graph
-    offsets, end = [], 0
-    for a in host:
-        offsets.append(end)
-        end += (graph.arg_buffers[a].nbytes + 63) // 64 * 64
-    packed = np.zeros(max(end, 1), np.uint8)
-    for a, off in zip(host, offsets):
-        b = np.ascontiguousarray(graph.arg_buffers[a])
-        packed[off:off + b.nbytes] = b.reshape(-1).view(np.uint8)
-    device = to_device(packed)
-    for a, off in zip(host, offsets):
-        b = graph.arg_buffers[a]
-        storage = storage_dtype(b.dtype)
-        graph.arg_buffers[a] = device[off:off + b.nbytes].view(storage).reshape(b.shape)
+    uploaded = upload_packed([graph.arg_buffers[a] for a in host])
+    for a, buffer in zip(host, uploaded):
+        graph.arg_buffers[a] = buffer
     return graph
 
 

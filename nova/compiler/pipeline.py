@@ -2,7 +2,8 @@
 
     PendingGraph --build--> nova function ("trace")
                  --optimize (CSE, DCE, remat)--> ("nova": what every engine runs)
-                 --lower for a target (fusion, then a plan per kernel)--> ("fused")
+                 --lower for a target (fusion by the target's policy, then a
+                   target-neutral plan per kernel with the target's schedule)--> ("fused")
 
 Engines compile what ``lower`` returns (the CPU engine's kernels through LLVM, the CUDA
 engine's through NVRTC) and run it; ``nv.debug.dump_ir``, ``nv.debug.dump`` and
@@ -18,14 +19,15 @@ from typing import Any
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
+from nova.compiler import dialect as nd
 from nova.compiler.irgen import build_module
 from nova.compiler.lowering.plan import KernelPlan, plan_kernels
 from nova.compiler.passes import optimize
 from nova.compiler.passes.fusion import fuse
+from nova.compiler.targets import Target, resolve
 from nova.core.graph import PendingGraph
 
 STAGES = ("trace", "nova", "fused")
-TARGETS = ("cpu", "cuda")
 
 
 @dataclass
@@ -43,7 +45,7 @@ class LoweredStep:
     """A step grouped into kernels for one target, each with its plan: the input of an
     engine's code generation."""
 
-    target: str
+    target: str                  # the target's name
     fused: ModuleOp              # the step function as a sequence of nova.fusion kernels
     plans: list[KernelPlan]      # one per nova.fusion op, in program order
 
@@ -59,7 +61,7 @@ class LoweredStep:
         n_args = len(slot)
         inputs = []
         for op in fn.body.block.ops:
-            if op.name == "nova.fusion":
+            if isinstance(op, nd.FusionOp):
                 inputs.append(tuple(slot[v] for v in op.inputs))
                 slot[op.results[0]] = len(slot)
         return Wiring(n_args,
@@ -77,12 +79,12 @@ def front(graph: PendingGraph, remat: str = "default") -> ModuleOp:
     return optimize(build_module(graph), remat)
 
 
-def lower(module: ModuleOp, target: str = "cpu") -> LoweredStep:
-    """Fuse the optimized function for ``target`` and plan every kernel."""
-    if target not in TARGETS:
-        raise ValueError(f"lower: unknown target {target!r}; valid targets are {TARGETS}")
-    fused = fuse(module, target)
-    return LoweredStep(target, fused, plan_kernels(fused, backend=target))
+def lower(module: ModuleOp, target: Target | str = "cpu") -> LoweredStep:
+    """Fuse the optimized function for ``target`` (a ``Target`` or its name, resolved
+    by ``targets.get_target``) and plan every kernel with its schedule."""
+    resolved = resolve(target, "lower")
+    fused = fuse(module, resolved)
+    return LoweredStep(resolved.name, fused, plan_kernels(fused, backend=resolved))
 
 
 def stages(graph: PendingGraph, remat: str = "default",

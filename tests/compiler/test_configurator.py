@@ -132,7 +132,7 @@ def test_threads_share_the_packed_b_panel_from_four_cores():
     assert not gemm_tile(AVX512, k=2048, m=2048, n=512).shared_b
 
 
-def test_shared_b_plans_carry_the_team_header_and_two_panels(monkeypatch):
+def test_shared_b_plans_carry_the_team_header_and_two_panels():
     """On a 4-core spec, the CPU plan of x @ W^T (M = 300 >= N = 50) shares B: its
     scratch holds the team header and two KC x NC panels (+ a vector of slack), and its
     LLVM IR meets at the team barrier; the CUDA plan of the same product has no scratch
@@ -140,24 +140,23 @@ def test_shared_b_plans_carry_the_team_header_and_two_panels(monkeypatch):
     import dataclasses
 
     from nova.compiler.irgen import build_module
-    from nova.compiler.lowering import plan as plan_module
-    from nova.compiler.lowering.plan import TEAM_WORDS
+    from nova.compiler.lowering.plan import TEAM_WORDS, plan_kernels
     from nova.compiler.passes import simplify
     from nova.compiler.passes.fusion import fuse
+    from nova.compiler.targets.cpu import CpuTarget
     from nova.runtime.kernel_cache import KERNELS
     from nova.tensor.realize import pending_graph
     spec = dataclasses.replace(detect_cpu(), cores=4)
-    monkeypatch.setattr(plan_module, "detect_cpu", lambda: spec)
     x = nv.tensor(np.ones((300, 70), np.float32))
     w = nv.tensor(np.ones((50, 70), np.float32))
     fused = fuse(simplify(build_module(pending_graph(x @ w.T))))
-    (plan,) = plan_module.plan_kernels(fused)
+    (plan,) = plan_kernels(fused, CpuTarget(spec))
     s = plan.schedule
     assert s.shared_b and s.split == "m" and "shared_b" in plan.describe()
     assert plan.scratch[0] == (2 * TEAM_WORDS + 2 * s.kc * s.tile[2] + s.tile[1],)
     ir = KERNELS.llvm_ir(plan)
     assert "atomicrmw add" in ir and "load atomic" in ir and "sched_yield" in ir
-    (cuda_plan,) = plan_module.plan_kernels(fused, backend="cuda")
+    (cuda_plan,) = plan_kernels(fused, backend="cuda")
     assert cuda_plan.scratch is None and not cuda_plan.schedule.shared_b
 
 

@@ -1,7 +1,10 @@
 """CUDA C for kernel plans: the CUDA backend's last stage.
 
-``generate(plan, spec)`` turns one ``KernelPlan`` (the same plans the CPU backend
-compiles) into a self-contained CUDA C module for NVRTC. The kernel is
+``generate(plan, spec)`` turns one ``KernelPlan`` (the target-neutral plan, which the
+CUDA target leaves as it is: ``nova.compiler.targets.cuda``) into a self-contained CUDA C
+module for NVRTC. Its name and header comment hold the plan and the launch geometry for
+``spec``, nothing of the host CPU that compiles it, so the same kernel has the same
+source on every host. The kernel is
 ``extern "C" __global__ void <name>(in0, ..., out[, scratch])``: pointers to the inputs,
 the output and (for column reductions) the scratch buffer, in the CPU backend's order.
 Launch geometry comes from ``cuda_configurator.configure`` and travels with the source.

@@ -5,6 +5,14 @@ dimension is split across threads (``parallel_dim``, always outermost), the loop
 the vectorizer should see innermost, the reduction strategy, and the buffers the kernel
 reads and writes. Plans are plain data and print in ``nv.debug.dump_ir(stage="fused")``.
 
+A plan is built target-neutral (``plan_kernel``: what the fused IR and its operands'
+layouts decide) and then scheduled by a target (``nova.compiler.targets``), which
+attaches what its device decides and renames the plan after it: the CPU target adds the
+``unroll`` counts, the ``tiled`` GEMM blocking with ``shared_b`` and the memory/compute
+``bound`` from the host's ``CpuSpec``; the CUDA target keeps the neutral plan (its launch
+geometry comes from the ``CudaSpec`` at emission). Only the CPU's strategies below carry
+``unroll``, ``tiled`` and ``shared_b``.
+
 Strategies:
 - ``elementwise``: loops over the output shape in row-major order; parallel over dim 0;
   the innermost loop is interleaved ``unroll`` times (``configurator.elementwise_unroll``).
@@ -31,15 +39,14 @@ Strategies:
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 
 from nova.compiler import dialect as nd
-from nova.compiler.configurator import classify, elementwise_unroll, gemm_tile
-from nova.compiler.device import detect_cpu
+from nova.compiler.targets import Target, resolve
 from nova.core import dtypes as dt
 
 FORMAT_VERSION = 10  # bump when generated code changes meaning
@@ -80,16 +87,26 @@ class KernelPlan:
     schedule: Schedule
     arg_types: list[tuple[tuple[int, ...], dt.DType]]   # inputs, then the output
     scratch: tuple[tuple[int, ...], dt.DType] | None = None
+    # The fusion's IR text, which the name digests: printed once per kernel (printing
+    # the kernels of a GPT step takes ~0.3 s), however often a target renames the plan.
+    body: str = field(default="", repr=False, compare=False)
 
     @property
     def out(self) -> tuple[tuple[int, ...], dt.DType]:
         return self.arg_types[-1]
 
+    def with_schedule(self, schedule: Schedule,
+                      scratch: tuple[tuple[int, ...], dt.DType] | None) -> KernelPlan:
+        """This plan with a target's schedule and scratch, named after them."""
+        return replace(self, name=kernel_name(schedule, self.body or str(self.fusion)),
+                       schedule=schedule, scratch=scratch)
+
     def describe(self) -> str:
         s = self.schedule
         return (f"{self.name}: {self.kind}/{s.strategy} loops={list(s.loops)} "
                 f"parallel_dim={s.parallel_dim} (extent {s.parallel_extent}) "
-                f"reduced={list(s.reduced)} vector_dim={s.vector_dim} {s.bound}-bound"
+                f"reduced={list(s.reduced)} vector_dim={s.vector_dim}"
+                + (f" {s.bound}-bound" if s.bound else "")
                 + (f" unroll={s.unroll}" if s.unroll else "")
                 + (f" tile={s.tile[0]}x{s.tile[1]} KC={s.kc} MC={s.mc} NC={s.tile[2]}"
                    f" split={s.split}" + (" shared_b" if s.shared_b else "")
@@ -152,7 +169,10 @@ def unit_stride_in(value: SSAValue, dim: int) -> bool | None:
         value = owner.operands[0]
 
 
-def _schedule(fusion: nd.FusionOp, backend: str) -> tuple[Schedule, tuple | None]:
+def _structure(fusion: nd.FusionOp) -> tuple[Schedule, tuple | None]:
+    """The kernel's loop structure and scratch buffer, the same for every target: what
+    its fused IR and its operands' layouts decide (iteration space, strategy, reduced
+    axes, the parallel and vector dims), none of what a device's spec decides."""
     kind = fusion.kind.data
     out_shape = _shape(fusion.outputs[0])
     op = contraction(fusion)
@@ -164,8 +184,7 @@ def _schedule(fusion: nd.FusionOp, backend: str) -> tuple[Schedule, tuple | None
                         vector_dim=len(x_shape) - 1), None
     if kind == "elementwise" or op is None:
         return Schedule(out_shape, 0 if out_shape else None, "elementwise",
-                        vector_dim=len(out_shape) - 1 if out_shape else None,
-                        unroll=elementwise_unroll(detect_cpu())), None
+                        vector_dim=len(out_shape) - 1 if out_shape else None), None
     if kind == "reduce":
         x_shape = _shape(op.operands[0])
         axes = tuple(op.axes.get_values())
@@ -173,40 +192,12 @@ def _schedule(fusion: nd.FusionOp, backend: str) -> tuple[Schedule, tuple | None
         scratch_dtype = accumulator_dtype(op)
         if not kept or axes == tuple(range(len(kept), len(x_shape))):
             return Schedule(x_shape, 0 if kept else None, "row", axes,
-                            vector_dim=len(x_shape) - 1,
-                            unroll=elementwise_unroll(detect_cpu())), None
+                            vector_dim=len(x_shape) - 1), None
         return (Schedule(x_shape, kept[0], "column", axes, vector_dim=len(x_shape) - 1),
                 (_shape(op.results[0]), scratch_dtype))
     if kind == "matmul":
-        a_shape = _shape(op.operands[0])
+        rows, n, k = gemm_extents(op)
         b = op.operands[1]
-        rows = 1
-        for s in a_shape[:-1]:
-            rows *= s
-        n, k = _shape(b)[-1], a_shape[-1]
-        if _dtype(op.results[0]) == dt.float32:
-            # BLIS-blocked: A and B packed (any layout) into cache-sized blocks, an MR x NR
-            # tile of C in vector registers across each K block (see the configurator).
-            # Partial sums over K blocks live in the output, so K is blocked only when
-            # the output is float32.
-            m = a_shape[-2]
-            batches = rows // m if m else 0
-            k_blocking = _dtype(fusion.outputs[0]) == dt.float32
-            tile = gemm_tile(detect_cpu(), k=k, m=m, n=n, k_blocking=k_blocking,
-                             batched=batches > 1)
-            if tile.split == "m":
-                extent, other = batches * -(-m // tile.mr), n
-            else:
-                extent, other = batches * -(-n // tile.nr), m
-            shared_b = tile.shared_b and backend == "cpu"
-            scratch = None
-            if shared_b:   # team header (i64 words), two B panels, a vector of slack
-                floats = 2 * TEAM_WORDS + 2 * tile.kc * tile.nc + tile.nr
-                scratch = ((floats,), dt.float32)
-            return Schedule((extent, other, k), 0, "tiled", vector_dim=1,
-                            tile=(tile.mr, tile.nr, tile.nc), derivation=tile.derivation,
-                            kc=tile.kc, mc=tile.mc, split=tile.split,
-                            shared_b=shared_b), scratch
         dot = unit_stride_in(b, len(_shape(b)) - 2) is True and \
             unit_stride_in(b, len(_shape(b)) - 1) is not True
         loops = (rows, n, k)     # (batch*M, N, K)
@@ -214,7 +205,16 @@ def _schedule(fusion: nd.FusionOp, backend: str) -> tuple[Schedule, tuple | None
     return Schedule(out_shape, None, "scatter"), None
 
 
-def _cost(fusion: nd.FusionOp) -> tuple[float, float]:
+def gemm_extents(matmul: Operation) -> tuple[int, int, int]:
+    """(batch x M, N, K) of a ``nova.matmul``."""
+    a_shape = _shape(matmul.operands[0])
+    rows = 1
+    for s in a_shape[:-1]:
+        rows *= s
+    return rows, _shape(matmul.operands[1])[-1], a_shape[-1]
+
+
+def cost(fusion: nd.FusionOp) -> tuple[float, float]:
     """(FLOPs, bytes moved): each op counts one FLOP per element (a matmul 2 M N K);
     bytes are the kernel's inputs read once and its output written once."""
     flops = 0.0
@@ -236,21 +236,30 @@ def _numel(v: SSAValue | tuple) -> int:
     return n
 
 
-def plan_kernels(module: ModuleOp, backend: str = "cpu") -> list[KernelPlan]:
-    """A plan per ``nova.fusion`` op of the fused step function, in execution order.
-    ``backend`` ("cpu" or "cuda"): CPU GEMMs whose threads share a packed B panel get a
-    scratch buffer for it; CUDA kernels configure themselves (``cuda_configurator``)."""
+def kernel_name(schedule: Schedule, body: str) -> str:
+    """A kernel's name: a digest of the plan format, the schedule and the fused body's
+    IR text (``str(fusion)``), so kernels share a name when they have the same code
+    (the CPU kernel cache and the CUDA sources are keyed by it)."""
+    digest = hashlib.sha256(f"v{FORMAT_VERSION}|{schedule}|{body}".encode()).hexdigest()
+    return f"nova_k_{digest[:20]}"
+
+
+def plan_kernel(fusion: nd.FusionOp) -> KernelPlan:
+    """The target-neutral plan of one ``nova.fusion`` kernel: its loop structure, operand
+    and result types, and scratch buffer; a target attaches its own schedule
+    (``Target.schedule``)."""
+    schedule, scratch = _structure(fusion)
+    args = [(_shape(v), _dtype(v)) for v in fusion.inputs] + [
+        (_shape(fusion.outputs[0]), _dtype(fusion.outputs[0]))]
+    body = str(fusion)
+    return KernelPlan(kernel_name(schedule, body), fusion.kind.data, fusion, schedule,
+                      args, scratch, body)
+
+
+def plan_kernels(module: ModuleOp, backend: Target | str = "cpu") -> list[KernelPlan]:
+    """A plan per ``nova.fusion`` op of the fused step function, in execution order,
+    scheduled by ``backend`` (a ``Target`` or its name: "cpu" or "cuda")."""
+    target = resolve(backend, "plan_kernels")
     fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
-    plans = []
-    for op in fn.body.block.ops:
-        if not isinstance(op, nd.FusionOp):
-            continue
-        schedule, scratch = _schedule(op, backend)
-        schedule = replace(schedule, bound=classify(*_cost(op), detect_cpu()))
-        args = [(_shape(v), _dtype(v)) for v in op.inputs] + [
-            (_shape(op.outputs[0]), _dtype(op.outputs[0]))]
-        body = str(op)
-        digest = hashlib.sha256(f"v{FORMAT_VERSION}|{schedule}|{body}".encode()).hexdigest()
-        plans.append(KernelPlan(f"nova_k_{digest[:20]}", op.kind.data, op, schedule, args,
-                                scratch))
-    return plans
+    return [target.schedule(plan_kernel(op)) for op in fn.body.block.ops
+            if isinstance(op, nd.FusionOp)]

@@ -15,7 +15,8 @@ Otherwise its value is materialized and it roots a kernel of its own. So:
   join the elementwise kernel that uses them as a ``rows`` kernel: softmax, log_softmax
   and layer_norm become one kernel making a few passes over each row;
 - a matmul absorbs movement ops on its operands (transposed operands are read in place)
-  and its elementwise epilogue (bias, activation, residual, scale);
+  and its elementwise epilogue (bias, activation, residual, scale), except the ops the
+  target's ``FusionPolicy`` keeps out of epilogues (the CPU's: ``Expensive`` ones);
 - ``scatter_add`` and ``scatter`` are kernels of their own.
 
 Each kernel has exactly one output, its root. An op whose consumers are all in kernel K
@@ -31,6 +32,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from nova.compiler import dialect as nd
+from nova.compiler.targets import FusionPolicy, Target, resolve
 
 
 def _free(op: Operation) -> bool:
@@ -123,19 +125,7 @@ def _gathered_along_rows(op: Operation, k: Kernel) -> bool:
     return True
 
 
-# Ops the CPU GEMM epilogue would evaluate one element at a time: its loops run over a
-# register tile stored to a stack buffer, which LLVM does not vectorize, so exp or erf
-# there cost ~10x what they cost in an elementwise kernel (measured: exp over a 1M-element
-# epilogue +2.3 ms, as its own kernel 0.2 ms). For the CPU such ops start their own
-# kernel; the CUDA epilogue (one coalesced loop of threads) keeps them. Such ops carry
-# the dialect's ``Expensive`` trait.
-
-
-def _cheap_epilogue(k: Kernel) -> bool:
-    return not any(o.has_trait(nd.Expensive) for o in k.ops)
-
-
-def _can_join(op: Operation, k: Kernel, scalar_epilogues: bool) -> bool:
+def _can_join(op: Operation, k: Kernel, policy: FusionPolicy) -> bool:
     if nd.kernel_root_kind(op) is not None or \
             op.has_trait(nd.CounterRandom) and k.kind != "elementwise":
         return False
@@ -158,7 +148,7 @@ def _can_join(op: Operation, k: Kernel, scalar_epilogues: bool) -> bool:
     if k.kind == "matmul":
         # Only the epilogue (output-sized) may join; operands take movement ops only.
         return (n == k.numel and k.contraction is not None and not _feeds_operand(op, k)
-                and not (scalar_epilogues and op.has_trait(nd.Expensive)))
+                and policy.epilogue_admits(op))
     return False
 
 
@@ -249,14 +239,13 @@ def _feeds_operand(op: Operation, k: Kernel) -> bool:
     return False
 
 
-def group(fn: func.FuncOp, scalar_epilogues: bool = True) -> list[Kernel]:
+def group(fn: func.FuncOp, policy: FusionPolicy) -> list[Kernel]:
     """Assign every op of ``fn`` to kernels; kernels in topological order.
 
     Constants, iotas and movement ops whose consumers sit in several kernels are
     duplicated into each of them (recomputing them is index arithmetic); any other value
-    read by several kernels is materialized. ``scalar_epilogues``: the target evaluates
-    a contraction's epilogue element by element (the CPU), so transcendental ops stay
-    out of it (see ``_cheap_epilogue``).
+    read by several kernels is materialized. ``policy``: the target's facts that change
+    the grouping (which ops a contraction's epilogue may hold).
     """
     ops = [op for op in fn.body.block.ops if not isinstance(op, func.ReturnOp)]
     returned = {id(v) for v in fn.body.block.last_op.operands}
@@ -278,7 +267,7 @@ def group(fn: func.FuncOp, scalar_epilogues: bool = True) -> list[Kernel]:
             if (home is not None and home.kind == "elementwise" and home.contraction is None
                     and kind in ("reduce", "matmul") and home.numel == _numel(result)
                     and _pointwise_epilogue(home, result)
-                    and (kind == "reduce" or not scalar_epilogues or _cheap_epilogue(home))):
+                    and (kind == "reduce" or all(policy.epilogue_admits(o) for o in home.ops))):
                 home.kind, home.contraction = kind, op   # it becomes the epilogue kernel
                 joined = [home]
             elif home is not None and kind == "reduce" and _row_compatible(home, op):
@@ -290,7 +279,7 @@ def group(fn: func.FuncOp, scalar_epilogues: bool = True) -> list[Kernel]:
                 joined = [Kernel(kind, op, contraction=op)]
                 kernels.append(joined[0])
         elif homes and (len(homes) == 1 or _free(op)) and \
-                all(_can_join(op, h, scalar_epilogues) for h in homes):
+                all(_can_join(op, h, policy) for h in homes):
             joined = homes
         else:
             joined = [Kernel("elementwise", op)]
@@ -305,13 +294,13 @@ def group(fn: func.FuncOp, scalar_epilogues: bool = True) -> list[Kernel]:
     return kernels
 
 
-def fuse(module: ModuleOp, target: str = "cpu") -> ModuleOp:
+def fuse(module: ModuleOp, target: Target | str = "cpu") -> ModuleOp:
     """A new module whose step function is a sequence of ``nova.fusion`` kernels for
-    ``target`` ("cpu" or "cuda")."""
-    if target not in ("cpu", "cuda"):
-        raise ValueError(f"fuse: unknown target {target!r}; valid targets are cpu, cuda")
+    ``target`` (a ``Target`` or its name, "cpu" or "cuda"), grouped by its fusion
+    policy."""
+    policy = resolve(target, "fuse").fusion_policy
     fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
-    kernels = group(fn, scalar_epilogues=target == "cpu")
+    kernels = group(fn, policy)
     new_fn = func.FuncOp(fn.sym_name.data, fn.function_type)
     mapping: dict[SSAValue, SSAValue] = dict(zip(fn.body.block.args, new_fn.body.block.args))
     for k in kernels:

@@ -1,0 +1,118 @@
+"""The CPU target: kernels compiled by LLVM for the host, run by ``nova.runtime``'s
+thread pool.
+
+What is CPU-specific, and why:
+
+- The spec is the host's ``CpuSpec`` (``device.detect_cpu``: ISA, registers, caches,
+  cores, clock), or one passed in (tests, planning for another machine). Every number
+  below is a formula of it (``configurator``), so a CPU kernel's schedule, and with it
+  its name, differ between hosts; the CPU kernel cache keys on both.
+- Fusion: a matmul's epilogue runs over a register tile stored to a stack buffer, which
+  LLVM does not vectorize, so ``Expensive`` ops (exp, erf, ...) there cost ~10x what
+  they cost in an elementwise kernel (measured: exp over a 1M-element epilogue +2.3 ms,
+  as its own kernel 0.2 ms). They start a kernel of their own instead.
+- Schedule: the vectorized innermost loop of elementwise kernels and row reductions is
+  interleaved ``elementwise_unroll(spec)`` times; float32 matmuls become BLIS-blocked
+  ``tiled`` kernels (register tile, KC/MC/NC blocks and thread split from
+  ``gemm_tile``), and an unbatched one on enough cores shares one packed B panel among
+  its threads (``shared_b``, with a scratch buffer for the team header and two panels);
+  every kernel is classified memory- or compute-bound against the host's balance.
+- Emission: ``codegen.llvm`` turns a scheduled plan into an LLVM module for the host's
+  triple and data layout.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from nova.compiler import dialect as nd
+from nova.compiler.codegen.llvm import module_for
+from nova.compiler.configurator import classify, elementwise_unroll, gemm_tile
+from nova.compiler.device import CpuSpec, detect_cpu
+from nova.compiler.lowering.plan import (
+    TEAM_WORDS,
+    KernelPlan,
+    Schedule,
+    contraction,
+    cost,
+    gemm_extents,
+)
+from nova.compiler.targets import FusionPolicy, Target
+from nova.core import dtypes as dt
+
+
+def _tiled(plan: KernelPlan, spec: CpuSpec) -> tuple[Schedule, tuple | None]:
+    """The BLIS-blocked schedule of a float32 matmul: A and B packed (any layout) into
+    cache-sized blocks, an MR x NR tile of C in vector registers across each K block.
+    Partial sums over K blocks live in the output, so K is blocked only when the output
+    is float32. The parallel extent counts micro-panels of the split dimension over all
+    batches."""
+    mm = contraction(plan.fusion)
+    rows, n, k = gemm_extents(mm)
+    m = tuple(mm.operands[0].type.get_shape())[-2]
+    batches = rows // m if m else 0
+    k_blocking = plan.out[1] == dt.float32
+    tile = gemm_tile(spec, k=k, m=m, n=n, k_blocking=k_blocking, batched=batches > 1)
+    if tile.split == "m":
+        extent, other = batches * -(-m // tile.mr), n
+    else:
+        extent, other = batches * -(-n // tile.nr), m
+    scratch = None
+    if tile.shared_b:   # team header (i64 words), two B panels, a vector of slack
+        floats = 2 * TEAM_WORDS + 2 * tile.kc * tile.nc + tile.nr
+        scratch = ((floats,), dt.float32)
+    return Schedule((extent, other, k), 0, "tiled", vector_dim=1,
+                    tile=(tile.mr, tile.nr, tile.nc), derivation=tile.derivation,
+                    kc=tile.kc, mc=tile.mc, split=tile.split,
+                    shared_b=tile.shared_b), scratch
+
+
+class CpuTarget(Target):
+    """LLVM code for a CPU: the host's (``detect_cpu()``, read when a plan is scheduled)
+    unless ``spec`` pins one. ``triple`` and ``data_layout`` are what ``emit`` builds
+    modules for (the host's by default)."""
+
+    name = "cpu"
+
+    def __init__(self, spec: CpuSpec | None = None, triple: str | None = None,
+                 data_layout: str | None = None):
+        self._spec = spec
+        self._triple = triple
+        self._data_layout = data_layout
+
+    def spec(self) -> CpuSpec:
+        return self._spec if self._spec is not None else detect_cpu()
+
+    @property
+    def fusion_policy(self) -> FusionPolicy:
+        return FusionPolicy(expensive_epilogues=False)
+
+    def schedule(self, plan: KernelPlan) -> KernelPlan:
+        """The neutral structure refined by the host: interleaved vector loops, blocked
+        float32 GEMMs, and the memory/compute classification."""
+        spec = self.spec()
+        schedule, scratch = plan.schedule, plan.scratch
+        if schedule.strategy in ("elementwise", "row"):
+            schedule = replace(schedule, unroll=elementwise_unroll(spec))
+        elif plan.kind == "matmul" and \
+                nd.element_name(contraction(plan.fusion).results[0].type.element_type) == "f32":
+            schedule, scratch = _tiled(plan, spec)
+        schedule = replace(schedule, bound=classify(*cost(plan.fusion), spec))
+        return plan.with_schedule(schedule, scratch)
+
+    def _host_target(self) -> tuple[str, str]:
+        if self._triple is None or self._data_layout is None:
+            import llvmlite.binding as llvm
+            llvm.initialize_native_target()
+            triple = self._triple or llvm.get_process_triple()
+            machine = llvm.Target.from_triple(triple).create_target_machine()
+            self._triple = triple
+            self._data_layout = self._data_layout or str(machine.target_data)
+        return self._triple, self._data_layout
+
+    def emit(self, plan: KernelPlan) -> str:
+        """The LLVM IR of ``plan``'s kernel, for this target's triple and data layout."""
+        triple, data_layout = self._host_target()
+        return str(module_for(plan, triple, data_layout))
+
+
+__all__ = ["CpuTarget"]

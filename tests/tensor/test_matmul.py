@@ -120,7 +120,7 @@ def test_gemm_cache_blocking_with_tiny_caches(monkeypatch, m, k, n, ta, tb, batc
     blocked), edge tiles at every block boundary, both thread splits."""
     import math
 
-    from nova.compiler.lowering import plan as plan_module
+    from nova.compiler.targets import cpu as plan_module
     monkeypatch.setattr(plan_module, "detect_cpu", _tiny_cache_spec)
     nv.debug.reset_cache()
     rng = np.random.default_rng(seed)
@@ -155,7 +155,7 @@ def test_gemm_cache_blocking_with_tiny_caches(monkeypatch, m, k, n, ta, tb, batc
 def test_tiny_cache_blocking_is_what_the_kernel_gets(monkeypatch):
     """The plan of a 97 x 97 x 97 product under the tiny caches has several K, M and N
     blocks (so the property test above exercises them), split along the larger side."""
-    from nova.compiler.lowering import plan as plan_module
+    from nova.compiler.targets import cpu as plan_module
     monkeypatch.setattr(plan_module, "detect_cpu", _tiny_cache_spec)
     spec = _tiny_cache_spec()
     x = nv.tensor(np.ones((97, 97), np.float32))
@@ -200,7 +200,7 @@ def test_gemm_threads_sharing_the_packed_b_panel(monkeypatch, m, k, n, ta, tb, b
     3 (more than this machine's cores: the workers sleep and the barrier yields), and
     with the chunks run one after another (the pool busy with another dispatch), where
     every chunk packs the whole panel itself."""
-    from nova.compiler.lowering import plan as plan_module
+    from nova.compiler.targets import cpu as plan_module
     from nova.runtime import threads as pool_threads
     monkeypatch.setattr(plan_module, "detect_cpu", lambda: _tiny_cache_spec(cores=4))
     nv.debug.reset_cache()

@@ -6,7 +6,7 @@ import pytest
 
 from nova.compiler import dialect as nd
 from nova.compiler.codegen.cuda_emit import CEmitter
-from nova.compiler.codegen.llvm import Emitter
+from nova.compiler.codegen.llvm_emit import Emitter
 from nova.compiler.codegen.scalar import SHARED_RULES, missing_lowerings
 from nova.runtime.interpreter import MEANINGS
 

@@ -15,7 +15,7 @@ from typing import NamedTuple
 from llvmlite import ir
 from xdsl.ir import SSAValue
 
-from nova.compiler.codegen.llvm import _COMPUTE, F32, F64, I32, I64, PTR, Emitter, c64
+from nova.compiler.codegen.llvm_emit import _COMPUTE, F32, F64, I32, I64, PTR, Emitter, c64
 from nova.compiler.codegen.pool import emit_barrier
 from nova.compiler.codegen.values import element_of, shape_of
 from nova.compiler.lowering.plan import TEAM_ARRIVED, TEAM_MEMBERS, TEAM_WORDS, contraction

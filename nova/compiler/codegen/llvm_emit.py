@@ -1,0 +1,522 @@
+"""The CPU implementation of ``codegen.scalar.ScalarEmitter``: scalar and index values as
+``llvmlite`` instructions, and the CPU's op tables (``Emitter.ARITH``: one row per
+elementwise op; ``Emitter.RULES``: comparisons and the Philox draw).
+
+``Emitter`` also owns a kernel function's frame (its buffer pointers, the error slot,
+entry-block allocas, loop metadata) that the kernel bodies in ``codegen.llvm`` and the
+GEMMs in ``codegen.llvm_gemm`` build on. float16/bfloat16 values are computed in float32
+and rounded after every op, matching the reference interpreter's per-op rounding.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from llvmlite import ir
+from xdsl.ir import Operation, SSAValue
+
+from nova.compiler import dialect as nd
+from nova.compiler.codegen.scalar import Arith, ScalarEmitter
+from nova.compiler.codegen.values import COMPARE, element_of, shape_of
+from nova.compiler.lowering.plan import KernelPlan
+from nova.core import dtypes as dt
+from nova.core import philox
+from nova.core.shapes import numel
+
+I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
+F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
+PTR = I8.as_pointer()
+
+_STORAGE = {"f32": F32, "f64": F64, "f16": F16, "bf16": I16, "i32": I32, "i64": I64, "i1": I8}
+_COMPUTE = {"f32": F32, "f64": F64, "f16": F32, "bf16": F32, "i32": I32, "i64": I64, "i1": I1}
+
+
+def _numel(v: SSAValue) -> int:
+    return numel(shape_of(v))
+
+
+def _ints(a) -> tuple[int, ...]:
+    return tuple(a.get_values())
+
+
+def c64(n: int) -> ir.Constant:
+    return ir.Constant(I64, n)
+
+
+class Loops:
+    """Counted loops with phi induction variables."""
+
+    def __init__(self, b: ir.IRBuilder):
+        self.b = b
+
+    def range(self, lo: ir.Value, hi: ir.Value, body: Callable[[ir.Value], None],
+              name: str = "i", md: ir.MDValue | None = None) -> None:
+        """``for iv in [lo, hi): body(iv)``; ``md`` is attached to the back edge as the
+        loop's ``llvm.loop`` metadata."""
+        b = self.b
+        pre = b.block
+        head = b.append_basic_block(f"{name}.head")
+        loop = b.append_basic_block(f"{name}.body")
+        done = b.append_basic_block(f"{name}.done")
+        b.branch(head)
+        b.position_at_end(head)
+        iv = b.phi(I64, name=name)
+        iv.add_incoming(lo, pre)
+        b.cbranch(b.icmp_signed("<", iv, hi), loop, done)
+        b.position_at_end(loop)
+        body(iv)
+        nxt = b.add(iv, c64(1))
+        iv.add_incoming(nxt, b.block)
+        back = b.branch(head)
+        if md is not None:
+            back.set_metadata("llvm.loop", md)
+        b.position_at_end(done)
+
+    def nest(self, extents: Sequence[int], body: Callable[[list[ir.Value]], None],
+             first: tuple[ir.Value, ir.Value] | None = None, at: int = 0,
+             innermost_md: ir.MDValue | None = None) -> None:
+        """Nested loops over ``extents`` (row-major); ``first`` overrides the range of
+        loop ``at`` (the outermost by default); ``innermost_md`` is the innermost loop's
+        ``llvm.loop`` metadata."""
+        idx: list[ir.Value] = []
+
+        def level(d: int) -> None:
+            if d == len(extents):
+                body(list(idx))
+                return
+            lo, hi = first if (d == at and first is not None) else (c64(0), c64(extents[d]))
+
+            def inner(iv: ir.Value) -> None:
+                idx.append(iv)
+                level(d + 1)
+                idx.pop()
+            self.range(lo, hi, inner, name=f"d{d}",
+                       md=innermost_md if d == len(extents) - 1 else None)
+        level(0)
+
+
+class Emitter(ScalarEmitter[ir.Value]):
+    """Emits one kernel function: ``ScalarEmitter`` with llvmlite instructions."""
+
+    TARGET = "cpu"
+
+    def __init__(self, module: ir.Module, plan: KernelPlan):
+        super().__init__(plan)
+        self.module = module
+        n_args = len(plan.arg_types) + (1 if plan.scratch else 0)
+        fnty = ir.FunctionType(I32, [PTR.as_pointer(), I64, I64])
+        self.fn = ir.Function(module, fnty, name=plan.name)
+        self.fn.args[0].name, self.fn.args[1].name, self.fn.args[2].name = "bufs", "start", "end"
+        self.entry = self.fn.append_basic_block("entry")
+        self.b = ir.IRBuilder(self.entry)
+        self.loops = Loops(self.b)
+        self.error = self.b.alloca(I32, name="error")
+        self.b.store(ir.Constant(I32, 0), self.error)
+        self.ptrs = []
+        types = [t for _, t in plan.arg_types] + ([plan.scratch[1]] if plan.scratch else [])
+        for i in range(n_args):
+            raw = self.b.load(self.b.gep(self.fn.args[0], [c64(i)]))
+            self.ptrs.append(self.b.bitcast(raw, _STORAGE[types[i].mlir].as_pointer()))
+        self.out_ptr = self.ptrs[len(plan.arg_types) - 1]
+        self.cache: dict = {}
+        self.override: dict[int, Callable[[list[ir.Value]], ir.Value]] = {}
+        self.cleanup: list[Callable[[], None]] = []
+
+    def interleave(self, count: int) -> ir.MDValue | None:
+        """``llvm.loop`` metadata asking the loop vectorizer for ``count`` vectors in
+        flight per iteration (None for 0: LLVM's own cost model decides)."""
+        if count <= 0:
+            return None
+        hint = self.module.add_metadata([ir.MetaDataString(self.module,
+                                                           "llvm.loop.interleave.count"),
+                                         ir.Constant(I32, count)])
+        loop = self.module.add_metadata([hint, ir.MetaDataString(self.module, self.plan.name)])
+        loop.operands = (loop, hint)   # a loop ID refers to itself (and is then unique)
+        return loop
+
+    # ------------------------------------------------------------ memory
+
+    def linear(self, idx: Sequence[ir.Value], shape: Sequence[int]) -> ir.Value:
+        b = self.b
+        off = c64(0)
+        for i, n in zip(idx, shape):
+            off = b.add(b.mul(off, c64(n)), i)
+        return off
+
+    def delinearize(self, flat: ir.Value, shape: Sequence[int]) -> list[ir.Value]:
+        """Row-major multi-index of a linear offset."""
+        b = self.b
+        out: list[ir.Value] = []
+        for n in reversed(shape):
+            out.append(b.urem(flat, c64(n)))
+            flat = b.udiv(flat, c64(n))
+        return out[::-1]
+
+    def entry_alloca(self, ty: ir.Type, size: int | None = None) -> ir.Value:
+        """Allocas go in the entry block (so they are allocated once and promoted)."""
+        b = self.b
+        here = b.block
+        b.position_at_start(self.entry)
+        slot = b.alloca(ty, size=None if size is None else c64(size))
+        b.position_at_end(here)
+        return slot
+
+    def store_root(self, root: SSAValue, flat: ir.Value) -> None:
+        """Store the kernel output at linear offset ``flat`` (the root's own index space
+        may differ from the loop's, e.g. a keepdim reshape of a reduction)."""
+        shape, dtype = self.plan.out
+        self.store(self.emit(root, self.delinearize(flat, shape)), self.out_ptr, flat,
+                   dtype.mlir)
+
+    def load(self, ptr: ir.Value, offset: ir.Value, mlir: str) -> ir.Value:
+        raw = self.b.load(self.b.gep(ptr, [offset]))
+        return self.widen(raw, mlir)
+
+    def widen(self, raw: ir.Value, mlir: str) -> ir.Value:
+        b = self.b
+        if mlir == "f16":
+            return b.fpext(raw, F32)
+        if mlir == "bf16":
+            return b.bitcast(b.shl(b.zext(raw, I32), ir.Constant(I32, 16)), F32)
+        if mlir == "i1":
+            return b.icmp_unsigned("!=", raw, ir.Constant(I8, 0))
+        return raw
+
+    def narrow(self, v: ir.Value, mlir: str) -> ir.Value:
+        """Compute type to storage type (round to nearest even for the half types)."""
+        b = self.b
+        if mlir == "f16":
+            return b.fptrunc(v, F16)
+        if mlir == "bf16":
+            bits = b.bitcast(v, I32)
+            lsb = b.and_(b.lshr(bits, ir.Constant(I32, 16)), ir.Constant(I32, 1))
+            rounded = b.lshr(b.add(bits, b.add(ir.Constant(I32, 0x7FFF), lsb)),
+                             ir.Constant(I32, 16))
+            is_nan = b.fcmp_unordered("uno", v, v)
+            return b.trunc(b.select(is_nan, ir.Constant(I32, 0x7FC0), rounded), I16)
+        if mlir == "i1":
+            return b.zext(v, I8)
+        return v
+
+    def round_half(self, v: ir.Value, mlir: str) -> ir.Value:
+        if mlir in ("f16", "bf16"):
+            return self.widen(self.narrow(v, mlir), mlir)
+        return v
+
+    def store(self, v: ir.Value, ptr: ir.Value, offset: ir.Value, mlir: str) -> None:
+        self.b.store(self.narrow(v, mlir), self.b.gep(ptr, [offset]))
+
+    # ------------------------------------------------------------ helpers
+
+    def fail_if(self, cond: ir.Value) -> None:
+        b = self.b
+        old = b.load(self.error)
+        b.store(b.select(cond, ir.Constant(I32, 1), old), self.error)
+
+    def intrinsic(self, name: str, ty: ir.Type, n: int = 1) -> ir.Function:
+        suffix = "f32" if ty == F32 else "f64"
+        full = f"llvm.{name}.{suffix}"
+        if full in self.module.globals:
+            return self.module.globals[full]
+        return ir.Function(self.module, ir.FunctionType(ty, [ty] * n), name=full)
+
+    def libm(self, name: str, ty: ir.Type) -> ir.Function:
+        full = name + ("f" if ty == F32 else "")
+        if full in self.module.globals:
+            return self.module.globals[full]
+        fn = ir.Function(self.module, ir.FunctionType(ty, [ty]), name=full)
+        # Pure (errno is never read): lets LLVM hoist per-row calls out of inner loops.
+        fn.attributes.add("nounwind")
+        fn.attributes.add("readnone")
+        return fn
+
+    def const(self, value, mlir: str) -> ir.Constant:
+        ty = _COMPUTE[mlir]
+        if isinstance(ty, ir.IntType):
+            return ir.Constant(ty, int(value) & 1 if ty.width == 1 else int(value))
+        return ir.Constant(ty, float(value))
+
+    def cast(self, v: ir.Value, src: str, dst: str) -> ir.Value:
+        b = self.b
+        s, d = _COMPUTE[src], _COMPUTE[dst]
+        if dst == "i1":
+            if isinstance(s, ir.IntType):
+                return b.icmp_signed("!=", v, ir.Constant(s, 0)) if s != I1 else v
+            return b.fcmp_unordered("!=", v, ir.Constant(s, 0.0))
+        if src == "i1":
+            return b.uitofp(v, d) if not isinstance(d, ir.IntType) else b.zext(v, d)
+        if isinstance(s, ir.IntType) and isinstance(d, ir.IntType):
+            if s.width == d.width:
+                return v
+            return b.sext(v, d) if d.width > s.width else b.trunc(v, d)
+        if isinstance(s, ir.IntType):
+            return self.round_half(b.sitofp(v, d), dst)
+        if isinstance(d, ir.IntType):
+            return b.fptosi(v, d)
+        if s == d:
+            return self.round_half(v, dst)
+        return self.round_half(b.fpext(v, d) if d == F64 else b.fptrunc(v, d), dst)
+
+    # ------------------------------------------------------------ ScalarEmitter's interface
+
+    def index(self, n: int) -> ir.Value:
+        return c64(n)
+
+    def add(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.add(a, b)
+
+    def sub(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.sub(a, b)
+
+    def mul(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.mul(a, b)
+
+    def div(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.sdiv(a, b)
+
+    def rem(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.srem(a, b)
+
+    def icmp(self, pred: str, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.icmp_signed(pred, a, b)
+
+    def all_of(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.and_(a, b)
+
+    def any_of(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.or_(a, b)
+
+    def select(self, cond: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.b.select(cond, a, b)
+
+    def bind(self, v: ir.Value, mlir: str, hint: str) -> ir.Value:
+        return v
+
+    def index_value(self, i: ir.Value) -> ir.Value:
+        return i
+
+    def load_argument(self, i: int, idx: list[ir.Value]) -> ir.Value:
+        shape, dtype = self.plan.arg_types[i]
+        return self.load(self.ptrs[i], self.linear(idx, shape), dtype.mlir)
+
+    def _key(self, value: SSAValue, idx: list[ir.Value]) -> tuple:
+        return id(value), tuple(id(i) for i in idx)
+
+    def _lookup(self, key: tuple) -> ir.Value | None:
+        return self.cache.get(key)
+
+    def _remember(self, key: tuple, v: ir.Value) -> None:
+        self.cache[key] = v
+
+    def _overridden(self, value: SSAValue, idx: list[ir.Value]) -> tuple[ir.Value, bool] | None:
+        fn = self.override.get(id(value))
+        return None if fn is None else (fn(idx), True)
+
+    def compare(self, op: Operation, idx: list[ir.Value]) -> ir.Value:
+        b = self.b
+        x, y = (self.emit(v, idx) for v in op.operands)
+        a_mlir = element_of(op.operands[0])
+        pred = COMPARE[op.direction.data]
+        if isinstance(_COMPUTE[a_mlir], ir.IntType):
+            if a_mlir == "i1":
+                return b.icmp_unsigned(pred, x, y)
+            return b.icmp_signed(pred, x, y)
+        if pred == "!=":
+            return b.fcmp_unordered(pred, x, y)
+        return b.fcmp_ordered(pred, x, y)
+
+    def call(self, name: str, *args: ir.Value) -> ir.Value:
+        """An LLVM intrinsic (``llvm.<name>.f32``/``.f64``) on float operands."""
+        return self.b.call(self.intrinsic(name, args[0].type, len(args)), list(args))
+
+    def call_libm(self, name: str, x: ir.Value) -> ir.Value:
+        return self.b.call(self.libm(name, x.type), [x])
+
+    def _exp_f32(self, x: ir.Value) -> ir.Value:
+        """exp for float32 without a libm call, so loops containing it vectorize.
+
+        Cody-Waite reduction x = n ln2 + r (ln2 split in a high part exact in float and
+        a low correction), |r| <= ln2/2, then a degree-7 Taylor polynomial (truncation
+        error < 1e-8 relative, below float32 rounding) and the scale 2^n built in the
+        exponent bits, as two factors so results down to the subnormal range are exact.
+        Overflow gives inf, underflow 0, NaN propagates.
+        """
+        b = self.b
+        f = lambda v: ir.Constant(F32, v)
+        n = b.call(self.intrinsic("rint", F32), [b.fmul(x, f(1.4426950408889634))])
+        r = b.fsub(b.fsub(x, b.fmul(n, f(0.693145751953125))), b.fmul(n, f(1.428606765330187e-06)))
+        p = f(1.0 / 5040)
+        for c in (1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0):
+            p = b.fadd(b.fmul(p, r), f(c))
+        ni = b.fptosi(b.call(self.intrinsic("maxnum", F32, 2), [
+            b.call(self.intrinsic("minnum", F32, 2), [n, f(128.0)]), f(-160.0)]), I32)
+        half = b.sdiv(ni, ir.Constant(I32, 2))
+        scale = lambda k: b.bitcast(b.shl(b.add(k, ir.Constant(I32, 127)),
+                                          ir.Constant(I32, 23)), F32)
+        y = b.fmul(b.fmul(p, scale(half)), scale(b.sub(ni, half)))
+        y = b.select(b.fcmp_ordered(">", x, f(88.72283935546875)), f(float("inf")), y)
+        return b.select(b.fcmp_ordered("<", x, f(-103.97208404541016)), f(0.0), y)
+
+    def _poly(self, x: ir.Value, coeffs: Sequence[float]) -> ir.Value:
+        """Horner evaluation of sum(coeffs[i] * x**i) in float32."""
+        b = self.b
+        acc = ir.Constant(F32, coeffs[-1])
+        for c in reversed(coeffs[:-1]):
+            acc = b.fadd(b.fmul(acc, x), ir.Constant(F32, c))
+        return acc
+
+    def _erf_f32(self, x: ir.Value) -> ir.Value:
+        """erf for float32 without a libm call (vectorizable).
+
+        |x| < 0.5: the Maclaurin series to x^13 (next term < 2e-8 relative). Otherwise
+        erf = 1 - erfc with erfc(z) = t exp(-z^2 + P(t)), t = 1/(1 + z/2), the Chebyshev
+        fit of Numerical Recipes (fractional error < 1.2e-7), sign restored; erf is
+        within 0.5 of +-1 there, so the error stays at float32 rounding level.
+        """
+        b = self.b
+        f = lambda v: ir.Constant(F32, v)
+        z = b.call(self.intrinsic("fabs", F32), [x])
+        x2 = b.fmul(x, x)
+        series = b.fmul(x, self._poly(x2, [1.1283791670955126, -0.3761263890318375,
+                                           0.11283791670955126, -0.02686617064513125,
+                                           0.005223977625442188, -0.0008548327023450852,
+                                           0.00012055332981789664]))
+        t = b.fdiv(f(1.0), b.fadd(f(1.0), b.fmul(z, f(0.5))))
+        poly = self._poly(t, [-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
+                              0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277])
+        erfc = b.fmul(t, self._exp_f32(b.fsub(poly, b.fmul(z, z))))
+        tail = b.fsub(f(1.0), erfc)
+        tail = b.select(b.fcmp_ordered("<", x, f(0.0)), b.fneg(tail), tail)
+        return b.select(b.fcmp_unordered("<", z, f(0.5)), series, tail)
+
+    def _tanh_f32(self, x: ir.Value) -> ir.Value:
+        """tanh for float32 without a libm call: the odd Taylor series for |x| < 0.5
+        (next term < 5e-8 relative), else sign(x) (1 - 2 / (exp(2|x|) + 1))."""
+        b = self.b
+        f = lambda v: ir.Constant(F32, v)
+        z = b.call(self.intrinsic("fabs", F32), [x])
+        x2 = b.fmul(x, x)
+        series = b.fmul(x, self._poly(x2, [1.0, -1.0 / 3, 2.0 / 15, -17.0 / 315,
+                                           62.0 / 2835, -1382.0 / 155925,
+                                           21844.0 / 6081075]))
+        e = self._exp_f32(b.fmul(z, f(2.0)))
+        big = b.fsub(f(1.0), b.fdiv(f(2.0), b.fadd(e, f(1.0))))
+        big = b.select(b.fcmp_ordered("<", x, f(0.0)), b.fneg(big), big)
+        return b.select(b.fcmp_unordered("<", z, f(0.5)), series, big)
+
+    def _ipow(self, x: ir.Value, y: ir.Value, ty: ir.IntType) -> ir.Value:
+        b = self.b
+        self.fail_if(b.icmp_signed("<", y, ir.Constant(ty, 0)))
+        acc_p, base_p, exp_p = (self.entry_alloca(ty) for _ in range(3))
+        b.store(ir.Constant(ty, 1), acc_p)
+        b.store(x, base_p)
+        b.store(y, exp_p)
+        head = b.append_basic_block("pow.head")
+        body = b.append_basic_block("pow.body")
+        done = b.append_basic_block("pow.done")
+        b.branch(head)
+        b.position_at_end(head)
+        e = b.load(exp_p)
+        b.cbranch(b.icmp_signed(">", e, ir.Constant(ty, 0)), body, done)
+        b.position_at_end(body)
+        odd = b.trunc(e, I1)
+        acc = b.load(acc_p)
+        base = b.load(base_p)
+        b.store(b.select(odd, b.mul(acc, base), acc), acc_p)
+        b.store(b.mul(base, base), base_p)
+        b.store(b.ashr(e, ir.Constant(ty, 1)), exp_p)
+        b.branch(head)
+        b.position_at_end(done)
+        return b.load(acc_p)
+
+    def philox_uniform(self, op: Operation, idx: list[ir.Value]) -> ir.Value:
+        """Philox4x32-10 of counter (i, offset) and key seed, as in nova/core/philox.py."""
+        b = self.b
+        mlir = element_of(op.results[0])
+        key = self.emit_vector_arg(op.operands[0])
+        seed, offset = key
+        i = self.linear(idx, shape_of(op.results[0]))
+        m32 = lambda v: b.trunc(v, I32)
+        c = [m32(i), m32(b.lshr(i, c64(32))), m32(offset), m32(b.lshr(offset, c64(32)))]
+        k0, k1 = m32(seed), m32(b.lshr(seed, c64(32)))
+        for _ in range(philox.ROUNDS):
+            p0 = b.mul(b.zext(c[0], I64), c64(philox.MULTIPLIERS[0]))
+            p1 = b.mul(b.zext(c[2], I64), c64(philox.MULTIPLIERS[1]))
+            hi0, lo0 = m32(b.lshr(p0, c64(32))), m32(p0)
+            hi1, lo1 = m32(b.lshr(p1, c64(32))), m32(p1)
+            c = [b.xor(b.xor(hi1, c[1]), k0), lo1, b.xor(b.xor(hi0, c[3]), k1), lo0]
+            k0 = b.add(k0, ir.Constant(I32, philox.WEYL[0]))
+            k1 = b.add(k1, ir.Constant(I32, philox.WEYL[1]))
+        bits = philox.MANTISSA_BITS[dt.from_mlir(mlir).name]
+        ty = _COMPUTE[mlir]
+        if bits <= 32:
+            r = b.lshr(b.zext(c[0], I64), c64(32 - bits))
+        else:
+            r = b.or_(b.shl(b.zext(c[0], I64), c64(bits - 32)),
+                      b.lshr(b.zext(c[1], I64), c64(64 - bits)))
+        return b.fmul(b.uitofp(r, ty), ir.Constant(ty, 2.0 ** -bits))
+
+    def emit_vector_arg(self, value: SSAValue) -> list[ir.Value]:
+        """The two i64 words of a ``tensor<2xi64>`` (the RNG key) as scalars."""
+        return [self.emit(value, [c64(0)]), self.emit(value, [c64(1)])]
+
+
+
+# ---------------------------------------------------------------- the op tables
+
+def _checked_div(e: Emitter, mlir: str, x: ir.Value, y: ir.Value) -> ir.Value:
+    """Integer division; by zero the kernel fails (and divides by 1: no trap)."""
+    b = e.b
+    zero = b.icmp_signed("==", y, ir.Constant(y.type, 0))
+    e.fail_if(zero)
+    return b.sdiv(x, b.select(zero, ir.Constant(y.type, 1), y))
+
+
+def _f32_or_libm(inline: Callable[[Emitter, ir.Value], ir.Value], name: str):
+    """float32 through an inline polynomial (vectorizable); float64 through libm."""
+    return lambda e, mlir, x: inline(e, x) if x.type == F32 else e.call_libm(name, x)
+
+
+def _libm(name: str):
+    return lambda e, mlir, x: e.call_libm(name, x)
+
+
+def _pick(pred: str):
+    """Integer maximum / minimum as a compare and select."""
+    return lambda e, mlir, x, y: e.b.select(e.b.icmp_signed(pred, x, y), x, y)
+
+
+# Ops the CPU emitter evaluates its own way from the index.
+Emitter.RULES = {
+    nd.RngUniformOp: lambda e, op, idx: e.philox_uniform(op, idx),
+    nd.CompareOp: lambda e, op, idx: e.compare(op, idx),
+}
+
+# Elementwise arithmetic: one row per op.
+Emitter.ARITH = {
+    nd.NegOp: Arith(float=lambda e, m, x: e.b.fneg(x), int=lambda e, m, x: e.b.neg(x)),
+    nd.AbsOp: Arith(float=lambda e, m, x: e.call("fabs", x),
+                    int=lambda e, m, x: e.b.select(
+                        e.b.icmp_signed("<", x, ir.Constant(x.type, 0)), e.b.neg(x), x)),
+    nd.ExpOp: Arith(float=_f32_or_libm(Emitter._exp_f32, "exp")),
+    nd.LogOp: Arith(float=_libm("log")),
+    nd.SqrtOp: Arith(float=lambda e, m, x: e.call("sqrt", x)),
+    nd.RsqrtOp: Arith(float=lambda e, m, x: e.b.fdiv(ir.Constant(x.type, 1.0), e.call("sqrt", x))),
+    nd.ReciprocalOp: Arith(float=lambda e, m, x: e.b.fdiv(ir.Constant(x.type, 1.0), x)),
+    nd.SinOp: Arith(float=_libm("sin")),
+    nd.CosOp: Arith(float=_libm("cos")),
+    nd.TanhOp: Arith(float=_f32_or_libm(Emitter._tanh_f32, "tanh")),
+    nd.ErfOp: Arith(float=_f32_or_libm(Emitter._erf_f32, "erf")),
+    nd.AddOp: Arith(float=lambda e, m, x, y: e.b.fadd(x, y), int=lambda e, m, x, y: e.b.add(x, y),
+                    bool=lambda e, m, x, y: e.b.or_(x, y)),
+    nd.SubOp: Arith(float=lambda e, m, x, y: e.b.fsub(x, y), int=lambda e, m, x, y: e.b.sub(x, y)),
+    nd.MulOp: Arith(float=lambda e, m, x, y: e.b.fmul(x, y), int=lambda e, m, x, y: e.b.mul(x, y),
+                    bool=lambda e, m, x, y: e.b.and_(x, y)),
+    nd.DivOp: Arith(float=lambda e, m, x, y: e.b.fdiv(x, y), int=_checked_div),
+    # llvm.maximum/minimum/pow propagate NaN, as the interpreter does
+    nd.MaximumOp: Arith(float=lambda e, m, x, y: e.call("maximum", x, y), int=_pick(">"),
+                        bool=lambda e, m, x, y: e.b.or_(x, y)),
+    nd.MinimumOp: Arith(float=lambda e, m, x, y: e.call("minimum", x, y), int=_pick("<"),
+                        bool=lambda e, m, x, y: e.b.and_(x, y)),
+    nd.PowOp: Arith(float=lambda e, m, x, y: e.call("pow", x, y),
+                    int=lambda e, m, x, y: e._ipow(x, y, x.type)),
+}

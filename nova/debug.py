@@ -6,7 +6,7 @@ import copy
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from nova.compiler.pipeline import STAGES, LoweredStep, front, lower, stages
+from nova.compiler.pipeline import STAGES, CompiledStep, compile_step, front, stages
 from nova.runtime.cache import CACHE, CacheStats
 from nova.runtime.cpu_engine import PROFILE, debug_files
 from nova.runtime.debug_dir import (  # noqa: F401 (nv.debug.UnsafeDirectoryError)
@@ -30,7 +30,7 @@ def dump_ir(*tensors: Tensor, stage: str = "nova") -> str:
     _check_tensors("dump_ir", tensors)
     for name, result in stages(pending_graph(*tensors), get_remat()):
         if name == stage:
-            return result.text() if isinstance(result, LoweredStep) else str(result)
+            return result.text() if isinstance(result, CompiledStep) else str(result)
     raise AssertionError(f"dump_ir: the pipeline has no stage {stage!r}")
 
 
@@ -42,7 +42,7 @@ def dump(directory: str, *tensors: Tensor) -> list[str]:
     _check_tensors("dump", tensors)
     directory = debug_directory(directory)
     module = front(pending_graph(*tensors), get_remat())
-    files = debug_files(module, lower(module, "cpu"))
+    files = debug_files(module, compile_step(module, "cpu"))
     return [write_debug_file(directory, name, text) for name, text in files.items()]
 
 

@@ -2,10 +2,10 @@
 
     PendingGraph --build--> nova function ("trace")
                  --optimize (CSE, DCE, remat)--> ("nova": what every engine runs)
-                 --lower for a target (fusion by the target's policy, then a
+                 --compile_step for a target (fusion by the target's policy, then a
                    target-neutral plan per kernel with the target's schedule)--> ("fused")
 
-Engines compile what ``lower`` returns (the CPU engine's kernels through LLVM, the CUDA
+Engines compile what ``compile_step`` returns (the CPU engine's kernels through LLVM, the CUDA
 engine's through NVRTC) and run it; ``nv.debug.dump_ir``, ``nv.debug.dump`` and
 ``NOVA_DEBUG`` show the same stages through ``stages``, so what a user inspects is what
 runs. No other module strings these stages together.
@@ -32,7 +32,7 @@ STAGES = ("trace", "nova", "fused")
 
 @dataclass
 class Wiring:
-    """A lowered step's data flow in slots (``LoweredStep.wiring``)."""
+    """A lowered step's data flow in slots (``CompiledStep.wiring``)."""
 
     n_args: int
     arg_types: list[tuple[tuple[int, ...], Any]]   # (shape, MLIR element type) per argument
@@ -41,7 +41,7 @@ class Wiring:
 
 
 @dataclass
-class LoweredStep:
+class CompiledStep:
     """A step grouped into kernels for one target, each with its plan: the input of an
     engine's code generation."""
 
@@ -79,21 +79,21 @@ def front(graph: PendingGraph, remat: str = "default") -> ModuleOp:
     return optimize(build_module(graph), remat)
 
 
-def lower(module: ModuleOp, target: Target | str = "cpu") -> LoweredStep:
+def compile_step(module: ModuleOp, target: Target | str = "cpu") -> CompiledStep:
     """Fuse the optimized function for ``target`` (a ``Target`` or its name, resolved
     by ``targets.get_target``) and plan every kernel with its schedule."""
-    resolved = resolve(target, "lower")
+    resolved = resolve(target, "compile_step")
     fused = fuse(module, resolved)
-    return LoweredStep(resolved.name, fused, plan_kernels(fused, backend=resolved))
+    return CompiledStep(resolved.name, fused, plan_kernels(fused, target=resolved))
 
 
 def stages(graph: PendingGraph, remat: str = "default",
-           target: str = "cpu") -> Iterator[tuple[str, ModuleOp | LoweredStep]]:
+           target: str = "cpu") -> Iterator[tuple[str, ModuleOp | CompiledStep]]:
     """Each stage of ``graph``'s compilation by name, in order, computed as they are
-    asked for: ("trace", module), ("nova", module), ("fused", LoweredStep). Each result
+    asked for: ("trace", module), ("nova", module), ("fused", CompiledStep). Each result
     stays as yielded (the optimizer rewrites in place, so it works on a copy)."""
     module = build_module(graph)
     yield "trace", module
     module = optimize(module.clone(), remat)
     yield "nova", module
-    yield "fused", lower(module, target)
+    yield "fused", compile_step(module, target)

@@ -25,7 +25,7 @@ from nova import config
 from nova.compiler.configurator import estimated_seconds
 from nova.compiler.device import detect_cpu
 from nova.compiler.lowering.plan import TEAM_MEMBERS, KernelPlan
-from nova.compiler.pipeline import LoweredStep
+from nova.compiler.pipeline import CompiledStep
 from nova.runtime import threads
 from nova.runtime.addresses import data_address
 from nova.runtime.debug_dir import debug_subdirectory, write_debug_file
@@ -38,7 +38,7 @@ PROFILE: contextvars.ContextVar[list[tuple[str, str, float]] | None] = contextva
     "nova_profile", default=None)
 
 
-def debug_files(module: ModuleOp, lowered: LoweredStep) -> dict[str, str]:
+def debug_files(module: ModuleOp, lowered: CompiledStep) -> dict[str, str]:
     """What ``NOVA_DEBUG=1`` and ``nv.debug.dump`` write for a CPU step, by file name:
     the nova IR, the fused IR with each kernel's plan, and every kernel's LLVM IR."""
     return {"step.nova.mlir": str(module),
@@ -68,7 +68,7 @@ class CpuProgram(Program):
         self._collector: list[tuple[str, str, float]] | None = None   # this run's profile
         super().__init__(module, reorder)
 
-    def _compile(self, module: ModuleOp, lowered: LoweredStep) -> list[tuple[Any, Any]]:
+    def _compile(self, module: ModuleOp, lowered: CompiledStep) -> list[tuple[Any, Any]]:
         if config.DEBUG.get():
             directory = debug_subdirectory()
             for name, text in debug_files(module, lowered).items():

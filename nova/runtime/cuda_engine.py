@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
-from nova.compiler.pipeline import LoweredStep
+from nova.compiler.pipeline import CompiledStep
 from nova.core.graph import storage_dtype
 from nova.runtime.cuda_runtime import CudaCompileError, DeviceBackend, dump_failed_source
 from nova.runtime.program import Program, Step
@@ -46,7 +46,7 @@ class CudaProgram(Program):
     def oom_errors(self) -> tuple[type[BaseException], ...]:
         return self.backend.oom_errors
 
-    def _compile(self, module: ModuleOp, lowered: LoweredStep) -> list[tuple[Any, Any]]:
+    def _compile(self, module: ModuleOp, lowered: CompiledStep) -> list[tuple[Any, Any]]:
         from nova.compiler.codegen.cuda import generate
 
         spec = self.backend.spec()

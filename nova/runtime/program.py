@@ -3,7 +3,7 @@
 Both engines take a verified nova module through the same stages, and every decision
 above code generation is target-neutral, so it lives here once:
 
-- ``lower(module, target)``: the same fusion and ``KernelPlan`` s;
+- ``compile_step(module, target)``: the same fusion and ``KernelPlan`` s;
 - the wiring (which slots each kernel reads and writes) and one ``Step`` per kernel;
 - the memory plan (``step_memory.plan_steps``): a memory-aware kernel order, every
   intermediate at a fixed offset of one arena, results planned over donated arguments
@@ -43,7 +43,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from nova.compiler.lowering.plan import KernelPlan
-from nova.compiler.pipeline import LoweredStep, lower
+from nova.compiler.pipeline import CompiledStep, compile_step
 from nova.runtime.interpreter import InterpreterError, affected_outputs, run_region
 from nova.runtime.memory_report import MemoryReport
 from nova.runtime.step_memory import allocate_arena, cut_arena, plan_steps, report_steps
@@ -77,7 +77,7 @@ class Program(ABC):
     are argument slots nobody else holds, which results planned over them may overwrite
     (their old values are gone afterwards). A subclass is the target's launcher."""
 
-    target: ClassVar[str]         # what ``lower`` compiles for: "cpu", "cuda"
+    target: ClassVar[str]         # what ``compile_step`` compiles for: "cpu", "cuda"
     what: ClassVar[str]           # how out-of-memory errors name the step
     oom_errors: tuple[type[BaseException], ...] = (MemoryError,)   # what _allocate raises
     # A fresh array for a result that escapes the step, ``_empty(shape, dtype)``: an
@@ -85,7 +85,7 @@ class Program(ABC):
     _empty: Callable[[tuple[int, ...], np.dtype], Any]
 
     def __init__(self, module: ModuleOp, reorder: bool = True):
-        lowered = lower(module, self.target)
+        lowered = compile_step(module, self.target)
         self.fused, self.plans = lowered.fused, lowered.plans
         compiled = self._compile(module, lowered)
         wiring = lowered.wiring()
@@ -115,7 +115,7 @@ class Program(ABC):
     # ------------------------------------------------------------ the launcher interface
 
     @abstractmethod
-    def _compile(self, module: ModuleOp, lowered: LoweredStep) -> list[tuple[Any, Any]]:
+    def _compile(self, module: ModuleOp, lowered: CompiledStep) -> list[tuple[Any, Any]]:
         """Each plan's ``(kernel, handle)``, in program order; raise naming the kernel
         that does not compile."""
 

@@ -35,7 +35,7 @@ def cases_of(graph: PendingGraph) -> list[Case]:
     """Every kernel of the graph's fused step with its real inputs: the fused function
     is evaluated kernel by kernel with ``run_region`` (the interpreter's definition)."""
     fused = fuse(simplify(build_module(graph)), "cuda")
-    plans = plan_kernels(fused, backend="cuda")
+    plans = plan_kernels(fused, target="cuda")
     fn = next(op for op in fused.ops if op.name == "func.func")
     values = {a: np.asarray(v) for a, v in zip(fn.body.block.args, graph.arg_buffers)}
     out: list[Case] = []

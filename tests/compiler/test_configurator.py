@@ -156,7 +156,7 @@ def test_shared_b_plans_carry_the_team_header_and_two_panels():
     assert plan.scratch[0] == (2 * TEAM_WORDS + 2 * s.kc * s.tile[2] + s.tile[1],)
     ir = KERNELS.llvm_ir(plan)
     assert "atomicrmw add" in ir and "load atomic" in ir and "sched_yield" in ir
-    (cuda_plan,) = plan_kernels(fused, backend="cuda")
+    (cuda_plan,) = plan_kernels(fused, target="cuda")
     assert cuda_plan.scratch is None and not cuda_plan.schedule.shared_b
 
 

@@ -3,7 +3,7 @@
 For a few small programs this module shows, literally, what irgen records, what each
 optimization pass (CSE, DCE, the ``nova.backward`` rule of ``simplify``, remat) makes of
 its input, how fusion groups the result into ``nova.fusion`` kernels for the CPU and for
-CUDA, and the plan line (``KernelPlan.describe()``, as ``LoweredStep.text()`` prints it)
+CUDA, and the plan line (``KernelPlan.describe()``, as ``CompiledStep.text()`` prints it)
 of every kernel. Where the stages chain, one stage's golden is the next one's input
 (``MLP_TRACE`` -> CSE -> ``MLP_NOVA`` -> fusion -> ``MLP_FUSED`` -> planning), so a
 change anywhere in the pipeline fails at the stage that made it, with a unified diff.
@@ -100,7 +100,7 @@ def _lowered_text(fused_text: str, target: Target | str = "cpu") -> str:
     """Planning alone: the fused golden, parsed, planned and printed as ``dump_ir``."""
     fused = _parse(fused_text)
     target = resolve(target, "golden")
-    return pipeline.LoweredStep(target.name, fused, plan_kernels(fused, backend=target)).text()
+    return pipeline.CompiledStep(target.name, fused, plan_kernels(fused, target=target)).text()
 
 
 # ---------------------------------------------------------------- the programs
@@ -555,7 +555,7 @@ EXP_PLANS = [
     ("exp step", EXP_FUSED, EXP_PLANS),
 ])
 def test_plans_host_independent_parts(name, fused, plans):
-    """Planning alone on each fused golden (``LoweredStep.text()``: the fused module,
+    """Planning alone on each fused golden (``CompiledStep.text()``: the fused module,
     then one ``//`` line per kernel, in kernel order), host-dependent fields masked.
 
     - mlp head / tanh: the GEMMs are ``tiled`` (float32) over K = 3; the reduce kernel

@@ -17,7 +17,7 @@ def test_stages_in_order_from_the_recorded_function_to_planned_kernels():
     assert names == pipeline.STAGES == ("trace", "nova", "fused")
     trace, nova_fn, lowered = results
     assert "nova.matmul" in str(trace) and "nova.fusion" not in str(nova_fn)
-    assert isinstance(lowered, pipeline.LoweredStep) and lowered.target == "cpu"
+    assert isinstance(lowered, pipeline.CompiledStep) and lowered.target == "cpu"
     fusions = [op for op in lowered.function.body.block.ops if op.name == "nova.fusion"]
     assert len(fusions) == len(lowered.plans) >= 1
     text = lowered.text()
@@ -39,9 +39,9 @@ def test_dump_ir_shows_exactly_the_pipelines_stages():
 def test_front_is_the_nova_stage_and_lower_checks_its_target():
     graph = _graph()
     assert str(pipeline.front(graph)) == str(dict(pipeline.stages(graph))["nova"])
-    with pytest.raises(ValueError, match="lower: unknown target 'tpu'"):
-        pipeline.lower(pipeline.front(graph), "tpu")
-    assert pipeline.lower(pipeline.front(graph), "cuda").target == "cuda"
+    with pytest.raises(ValueError, match="compile_step: unknown target 'tpu'"):
+        pipeline.compile_step(pipeline.front(graph), "tpu")
+    assert pipeline.compile_step(pipeline.front(graph), "cuda").target == "cuda"
 
 
 def test_wiring_numbers_arguments_then_one_slot_per_kernel():
@@ -51,7 +51,7 @@ def test_wiring_numbers_arguments_then_one_slot_per_kernel():
     w = nv.tensor([[0.5, 0.0], [1.0, 2.0]])
     y = (x @ w).relu() + x
     z = y.sum(-1)
-    lowered = pipeline.lower(pipeline.front(pending_graph(y, z)))
+    lowered = pipeline.compile_step(pipeline.front(pending_graph(y, z)))
     wiring = lowered.wiring()
     assert wiring.n_args == 2 and [s for s, _ in wiring.arg_types] == [(2, 2), (2, 2)]
     assert len(wiring.inputs) == len(lowered.plans)

@@ -104,7 +104,7 @@ def test_registry_resolves_names_and_passes_targets_through():
     with pytest.raises(ValueError, match="plan_kernels: unknown target 'tpu'"):
         plan_kernels(fuse(_parse(LINEAR_EXP)), "tpu")
     target = CudaTarget(SM80)
-    assert pipeline.lower(_parse(LINEAR_EXP), target).target == "cuda"
+    assert pipeline.compile_step(_parse(LINEAR_EXP), target).target == "cuda"
     with pytest.raises(TypeError):
         Target()   # the interface itself has no implementation
 
@@ -136,8 +136,8 @@ def test_cuda_plans_and_sources_do_not_depend_on_the_host_cpu(monkeypatch):
     lowered = {}
     for spec in (AVX2, AVX512):
         _pin_host_cpu(monkeypatch, spec)
-        cuda = pipeline.lower(module, "cuda")
-        cpu = pipeline.lower(module, "cpu")
+        cuda = pipeline.compile_step(module, "cuda")
+        cpu = pipeline.compile_step(module, "cpu")
         lowered[spec.name] = (cuda.plans, [generate(p, SM90).source for p in cuda.plans],
                               cpu.plans)
     (cuda_a, src_a, cpu_a), (cuda_b, src_b, cpu_b) = lowered.values()
@@ -180,19 +180,19 @@ def test_cpu_plans_are_configured_from_the_cpu_spec():
 def test_the_default_cpu_target_reads_the_host_when_it_schedules(monkeypatch):
     _pin_host_cpu(monkeypatch, AVX512)
     assert get_target("cpu").spec() is AVX512
-    (plan,) = pipeline.lower(pipeline.front(pending_graph(nv.ones(8, 300) * 3)), "cpu").plans
+    (plan,) = pipeline.compile_step(pipeline.front(pending_graph(nv.ones(8, 300) * 3)), "cpu").plans
     assert plan.schedule.unroll == 8
 
 
 def test_each_target_emits_its_code():
     module = _parse(LINEAR_EXP)
-    (cuda_plan,) = pipeline.lower(module, "cuda").plans
+    (cuda_plan,) = pipeline.compile_step(module, "cuda").plans
     target = CudaTarget(SM80)
     kernel = target.emit(cuda_plan)
     assert kernel.source == generate(cuda_plan, SM80).source
     assert target.configure(cuda_plan) == configure(cuda_plan, SM80) == kernel.config
     assert "// cuda sm_80: mma_tf32" in kernel.source and "expf" in kernel.source
     cpu = CpuTarget(AVX2)
-    plans = pipeline.lower(module, cpu).plans
+    plans = pipeline.compile_step(module, cpu).plans
     text = cpu.emit(plans[0])
     assert f'define i32 @"{plans[0].name}"' in text or f"define i32 @{plans[0].name}" in text

@@ -256,10 +256,10 @@ def plan_kernel(fusion: nd.FusionOp) -> KernelPlan:
                       args, scratch, body)
 
 
-def plan_kernels(module: ModuleOp, backend: Target | str = "cpu") -> list[KernelPlan]:
+def plan_kernels(module: ModuleOp, target: Target | str = "cpu") -> list[KernelPlan]:
     """A plan per ``nova.fusion`` op of the fused step function, in execution order,
-    scheduled by ``backend`` (a ``Target`` or its name: "cpu" or "cuda")."""
-    target = resolve(backend, "plan_kernels")
+    scheduled by ``target`` (a ``Target`` or its name: "cpu" or "cuda")."""
+    target = resolve(target, "plan_kernels")
     fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
     return [target.schedule(plan_kernel(op)) for op in fn.body.block.ops
             if isinstance(op, nd.FusionOp)]

@@ -15,7 +15,7 @@ and the memory plan. A ``Target`` supplies the four things that are not:
 
 A target's plans depend on its own spec and nothing else, so a CUDA kernel's name and
 source are the same on every host. Targets are looked up by name (``get_target``), which
-is how the engines, ``pipeline.lower`` and the debug dumps name them.
+is how the engines, ``pipeline.compile_step`` and the debug dumps name them.
 """
 from __future__ import annotations
 

@@ -20,8 +20,8 @@ from nova.tensor.movement import (
 )
 from nova.tensor.ops import (
     abs, add, allclose, amax, amin, argmax, argmin, bmm, clamp, clip, cos, div, eq, erf,
-    exp, gather, ge, gelu, gt, isinf, isnan, le, log, log_softmax, logical_and,
-    logical_not, logical_or, logsumexp, lt, masked_fill, matmul, max, maximum, mean, min,
+    exp, expm1, gather, ge, gelu, gt, isinf, isnan, le, log, log1p, log_softmax,
+    logical_and, logical_not, logical_or, logsumexp, lt, masked_fill, matmul, max, maximum, mean, min,
     minimum, mm, mul, ne, neg, one_hot, pow, reciprocal, relu, rsqrt, scatter, scatter_add,
     sigmoid, silu, sin, softmax, sqrt, square, std, sub, sum, tanh, tril, triu, var, where,
 )

@@ -223,6 +223,8 @@ RULES: dict[type, Rule] = {
     nd.AbsOp: Rule(lambda c, g: (ops.mul(g, _sign(c.x(0))),), (0,)),
     nd.ExpOp: Rule(lambda c, g: (ops.mul(g, c.y()),), saves_output=True),
     nd.LogOp: Rule(lambda c, g: (ops.div(g, c.x(0)),), (0,)),
+    nd.Expm1Op: Rule(lambda c, g: (ops.mul(g, ops.add(c.y(), 1.0)),), saves_output=True),
+    nd.Log1pOp: Rule(lambda c, g: (ops.div(g, ops.add(c.x(0), 1.0)),), (0,)),
     nd.SqrtOp: Rule(lambda c, g: (ops.div(ops.mul(g, 0.5), c.y()),), saves_output=True),
     nd.RsqrtOp: Rule(lambda c, g: (ops.mul(ops.mul(g, -0.5),
                                            ops.mul(ops.mul(c.y(), c.y()), c.y())),),

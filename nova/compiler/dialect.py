@@ -324,8 +324,24 @@ class ErfOp(UnaryOp):
     traits = traits_def(Pure(), Elementwise(), Expensive())
 
 
+@irdl_op_definition
+class Expm1Op(UnaryOp):
+    """Elementwise e**x - 1, exact near 0 where exp(x) - 1 cancels."""
+
+    name = "nova.expm1"
+    traits = traits_def(Pure(), Elementwise(), Expensive())
+
+
+@irdl_op_definition
+class Log1pOp(UnaryOp):
+    """Elementwise log(1 + x), exact near 0 where 1 + x rounds."""
+
+    name = "nova.log1p"
+    traits = traits_def(Pure(), Elementwise(), Expensive())
+
+
 UNARY_OPS = (NegOp, AbsOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, SinOp, CosOp,
-             TanhOp, ErfOp)
+             TanhOp, ErfOp, Expm1Op, Log1pOp)
 
 
 @irdl_op_definition

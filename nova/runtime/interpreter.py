@@ -242,6 +242,8 @@ MEANINGS: dict[type[Operation], Meaning] = {
     nd.CosOp: _arith(np.cos),
     nd.TanhOp: _arith(np.tanh),
     nd.ErfOp: _arith(lambda x: np.asarray(scipy.special.erf(x), dtype=x.dtype)),
+    nd.Expm1Op: _arith(np.expm1),
+    nd.Log1pOp: _arith(np.log1p),
     nd.CastOp: _cast,
     nd.AddOp: _arith(np.add, on_bool=np.logical_or),
     nd.SubOp: _arith(np.subtract),

@@ -240,6 +240,8 @@ sin = _float_unary("sin")
 cos = _float_unary("cos")
 tanh = _float_unary("tanh")
 erf = _float_unary("erf")
+expm1 = _float_unary("expm1")
+log1p = _float_unary("log1p")
 
 
 def square(x: Tensor) -> Tensor:
@@ -822,8 +824,8 @@ def triu(x: Tensor, diagonal: builtins.int = 0) -> Tensor:
 
 TENSOR_METHODS = (
     "add", "sub", "mul", "div", "pow", "maximum", "minimum", "neg", "abs", "exp", "log",
-    "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tanh", "erf", "square", "sigmoid", "relu",
-    "gelu", "silu", "clamp", "clip", "masked_fill", "lt", "le", "gt", "ge", "eq", "ne",
+    "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tanh", "erf", "expm1", "log1p", "square",
+    "sigmoid", "relu", "gelu", "silu", "clamp", "clip", "masked_fill", "lt", "le", "gt", "ge", "eq", "ne",
     "logical_not", "logical_and", "logical_or", "isnan", "isinf", "sum", "mean", "amax",
     "amin", "max", "min", "argmax", "argmin", "var", "std", "logsumexp", "softmax",
     "log_softmax", "matmul", "mm", "bmm", "gather", "scatter_add", "scatter", "tril",

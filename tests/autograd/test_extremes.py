@@ -42,6 +42,8 @@ def _unary() -> dict:
         "cos": (nv.cos, torch.cos),
         "tanh": (nv.tanh, torch.tanh),
         "erf": (nv.erf, torch.erf),
+        "expm1": (nv.expm1, torch.expm1),
+        "log1p": (nv.log1p, torch.log1p),
         "square": (nv.square, torch.square),
         "relu": (nv.relu, torch.relu),
         "sigmoid": (nv.sigmoid, torch.sigmoid),

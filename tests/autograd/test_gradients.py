@@ -48,6 +48,7 @@ UNARY = {
     "sqrt": (nv.sqrt, True), "rsqrt": (nv.rsqrt, True), "reciprocal": (nv.reciprocal, False),
     "sin": (nv.sin, False), "cos": (nv.cos, False), "tanh": (nv.tanh, False),
     "erf": (nv.erf, False), "abs": (nv.abs, False), "sigmoid": (nv.sigmoid, False),
+    "expm1": (nv.expm1, False), "log1p": (nv.log1p, True),
     "relu": (nv.relu, False), "gelu": (nv.gelu, False),
     "gelu_tanh": (lambda x: nv.gelu(x, approximate="tanh"), False), "silu": (nv.silu, False),
     "square": (nv.square, False), "pow_scalar": (lambda x: x ** 3, False),

@@ -79,6 +79,7 @@ def _representative() -> dict[str, PendingGraph]:
     g["f32_empty_k"] = _graph(t(4, 0) @ t(0, 8) + 1.0)
     g["f32_long_column"] = _graph(t(1100, 3, 5).amax(dim=(0, 2)), t(1030, 40).sum(dim=0))
     g["f64_elementwise"] = _graph((t(5, 7, dtype=np.float64).exp() * 2.0).tanh())
+    g["f32_expm1_log1p"] = _graph(t(6, 9).expm1() + (t(6, 9).abs() * 1e-6).log1p())
     g["f16_elementwise"] = _graph((t(8, 9).half().sigmoid() + 1.0) * t(8, 9).half())
     g["bf16_elementwise"] = _graph(F.gelu(t(6, 10).bfloat16()) - t(6, 10).bfloat16())
     g["bf16_rows"] = _graph(F.softmax(t(6, 40).bfloat16(), dim=-1))

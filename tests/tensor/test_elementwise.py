@@ -64,6 +64,7 @@ UNARY = {
     "tanh": (nv.tanh, np.tanh, (-3, 3)), "abs": (nv.abs, np.abs, (-3, 3)),
     "neg": (lambda t: -t, np.negative, (-3, 3)),
     "erf": (nv.erf, np.vectorize(math.erf), (-3, 3)),
+    "expm1": (nv.expm1, np.expm1, (-3, 3)), "log1p": (nv.log1p, np.log1p, (-0.9, 5)),
     "sigmoid": (nv.sigmoid, lambda x: 1 / (1 + np.exp(-x)), (-5, 5)),
     "relu": (nv.relu, lambda x: np.maximum(x, 0), (-3, 3)),
     "silu": (nv.silu, lambda x: x / (1 + np.exp(-x)), (-5, 5)),
@@ -195,3 +196,21 @@ def test_movement_and_indexing_keep_every_dtype(dtype):
     for p, r in zip(pieces, refs):
         assert p.dtype == dtype
         np.testing.assert_array_equal(p.numpy(), r)
+
+
+@pytest.mark.parametrize("dtype", [nv.float32, nv.float64])
+def test_expm1_and_log1p_keep_tiny_arguments_exact(dtype):
+    """The reason they are primitives: exp(x) - 1 and log(1 + x) round to 0 for tiny x
+    (1 + 1e-10 == 1 in float32), while expm1 and log1p keep the full relative precision,
+    as numpy's and PyTorch's do; at moderate x they agree with the composed forms."""
+    x = np.array([1e-10, -3e-8, 1e-20, 0.0, -0.0, 0.5, -0.75], dtype=dtype.np)
+    t = nv.tensor(x)
+    assert_close(nv.expm1(t), np.expm1(x.astype(np.float64)), rtol=2e-7, atol=0)
+    assert_close(t.log1p(), np.log1p(x.astype(np.float64)), rtol=2e-7, atol=0)
+    assert (nv.exp(t) - 1).numpy()[0] == 0 or dtype == nv.float64
+    assert np.signbit(nv.expm1(t).numpy()[4]) and np.signbit(nv.log1p(t).numpy()[4])
+    special = np.array([-1.0, -2.0, np.inf, -np.inf, np.nan], dtype=dtype.np)
+    with np.errstate(all="ignore"):
+        want_log1p, want_expm1 = np.log1p(special), np.expm1(special)
+    np.testing.assert_array_equal(nv.log1p(nv.tensor(special)).numpy(), want_log1p)
+    np.testing.assert_array_equal(nv.expm1(nv.tensor(special)).numpy(), want_expm1)

@@ -333,6 +333,8 @@ CEmitter.ARITH = {
     nd.CosOp: Arith(float=_fcall("cos")),
     nd.TanhOp: Arith(float=_fcall("tanh")),
     nd.ErfOp: Arith(float=_fcall("erf")),
+    nd.Expm1Op: Arith(float=_fcall("expm1")),
+    nd.Log1pOp: Arith(float=_fcall("log1p")),
     nd.AddOp: Arith(float=_infix("+"), int=_int_infix("+"), bool=_infix("||")),
     nd.SubOp: Arith(float=_infix("-"), int=_int_infix("-")),
     nd.MulOp: Arith(float=_infix("*"), int=_int_infix("*"), bool=_infix("&&")),

@@ -506,6 +506,8 @@ Emitter.ARITH = {
     nd.CosOp: Arith(float=_libm("cos")),
     nd.TanhOp: Arith(float=_f32_or_libm(Emitter._tanh_f32, "tanh")),
     nd.ErfOp: Arith(float=_f32_or_libm(Emitter._erf_f32, "erf")),
+    nd.Expm1Op: Arith(float=_libm("expm1")),
+    nd.Log1pOp: Arith(float=_libm("log1p")),
     nd.AddOp: Arith(float=lambda e, m, x, y: e.b.fadd(x, y), int=lambda e, m, x, y: e.b.add(x, y),
                     bool=lambda e, m, x, y: e.b.or_(x, y)),
     nd.SubOp: Arith(float=lambda e, m, x, y: e.b.fsub(x, y), int=lambda e, m, x, y: e.b.sub(x, y)),

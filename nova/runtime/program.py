@@ -29,8 +29,9 @@ through a ``DeviceBackend`` and reads every kernel's error flag once at the end.
 The launcher is a subclass rather than a separate object so that its per-program state
 (the CPU's pointer tables, thread chunks and team headers) and its per-kernel call are
 the program's own attributes, read by tests and benchmarks and patched by the fault
-injection tests; and so that the hot loop calls the launcher as a bound method of
-``self``, no further indirection (a tiny step replays in tens of microseconds).
+injection tests. The hot loop fetches the launch function once per run (``_begin``)
+and calls it per kernel: a tiny step replays in tens of microseconds, and each Python
+call costs ~0.06 us of it.
 """
 from __future__ import annotations
 

@@ -54,9 +54,9 @@ def pointwise_inputs(plan: KernelPlan) -> frozenset[int]:
             if id(op) in seen:
                 continue
             seen.add(id(op))
-            if op.name == "nova.yield":
+            if isinstance(op, nd.YieldOp):
                 continue
-            if (op.name.removeprefix("nova.") not in nd.ELEMENTWISE
+            if (not op.has_trait(nd.Elementwise)
                     or op.results[0].type.get_shape() != out_type.get_shape()):
                 ok = False
             else:

@@ -51,6 +51,7 @@ from dataclasses import dataclass, replace
 
 from xdsl.ir import Operation
 
+from nova.compiler import dialect as nd
 from nova.compiler.codegen.cuda_emit import COMPUTE, STORAGE, CEmitter
 from nova.compiler.codegen.values import element_of, shape_of
 from nova.compiler.codegen.cuda_gemm import Gemm, matmul_simt
@@ -118,7 +119,7 @@ class _Reduction:
 
     def __init__(self, red: Operation):
         self.op = red
-        self.is_sum = red.name == "nova.reduce_sum"
+        self.is_sum = isinstance(red, nd.ReduceSumOp)
         self.acc = accumulator_dtype(red).mlir
         self.ctype = COMPUTE[self.acc]
         self.x = red.operands[0]
@@ -318,7 +319,7 @@ def _scatter(e: CEmitter, cfg: LaunchConfig) -> None:
             target = full(j)
             off = e.fresh("i64", e.linear(target, out_shape), "o")
             value = e.emit(src, idx)
-            if sc.name == "nova.scatter":
+            if isinstance(sc, nd.ScatterOp):
                 new = value
             else:
                 old = e.fresh(COMPUTE[mlir], e.widen(f"out[{off}]", mlir), "old")

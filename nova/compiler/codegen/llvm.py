@@ -20,6 +20,7 @@ from collections.abc import Callable
 from llvmlite import ir
 from xdsl.ir import Operation
 
+from nova.compiler import dialect as nd
 from nova.compiler.codegen.llvm_emit import I1, I64, Emitter, _COMPUTE, _numel, c64
 from nova.compiler.codegen.llvm_gemm import matmul_rows, matmul_tiled
 from nova.compiler.codegen.values import element_of, shape_of
@@ -114,7 +115,7 @@ def _reduce_row(e: Emitter) -> None:
     x_shape = shape_of(x)
     n_kept = len(x_shape) - len(plan.schedule.reduced)
     kept_shape = x_shape[:n_kept]
-    is_sum = red.name == "nova.reduce_sum"
+    is_sum = isinstance(red, nd.ReduceSumOp)
     acc_ty, acc_mlir = _acc_type(red)
     root = e.fusion.body.block.last_op.operands[0]
     red_mlir = element_of(red.results[0])
@@ -157,7 +158,7 @@ def _rows(e: Emitter) -> None:
     n_kept = len(x_shape) - len(plan.schedule.reduced)
     kept_shape, row_shape = x_shape[:n_kept], x_shape[n_kept:]
     root = e.fusion.body.block.last_op.operands[0]
-    accs = {id(r): _LoopReduction(e, *_acc_type(r), r.name == "nova.reduce_sum")
+    accs = {id(r): _LoopReduction(e, *_acc_type(r), isinstance(r, nd.ReduceSumOp))
             for r in reds}
 
     def per_row(kidx: list[ir.Value]) -> None:
@@ -201,7 +202,7 @@ def _reduce_column(e: Emitter) -> None:
     axes = plan.schedule.reduced
     kept = [d for d in range(len(x_shape)) if d not in axes]
     kept_shape = tuple(x_shape[d] for d in kept)
-    is_sum = red.name == "nova.reduce_sum"
+    is_sum = isinstance(red, nd.ReduceSumOp)
     acc_ty, acc_mlir = _acc_type(red)
     scratch = e.ptrs[-1]
     scratch_mlir = plan.scratch[1].mlir
@@ -269,7 +270,7 @@ def _scatter(e: Emitter) -> None:
     d = sc.dim.value.data
     out_shape, out_dtype = plan.out
     mlir = out_dtype.mlir
-    overwrite = sc.name == "nova.scatter"
+    overwrite = isinstance(sc, nd.ScatterOp)
     b = e.b
 
     def copy(idx: list[ir.Value]) -> None:

@@ -26,6 +26,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from nova.compiler.pipeline import CompiledStep
+from nova.compiler.targets import get_target
 from nova.core.graph import storage_dtype
 from nova.runtime.cuda_runtime import CudaCompileError, DeviceBackend, dump_failed_source
 from nova.runtime.program import Program, Step
@@ -47,13 +48,12 @@ class CudaProgram(Program):
         return self.backend.oom_errors
 
     def _compile(self, module: ModuleOp, lowered: CompiledStep) -> list[tuple[Any, Any]]:
-        from nova.compiler.codegen.cuda import generate
-
         spec = self.backend.spec()
+        target = get_target("cuda", spec=spec)   # this GPU's spec: emission needs it
         kernels = []
         for plan in self.plans:
             try:
-                kernels.append(generate(plan, spec))
+                kernels.append(target.emit(plan))
             except Exception as e:   # codegen bug: name the kernel, keep its plan readable
                 path = dump_failed_source(plan.name, spec.arch,
                                           f"// {plan.describe()}\n{plan.fusion}\n")

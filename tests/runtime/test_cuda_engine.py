@@ -250,11 +250,11 @@ def test_an_index_error_raises_names_the_kernel_and_spares_later_steps(emu):
 
 @needs_gxx
 def test_a_kernel_that_cannot_be_generated_raises_naming_it(emu, monkeypatch):
-    import nova.compiler.codegen.cuda as cuda_codegen
+    from nova.compiler.targets.cuda import CudaTarget
 
-    def broken(plan, spec):
+    def broken(self, plan):
         raise ValueError("no strategy")
-    monkeypatch.setattr(cuda_codegen, "generate", broken)
+    monkeypatch.setattr(CudaTarget, "emit", broken)   # the engine emits through its target
     x = nv.ones(3, device="cuda") * 2
     with pytest.raises(CudaCompileError, match=r"no CUDA C for kernel (\w+) .*no strategy; "
                                                "its fused IR is in ") as info:

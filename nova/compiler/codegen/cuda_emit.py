@@ -31,6 +31,8 @@ STORAGE = {"f32": "float", "f64": "double", "f16": "unsigned short", "bf16": "un
            "i32": "int", "i64": "i64", "i1": "unsigned char"}
 COMPUTE = {"f32": "float", "f64": "double", "f16": "float", "bf16": "float", "i32": "int",
            "i64": "i64", "i1": "bool"}
+
+
 def float_literal(value: float, mlir: str) -> str:
     """An exact C literal (hex float) of ``value`` in the compute type of ``mlir``."""
     ctype = COMPUTE[mlir]

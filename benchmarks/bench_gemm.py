@@ -48,7 +48,7 @@ import numpy as np
 
 import nova as nv
 from benchmarks.common import median_time, preset_products
-from nova.compiler.device import detect_cpu
+from nova.compiler.targets.cpu.device import detect_cpu
 
 STAT = {"stat": "median"}
 

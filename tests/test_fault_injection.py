@@ -19,7 +19,7 @@ import pytest
 
 import nova as nv
 from nova.runtime import threads
-from nova.compiler.codegen.pool import OPEN
+from nova.compiler.targets.cpu.pool import OPEN
 from nova.runtime.threads import WorkerPool, ranges_array
 from tests.runtime.test_threads import _counting_kernel, _dispatch
 
@@ -128,7 +128,7 @@ def test_an_interrupted_team_kernel_does_not_deadlock(monkeypatch, watchdog):
     for every member) interrupted between launch and join: the recovery runs the
     caller's chunk too, so the workers get past their barriers; later products are
     right."""
-    from nova.compiler import configurator
+    from nova.compiler.targets.cpu import configurator
     monkeypatch.setattr(configurator, "SHARED_B_MIN_CORES", 1)
     prev = nv.get_num_threads()
     nv.set_num_threads(2)

@@ -22,8 +22,8 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from nova import config
-from nova.compiler.configurator import estimated_seconds
-from nova.compiler.device import detect_cpu
+from nova.compiler.targets.cpu.configurator import estimated_seconds
+from nova.compiler.targets.cpu.device import detect_cpu
 from nova.compiler.lowering.plan import TEAM_MEMBERS, KernelPlan
 from nova.compiler.pipeline import CompiledStep
 from nova.runtime import threads

@@ -4,7 +4,7 @@ NVRTC and replayed as launches on one stream.
 ``CudaProgram`` is ``nova.runtime.program.Program`` with the CUDA launcher, so both
 backends share every decision above codegen: the same fusion, the same ``KernelPlan`` s,
 the same memory plan (order, donation, arena offsets). Only the last stage differs: each
-plan becomes CUDA C (``nova.compiler.codegen.cuda.generate`` with the device's
+plan becomes CUDA C (``nova.compiler.targets.cuda.codegen.generate`` with the device's
 ``CudaSpec``), the backend (``nova.runtime.cuda_runtime``) loads and launches it.
 Intermediates are views into one arena allocated once from the backend (CuPy's memory
 pool on a GPU); results that escape are fresh device arrays, or the donated argument's

@@ -102,7 +102,7 @@ class CupyBackend(DeviceBackend):
 
     def spec(self) -> Any:
         if self._spec is None:
-            from nova.compiler.cuda_device import from_device
+            from nova.compiler.targets.cuda.device import from_device
             self._spec = from_device()
         return self._spec
 

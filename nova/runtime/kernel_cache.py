@@ -48,7 +48,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from nova import config
-from nova.compiler.codegen.llvm import module_for
+from nova.compiler.targets.cpu.llvm import module_for
 from nova.compiler.lowering.plan import FORMAT_VERSION, KernelPlan
 from nova.runtime import elf
 from nova.runtime.compile_worker import (CompileWorker, InvalidModule, WorkerDied,
@@ -60,7 +60,7 @@ KernelFn = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p), cty
                             ctypes.c_int64)
 ENTRY_KIND = "nova-cpu-object"
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # .../nova
-_CODEGEN = os.path.join("compiler", "codegen", "llvm.py")
+_CODEGEN = os.path.join("compiler", "targets", "cpu", "llvm.py")
 
 # Object formats this cache can validate, by the triple's architecture: ELF machine,
 # class, little-endian, and the relocation types MCJIT resolves (type -> bytes patched).

@@ -3,7 +3,7 @@
 Mechanism: each kernel takes a ``[start, end)`` range of its parallel dimension, and the
 runtime hands the ranges to ``threads - 1`` worker threads plus the calling thread. The
 workers are Python threads that spend their life inside one native function,
-``nova_pool_worker`` (LLVM IR from ``nova.compiler.codegen.pool``, JIT-compiled once
+``nova_pool_worker`` (LLVM IR from ``nova.compiler.targets.cpu.pool``, JIT-compiled once
 per process): ctypes releases the GIL for the call, and the worker spins on its ticket,
 runs the chunks it is handed and counts them done, all without Python. A worker that
 gets no chunk for ``SPIN_SECONDS`` returns to Python and sleeps on a condition variable
@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from nova import config
-from nova.compiler.codegen.pool import (
+from nova.compiler.targets.cpu.pool import (
     CHUNKS,
     DONE,
     IDLE,
@@ -56,8 +56,8 @@ from nova.compiler.codegen.pool import (
     state_words,
     thread_word,
 )
-from nova.compiler.configurator import thread_chunks
-from nova.compiler.device import detect_cpu, usable_cores
+from nova.compiler.targets.cpu.configurator import thread_chunks
+from nova.compiler.targets.cpu.device import detect_cpu, usable_cores
 from nova.compiler.lowering.plan import (
     TEAM_ARRIVED,
     TEAM_BARRIER,

@@ -1,7 +1,7 @@
 """Run generated CUDA kernels on the CPU, to check their arithmetic without a GPU.
 
 The kernel text is compiled by the host C++ compiler against an emulation prelude in
-place of ``cuda_prelude.PRELUDE``: every CUDA thread of a block is an OS thread,
+place of ``targets.cuda.prelude.PRELUDE``: every CUDA thread of a block is an OS thread,
 ``__syncthreads`` a ``std::barrier`` of the block, ``__shfl_xor_sync`` an exchange
 through a per-warp slot array between two warp barriers, and the tensor-core
 ``mma.sync.m16n8k8`` a warp-cooperative step that gathers the 32 lanes' fragments and
@@ -24,8 +24,8 @@ import tempfile
 
 import numpy as np
 
-from nova.compiler.codegen.cuda import CudaKernel
-from nova.compiler.codegen.cuda_emit import STORAGE
+from nova.compiler.targets.cuda.codegen import CudaKernel
+from nova.compiler.targets.cuda.emit import STORAGE
 from nova.compiler.lowering.plan import KernelPlan
 
 EMU_PRELUDE = r"""

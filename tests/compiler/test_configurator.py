@@ -2,7 +2,7 @@
 import numpy as np
 
 import nova as nv
-from nova.compiler.configurator import (
+from nova.compiler.targets.cpu.configurator import (
     classify,
     elementwise_unroll,
     estimated_seconds,
@@ -13,7 +13,7 @@ from nova.compiler.configurator import (
     gemm_tile,
     thread_chunks,
 )
-from nova.compiler.device import CpuSpec, detect_cpu
+from nova.compiler.targets.cpu.device import CpuSpec, detect_cpu
 
 AVX2 = CpuSpec("haswell-like", cores=4, isa="avx2", vector_bits=256, vector_registers=16,
                l1d=32 * 1024, l2=256 * 1024, l3=8 * 2**20, ghz=3.0)

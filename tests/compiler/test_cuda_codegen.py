@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import nova as nv
-from nova.compiler.codegen.cuda import generate, write_sources
-from nova.compiler.cuda_device import SM80, SM86, SM90, SPECS
+from nova.compiler.targets.cuda.codegen import generate, write_sources
+from nova.compiler.targets.cuda.device import SM80, SM86, SM90, SPECS
 from nova.compiler.lowering.plan import contraction
 from nova.compiler.lowering.views import operand_view, view_strides
 from nova.runtime import nvrtc

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 
 import nova as nv
-from nova.compiler.cuda_configurator import (
+from nova.compiler.targets.cuda.configurator import (
     configure,
     gemm_stage_bytes,
     vector_width,
 )
-from nova.compiler.cuda_device import SM80, SM86, SM90, from_attributes, spec_for_arch
+from nova.compiler.targets.cuda.device import SM80, SM86, SM90, from_attributes, spec_for_arch
 from tests.compiler.cuda_cases import _graph, cases_of
 
 F = nv.nn.functional

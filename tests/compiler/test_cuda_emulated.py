@@ -13,8 +13,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from nova.compiler.codegen.cuda import generate
-from nova.compiler.cuda_device import SM80, SM90
+from nova.compiler.targets.cuda.codegen import generate
+from nova.compiler.targets.cuda.device import SM80, SM90
 from tests.compiler.cuda_cases import (
     assert_matches,
     from_storage,

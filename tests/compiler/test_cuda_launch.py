@@ -9,8 +9,8 @@ import tempfile
 import numpy as np
 import pytest
 
-from nova.compiler.codegen.cuda import generate
-from nova.compiler.cuda_device import from_device
+from nova.compiler.targets.cuda.codegen import generate
+from nova.compiler.targets.cuda.device import from_device
 from nova.runtime import nvrtc
 from tests.compiler.cuda_cases import (
     all_cases,

@@ -44,7 +44,7 @@ from xdsl.transforms.dead_code_elimination import dce
 
 import nova as nv
 from nova.compiler import pipeline
-from nova.compiler.device import CpuSpec
+from nova.compiler.targets.cpu.device import CpuSpec
 from nova.compiler.dialect import Nova
 from nova.compiler.irgen import build_module
 from nova.compiler.lowering import plan_kernels

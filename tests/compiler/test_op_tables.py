@@ -5,8 +5,8 @@ a row is caught here, not by a user's program."""
 import pytest
 
 from nova.compiler import dialect as nd
-from nova.compiler.codegen.cuda_emit import CEmitter
-from nova.compiler.codegen.llvm_emit import Emitter
+from nova.compiler.targets.cuda.emit import CEmitter
+from nova.compiler.targets.cpu.llvm_emit import Emitter
 from nova.compiler.codegen.scalar import SHARED_RULES, missing_lowerings
 from nova.runtime.interpreter import MEANINGS
 

@@ -9,10 +9,10 @@ import pytest
 
 import nova as nv
 from nova.compiler import pipeline
-from nova.compiler.codegen.cuda import generate
-from nova.compiler.cuda_configurator import configure
-from nova.compiler.cuda_device import SM80, SM90
-from nova.compiler.device import CpuSpec
+from nova.compiler.targets.cuda.codegen import generate
+from nova.compiler.targets.cuda.configurator import configure
+from nova.compiler.targets.cuda.device import SM80, SM90
+from nova.compiler.targets.cpu.device import CpuSpec
 from nova.compiler.lowering.plan import plan_kernels
 from nova.compiler.passes.fusion import fuse
 from nova.compiler.targets import FusionPolicy, Target, get_target

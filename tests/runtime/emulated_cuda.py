@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from nova.compiler.cuda_device import SM80, CudaSpec
+from nova.compiler.targets.cuda.device import SM80, CudaSpec
 from nova.runtime.cuda_runtime import DeviceBackend
 
 

@@ -283,7 +283,7 @@ def test_cupy_backend_names_a_kernel_nvrtc_rejects_and_dumps_its_source(tmp_path
     the cubin afterwards): a kernel that does not compile raises naming it and the file
     holding its source; the flag-gathering kernel compiles for every supported arch."""
     pytest.importorskip("cupy")
-    from nova.compiler.cuda_device import SPECS
+    from nova.compiler.targets.cuda.device import SPECS
     from nova.runtime import nvrtc
     from nova.runtime.cuda_runtime import FLAG_GATHER_SOURCE, CupyBackend
 

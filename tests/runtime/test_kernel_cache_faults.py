@@ -165,13 +165,16 @@ def test_a_directory_at_an_entry_path_is_bypassed_and_leaks_no_temp_files(cache)
 
 def test_the_key_hashes_novas_source(tmp_path, monkeypatch):
     files = kernel_cache.package_sources()
-    assert {"compiler/codegen/llvm.py", "compiler/codegen/pool.py",
+    assert {"compiler/targets/cpu/llvm.py", "compiler/targets/cpu/pool.py",
             "runtime/kernel_cache.py"} <= set(files)
+    # the file whose presence says "this is a source install" must exist, or the disk
+    # cache silently turns itself off (it did when the CPU codegen moved to targets/)
+    assert kernel_cache._CODEGEN in files and kernel_cache.source_fingerprint() is not None
     package = tmp_path / "nova"
-    for name in ("compiler/codegen/llvm.py", "compiler/lowering/plan.py"):
+    for name in ("compiler/targets/cpu/llvm.py", "compiler/lowering/plan.py"):
         (package / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(Path(kernel_cache._PACKAGE) / name, package / name)
-    names = ["compiler/codegen/llvm.py", "compiler/lowering/plan.py"]
+    names = ["compiler/targets/cpu/llvm.py", "compiler/lowering/plan.py"]
     before = kernel_cache.fingerprint(str(package), names)
     with open(package / names[0], "a") as f:
         f.write("# a codegen change that forgot to bump FORMAT_VERSION\n")

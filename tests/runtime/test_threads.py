@@ -9,14 +9,14 @@ import pytest
 from llvmlite import ir
 
 import nova as nv
-from nova.compiler.codegen.pool import (
+from nova.compiler.targets.cpu.pool import (
     IDLE,
     TICKET,
     emit_barrier,
     pool_module,
     thread_word,
 )
-from nova.compiler.device import usable_cores
+from nova.compiler.targets.cpu.device import usable_cores
 from nova.compiler.lowering.plan import TEAM_BARRIER
 from nova.runtime import threads
 from nova.runtime.kernel_cache import KERNELS

@@ -100,7 +100,7 @@ def _tiny_cache_spec(cores: int = 2):
     products split "m" share their packed B panels."""
     import dataclasses
 
-    from nova.compiler.device import detect_cpu
+    from nova.compiler.targets.cpu.device import detect_cpu
     return dataclasses.replace(detect_cpu(), cores=cores, l1d=4096, l2=3584, l3=16384)
 
 

@@ -7,8 +7,8 @@ they rewrite the index (broadcast drops dims, transpose permutes, reshape re-lin
 slice scales and offsets, pad and concat select, gather reads an index). Those rules, the
 checks of gather and wrap_index, and the dispatch over ops are written here once, against
 a small arithmetic interface (``index``, ``add``, ``icmp``, ``select``, ``bind``, ...)
-that ``codegen.llvm_emit.Emitter`` implements with ``llvmlite`` instructions and
-``codegen.cuda_emit.CEmitter`` with C expressions. What each target writes its own way —
+that ``targets.cpu.llvm_emit.Emitter`` implements with ``llvmlite`` instructions and
+``targets.cuda.emit.CEmitter`` with C expressions. What each target writes its own way —
 an elementwise op's arithmetic, a comparison, a random draw — is its table, keyed by op
 class (``RULES`` and ``ARITH``), so adding an elementwise primitive is one row per table.
 

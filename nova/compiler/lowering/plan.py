@@ -28,7 +28,7 @@ Strategies:
   tile per micro-kernel; parallel over MR-row (split "m") or NR-column (split "n")
   micro-panels of all batches. Blocking and its derivation: ``configurator.gemm_tile``.
   With ``shared_b`` (an unbatched product split "m", CPU only) the threads pack one B
-  panel together: the scratch buffer holds the team header (``codegen.pool``) and two
+  panel together: the scratch buffer holds the team header (``targets.cpu.pool``) and two
   alternating KC x NC panels.
 - ``matmul`` otherwise: one output row at a time, parallel over (batch, M). ``ikj`` order (a row of
   B is contiguous in j) accumulates an N-wide row; ``dot`` order (B is transposed, so
@@ -52,7 +52,7 @@ from nova.core import dtypes as dt
 FORMAT_VERSION = 10  # bump when generated code changes meaning
 
 # The team header that starts a ``shared_b`` GEMM's scratch buffer: i64 words, the
-# barrier counter on a 64-byte line of its own (protocol: ``nova.compiler.codegen.pool``).
+# barrier counter on a 64-byte line of its own (protocol: ``nova.compiler.targets.cpu.pool``).
 TEAM_MEMBERS, TEAM_ARRIVED, TEAM_BARRIER = 0, 1, 8
 TEAM_WORDS = 16
 

@@ -17,7 +17,7 @@ What is CPU-specific, and why:
   ``gemm_tile``), and an unbatched one on enough cores shares one packed B panel among
   its threads (``shared_b``, with a scratch buffer for the team header and two panels);
   every kernel is classified memory- or compute-bound against the host's balance.
-- Emission: ``codegen.llvm`` turns a scheduled plan into an LLVM module for the host's
+- Emission: ``targets.cpu.llvm`` turns a scheduled plan into an LLVM module for the host's
   triple and data layout.
 """
 from __future__ import annotations
@@ -25,9 +25,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from nova.compiler import dialect as nd
-from nova.compiler.codegen.llvm import module_for
-from nova.compiler.configurator import classify, elementwise_unroll, gemm_tile
-from nova.compiler.device import CpuSpec, detect_cpu
+from nova.compiler.targets.cpu.llvm import module_for
+from nova.compiler.targets.cpu.configurator import classify, elementwise_unroll, gemm_tile
+from nova.compiler.targets.cpu.device import CpuSpec, detect_cpu
 from nova.compiler.lowering.plan import (
     TEAM_WORDS,
     KernelPlan,

@@ -3,28 +3,28 @@
 What is CUDA-specific, and why:
 
 - The spec is a ``CudaSpec``: the device's (the engine's backend reads it,
-  ``cuda_device.from_device``) or an explicit one (``SM80``, ``SM86``, ``SM90``) for
+  ``targets.cuda.device.from_device``) or an explicit one (``SM80``, ``SM86``, ``SM90``) for
   offline compilation and tests; ``DEFAULT_SPEC`` when none is given. Only emission
   reads it (the launch configuration is a formula of the kernel and the spec,
-  ``cuda_configurator``); plans never do, and no CPU spec is read at all, so a CUDA
+  ``targets.cuda.configurator``); plans never do, and no CPU spec is read at all, so a CUDA
   kernel's name and source depend on the kernel and the GPU alone, never on the host
   that compiled it (its NVRTC cache entries can be shared between hosts).
 - Fusion: a matmul's epilogue is one coalesced loop of threads over the staged output
   tile, as fast as an elementwise kernel, so ``Expensive`` ops stay in it (one kernel
   for ``gelu(x @ w + b)``).
 - Schedule: the target-neutral loop structure as it is (kind, strategy, reduced axes:
-  what ``cuda_configurator.configure`` reads to pick a thread mapping); the CPU's
+  what ``targets.cuda.configurator.configure`` reads to pick a thread mapping); the CPU's
   refinements (unrolling, BLIS blocking, shared B panels, CPU-balance classification)
   do not apply, and the GPU's own (grid, block, GEMM tiles, pipeline stages) come from
   the spec at emission.
-- Emission: ``codegen.cuda.generate`` writes the kernel's CUDA C with its launch
+- Emission: ``targets.cuda.codegen.generate`` writes the kernel's CUDA C with its launch
   geometry.
 """
 from __future__ import annotations
 
-from nova.compiler.codegen.cuda import CudaKernel, generate
-from nova.compiler.cuda_configurator import LaunchConfig, configure
-from nova.compiler.cuda_device import SM90, CudaSpec
+from nova.compiler.targets.cuda.codegen import CudaKernel, generate
+from nova.compiler.targets.cuda.configurator import LaunchConfig, configure
+from nova.compiler.targets.cuda.device import SM90, CudaSpec
 from nova.compiler.lowering.plan import KernelPlan
 from nova.compiler.targets import FusionPolicy, Target
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nova.compiler.cuda_device import CudaSpec
+from nova.compiler.targets.cuda.device import CudaSpec
 from nova.compiler.lowering.plan import KernelPlan, contraction, reductions
 
 ELEMENTWISE_THREADS = 256

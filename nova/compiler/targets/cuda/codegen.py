@@ -7,7 +7,7 @@ module for NVRTC. Its name and header comment hold the plan and the launch geome
 source on every host. The kernel is
 ``extern "C" __global__ void <name>(in0, ..., out[, scratch])``: pointers to the inputs,
 the output and (for column reductions) the scratch buffer, in the CPU backend's order.
-Launch geometry comes from ``cuda_configurator.configure`` and travels with the source.
+Launch geometry comes from ``targets.cuda.configurator.configure`` and travels with the source.
 
 Kernel bodies, by strategy:
 - ``grid_stride`` (elementwise): each thread computes ``vec`` consecutive outputs per
@@ -32,11 +32,11 @@ Kernel bodies, by strategy:
   reshaped) arrive by ``cp.async`` (zero-filled at the edges), others (computed values,
   misaligned views, half types) by plain loads through the emitter into the same ring;
   the accumulators go through shared memory to a rolled, coalesced epilogue loop
-  (``cuda_gemm``).
+  (``targets.cuda.gemm``).
 - ``simt`` (float64/integer matmul): 16 x 16 shared-memory tiles, one output per thread.
 
 Index errors (gather, scatter, wrap_index) and integer division by zero set the module global
-``nova_error_flag`` (see ``cuda_prelude``); indices are clamped so no access strays.
+``nova_error_flag`` (see ``targets.cuda.prelude``); indices are clamped so no access strays.
 
 Launch contract for the runtime: every buffer 16-byte aligned (CuPy's pool gives 256;
 arena offsets must keep it), dynamic shared memory ``shared_bytes`` (above 48 KiB set
@@ -52,12 +52,12 @@ from dataclasses import dataclass, replace
 from xdsl.ir import Operation
 
 from nova.compiler import dialect as nd
-from nova.compiler.codegen.cuda_emit import COMPUTE, STORAGE, CEmitter
+from nova.compiler.targets.cuda.emit import COMPUTE, STORAGE, CEmitter
 from nova.compiler.codegen.values import element_of, shape_of
-from nova.compiler.codegen.cuda_gemm import Gemm, matmul_simt
-from nova.compiler.codegen.cuda_prelude import PRELUDE
-from nova.compiler.cuda_configurator import LaunchConfig, configure
-from nova.compiler.cuda_device import CudaSpec
+from nova.compiler.targets.cuda.gemm import Gemm, matmul_simt
+from nova.compiler.targets.cuda.prelude import PRELUDE
+from nova.compiler.targets.cuda.configurator import LaunchConfig, configure
+from nova.compiler.targets.cuda.device import CudaSpec
 from nova.core.shapes import numel
 from nova.compiler.lowering.plan import (
     KernelPlan,

@@ -73,7 +73,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nova.compiler.device import CpuSpec
+from nova.compiler.targets.cpu.device import CpuSpec
 
 DISPATCH_SECONDS = 5e-6
 C_TRAFFIC_SHARE = 0.03    # C tile memory traffic per K block, as a share of its FMA time

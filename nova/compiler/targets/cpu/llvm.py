@@ -7,8 +7,8 @@ across threads. It returns 0, or 1 if an index (gather, scatter, wrap_index) was
 or an integer division by zero occurred — checked, never undefined behaviour.
 
 This module holds the kernel bodies other than matmul (elementwise loops, row, column
-and rows reductions, scatters) and ``module_for``; the GEMMs are in ``codegen.llvm_gemm``.
-Values inside a body come from ``codegen.llvm_emit.Emitter.emit(value, index)``: the value
+and rows reductions, scatters) and ``module_for``; the GEMMs are in ``targets.cpu.llvm_gemm``.
+Values inside a body come from ``targets.cpu.llvm_emit.Emitter.emit(value, index)``: the value
 of an SSA value of the fused region at a multi-index, recursing through its producers
 (``codegen.scalar`` has the rules both targets share).
 """
@@ -21,8 +21,8 @@ from llvmlite import ir
 from xdsl.ir import Operation
 
 from nova.compiler import dialect as nd
-from nova.compiler.codegen.llvm_emit import I1, I64, Emitter, _COMPUTE, _numel, c64
-from nova.compiler.codegen.llvm_gemm import matmul_rows, matmul_tiled
+from nova.compiler.targets.cpu.llvm_emit import I1, I64, Emitter, _COMPUTE, _numel, c64
+from nova.compiler.targets.cpu.llvm_gemm import matmul_rows, matmul_tiled
 from nova.compiler.codegen.values import element_of, shape_of
 from nova.compiler.lowering.plan import KernelPlan, accumulator_dtype, contraction, reductions
 from nova.core.shapes import numel

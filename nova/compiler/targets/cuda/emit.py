@@ -68,7 +68,7 @@ class CEmitter(ScalarEmitter[str]):
         self.override: dict[int, str] = {}
         # Vectorized elementwise kernels: block arguments of the output's shape read at
         # exactly ``vector_idx`` come from a per-thread chunk ``va<i>[u]`` loaded with
-        # one wide access (see ``codegen.cuda._elementwise``); ``vector_loads`` collects
+        # one wide access (see ``targets.cuda.codegen._elementwise``); ``vector_loads`` collects
         # the arguments read that way.
         self.vector_idx: tuple[str, ...] | None = None
         self.vector_args: set[int] = set()

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from xdsl.ir import SSAValue
 
-from nova.compiler.codegen.cuda_emit import COMPUTE, CEmitter
+from nova.compiler.targets.cuda.emit import COMPUTE, CEmitter
 from nova.compiler.codegen.values import element_of, shape_of
-from nova.compiler.cuda_configurator import A_PAD, B_PAD, C_PAD, LaunchConfig
+from nova.compiler.targets.cuda.configurator import A_PAD, B_PAD, C_PAD, LaunchConfig
 from nova.compiler.lowering.plan import contraction
 from nova.compiler.lowering.views import operand_view
 from nova.core.shapes import numel

@@ -3,8 +3,8 @@
 elementwise op; ``Emitter.RULES``: comparisons and the Philox draw).
 
 ``Emitter`` also owns a kernel function's frame (its buffer pointers, the error slot,
-entry-block allocas, loop metadata) that the kernel bodies in ``codegen.llvm`` and the
-GEMMs in ``codegen.llvm_gemm`` build on. float16/bfloat16 values are computed in float32
+entry-block allocas, loop metadata) that the kernel bodies in ``targets.cpu.llvm`` and the
+GEMMs in ``targets.cpu.llvm_gemm`` build on. float16/bfloat16 values are computed in float32
 and rounded after every op, matching the reference interpreter's per-op rounding.
 """
 from __future__ import annotations

@@ -4,7 +4,7 @@
 MR x NR tile of C in vector registers; see its docstring). ``RowGemm`` emits ``ikj`` and
 ``dot``: one row of C per iteration of the kernel's parallel range, accumulated in a row
 buffer, for the products the tiled GEMM does not take (float64, integers, half types,
-small shapes). Both have the shape of ``cuda_gemm.Gemm``: the constructor reads the
+small shapes). Both have the shape of ``targets.cuda.gemm.Gemm``: the constructor reads the
 contraction and the schedule, ``body()`` writes the kernel through the ``Emitter``.
 """
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import NamedTuple
 from llvmlite import ir
 from xdsl.ir import SSAValue
 
-from nova.compiler.codegen.llvm_emit import _COMPUTE, F32, F64, I32, I64, PTR, Emitter, c64
-from nova.compiler.codegen.pool import emit_barrier
+from nova.compiler.targets.cpu.llvm_emit import _COMPUTE, F32, F64, I32, I64, PTR, Emitter, c64
+from nova.compiler.targets.cpu.pool import emit_barrier
 from nova.compiler.codegen.values import element_of, shape_of
 from nova.compiler.lowering.plan import TEAM_ARRIVED, TEAM_MEMBERS, TEAM_WORDS, contraction
 from nova.compiler.lowering.views import operand_view

@@ -26,7 +26,7 @@ caller writes to, and only between jobs:
   worker t sleeps or is about to).
 
 Teams: a kernel whose chunks work together (the threads of a GEMM pack one B panel, see
-``nova.compiler.configurator``) starts its scratch buffer with a header of
+``nova.compiler.targets.cpu.configurator``) starts its scratch buffer with a header of
 ``TEAM_WORDS`` words (its layout: ``nova.compiler.lowering.plan``). Before each call the
 launcher (``nova.runtime.threads``) writes ``TEAM_MEMBERS``, how many of the call's
 chunks run at the same time (n when the pool runs them on n threads, 1 when they run one

@@ -153,8 +153,9 @@ class KernelRoot(OpTrait):
             raise ValueError(f"KernelRoot: kind {self.kind!r} not in {KERNEL_KINDS}")
 
 
-def kernel_root_kind(op: Operation) -> str | None:
-    """The kernel kind ``op`` must root, or None if it may join another kernel."""
+def kernel_root_kind(op: Operation | type[Operation]) -> str | None:
+    """The kernel kind ``op`` (an op or an op class) must root, or None if it may join
+    another kernel."""
     trait = op.get_trait(KernelRoot)
     return trait.kind if trait is not None else None
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 from xdsl.ir import SSAValue
 
 from nova.compiler import dialect as nd
+from nova.compiler.dialect import shape_of
+
+__all__ = ["COMPARE", "element_of", "shape_of"]   # shape_of: the dialect's own
 
 # Comparison directions of ``nova.compare`` as C / LLVM predicate symbols.
 COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
@@ -14,6 +17,3 @@ def element_of(v: SSAValue) -> str:
     """The MLIR name of a tensor value's element type ("f32", "i64", ...)."""
     return nd.element_name(v.type.element_type)
 
-
-def shape_of(v: SSAValue) -> tuple[int, ...]:
-    return tuple(v.type.get_shape())

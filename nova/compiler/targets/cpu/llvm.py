@@ -32,11 +32,10 @@ from nova.core.shapes import numel
 def _elementwise(e: Emitter) -> None:
     plan = e.plan
     shape, dtype = plan.out
-    root = e.fusion.body.block.last_op.operands[0]
 
     def body(idx: list[ir.Value]) -> None:
         e.cache = {}
-        e.store(e.emit(root, idx), e.out_ptr, e.linear(idx, shape), dtype.mlir)
+        e.store(e.emit(e.root, idx), e.out_ptr, e.linear(idx, shape), dtype.mlir)
 
     if not shape:
         body([])
@@ -117,7 +116,6 @@ def _reduce_row(e: Emitter) -> None:
     kept_shape = x_shape[:n_kept]
     is_sum = isinstance(red, nd.ReduceSumOp)
     acc_ty, acc_mlir = _acc_type(red)
-    root = e.fusion.body.block.last_op.operands[0]
     red_mlir = element_of(red.results[0])
 
     acc = _LoopReduction(e, acc_ty, acc_mlir, is_sum)
@@ -140,7 +138,7 @@ def _reduce_row(e: Emitter) -> None:
         e.cache = {}
         total = e.cast(acc.result(), acc_mlir, red_mlir)
         e.override[id(red.results[0])] = lambda _idx: total
-        e.store_root(root, e.linear(kidx, kept_shape))
+        e.store_root(e.linear(kidx, kept_shape))
         del e.override[id(red.results[0])]
 
     if kept_shape:
@@ -157,7 +155,6 @@ def _rows(e: Emitter) -> None:
     x_shape = shape_of(reds[0].operands[0])
     n_kept = len(x_shape) - len(plan.schedule.reduced)
     kept_shape, row_shape = x_shape[:n_kept], x_shape[n_kept:]
-    root = e.fusion.body.block.last_op.operands[0]
     accs = {id(r): _LoopReduction(e, *_acc_type(r), isinstance(r, nd.ReduceSumOp))
             for r in reds}
 
@@ -177,13 +174,13 @@ def _rows(e: Emitter) -> None:
             total = e.cast(acc.result(), acc.mlir, element_of(red.results[0]))
             e.override[id(red.results[0])] = lambda _idx, total=total: total
 
-        if _numel(root) == numel(kept_shape):   # one value per row
+        if _numel(e.root) == numel(kept_shape):   # one value per row
             e.cache = {}
-            e.store_root(root, e.linear(kidx, kept_shape))
+            e.store_root(e.linear(kidx, kept_shape))
         else:
             def store(ridx: list[ir.Value]) -> None:
                 e.cache = {}
-                e.store_root(root, e.linear(kidx + ridx, x_shape))
+                e.store_root(e.linear(kidx + ridx, x_shape))
             e.loops.nest(row_shape, store)
         for red in reds:
             del e.override[id(red.results[0])]
@@ -247,14 +244,13 @@ def _reduce_column(e: Emitter) -> None:
 
     e.loops.nest([x_shape[d] for d in order], accumulate, first=(start, end),
                  at=len(order) - 1 if innermost else 0)
-    root = e.fusion.body.block.last_op.operands[0]
 
     def finish(kidx: list[ir.Value]) -> None:
         e.cache = {}
         flat = e.linear(kidx, kept_shape)
         total = e.cast(b.load(b.gep(scratch, [flat])), scratch_mlir, red_mlir)
         e.override[id(red.results[0])] = lambda _idx: total
-        e.store_root(root, flat)
+        e.store_root(flat)
         del e.override[id(red.results[0])]
 
     over_outputs(finish)
@@ -308,7 +304,7 @@ def _scatter(e: Emitter) -> None:
     else:
         add([])
     # The root may apply an epilogue on top of the scatter result: not produced by fusion.
-    assert e.fusion.body.block.last_op.operands[0] is sc.results[0]
+    assert e.root is sc.results[0]
 
 
 # The GEMMs build on this module's Emitter, so they are imported once it is defined.

@@ -160,11 +160,11 @@ class Emitter(ScalarEmitter[ir.Value]):
         b.position_at_end(here)
         return slot
 
-    def store_root(self, root: SSAValue, flat: ir.Value) -> None:
+    def store_root(self, flat: ir.Value) -> None:
         """Store the kernel output at linear offset ``flat`` (the root's own index space
         may differ from the loop's, e.g. a keepdim reshape of a reduction)."""
         shape, dtype = self.plan.out
-        self.store(self.emit(root, self.delinearize(flat, shape)), self.out_ptr, flat,
+        self.store(self.emit(self.root, self.delinearize(flat, shape)), self.out_ptr, flat,
                    dtype.mlir)
 
     def load(self, ptr: ir.Value, offset: ir.Value, mlir: str) -> ir.Value:

@@ -30,9 +30,8 @@ def _declared(module: ir.Module, name: str, ty: ir.FunctionType) -> ir.Function:
 def _store_with_product(e: Emitter, product: SSAValue, value: ir.Value, flat: ir.Value) -> None:
     """Run the fused epilogue at output offset ``flat`` with the product's element there
     being ``value`` (the accumulated sum), and store the kernel's root."""
-    root = e.fusion.body.block.last_op.operands[0]
     e.override[id(product)] = lambda _idx: value
-    e.store_root(root, flat)
+    e.store_root(flat)
     del e.override[id(product)]
 
 
@@ -242,7 +241,7 @@ class Gemm:
         a, bv = mm.operands
         self.m, self.k = shape_of(a)[-2:]
         self.n = out_shape[-1]
-        self.direct = e.fusion.body.block.last_op.operands[0] is self.product
+        self.direct = e.root is self.product
         self.split, self.shared_b = s.split, s.shared_b
         self.mr, self.nr, self.nc = s.tile
         self.kc, self.mc = max(s.kc, 1), max(s.mc, self.mr)

@@ -125,11 +125,14 @@ def test_a_recovery_interrupted_too_is_finished_by_the_next_job(watchdog):
 
 def test_an_interrupted_team_kernel_does_not_deadlock(monkeypatch, watchdog):
     """A product whose threads share one packed B panel (their chunks meet at barriers
-    for every member) interrupted between launch and join: the recovery runs the
-    caller's chunk too, so the workers get past their barriers; later products are
+    for every member) interrupted between launch and join: the step's driver returned
+    to Python to wake the sleeping worker, and Ctrl-C lands there. The recovery runs
+    the caller's chunk too, so the worker gets past its barriers; later products are
     right."""
     from nova.compiler.targets.cpu import configurator
+    from nova.compiler.targets.cpu.pool import DRIVE_WAKE
     monkeypatch.setattr(configurator, "SHARED_B_MIN_CORES", 1)
+    monkeypatch.setenv("NOVA_SPIN_US", "0")      # workers sleep at once: the driver wakes
     prev = nv.get_num_threads()
     nv.set_num_threads(2)
     nv.debug.reset_cache()
@@ -142,20 +145,27 @@ def test_an_interrupted_team_kernel_does_not_deadlock(monkeypatch, watchdog):
         ref = a.astype(np.float64) @ b
         np.testing.assert_allclose((xa @ xb).numpy(), ref, rtol=1e-3, atol=1e-2)
         pool = threads.pool()
-        real_join, calls = pool._join, []
+        real_drive, real_join, codes, joins = pool._drive, pool._join, [], []
 
-        def interrupt_once(state):
-            calls.append(state)
-            if len(calls) == 1:
+        def interrupt_at_the_wake(control):
+            code = real_drive(control)
+            codes.append(code)
+            if code == DRIVE_WAKE and codes.count(DRIVE_WAKE) == 1:
                 raise KeyboardInterrupt
+            return code
+
+        def counted_join(state):
+            joins.append(state)
             return real_join(state)
-        pool._join = interrupt_once
+        time.sleep(0.01)                          # the worker is asleep when the job comes
+        pool._drive, pool._join = interrupt_at_the_wake, counted_join
         try:
             with pytest.raises(KeyboardInterrupt):
                 (xa @ xb).numpy()
         finally:
-            pool._join = real_join
-        assert len(calls) == 2 and pool.words[OPEN] == 0    # recovered by a real join
+            pool._drive, pool._join = real_drive, real_join
+        assert codes == [DRIVE_WAKE] and len(joins) == 1    # recovered by a real join
+        assert pool.words[OPEN] == 0
         np.testing.assert_allclose((xa @ xb).numpy(), ref, rtol=1e-3, atol=1e-2)
     finally:
         nv.set_num_threads(prev)
@@ -208,48 +218,42 @@ def test_sigint_at_random_points_of_realizations_never_gives_a_wrong_value(
     assert interrupted == 40         # every trial's signal arrived (inside the try)
 
 
-def test_an_interrupted_donating_step_finishes_before_the_interrupt_is_raised():
-    """A SIGINT arriving while a step writes over donated buffers is held until the
-    step's results are bound, then raised: the update is applied exactly once."""
-    from nova.runtime import cpu_engine
+def test_an_interrupted_donating_step_finishes_before_the_interrupt_is_raised(monkeypatch):
+    """A SIGINT arriving while a step writes over donated buffers (here: as its native
+    run starts) is held until the step's results are bound, then raised: the update is
+    applied exactly once."""
     w = nv.zeros(64)
     (w + 1).numpy()
     calls = []
-    real_call = cpu_engine.CpuProgram._call
+    real_drive = threads.drive
 
-    def call_then_signal(self, k, st, ptrs):
+    def drive_then_signal(control, is_team):
         if not calls:
             signal.raise_signal(signal.SIGINT)     # lands in the middle of the run
-        calls.append(k)
-        return real_call(self, k, st, ptrs)
+        calls.append(control)
+        return real_drive(control, is_team)
 
-    cpu_engine.CpuProgram._call = call_then_signal
-    try:
-        w.add_(1)
-        with pytest.raises(KeyboardInterrupt):
-            nv.realize(w)
-    finally:
-        cpu_engine.CpuProgram._call = real_call
+    monkeypatch.setattr(threads, "drive", drive_then_signal)
+    w.add_(1)
+    with pytest.raises(KeyboardInterrupt):
+        nv.realize(w)
+    assert len(calls) == 1
     assert w.node.realized                         # bound before the interrupt
     np.testing.assert_array_equal(w.numpy(), np.ones(64, np.float32))
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_an_interrupt_in_a_step_without_donation_leaves_its_values_pending():
-    from nova.runtime import cpu_engine
+def test_an_interrupt_in_a_step_without_donation_leaves_its_values_pending(monkeypatch):
     x = nv.arange(16, dtype=nv.float32)
     y = x * 3 + 1                                  # x stays referenced: nothing donated
-    real_call = cpu_engine.CpuProgram._call
 
-    def interrupted(self, k, st, ptrs):
+    def interrupted(control, is_team):
         raise KeyboardInterrupt
 
-    cpu_engine.CpuProgram._call = interrupted
-    try:
+    with monkeypatch.context() as m:
+        m.setattr(threads, "drive", interrupted)
         with pytest.raises(KeyboardInterrupt):
             y.numpy()
-    finally:
-        cpu_engine.CpuProgram._call = real_call
     assert not y.node.realized
     np.testing.assert_array_equal(y.numpy(), np.arange(16, dtype=np.float32) * 3 + 1)
 

@@ -1,13 +1,27 @@
 """The ``cpu`` engine: a step function fused, lowered, compiled by LLVM and replayed.
 
 ``CpuProgram`` is ``nova.runtime.program.Program`` (everything above code generation:
-the kernel plans, the memory plan, the arena, donation, the run loop) with the CPU's
-launcher: kernels come from the kernel cache (``KERNELS.get_all``: compiled by LLVM or
-loaded from disk), each is split into chunks of its parallel dimension run on the
-worker pool (``nova.runtime.threads``), and is called through a ctypes table of buffer
-pointers built once per program: arena views never move, so a replay writes only the
-arguments' and results' addresses. A kernel returns an error code as it ends; the
-interpreter then re-runs it to say what went wrong.
+the kernel plans, the memory plan, the arena, donation) with the CPU's launcher:
+kernels come from the kernel cache (``KERNELS.get_all``: compiled by LLVM or loaded
+from disk), each is split into chunks of its parallel dimension run on the worker pool
+(``nova.runtime.threads``), and each is called through a table of buffer pointers
+built once per program: arena views never move.
+
+A run is one native call. A driver (``nova_drive``, LLVM IR in
+``nova.compiler.targets.cpu.pool``, in the same JIT as the pool) walks a kernel list
+built once per program and thread count: each kernel's entry point, pointer table,
+chunks and team header, and which of its table entries change per run. Python fills
+one address per argument and per escaping result into a slot table, and the driver
+copies them into the kernels' tables as it goes, hands each kernel's chunks to the
+pool and waits for them -- no Python per kernel (a GPT step has ~400). It returns to
+Python only to wake workers that fell asleep, and when a kernel returns an error code:
+the interpreter then re-runs that kernel to say what went wrong. Under
+``nv.debug.profile`` the driver reads the clock around each kernel into an array the
+profile reads afterwards.
+
+Every escaping result is allocated before the run rather than when its kernel comes
+(the driver cannot call the allocator); large arrays are ``mmap``-ed by malloc and take
+memory only as the kernel writes them, so the step's peak is unchanged.
 """
 from __future__ import annotations
 
@@ -15,7 +29,7 @@ import contextvars
 import ctypes
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -24,13 +38,34 @@ from xdsl.dialects.builtin import ModuleOp
 from nova import config
 from nova.compiler.targets.cpu.configurator import estimated_seconds
 from nova.compiler.targets.cpu.device import detect_cpu
-from nova.compiler.lowering.plan import TEAM_MEMBERS, KernelPlan
+from nova.compiler.lowering.plan import KernelPlan
 from nova.compiler.pipeline import CompiledStep
 from nova.runtime import threads
 from nova.runtime.addresses import data_address
 from nova.runtime.debug_dir import debug_subdirectory, write_debug_file
 from nova.runtime.kernel_cache import KERNELS
-from nova.runtime.program import Program, Step
+from nova.compiler.targets.cpu.pool import (
+    DRIVE_ADDRESSES,
+    DRIVE_CLOCK,
+    DRIVE_COUNT,
+    DRIVE_FAILED,
+    DRIVE_JOINING,
+    DRIVE_MOVING,
+    DRIVE_NEXT,
+    DRIVE_RC,
+    DRIVE_RECORDS,
+    DRIVE_TIMES,
+    DRIVE_WORDS,
+    REC_CHUNKS,
+    REC_FN,
+    REC_MOVE_AT,
+    REC_MOVE_COUNT,
+    REC_RANGES,
+    REC_TABLE,
+    REC_TEAM,
+    REC_WORDS,
+)
+from nova.runtime.program import Program
 
 # This thread's active ``nv.debug.profile()`` collector, if any: (kernel, description,
 # seconds) per kernel run.
@@ -64,8 +99,7 @@ class CpuProgram(Program):
         self._ranges: list[list[tuple[int, int]]] | None = None   # per kernel: thread chunks
         self._ranges_threads = 0
         self._range_arrays: list[ctypes.Array] = []   # per kernel: its chunks, flat
-        self._addresses: list[int] = []               # per kernel: its entry point
-        self._collector: list[tuple[str, str, float]] | None = None   # this run's profile
+        self._records: ctypes.Array | None = None      # the driver's kernel list
         super().__init__(module, reorder)
 
     # A CPU kernel reports its failure as it returns: at the end there is nothing to
@@ -91,20 +125,24 @@ class CpuProgram(Program):
         return [np.ascontiguousarray(a) for a in args]
 
     def _bind(self) -> None:
-        """Each kernel's pointer table: arena slots filled in now, for good; the others
-        (arguments, escaping results) listed as ``_moving``, written on every run."""
+        """Each kernel's pointer table, arena slots filled in now, for good; the other
+        entries (arguments, escaping results) go to the moving list, which the driver
+        fills from the slot table on every run."""
         views = self._views
-        self._ptrs, self._moving, self._table_addresses = [], [], []
+        self._ptrs: list[ctypes.Array] = []
         self._teams: list[ctypes.Array | None] = []   # per kernel: its team header
+        moving: list[int] = []
+        self._move_spans: list[tuple[int, int]] = []  # per kernel: its moving pairs
         for p, st in enumerate(self.steps):
             slots = list(st.inputs) + [st.out]
             table = (ctypes.c_void_p * (len(slots) + (st.scratch is not None)))()
-            moving = []
+            at = len(moving) // 2
             for j, slot in enumerate(slots):
                 if slot in views:
                     table[j] = views[slot].ctypes.data
                 else:
-                    moving.append((j, slot))
+                    moving += (j, slot)
+            self._move_spans.append((at, len(moving) // 2 - at))
             team = None
             if st.scratch is not None:
                 table[len(slots)] = self._scratch_views[p].ctypes.data
@@ -112,39 +150,81 @@ class CpuProgram(Program):
                     team = threads.team_header(self._scratch_views[p].ctypes.data)
             self._teams.append(team)
             self._ptrs.append(table)
-            self._table_addresses.append(ctypes.addressof(table))
-            self._moving.append(moving)
+        self._moving = (ctypes.c_int64 * max(len(moving), 1))(*moving)
+        self._slots = (ctypes.c_int64 * (self.n_args + len(self.steps)))()
+        self._escaping = [st for st in self.steps if st.out not in views]
+        self._control = (ctypes.c_int64 * DRIVE_WORDS)()
+        self._control[DRIVE_COUNT] = len(self.steps)
+        self._control[DRIVE_MOVING] = ctypes.addressof(self._moving)
+        self._control[DRIVE_ADDRESSES] = ctypes.addressof(self._slots)
+        self._control[DRIVE_CLOCK] = time.CLOCK_MONOTONIC
 
-    def _begin(self) -> Callable[[int, Step, list[Any]], Any]:
-        """Split the kernels again if the thread count changed; note the profiler."""
-        if self._ranges is None or threads.get_num_threads() != self._ranges_threads:
-            self._ranges_threads = threads.get_num_threads()
-            self._ranges = [threads.chunks(st.plan.schedule.parallel_extent, s)
-                            for st, s in zip(self.steps, self._seconds)]
-            self._range_arrays = [threads.ranges_array(r) for r in self._ranges]
-            self._addresses = [ctypes.cast(st.handle, ctypes.c_void_p).value
-                               for st in self.steps]
-        self._collector = PROFILE.get()
-        return self._launch
+    def _kernel_list(self) -> None:
+        """Split the kernels for the current thread count and write the driver's kernel
+        list (again when the count changed since)."""
+        if self._ranges is not None and threads.get_num_threads() == self._ranges_threads:
+            return
+        self._ranges_threads = threads.get_num_threads()
+        self._ranges = [threads.chunks(st.plan.schedule.parallel_extent, s)
+                        for st, s in zip(self.steps, self._seconds)]
+        self._range_arrays = [threads.ranges_array(r) for r in self._ranges]
+        records = (ctypes.c_int64 * (REC_WORDS * max(len(self.steps), 1)))()
+        for p, st in enumerate(self.steps):
+            r = REC_WORDS * p
+            records[r + REC_FN] = ctypes.cast(st.handle, ctypes.c_void_p).value
+            records[r + REC_TABLE] = ctypes.addressof(self._ptrs[p])
+            records[r + REC_RANGES] = ctypes.addressof(self._range_arrays[p])
+            records[r + REC_CHUNKS] = len(self._ranges[p])
+            team = self._teams[p]
+            records[r + REC_TEAM] = ctypes.addressof(team) if team is not None else 0
+            records[r + REC_MOVE_AT], records[r + REC_MOVE_COUNT] = self._move_spans[p]
+        self._records = records
+        self._control[DRIVE_RECORDS] = ctypes.addressof(records)
 
-    def _launch(self, p: int, st: Step, values: list[Any]) -> int:
-        ptrs = self._ptrs[p]    # arena addresses are fixed: only args and results change
-        for j, slot in self._moving[p]:
-            ptrs[j] = data_address(values[slot])
-        if self._collector is None:
-            return self._call(p, st, ptrs)
-        t0 = time.perf_counter()
-        rc = self._call(p, st, ptrs)
-        self._collector.append((st.plan.name, st.plan.describe(), time.perf_counter() - t0))
-        return rc
+    def _is_team(self, p: int) -> bool:
+        return self._teams[p] is not None
 
-    def _call(self, k: int, st: Step, ptrs: ctypes.Array) -> int:
-        """Run kernel ``k`` on its chunks (on this thread alone if it has one); its
-        error code."""
-        ranges = self._ranges[k]
-        if len(ranges) == 1:
-            if self._teams[k] is not None:
-                self._teams[k][TEAM_MEMBERS] = 1
-            return st.handle(ptrs, 0, ranges[0][1])
-        return threads.pool().run(st.handle, self._addresses[k], self._table_addresses[k],
-                                  self._range_arrays[k], len(ranges), self._teams[k])
+    def _run(self, values: list[Any], donated: frozenset[int]) -> list[Any]:
+        """Fill the slot table with this run's addresses and run the driver once."""
+        self._kernel_list()
+        slots = self._slots
+        for i in range(self.n_args):
+            slots[i] = data_address(values[i])
+        result_memory = self._result_memory
+        self.overwrote_donated = False
+        for st in self._escaping:
+            out = values[st.out] = result_memory(st, values, donated)
+            slots[st.out] = data_address(out)
+        collector = PROFILE.get()
+        control = self._control
+        times = None
+        if collector is not None:
+            times = (ctypes.c_int64 * (2 * max(len(self.steps), 1)))()
+            control[DRIVE_TIMES] = ctypes.addressof(times)
+        control[DRIVE_NEXT], control[DRIVE_JOINING], control[DRIVE_RC] = 0, 0, 0
+        try:
+            code = threads.drive(control, self._is_team)
+        finally:
+            control[DRIVE_TIMES] = 0
+        if times is not None:
+            ran = len(self.steps) if code != DRIVE_FAILED else control[DRIVE_NEXT] + 1
+            collector.extend((st.plan.name, st.plan.describe(),
+                              (times[2 * p + 1] - times[2 * p]) * 1e-9)
+                             for p, st in enumerate(self.steps[:ran]))
+        if code == DRIVE_FAILED:
+            self._failed_in_driver(control[DRIVE_NEXT], values, donated)
+        views = self._views
+        return [views[i] if i in views else values[i] for i in self.outputs]
+
+    def _failed_in_driver(self, p: int, values: list[Any], donated: frozenset[int]) -> None:
+        """Kernel ``p`` returned an error code: say what went wrong (``_failed_now``),
+        with every slot's array at hand (the arena keeps its views; nothing was
+        released) and ``overwrote_donated`` true only if a kernel up to ``p`` wrote
+        over a donated argument."""
+        self.overwrote_donated = any(st.donate is not None and st.donate in donated
+                                     and st.out not in self._views
+                                     for st in self.steps[:p + 1])
+        for slot, view in self._views.items():
+            values[slot] = view
+        self._failed_now(p, values)
+

@@ -1,7 +1,8 @@
 """The ``cuda`` engine: a step function fused, planned, generated as CUDA C, compiled by
 NVRTC and replayed as launches on one stream.
 
-``CudaProgram`` is ``nova.runtime.program.Program`` with the CUDA launcher, so both
+``CudaProgram`` is ``nova.runtime.program.LaunchLoop`` (a ``Program`` launched kernel by
+kernel from Python) with the CUDA launcher, so both
 backends share every decision above codegen: the same fusion, the same ``KernelPlan`` s,
 the same memory plan (order, donation, arena offsets). Only the last stage differs: each
 plan becomes CUDA C (``nova.compiler.targets.cuda.codegen.generate`` with the device's
@@ -29,10 +30,10 @@ from nova.compiler.pipeline import CompiledStep
 from nova.compiler.targets import get_target
 from nova.core.graph import storage_dtype
 from nova.runtime.cuda_runtime import CudaCompileError, DeviceBackend, dump_failed_source
-from nova.runtime.program import Program, Step
+from nova.runtime.program import LaunchLoop, Step
 
 
-class CudaProgram(Program):
+class CudaProgram(LaunchLoop):
     """A compiled CUDA step: ``program(args, donated) -> outputs`` on device arrays."""
 
     target = "cuda"

@@ -139,11 +139,12 @@ class Program(ABC):
         """Called once the arena's views exist (``_views``, ``_scratch_views``)."""
 
     @abstractmethod
-    def _begin(self) -> Callable[[int, Step, list[Any]], Any]:
-        """Prepare a run; return the function that launches kernel ``p`` of it on
-        ``values`` (every slot, this kernel's output included). That function returns
-        nonzero if the kernel failed as it ran (the loop then raises, naming what went
-        wrong), anything false otherwise."""
+    def _run(self, values: list[Any], donated: frozenset[int]) -> list[Any]:
+        """Run every kernel once, in plan order, on ``values`` (the arguments as
+        ``_arguments`` returned them, then one ``None`` per kernel) and return the
+        step's outputs; set ``overwrote_donated``; raise through ``_failed_now`` when a
+        kernel reports a failure as it runs. ``LaunchLoop`` runs it from Python, one
+        launch per kernel; the CPU's driver runs it natively."""
 
     def _finish(self) -> Sequence[int]:
         """After the last launch: the positions of kernels that reported a failure
@@ -184,23 +185,18 @@ class Program(ABC):
         values += [None] * len(self.steps)
         if self._views is None:
             self._arena([int(a.nbytes) for a in values[:self.n_args]])
-        launch = self._begin()
-        views, empty, release = self._views, self._empty, self.release
-        self.overwrote_donated = False
-        for p, st in enumerate(self.steps):
-            out = views.get(st.out)
-            if out is None:
-                if st.donate is not None and st.donate in donated:
-                    out = values[st.donate].reshape(st.shape)   # a view: same memory
-                    self.overwrote_donated = True
-                else:       # a result: it escapes to a tensor
-                    out = empty(st.shape, st.storage)
-            values[st.out] = out
-            if launch(p, st, values):
-                self._failed_now(p, values)
-            for i in release[p]:
-                values[i] = None
-        return [values[i] for i in self.outputs]
+        return self._run(values, donated)
+
+    def _result_memory(self, st: Step, values: list[Any], donated: frozenset[int]) -> Any:
+        """Where kernel ``st`` writes: its arena view, or the donated argument's own
+        memory reshaped, or a fresh array that escapes to a tensor."""
+        out = self._views.get(st.out)
+        if out is not None:
+            return out
+        if st.donate is not None and st.donate in donated:
+            self.overwrote_donated = True
+            return values[st.donate].reshape(st.shape)   # a view: same memory
+        return self._empty(st.shape, st.storage)
 
     def __call__(self, args: Sequence[Any], donated: frozenset[int] = frozenset()) -> list[Any]:
         """Run the step; raise if a kernel reported a failure."""
@@ -238,3 +234,30 @@ class Program(ABC):
         raise InterpreterError(f"{self.target}: kernel {names} reported an index out of "
                                "range or an integer division by zero",
                                self._affected(positions))
+
+
+class LaunchLoop(Program):
+    """A ``Program`` whose run loop is Python: one ``launch`` call per kernel. The
+    CUDA engine's launches only queue work on a stream, so the loop's few microseconds
+    per kernel overlap the device; a launcher implements ``_begin`` (and ``_finish``).
+    Slots are dropped after their last use, so escaped buffers do not outlive the step
+    (on a device, memory goes back to the pool mid-step)."""
+
+    @abstractmethod
+    def _begin(self) -> Callable[[int, Step, list[Any]], Any]:
+        """Prepare a run; return the function that launches kernel ``p`` of it on
+        ``values`` (every slot, this kernel's output included). That function returns
+        nonzero if the kernel failed as it ran (the loop then raises, naming what went
+        wrong), anything false otherwise."""
+
+    def _run(self, values: list[Any], donated: frozenset[int]) -> list[Any]:
+        launch = self._begin()
+        release, result_memory = self.release, self._result_memory
+        self.overwrote_donated = False
+        for p, st in enumerate(self.steps):
+            values[st.out] = result_memory(st, values, donated)
+            if launch(p, st, values):
+                self._failed_now(p, values)
+            for i in release[p]:
+                values[i] = None
+        return [values[i] for i in self.outputs]

@@ -39,13 +39,17 @@ import atexit
 import ctypes
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 from nova import config
 from nova.compiler.targets.cpu.pool import (
     CHUNKS,
     DONE,
+    DRIVE_NEXT,
+    DRIVE_POOL,
+    DRIVE_STATE,
+    DRIVE_WAKE,
     IDLE,
     LINE,
     OPEN,
@@ -78,16 +82,18 @@ _i64p = ctypes.POINTER(ctypes.c_int64)
 
 @lru_cache(maxsize=1)
 def _native() -> tuple:
-    """(worker, launch, join, stop) as ctypes functions, compiled on first use."""
+    """(worker, launch, join, stop, drive) as ctypes functions, compiled on first use."""
     from nova.runtime.kernel_cache import KERNELS
     jit = KERNELS.jit
-    names = ("nova_pool_worker", "nova_pool_launch", "nova_pool_join", "nova_pool_stop")
+    names = ("nova_pool_worker", "nova_pool_launch", "nova_pool_join", "nova_pool_stop",
+             "nova_drive")
     addr = jit.load(pool_module(jit.triple, jit.data_layout), names)
     i64 = ctypes.c_int64
     return (ctypes.CFUNCTYPE(i64, _i64p, i64, i64)(addr[names[0]]),
             ctypes.CFUNCTYPE(i64, _i64p, i64, i64, _i64p, i64)(addr[names[1]]),
             ctypes.CFUNCTYPE(ctypes.c_int32, _i64p)(addr[names[2]]),
-            ctypes.CFUNCTYPE(i64, _i64p, i64)(addr[names[3]]))
+            ctypes.CFUNCTYPE(i64, _i64p, i64)(addr[names[3]]),
+            ctypes.CFUNCTYPE(i64, _i64p)(addr[names[4]]))
 
 
 def _spin_units(seconds: float | None) -> int:
@@ -109,7 +115,7 @@ class WorkerPool:
 
     def __init__(self, threads: int, spin_seconds: float | None = None):
         self.threads = threads
-        self._worker, self._launch, self._join, self._stop = _native()
+        self._worker, self._launch, self._join, self._stop, self._drive = _native()
         words = state_words(threads)
         self._buffer = (ctypes.c_int64 * (words + LINE))()    # + room to align to 64 B
         aligned = -(-ctypes.addressof(self._buffer) // 64) * 64
@@ -175,6 +181,35 @@ class WorkerPool:
             finally:
                 self._busy.release()
 
+    def drive(self, control: ctypes.Array, is_team: Callable[[int], bool]) -> int:
+        """Run a step's kernel list (``nova_drive``'s ``control`` block, see
+        ``nova.compiler.targets.cpu.pool``) on the pool; the driver's return code.
+        The driver returns to Python only to wake sleeping workers (a condition
+        variable), then goes on. Another thread holding the pool: every kernel runs on
+        this thread, chunk after chunk. Interrupted between such a return and the next
+        call, the open job is finished as in ``run``; ``is_team(k)`` says whether
+        kernel k's chunks meet at barriers (what a recovery must know)."""
+        if not self._busy.acquire(blocking=False):
+            control[DRIVE_POOL], control[DRIVE_STATE] = 0, 0
+            return self._drive(control)
+        try:
+            if self.words[OPEN]:     # abandoned earlier, and its recovery interrupted too
+                self._recover(caller_alive=False)
+            control[DRIVE_POOL], control[DRIVE_STATE] = 1, ctypes.addressof(self.words)
+            while True:
+                code = self._drive(control)
+                if code != DRIVE_WAKE:
+                    return code
+                self._team_job = is_team(control[DRIVE_NEXT] - 1)
+                with self._wake:
+                    self._wake.notify_all()
+        finally:
+            try:
+                if self.words[OPEN]:     # interrupted while waking the workers (Ctrl-C)
+                    self._recover(caller_alive=True)
+            finally:
+                self._busy.release()
+
     def _recover(self, caller_alive: bool) -> None:
         """Finish a job abandoned between launch and join, with SIGINT held back.
 
@@ -224,6 +259,16 @@ class WorkerPool:
             if not stuck:
                 for t in self._workers:
                     t.join()
+
+
+def drive(control: ctypes.Array, is_team: Callable[[int], bool]) -> int:
+    """Run a step's kernel list natively (``nova_drive``): on the process's pool, or on
+    this thread alone with one thread."""
+    p = pool()
+    if p is None:
+        control[DRIVE_POOL], control[DRIVE_STATE] = 0, 0
+        return _native()[4](control)
+    return p.drive(control, is_team)
 
 
 def team_header(address: int) -> ctypes.Array:

@@ -20,11 +20,11 @@ from nova.compiler.irgen import build_module
 from nova.compiler.passes import optimize
 from nova.runtime.cpu_engine import CpuProgram
 from nova.runtime.interpreter import InterpreterError, run_region
-from nova.runtime.program import Program, Step
+from nova.runtime.program import LaunchLoop, Program, Step
 from nova.tensor.realize import pending_graph
 
 
-class InterpretingProgram(Program):
+class InterpretingProgram(LaunchLoop):
     """Kernels run by the interpreter; ``fail_now``/``fail_at_end`` name kernels whose
     launch reports a failure as it returns, or once the step ends."""
 

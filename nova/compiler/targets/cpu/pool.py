@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from nova.compiler.lowering.plan import TEAM_BARRIER
+from nova.compiler.lowering.plan import TEAM_ARRIVED, TEAM_BARRIER, TEAM_MEMBERS
 
 I32, I64 = ir.IntType(32), ir.IntType(64)
 LINE = 8                     # i64 words per 64-byte cache line
@@ -305,6 +305,157 @@ def _stop(module: ir.Module, pause: bool) -> None:
     b.ret(b.load(asleep))
 
 
+# The driver's control block (``nova_drive``): i64 words.
+DRIVE_STATE, DRIVE_POOL, DRIVE_RECORDS, DRIVE_COUNT, DRIVE_MOVING, DRIVE_ADDRESSES, \
+    DRIVE_TIMES, DRIVE_CLOCK, DRIVE_NEXT, DRIVE_JOINING, DRIVE_RC = range(11)
+DRIVE_WORDS = 16
+# One kernel's record in the driver's kernel list: i64 words.
+REC_FN, REC_TABLE, REC_RANGES, REC_CHUNKS, REC_TEAM, REC_MOVE_AT, REC_MOVE_COUNT = range(7)
+REC_WORDS = 8
+# What ``nova_drive`` returns.
+DRIVE_DONE, DRIVE_WAKE, DRIVE_FAILED = 0, 1, 2
+
+
+def _drive(module: ir.Module, pause: bool) -> None:
+    """``i64 nova_drive(i64* control)``: run a step's kernels, in order, with no Python
+    between them (``nova.runtime.cpu_engine``).
+
+    ``control`` (``DRIVE_*`` words) names the pool's state block (0 without a pool),
+    whether the pool may be used, the kernel list (``REC_WORDS`` per kernel: entry
+    point, buffer table, chunks and their count, team header or 0, and its slice of
+    the moving list), the moving list (pairs: an entry of the kernel's buffer table,
+    the slot whose address goes there), the slot address table the caller filled for
+    this run (arguments and results, whose addresses change every run), an optional
+    timestamp array (two ``clock_gettime`` nanosecond readings per kernel, for
+    ``nv.debug.profile``) and its clock id, and where to start (``DRIVE_NEXT``).
+
+    Kernels of one chunk, or all kernels when the pool may not be used (another thread
+    holds it), run on the calling thread, chunk after chunk, with their team set to one
+    member (as ``WorkerPool.run`` does). Others go to the pool through
+    ``nova_pool_launch`` / ``nova_pool_join``. Returns ``DRIVE_DONE``;
+    ``DRIVE_FAILED`` with ``DRIVE_NEXT`` the failing kernel and ``DRIVE_RC`` its code;
+    or ``DRIVE_WAKE`` when a launch found a worker asleep: the job is open
+    (``DRIVE_JOINING`` = 1), the caller wakes the sleepers (a Python condition
+    variable) and calls again, and the driver joins that kernel before going on."""
+    fn = ir.Function(module, ir.FunctionType(I64, [I64.as_pointer()]), name="nova_drive")
+    ctl = fn.args[0]
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    i64p = I64.as_pointer()
+    launch, join = module.globals["nova_pool_launch"], module.globals["nova_pool_join"]
+    timespec = ir.LiteralStructType([I64, I64])
+    clock_gettime = module.globals.get("clock_gettime") or ir.Function(
+        module, ir.FunctionType(I32, [I32, timespec.as_pointer()]), name="clock_gettime")
+
+    def c(v: int) -> ir.Constant:
+        return ir.Constant(I64, v)
+
+    def word(base: ir.Value, index: ir.Value | int) -> ir.Value:
+        return b.gep(base, [c(index) if isinstance(index, int) else index])
+
+    def pointer(base: ir.Value, index: int) -> ir.Value:
+        return b.inttoptr(b.load(word(base, index)), i64p)
+
+    state = pointer(ctl, DRIVE_STATE)
+    use_pool = b.icmp_unsigned("!=", b.load(word(ctl, DRIVE_POOL)), c(0))
+    records, moving = pointer(ctl, DRIVE_RECORDS), pointer(ctl, DRIVE_MOVING)
+    addresses, times = pointer(ctl, DRIVE_ADDRESSES), pointer(ctl, DRIVE_TIMES)
+    timed = b.icmp_unsigned("!=", b.load(word(ctl, DRIVE_TIMES)), c(0))
+    clock = b.trunc(b.load(word(ctl, DRIVE_CLOCK)), I32)
+    count = b.load(word(ctl, DRIVE_COUNT))
+    spec = b.alloca(timespec)
+    k = b.alloca(I64)
+    rc = b.alloca(I64)
+    b.store(b.load(word(ctl, DRIVE_NEXT)), k)
+
+    def stamp(index: ir.Value) -> None:
+        """``times[index]`` = now, in nanoseconds, if timing."""
+        with b.if_then(timed):
+            b.call(clock_gettime, [clock, spec])
+            sec = b.load(b.gep(spec, [ir.Constant(I32, 0), ir.Constant(I32, 0)]))
+            nsec = b.load(b.gep(spec, [ir.Constant(I32, 0), ir.Constant(I32, 1)]))
+            b.store(b.add(b.mul(sec, c(1_000_000_000)), nsec), word(times, index))
+
+    blocks = {name: fn.append_basic_block(name) for name in (
+        "resume", "head", "body", "pooled", "join", "wake", "alone", "ran", "failed", "next", "done")}
+    joining = word(ctl, DRIVE_JOINING)
+    b.cbranch(b.icmp_unsigned("!=", b.load(joining), c(0)), blocks["resume"], blocks["head"])
+
+    b.position_at_end(blocks["resume"])         # the kernel before NEXT is still open
+    b.store(c(0), joining)
+    b.store(b.sub(b.load(k), c(1)), k)
+    b.store(b.zext(b.call(join, [state]), I64), rc)
+    b.branch(blocks["ran"])
+
+    b.position_at_end(blocks["head"])
+    b.cbranch(b.icmp_signed("<", b.load(k), count), blocks["body"], blocks["done"])
+
+    b.position_at_end(blocks["body"])
+    rec = b.gep(records, [b.mul(b.load(k), c(REC_WORDS))])
+    kernel_fn = b.load(word(rec, REC_FN))
+    table = pointer(rec, REC_TABLE)
+    ranges = pointer(rec, REC_RANGES)
+    chunks = b.load(word(rec, REC_CHUNKS))
+    team_word = b.load(word(rec, REC_TEAM))
+    team = b.inttoptr(team_word, i64p)
+    has_team = b.icmp_unsigned("!=", team_word, c(0))
+    at = b.load(word(rec, REC_MOVE_AT))
+    with _counted(b, at, b.add(at, b.load(word(rec, REC_MOVE_COUNT)))) as m:
+        pair = b.mul(m, c(2))
+        entry = b.load(word(moving, pair))
+        slot = b.load(word(moving, b.add(pair, c(1))))
+        b.store(b.load(word(addresses, slot)), word(table, entry))
+    stamp(b.mul(b.load(k), c(2)))
+    parallel = b.and_(use_pool, b.icmp_signed(">", chunks, c(1)))
+    b.cbranch(parallel, blocks["pooled"], blocks["alone"])
+
+    b.position_at_end(blocks["pooled"])
+    with b.if_then(has_team):
+        b.store(chunks, word(team, TEAM_MEMBERS))
+        b.store(c(0), word(team, TEAM_ARRIVED))
+        b.store(c(0), word(team, TEAM_BARRIER))
+    asleep = b.call(launch, [state, kernel_fn, b.ptrtoint(table, I64), ranges, chunks])
+    b.cbranch(b.icmp_unsigned("!=", asleep, c(0)), blocks["wake"], blocks["join"])
+
+    b.position_at_end(blocks["join"])
+    b.store(b.zext(b.call(join, [state]), I64), rc)
+    b.branch(blocks["ran"])
+
+    b.position_at_end(blocks["wake"])           # back to Python to wake the sleepers
+    b.store(b.add(b.load(k), c(1)), word(ctl, DRIVE_NEXT))
+    b.store(c(1), joining)
+    b.ret(c(DRIVE_WAKE))
+
+    b.position_at_end(blocks["alone"])          # chunk after chunk, a team of one
+    with b.if_then(has_team):
+        b.store(c(1), word(team, TEAM_MEMBERS))
+    b.store(c(0), rc)
+    call_type = KERNEL.as_pointer()
+    with _counted(b, c(0), chunks) as i:
+        pair = b.mul(i, c(2))
+        code = b.zext(b.call(b.inttoptr(kernel_fn, call_type), [
+            table, b.load(word(ranges, pair)), b.load(word(ranges, b.add(pair, c(1))))]), I64)
+        old = b.load(rc)
+        b.store(b.select(b.icmp_unsigned(">", code, old), code, old), rc)
+    b.branch(blocks["ran"])
+
+    b.position_at_end(blocks["ran"])
+    stamp(b.add(b.mul(b.load(k), c(2)), c(1)))
+    b.cbranch(b.icmp_unsigned("!=", b.load(rc), c(0)), blocks["failed"], blocks["next"])
+
+    b.position_at_end(blocks["failed"])
+    b.store(b.load(k), word(ctl, DRIVE_NEXT))
+    b.store(b.load(rc), word(ctl, DRIVE_RC))
+    b.ret(c(DRIVE_FAILED))
+
+    b.position_at_end(blocks["next"])
+    b.store(b.add(b.load(k), c(1)), k)
+    b.branch(blocks["head"])
+
+    b.position_at_end(blocks["done"])
+    b.store(count, word(ctl, DRIVE_NEXT))
+    b.ret(c(DRIVE_DONE))
+
+
 class _counted:
     """``with _counted(b, lo, hi) as i:`` emits ``for i in [lo, hi)``."""
 
@@ -317,7 +468,8 @@ class _counted:
         self.head = fn.append_basic_block("for")
         self.body = fn.append_basic_block("body")
         self.exit = fn.append_basic_block("end")
-        self.var = b.alloca(I64)
+        with b.goto_block(fn.entry_basic_block):   # a loop in a loop: one slot, not one per pass
+            self.var = b.alloca(I64)
         b.store(self.lo, self.var)
         b.branch(self.head)
         b.position_at_end(self.head)
@@ -335,12 +487,13 @@ class _counted:
 
 def pool_module(triple: str, data_layout: str) -> ir.Module:
     """The module holding ``nova_pool_worker``, ``nova_pool_launch``,
-    ``nova_pool_join`` and ``nova_pool_stop`` for ``triple``."""
+    ``nova_pool_join``, ``nova_pool_stop`` and the step driver ``nova_drive`` for
+    ``triple``."""
     module = ir.Module(name="nova_pool")
     module.triple = triple
     module.data_layout = data_layout
     pause = triple.startswith(X86)
-    for build in (_worker, _launch, _join, _stop):
+    for build in (_worker, _launch, _join, _stop, _drive):
         build(module, pause)
     return module
 

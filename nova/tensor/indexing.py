@@ -14,6 +14,10 @@ error, never an element of another row. Values already on the host (lists, numpy
 arrays, tensors made from them) are checked here, at the user's line; computed indices
 when the step runs. Assigning through repeated indices writes once per element, the last
 value winning, as numpy does.
+
+A basic index of a tensor already realized on the host, with no gradient to record, is
+read straight from its buffer into a new realized leaf (still a view of the tensor, as
+above): iterating a realized tensor or reading ``int(t[i])`` compiles nothing.
 """
 from __future__ import annotations
 
@@ -24,11 +28,13 @@ from typing import Any
 import numpy as np
 
 from nova.core import dtypes as dt
+from nova.tensor import grad_mode as _grad_mode
 from nova.tensor import ops
 from nova.tensor.movement import make_view, permute
 from nova.tensor.ops import broadcast_to, full_const, prim
 from nova.core.shapes import broadcast_shapes, numel
 from nova.tensor.tensor import Tensor
+from nova.tensor.trace import buffer_node
 
 
 @dataclass(frozen=True)
@@ -113,9 +119,50 @@ def parse_index(op: str, shape: tuple[int, ...], index: Any) -> ParsedIndex:
                        tuple(advanced))
 
 
+def _host_buffer(x: Tensor) -> np.ndarray | None:
+    """``x``'s host array when reading it directly gives exactly what the recorded
+    ``slice`` + ``reshape`` would compute, else None.
+
+    That is when ``x`` is realized on the host (a CUDA buffer keeps the recorded path,
+    as does a pending value, which has no buffer yet) and no autograd record is due:
+    with grad mode on and ``x`` requiring grad the ops are recorded, so the gradient
+    flows through their rules exactly as before. Without this, reading a realized
+    tensor element by element (``for v in t``, ``int(t[i])``) compiled one step per
+    position, the slice's start being an attribute of the step."""
+    node = x.node
+    buffer = node.buffer
+    if not isinstance(buffer, np.ndarray) or node.device not in ("cpu", None):
+        return None
+    if _grad_mode.STATE.enabled and x._grad_edge() is not None:
+        return None
+    return buffer
+
+
+def _host_basic(x: Tensor, buffer: np.ndarray, p: ParsedIndex) -> Tensor:
+    """The basic window of a realized host tensor as a new realized leaf (nothing
+    compiles). A C-contiguous window is a read-only numpy view of ``x``'s buffer (no
+    copy: Nova buffers are never written, and a donated buffer is never one that
+    another array views, see ``host_buffers.sole_host_owner``); a strided one is copied
+    once, so the steps that read it do not each make it contiguous again."""
+    window = tuple(slice(a, b, s) for a, b, s in zip(p.starts, p.limits, p.steps))
+    arr = buffer[window + (Ellipsis,)].reshape(p.out_shape)   # (Ellipsis: 0-d stays an array)
+    if not arr.flags.c_contiguous:
+        arr = arr.copy(order="C")
+    return Tensor._wrap(buffer_node(arr, x.dtype, x.node.device))
+
+
 def _basic(x: Tensor, p: ParsedIndex) -> Tensor:
+    """``x``'s basic window reshaped to ``p.out_shape``: ``x`` itself for the whole
+    tensor, read straight from the buffer of a realized host tensor (``_host_buffer``),
+    else a recorded ``slice`` and ``reshape``."""
+    sliced = p.window != x.shape or any(s != 1 for s in p.steps)
+    if not sliced and p.window == p.out_shape:
+        return x
+    buffer = _host_buffer(x)
+    if buffer is not None:
+        return _host_basic(x, buffer, p)
     y = x
-    if p.window != x.shape or any(s != 1 for s in p.steps):
+    if sliced:
         y = prim("slice", [x], {"start": p.starts, "limit": p.limits, "stride": p.steps},
                  p.window, x.dtype)
     return y if y.shape == p.out_shape else prim("reshape", [y], {}, p.out_shape, y.dtype)

@@ -193,28 +193,36 @@ class Tensor:
         Nova values are immutable, so unlike ``torch.Tensor.numpy`` this never aliases:
         writing into the returned array does not change the tensor.
         """
+        values = self._host_values()
+        return values if self.node.device == "cuda" else np.array(values, copy=True)
+
+    def _host_values(self) -> np.ndarray:
+        """The values as a host array that must not be written (realizes pending work):
+        a host tensor's own read-only buffer, so ``item``, ``tolist`` and ``repr`` read
+        it without the copy ``numpy`` makes; a device tensor's fresh host copy, viewed
+        as the Nova dtype."""
         from nova.tensor.realize import realize
         realize(self)
         node = self.node
-        if node.device == "cuda":   # a fresh host copy, viewed as the Nova dtype
+        if node.device == "cuda":
             from nova.runtime.cuda_runtime import to_host
             return to_host(node.buffer, node.dtype.np)
-        return np.array(node.buffer, copy=True)
+        return node.buffer
 
     def item(self) -> Any:
         if self.numel() != 1:
             raise RuntimeError(f"item: a Tensor with {self.numel()} elements (shape "
                                f"{self.shape}) cannot be converted to a Python scalar")
-        return self.numpy().reshape(()).item()
+        return self._host_values().reshape(()).item()
 
     def tolist(self) -> Any:
-        arr = self.numpy()
+        arr = self._host_values()
         if self.dtype == dt.bfloat16:
             arr = arr.astype(np.float32)
         return arr.tolist()
 
     def __repr__(self) -> str:
-        arr = self.numpy()
+        arr = self._host_values()
         if self.dtype == dt.bfloat16:
             arr = arr.astype(np.float32)
         body = np.array2string(arr, separator=", ", prefix="tensor(", precision=4)
@@ -222,6 +230,13 @@ class Tensor:
         if self.node.device == "cuda":
             extra += ", device='cuda:0'"
         return f"tensor({body}{extra})"
+
+    def __format__(self, format_spec: str) -> str:
+        """As ``torch.Tensor.__format__``: a 0-d tensor formats as its Python scalar
+        (``f"{loss:.4f}"``), any other tensor only with an empty spec (its repr)."""
+        if self.ndim == 0:
+            return self.item().__format__(format_spec)
+        return object.__format__(self, format_spec)
 
     def __bool__(self) -> bool:
         if self.numel() != 1:

@@ -33,6 +33,7 @@ from nova.runtime.memory_plan import NovaOutOfMemoryError
 from nova.runtime.threads import get_num_threads, set_num_threads
 from nova.serialization import CheckpointError, load, save
 from nova.tensor.tensor import Tensor
+from nova.capture import CaptureError, compile  # noqa: A001 (torch.compile's name)
 
 bool = _dt.bool_
 float = _dt.float32

@@ -31,6 +31,19 @@ class Adam(Optimizer):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, maximize=maximize))
 
+    def _host_update(self, group: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        b1, b2 = group["betas"]
+        state["step"] += 1
+        t = state["step"]
+        lr, wd = group["lr"], group["weight_decay"]
+        scalars = {}
+        if wd and self.decoupled:
+            scalars["decay"] = self._scalar("decay", 1.0 - lr * wd)
+        scalars["step_size"] = self._scalar("step_size", lr / (1.0 - b1 ** t))
+        scalars["bias_correction2_sqrt"] = self._scalar("bias_correction2_sqrt",
+                                                        math.sqrt(1.0 - b2 ** t))
+        return scalars
+
     def _update(self, group: dict[str, Any], p: Tensor, grad: Tensor,
                 state: dict[str, Any]) -> None:
         g = -grad if group["maximize"] else grad
@@ -39,20 +52,17 @@ class Adam(Optimizer):
             state["step"] = 0
             state["exp_avg"] = zeros_state(p)
             state["exp_avg_sq"] = zeros_state(p)
-        state["step"] += 1
-        t = state["step"]
-        lr, wd = group["lr"], group["weight_decay"]
+        s = self._host_update(group, state)
+        wd = group["weight_decay"]
         if wd and self.decoupled:
-            p = p.copy_(p * self._scalar("decay", 1.0 - lr * wd))
+            p = p.copy_(p * s["decay"])
         elif wd:
             g = g + wd * p
-        m = state["exp_avg"] * b1 + g * (1.0 - b1)
-        v = state["exp_avg_sq"] * b2 + g * g * (1.0 - b2)
-        state["exp_avg"], state["exp_avg_sq"] = m, v
-        step_size = self._scalar("step_size", lr / (1.0 - b1 ** t))
-        bc2_sqrt = self._scalar("bias_correction2_sqrt", math.sqrt(1.0 - b2 ** t))
-        denom = ops.sqrt(v) / bc2_sqrt + group["eps"]
-        p.copy_(p - step_size * (m / denom))
+        # The moments are updated in place (the same tensors every step), as in torch.
+        m = state["exp_avg"].copy_(state["exp_avg"] * b1 + g * (1.0 - b1))
+        v = state["exp_avg_sq"].copy_(state["exp_avg_sq"] * b2 + g * g * (1.0 - b2))
+        denom = ops.sqrt(v) / s["bias_correction2_sqrt"] + group["eps"]
+        p.copy_(p - s["step_size"] * (m / denom))
 
 
 class AdamW(Adam):

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from nova.optim.optimizer import Optimizer
+from nova.tensor import capture_log
 
 
 class LRScheduler:
@@ -28,6 +29,7 @@ class LRScheduler:
         raise NotImplementedError
 
     def step(self) -> None:
+        capture_log.action("sched_step", self)
         self.last_epoch += 1
         self._last_lr = self.lr_at(self.last_epoch)
         for g, lr in zip(self.optimizer.param_groups, self._last_lr):

@@ -15,6 +15,7 @@ import numpy as np
 
 from nova.autograd.grad_mode import no_grad
 from nova.core import dtypes as dt
+from nova.tensor import capture_log
 from nova.tensor.creation import tensor
 from nova.tensor.realize import mark_role, realize
 from nova.tensor.tensor import Tensor
@@ -43,6 +44,7 @@ class Optimizer:
         self.param_groups: list[dict[str, Any]] = []
         self.state: dict[Tensor, dict[str, Any]] = {}
         self._scalars: dict[tuple[str, float], Tensor] = {}   # this step's, see _scalar
+        self._collecting: list[tuple[str, float]] | None = None  # see _host_step
         groups = list(params)
         if not groups:
             raise ValueError(f"{type(self).__name__}: got an empty parameter list")
@@ -73,6 +75,8 @@ class Optimizer:
         self.param_groups.append(filled)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
+        if set_to_none:     # (zeros instead are values a step computes: nothing to redo)
+            capture_log.action("zero_grad", self)
         for g in self.param_groups:
             for p in g["params"]:
                 if p.grad is not None:
@@ -91,29 +95,73 @@ class Optimizer:
                 loss = closure()
         self._name_buffers()
         self._scalars = {}
+        updated = [(gi, p) for gi, group in enumerate(self.param_groups)
+                   for p in group["params"] if p.grad is not None]
+        capture_log.action("opt_step", self, updated)
         with no_grad():
-            for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
-                    state = self.state.setdefault(p, {})
-                    self._update(group, p, p.grad, state)
+            for gi, p in updated:
+                self._update(self.param_groups[gi], p, p.grad, self.state.setdefault(p, {}))
         realize()
         return loss
 
     def _update(self, group: dict[str, Any], p: Tensor, grad: Tensor,
                 state: dict[str, Any]) -> None:
+        """Record the update of ``p`` (and its state). The host-side part -- step counts
+        and the runtime scalars derived from them and from the group's hyperparameters
+        -- is ``_host_update``, which ``_update`` calls and ``nv.compile`` replays alone."""
         raise NotImplementedError
 
-    def _scalar(self, name: str, value: float) -> Tensor:
+    def _host_update(self, group: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        """Advance ``state``'s host-side counters for one step and return the step's
+        runtime scalars by name (``_scalar``); no tensor is touched. What a replayed
+        step redoes in Python (``nova.capture``)."""
+        return {}
+
+    def _scalar(self, name: str, value: float) -> Tensor | None:
         """``runtime_scalar(value)``, shared by every parameter of this step that needs the
         same quantity (``name``) with the same value: one step input instead of one per
-        parameter (a GPT step had ~100 of them), and fewer nodes to record and hash."""
+        parameter (a GPT step had ~100 of them), and fewer nodes to record and hash.
+        While ``_host_step`` replays, it only collects the distinct (name, value) pairs."""
         key = (name, float(value))
+        if self._collecting is not None:
+            if key not in self._scalars:
+                self._scalars[key] = None
+                self._collecting.append(key)
+            return None
         t = self._scalars.get(key)
         if t is None:
             t = self._scalars[key] = runtime_scalar(value)
+            capture_log.fresh("scalar", self, t.node, name)
         return t
+
+    def _host_step(self, updated: list[tuple[int, Tensor]]) -> list[tuple[str, float]]:
+        """The host side of a ``step()`` that updated ``updated`` ((group index,
+        parameter) pairs): every ``_host_update``, and the distinct runtime scalars in
+        the order the recorded step drew them (``nv.compile``'s replay)."""
+        self._scalars, self._collecting = {}, []
+        try:
+            for gi, p in updated:
+                self._host_update(self.param_groups[gi], self.state[p])
+            return self._collecting
+        finally:
+            self._scalars, self._collecting = {}, None
+
+    def _host_snapshot(self) -> Callable[[], None]:
+        """Undo for what ``_host_step`` and ``zero_grad`` change: the groups'
+        hyperparameters, the states' host values, the gradients."""
+        groups = [dict(g) for g in self.param_groups]
+        states = {id(p): (s, {k: v for k, v in s.items() if not isinstance(v, Tensor)})
+                  for p, s in self.state.items()}
+        grads = [(p, p.grad) for g in self.param_groups for p in g["params"]]
+
+        def undo() -> None:
+            for g, saved in zip(self.param_groups, groups):
+                g.update(saved)
+            for s, saved in states.values():
+                s.update(saved)
+            for p, grad in grads:
+                p.grad = grad
+        return undo
 
     def _name_buffers(self) -> None:
         """Tell the memory report which step inputs are parameters and optimizer state."""

@@ -24,20 +24,30 @@ class SGD(Optimizer):
                                       weight_decay=weight_decay, nesterov=nesterov,
                                       maximize=maximize))
 
+    def _host_update(self, group: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        scalars = {}
+        m = group["momentum"]
+        if m:
+            # Step 1 sets buf = d; later steps decay it. Both are one structure: the two
+            # coefficients are runtime inputs.
+            first = "momentum_buffer" not in state     # (``_update`` makes it after)
+            scalars["keep"] = self._scalar("momentum", 0.0 if first else m)
+            scalars["take"] = self._scalar("1 - dampening",
+                                           1.0 if first else 1.0 - group["dampening"])
+        scalars["lr"] = self._scalar("lr", group["lr"])
+        return scalars
+
     def _update(self, group: dict[str, Any], p: Tensor, grad: Tensor,
                 state: dict[str, Any]) -> None:
         d = -grad if group["maximize"] else grad
         if group["weight_decay"]:
             d = d + group["weight_decay"] * p
         m = group["momentum"]
+        s = self._host_update(group, state)
+        if m and "momentum_buffer" not in state:
+            state["momentum_buffer"] = zeros_state(p)
         if m:
-            first = "momentum_buffer" not in state
-            buf = state["momentum_buffer"] if not first else zeros_state(p)
-            # Step 1 sets buf = d; later steps decay it. Both are one structure: the two
-            # coefficients are runtime inputs.
-            keep = self._scalar("momentum", 0.0 if first else m)
-            take = self._scalar("1 - dampening", 1.0 if first else 1.0 - group["dampening"])
-            buf = buf * keep + d * take
-            state["momentum_buffer"] = buf
+            buf = state["momentum_buffer"]      # updated in place, as in torch
+            buf.copy_(buf * s["keep"] + d * s["take"])
             d = d + m * buf if group["nesterov"] else buf
-        p.copy_(p - self._scalar("lr", group["lr"]) * d)
+        p.copy_(p - s["lr"] * d)

@@ -89,6 +89,8 @@ class CacheStats:
     miss_log: list[Miss] = field(default_factory=list)
     evictions: int = 0
     bytes: int = 0        # what the entries are charged (module doc)
+    replays: int = 0      # calls of nv.compile'd functions that ran without recording
+    compile_log: list[str] = field(default_factory=list)   # nv.compile's re-records
 
     def __str__(self) -> str:
         lines = [f"nova cache: {self.hits} hits, {self.misses} misses, {self.entries} entries"
@@ -97,6 +99,9 @@ class CacheStats:
         lines += [f"  miss {i}: {m.reason}  [{m.site}, {m.engine}: {m.num_ops} ops"
                   + (f" -> {m.num_kernels} kernels]" if m.engine == "cpu" else "]")
                   for i, m in enumerate(self.miss_log)]
+        if self.replays or self.compile_log:
+            lines.append(f"nv.compile: {self.replays} replayed calls")
+            lines += [f"  {line}" for line in self.compile_log]
         return "\n".join(lines)
 
 

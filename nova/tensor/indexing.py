@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from nova.core import dtypes as dt
+from nova.tensor import capture_log as _capture_log
 from nova.tensor import grad_mode as _grad_mode
 from nova.tensor import ops
 from nova.tensor.movement import make_view, permute
@@ -135,6 +136,8 @@ def _host_buffer(x: Tensor) -> np.ndarray | None:
         return None
     if _grad_mode.STATE.enabled and x._grad_edge() is not None:
         return None
+    if _capture_log.ACTIVE.get() is not None:
+        return None      # nv.compile: a value read on the host would not be read again
     return buffer
 
 

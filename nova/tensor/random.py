@@ -13,6 +13,7 @@ import threading
 import numpy as np
 
 from nova.core import dtypes as dt
+from nova.tensor import capture_log
 from nova.tensor.ops import add, cast, cos, log, minimum, mul, prim, sqrt, sub
 from nova.tensor.tensor import Tensor
 from nova.tensor.trace import buffer_node
@@ -30,6 +31,7 @@ class Generator:
             raise TypeError(f"manual_seed: seed must be an int, got {seed!r}")
         self.seed = seed & (2**64 - 1)
         self.offset = 0
+        capture_log.action("manual_seed", self, seed)
         return self
 
     def initial_seed(self) -> int:
@@ -37,12 +39,19 @@ class Generator:
 
     def next_key(self) -> Tensor:
         """The (seed, offset) pair as a runtime input tensor, then advance."""
+        # No device: a step on any device reads the 16-byte key (the cuda engine uploads
+        # it), so dropout inside a model on the GPU needs no GPU-side generator.
+        t = Tensor._wrap(buffer_node(self._next_key_array(), dt.int64, None))
+        capture_log.fresh("rng", self, t.node)
+        return t
+
+    def _next_key_array(self) -> np.ndarray:
+        """The (seed, offset) pair as an int64 array, then advance (what ``nv.compile``
+        draws when it replays a call that drew a key)."""
         with self._lock:
             key = np.array([self.seed, self.offset], dtype=np.uint64).view(np.int64)
             self.offset += 1
-        # No device: a step on any device reads the 16-byte key (the cuda engine uploads
-        # it), so dropout inside a model on the GPU needs no GPU-side generator.
-        return Tensor._wrap(buffer_node(key, dt.int64, None))
+        return key
 
     def get_state(self) -> tuple[int, int]:
         return (self.seed, self.offset)

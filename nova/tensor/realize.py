@@ -44,6 +44,7 @@ from nova.runtime.executable import Executable, overwrote_donated
 from nova.runtime.host_buffers import sole_device_owner, sole_host_owner, upload_packed
 from nova.runtime.interpreter import InterpreterError
 from nova.runtime.interrupts import deferred_interrupt
+from nova.tensor import capture_log
 from nova.tensor.tensor import Tensor
 from nova.tensor.trace import Node, RealizationError, extract, live_pending
 
@@ -173,6 +174,9 @@ def realize(*tensors: Tensor) -> None:
     Raises if one of ``tensors`` cannot be computed (with the error that stopped it);
     another pending value that fails is poisoned (an op was to blame) or left pending
     (see the module docstring), never the cause of this call's error."""
+    if tensors:
+        capture_log.host_read(f"realizing {len(tensors)} tensor(s): item(), numpy(), "
+                              "print, bool() or nv.realize(t)")
     outputs = _pending_outputs(tensors)
     if not outputs:
         return
@@ -260,6 +264,9 @@ def _run_step(graph: PendingGraph, outputs: list[Node], engine: str, device: str
     donated = donatable(graph, exe.donation_candidates, outputs, device)
     roles = [_ROLES.get(n, "input") for n in graph.arg_nodes]
     buffers = graph.arg_buffers
+    # nv.compile: the argument nodes (identities; donation is decided above, so the
+    # reference is harmless), kept only while a capture is active.
+    arg_nodes = graph.arg_nodes if capture_log.ACTIVE.get() is not None else None
     del graph
     with deferred_interrupt() if donated else contextlib.nullcontext():
         try:
@@ -279,6 +286,9 @@ def _run_step(graph: PendingGraph, outputs: list[Node], engine: str, device: str
             raise
         for node, value in zip(outputs, results):
             bind(node, value)
+        if arg_nodes is not None:
+            capture_log.step(capture_log.StepRecord(exe, arg_nodes, list(outputs), roles,
+                                                    device))
 
 
 def _forget_realized(failed: dict[int, Exception] | None = None) -> None:

@@ -1,0 +1,789 @@
+"""``nv.compile``: call a function once recorded, then replay its steps without Python.
+
+Without it, every training step re-runs the model's Python: ~2,500 ops recorded,
+the graph extracted and hashed, donation decided -- a quarter of a small GPT's step
+(``benchmarks/bench_ops``). ``nv.compile(fn)`` (function, decorator or ``nn.Module``)
+records the first calls as usual and, once two consecutive calls did the same thing,
+replays later calls: it runs the steps the call realized (the same cached executables)
+on the new inputs and writes the results where the recorded call left them, as
+``torch.compile``'s CUDA graphs, ``jax.jit`` and tinygrad's ``TinyJit`` do.
+
+**What a call is, seen from Nova** (``nova.tensor.capture_log``): the steps it realized;
+the host values it drew fresh (random keys, the optimizer's runtime scalars: learning
+rate, bias corrections); the Python-side state of Nova's objects it changed (optimizer
+step counts, scheduler epochs, gradients set to None, generator seeds); and where its
+results went. A result goes to a *place*: a tensor that existed before the call and was
+updated in place (a parameter, an optimizer moment, a module buffer), or a slot of a
+container that existed before the call (``p.grad``, a dict entry), or the return value.
+A step argument comes from a place too, or from the call's inputs, a fresh host value,
+or an earlier step of the same call. Places are found once, by scanning the live
+objects (``gc``) before and after a recorded call.
+
+**When it replays.** Call 1 is recorded; from call 2 on, a recorded call is compared
+with the one before: same steps (structural keys), same places, same events. When they
+agree, the next call replays. Each replay checks its guards first -- the inputs'
+shapes, dtypes, devices and ``requires_grad``, Python arguments by value (objects by
+identity), grad mode, engine and remat mode, every place still holding a realized
+value of the captured shape and dtype, every container still holding the captured
+parameter objects, every module's ``training`` flag -- and a failed guard records that
+call again and says why (``nv.debug.cache_stats()``).
+
+**What cannot be captured** and runs recorded every call, with one ``RecompileWarning``
+naming the reason and the line: reading a value on the host inside the function
+(``item()``, ``numpy()``, ``print``, ``bool(t)``: the Python using it would not run
+again), steps on a GPU, results stored in containers the call itself created, values
+from numpy made inside the function (pass tensors instead), and calls that never
+agree twice. What Nova cannot see is the user's own Python state: a Python number read
+from a global or closure (not an argument) is baked in when the function is recorded,
+as with ``jax.jit`` -- make it an argument, or a tensor.
+
+**Exactness.** A replay runs the executables the recorded call ran, on the arguments it
+would have passed, with the same donation decisions (a buffer is written over only if
+no one else can read it), so its results are bit-identical to the recorded loop's.
+Random keys are drawn from the same generators in the same order, and optimizer
+scalars are recomputed by the optimizer's own host update. A replay runs with Ctrl-C
+held back until its results are bound (its Python-side effects and its results then
+land together); a kernel failure restores the Python-side state and runs the call
+recorded, so it fails exactly as the uncompiled function would.
+"""
+from __future__ import annotations
+
+import functools
+import gc
+import sys
+import threading
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from nova import config
+from nova.core.dtypes import float32 as _float32
+from nova.runtime.cache import CACHE, RecompileWarning
+from nova.runtime.engine import get_engine, get_remat
+from nova.runtime.host_buffers import sole_host_owner
+from nova.runtime.interrupts import deferred_interrupt
+from nova.tensor import grad_mode
+from nova.tensor.capture_log import ACTIVE, CaptureLog, StepRecord
+from nova.tensor.realize import realize
+from nova.tensor.tensor import Tensor
+from nova.tensor.trace import Node
+
+MAX_RECORDED_CALLS = 6     # recorded calls that never agree twice: give up capturing
+
+
+class CaptureError(RuntimeError):
+    """``nv.compile(fn, fullgraph=True)``: ``fn`` cannot be replayed (the message says
+    why and where)."""
+
+
+# ---------------------------------------------------------------- places
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a value lives between calls: ``kind`` "tensor" (``owner`` is a tensor
+    rebound in place), "item" (``owner[key]``, a dict or list) or "attr"
+    (``getattr(owner, key)``, a tensor's ``grad`` slot)."""
+
+    kind: str
+    owner: Any
+    key: Any = None
+
+    def same(self, other: Place) -> bool:
+        return (self.kind == other.kind and self.owner is other.owner
+                and self.key == other.key)
+
+    def read(self) -> Tensor | None:
+        if self.kind == "tensor":
+            return self.owner
+        if self.kind == "attr":
+            return getattr(self.owner, self.key, None)
+        try:
+            return self.owner[self.key]
+        except (KeyError, IndexError):
+            return None
+
+    def describe(self) -> str:
+        if self.kind == "tensor":
+            return f"tensor {tuple(self.owner.shape)}"
+        if self.kind == "attr":
+            return f"{type(self.owner).__name__}.{self.key}"
+        return f"{type(self.owner).__name__}[{self.key!r}]"
+
+
+def _live_objects() -> list[Any]:
+    """Every object the collector tracks, the frozen ones included (the step cache
+    freezes what survives a compile, and ``gc.get_objects`` skips frozen objects)."""
+    gc.unfreeze()
+    gc.collect()
+    objects = gc.get_objects()
+    if config.GC_FREEZE.get():
+        gc.freeze()
+    return objects
+
+
+def _tensors_in(objects: list[Any]) -> list[Tensor]:
+    return [o for o in objects if isinstance(o, Tensor)]
+
+
+def _slots_holding(targets: dict[int, Tensor], existing: set[int],
+                   ignore: set[int]) -> dict[int, list[Place]]:
+    """For each target tensor (by id), the container slots that hold it, among
+    containers that existed before the call (``existing``): dict items (an object's
+    ``__dict__`` is one), list items, a tensor's ``grad``."""
+    found: dict[int, list[Place]] = {k: [] for k in targets}
+    if not targets:
+        return found
+    for ref in gc.get_referrers(*targets.values()):
+        if id(ref) in ignore:
+            continue
+        if isinstance(ref, dict):
+            if id(ref) not in existing:
+                continue
+            for key, value in ref.items():
+                if id(value) in targets and value is targets[id(value)]:
+                    found[id(value)].append(Place("item", ref, key))
+        elif isinstance(ref, list):
+            if id(ref) not in existing:
+                continue
+            for i, value in enumerate(ref):
+                if id(value) in targets and value is targets[id(value)]:
+                    found[id(value)].append(Place("item", ref, i))
+        elif isinstance(ref, Tensor):
+            g = ref.grad
+            if g is not None and id(g) in targets and id(ref) in existing:
+                found[id(g)].append(Place("attr", ref, "grad"))
+    return found
+
+
+# ---------------------------------------------------------------- the captured call
+
+
+@dataclass
+class _Source:
+    """Where step argument comes from in a replay: kind "input" (index into the
+    call's tensor inputs), "fresh" (index into the fresh host values), "step" ((step,
+    output) of this call), "place" (a Place)."""
+
+    kind: str
+    where: Any
+    sig: tuple = ()        # the node's (shape, dtype name) at capture
+
+
+@dataclass
+class _Result:
+    """Where output j of step s goes: the places that held it after the call."""
+
+    step: int
+    output: int
+    places: list[Place]
+
+
+@dataclass
+class _Capture:
+    """One recorded call, analysed (``_analyse``)."""
+
+    keys: list[tuple]
+    sources: list[list[_Source]] | None      # None: not resolvable (see why)
+    results: list[_Result]
+    events: list[tuple]                      # (kind, owner, detail/name) in order
+    returned: Any                            # the return template (``_flatten``)
+    steps: list[StepRecord]
+    versions: dict[int, tuple[Tensor, int]]  # id -> (tensor place, _version delta)
+    guards: list[tuple[Place, Tensor]]       # containers that must still hold a tensor
+    modes: list[tuple[Any, bool]]            # (module, training) at capture
+    why: str | None = None        # why no call of this kind can be replayed
+    unusable: str | None = None   # why this call cannot serve (the next may)
+    # Per tensor of the return value: ("out", step, output), ("input", i), or
+    # ("same", tensor) for a tensor that existed before the call.
+    returns: list[tuple] = field(default_factory=list)
+
+    def agrees_with(self, other: _Capture) -> str | None:
+        """Why this call and ``other`` (the one before) did not do the same thing."""
+        if self.keys != other.keys:
+            return "the steps differ from the previous call's"
+        if [(k, o) for k, o, _ in self.events] != [(k, o) for k, o, _ in other.events]:
+            return "the host values and state changes differ from the previous call's"
+        if len(self.results) != len(other.results):
+            return "the results went to different places"
+        for a, b in zip(self.results, other.results):
+            if len(a.places) != len(b.places) or not all(
+                    p.same(q) for p, q in zip(a.places, b.places)):
+                return "the results went to different places"
+        if [r[0] for r in self.returns] != [r[0] for r in other.returns] or any(
+                a[0] == "same" and a[1] is not b[1] for a, b in zip(self.returns, other.returns)):
+            return "it returned different things"
+        return None
+
+
+def _flatten(value: Any, out: list) -> Any:
+    """The return value's template: tensors replaced by their index in ``out``."""
+    if isinstance(value, Tensor):
+        out.append(value)
+        return ("tensor", len(out) - 1)
+    if isinstance(value, (tuple, list)):
+        return (type(value), [_flatten(v, out) for v in value])
+    if isinstance(value, dict):
+        return (dict, [(k, _flatten(v, out)) for k, v in value.items()])
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return ("const", value)
+    raise TypeError(type(value).__name__)
+
+
+def _build(template: Any, tensors: list[Tensor]) -> Any:
+    kind, body = template
+    if kind == "tensor":
+        return tensors[body]
+    if kind == "const":
+        return body
+    if kind is dict:
+        return {k: _build(v, tensors) for k, v in body}
+    return kind(_build(v, tensors) for v in body)
+
+
+class _Recorder:
+    """Record one call with the capture hooks active, and analyse it."""
+
+    def __init__(self, previous: _Capture | None):
+        self.previous = previous
+
+    def run(self, fn: Callable, args: tuple, kwargs: dict,
+            inputs: list[Tensor]) -> tuple[Any, _Capture]:
+        before = _live_objects()
+        existing = {id(o) for o in before}
+        pre_tensors = _tensors_in(before)
+        from nova.nn.module import Module
+        modes = [(o, o.training) for o in before if isinstance(o, Module)]
+        del before
+        versions = {id(t): t._version for t in pre_tensors}
+        input_nodes = {id(t.node): i for i, t in enumerate(inputs)}
+        held_before: dict[int, list[Tensor]] = {}
+        for t in pre_tensors:
+            if t._view is None and t._node.realized:
+                held_before.setdefault(id(t._node), []).append(t)
+        log = CaptureLog()
+        token = ACTIVE.set(log)
+        try:
+            out = fn(*args, **kwargs)
+            realize()                      # what the call left pending is part of it
+        finally:
+            ACTIVE.reset(token)
+        capture = self._analyse(log, out, inputs, input_nodes, held_before, existing,
+                                versions, pre_tensors, modes)
+        return out, capture
+
+    def _analyse(self, log: CaptureLog, out: Any, inputs: list[Tensor],
+                 input_nodes: dict[int, int], held_before: dict[int, list[Tensor]],
+                 existing: set[int], versions: dict[int, int], pre_tensors: list[Tensor],
+                 modes: list) -> _Capture:
+        returned: list[Tensor] = []
+        try:
+            template = _flatten(out, returned)
+        except TypeError as e:
+            template, log.refused = None, log.refused or (
+                f"it returns a {e} (a compiled function returns tensors, Python "
+                "constants, None, and tuples, lists or dicts of them)")
+        steps = log.steps
+        events = [(e[1], e[2], e[4] if e[0] == "fresh" else e[3]) for e in log.events]
+        # The same cached executable is the same step structure (the cache is keyed by it).
+        capture = _Capture([id(s.exe) for s in steps], None, [], events, template, steps,
+                           {}, [], modes)
+        if log.refused:
+            capture.why = log.refused
+            return capture
+        if any(s.device != "cpu" for s in steps):
+            capture.why = "it runs a step on a GPU (nv.compile replays CPU steps)"
+            return capture
+        # Results: which tensors hold each output node now, and where those are.
+        out_index = {id(n): (s, j) for s, st in enumerate(steps)
+                     for j, n in enumerate(st.out_nodes)}
+        post = _tensors_in(_live_objects())
+        pre_ids = {id(t) for t in pre_tensors}
+        holders: dict[tuple[int, int], list[Tensor]] = {}
+        for t in post:
+            if t._view is None and id(t._node) in out_index:
+                holders.setdefault(out_index[id(t._node)], []).append(t)
+        ignore = {id(returned), id(post), id(pre_tensors), id(log.steps), id(log.events),
+                  id(holders)}
+        returned_ids = {id(t) for t in returned}
+        new = {id(t): t for ts in holders.values() for t in ts if id(t) not in pre_ids}
+        slots = _slots_holding(new, existing, ignore)
+        results = []
+        for (s, j), ts in sorted(holders.items()):
+            places = []
+            for t in ts:
+                if id(t) in pre_ids:
+                    places.append(Place("tensor", t))
+                    capture.versions[id(t)] = (t, t._version - versions[id(t)])
+                    continue
+                if not slots[id(t)] and id(t) not in returned_ids:
+                    capture.unusable = (f"a result ({tuple(t.shape)}, {t.dtype.name}) is kept where "
+                                   "a replay cannot put it (a container the call itself "
+                                   "created, or a local)")
+                    return capture
+                if slots[id(t)] and (type(t) is not Tensor or t._requires_grad):
+                    capture.unusable = f"a result is kept as a new {type(t).__name__} object"
+                    return capture
+                places += slots[id(t)]
+            results.append(_Result(s, j, places))
+        for t in returned:
+            if id(t) in pre_ids:
+                capture.returns.append(("same", t))
+            elif id(t._node) in out_index:
+                capture.returns.append(("out", *out_index[id(t._node)]))
+            elif id(t._node) in input_nodes:
+                capture.returns.append(("input", input_nodes[id(t._node)]))
+            else:
+                capture.unusable = ("it returns a tensor no step of the call computed (made "
+                               "from host data inside the function)")
+                return capture
+        capture.results = results
+        # Containers that held the parameters: a replay checks they still do.
+        pre_by_id = {id(t): t for t in pre_tensors}
+        tensor_places = {id(p.owner): p.owner for r in results for p in r.places
+                         if p.kind == "tensor"}
+        # Sources of every step argument.
+        fresh = [e[3] for e in log.events if e[0] == "fresh"]
+        fresh_index = {id(n): i for i, n in enumerate(fresh)}
+        prev_places: dict[int, list[Place]] = {}
+        if self.previous is not None:
+            for r in self.previous.results:
+                node = self.previous.steps[r.step].out_nodes[r.output]
+                prev_places[id(node)] = r.places
+        sources: list[list[_Source]] = []
+        post_ids = {id(t) for t in post}
+        read_from: dict[int, Tensor] = {}
+        for s, st in enumerate(steps):
+            srcs = []
+            for node in st.arg_nodes:
+                sig = (node.shape, node.dtype.name)
+                if id(node) in input_nodes:
+                    srcs.append(_Source("input", input_nodes[id(node)], sig))
+                elif id(node) in fresh_index:
+                    srcs.append(_Source("fresh", fresh_index[id(node)], sig))
+                elif id(node) in out_index and out_index[id(node)][0] < s:
+                    srcs.append(_Source("step", out_index[id(node)], sig))
+                elif id(node) in prev_places and prev_places[id(node)]:
+                    srcs.append(_Source("place", prev_places[id(node)][0], sig))
+                else:
+                    keep = [t for t in held_before.get(id(node), ()) if id(t) in post_ids]
+                    if not keep:
+                        capture.unusable = (f"step argument {node.shape} {node.dtype.name} is a "
+                                       "value the call made on the host (from numpy or a "
+                                       "realized tensor's data): pass it as an argument")
+                        return capture
+                    srcs.append(_Source("place", Place("tensor", keep[0]), sig))
+                    read_from[id(keep[0])] = keep[0]
+            sources.append(srcs)
+        capture.sources = sources
+        # Guard the containers of every tensor read or rebound (a parameter replaced by
+        # another object between calls would otherwise be missed).
+        watched = {**tensor_places, **read_from}
+        watched = {k: t for k, t in watched.items() if k in pre_by_id}
+        for k, places in _slots_holding(watched, existing, ignore | {id(watched)}).items():
+            capture.guards += [(p, watched[k]) for p in places]
+        return capture
+
+
+# ---------------------------------------------------------------- replay
+
+
+class _Replay:
+    """A capture that agreed with the call before it: replays the call."""
+
+    def __init__(self, capture: _Capture, fn_name: str):
+        self.c = capture
+        self.name = fn_name
+        self.exes = [s.exe for s in capture.steps]
+        self.roles = [s.roles for s in capture.steps]
+        self.out_meta = [[(n.shape, n.dtype) for n in s.out_nodes] for s in capture.steps]
+
+    def check(self, inputs: list[Tensor]) -> str | None:
+        """Why this call cannot replay (a guard failed), or None."""
+        c = self.c
+        for module, mode in c.modes:
+            if module.training != mode:
+                return (f"{type(module).__name__}.training changed to {module.training} "
+                        "(train()/eval())")
+        for place, tensor in c.guards:
+            if place.read() is not tensor:
+                return f"{place.describe()} holds another tensor object than when captured"
+        for srcs in c.sources:
+            for src in srcs:
+                if src.kind == "place":
+                    t = src.where.read()
+                    if not isinstance(t, Tensor):
+                        return f"{src.where.describe()} holds no tensor"
+                    n = t.node
+                    if not n.realized:
+                        return (f"{src.where.describe()} holds a pending value (changed "
+                                "outside the function since the last call)")
+                    if (n.shape, n.dtype.name) != src.sig or n.device != "cpu":
+                        return (f"{src.where.describe()} is now {n.shape} {n.dtype.name} "
+                                f"on {n.device}, was {src.sig[0]} {src.sig[1]}")
+        return None
+
+    def run(self, inputs: list[Tensor]) -> Any:
+        """Replay the call on ``inputs`` (guards checked). Raises ``_Rerecord`` after
+        undoing the Python-side state when the call must run recorded instead."""
+        c = self.c
+        for t in inputs:
+            if not t.node.realized:
+                realize(t)
+        with deferred_interrupt():
+            undo = _snapshot(c.events)
+            try:
+                fresh = _redo_events(c.events)
+            except _Rerecord:
+                undo()
+                raise
+            results: list[list[Any]] = []
+            try:
+                for s, exe in enumerate(self.exes):
+                    nodes = [self._arg(src, inputs, fresh, results) for src in c.sources[s]]
+                    donated = self._donated(exe, nodes)
+                    buffers = [n.buffer if isinstance(n, Node) else n for n in nodes]
+                    del nodes
+                    try:
+                        results.append(exe.run(buffers, donated, self.roles[s]))
+                    except Exception as e:
+                        from nova.runtime.executable import overwrote_donated
+                        if donated and overwrote_donated(e):
+                            raise
+                        undo()
+                        raise _Rerecord(f"a kernel failed ({type(e).__name__}); "
+                                        "recorded to report it") from e
+            except _Rerecord:
+                raise
+            return self._bind(results, inputs)
+
+    def _arg(self, src: _Source, inputs, fresh, results) -> Any:
+        if src.kind == "input":
+            return inputs[src.where].node
+        if src.kind == "fresh":
+            return fresh[src.where]
+        if src.kind == "step":
+            s, j = src.where
+            return results[s][j]
+        return src.where.read().node
+
+    def _donated(self, exe, nodes: list[Any]) -> frozenset[int]:
+        """The arguments a replay may write over: those the uncompiled call would have
+        donated -- read from a tensor this replay rebinds, referenced by nothing else
+        (no other tensor, no pending node), owning their memory alone."""
+        cands = exe.donation_candidates
+        if not cands:
+            return frozenset()
+        rebound: dict[int, int] = {}
+        for r in self.c.results:
+            for p in r.places:
+                if p.kind == "tensor":
+                    n = p.owner._node
+                    rebound[id(n)] = rebound.get(id(n), 0) + 1
+        uses: dict[int, int] = {}
+        for n in nodes:
+            uses[id(n)] = uses.get(id(n), 0) + 1
+        ok = set()
+        for a in cands:
+            n = nodes[a]
+            if not isinstance(n, Node) or id(n) not in rebound:
+                continue
+            # beyond: the tensors rebinding it, its entries in ``nodes``, ``n`` here
+            others = sys.getrefcount(n) - _BASE_REFS - uses[id(n)] - rebound[id(n)]
+            if others == 0 and sole_host_owner_of(n):
+                ok.add(a)
+        return frozenset(ok)
+
+    def _bind(self, results: list[list[Any]], inputs: list[Tensor]) -> Any:
+        """Every result to its places (one new node per result, shared by them, as
+        the recorded call's tensors shared it), then the return value."""
+        c = self.c
+        nodes: dict[tuple[int, int], Node] = {}
+        news: dict[tuple[int, int], Tensor] = {}
+
+        def node_of(s: int, j: int) -> Node:
+            n = nodes.get((s, j))
+            if n is None:
+                shape, dtype = self.out_meta[s][j]
+                value = results[s][j].view()
+                value.flags.writeable = False
+                n = nodes[(s, j)] = Node("buffer", (), {}, shape, dtype, value, "cpu")
+            return n
+
+        def new_tensor(s: int, j: int) -> Tensor:
+            t = news.get((s, j))
+            if t is None:
+                t = news[(s, j)] = Tensor._wrap(node_of(s, j))
+            return t
+        for r in c.results:
+            for p in r.places:
+                if p.kind == "tensor":
+                    t = p.owner
+                    t._node, t._grad_fn = node_of(r.step, r.output), None
+                    t._version += c.versions[id(t)][1]
+                elif p.kind == "attr":
+                    setattr(p.owner, p.key, new_tensor(r.step, r.output))
+                else:
+                    p.owner[p.key] = new_tensor(r.step, r.output)
+        tensors = []
+        for ret in c.returns:
+            if ret[0] == "same":
+                tensors.append(ret[1])
+            elif ret[0] == "input":
+                tensors.append(inputs[ret[1]])
+            else:
+                tensors.append(new_tensor(ret[1], ret[2]))
+        return _build(c.returned, tensors)
+
+
+def _probe_refs() -> int:
+    probe = [Node("buffer", (), {}, (), _float32, None)]
+    return sys.getrefcount(probe[0])
+
+
+_BASE_REFS = _probe_refs()
+
+
+def sole_host_owner_of(node: Node) -> bool:
+    buffer = node.buffer
+    return isinstance(buffer, np.ndarray) and sole_host_owner_now(buffer)
+
+
+def sole_host_owner_now(buffer: np.ndarray) -> bool:
+    """``sole_host_owner`` for a buffer referenced by its node and this frame."""
+    return sole_host_owner(buffer)
+
+
+class _Rerecord(Exception):
+    """This call must run recorded (the reason is the message)."""
+
+
+def _snapshot(events: list[tuple]) -> Callable[[], None]:
+    """Undo for the Python-side state a replay's events change."""
+    saved: list[Callable[[], None]] = []
+    seen: set[int] = set()
+    for kind, owner, _ in events:
+        if id(owner) in seen:
+            continue
+        seen.add(id(owner))
+        if kind in ("rng", "manual_seed"):
+            state = owner.get_state()
+            saved.append(lambda o=owner, s=state: o.set_state(s))
+        elif kind in ("scalar", "opt_step", "zero_grad"):
+            saved.append(owner._host_snapshot())
+        elif kind == "sched_step":
+            state = dict(owner.__dict__)
+            saved.append(lambda o=owner, s=state: (o.__dict__.clear(), o.__dict__.update(s)))
+
+    def undo() -> None:
+        for restore in reversed(saved):
+            restore()
+    return undo
+
+
+def _redo_events(events: list[tuple]) -> list[np.ndarray]:
+    """Run the recorded call's events again (Python state only) and return the fresh
+    host values in the order the call drew them."""
+    fresh: list[np.ndarray] = []
+    pending_scalars: list[tuple[str, np.ndarray]] = []
+    for kind, owner, detail in events:
+        if kind == "rng":
+            fresh.append(owner._next_key_array())
+        elif kind == "scalar":
+            if not pending_scalars:
+                raise _Rerecord("an optimizer scalar came before its optimizer's step")
+            name, value = pending_scalars.pop(0)
+            if name != detail:
+                raise _Rerecord(f"the optimizer's runtime scalars changed ({name} where "
+                                f"{detail} was)")
+            fresh.append(value)
+        elif kind == "opt_step":
+            if pending_scalars:
+                raise _Rerecord("the optimizer's runtime scalars changed")
+            pending_scalars = [(n, np.array(v, dtype=np.float32))
+                               for n, v in owner._host_step(detail)]
+        elif kind == "zero_grad":
+            owner.zero_grad(set_to_none=True)
+        elif kind == "sched_step":
+            owner.step()
+        elif kind == "manual_seed":
+            owner.manual_seed(detail)
+    if pending_scalars:
+        raise _Rerecord("the optimizer's runtime scalars changed (more of them)")
+    return fresh
+
+
+# ---------------------------------------------------------------- the wrapper
+
+
+@dataclass
+class _Entry:
+    """Per guard key: the latest capture, the replay, or why it cannot replay."""
+
+    calls: int = 0
+    capture: _Capture | None = None
+    replay: _Replay | None = None
+    refused: str | None = None
+    tries: int = 0
+
+
+class CompiledFunction:
+    """``nv.compile(fn)``: see the module docstring."""
+
+    def __init__(self, fn: Callable, fullgraph: bool = False):
+        self.fn = fn
+        self.fullgraph = fullgraph
+        self.name = getattr(fn, "__qualname__", repr(fn))
+        functools.update_wrapper(self, fn)
+        self._entries: dict[tuple, _Entry] = {}
+        self._lock = threading.Lock()
+        self.replays = 0
+        self.recorded = 0
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        """As a method decorator: bind like a function."""
+        return self if obj is None else functools.partial(self, obj)
+
+    def _guard(self, args: tuple, kwargs: dict) -> tuple[tuple, list[Tensor]]:
+        inputs: list[Tensor] = []
+
+        def key(v: Any) -> Any:
+            if isinstance(v, Tensor):
+                inputs.append(v)
+                n = v.node
+                return ("T", n.shape, n.dtype.name, n.device, v._requires_grad)
+            if v is None or isinstance(v, (bool, int, float, str, bytes)):
+                return (type(v), v)
+            if isinstance(v, (tuple, list)):
+                return (type(v), tuple(key(x) for x in v))
+            if isinstance(v, dict):
+                return (dict, tuple((k, key(x)) for k, x in v.items()))
+            if isinstance(v, np.ndarray):
+                return ("np", id(v))
+            return ("id", id(v))
+        k = (key(args), key(kwargs), grad_mode.STATE.enabled, get_engine(), get_remat())
+        return k, inputs
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if ACTIVE.get() is not None:         # inside another capture: just run
+            return self.fn(*args, **kwargs)
+        key, inputs = self._guard(args, kwargs)
+        with self._lock:
+            entry = self._entries.setdefault(key, _Entry())
+            if len(self._entries) > 1 and entry.calls == 0:
+                _note(self.name, f"re-recorded: {_explain_key(key, self._entries)}")
+        if entry.replay is not None:
+            why = entry.replay.check(inputs)
+            if why is None:
+                try:
+                    out = entry.replay.run(inputs)
+                    self.replays += 1
+                    CACHE.stats.replays += 1
+                    return out
+                except _Rerecord as e:
+                    why = str(e)
+            _note(self.name, f"re-recorded: {why}")
+            entry.replay, entry.capture, entry.tries = None, None, 0
+        if entry.refused is not None:
+            return self.fn(*args, **kwargs)
+        return self._record(entry, args, kwargs, inputs)
+
+    def _record(self, entry: _Entry, args: tuple, kwargs: dict, inputs: list[Tensor]) -> Any:
+        self.recorded += 1
+        entry.calls += 1
+        entry.tries += 1
+        out, capture = _Recorder(entry.capture).run(self.fn, args, kwargs, inputs)
+        if capture.why is not None:
+            if self.fullgraph:
+                raise CaptureError(f"nv.compile({self.name}, fullgraph=True): cannot replay: "
+                                   f"{capture.why}")
+            entry.refused = capture.why
+            entry.capture = None
+            _note(self.name, f"runs recorded every call: {capture.why}")
+            warnings.warn(f"nv.compile({self.name}): cannot replay, runs recorded every "
+                          f"call: {capture.why}", RecompileWarning, stacklevel=3)
+            return out
+        previous, entry.capture = entry.capture, capture
+        why = capture.unusable
+        if why is None and previous is not None:
+            why = capture.agrees_with(previous)
+            if why is None:
+                entry.replay = _Replay(capture, self.name)
+                return out
+        if why is not None and entry.tries >= MAX_RECORDED_CALLS:
+            if self.fullgraph:
+                raise CaptureError(f"nv.compile({self.name}, fullgraph=True): {why}")
+            entry.refused = f"{MAX_RECORDED_CALLS} recorded calls never agreed: {why}"
+            _note(self.name, f"runs recorded every call: {entry.refused}")
+            warnings.warn(f"nv.compile({self.name}): {entry.refused}",
+                          RecompileWarning, stacklevel=3)
+        return out
+
+
+def _explain_key(key: tuple, entries: dict) -> str:
+    return "new input shapes, dtypes, Python arguments or modes"
+
+
+def _note(name: str, message: str) -> None:
+    CACHE.stats.compile_log.append(f"nv.compile({name}): {message}")
+
+
+class CompiledModule:
+    """``nv.compile(module)``: the module, whose calls without gradient recording
+    (evaluation, generation) are replayed like a compiled function's.
+
+    A forward that records for autograd cannot skip its Python: the backward is
+    derived from what it records. Such calls run the module as it is (the training
+    step is compiled and cached as a whole when the optimizer realizes it; compile
+    the training-step function to replay that). ``_orig_mod`` is the module, as with
+    ``torch.compile``; every other attribute is the module's, so ``state_dict()``,
+    ``parameters()`` and ``train()`` are its own (the keys carry no ``_orig_mod.``
+    prefix: loading them back needs no renaming)."""
+
+    def __init__(self, module: Any, fullgraph: bool = False):
+        object.__setattr__(self, "_orig_mod", module)
+        object.__setattr__(self, "_replayed", CompiledFunction(module.__call__, fullgraph))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if grad_mode.STATE.enabled:
+            return self._orig_mod(*args, **kwargs)
+        return self._replayed(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._orig_mod, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._orig_mod, name, value)
+
+    def __repr__(self) -> str:
+        return f"CompiledModule({self._orig_mod!r})"
+
+
+def compile(fn: Callable | None = None, *, fullgraph: bool = False, mode: str | None = None,
+            dynamic: bool | None = None, backend: str | None = None) -> Any:
+    """Compile ``fn`` (a function, or an ``nn.Module``) so later calls replay its steps
+    without running its Python (module docstring); usable as ``@nv.compile`` or
+    ``@nv.compile(fullgraph=True)``.
+
+    ``fullgraph=True`` raises ``CaptureError`` where a function cannot be replayed
+    (instead of warning once and running it recorded every call). ``mode``,
+    ``dynamic`` and ``backend`` are accepted for code written for ``torch.compile``:
+    Nova has one compiler and one mode, and a new shape records a new step."""
+    if backend not in (None, "inductor", "nova"):
+        raise ValueError(f"nv.compile: backend {backend!r} is not available; Nova compiles "
+                         "with its own compiler (backend=None)")
+    if mode not in (None, "default", "reduce-overhead", "max-autotune",
+                    "max-autotune-no-cudagraphs"):
+        raise ValueError(f"nv.compile: unknown mode {mode!r}")
+    if fn is None:
+        return lambda f: compile(f, fullgraph=fullgraph)
+    from nova.nn.module import Module
+    if isinstance(fn, Module):
+        return CompiledModule(fn, fullgraph)
+    if not callable(fn):
+        raise TypeError(f"nv.compile: expected a function or an nn.Module, got "
+                        f"{type(fn).__name__}")
+    return CompiledFunction(fn, fullgraph)

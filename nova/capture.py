@@ -48,12 +48,14 @@ recorded, so it fails exactly as the uncompiled function would.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
+import inspect
 import sys
 import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,49 +116,67 @@ class Place:
         return f"{type(self.owner).__name__}[{self.key!r}]"
 
 
-def _live_objects() -> list[Any]:
-    """Every object the collector tracks, the frozen ones included (the step cache
-    freezes what survives a compile, and ``gc.get_objects`` skips frozen objects)."""
+@contextlib.contextmanager
+def _thawed() -> Iterator[None]:
+    """The collector's frozen objects made visible for a while: the step cache freezes
+    what survives a compile (``_settle_garbage_collector``), and ``gc.get_objects`` and
+    ``gc.get_referrers`` skip frozen objects."""
     gc.unfreeze()
-    gc.collect()
-    objects = gc.get_objects()
-    if config.GC_FREEZE.get():
-        gc.freeze()
-    return objects
+    try:
+        yield
+    finally:
+        if config.GC_FREEZE.get():
+            gc.freeze()
+
+
+def _live_objects() -> list[Any]:
+    """Every object the collector tracks, after a collection (frozen ones included)."""
+    with _thawed():
+        gc.collect()
+        return gc.get_objects()
 
 
 def _tensors_in(objects: list[Any]) -> list[Tensor]:
     return [o for o in objects if isinstance(o, Tensor)]
 
 
-def _slots_holding(targets: dict[int, Tensor], existing: set[int],
-                   ignore: set[int]) -> dict[int, list[Place]]:
-    """For each target tensor (by id), the container slots that hold it, among
-    containers that existed before the call (``existing``): dict items (an object's
-    ``__dict__`` is one), list items, a tensor's ``grad``."""
+def _slots_holding(targets: dict[int, Tensor], existing: set[int], ignore: set[int]
+                   ) -> tuple[dict[int, list[Place]], dict[int, list[str]]]:
+    """For each target tensor (by id): the container slots that hold it among
+    containers that existed before the call (``existing``) -- dict values (an object's
+    ``__dict__`` is one), list items, a tensor's ``grad`` -- and what else holds it
+    that a replay could not update (a container the call created, a tuple, a closure
+    cell), by type name. ``ignore``: ids of the caller's own containers."""
     found: dict[int, list[Place]] = {k: [] for k in targets}
+    elsewhere: dict[int, list[str]] = {k: [] for k in targets}
     if not targets:
-        return found
-    for ref in gc.get_referrers(*targets.values()):
-        if id(ref) in ignore:
+        return found, elsewhere
+    objects = list(targets.values())
+    with _thawed():
+        referrers = gc.get_referrers(*objects)
+    for ref in referrers:
+        if id(ref) in ignore or ref is objects:
             continue
-        if isinstance(ref, dict):
-            if id(ref) not in existing:
-                continue
+        if isinstance(ref, tuple) and len(ref) == len(objects) and all(
+                a is b for a, b in zip(ref, objects)):
+            continue                       # the argument tuple of this very call
+        known = id(ref) in existing
+        if known and isinstance(ref, dict):
             for key, value in ref.items():
                 if id(value) in targets and value is targets[id(value)]:
                     found[id(value)].append(Place("item", ref, key))
-        elif isinstance(ref, list):
-            if id(ref) not in existing:
-                continue
+        elif known and isinstance(ref, list):
             for i, value in enumerate(ref):
                 if id(value) in targets and value is targets[id(value)]:
                     found[id(value)].append(Place("item", ref, i))
-        elif isinstance(ref, Tensor):
-            g = ref.grad
-            if g is not None and id(g) in targets and id(ref) in existing:
-                found[id(g)].append(Place("attr", ref, "grad"))
-    return found
+        elif known and isinstance(ref, Tensor) and ref.grad is not None and \
+                id(ref.grad) in targets and ref.grad is targets[id(ref.grad)]:
+            found[id(ref.grad)].append(Place("attr", ref, "grad"))
+        else:
+            for o in gc.get_referents(ref):
+                if id(o) in targets and o is targets[id(o)]:
+                    elsewhere[id(o)].append(type(ref).__name__)
+    return found, elsewhere
 
 
 # ---------------------------------------------------------------- the captured call
@@ -219,15 +239,18 @@ class _Capture:
         return None
 
 
-def _flatten(value: Any, out: list) -> Any:
-    """The return value's template: tensors replaced by their index in ``out``."""
+def _flatten(value: Any, out: list, containers: list[int]) -> Any:
+    """The return value's template: tensors replaced by their index in ``out``; the
+    ids of its tuples, lists and dicts go to ``containers``."""
     if isinstance(value, Tensor):
         out.append(value)
         return ("tensor", len(out) - 1)
     if isinstance(value, (tuple, list)):
-        return (type(value), [_flatten(v, out) for v in value])
+        containers.append(id(value))
+        return (type(value), [_flatten(v, out, containers) for v in value])
     if isinstance(value, dict):
-        return (dict, [(k, _flatten(v, out)) for k, v in value.items()])
+        containers.append(id(value))
+        return (dict, [(k, _flatten(v, out, containers)) for k, v in value.items()])
     if value is None or isinstance(value, (bool, int, float, str)):
         return ("const", value)
     raise TypeError(type(value).__name__)
@@ -280,8 +303,9 @@ class _Recorder:
                  existing: set[int], versions: dict[int, int], pre_tensors: list[Tensor],
                  modes: list) -> _Capture:
         returned: list[Tensor] = []
+        containers: list[int] = []          # ids of the return value's own containers
         try:
-            template = _flatten(out, returned)
+            template = _flatten(out, returned, containers)
         except TypeError as e:
             template, log.refused = None, log.refused or (
                 f"it returns a {e} (a compiled function returns tensors, Python "
@@ -304,13 +328,15 @@ class _Recorder:
         pre_ids = {id(t) for t in pre_tensors}
         holders: dict[tuple[int, int], list[Tensor]] = {}
         for t in post:
-            if t._view is None and id(t._node) in out_index:
+            # A tensor from before the call that is a view re-derives itself from its
+            # base (a place of its own); a new view (a gradient reshaped from a sum, say)
+            # is a result like any other, and a replay puts a plain tensor in its place.
+            if id(t._node) in out_index and (t._view is None or id(t) not in pre_ids):
                 holders.setdefault(out_index[id(t._node)], []).append(t)
-        ignore = {id(returned), id(post), id(pre_tensors), id(log.steps), id(log.events),
-                  id(holders)}
-        returned_ids = {id(t) for t in returned}
         new = {id(t): t for ts in holders.values() for t in ts if id(t) not in pre_ids}
-        slots = _slots_holding(new, existing, ignore)
+        ignore = {id(returned), id(post), id(pre_tensors), id(log.steps), id(log.events),
+                  id(holders), id(new), *map(id, holders.values()), *containers}
+        slots, elsewhere = _slots_holding(new, existing, ignore)
         results = []
         for (s, j), ts in sorted(holders.items()):
             places = []
@@ -319,23 +345,25 @@ class _Recorder:
                     places.append(Place("tensor", t))
                     capture.versions[id(t)] = (t, t._version - versions[id(t)])
                     continue
-                if not slots[id(t)] and id(t) not in returned_ids:
-                    capture.unusable = (f"a result ({tuple(t.shape)}, {t.dtype.name}) is kept where "
-                                   "a replay cannot put it (a container the call itself "
-                                   "created, or a local)")
+                if elsewhere[id(t)]:
+                    capture.unusable = (
+                        f"a result ({tuple(t.shape)}, {t.dtype.name}) is kept where a replay "
+                        f"cannot put it (in a {', '.join(sorted(set(elsewhere[id(t)])))} "
+                        "the call itself created, or that cannot be assigned)")
                     return capture
                 if slots[id(t)] and (type(t) is not Tensor or t._requires_grad):
                     capture.unusable = f"a result is kept as a new {type(t).__name__} object"
                     return capture
                 places += slots[id(t)]
             results.append(_Result(s, j, places))
+        input_ids = {id(t): i for i, t in enumerate(inputs)}
         for t in returned:
-            if id(t) in pre_ids:
+            if id(t) in input_ids:
+                capture.returns.append(("input", input_ids[id(t)]))
+            elif id(t) in pre_ids:
                 capture.returns.append(("same", t))
             elif id(t._node) in out_index:
                 capture.returns.append(("out", *out_index[id(t._node)]))
-            elif id(t._node) in input_nodes:
-                capture.returns.append(("input", input_nodes[id(t._node)]))
             else:
                 capture.unusable = ("it returns a tensor no step of the call computed (made "
                                "from host data inside the function)")
@@ -383,7 +411,7 @@ class _Recorder:
         # another object between calls would otherwise be missed).
         watched = {**tensor_places, **read_from}
         watched = {k: t for k, t in watched.items() if k in pre_by_id}
-        for k, places in _slots_holding(watched, existing, ignore | {id(watched)}).items():
+        for k, places in _slots_holding(watched, existing, ignore | {id(watched)})[0].items():
             capture.guards += [(p, watched[k]) for p in places]
         return capture
 
@@ -639,6 +667,7 @@ class CompiledFunction:
         self.name = getattr(fn, "__qualname__", repr(fn))
         functools.update_wrapper(self, fn)
         self._entries: dict[tuple, _Entry] = {}
+        self._last_key: tuple | None = None
         self._lock = threading.Lock()
         self.replays = 0
         self.recorded = 0
@@ -674,7 +703,8 @@ class CompiledFunction:
         with self._lock:
             entry = self._entries.setdefault(key, _Entry())
             if len(self._entries) > 1 and entry.calls == 0:
-                _note(self.name, f"re-recorded: {_explain_key(key, self._entries)}")
+                _note(self.name, f"re-recorded: {_explain_key(key, self._last_key, self.fn)}")
+            self._last_key = key
         if entry.replay is not None:
             why = entry.replay.check(inputs)
             if why is None:
@@ -723,8 +753,42 @@ class CompiledFunction:
         return out
 
 
-def _explain_key(key: tuple, entries: dict) -> str:
-    return "new input shapes, dtypes, Python arguments or modes"
+def _explain_key(new: tuple, old: tuple | None, fn: Callable) -> str:
+    """Why guard key ``new`` differs from ``old`` (the previous call's), in words."""
+    if old is None:
+        return "first call"
+    for k, what in ((2, "grad mode"), (3, "engine"), (4, "remat mode")):
+        if new[k] != old[k]:
+            return f"{what} changed {old[k]} -> {new[k]}"
+    try:
+        names = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        names = []
+    (_, new_args), (_, old_args) = new[0], old[0]
+    tensor_index = 0
+    for i, (a, b) in enumerate(zip(new_args, old_args)):
+        name = names[i] if i < len(names) else str(i)
+        if a[0] == "T" and b[0] == "T":
+            for j, what in ((1, "shape"), (2, "dtype"), (3, "device"), (4, "requires_grad")):
+                if a[j] != b[j]:
+                    return (f"input {tensor_index} {what} changed {b[j]} -> {a[j]} "
+                            f"(argument {name})")
+            tensor_index += 1
+        elif a != b:
+            return f"argument {name} changed {_shown(b)} -> {_shown(a)}"
+    if len(new_args) != len(old_args):
+        return f"number of arguments changed {len(old_args)} -> {len(new_args)}"
+    return "keyword arguments changed"
+
+
+def _shown(key: Any) -> str:
+    """A guard-key part as the user wrote it (a Python value, or what an object is)."""
+    kind, value = key[0], key[1]
+    if kind == "id":
+        return "another object"
+    if kind == "T":
+        return f"a tensor {value}"
+    return repr(value) if not isinstance(value, tuple) else "another value"
 
 
 def _note(name: str, message: str) -> None:

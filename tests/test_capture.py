@@ -1,0 +1,418 @@
+"""``nv.compile``: replayed calls give exactly the recorded loop's results.
+
+Every test runs the same loop compiled and uncompiled from the same seed and compares
+bit for bit; the guard tests check that each kind of change records the call again
+(and says why in ``nv.debug.cache_stats()``) and still gives the uncompiled result.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+import nova as nv
+import nova.nn.functional as F
+from nova.capture import CaptureError, CompiledFunction
+from nova.runtime.cache import RecompileWarning
+
+STEPS = 20
+
+
+def _model(seed: int = 0, dropout: float = 0.1) -> nv.nn.Module:
+    nv.manual_seed(seed)
+    return nv.nn.Sequential(nv.nn.Linear(8, 16), nv.nn.GELU(), nv.nn.Dropout(dropout),
+                            nv.nn.Linear(16, 4))
+
+
+def _data(n: int = STEPS, batch: int = 5, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return [(rng.standard_normal((batch, 8)).astype(np.float32), rng.integers(0, 4, batch))
+            for _ in range(n)]
+
+
+def _train(compiled: bool, optimizer: str = "adamw", zero_first: bool = True,
+           dropout: float = 0.1):
+    """20 steps of a small MLP with dropout, an lr schedule and AdamW (or SGD with
+    momentum): (losses, final parameters, optimizer state, the step function, the
+    model, the optimizer)."""
+    m = _model(dropout=dropout)
+    if optimizer == "adamw":
+        opt = nv.optim.AdamW(m.parameters(), lr=1e-2)
+    else:
+        opt = nv.optim.SGD(m.parameters(), lr=0.05, momentum=0.9, nesterov=True)
+    sched = nv.optim.lr_scheduler.CosineAnnealingLR(opt, STEPS)
+
+    def step(x, y):
+        if zero_first:
+            opt.zero_grad()
+        loss = F.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        sched.step()
+        if not zero_first:
+            opt.zero_grad()
+        return loss
+    fn = nv.compile(step) if compiled else step
+    losses = [fn(nv.tensor(x), nv.tensor(y)).item() for x, y in _data()]
+    state = [v.numpy() for s in opt.state.values() for v in s.values()
+             if isinstance(v, nv.Tensor)]
+    return losses, [p.numpy() for p in m.parameters()], state, fn, m, opt
+
+
+def _assert_same(a, b) -> None:
+    assert a[0] == b[0]                                   # losses, bit for bit
+    for x, y in zip(a[1] + a[2], b[1] + b[2]):            # parameters, optimizer state
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "sgd"])
+@pytest.mark.parametrize("zero_first", [True, False], ids=["zero_grad_first", "zero_grad_last"])
+def test_compiled_training_is_bit_identical_to_the_recorded_loop(optimizer, zero_first):
+    want = _train(False, optimizer, zero_first)
+    got = _train(True, optimizer, zero_first)
+    _assert_same(want, got)
+    fn = got[3]
+    assert fn.replays >= STEPS - 4 and fn.recorded + fn.replays == STEPS
+
+
+def test_gradients_left_by_a_replay_are_the_recorded_loops():
+    """Without zero_grad after the step, p.grad holds the last gradient: a replay puts
+    a new tensor there, as the recorded loop does."""
+    want, got = _train(False, zero_first=True), _train(True, zero_first=True)
+    assert got[3].replays > 0
+    for p, q in zip(want[4].parameters(), got[4].parameters()):
+        np.testing.assert_array_equal(p.grad.numpy(), q.grad.numpy())
+
+
+def test_returned_structures_and_inputs_come_back():
+    w = nv.zeros(3)
+
+    @nv.compile
+    def fn(x, scale: float):
+        with nv.no_grad():
+            w.add_(x)
+        return {"sum": (w * scale).sum(), "pair": (x, None), "k": 7}
+    for i in range(6):
+        x = nv.tensor(np.full(3, float(i), np.float32))
+        out = fn(x, 2.0)
+        assert out["pair"][0] is x and out["pair"][1] is None and out["k"] == 7
+        assert out["sum"].item() == 2.0 * 3 * sum(range(i + 1))
+    assert fn.replays >= 3
+    np.testing.assert_array_equal(w.numpy(), np.full(3, 15.0, np.float32))
+
+
+# ---------------------------------------------------------------- guards
+
+
+def _mlp_step():
+    m = _model(dropout=0.0)
+    opt = nv.optim.SGD(m.parameters(), lr=0.1)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return m, opt, step
+
+
+def _warm(fn, calls: int = 4, batch: int = 5):
+    for x, y in _data(calls, batch):
+        fn(nv.tensor(x), nv.tensor(y)).item()
+    assert fn.replays > 0
+
+
+def _reasons() -> str:
+    return "\n".join(nv.debug.cache_stats().compile_log)
+
+
+def _twin(change) -> None:
+    """Run the guard scenario compiled and uncompiled; ``change(model, opt, fn)``
+    happens after warm-up; both end with the same parameters."""
+    results = []
+    for compiled in (False, True):
+        m, opt, step = _mlp_step()
+        fn = nv.compile(step) if compiled else step
+        for x, y in _data(4):
+            fn(nv.tensor(x), nv.tensor(y)).item()
+        change(m, opt, fn)
+        for x, y in _data(3, seed=5):
+            fn(nv.tensor(x), nv.tensor(y)).item()
+        results.append([p.numpy() for p in m.parameters()])
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_new_input_shape_records_again_and_says_so():
+    nv.debug.reset_cache()
+    m, opt, step = _mlp_step()
+    fn = nv.compile(step)
+    _warm(fn)
+    before = fn.recorded
+    x, y = _data(1, batch=7)[0]
+    fn(nv.tensor(x), nv.tensor(y)).item()
+    assert fn.recorded == before + 1
+    assert "input 0 shape changed (5, 8) -> (7, 8)" in _reasons()
+
+
+def test_a_new_input_dtype_and_python_argument_record_again():
+    nv.debug.reset_cache()
+    calls = []
+
+    @nv.compile
+    def fn(x, k: float):
+        calls.append(k)
+        return x * k + 1
+    x = nv.tensor(np.ones(4, np.float32))
+    for _ in range(4):
+        fn(x, 2.0)
+    assert fn.replays == 2 and calls == [2.0, 2.0]
+    np.testing.assert_array_equal(fn(x, 3.0).numpy(), np.full(4, 4.0, np.float32))
+    assert "argument k changed 2.0 -> 3.0" in _reasons()
+    np.testing.assert_array_equal(fn(nv.tensor(np.ones(4, np.float64)), 3.0).numpy(),
+                                  np.full(4, 4.0))
+    assert "input 0 dtype changed float32 -> float64" in _reasons()
+
+
+def test_grad_mode_is_a_guard():
+    nv.debug.reset_cache()
+    w = nv.nn.Parameter(nv.tensor(np.ones(3, np.float32)))
+
+    @nv.compile
+    def fn(x):
+        return (w * x).sum()
+    x = nv.tensor(np.arange(3, dtype=np.float32))
+    for _ in range(4):
+        fn(x)
+    with nv.no_grad():
+        out = fn(x)
+    assert out.item() == 3.0 and "grad mode changed" in _reasons()
+    with nv.no_grad(), nv.engine("interp"):
+        assert fn(x).item() == 3.0
+    assert "engine changed cpu -> interp" in _reasons()
+
+
+def test_a_replaced_parameter_records_again():
+    def replace(m, opt, fn):
+        layer = m[0]
+        layer.weight = nv.nn.Parameter(layer.weight.detach() * 0.5)
+        opt.param_groups[0]["params"][0] = layer.weight
+    _twin(replace)
+    assert "holds another tensor object than when captured" in _reasons()
+
+
+def test_train_and_eval_are_guards():
+    def to_eval(m, opt, fn):
+        m.eval()
+    _twin(to_eval)
+    assert "training changed to False" in _reasons()
+
+
+def test_a_parameter_changed_between_calls_is_read_again():
+    def scale(m, opt, fn):
+        with nv.no_grad():
+            m[0].weight.mul_(0.5)          # pending when the next call comes
+    _twin(scale)
+    assert "holds a pending value" in _reasons()
+
+
+def test_a_scheduler_changed_outside_the_function_is_seen():
+    def set_lr(m, opt, fn):
+        for g in opt.param_groups:
+            g["lr"] = 0.01
+    _twin(set_lr)
+
+
+# ---------------------------------------------------------------- what cannot be captured
+
+
+def test_a_host_read_inside_is_refused_with_its_line_and_stays_right():
+    nv.debug.reset_cache()
+    m, opt, step = _mlp_step()
+    seen = []
+
+    def with_item(x, y):
+        loss = step(x, y)
+        seen.append(loss.item())        # the Python below depends on the value
+        return loss * (2.0 if seen[-1] > 100 else 1.0)
+    fn = nv.compile(with_item)
+    with pytest.warns(RecompileWarning, match=r"reads a tensor's value on the host.*"
+                                              r"test_capture.py:\d+"):
+        for x, y in _data(5):
+            fn(nv.tensor(x), nv.tensor(y))
+    assert fn.replays == 0 and len(seen) == 5
+    strict = nv.compile(with_item, fullgraph=True)
+    x, y = _data(1)[0]
+    with pytest.raises(CaptureError, match="reads a tensor's value"):
+        strict(nv.tensor(x), nv.tensor(y))
+
+
+def test_results_stored_in_a_new_place_every_call_are_never_replayed_wrong():
+    history = []
+    w = nv.ones(2)
+
+    def fn(x):
+        y = w * x
+        history.append(y)              # index grows every call
+        return y.sum()
+    compiled = nv.compile(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RecompileWarning)
+        for i in range(10):
+            assert compiled(nv.tensor(np.full(2, float(i), np.float32))).item() == 2.0 * i
+    assert compiled.replays == 0 and len(history) == 10
+    assert [h.numpy()[0] for h in history] == [float(i) for i in range(10)]
+
+
+def test_a_value_made_from_numpy_inside_is_not_baked_in():
+    data = [np.full(3, float(i), np.float32) for i in range(8)]
+    calls = iter(range(8))
+
+    def fn(scale):
+        x = nv.tensor(data[next(calls)])        # new host data each call
+        return (x * scale).sum()
+    compiled = nv.compile(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RecompileWarning)
+        got = [compiled(nv.tensor(2.0)).item() for _ in range(8)]
+    assert got == [6.0 * i for i in range(8)] and compiled.replays == 0
+
+
+# ---------------------------------------------------------------- failures, threads, signals
+
+
+def test_a_kernel_failure_in_a_replay_fails_as_the_recorded_call_would():
+    table = nv.tensor(np.arange(12, dtype=np.float32).reshape(4, 3))
+    acc = nv.zeros(3)
+
+    @nv.compile
+    def fn(idx):
+        with nv.no_grad():
+            acc.add_(table[idx].sum(0))
+        return acc.sum()
+    for _ in range(4):
+        fn(nv.tensor(np.array([0, 1])))
+    assert fn.replays > 0
+    before = acc.numpy()
+    # the replay's kernel reports the bad index; the call is then recorded, which
+    # raises at the user's line exactly as the uncompiled function does
+    with pytest.raises(IndexError, match="index 9 is out of bounds for dim 0 with size 4"):
+        fn(nv.tensor(np.array([0, 9])))
+    assert "a kernel failed" in _reasons()
+    # nothing was applied twice or half: the next good call continues from ``before``
+    acc_after = fn(nv.tensor(np.array([2, 3])))
+    np.testing.assert_array_equal(acc.numpy(), before + np.array([15, 17, 19], np.float32))
+    assert acc_after.item() == float((before + np.array([15, 17, 19])).sum())
+
+
+def test_ctrl_c_during_a_replay_lands_after_the_step_is_applied(monkeypatch):
+    want = _train(False)
+    m = _model()
+    opt = nv.optim.AdamW(m.parameters(), lr=1e-2)
+    sched = nv.optim.lr_scheduler.CosineAnnealingLR(opt, STEPS)
+
+    @nv.compile
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        sched.step()
+        return loss
+    from nova.runtime import executable
+    real_run = executable.Executable.run
+    fired = []
+
+    def run_then_signal(self, *args, **kwargs):
+        if step.replays == 5 and not fired:
+            fired.append(1)
+            signal.raise_signal(signal.SIGINT)     # arrives in the middle of the replay
+        return real_run(self, *args, **kwargs)
+    monkeypatch.setattr(executable.Executable, "run", run_then_signal)
+    losses = []
+    data = _data()
+    i = 0
+    while i < len(data):
+        x, y = data[i]
+        try:
+            losses.append(step(nv.tensor(x), nv.tensor(y)).item())
+        except KeyboardInterrupt:
+            assert fired
+            losses.append(None)            # the step was applied; its loss is lost
+        i += 1
+    assert fired
+    assert [a for a, b in zip(want[0], losses) if b is not None] == \
+        [b for b in losses if b is not None]
+    for p, q in zip(want[1], [p.numpy() for p in m.parameters()]):
+        np.testing.assert_array_equal(p, q)
+
+
+def test_threads_replaying_their_own_functions_match_one_thread():
+    """Two threads train their own models with compiled steps at the same time. (No
+    dropout: the generator is process-wide, as torch's, so two threads' draws would
+    interleave.)"""
+    want = [_train(False, dropout=0.0)[1] for _ in range(2)]
+    got: list = [None, None]
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            got[i] = _train(True, dropout=0.0)[1]
+        except BaseException as e:   # reported below
+            errors.append(e)
+    # (models are built from the process-wide generator: build them one at a time)
+    lock = threading.Lock()
+    real = _model
+
+    def locked(*a, **k):
+        with lock:
+            return real(*a, **k)
+    globals()["_model"] = locked
+    try:
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        globals()["_model"] = real
+    assert errors == []
+    for w, g in zip(want, got):
+        for a, b in zip(w, g):
+            np.testing.assert_array_equal(a, b)
+
+
+# ---------------------------------------------------------------- modules, API
+
+
+def test_a_compiled_module_replays_its_evaluation_and_trains_as_itself():
+    m = _model(dropout=0.0)
+    cm = nv.compile(m)
+    assert cm._orig_mod is m and list(cm.parameters()) == list(m.parameters())
+    assert set(cm.state_dict()) == set(m.state_dict())
+    x = nv.tensor(_data(1)[0][0])
+    with nv.no_grad():
+        want = m(x).numpy()
+        outs = [cm(x).numpy() for _ in range(5)]
+    for o in outs:
+        np.testing.assert_array_equal(o, want)
+    assert cm._replayed.replays > 0
+    loss = cm(x).sum()                         # grad mode on: recorded, differentiable
+    loss.backward()
+    assert m[0].weight.grad is not None
+
+
+def test_compile_arguments():
+    assert isinstance(nv.compile(lambda x: x), CompiledFunction)
+    assert isinstance(nv.compile(fullgraph=True)(lambda x: x), CompiledFunction)
+    assert isinstance(nv.compile(lambda x: x, mode="reduce-overhead"), CompiledFunction)
+    with pytest.raises(ValueError, match="backend"):
+        nv.compile(lambda x: x, backend="eager")
+    with pytest.raises(ValueError, match="mode"):
+        nv.compile(lambda x: x, mode="fastest")
+    with pytest.raises(TypeError, match="function or an nn.Module"):
+        nv.compile(3)

@@ -6,15 +6,30 @@ bandwidth, all measured in this run (ratios, not absolute claims).
 For each case the bytes counted are the minimum a kernel must move (inputs read once,
 outputs written once); time is the median of ``--reps`` replays of the cached step,
 including Nova's per-step Python work (recording the graph, hashing it, dispatch).
-It also reports the per-kernel dispatch overhead of a replay, and what handing half of
-a kernel to a worker thread costs (``nova.runtime.threads``) with the worker spinning and
-after it went to sleep.
+
+Then what a step costs beyond its kernels, on a step of 50 near-empty kernels (sums of
+8 floats), where kernel time is the time measured by ``nv.debug.profile`` (its
+``total()``, taken on separate calls interleaved with the timed ones: the profiler's own
+bookkeeping, a few us per kernel, would otherwise count as overhead):
+
+- *replay overhead per kernel, no recording*: ``Executable.run`` of the cached step on
+  its argument buffers (what ``nv.compile`` and a cache hit call), run time minus kernel
+  time, divided by the kernel count;
+- *end-to-end per kernel, recording included*: the same step written as plain code and
+  realized (record, extract, hash, look up, run, bind), total time divided by the kernel
+  count;
+- *per-step overhead of ``nv.compile``*: the step as a function, compiled and replayed,
+  call time minus kernel time per call, next to the same function uncompiled.
+
+Last, what handing half of a kernel to a worker thread costs (``nova.runtime.threads``)
+with the worker spinning and after it went to sleep.
 """
 from __future__ import annotations
 
 import argparse
 import ctypes
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -84,18 +99,96 @@ def cases(rows: int, cols: int):
            nova_fb(lambda a: F.cross_entropy(a, tt)), lambda: _np_ce_fb(x, t))
 
 
+TINY_KERNELS = 50
+INNER = 20        # calls per timed sample: one replay of a tiny step takes microseconds
+
+
+def tiny_step(x: nv.Tensor) -> list[nv.Tensor]:
+    """A step of ``TINY_KERNELS`` near-empty kernels (sums of ``x`` plus a constant):
+    what it costs is almost all overhead."""
+    return [(x + float(i)).sum() for i in range(TINY_KERNELS)]
+
+
+def _tiny_input() -> nv.Tensor:
+    return nv.tensor(np.ones(8, np.float32))
+
+
+def timed_with_kernels(fn: Callable[[], object], reps: int, inner: int = INNER
+                       ) -> tuple[float, float, int]:
+    """(median seconds of a call of ``fn``, median kernel seconds of a call, kernels per
+    call). Each of the ``reps`` samples times ``inner`` calls, then profiles ``inner``
+    more with ``nv.debug.profile``: kernel time from separate calls, since the
+    profiler's own bookkeeping would count as overhead."""
+    for _ in range(2):
+        fn()
+    walls, kernels, counts = [], [], []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        walls.append((time.perf_counter() - t0) / inner)
+        with nv.debug.profile() as prof:
+            for _ in range(inner):
+                fn()
+        kernels.append(prof.total() / inner)
+        counts.append(sum(len(s) for s in prof.steps) // inner)
+    return float(np.median(walls)), float(np.median(kernels)), counts[-1]
+
+
+def replay_overhead(reps: int) -> tuple[float, float, int]:
+    """Seconds per kernel that running a cached step adds to its kernels, without
+    recording: ``Executable.run`` of ``tiny_step``'s executable on its argument
+    buffers. Returns (overhead per kernel, run time per kernel, kernels)."""
+    from nova.runtime.cache import CACHE
+    from nova.tensor.realize import pending_graph
+    outs = tiny_step(_tiny_input())
+    buffers = pending_graph(*outs).arg_buffers
+    nv.realize(*outs)
+    exe = CACHE.last
+    wall, kernels, n = timed_with_kernels(lambda: exe.run(buffers), reps)
+    if n != exe.num_kernels:
+        raise RuntimeError(f"replay_overhead: profiled {n} kernels a run, the executable "
+                           f"has {exe.num_kernels}")
+    return (wall - kernels) / n, wall / n, n
+
+
 def dispatch_overhead(reps: int) -> tuple[float, int]:
-    """Seconds per kernel of replaying a step of many tiny kernels."""
-    x = nv.tensor(np.ones(8, np.float32))
+    """Seconds per kernel of a step of many tiny kernels written as plain code, end to
+    end: recording, extraction, hashing and the cache look-up included."""
+    x = _tiny_input()
 
     def step():
-        outs = [(x + float(i)).sum() for i in range(50)]
-        nv.realize(*outs)
+        nv.realize(*tiny_step(x))
     step()
     with nv.debug.profile() as prof:
         step()
     kernels = sum(len(s) for s in prof.steps)
     return median_time(step, reps) / kernels, kernels
+
+
+def compile_overhead(reps: int) -> dict[str, float]:
+    """Per-call seconds outside the kernels of ``tiny_step`` under ``nv.compile``
+    (replayed) and as plain code (recorded each call): call time minus kernel time.
+    Raises if the compiled function does not replay, or records again while timed."""
+    x = _tiny_input()
+    compiled = nv.compile(tiny_step)
+    for _ in range(6):
+        if compiled.replays:
+            break
+        compiled(x)
+    if not compiled.replays:
+        raise RuntimeError(f"compile_overhead: nv.compile(tiny_step) did not replay after "
+                           f"{compiled.recorded} recorded calls; "
+                           f"{nv.debug.cache_stats().compile_log[-1:]}")
+    recorded = compiled.recorded
+    wall_c, kernels_c, n = timed_with_kernels(lambda: compiled(x), reps)
+    if compiled.recorded != recorded:
+        raise RuntimeError("compile_overhead: nv.compile(tiny_step) recorded again while "
+                           f"timed: {nv.debug.cache_stats().compile_log[-1:]}")
+    wall_p, kernels_p, _ = timed_with_kernels(lambda: nv.realize(*tiny_step(x)), reps,
+                                              inner=2)
+    return {"compiled_s": wall_c - kernels_c, "compiled_call_s": wall_c,
+            "plain_s": wall_p - kernels_p, "plain_call_s": wall_p, "kernels": n}
 
 
 def handoff_overhead(reps: int) -> tuple[float, float]:
@@ -109,11 +202,12 @@ def handoff_overhead(reps: int) -> tuple[float, float]:
     src = np.ones((16, 4096), np.float32)
     nv.realize(nv.tensor(src) + 1.0)
     program = CACHE.last._program
-    step = program.steps[0]
-    table = program._ptrs[0]
+    (step,) = program.steps
     out = np.empty(step.shape, step.np_dtype)
-    for j, slot in program._moving[0]:
-        table[j] = (out if slot == step.out else src).ctypes.data
+    # The kernel's buffer table, in its slot order: the argument, then the result.
+    slots = list(step.inputs) + [step.out]
+    table = (ctypes.c_void_p * len(slots))(
+        *[(out if slot == step.out else src).ctypes.data for slot in slots])
     extent = step.plan.schedule.parallel_extent
     halves = threads.ranges_array([(0, extent // 2), (extent // 2, extent)])
     address = ctypes.cast(step.fn, ctypes.c_void_p).value
@@ -161,9 +255,18 @@ def main(argv: list[str] | None = None) -> list[dict]:
         rows.append(row)
         print(f"{name:44s} {row['nova_gbs']:9.2f} {row['numpy_gbs']:10.2f} "
               f"{row['speedup_vs_numpy']:7.2f}x {100 * row['fraction_of_copy']:7.0f}%")
+    per_kernel, per_kernel_run, n = replay_overhead(args.reps)
+    print(f"replay overhead, no recording: {per_kernel * 1e6:.2f} us per kernel "
+          f"(Executable.run of a cached step of {n} tiny kernels, run time minus kernel time "
+          f"from nv.debug.profile, / {n}; the whole run: {per_kernel_run * 1e6:.2f} us per "
+          "kernel)")
     per_kernel, n = dispatch_overhead(args.reps)
-    print(f"replay overhead: {per_kernel * 1e6:.1f} us per kernel (a step of {n} tiny kernels, "
-          "recording and hashing included)")
+    print(f"end-to-end, recording included: {per_kernel * 1e6:.1f} us per kernel (the same "
+          f"step as plain code: record, hash, look up, run, bind; total time / {n})")
+    c = compile_overhead(args.reps)
+    print(f"per-step overhead (call time minus kernel time), a step of {c['kernels']} tiny "
+          f"kernels: nv.compile {c['compiled_s'] * 1e6:.0f} us per call replayed, "
+          f"uncompiled {c['plain_s'] * 1e6:.0f} us per call")
     spinning, asleep = handoff_overhead(args.reps)
     print(f"thread hand-off: +{spinning * 1e6:.1f} us per split kernel with the workers "
           f"spinning, +{asleep * 1e6:.0f} us when they sleep")

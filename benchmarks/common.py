@@ -52,20 +52,48 @@ class Result:
     available: bool = True
     note: str = ""
     planned_peak_mb: float = 0.0    # Nova: the step's memory plan (nv.debug.memory_report)
+    # Nova: kernel seconds of each step run under nv.debug.profile after the timed ones,
+    # those steps' wall time (the profiler's bookkeeping included), and for nv.compile
+    # how many calls of the step replayed and how many were recorded.
+    kernel_times: list[float] = field(default_factory=list)
+    profiled_times: list[float] = field(default_factory=list)
+    replays: int | None = None
+    recorded: int | None = None
 
     @property
     def first_step_s(self) -> float:
         return self.step_times[0] if self.step_times else float("nan")
 
     @property
-    def tokens_per_s(self) -> float:
+    def steady_step_s(self) -> float:
+        """Median seconds of a step once compiled (the first two steps left out)."""
         steady = self.step_times[2:] or self.step_times[1:] or self.step_times
-        return self.tokens_per_step / float(np.median(steady)) if steady else float("nan")
+        return float(np.median(steady)) if steady else float("nan")
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens_per_step / self.steady_step_s
+
+    @property
+    def kernel_s(self) -> float:
+        """Median seconds a step spends in its kernels (Nova; NaN when not profiled)."""
+        return float(np.median(self.kernel_times)) if self.kernel_times else float("nan")
+
+    @property
+    def overhead_s(self) -> float:
+        """A step's time outside its kernels -- recording, hashing, dispatch, binding:
+        the median timed step minus the median kernel time of the profiled steps. Two
+        medians over separate steps, because the profiler's own per-kernel bookkeeping
+        would otherwise count as overhead."""
+        return self.steady_step_s - self.kernel_s
 
     def to_json(self) -> dict:
         d = asdict(self)
         d.update(first_step_s=self.first_step_s, tokens_per_s=self.tokens_per_s,
-                 final_loss=self.losses[-1] if self.losses else None)
+                 final_loss=self.losses[-1] if self.losses else None,
+                 steady_step_s=self.steady_step_s,
+                 kernel_s=None if not self.kernel_times else self.kernel_s,
+                 overhead_s=None if not self.kernel_times else self.overhead_s)
         return d
 
 

@@ -1,7 +1,12 @@
 """Run one framework's training loop in this process and print its Result as JSON.
 
 ``bench_train`` starts one of these per framework, so each peak RSS is that framework's
-own. Usage: ``python -m benchmarks.run_one FRAMEWORK PRESET STEPS BATCH``.
+own. Usage: ``python -m benchmarks.run_one FRAMEWORK PRESET STEPS BATCH [PROFILE_STEPS]``.
+
+``nova`` runs the step as plain code (recorded every step), ``nova-compiled`` wraps it in
+``nv.compile`` (replayed without its Python); both then run ``PROFILE_STEPS`` more
+steps (default 5) under ``nv.debug.profile`` for the kernels' own time, which gives the
+per-step overhead (``Result.overhead_s``).
 """
 from __future__ import annotations
 
@@ -12,25 +17,29 @@ from benchmarks.common import Result, Work, dump, peak_rss_mb, rss_mb
 
 FRAMEWORKS = {
     "nova": "nova",
+    "nova-compiled": "nova",
     "torch-eager": "torch",
     "torch-compile": "torch",
     "jax": "jax",
 }
+PROFILE_STEPS = 5    # Nova: steps run under nv.debug.profile after the timed ones
 
 
 def available(framework: str) -> bool:
     return importlib.util.find_spec(FRAMEWORKS[framework]) is not None
 
 
-def run(framework: str, work: Work) -> Result:
+def run(framework: str, work: Work, profile_steps: int = PROFILE_STEPS) -> Result:
     result = Result(framework, work.preset, work.steps, work.tokens_per_step)
     if not available(framework):
         result.available = False
         result.note = f"{FRAMEWORKS[framework]} is not installed (pip install -e .[bench])"
         return result
-    if framework == "nova":
+    nova_stats: dict = {}
+    if framework.startswith("nova"):
         from benchmarks.peers import nova_gpt as peer
-        train = peer.train
+        train = lambda w: peer.train(w, compiled=framework == "nova-compiled",  # noqa: E731
+                                     profile_steps=profile_steps, stats=nova_stats)
     elif framework.startswith("torch"):
         from benchmarks.peers import torch_gpt as peer
         train = lambda w: peer.train(w, compiled=framework == "torch-compile")  # noqa: E731
@@ -41,17 +50,24 @@ def run(framework: str, work: Work) -> Result:
     baseline = rss_mb()
     result.step_times, result.losses = train(work)
     result.peak_rss_mb = max(peak_rss_mb() - baseline, 0.0)
-    if framework == "nova":
+    if framework.startswith("nova"):
         import nova as nv
         result.planned_peak_mb = nv.debug.memory_report().peak_bytes / 2**20
+        for name, value in nova_stats.items():
+            setattr(result, name, value)
     return result
 
 
 def main(argv: list[str]) -> None:
-    framework, preset, steps, batch = argv
+    if len(argv) not in (4, 5):
+        raise SystemExit("usage: python -m benchmarks.run_one FRAMEWORK PRESET STEPS BATCH "
+                         "[PROFILE_STEPS]")
+    framework, preset, steps, batch = argv[:4]
+    profile_steps = int(argv[4]) if len(argv) == 5 else PROFILE_STEPS
     if framework not in FRAMEWORKS:
         raise SystemExit(f"run_one: unknown framework {framework!r}; valid: {list(FRAMEWORKS)}")
-    print("RESULT " + dump(run(framework, Work(preset, int(steps), int(batch)))), flush=True)
+    result = run(framework, Work(preset, int(steps), int(batch)), profile_steps)
+    print("RESULT " + dump(result), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,36 +1,83 @@
 """The benchmark harness itself, on the tiny preset with Nova (peers where installed)."""
 import json
+import math
 
 import pytest
 
-from benchmarks import bench_train
+from benchmarks import bench_train, run_one
 from benchmarks.common import Result, Work
 from benchmarks.run_one import available, run
 
 
 def test_run_one_measures_nova_in_process():
-    r = run("nova", Work("tiny", 3, 2))
+    r = run("nova", Work("tiny", 3, 2), profile_steps=2)
     assert r.available and len(r.step_times) == 3 and len(r.losses) == 3
     assert r.tokens_per_step == 64 and r.tokens_per_s > 0 and r.peak_rss_mb >= 0
+    # the profiled steps come after the timed ones and give the kernel time
+    assert len(r.kernel_times) == 2 and all(k > 0 for k in r.kernel_times)
+    assert all(w > k for w, k in zip(r.profiled_times, r.kernel_times))
+    assert math.isfinite(r.overhead_s) and r.replays is None
+
+
+def test_nova_compiled_replays_and_trains_like_plain_nova():
+    plain = run("nova", Work("tiny", 4, 2), profile_steps=0)
+    compiled = run("nova-compiled", Work("tiny", 4, 2), profile_steps=1)
+    assert compiled.losses == plain.losses        # nv.compile replays bit-identically
+    assert compiled.replays >= 2 and compiled.replays + compiled.recorded == 5
+    assert len(compiled.kernel_times) == 1 and not plain.kernel_times
+    assert math.isnan(plain.overhead_s) and math.isfinite(compiled.overhead_s)
+
+
+def test_run_one_refuses_a_wrong_argument_count():
+    with pytest.raises(SystemExit, match="usage"):
+        run_one.main(["nova", "tiny", "3"])
 
 
 def test_harness_writes_table_json_and_reports_missing_peers(tmp_path):
     results = bench_train.main(["--preset", "tiny", "--steps", "3", "--batch-size", "2",
-                                "--frameworks", "nova", "jax", "--out", str(tmp_path)])
-    assert [r.framework for r in results] == ["nova", "jax"]
+                                "--frameworks", "nova", "nova-compiled", "jax",
+                                "--profile-steps", "1", "--out", str(tmp_path)])
+    assert [r.framework for r in results] == ["nova", "nova-compiled", "jax"]
     md = (tmp_path / "train_tiny.md").read_text()
-    assert "| tiny | nova |" in md and "1.00x" in md
+    assert "| tiny | nova |" in md and "| tiny | nova-compiled |" in md and "1.00x" in md
+    assert "--profile-steps 1" in md                     # the command is in the file
+    assert "step time − kernel time" in md and "calls of the step replayed" in md
     data = json.loads((tmp_path / "train_tiny.json").read_text())
-    assert data["results"][0]["framework"] == "nova" and data["results"][0]["tokens_per_s"] > 0
+    nova, compiled, jax = data["results"]
+    assert nova["framework"] == "nova" and nova["tokens_per_s"] > 0
+    assert nova["overhead_s"] is not None and compiled["overhead_s"] is not None
+    assert compiled["replays"] >= 1 and nova["replays"] is None
     if not available("jax"):
-        assert "not installed" in md
+        assert "not installed" in md and jax["overhead_s"] is None
 
 
 def test_table_ratios_are_peer_over_nova():
     nova = Result("nova", "p", 3, 100, [1.0, 0.5, 0.5, 0.5], [1.0], 100.0)
     peer = Result("torch-eager", "p", 3, 100, [1.0, 1.0, 1.0, 1.0], [1.0], 300.0)
     md = bench_train.table([nova, peer])
-    assert "| p | torch-eager | 1.00 | 100 | 0.50x | 300 | 3.00x |" in md
+    assert "| p | torch-eager | 1.00 | 100 | 0.50x | 300 | 3.00x | 1.0000 | – |" in md
+
+
+def test_table_takes_ratios_against_nova_compiled_and_shows_the_overhead():
+    nova = Result("nova", "p", 3, 100, [1.0, 0.5, 0.5, 0.5], [1.0], 100.0,
+                  kernel_times=[0.4, 0.45, 0.4])
+    compiled = Result("nova-compiled", "p", 3, 100, [1.0, 0.5, 0.25, 0.25], [1.0], 100.0,
+                      kernel_times=[0.24], replays=2, recorded=3)
+    md = bench_train.table([nova, compiled])
+    assert "| p | nova | 1.00 | 200 | 0.50x | 100 | 1.00x | 1.0000 | 100.0 |" in md
+    assert "| p | nova-compiled | 1.00 | 400 | 1.00x | 100 | 1.00x | 1.0000 | 10.0 |" in md
+    report = bench_train.overhead_report([nova, compiled])
+    assert "p nova " in report and "100.00 ms per step" in report
+    assert "10.00 ms per step" in report and "2 of 5 calls of the step replayed" in report
+
+
+def test_overhead_is_the_median_step_minus_the_median_kernel_time():
+    r = Result("nova", "p", 5, 1, [9.0, 9.0, 0.2, 0.3, 0.25], [1.0],
+               kernel_times=[0.1, 0.2, 0.15])
+    assert r.steady_step_s == pytest.approx(0.25) and r.kernel_s == pytest.approx(0.15)
+    assert r.overhead_s == pytest.approx(0.1)
+    assert r.to_json()["overhead_s"] == pytest.approx(0.1)
+    assert Result("jax", "p", 1, 1, [1.0]).to_json()["overhead_s"] is None
 
 
 @pytest.mark.skipif(not available("torch-eager"), reason="PyTorch is not installed")

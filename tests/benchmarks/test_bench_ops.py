@@ -1,0 +1,53 @@
+"""bench_ops' measurements, on sizes that take a second: each reports what it says."""
+import math
+
+import numpy as np
+import pytest
+
+import nova as nv
+from benchmarks import bench_ops
+
+
+@pytest.fixture(autouse=True)
+def cpu_engine():
+    before = nv.get_engine()
+    nv.set_engine("cpu")
+    yield
+    nv.set_engine(before)
+
+
+def test_timed_with_kernels_profiles_separate_calls():
+    x = nv.tensor(np.ones(8, np.float32))
+    calls = []
+
+    def step():
+        calls.append(1)
+        nv.realize(*bench_ops.tiny_step(x))
+    wall, kernels, n = bench_ops.timed_with_kernels(step, reps=2, inner=3)
+    assert len(calls) == 2 + 2 * (3 + 3)      # warm-up, then timed and profiled calls
+    assert n > 1 and 0 < kernels < wall
+
+
+def test_replay_overhead_runs_the_cached_executable_without_recording():
+    from nova.runtime.cache import CACHE
+    per_kernel, per_kernel_run, n = bench_ops.replay_overhead(reps=2)
+    assert n == CACHE.last.num_kernels > 1
+    assert math.isfinite(per_kernel) and 0 < per_kernel_run and per_kernel < per_kernel_run
+
+
+def test_compile_overhead_replays_the_tiny_step():
+    before = nv.debug.cache_stats().replays
+    c = bench_ops.compile_overhead(reps=2)
+    assert nv.debug.cache_stats().replays - before >= 2 * 2 * bench_ops.INNER
+    assert c["kernels"] > 1 and c["compiled_call_s"] > 0 and c["plain_call_s"] > 0
+    assert math.isfinite(c["compiled_s"]) and math.isfinite(c["plain_s"])
+
+
+def test_main_prints_every_labeled_line(capsys):
+    rows = bench_ops.main(["--rows", "64", "--cols", "64", "--reps", "1"])
+    assert len(rows) == 4 and all(r["nova_gbs"] > 0 for r in rows)
+    out = capsys.readouterr().out
+    for label in ("replay overhead, no recording:", "end-to-end, recording included:",
+                  "per-step overhead (call time minus kernel time)", "nv.compile",
+                  "uncompiled", "thread hand-off:"):
+        assert label in out

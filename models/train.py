@@ -86,6 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "an error (checkpoints are still never written from non-finite "
                         "parameters)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--no-compile", action="store_true",
+                   help="record every step instead of replaying it with nv.compile")
     return p
 
 
@@ -239,6 +241,7 @@ class Trainer:
         s = self.schedule
         self.sched = make_schedule(self.opt, s["steps"], s["warmup"], s["lr"], s["min_lr"])
         self.step = 0
+        self._step_fn = self._update if args.no_compile else nv.compile(self._update)
         self.resume_changes: dict[str, tuple[Any, Any]] = {}
         if args.resume:
             self.load(args.resume)
@@ -296,16 +299,23 @@ class Trainer:
                                if recorded.get(k) != v}
         nv.default_generator.set_state(tuple(ck["rng"]))
 
-    def train_step(self) -> float:
-        a = self.args
-        x, y = self.corpus.batch("train", self.step, a.batch_size, self.cfg.block)
-        _, loss = self.model(nv.tensor(x), nv.tensor(y))
+    def _update(self, x: nv.Tensor, y: nv.Tensor) -> nv.Tensor:
+        """One optimizer step on a batch: forward, backward, clipping, AdamW, schedule.
+        Compiled with ``nv.compile`` unless ``--no-compile``: after two recorded steps
+        it replays without running this Python."""
+        _, loss = self.model(x, y)
         loss.backward()
-        if a.grad_clip > 0:
-            nv.nn.utils.clip_grad_norm_(self.model.parameters(), a.grad_clip)
+        if self.args.grad_clip > 0:
+            nv.nn.utils.clip_grad_norm_(self.model.parameters(), self.args.grad_clip)
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         self.sched.step()
+        return loss
+
+    def train_step(self) -> float:
+        a = self.args
+        x, y = self.corpus.batch("train", self.step, a.batch_size, self.cfg.block)
+        loss = self._step_fn(nv.tensor(x), nv.tensor(y))
         self.step += 1
         return loss.item()
 

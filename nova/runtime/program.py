@@ -10,9 +10,8 @@ above code generation is target-neutral, so it lives here once:
   (the donation candidates), and when each slot is released;
 - the memory report, the arena (allocated once, on the first run, from the first
   arguments' sizes) and its views;
-- the run loop: each kernel's output is its arena view, or the donated argument's own
-  memory reshaped, or a fresh array that escapes to a tensor; slots are dropped after
-  their last use so escaped buffers do not outlive the step;
+- where each kernel's output goes (``_result_memory``): its arena view, or the donated
+  argument's own memory reshaped, or a fresh array that escapes to a tensor;
 - error attribution: a failing kernel names the outputs it can have affected
   (``interpreter.affected_outputs``), so realization fails only those tensors.
 
@@ -20,18 +19,17 @@ What differs per target is a *launcher*: the methods a subclass implements (the
 section "the launcher interface" below, with the attributes ``target``, ``what``,
 ``oom_errors`` and ``_empty``). A launcher compiles the plans to kernels,
 says how a buffer is stored, allocates memory, checks the arguments, precomputes what
-it needs once the arena exists, launches one kernel, and reports the kernels that
-failed once the step ends. ``nova.runtime.cpu_engine.CpuProgram`` launches LLVM kernels
-on the worker pool through ctypes pointer tables and reports a failure as the kernel
-returns; ``nova.runtime.cuda_engine.CudaProgram`` launches NVRTC kernels on one stream
-through a ``DeviceBackend`` and reads every kernel's error flag once at the end.
+it needs once the arena exists, runs the kernels (``_run``), and reports the kernels
+that failed once the step ends. ``nova.runtime.cpu_engine.CpuProgram`` runs a whole
+step as one native call (a generated driver walks the kernel list and hands chunks
+to the worker pool; no Python per kernel) and reports a failure as the kernel
+returns; ``nova.runtime.cuda_engine.CudaProgram`` is a ``LaunchLoop``: Python launches
+each NVRTC kernel on one stream through a ``DeviceBackend`` (a launch only queues work,
+so the loop overlaps the device) and reads every kernel's error flag once at the end.
 
 The launcher is a subclass rather than a separate object so that its per-program state
-(the CPU's pointer tables, thread chunks and team headers) and its per-kernel call are
-the program's own attributes, read by tests and benchmarks and patched by the fault
-injection tests. The hot loop fetches the launch function once per run (``_begin``)
-and calls it per kernel: a tiny step replays in tens of microseconds, and each Python
-call costs ~0.06 us of it.
+(the CPU's pointer tables, kernel list and team headers) is the program's own
+attributes, read by tests and benchmarks and patched by the fault injection tests.
 """
 from __future__ import annotations
 

@@ -87,7 +87,7 @@ def _representative() -> dict[str, PendingGraph]:
     ib = nv.tensor(rng.integers(1, 5, (4, 6)))
     g["i64_arith"] = _graph(ia * ib - nv.maximum(ia, ib), nv.pow(ia, ib))
     g["i32_cast"] = _graph((t(4, 6) * 10).int() + nv.tensor(rng.integers(0, 9, (4, 6)).astype(np.int32)))
-    z = t(5, 8)
+    z = t(5, 8) * 1.0          # pending: the slices below stay slice ops of the step
     g["bool_where"] = _graph(nv.where((z > 0) & (z < 1), z, -z), (z > 0.5).sum(dim=-1))
     g["movement"] = _graph(nv.cat([z[:, 1:5], z[:, ::2]], dim=1).T.reshape(4, 10) + 1.0)
     leaf = nv.tensor(rng.standard_normal((5, 8)).astype(np.float32), requires_grad=True)

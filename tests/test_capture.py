@@ -416,3 +416,23 @@ def test_compile_arguments():
         nv.compile(lambda x: x, mode="fastest")
     with pytest.raises(TypeError, match="function or an nn.Module"):
         nv.compile(3)
+
+
+def test_a_step_on_the_gpu_runs_recorded_and_says_why():
+    """nv.compile replays CPU steps; a GPU step (here on the CUDA emulator) runs
+    recorded every call, with one warning, and gives the uncompiled results."""
+    from nova.runtime.cuda_runtime import use_backend
+    from tests.runtime.emulated_cuda import EmulatorBackend
+    nv.debug.reset_cache()
+    with use_backend(EmulatorBackend()):
+        w = nv.zeros(4, device="cuda")
+
+        @nv.compile
+        def fn(x):
+            with nv.no_grad():
+                w.add_(x)
+            return w.sum()
+        with pytest.warns(RecompileWarning, match="runs a step on a GPU"):
+            outs = [fn(nv.ones(4, device="cuda")).item() for _ in range(4)]
+        assert outs == [4.0, 8.0, 12.0, 16.0] and fn.replays == 0
+        nv.realize()

@@ -68,10 +68,11 @@ from nova.runtime.engine import get_engine, get_remat
 from nova.runtime.host_buffers import sole_host_owner
 from nova.runtime.interrupts import deferred_interrupt
 from nova.tensor import grad_mode
+from nova.runtime.executable import overwrote_donated
 from nova.tensor.capture_log import ACTIVE, CaptureLog, StepRecord
 from nova.tensor.realize import realize
 from nova.tensor.tensor import Tensor
-from nova.tensor.trace import Node
+from nova.tensor.trace import Node, RealizationError
 
 MAX_RECORDED_CALLS = 6     # recorded calls that never agree twice: give up capturing
 
@@ -428,8 +429,11 @@ class _Replay:
         self.exes = [s.exe for s in capture.steps]
         self.roles = [s.roles for s in capture.steps]
         self.out_meta = [[(n.shape, n.dtype) for n in s.out_nodes] for s in capture.steps]
+        # The recorded call's nodes: not kept (they hold that call's buffers, and a
+        # reference to a node would keep the first replay from donating it).
+        capture.steps = []
 
-    def check(self, inputs: list[Tensor]) -> str | None:
+    def check(self) -> str | None:
         """Why this call cannot replay (a guard failed), or None."""
         c = self.c
         for module, mode in c.modes:
@@ -458,9 +462,6 @@ class _Replay:
         """Replay the call on ``inputs`` (guards checked). Raises ``_Rerecord`` after
         undoing the Python-side state when the call must run recorded instead."""
         c = self.c
-        for t in inputs:
-            if not t.node.realized:
-                realize(t)
         with deferred_interrupt():
             undo = _snapshot(c.events)
             try:
@@ -469,24 +470,40 @@ class _Replay:
                 undo()
                 raise
             results: list[list[Any]] = []
-            try:
-                for s, exe in enumerate(self.exes):
-                    nodes = [self._arg(src, inputs, fresh, results) for src in c.sources[s]]
-                    donated = self._donated(exe, nodes)
-                    buffers = [n.buffer if isinstance(n, Node) else n for n in nodes]
-                    del nodes
-                    try:
-                        results.append(exe.run(buffers, donated, self.roles[s]))
-                    except Exception as e:
-                        from nova.runtime.executable import overwrote_donated
-                        if donated and overwrote_donated(e):
-                            raise
-                        undo()
-                        raise _Rerecord(f"a kernel failed ({type(e).__name__}); "
-                                        "recorded to report it") from e
-            except _Rerecord:
-                raise
+            overwritten = False      # some donated buffer holds a result by now
+            for s, exe in enumerate(self.exes):
+                nodes = [self._arg(src, inputs, fresh, results) for src in c.sources[s]]
+                buffers = [n.buffer if isinstance(n, Node) else n for n in nodes]
+                donated = self._donated(exe, nodes, buffers)
+                del nodes
+                try:
+                    results.append(exe.run(buffers, donated, self.roles[s]))
+                except Exception as e:
+                    if overwritten or (donated and overwrote_donated(e)):
+                        self._poison(f"{type(e).__name__}: {e}")
+                        raise RealizationError(
+                            f"nv.compile({self.name}): a replayed step failed after it had "
+                            f"begun overwriting donated buffers; every result of the call "
+                            f"fails: {e}") from e
+                    undo()        # nothing was written: the call runs recorded instead
+                    raise _Rerecord(f"a kernel failed ({type(e).__name__}); "
+                                    "recorded to report it") from e
+                overwritten = overwritten or bool(donated)
             return self._bind(results, inputs)
+
+    def _poison(self, message: str) -> None:
+        """Every result place fails with ``message`` (its old value may be gone), as
+        a recorded step that failed over donated buffers poisons all its results."""
+        for r in self.c.results:
+            shape, dtype = self.out_meta[r.step][r.output]
+            node = Node("error", (), {"message": message}, shape, dtype)
+            for p in r.places:
+                if p.kind == "tensor":
+                    p.owner._node, p.owner._grad_fn = node, None
+                elif p.kind == "attr":
+                    setattr(p.owner, p.key, Tensor._wrap(node))
+                else:
+                    p.owner[p.key] = Tensor._wrap(node)
 
     def _arg(self, src: _Source, inputs, fresh, results) -> Any:
         if src.kind == "input":
@@ -498,7 +515,7 @@ class _Replay:
             return results[s][j]
         return src.where.read().node
 
-    def _donated(self, exe, nodes: list[Any]) -> frozenset[int]:
+    def _donated(self, exe: Any, nodes: list[Any], buffers: list[Any]) -> frozenset[int]:
         """The arguments a replay may write over: those the uncompiled call would have
         donated -- read from a tensor this replay rebinds, referenced by nothing else
         (no other tensor, no pending node), owning their memory alone."""
@@ -521,7 +538,8 @@ class _Replay:
                 continue
             # beyond: the tensors rebinding it, its entries in ``nodes``, ``n`` here
             others = sys.getrefcount(n) - _BASE_REFS - uses[id(n)] - rebound[id(n)]
-            if others == 0 and sole_host_owner_of(n):
+            if others == 0 and isinstance(buffers[a], np.ndarray) and \
+                    sole_host_owner(buffers[a]):      # (its node and ``buffers`` hold it)
                 ok.add(a)
         return frozenset(ok)
 
@@ -573,16 +591,6 @@ def _probe_refs() -> int:
 
 
 _BASE_REFS = _probe_refs()
-
-
-def sole_host_owner_of(node: Node) -> bool:
-    buffer = node.buffer
-    return isinstance(buffer, np.ndarray) and sole_host_owner_now(buffer)
-
-
-def sole_host_owner_now(buffer: np.ndarray) -> bool:
-    """``sole_host_owner`` for a buffer referenced by its node and this frame."""
-    return sole_host_owner(buffer)
 
 
 class _Rerecord(Exception):
@@ -700,13 +708,16 @@ class CompiledFunction:
         if ACTIVE.get() is not None:         # inside another capture: just run
             return self.fn(*args, **kwargs)
         key, inputs = self._guard(args, kwargs)
+        pending = [t for t in inputs if not t.node.realized]
+        if pending:     # an input is an argument of the steps, never their inline work
+            realize(*pending)
         with self._lock:
             entry = self._entries.setdefault(key, _Entry())
             if len(self._entries) > 1 and entry.calls == 0:
                 _note(self.name, f"re-recorded: {_explain_key(key, self._last_key, self.fn)}")
             self._last_key = key
         if entry.replay is not None:
-            why = entry.replay.check(inputs)
+            why = entry.replay.check()
             if why is None:
                 try:
                     out = entry.replay.run(inputs)

@@ -436,3 +436,55 @@ def test_a_step_on_the_gpu_runs_recorded_and_says_why():
             outs = [fn(nv.ones(4, device="cuda")).item() for _ in range(4)]
         assert outs == [4.0, 8.0, 12.0, 16.0] and fn.replays == 0
         nv.realize()
+
+
+def test_a_replay_writes_parameters_over_their_old_buffers():
+    """Donation as in the recorded loop: a parameter nobody else holds is updated in
+    its own memory, replay after replay."""
+    m, opt, step = _mlp_step()
+    fn = nv.compile(step)
+    _warm(fn, calls=5)
+    w = m[0].weight
+    address = w.node.buffer.__array_interface__["data"][0]
+    for x, y in _data(4, seed=3):
+        fn(nv.tensor(x), nv.tensor(y))
+        assert w.node.buffer.__array_interface__["data"][0] == address
+    held = w.detach()                  # now someone else reads the old value
+    old = held.numpy()
+    x, y = _data(1, seed=4)[0]
+    fn(nv.tensor(x), nv.tensor(y))
+    np.testing.assert_array_equal(held.numpy(), old)     # not overwritten
+    assert not np.array_equal(w.numpy(), old)
+
+
+def test_a_replay_failing_after_it_overwrote_donated_buffers_poisons_its_results():
+    """Run-time index errors in a replay: if the failing kernel comes after one that
+    wrote over a donated buffer, every result of the call fails (as a recorded step
+    failing at run time does) -- never a silently half-updated tensor."""
+    acc = nv.zeros(4)
+    table = nv.tensor(np.arange(4, dtype=np.float32))
+
+    @nv.compile
+    def fn(x, idx):
+        with nv.no_grad():
+            acc.add_(x)
+        return (acc * table)[idx].sum()     # reads the updated acc: runs after it
+    for _ in range(4):
+        fn(nv.ones(4), nv.tensor(np.array([1, 2])))
+    assert fn.replays > 0
+    with pytest.raises((nv.RealizationError, IndexError)):
+        fn(nv.ones(4), nv.tensor(np.array([1, 9])))
+    try:
+        value = acc.numpy()
+    except nv.RealizationError:
+        return                             # poisoned: the update was lost, and says so
+    np.testing.assert_array_equal(value, np.full(4, 4.0, np.float32))   # or never applied
+
+
+def test_pending_inputs_are_inputs_not_baked_in():
+    @nv.compile
+    def fn(x):
+        return (x * 2).sum()
+    for k in range(1, 7):
+        assert fn(nv.ones(3) * float(k)).item() == 6.0 * k     # pending when passed
+    assert fn.replays >= 2

@@ -676,7 +676,7 @@ class CompiledFunction:
         functools.update_wrapper(self, fn)
         self._entries: dict[tuple, _Entry] = {}
         self._last_key: tuple | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self.replays = 0
         self.recorded = 0
 
@@ -711,26 +711,28 @@ class CompiledFunction:
         pending = [t for t in inputs if not t.node.realized]
         if pending:     # an input is an argument of the steps, never their inline work
             realize(*pending)
+        # One call at a time: a call's capture, comparison and replay are this
+        # function's state (two threads sharing one model race anyway).
         with self._lock:
             entry = self._entries.setdefault(key, _Entry())
             if len(self._entries) > 1 and entry.calls == 0:
                 _note(self.name, f"re-recorded: {_explain_key(key, self._last_key, self.fn)}")
             self._last_key = key
-        if entry.replay is not None:
-            why = entry.replay.check()
-            if why is None:
-                try:
-                    out = entry.replay.run(inputs)
-                    self.replays += 1
-                    CACHE.stats.replays += 1
-                    return out
-                except _Rerecord as e:
-                    why = str(e)
-            _note(self.name, f"re-recorded: {why}")
-            entry.replay, entry.capture, entry.tries = None, None, 0
-        if entry.refused is not None:
-            return self.fn(*args, **kwargs)
-        return self._record(entry, args, kwargs, inputs)
+            if entry.replay is not None:
+                why = entry.replay.check()
+                if why is None:
+                    try:
+                        out = entry.replay.run(inputs)
+                        self.replays += 1
+                        CACHE.stats.replays += 1
+                        return out
+                    except _Rerecord as e:
+                        why = str(e)
+                _note(self.name, f"re-recorded: {why}")
+                entry.replay, entry.capture, entry.tries = None, None, 0
+            if entry.refused is not None:
+                return self.fn(*args, **kwargs)
+            return self._record(entry, args, kwargs, inputs)
 
     def _record(self, entry: _Entry, args: tuple, kwargs: dict, inputs: list[Tensor]) -> Any:
         self.recorded += 1

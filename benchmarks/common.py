@@ -52,11 +52,12 @@ class Result:
     available: bool = True
     note: str = ""
     planned_peak_mb: float = 0.0    # Nova: the step's memory plan (nv.debug.memory_report)
-    # Nova: kernel seconds of each step run under nv.debug.profile after the timed ones,
-    # those steps' wall time (the profiler's bookkeeping included), and for nv.compile
-    # how many calls of the step replayed and how many were recorded.
-    kernel_times: list[float] = field(default_factory=list)
+    # Nova: per step run under nv.debug.profile after the timed ones, its wall time, its
+    # kernels' time and the profiler's own bookkeeping (peers/nova_gpt.profile_kernels);
+    # for nv.compile, how many calls of the step replayed and how many were recorded.
     profiled_times: list[float] = field(default_factory=list)
+    kernel_times: list[float] = field(default_factory=list)
+    bookkeeping_times: list[float] = field(default_factory=list)
     replays: int | None = None
     recorded: int | None = None
 
@@ -81,11 +82,14 @@ class Result:
 
     @property
     def overhead_s(self) -> float:
-        """A step's time outside its kernels -- recording, hashing, dispatch, binding:
-        the median timed step minus the median kernel time of the profiled steps. Two
-        medians over separate steps, because the profiler's own per-kernel bookkeeping
-        would otherwise count as overhead."""
-        return self.steady_step_s - self.kernel_s
+        """A step's time outside its kernels -- recording, hashing, dispatch, binding --
+        median over the profiled steps of wall time minus kernel time minus the
+        profiler's own bookkeeping (which an unprofiled step does not pay)."""
+        if not self.kernel_times:
+            return float("nan")
+        book = self.bookkeeping_times or [0.0] * len(self.kernel_times)
+        return float(np.median([w - k - b for w, k, b in
+                                zip(self.profiled_times, self.kernel_times, book)]))
 
     def to_json(self) -> dict:
         d = asdict(self)

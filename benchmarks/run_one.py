@@ -5,7 +5,7 @@ own. Usage: ``python -m benchmarks.run_one FRAMEWORK PRESET STEPS BATCH [PROFILE
 
 ``nova`` runs the step as plain code (recorded every step), ``nova-compiled`` wraps it in
 ``nv.compile`` (replayed without its Python); both then run ``PROFILE_STEPS`` more
-steps (default 5) under ``nv.debug.profile`` for the kernels' own time, which gives the
+steps (default 8) under ``nv.debug.profile`` for the kernels' own time, which gives the
 per-step overhead (``Result.overhead_s``).
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ FRAMEWORKS = {
     "torch-compile": "torch",
     "jax": "jax",
 }
-PROFILE_STEPS = 5    # Nova: steps run under nv.debug.profile after the timed ones
+PROFILE_STEPS = 8    # Nova: steps run under nv.debug.profile after the timed ones
 
 
 def available(framework: str) -> bool:

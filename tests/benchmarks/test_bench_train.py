@@ -2,10 +2,13 @@
 import json
 import math
 
+import numpy as np
 import pytest
 
+import nova as nv
 from benchmarks import bench_train, run_one
 from benchmarks.common import Result, Work
+from benchmarks.peers.nova_gpt import profile_kernels
 from benchmarks.run_one import available, run
 
 
@@ -13,10 +16,24 @@ def test_run_one_measures_nova_in_process():
     r = run("nova", Work("tiny", 3, 2), profile_steps=2)
     assert r.available and len(r.step_times) == 3 and len(r.losses) == 3
     assert r.tokens_per_step == 64 and r.tokens_per_s > 0 and r.peak_rss_mb >= 0
-    # the profiled steps come after the timed ones and give the kernel time
+    # the profiled steps come after the timed ones and give the kernel time, and the
+    # profiler's bookkeeping is measured (the engine still reports through extend)
     assert len(r.kernel_times) == 2 and all(k > 0 for k in r.kernel_times)
-    assert all(w > k for w, k in zip(r.profiled_times, r.kernel_times))
+    assert len(r.bookkeeping_times) == 2 and all(b > 0 for b in r.bookkeeping_times)
+    assert all(w > k + b for w, k, b in zip(r.profiled_times, r.kernel_times,
+                                            r.bookkeeping_times))
     assert math.isfinite(r.overhead_s) and r.replays is None
+
+
+def test_profile_kernels_is_nv_debug_profile_plus_its_bookkeeping():
+    from nova.runtime.cpu_engine import PROFILE
+    x = nv.tensor(np.ones((4, 8), np.float32))
+    with profile_kernels() as prof:
+        nv.realize(*[(x * float(i)).sum(-1) for i in range(3)])
+    assert PROFILE.get() is None                  # the engine's collector is restored
+    assert len(prof.steps) == 1 and len(prof.steps[0]) >= 1 and prof.total() > 0
+    assert all(isinstance(name, str) and t >= 0 for name, _, t in prof.steps[0])
+    assert prof.bookkeeping > 0
 
 
 def test_nova_compiled_replays_and_trains_like_plain_nova():
@@ -60,23 +77,28 @@ def test_table_ratios_are_peer_over_nova():
 
 def test_table_takes_ratios_against_nova_compiled_and_shows_the_overhead():
     nova = Result("nova", "p", 3, 100, [1.0, 0.5, 0.5, 0.5], [1.0], 100.0,
-                  kernel_times=[0.4, 0.45, 0.4])
+                  profiled_times=[0.5, 0.6, 0.5], kernel_times=[0.39, 0.45, 0.4],
+                  bookkeeping_times=[0.01, 0.05, 0.0])
     compiled = Result("nova-compiled", "p", 3, 100, [1.0, 0.5, 0.25, 0.25], [1.0], 100.0,
-                      kernel_times=[0.24], replays=2, recorded=3)
+                      profiled_times=[0.26], kernel_times=[0.24],
+                      bookkeeping_times=[0.01], replays=2, recorded=3)
     md = bench_train.table([nova, compiled])
     assert "| p | nova | 1.00 | 200 | 0.50x | 100 | 1.00x | 1.0000 | 100.0 |" in md
     assert "| p | nova-compiled | 1.00 | 400 | 1.00x | 100 | 1.00x | 1.0000 | 10.0 |" in md
     report = bench_train.overhead_report([nova, compiled])
     assert "p nova " in report and "100.00 ms per step" in report
+    assert "profiler bookkeeping 10.00 ms taken out" in report
     assert "10.00 ms per step" in report and "2 of 5 calls of the step replayed" in report
 
 
-def test_overhead_is_the_median_step_minus_the_median_kernel_time():
+def test_overhead_is_the_median_over_profiled_steps_of_wall_minus_kernels_and_profiler():
     r = Result("nova", "p", 5, 1, [9.0, 9.0, 0.2, 0.3, 0.25], [1.0],
-               kernel_times=[0.1, 0.2, 0.15])
-    assert r.steady_step_s == pytest.approx(0.25) and r.kernel_s == pytest.approx(0.15)
-    assert r.overhead_s == pytest.approx(0.1)
-    assert r.to_json()["overhead_s"] == pytest.approx(0.1)
+               profiled_times=[0.3, 0.5, 0.4], kernel_times=[0.1, 0.2, 0.15],
+               bookkeeping_times=[0.0, 0.1, 0.05])
+    # per step: 0.2, 0.2, 0.2 -- paired, not the difference of the two medians
+    assert r.overhead_s == pytest.approx(0.2) and r.kernel_s == pytest.approx(0.15)
+    assert r.steady_step_s == pytest.approx(0.25)
+    assert r.to_json()["overhead_s"] == pytest.approx(0.2)
     assert Result("jax", "p", 1, 1, [1.0]).to_json()["overhead_s"] is None
 
 

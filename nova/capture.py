@@ -55,6 +55,7 @@ import inspect
 import sys
 import threading
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,7 +70,7 @@ from nova.runtime.host_buffers import sole_host_owner
 from nova.runtime.interrupts import deferred_interrupt
 from nova.tensor import grad_mode
 from nova.runtime.executable import overwrote_donated
-from nova.tensor.capture_log import ACTIVE, CaptureLog, StepRecord
+from nova.tensor.capture_log import ACTIVE, CaptureLog
 from nova.tensor.realize import realize
 from nova.tensor.tensor import Tensor
 from nova.tensor.trace import Node, RealizationError
@@ -138,16 +139,19 @@ def _live_objects() -> list[Any]:
 
 
 def _tensors_in(objects: list[Any]) -> list[Tensor]:
-    return [o for o in objects if isinstance(o, Tensor)]
+    # (``issubclass`` of the type: ``isinstance`` would ask every object for its
+    # ``__class__``, which some libraries' lazy module objects answer with a warning)
+    return [o for o in objects if issubclass(type(o), Tensor)]
 
 
-def _slots_holding(targets: dict[int, Tensor], existing: set[int], ignore: set[int]
+def _slots_holding(targets: dict[int, Tensor], ignore: set[int]
                    ) -> tuple[dict[int, list[Place]], dict[int, list[str]]]:
-    """For each target tensor (by id): the container slots that hold it among
-    containers that existed before the call (``existing``) -- dict values (an object's
-    ``__dict__`` is one), list items, a tensor's ``grad`` -- and what else holds it
-    that a replay could not update (a container the call created, a tuple, a closure
-    cell), by type name. ``ignore``: ids of the caller's own containers."""
+    """For each target tensor (by id): the container slots that hold it -- dict values
+    (an object's ``__dict__`` is one), list items, a tensor's ``grad`` -- and what else
+    holds it that a replay could not update (a tuple, a closure cell), by type name.
+    ``ignore``: ids of the caller's own containers. Whether a container outlives the
+    call is not asked here: a replay needs two consecutive calls to put their results
+    in the same containers (``_Capture.agrees_with``), which one made per call fails."""
     found: dict[int, list[Place]] = {k: [] for k in targets}
     elsewhere: dict[int, list[str]] = {k: [] for k in targets}
     if not targets:
@@ -161,16 +165,15 @@ def _slots_holding(targets: dict[int, Tensor], existing: set[int], ignore: set[i
         if isinstance(ref, tuple) and len(ref) == len(objects) and all(
                 a is b for a, b in zip(ref, objects)):
             continue                       # the argument tuple of this very call
-        known = id(ref) in existing
-        if known and isinstance(ref, dict):
+        if type(ref) is dict:
             for key, value in ref.items():
                 if id(value) in targets and value is targets[id(value)]:
                     found[id(value)].append(Place("item", ref, key))
-        elif known and isinstance(ref, list):
+        elif type(ref) is list:
             for i, value in enumerate(ref):
                 if id(value) in targets and value is targets[id(value)]:
                     found[id(value)].append(Place("item", ref, i))
-        elif known and isinstance(ref, Tensor) and ref.grad is not None and \
+        elif issubclass(type(ref), Tensor) and ref.grad is not None and \
                 id(ref.grad) in targets and ref.grad is targets[id(ref.grad)]:
             found[id(ref.grad)].append(Place("attr", ref, "grad"))
         else:
@@ -212,7 +215,9 @@ class _Capture:
     results: list[_Result]
     events: list[tuple]                      # (kind, owner, detail/name) in order
     returned: Any                            # the return template (``_flatten``)
-    steps: list[StepRecord]
+    exes: list[Any]                          # per step: its executable, roles, and
+    roles: list[list[str]]                   # each output's (shape, dtype)
+    out_meta: list[list[tuple]]
     versions: dict[int, tuple[Tensor, int]]  # id -> (tensor place, _version delta)
     guards: list[tuple[Place, Tensor]]       # containers that must still hold a tensor
     modes: list[tuple[Any, bool]]            # (module, training) at capture
@@ -221,6 +226,9 @@ class _Capture:
     # Per tensor of the return value: ("out", step, output), ("input", i), or
     # ("same", tensor) for a tensor that existed before the call.
     returns: list[tuple] = field(default_factory=list)
+    # Each result's node, weakly (a strong reference would keep the next call from
+    # donating it), with its places: where the next call's arguments come from.
+    outputs: list[tuple[weakref.ref, list[Place]]] = field(default_factory=list)
 
     def agrees_with(self, other: _Capture) -> str | None:
         """Why this call and ``other`` (the one before) did not do the same thing."""
@@ -277,10 +285,9 @@ class _Recorder:
     def run(self, fn: Callable, args: tuple, kwargs: dict,
             inputs: list[Tensor]) -> tuple[Any, _Capture]:
         before = _live_objects()
-        existing = {id(o) for o in before}
         pre_tensors = _tensors_in(before)
         from nova.nn.module import Module
-        modes = [(o, o.training) for o in before if isinstance(o, Module)]
+        modes = [(o, o.training) for o in before if issubclass(type(o), Module)]
         del before
         versions = {id(t): t._version for t in pre_tensors}
         input_nodes = {id(t.node): i for i, t in enumerate(inputs)}
@@ -295,13 +302,13 @@ class _Recorder:
             realize()                      # what the call left pending is part of it
         finally:
             ACTIVE.reset(token)
-        capture = self._analyse(log, out, inputs, input_nodes, held_before, existing,
-                                versions, pre_tensors, modes)
+        capture = self._analyse(log, out, inputs, input_nodes, held_before, versions,
+                                pre_tensors, modes)
         return out, capture
 
     def _analyse(self, log: CaptureLog, out: Any, inputs: list[Tensor],
                  input_nodes: dict[int, int], held_before: dict[int, list[Tensor]],
-                 existing: set[int], versions: dict[int, int], pre_tensors: list[Tensor],
+                 versions: dict[int, int], pre_tensors: list[Tensor],
                  modes: list) -> _Capture:
         returned: list[Tensor] = []
         containers: list[int] = []          # ids of the return value's own containers
@@ -314,7 +321,9 @@ class _Recorder:
         steps = log.steps
         events = [(e[1], e[2], e[4] if e[0] == "fresh" else e[3]) for e in log.events]
         # The same cached executable is the same step structure (the cache is keyed by it).
-        capture = _Capture([id(s.exe) for s in steps], None, [], events, template, steps,
+        capture = _Capture([id(s.exe) for s in steps], None, [], events, template,
+                           [s.exe for s in steps], [s.roles for s in steps],
+                           [[(n.shape, n.dtype) for n in s.out_nodes] for s in steps],
                            {}, [], modes)
         if log.refused:
             capture.why = log.refused
@@ -337,7 +346,7 @@ class _Recorder:
         new = {id(t): t for ts in holders.values() for t in ts if id(t) not in pre_ids}
         ignore = {id(returned), id(post), id(pre_tensors), id(log.steps), id(log.events),
                   id(holders), id(new), *map(id, holders.values()), *containers}
-        slots, elsewhere = _slots_holding(new, existing, ignore)
+        slots, elsewhere = _slots_holding(new, ignore)
         results = []
         for (s, j), ts in sorted(holders.items()):
             places = []
@@ -370,6 +379,8 @@ class _Recorder:
                                "from host data inside the function)")
                 return capture
         capture.results = results
+        capture.outputs = [(weakref.ref(steps[r.step].out_nodes[r.output]), r.places)
+                           for r in results]
         # Containers that held the parameters: a replay checks they still do.
         pre_by_id = {id(t): t for t in pre_tensors}
         tensor_places = {id(p.owner): p.owner for r in results for p in r.places
@@ -379,9 +390,10 @@ class _Recorder:
         fresh_index = {id(n): i for i, n in enumerate(fresh)}
         prev_places: dict[int, list[Place]] = {}
         if self.previous is not None:
-            for r in self.previous.results:
-                node = self.previous.steps[r.step].out_nodes[r.output]
-                prev_places[id(node)] = r.places
+            for ref, places in self.previous.outputs:
+                node = ref()
+                if node is not None:
+                    prev_places[id(node)] = places
         sources: list[list[_Source]] = []
         post_ids = {id(t) for t in post}
         read_from: dict[int, Tensor] = {}
@@ -398,21 +410,25 @@ class _Recorder:
                 elif id(node) in prev_places and prev_places[id(node)]:
                     srcs.append(_Source("place", prev_places[id(node)][0], sig))
                 else:
-                    keep = [t for t in held_before.get(id(node), ()) if id(t) in post_ids]
-                    if not keep:
-                        capture.unusable = (f"step argument {node.shape} {node.dtype.name} is a "
-                                       "value the call made on the host (from numpy or a "
-                                       "realized tensor's data): pass it as an argument")
+                    holder = next((t for t in held_before.get(id(node), ())
+                                   if id(t) in post_ids), None)
+                    if holder is None:
+                        capture.unusable = (
+                            f"step argument {node.shape} {node.dtype.name} is a value the "
+                            "call made on the host (from numpy or a realized tensor's "
+                            "data): pass it as an argument")
                         return capture
-                    srcs.append(_Source("place", Place("tensor", keep[0]), sig))
-                    read_from[id(keep[0])] = keep[0]
+                    srcs.append(_Source("place", Place("tensor", holder), sig))
+                    read_from[id(holder)] = holder
             sources.append(srcs)
         capture.sources = sources
         # Guard the containers of every tensor read or rebound (a parameter replaced by
         # another object between calls would otherwise be missed).
         watched = {**tensor_places, **read_from}
         watched = {k: t for k, t in watched.items() if k in pre_by_id}
-        for k, places in _slots_holding(watched, existing, ignore | {id(watched)})[0].items():
+        mine = {id(held_before), id(pre_by_id), id(tensor_places), id(read_from),
+                id(watched), *map(id, held_before.values())}   # this function's own
+        for k, places in _slots_holding(watched, ignore | mine)[0].items():
             capture.guards += [(p, watched[k]) for p in places]
         return capture
 
@@ -426,12 +442,7 @@ class _Replay:
     def __init__(self, capture: _Capture, fn_name: str):
         self.c = capture
         self.name = fn_name
-        self.exes = [s.exe for s in capture.steps]
-        self.roles = [s.roles for s in capture.steps]
-        self.out_meta = [[(n.shape, n.dtype) for n in s.out_nodes] for s in capture.steps]
-        # The recorded call's nodes: not kept (they hold that call's buffers, and a
-        # reference to a node would keep the first replay from donating it).
-        capture.steps = []
+        self.exes, self.roles, self.out_meta = capture.exes, capture.roles, capture.out_meta
 
     def check(self) -> str | None:
         """Why this call cannot replay (a guard failed), or None."""

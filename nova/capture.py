@@ -56,6 +56,7 @@ import sys
 import threading
 import warnings
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,6 +77,7 @@ from nova.tensor.tensor import Tensor
 from nova.tensor.trace import Node, RealizationError
 
 MAX_RECORDED_CALLS = 6     # recorded calls that never agree twice: give up capturing
+MAX_ENTRIES = 8            # guard keys kept per function (as torch.compile's cache size)
 
 
 class CaptureError(RuntimeError):
@@ -695,7 +697,11 @@ class CompiledFunction:
         self.fullgraph = fullgraph
         self.name = getattr(fn, "__qualname__", repr(fn))
         functools.update_wrapper(self, fn)
-        self._entries: dict[tuple, _Entry] = {}
+        # Per guard key, least recently used first; bounded (each holds its steps'
+        # executables and the places it writes), with one warning when a function keeps
+        # being called with new shapes or Python arguments.
+        self._entries: OrderedDict[tuple, _Entry] = OrderedDict()
+        self._keys_seen = 0
         self._last_key: tuple | None = None
         self._lock = threading.RLock()
         self.replays = 0
@@ -735,9 +741,7 @@ class CompiledFunction:
         # One call at a time: a call's capture, comparison and replay are this
         # function's state (two threads sharing one model race anyway).
         with self._lock:
-            entry = self._entries.setdefault(key, _Entry())
-            if len(self._entries) > 1 and entry.calls == 0:
-                _note(self.name, f"re-recorded: {_explain_key(key, self._last_key, self.fn)}")
+            entry = self._entry(key)
             self._last_key = key
             if entry.replay is not None:
                 why = entry.replay.check()
@@ -754,6 +758,27 @@ class CompiledFunction:
             if entry.refused is not None:
                 return self.fn(*args, **kwargs)
             return self._record(entry, args, kwargs, inputs)
+
+    def _entry(self, key: tuple) -> _Entry:
+        """The entry of guard ``key`` (made, and the reason noted, if new)."""
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries.move_to_end(key)
+            return entry
+        self._keys_seen += 1
+        if self._keys_seen > 1:
+            why = _explain_key(key, self._last_key, self.fn)
+            _note(self.name, f"re-recorded: {why}")
+            if self._keys_seen == MAX_ENTRIES:
+                warnings.warn(f"nv.compile({self.name}) has been called with "
+                              f"{MAX_ENTRIES} different input shapes, dtypes or Python "
+                              f"arguments (latest: {why}); each records its own steps. "
+                              "Values that change every call should be tensors.",
+                              RecompileWarning, stacklevel=4)
+        entry = self._entries[key] = _Entry()
+        if len(self._entries) > MAX_ENTRIES:
+            self._entries.popitem(last=False)
+        return entry
 
     def _record(self, entry: _Entry, args: tuple, kwargs: dict, inputs: list[Tensor]) -> Any:
         self.recorded += 1

@@ -509,3 +509,17 @@ def test_gradients_accumulated_across_calls_replay_as_recorded():
             assert fn.replays > 0
     for a, b in zip(*runs):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_function_called_with_ever_new_arguments_keeps_a_bounded_cache():
+    from nova.capture import MAX_ENTRIES
+
+    @nv.compile
+    def fn(x, k: float):
+        return x * k
+
+    x = nv.ones(2)
+    with pytest.warns(RecompileWarning, match=f"{MAX_ENTRIES} different input shapes"):
+        for k in range(3 * MAX_ENTRIES):
+            assert fn(x, float(k)).numpy().tolist() == [float(k)] * 2
+    assert len(fn._entries) == MAX_ENTRIES

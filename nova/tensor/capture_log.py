@@ -39,9 +39,11 @@ class CaptureLog:
     """Everything one recorded call did that a replay must redo (module doc)."""
 
     steps: list[StepRecord] = field(default_factory=list)
-    # In call order: ("fresh", kind, owner, node) for a host value drawn fresh
-    # (kind "rng": ``owner`` is the Generator; kind "scalar": the Optimizer, with the
-    # scalar's name), or ("action", kind, owner, detail) for Python state changed.
+    # In call order: ("fresh", kind, owner, node, name) for a host value drawn fresh
+    # (kind "rng": ``owner`` is the Generator; kind "scalar": the Optimizer, and the
+    # scalar's name), or ("action", kind, owner, detail) for Python state changed
+    # ("opt_step" with the updated (group, parameter) pairs, "zero_grad",
+    # "sched_step", "manual_seed" with the seed).
     events: list[tuple] = field(default_factory=list)
     refused: str | None = None     # why this call cannot be replayed, if so
 

@@ -64,15 +64,14 @@ from typing import Any
 import numpy as np
 
 from nova import config
-from nova.core.dtypes import float32 as _float32
 from nova.runtime.cache import CACHE, RecompileWarning
 from nova.runtime.engine import get_engine, get_remat
 from nova.runtime.host_buffers import sole_host_owner
+from nova.runtime.executable import overwrote_donated
 from nova.runtime.interrupts import deferred_interrupt
 from nova.tensor import grad_mode
-from nova.runtime.executable import overwrote_donated
 from nova.tensor.capture_log import ACTIVE, CaptureLog
-from nova.tensor.realize import realize
+from nova.tensor.realize import BASE_NODE_REFS, realize
 from nova.tensor.tensor import Tensor
 from nova.tensor.trace import Node, RealizationError
 
@@ -224,8 +223,7 @@ class _Result:
 class _Capture:
     """One recorded call, analysed (``_analyse``)."""
 
-    keys: list[tuple]
-    sources: list[list[_Source]] | None      # None: not resolvable (see why)
+    sources: list[list[_Source]] | None      # None: not resolvable (see unusable)
     results: list[_Result]
     events: list[tuple]                      # (kind, owner, detail/name) in order
     returned: Any                            # the return template (``_flatten``)
@@ -246,7 +244,9 @@ class _Capture:
 
     def agrees_with(self, other: _Capture) -> str | None:
         """Why this call and ``other`` (the one before) did not do the same thing."""
-        if self.keys != other.keys:
+        # the same cached executable is the same step structure (the cache's key)
+        if len(self.exes) != len(other.exes) or any(
+                a is not b for a, b in zip(self.exes, other.exes)):
             return "the steps differ from the previous call's"
         if [(k, o) for k, o, _ in self.events] != [(k, o) for k, o, _ in other.events]:
             return "the host values and state changes differ from the previous call's"
@@ -332,8 +332,7 @@ class _Recorder:
                 "constants, None, and tuples, lists or dicts of them)")
         steps = log.steps
         events = [(e[1], e[2], e[4] if e[0] == "fresh" else e[3]) for e in log.events]
-        # The same cached executable is the same step structure (the cache is keyed by it).
-        capture = _Capture([id(s.exe) for s in steps], None, [], events, template,
+        capture = _Capture(None, [], events, template,
                            [s.exe for s in steps], [s.roles for s in steps],
                            [[(n.shape, n.dtype) for n in s.out_nodes] for s in steps],
                            {}, [], modes)
@@ -560,7 +559,7 @@ class _Replay:
             if not isinstance(n, Node) or id(n) not in rebound:
                 continue
             # beyond: the tensors rebinding it, its entries in ``nodes``, ``n`` here
-            others = sys.getrefcount(n) - _BASE_REFS - uses[id(n)] - rebound[id(n)]
+            others = sys.getrefcount(n) - BASE_NODE_REFS - uses[id(n)] - rebound[id(n)]
             if others == 0 and isinstance(buffers[a], np.ndarray) and \
                     sole_host_owner(buffers[a]):      # (its node and ``buffers`` hold it)
                 ok.add(a)
@@ -606,14 +605,6 @@ class _Replay:
             else:
                 tensors.append(new_tensor(ret[1], ret[2]))
         return _build(c.returned, tensors)
-
-
-def _probe_refs() -> int:
-    probe = [Node("buffer", (), {}, (), _float32, None)]
-    return sys.getrefcount(probe[0])
-
-
-_BASE_REFS = _probe_refs()
 
 
 class _Rerecord(Exception):

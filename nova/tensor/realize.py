@@ -100,13 +100,14 @@ def role_of(t: Tensor) -> str:
 
 
 # A node referenced from one list and the frame that inspects it, beyond its references
-# from the graph; measured once, so the check below holds on any CPython.
+# from the graph; measured once, so the check below holds on any CPython (nova.capture
+# counts a replay's arguments from it too).
 def _baseline_refs() -> int:
     probe = [Node("buffer", (), {}, (), _dt.float32, None)]
     return sys.getrefcount(probe[0])
 
 
-_BASE_REFS = _baseline_refs()
+BASE_NODE_REFS = _baseline_refs()
 
 
 def donatable(graph: PendingGraph, candidates: frozenset[int],
@@ -129,14 +130,14 @@ def donatable(graph: PendingGraph, candidates: frozenset[int],
     for a in candidates:
         node = graph.arg_nodes[a]
         # beyond the graph's references: the arg_nodes list and the local ``node``
-        if sys.getrefcount(node) - _BASE_REFS - 1 - in_graph.get(id(node), 0) == 0 \
+        if sys.getrefcount(node) - BASE_NODE_REFS - 1 - in_graph.get(id(node), 0) == 0 \
                 and owner(graph.arg_buffers[a]):
             ok.add(a)
     if not ok:
         return frozenset()
     results = {id(n) for n in outputs}
     escaping = [n for n in graph.pending_nodes if id(n) not in results
-                and sys.getrefcount(n) - _BASE_REFS - 1 - in_graph.get(id(n), 0) > 0]
+                and sys.getrefcount(n) - BASE_NODE_REFS - 1 - in_graph.get(id(n), 0) > 0]
     if escaping:   # a node computed again later must still find its arguments intact
         reach = _arguments_behind(escaping)
         ok = {a for a in ok if id(graph.arg_nodes[a]) not in reach}

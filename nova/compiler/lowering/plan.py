@@ -55,6 +55,8 @@ FORMAT_VERSION = 10  # bump when generated code changes meaning
 # barrier counter on a 64-byte line of its own (protocol: ``nova.compiler.targets.cpu.pool``).
 TEAM_MEMBERS, TEAM_ARRIVED, TEAM_BARRIER = 0, 1, 8
 TEAM_WORDS = 16
+TEAM_CLOSED = 1 << 32      # in TEAM_ARRIVED, over the count of chunks that joined
+TEAM_JOIN_SPINS = 4096     # pause steps a member waits for the others before closing
 
 
 @dataclass(frozen=True)

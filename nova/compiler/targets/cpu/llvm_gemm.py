@@ -16,9 +16,16 @@ from llvmlite import ir
 from xdsl.ir import SSAValue
 
 from nova.compiler.targets.cpu.llvm_emit import _COMPUTE, F32, F64, I32, I64, PTR, Emitter, c64
-from nova.compiler.targets.cpu.pool import emit_barrier
+from nova.compiler.targets.cpu.pool import X86, emit_barrier, emit_pause
 from nova.compiler.codegen.values import element_of, shape_of
-from nova.compiler.lowering.plan import TEAM_ARRIVED, TEAM_MEMBERS, TEAM_WORDS, contraction
+from nova.compiler.lowering.plan import (
+    TEAM_ARRIVED,
+    TEAM_CLOSED,
+    TEAM_JOIN_SPINS,
+    TEAM_MEMBERS,
+    TEAM_WORDS,
+    contraction,
+)
 from nova.compiler.lowering.views import operand_view
 
 
@@ -309,16 +316,83 @@ class Gemm:
         return b.bitcast(raw, F32.as_pointer())
 
     def join_team(self) -> None:
-        """``shared_b``: read the team header at the start of the scratch buffer (two
-        alternating shared B panels follow it) and take a member number by arriving."""
+        """``shared_b``: join the team whose header starts the scratch buffer (two
+        alternating shared B panels follow it), or work alone.
+
+        The launcher writes how many chunks run at once (``TEAM_MEMBERS``; 1: one after
+        another, then the chunk is member 0 of a team of one). A chunk joins by
+        incrementing the count in ``TEAM_ARRIVED`` (a compare-and-swap that refuses once
+        the team is full or ``TEAM_CLOSED``) and waits until the team is full; a member
+        that waited ``TEAM_JOIN_SPINS`` pause steps closes it as it is. The team's size
+        is then the count that joined, which every member reads after the close: its
+        shares of each panel and its barrier targets. A chunk that finds the team
+        closed -- its thread came late (descheduled, or a worker that never arrived,
+        whose chunk the caller claimed after finishing its own) -- packs its own
+        panels in a buffer of its own, as a team of one. So a member that never comes
+        holds the others for at most the join wait, once per kernel."""
         b, e = self.b, self.e
+        fn = e.fn
         self.team = b.bitcast(e.ptrs[-1], I64.as_pointer())
-        self.shared_panels = b.gep(e.ptrs[-1], [c64(2 * TEAM_WORDS)])
-        self.members = b.load(b.gep(self.team, [c64(TEAM_MEMBERS)]))
-        arrived = b.atomic_rmw("add", b.gep(self.team, [c64(TEAM_ARRIVED)]), c64(1), "seq_cst")
-        self.member = b.select(b.icmp_signed(">", self.members, c64(1)), arrived, c64(0))
+        arrived_ptr = b.gep(self.team, [c64(TEAM_ARRIVED)])
+        expected = b.load(b.gep(self.team, [c64(TEAM_MEMBERS)]))
         self.spins = e.entry_alloca(I64)
         b.store(c64(0), self.spins)
+        member, size = e.entry_alloca(I64), e.entry_alloca(I64)
+        panels = e.entry_alloca(F32.as_pointer())
+        own = e.entry_alloca(PTR)
+        b.store(c64(0), member)
+        b.store(c64(1), size)
+        b.store(b.gep(e.ptrs[-1], [c64(2 * TEAM_WORDS)]), panels)
+        b.store(ir.Constant(PTR, None), own)
+        e.cleanup.append(lambda: e.b.call(self.free, [e.b.load(own)]))   # free(NULL): no-op
+        names = ("tjoin", "tcas", "twait", "tpoll", "tclose", "tready", "tsolo", "tdone")
+        blk = {name: fn.append_basic_block(name) for name in names}
+        b.cbranch(b.icmp_signed(">", expected, c64(1)), blk["tjoin"], blk["tdone"])
+
+        b.position_at_end(blk["tjoin"])          # join unless full or closed
+        word = b.load_atomic(arrived_ptr, "acquire", 8)
+        count = b.and_(word, c64(TEAM_CLOSED - 1))
+        shut = b.or_(b.icmp_unsigned(">=", word, c64(TEAM_CLOSED)),
+                     b.icmp_signed(">=", count, expected))
+        b.cbranch(shut, blk["tsolo"], blk["tcas"])
+        b.position_at_end(blk["tcas"])
+        swapped = b.cmpxchg(arrived_ptr, word, b.add(word, c64(1)), "seq_cst", "seq_cst")
+        b.store(count, member)
+        b.cbranch(b.extract_value(swapped, 1), blk["twait"], blk["tjoin"])
+
+        b.position_at_end(blk["twait"])          # until full, or closed by a waiter
+        waited = e.entry_alloca(I64)
+        b.store(c64(0), waited)
+        b.branch(blk["tpoll"])
+        b.position_at_end(blk["tpoll"])
+        now = b.load_atomic(arrived_ptr, "acquire", 8)
+        ready = b.or_(b.icmp_unsigned(">=", now, c64(TEAM_CLOSED)),
+                      b.icmp_signed(">=", now, expected))
+        b.cbranch(ready, blk["tready"], blk["tclose"])
+        b.position_at_end(blk["tclose"])
+        emit_pause(e.module, b, e.module.triple.startswith(X86), self.spins)
+        steps = b.add(b.load(waited), c64(1))
+        b.store(steps, waited)
+        with b.if_then(b.icmp_signed(">=", steps, c64(TEAM_JOIN_SPINS))):
+            b.atomic_rmw("or", arrived_ptr, c64(TEAM_CLOSED), "seq_cst")
+        b.branch(blk["tpoll"])
+        b.position_at_end(blk["tready"])
+        final = b.load_atomic(arrived_ptr, "acquire", 8)
+        b.store(b.and_(final, c64(TEAM_CLOSED - 1)), size)
+        b.branch(blk["tdone"])
+
+        b.position_at_end(blk["tsolo"])          # late: a team of one, panels of its own
+        nbytes = -(-(2 * self.kc * self.nc + self.lanes) * 4 // 64) * 64
+        raw = b.call(self.aligned_alloc, [c64(64), c64(nbytes)])
+        b.store(raw, own)
+        b.store(b.bitcast(raw, F32.as_pointer()), panels)
+        b.store(c64(0), member)
+        b.store(c64(1), size)
+        b.branch(blk["tdone"])
+
+        b.position_at_end(blk["tdone"])
+        self.member, self.members = b.load(member), b.load(size)
+        self.shared_panels = b.load(panels)
 
     def batch_range(self, batch: ir.Value) -> None:
         """The part of batch ``batch``'s product inside ``[start, end)``: rows (split

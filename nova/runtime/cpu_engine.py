@@ -97,7 +97,7 @@ class CpuProgram(Program):
 
     def __init__(self, module: ModuleOp, reorder: bool = True):
         self._ranges: list[list[tuple[int, int]]] | None = None   # per kernel: thread chunks
-        self._ranges_threads = 0
+        self._ranges_threads = (0, 0)
         self._range_arrays: list[ctypes.Array] = []   # per kernel: its chunks, flat
         self._records: ctypes.Array | None = None      # the driver's kernel list
         self._described: list[tuple[str, str]] | None = None   # (name, plan) per kernel
@@ -161,13 +161,16 @@ class CpuProgram(Program):
         self._control[DRIVE_CLOCK] = time.CLOCK_MONOTONIC
 
     def _kernel_list(self) -> None:
-        """Split the kernels for the current thread count and write the driver's kernel
-        list (again when the count changed since)."""
-        if self._ranges is not None and threads.get_num_threads() == self._ranges_threads:
+        """Split the kernels for the current thread count (and, for teams, the threads
+        in use now) and write the driver's kernel list (again when either changed)."""
+        teams = any(team is not None for team in self._teams)
+        count = (threads.get_num_threads(), threads.active_threads() if teams else 0)
+        if self._ranges is not None and count == self._ranges_threads:
             return
-        self._ranges_threads = threads.get_num_threads()
-        self._ranges = [threads.chunks(st.plan.schedule.parallel_extent, s)
-                        for st, s in zip(self.steps, self._seconds)]
+        self._ranges_threads = count
+        self._ranges = [threads.chunks(st.plan.schedule.parallel_extent, s,
+                                       st.plan.schedule.strategy, self._teams[p] is not None)
+                        for p, (st, s) in enumerate(zip(self.steps, self._seconds))]
         self._range_arrays = [threads.ranges_array(r) for r in self._ranges]
         records = (ctypes.c_int64 * (REC_WORDS * max(len(self.steps), 1)))()
         for p, st in enumerate(self.steps):

@@ -45,7 +45,8 @@ from functools import lru_cache
 
 from nova import config
 from nova.compiler.targets.cpu.pool import (
-    CHUNKS,
+    ACTIVE,
+    BENCHED,
     DONE,
     DRIVE_NEXT,
     DRIVE_POOL,
@@ -55,13 +56,14 @@ from nova.compiler.targets.cpu.pool import (
     LINE,
     OPEN,
     SEEN,
+    THREADS,
     TICKET,
     X86,
     pool_module,
     state_words,
     thread_word,
 )
-from nova.compiler.targets.cpu.configurator import thread_chunks
+from nova.compiler.targets.cpu.configurator import chunks_per_thread, thread_chunks
 from nova.compiler.targets.cpu.device import detect_cpu, usable_cores
 from nova.compiler.lowering.plan import (
     TEAM_ARRIVED,
@@ -69,6 +71,7 @@ from nova.compiler.lowering.plan import (
     TEAM_MEMBERS,
     TEAM_WORDS,
 )
+from nova.runtime.contention import Contention
 from nova.runtime.interrupts import deferred_interrupt
 
 SPIN_SECONDS = 2e-3
@@ -83,18 +86,20 @@ _i64p = ctypes.POINTER(ctypes.c_int64)
 
 @lru_cache(maxsize=1)
 def _native() -> tuple:
-    """(worker, launch, join, stop, drive) as ctypes functions, compiled on first use."""
+    """(worker, launch, join, stop, drive, cancel) as ctypes functions, compiled on
+    first use."""
     from nova.runtime.kernel_cache import KERNELS
     jit = KERNELS.jit
     names = ("nova_pool_worker", "nova_pool_launch", "nova_pool_join", "nova_pool_stop",
-             "nova_drive")
+             "nova_drive", "nova_pool_cancel")
     addr = jit.load(pool_module(jit.triple, jit.data_layout), names)
     i64 = ctypes.c_int64
     return (ctypes.CFUNCTYPE(i64, _i64p, i64, i64)(addr[names[0]]),
             ctypes.CFUNCTYPE(i64, _i64p, i64, i64, _i64p, i64)(addr[names[1]]),
             ctypes.CFUNCTYPE(ctypes.c_int32, _i64p)(addr[names[2]]),
             ctypes.CFUNCTYPE(i64, _i64p, i64)(addr[names[3]]),
-            ctypes.CFUNCTYPE(i64, _i64p)(addr[names[4]]))
+            ctypes.CFUNCTYPE(i64, _i64p)(addr[names[4]]),
+            ctypes.CFUNCTYPE(i64, _i64p)(addr[names[5]]))
 
 
 def _spin_units(seconds: float | None) -> int:
@@ -116,12 +121,14 @@ class WorkerPool:
 
     def __init__(self, threads: int, spin_seconds: float | None = None):
         self.threads = threads
-        self._worker, self._launch, self._join, self._stop, self._drive = _native()
+        (self._worker, self._launch, self._join, self._stop, self._drive,
+         self._cancel) = _native()
         words = state_words(threads)
         self._buffer = (ctypes.c_int64 * (words + LINE))()    # + room to align to 64 B
         aligned = -(-ctypes.addressof(self._buffer) // 64) * 64
         self.words = (ctypes.c_int64 * words).from_address(aligned)
         self.state = ctypes.cast(aligned, _i64p)
+        self.words[THREADS] = self.words[ACTIVE] = threads
         self._wake = threading.Condition()
         self._busy = threading.Lock()
         self._team_job = False   # whether the latest job launched was a team's (shared B)
@@ -134,6 +141,19 @@ class WorkerPool:
                          for w in range(1, threads)]
         for t in self._workers:
             t.start()
+        self.contention = Contention([t.native_id for t in self._workers], self._set_benched)
+
+    def _set_benched(self, w: int, benched: bool) -> None:
+        """Leave worker w out of launches (or take it back); only the pool's holder
+        calls this, between jobs."""
+        self.words[thread_word(w, BENCHED)] = int(benched)
+        self.words[ACTIVE] = self.threads - sum(
+            self.words[thread_word(v, BENCHED)] for v in range(1, self.threads))
+
+    @property
+    def active(self) -> int:
+        """Threads a job can use now: the caller and the workers not benched."""
+        return self.words[ACTIVE]
 
     def _work(self, w: int) -> None:
         if self.cpus is not None:
@@ -152,18 +172,20 @@ class WorkerPool:
     def run(self, fn, fn_address: int, args_address: int, ranges: ctypes.Array,
             n: int, team: ctypes.Array | None = None) -> int:
         """Run kernel ``fn`` (at ``fn_address``) on the buffer table at ``args_address``
-        over the ``n`` chunks of ``ranges`` (``ranges_array``); the largest return code.
-        Another Python thread dispatching at the same time runs its chunks one after the
-        other on its own thread instead (correct, not parallel). ``team``: the kernel's
-        team header (``team_header``), set up for n members or, run one after another,
-        for one."""
-        if not 1 <= n <= self.threads:
+        over the ``n`` chunks of ``ranges`` (``ranges_array``), claimed by whichever
+        threads come; the largest return code. Another Python thread dispatching at the
+        same time runs its chunks one after the other on its own thread instead
+        (correct, not parallel). ``team``: the kernel's team header (``team_header``),
+        set up for n members (at most one per thread) or, run one after another, for
+        one."""
+        if n < 1 or (team is not None and n > self.threads):
             raise ValueError(f"WorkerPool.run: {n} chunks for a pool of {self.threads} "
-                             "threads; expected 1 to that many")
+                             "threads; expected at least 1"
+                             + (", and at most one per thread for a team" if n >= 1 else ""))
         if n == 1:
             return self._alone(fn, args_address, ranges, n, team)
         with self._held() as held:
-            if not held:
+            if not held or (team is not None and n > self.active):
                 return self._alone(fn, args_address, ranges, n, team)
             if team is not None:
                 team[TEAM_MEMBERS], team[TEAM_ARRIVED], team[TEAM_BARRIER] = n, 0, 0
@@ -208,7 +230,8 @@ class WorkerPool:
         """The pool for this thread's job (True), or False if another thread holds it
         (its chunks then run on the caller). While held: a job a twice-interrupted
         recovery left open is finished first, and one this holder leaves open (Ctrl-C
-        between a launch and its join) is finished before the pool is released."""
+        between a launch and its join) is finished before the pool is released. After
+        a job, the holder looks at contention (``nova.runtime.contention``)."""
         if not self._busy.acquire(blocking=False):
             yield False
             return
@@ -216,6 +239,7 @@ class WorkerPool:
             if self.words[OPEN]:     # abandoned earlier, and its recovery interrupted too
                 self._recover(caller_alive=False)
             yield True
+            self.contention.tick()
         finally:
             try:
                 if self.words[OPEN]:     # interrupted between launch and join (Ctrl-C)
@@ -229,14 +253,15 @@ class WorkerPool:
         ``OPEN`` (set by the native launch, cleared by the native join) says a job is in
         flight, whatever Python line the interrupt hit. Its workers may still be
         writing into its buffers, which the caller is about to free, and a worker still
-        on it when the next job is launched would count its chunk for that job; a
-        worker asleep when it was handed its chunk may not have been woken. So: wake
-        the sleepers, and -- while the caller's frames still hold the job's buffers
-        (``caller_alive``, the normal case) -- join, which also runs the caller's own
-        chunk (the members of a team kernel wait at barriers for every member). Only if
-        that recovery was itself interrupted, and the buffers are gone, does the next
-        job find ``OPEN`` still set: then the workers are only waited for (the caller's
-        chunk would write freed memory), which a team kernel's workers never finish."""
+        on it when the next job is launched would run stale chunks; a worker asleep
+        when it was handed the job may not have been woken. So: wake the sleepers,
+        and -- while the caller's frames still hold the job's buffers
+        (``caller_alive``, the normal case) -- join, which claims and runs what is left
+        (the members of a team kernel wait at barriers for every member). Only if that
+        recovery was itself interrupted, and the buffers are gone, does the next job
+        find ``OPEN`` still set: then the chunks not yet claimed are cancelled (they
+        would write freed memory) and those claimed are waited for, which a team
+        kernel's members, waiting for a cancelled member, never finish."""
         with deferred_interrupt():
             with self._wake:
                 self._wake.notify_all()
@@ -248,8 +273,9 @@ class WorkerPool:
                     "nova: a multi-threaded kernel was interrupted twice within a few "
                     "microseconds and its worker threads cannot finish; results are safe, "
                     "but parallel kernels need a new process (or nv.set_num_threads(1))")
+            claimed = self._cancel(self.state)
             words = self.words
-            while words[DONE] != words[CHUNKS] - 1:
+            while words[DONE] != claimed:
                 with self._wake:
                     self._wake.notify_all()
                 os.sched_yield()
@@ -272,6 +298,7 @@ class WorkerPool:
             if not stuck:
                 for t in self._workers:
                     t.join()
+            self.contention.close()
 
 
 def drive(control: ctypes.Array, is_team: Callable[[int], bool]) -> int:
@@ -308,6 +335,13 @@ def ranges_array(chunks: Sequence[tuple[int, int]]) -> ctypes.Array:
 
 def get_num_threads() -> int:
     return _state["threads"]
+
+
+def active_threads() -> int:
+    """Threads a parallel kernel can use now: ``get_num_threads()`` less the workers
+    benched for contention (``nova.runtime.contention``)."""
+    p = _state["pool"]
+    return _state["threads"] if p is None else p.active
 
 
 def set_num_threads(n: int) -> None:
@@ -351,9 +385,13 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_after_fork)
 
 
-def chunks(extent: int, seconds: float) -> list[tuple[int, int]]:
-    """Split ``[0, extent)`` of a kernel estimated at ``seconds`` across the threads as
-    the configurator decides."""
-    if _state["threads"] <= 1:
+def chunks(extent: int, seconds: float, strategy: str = "elementwise",
+           team: bool = False) -> list[tuple[int, int]]:
+    """Split ``[0, extent)`` of a kernel estimated at ``seconds`` for the threads as the
+    configurator decides (``thread_chunks``, ``chunks_per_thread``): a team's for the
+    threads in use now (one chunk per member), others for all (claimed as they come)."""
+    threads = active_threads() if team else _state["threads"]
+    if threads <= 1:
         return [(0, extent)]
-    return thread_chunks(extent, seconds, _state["threads"], detect_cpu())
+    return thread_chunks(extent, seconds, threads, detect_cpu(),
+                         chunks_per_thread(strategy, team))

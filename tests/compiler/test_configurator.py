@@ -3,6 +3,9 @@ import numpy as np
 
 import nova as nv
 from nova.compiler.targets.cpu.configurator import (
+    GEMM_CHUNKS_PER_THREAD,
+    STREAM_CHUNKS_PER_THREAD,
+    chunks_per_thread,
     classify,
     elementwise_unroll,
     estimated_seconds,
@@ -169,11 +172,21 @@ def test_peak_balance_and_classification():
 
 
 def test_thread_split_needs_enough_work():
-    # n = min(threads, extent, floor(T / 5 us)): 2 chunks only when T/2 + 5 us <= T.
+    # n = min(threads x per_thread, extent, floor(T / 5 us)): 2 chunks only when
+    # T/2 + 5 us <= T.
     assert thread_chunks(100, 9e-6, 4, AVX2) == [(0, 100)]                   # too little work
     assert thread_chunks(100, 1e-3, 4, AVX2) == [(0, 25), (25, 50), (50, 75), (75, 100)]
     assert thread_chunks(3, 1.0, 4, AVX2) == [(0, 1), (1, 2), (2, 3)]        # extent-bound
     assert thread_chunks(100, 12e-6, 4, AVX2) == [(0, 50), (50, 100)]        # 2 threads' worth
+    assert thread_chunks(100, 1e-3, 2, AVX2, per_thread=4) == [               # claimed: 4 each
+        (0, 13), (13, 26), (26, 39), (39, 52), (52, 65), (65, 78), (78, 91), (91, 100)]
+    assert thread_chunks(100, 1e-3, 1, AVX2, per_thread=4) == [(0, 100)]      # one thread
+
+
+def test_chunks_per_thread_balance_streams_finely_gemms_less_and_teams_one_each():
+    assert chunks_per_thread("elementwise", team=False) == STREAM_CHUNKS_PER_THREAD > 1
+    assert chunks_per_thread("tiled", team=False) == GEMM_CHUNKS_PER_THREAD > 1
+    assert chunks_per_thread("tiled", team=True) == 1
 
 
 def test_estimated_seconds_of_a_gemm_uses_one_cores_peak_and_others_1ns_per_iteration():

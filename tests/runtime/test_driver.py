@@ -188,7 +188,7 @@ def test_changing_the_thread_count_rebuilds_the_kernel_list():
         program = CACHE.last._program
         nv.set_num_threads(1)
         one = _mlp_step(x, w1, w2).numpy()
-        assert CACHE.last._program is program and program._ranges_threads == 1
+        assert CACHE.last._program is program and program._ranges_threads[0] == 1
         assert all(len(r) == 1 for r in program._ranges)
         np.testing.assert_allclose(one, two, rtol=1e-6)
         nv.set_num_threads(2)

@@ -31,13 +31,33 @@ def _function_ir(name: str) -> str:
     return text[start:text.index("\n}\n", start)]
 
 
-def test_launch_publishes_each_chunk_then_moves_its_ticket_then_reads_idle():
+def test_launch_seals_the_claim_word_writes_the_job_opens_it_then_moves_tickets():
+    """The claim word is sealed (seq_cst) before the job's fields are written (release)
+    and opened after; only then do the tickets move (seq_cst), each followed by a
+    sequentially consistent read of the worker's IDLE (Dekker)."""
     body = _function_ir("nova_pool_launch")
+    stores = [line for line in body.splitlines() if "store atomic" in line]
+    assert "seq_cst" in stores[1] and "4294967295" in body   # the seal (DONE=0 is first)
+    assert all("release" in line for line in stores[2:7])     # fn, args, ranges, n, rc
+    assert "seq_cst" in stores[7]                              # open at chunk 0
     ticket = body.index("atomicrmw add")
-    assert body.index("store i64") < ticket          # the chunk's fields first
+    assert body.index(stores[7].strip()) < ticket
     assert "seq_cst" in body[ticket:body.index("\n", ticket)]
-    idle = body.index("load atomic", ticket)          # then IDLE, also seq_cst (Dekker)
+    idle = body.index("load atomic", ticket)
     assert "seq_cst" in body[idle:body.index("\n", idle)]
+
+
+def test_a_chunk_is_claimed_by_swapping_the_exact_word_read_before_the_fields():
+    """Claiming (worker and join alike): an acquire load of the claim word, then the
+    job's fields, then a compare-and-swap of that word; every chunk run is counted
+    with a release increment, and a failing code raises the job's return code."""
+    for name in ("nova_pool_worker", "nova_pool_join"):
+        body = _function_ir(name)
+        swap = body.index("cmpxchg")
+        assert "acq_rel" in body[swap:body.index("\n", swap)]
+        fields = body[body.index("attempt"):swap]
+        assert fields.count("load atomic") == 3              # fn, args, ranges
+        assert "atomicrmw umax" in body and "release" in body[body.index("atomicrmw add"):]
 
 
 def test_worker_announces_idle_then_rereads_its_ticket_before_sleeping():
@@ -164,16 +184,17 @@ def _split(rng, extent: int, n: int) -> list[tuple[int, int]]:
 
 
 def _dispatch(pool: WorkerPool, jobs: int, seed: int, extent: int = 997,
-              error_every: int = 0) -> None:
-    """``jobs`` jobs of random chunkings; every element is counted once per job, and a
-    job whose error flag lies in some chunk returns 1."""
+              error_every: int = 0, max_chunks: int | None = None) -> None:
+    """``jobs`` jobs of random chunkings (1 to ``max_chunks`` chunks, default one per
+    thread); every element is counted once per job, and a job whose error flag lies in
+    some chunk returns 1."""
     fn, address = _counting_kernel()
     rng = np.random.default_rng(seed)
     out = np.zeros(extent, np.int64)
     flag = np.array([-1], np.int64)
     table = (ctypes.c_void_p * 2)(out.ctypes.data, flag.ctypes.data)
     for job in range(jobs):
-        chunks = _split(rng, extent, int(rng.integers(1, pool.threads + 1)))
+        chunks = _split(rng, extent, int(rng.integers(1, (max_chunks or pool.threads) + 1)))
         flag[0] = int(rng.integers(0, extent)) if error_every and job % error_every == 0 \
             else -1
         rc = pool.run(fn, address, ctypes.addressof(table), ranges_array(chunks),
@@ -187,6 +208,7 @@ def test_every_chunk_runs_exactly_once_spinning_or_sleeping(spin_seconds):
     pool = WorkerPool(3, spin_seconds=spin_seconds)
     try:
         _dispatch(pool, 300, seed=1, error_every=7)
+        _dispatch(pool, 300, seed=11, error_every=7, max_chunks=12)
     finally:
         pool.close()
     assert not pool._workers[0].is_alive() and not pool._workers[1].is_alive()
@@ -229,12 +251,15 @@ def test_two_python_threads_dispatching_at_once_both_get_right_results():
     assert not errors
 
 
-def test_more_chunks_than_threads_is_refused():
-    pool = WorkerPool(2, spin_seconds=0.0)
+def test_more_chunks_than_threads_are_claimed_but_a_team_gets_one_per_thread():
+    pool = WorkerPool(2, spin_seconds=1e-4)
     fn, address = _counting_kernel()
     try:
-        with pytest.raises(ValueError, match="3 chunks for a pool of 2 threads"):
-            pool.run(fn, address, 0, ranges_array([(0, 1), (1, 2), (2, 3)]), 3)
+        _dispatch(pool, 100, seed=8, max_chunks=4 * pool.threads, error_every=5)
+        with pytest.raises(ValueError, match="3 chunks for a pool of 2 threads.*one per "
+                                             "thread for a team"):
+            pool.run(fn, address, 0, ranges_array([(0, 1), (1, 2), (2, 3)]), 3,
+                     team=(ctypes.c_int64 * 16)())
     finally:
         pool.close()
 

@@ -82,6 +82,8 @@ MIN_PANELS_PER_THREAD = 8  # MR-row micro-panels per core for a shared-B split "
 SHARED_B_MIN_CORES = 4     # cores from which threads share the packed B panel
 L3_PER_CORE_MAX = 4 << 20  # bytes of L3 a core may count on (see ``l3_share``)
 SECONDS_PER_ITERATION = 1e-9
+STREAM_CHUNKS_PER_THREAD = 4   # chunks per thread of a streaming kernel (``chunks_per_thread``)
+GEMM_CHUNKS_PER_THREAD = 2     # ... and of a tiled GEMM, whose chunks each pack an operand
 
 
 @dataclass(frozen=True)
@@ -244,12 +246,30 @@ def estimated_seconds(strategy: str, loops: tuple[int, ...], spec: CpuSpec,
     return work * SECONDS_PER_ITERATION
 
 
-def thread_chunks(extent: int, seconds: float, threads: int,
-                  spec: CpuSpec) -> list[tuple[int, int]]:
-    """Split ``[0, extent)`` of a kernel estimated at ``seconds`` across ``threads``:
-    n = min(threads, extent, floor(seconds / DISPATCH_SECONDS)) equal chunks."""
-    n = min(threads, extent, max(1, int(seconds / DISPATCH_SECONDS)))
-    if n <= 1:
+def chunks_per_thread(strategy: str, team: bool) -> int:
+    """How many chunks per thread a kernel's job is cut into (see ``thread_chunks``).
+
+    Threads claim chunks as they come (``nova.compiler.targets.cpu.pool``), so a thread
+    that runs slowly -- its core shared with another busy process -- holds the job up
+    by at most the chunk it is on, ~1/(k x threads) of the job for k chunks per thread,
+    at the price of one claim (a compare-and-swap, ~0.1 us) and one kernel entry per
+    chunk. Streaming kernels: ``STREAM_CHUNKS_PER_THREAD``. A tiled GEMM's chunk packs
+    the whole of the other operand for its rows (or columns), so each chunk more
+    repeats that packing: ``GEMM_CHUNKS_PER_THREAD``. A team (shared B panel) has one
+    chunk per thread: its members must all run at once."""
+    if team:
+        return 1
+    return GEMM_CHUNKS_PER_THREAD if strategy == "tiled" else STREAM_CHUNKS_PER_THREAD
+
+
+def thread_chunks(extent: int, seconds: float, threads: int, spec: CpuSpec,
+                  per_thread: int = 1) -> list[tuple[int, int]]:
+    """Split ``[0, extent)`` of a kernel estimated at ``seconds`` for ``threads``:
+    n = min(threads x ``per_thread``, extent, floor(seconds / DISPATCH_SECONDS)) equal
+    chunks (at least one). The chunks depend only on these numbers, never on which
+    thread runs which chunk, so results do not either."""
+    n = min(threads * per_thread, extent, max(1, int(seconds / DISPATCH_SECONDS)))
+    if n <= 1 or threads <= 1:
         return [(0, extent)]
     step = -(-extent // n)
     return [(s, min(s + step, extent)) for s in range(0, extent, step)]

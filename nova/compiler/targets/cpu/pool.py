@@ -1,44 +1,65 @@
-"""LLVM IR of the CPU thread pool's hand-off: workers spin on a ticket.
+"""LLVM IR of the CPU thread pool's hand-off: chunks claimed from a shared counter.
 
-A multi-threaded kernel call hands ``[start, end)`` chunks to worker threads. Through
-Python (a ``ThreadPoolExecutor``: a lock, a condition variable and a future per chunk,
-and a sleeping thread to wake) cost about 50 us back to back and 150 us or more after
-a pause, measured on the 2-core bench VM. Here the hand-off is native, a few
-microseconds (``benchmarks/bench_ops.py`` reports it):
-the caller writes each worker's chunk into that worker's line of a shared state block
-and increments the worker's ticket; a worker spinning on its ticket sees it within a
-few hundred cycles, runs the chunk and increments a done counter the caller spins on.
+A multi-threaded kernel call is a job of n ``[start, end)`` chunks. Through Python (a
+``ThreadPoolExecutor``: a lock, a condition variable and a future per chunk, and a
+sleeping thread to wake) a hand-off cost about 50 us back to back and 150 us or more
+after a pause, measured on the 2-core bench VM. Here it is native, a few microseconds
+(``benchmarks/bench_ops.py`` reports it): the caller publishes the job in a shared line
+and moves each worker's ticket; a worker spinning on its ticket sees it within a few
+hundred cycles. Then every thread -- the caller too -- claims chunks one at a time from
+the job's claim counter, runs each and counts it done, until none is left; the caller
+then waits only for chunks already claimed. So a worker the OS has descheduled (another
+process holds its core) is never waited for before it starts: the others take its share
+(a fixed split would wait for its half, measured 3.7x slower than one thread with one
+core busy, issue #25). Which thread runs a chunk never changes a result: each chunk
+writes its own part of the output, and the chunks are fixed by the configurator.
+
 Only a worker that has found no work for ``spin_cycles`` leaves the spin loop
 (``nova_pool_worker`` returns 1) and sleeps on a Python condition variable;
-``nova_pool_launch`` reports whether any worker it handed a chunk to is asleep, so the
-caller wakes them (see ``nova.runtime.threads``).
+``nova_pool_launch`` reports whether any worker it moved the ticket of is asleep, so
+the caller wakes them (see ``nova.runtime.threads``).
 
-State block: ``i64`` words in 64-byte lines, so a spinning worker polls a line only the
-caller writes to, and only between jobs:
+State block: ``i64`` words in 64-byte lines:
 
-- line 0: ``[STOP]`` (1: workers exit), ``[CHUNKS]`` (n, chunks of the current job),
-  ``[OPEN]`` (1 from a launch until its join has run the caller's chunk and collected
-  the workers': how the caller tells, after an interrupt, whether a job is in flight)
-- line 1: ``[DONE]``, chunks the workers finished in the current job
-- line 2 + t, per thread t (t = 0 is the caller): ``FN`` (the kernel's address),
-  ``ARGS`` (its buffer table), ``START``, ``END``, ``TICKET`` (jobs handed to t),
-  ``SEEN`` (jobs t has taken), ``RC`` (the chunk's return code), ``IDLE`` (1 while
-  worker t sleeps or is about to).
+- line 0: ``[STOP]`` (1: workers exit), ``[OPEN]`` (1 from a launch until its join has
+  collected every claimed chunk: how the caller tells, after an interrupt, whether a job
+  is in flight), ``[THREADS]`` (the pool's size, written once by Python), ``[ACTIVE]``
+  (the threads a launch can use: the caller and the workers not ``BENCHED``)
+- line 1: ``[DONE]``, chunks finished in the current job (by any thread)
+- line 2, the job: ``[CLAIM]`` (the job's sequence number in the high 32 bits, the next
+  unclaimed chunk in the low 32), ``[JOB_FN]`` (the kernel's address), ``[JOB_ARGS]``
+  (its buffer table), ``[JOB_RANGES]`` (the chunks' start, end pairs), ``[CHUNKS]`` (n),
+  ``[JOB_RC]`` (the largest return code so far)
+- line 3 + t, per worker t (t = 0, the caller, leaves its line unused): ``TICKET``
+  (jobs handed to t), ``SEEN`` (the ticket t last took), ``IDLE`` (1 while worker t
+  sleeps or is about to), ``BENCHED`` (1: launches leave t out, written by the
+  caller's Python between jobs -- a worker whose core another process keeps taking,
+  see ``nova.runtime.threads``).
+
+Claiming without a lock, and without running a chunk of the wrong job: a worker may
+look at the job line late, while the caller is already publishing the next job. So the
+caller first seals the claim word (next chunk ``SEALED``, with the new sequence
+number), then writes the job's fields, then opens the claim word (next chunk 0). A
+claim is a compare-and-swap of the exact word the claimer read before reading the
+fields: it succeeds only if no seal came in between, so the fields it read belong to the
+job whose chunk it took, and that job cannot end (nor its buffers go) before the chunk
+is counted done.
 
 Teams: a kernel whose chunks work together (the threads of a GEMM pack one B panel, see
 ``nova.compiler.targets.cpu.configurator``) starts its scratch buffer with a header of
 ``TEAM_WORDS`` words (its layout: ``nova.compiler.lowering.plan``). Before each call the
 launcher (``nova.runtime.threads``) writes ``TEAM_MEMBERS``, how many of the call's
-chunks run at the same time (n when the pool runs them on n threads, 1 when they run one
-after another), and zeroes ``TEAM_ARRIVED`` and ``TEAM_BARRIER``. A chunk takes its
-member index by incrementing ``TEAM_ARRIVED``; at its r-th barrier it increments
-``TEAM_BARRIER`` and waits until it reaches r x members (``emit_barrier``). A barrier
-would deadlock chunks run one after another, hence ``TEAM_MEMBERS`` = 1 there: each
-chunk then does all the shared work itself.
-
-A job's fields in line t are written only after worker t finished its previous chunk
-(the caller waits for every chunk it handed out), so a worker never reads a half-written
-job; workers without a chunk in a job are not touched at all.
+chunks run at the same time (n when the pool runs them, at most one per thread; 1 when
+they run one after another), and zeroes ``TEAM_ARRIVED`` and ``TEAM_BARRIER``. A chunk
+joins the team by incrementing the count in ``TEAM_ARRIVED``; a member that waited
+``TEAM_JOIN_SPINS`` for the others closes the team as it is, and a chunk that comes
+after (its thread descheduled, or never arriving so that another thread claimed its
+chunk) works alone with panels of its own (``Gemm.join_team``). At its r-th barrier a
+member increments ``TEAM_BARRIER`` and waits until it reaches r x the team's size
+(``emit_barrier``). A barrier would deadlock chunks run one after another, hence
+``TEAM_MEMBERS`` = 1 there: each chunk then does all the shared work itself. A team job
+has at most one chunk per thread in use (``ACTIVE``), so every member can be claimed
+by a thread of its own.
 
 Sleeping without losing a wake-up is Dekker's handshake, both sides sequentially
 consistent: a worker stores ``IDLE = 1`` and then re-reads its ticket, the caller
@@ -53,21 +74,25 @@ from nova.compiler.lowering.plan import TEAM_ARRIVED, TEAM_BARRIER, TEAM_MEMBERS
 
 I32, I64 = ir.IntType(32), ir.IntType(64)
 LINE = 8                     # i64 words per 64-byte cache line
-STOP, CHUNKS, OPEN = 0, 1, 2
+STOP, OPEN, THREADS, ACTIVE = 0, 1, 2, 3
 DONE = LINE
-FN, ARGS, START, END, TICKET, SEEN, RC, IDLE = range(8)   # offsets in a thread's line
+CLAIM, JOB_FN, JOB_ARGS, JOB_RANGES, CHUNKS, JOB_RC = range(2 * LINE, 2 * LINE + 6)
+TICKET, SEEN, IDLE, BENCHED = range(4)   # offsets in a worker's line
+INDEX_BITS = 32              # the claim word: sequence number << 32 | next chunk
+INDEX_MASK = (1 << INDEX_BITS) - 1
+SEALED = INDEX_MASK          # the next chunk while the caller writes a job's fields
 YIELD_EVERY = 256            # spin steps between sched_yield calls (a power of two)
 X86 = ("x86_64", "i686", "i386")   # triples with ``pause`` and a user-mode rdtsc
 
 
 def thread_word(thread: int, field: int) -> int:
     """Index of ``field`` in thread ``thread``'s line (thread 0 is the caller)."""
-    return (2 + thread) * LINE + field
+    return (3 + thread) * LINE + field
 
 
 def state_words(threads: int) -> int:
     """Size of the state block, in i64 words, for the caller plus ``threads - 1`` workers."""
-    return (2 + threads) * LINE
+    return (3 + threads) * LINE
 
 
 KERNEL = ir.FunctionType(I32, [I64.as_pointer(), I64, I64])   # nova kernels' signature
@@ -88,7 +113,7 @@ class _Builder:
     def field(self, thread: ir.Value, field: int) -> ir.Value:
         """Pointer to ``field`` of thread ``thread``'s line."""
         b = self.b
-        index = b.add(b.mul(b.add(thread, ir.Constant(I64, 2)), ir.Constant(I64, LINE)),
+        index = b.add(b.mul(b.add(thread, ir.Constant(I64, 3)), ir.Constant(I64, LINE)),
                       ir.Constant(I64, field))
         return b.gep(self.state, [index])
 
@@ -128,14 +153,44 @@ class _Builder:
         self.b.store(value, counter)
         return value
 
-    def run_chunk(self, thread: ir.Value) -> ir.Value:
-        """Call the kernel on thread ``thread``'s chunk; its return code as i64."""
-        b = self.b
-        kernel = b.inttoptr(self.load(self.field(thread, FN)), KERNEL.as_pointer())
-        args = b.inttoptr(self.load(self.field(thread, ARGS)), I64.as_pointer())
-        start = self.load(self.field(thread, START))
-        end = self.load(self.field(thread, END))
-        return b.zext(b.call(kernel, [args, start, end]), I64)
+    def work(self) -> None:
+        """Claim chunks of the current job and run them until none is left (see the
+        module docstring): read the claim word, then the job's fields, and take chunk i
+        by swapping exactly that word for i + 1. A sealed word (the next job being
+        written) or an exhausted one ends the loop; a failed swap (another claim, or a
+        seal) reads again. A failing chunk raises ``JOB_RC`` to its code; every chunk
+        run is counted in ``DONE`` (release: its writes are visible to whoever sees the
+        count)."""
+        b, fn = self.b, self.fn
+        claim = self.word(CLAIM)
+        loop, attempt, run, out = (fn.append_basic_block(name)
+                                   for name in ("claim", "attempt", "run", "claimed_all"))
+        b.branch(loop)
+        b.position_at_end(loop)
+        word = self.load(claim, "acquire")
+        index = b.and_(word, ir.Constant(I64, INDEX_MASK))
+        n = self.load(self.word(CHUNKS), "acquire")
+        b.cbranch(b.icmp_unsigned("<", index, n), attempt, out)   # SEALED >= any n
+
+        b.position_at_end(attempt)
+        kernel = self.load(self.word(JOB_FN), "acquire")
+        args = self.load(self.word(JOB_ARGS), "acquire")
+        ranges = b.inttoptr(self.load(self.word(JOB_RANGES), "acquire"), I64.as_pointer())
+        swapped = b.cmpxchg(claim, word, b.add(word, ir.Constant(I64, 1)),
+                            "acq_rel", "acquire")
+        b.cbranch(b.extract_value(swapped, 1), run, loop)
+
+        b.position_at_end(run)
+        pair = b.mul(index, ir.Constant(I64, 2))
+        start = b.load(b.gep(ranges, [pair]))
+        end = b.load(b.gep(ranges, [b.add(pair, ir.Constant(I64, 1))]))
+        code = b.zext(b.call(b.inttoptr(kernel, KERNEL.as_pointer()),
+                             [b.inttoptr(args, I64.as_pointer()), start, end]), I64)
+        with b.if_then(b.icmp_unsigned("!=", code, ir.Constant(I64, 0))):
+            b.atomic_rmw("umax", self.word(JOB_RC), code, "monotonic")
+        b.atomic_rmw("add", self.word(DONE), ir.Constant(I64, 1), "release")
+        b.branch(loop)
+        b.position_at_end(out)
 
 
 def emit_pause(module: ir.Module, b: ir.IRBuilder, x86: bool,
@@ -181,10 +236,10 @@ def emit_barrier(module: ir.Module, b: ir.IRBuilder, team: ir.Value, target: ir.
 
 
 def _worker(module: ir.Module, pause: bool) -> None:
-    """``i64 nova_pool_worker(i64* state, i64 w, i64 spin_cycles)``: run the chunks
-    handed to worker w; return 0 when told to stop, 1 after ``spin_cycles`` without a
-    chunk (its caller then sleeps until the ticket moves). Off x86, ``spin_cycles``
-    counts spin iterations (see ``_Builder.cycles``)."""
+    """``i64 nova_pool_worker(i64* state, i64 w, i64 spin_cycles)``: whenever worker w's
+    ticket moves, claim and run chunks of the current job; return 0 when told to stop,
+    1 after ``spin_cycles`` without a job (its caller then sleeps until the ticket
+    moves). Off x86, ``spin_cycles`` counts spin iterations (see ``_Builder.cycles``)."""
     fn = ir.Function(module, ir.FunctionType(I64, [I64.as_pointer(), I64, I64]),
                      name="nova_pool_worker")
     h = _Builder(module, fn, pause)
@@ -221,8 +276,8 @@ def _worker(module: ir.Module, pause: bool) -> None:
     b.position_at_end(blocks["sleep"])
     b.ret(ir.Constant(I64, 1))
 
-    b.position_at_end(blocks["job"])
-    h.store(b.add(h.load(seen), ir.Constant(I64, 1)), seen)
+    b.position_at_end(blocks["job"])             # however many jobs were handed since
+    h.store(h.load(ticket, "acquire"), seen)
     stop = b.icmp_unsigned("!=", h.load(h.word(STOP), "acquire"), ir.Constant(I64, 0))
     b.cbranch(stop, blocks["stop"], blocks["run"])
 
@@ -230,15 +285,16 @@ def _worker(module: ir.Module, pause: bool) -> None:
     b.ret(ir.Constant(I64, 0))
 
     b.position_at_end(blocks["run"])
-    h.store(h.run_chunk(w), h.field(w, RC))
-    b.atomic_rmw("add", h.word(DONE), ir.Constant(I64, 1), "release")
+    h.work()
     b.branch(blocks["wait"])
 
 
 def _launch(module: ir.Module, pause: bool) -> None:
     """``i64 nova_pool_launch(i64* state, i64 fn, i64 args, i64* ranges, i64 n)``:
-    hand chunks 1..n-1 (``ranges``: start, end pairs) to workers 1..n-1, keep chunk 0
-    for ``nova_pool_join``, set ``OPEN``, and return how many of those workers are
+    publish a job of n chunks (``ranges``: start, end pairs) -- seal the claim word
+    with the next sequence number, write the fields, open it at chunk 0 -- set
+    ``OPEN``, move the tickets of the workers it can use (up to n - 1 of those not
+    ``BENCHED``: a job of two chunks wakes one), and return how many of them are
     asleep."""
     fn = ir.Function(module, ir.FunctionType(
         I64, [I64.as_pointer(), I64, I64, I64.as_pointer(), I64]), name="nova_pool_launch")
@@ -246,47 +302,74 @@ def _launch(module: ir.Module, pause: bool) -> None:
     b = h.b
     kernel, args, ranges, n = fn.args[1:]
     h.store(1, h.word(OPEN))
-    h.store(n, h.word(CHUNKS))
     h.store(0, h.word(DONE), "monotonic")
-    asleep = b.alloca(I64)
+    claim = h.word(CLAIM)
+    seq = b.add(b.lshr(h.load(claim, "monotonic"), ir.Constant(I64, INDEX_BITS)),
+                ir.Constant(I64, 1))
+    base = b.shl(seq, ir.Constant(I64, INDEX_BITS))
+    h.store(b.or_(base, ir.Constant(I64, SEALED)), claim, "seq_cst")
+    for field, value in ((JOB_FN, kernel), (JOB_ARGS, args),
+                         (JOB_RANGES, b.ptrtoint(ranges, I64)), (CHUNKS, n),
+                         (JOB_RC, ir.Constant(I64, 0))):
+        h.store(value, h.word(field), "release")
+    h.store(base, claim, "seq_cst")
+    asleep, handed = b.alloca(I64), b.alloca(I64)
     b.store(ir.Constant(I64, 0), asleep)
-    with _counted(b, ir.Constant(I64, 0), n) as t:
-        pair = b.mul(t, ir.Constant(I64, 2))
-        h.store(kernel, h.field(t, FN))
-        h.store(args, h.field(t, ARGS))
-        h.store(b.load(b.gep(ranges, [pair])), h.field(t, START))
-        h.store(b.load(b.gep(ranges, [b.add(pair, ir.Constant(I64, 1))])), h.field(t, END))
-        with b.if_then(b.icmp_signed(">", t, ir.Constant(I64, 0))):
+    b.store(ir.Constant(I64, 1), handed)         # the caller takes part
+    with _counted(b, ir.Constant(I64, 1), h.load(h.word(THREADS))) as t:
+        wanted = b.and_(b.icmp_signed("<", b.load(handed), n),
+                        b.icmp_unsigned("==", h.load(h.field(t, BENCHED)), ir.Constant(I64, 0)))
+        with b.if_then(wanted):
             b.atomic_rmw("add", h.field(t, TICKET), ir.Constant(I64, 1), "seq_cst")
             b.store(b.add(b.load(asleep), h.load(h.field(t, IDLE), "seq_cst")), asleep)
+            b.store(b.add(b.load(handed), ir.Constant(I64, 1)), handed)
     b.ret(b.load(asleep))
 
 
 def _join(module: ir.Module, pause: bool) -> None:
-    """``i32 nova_pool_join(i64* state)``: run chunk 0 of the launched job, wait for the
-    workers' n - 1 chunks, clear ``OPEN``, return the largest return code."""
+    """``i32 nova_pool_join(i64* state)``: claim and run chunks of the launched job
+    alongside the workers, then wait for the chunks they claimed (pausing, and yielding
+    now and then: a descheduled worker gets a core back), clear ``OPEN``, return the
+    largest return code."""
     fn = ir.Function(module, ir.FunctionType(I32, [I64.as_pointer()]), name="nova_pool_join")
     h = _Builder(module, fn, pause)
     b = h.b
-    n = h.load(h.word(CHUNKS))
-    rc = b.alloca(I64)
     spins = b.alloca(I64)
     b.store(ir.Constant(I64, 0), spins)
-    b.store(h.run_chunk(ir.Constant(I64, 0)), rc)
-    expected = b.sub(n, ir.Constant(I64, 1))
+    h.work()
+    n = h.load(h.word(CHUNKS))
     poll, spin, done = (fn.append_basic_block(name) for name in ("poll", "spin", "done"))
     b.branch(poll)
     b.position_at_end(poll)
-    b.cbranch(b.icmp_unsigned("==", h.load(h.word(DONE), "acquire"), expected), done, spin)
+    b.cbranch(b.icmp_unsigned("==", h.load(h.word(DONE), "acquire"), n), done, spin)
     b.position_at_end(spin)
     h.pause(spins)
     b.branch(poll)
     b.position_at_end(done)
-    with _counted(b, ir.Constant(I64, 1), n) as t:
-        other, old = h.load(h.field(t, RC)), b.load(rc)
-        b.store(b.select(b.icmp_unsigned(">", other, old), other, old), rc)
+    rc = h.load(h.word(JOB_RC), "monotonic")
     h.store(0, h.word(OPEN))
-    b.ret(b.trunc(b.load(rc), I32))
+    b.ret(b.trunc(rc, I32))
+
+
+def _cancel(module: ir.Module, pause: bool) -> None:
+    """``i64 nova_pool_cancel(i64* state)``: seal the current job's claim word, so no
+    chunk not yet claimed will run, and return how many were claimed (the chunks a
+    recovery must still wait for when the job's caller is gone)."""
+    fn = ir.Function(module, ir.FunctionType(I64, [I64.as_pointer()]), name="nova_pool_cancel")
+    h = _Builder(module, fn, pause)
+    b = h.b
+    claim = h.word(CLAIM)
+    loop, done = fn.append_basic_block("cancel"), fn.append_basic_block("cancelled")
+    b.branch(loop)
+    b.position_at_end(loop)
+    word = h.load(claim, "acquire")
+    sealed = b.or_(word, ir.Constant(I64, SEALED))
+    swapped = b.cmpxchg(claim, word, sealed, "seq_cst", "seq_cst")
+    b.cbranch(b.extract_value(swapped, 1), done, loop)
+    b.position_at_end(done)
+    index = b.and_(word, ir.Constant(I64, INDEX_MASK))
+    n = h.load(h.word(CHUNKS), "acquire")
+    b.ret(b.select(b.icmp_unsigned("<", index, n), index, n))
 
 
 def _stop(module: ir.Module, pause: bool) -> None:
@@ -329,10 +412,15 @@ def _drive(module: ir.Module, pause: bool) -> None:
     timestamp array (two ``clock_gettime`` nanosecond readings per kernel, for
     ``nv.debug.profile``) and its clock id, and where to start (``DRIVE_NEXT``).
 
-    Kernels of one chunk, or all kernels when the pool may not be used (another thread
-    holds it), run on the calling thread, chunk after chunk, with their team set to one
-    member (as ``WorkerPool.run`` does). Others go to the pool through
-    ``nova_pool_launch`` / ``nova_pool_join``. Returns ``DRIVE_DONE``;
+    Kernels of one chunk, and all kernels when the pool may not be used (another thread
+    holds it) or every worker is benched (``ACTIVE`` = 1), run on the calling thread in
+    one call over the whole of their chunks, ``[first start, last end)``, with their
+    team set to one member: a kernel list's chunks are contiguous (``thread_chunks``),
+    and how an extent is cut changes no result (tested: one thread and two give
+    bit-identical training), only what each call re-derives (a GEMM's packing of the
+    other operand, per call). A team kernel with more chunks than ``ACTIVE`` threads
+    runs alone too (its members could not all run at once). Others go to the pool
+    through ``nova_pool_launch`` / ``nova_pool_join``. Returns ``DRIVE_DONE``;
     ``DRIVE_FAILED`` with ``DRIVE_NEXT`` the failing kernel and ``DRIVE_RC`` its code;
     or ``DRIVE_WAKE`` when a launch found a worker asleep: the job is open
     (``DRIVE_JOINING`` = 1), the caller wakes the sleepers (a Python condition
@@ -376,7 +464,8 @@ def _drive(module: ir.Module, pause: bool) -> None:
             b.store(b.add(b.mul(sec, c(1_000_000_000)), nsec), word(times, index))
 
     blocks = {name: fn.append_basic_block(name) for name in (
-        "resume", "head", "body", "pooled", "join", "wake", "alone", "ran", "failed", "next", "done")}
+        "resume", "head", "body", "threads", "pooled", "join", "wake", "alone", "ran", "failed",
+        "next", "done")}
     joining = word(ctl, DRIVE_JOINING)
     b.cbranch(b.icmp_unsigned("!=", b.load(joining), c(0)), blocks["resume"], blocks["head"])
 
@@ -406,7 +495,15 @@ def _drive(module: ir.Module, pause: bool) -> None:
         b.store(b.load(word(addresses, slot)), word(table, entry))
     stamp(b.mul(b.load(k), c(2)))
     parallel = b.and_(use_pool, b.icmp_signed(">", chunks, c(1)))
-    b.cbranch(parallel, blocks["pooled"], blocks["alone"])
+    b.cbranch(parallel, blocks["threads"], blocks["alone"])
+
+    # a team needs a thread per member: with workers benched since the kernel list was
+    # cut (by another Python thread's run), its chunks run one after another instead
+    b.position_at_end(blocks["threads"])
+    active = b.load(word(state, ACTIVE))
+    short = b.and_(has_team, b.icmp_signed(">", chunks, active))
+    alone = b.or_(short, b.icmp_signed("<=", active, c(1)))   # every worker benched
+    b.cbranch(alone, blocks["alone"], blocks["pooled"])
 
     b.position_at_end(blocks["pooled"])
     with b.if_then(has_team):
@@ -425,17 +522,12 @@ def _drive(module: ir.Module, pause: bool) -> None:
     b.store(c(1), joining)
     b.ret(c(DRIVE_WAKE))
 
-    b.position_at_end(blocks["alone"])          # chunk after chunk, a team of one
+    b.position_at_end(blocks["alone"])          # one call over all chunks, a team of one
     with b.if_then(has_team):
         b.store(c(1), word(team, TEAM_MEMBERS))
-    b.store(c(0), rc)
-    call_type = KERNEL.as_pointer()
-    with _counted(b, c(0), chunks) as i:
-        pair = b.mul(i, c(2))
-        code = b.zext(b.call(b.inttoptr(kernel_fn, call_type), [
-            table, b.load(word(ranges, pair)), b.load(word(ranges, b.add(pair, c(1))))]), I64)
-        old = b.load(rc)
-        b.store(b.select(b.icmp_unsigned(">", code, old), code, old), rc)
+    last_end = word(ranges, b.sub(b.mul(chunks, c(2)), c(1)))
+    b.store(b.zext(b.call(b.inttoptr(kernel_fn, KERNEL.as_pointer()), [
+        table, b.load(word(ranges, 0)), b.load(last_end)]), I64), rc)
     b.branch(blocks["ran"])
 
     b.position_at_end(blocks["ran"])
@@ -487,13 +579,13 @@ class _counted:
 
 def pool_module(triple: str, data_layout: str) -> ir.Module:
     """The module holding ``nova_pool_worker``, ``nova_pool_launch``,
-    ``nova_pool_join``, ``nova_pool_stop`` and the step driver ``nova_drive`` for
-    ``triple``."""
+    ``nova_pool_join``, ``nova_pool_cancel``, ``nova_pool_stop`` and the step driver
+    ``nova_drive`` for ``triple``."""
     module = ir.Module(name="nova_pool")
     module.triple = triple
     module.data_layout = data_layout
     pause = triple.startswith(X86)
-    for build in (_worker, _launch, _join, _stop, _drive):
+    for build in (_worker, _launch, _join, _cancel, _stop, _drive):
         build(module, pause)
     return module
 

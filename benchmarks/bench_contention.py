@@ -33,7 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 FRAMEWORKS = ("nova", "nova-1thread", "torch-eager")
-OPTIONAL = ("nova-unpinned",)   # NOVA_PIN_THREADS=0: whether pinning helps under load
+OPTIONAL = ("nova-unpinned",)
+CONDITIONS = ("quiet", "busy-last", "busy-first")   # NOVA_PIN_THREADS=0: whether pinning helps under load
 WARMUP_STEPS = 3
 
 
@@ -100,6 +101,7 @@ def main(argv: list[str] | None = None) -> dict[tuple[str, str], float] | None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--frameworks", nargs="+", default=list(FRAMEWORKS),
                     choices=FRAMEWORKS + OPTIONAL)
+    ap.add_argument("--conditions", nargs="+", default=list(CONDITIONS), choices=CONDITIONS)
     ap.add_argument("--preset", default="small")
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--out", type=Path, default=RESULTS)
@@ -112,7 +114,7 @@ def main(argv: list[str] | None = None) -> dict[tuple[str, str], float] | None:
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         raise SystemExit("bench_contention: needs at least 2 CPUs (one is made busy)")
-    conditions = ("quiet", "busy-last", "busy-first")
+    conditions = args.conditions
     print(f"load before: {os.getloadavg()[0]:.2f}; CPUs {cpus}; {args.rounds} rounds of "
           f"{args.steps} steps", flush=True)
     runs: dict[tuple[str, str], list[dict]] = {}
@@ -144,11 +146,15 @@ def main(argv: list[str] | None = None) -> dict[tuple[str, str], float] | None:
         f"--rounds {args.rounds} --steps {args.steps}"
         + ("" if args.preset == "small" else f" --preset {args.preset}")
         + ("" if args.frameworks == list(FRAMEWORKS) else
-           " --frameworks " + " ".join(args.frameworks)) + "`", "", *lines, "", *ratios, ""])
+           " --frameworks " + " ".join(args.frameworks))
+        + ("" if list(conditions) == list(CONDITIONS) else
+           " --conditions " + " ".join(conditions)) + "`", "", *lines, "", *ratios, ""])
     print(report)
     args.out.mkdir(parents=True, exist_ok=True)
     name = "contention" if args.frameworks == list(FRAMEWORKS) else \
         "contention_" + "_".join(args.frameworks)
+    if list(conditions) != list(CONDITIONS):
+        name += "_" + "_".join(conditions)
     (args.out / f"{name}.md").write_text(report)
     (args.out / f"{name}.json").write_text(json.dumps(
         {f"{fw}/{c}": rs for (fw, c), rs in runs.items()}, indent=1))

@@ -15,10 +15,13 @@ the wall clock (0.50, measured). Every ``CHECK_SECONDS`` the pool's holder reads
 the caller and the workers in use: a worker waiting more than ``CONTENDED_SHARE`` of
 the interval is benched (launches stop moving its ticket; it spins out and sleeps), and
 if the caller waits that much, the highest-numbered worker in use is benched, freeing a
-core the OS can move the caller to. After ``PROBE_SECONDS`` the bench is cleared, so a
-core that became free again is used again within seconds; a retry that benches again
-doubles the wait before the next (up to ``PROBE_MAX_SECONDS``), so a core that stays
-busy costs one interval of contended running per minute, not one every few seconds.
+core the OS can move the caller to. Every ``PROBE_SECONDS`` the bench is reconsidered:
+a retry costs a step run contended (the check comes after a step), so it is made only
+if the process's CPUs were idle, together, for at least ``IDLE_TO_RETRY`` of a CPU
+since the last look (``/proc/stat``: a benched worker sleeps, so a core freed by the
+other process shows as idle; while that process runs, none does). A retry that
+benches again doubles the wait before the next (up to ``PROBE_MAX_SECONDS``), in case
+idle time was there but not for Nova's threads.
 
 Where schedstat cannot be read (not Linux, or a kernel without it), nothing is benched.
 """
@@ -33,6 +36,7 @@ CHECK_SECONDS = 0.05     # how often the holder looks at the counters
 CONTENDED_SHARE = 0.1    # run-queue wait / wall above which a thread shares its core
 PROBE_SECONDS = 2.0      # how long a benched worker first stays out before a retry
 PROBE_MAX_SECONDS = 64.0  # ... doubling after each retry that finds it contended still
+IDLE_TO_RETRY = 0.5      # CPUs idle (summed over the process's) that make a retry worth it
 
 
 def _reader(tid: int) -> Callable[[], int] | None:
@@ -51,16 +55,36 @@ def _reader(tid: int) -> Callable[[], int] | None:
     return read
 
 
+def idle_shares(cpus: Sequence[int]) -> dict[int, tuple[int, int]] | None:
+    """(idle, total) clock ticks so far of each of ``cpus``, from ``/proc/stat`` (None
+    where it cannot be read)."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            text = f.read().decode()
+    except OSError:
+        return None
+    wanted = {f"cpu{c}": c for c in cpus}
+    out = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if fields and fields[0] in wanted:
+            ticks = [int(v) for v in fields[1:]]
+            out[wanted[fields[0]]] = (ticks[3] + ticks[4], sum(ticks[:8]))   # idle + iowait
+    return out
+
+
 class Contention:
     """Bench and unbench a pool's workers by their run-queue waits (module docstring).
 
     ``bench(w, flag)`` writes worker w's flag where launches read it; ``tick()``, called
     by the pool's holder after each job, does the work at most every ``CHECK_SECONDS``.
-    ``clock`` and ``waits`` (thread id -> ns) replace the real ones in tests."""
+    ``clock``, ``waits`` (thread id -> ns) and ``idle`` (``idle_shares`` of the
+    process's CPUs) replace the real ones in tests."""
 
     def __init__(self, worker_ids: Sequence[int], bench: Callable[[int, bool], None],
                  clock: Callable[[], float] = time.monotonic,
-                 waits: Callable[[int], int | None] | None = None):
+                 waits: Callable[[int], int | None] | None = None,
+                 idle: Callable[[], dict[int, tuple[int, int]] | None] | None = None):
         self._ids = list(worker_ids)            # index w - 1: worker w's native id
         self._bench = bench
         self._clock = clock
@@ -75,6 +99,11 @@ class Contention:
         self._probing = False                    # the bench was just cleared to retry
         self._last: dict[int, int] = {}
         self._last_time = now
+        if idle is None:
+            mask = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+            idle = lambda: idle_shares(mask)   # noqa: E731
+        self._idle = idle
+        self._idle_mark: dict[int, tuple[int, int]] | None = None
         self.enabled = all(self._waits(tid) is not None for tid in self._ids[:1])
 
     def _read(self, tid: int) -> int | None:
@@ -112,6 +141,9 @@ class Contention:
         self._last = {tid: w for tid, w in waits.items() if w is not None}
         self._last_time = now
         if self.benched and now >= self._probe_at:
+            if not self._idle_since_mark():    # the other process still runs: stay out
+                self._probe_at = now + PROBE_SECONDS
+                return
             for w in sorted(self.benched):
                 self._set(w, False)
             self._probing = True
@@ -126,8 +158,20 @@ class Contention:
             self._probing = False
         if late:
             self._probe_at = now + self._probe_every
+            self._idle_mark = self._idle()
         for w in late:
             self._set(w, True)
+
+    def _idle_since_mark(self) -> bool:
+        """Whether the process's CPUs were idle for ``IDLE_TO_RETRY`` of a CPU since the
+        last look (True where ``/proc/stat`` cannot tell); takes a new mark."""
+        before, now = self._idle_mark, self._idle()
+        self._idle_mark = now
+        if not before or not now:
+            return True
+        idle = sum((now[c][0] - before[c][0]) / (now[c][1] - before[c][1])
+                   for c in now if c in before and now[c][1] > before[c][1])
+        return idle >= IDLE_TO_RETRY
 
     def _set(self, w: int, benched: bool) -> None:
         (self.benched.add if benched else self.benched.discard)(w)

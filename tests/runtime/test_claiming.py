@@ -1,5 +1,6 @@
 """Chunks claimed as threads come: workers that never arrive, arrive late or are benched
 for contention change no result and hold nothing up (issue #25)."""
+import os
 import threading
 import time
 
@@ -157,14 +158,33 @@ class _Clock:
         return self.now
 
 
+class _Cpus:
+    """Fake ``/proc/stat`` of one CPU: ``idle_rate`` of each tick of the clock is idle."""
+
+    def __init__(self, clock: _Clock):
+        self.clock, self.idle_rate = clock, 0.0
+        self.idle = self.total = 0.0
+        self._at = clock.now
+
+    def __call__(self) -> dict[int, tuple[float, float]]:
+        elapsed = self.clock.now - self._at
+        self._at = self.clock.now
+        self.idle += self.idle_rate * elapsed * 100
+        self.total += elapsed * 100
+        return {0: (self.idle, self.total)}
+
+
 def _monitor(waits: dict[int, int], workers: int = 2):
-    """A Contention over fake workers 101.. with a fake clock and run-queue waits; the
-    caller is this thread (its wait under ``waits[caller]``)."""
+    """A Contention over fake workers 101.. with a fake clock, run-queue waits and
+    CPU idle time; the caller is this thread (its wait under ``waits[caller]``)."""
     clock = _Clock()
+    cpus = _Cpus(clock)
     benched = {}
     ids = list(range(101, 101 + workers))
     monitor = contention.Contention(ids, lambda w, flag: benched.__setitem__(w, flag),
-                                    clock=clock, waits=lambda tid: waits.get(tid, 0))
+                                    clock=clock, waits=lambda tid: waits.get(tid, 0),
+                                    idle=cpus)
+    monitor.cpus = cpus
     return monitor, clock, benched
 
 
@@ -176,7 +196,7 @@ def _advance(monitor, clock, waits, seconds: float, shares: dict[int, float]) ->
     monitor.tick()
 
 
-def test_a_worker_whose_core_is_taken_is_benched_then_retried_with_backoff():
+def test_a_worker_whose_core_is_taken_is_benched_then_retried_when_cpus_idle():
     caller = threading.get_native_id()
     waits = {caller: 0}
     monitor, clock, benched = _monitor(waits)
@@ -186,10 +206,14 @@ def test_a_worker_whose_core_is_taken_is_benched_then_retried_with_backoff():
     assert monitor.benched == {2} and benched == {2: True}
     _advance(monitor, clock, waits, step, {102: 0.0})    # (benched: it sleeps)
     assert monitor.benched == {2}
+    clock.now += contention.PROBE_SECONDS                # no CPU was idle: no retry
+    monitor.tick()
+    assert monitor.benched == {2} and monitor.changes == 1
+    monitor.cpus.idle_rate = 1.0                         # a CPU is idle now: retry
     clock.now += contention.PROBE_SECONDS
-    monitor.tick()                                       # the retry
+    monitor.tick()
     assert monitor.benched == set() and benched[2] is False
-    _advance(monitor, clock, waits, step, {102: 0.5})    # still busy: out, for longer
+    _advance(monitor, clock, waits, step, {102: 0.5})    # yet it still waits: out, longer
     assert monitor.benched == {2}
     clock.now += contention.PROBE_SECONDS
     monitor.tick()
@@ -200,6 +224,15 @@ def test_a_worker_whose_core_is_taken_is_benched_then_retried_with_backoff():
     _advance(monitor, clock, waits, step, {})            # the core is free again
     _advance(monitor, clock, waits, step, {})
     assert monitor.benched == set()
+
+
+def test_idle_shares_reads_this_machines_cpus():
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else [0]
+    shares = contention.idle_shares(cpus)
+    if shares is None:
+        pytest.skip("no /proc/stat here")
+    assert set(shares) == set(cpus)
+    assert all(0 <= idle <= total for idle, total in shares.values())
 
 
 def test_a_caller_waiting_for_a_cpu_benches_the_last_worker_in_use():

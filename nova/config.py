@@ -40,6 +40,13 @@ def _non_negative_number(raw: str) -> float:
     return _number(raw, 0.0, True, "a number >= 0")
 
 
+def _positive_int(raw: str) -> int:
+    value = _number(raw, 1.0, True, "an integer >= 1")
+    if value != int(value):
+        raise ValueError("expected an integer >= 1")
+    return int(value)
+
+
 def _text(raw: str) -> str:
     return raw
 
@@ -85,6 +92,9 @@ GC_FREEZE = Setting("NOVA_GC_FREEZE", True, _flag,
                     "0 stops freezing the collector's survivors after a compile")
 COMPILE_WORKER = Setting("NOVA_COMPILE_WORKER", True, _flag,
                          "0 runs LLVM's optimizer in this process instead of a worker")
+COMPILE_JOBS = Setting("NOVA_COMPILE_JOBS", None, _positive_int,
+                       "compile workers a step's missing kernels are spread over "
+                       "(default: the usable cores, at most 8)")
 COMPILE_WORKER_MB = Setting("NOVA_COMPILE_WORKER_MB", 256.0, _positive_number,
                             "the compile worker's size in MiB at which it is replaced")
 SPIN_US = Setting("NOVA_SPIN_US", None, _non_negative_number,

@@ -35,7 +35,9 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import queue
 import threading
+import time
 import warnings
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -48,11 +50,13 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from nova import config
+from nova.compiler.targets.cpu.device import usable_cores
 from nova.compiler.targets.cpu.llvm import module_for
 from nova.compiler.lowering.plan import FORMAT_VERSION, KernelPlan
 from nova.runtime import elf
 from nova.runtime.compile_worker import (CompileWorker, InvalidModule, WorkerDied,
                                          WorkerUnavailable, optimize_o3, target_machine)
+from nova.runtime.compile_progress import CompileProgress
 from nova.runtime.debug_dir import debug_directory, write_debug_file
 from nova.runtime.disk_cache import Lookup, read_entry, warn_once, write_entry
 
@@ -67,6 +71,9 @@ _CODEGEN = os.path.join("compiler", "targets", "cpu", "llvm.py")
 _ELF_TARGETS: dict[str, tuple[int, int, bool, Mapping[int, int]]] = {
     "x86_64": (elf.EM_X86_64, 2, True, elf.X86_64_RELOCATIONS),
 }
+
+
+MAX_COMPILE_JOBS = 8   # default cap on compile workers (memory: see compile_workers)
 
 
 class CompileWorkerWarning(RuntimeWarning):
@@ -88,6 +95,7 @@ class KernelStats:
     rejected: int = 0       # intact entries holding another kernel or an invalid object
     bypassed: int = 0       # entry paths holding a directory, FIFO or other non-file
     released: int = 0       # kernels whose code was unmapped (no live step used them)
+    compile_seconds: float = 0.0   # wall time spent compiling (batches, all workers)
 
 
 def package_sources(package: str = _PACKAGE) -> list[str]:
@@ -144,7 +152,18 @@ class _Jit:
                                                  self.new_target_machine())
         self.lock = threading.Lock()
         self.worker = CompileWorker(self.cpu, self.features)
+        self.workers = [self.worker]             # more join on a batch (compile_workers)
         self.worker_problem: str | None = None   # why kernels compile in-process, if so
+
+    def compile_workers(self, wanted: int) -> list[CompileWorker]:
+        """Up to ``wanted`` compile workers, started on first use: ``NOVA_COMPILE_JOBS``,
+        by default one per usable core up to ``MAX_COMPILE_JOBS`` (each may grow to
+        ``NOVA_COMPILE_WORKER_MB`` before it is replaced)."""
+        jobs = config.COMPILE_JOBS.get() or min(usable_cores(), MAX_COMPILE_JOBS)
+        count = max(1, min(wanted, jobs))
+        while len(self.workers) < count:
+            self.workers.append(CompileWorker(self.cpu, self.features))
+        return self.workers[:count]
 
     def new_target_machine(self) -> llvm.TargetMachine:
         """A target machine for this host (an MCJIT engine owns the one it is given)."""
@@ -298,24 +317,119 @@ class KernelCache:
         if jit.worker_problem is None and config.COMPILE_WORKER.get():
             text = str(module_for(plan, jit.triple, jit.data_layout))
             try:
-                obj = jit.worker.compile(plan.name, text)
-            except InvalidModule as e:
-                raise self._invalid(plan, text, str(e)) from None
-            except WorkerDied as e:
-                raise CompileError(f"kernel {plan.name} ({plan.kind}): {e}; IR written to "
-                                   f"{self._write_ir(plan, text)}") from None
-            except WorkerUnavailable as e:
-                jit.worker_problem = str(e)
-                warnings.warn(f"nova: kernels compile in this process, which keeps ~100-200 "
-                              f"KB of LLVM memory per kernel (see compile_worker): {e}",
-                              CompileWorkerWarning, stacklevel=2)
-            else:
-                self._check_compiled(plan, obj)
-                self.stats.compiled += 1
+                reply: bytes | Exception = jit.worker.compile(plan.name, text)
+            except (InvalidModule, WorkerDied, WorkerUnavailable) as e:
+                reply = e
+            obj = self._accept(plan, text, reply)
+            if obj is not None:
                 return obj
         mod = self.optimized(plan)
         self.stats.compiled += 1
         return jit.tm.emit_object(mod)
+
+    def _accept(self, plan: KernelPlan, text: str, reply: bytes | Exception) -> bytes | None:
+        """A worker's ``reply`` for ``plan`` (its object, or what it raised) as checked
+        object code; None when no worker can be started (the caller then compiles in
+        this process); a ``CompileError`` naming the kernel when LLVM rejected it or
+        the worker died on it."""
+        jit = self.jit
+        if isinstance(reply, InvalidModule):
+            raise self._invalid(plan, text, str(reply)) from None
+        if isinstance(reply, WorkerDied):
+            raise CompileError(f"kernel {plan.name} ({plan.kind}): {reply}; IR written to "
+                               f"{self._write_ir(plan, text)}") from None
+        if isinstance(reply, WorkerUnavailable):
+            if jit.worker_problem is None:
+                jit.worker_problem = str(reply)
+                warnings.warn(f"nova: kernels compile in this process, which keeps ~100-200 "
+                              f"KB of LLVM memory per kernel (see compile_worker): {reply}",
+                              CompileWorkerWarning, stacklevel=4)
+            return None
+        self._check_compiled(plan, reply)
+        self.stats.compiled += 1
+        return reply
+
+    def _compile_all(self, plans: Sequence[KernelPlan]
+                     ) -> tuple[list[bytes], CompileError | None]:
+        """The object code of ``plans`` (none of them cached), in order, and the first
+        failure: the objects before it are returned (to be cached) with it. Several
+        kernels are spread over the compile workers (``_compile_parallel``); the user
+        sees progress after a second (``CompileProgress``)."""
+        jit = self.jit
+        workers = jit.compile_workers(len(plans)) if (
+            len(plans) > 1 and jit.worker_problem is None and config.COMPILE_WORKER.get()) \
+            else []
+        progress = CompileProgress(len(plans), max(len(workers), 1))
+        start = time.perf_counter()
+        try:
+            if len(workers) > 1:
+                return self._compile_parallel(plans, workers, progress)
+            out: list[bytes] = []
+            for plan in plans:
+                try:
+                    out.append(self._compile(plan))
+                except CompileError as e:
+                    return out, e
+                progress.done()
+            return out, None
+        finally:
+            progress.close()
+            self.stats.compile_seconds += time.perf_counter() - start
+
+    def _compile_parallel(self, plans: Sequence[KernelPlan], workers: Sequence[CompileWorker],
+                          progress: CompileProgress) -> tuple[list[bytes], CompileError | None]:
+        """``_compile_all`` on several workers: this thread writes each kernel's IR and
+        queues it; a thread per worker sends it and waits for the object (the pipes
+        release the GIL, so LLVM runs in every worker process at once while Python
+        writes the next IR). Replies are taken in plan order, so what is cached, and
+        which failure is reported, is what a serial compile would give; the object
+        code is the same bytes (same LLVM, same target machine)."""
+        jit = self.jit
+        tasks: queue.SimpleQueue = queue.SimpleQueue()
+        replies: dict[int, bytes | BaseException] = {}
+
+        def serve(worker: CompileWorker) -> None:
+            while (task := tasks.get()) is not None:
+                i, name, text = task
+                try:
+                    replies[i] = worker.compile(name, text)
+                except BaseException as e:      # reported by the caller, in plan order
+                    replies[i] = e
+                progress.done()
+
+        threads = [threading.Thread(target=serve, args=(w,), daemon=True,
+                                    name=f"nova-compile-{k}") for k, w in enumerate(workers)]
+        for t in threads:
+            t.start()
+        texts: list[str] = []
+        queued = False
+        try:
+            for i, plan in enumerate(plans):
+                texts.append(str(module_for(plan, jit.triple, jit.data_layout)))
+                tasks.put((i, plan.name, texts[-1]))
+            queued = True
+        finally:
+            if not queued:      # interrupted: compile nothing more than what is under way
+                while True:
+                    try:
+                        tasks.get_nowait()
+                    except queue.Empty:
+                        break
+            for _ in threads:
+                tasks.put(None)
+            for t in threads:
+                t.join()
+        out: list[bytes] = []
+        for i, plan in enumerate(plans):
+            reply = replies[i]
+            if not isinstance(reply, (bytes, InvalidModule, WorkerDied, WorkerUnavailable)):
+                raise reply
+            try:
+                obj = self._accept(plan, texts[i], reply)
+                out.append(obj if obj is not None else self._compile(plan))
+            except CompileError as e:
+                return out, e
+        return out, None
 
     def _check_compiled(self, plan: KernelPlan, obj: bytes) -> None:
         """The worker's object is validated like a disk entry before MCJIT maps it."""
@@ -352,35 +466,46 @@ class KernelCache:
             self.stats.bypassed += 1
         return found
 
-    def _object(self, plan: KernelPlan) -> bytes:
-        """The kernel's object code: from the disk cache, else compiled (and stored)."""
+    def _objects(self, plans: Sequence[KernelPlan]) -> dict[str, bytes]:
+        """The object code of each plan: from the disk cache, else compiled (all the
+        missing ones together, ``_compile_all``) and stored."""
         jit = self.jit
         directory = _cache_dir(jit)
-        path = os.path.join(directory, plan.name + ".o") if directory else None
-        key = entry_key(jit, plan) if path else ""
-        found = self._read_disk(plan, path, key) if path else Lookup("missing")
-        obj = found.payload
-        if obj is None:
-            obj = self._compile(plan)
+        objects: dict[str, bytes] = {}
+        missing: list[tuple[KernelPlan, str | None, str, Lookup]] = []
+        for plan in plans:
+            path = os.path.join(directory, plan.name + ".o") if directory else None
+            key = entry_key(jit, plan) if path else ""
+            found = self._read_disk(plan, path, key) if path else Lookup("missing")
+            if found.payload is not None:
+                objects[plan.name] = found.payload
+            else:
+                missing.append((plan, path, key, found))
+        compiled, error = self._compile_all([m[0] for m in missing])
+        for (plan, path, key, found), obj in zip(missing, compiled):
+            objects[plan.name] = obj
             if path and found.writable:
                 write_entry(path, {"kind": ENTRY_KIND, "key": key, "symbols": [plan.name]},
                             obj)
-        return obj
+        if error is not None:
+            raise error
+        return {plan.name: objects[plan.name] for plan in plans}
 
     def get_all(self, plans: Sequence[KernelPlan]) -> list[Kernel]:
         """The loaded kernel of each plan. Those not loaded yet are loaded together, into
         one new library; the caller holds the kernels for as long as it may call them."""
         with self._lock:
             found: dict[str, Kernel] = {}
-            objects: dict[str, bytes] = {}
+            todo: dict[str, KernelPlan] = {}
             for plan in plans:
                 kernel = found.get(plan.name) or self._loaded.get(plan.name)
-                if kernel is not None or plan.name in objects:
+                if kernel is not None or plan.name in todo:
                     self.stats.memory_hits += 1
                     if kernel is not None:
                         found[plan.name] = kernel
                     continue
-                objects[plan.name] = self._object(plan)
+                todo[plan.name] = plan
+            objects = self._objects(list(todo.values())) if todo else {}
             if objects:
                 library = _Library(self.jit, objects, self.stats)
                 for name, address in library.addresses.items():

@@ -1,0 +1,130 @@
+"""A step's missing kernels compile on several workers at once (issue #21): the same
+object code as one after another, failures reported as the serial compile would, and
+progress on stderr once a batch takes a while."""
+import io
+
+import pytest
+
+from nova.runtime import compile_progress, kernel_cache
+from tests.runtime.test_cache_bounds import _plan
+
+MAKERS = [lambda a: (a.sin() * 3).sum(-1), lambda a: (a * 8).sum(), lambda a: a.exp() - 1,
+          lambda a: (a - 2).abs().max(-1).values, lambda a: a.relu() * a,
+          lambda a: (a * a).sum(0)]
+
+
+def _fresh_cache(monkeypatch, jobs: int) -> kernel_cache.KernelCache:
+    monkeypatch.setenv("NOVA_COMPILE_JOBS", str(jobs))
+    monkeypatch.setenv("NOVA_CACHE", "0")
+    return kernel_cache.KernelCache()
+
+
+def test_parallel_compilation_emits_the_bytes_a_serial_one_does(monkeypatch):
+    plans = [_plan(make) for make in MAKERS]
+    serial = _fresh_cache(monkeypatch, 1)
+    one_by_one = [serial._compile(plan) for plan in plans]
+    parallel = _fresh_cache(monkeypatch, 3)
+    objects, error = parallel._compile_all(plans)
+    assert error is None and objects == one_by_one
+    assert len(parallel.jit.workers) == 3
+    assert sum(w.starts > 0 for w in parallel.jit.workers) >= 2   # they shared the work
+    assert parallel.stats.compiled == len(plans) and parallel.stats.compile_seconds > 0
+    kernels = parallel.get_all(plans)                         # and they load and run
+    assert [k.name for k in kernels] == [p.name for p in plans]
+
+
+def test_without_workers_a_parallel_batch_compiles_here_with_one_warning(monkeypatch):
+    from nova.runtime import compile_worker
+    plans = [_plan(make) for make in MAKERS[:3]]
+    expected = [kernel_cache.KERNELS._compile(plan) for plan in plans]
+    cache = _fresh_cache(monkeypatch, 2)
+    monkeypatch.setattr(compile_worker.sys, "executable", "/nonexistent/python")
+    with pytest.warns(kernel_cache.CompileWorkerWarning, match="cannot start") as caught:
+        objects, error = cache._compile_all(plans)
+    assert error is None and objects == expected and len(caught) == 1
+    assert "cannot start" in cache.jit.worker_problem
+
+
+def test_a_failing_kernel_in_a_parallel_batch_is_the_error_and_the_rest_are_kept(
+        monkeypatch, tmp_path):
+    """The third kernel's IR is broken: the batch reports it (naming it, with its IR
+    written), the two before it come back compiled (to be cached), as serially."""
+    monkeypatch.setenv("NOVA_DEBUG_DIR", str(tmp_path))
+    plans = [_plan(make) for make in MAKERS[:5]]
+    real = kernel_cache.module_for
+    broken = plans[2].name
+    monkeypatch.setattr(kernel_cache, "module_for", lambda plan, *a: (
+        "define void @broken( {" if plan.name == broken else real(plan, *a)))
+    cache = _fresh_cache(monkeypatch, 2)
+    objects, error = cache._compile_all(plans)
+    assert isinstance(error, kernel_cache.CompileError)
+    assert f"kernel {broken}" in str(error) and "IR written to" in str(error)
+    assert len(objects) == 2 and all(isinstance(o, bytes) and o for o in objects)
+    with pytest.raises(kernel_cache.CompileError, match=f"kernel {broken}"):
+        cache.get_all(plans)
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_is_silent_for_a_second_then_counts_kernels():
+    clock, out = _Clock(), io.StringIO()
+    progress = compile_progress.CompileProgress(10, 2, stream=out, clock=clock)
+    for _ in range(3):
+        clock.now += 0.2
+        progress.done()
+    assert out.getvalue() == ""                       # under a second: nothing
+    clock.now = 1.5
+    progress.done()
+    assert out.getvalue() == "nova: compiling kernels 4/10 (2 workers, 1.5 s)\n"
+    clock.now = 2.0
+    progress.done()                                   # a log gets a line every 2 s
+    assert out.getvalue().count("\n") == 1
+    clock.now = 4.0
+    for _ in range(5):
+        progress.done()
+    progress.close()
+    lines = out.getvalue().splitlines()
+    assert lines[-2] == "nova: compiling kernels 10/10 (2 workers, 4.0 s)"
+    assert lines[-1] == "nova: compiled 10 kernels in 4.0 s"
+
+
+def test_on_a_terminal_progress_rewrites_one_line():
+    clock, out = _Clock(), _Terminal()
+    progress = compile_progress.CompileProgress(3, 1, stream=out, clock=clock)
+    clock.now = 1.2
+    progress.done()
+    progress.done()
+    progress.close()
+    text = out.getvalue()
+    assert text.startswith("\rnova: compiling kernels 1/3 (1 worker, 1.2 s)")
+    assert "\rnova: compiling kernels 2/3" in text and text.endswith("in 1.2 s\n")
+    assert text.count("\n") == 1
+
+
+def test_a_quick_batch_prints_nothing_at_all():
+    out = io.StringIO()
+    progress = compile_progress.CompileProgress(2, 2, stream=out)
+    progress.done()
+    progress.done()
+    progress.close()
+    assert out.getvalue() == ""
+
+
+def test_compile_jobs_must_be_a_positive_integer(monkeypatch):
+    from nova import config
+    monkeypatch.setenv("NOVA_COMPILE_JOBS", "1.5")
+    with pytest.raises(ValueError, match="NOVA_COMPILE_JOBS='1.5': expected an integer"):
+        config.COMPILE_JOBS.get()
+    monkeypatch.setenv("NOVA_COMPILE_JOBS", "3")
+    assert config.COMPILE_JOBS.get() == 3

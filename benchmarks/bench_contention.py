@@ -11,8 +11,9 @@ Each run is a fresh process (``--child``) training the small GPT of ``bench_trai
 (compiles and warm-up). "Busy" runs have a spinning subprocess that this benchmark
 starts before the run and stops after it, pinned to one CPU: the last of this
 process's affinity mask (where Nova pins its first worker) or the first (where the
-caller usually runs). Runs are interleaved, every (framework, condition) once per round,
-so a shared VM's drift hits all of them alike; the table shows medians over rounds and
+caller usually runs). Runs are interleaved, every (framework, condition) once per round, the
+frameworks in reverse order every other round, so a shared VM's drift (and whatever
+the previous run left behind) hits all of them alike; the table shows medians over rounds and
 the ratios the issue asks for. ``nova-unpinned`` (not run by default) is Nova with
 ``NOVA_PIN_THREADS=0``.
 
@@ -120,7 +121,8 @@ def main(argv: list[str] | None = None) -> dict[tuple[str, str], float] | None:
     runs: dict[tuple[str, str], list[dict]] = {}
     for r in range(args.rounds):
         for condition in conditions:
-            for fw in args.frameworks:
+            order = args.frameworks if r % 2 == 0 else args.frameworks[::-1]
+            for fw in order:   # reversed every other round: no framework always runs first
                 result = run(fw, condition, args.steps, cpus, args.preset, args.batch_size)
                 runs.setdefault((fw, condition), []).append(result)
                 print(f"  round {r + 1}: {fw:13s} {condition:10s} "

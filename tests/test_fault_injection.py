@@ -228,11 +228,11 @@ def test_an_interrupted_donating_step_finishes_before_the_interrupt_is_raised(mo
     calls = []
     real_drive = threads.drive
 
-    def drive_then_signal(control, is_team):
+    def drive_then_signal(control):
         if not calls:
             signal.raise_signal(signal.SIGINT)     # lands in the middle of the run
         calls.append(control)
-        return real_drive(control, is_team)
+        return real_drive(control)
 
     monkeypatch.setattr(threads, "drive", drive_then_signal)
     w.add_(1)
@@ -248,7 +248,7 @@ def test_an_interrupt_in_a_step_without_donation_leaves_its_values_pending(monke
     x = nv.arange(16, dtype=nv.float32)
     y = x * 3 + 1                                  # x stays referenced: nothing donated
 
-    def interrupted(control, is_team):
+    def interrupted(control):
         raise KeyboardInterrupt
 
     with monkeypatch.context() as m:

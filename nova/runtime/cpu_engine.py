@@ -169,7 +169,8 @@ class CpuProgram(Program):
             return
         self._ranges_threads = count
         self._ranges = [threads.chunks(st.plan.schedule.parallel_extent, s,
-                                       st.plan.schedule.strategy, self._teams[p] is not None)
+                                       st.plan.schedule.strategy, self._teams[p] is not None,
+                                       active=count[1])
                         for p, (st, s) in enumerate(zip(self.steps, self._seconds))]
         self._range_arrays = [threads.ranges_array(r) for r in self._ranges]
         records = (ctypes.c_int64 * (REC_WORDS * max(len(self.steps), 1)))()
@@ -184,9 +185,6 @@ class CpuProgram(Program):
             records[r + REC_MOVE_AT], records[r + REC_MOVE_COUNT] = self._move_spans[p]
         self._records = records
         self._control[DRIVE_RECORDS] = ctypes.addressof(records)
-
-    def _is_team(self, p: int) -> bool:
-        return self._teams[p] is not None
 
     def _run(self, values: list[Any], donated: frozenset[int]) -> list[Any]:
         """Fill the slot table with this run's addresses and run the driver once."""
@@ -207,7 +205,7 @@ class CpuProgram(Program):
             control[DRIVE_TIMES] = ctypes.addressof(times)
         control[DRIVE_NEXT], control[DRIVE_JOINING], control[DRIVE_RC] = 0, 0, 0
         try:
-            code = threads.drive(control, self._is_team)
+            code = threads.drive(control)
         finally:
             control[DRIVE_TIMES] = 0
         if times is not None:

@@ -40,7 +40,7 @@ import contextlib
 import ctypes
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 
 from nova import config
@@ -48,7 +48,6 @@ from nova.compiler.targets.cpu.pool import (
     ACTIVE,
     BENCHED,
     DONE,
-    DRIVE_NEXT,
     DRIVE_POOL,
     DRIVE_STATE,
     DRIVE_WAKE,
@@ -131,7 +130,7 @@ class WorkerPool:
         self.words[THREADS] = self.words[ACTIVE] = threads
         self._wake = threading.Condition()
         self._busy = threading.Lock()
-        self._team_job = False   # whether the latest job launched was a team's (shared B)
+        self._open_ranges: ctypes.Array | None = None   # the open ``run`` job's chunks
         if spin_seconds is None and threads > usable_cores():
             spin_seconds = 0.0     # more threads than cores: spinning would steal them
         self._spin = _spin_units(spin_seconds)
@@ -189,11 +188,15 @@ class WorkerPool:
                 return self._alone(fn, args_address, ranges, n, team)
             if team is not None:
                 team[TEAM_MEMBERS], team[TEAM_ARRIVED], team[TEAM_BARRIER] = n, 0, 0
-            self._team_job = team is not None
+            # Workers read the chunks from ``ranges`` as they claim them: it must outlive
+            # a caller interrupted between launch and join (until a recovery ends the job).
+            self._open_ranges = ranges
             if self._launch(self.state, fn_address, args_address, ranges, n):
                 with self._wake:
                     self._wake.notify_all()
-            return self._join(self.state)
+            code = self._join(self.state)
+            self._open_ranges = None
+            return code
 
     @staticmethod
     def _alone(fn, args_address: int, ranges: ctypes.Array, n: int,
@@ -204,14 +207,13 @@ class WorkerPool:
         table = ctypes.cast(args_address, ctypes.POINTER(ctypes.c_void_p))
         return max(fn(table, ranges[2 * i], ranges[2 * i + 1]) for i in range(n))
 
-    def drive(self, control: ctypes.Array, is_team: Callable[[int], bool]) -> int:
+    def drive(self, control: ctypes.Array) -> int:
         """Run a step's kernel list (``nova_drive``'s ``control`` block, see
         ``nova.compiler.targets.cpu.pool``) on the pool; the driver's return code.
         The driver returns to Python only to wake sleeping workers (a condition
         variable), then goes on. Another thread holding the pool: every kernel runs on
         this thread, chunk after chunk. Interrupted between such a return and the next
-        call, the open job is finished as in ``run``; ``is_team(k)`` says whether
-        kernel k's chunks meet at barriers (what a recovery must know)."""
+        call, the open job is finished as in ``run``."""
         with self._held() as held:
             if not held:
                 control[DRIVE_POOL], control[DRIVE_STATE] = 0, 0
@@ -221,7 +223,6 @@ class WorkerPool:
                 code = self._drive(control)
                 if code != DRIVE_WAKE:
                     return code
-                self._team_job = is_team(control[DRIVE_NEXT] - 1)
                 with self._wake:
                     self._wake.notify_all()
 
@@ -259,56 +260,46 @@ class WorkerPool:
         (``caller_alive``, the normal case) -- join, which claims and runs what is left
         (the members of a team kernel wait at barriers for every member). Only if that
         recovery was itself interrupted, and the buffers are gone, does the next job
-        find ``OPEN`` still set: then the chunks not yet claimed are cancelled (they
-        would write freed memory) and those claimed are waited for, which a team
-        kernel's members, waiting for a cancelled member, never finish."""
+        find ``OPEN`` still set: then the chunks not yet claimed are cancelled first
+        (they would write freed memory; a sleeper woken before the cancel could claim
+        one) and those claimed are waited for. Claimed chunks are on awake threads, and
+        a team's members finish too: a cancelled chunk never joined its team, which
+        closes without it (``Gemm.join_team``)."""
         with deferred_interrupt():
-            with self._wake:
-                self._wake.notify_all()
             if caller_alive:
+                with self._wake:
+                    self._wake.notify_all()
                 self._join(self.state)
+                self._open_ranges = None
                 return
-            if self._team_job:
-                raise RuntimeError(
-                    "nova: a multi-threaded kernel was interrupted twice within a few "
-                    "microseconds and its worker threads cannot finish; results are safe, "
-                    "but parallel kernels need a new process (or nv.set_num_threads(1))")
             claimed = self._cancel(self.state)
             words = self.words
             while words[DONE] != claimed:
-                with self._wake:
-                    self._wake.notify_all()
                 os.sched_yield()
             words[OPEN] = 0
+            self._open_ranges = None
 
     def close(self) -> None:
-        """Stop and join the workers (at exit, on ``set_num_threads``). Workers stuck
-        in a twice-interrupted team kernel (``_recover``) are left to the process's end
-        (they are daemon threads) rather than waited for."""
+        """Stop and join the workers (at exit, on ``set_num_threads``)."""
         with self._busy:
-            stuck = False
             if self.words[OPEN]:
-                try:
-                    self._recover(caller_alive=False)
-                except RuntimeError:
-                    stuck = True
+                self._recover(caller_alive=False)
             self._stop(self.state, self.threads)
             with self._wake:
                 self._wake.notify_all()
-            if not stuck:
-                for t in self._workers:
-                    t.join()
+            for t in self._workers:
+                t.join()
             self.contention.close()
 
 
-def drive(control: ctypes.Array, is_team: Callable[[int], bool]) -> int:
+def drive(control: ctypes.Array) -> int:
     """Run a step's kernel list natively (``nova_drive``): on the process's pool, or on
     this thread alone with one thread."""
     p = pool()
     if p is None:
         control[DRIVE_POOL], control[DRIVE_STATE] = 0, 0
         return _native()[4](control)
-    return p.drive(control, is_team)
+    return p.drive(control)
 
 
 def team_header(address: int) -> ctypes.Array:
@@ -386,11 +377,12 @@ if hasattr(os, "register_at_fork"):
 
 
 def chunks(extent: int, seconds: float, strategy: str = "elementwise",
-           team: bool = False) -> list[tuple[int, int]]:
+           team: bool = False, active: int | None = None) -> list[tuple[int, int]]:
     """Split ``[0, extent)`` of a kernel estimated at ``seconds`` for the threads as the
     configurator decides (``thread_chunks``, ``chunks_per_thread``): a team's for the
-    threads in use now (one chunk per member), others for all (claimed as they come)."""
-    threads = active_threads() if team else _state["threads"]
+    threads in use now (``active``, default ``active_threads()``: one chunk per member),
+    others for all (claimed as they come)."""
+    threads = (active_threads() if active is None else active) if team else _state["threads"]
     if threads <= 1:
         return [(0, extent)]
     return thread_chunks(extent, seconds, threads, detect_cpu(),

@@ -93,7 +93,7 @@ def _pool_drive(pool: WorkerPool, kernels: _KernelList, codes: list[int]) -> int
         return codes[-1]
     pool._drive = recorded
     try:
-        return pool.drive(kernels.control, lambda k: False)
+        return pool.drive(kernels.control)
     finally:
         pool._drive = real
 
@@ -130,7 +130,7 @@ def test_a_failing_kernel_stops_the_list_there(use_pool):
     if use_pool:
         pool = WorkerPool(2)
         try:
-            code = pool.drive(kl.control, lambda k: False)
+            code = pool.drive(kl.control)
         finally:
             pool.close()
     else:

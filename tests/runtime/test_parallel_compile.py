@@ -13,10 +13,27 @@ MAKERS = [lambda a: (a.sin() * 3).sum(-1), lambda a: (a * 8).sum(), lambda a: a.
           lambda a: (a * a).sum(0)]
 
 
+_CACHES: list[kernel_cache.KernelCache] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_workers():
+    """End the worker processes of the caches a test made (their pipes otherwise stay
+    open until exit)."""
+    yield
+    while _CACHES:
+        cache = _CACHES.pop()
+        if cache._jit is not None:
+            for worker in cache.jit.workers:
+                worker.close()
+
+
 def _fresh_cache(monkeypatch, jobs: int) -> kernel_cache.KernelCache:
     monkeypatch.setenv("NOVA_COMPILE_JOBS", str(jobs))
     monkeypatch.setenv("NOVA_CACHE", "0")
-    return kernel_cache.KernelCache()
+    cache = kernel_cache.KernelCache()
+    _CACHES.append(cache)
+    return cache
 
 
 def test_parallel_compilation_emits_the_bytes_a_serial_one_does(monkeypatch):

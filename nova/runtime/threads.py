@@ -1,13 +1,15 @@
 """Running kernels on all cores.
 
-Mechanism: each kernel takes a ``[start, end)`` range of its parallel dimension, and the
-runtime hands the ranges to ``threads - 1`` worker threads plus the calling thread. The
+Mechanism: each kernel takes a ``[start, end)`` range of its parallel dimension, cut
+into a few chunks per thread (``configurator.chunks_per_thread``), which ``threads - 1``
+worker threads and the calling thread claim one at a time until none is left. The
 workers are Python threads that spend their life inside one native function,
 ``nova_pool_worker`` (LLVM IR from ``nova.compiler.targets.cpu.pool``, JIT-compiled once
 per process): ctypes releases the GIL for the call, and the worker spins on its ticket,
-runs the chunks it is handed and counts them done, all without Python. A worker that
-gets no chunk for ``SPIN_SECONDS`` returns to Python and sleeps on a condition variable
-until the caller wakes it. So there is no native threading runtime to ship or find
+claims and runs chunks and counts them done, all without Python. A worker whose core
+another process keeps taking is benched: left out of launches
+(``nova.runtime.contention``). A worker that gets no chunk for ``SPIN_SECONDS`` returns
+to Python and sleeps on a condition variable until the caller wakes it. So there is no native threading runtime to ship or find
 (OpenMP would need libgomp on the user's machine), and handing a chunk to a spinning
 worker costs a few microseconds (the launch and join calls included) instead of the
 50-150 us of a ``ThreadPoolExecutor`` round trip, which is what lets the configurator
@@ -212,8 +214,8 @@ class WorkerPool:
         ``nova.compiler.targets.cpu.pool``) on the pool; the driver's return code.
         The driver returns to Python only to wake sleeping workers (a condition
         variable), then goes on. Another thread holding the pool: every kernel runs on
-        this thread, chunk after chunk. Interrupted between such a return and the next
-        call, the open job is finished as in ``run``."""
+        this thread, one call over all its chunks. Interrupted between such a return and
+        the next call, the open job is finished as in ``run``."""
         with self._held() as held:
             if not held:
                 control[DRIVE_POOL], control[DRIVE_STATE] = 0, 0

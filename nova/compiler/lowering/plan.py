@@ -49,7 +49,7 @@ from nova.compiler import dialect as nd
 from nova.compiler.targets import Target, resolve
 from nova.core import dtypes as dt
 
-FORMAT_VERSION = 10  # bump when generated code changes meaning
+FORMAT_VERSION = 11  # bump when generated code changes meaning
 
 # The team header that starts a ``shared_b`` GEMM's scratch buffer: i64 words, the
 # barrier counter on a 64-byte line of its own (protocol: ``nova.compiler.targets.cpu.pool``).

@@ -309,11 +309,15 @@ class Gemm:
 
     def buffer(self, floats: int) -> ir.Value:
         """A 64-byte aligned heap buffer of at least ``floats`` floats, freed on return."""
-        b, e = self.b, self.e
-        nbytes = -(-floats * 4 // 64) * 64
-        raw = b.call(self.aligned_alloc, [c64(64), c64(nbytes)])
+        e = self.e
+        raw = self.allocate(floats)
         e.cleanup.append(lambda: e.b.call(self.free, [raw]))
-        return b.bitcast(raw, F32.as_pointer())
+        return self.b.bitcast(raw, F32.as_pointer())
+
+    def allocate(self, floats: int) -> ir.Value:
+        """``aligned_alloc`` of at least ``floats`` floats on 64 bytes (an ``i8*``; the
+        caller frees it)."""
+        return self.b.call(self.aligned_alloc, [c64(64), c64(-(-floats * 4 // 64) * 64)])
 
     def join_team(self) -> None:
         """``shared_b``: join the team whose header starts the scratch buffer (two
@@ -382,8 +386,7 @@ class Gemm:
         b.branch(blk["tdone"])
 
         b.position_at_end(blk["tsolo"])          # late: a team of one, panels of its own
-        nbytes = -(-(2 * self.kc * self.nc + self.lanes) * 4 // 64) * 64
-        raw = b.call(self.aligned_alloc, [c64(64), c64(nbytes)])
+        raw = self.allocate(2 * self.kc * self.nc + self.lanes)
         b.store(raw, own)
         b.store(b.bitcast(raw, F32.as_pointer()), panels)
         b.store(c64(0), member)

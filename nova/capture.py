@@ -102,14 +102,7 @@ class Place:
                 and self.key == other.key)
 
     def read(self) -> Tensor | None:
-        if self.kind == "tensor":
-            return self.owner
-        if self.kind == "attr":
-            return getattr(self.owner, self.key, None)
-        try:
-            return self.owner[self.key]
-        except (KeyError, IndexError):
-            return None
+        return _read(self.kind, self.owner, self.key)
 
     def describe(self) -> str:
         if self.kind == "tensor":
@@ -117,6 +110,18 @@ class Place:
         if self.kind == "attr":
             return f"{type(self.owner).__name__}.{self.key}"
         return f"{type(self.owner).__name__}[{self.key!r}]"
+
+
+def _read(kind: str, owner: Any, key: Any) -> Any:
+    """What a place (``Place``'s fields) holds now, or None."""
+    if kind == "tensor":
+        return owner
+    if kind == "attr":
+        return getattr(owner, key, None)
+    try:
+        return owner[key]
+    except (KeyError, IndexError):
+        return None
 
 
 @contextlib.contextmanager
@@ -448,36 +453,66 @@ class _Recorder:
 
 
 class _Replay:
-    """A capture that agreed with the call before it: replays the call."""
+    """A capture that agreed with the call before it: replays the call.
+
+    A replay's Python is the whole per-call cost of ``nv.compile`` (its kernels run in
+    one native call), so what every call walks -- guards, argument sources, donation
+    counts, result places -- is flattened into tuples once, here, and each replay runs
+    one tight loop over each (``bench_ops``' per-step overhead)."""
 
     def __init__(self, capture: _Capture, fn_name: str):
         self.c = capture
         self.name = fn_name
         self.exes, self.roles, self.out_meta = capture.exes, capture.roles, capture.out_meta
+        c = capture
+        self._modes = [(m, mode) for m, mode in c.modes]
+        self._guards = [(p.kind, p.owner, p.key, t, p) for p, t in c.guards]
+        # A place read as (kind, owner, key); one a guard pins (a container that must
+        # still hold the captured tensor object) is read as that tensor, since the
+        # guards are checked first.
+        pinned = {(p.kind, id(p.owner), p.key): t for p, t in c.guards}
+
+        def read_as(place: Place) -> tuple[str, Any, Any]:
+            t = pinned.get((place.kind, id(place.owner), place.key))
+            return ("tensor", t, None) if t is not None else \
+                (place.kind, place.owner, place.key)
+        # Per step, per argument: (kind, where), where a place is read as above.
+        self._plans = [[(src.kind, read_as(src.where) if src.kind == "place" else src.where)
+                        for src in srcs] for srcs in c.sources]
+        self._places = [(*read_as(src.where), src.sig[0], src.sig[1], src.where)
+                        for srcs in c.sources for src in srcs if src.kind == "place"]
+        # The tensors a replay rebinds (one entry per place: a tensor twice, counts twice).
+        self._rebinding = [p.owner for r in c.results for p in r.places if p.kind == "tensor"]
+        # Per result: where it comes from, its type, the tensors rebound to it (with
+        # their ``_version`` deltas) and its container places.
+        self._binds = []
+        for r in c.results:
+            shape, dtype = c.out_meta[r.step][r.output]
+            rebound = [(p.owner, c.versions[id(p.owner)][1]) for p in r.places
+                       if p.kind == "tensor"]
+            slots = [(p.kind, p.owner, p.key) for p in r.places if p.kind != "tensor"]
+            self._binds.append((r.step, r.output, shape, dtype, rebound, slots))
 
     def check(self) -> str | None:
         """Why this call cannot replay (a guard failed), or None."""
-        c = self.c
-        for module, mode in c.modes:
+        for module, mode in self._modes:
             if module.training != mode:
                 return (f"{type(module).__name__}.training changed to {module.training} "
                         "(train()/eval())")
-        for place, tensor in c.guards:
-            if place.read() is not tensor:
+        for kind, owner, key, tensor, place in self._guards:
+            if _read(kind, owner, key) is not tensor:
                 return f"{place.describe()} holds another tensor object than when captured"
-        for srcs in c.sources:
-            for src in srcs:
-                if src.kind == "place":
-                    t = src.where.read()
-                    if not isinstance(t, Tensor):
-                        return f"{src.where.describe()} holds no tensor"
-                    n = t.node
-                    if not n.realized:
-                        return (f"{src.where.describe()} holds a pending value (changed "
-                                "outside the function since the last call)")
-                    if (n.shape, n.dtype.name) != src.sig or n.device != "cpu":
-                        return (f"{src.where.describe()} is now {n.shape} {n.dtype.name} "
-                                f"on {n.device}, was {src.sig[0]} {src.sig[1]}")
+        for kind, owner, key, shape, dtype_name, place in self._places:
+            t = owner if kind == "tensor" else _read(kind, owner, key)
+            if not isinstance(t, Tensor):
+                return f"{place.describe()} holds no tensor"
+            n = t.node
+            if n.buffer is None:
+                return (f"{place.describe()} holds a pending value (changed "
+                        "outside the function since the last call)")
+            if n.shape != shape or n.dtype.name != dtype_name or n.device != "cpu":
+                return (f"{place.describe()} is now {n.shape} {n.dtype.name} "
+                        f"on {n.device}, was {shape} {dtype_name}")
         return None
 
     def run(self, inputs: list[Tensor]) -> Any:
@@ -494,7 +529,7 @@ class _Replay:
             results: list[list[Any]] = []
             overwritten = False      # some donated buffer holds a result by now
             for s, exe in enumerate(self.exes):
-                nodes = [self._arg(src, inputs, fresh, results) for src in c.sources[s]]
+                nodes = self._arguments(self._plans[s], inputs, fresh, results)
                 buffers = [n.buffer if isinstance(n, Node) else n for n in nodes]
                 donated = self._donated(exe, nodes, buffers)
                 del nodes
@@ -513,6 +548,23 @@ class _Replay:
                 overwritten = overwritten or bool(donated)
             return self._bind(results, inputs)
 
+    @staticmethod
+    def _arguments(plan: list[tuple[str, Any]], inputs: list[Tensor], fresh: list[Any],
+                   results: list[list[Any]]) -> list[Any]:
+        """A step's argument nodes (or fresh host arrays), in order, from its plan."""
+        nodes: list[Any] = []
+        append = nodes.append
+        for kind, where in plan:
+            if kind == "place":
+                append((where[1] if where[0] == "tensor" else _read(*where)).node)
+            elif kind == "input":
+                append(inputs[where].node)
+            elif kind == "fresh":
+                append(fresh[where])
+            else:
+                append(results[where[0]][where[1]])
+        return nodes
+
     def _poison(self, message: str) -> None:
         """Every result place fails with ``message`` (its old value may be gone), as
         a recorded step that failed over donated buffers poisons all its results."""
@@ -527,16 +579,6 @@ class _Replay:
                 else:
                     p.owner[p.key] = Tensor._wrap(node)
 
-    def _arg(self, src: _Source, inputs, fresh, results) -> Any:
-        if src.kind == "input":
-            return inputs[src.where].node
-        if src.kind == "fresh":
-            return fresh[src.where]
-        if src.kind == "step":
-            s, j = src.where
-            return results[s][j]
-        return src.where.read().node
-
     def _donated(self, exe: Any, nodes: list[Any], buffers: list[Any]) -> frozenset[int]:
         """The arguments a replay may write over: those the uncompiled call would have
         donated -- read from a tensor this replay rebinds, referenced by nothing else
@@ -545,24 +587,24 @@ class _Replay:
         if not cands:
             return frozenset()
         rebound: dict[int, int] = {}
-        for r in self.c.results:
-            for p in r.places:
-                if p.kind == "tensor":
-                    n = p.owner._node
-                    rebound[id(n)] = rebound.get(id(n), 0) + 1
+        get = rebound.get
+        for t in self._rebinding:
+            k = id(t._node)
+            rebound[k] = get(k, 0) + 1
         uses: dict[int, int] = {}
         for n in nodes:
             uses[id(n)] = uses.get(id(n), 0) + 1
         ok = set()
+        refs = sys.getrefcount
         for a in cands:
             n = nodes[a]
-            if not isinstance(n, Node) or id(n) not in rebound:
+            k = id(n)
+            if k not in rebound or not isinstance(n, Node):
                 continue
             # beyond: the tensors rebinding it, its entries in ``nodes``, ``n`` here
-            others = sys.getrefcount(n) - BASE_NODE_REFS - uses[id(n)] - rebound[id(n)]
-            if others == 0 and isinstance(buffers[a], np.ndarray) and \
-                    sole_host_owner(buffers[a]):      # (its node and ``buffers`` hold it)
-                ok.add(a)
+            if refs(n) - BASE_NODE_REFS - uses[k] - rebound[k] == 0 and \
+                    isinstance(buffers[a], np.ndarray) and sole_host_owner(buffers[a]):
+                ok.add(a)       # (its node and ``buffers`` hold the buffer)
         return frozenset(ok)
 
     def _bind(self, results: list[list[Any]], inputs: list[Tensor]) -> Any:
@@ -570,32 +612,20 @@ class _Replay:
         the recorded call's tensors shared it), then the return value."""
         c = self.c
         nodes: dict[tuple[int, int], Node] = {}
-        news: dict[tuple[int, int], Tensor] = {}
-
-        def node_of(s: int, j: int) -> Node:
-            n = nodes.get((s, j))
-            if n is None:
-                shape, dtype = self.out_meta[s][j]
-                value = results[s][j].view()
-                value.flags.writeable = False
-                n = nodes[(s, j)] = Node("buffer", (), {}, shape, dtype, value, "cpu")
-            return n
-
-        def new_tensor(s: int, j: int) -> Tensor:
-            t = news.get((s, j))
-            if t is None:
-                t = news[(s, j)] = Tensor._wrap(node_of(s, j))
-            return t
-        for r in c.results:
-            for p in r.places:
-                if p.kind == "tensor":
-                    t = p.owner
-                    t._node, t._grad_fn = node_of(r.step, r.output), None
-                    t._version += c.versions[id(t)][1]
-                elif p.kind == "attr":
-                    setattr(p.owner, p.key, new_tensor(r.step, r.output))
-                else:
-                    p.owner[p.key] = new_tensor(r.step, r.output)
+        made: dict[tuple[int, int], Tensor] = {}    # new tensors, for container places
+        for s, j, shape, dtype, rebound, slots in self._binds:
+            node = nodes[(s, j)] = Node("buffer", (), {}, shape, dtype,
+                                        _read_only(results[s][j]), "cpu")
+            for t, delta in rebound:
+                t._node, t._grad_fn = node, None
+                t._version += delta
+            if slots:
+                made[(s, j)] = t = Tensor._wrap(node)
+                for kind, owner, key in slots:
+                    if kind == "attr":
+                        setattr(owner, key, t)
+                    else:
+                        owner[key] = t
         tensors = []
         for ret in c.returns:
             if ret[0] == "same":
@@ -603,8 +633,27 @@ class _Replay:
             elif ret[0] == "input":
                 tensors.append(inputs[ret[1]])
             else:
-                tensors.append(new_tensor(ret[1], ret[2]))
+                where = (ret[1], ret[2])
+                t = made.get(where)
+                if t is None:
+                    node = nodes.get(where)
+                    if node is None:      # returned only: no place holds it
+                        shape, dtype = self.out_meta[ret[1]][ret[2]]
+                        node = nodes[where] = Node("buffer", (), {}, shape, dtype,
+                                                   _read_only(results[ret[1]][ret[2]]), "cpu")
+                    t = made[where] = Tensor._wrap(node)
+                tensors.append(t)
         return _build(c.returned, tensors)
+
+
+def _read_only(result: np.ndarray) -> np.ndarray:
+    """A step result as a node holds it: a read-only view. A result written over a
+    donated argument already is one (a fresh reshape of that argument's read-only
+    view: same memory, same owner), so only a fresh array needs a new view."""
+    if result.flags.writeable:
+        result = result.view()
+        result.flags.writeable = False
+    return result
 
 
 class _Rerecord(Exception):

@@ -153,7 +153,11 @@ class CpuProgram(Program):
             self._ptrs.append(table)
         self._moving = (ctypes.c_int64 * max(len(moving), 1))(*moving)
         self._slots = (ctypes.c_int64 * (self.n_args + len(self.steps)))()
-        self._escaping = [st for st in self.steps if st.out not in views]
+        # The kernels whose output is not in the arena: (output slot, donatable
+        # argument or None, shape, storage dtype), walked on every run.
+        self._escaping = [(st.out, st.donate, st.shape, st.storage)
+                          for st in self.steps if st.out not in views]
+        self._has_teams = any(team is not None for team in self._teams)
         self._control = (ctypes.c_int64 * DRIVE_WORDS)()
         self._control[DRIVE_COUNT] = len(self.steps)
         self._control[DRIVE_MOVING] = ctypes.addressof(self._moving)
@@ -163,8 +167,7 @@ class CpuProgram(Program):
     def _kernel_list(self) -> None:
         """Split the kernels for the current thread count (and, for teams, the threads
         in use now) and write the driver's kernel list (again when either changed)."""
-        teams = any(team is not None for team in self._teams)
-        count = (threads.get_num_threads(), threads.active_threads() if teams else 0)
+        count = (threads.get_num_threads(), threads.active_threads() if self._has_teams else 0)
         if self._ranges is not None and count == self._ranges_threads:
             return
         self._ranges_threads = count
@@ -189,14 +192,17 @@ class CpuProgram(Program):
     def _run(self, values: list[Any], donated: frozenset[int]) -> list[Any]:
         """Fill the slot table with this run's addresses and run the driver once."""
         self._kernel_list()
-        slots = self._slots
-        for i in range(self.n_args):
-            slots[i] = data_address(values[i])
-        result_memory = self._result_memory
+        slots, address = self._slots, data_address
+        slots[:self.n_args] = [address(values[i]) for i in range(self.n_args)]
         self.overwrote_donated = False
-        for st in self._escaping:
-            out = values[st.out] = result_memory(st, values, donated)
-            slots[st.out] = data_address(out)
+        empty = self._empty
+        for out, donate, shape, storage in self._escaping:     # (_result_memory, inlined)
+            if donate is not None and donate in donated:
+                self.overwrote_donated = True
+                array = values[out] = values[donate].reshape(shape)   # a view: same memory
+            else:
+                array = values[out] = empty(shape, storage)
+            slots[out] = address(array)
         collector = PROFILE.get()
         control = self._control
         times = None

@@ -56,9 +56,10 @@ import sys
 import threading
 import warnings
 import weakref
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -74,6 +75,8 @@ from nova.tensor.capture_log import ACTIVE, CaptureLog
 from nova.tensor.realize import BASE_NODE_REFS, realize
 from nova.tensor.tensor import Tensor
 from nova.tensor.trace import Node, RealizationError
+
+_node_of = attrgetter("_node")    # a tensor's current node, as the replay rebinds it
 
 MAX_RECORDED_CALLS = 6     # recorded calls that never agree twice: give up capturing
 MAX_ENTRIES = 8            # guard keys kept per function (as torch.compile's cache size)
@@ -586,14 +589,8 @@ class _Replay:
         cands = exe.donation_candidates
         if not cands:
             return frozenset()
-        rebound: dict[int, int] = {}
-        get = rebound.get
-        for t in self._rebinding:
-            k = id(t._node)
-            rebound[k] = get(k, 0) + 1
-        uses: dict[int, int] = {}
-        for n in nodes:
-            uses[id(n)] = uses.get(id(n), 0) + 1
+        rebound = Counter(map(id, map(_node_of, self._rebinding)))
+        uses = Counter(map(id, nodes))
         ok = set()
         refs = sys.getrefcount
         for a in cands:

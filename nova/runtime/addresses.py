@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import sys
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -39,6 +40,15 @@ def data_address(array: np.ndarray) -> int:
     if _OFFSET is None:
         return array.ctypes.data
     return _read_word(id(array) + _OFFSET).value or 0
+
+
+def data_addresses(arrays: Sequence[np.ndarray]) -> list[int]:
+    """``[data_address(a) for a in arrays]`` in one comprehension (a replay passes
+    hundreds: the function call per array was half the cost)."""
+    if _OFFSET is None:
+        return [a.ctypes.data for a in arrays]
+    read, offset = _read_word, _OFFSET
+    return [read(id(a) + offset).value or 0 for a in arrays]
 
 
 def fast_path() -> bool:

@@ -41,7 +41,7 @@ from nova.compiler.targets.cpu.device import detect_cpu
 from nova.compiler.lowering.plan import KernelPlan
 from nova.compiler.pipeline import CompiledStep
 from nova.runtime import threads
-from nova.runtime.addresses import data_address
+from nova.runtime.addresses import data_addresses
 from nova.runtime.debug_dir import debug_subdirectory, write_debug_file
 from nova.runtime.kernel_cache import KERNELS
 from nova.compiler.targets.cpu.pool import (
@@ -157,6 +157,7 @@ class CpuProgram(Program):
         # argument or None, shape, storage dtype), walked on every run.
         self._escaping = [(st.out, st.donate, st.shape, st.storage)
                           for st in self.steps if st.out not in views]
+        self._escaping_slots = [e[0] for e in self._escaping]
         self._has_teams = any(team is not None for team in self._teams)
         self._control = (ctypes.c_int64 * DRIVE_WORDS)()
         self._control[DRIVE_COUNT] = len(self.steps)
@@ -192,17 +193,19 @@ class CpuProgram(Program):
     def _run(self, values: list[Any], donated: frozenset[int]) -> list[Any]:
         """Fill the slot table with this run's addresses and run the driver once."""
         self._kernel_list()
-        slots, address = self._slots, data_address
-        slots[:self.n_args] = [address(values[i]) for i in range(self.n_args)]
+        slots, n = self._slots, self.n_args
+        slots[:n] = data_addresses(values[:n])
         self.overwrote_donated = False
         empty = self._empty
         for out, donate, shape, storage in self._escaping:     # (_result_memory, inlined)
             if donate is not None and donate in donated:
                 self.overwrote_donated = True
-                array = values[out] = values[donate].reshape(shape)   # a view: same memory
+                values[out] = values[donate].reshape(shape)   # a view: same memory
             else:
-                array = values[out] = empty(shape, storage)
-            slots[out] = address(array)
+                values[out] = empty(shape, storage)
+        for out, address in zip(self._escaping_slots,
+                                data_addresses([values[i] for i in self._escaping_slots])):
+            slots[out] = address
         collector = PROFILE.get()
         control = self._control
         times = None

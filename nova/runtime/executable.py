@@ -48,6 +48,7 @@ class Executable:
             self._program = compile_function(self.function)
             self.num_kernels = self.num_ops
         self.runs = 0
+        self.last_arg_bytes: list[int] | None = None   # the arguments' sizes, once run
         # One run at a time: a program's arena, pointer tables and value slots are its
         # own state, so two threads replaying the same structure take turns (steps of
         # different structures run concurrently).
@@ -73,7 +74,8 @@ class Executable:
         ``roles`` name the arguments for the memory report."""
         with self._lock:
             self.runs += 1
-            self.last_arg_bytes = [b.nbytes for b in buffers]   # sizes only: none kept alive
+            if self.last_arg_bytes is None:     # sizes only (none kept alive); a step's
+                self.last_arg_bytes = [b.nbytes for b in buffers]   # types fix them
             self.last_roles, self.last_donated = list(roles), donated
             try:
                 if self.engine in _PLANNED:
@@ -93,7 +95,7 @@ class Executable:
         """Peak bytes of this step and what holds them (cpu, cuda; after a run)."""
         if self.engine not in _PLANNED:
             raise ValueError("memory_report: only the cpu and cuda engines plan their buffers")
-        if not hasattr(self, "last_arg_bytes"):
+        if self.last_arg_bytes is None:
             raise ValueError("memory_report: the step has not run yet")
         return self._program.memory_report(self.last_arg_bytes, self.last_roles,
                                            self.last_donated)

@@ -1,7 +1,7 @@
 """Memory-bound kernels on the cpu engine: GB/s against numpy and the machine's copy
 bandwidth, all measured in this run (ratios, not absolute claims).
 
-    python -m benchmarks.bench_ops [--rows 4096 --cols 1024] [--reps 10]
+    python -m benchmarks.bench_ops [--rows 4096 --cols 1024] [--reps 10] [--unary-elements N]
 
 For each case the bytes counted are the minimum a kernel must move (inputs read once,
 outputs written once); time is the median of ``--reps`` replays of the cached step,
@@ -20,6 +20,9 @@ bookkeeping, a few us per kernel, would otherwise count as overhead):
   count;
 - *per-step overhead of ``nv.compile``*: the step as a function, compiled and replayed,
   call time minus kernel time per call, next to the same function uncompiled.
+
+Unary float32 ops: GB/s of each next to the ``x + 1`` kernel's, the bandwidth a
+memory-bound unary op should reach once its math is vectorized.
 
 Last, what handing half of a kernel to a worker thread costs (``nova.runtime.threads``)
 with the worker spinning and after it went to sleep.
@@ -97,6 +100,44 @@ def cases(rows: int, cols: int):
     tt = nv.tensor(t)
     yield ("cross_entropy fwd+bwd (x in; dx out)", 2 * nbytes,
            nova_fb(lambda a: F.cross_entropy(a, tt)), lambda: _np_ce_fb(x, t))
+
+
+# Unary float32 ops (one input read, one output written), with ``x + 1`` as the
+# baseline: each should run at the add kernel's bandwidth (#20 asks >= 0.8x), i.e.
+# stay memory-bound, which needs its math vectorized (no libm call per element).
+UNARY = {
+    "add (x + 1)": (lambda t: t + 1.0, lambda a: a + np.float32(1)),
+    "exp": (nv.exp, np.exp), "log": (nv.log, np.log), "log1p": (nv.log1p, np.log1p),
+    "expm1": (nv.expm1, np.expm1), "tanh": (nv.tanh, np.tanh), "erf": (nv.erf, None),
+    "sigmoid": (nv.sigmoid, lambda a: 1 / (1 + np.exp(-a))),
+    "gelu (erf)": (F.gelu, None), "gelu (tanh)": (lambda t: F.gelu(t, approximate="tanh"), None),
+    "sin": (nv.sin, np.sin),
+}
+
+
+UNARY_ELEMENTS = 8 << 20     # 32 MiB of float32: in and out do not fit a cache
+
+
+def unary_bandwidth(elements: int, reps: int) -> list[dict]:
+    """Per unary op on ``elements`` float32: Nova's GB/s (time of a realized call,
+    recording included), as a fraction of the add kernel's, and numpy's GB/s where
+    numpy has the function."""
+    rng = np.random.default_rng(1)
+    x = rng.uniform(0.05, 3.0, elements).astype(np.float32)   # in every op's domain
+    nbytes = 2 * x.nbytes
+    out = []
+    for name, (fn, numpy_fn) in UNARY.items():
+        def run(fn=fn):
+            y = fn(nv.from_numpy(x))
+            nv.realize(y)
+            return y
+        row = {"op": name, "nova_gbs": nbytes / median_time(run, reps) / 1e9,
+               "numpy_gbs": nbytes / median_time(lambda: numpy_fn(x), reps) / 1e9
+               if numpy_fn is not None else None}
+        out.append(row)
+    for row in out:
+        row["of_add"] = row["nova_gbs"] / out[0]["nova_gbs"]
+    return out
 
 
 TINY_KERNELS = 50
@@ -236,6 +277,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--rows", type=int, default=4096)
     p.add_argument("--cols", type=int, default=1024)
     p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--unary-elements", type=int, default=UNARY_ELEMENTS)
     args = p.parse_args(argv)
     nv.set_engine("cpu")
     src = np.ones((args.rows, args.cols), np.float32)
@@ -255,6 +297,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
         rows.append(row)
         print(f"{name:44s} {row['nova_gbs']:9.2f} {row['numpy_gbs']:10.2f} "
               f"{row['speedup_vs_numpy']:7.2f}x {100 * row['fraction_of_copy']:7.0f}%")
+    title = f"unary float32 op, {args.unary_elements} elements"
+    print(f"{title:44s} {'nova GB/s':>9s} {'of add':>8s} {'numpy GB/s':>10s}")
+    for u in unary_bandwidth(args.unary_elements, args.reps):
+        numpy_gbs = f"{u['numpy_gbs']:10.2f}" if u["numpy_gbs"] is not None else f"{'-':>10s}"
+        print(f"{u['op']:44s} {u['nova_gbs']:9.2f} {100 * u['of_add']:7.0f}% {numpy_gbs}")
     per_kernel, per_kernel_run, n = replay_overhead(args.reps)
     print(f"replay overhead, no recording: {per_kernel * 1e6:.2f} us per kernel "
           f"(Executable.run of a cached step of {n} tiny kernels, run time minus kernel time "

@@ -43,11 +43,19 @@ def test_compile_overhead_replays_the_tiny_step():
     assert math.isfinite(c["compiled_s"]) and math.isfinite(c["plain_s"])
 
 
+def test_unary_bandwidth_measures_every_op_against_add():
+    rows = bench_ops.unary_bandwidth(1024, reps=1)
+    assert [r["op"] for r in rows] == list(bench_ops.UNARY)
+    assert rows[0]["of_add"] == 1.0 and all(r["nova_gbs"] > 0 for r in rows)
+    assert all((r["numpy_gbs"] is None) == (bench_ops.UNARY[r["op"]][1] is None) for r in rows)
+
+
 def test_main_prints_every_labeled_line(capsys):
-    rows = bench_ops.main(["--rows", "64", "--cols", "64", "--reps", "1"])
+    rows = bench_ops.main(["--rows", "64", "--cols", "64", "--reps", "1",
+                           "--unary-elements", "4096"])
     assert len(rows) == 4 and all(r["nova_gbs"] > 0 for r in rows)
     out = capsys.readouterr().out
     for label in ("replay overhead, no recording:", "end-to-end, recording included:",
                   "per-step overhead (call time minus kernel time)", "nv.compile",
-                  "uncompiled", "thread hand-off:"):
+                  "uncompiled", "thread hand-off:", "unary float32 op", "gelu (erf)"):
         assert label in out

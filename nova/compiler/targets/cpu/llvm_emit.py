@@ -331,22 +331,34 @@ class Emitter(ScalarEmitter[ir.Value]):
     def call_libm(self, name: str, x: ir.Value) -> ir.Value:
         return self.b.call(self.libm(name, x.type), [x])
 
-    def _exp_f32(self, x: ir.Value) -> ir.Value:
-        """exp for float32 without a libm call, so loops containing it vectorize.
+    # Float32 math without libm calls, so loops containing it vectorize (a libm call
+    # keeps a loop scalar: ``log`` ran at a third of ``add``'s bandwidth). Polynomials
+    # use ``llvm.fmuladd`` (fused where the target has FMA, the same rounding in every
+    # kernel of one machine). Each is within 2 ulp of the correctly rounded result
+    # (tests/compiler/test_cpu_math.py measures them against float64).
 
-        Cody-Waite reduction x = n ln2 + r (ln2 split in a high part exact in float and
-        a low correction), |r| <= ln2/2, then a degree-7 Taylor polynomial (truncation
-        error < 1e-8 relative, below float32 rounding) and the scale 2^n built in the
-        exponent bits, as two factors so results down to the subnormal range are exact.
-        Overflow gives inf, underflow 0, NaN propagates.
-        """
+    def _fma(self, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.Value:
+        """a * b + c, fused where the target can."""
+        return self.b.call(self.intrinsic("fmuladd", F32, 3), [a, b, c])
+
+    def _poly(self, x: ir.Value, coeffs: Sequence[float]) -> ir.Value:
+        """Horner evaluation of sum(coeffs[i] * x**i) in float32."""
+        acc = ir.Constant(F32, coeffs[-1])
+        for c in reversed(coeffs[:-1]):
+            acc = self._fma(acc, x, ir.Constant(F32, c))
+        return acc
+
+    def _exp_f32(self, x: ir.Value) -> ir.Value:
+        """exp: Cody-Waite reduction x = n ln2 + r (ln2 split in a high part exact in
+        float and a low correction), |r| <= ln2/2, then a degree-7 Taylor polynomial
+        (truncation error < 1e-8 relative, below float32 rounding) and the scale 2^n built
+        in the exponent bits, as two factors so results down to the subnormal range are
+        exact. Overflow gives inf, underflow 0, NaN propagates."""
         b = self.b
         f = lambda v: ir.Constant(F32, v)
         n = b.call(self.intrinsic("rint", F32), [b.fmul(x, f(1.4426950408889634))])
         r = b.fsub(b.fsub(x, b.fmul(n, f(0.693145751953125))), b.fmul(n, f(1.428606765330187e-06)))
-        p = f(1.0 / 5040)
-        for c in (1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0):
-            p = b.fadd(b.fmul(p, r), f(c))
+        p = self._poly(r, [1.0, 1.0, 0.5, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040])
         ni = b.fptosi(b.call(self.intrinsic("maxnum", F32, 2), [
             b.call(self.intrinsic("minnum", F32, 2), [n, f(128.0)]), f(-160.0)]), I32)
         half = b.sdiv(ni, ir.Constant(I32, 2))
@@ -356,48 +368,109 @@ class Emitter(ScalarEmitter[ir.Value]):
         y = b.select(b.fcmp_ordered(">", x, f(88.72283935546875)), f(float("inf")), y)
         return b.select(b.fcmp_ordered("<", x, f(-103.97208404541016)), f(0.0), y)
 
-    def _poly(self, x: ir.Value, coeffs: Sequence[float]) -> ir.Value:
-        """Horner evaluation of sum(coeffs[i] * x**i) in float32."""
+    def _expm1_f32(self, x: ir.Value) -> ir.Value:
+        """expm1: x = n ln2 + r as in ``_exp_f32``, but n = 0 for |x| < ln2 (so no
+        cancellation where the result is small), and expm1(r) = r + r^2 P(r), the
+        Taylor series to r^11 (|r| < ln2: next term < 1e-9 relative), with r added last
+        (exact where tiny). Then 2^n expm1(r) + (2^n - 1) in one fused step (2^n - 1
+        is exact for |n| <= 24; n stops at 127, so 2^n is finite and the result overflows
+        exactly where expm1 does). x < -20 gives -1; NaN and -0 pass through."""
         b = self.b
-        acc = ir.Constant(F32, coeffs[-1])
-        for c in reversed(coeffs[:-1]):
-            acc = b.fadd(b.fmul(acc, x), ir.Constant(F32, c))
-        return acc
+        f = lambda v: ir.Constant(F32, v)
+        xc = b.call(self.intrinsic("maxnum", F32, 2), [x, f(-20.0)])
+        n = b.call(self.intrinsic("rint", F32), [b.fmul(xc, f(1.4426950408889634))])
+        small = b.fcmp_ordered("<", b.call(self.intrinsic("fabs", F32), [xc]),
+                               f(0.6931471805599453))
+        n = b.select(small, f(0.0), n)
+        n = b.call(self.intrinsic("minnum", F32, 2), [n, f(127.0)])   # |r| < ln2 still
+        r = b.fsub(b.fsub(xc, b.fmul(n, f(0.693145751953125))),
+                   b.fmul(n, f(1.428606765330187e-06)))
+        p = self._poly(r, [1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040,
+                           1.0 / 40320, 1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800])
+        em = self._fma(b.fmul(r, r), p, r)
+        scale = b.bitcast(b.shl(b.add(b.fptosi(n, I32), ir.Constant(I32, 127)),
+                                ir.Constant(I32, 23)), F32)
+        y = self._fma(scale, em, b.fsub(scale, f(1.0)))
+        y = b.select(b.fcmp_ordered(">", x, f(88.72283935546875)), f(float("inf")), y)
+        return b.select(b.fcmp_unordered("==", x, f(0.0)), x, y)     # NaN, and -0
+
+    def _log_f32(self, x: ir.Value) -> ir.Value:
+        """log: x = 2^e m with m in [sqrt(1/2), sqrt(2)) from the bits (subnormals
+        scaled by 2^23 first), then log(m) = log1p(f), f = m - 1 (exact), as
+        f - s (f - R) with s = f / (2 + f) and R = 2 (s^2/3 + s^4/5 + ...) -- the
+        series of 2 atanh(s), |s| < 0.172, truncated after s^10 (next term < 1e-11
+        relative) -- so the large part f is exact and only the small correction
+        rounds. Plus e ln2 in two parts. 0 gives -inf, negatives NaN, inf inf."""
+        b = self.b
+        f = lambda v: ir.Constant(F32, v)
+        i32 = lambda v: ir.Constant(I32, v)
+        tiny = b.fcmp_ordered("<", x, f(2.0 ** -126))
+        xs = b.select(tiny, b.fmul(x, f(2.0 ** 23)), x)
+        bits = b.bitcast(xs, I32)
+        e = b.sub(b.lshr(bits, i32(23)), b.select(tiny, i32(127 + 23), i32(127)))
+        m = b.bitcast(b.or_(b.and_(bits, i32(0x7FFFFF)), i32(0x3F800000)), F32)
+        big = b.fcmp_ordered(">", m, f(1.4142135623730951))
+        m = b.select(big, b.fmul(m, f(0.5)), m)
+        e = b.sitofp(b.select(big, b.add(e, i32(1)), e), F32)
+        fm = b.fsub(m, f(1.0))
+        s = b.fdiv(fm, b.fadd(fm, f(2.0)))
+        s2 = b.fmul(s, s)
+        r = b.fmul(s2, self._poly(s2, [2.0 / 3, 2.0 / 5, 2.0 / 7, 2.0 / 9, 2.0 / 11]))
+        log1p_f = b.fsub(fm, b.fmul(s, b.fsub(fm, r)))
+        y = self._fma(e, f(0.693145751953125), self._fma(e, f(1.428606765330187e-06), log1p_f))
+        y = b.select(b.fcmp_ordered("==", x, f(float("inf"))), x, y)
+        y = b.select(b.fcmp_ordered("==", x, f(0.0)), f(float("-inf")), y)
+        return b.select(b.fcmp_unordered("<", x, f(0.0)), f(float("nan")), y)
+
+    def _log1p_f32(self, x: ir.Value) -> ir.Value:
+        """log1p: u = 1 + x rounds; log(u) - ((u - 1) - x) / u corrects for that
+        rounding to first order (exact enough: the term is below one ulp of u). x
+        itself where u is 1 (|x| below half an ulp of 1); -1 gives -inf."""
+        b = self.b
+        f = lambda v: ir.Constant(F32, v)
+        u = b.fadd(x, f(1.0))
+        y = b.fsub(self._log_f32(u), b.fdiv(b.fsub(b.fsub(u, f(1.0)), x), u))
+        y = b.select(b.fcmp_ordered("==", u, f(1.0)), x, y)
+        y = b.select(b.fcmp_ordered("==", u, f(0.0)), f(float("-inf")), y)
+        return b.select(b.fcmp_ordered("==", x, f(float("inf"))), x, y)
+
+    # Fitted by tools/fit_math.py: erf(x)/x - 1 in x*x for |x| < 1, and the exponent Q of
+    # erfc(z) = t exp(-z^2 + Q(t)), t = 1/(1 + z/2), for z >= 1.
+    ERF_SMALL = (0.12837916612625122, -0.37612637877464294, 0.11283791065216064,
+                 -0.026866139844059944, 0.005223812535405159, -0.0008543297881260514,
+                 0.00011964797886321321, -1.3962648154119961e-05, 1.0729085033744923e-06)
+    ERFC_EXPONENT = (-1.265514612197876, 1.0000745058059692, 0.37404829263687134,
+                     0.09000089764595032, -0.11266439408063889, -0.0918622612953186,
+                     -0.06553290039300919, -0.380780965089798, 1.138035535812378,
+                     -0.9668036699295044, 0.281574547290802)
 
     def _erf_f32(self, x: ir.Value) -> ir.Value:
-        """erf for float32 without a libm call (vectorizable).
-
-        |x| < 0.5: the Maclaurin series to x^13 (next term < 2e-8 relative). Otherwise
-        erf = 1 - erfc with erfc(z) = t exp(-z^2 + P(t)), t = 1/(1 + z/2), the Chebyshev
-        fit of Numerical Recipes (fractional error < 1.2e-7), sign restored; erf is
-        within 0.5 of +-1 there, so the error stays at float32 rounding level.
-        """
+        """erf: |x| < 1, x + x P(x^2) (``ERF_SMALL``); otherwise 1 - erfc with erfc(z) =
+        t exp(-z^2 + Q(t)) (``ERFC_EXPONENT``), where erf > 0.84 so erfc's error is a
+        fraction of erf's ulp; sign restored. NaN propagates (the first branch)."""
         b = self.b
         f = lambda v: ir.Constant(F32, v)
         z = b.call(self.intrinsic("fabs", F32), [x])
-        x2 = b.fmul(x, x)
-        series = b.fmul(x, self._poly(x2, [1.1283791670955126, -0.3761263890318375,
-                                           0.11283791670955126, -0.02686617064513125,
-                                           0.005223977625442188, -0.0008548327023450852,
-                                           0.00012055332981789664]))
-        t = b.fdiv(f(1.0), b.fadd(f(1.0), b.fmul(z, f(0.5))))
-        poly = self._poly(t, [-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
-                              0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277])
-        erfc = b.fmul(t, self._exp_f32(b.fsub(poly, b.fmul(z, z))))
+        series = self._fma(x, self._poly(b.fmul(x, x), self.ERF_SMALL), x)
+        zc = b.call(self.intrinsic("minnum", F32, 2), [z, f(10.0)])   # erfc(10) = 0 in f32
+        t = b.fdiv(f(1.0), b.fadd(f(1.0), b.fmul(zc, f(0.5))))
+        erfc = b.fmul(t, self._exp_f32(b.fsub(self._poly(t, self.ERFC_EXPONENT),
+                                              b.fmul(zc, zc))))
         tail = b.fsub(f(1.0), erfc)
         tail = b.select(b.fcmp_ordered("<", x, f(0.0)), b.fneg(tail), tail)
-        return b.select(b.fcmp_unordered("<", z, f(0.5)), series, tail)
+        return b.select(b.fcmp_unordered("<", z, f(1.0)), series, tail)
 
     def _tanh_f32(self, x: ir.Value) -> ir.Value:
-        """tanh for float32 without a libm call: the odd Taylor series for |x| < 0.5
-        (next term < 5e-8 relative), else sign(x) (1 - 2 / (exp(2|x|) + 1))."""
+        """tanh: the odd Taylor series to x^17 for |x| < 0.5 (next term < 2e-9
+        relative), else sign(x) (1 - 2 / (exp(2|x|) + 1))."""
         b = self.b
         f = lambda v: ir.Constant(F32, v)
         z = b.call(self.intrinsic("fabs", F32), [x])
         x2 = b.fmul(x, x)
         series = b.fmul(x, self._poly(x2, [1.0, -1.0 / 3, 2.0 / 15, -17.0 / 315,
                                            62.0 / 2835, -1382.0 / 155925,
-                                           21844.0 / 6081075]))
+                                           21844.0 / 6081075, -929569.0 / 638512875,
+                                           6404582.0 / 10854718875]))
         e = self._exp_f32(b.fmul(z, f(2.0)))
         big = b.fsub(f(1.0), b.fdiv(f(2.0), b.fadd(e, f(1.0))))
         big = b.select(b.fcmp_ordered("<", x, f(0.0)), b.fneg(big), big)
@@ -498,7 +571,7 @@ Emitter.ARITH = {
                     int=lambda e, m, x: e.b.select(
                         e.b.icmp_signed("<", x, ir.Constant(x.type, 0)), e.b.neg(x), x)),
     nd.ExpOp: Arith(float=_f32_or_libm(Emitter._exp_f32, "exp")),
-    nd.LogOp: Arith(float=_libm("log")),
+    nd.LogOp: Arith(float=_f32_or_libm(Emitter._log_f32, "log")),
     nd.SqrtOp: Arith(float=lambda e, m, x: e.call("sqrt", x)),
     nd.RsqrtOp: Arith(float=lambda e, m, x: e.b.fdiv(ir.Constant(x.type, 1.0), e.call("sqrt", x))),
     nd.ReciprocalOp: Arith(float=lambda e, m, x: e.b.fdiv(ir.Constant(x.type, 1.0), x)),
@@ -506,8 +579,8 @@ Emitter.ARITH = {
     nd.CosOp: Arith(float=_libm("cos")),
     nd.TanhOp: Arith(float=_f32_or_libm(Emitter._tanh_f32, "tanh")),
     nd.ErfOp: Arith(float=_f32_or_libm(Emitter._erf_f32, "erf")),
-    nd.Expm1Op: Arith(float=_libm("expm1")),
-    nd.Log1pOp: Arith(float=_libm("log1p")),
+    nd.Expm1Op: Arith(float=_f32_or_libm(Emitter._expm1_f32, "expm1")),
+    nd.Log1pOp: Arith(float=_f32_or_libm(Emitter._log1p_f32, "log1p")),
     nd.AddOp: Arith(float=lambda e, m, x, y: e.b.fadd(x, y), int=lambda e, m, x, y: e.b.add(x, y),
                     bool=lambda e, m, x, y: e.b.or_(x, y)),
     nd.SubOp: Arith(float=lambda e, m, x, y: e.b.fsub(x, y), int=lambda e, m, x, y: e.b.sub(x, y)),

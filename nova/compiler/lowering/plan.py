@@ -42,14 +42,15 @@ import hashlib
 from dataclasses import dataclass, field, replace
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects.builtin import (DenseArrayBase, FloatAttr, IntegerAttr, ModuleOp,
+                                   StringAttr, UnitAttr)
+from xdsl.ir import Attribute, Block, Operation, SSAValue, TypeAttribute
 
 from nova.compiler import dialect as nd
 from nova.compiler.targets import Target, resolve
 from nova.core import dtypes as dt
 
-FORMAT_VERSION = 11  # bump when generated code changes meaning
+FORMAT_VERSION = 12  # bump when generated code (or the naming of kernels) changes meaning
 
 # The team header that starts a ``shared_b`` GEMM's scratch buffer: i64 words, the
 # barrier counter on a 64-byte line of its own (protocol: ``nova.compiler.targets.cpu.pool``).
@@ -89,8 +90,8 @@ class KernelPlan:
     schedule: Schedule
     arg_types: list[tuple[tuple[int, ...], dt.DType]]   # inputs, then the output
     scratch: tuple[tuple[int, ...], dt.DType] | None = None
-    # The fusion's IR text, which the name digests: printed once per kernel (printing
-    # the kernels of a GPT step takes ~0.3 s), however often a target renames the plan.
+    # The fusion's structure (``body_key``), which the name digests: built once per
+    # kernel, however often a target renames the plan.
     body: str = field(default="", repr=False, compare=False)
 
     @property
@@ -100,7 +101,7 @@ class KernelPlan:
     def with_schedule(self, schedule: Schedule,
                       scratch: tuple[tuple[int, ...], dt.DType] | None) -> KernelPlan:
         """This plan with a target's schedule and scratch, named after them."""
-        return replace(self, name=kernel_name(schedule, self.body or str(self.fusion)),
+        return replace(self, name=kernel_name(schedule, self.body or body_key(self.fusion)),
                        schedule=schedule, scratch=scratch)
 
     def describe(self) -> str:
@@ -240,10 +241,89 @@ def _numel(v: SSAValue | tuple) -> int:
 
 def kernel_name(schedule: Schedule, body: str) -> str:
     """A kernel's name: a digest of the plan format, the schedule and the fused body's
-    IR text (``str(fusion)``), so kernels share a name when they have the same code
+    structure (``body_key``), so kernels share a name when they have the same code
     (the CPU kernel cache and the CUDA sources are keyed by it)."""
     digest = hashlib.sha256(f"v{FORMAT_VERSION}|{schedule}|{body}".encode()).hexdigest()
     return f"nova_k_{digest[:20]}"
+
+
+# Attributes whose printed text is a pure function of their value under ``==`` (no
+# floats, whose -0.0 == 0.0), printed once per process: a step's kernels share a few
+# hundred types and index arrays. Bounded; cleared when full.
+_CACHEABLE = (TypeAttribute, IntegerAttr, StringAttr, UnitAttr, DenseArrayBase)
+_TEXT: dict[Attribute, str] = {}
+_TEXT_LIMIT = 20_000
+
+
+def _attr_text(attr: Attribute) -> str:
+    if isinstance(attr, FloatAttr):      # exact: the value's hex digits
+        return f"float {attr.value.data.hex()} : {_attr_text(attr.type)}"
+    if not isinstance(attr, _CACHEABLE):
+        return str(attr)
+    text = _TEXT.get(attr)
+    if text is None:
+        if len(_TEXT) >= _TEXT_LIMIT:
+            _TEXT.clear()
+        text = _TEXT[attr] = str(attr)
+    return text
+
+
+def _dataflow_order(b: Block) -> list[Operation]:
+    """The ops of ``b`` in a canonical order: depth first from the terminator's
+    operands, each op after its operands (taken in operand order), then any op nothing
+    reaches in block order. Regions that compute the same graph in another op order
+    (fusion clones shared constants in wherever it meets them) list the same."""
+    order: list[Operation] = []
+    placed: set[Operation] = set()
+    stack: list[tuple[Operation, int]] = [(b.last_op, 0)] if b.last_op is not None else []
+    while stack:
+        op, i = stack.pop()
+        if op in placed:
+            continue
+        operands = op.operands
+        while i < len(operands):
+            owner = operands[i].owner
+            i += 1
+            if isinstance(owner, Operation) and owner.parent is b and owner not in placed:
+                stack += [(op, i), (owner, 0)]
+                break
+        else:
+            placed.add(op)
+            order.append(op)
+    terminator = order.pop() if order else None
+    order += [op for op in b.ops if op not in placed]
+    return order + ([terminator] if terminator is not None else [])
+
+
+def body_key(fusion: nd.FusionOp) -> str:
+    """The structure of a kernel as text: its kind, and per op of its region (in
+    ``_dataflow_order``) the op's name, its operands (numbered in that order: block
+    arguments, then results), its result types, properties and attributes, nested
+    regions in braces. Equal keys mean the same computation, so the same code; it is
+    what ``str(fusion)`` would say, without the printer (printing a GPT step's ~400
+    kernels took ~1 s of a cold step) and without depending on the op order."""
+    numbers: dict[SSAValue, int] = {}
+    parts = [fusion.kind.data]
+
+    def block(b: Block) -> None:
+        parts.append("{")
+        for a in b.args:
+            numbers[a] = len(numbers)
+            parts.append(_attr_text(a.type))
+        for op in _dataflow_order(b):
+            parts.append(f"{op.name}({','.join(str(numbers[o]) for o in op.operands)})")
+            for r in op.results:
+                numbers[r] = len(numbers)
+                parts.append(_attr_text(r.type))
+            parts.extend(f"{k}={_attr_text(v)}" for k, v in sorted(op.properties.items()))
+            parts.extend(f"@{k}={_attr_text(v)}" for k, v in sorted(op.attributes.items()))
+            for region in op.regions:
+                for inner in region.blocks:
+                    block(inner)
+        parts.append("}")
+    for inner in fusion.body.blocks:
+        block(inner)
+    return "\n".join(parts)
 
 
 def plan_kernel(fusion: nd.FusionOp) -> KernelPlan:
@@ -253,7 +333,7 @@ def plan_kernel(fusion: nd.FusionOp) -> KernelPlan:
     schedule, scratch = _structure(fusion)
     args = [(_shape(v), _dtype(v)) for v in fusion.inputs] + [
         (_shape(fusion.outputs[0]), _dtype(fusion.outputs[0]))]
-    body = str(fusion)
+    body = body_key(fusion)
     return KernelPlan(kernel_name(schedule, body), fusion.kind.data, fusion, schedule,
                       args, scratch, body)
 

@@ -102,6 +102,9 @@ SPIN_US = Setting("NOVA_SPIN_US", None, _non_negative_number,
                   "(0: sleep at once); read when the pool starts")
 PIN_THREADS = Setting("NOVA_PIN_THREADS", True, _flag,
                       "0 leaves kernel threads unpinned; read when the pool starts")
+VERIFY_PASSES = Setting("NOVA_VERIFY_PASSES", False, _flag,
+                        "1 verifies the IR after every compiler pass (the tests do); "
+                        "otherwise only the built step is verified")
 DEBUG = Setting("NOVA_DEBUG", False, _flag,
                 "1 writes every compiled step's IR into the debug directory")
 DEBUG_DIR = Setting("NOVA_DEBUG_DIR", None, _text,

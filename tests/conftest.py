@@ -5,6 +5,10 @@ from hypothesis import HealthCheck, settings
 
 import nova as nv
 
+# Every compiler pass re-verifies its output in the tests (off by default: it is a
+# quarter of a warm first step), so a pass that breaks the IR fails at the pass.
+os.environ.setdefault("NOVA_VERIFY_PASSES", "1")
+
 settings.register_profile("nova", max_examples=40, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow,
                                                  HealthCheck.function_scoped_fixture])

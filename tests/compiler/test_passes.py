@@ -38,3 +38,32 @@ def test_cse_merges_pure_duplicates_and_dce_drops_unused_but_keeps_random_draws(
         ctx.load_dialect(d)
     module = Parser(ctx, SOURCE).parse_module()
     assert str(simplify(module)) == EXPECTED
+
+
+def _verifications(monkeypatch, setting: str) -> int:
+    """How many times compiling a small step verifies a whole module."""
+    import numpy as np
+
+    import nova as nv
+    from nova.compiler import pipeline
+    from nova.tensor.realize import pending_graph
+    monkeypatch.setenv("NOVA_VERIFY_PASSES", setting)
+    calls = []
+    original = builtin.ModuleOp.verify
+
+    def counted(self, *args, **kwargs):
+        calls.append(1)
+        return original(self, *args, **kwargs)
+    monkeypatch.setattr(builtin.ModuleOp, "verify", counted)
+    x = nv.tensor(np.ones((4, 8), np.float32)).requires_grad_()
+    loss = (x.exp() * 2.0).sum()
+    (g,) = nv.autograd.grad(loss, [x])
+    pipeline.compile_step(pipeline.front(pending_graph(loss, g)), "cpu")
+    return len(calls)
+
+
+def test_a_step_is_verified_once_and_after_every_pass_when_asked(monkeypatch):
+    """By default only the built step is verified (irgen); NOVA_VERIFY_PASSES=1 (what
+    the suite runs with) verifies after simplify, remat and fusion too."""
+    assert _verifications(monkeypatch, "0") == 1
+    assert _verifications(monkeypatch, "1") == 4

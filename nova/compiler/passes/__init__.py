@@ -1,4 +1,5 @@
-"""Rewrites of the nova step function. Each pass consumes and produces verified nova IR."""
+"""Rewrites of the nova step function. Each pass consumes and produces valid nova IR
+(re-verified after the pass with ``NOVA_VERIFY_PASSES=1``, as in the tests: ``checks``)."""
 from nova.compiler.passes.cleanup import simplify
 from nova.compiler.passes.remat import rematerialize
 

@@ -13,6 +13,7 @@ from xdsl.transforms.common_subexpression_elimination import cse
 from xdsl.transforms.dead_code_elimination import dce
 
 from nova.compiler.dialect import BACKWARD_ATTR
+from nova.compiler.passes.checks import verified_after_pass
 
 
 def simplify(module: ModuleOp) -> ModuleOp:
@@ -30,5 +31,4 @@ def simplify(module: ModuleOp) -> ModuleOp:
     for op in marked:
         if op.parent is not None:
             op.attributes[BACKWARD_ATTR] = UnitAttr()
-    module.verify()
-    return module
+    return verified_after_pass(module)

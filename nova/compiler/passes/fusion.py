@@ -32,6 +32,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from nova.compiler import dialect as nd
+from nova.compiler.passes.checks import verified_after_pass
 from nova.compiler.targets import FusionPolicy, Target, resolve
 
 
@@ -324,5 +325,4 @@ def fuse(module: ModuleOp, target: Target | str = "cpu") -> ModuleOp:
         mapping[k.root.results[0]] = fusion.results[0]
     new_fn.body.block.add_op(func.ReturnOp(*[mapping[v] for v in fn.body.block.last_op.operands]))
     out = ModuleOp([new_fn])
-    out.verify()
-    return out
+    return verified_after_pass(out)

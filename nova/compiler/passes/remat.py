@@ -48,6 +48,7 @@ from xdsl.transforms.dead_code_elimination import dce
 
 from nova.compiler import dialect as nd
 from nova.compiler.dialect import BACKWARD_ATTR
+from nova.compiler.passes.checks import verified_after_pass
 from nova.core import dtypes as dt
 
 MODES = ("off", "default", "aggressive")
@@ -201,5 +202,4 @@ def rematerialize(module: ModuleOp, mode: str = "default") -> ModuleOp:
         if any(a is not b for a, b in zip(new, op.operands)):
             op.operands = new
     dce(module)   # forward ops that only fed the backward are now dead (no CSE: it
-    module.verify()   # would merge the per-reader clones again)
-    return module
+    return verified_after_pass(module)   # would merge the per-reader clones again)

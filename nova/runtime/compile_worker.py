@@ -65,9 +65,10 @@ def target_machine(cpu: str, features: str) -> llvm.TargetMachine:
                                         codemodel="jitdefault", jit=True)
 
 
-def optimize_o3(tm: llvm.TargetMachine, mod: llvm.ModuleRef) -> None:
-    """LLVM's O3 pipeline for the host, loop and SLP vectorizers on, in place."""
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+def optimize(tm: llvm.TargetMachine, mod: llvm.ModuleRef, speed_level: int = 3) -> None:
+    """LLVM's O``speed_level`` pipeline for the host, loop and SLP vectorizers on, in
+    place (the level per kernel: ``configurator.llvm_speed_level``)."""
+    pto = llvm.create_pipeline_tuning_options(speed_level=speed_level)
     pto.loop_vectorization = True
     pto.slp_vectorization = True
     pb = llvm.create_pass_builder(tm, pto)
@@ -135,7 +136,7 @@ def serve() -> None:
         except RuntimeError as e:
             send(replies, {**reply, "invalid": str(e)})
             continue
-        optimize_o3(tm, mod)
+        optimize(tm, mod, int(header.get("level", 3)))
         obj = tm.emit_object(mod)
         send(replies, {**reply, "rss": _rss_bytes()}, obj)
 
@@ -162,8 +163,9 @@ class CompileWorker:
         self._lock = threading.Lock()
         _INSTANCES.add(self)
 
-    def compile(self, name: str, text: str) -> bytes:
-        """The object code of the kernel ``name`` whose IR is ``text``. Raises
+    def compile(self, name: str, text: str, level: int = 3) -> bytes:
+        """The object code of the kernel ``name`` whose IR is ``text``, optimized at
+        O``level``. Raises
         InvalidModule (LLVM rejected it), WorkerUnavailable (no worker could be
         started) or WorkerDied (a fresh worker ended on it too)."""
         with self._lock:
@@ -172,17 +174,17 @@ class CompileWorker:
                 if self._proc is None or self._owner != os.getpid():
                     self._start()
                 try:
-                    return self._exchange(name, text)
+                    return self._exchange(name, text, level)
                 except (EOFError, OSError, ValueError) as e:
                     ended = f"{self._exit_status()}; {e}"
             raise WorkerDied(f"the LLVM compile worker ended twice while compiling {name} "
                              f"({ended})")
 
-    def _exchange(self, name: str, text: str) -> bytes:
+    def _exchange(self, name: str, text: str, level: int) -> bytes:
         self._seq += 1
         proc = self._proc
         try:
-            send(proc.stdin, {"seq": self._seq, "name": name}, text.encode())
+            send(proc.stdin, {"seq": self._seq, "name": name, "level": level}, text.encode())
             header, obj = receive(proc.stdout)
         except BaseException as e:
             if not isinstance(e, (EOFError, OSError, ValueError)):

@@ -50,12 +50,13 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 from nova import config
+from nova.compiler.targets.cpu.configurator import llvm_speed_level
 from nova.compiler.targets.cpu.device import usable_cores
 from nova.compiler.targets.cpu.llvm import module_for
 from nova.compiler.lowering.plan import FORMAT_VERSION, KernelPlan
 from nova.runtime import elf
 from nova.runtime.compile_worker import (CompileWorker, InvalidModule, WorkerDied,
-                                         WorkerUnavailable, optimize_o3, target_machine)
+                                         WorkerUnavailable, optimize, target_machine)
 from nova.runtime.compile_progress import CompileProgress
 from nova.runtime.debug_dir import debug_directory, write_debug_file
 from nova.runtime.disk_cache import Lookup, read_entry, warn_once, write_entry
@@ -169,9 +170,9 @@ class _Jit:
         """A target machine for this host (an MCJIT engine owns the one it is given)."""
         return target_machine(self.cpu, self.features)
 
-    def run_o3(self, mod: llvm.ModuleRef) -> None:
-        """LLVM's O3 pipeline for the host, loop and SLP vectorizers on, in place."""
-        optimize_o3(self.tm, mod)
+    def run_o3(self, mod: llvm.ModuleRef, speed_level: int = 3) -> None:
+        """LLVM's pipeline for the host (O3 unless told), vectorizers on, in place."""
+        optimize(self.tm, mod, speed_level)
 
     def load(self, module: ir.Module, names: Sequence[str]) -> dict[str, int]:
         """Compile ``module`` (runtime support code, not a kernel: small, built once per
@@ -298,8 +299,8 @@ class KernelCache:
                             f"{self._write_ir(plan, text)}")
 
     def optimized(self, plan: KernelPlan) -> llvm.ModuleRef:
-        """The kernel's LLVM module after verification and the O3 pipeline for the host,
-        in this process (for inspection: the pipeline leaks, see compile_worker)."""
+        """The kernel's LLVM module after verification and its pipeline for the host
+        (``llvm_speed_level``), in this process (for inspection: the pipeline leaks, see compile_worker)."""
         jit = self.jit
         text = str(module_for(plan, jit.triple, jit.data_layout))
         try:
@@ -307,7 +308,7 @@ class KernelCache:
             mod.verify()
         except RuntimeError as e:
             raise self._invalid(plan, text, str(e)) from e
-        jit.run_o3(mod)
+        jit.run_o3(mod, llvm_speed_level(plan))
         return mod
 
     def _compile(self, plan: KernelPlan) -> bytes:
@@ -317,7 +318,8 @@ class KernelCache:
         if jit.worker_problem is None and config.COMPILE_WORKER.get():
             text = str(module_for(plan, jit.triple, jit.data_layout))
             try:
-                reply: bytes | Exception = jit.worker.compile(plan.name, text)
+                reply: bytes | Exception = jit.worker.compile(plan.name, text,
+                                                              llvm_speed_level(plan))
             except (InvalidModule, WorkerDied, WorkerUnavailable) as e:
                 reply = e
             obj = self._accept(plan, text, reply)
@@ -390,9 +392,9 @@ class KernelCache:
 
         def serve(worker: CompileWorker) -> None:
             while (task := tasks.get()) is not None:
-                i, name, text = task
+                i, name, text, level = task
                 try:
-                    replies[i] = worker.compile(name, text)
+                    replies[i] = worker.compile(name, text, level)
                 except BaseException as e:      # reported by the caller, in plan order
                     replies[i] = e
                 progress.done()
@@ -406,7 +408,7 @@ class KernelCache:
         try:
             for i, plan in enumerate(plans):
                 texts.append(str(module_for(plan, jit.triple, jit.data_layout)))
-                tasks.put((i, plan.name, texts[-1]))
+                tasks.put((i, plan.name, texts[-1], llvm_speed_level(plan)))
             queued = True
         finally:
             if not queued:      # interrupted: compile nothing more than what is under way

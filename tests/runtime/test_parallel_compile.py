@@ -145,3 +145,28 @@ def test_compile_jobs_must_be_a_positive_integer(monkeypatch):
         config.COMPILE_JOBS.get()
     monkeypatch.setenv("NOVA_COMPILE_JOBS", "3")
     assert config.COMPILE_JOBS.get() == 3
+
+
+def test_each_kernel_compiles_at_its_configured_llvm_level(monkeypatch):
+    """``configurator.llvm_speed_level``: a column reduction at O2 (O3's loop passes
+    made it the slowest kernel class to compile, for no speed), the rest at O3 -- the
+    same level in a worker as in this process."""
+    from nova.compiler.targets.cpu.configurator import llvm_speed_level
+    from nova.runtime.compile_worker import CompileWorker
+    column, other = _plan(lambda a: (a * a).sum(0)), _plan(lambda a: (a * a).sum(-1))
+    assert (column.schedule.strategy, llvm_speed_level(column)) == ("column", 2)
+    assert llvm_speed_level(other) == 3
+    sent, here = [], []
+    original, optimize = CompileWorker.compile, kernel_cache.optimize
+
+    def spy(self, name, text, level=3):
+        sent.append((name, level))
+        return original(self, name, text, level)
+    monkeypatch.setattr(CompileWorker, "compile", spy)
+    monkeypatch.setattr(kernel_cache, "optimize",
+                        lambda tm, mod, level=3: (here.append(level), optimize(tm, mod, level)))
+    cache = _fresh_cache(monkeypatch, 1)
+    from_worker = [cache._compile(column), cache._compile(other)]
+    assert sent == [(column.name, 2), (other.name, 3)]
+    in_process = [cache.jit.tm.emit_object(cache.optimized(p)) for p in (column, other)]
+    assert here == [2, 3] and in_process == from_worker

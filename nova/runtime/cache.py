@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import gc
 import os
+import sys
 import threading
+import time
 import traceback
 import warnings
 from collections import Counter, OrderedDict
@@ -68,6 +70,12 @@ def _settle_garbage_collector() -> None:
         gc.freeze()
 
 
+def _kernels_compiled() -> int:
+    """Kernels the CPU kernel cache has compiled so far (0 before it is loaded)."""
+    kernel_cache = sys.modules.get("nova.runtime.kernel_cache")
+    return kernel_cache.KERNELS.stats.compiled if kernel_cache is not None else 0
+
+
 class RecompileWarning(RuntimeWarning):
     """One call site keeps producing new step structures (and so keeps compiling)."""
 
@@ -79,6 +87,8 @@ class Miss:
     num_ops: int
     num_kernels: int = 0
     engine: str = ""
+    seconds: float = 0.0      # building the executable: passes, planning, code, LLVM
+    compiled: int = 0         # kernels LLVM compiled for it (cpu; not found on disk)
 
 
 @dataclass
@@ -97,8 +107,9 @@ class CacheStats:
                  + (f" ({self.bytes / 2**20:.1f} MiB)" if self.bytes else "")
                  + (f", {self.evictions} evicted" if self.evictions else "")]
         lines += [f"  miss {i}: {m.reason}  [{m.site}, {m.engine}: {m.num_ops} ops"
-                  + (f" -> {m.num_kernels} kernels]" if m.engine == "cpu" else "]")
-                  for i, m in enumerate(self.miss_log)]
+                  + (f" -> {m.num_kernels} kernels, {m.compiled} compiled"
+                     if m.engine == "cpu" else "")
+                  + f", {m.seconds:.2f} s]" for i, m in enumerate(self.miss_log)]
         if self.replays or self.compile_log:
             lines.append(f"nv.compile: {self.replays} replayed calls")
             lines += [f"  {line}" for line in self.compile_log]
@@ -193,9 +204,13 @@ class ExecutableCache:
                 return exe
             reason = (f"first compilation for engine {engine}" if key == self._last_key
                       else explain_difference(key, self._last_key))
+            compiled = _kernels_compiled()
+            start = time.perf_counter()
             exe = build()
+            seconds = time.perf_counter() - start
+            compiled = _kernels_compiled() - compiled
             with self._lock:
-                self._insert(entry, exe, reason, engine)
+                self._insert(entry, exe, reason, engine, seconds, compiled)
                 self._last_key = key
                 self.last = exe
             _settle_garbage_collector()   # (a full collection: not under the entries' lock)
@@ -210,7 +225,8 @@ class ExecutableCache:
             self.last = exe
         return exe
 
-    def _insert(self, entry: tuple, exe: Executable, reason: str, engine: str) -> None:
+    def _insert(self, entry: tuple, exe: Executable, reason: str, engine: str,
+                seconds: float = 0.0, compiled: int = 0) -> None:
         self._entries[entry] = exe
         self._sizes[entry] = entry_bytes(exe)
         self.stats.bytes += self._sizes[entry]
@@ -220,7 +236,8 @@ class ExecutableCache:
         site = f"{os.path.basename(filename)}:{lineno}"
         self.stats.misses += 1
         self.stats.entries = len(self._entries)
-        self.stats.miss_log.append(Miss(reason, site, exe.num_ops, exe.num_kernels, engine))
+        self.stats.miss_log.append(Miss(reason, site, exe.num_ops, exe.num_kernels, engine,
+                                        seconds, compiled))
         self._site_misses[site] += 1
         if self._site_misses[site] == RECOMPILE_WARNING_THRESHOLD:
             warnings.warn_explicit(

@@ -44,6 +44,33 @@ def test_a_new_shape_misses_and_names_the_shape(fresh_cache):
     assert "input 0 shape changed" in str(stats)
 
 
+def test_each_miss_reports_its_compile_seconds_and_kernels_compiled(fresh_cache, monkeypatch):
+    """nv.debug.cache_stats() says what each compile cost: wall seconds of building
+    the step, and how many kernels LLVM compiled for it (none on a kernel-cache hit)."""
+    from nova.runtime import cache as cache_module
+    counts = iter([10, 13, 13, 13])       # KERNELS.stats.compiled before/after each miss
+    monkeypatch.setattr(cache_module, "_kernels_compiled", lambda: next(counts))
+    x = nv.tensor(np.arange(6, dtype=np.float32))
+    (x * 2.0 + 1.0).numpy()
+    (x * 2.0 + 1.0).sum().numpy()
+    first, second = nv.debug.cache_stats().miss_log
+    assert (first.compiled, second.compiled) == (3, 0)
+    assert first.seconds > 0 and second.seconds > 0
+    text = str(nv.debug.cache_stats())
+    assert ", 3 compiled, " in text and ", 0 compiled, " in text and " s]" in text
+
+
+def test_the_compile_count_comes_from_the_kernel_cache():
+    from nova.runtime.cache import _kernels_compiled
+    from nova.runtime.kernel_cache import KERNELS
+    before = _kernels_compiled()
+    assert before == KERNELS.stats.compiled
+    x = nv.tensor(np.arange(5, dtype=np.float32))
+    fresh = float(np.random.default_rng().uniform(1, 2))    # a kernel nobody compiled
+    (x * fresh).exp().numpy()
+    assert _kernels_compiled() == before + 1 == KERNELS.stats.compiled
+
+
 def test_miss_reasons_name_ops_attributes_and_dtypes():
     base = _key(lambda: nv.zeros(3).exp())
     assert explain_difference(_key(lambda: nv.zeros(3).log()), base) == \

@@ -2,13 +2,13 @@
 
 ``import nova as nv``; the names follow PyTorch's.
 """
-from nova import autograd, cuda, debug, nn, optim
+from nova import autograd, cuda, debug, nn, optim, utils
 
 from nova.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from nova.core import dtypes as _dt
 from nova.tensor.creation import (
     arange, empty, empty_like, eye, from_numpy, full, full_like, linspace, ones, ones_like,
-    rand, rand_like, randint, randn, randn_like, tensor, zeros, zeros_like,
+    rand, rand_like, randint, randn, randn_like, randperm, tensor, zeros, zeros_like,
 )
 from nova.tensor.device import device
 from nova.core.dtypes import (

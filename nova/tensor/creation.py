@@ -294,6 +294,19 @@ def randn(*size: Any, dtype: Any = None, generator: Any = None, device: Any = No
                    requires_grad)
 
 
+def randperm(n: int, *, generator: Any = None, dtype: Any = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
+    """A random permutation of ``0 .. n-1`` (int64 by default), as ``torch.randperm``;
+    drawn on the host from the generator (``random.host_permutation``), so it is
+    realized at once and compiles nothing."""
+    where = check_device(device, "randperm")
+    target = _dtype(dtype, dt.int64)
+    if target.category == dt.INT and n > 0 and n - 1 > dt.int_bounds(target)[1]:
+        raise dt.DTypeOverflowError(f"randperm: n={n} does not fit {target.name}")
+    perm = rnd.host_permutation(n, generator).astype(target.np)
+    return _finish(_place(tensor(perm, dtype=target), where), requires_grad)
+
+
 def randint(low: int, high: Any = None, size: Any = None, *, dtype: Any = None,
             generator: Any = None, device: Any = None) -> Tensor:
     """``randint(high, size)`` or ``randint(low, high, size)``: integers in [low, high)."""

@@ -13,6 +13,7 @@ import threading
 import numpy as np
 
 from nova.core import dtypes as dt
+from nova.core import philox
 from nova.tensor import capture_log
 from nova.tensor.ops import add, cast, cos, log, minimum, mul, prim, sqrt, sub
 from nova.tensor.tensor import Tensor
@@ -66,6 +67,23 @@ default_generator = Generator(0)
 def manual_seed(seed: int) -> Generator:
     """Seed the default generator (resets its offset), as ``torch.manual_seed``."""
     return default_generator.manual_seed(seed)
+
+
+def host_permutation(n: int, generator: Generator | None = None) -> np.ndarray:
+    """A random permutation of ``range(n)`` drawn on the host: the stable argsort of
+    one float64 uniform draw of ``n`` values (``nova.core.philox``, the numbers
+    ``rand(n, dtype=float64)`` would give for the same key), consuming one key. What
+    ``randperm`` and the data loader's shuffling use: no step to compile."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"randperm: n must be a non-negative int, got {n!r}")
+    return np.argsort(host_uniform(n, generator), kind="stable").astype(np.int64)
+
+
+def host_uniform(n: int, generator: Generator | None = None) -> np.ndarray:
+    """``n`` float64 uniforms in [0, 1) drawn on the host, consuming one key of the
+    generator: the values ``rand(n, dtype=float64)`` gives for that key."""
+    seed, offset = (generator or default_generator)._next_key_array().view(np.uint64)
+    return philox.uniform(int(seed), int(offset), (n,), "float64", np.float64)
 
 
 def uniform(shape: tuple[int, ...], dtype: dt.DType, generator: Generator | None = None) -> Tensor:

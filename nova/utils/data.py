@@ -1,0 +1,455 @@
+"""``torch.utils.data`` for Nova: datasets, samplers, batching and ``DataLoader``.
+
+The names, arguments and semantics are PyTorch's, so a training script's data code
+ports by changing the import. Everything here runs on the host: indices are Python
+ints or int64 arrays, shuffling draws from Nova's counter-based generator
+(``nv.randperm``'s host permutation, reproducible under ``nv.manual_seed`` or a given
+``nv.Generator``), and batches of realized tensors are stacked with numpy into one new
+realized tensor -- loading data never compiles a step.
+
+Deviations (documented in README): ``num_workers > 0`` loads in the calling process
+(worker processes are not implemented; a ``UserWarning`` says so once per loader), and
+``pin_memory``, ``timeout``, ``prefetch_factor``, ``persistent_workers`` and
+``worker_init_fn`` are accepted and have nothing to do.
+"""
+from __future__ import annotations
+
+import bisect
+import math
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+from nova.tensor.creation import tensor as _tensor
+from nova.tensor.movement import stack as _stack
+from nova.tensor.random import Generator, host_permutation, host_uniform
+from nova.tensor.realize import realize
+from nova.tensor.tensor import Tensor
+
+T_co = TypeVar("T_co", covariant=True)
+
+__all__ = ["BatchSampler", "ConcatDataset", "DataLoader", "Dataset", "IterableDataset",
+           "RandomSampler", "Sampler", "SequentialSampler", "Subset", "SubsetRandomSampler",
+           "TensorDataset", "default_collate", "random_split"]
+
+
+# ---------------------------------------------------------------- datasets
+
+
+class Dataset(Generic[T_co]):
+    """A map-style dataset: ``dataset[i]`` for ``0 <= i < len(dataset)``."""
+
+    def __getitem__(self, index: int) -> T_co:
+        raise NotImplementedError(f"{type(self).__name__} must define __getitem__")
+
+    def __add__(self, other: Dataset) -> ConcatDataset:
+        return ConcatDataset([self, other])
+
+
+class IterableDataset(Dataset[T_co]):
+    """A dataset that is a stream: ``iter(dataset)`` yields the samples."""
+
+    def __iter__(self) -> Iterator[T_co]:
+        raise NotImplementedError(f"{type(self).__name__} must define __iter__")
+
+
+def _host(t: Tensor) -> np.ndarray:
+    """A realized host copy of ``t``'s values (the tensor itself is not changed)."""
+    return t.numpy()
+
+
+class TensorDataset(Dataset[tuple[Tensor, ...]]):
+    """Samples are ``tuple(t[i] for t in tensors)``; every tensor has the same size
+    along dimension 0."""
+
+    def __init__(self, *tensors: Tensor):
+        if not tensors:
+            raise ValueError("TensorDataset: needs at least one tensor")
+        for i, t in enumerate(tensors):
+            if not isinstance(t, Tensor):
+                raise TypeError(f"TensorDataset: argument {i} is a {type(t).__name__}, "
+                                "not a Tensor")
+            if t.ndim == 0:
+                raise ValueError(f"TensorDataset: tensor {i} is 0-d; samples are taken "
+                                 "along dimension 0")
+        sizes = [t.shape[0] for t in tensors]
+        if len(set(sizes)) != 1:
+            raise ValueError(f"TensorDataset: size mismatch between tensors along "
+                             f"dimension 0: {sizes}")
+        realize(*tensors)        # data lives on the host: samples are plain reads of it
+        self.tensors = tensors
+        self._arrays: list[np.ndarray] | None = None    # host copies, made when batched
+
+    def __getitem__(self, index: int) -> tuple[Tensor, ...]:
+        return tuple(t[index] for t in self.tensors)
+
+    def __len__(self) -> int:
+        return self.tensors[0].shape[0]
+
+    def _batch(self, indices: Sequence[int]) -> list[Tensor]:
+        """The collated batch of ``indices`` in one gather per tensor (what
+        ``default_collate`` of the samples gives, without one tensor per sample)."""
+        if self._arrays is None:
+            self._arrays = [_host(t) for t in self.tensors]
+        idx = np.asarray(indices, dtype=np.int64)
+        return [_tensor(a[idx], dtype=t.dtype) for a, t in zip(self._arrays, self.tensors)]
+
+
+class Subset(Dataset[T_co]):
+    """``dataset`` seen through ``indices``: ``subset[i] = dataset[indices[i]]``."""
+
+    def __init__(self, dataset: Dataset[T_co], indices: Sequence[int]):
+        self.dataset = dataset
+        self.indices = [int(i) for i in indices]
+
+    def __getitem__(self, index: int | list[int]) -> T_co:
+        if isinstance(index, list):
+            return self.dataset[[self.indices[i] for i in index]]
+        return self.dataset[self.indices[index]]
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_batch" and hasattr(self.dataset, "_batch"):   # a TensorDataset's
+            return lambda indices: self.dataset._batch([self.indices[i] for i in indices])
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+class ConcatDataset(Dataset[T_co]):
+    """The datasets one after another."""
+
+    def __init__(self, datasets: Iterable[Dataset]):
+        self.datasets = list(datasets)
+        if not self.datasets:
+            raise ValueError("ConcatDataset: datasets should not be an empty iterable")
+        for d in self.datasets:
+            if isinstance(d, IterableDataset):
+                raise TypeError("ConcatDataset does not support IterableDataset")
+        self.cumulative_sizes = list(np.cumsum([len(d) for d in self.datasets]))
+
+    def __len__(self) -> int:
+        return int(self.cumulative_sizes[-1])
+
+    def __getitem__(self, index: int) -> T_co:
+        if index < 0:
+            if -index > len(self):
+                raise IndexError(f"ConcatDataset: index {index} out of range for length "
+                                 f"{len(self)}")
+            index += len(self)
+        k = bisect.bisect_right(self.cumulative_sizes, index)
+        if k == len(self.datasets):
+            raise IndexError(f"ConcatDataset: index {index} out of range for length "
+                             f"{len(self)}")
+        start = self.cumulative_sizes[k - 1] if k else 0
+        return self.datasets[k][index - int(start)]
+
+
+def random_split(dataset: Dataset[T_co], lengths: Sequence[int | float],
+                 generator: Generator | None = None) -> list[Subset[T_co]]:
+    """Split ``dataset`` into non-overlapping random subsets of the given lengths, or
+    of the given fractions of ``len(dataset)`` (floored, the remainder handed out one
+    by one from the first subset on, as PyTorch does)."""
+    n = len(dataset)
+    if lengths and all(isinstance(x, float) for x in lengths) and \
+            math.isclose(sum(lengths), 1.0) and sum(lengths) <= 1.0:
+        for i, frac in enumerate(lengths):
+            if not 0.0 <= frac <= 1.0:
+                raise ValueError(f"random_split: fraction at index {i} is not in [0, 1]")
+        counts = [int(math.floor(n * frac)) for frac in lengths]
+        for i in range(n - sum(counts)):
+            counts[i % len(counts)] += 1
+        lengths = counts
+    lengths = [int(x) for x in lengths]
+    if any(x < 0 for x in lengths) or sum(lengths) != n:
+        raise ValueError(f"random_split: sum of input lengths {sum(lengths)} does not equal "
+                         f"the length of the input dataset {n} (lengths {lengths})")
+    perm = host_permutation(n, generator).tolist()
+    out, at = [], 0
+    for length in lengths:
+        out.append(Subset(dataset, perm[at:at + length]))
+        at += length
+    return out
+
+
+# ---------------------------------------------------------------- samplers
+
+
+class Sampler(Generic[T_co]):
+    """Yields the indices (or index lists) a loader fetches."""
+
+    def __init__(self, data_source: Any = None):
+        pass
+
+    def __iter__(self) -> Iterator[T_co]:
+        raise NotImplementedError(f"{type(self).__name__} must define __iter__")
+
+
+class SequentialSampler(Sampler[int]):
+    def __init__(self, data_source: Dataset):
+        self.data_source = data_source
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(len(self.data_source)))
+
+    def __len__(self) -> int:
+        return len(self.data_source)
+
+
+class RandomSampler(Sampler[int]):
+    """A new random order each epoch (``replacement=False``), or ``num_samples`` draws
+    with replacement; from ``generator`` (default: Nova's default generator)."""
+
+    def __init__(self, data_source: Dataset, replacement: bool = False,
+                 num_samples: int | None = None, generator: Generator | None = None):
+        if not isinstance(replacement, bool):
+            raise TypeError(f"RandomSampler: replacement should be a bool, got {replacement!r}")
+        self.data_source = data_source
+        self.replacement = replacement
+        self._num_samples = num_samples
+        self.generator = generator
+        if not isinstance(self.num_samples, int) or isinstance(self.num_samples, bool) \
+                or self.num_samples <= 0:
+            raise ValueError(f"RandomSampler: num_samples should be a positive integer, "
+                             f"got {self.num_samples!r}")
+
+    @property
+    def num_samples(self) -> int:
+        return len(self.data_source) if self._num_samples is None else self._num_samples
+
+    def __iter__(self) -> Iterator[int]:
+        n = len(self.data_source)
+        if self.replacement:
+            yield from _uniform_indices(n, self.num_samples, self.generator).tolist()
+            return
+        full, rest = divmod(self.num_samples, n)
+        for _ in range(full):
+            yield from host_permutation(n, self.generator).tolist()
+        if rest:
+            yield from host_permutation(n, self.generator)[:rest].tolist()
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+def _uniform_indices(n: int, count: int, generator: Generator | None) -> np.ndarray:
+    """``count`` independent uniform indices in ``[0, n)`` from one host draw."""
+    u = host_uniform(count, generator)
+    return np.minimum((u * n).astype(np.int64), n - 1)
+
+
+class SubsetRandomSampler(Sampler[int]):
+    """``indices`` in a random order each epoch."""
+
+    def __init__(self, indices: Sequence[int], generator: Generator | None = None):
+        self.indices = list(indices)
+        self.generator = generator
+
+    def __iter__(self) -> Iterator[int]:
+        for i in host_permutation(len(self.indices), self.generator).tolist():
+            yield self.indices[i]
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+class BatchSampler(Sampler[list[int]]):
+    """Groups ``sampler``'s indices into lists of ``batch_size`` (the last one shorter,
+    or dropped with ``drop_last``)."""
+
+    def __init__(self, sampler: Sampler[int] | Iterable[int], batch_size: int,
+                 drop_last: bool):
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size <= 0:
+            raise ValueError(f"BatchSampler: batch_size should be a positive integer, got "
+                             f"{batch_size!r}")
+        if not isinstance(drop_last, bool):
+            raise ValueError(f"BatchSampler: drop_last should be a bool, got {drop_last!r}")
+        self.sampler, self.batch_size, self.drop_last = sampler, batch_size, drop_last
+
+    def __iter__(self) -> Iterator[list[int]]:
+        batch: list[int] = []
+        for i in self.sampler:
+            batch.append(i)
+            if len(batch) == self.batch_size:
+                yield batch
+                batch = []
+        if batch and not self.drop_last:
+            yield batch
+
+    def __len__(self) -> int:
+        n = len(self.sampler)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+
+# ---------------------------------------------------------------- collation
+
+
+def default_collate(batch: Sequence[Any]) -> Any:
+    """PyTorch's ``default_collate``: tensors (and numpy arrays) are stacked along a new
+    dimension 0, Python ints become an int64 tensor, floats a float64 tensor, bools a
+    bool tensor, strings and bytes stay a list, and mappings, named tuples and
+    sequences are collated field by field (sequences must be of equal size)."""
+    if not batch:
+        raise ValueError("default_collate: got an empty batch")
+    elem = batch[0]
+    if isinstance(elem, Tensor):
+        if any(not isinstance(b, Tensor) or b.shape != elem.shape for b in batch):
+            shapes = sorted({tuple(b.shape) if isinstance(b, Tensor) else type(b).__name__
+                             for b in batch}, key=str)
+            raise RuntimeError(f"default_collate: stack expects each tensor to be equal "
+                               f"size, got {shapes}")
+        if all(b.node.realized and b.node.device == "cpu" for b in batch):
+            return _tensor(np.stack([_host(b) for b in batch]), dtype=elem.dtype)
+        return _stack(list(batch), 0)
+    if isinstance(elem, np.ndarray):
+        if elem.dtype.kind in "OSUV":
+            raise TypeError(f"default_collate: numpy arrays of dtype {elem.dtype} cannot "
+                            "become tensors")
+        return _tensor(np.stack(batch))
+    if isinstance(elem, np.generic):
+        return _tensor(np.array(batch))
+    if isinstance(elem, bool):
+        return _tensor(list(batch))
+    if isinstance(elem, int):
+        return _tensor(np.array(batch, dtype=np.int64))
+    if isinstance(elem, float):
+        return _tensor(np.array(batch, dtype=np.float64))
+    if isinstance(elem, (str, bytes)):
+        return list(batch)
+    if isinstance(elem, Mapping):
+        return {key: default_collate([d[key] for d in batch]) for key in elem}
+    if isinstance(elem, tuple) and hasattr(elem, "_fields"):    # a named tuple
+        return type(elem)(*(default_collate(list(s)) for s in zip(*batch)))
+    if isinstance(elem, Sequence):
+        size = len(elem)
+        if any(len(b) != size for b in batch):
+            raise RuntimeError("default_collate: each element in list of batch should be "
+                               "of equal size")
+        return [default_collate(list(s)) for s in zip(*batch)]   # a list, as torch's
+    raise TypeError(f"default_collate: batch must contain tensors, numpy arrays, numbers, "
+                    f"dicts or lists; found {type(elem).__name__}")
+
+
+# ---------------------------------------------------------------- the loader
+
+
+class DataLoader(Generic[T_co]):
+    """Batches of ``dataset``: PyTorch's ``DataLoader`` arguments and semantics (see the
+    module doc for the deviations). ``shuffle=True`` draws a new order every epoch from
+    ``generator`` (default: Nova's default generator, so ``nv.manual_seed`` fixes it)."""
+
+    def __init__(self, dataset: Dataset[T_co], batch_size: int | None = 1,
+                 shuffle: bool | None = None, sampler: Sampler | Iterable | None = None,
+                 batch_sampler: Sampler | Iterable | None = None, num_workers: int = 0,
+                 collate_fn: Callable[[list], Any] | None = None, pin_memory: bool = False,
+                 drop_last: bool = False, timeout: float = 0,
+                 worker_init_fn: Callable[[int], None] | None = None,
+                 generator: Generator | None = None, *, prefetch_factor: int | None = None,
+                 persistent_workers: bool = False):
+        if not isinstance(num_workers, int) or num_workers < 0:
+            raise ValueError(f"DataLoader: num_workers should be a non-negative integer, "
+                             f"got {num_workers!r}")
+        self.dataset = dataset
+        self.num_workers = num_workers
+        self.pin_memory, self.timeout = pin_memory, timeout
+        self.worker_init_fn, self.prefetch_factor = worker_init_fn, prefetch_factor
+        self.persistent_workers = persistent_workers
+        self.generator = generator
+        self._iterable = isinstance(dataset, IterableDataset)
+        if self._iterable:
+            if shuffle not in (None, False):
+                raise ValueError(f"DataLoader with IterableDataset: expected unspecified "
+                                 f"shuffle option, but got shuffle={shuffle}")
+            if sampler is not None or batch_sampler is not None:
+                raise ValueError("DataLoader with IterableDataset: expected unspecified "
+                                 "sampler and batch_sampler options")
+        if sampler is not None and shuffle:
+            raise ValueError("DataLoader: sampler option is mutually exclusive with shuffle")
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError("DataLoader: batch_sampler option is mutually exclusive "
+                                 "with batch_size, shuffle, sampler, and drop_last")
+            batch_size, drop_last = None, False
+        elif batch_size is None and drop_last:
+            raise ValueError("DataLoader: batch_size=None option disables auto-batching "
+                             "and is mutually exclusive with drop_last")
+        if batch_size is not None and (not isinstance(batch_size, int)
+                                       or isinstance(batch_size, bool) or batch_size <= 0):
+            raise ValueError(f"DataLoader: batch_size should be a positive integer, got "
+                             f"{batch_size!r}")
+        if sampler is None and not self._iterable:
+            sampler = RandomSampler(dataset, generator=generator) if shuffle \
+                else SequentialSampler(dataset)
+        if batch_size is not None and batch_sampler is None and not self._iterable:
+            batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+        self.batch_size, self.drop_last = batch_size, drop_last
+        self.sampler, self.batch_sampler = sampler, batch_sampler
+        self._auto_collation = batch_size is not None or batch_sampler is not None
+        self.collate_fn = collate_fn if collate_fn is not None else (
+            default_collate if self._auto_collation else _convert)
+        self._custom_collate = collate_fn is not None
+        self._warned = False
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.num_workers > 0 and not self._warned:
+            self._warned = True
+            warnings.warn(f"nova DataLoader: num_workers={self.num_workers} loads in the "
+                          "calling process (worker processes are not implemented)",
+                          UserWarning, stacklevel=2)
+        if self._iterable:
+            yield from self._iterate_stream()
+            return
+        if not self._auto_collation:
+            for i in self.sampler:
+                yield self.collate_fn(self.dataset[i])
+            return
+        # A TensorDataset (or a Subset of one) gathers a batch in one go: the values
+        # default_collate gives for its samples.
+        fast = hasattr(self.dataset, "_batch") and not self._custom_collate
+        for indices in self.batch_sampler:
+            if fast:
+                yield self.dataset._batch(indices)
+            else:
+                yield self.collate_fn([self.dataset[i] for i in indices])
+
+    def _iterate_stream(self) -> Iterator[Any]:
+        if not self._auto_collation:
+            for sample in self.dataset:
+                yield self.collate_fn(sample)
+            return
+        batch: list[Any] = []
+        for sample in self.dataset:
+            batch.append(sample)
+            if len(batch) == self.batch_size:
+                yield self.collate_fn(batch)
+                batch = []
+        if batch and not self.drop_last:
+            yield self.collate_fn(batch)
+
+    def __len__(self) -> int:
+        if self._iterable:
+            n = len(self.dataset)      # (TypeError if the stream has no length)
+            if self.batch_size is None:
+                return n
+            return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        return len(self.batch_sampler) if self._auto_collation else len(self.sampler)
+
+
+def _convert(sample: Any) -> Any:
+    """Without auto-batching (``batch_size=None``): numpy arrays and numbers become
+    tensors, containers are converted field by field, the rest passes through."""
+    if isinstance(sample, Tensor):
+        return sample
+    if isinstance(sample, np.ndarray) and sample.dtype.kind not in "OSUV":
+        return _tensor(sample)
+    if isinstance(sample, np.generic):
+        return _tensor(np.asarray(sample))
+    if isinstance(sample, Mapping):
+        return {k: _convert(v) for k, v in sample.items()}
+    if isinstance(sample, tuple) and hasattr(sample, "_fields"):
+        return type(sample)(*(_convert(v) for v in sample))
+    if isinstance(sample, (list, tuple)):
+        return type(sample)(_convert(v) for v in sample)
+    return sample

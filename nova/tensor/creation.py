@@ -301,6 +301,7 @@ def randperm(n: int, *, generator: Any = None, dtype: Any = None, device: Any = 
     realized at once and compiles nothing."""
     where = check_device(device, "randperm")
     target = _dtype(dtype, dt.int64)
+    n = rnd.permutation_length(n)
     if target.category == dt.INT and n > 0 and n - 1 > dt.int_bounds(target)[1]:
         raise dt.DTypeOverflowError(f"randperm: n={n} does not fit {target.name}")
     perm = rnd.host_permutation(n, generator).astype(target.np)

@@ -8,7 +8,10 @@ advances the offset, so a loop that draws fresh numbers every step compiles once
 from __future__ import annotations
 
 import math
+import operator
 import threading
+
+from typing import Any
 
 import numpy as np
 
@@ -74,14 +77,27 @@ def host_permutation(n: int, generator: Generator | None = None) -> np.ndarray:
     one float64 uniform draw of ``n`` values (``nova.core.philox``, the numbers
     ``rand(n, dtype=float64)`` would give for the same key), consuming one key. What
     ``randperm`` and the data loader's shuffling use: no step to compile."""
-    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-        raise ValueError(f"randperm: n must be a non-negative int, got {n!r}")
+    n = permutation_length(n)
     return np.argsort(host_uniform(n, generator), kind="stable").astype(np.int64)
+
+
+def permutation_length(n: Any) -> int:
+    """``n`` as ``randperm`` takes it: a non-negative integer (numpy integers too)."""
+    try:
+        value = operator.index(n) if not isinstance(n, bool) else -1
+    except TypeError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"randperm: n must be a non-negative integer, got {n!r}")
+    return value
 
 
 def host_uniform(n: int, generator: Generator | None = None) -> np.ndarray:
     """``n`` float64 uniforms in [0, 1) drawn on the host, consuming one key of the
-    generator: the values ``rand(n, dtype=float64)`` gives for that key."""
+    generator: the values ``rand(n, dtype=float64)`` gives for that key. Inside an
+    ``nv.compile`` capture the call then cannot be replayed (a replay would not draw)."""
+    capture_log.refuse("the function draws random numbers on the host (randperm, a "
+                       "shuffling sampler or random_split)")
     seed, offset = (generator or default_generator)._next_key_array().view(np.uint64)
     return philox.uniform(int(seed), int(offset), (n,), "float64", np.float64)
 

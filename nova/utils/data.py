@@ -80,7 +80,9 @@ class TensorDataset(Dataset[tuple[Tensor, ...]]):
                              f"dimension 0: {sizes}")
         realize(*tensors)        # data lives on the host: samples are plain reads of it
         self.tensors = tensors
-        self._arrays: list[np.ndarray] | None = None    # host copies, made when batched
+        # Host copies for batching, each with the node it copies: a tensor changed in
+        # place since (a new node) is copied again.
+        self._arrays: list[tuple[Any, np.ndarray]] = []
 
     def __getitem__(self, index: int) -> tuple[Tensor, ...]:
         return tuple(t[index] for t in self.tensors)
@@ -91,10 +93,18 @@ class TensorDataset(Dataset[tuple[Tensor, ...]]):
     def _batch(self, indices: Sequence[int]) -> list[Tensor]:
         """The collated batch of ``indices`` in one gather per tensor (what
         ``default_collate`` of the samples gives, without one tensor per sample)."""
-        if self._arrays is None:
-            self._arrays = [_host(t) for t in self.tensors]
+        if len(self._arrays) != len(self.tensors) or any(
+                node is not t.node for (node, _), t in zip(self._arrays, self.tensors)):
+            self._arrays = [(t.node, _host(t)) for t in self.tensors]
         idx = np.asarray(indices, dtype=np.int64)
-        return [_tensor(a[idx], dtype=t.dtype) for a, t in zip(self._arrays, self.tensors)]
+        return [_tensor(a[idx], dtype=t.dtype) for (_, a), t in zip(self._arrays, self.tensors)]
+
+    def _gathers(self) -> bool:
+        """Whether ``_batch`` gives what collating this dataset's samples gives: not for
+        a subclass with its own ``__getitem__``, nor for tensors that require grad
+        (a gather on the host would drop their graph)."""
+        return type(self).__getitem__ is TensorDataset.__getitem__ and \
+            not any(t.requires_grad for t in self.tensors)
 
 
 class Subset(Dataset[T_co]):
@@ -112,10 +122,13 @@ class Subset(Dataset[T_co]):
     def __len__(self) -> int:
         return len(self.indices)
 
-    def __getattr__(self, name: str) -> Any:
-        if name == "_batch" and hasattr(self.dataset, "_batch"):   # a TensorDataset's
-            return lambda indices: self.dataset._batch([self.indices[i] for i in indices])
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    def _gathers(self) -> bool:
+        """``TensorDataset._gathers``, through a plain Subset."""
+        return type(self).__getitem__ is Subset.__getitem__ and \
+            callable(getattr(self.dataset, "_gathers", None)) and self.dataset._gathers()
+
+    def _batch(self, indices: Sequence[int]) -> list[Tensor]:
+        return self.dataset._batch([self.indices[i] for i in indices])
 
 
 class ConcatDataset(Dataset[T_co]):
@@ -300,7 +313,8 @@ def default_collate(batch: Sequence[Any]) -> Any:
                              for b in batch}, key=str)
             raise RuntimeError(f"default_collate: stack expects each tensor to be equal "
                                f"size, got {shapes}")
-        if all(b.node.realized and b.node.device == "cpu" for b in batch):
+        if all(b.node.realized and b.node.device == "cpu" and not b.requires_grad
+               for b in batch):
             return _tensor(np.stack([_host(b) for b in batch]), dtype=elem.dtype)
         return _stack(list(batch), 0)
     if isinstance(elem, np.ndarray):
@@ -319,7 +333,11 @@ def default_collate(batch: Sequence[Any]) -> Any:
     if isinstance(elem, (str, bytes)):
         return list(batch)
     if isinstance(elem, Mapping):
-        return {key: default_collate([d[key] for d in batch]) for key in elem}
+        collated = {key: default_collate([d[key] for d in batch]) for key in elem}
+        try:
+            return type(elem)(collated)       # the mapping's own type, as torch keeps it
+        except TypeError:
+            return collated
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):    # a named tuple
         return type(elem)(*(default_collate(list(s)) for s in zip(*batch)))
     if isinstance(elem, Sequence):
@@ -407,7 +425,8 @@ class DataLoader(Generic[T_co]):
             return
         # A TensorDataset (or a Subset of one) gathers a batch in one go: the values
         # default_collate gives for its samples.
-        fast = hasattr(self.dataset, "_batch") and not self._custom_collate
+        fast = not self._custom_collate and callable(getattr(self.dataset, "_gathers", None)) \
+            and self.dataset._gathers()
         for indices in self.batch_sampler:
             if fast:
                 yield self.dataset._batch(indices)

@@ -241,3 +241,55 @@ def test_deterministic_loading_matches_torch():
         assert [len(p) for p in random_split(list(range(n)), fracs)] == \
             [len(p) for p in tdata.random_split(list(range(n)), fracs)]
     assert torch is not None
+
+
+def test_batches_follow_in_place_changes_and_subclass_items():
+    """Regressions: the one-gather batch path re-reads a tensor changed in place, and is
+    not taken for a subclass with its own __getitem__ or for tensors needing grad."""
+    x = nv.arange(6.0).reshape(3, 2)
+    ds = TensorDataset(x, nv.arange(3))
+    assert next(iter(DataLoader(ds, batch_size=3)))[0].numpy().tolist() == \
+        [[0, 1], [2, 3], [4, 5]]
+    x.mul_(10)
+    assert next(iter(DataLoader(ds, batch_size=3)))[0].numpy().tolist() == \
+        [[0, 10], [20, 30], [40, 50]]
+
+    class Plus(TensorDataset):
+        def __getitem__(self, i):
+            a, b = super().__getitem__(i)
+            return a + 1000, b
+    plus = Plus(nv.zeros(2, 2), nv.arange(2))
+    assert next(iter(DataLoader(plus, batch_size=2)))[0].numpy().tolist() == [[1000] * 2] * 2
+    assert next(iter(DataLoader(Subset(plus, [1]), batch_size=1)))[0].numpy().tolist() == \
+        [[1000, 1000]]
+    w = nv.ones(3).requires_grad_()
+    (wb,) = next(iter(DataLoader(TensorDataset(w.unsqueeze(1) * 2), batch_size=3)))
+    assert wb.requires_grad                     # stacked in the graph, as torch.stack is
+    wb.sum().backward()
+    assert w.grad.numpy().tolist() == [2, 2, 2]
+    od = default_collate([collections.OrderedDict(a=1)] * 2)
+    assert type(od) is collections.OrderedDict
+    assert nv.randperm(np.int64(4)).shape == (4,)
+
+
+def test_a_host_random_draw_inside_nv_compile_runs_recorded_with_the_same_draws():
+    """A replay would skip a host draw (randperm, a shuffling loader): such a function
+    runs recorded every call, so the generator advances exactly as without nv.compile."""
+    from nova.runtime.cache import RecompileWarning
+    w = nv.zeros(3)
+
+    def f(x):
+        nv.randperm(8)
+        w.add_(x)
+        return w
+
+    def offsets(fn):
+        nv.manual_seed(0)
+        w.zero_()
+        for _ in range(5):
+            fn(nv.ones(3)).numpy()
+        return nv.default_generator.get_state()
+    eager = offsets(f)
+    with pytest.warns(RecompileWarning, match="draws random numbers on the host"):
+        compiled = offsets(nv.compile(f))
+    assert compiled == eager == (0, 5)

@@ -468,7 +468,6 @@ class _Replay:
         self.name = fn_name
         self.exes, self.roles, self.out_meta = capture.exes, capture.roles, capture.out_meta
         c = capture
-        self._modes = [(m, mode) for m, mode in c.modes]
         self._guards = [(p.kind, p.owner, p.key, t, p) for p, t in c.guards]
         # A place read as (kind, owner, key); one a guard pins (a container that must
         # still hold the captured tensor object) is read as that tensor, since the
@@ -498,7 +497,7 @@ class _Replay:
 
     def check(self) -> str | None:
         """Why this call cannot replay (a guard failed), or None."""
-        for module, mode in self._modes:
+        for module, mode in self.c.modes:
             if module.training != mode:
                 return (f"{type(module).__name__}.training changed to {module.training} "
                         "(train()/eval())")

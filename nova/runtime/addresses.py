@@ -37,9 +37,7 @@ _OFFSET = _header_offset() if sys.implementation.name == "cpython" else None
 
 def data_address(array: np.ndarray) -> int:
     """The address of ``array``'s first element (``array.ctypes.data``)."""
-    if _OFFSET is None:
-        return array.ctypes.data
-    return _read_word(id(array) + _OFFSET).value or 0
+    return data_addresses((array,))[0]
 
 
 def data_addresses(arrays: Sequence[np.ndarray]) -> list[int]:

@@ -196,13 +196,9 @@ class CpuProgram(Program):
         slots, n = self._slots, self.n_args
         slots[:n] = data_addresses(values[:n])
         self.overwrote_donated = False
-        empty = self._empty
-        for out, donate, shape, storage in self._escaping:     # (_result_memory, inlined)
-            if donate is not None and donate in donated:
-                self.overwrote_donated = True
-                values[out] = values[donate].reshape(shape)   # a view: same memory
-            else:
-                values[out] = empty(shape, storage)
+        memory = self._escaping_memory
+        for out, donate, shape, storage in self._escaping:
+            values[out] = memory(donate, shape, storage, values, donated)
         for out, address in zip(self._escaping_slots,
                                 data_addresses([values[i] for i in self._escaping_slots])):
             slots[out] = address

@@ -170,7 +170,7 @@ class _Jit:
         """A target machine for this host (an MCJIT engine owns the one it is given)."""
         return target_machine(self.cpu, self.features)
 
-    def run_o3(self, mod: llvm.ModuleRef, speed_level: int = 3) -> None:
+    def optimize(self, mod: llvm.ModuleRef, speed_level: int = 3) -> None:
         """LLVM's pipeline for the host (O3 unless told), vectorizers on, in place."""
         optimize(self.tm, mod, speed_level)
 
@@ -179,7 +179,7 @@ class _Jit:
         process, never cached on disk) at O3 and return the addresses of ``names``."""
         mod = llvm.parse_assembly(str(module))
         mod.verify()
-        self.run_o3(mod)
+        self.optimize(mod)
         with self.lock:
             self.engine.add_module(mod)
             self.engine.finalize_object()
@@ -308,7 +308,7 @@ class KernelCache:
             mod.verify()
         except RuntimeError as e:
             raise self._invalid(plan, text, str(e)) from e
-        jit.run_o3(mod, llvm_speed_level(plan))
+        jit.optimize(mod, llvm_speed_level(plan))
         return mod
 
     def _compile(self, plan: KernelPlan) -> bytes:

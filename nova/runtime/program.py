@@ -191,10 +191,16 @@ class Program(ABC):
         out = self._views.get(st.out)
         if out is not None:
             return out
-        if st.donate is not None and st.donate in donated:
+        return self._escaping_memory(st.donate, st.shape, st.storage, values, donated)
+
+    def _escaping_memory(self, donate: int | None, shape: tuple[int, ...], storage: Any,
+                         values: list[Any], donated: frozenset[int]) -> Any:
+        """Where a kernel outside the arena writes: over donated argument ``donate``
+        (its memory reshaped) when the caller donated it, else a fresh array."""
+        if donate is not None and donate in donated:
             self.overwrote_donated = True
-            return values[st.donate].reshape(st.shape)   # a view: same memory
-        return self._empty(st.shape, st.storage)
+            return values[donate].reshape(shape)   # a view: same memory
+        return self._empty(shape, storage)
 
     def __call__(self, args: Sequence[Any], donated: frozenset[int] = frozenset()) -> list[Any]:
         """Run the step; raise if a kernel reported a failure."""

@@ -24,13 +24,21 @@ bookkeeping, a few us per kernel, would otherwise count as overhead):
 Unary float32 ops: GB/s of each next to the ``x + 1`` kernel's, the bandwidth a
 memory-bound unary op should reach once its math is vectorized.
 
+Causal attention forward + backward (``scaled_dot_product_attention`` and the gradients
+of q, k and v for a given output gradient) at the small and medium GPT's shapes: Nova's
+fused kernels, Nova's composite (``NOVA_FUSED_ATTENTION=0``: the scores stored, softmax
+and masks as their own kernels) and PyTorch's SDPA when torch is installed, interleaved
+rep by rep, median milliseconds.
+
 Last, what handing half of a kernel to a worker thread costs (``nova.runtime.threads``)
 with the worker spinning and after it went to sleep.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
+import os
 import time
 import warnings
 from collections.abc import Callable
@@ -148,6 +156,65 @@ def _unary_rows(x: np.ndarray, nbytes: int, reps: int) -> list[dict]:
                if numpy_fn is not None else None}
         out.append(row)
     return out
+
+
+# (batch, heads, T, head dim) of the small and medium GPT presets at batch 16
+ATTENTION_SHAPES = ((16, 4, 128, 32), (16, 8, 256, 32))
+
+
+@contextlib.contextmanager
+def _composite_attention():
+    old = os.environ.get("NOVA_FUSED_ATTENTION")
+    os.environ["NOVA_FUSED_ATTENTION"] = "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["NOVA_FUSED_ATTENTION"]
+        else:
+            os.environ["NOVA_FUSED_ATTENTION"] = old
+
+
+def attention_times(shape: tuple[int, int, int, int], reps: int) -> dict[str, float]:
+    """Median seconds of causal attention forward + backward at ``shape`` for Nova fused,
+    Nova composite and (when installed) PyTorch's SDPA, timed in turn within each rep."""
+    rng = np.random.default_rng(2)
+    q, k, v, g = (rng.standard_normal(shape).astype(np.float32) for _ in range(4))
+
+    def nova_run():
+        ts = [nv.from_numpy(a).requires_grad_() for a in (q, k, v)]
+        y = F.scaled_dot_product_attention(*ts, is_causal=True)
+        grads = nv.autograd.grad(y, ts, [nv.from_numpy(g)])
+        nv.realize(y, *grads)
+
+    def composite_run():
+        with _composite_attention():
+            nova_run()
+
+    runs = {"nova fused": nova_run, "nova composite": composite_run}
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        torch.set_num_threads(nv.get_num_threads())
+        tq, tk, tv, tg = (torch.from_numpy(a) for a in (q, k, v, g))
+
+        def torch_run():
+            ts = [t.clone().requires_grad_() for t in (tq, tk, tv)]
+            y = torch.nn.functional.scaled_dot_product_attention(*ts, is_causal=True)
+            torch.autograd.grad(y, ts, tg)
+        runs["torch sdpa"] = torch_run
+    for fn in runs.values():        # compile and warm up
+        fn()
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(reps):
+        for name, fn in runs.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: float(np.median(ts)) for name, ts in times.items()}
 
 
 TINY_KERNELS = 50
@@ -312,6 +379,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     for u in unary_bandwidth(args.unary_elements, args.reps):
         numpy_gbs = f"{u['numpy_gbs']:10.2f}" if u["numpy_gbs"] is not None else f"{'-':>10s}"
         print(f"{u['op']:44s} {u['nova_gbs']:9.2f} {100 * u['of_add']:7.0f}% {numpy_gbs}")
+    for shape in ATTENTION_SHAPES:
+        t = attention_times(shape, args.reps)
+        base = t["nova fused"]
+        cells = ", ".join(f"{name} {1e3 * s:.1f} ms ({s / base:.2f}x)" for name, s in t.items())
+        print(f"causal attention fwd+bwd {'x'.join(map(str, shape))} (B, H, T, E): {cells}")
     per_kernel, per_kernel_run, n = replay_overhead(args.reps)
     print(f"replay overhead, no recording: {per_kernel * 1e6:.2f} us per kernel "
           f"(Executable.run of a cached step of {n} tiny kernels, run time minus kernel time "

@@ -105,6 +105,9 @@ PIN_THREADS = Setting("NOVA_PIN_THREADS", True, _flag,
 VERIFY_PASSES = Setting("NOVA_VERIFY_PASSES", False, _flag,
                         "1 verifies the IR after every compiler pass (the tests do); "
                         "otherwise only the built step is verified")
+FUSED_ATTENTION = Setting("NOVA_FUSED_ATTENTION", True, _flag,
+                          "0 keeps attention as its composite (the scores stored) instead "
+                          "of the fused attention kernels; read per compile")
 DEBUG = Setting("NOVA_DEBUG", False, _flag,
                 "1 writes every compiled step's IR into the debug directory")
 DEBUG_DIR = Setting("NOVA_DEBUG_DIR", None, _text,

@@ -130,7 +130,9 @@ class Expensive(OpTrait):
 
 class NonDifferentiable(OpTrait):
     """Has no vector-Jacobian rule: its result is a source, an integer or a boolean, so
-    no gradient flows through it (autograd checks every other op has one)."""
+    no gradient flows through it (autograd checks every other op has one) -- or the op
+    exists only after differentiation (the fused attention ops, which a pass forms from
+    an already differentiated step)."""
 
 
 class CounterRandom(OpTrait):
@@ -138,7 +140,7 @@ class CounterRandom(OpTrait):
     so rematerialization may recompute it like an elementwise op."""
 
 
-KERNEL_KINDS = ("elementwise", "reduce", "rows", "matmul", "scatter")
+KERNEL_KINDS = ("elementwise", "reduce", "rows", "matmul", "scatter", "attention")
 
 
 @dataclass(frozen=True)
@@ -786,6 +788,94 @@ class WrapIndexOp(IRDLOperation):
                         ">= 0")
 
 
+
+# ---------------------------------------------------------------- fused attention
+#
+# Formed by ``passes.attention`` from the composite that ``scaled_dot_product_attention``
+# (or the same code by hand) records and from its derived backward, after autograd: a
+# kernel that never stores the ``L x S`` scores.
+
+def _check_attention(op: IRDLOperation, q, k, v) -> tuple[tuple[int, ...], ...]:
+    qs, ks, vs = shape_of(q), shape_of(k), shape_of(v)
+    if not (len(qs) >= 2 and len(qs) == len(ks) == len(vs) and qs[:-2] == ks[:-2] == vs[:-2]
+            and qs[-1] == ks[-1] and ks[-2] == vs[-2]):
+        _fail(op, f"query {qs}, key {ks}, value {vs}: need (..., L, E), (..., S, E), "
+                  "(..., S, Ev) with equal batch dims")
+    if any(x.type.element_type != Float32Type() for x in (q, k, v)):
+        _fail(op, "query, key and value must be f32")
+    if op.scale.type != Float64Type():
+        _fail(op, f"scale must be an f64 attribute, got {op.scale.type}")
+    if op.causal.value.data not in (0, 1):
+        _fail(op, f"causal must be 0 or 1, got {op.causal.value.data}")
+    return qs, ks, vs
+
+
+@irdl_op_definition
+class AttentionOp(IRDLOperation):
+    """``softmax(q k^T * scale + mask) v`` over the last two dims, batch dims equal: with
+    ``causal``, key ``j`` is masked for query ``i`` when ``j > i`` (top-left aligned, as
+    PyTorch's ``is_causal``). A hidden key's probability is exactly 0: a NaN or inf
+    score makes its row NaN over the keys the row sees (as in the composite), not over
+    the hidden ones. (The kernels may skip a block of pairs that are all hidden, where
+    this definition's products would form ``0 * NaN``: there they give the exact value,
+    never another finite number.)"""
+
+    name = "nova.attention"
+    query = operand_def(AnyTensor)
+    key = operand_def(AnyTensor)
+    value = operand_def(AnyTensor)
+    scale = prop_def(FloatAttr)
+    causal = prop_def(IntegerAttr)
+    result = result_def(AnyTensor)
+    assembly_format = ("$query `,` $key `,` $value `scale` `=` $scale `causal` `=` $causal "
+                       "attr-dict `:` type($query) `,` type($key) `,` type($value) `->` "
+                       "type($result)")
+    traits = traits_def(Pure(), KernelRoot("attention"), NonDifferentiable())
+
+    def verify_(self) -> None:
+        qs, _, vs = _check_attention(self, self.query, self.key, self.value)
+        if shape_of(self.result) != qs[:-1] + vs[-1:] or \
+                self.result.type.element_type != Float32Type():
+            _fail(self, f"result must be f32 {qs[:-1] + vs[-1:]}")
+
+
+def attention_grad_parts(q_shape, k_shape, v_shape) -> tuple[int, int, int]:
+    """The lengths of dq, dk and dv in each row of ``nova.attention_grad``'s result."""
+    return (q_shape[-2] * q_shape[-1], k_shape[-2] * k_shape[-1], v_shape[-2] * v_shape[-1])
+
+
+@irdl_op_definition
+class AttentionGradOp(IRDLOperation):
+    """The gradients of ``nova.attention`` (same ``scale`` and ``causal``) for the output
+    gradient ``grad``, given its ``output``: per batch index, one row holding dq
+    (``L x E``), dk (``S x E``) and dv (``S x Ev``), flattened in that order (a kernel
+    has one result; the three are slices of it)."""
+
+    name = "nova.attention_grad"
+    query = operand_def(AnyTensor)
+    key = operand_def(AnyTensor)
+    value = operand_def(AnyTensor)
+    output = operand_def(AnyTensor)
+    grad = operand_def(AnyTensor)
+    scale = prop_def(FloatAttr)
+    causal = prop_def(IntegerAttr)
+    result = result_def(AnyTensor)
+    assembly_format = ("$query `,` $key `,` $value `,` $output `,` $grad `scale` `=` $scale "
+                       "`causal` `=` $causal attr-dict `:` type($query) `,` type($key) `,` "
+                       "type($value) `,` type($output) `,` type($grad) `->` type($result)")
+    traits = traits_def(Pure(), KernelRoot("attention"), NonDifferentiable())
+
+    def verify_(self) -> None:
+        qs, ks, vs = _check_attention(self, self.query, self.key, self.value)
+        o = qs[:-1] + vs[-1:]
+        for name, x in (("output", self.output), ("grad", self.grad)):
+            if shape_of(x) != o or x.type.element_type != Float32Type():
+                _fail(self, f"{name} must be f32 {o}, got {x.type}")
+        want = qs[:-2] + (sum(attention_grad_parts(qs, ks, vs)),)
+        if shape_of(self.result) != want or self.result.type.element_type != Float32Type():
+            _fail(self, f"result must be f32 {want}")
+
+
 # ---------------------------------------------------------------- fused kernels
 
 # A discardable attribute on ops recorded by the backward pass: rematerialization and the
@@ -802,7 +892,8 @@ class FusionOp(IRDLOperation):
     ``kind`` names the loop structure the lowering builds: ``elementwise`` (one loop nest
     over the outputs' shape), ``reduce`` (a reduction with its elementwise producers and
     epilogue), ``rows`` (several passes over each row: reductions, then the output),
-    ``matmul`` (a contraction with its epilogue) or ``scatter``.
+    ``matmul`` (a contraction with its epilogue), ``scatter`` or ``attention`` (a fused
+    attention op or its gradient, reading its operands through movement ops).
     """
 
     name = "nova.fusion"
@@ -838,7 +929,7 @@ Nova = Dialect(
     [ConstantOp, IotaOp, RngUniformOp, *UNARY_OPS, CastOp, *BINARY_OPS, CompareOp,
      WhereOp, BroadcastInDimOp, ReshapeOp, TransposeOp, SliceOp, PadOp, ConcatOp,
      ReduceSumOp, ReduceMaxOp, MatmulOp, GatherOp, ScatterAddOp, ScatterOp,
-     WrapIndexOp, FusionOp, YieldOp],
+     WrapIndexOp, AttentionOp, AttentionGradOp, FusionOp, YieldOp],
     [],
 )
 

@@ -19,6 +19,7 @@ from typing import Any
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
+from nova import config
 from nova.compiler import dialect as nd
 from nova.compiler.irgen import build_module
 from nova.compiler.lowering.plan import KernelPlan, plan_kernels
@@ -74,9 +75,17 @@ class CompiledStep:
         return str(self.fused) + "\n" + "\n".join(f"// {p.describe()}" for p in self.plans)
 
 
-def front(graph: PendingGraph, remat: str = "default") -> ModuleOp:
-    """The verified, optimized nova function of ``graph`` (the "nova" stage)."""
-    return optimize(build_module(graph), remat)
+def fused_attention(engine: str) -> bool:
+    """Whether steps for ``engine`` ("cpu", "interp", "cuda") fuse attention: the CPU
+    kernels and the interpreter have the fused ops, the CUDA target not yet; and
+    ``NOVA_FUSED_ATTENTION=0`` keeps the composite everywhere."""
+    return engine != "cuda" and config.FUSED_ATTENTION.get()
+
+
+def front(graph: PendingGraph, remat: str = "default", engine: str = "cpu") -> ModuleOp:
+    """The verified, optimized nova function of ``graph`` (the "nova" stage) for
+    ``engine``."""
+    return optimize(build_module(graph), remat, fused_attention(engine))
 
 
 def compile_step(module: ModuleOp, target: Target | str = "cpu") -> CompiledStep:
@@ -94,6 +103,6 @@ def stages(graph: PendingGraph, remat: str = "default",
     stays as yielded (the optimizer rewrites in place, so it works on a copy)."""
     module = build_module(graph)
     yield "trace", module
-    module = optimize(module.clone(), remat)
+    module = optimize(module.clone(), remat, fused_attention(target))
     yield "nova", module
     yield "fused", compile_step(module, target)

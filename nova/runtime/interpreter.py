@@ -227,6 +227,51 @@ _COMPARE = {"lt": np.less, "le": np.less_equal, "eq": np.equal, "ne": np.not_equ
 
 # What every nova op means, one row per op class: the definition the backends are
 # tested against.
+
+def _hidden(L: int, S: int, causal: bool) -> np.ndarray | bool:
+    """Where key j is hidden from query i: j > i with ``causal``, nowhere otherwise."""
+    return np.arange(S)[None, :] > np.arange(L)[:, None] if causal else False
+
+
+def _attention_probabilities(q: np.ndarray, k: np.ndarray, scale: float,
+                             causal: bool) -> np.ndarray:
+    """softmax(q k^T * scale) over the keys each query sees, in float64; a hidden key's
+    probability is exactly 0, even in a row that is NaN (a NaN or inf score spreads to
+    the keys its row sees, not through hidden ones)."""
+    s = np.matmul(q.astype(np.float64), np.swapaxes(k, -1, -2).astype(np.float64)) * scale
+    hidden = _hidden(s.shape[-2], s.shape[-1], causal)
+    s = np.where(hidden, -np.inf, s)
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return np.where(hidden, 0.0, e / e.sum(axis=-1, keepdims=True))
+
+
+def _attention(op: nd.AttentionOp) -> Kernel:
+    scale, causal = op.scale.value.data, bool(op.causal.value.data)
+
+    def attention(q, k, v):
+        p = _attention_probabilities(q, k, scale, causal)
+        return np.matmul(p, v.astype(np.float64)).astype(np.float32)
+    return attention
+
+
+def _attention_grad(op: nd.AttentionGradOp) -> Kernel:
+    scale, causal = op.scale.value.data, bool(op.causal.value.data)
+
+    def attention_grad(q, k, v, _o, g):
+        p = _attention_probabilities(q, k, scale, causal)
+        g64 = g.astype(np.float64)
+        dv = np.matmul(np.swapaxes(p, -1, -2), g64)
+        dp = np.matmul(g64, np.swapaxes(v, -1, -2).astype(np.float64))
+        ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True)) * scale
+        ds = np.where(_hidden(p.shape[-2], p.shape[-1], causal), 0.0, ds)
+        dq = np.matmul(ds, k.astype(np.float64))
+        dk = np.matmul(np.swapaxes(ds, -1, -2), q.astype(np.float64))
+        batch = q.shape[:-2]
+        return np.concatenate([x.reshape(batch + (-1,)) for x in (dq, dk, dv)],
+                              axis=-1).astype(np.float32)
+    return attention_grad
+
+
 MEANINGS: dict[type[Operation], Meaning] = {
     nd.ConstantOp: _constant,
     nd.IotaOp: _iota,
@@ -268,6 +313,8 @@ MEANINGS: dict[type[Operation], Meaning] = {
     nd.ScatterAddOp: _scatter_add,
     nd.ScatterOp: _scatter,
     nd.WrapIndexOp: _wrap_index,
+    nd.AttentionOp: _attention,
+    nd.AttentionGradOp: _attention_grad,
 }
 
 

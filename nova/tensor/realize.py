@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from nova.compiler.pipeline import front
+from nova.compiler.pipeline import front, fused_attention
 from nova.core import dtypes as _dt
 from nova.core.graph import PendingGraph
 from nova.runtime.cache import CACHE
@@ -166,7 +166,7 @@ def _arguments_behind(nodes: list[Node]) -> set[int]:
 
 
 def _compile(graph: PendingGraph, engine: str, remat: str, backend: Any = None) -> Executable:
-    return Executable(front(graph, remat), engine, backend)
+    return Executable(front(graph, remat, engine), engine, backend)
 
 
 def realize(*tensors: Tensor) -> None:
@@ -261,6 +261,8 @@ def _run_step(graph: PendingGraph, outputs: list[Node], engine: str, device: str
     with Ctrl-C held back (see the module docstring)."""
     remat = get_remat()
     label = engine if remat == "default" else f"{engine}, remat={remat}"
+    if engine != "cuda" and not fused_attention(engine):   # NOVA_FUSED_ATTENTION=0
+        label += ", composite attention"
     exe = CACHE.lookup(graph.key, partial(_compile, graph, engine, remat, backend), label)
     donated = donatable(graph, exe.donation_candidates, outputs, device)
     roles = [_ROLES.get(n, "input") for n in graph.arg_nodes]

@@ -1,4 +1,7 @@
 """The nova dialect: printing, parsing back, and verifiers."""
+import contextlib
+import os
+
 import numpy as np
 import pytest
 from xdsl.context import Context
@@ -19,7 +22,36 @@ def _context() -> Context:
 
 
 def _attention_ir() -> str:
-    """A realistic graph: causal self-attention with a residual, layer norm and GELU."""
+    """A realistic graph: causal self-attention with a residual, layer norm and GELU
+    (attention kept as its composite: ``_fused_attention_ir`` has the fused ops)."""
+    with _env("NOVA_FUSED_ATTENTION", "0"):
+        return _composite_attention_ir()
+
+
+@contextlib.contextmanager
+def _env(name: str, value: str):
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = old
+
+
+def _fused_attention_ir() -> str:
+    """Causal attention and its gradients, which the attention pass fuses."""
+    rng = np.random.default_rng(1)
+    q, k, v = (nv.tensor(rng.standard_normal((2, 2, 5, 4)).astype(np.float32),
+                         requires_grad=True) for _ in range(3))
+    y = nv.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    (y * y).sum().backward()
+    return nv.debug.dump_ir(y, q.grad, k.grad, v.grad)
+
+
+def _composite_attention_ir() -> str:
     nv.manual_seed(0)
     x = nv.tensor(np.random.default_rng(0).standard_normal((2, 4, 8)).astype(np.float32))
     wq, wk, wv = (nv.randn(8, 8) for _ in range(3))
@@ -46,6 +78,14 @@ def test_print_parse_print_is_identical_for_a_realistic_graph():
     assert str(module) == text
 
 
+def test_the_fused_attention_ops_print_and_parse_back():
+    text = _fused_attention_ir()
+    assert "nova.attention " in text and "nova.attention_grad " in text
+    module = Parser(_context(), text).parse_module()
+    module.verify()
+    assert str(module) == text
+
+
 def test_every_op_round_trips():
     """Each op's custom assembly format parses back, including pad, scatter_add,
     scatter and wrap_index."""
@@ -58,7 +98,7 @@ def test_every_op_round_trips():
     m = nv.maximum(x, 1.0) - nv.minimum(x, 2.0) / 3.0 + x * 2
     text = nv.debug.dump_ir(y, z, w, m, -x)
     assert str(Parser(_context(), text).parse_module()) == text
-    covered = text + _attention_ir()
+    covered = text + _attention_ir() + _fused_attention_ir()
     missing = [name for name in nd.OPS_BY_NAME if f"nova.{name} " not in covered]
     assert missing == []
 

@@ -64,6 +64,7 @@ def _verifications(monkeypatch, setting: str) -> int:
 
 def test_a_step_is_verified_once_and_after_every_pass_when_asked(monkeypatch):
     """By default only the built step is verified (irgen); NOVA_VERIFY_PASSES=1 (what
-    the suite runs with) verifies after simplify, remat and fusion too."""
+    the suite runs with) verifies after simplify, the attention rewrite, remat and fusion
+    too."""
     assert _verifications(monkeypatch, "0") == 1
-    assert _verifications(monkeypatch, "1") == 4
+    assert _verifications(monkeypatch, "1") == 5

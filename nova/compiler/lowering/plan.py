@@ -35,6 +35,10 @@ Strategies:
   contiguous in k) takes dot products. The epilogue runs over the finished row.
 - ``scatter``: copy, then apply the updates serially in index order (duplicates must not
   race, and the last write of ``nova.scatter`` must be the last in order).
+- ``attention`` / ``attention_grad`` (``nova.attention`` and its gradient): parallel over
+  the batch index (all leading dims); per batch, blocks of BR queries against blocks of
+  BC keys (``blocks``, from the CPU configurator's ``attention_blocks``), the scores only
+  ever one block (``targets.cpu.llvm_attention``). ``loops`` = (batch, L, S, E).
 """
 from __future__ import annotations
 
@@ -50,7 +54,7 @@ from nova.compiler import dialect as nd
 from nova.compiler.targets import Target, resolve
 from nova.core import dtypes as dt
 
-FORMAT_VERSION = 12  # bump when generated code (or the naming of kernels) changes meaning
+FORMAT_VERSION = 13  # bump when generated code (or the naming of kernels) changes meaning
 
 # The team header that starts a ``shared_b`` GEMM's scratch buffer: i64 words, the
 # barrier counter on a 64-byte line of its own (protocol: ``nova.compiler.targets.cpu.pool``).
@@ -75,6 +79,7 @@ class Schedule:
     unroll: int = 0                 # interleave count of the vectorized innermost loop
                                     # (0: LLVM's own choice)
     bound: str = ""                 # "memory" or "compute", by arithmetic intensity
+    blocks: tuple[int, int] = ()    # attention: (BR queries, BC keys) per score block
     derivation: str = ""            # how the configurator chose the tile
 
     @property
@@ -113,7 +118,9 @@ class KernelPlan:
                 + (f" unroll={s.unroll}" if s.unroll else "")
                 + (f" tile={s.tile[0]}x{s.tile[1]} KC={s.kc} MC={s.mc} NC={s.tile[2]}"
                    f" split={s.split}" + (" shared_b" if s.shared_b else "")
-                   + f" [{s.derivation}]" if s.tile else ""))
+                   + f" [{s.derivation}]" if s.tile and not s.blocks else "")
+                + (f" blocks={s.blocks[0]}x{s.blocks[1]} tile={s.tile[0]}x{s.tile[1]}"
+                   f" [{s.derivation}]" if s.blocks else ""))
 
 
 def _shape(v: SSAValue) -> tuple[int, ...]:
@@ -185,6 +192,13 @@ def _structure(fusion: nd.FusionOp) -> tuple[Schedule, tuple | None]:
         axes = tuple(red.axes.get_values())
         return Schedule(x_shape, 0 if len(axes) < len(x_shape) else None, "rows", axes,
                         vector_dim=len(x_shape) - 1), None
+    if kind == "attention":
+        q, k = _shape(op.operands[0]), _shape(op.operands[1])
+        batch = 1
+        for d in q[:-2]:
+            batch *= d
+        strategy = "attention" if isinstance(op, nd.AttentionOp) else "attention_grad"
+        return Schedule((batch, q[-2], k[-2], q[-1]), 0, strategy, vector_dim=3), None
     if kind == "elementwise" or op is None:
         return Schedule(out_shape, 0 if out_shape else None, "elementwise",
                         vector_dim=len(out_shape) - 1 if out_shape else None), None
@@ -222,7 +236,11 @@ def cost(fusion: nd.FusionOp) -> tuple[float, float]:
     bytes are the kernel's inputs read once and its output written once."""
     flops = 0.0
     for op in fusion.body.block.ops:
-        if nd.kernel_root_kind(op) == "matmul":
+        if isinstance(op, (nd.AttentionOp, nd.AttentionGradOp)):
+            q, k, v = (_shape(x) for x in op.operands[:3])
+            products = 2 if isinstance(op, nd.AttentionOp) else 6
+            flops += products * _numel(q[:-2]) * q[-2] * k[-2] * (q[-1] + v[-1])
+        elif nd.kernel_root_kind(op) == "matmul":
             a = _shape(op.operands[0])
             flops += 2.0 * _numel(a) * _shape(op.operands[1])[-1]
         elif op.results:

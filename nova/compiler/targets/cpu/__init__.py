@@ -17,6 +17,8 @@ What is CPU-specific, and why:
   ``gemm_tile``), and an unbatched one on enough cores shares one packed B panel among
   its threads (``shared_b``, with a scratch buffer for the team header and two panels);
   every kernel is classified memory- or compute-bound against the host's balance.
+- Fused attention: blocks of queries and keys sized so a score block stays in L1, and
+  the GEMM's register tile for the block products (``configurator.attention_blocks``).
 - Emission: ``targets.cpu.llvm`` turns a scheduled plan into an LLVM module for the host's
   triple and data layout.
 """
@@ -26,7 +28,8 @@ from dataclasses import replace
 
 from nova.compiler import dialect as nd
 from nova.compiler.targets.cpu.llvm import module_for
-from nova.compiler.targets.cpu.configurator import classify, elementwise_unroll, gemm_tile
+from nova.compiler.targets.cpu.configurator import (attention_blocks, classify,
+                                                    elementwise_unroll, gemm_tile)
 from nova.compiler.targets.cpu.device import CpuSpec, detect_cpu
 from nova.compiler.lowering.plan import (
     TEAM_WORDS,
@@ -93,6 +96,12 @@ class CpuTarget(Target):
         schedule, scratch = plan.schedule, plan.scratch
         if schedule.strategy in ("elementwise", "row"):
             schedule = replace(schedule, unroll=elementwise_unroll(spec))
+        elif plan.kind == "attention":
+            _, queries, keys, _ = schedule.loops
+            op = contraction(plan.fusion)
+            blocks = attention_blocks(spec, queries, keys, bool(op.causal.value.data))
+            schedule = replace(schedule, blocks=(blocks.br, blocks.bc),
+                               tile=(blocks.mr, blocks.nr, 0), derivation=blocks.derivation)
         elif plan.kind == "matmul" and \
                 nd.element_name(contraction(plan.fusion).results[0].type.element_type) == "f32":
             schedule, scratch = _tiled(plan, spec)

@@ -221,6 +221,50 @@ def gemm_tile(spec: CpuSpec, itemsize: int = 4, k: int = 256, m: int = 256, n: i
     return GemmTile(mr, nr, nc, why, kc=kc, mc=mc, split=split, shared_b=shared_b)
 
 
+@dataclass(frozen=True)
+class AttentionBlocks:
+    """A fused attention schedule: BR queries x BC keys per score block, and the MR x
+    NR register tile of its block products."""
+    br: int
+    bc: int
+    mr: int
+    nr: int
+    derivation: str
+
+
+def attention_blocks(spec: CpuSpec, queries: int, keys: int, causal: bool) -> AttentionBlocks:
+    """The blocks of a fused attention kernel (``targets.cpu.llvm_attention``).
+
+    The register tile is the GEMM's (``gemm_tile``): NR = 2 vectors, MR = (registers -
+    3) // 2, each tile accumulating over the whole depth of its product (the head dim, or
+    a block's BR or BC; a block's last row tile is shorter when MR does not divide it).
+    The score block (BR x BC float32) is written by one product and read by the
+    softmax's passes and two or three more products, so it stays in half the L1: at most
+    ``side`` = the largest multiple of NR with side^2 x 4 <= L1 / 2. Each of L and S is cut
+    into the fewest blocks of at most ``side``, evened out and rounded up to NR (padding
+    is computed, so L = 128 takes two blocks of 64, not 60 + 60 + 8 of 60). With
+    ``causal``, BR = BC, so the blocks meet the diagonal on whole blocks: a query block
+    sees exactly the key blocks up to its own, the last one half masked.
+    """
+    lanes = spec.lanes(4)
+    nr = 2 * lanes
+    mr = max(1, (spec.vector_registers - 3) // 2)
+    side = nr
+    while (side + nr) ** 2 * 4 <= spec.l1d // 2:
+        side += nr
+
+    def even(n: int) -> int:
+        n = max(n, 1)
+        return _round_up(-(-n // -(-n // side)), nr)
+    bc = even(keys)
+    br = bc if causal else even(queries)
+    why = (f"NR = 2 x {lanes} lanes = {nr}; MR = ({spec.vector_registers} regs - 3) // 2 = "
+           f"{mr}; score block in L1/2 = {spec.l1d // 2} B: side {side}; BC = S={keys} in "
+           f"even blocks <= side, to NR = {bc}; BR = "
+           + ("BC (causal)" if causal else f"L={queries} likewise = {br}"))
+    return AttentionBlocks(br, bc, mr, nr, why)
+
+
 def _round_up(x: int, multiple: int) -> int:
     return -(-x // multiple) * multiple
 

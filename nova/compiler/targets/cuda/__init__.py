@@ -50,7 +50,14 @@ class CudaTarget(Target):
 
     def schedule(self, plan: KernelPlan) -> KernelPlan:
         """The neutral plan itself: its structure is what the CUDA configurator reads,
-        and its name is already a digest of that structure and the kernel."""
+        and its name is already a digest of that structure and the kernel. Fused
+        attention has no CUDA kernel yet (the CUDA engine keeps attention as its
+        composite: ``pipeline.fused_attention``), so a step that has one is refused."""
+        if plan.kind == "attention":
+            raise NotImplementedError(
+                f"cuda target: kernel {plan.name} is a fused {plan.schedule.strategy}, which "
+                "has no CUDA kernel yet; compile the step with attention as its composite "
+                "(NOVA_FUSED_ATTENTION=0, or optimize(..., attention=False))")
         return plan
 
     def configure(self, plan: KernelPlan) -> LaunchConfig:

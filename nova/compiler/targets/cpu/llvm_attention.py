@@ -1,0 +1,463 @@
+"""LLVM IR for the fused attention kernels (``nova.attention``, ``nova.attention_grad``).
+
+Both kernels take one batch index (all leading dims, flattened) per iteration of their
+``[start, end)`` and keep everything of that batch in per-call buffers: the operands are
+packed once per batch (read through the emitter, so transposed or reshaped views of the
+arguments cost no copy in the graph), zero-padded to whole blocks, and the ``L x S``
+scores only ever exist as one ``BR x BC`` block (``configurator.attention_blocks``).
+
+Forward (flash attention): per block of BR queries, over the key blocks it can see (with
+``causal``, key blocks past the query block's last row are skipped), S = Q K^T into the
+block, then per row the online softmax -- the running maximum m, the running sum l,
+``P = exp(S * scale - m)``, the accumulated output rescaled by ``exp(m_old - m)`` -- and
+O += P V. The output is O / l. A masked score is -inf, so a row with nothing visible has
+l = 0 and gives NaN, as the composite's softmax does.
+
+Backward (the FlashAttention-2 recurrence, per batch): first each row's log-sum-exp
+(one more pass of S = Q K^T with the online maximum and sum) and D = rowsum(dO * O);
+then per key block, over the query blocks that can see it: P = exp(S * scale - lse),
+dV += P^T dO, dP = dO V^T, dS = P (dP - D) scale, dK += dS^T Q, dQ += dS K. dK and dV
+of the key block are stored when its query blocks are done, dQ at the end.
+
+Every block product goes through ``_product``: an MR x NR register tile (NR = 2
+vectors) over the whole depth, as in the GEMM's micro-kernel (``llvm_gemm.Gemm``), on
+operands that are already packed, so no further packing is needed.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from nova.compiler.codegen.values import shape_of
+from nova.compiler.lowering.plan import contraction
+from nova.compiler.targets.cpu.llvm_emit import F32, I1, I32, I64, PTR, Emitter, c64
+from nova.compiler.targets.cpu.llvm_gemm import _address_view
+
+
+def _declared(module: ir.Module, name: str, ty: ir.FunctionType) -> ir.Function:
+    return module.globals.get(name) or ir.Function(module, ty, name=name)
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+class Attention:
+    """Shared state of both kernels: shapes, blocks, buffers and the block product."""
+
+    def __init__(self, e: Emitter):
+        self.e, self.b = e, e.b
+        self.op = contraction(e.fusion)
+        assert e.root is self.op.results[0], "fused attention has no epilogue"
+        q, k, v = self.op.operands[:3]
+        self.q, self.k, self.v = q, k, v
+        qs, ks, vs = shape_of(q), shape_of(k), shape_of(v)
+        self.batch_shape = qs[:-2]
+        self.L, self.E = qs[-2:]
+        self.S, self.Ev = ks[-2], vs[-1]
+        self.scale = float(self.op.scale.value.data)
+        self.causal = bool(self.op.causal.value.data)
+        s = e.plan.schedule
+        self.br, self.bc = s.blocks
+        self.mr, self.nr = s.tile[0], s.tile[1]
+        self.lanes = self.nr // 2
+        self.Lp = _round_up(self.L, self.br)
+        self.Sp = _round_up(self.S, self.bc)
+        self.Ep = _round_up(self.E, self.nr)
+        self.Evp = _round_up(self.Ev, self.nr)
+        self.vec = ir.VectorType(F32, self.lanes)
+        self.vptr = self.vec.as_pointer()
+        module = e.module
+        self.aligned_alloc = _declared(module, "aligned_alloc", ir.FunctionType(PTR, [I64, I64]))
+        self.free = _declared(module, "free", ir.FunctionType(ir.VoidType(), [PTR]))
+        self.memset = _declared(module, "llvm.memset.p0i8.i64", ir.FunctionType(
+            ir.VoidType(), [PTR, ir.IntType(8), I64, I1]))
+        self.fma = _declared(module, f"llvm.fma.v{self.lanes}f32",
+                             ir.FunctionType(self.vec, [self.vec] * 3))
+        self.zero_vec = ir.Constant(self.vec, [0.0] * self.lanes)
+        self.undef = ir.Constant(self.vec, ir.Undefined)
+        self.splat_mask = ir.Constant(ir.VectorType(I32, self.lanes), [0] * self.lanes)
+        self.accs = [[e.entry_alloca(self.vec) for _ in range(2)] for _ in range(self.mr)]
+
+    # ------------------------------------------------------------ buffers
+
+    def buffer(self, floats: int) -> ir.Value:
+        """A zeroed, 64-byte aligned heap buffer of ``floats`` floats, freed on return."""
+        b, e = self.b, self.e
+        nbytes = max(64, _round_up(floats * 4, 64))
+        raw = b.call(self.aligned_alloc, [c64(64), c64(nbytes)])
+        b.call(self.memset, [raw, ir.Constant(ir.IntType(8), 0), c64(nbytes),
+                             ir.Constant(I1, 0)])
+        e.cleanup.append(lambda: e.b.call(self.free, [raw]))
+        return b.bitcast(raw, F32.as_pointer())
+
+    def at(self, ptr: ir.Value, offset: ir.Value | int) -> ir.Value:
+        return self.b.gep(ptr, [offset if isinstance(offset, ir.Value) else c64(offset)])
+
+    def f(self, x: float) -> ir.Constant:
+        return ir.Constant(F32, x)
+
+    def add(self, x: ir.Value, n: int | ir.Value) -> ir.Value:
+        return self.b.add(x, n if isinstance(n, ir.Value) else c64(n))
+
+    def mul(self, x: ir.Value, n: int) -> ir.Value:
+        return self.b.mul(x, c64(n))
+
+    def smin(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        return self.b.select(self.b.icmp_signed("<", x, y), x, y)
+
+    # ------------------------------------------------------------ packing
+
+    def pack(self, value, pre: list[ir.Value], dst: ir.Value, rows: int, cols: int,
+             ld: int, transposed: bool = False) -> None:
+        """dst[r * ld + c] = value[pre, r, c] for r < rows, c < cols; with
+        ``transposed``, dst[c * ld + r] instead (the pads stay as they are: zero).
+        A view of an argument (``_address_view``: transposes, slices, reshapes that
+        keep strides) is read by address, which LLVM vectorizes along a unit-stride
+        source line; anything else through the emitter."""
+        e, b = self.e, self.b
+        view = _address_view(e, value)
+        base = None
+        if view is not None:
+            base = c64(view.offset)
+            for d, iv in enumerate(pre):
+                base = b.add(base, b.mul(iv, c64(view.strides[d])))
+            src = e.ptrs[view.arg]
+            rs, cs = view.strides[-2], view.strides[-1]
+
+        def body(idx: list[ir.Value]) -> None:
+            r, c = idx
+            if view is None:
+                e.cache = {}
+                x = e.emit(value, pre + [r, c])
+            else:
+                x = b.load(b.gep(src, [b.add(base, b.add(self.mul(r, rs), self.mul(c, cs)))]))
+            off = self.add(self.mul(c, ld), r) if transposed else self.add(self.mul(r, ld), c)
+            b.store(x, self.at(dst, off))
+        e.loops.nest([rows, cols], body)
+
+    # ------------------------------------------------------------ the block product
+
+    def product(self, c: ir.Value, ldc: int, a: ir.Value, ars: int, aks: int, bm: ir.Value,
+                ldb: int, rows: int, cols: int, depth: int, accumulate: bool) -> None:
+        """C[r, j] (+)= sum_k A[r * ars + k * aks] B[k * ldb + j] for r < rows, j < cols
+        (a multiple of NR), k < depth: MR x NR register tiles (the last row tile shorter
+        when MR does not divide ``rows``), each over the whole depth."""
+        full, rest = divmod(rows, self.mr)
+        for ct in range(cols // self.nr):
+            col = ct * self.nr
+            if full:
+                self.e.loops.range(c64(0), c64(full), lambda t, col=col: self.tile(
+                    c, ldc, a, ars, aks, bm, ldb, self.mul(t, self.mr), self.mr, col, depth,
+                    accumulate), "rt")
+            if rest:
+                self.tile(c, ldc, a, ars, aks, bm, ldb, c64(full * self.mr), rest, col, depth,
+                          accumulate)
+
+    def tile(self, c: ir.Value, ldc: int, a: ir.Value, ars: int, aks: int, bm: ir.Value,
+             ldb: int, r0: ir.Value, mr: int, col: int, depth: int, accumulate: bool) -> None:
+        b = self.b
+        for r in range(mr):
+            for v in range(2):
+                b.store(self.zero_vec, self.accs[r][v])
+        a_rows = [self.mul(self.add(r0, r), ars) for r in range(mr)]
+
+        def step(k: ir.Value) -> None:
+            brow = self.add(self.mul(k, ldb), col)
+            bv = [b.load(b.bitcast(self.at(bm, self.add(brow, v * self.lanes)), self.vptr),
+                         align=4) for v in range(2)]
+            ak = self.mul(k, aks)
+            for r in range(mr):
+                x = b.load(self.at(a, b.add(a_rows[r], ak)))
+                xs = b.shuffle_vector(b.insert_element(self.undef, x, ir.Constant(I32, 0)),
+                                      self.undef, self.splat_mask)
+                for v in range(2):
+                    acc = self.accs[r][v]
+                    b.store(b.call(self.fma, [xs, bv[v], b.load(acc)]), acc)
+        self.e.loops.range(c64(0), c64(depth), step, "k")
+        for r in range(mr):
+            row = self.mul(self.add(r0, r), ldc)
+            for v in range(2):
+                ptr = b.bitcast(self.at(c, self.add(row, col + v * self.lanes)), self.vptr)
+                acc = b.load(self.accs[r][v])
+                if accumulate:
+                    acc = b.fadd(acc, b.load(ptr, align=4))
+                b.store(acc, ptr, align=4)
+
+    # ------------------------------------------------------------ rows of a score block
+
+    def visible(self, i: ir.Value, j: ir.Value) -> ir.Value:
+        """Whether query ``i`` sees key ``j`` (both inside the operands)."""
+        b = self.b
+        ok = b.and_(b.icmp_signed("<", i, c64(self.L)), b.icmp_signed("<", j, c64(self.S)))
+        if self.causal:
+            ok = b.and_(ok, b.icmp_signed("<=", j, i))
+        return ok
+
+    def scaled(self, sb: ir.Value, r: ir.Value, i: ir.Value, j0: ir.Value,
+               c: ir.Value) -> ir.Value:
+        """The masked, scaled score of block row ``r`` (query i), column c (key j0 + c)."""
+        b = self.b
+        s = b.fmul(b.load(self.at(sb, self.add(self.mul(r, self.bc), c))), self.f(self.scale))
+        return b.select(self.visible(i, b.add(j0, c)), s, self.f(float("-inf")))
+
+    def row_loop(self, body, name: str) -> None:
+        self.e.loops.range(c64(0), c64(self.bc), body, name, md=self.e.interleave(2))
+
+    def online_row(self, sb: ir.Value, r: ir.Value, i: ir.Value, j0: ir.Value,
+                   m_slot: ir.Value, l_slot: ir.Value, keep_p: bool) -> ir.Value:
+        """One row of the online softmax over a score block: update the running maximum
+        and sum, write P = exp(s - m) into the block when ``keep_p``; returns the factor
+        exp(m_old - m_new) that rescales what was accumulated before."""
+        b, e = self.b, self.e
+        peak = e.entry_alloca(F32)
+        b.store(self.f(float("-inf")), peak)
+
+        def find(c: ir.Value) -> None:
+            b.store(b.call(e.intrinsic("maxnum", F32, 2), [b.load(peak),
+                                                           self.scaled(sb, r, i, j0, c)]), peak)
+        self.row_loop(find, "mx")
+        m_old = b.load(m_slot)
+        m_new = b.call(e.intrinsic("maxnum", F32, 2), [m_old, b.load(peak)])
+        neg_inf = self.f(float("-inf"))
+        shift = b.select(b.fcmp_ordered("==", m_new, neg_inf), self.f(0.0), m_new)
+        total = e.entry_alloca(F32)
+        b.store(self.f(0.0), total)
+
+        def expo(c: ir.Value) -> None:
+            p = e._exp_f32(b.fsub(self.scaled(sb, r, i, j0, c), shift))
+            if keep_p:
+                b.store(p, self.at(sb, self.add(self.mul(r, self.bc), c)))
+            b.store(b.fadd(b.load(total), p, flags=("reassoc", "contract")), total)
+        self.row_loop(expo, "ex")
+        alpha = e._exp_f32(b.fsub(m_old, shift))
+        b.store(b.fadd(b.fmul(b.load(l_slot), alpha), b.load(total)), l_slot)
+        b.store(m_new, m_slot)
+        return alpha
+
+    def key_blocks_for(self, i0: ir.Value) -> ir.Value:
+        """How many key blocks the query block starting at row ``i0`` sees."""
+        n = -(-self.S // self.bc)
+        if not self.causal:
+            return c64(n)
+        last = self.smin(self.add(i0, self.br), c64(self.S))     # keys < last are visible
+        return self.b.udiv(self.add(last, self.bc - 1), c64(self.bc))
+
+    def batches(self, body) -> None:
+        """``body(pre, batch)`` for every batch index in the call's ``[start, end)``."""
+        e = self.e
+
+        def one(bat: ir.Value) -> None:
+            pre = e.delinearize(bat, self.batch_shape) if self.batch_shape else []
+            body(pre, bat)
+        e.loops.range(e.fn.args[1], e.fn.args[2], one, "bat")
+
+
+def attention_forward(e: Emitter) -> None:
+    """The ``attention`` strategy (module docstring)."""
+    a = Attention(e)
+    b = a.b
+    L, S, E, Ev, br, bc = a.L, a.S, a.E, a.Ev, a.br, a.bc
+    qp = a.buffer(a.Lp * E)            # Q, row-major, rows zero past L
+    ktp = a.buffer(E * a.Sp)           # K^T, columns zero past S
+    vp = a.buffer(a.Sp * a.Evp)        # V, zero past S and Ev
+    sb = a.buffer(br * bc)             # the score block
+    ob = a.buffer(br * a.Evp)          # the output accumulators of a query block
+    m_slots = a.buffer(br)
+    l_slots = a.buffer(br)
+
+    def per_batch(pre: list[ir.Value], bat: ir.Value) -> None:
+        a.pack(a.q, pre, qp, L, E, E)
+        a.pack(a.k, pre, ktp, S, E, a.Sp, transposed=True)
+        a.pack(a.v, pre, vp, S, Ev, a.Evp)
+
+        def per_query_block(qb: ir.Value) -> None:
+            i0 = a.mul(qb, br)
+
+            def reset(r: ir.Value) -> None:
+                b.store(a.f(float("-inf")), a.at(m_slots, r))
+                b.store(a.f(0.0), a.at(l_slots, r))
+                e.loops.range(c64(0), c64(a.Evp), lambda d: b.store(
+                    a.f(0.0), a.at(ob, b.add(a.mul(r, a.Evp), d))), "z")
+            e.loops.range(c64(0), c64(br), reset, "rs")
+
+            def per_key_block(kb: ir.Value) -> None:
+                j0 = a.mul(kb, bc)
+                a.product(sb, bc, a.at(qp, a.mul(i0, E)), E, 1, a.at(ktp, j0), a.Sp,
+                          br, bc, E, accumulate=False)
+
+                def row(r: ir.Value) -> None:
+                    alpha = a.online_row(sb, r, b.add(i0, r), j0, a.at(m_slots, r),
+                                         a.at(l_slots, r), keep_p=True)
+                    base = a.mul(r, a.Evp)
+                    e.loops.range(c64(0), c64(a.Evp), lambda d: b.store(
+                        b.fmul(b.load(a.at(ob, b.add(base, d))), alpha),
+                        a.at(ob, b.add(base, d))), "sc")
+                e.loops.range(c64(0), c64(br), row, "row")
+                a.product(ob, a.Evp, sb, bc, 1, a.at(vp, a.mul(j0, a.Evp)), a.Evp,
+                          br, a.Evp, bc, accumulate=True)
+            e.loops.range(c64(0), a.key_blocks_for(i0), per_key_block, "kb")
+
+            rows = a.smin(c64(br), b.sub(c64(L), i0))
+
+            def store(r: ir.Value) -> None:
+                inv = b.fdiv(a.f(1.0), b.load(a.at(l_slots, r)))
+                out_row = a.mul(b.add(a.mul(bat, L), b.add(i0, r)), Ev)
+                e.loops.range(c64(0), c64(Ev), lambda d: b.store(
+                    b.fmul(b.load(a.at(ob, b.add(a.mul(r, a.Evp), d))), inv),
+                    a.at(e.out_ptr, b.add(out_row, d))), "st")
+            e.loops.range(c64(0), rows, store, "out")
+        e.loops.range(c64(0), c64(a.Lp // br), per_query_block, "qb")
+    a.batches(per_batch)
+
+
+def attention_backward(e: Emitter) -> None:
+    """The ``attention_grad`` strategy (module docstring)."""
+    a = Attention(e)
+    b = a.b
+    L, S, E, Ev, br, bc = a.L, a.S, a.E, a.Ev, a.br, a.bc
+    Ep, Evp, Sp, Lp = a.Ep, a.Evp, a.Sp, a.Lp
+    o_value, g_value = a.op.operands[3], a.op.operands[4]
+    qp = a.buffer(Lp * Ep)             # Q (row stride Ep): A of S, B of dK
+    ktp = a.buffer(E * Sp)             # K^T: B of S
+    kp = a.buffer(Sp * Ep)             # K: B of dQ
+    vtp = a.buffer(Ev * Sp)            # V^T: B of dP
+    gp = a.buffer(Lp * Evp)            # dO: A of dP, B of dV
+    lse = a.buffer(Lp)                 # the running maximum, then the log-sum-exp
+    lsum = a.buffer(Lp)                # the running sum
+    dsum = a.buffer(Lp)                # D = rowsum(dO * O)
+    dq = a.buffer(Lp * Ep)
+    dk = a.buffer(bc * Ep)
+    dv = a.buffer(bc * Evp)
+    sb = a.buffer(br * bc)             # S, then P
+    pb = a.buffer(br * bc)             # dP, then dS
+    row_len = L * E + S * E + S * Ev
+    scale = a.f(a.scale)
+
+    def zero(ptr: ir.Value, n: int) -> None:
+        e.loops.range(c64(0), c64(n), lambda i: b.store(a.f(0.0), a.at(ptr, i)), "zero")
+
+    def per_batch(pre: list[ir.Value], bat: ir.Value) -> None:
+        a.pack(a.q, pre, qp, L, E, Ep)
+        a.pack(a.k, pre, ktp, S, E, Sp, transposed=True)
+        a.pack(a.k, pre, kp, S, E, Ep)
+        a.pack(a.v, pre, vtp, S, Ev, Sp, transposed=True)
+        a.pack(g_value, pre, gp, L, Ev, Evp)
+        zero(dq, Lp * Ep)
+
+        def d_row(i: ir.Value) -> None:
+            acc = e.entry_alloca(F32)
+            b.store(a.f(0.0), acc)
+
+            def term(d: ir.Value) -> None:
+                e.cache = {}
+                o = e.emit(o_value, pre + [i, d])
+                g = b.load(a.at(gp, b.add(a.mul(i, Evp), d)))
+                b.store(b.fadd(b.load(acc), b.fmul(g, o), flags=("reassoc", "contract")), acc)
+            e.loops.range(c64(0), c64(Ev), term, "dd")
+            b.store(b.load(acc), a.at(dsum, i))
+        e.loops.range(c64(0), c64(L), d_row, "drow")
+
+        def lse_block(qb: ir.Value) -> None:          # each row's log-sum-exp
+            i0 = a.mul(qb, br)
+
+            def rows_of(kb: ir.Value) -> None:
+                j0 = a.mul(kb, bc)
+                a.product(sb, bc, a.at(qp, a.mul(i0, Ep)), Ep, 1, a.at(ktp, j0), Sp,
+                          br, bc, E, accumulate=False)
+
+                def row(r: ir.Value) -> None:
+                    i = b.add(i0, r)
+                    a.online_row(sb, r, i, j0, a.at(lse, i), a.at(lsum, i), keep_p=False)
+                e.loops.range(c64(0), c64(br), row, "lrow")
+
+            def init(r: ir.Value) -> None:
+                b.store(a.f(float("-inf")), a.at(lse, b.add(i0, r)))
+                b.store(a.f(0.0), a.at(lsum, b.add(i0, r)))
+            e.loops.range(c64(0), c64(br), init, "linit")
+            e.loops.range(c64(0), a.key_blocks_for(i0), rows_of, "lkb")
+
+            def finish(r: ir.Value) -> None:
+                i = b.add(i0, r)
+                m, total = b.load(a.at(lse, i)), b.load(a.at(lsum, i))
+                # lse = m + log(l); a row that sees nothing (l = 0) gets NaN, as the
+                # composite's softmax would give it
+                b.store(b.fadd(m, e._log_f32(total)), a.at(lse, i))
+            e.loops.range(c64(0), c64(br), finish, "lfin")
+        e.loops.range(c64(0), c64(Lp // br), lse_block, "lqb")
+
+        def per_key_block(kb: ir.Value) -> None:
+            j0 = a.mul(kb, bc)
+            zero(dk, bc * Ep)
+            zero(dv, bc * Evp)
+            first_qb = b.udiv(j0, c64(br)) if a.causal else c64(0)
+
+            def per_query_block(qb: ir.Value) -> None:
+                i0 = a.mul(qb, br)
+                a.product(sb, bc, a.at(qp, a.mul(i0, Ep)), Ep, 1, a.at(ktp, j0), Sp,
+                          br, bc, E, accumulate=False)
+
+                def probabilities(r: ir.Value) -> None:
+                    i = b.add(i0, r)
+                    shift = b.load(a.at(lse, a.smin(i, c64(Lp - 1))))
+
+                    def one(c: ir.Value) -> None:
+                        s = a.scaled(sb, r, i, j0, c)
+                        p = e._exp_f32(b.fsub(s, shift))
+                        p = b.select(a.visible(i, b.add(j0, c)), p, a.f(0.0))
+                        b.store(p, a.at(sb, b.add(a.mul(r, bc), c)))
+                    a.row_loop(one, "p")
+                e.loops.range(c64(0), c64(br), probabilities, "prow")
+                # dV += P^T dO
+                a.product(dv, Evp, sb, 1, bc, a.at(gp, a.mul(i0, Evp)), Evp,
+                          bc, Evp, br, accumulate=True)
+                # dP = dO V^T
+                a.product(pb, bc, a.at(gp, a.mul(i0, Evp)), Evp, 1, a.at(vtp, j0), Sp,
+                          br, bc, Ev, accumulate=False)
+
+                def ds_row(r: ir.Value) -> None:
+                    i = b.add(i0, r)
+                    d_i = b.load(a.at(dsum, a.smin(i, c64(Lp - 1))))
+
+                    def one(c: ir.Value) -> None:
+                        # a hidden score's gradient is exactly 0, as the composite's
+                        # where makes it (even where D is NaN)
+                        at = a.at(pb, b.add(a.mul(r, bc), c))
+                        p = b.load(a.at(sb, b.add(a.mul(r, bc), c)))
+                        ds = b.fmul(b.fmul(p, b.fsub(b.load(at), d_i)), scale)
+                        b.store(b.select(a.visible(i, b.add(j0, c)), ds, a.f(0.0)), at)
+                    a.row_loop(one, "ds")
+                e.loops.range(c64(0), c64(br), ds_row, "dsrow")
+                # dK += dS^T Q; dQ += dS K
+                a.product(dk, Ep, pb, 1, bc, a.at(qp, a.mul(i0, Ep)), Ep,
+                          bc, Ep, br, accumulate=True)
+                a.product(a.at(dq, a.mul(i0, Ep)), Ep, pb, bc, 1, a.at(kp, a.mul(j0, Ep)), Ep,
+                          br, Ep, bc, accumulate=True)
+            e.loops.range(first_qb, c64(Lp // br), per_query_block, "bqb")
+
+            keys = a.smin(c64(bc), b.sub(c64(S), j0))
+            base = a.mul(bat, row_len)
+
+            def store(c: ir.Value) -> None:
+                j = b.add(j0, c)
+                dk_at = b.add(base, b.add(c64(L * E), a.mul(j, E)))
+                e.loops.range(c64(0), c64(E), lambda d: b.store(
+                    b.load(a.at(dk, b.add(a.mul(c, Ep), d))),
+                    a.at(e.out_ptr, b.add(dk_at, d))), "sk")
+                dv_at = b.add(base, b.add(c64(L * E + S * E), a.mul(j, Ev)))
+                e.loops.range(c64(0), c64(Ev), lambda d: b.store(
+                    b.load(a.at(dv, b.add(a.mul(c, Evp), d))),
+                    a.at(e.out_ptr, b.add(dv_at, d))), "sv")
+            e.loops.range(c64(0), keys, store, "skv")
+        e.loops.range(c64(0), c64(Sp // bc), per_key_block, "bkb")
+
+        base = a.mul(bat, row_len)
+
+        def store_dq(i: ir.Value) -> None:
+            at = b.add(base, a.mul(i, E))
+            e.loops.range(c64(0), c64(E), lambda d: b.store(
+                b.load(a.at(dq, b.add(a.mul(i, Ep), d))), a.at(e.out_ptr, b.add(at, d))), "sq")
+        e.loops.range(c64(0), c64(L), store_dq, "sdq")
+    a.batches(per_batch)
+
+
+__all__ = ["attention_backward", "attention_forward"]

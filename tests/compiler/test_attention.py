@@ -1,0 +1,330 @@
+"""Fused attention: the pass that finds the composite (forward and derived backward),
+the fused ops' meaning, and the CPU kernels against the composite they replace."""
+import contextlib
+import math
+import os
+
+import numpy as np
+import pytest
+
+import nova as nv
+import nova.nn.functional as F
+from nova.compiler import dialect as nd
+from nova.compiler.irgen import build_module
+from nova.compiler.passes import fuse_attention, simplify
+from nova.compiler.pipeline import compile_step, front
+from nova.tensor.realize import pending_graph
+
+# The differentiated composite of a causal ``scaled_dot_product_attention`` (the pass's
+# input: the step after CSE) and the pass's output. If an autograd rule changes, the
+# first half of the golden test fails, and the matcher must follow the new rule.
+COMPOSITE = """\
+builtin.module {
+  func.func @step(%0: tensor<1x3x2xf32>, %1: tensor<1x3x2xf32>, %2: tensor<1x3x2xf32>) -> (tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>) {
+    %3 = nova.transpose %0 perm = [0, 2, 1] : tensor<1x3x2xf32> -> tensor<1x2x3xf32>
+    %4 = nova.matmul %1, %3 : tensor<1x3x2xf32>, tensor<1x2x3xf32> -> tensor<1x3x3xf32>
+    %5 = nova.constant 0.707106769 : f32 : tensor<1x3x3xf32>
+    %6 = nova.mul %4, %5 : tensor<1x3x3xf32>
+    %7 = nova.constant true : tensor<3x3xi1>
+    %8 = nova.iota dim = 0 : i64 : tensor<3x3xi64>
+    %9 = nova.iota dim = 1 : i64 : tensor<3x3xi64>
+    %10 = nova.sub %9, %8 : tensor<3x3xi64>
+    %11 = nova.constant 1 : i64 : tensor<3x3xi64>
+    %12 = nova.compare "ge", %10, %11 : tensor<3x3xi64> -> tensor<3x3xi1>
+    %13 = nova.constant false : tensor<3x3xi1>
+    %14 = nova.where %12, %7, %13 : tensor<3x3xi1>, tensor<3x3xi1>
+    %15 = nova.constant 0xff800000 : f32 : tensor<1x3x3xf32>
+    %16 = nova.broadcast_in_dim %14 dims = [1, 2] : tensor<3x3xi1> -> tensor<1x3x3xi1>
+    %17 = nova.where %16, %15, %6 : tensor<1x3x3xi1>, tensor<1x3x3xf32>
+    %18 = nova.reduce_max %17 axes = [2] : tensor<1x3x3xf32> -> tensor<1x3xf32>
+    %19 = nova.reshape %18 : tensor<1x3xf32> -> tensor<1x3x1xf32>
+    %20 = nova.broadcast_in_dim %19 dims = [0, 1, 2] : tensor<1x3x1xf32> -> tensor<1x3x3xf32>
+    %21 = nova.sub %17, %20 : tensor<1x3x3xf32>
+    %22 = nova.exp %21 : tensor<1x3x3xf32>
+    %23 = nova.reduce_sum %22 axes = [2] : tensor<1x3x3xf32> -> tensor<1x3xf32>
+    %24 = nova.reshape %23 : tensor<1x3xf32> -> tensor<1x3x1xf32>
+    %25 = nova.broadcast_in_dim %24 dims = [0, 1, 2] : tensor<1x3x1xf32> -> tensor<1x3x3xf32>
+    %26 = nova.div %22, %25 : tensor<1x3x3xf32>
+    %27 = nova.matmul %26, %2 : tensor<1x3x3xf32>, tensor<1x3x2xf32> -> tensor<1x3x2xf32>
+    %28 = nova.constant 1.000000e+00 : f32 : tensor<f32>
+    %29 = nova.broadcast_in_dim %28 dims = [] {nova.backward} : tensor<f32> -> tensor<1x3x2xf32>
+    %30 = nova.transpose %2 perm = [0, 2, 1] {nova.backward} : tensor<1x3x2xf32> -> tensor<1x2x3xf32>
+    %31 = nova.matmul %29, %30 {nova.backward} : tensor<1x3x2xf32>, tensor<1x2x3xf32> -> tensor<1x3x3xf32>
+    %32 = nova.transpose %26 perm = [0, 2, 1] {nova.backward} : tensor<1x3x3xf32> -> tensor<1x3x3xf32>
+    %33 = nova.matmul %32, %29 {nova.backward} : tensor<1x3x3xf32>, tensor<1x3x2xf32> -> tensor<1x3x2xf32>
+    %34 = nova.div %31, %25 {nova.backward} : tensor<1x3x3xf32>
+    %35 = nova.mul %31, %26 {nova.backward} : tensor<1x3x3xf32>
+    %36 = nova.div %35, %25 {nova.backward} : tensor<1x3x3xf32>
+    %37 = nova.neg %36 {nova.backward} : tensor<1x3x3xf32>
+    %38 = nova.reduce_sum %37 axes = [2] {nova.backward} : tensor<1x3x3xf32> -> tensor<1x3xf32>
+    %39 = nova.reshape %38 {nova.backward} : tensor<1x3xf32> -> tensor<1x3x1xf32>
+    %40 = nova.reshape %39 {nova.backward} : tensor<1x3x1xf32> -> tensor<1x3xf32>
+    %41 = nova.broadcast_in_dim %40 dims = [0, 1] {nova.backward} : tensor<1x3xf32> -> tensor<1x3x3xf32>
+    %42 = nova.add %34, %41 {nova.backward} : tensor<1x3x3xf32>
+    %43 = nova.mul %42, %22 {nova.backward} : tensor<1x3x3xf32>
+    %44 = nova.constant 0.000000e+00 : f32 {nova.backward} : tensor<1x3x3xf32>
+    %45 = nova.where %16, %44, %43 {nova.backward} : tensor<1x3x3xi1>, tensor<1x3x3xf32>
+    %46 = nova.mul %45, %5 {nova.backward} : tensor<1x3x3xf32>
+    %47 = nova.transpose %3 perm = [0, 2, 1] {nova.backward} : tensor<1x2x3xf32> -> tensor<1x3x2xf32>
+    %48 = nova.matmul %46, %47 {nova.backward} : tensor<1x3x3xf32>, tensor<1x3x2xf32> -> tensor<1x3x2xf32>
+    %49 = nova.transpose %1 perm = [0, 2, 1] {nova.backward} : tensor<1x3x2xf32> -> tensor<1x2x3xf32>
+    %50 = nova.matmul %49, %46 {nova.backward} : tensor<1x2x3xf32>, tensor<1x3x3xf32> -> tensor<1x2x3xf32>
+    %51 = nova.transpose %50 perm = [0, 2, 1] {nova.backward} : tensor<1x2x3xf32> -> tensor<1x3x2xf32>
+    func.return %27, %48, %51, %33 : tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>
+  }
+}"""
+
+FUSED = """\
+builtin.module {
+  func.func @step(%0: tensor<1x3x2xf32>, %1: tensor<1x3x2xf32>, %2: tensor<1x3x2xf32>) -> (tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>) {
+    %3 = nova.attention %1, %0, %2 scale = 0.70710676908493042 : f64 causal = 1 : i64 : tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32> -> tensor<1x3x2xf32>
+    %4 = nova.constant 1.000000e+00 : f32 : tensor<f32>
+    %5 = nova.broadcast_in_dim %4 dims = [] {nova.backward} : tensor<f32> -> tensor<1x3x2xf32>
+    %6 = nova.attention_grad %1, %0, %2, %3, %5 scale = 0.70710676908493042 : f64 causal = 1 : i64 {nova.backward} : tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32> -> tensor<1x18xf32>
+    %7 = nova.slice %6 start = [0, 0] limit = [1, 6] stride = [1, 1] {nova.backward} : tensor<1x18xf32> -> tensor<1x6xf32>
+    %8 = nova.reshape %7 {nova.backward} : tensor<1x6xf32> -> tensor<1x3x2xf32>
+    %9 = nova.slice %6 start = [0, 6] limit = [1, 12] stride = [1, 1] {nova.backward} : tensor<1x18xf32> -> tensor<1x6xf32>
+    %10 = nova.reshape %9 {nova.backward} : tensor<1x6xf32> -> tensor<1x3x2xf32>
+    %11 = nova.slice %6 start = [0, 12] limit = [1, 18] stride = [1, 1] {nova.backward} : tensor<1x18xf32> -> tensor<1x6xf32>
+    %12 = nova.reshape %11 {nova.backward} : tensor<1x6xf32> -> tensor<1x3x2xf32>
+    func.return %3, %8, %10, %12 : tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>
+  }
+}"""
+
+
+@contextlib.contextmanager
+def composite_attention():
+    """Steps compiled inside keep attention as its composite (NOVA_FUSED_ATTENTION=0)."""
+    old = os.environ.get("NOVA_FUSED_ATTENTION")
+    os.environ["NOVA_FUSED_ATTENTION"] = "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["NOVA_FUSED_ATTENTION"]
+        else:
+            os.environ["NOVA_FUSED_ATTENTION"] = old
+
+
+def _ones_sdpa_module():
+    q, k, v = (nv.tensor(np.ones((1, 3, 2), np.float32), requires_grad=True)
+               for _ in range(3))
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    y.sum().backward()
+    return simplify(build_module(pending_graph(y, q.grad, k.grad, v.grad)))
+
+
+def test_the_pass_turns_the_differentiated_composite_into_the_fused_ops():
+    module = _ones_sdpa_module()
+    assert str(module) == COMPOSITE
+    assert str(fuse_attention(module)) == FUSED
+
+
+def _ops_of(module) -> list[str]:
+    fn = next(op for op in module.ops if op.name == "func.func")
+    return [op.name for op in fn.body.block.ops]
+
+
+def _step_ops(*tensors) -> list[str]:
+    return _ops_of(front(pending_graph(*tensors)))
+
+
+def _qkv(shape=(2, 2, 6, 4), seed=0, grad=True):
+    rng = np.random.default_rng(seed)
+    return [nv.tensor(rng.standard_normal(shape).astype(np.float32), requires_grad=grad)
+            for _ in range(3)]
+
+
+def _hand_written(q, k, v, mask):
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.shape[-1]))
+    att = att.masked_fill(mask, float("-inf"))
+    return F.softmax(att, dim=-1) @ v
+
+
+@pytest.mark.parametrize("mask", ["triu", "tril_eq_0", "compare"])
+def test_hand_written_attention_is_fused_forward_and_backward(mask):
+    q, k, v = _qkv()
+    T = q.shape[-2]
+    hidden = {"triu": lambda: nv.triu(nv.ones(T, T, dtype=nv.bool), 1),
+              "tril_eq_0": lambda: nv.tril(nv.ones(T, T)) == 0,
+              "compare": lambda: nv.arange(T).view(1, T) > nv.arange(T).view(T, 1)}[mask]()
+    y = _hand_written(q, k, v, hidden)
+    (y * y).sum().backward()
+    ops = _step_ops(y, q.grad, k.grad, v.grad)
+    assert ops.count("nova.attention") == 1 and ops.count("nova.attention_grad") == 1
+    assert "nova.reduce_max" not in ops and "nova.matmul" not in ops
+
+
+def test_unmasked_attention_and_the_forward_alone_are_fused():
+    q, k, v = _qkv(grad=False)
+    y = F.scaled_dot_product_attention(q, k, v)
+    ops = _step_ops(y)
+    assert ops.count("nova.attention") == 1 and "nova.attention_grad" not in ops
+
+
+def _not_fused(ops: list[str]) -> bool:
+    return "nova.attention" not in ops and "nova.attention_grad" not in ops
+
+
+def test_attention_is_left_as_composite_when_its_probabilities_are_used():
+    q, k, v = _qkv(grad=False)
+    att = F.softmax((q @ k.transpose(-2, -1)) * 0.5, dim=-1)
+    assert _not_fused(_step_ops(att @ v, att))
+
+
+def test_a_mask_that_is_not_causal_or_comes_from_a_tensor_is_not_fused():
+    q, k, v = _qkv(grad=False)
+    T = q.shape[-2]
+    shifted = nv.triu(nv.ones(T, T, dtype=nv.bool), 2)          # not j > i
+    assert _not_fused(_step_ops(_hand_written(q, k, v, shifted)))
+    buffer = nv.tensor(np.triu(np.ones((T, T), bool), 1))       # data, not a constant
+    assert _not_fused(_step_ops(_hand_written(q, k, v, buffer)))
+    additive = nv.tensor(np.zeros((T, T), np.float32))
+    assert _not_fused(_step_ops(F.scaled_dot_product_attention(q, k, v, attn_mask=additive)))
+
+
+def test_dropout_on_the_probabilities_is_not_fused():
+    q, k, v = _qkv()
+    nv.manual_seed(0)
+    y = F.scaled_dot_product_attention(q, k, v, dropout_p=0.5, is_causal=True)
+    y.sum().backward()
+    assert _not_fused(_step_ops(y, q.grad, k.grad, v.grad))
+
+
+def test_a_backward_asking_for_some_of_the_gradients_is_not_fused():
+    q, k, v = _qkv()
+    y = F.scaled_dot_product_attention(q, k.detach(), v.detach(), is_causal=True)
+    y.sum().backward()
+    assert _not_fused(_step_ops(y, q.grad))
+
+
+@pytest.mark.parametrize("remat", ["off", "default", "aggressive"])
+def test_no_score_sized_value_remains_in_any_remat_mode(remat):
+    q, k, v = _qkv((2, 3, 16, 8))
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    (y * y).sum().backward()
+    text = str(front(pending_graph(y, q.grad, k.grad, v.grad), remat))
+    assert "nova.attention_grad" in text and "16x16x" not in text and "x16x16x" not in text
+
+
+def _run(q_np, k_np, v_np, g_np, causal, engine="cpu"):
+    """Output and gradients of attention at these inputs on ``engine``."""
+    with nv.engine(engine):
+        q, k, v = (nv.tensor(a, requires_grad=True) for a in (q_np, k_np, v_np))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        (y * nv.tensor(g_np)).sum().backward()
+        return [t.numpy() for t in (y, q.grad, k.grad, v.grad)]
+
+
+SHAPES = [  # (batch..., L, S, E, Ev, causal): odd sizes, head dims 16..128, L != S
+    ((2, 2), 8, 8, 4, 4, True), ((1, 3), 37, 37, 16, 16, True), ((2,), 70, 70, 24, 24, False),
+    ((1, 1), 33, 50, 8, 12, False), ((1, 2), 130, 130, 64, 64, True),
+    ((1, 1), 65, 65, 128, 128, True), ((3, 1), 20, 47, 32, 16, True)]
+
+
+@pytest.mark.parametrize("batch,L,S,E,Ev,causal", SHAPES)
+def test_the_fused_kernels_match_the_composite(batch, L, S, E, Ev, causal):
+    rng = np.random.default_rng(L * S + E)
+    q = rng.standard_normal(batch + (L, E)).astype(np.float32)
+    k = rng.standard_normal(batch + (S, E)).astype(np.float32)
+    v = rng.standard_normal(batch + (S, Ev)).astype(np.float32)
+    g = rng.standard_normal(batch + (L, Ev)).astype(np.float32)
+    fused = _run(q, k, v, g, causal)
+    with composite_attention():
+        composite = _run(q, k, v, g, causal)
+    for name, a, b in zip(("out", "dq", "dk", "dv"), fused, composite):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=0, atol=2e-5 * np.abs(b).max(), err_msg=name)
+
+
+def test_the_interpreter_defines_the_fused_ops_as_the_composite():
+    rng = np.random.default_rng(3)
+    q, k, v, g = (rng.standard_normal((2, 3, 9, 5)).astype(np.float32) for _ in range(4))
+    interp = _run(q, k, v, g, True, engine="interp")
+    with composite_attention():
+        composite = _run(q, k, v, g, True, engine="interp")
+    for a, b in zip(interp, composite):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-5 * np.abs(b).max())
+
+
+def test_nan_and_inf_spread_as_the_fused_ops_define():
+    """A NaN in a query and an inf in a key. The kernels' NaNs are the interpreter's,
+    except that a key block no query of a block sees is skipped, so the definition's
+    ``0 * NaN`` there (a hidden pair inside a product) is the exact value instead: the
+    kernels' NaNs are a subset, and every finite value agrees. The output and dq have
+    the composite's NaNs exactly."""
+    rng = np.random.default_rng(4)
+    q, k, v, g = (rng.standard_normal((1, 2, 70, 8)).astype(np.float32) for _ in range(4))
+    q[0, 0, 3, 2] = np.nan
+    k[0, 1, 5, 1] = np.inf
+    fused = _run(q, k, v, g, True)
+    interp = _run(q, k, v, g, True, engine="interp")
+    with composite_attention():
+        composite = _run(q, k, v, g, True)
+    for name, a, b in zip(("out", "dq", "dk", "dv"), fused, interp):
+        assert np.isnan(a).any() and not (np.isnan(a) & ~np.isnan(b)).any(), name
+        ok = ~np.isnan(b)
+        np.testing.assert_allclose(a[ok], b[ok], rtol=0, atol=2e-5 * np.abs(b[ok]).max())
+        if name != "dk":
+            assert np.array_equal(np.isnan(a), np.isnan(b)), name
+    assert np.isnan(interp[2][0, 0, 69, 2]) and not np.isnan(fused[2][0, 0, 69, 2])
+    for name, a, b in zip(("out", "dq"), fused, composite):
+        assert np.array_equal(np.isnan(a), np.isnan(b)), name
+
+
+def test_the_cpu_plan_names_its_blocks_and_the_cuda_target_refuses_the_kernel():
+    q, k, v = _qkv((1, 2, 40, 16), grad=False)
+    step = compile_step(front(pending_graph(F.scaled_dot_product_attention(
+        q, k, v, is_causal=True))), "cpu")
+    plan = next(p for p in step.plans if p.kind == "attention")
+    assert plan.schedule.strategy == "attention" and plan.schedule.blocks[0] == \
+        plan.schedule.blocks[1]
+    assert "blocks=" in plan.describe() and "BR = BC (causal)" in plan.describe()
+    from nova.compiler.targets import get_target
+    with pytest.raises(NotImplementedError, match="no CUDA kernel"):
+        get_target("cuda").schedule(plan)
+
+
+def test_the_cuda_engine_keeps_the_composite():
+    from nova.compiler.pipeline import fused_attention
+    assert fused_attention("cpu") and fused_attention("interp") and not fused_attention("cuda")
+    with composite_attention():
+        assert not fused_attention("cpu")
+
+
+def test_a_verifier_rejects_mismatched_attention_operands():
+    from xdsl.dialects.builtin import FloatAttr, IntegerAttr, f64, i64
+    from xdsl.ir import Block
+    from xdsl.utils.exceptions import VerifyException
+    t = nd.tensor_type((2, 5, 4), "f32")
+    bad = nd.tensor_type((2, 5, 3), "f32")
+    block = Block(arg_types=[t, bad, t])
+    op = nd.AttentionOp.create(operands=list(block.args), result_types=[t],
+                               properties={"scale": FloatAttr(1.0, f64),
+                                           "causal": IntegerAttr(1, i64)})
+    with pytest.raises(VerifyException, match="need \\(..., L, E\\)"):
+        op.verify()
+
+
+def test_gpt_training_with_fused_attention_matches_the_composite():
+    from models.gpt import GPT, GPTConfig
+    cfg = GPTConfig(vocab=32, block=16, d=32, layers=2, heads=2)
+    rng = np.random.default_rng(0)
+    batches = [(rng.integers(0, 32, (4, 16)), rng.integers(0, 32, (4, 16))) for _ in range(3)]
+
+    def losses():
+        nv.manual_seed(0)
+        model = GPT(cfg)
+        opt = nv.optim.AdamW(model.parameters(), lr=1e-2)
+        out = []
+        for x, y in batches:
+            _, loss = model(nv.tensor(x), nv.tensor(y))
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            out.append(loss.item())
+        return out
+    fused = losses()
+    with composite_attention():
+        composite = losses()
+    np.testing.assert_allclose(fused, composite, rtol=1e-5)

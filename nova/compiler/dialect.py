@@ -810,11 +810,20 @@ def _check_attention(op: IRDLOperation, q, k, v) -> tuple[tuple[int, ...], ...]:
     return qs, ks, vs
 
 
+def attention_parts(q_shape, v_shape) -> tuple[int, int]:
+    """The lengths of the output (``L x Ev``) and the log-sum-exp (``L``) in each row of
+    ``nova.attention``'s result."""
+    return (q_shape[-2] * v_shape[-1], q_shape[-2])
+
+
 @irdl_op_definition
 class AttentionOp(IRDLOperation):
     """``softmax(q k^T * scale + mask) v`` over the last two dims, batch dims equal: with
     ``causal``, key ``j`` is masked for query ``i`` when ``j > i`` (top-left aligned, as
-    PyTorch's ``is_causal``). A hidden key's probability is exactly 0: a NaN or inf
+    PyTorch's ``is_causal``). Per batch index, the result row holds the output (``L x
+    Ev``, flattened) and then each query's log-sum-exp of its scaled, visible scores
+    (``L``), which ``nova.attention_grad`` reads instead of recomputing it (a kernel has
+    one result; the output is a slice of it). A hidden key's probability is exactly 0: a NaN or inf
     score makes its row NaN over the keys the row sees (as in the composite), not over
     the hidden ones. (The kernels may skip a block of pairs that are all hidden, where
     this definition's products would form ``0 * NaN``: there they give the exact value,
@@ -834,9 +843,9 @@ class AttentionOp(IRDLOperation):
 
     def verify_(self) -> None:
         qs, _, vs = _check_attention(self, self.query, self.key, self.value)
-        if shape_of(self.result) != qs[:-1] + vs[-1:] or \
-                self.result.type.element_type != Float32Type():
-            _fail(self, f"result must be f32 {qs[:-1] + vs[-1:]}")
+        want = qs[:-2] + (sum(attention_parts(qs, vs)),)
+        if shape_of(self.result) != want or self.result.type.element_type != Float32Type():
+            _fail(self, f"result must be f32 {want}")
 
 
 def attention_grad_parts(q_shape, k_shape, v_shape) -> tuple[int, int, int]:
@@ -847,7 +856,8 @@ def attention_grad_parts(q_shape, k_shape, v_shape) -> tuple[int, int, int]:
 @irdl_op_definition
 class AttentionGradOp(IRDLOperation):
     """The gradients of ``nova.attention`` (same ``scale`` and ``causal``) for the output
-    gradient ``grad``, given its ``output``: per batch index, one row holding dq
+    gradient ``grad``, given that op's result ``output`` (the output and its
+    log-sum-exp): per batch index, one row holding dq
     (``L x E``), dk (``S x E``) and dv (``S x Ev``), flattened in that order (a kernel
     has one result; the three are slices of it)."""
 
@@ -867,10 +877,11 @@ class AttentionGradOp(IRDLOperation):
 
     def verify_(self) -> None:
         qs, ks, vs = _check_attention(self, self.query, self.key, self.value)
-        o = qs[:-1] + vs[-1:]
-        for name, x in (("output", self.output), ("grad", self.grad)):
-            if shape_of(x) != o or x.type.element_type != Float32Type():
-                _fail(self, f"{name} must be f32 {o}, got {x.type}")
+        for name, x, shape in (("output", self.output,
+                                qs[:-2] + (sum(attention_parts(qs, vs)),)),
+                               ("grad", self.grad, qs[:-1] + vs[-1:])):
+            if shape_of(x) != shape or x.type.element_type != Float32Type():
+                _fail(self, f"{name} must be f32 {shape}, got {x.type}")
         want = qs[:-2] + (sum(attention_grad_parts(qs, ks, vs)),)
         if shape_of(self.result) != want or self.result.type.element_type != Float32Type():
             _fail(self, f"result must be f32 {want}")

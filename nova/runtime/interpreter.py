@@ -233,24 +233,31 @@ def _hidden(L: int, S: int, causal: bool) -> np.ndarray | bool:
     return np.arange(S)[None, :] > np.arange(L)[:, None] if causal else False
 
 
-def _attention_probabilities(q: np.ndarray, k: np.ndarray, scale: float,
-                             causal: bool) -> np.ndarray:
+def _attention_probabilities(q: np.ndarray, k: np.ndarray, scale: float, causal: bool,
+                             with_lse: bool = False):
     """softmax(q k^T * scale) over the keys each query sees, in float64; a hidden key's
     probability is exactly 0, even in a row that is NaN (a NaN or inf score spreads to
-    the keys its row sees, not through hidden ones)."""
+    the keys its row sees, not through hidden ones). ``with_lse``: also each row's
+    log-sum-exp of its visible scores."""
     s = np.matmul(q.astype(np.float64), np.swapaxes(k, -1, -2).astype(np.float64)) * scale
     hidden = _hidden(s.shape[-2], s.shape[-1], causal)
     s = np.where(hidden, -np.inf, s)
-    e = np.exp(s - s.max(axis=-1, keepdims=True))
-    return np.where(hidden, 0.0, e / e.sum(axis=-1, keepdims=True))
+    peak = s.max(axis=-1, keepdims=True)
+    e = np.exp(s - peak)
+    total = e.sum(axis=-1, keepdims=True)
+    p = np.where(hidden, 0.0, e / total)
+    return (p, (peak + np.log(total))[..., 0]) if with_lse else p
 
 
 def _attention(op: nd.AttentionOp) -> Kernel:
     scale, causal = op.scale.value.data, bool(op.causal.value.data)
 
     def attention(q, k, v):
-        p = _attention_probabilities(q, k, scale, causal)
-        return np.matmul(p, v.astype(np.float64)).astype(np.float32)
+        p, lse = _attention_probabilities(q, k, scale, causal, with_lse=True)
+        o = np.matmul(p, v.astype(np.float64))
+        batch = q.shape[:-2]
+        return np.concatenate([o.reshape(batch + (-1,)), lse],
+                              axis=-1).astype(np.float32)
     return attention
 
 

@@ -77,17 +77,19 @@ builtin.module {
 FUSED = """\
 builtin.module {
   func.func @step(%0: tensor<1x3x2xf32>, %1: tensor<1x3x2xf32>, %2: tensor<1x3x2xf32>) -> (tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>) {
-    %3 = nova.attention %1, %0, %2 scale = 0.70710676908493042 : f64 causal = 1 : i64 : tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32> -> tensor<1x3x2xf32>
-    %4 = nova.constant 1.000000e+00 : f32 : tensor<f32>
-    %5 = nova.broadcast_in_dim %4 dims = [] {nova.backward} : tensor<f32> -> tensor<1x3x2xf32>
-    %6 = nova.attention_grad %1, %0, %2, %3, %5 scale = 0.70710676908493042 : f64 causal = 1 : i64 {nova.backward} : tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32> -> tensor<1x18xf32>
-    %7 = nova.slice %6 start = [0, 0] limit = [1, 6] stride = [1, 1] {nova.backward} : tensor<1x18xf32> -> tensor<1x6xf32>
-    %8 = nova.reshape %7 {nova.backward} : tensor<1x6xf32> -> tensor<1x3x2xf32>
-    %9 = nova.slice %6 start = [0, 6] limit = [1, 12] stride = [1, 1] {nova.backward} : tensor<1x18xf32> -> tensor<1x6xf32>
+    %3 = nova.attention %1, %0, %2 scale = 0.70710676908493042 : f64 causal = 1 : i64 : tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32> -> tensor<1x9xf32>
+    %4 = nova.slice %3 start = [0, 0] limit = [1, 6] stride = [1, 1] : tensor<1x9xf32> -> tensor<1x6xf32>
+    %5 = nova.reshape %4 : tensor<1x6xf32> -> tensor<1x3x2xf32>
+    %6 = nova.constant 1.000000e+00 : f32 : tensor<f32>
+    %7 = nova.broadcast_in_dim %6 dims = [] {nova.backward} : tensor<f32> -> tensor<1x3x2xf32>
+    %8 = nova.attention_grad %1, %0, %2, %3, %7 scale = 0.70710676908493042 : f64 causal = 1 : i64 {nova.backward} : tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x9xf32>, tensor<1x3x2xf32> -> tensor<1x18xf32>
+    %9 = nova.slice %8 start = [0, 0] limit = [1, 6] stride = [1, 1] {nova.backward} : tensor<1x18xf32> -> tensor<1x6xf32>
     %10 = nova.reshape %9 {nova.backward} : tensor<1x6xf32> -> tensor<1x3x2xf32>
-    %11 = nova.slice %6 start = [0, 12] limit = [1, 18] stride = [1, 1] {nova.backward} : tensor<1x18xf32> -> tensor<1x6xf32>
+    %11 = nova.slice %8 start = [0, 6] limit = [1, 12] stride = [1, 1] {nova.backward} : tensor<1x18xf32> -> tensor<1x6xf32>
     %12 = nova.reshape %11 {nova.backward} : tensor<1x6xf32> -> tensor<1x3x2xf32>
-    func.return %3, %8, %10, %12 : tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>
+    %13 = nova.slice %8 start = [0, 12] limit = [1, 18] stride = [1, 1] {nova.backward} : tensor<1x18xf32> -> tensor<1x6xf32>
+    %14 = nova.reshape %13 {nova.backward} : tensor<1x6xf32> -> tensor<1x3x2xf32>
+    func.return %5, %10, %12, %14 : tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>
   }
 }"""
 
@@ -235,6 +237,49 @@ def test_the_fused_kernels_match_the_composite(batch, L, S, E, Ev, causal):
     for name, a, b in zip(("out", "dq", "dk", "dv"), fused, composite):
         assert a.shape == b.shape
         np.testing.assert_allclose(a, b, rtol=0, atol=2e-5 * np.abs(b).max(), err_msg=name)
+
+
+def _fused_module(q_shape, k_shape, v_shape, causal: bool):
+    """A step of one nova.attention and its nova.attention_grad, returning both packed
+    results as they are (output and log-sum-exp; dq, dk and dv)."""
+    from xdsl.dialects import func
+    from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp, f64, i64
+    from xdsl.ir import Block, Region
+    o_shape = q_shape[:-1] + v_shape[-1:]
+    types = [nd.tensor_type(s, "f32") for s in (q_shape, k_shape, v_shape, o_shape)]
+    block = Block(arg_types=types)
+    q, k, v, g = block.args
+    props = {"scale": FloatAttr(0.37, f64), "causal": IntegerAttr(int(causal), i64)}
+    batch = q_shape[:-2]
+    att = nd.AttentionOp.create(operands=[q, k, v], properties=dict(props), result_types=[
+        nd.tensor_type(batch + (sum(nd.attention_parts(q_shape, v_shape)),), "f32")])
+    grad = nd.AttentionGradOp.create(
+        operands=[q, k, v, att.result, g], properties=dict(props), result_types=[
+            nd.tensor_type(batch + (sum(nd.attention_grad_parts(q_shape, k_shape, v_shape)),),
+                           "f32")])
+    block.add_ops([att, grad, func.ReturnOp(att.result, grad.result)])
+    fn = func.FuncOp.from_region("step", types, [att.result.type, grad.result.type],
+                                 Region(block))
+    module = ModuleOp([fn])
+    module.verify()
+    return module
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_the_kernels_packed_results_match_the_interpreter_lse_included(causal):
+    """The CPU kernels' whole results -- the forward's log-sum-exp column included --
+    against the interpreter's meaning of the two ops, on a hand-built step."""
+    from nova.runtime.executable import Executable
+    shapes = ((2, 45, 12), (2, 45, 12), (2, 45, 20))
+    rng = np.random.default_rng(5)
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    args.append(rng.standard_normal((2, 45, 20)).astype(np.float32))
+    cpu = Executable(_fused_module(*shapes, causal), "cpu").run(args)
+    interp = Executable(_fused_module(*shapes, causal), "interp").run(args)
+    for a, b in zip(cpu, interp):
+        np.testing.assert_allclose(a, b, rtol=0, atol=2e-5 * np.abs(b).max())
+    lse = interp[0][:, 45 * 20:]
+    assert np.isfinite(lse).all() and (lse > 0).any()
 
 
 def test_the_interpreter_defines_the_fused_ops_as_the_composite():

@@ -238,7 +238,7 @@ def cost(fusion: nd.FusionOp) -> tuple[float, float]:
     for op in fusion.body.block.ops:
         if isinstance(op, (nd.AttentionOp, nd.AttentionGradOp)):
             q, k, v = (_shape(x) for x in op.operands[:3])
-            products = 2 if isinstance(op, nd.AttentionOp) else 6
+            products = 2 if isinstance(op, nd.AttentionOp) else 5
             flops += products * _numel(q[:-2]) * q[-2] * k[-2] * (q[-1] + v[-1])
         elif nd.kernel_root_kind(op) == "matmul":
             a = _shape(op.operands[0])

@@ -233,7 +233,8 @@ def _match_forward(out: Operation) -> _Forward | None:
         else:
             return None
     mm = _op(product, nd.MatmulOp)
-    if mm is None or not _swaps_last_two(mm.rhs.owner):
+    if mm is None or not _swaps_last_two(mm.rhs.owner) or \
+            0 in nd.shape_of(mm.lhs) + nd.shape_of(out.rhs) + nd.shape_of(mm.rhs):
         return None
     causal = _mask_kind(mask) if mask is not None else 0
     if causal is None:
@@ -359,15 +360,19 @@ def _props(f: _Forward) -> dict:
 def _rewrite(f: _Forward, b: _Backward | None) -> None:
     """Insert the fused ops and route the old results' readers to them."""
     block = f.out.parent
-    att = nd.AttentionOp.create(operands=[f.q, f.k, f.v], result_types=[f.out.result.type],
-                                properties=_props(f), attributes=dict(f.out.attributes))
-    block.insert_op_before(att, f.out)
-    f.out.result.replace_all_uses_with(att.result)
+    qs, ks, vs = nd.shape_of(f.q), nd.shape_of(f.k), nd.shape_of(f.v)
+    batch = qs[:-2]
+    n_out, n_lse = nd.attention_parts(qs, vs)
+    att = nd.AttentionOp.create(
+        operands=[f.q, f.k, f.v], result_types=[nd.tensor_type(batch + (n_out + n_lse,),
+                                                               "f32")],
+        properties=_props(f), attributes=dict(f.out.attributes))
+    out = _part(att.result, batch, 0, n_out, f.out.result.type, dict(f.out.attributes))
+    block.insert_ops_before([att, *out], f.out)
+    f.out.result.replace_all_uses_with(out[-1].result)
     if b is None:
         return
-    qs, ks, vs = nd.shape_of(f.q), nd.shape_of(f.k), nd.shape_of(f.v)
     parts = nd.attention_grad_parts(qs, ks, vs)
-    batch = qs[:-2]
     grad = nd.AttentionGradOp.create(
         operands=[f.q, f.k, f.v, att.result, b.grad],
         result_types=[nd.tensor_type(batch + (sum(parts),), "f32")],
@@ -376,20 +381,28 @@ def _rewrite(f: _Forward, b: _Backward | None) -> None:
     views: list[Operation] = []
     start = 0
     for old, n in zip((b.dq, b.dk, b.dv), parts):
-        window = nd.SliceOp.create(
-            operands=[grad.result], result_types=[nd.tensor_type(batch + (n,), "f32")],
-            properties={"start": nd.i64_array([0] * len(batch) + [start]),
-                        "limit": nd.i64_array(list(batch) + [start + n]),
-                        "stride": nd.i64_array([1] * (len(batch) + 1))},
-            attributes={BACKWARD_ATTR: UnitAttr()})
-        view = nd.ReshapeOp.create(operands=[window.result], result_types=[old.type],
-                                   attributes={BACKWARD_ATTR: UnitAttr()})
-        new_ops += [window, view]
-        views.append(view)
+        window = _part(grad.result, batch, start, n, old.type, {BACKWARD_ATTR: UnitAttr()})
+        new_ops += window
+        views.append(window[-1])
         start += n
     block.insert_ops_before(new_ops, b.first)
     for old, view in zip((b.dq, b.dk, b.dv), views):
         old.replace_all_uses_with(view.result)
+
+
+def _part(packed: SSAValue, batch: tuple[int, ...], start: int, n: int, shape_type,
+          attributes: dict) -> list[Operation]:
+    """The slice of each row of ``packed`` at [start, start + n), reshaped to
+    ``shape_type``: one of the values a fused op packs into its result."""
+    window = nd.SliceOp.create(
+        operands=[packed], result_types=[nd.tensor_type(batch + (n,), "f32")],
+        properties={"start": nd.i64_array([0] * len(batch) + [start]),
+                    "limit": nd.i64_array(list(batch) + [start + n]),
+                    "stride": nd.i64_array([1] * (len(batch) + 1))},
+        attributes=dict(attributes))
+    view = nd.ReshapeOp.create(operands=[window.result], result_types=[shape_type],
+                               attributes=dict(attributes))
+    return [window, view]
 
 
 def fuse_attention(module: ModuleOp) -> ModuleOp:

@@ -13,9 +13,10 @@ block, then per row the online softmax -- the running maximum m, the running sum
 O += P V. The output is O / l. A masked score is -inf, so a row with nothing visible has
 l = 0 and gives NaN, as the composite's softmax does.
 
-Backward (the FlashAttention-2 recurrence, per batch): first each row's log-sum-exp
-(one more pass of S = Q K^T with the online maximum and sum) and D = rowsum(dO * O);
-then per key block, over the query blocks that can see it: P = exp(S * scale - lse),
+The forward also stores each row's log-sum-exp, m + log(l), after the output.
+
+Backward (the FlashAttention-2 recurrence, per batch): first D = rowsum(dO * O), with
+each row's log-sum-exp read from the forward's result; then per key block, over the query blocks that can see it: P = exp(S * scale - lse),
 dV += P^T dO, dP = dO V^T, dS = P (dP - D) scale, dK += dS^T Q, dQ += dS K. dK and dV
 of the key block are stored when its query blocks are done, dQ at the end.
 
@@ -298,13 +299,22 @@ def attention_forward(e: Emitter) -> None:
             e.loops.range(c64(0), a.key_blocks_for(i0), per_key_block, "kb")
 
             rows = a.smin(c64(br), b.sub(c64(L), i0))
+            base = a.mul(bat, L * Ev + L)
 
             def store(r: ir.Value) -> None:
-                inv = b.fdiv(a.f(1.0), b.load(a.at(l_slots, r)))
-                out_row = a.mul(b.add(a.mul(bat, L), b.add(i0, r)), Ev)
+                i = b.add(i0, r)
+                total = b.load(a.at(l_slots, r))
+                inv = b.fdiv(a.f(1.0), total)
+                out_row = b.add(base, a.mul(i, Ev))
                 e.loops.range(c64(0), c64(Ev), lambda d: b.store(
                     b.fmul(b.load(a.at(ob, b.add(a.mul(r, a.Evp), d))), inv),
                     a.at(e.out_ptr, b.add(out_row, d))), "st")
+                # the row's log-sum-exp for the backward: m + log(l), with the same
+                # shift the row used (0 while it saw nothing)
+                m = b.load(a.at(m_slots, r))
+                shift = b.select(b.fcmp_ordered("==", m, a.f(float("-inf"))), a.f(0.0), m)
+                b.store(b.fadd(shift, e._log_f32(total)),
+                        a.at(e.out_ptr, b.add(base, b.add(c64(L * Ev), i))))
             e.loops.range(c64(0), rows, store, "out")
         e.loops.range(c64(0), c64(a.Lp // br), per_query_block, "qb")
     a.batches(per_batch)
@@ -322,8 +332,7 @@ def attention_backward(e: Emitter) -> None:
     kp = a.buffer(Sp * Ep)             # K: B of dQ
     vtp = a.buffer(Ev * Sp)            # V^T: B of dP
     gp = a.buffer(Lp * Evp)            # dO: A of dP, B of dV
-    lse = a.buffer(Lp)                 # the running maximum, then the log-sum-exp
-    lsum = a.buffer(Lp)                # the running sum
+    lse = a.buffer(Lp)                 # the forward's log-sum-exp of each row
     dsum = a.buffer(Lp)                # D = rowsum(dO * O)
     dq = a.buffer(Lp * Ep)
     dk = a.buffer(bc * Ep)
@@ -344,46 +353,20 @@ def attention_backward(e: Emitter) -> None:
         a.pack(g_value, pre, gp, L, Ev, Evp)
         zero(dq, Lp * Ep)
 
-        def d_row(i: ir.Value) -> None:
+        def d_row(i: ir.Value) -> None:       # D = rowsum(dO * O), and the forward's lse
             acc = e.entry_alloca(F32)
             b.store(a.f(0.0), acc)
 
             def term(d: ir.Value) -> None:
                 e.cache = {}
-                o = e.emit(o_value, pre + [i, d])
+                o = e.emit(o_value, pre + [b.add(a.mul(i, Ev), d)])
                 g = b.load(a.at(gp, b.add(a.mul(i, Evp), d)))
                 b.store(b.fadd(b.load(acc), b.fmul(g, o), flags=("reassoc", "contract")), acc)
             e.loops.range(c64(0), c64(Ev), term, "dd")
             b.store(b.load(acc), a.at(dsum, i))
+            e.cache = {}
+            b.store(e.emit(o_value, pre + [b.add(c64(L * Ev), i)]), a.at(lse, i))
         e.loops.range(c64(0), c64(L), d_row, "drow")
-
-        def lse_block(qb: ir.Value) -> None:          # each row's log-sum-exp
-            i0 = a.mul(qb, br)
-
-            def rows_of(kb: ir.Value) -> None:
-                j0 = a.mul(kb, bc)
-                a.product(sb, bc, a.at(qp, a.mul(i0, Ep)), Ep, 1, a.at(ktp, j0), Sp,
-                          br, bc, E, accumulate=False)
-
-                def row(r: ir.Value) -> None:
-                    i = b.add(i0, r)
-                    a.online_row(sb, r, i, j0, a.at(lse, i), a.at(lsum, i), keep_p=False)
-                e.loops.range(c64(0), c64(br), row, "lrow")
-
-            def init(r: ir.Value) -> None:
-                b.store(a.f(float("-inf")), a.at(lse, b.add(i0, r)))
-                b.store(a.f(0.0), a.at(lsum, b.add(i0, r)))
-            e.loops.range(c64(0), c64(br), init, "linit")
-            e.loops.range(c64(0), a.key_blocks_for(i0), rows_of, "lkb")
-
-            def finish(r: ir.Value) -> None:
-                i = b.add(i0, r)
-                m, total = b.load(a.at(lse, i)), b.load(a.at(lsum, i))
-                # lse = m + log(l); a row that sees nothing (l = 0) gets NaN, as the
-                # composite's softmax would give it
-                b.store(b.fadd(m, e._log_f32(total)), a.at(lse, i))
-            e.loops.range(c64(0), c64(br), finish, "lfin")
-        e.loops.range(c64(0), c64(Lp // br), lse_block, "lqb")
 
         def per_key_block(kb: ir.Value) -> None:
             j0 = a.mul(kb, bc)

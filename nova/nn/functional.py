@@ -7,7 +7,7 @@ from typing import Any
 
 from nova.core import dtypes as dt
 from nova.tensor import ops
-from nova.tensor.creation import ones, rand
+from nova.tensor.creation import ones, rand, tensor
 from nova.tensor.tensor import Tensor
 
 relu = ops.relu
@@ -150,6 +150,70 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     return ops.matmul(att, value)
 
 
+# np.pad's name for each of PyTorch's index-mapping modes
+_PAD_INDEX_MODES = {"replicate": "edge", "reflect": "reflect", "circular": "wrap"}
+
+
+def pad(input: Tensor, pad: Any, mode: str = "constant", value: float | None = None) -> Tensor:
+    """``torch.nn.functional.pad``: ``pad`` = (left, right) of the last dim, then of the
+    one before it, and so on. ``constant`` fills with ``value`` (0) and crops where a
+    pad is negative; ``replicate``, ``reflect`` and ``circular`` map each new position
+    to a source one, as PyTorch does (reflect needs pads < the dim's size, circular <=
+    it; neither crops). Unlike PyTorch, the index modes accept any number of dims."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"pad: expected a Tensor, got {type(input).__name__}")
+    pads = tuple(pad)
+    if len(pads) % 2 or len(pads) // 2 > input.ndim or \
+            not all(isinstance(p, int) and not isinstance(p, bool) for p in pads):
+        raise ValueError(f"pad: padding {pads} must be pairs of ints for at most the "
+                         f"{input.ndim} dims of shape {input.shape}")
+    if mode not in ("constant", *_PAD_INDEX_MODES):
+        raise ValueError(f"pad: mode {mode!r} is not one of 'constant', 'reflect', "
+                         "'replicate', 'circular'")
+    if mode != "constant" and value not in (None, 0, 0.0):
+        raise ValueError(f"pad: a value ({value}) is only used by mode='constant'")
+    widths = [(0, 0)] * input.ndim
+    for k in range(len(pads) // 2):
+        widths[input.ndim - 1 - k] = (pads[2 * k], pads[2 * k + 1])
+    if mode == "constant":
+        return _pad_constant(input, widths, 0.0 if value is None else value)
+    out = input
+    for d, (lo, hi) in enumerate(widths):
+        if lo == hi == 0:
+            continue
+        n = input.shape[d]
+        limit = n - 1 if mode == "reflect" else n
+        if lo < 0 or hi < 0 or max(lo, hi) > limit or n == 0:
+            raise ValueError(f"pad: {mode} padding ({lo}, {hi}) of dim {d} (size {n}) must be "
+                             f"in [0, {limit}]")
+        import numpy as np
+        source = np.pad(np.arange(n), (lo, hi), mode=_PAD_INDEX_MODES[mode])
+        shape = [1] * out.ndim
+        shape[d] = source.size
+        index = tensor(source.reshape(shape), device=out.device)
+        full = list(out.shape)
+        full[d] = source.size
+        out = ops.gather(out, d, index.expand(*full))
+    return out
+
+
+def _pad_constant(x: Tensor, widths: list[tuple[int, int]], value: Any) -> Tensor:
+    window = tuple(slice(max(-lo, 0), x.shape[d] - max(-hi, 0))
+                   for d, (lo, hi) in enumerate(widths))
+    if any(s.start > s.stop for s in window):
+        raise ValueError(f"pad: cropping {widths} removes more than shape {x.shape}")
+    if any(lo < 0 or hi < 0 for lo, hi in widths):
+        x = x[window]
+    low = tuple(max(lo, 0) for lo, _ in widths)
+    high = tuple(max(hi, 0) for _, hi in widths)
+    if not any(low) and not any(high):
+        return x
+    shape = tuple(n + a + b for n, a, b in zip(x.shape, low, high))
+    fill = ops.full_const(value, (), x.dtype)
+    return ops.prim("pad", [x, fill], {"low": low, "high": high, "interior": (0,) * x.ndim},
+                    shape, x.dtype)
+
+
 def embedding(input: Tensor, weight: Tensor) -> Tensor:
     if input.dtype not in (dt.int32, dt.int64):
         raise TypeError(f"embedding: indices must be int32 or int64, got {input.dtype.name}")
@@ -160,6 +224,6 @@ def one_hot(x: Tensor, num_classes: int = -1) -> Tensor:
     return ops.one_hot(x, num_classes)
 
 
-__all__ = ["linear", "dropout", "layer_norm", "rms_norm", "cross_entropy", "mse_loss",
+__all__ = ["linear", "dropout", "pad", "layer_norm", "rms_norm", "cross_entropy", "mse_loss",
            "scaled_dot_product_attention", "embedding", "one_hot", "relu", "gelu", "silu",
            "softmax", "log_softmax", "sigmoid", "tanh"]

@@ -185,6 +185,60 @@ def test_a_mask_that_is_not_causal_or_comes_from_a_tensor_is_not_fused():
     assert _not_fused(_step_ops(F.scaled_dot_product_attention(q, k, v, attn_mask=additive)))
 
 
+def _masked_outputs(q, k, v, hidden):
+    """The hand-written attention under ``hidden`` fused (if the pass takes it) and as
+    the composite, and whether it was fused."""
+    def run():
+        ts = [nv.tensor(a) for a in (q, k, v)]
+        y = _hand_written(*ts, hidden())
+        return y.numpy(), "nova.attention" in _step_ops(_hand_written(*ts, hidden()))
+    fused, was_fused = run()
+    with composite_attention():
+        composite, _ = run()
+    return fused, composite, was_fused
+
+
+@pytest.mark.parametrize("kind", ["f32_rounding", "i32_wrapping"])
+def test_a_mask_is_evaluated_in_the_types_the_step_computes_it_in(kind):
+    """(1 + 2^-24 + 2^-30 >= 1 + 2^-23) holds in float32, not in float64; j * 2^32 > i *
+    2^32 is never true in int32 (both wrap to 0), but is "j > i" in int64. The pass must
+    read these masks as the step computes them (all hidden; none hidden)."""
+    T = 5
+    rng = np.random.default_rng(6)
+    q, k, v = (rng.standard_normal((1, 2, T, 4)).astype(np.float32) for _ in range(3))
+    if kind == "f32_rounding":
+        def hidden():
+            a = nv.full((T, T), 1.0, dtype=nv.float32)
+            b = nv.full((T, T), 2.0 ** -24 + 2.0 ** -30, dtype=nv.float32)
+            return (a + b) >= nv.full((T, T), 1.0 + 2.0 ** -23, dtype=nv.float32)
+    else:
+        def hidden():
+            i = nv.arange(T, dtype=nv.int32).view(T, 1) * 65536 * 65536
+            return nv.arange(T, dtype=nv.int32).view(1, T) * 65536 * 65536 > i
+    fused, composite, was_fused = _masked_outputs(q, k, v, hidden)
+    assert was_fused == (kind == "i32_wrapping")      # nothing hidden: fused, unmasked
+    np.testing.assert_allclose(fused, composite, rtol=0, atol=1e-5)
+    assert np.isnan(composite).all() == (kind == "f32_rounding")
+
+
+def test_a_long_causal_mask_is_read_in_row_blocks_and_checked_to_its_last_row():
+    from nova.compiler.passes import attention as pa
+    T = 3 * pa.MASK_ROWS + 5
+    rng = np.random.default_rng(7)
+    q, k, v = (rng.standard_normal((1, 1, T, 4)).astype(np.float32) for _ in range(3))
+    causal = lambda: nv.triu(nv.ones(T, T, dtype=nv.bool), 1)
+    *_, was_fused = _masked_outputs(q, k, v, causal)
+    assert was_fused
+    # hides one more key, in the last block of rows only: not causal, not fused
+    off = np.zeros((T, T), np.float32)
+    off[T - 1, 0] = 1.0
+    almost = lambda: nv.triu(nv.ones(T, T, dtype=nv.bool), 1) | (
+        nv.full((T, T), 0.0) + nv.tensor(off) > 0.5)
+    fused, composite, was_fused = _masked_outputs(q, k, v, almost)
+    assert not was_fused
+    np.testing.assert_allclose(fused, composite, rtol=0, atol=1e-6)
+
+
 def test_dropout_on_the_probabilities_is_not_fused():
     q, k, v = _qkv()
     nv.manual_seed(0)

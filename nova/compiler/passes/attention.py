@@ -113,49 +113,92 @@ def _row_chain(v: SSAValue) -> list[Operation]:
     return chain
 
 
-# What the mask's ops mean on the integers and booleans a mask is built from (the
-# interpreter defines them for every dtype; the compiler may not import it). A mask built
-# from anything else is not evaluated, so not matched.
+# What the mask's ops mean on the values a mask is built from (the interpreter defines
+# them for every dtype; the compiler may not import it), computed in the IR's own type:
+# an i32 mask overflows, and an f32 one rounds, as the composite's kernels would (numpy's
+# float32 arithmetic is IEEE single precision, like the interpreter's). A mask that
+# involves a half float, or an op not listed here, is not evaluated, so not matched.
 _COMPARE = {"lt": np.less, "le": np.less_equal, "eq": np.equal, "ne": np.not_equal,
             "gt": np.greater, "ge": np.greater_equal}
+_INDEX_TYPES = {"i1": np.bool_, "i32": np.int32, "i64": np.int64, "f32": np.float32,
+                "f64": np.float64}
+
+# A mask is evaluated in blocks of this many query rows when it is built from (L, S)
+# values only (what ``triu``/``tril`` and ``is_causal`` record), so a long context needs
+# no L x S array at compile time; any other mask whole, up to MAX_MASK_ELEMENTS
+# positions (after batch broadcasts are taken off), beyond which the composite is kept.
+MASK_ROWS = 256
+MAX_MASK_ELEMENTS = 1 << 24
 
 
-def _index_value(op: Operation, args: list[np.ndarray]) -> np.ndarray | None:
+def _index_type(v: SSAValue):
+    return _INDEX_TYPES.get(nd.element_name(v.type.element_type))
+
+
+def _index_value(op: Operation, args: list[np.ndarray],
+                 rows: tuple[int, int] | None = None) -> np.ndarray | None:
+    """``op``'s value on index values ``args``, kept at its smallest broadcast shape
+    (an iota is an arange along its dim, size 1 elsewhere); None for other ops. With
+    ``rows`` = (r0, r1), the op is one of an (L, S) mask's and only its rows r0..r1-1
+    are computed."""
     shape = nd.shape_of(op.results[0])
-    is_bool = op.results[0].type.element_type == nd.element_type("i1")
+    kind = _index_type(op.results[0])
+    if kind is None or any(_index_type(o) is None for o in op.operands):
+        return None
     if isinstance(op, nd.ConstantOp):
-        value = op.value.value.data
-        return np.full(shape, bool(value) if is_bool else value)
+        return np.full((1,) * len(shape), op.value.value.data).astype(kind)
     if isinstance(op, nd.IotaOp):
         d = op.dim.value.data
         ax = [1] * len(shape)
-        ax[d] = shape[d]
-        return np.broadcast_to(np.arange(shape[d]).reshape(ax), shape)
+        ax[d] = -1
+        if rows is not None and d == 0:
+            return np.arange(*rows, dtype=kind).reshape(ax)
+        return np.arange(shape[d], dtype=kind).reshape(ax)
+    if rows is not None and not op.has_trait(nd.Elementwise):
+        return None
     if isinstance(op, nd.BroadcastInDimOp):
         dims = tuple(op.dims.get_values())
         x = args[0]
-        return np.broadcast_to(x.reshape([x.shape[dims.index(i)] if i in dims else 1
-                                          for i in range(len(shape))]), shape)
+        return x.reshape([x.shape[dims.index(i)] if i in dims else 1
+                          for i in range(len(shape))])
     if isinstance(op, nd.ReshapeOp):
-        return args[0].reshape(shape)
+        return np.broadcast_to(args[0], nd.shape_of(op.operands[0])).reshape(shape)
     if isinstance(op, nd.TransposeOp):
         return np.transpose(args[0], tuple(op.perm.get_values()))
+    if isinstance(op, nd.CastOp) and not np.issubdtype(args[0].dtype, np.floating) and \
+            not np.issubdtype(kind, np.floating):
+        # integer/boolean casts only: wrap as the kernels' truncation, bool is "!= 0"
+        return args[0] != 0 if kind is np.bool_ else args[0].astype(kind)
     if isinstance(op, nd.CompareOp):
         return _COMPARE[op.direction.data](*args)
     if isinstance(op, nd.WhereOp):
         return np.where(*args)
-    if isinstance(op, nd.AddOp):
-        return np.logical_or(*args) if is_bool else args[0] + args[1]
-    if isinstance(op, nd.SubOp) and not is_bool:
-        return args[0] - args[1]
-    if isinstance(op, nd.MulOp):
-        return np.logical_and(*args) if is_bool else args[0] * args[1]
+    with np.errstate(over="ignore", invalid="ignore"):
+        if isinstance(op, nd.AddOp):
+            return np.logical_or(*args) if kind is np.bool_ else (args[0] + args[1]).astype(kind)
+        if isinstance(op, nd.SubOp) and kind is not np.bool_:
+            return (args[0] - args[1]).astype(kind)
+        if isinstance(op, nd.MulOp):
+            return np.logical_and(*args) if kind is np.bool_ else (args[0] * args[1]).astype(kind)
     return None
 
 
-def _constant_mask(v: SSAValue) -> np.ndarray | None:
-    """``v``'s value when it is computed from constants and iotas only by the ops
-    ``_index_value`` knows, else None."""
+def _mask_core(v: SSAValue) -> SSAValue:
+    """``v`` with broadcasts over leading (batch) dims taken off: the mask of one batch
+    index, when it is the same for all."""
+    while isinstance(v.owner, nd.BroadcastInDimOp):
+        src = v.owner.input
+        n, k = len(nd.shape_of(v)), len(nd.shape_of(src))
+        if k < 2 or tuple(v.owner.dims.get_values()) != tuple(range(n - k, n)) or \
+                nd.shape_of(src)[-2:] != nd.shape_of(v)[-2:]:
+            break
+        v = src
+    return v
+
+
+def _evaluate(v: SSAValue, rows: tuple[int, int] | None) -> np.ndarray | None:
+    """``v`` computed from constants and iotas only, by the ops
+    ``_index_value`` knows (its rows ``rows`` only, when given); else None."""
     memo: dict[SSAValue, np.ndarray | None] = {}
 
     def value(x: SSAValue) -> np.ndarray | None:
@@ -165,22 +208,51 @@ def _constant_mask(v: SSAValue) -> np.ndarray | None:
             if isinstance(owner, Operation):
                 args = [value(o) for o in owner.operands]
                 if all(a is not None for a in args):
-                    memo[x] = _index_value(owner, args)
+                    memo[x] = _index_value(owner, args, rows)
         return memo[x]
     return value(v)
 
 
-def _mask_kind(cond: SSAValue) -> int | None:
+def _mask_blocks(v: SSAValue):
+    """``v``'s value as (first row, rows) blocks, or None when it is not a constant
+    mask small enough to evaluate (see ``MASK_ROWS``)."""
+    shape = nd.shape_of(v)
+    if len(shape) == 2 and _evaluate(v, (0, 1)) is not None:
+        L, S = shape
+        for r0 in range(0, L, MASK_ROWS):
+            r1 = min(L, r0 + MASK_ROWS)
+            yield r0, np.broadcast_to(_evaluate(v, (r0, r1)), (r1 - r0, S))
+        return
+    if np.prod(shape, dtype=np.int64) > MAX_MASK_ELEMENTS:
+        yield None
+        return
+    out = _evaluate(v, None)
+    yield (0, None if out is None else np.broadcast_to(out, shape))
+
+
+def _mask_kind(cond: SSAValue, memo: dict) -> int | None:
     """1 when ``cond`` hides key j from query i exactly when j > i (for every batch
-    index), 0 when it hides nothing, None otherwise (or when it is not a constant)."""
-    m = _constant_mask(cond)
-    if m is None or m.dtype != np.bool_:
-        return None
-    L, S = m.shape[-2:]
-    causal = np.arange(S)[None, :] > np.arange(L)[:, None]
-    if np.array_equal(m, np.broadcast_to(causal, m.shape)):
-        return 1
-    return 0 if not m.any() else None
+    index), 0 when it hides nothing, None otherwise (or when it is not a constant).
+    ``memo``: the answers so far by mask value (the layers of a model share theirs)."""
+    core = _mask_core(cond)
+    if core not in memo:
+        memo[core] = _classify_mask(core)
+    return memo[core]
+
+
+def _classify_mask(cond: SSAValue) -> int | None:
+    causal, hides = True, False
+    for block in _mask_blocks(cond):
+        if block is None or block[1] is None or block[1].dtype != np.bool_:
+            return None
+        r0, m = block
+        rows, S = m.shape[-2:]
+        want = np.arange(S)[None, :] > np.arange(r0, r0 + rows)[:, None]
+        causal = causal and np.array_equal(m, np.broadcast_to(want, m.shape))
+        hides = hides or bool(m.any())
+        if not causal and hides:
+            return None
+    return 1 if causal and hides else 0 if not hides else None
 
 
 @dataclass
@@ -201,8 +273,9 @@ class _Forward:
     ops: list[Operation]          # the forward ops between the inputs and ``out``
 
 
-def _match_forward(out: Operation) -> _Forward | None:
-    """The attention forward whose result is ``out`` (a matmul), or None."""
+def _match_forward(out: Operation, masks: dict) -> _Forward | None:
+    """The attention forward whose result is ``out`` (a matmul), or None; ``masks``
+    caches mask classifications (``_mask_kind``)."""
     if not isinstance(out, nd.MatmulOp) or out.result.type.element_type != Float32Type():
         return None
     p = _op(out.lhs, nd.DivOp)
@@ -236,7 +309,7 @@ def _match_forward(out: Operation) -> _Forward | None:
     if mm is None or not _swaps_last_two(mm.rhs.owner) or \
             0 in nd.shape_of(mm.lhs) + nd.shape_of(out.rhs) + nd.shape_of(mm.rhs):
         return None
-    causal = _mask_kind(mask) if mask is not None else 0
+    causal = _mask_kind(mask, masks) if mask is not None else 0
     if causal is None:
         return None
     ops = [mm, *([mul] if mul is not None else []), *([where] if where is not None else []),
@@ -410,10 +483,11 @@ def fuse_attention(module: ModuleOp) -> ModuleOp:
     one, by the fused ops, in place; dead ops are removed and the module re-verified."""
     fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
     changed = False
+    masks: dict[SSAValue, int | None] = {}
     for out in [op for op in fn.body.block.ops if isinstance(op, nd.MatmulOp)]:
         if out.parent is None:
             continue
-        f = _match_forward(out)
+        f = _match_forward(out, masks)
         if f is None:
             continue
         backward = any(u is not f.out for u in _users(f.p))

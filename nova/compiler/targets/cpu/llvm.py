@@ -30,6 +30,89 @@ from nova.core.shapes import numel
 
 # ---------------------------------------------------------------- kernel bodies
 
+def _reaches_root_pointwise(e: Emitter, op: Operation) -> bool:
+    """Whether every path from ``op``'s result to the kernel's root goes through
+    elementwise ops only, so the root reads it at the root's own index."""
+    frontier = [u.operation for u in op.results[0].uses]
+    seen: set[int] = set()
+    while frontier:
+        c = frontier.pop()
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        if isinstance(c, nd.YieldOp):
+            continue
+        if not c.has_trait(nd.Elementwise):
+            return False
+        frontier += [u.operation for u in c.results[0].uses]
+    return True
+
+
+# At most this many loops per row for a region-split innermost dimension.
+MAX_REGIONS = 8
+
+
+def _regions(e: Emitter) -> list[tuple[int, int, dict]] | None:
+    """The innermost dimension of an elementwise kernel cut where a pad (zero padding
+    elsewhere, on the last axis only) or a last-axis concat of the output's shape
+    changes which operand it reads, with per piece the value each such op takes there:
+    ``[(lo, hi, {id(result): rule})]``, or None when no op cuts it. Evaluating a pad or a
+    concat selects among all its sources at every element (each a load through its
+    index arithmetic); inside a piece only the one that is there is evaluated -- the
+    transposing kernel that assembles a qkv gradient from three pads reads one source
+    per element instead of three."""
+    shape = e.plan.out[0]
+    if len(shape) < 2:
+        return None
+    n = shape[-1]
+    rank = len(shape)
+    spans: list[tuple[Operation, list[tuple[int, int, object]]]] = []
+    for op in e.fusion.body.block.ops:
+        if not op.results or tuple(op.results[0].type.get_shape()) != shape:
+            continue
+        if isinstance(op, nd.PadOp):
+            low, high, inner = (tuple(a.get_values()) for a in (op.low, op.high, op.interior))
+            if any(inner) or any(low[:-1]) or any(high[:-1]):
+                continue
+            lo, hi = low[-1], n - high[-1]
+            pieces = [(lo, hi, ("pad", op, lo))]
+        elif isinstance(op, nd.ConcatOp) and op.dim.value.data == rank - 1:
+            pieces, at = [], 0
+            for v in op.operands:
+                width = v.type.get_shape()[-1]
+                pieces.append((at, at + width, ("concat", v, at)))
+                at += width
+        else:
+            continue
+        if _reaches_root_pointwise(e, op):
+            spans.append((op, pieces))
+    if not spans:
+        return None
+    cuts = sorted({0, n} | {c for _, pieces in spans for lo, hi, _ in pieces
+                           for c in (lo, hi) if 0 < c < n})
+    if len(cuts) - 1 > MAX_REGIONS or len(cuts) < 3:
+        return None
+    out = []
+    for lo, hi in zip(cuts, cuts[1:]):
+        rules = {}
+        for op, pieces in spans:
+            inside = next((p for p in pieces if p[0] <= lo and hi <= p[1]), None)
+            rules[id(op.results[0])] = _region_rule(e, op, inside)
+        out.append((lo, hi, rules))
+    return out
+
+
+def _region_rule(e: Emitter, op: Operation, inside) -> Callable[[list[ir.Value]], ir.Value]:
+    """What ``op`` is inside one piece: a pad's source shifted by its low padding, or
+    its padding value outside it; the concat operand that covers the piece."""
+    if inside is None:                         # a pad's padding
+        return lambda idx: e.emit(op.operands[1], [])
+    _, source, offset = inside[2]
+    value = source.operands[0] if inside[2][0] == "pad" else source
+    shift = c64(offset)
+    return lambda idx: e.emit(value, idx[:-1] + [e.b.sub(idx[-1], shift)])
+
+
 def _elementwise(e: Emitter) -> None:
     plan = e.plan
     shape, dtype = plan.out
@@ -40,9 +123,21 @@ def _elementwise(e: Emitter) -> None:
 
     if not shape:
         body([])
-    else:
+        return
+    regions = _regions(e)
+    if regions is None:
         e.loops.nest(shape, body, first=(e.fn.args[1], e.fn.args[2]),
                      innermost_md=e.interleave(plan.schedule.unroll))
+        return
+
+    def row(outer: list[ir.Value]) -> None:
+        for lo, hi, rules in regions:
+            e.override.update(rules)
+            e.loops.range(c64(lo), c64(hi), lambda j: body(outer + [j]), "seg",
+                          md=e.interleave(plan.schedule.unroll))
+            for key in rules:
+                del e.override[key]
+    e.loops.nest(shape[:-1], row, first=(e.fn.args[1], e.fn.args[2]))
 
 
 def _reduce_init(mlir: str, is_sum: bool, ty: ir.Type) -> ir.Constant:

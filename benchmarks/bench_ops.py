@@ -36,9 +36,7 @@ with the worker spinning and after it went to sleep.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import ctypes
-import os
 import time
 import warnings
 from collections.abc import Callable
@@ -47,6 +45,7 @@ import numpy as np
 
 import nova as nv
 import nova.nn.functional as F
+from nova import config
 from benchmarks.common import median_time
 from nova.runtime.cache import RecompileWarning
 
@@ -162,19 +161,6 @@ def _unary_rows(x: np.ndarray, nbytes: int, reps: int) -> list[dict]:
 ATTENTION_SHAPES = ((16, 4, 128, 32), (16, 8, 256, 32))
 
 
-@contextlib.contextmanager
-def _composite_attention():
-    old = os.environ.get("NOVA_FUSED_ATTENTION")
-    os.environ["NOVA_FUSED_ATTENTION"] = "0"
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["NOVA_FUSED_ATTENTION"]
-        else:
-            os.environ["NOVA_FUSED_ATTENTION"] = old
-
-
 def attention_times(shape: tuple[int, int, int, int], reps: int) -> dict[str, float]:
     """Median seconds of causal attention forward + backward at ``shape`` for Nova fused,
     Nova composite and (when installed) PyTorch's SDPA, timed in turn within each rep."""
@@ -188,7 +174,7 @@ def attention_times(shape: tuple[int, int, int, int], reps: int) -> dict[str, fl
         nv.realize(y, *grads)
 
     def composite_run():
-        with _composite_attention():
+        with config.FUSED_ATTENTION.overridden("0"):
             nova_run()
 
     runs = {"nova fused": nova_run, "nova composite": composite_run}

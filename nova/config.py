@@ -10,8 +10,9 @@ for these (``tests/test_config.py`` checks).
 """
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +73,22 @@ class Setting:
 
     def is_set(self) -> bool:
         return os.environ.get(self.name, "") != ""
+
+    @contextlib.contextmanager
+    def overridden(self, raw: str) -> Iterator[None]:
+        """The variable set to ``raw`` inside the block (process-wide, as the
+        environment is), restored after it: for settings read per use, such as
+        ``NOVA_FUSED_ATTENTION`` in the tests and benchmarks."""
+        self.parse(raw)                        # a bad value fails here, not later
+        old = os.environ.get(self.name)
+        os.environ[self.name] = raw
+        try:
+            yield
+        finally:
+            if old is None:
+                os.environ.pop(self.name, None)
+            else:
+                os.environ[self.name] = old
 
 
 ENGINE = Setting("NOVA_ENGINE", "cpu", _text,

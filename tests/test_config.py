@@ -60,3 +60,17 @@ def test_the_table_lists_every_setting():
     table = config.describe()
     assert all(s.name in table for s in config.SETTINGS)
     assert len({s.name for s in config.SETTINGS}) == len(config.SETTINGS) >= 15
+
+
+def test_overridden_sets_a_value_for_a_block_and_restores_it(monkeypatch):
+    monkeypatch.delenv("NOVA_FUSED_ATTENTION", raising=False)
+    with config.FUSED_ATTENTION.overridden("0"):
+        assert config.FUSED_ATTENTION.get() is False
+        with config.FUSED_ATTENTION.overridden("1"):
+            assert config.FUSED_ATTENTION.get() is True
+        assert config.FUSED_ATTENTION.get() is False
+    assert not config.FUSED_ATTENTION.is_set()
+    with pytest.raises(ValueError):
+        with config.FUSED_ATTENTION.overridden("maybe"):
+            pass
+    assert not config.FUSED_ATTENTION.is_set()

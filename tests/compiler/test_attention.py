@@ -1,14 +1,13 @@
 """Fused attention: the pass that finds the composite (forward and derived backward),
 the fused ops' meaning, and the CPU kernels against the composite they replace."""
-import contextlib
 import math
-import os
 
 import numpy as np
 import pytest
 
 import nova as nv
 import nova.nn.functional as F
+from nova import config
 from nova.compiler import dialect as nd
 from nova.compiler.irgen import build_module
 from nova.compiler.passes import fuse_attention, simplify
@@ -94,18 +93,9 @@ builtin.module {
 }"""
 
 
-@contextlib.contextmanager
 def composite_attention():
     """Steps compiled inside keep attention as its composite (NOVA_FUSED_ATTENTION=0)."""
-    old = os.environ.get("NOVA_FUSED_ATTENTION")
-    os.environ["NOVA_FUSED_ATTENTION"] = "0"
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["NOVA_FUSED_ATTENTION"]
-        else:
-            os.environ["NOVA_FUSED_ATTENTION"] = old
+    return config.FUSED_ATTENTION.overridden("0")
 
 
 def _ones_sdpa_module():

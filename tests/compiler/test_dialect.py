@@ -1,7 +1,4 @@
 """The nova dialect: printing, parsing back, and verifiers."""
-import contextlib
-import os
-
 import numpy as np
 import pytest
 from xdsl.context import Context
@@ -11,6 +8,7 @@ from xdsl.parser import Parser
 from xdsl.utils.exceptions import VerifyException
 
 import nova as nv
+from nova import config
 from nova.compiler import dialect as nd
 
 
@@ -24,21 +22,8 @@ def _context() -> Context:
 def _attention_ir() -> str:
     """A realistic graph: causal self-attention with a residual, layer norm and GELU
     (attention kept as its composite: ``_fused_attention_ir`` has the fused ops)."""
-    with _env("NOVA_FUSED_ATTENTION", "0"):
+    with config.FUSED_ATTENTION.overridden("0"):
         return _composite_attention_ir()
-
-
-@contextlib.contextmanager
-def _env(name: str, value: str):
-    old = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ[name]
-        else:
-            os.environ[name] = old
 
 
 def _fused_attention_ir() -> str:

@@ -84,11 +84,14 @@ def _reduce(op: str, loss: Tensor, reduction: str, weight_sum: Tensor | None = N
     raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
-def cross_entropy(input: Tensor, target: Tensor, *, ignore_index: int = -100,
-                  reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, *,
+                  ignore_index: int = -100, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> Tensor:
     """Softmax cross entropy over class dim 1 of ``input`` (N, C) or (N, C, d1, ...) with
     integer class ``target`` (N,) or (N, d1, ...). Targets equal to ``ignore_index``
-    contribute nothing and are left out of the mean."""
+    contribute nothing and are left out of the mean. ``weight`` (C,) weighs each
+    sample by its target's class (the mean divides by the weights' sum) and, with
+    ``label_smoothing``, each class of the smoothing term, as PyTorch does."""
     if input.ndim < 1 or not input.dtype.is_floating_point:
         raise ValueError(f"cross_entropy: input must be floating point logits, got "
                          f"{input.dtype.name} of shape {input.shape}")
@@ -106,22 +109,168 @@ def cross_entropy(input: Tensor, target: Tensor, *, ignore_index: int = -100,
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     logp = ops.log_softmax(input, c_dim)
     valid = ops.ne(target, ignore_index)
-    safe = ops.where(valid, target, 0).unsqueeze(c_dim)
-    nll = ops.neg(ops.gather(logp, c_dim, safe).squeeze(c_dim))
-    if label_smoothing > 0.0:
-        smooth = ops.neg(ops.mean(logp, c_dim))
-        nll = ops.add(ops.mul(nll, 1.0 - label_smoothing), ops.mul(smooth, label_smoothing))
+    safe = ops.where(valid, target, 0)
+    nll = ops.neg(ops.gather(logp, c_dim, safe.unsqueeze(c_dim)).squeeze(c_dim))
     w = ops.cast(valid, nll.dtype)
+    shaped = _class_weights("cross_entropy", weight, input.shape[1], input.ndim)
+    if shaped is not None:
+        w = ops.mul(w, weight[safe])
     loss = ops.mul(nll, w)
-    return _reduce("cross_entropy", loss, reduction, ops.sum(w) if reduction == "mean" else None)
+    if label_smoothing == 0.0:
+        return _reduce("cross_entropy", loss, reduction,
+                       ops.sum(w) if reduction == "mean" else None)
+    # PyTorch's smoothing term: -sum_c w_c log p_c / C for each sample that is not
+    # ignored; its mean, like the nll's, divides by the summed sample weights
+    per_class = logp if shaped is None else ops.mul(logp, shaped)
+    smooth = ops.mul(ops.div(ops.neg(ops.sum(per_class, c_dim)), input.shape[c_dim]),
+                     ops.cast(valid, nll.dtype))
+    if reduction == "mean":
+        nll_part = ops.div(ops.sum(loss), ops.sum(w))
+        smooth_part = ops.div(ops.sum(smooth), ops.sum(w))
+        return ops.add(ops.mul(nll_part, 1.0 - label_smoothing),
+                       ops.mul(smooth_part, label_smoothing))
+    combined = ops.add(ops.mul(loss, 1.0 - label_smoothing), ops.mul(smooth, label_smoothing))
+    return _reduce("cross_entropy", combined, reduction)
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    if input.shape != target.shape:
-        raise ValueError(f"mse_loss: input {input.shape} and target {target.shape} must have "
-                         "the same shape")
+    _check_pair("mse_loss", input, target)
     d = ops.sub(input, target)
     return _reduce("mse_loss", ops.mul(d, d), reduction)
+
+
+def _check_pair(op: str, input: Tensor, target: Tensor) -> None:
+    if not isinstance(input, Tensor) or not isinstance(target, Tensor):
+        raise TypeError(f"{op}: input and target must be Tensors")
+    if input.shape != target.shape:
+        raise ValueError(f"{op}: input {input.shape} and target {target.shape} must have "
+                         "the same shape")
+
+
+def _class_targets(op: str, input: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
+    """(input, target) as (N, C, ...) and (N, ...): a 1-D input is one sample."""
+    if input.ndim < 1 or not input.dtype.is_floating_point:
+        raise ValueError(f"{op}: input must be floating point, got {input.dtype.name} of "
+                         f"shape {input.shape}")
+    if target.dtype not in (dt.int32, dt.int64):
+        raise TypeError(f"{op}: target must hold class indices (int32/int64), got "
+                        f"{target.dtype.name}")
+    if input.ndim == 1:
+        input, target = input.unsqueeze(0), target.reshape(1)
+    expected = input.shape[:1] + input.shape[2:]
+    if target.shape != expected:
+        raise ValueError(f"{op}: target shape {target.shape} does not match input "
+                         f"{input.shape} (expected {expected})")
+    return input, target
+
+
+def _class_weights(op: str, weight: Tensor | None, classes: int, ndim: int) -> Tensor | None:
+    """``weight`` (C,) shaped to broadcast along class dim 1 of an ``ndim``-dim input."""
+    if weight is None:
+        return None
+    if weight.shape != (classes,):
+        raise ValueError(f"{op}: weight must have shape ({classes},) (one per class), got "
+                         f"{weight.shape}")
+    return weight.reshape((1, classes) + (1,) * (ndim - 2))
+
+
+def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
+             ignore_index: int = -100, reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood of class ``target`` under log-probabilities ``input``
+    (N, C) or (N, C, d1, ...). With ``weight``, each sample counts ``weight[target]``
+    and the mean divides by their sum; ``ignore_index`` targets count 0."""
+    input, target = _class_targets("nll_loss", input, target)
+    valid = ops.ne(target, ignore_index)
+    safe = ops.where(valid, target, 0)
+    picked = ops.neg(ops.gather(input, 1, safe.unsqueeze(1)).squeeze(1))
+    w = ops.cast(valid, input.dtype)
+    if weight is not None:
+        _class_weights("nll_loss", weight, input.shape[1], input.ndim)
+        w = ops.mul(w, weight[safe])
+    return _reduce("nll_loss", ops.mul(picked, w), reduction,
+                   ops.sum(w) if reduction == "mean" else None)
+
+
+def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    _check_pair("l1_loss", input, target)
+    return _reduce("l1_loss", ops.abs(ops.sub(input, target)), reduction)
+
+
+def smooth_l1_loss(input: Tensor, target: Tensor, reduction: str = "mean",
+                   beta: float = 1.0) -> Tensor:
+    """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta = 0: L1)."""
+    _check_pair("smooth_l1_loss", input, target)
+    if beta < 0:
+        raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
+    d = ops.abs(ops.sub(input, target))
+    if beta == 0:
+        return _reduce("smooth_l1_loss", d, reduction)
+    loss = ops.where(ops.lt(d, beta), ops.mul(ops.mul(d, d), 0.5 / beta), ops.sub(d, 0.5 * beta))
+    return _reduce("smooth_l1_loss", loss, reduction)
+
+
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean",
+               delta: float = 1.0) -> Tensor:
+    """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta)."""
+    _check_pair("huber_loss", input, target)
+    if delta <= 0:
+        raise ValueError(f"huber_loss: delta must be > 0, got {delta}")
+    d = ops.abs(ops.sub(input, target))
+    loss = ops.where(ops.lt(d, delta), ops.mul(ops.mul(d, d), 0.5),
+                     ops.mul(ops.sub(d, 0.5 * delta), delta))
+    return _reduce("huber_loss", loss, reduction)
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                         reduction: str = "mean") -> Tensor:
+    """-(y log p + (1 - y) log(1 - p)) for probabilities ``input``; each log is clamped
+    at -100, as PyTorch does, so p = 0 or 1 gives a finite loss."""
+    _check_pair("binary_cross_entropy", input, target)
+    log_p = ops.maximum(ops.log(input), -100.0)
+    log_q = ops.maximum(ops.log1p(ops.neg(input)), -100.0)
+    loss = ops.neg(ops.add(ops.mul(target, log_p), ops.mul(ops.sub(1.0, target), log_q)))
+    if weight is not None:
+        loss = ops.mul(loss, weight)
+    return _reduce("binary_cross_entropy", loss, reduction)
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
+                                     weight: Tensor | None = None, reduction: str = "mean",
+                                     pos_weight: Tensor | None = None) -> Tensor:
+    """The binary cross entropy of sigmoid(``input``), computed stably from the logits:
+    (1 - y) x + (1 + (pw - 1) y) softplus(-x), with softplus(-x) = log1p(exp(-|x|)) +
+    max(-x, 0); ``pos_weight`` (broadcast along the last dim) weighs the positives."""
+    _check_pair("binary_cross_entropy_with_logits", input, target)
+    soft = ops.add(ops.log1p(ops.exp(ops.neg(ops.abs(input)))), ops.relu(ops.neg(input)))
+    scale = 1.0 if pos_weight is None else ops.add(ops.mul(ops.sub(pos_weight, 1.0), target),
+                                                   1.0)
+    loss = ops.add(ops.mul(ops.sub(1.0, target), input), ops.mul(scale, soft))
+    if weight is not None:
+        loss = ops.mul(loss, weight)
+    return _reduce("binary_cross_entropy_with_logits", loss, reduction)
+
+
+def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
+    return ops.where(ops.gt(x, 0), x, ops.mul(x, negative_slope))
+
+
+def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
+    return ops.where(ops.gt(x, 0), x, ops.mul(ops.expm1(ops.minimum(x, 0.0)), alpha))
+
+
+def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """log(1 + exp(beta x)) / beta, and x itself where beta x > ``threshold`` (PyTorch)."""
+    bx = ops.mul(x, beta)
+    smooth = ops.div(ops.add(ops.log1p(ops.exp(ops.neg(ops.abs(bx)))), ops.relu(bx)), beta)
+    return ops.where(ops.gt(bx, threshold), x, smooth)
+
+
+def mish(x: Tensor) -> Tensor:
+    return ops.mul(x, ops.tanh(softplus(x)))
+
+
+def logsigmoid(x: Tensor) -> Tensor:
+    return ops.neg(softplus(ops.neg(x)))
 
 
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
@@ -225,5 +374,8 @@ def one_hot(x: Tensor, num_classes: int = -1) -> Tensor:
 
 
 __all__ = ["linear", "dropout", "pad", "layer_norm", "rms_norm", "cross_entropy", "mse_loss",
+           "nll_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
+           "binary_cross_entropy_with_logits", "leaky_relu", "elu", "softplus", "mish",
+           "logsigmoid",
            "scaled_dot_product_attention", "embedding", "one_hot", "relu", "gelu", "silu",
            "softmax", "log_softmax", "sigmoid", "tanh"]

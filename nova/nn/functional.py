@@ -92,19 +92,8 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, *
     contribute nothing and are left out of the mean. ``weight`` (C,) weighs each
     sample by its target's class (the mean divides by the weights' sum) and, with
     ``label_smoothing``, each class of the smoothing term, as PyTorch does."""
-    if input.ndim < 1 or not input.dtype.is_floating_point:
-        raise ValueError(f"cross_entropy: input must be floating point logits, got "
-                         f"{input.dtype.name} of shape {input.shape}")
-    if target.dtype not in (dt.int32, dt.int64):
-        raise TypeError(f"cross_entropy: target must hold class indices (int32/int64), got "
-                        f"{target.dtype.name}")
-    if input.ndim == 1:
-        input, target = input.unsqueeze(0), target.reshape(1)
+    input, target = _class_targets("cross_entropy", input, target)
     c_dim = 1
-    expected = input.shape[:c_dim] + input.shape[c_dim + 1:]
-    if target.shape != expected:
-        raise ValueError(f"cross_entropy: target shape {target.shape} does not match input "
-                         f"{input.shape} (expected {expected})")
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     logp = ops.log_softmax(input, c_dim)

@@ -22,7 +22,16 @@ class Adam(Optimizer):
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, maximize: bool = False):
+                 weight_decay: float = 0.0, amsgrad: bool = False, *, maximize: bool = False,
+                 foreach: bool | None = None, capturable: bool = False,
+                 differentiable: bool = False, fused: bool | None = None):
+        # foreach / fused / capturable choose among PyTorch's kernels for one update;
+        # Nova compiles the whole step into fused kernels either way, so they are
+        # accepted and change nothing. amsgrad and differentiable are other algorithms.
+        if amsgrad or differentiable:
+            raise NotImplementedError(f"{type(self).__name__}: amsgrad=True and "
+                                      "differentiable=True are not supported")
+        del foreach, capturable, fused
         if lr < 0 or eps < 0 or weight_decay < 0:
             raise ValueError(f"{type(self).__name__}: invalid lr={lr}, eps={eps} or "
                              f"weight_decay={weight_decay} (all must be >= 0)")
@@ -72,5 +81,9 @@ class AdamW(Adam):
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 1e-2, maximize: bool = False):
-        super().__init__(params, lr, betas, eps, weight_decay, maximize)
+                 weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False,
+                 foreach: bool | None = None, capturable: bool = False,
+                 differentiable: bool = False, fused: bool | None = None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
+                         foreach=foreach, capturable=capturable,
+                         differentiable=differentiable, fused=fused)

@@ -111,6 +111,57 @@ class LinearLR(LRScheduler):
         return [base * factor for base in self.base_lrs]
 
 
+class ExponentialLR(LRScheduler):
+    """``base_lr * gamma ** epoch``."""
+
+    def __init__(self, optimizer: Optimizer, gamma: float, last_epoch: int = -1):
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, epoch: int) -> list[float]:
+        return [base * self.gamma ** epoch for base in self.base_lrs]
+
+
+class MultiStepLR(LRScheduler):
+    """``base_lr * gamma ** (milestones passed)``; a milestone listed twice counts twice,
+    as in PyTorch."""
+
+    def __init__(self, optimizer: Optimizer, milestones: Sequence[int], gamma: float = 0.1,
+                 last_epoch: int = -1):
+        self.milestones, self.gamma = sorted(milestones), gamma
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, epoch: int) -> list[float]:
+        return [base * self.gamma ** bisect.bisect_right(self.milestones, epoch)
+                for base in self.base_lrs]
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """Cosine annealing restarted every ``T_i`` epochs, ``T_0`` first, each period
+    ``T_mult`` times the last: ``eta_min + (base - eta_min)(1 + cos(pi T_cur / T_i)) / 2``
+    (SGDR; the closed form of PyTorch's integer-epoch schedule)."""
+
+    def __init__(self, optimizer: Optimizer, T_0: int, T_mult: int = 1, eta_min: float = 0.0,
+                 last_epoch: int = -1):
+        if T_0 <= 0 or not isinstance(T_0, int) or T_mult < 1 or not isinstance(T_mult, int):
+            raise ValueError(f"CosineAnnealingWarmRestarts: T_0 must be a positive int and "
+                             f"T_mult an int >= 1, got {T_0} and {T_mult}")
+        self.T_0, self.T_mult, self.eta_min = T_0, T_mult, eta_min
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, epoch: int) -> list[float]:
+        if self.T_mult == 1:
+            t_cur, t_i = epoch % self.T_0, self.T_0
+        else:
+            n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+            t_cur = epoch - self.T_0 * (self.T_mult ** n - 1) // (self.T_mult - 1)
+            t_i = self.T_0 * self.T_mult ** n
+            if t_cur >= t_i:            # float log landed one period short
+                t_cur, t_i = t_cur - t_i, t_i * self.T_mult
+        c = (1 + math.cos(math.pi * t_cur / t_i)) / 2
+        return [self.eta_min + (base - self.eta_min) * c for base in self.base_lrs]
+
+
 class SequentialLR(LRScheduler):
     """Run ``schedulers[i]`` from ``milestones[i-1]`` on, each restarting at epoch 0
     (warmup then cosine: ``SequentialLR(opt, [LinearLR(...), CosineAnnealingLR(...)],
@@ -134,4 +185,5 @@ class SequentialLR(LRScheduler):
         return self.schedulers[i].lr_at(epoch - start)
 
 
-__all__ = ["LRScheduler", "LambdaLR", "StepLR", "CosineAnnealingLR", "LinearLR", "SequentialLR"]
+__all__ = ["LRScheduler", "LambdaLR", "StepLR", "CosineAnnealingLR", "LinearLR", "SequentialLR",
+           "ExponentialLR", "MultiStepLR", "CosineAnnealingWarmRestarts"]

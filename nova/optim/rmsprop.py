@@ -1,0 +1,97 @@
+"""RMSprop and Adagrad, PyTorch's update rules."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from nova.optim.optimizer import Optimizer, zeros_state
+from nova.tensor import ops
+from nova.tensor.tensor import Tensor
+
+
+class RMSprop(Optimizer):
+    """``v = alpha v + (1-alpha) g^2``; centered: ``a = alpha a + (1-alpha) g`` and the
+    denominator ``sqrt(v - a^2) + eps``, else ``sqrt(v) + eps``; with momentum ``b =
+    momentum b + g / denom`` and ``p -= lr b``, else ``p -= lr g / denom``. Weight decay
+    adds ``wd p`` to ``g``."""
+
+    def __init__(self, params: Iterable[Any], lr: float = 1e-2, alpha: float = 0.99,
+                 eps: float = 1e-8, weight_decay: float = 0.0, momentum: float = 0.0,
+                 centered: bool = False, maximize: bool = False):
+        if lr < 0 or eps < 0 or weight_decay < 0 or momentum < 0 or not 0 <= alpha <= 1:
+            raise ValueError(f"RMSprop: invalid lr={lr}, alpha={alpha}, eps={eps}, "
+                             f"weight_decay={weight_decay} or momentum={momentum} (all >= 0, "
+                             "alpha <= 1)")
+        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
+                                      momentum=momentum, centered=centered, maximize=maximize))
+
+    def _host_update(self, group: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        state["step"] += 1
+        return {"lr": self._scalar("lr", group["lr"])}
+
+    def _update(self, group: dict[str, Any], p: Tensor, grad: Tensor,
+                state: dict[str, Any]) -> None:
+        g = -grad if group["maximize"] else grad
+        if "step" not in state:
+            state["step"] = 0
+            state["square_avg"] = zeros_state(p)
+            if group["momentum"]:
+                state["momentum_buffer"] = zeros_state(p)
+            if group["centered"]:
+                state["grad_avg"] = zeros_state(p)
+        s = self._host_update(group, state)
+        if group["weight_decay"]:
+            g = g + group["weight_decay"] * p
+        alpha = group["alpha"]
+        v = state["square_avg"].copy_(state["square_avg"] * alpha + g * g * (1.0 - alpha))
+        if group["centered"]:
+            a = state["grad_avg"].copy_(state["grad_avg"] * alpha + g * (1.0 - alpha))
+            denom = ops.sqrt(v - a * a) + group["eps"]
+        else:
+            denom = ops.sqrt(v) + group["eps"]
+        if group["momentum"]:
+            buf = state["momentum_buffer"].copy_(state["momentum_buffer"] * group["momentum"]
+                                                 + g / denom)
+            p.copy_(p - s["lr"] * buf)
+        else:
+            p.copy_(p - s["lr"] * (g / denom))
+
+
+class Adagrad(Optimizer):
+    """``sum += g^2``; ``p -= lr / (1 + (t-1) lr_decay) * g / (sqrt(sum) + eps)``, the
+    sum starting at ``initial_accumulator_value``; weight decay adds ``wd p`` to ``g``.
+    The decayed rate is a runtime input (the step count lives on the host)."""
+
+    def __init__(self, params: Iterable[Any], lr: float = 1e-2, lr_decay: float = 0.0,
+                 weight_decay: float = 0.0, initial_accumulator_value: float = 0.0,
+                 eps: float = 1e-10, maximize: bool = False):
+        if lr < 0 or lr_decay < 0 or weight_decay < 0 or initial_accumulator_value < 0 or \
+                eps < 0:
+            raise ValueError(f"Adagrad: invalid lr={lr}, lr_decay={lr_decay}, weight_decay="
+                             f"{weight_decay}, initial_accumulator_value="
+                             f"{initial_accumulator_value} or eps={eps} (all must be >= 0)")
+        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                                      initial_accumulator_value=initial_accumulator_value,
+                                      eps=eps, maximize=maximize))
+
+    def _host_update(self, group: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        state["step"] += 1
+        clr = group["lr"] / (1.0 + (state["step"] - 1) * group["lr_decay"])
+        return {"clr": self._scalar("clr", clr)}
+
+    def _update(self, group: dict[str, Any], p: Tensor, grad: Tensor,
+                state: dict[str, Any]) -> None:
+        g = -grad if group["maximize"] else grad
+        if "step" not in state:
+            state["step"] = 0
+            state["sum"] = zeros_state(p)
+            if group["initial_accumulator_value"]:
+                state["sum"].copy_(state["sum"] + group["initial_accumulator_value"])
+        s = self._host_update(group, state)
+        if group["weight_decay"]:
+            g = g + group["weight_decay"] * p
+        acc = state["sum"].copy_(state["sum"] + g * g)
+        p.copy_(p - s["clr"] * (g / (ops.sqrt(acc) + group["eps"])))
+
+
+__all__ = ["RMSprop", "Adagrad"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from nova.core import dtypes as dt
 from nova.tensor import ops
 from nova.tensor.creation import ones, rand, tensor
@@ -324,7 +326,6 @@ def pad(input: Tensor, pad: Any, mode: str = "constant", value: float | None = N
         if lo < 0 or hi < 0 or max(lo, hi) > limit or n == 0:
             raise ValueError(f"pad: {mode} padding ({lo}, {hi}) of dim {d} (size {n}) must be "
                              f"in [0, {limit}]")
-        import numpy as np
         source = np.pad(np.arange(n), (lo, hi), mode=_PAD_INDEX_MODES[mode])
         shape = [1] * out.ndim
         shape[d] = source.size

@@ -87,11 +87,8 @@ def _row_reduction(v: SSAValue, cls: type) -> Operation | None:
     src = b.input
     dims = tuple(b.dims.get_values())
     n = len(out)
-    if dims == tuple(range(n)) and nd.shape_of(src) == out[:-1] + (1,):
-        pass
-    elif dims == tuple(range(n - 1)) and nd.shape_of(src) == out[:-1]:
-        pass
-    else:
+    if (dims, nd.shape_of(src)) not in ((tuple(range(n)), out[:-1] + (1,)),
+                                        (tuple(range(n - 1)), out[:-1])):
         return None
     while isinstance(src.owner, nd.ReshapeOp) and \
             nd.shape_of(src.owner.input) in (out[:-1], out[:-1] + (1,)):
@@ -214,8 +211,8 @@ def _evaluate(v: SSAValue, rows: tuple[int, int] | None) -> np.ndarray | None:
 
 
 def _mask_blocks(v: SSAValue):
-    """``v``'s value as (first row, rows) blocks, or None when it is not a constant
-    mask small enough to evaluate (see ``MASK_ROWS``)."""
+    """``v``'s value as (first row, rows) blocks; a ``None`` block (or value) when it
+    is not a constant mask small enough to evaluate (see ``MASK_ROWS``)."""
     shape = nd.shape_of(v)
     if len(shape) == 2 and _evaluate(v, (0, 1)) is not None:
         L, S = shape

@@ -74,13 +74,12 @@ def _regions(e: Emitter) -> list[tuple[int, int, dict]] | None:
             low, high, inner = (tuple(a.get_values()) for a in (op.low, op.high, op.interior))
             if any(inner) or any(low[:-1]) or any(high[:-1]):
                 continue
-            lo, hi = low[-1], n - high[-1]
-            pieces = [(lo, hi, ("pad", op, lo))]
+            pieces = [(low[-1], n - high[-1], op.operands[0])]
         elif isinstance(op, nd.ConcatOp) and op.dim.value.data == rank - 1:
             pieces, at = [], 0
             for v in op.operands:
                 width = v.type.get_shape()[-1]
-                pieces.append((at, at + width, ("concat", v, at)))
+                pieces.append((at, at + width, v))
                 at += width
         else:
             continue
@@ -103,14 +102,13 @@ def _regions(e: Emitter) -> list[tuple[int, int, dict]] | None:
 
 
 def _region_rule(e: Emitter, op: Operation, inside) -> Callable[[list[ir.Value]], ir.Value]:
-    """What ``op`` is inside one piece: a pad's source shifted by its low padding, or
-    its padding value outside it; the concat operand that covers the piece."""
+    """What ``op`` is inside one piece: the source (a pad's input, a concat operand)
+    that covers it, shifted by where it starts; a pad's padding value outside it."""
     if inside is None:                         # a pad's padding
         return lambda idx: e.emit(op.operands[1], [])
-    _, source, offset = inside[2]
-    value = source.operands[0] if inside[2][0] == "pad" else source
-    shift = c64(offset)
-    return lambda idx: e.emit(value, idx[:-1] + [e.b.sub(idx[-1], shift)])
+    start, _, source = inside
+    shift = c64(start)
+    return lambda idx: e.emit(source, idx[:-1] + [e.b.sub(idx[-1], shift)])
 
 
 def _elementwise(e: Emitter) -> None:

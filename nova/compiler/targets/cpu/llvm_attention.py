@@ -31,7 +31,7 @@ from llvmlite import ir
 from nova.compiler.codegen.values import shape_of
 from nova.compiler.lowering.plan import contraction
 from nova.compiler.targets.cpu.llvm_emit import F32, I1, I32, I64, PTR, Emitter, c64
-from nova.compiler.targets.cpu.llvm_gemm import _address_view
+from nova.compiler.targets.cpu.llvm_gemm import address_view
 
 
 def _declared(module: ir.Module, name: str, ty: ir.FunctionType) -> ir.Function:
@@ -112,11 +112,11 @@ class Attention:
              ld: int, transposed: bool = False) -> None:
         """dst[r * ld + c] = value[pre, r, c] for r < rows, c < cols; with
         ``transposed``, dst[c * ld + r] instead (the pads stay as they are: zero).
-        A view of an argument (``_address_view``: transposes, slices, reshapes that
+        A view of an argument (``address_view``: transposes, slices, reshapes that
         keep strides) is read by address, which LLVM vectorizes along a unit-stride
         source line; anything else through the emitter."""
         e, b = self.e, self.b
-        view = _address_view(e, value)
+        view = address_view(e, value)
         base = None
         if view is not None:
             base = c64(view.offset)
@@ -381,7 +381,7 @@ def attention_backward(e: Emitter) -> None:
 
                 def probabilities(r: ir.Value) -> None:
                     i = b.add(i0, r)
-                    shift = b.load(a.at(lse, a.smin(i, c64(Lp - 1))))
+                    shift = b.load(a.at(lse, i))
 
                     def one(c: ir.Value) -> None:
                         s = a.scaled(sb, r, i, j0, c)
@@ -399,7 +399,7 @@ def attention_backward(e: Emitter) -> None:
 
                 def ds_row(r: ir.Value) -> None:
                     i = b.add(i0, r)
-                    d_i = b.load(a.at(dsum, a.smin(i, c64(Lp - 1))))
+                    d_i = b.load(a.at(dsum, i))
 
                     def one(c: ir.Value) -> None:
                         # a hidden score's gradient is exactly 0, as the composite's

@@ -161,7 +161,7 @@ class _View(NamedTuple):
     strides: tuple[int, ...]
 
 
-def _address_view(e: Emitter, value: SSAValue) -> _View | None:
+def address_view(e: Emitter, value: SSAValue) -> _View | None:
     """``value``'s view when it is one (see ``_View``), else None (computed values,
     non-affine index maps, other dtypes: packed through the emitter)."""
     view = operand_view(value)
@@ -259,8 +259,8 @@ class Gemm:
         self.per_batch = max(1, -(-self.m // self.mr) if self.split == "m"
                              else -(-self.n // self.nr))
         rank = len(self.batch_shape)
-        self.a_op = _Operand(a, True, self.mr, self.m, rank, rank + 1, _address_view(e, a))
-        self.b_op = _Operand(bv, False, self.nr, self.n, rank + 1, rank, _address_view(e, bv))
+        self.a_op = _Operand(a, True, self.mr, self.m, rank, rank + 1, address_view(e, a))
+        self.b_op = _Operand(bv, False, self.nr, self.n, rank + 1, rank, address_view(e, bv))
 
         lanes = self.lanes
         self.vec = ir.VectorType(F32, lanes)

@@ -7,8 +7,8 @@ from nova import autograd, cuda, debug, nn, optim, utils
 from nova.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from nova.core import dtypes as _dt
 from nova.tensor.creation import (
-    arange, empty, empty_like, eye, from_numpy, full, full_like, linspace, ones, ones_like,
-    rand, rand_like, randint, randn, randn_like, randperm, tensor, zeros, zeros_like,
+    arange, empty, empty_like, eye, from_numpy, full, full_like, linspace, multinomial, ones,
+    ones_like, rand, rand_like, randint, randn, randn_like, randperm, tensor, zeros, zeros_like,
 )
 from nova.tensor.device import device
 from nova.core.dtypes import (
@@ -26,6 +26,7 @@ from nova.tensor.ops import (
     sigmoid, silu, sin, softmax, sqrt, square, std, sub, sum, tanh, tril, triu, var, where,
 )
 from nova.tensor.indexing import index_put
+from nova.tensor.sorting import argsort, msort, sort, topk
 from nova.tensor.random import Generator, default_generator, manual_seed
 from nova.tensor.realize import RealizationError, realize
 from nova.runtime.engine import engine, get_engine, get_remat, set_engine, set_remat

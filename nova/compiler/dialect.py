@@ -140,7 +140,7 @@ class CounterRandom(OpTrait):
     so rematerialization may recompute it like an elementwise op."""
 
 
-KERNEL_KINDS = ("elementwise", "reduce", "rows", "matmul", "scatter", "attention")
+KERNEL_KINDS = ("elementwise", "reduce", "rows", "matmul", "scatter", "attention", "sort")
 
 
 @dataclass(frozen=True)
@@ -764,6 +764,32 @@ class ScatterOp(_ScatterLike):
 
 
 @irdl_op_definition
+class ArgsortOp(IRDLOperation):
+    """The permutation that sorts ``input`` along its last dim: ``result[..., k]`` is the
+    position of the ``k``-th smallest element (largest with ``descending`` = 1), as
+    int64. Stable: equal elements keep their order. NaN sorts as larger than every
+    number (last ascending, first descending), as PyTorch and numpy place it, and -0.0
+    equals 0.0. Sorting along another dim is a transpose around it (the front end's
+    job), so one loop structure serves every dim."""
+
+    name = "nova.argsort"
+    input = operand_def(AnyTensor)
+    descending = prop_def(IntegerAttr)
+    result = result_def(AnyTensor)
+    assembly_format = "$input `descending` `=` $descending attr-dict `:` type($input) `->` type($result)"
+    traits = traits_def(Pure(), KernelRoot("sort"), NonDifferentiable())
+
+    def verify_(self) -> None:
+        shape = shape_of(self.input)
+        if not shape:
+            _fail(self, "input must have at least one dim")
+        if self.input.type.element_type == IntegerType(1):
+            _fail(self, "input must be a number type, not i1")
+        if shape_of(self.result) != shape or self.result.type.element_type != IntegerType(64):
+            _fail(self, f"result must be i64 {shape}")
+
+
+@irdl_op_definition
 class WrapIndexOp(IRDLOperation):
     """``result = index + size`` where ``index < 0``, else ``index``: an integer index
     into a dim of size ``size`` (dim ``dim`` of the indexed tensor) made non-negative, as
@@ -940,7 +966,7 @@ Nova = Dialect(
     [ConstantOp, IotaOp, RngUniformOp, *UNARY_OPS, CastOp, *BINARY_OPS, CompareOp,
      WhereOp, BroadcastInDimOp, ReshapeOp, TransposeOp, SliceOp, PadOp, ConcatOp,
      ReduceSumOp, ReduceMaxOp, MatmulOp, GatherOp, ScatterAddOp, ScatterOp,
-     WrapIndexOp, AttentionOp, AttentionGradOp, FusionOp, YieldOp],
+     WrapIndexOp, ArgsortOp, AttentionOp, AttentionGradOp, FusionOp, YieldOp],
     [],
 )
 

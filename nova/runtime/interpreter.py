@@ -210,6 +210,21 @@ def _scatter(op: nd.ScatterOp) -> Kernel:
     return scatter
 
 
+def _argsort(op: nd.ArgsortOp) -> Kernel:
+    """numpy's stable argsort (NaN last); descending is the reverse of the ascending
+    order of the reversed row, which keeps equal elements in their order and puts NaN
+    first, without negating (an integer minimum has no negation)."""
+    descending = bool(op.descending.value.data)
+
+    def argsort(x):
+        if not descending:
+            return np.argsort(x, axis=-1, kind="stable").astype(np.int64)
+        n = x.shape[-1]
+        rev = np.argsort(x[..., ::-1], axis=-1, kind="stable")
+        return (n - 1 - rev[..., ::-1]).astype(np.int64)
+    return argsort
+
+
 def _wrap_index(op: nd.WrapIndexOp) -> Kernel:
     size, d = op.size.value.data, op.dim.value.data
 
@@ -320,6 +335,7 @@ MEANINGS: dict[type[Operation], Meaning] = {
     nd.ScatterAddOp: _scatter_add,
     nd.ScatterOp: _scatter,
     nd.WrapIndexOp: _wrap_index,
+    nd.ArgsortOp: _argsort,
     nd.AttentionOp: _attention,
     nd.AttentionGradOp: _attention_grad,
 }

@@ -326,3 +326,46 @@ def randint(low: int, high: Any = None, size: Any = None, *, dtype: Any = None,
                 f"(valid: low >= {lo}, high <= {hi + 1})")
     return _place(rnd.integers(low, high, shape_arg((size,), "randint"), target, generator),
                   where)
+
+
+def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
+                generator: Any = None) -> Tensor:
+    """``torch.multinomial``: ``num_samples`` category indices (int64) per row of the
+    non-negative weights ``input`` (1-D, or 2-D with a row per distribution; rows need
+    not sum to 1).
+
+    Drawn by the Gumbel-max trick: each sample is ``argmax(log(w) + g)`` over fresh
+    float64 Gumbel noise ``g = -log(-log(u))``, which picks category ``i`` with
+    probability ``w_i / sum(w)`` exactly as inverse-CDF sampling does, with no prefix
+    sum and no host read (the draw stays inside the compiled step, and a loop that
+    samples every step compiles once). Without replacement, ``num_samples > 1`` takes
+    the ``num_samples`` largest perturbed scores (Gumbel-top-k), which draws a sample
+    without replacement in order, as successive draws with the chosen weight removed.
+    The numbers differ from PyTorch's (another generator), their distribution does not.
+    Like ``torch.multinomial`` on CUDA, the weights are not read on the host to check
+    them: a row with negative, infinite or NaN weights, or all zero, gives an
+    unspecified index in range (argmax of a row of -inf is index 0)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"multinomial: expected a Tensor, got {type(input).__name__}")
+    if input.ndim not in (1, 2) or not input.dtype.is_floating_point:
+        raise ValueError(f"multinomial: input must be a 1-D or 2-D float tensor of weights, "
+                         f"got shape {input.shape} of {input.dtype.name}")
+    n = input.shape[-1]
+    if isinstance(num_samples, builtins.bool) or not isinstance(num_samples, int) \
+            or num_samples < 1:
+        raise ValueError(f"multinomial: num_samples must be a positive int, got {num_samples!r}")
+    if n == 0:
+        raise ValueError(f"multinomial: input of shape {input.shape} has no categories")
+    if not replacement and num_samples > n:
+        raise ValueError(f"multinomial: cannot draw {num_samples} samples without "
+                         f"replacement from {n} categories (shape {input.shape})")
+    from nova.tensor import movement, ops, sorting
+    rows = input.shape[:-1]
+    logw = ops.log(cast(input, dt.float64))
+    draws = num_samples if replacement else 1
+    u = _place(rnd.uniform((*rows, draws, n), dt.float64, generator),
+               check_device(_like_device(input, None), "multinomial"))
+    scores = ops.add(movement.unsqueeze(logw, -2), ops.neg(ops.log(ops.neg(ops.log(u)))))
+    if replacement or num_samples == 1:
+        return ops.argmax(scores, -1)
+    return sorting.topk(movement.squeeze(scores, -2), num_samples, -1).indices

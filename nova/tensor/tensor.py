@@ -500,11 +500,21 @@ class Tensor:
 from nova.tensor import indexing as _indexing  # noqa: E402
 from nova.tensor import movement as _movement  # noqa: E402
 from nova.tensor import ops as _ops  # noqa: E402
+from nova.tensor import sorting as _sorting  # noqa: E402
 
 # Methods that are the module-level ops with the tensor first (``x.exp()``, ``x.sum(1)``).
-for _mod in (_ops, _movement):
+for _mod in (_ops, _movement, _sorting):
     for _name in _mod.TENSOR_METHODS:
         setattr(Tensor, _name, getattr(_mod, _name))
+
+
+def _multinomial(self: Tensor, num_samples: int, replacement: bool = False, *,
+                 generator: Any = None) -> Tensor:
+    from nova.tensor.creation import multinomial
+    return multinomial(self, num_samples, replacement, generator=generator)
+
+
+Tensor.multinomial = _multinomial
 
 
 def _move(t: Tensor, target: str) -> Tensor:

@@ -39,6 +39,10 @@ Strategies:
   the batch index (all leading dims); per batch, blocks of BR queries against blocks of
   BC keys (``blocks``, from the CPU configurator's ``attention_blocks``), the scores only
   ever one block (``targets.cpu.llvm_attention``). ``loops`` = (batch, L, S, E).
+- ``sort`` (``nova.argsort``): parallel over rows (all leading dims), a stable merge sort
+  of each row by one CPU thread (a GPU block). ``loops`` = (rows, N). The N keys and N
+  spare indices a row needs are per thread (CPU: heap buffers per call) or per block
+  (CUDA: the scratch the CUDA target sizes from its grid), never per row.
 """
 from __future__ import annotations
 
@@ -68,7 +72,7 @@ TEAM_JOIN_SPINS = 4096     # pause steps a member waits for the others before cl
 class Schedule:
     loops: tuple[int, ...]          # iteration space of the main loop nest
     parallel_dim: int | None        # split across threads (None: one thread)
-    strategy: str                   # elementwise | row | column | tiled | ikj | dot | scatter
+    strategy: str                   # elementwise | row | column | tiled | ikj | dot | scatter | attention | attention_grad | sort
     reduced: tuple[int, ...] = ()   # reduced dims of ``loops`` (reductions)
     vector_dim: int | None = None   # innermost, unit-stride loop given to the vectorizer
     tile: tuple[int, int, int] | None = None   # matmul (MR, NR, NC), ``tiled`` only
@@ -199,6 +203,10 @@ def _structure(fusion: nd.FusionOp) -> tuple[Schedule, tuple | None]:
             batch *= d
         strategy = "attention" if isinstance(op, nd.AttentionOp) else "attention_grad"
         return Schedule((batch, q[-2], k[-2], q[-1]), 0, strategy, vector_dim=3), None
+    if kind == "sort":
+        x_shape = _shape(op.operands[0])
+        rows = _numel(x_shape[:-1])
+        return Schedule((rows, x_shape[-1]), 0, "sort"), None
     if kind == "elementwise" or op is None:
         return Schedule(out_shape, 0 if out_shape else None, "elementwise",
                         vector_dim=len(out_shape) - 1 if out_shape else None), None

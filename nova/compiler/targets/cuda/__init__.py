@@ -23,10 +23,11 @@ What is CUDA-specific, and why:
 from __future__ import annotations
 
 from nova.compiler.targets.cuda.codegen import CudaKernel, generate
-from nova.compiler.targets.cuda.configurator import LaunchConfig, configure
+from nova.compiler.targets.cuda.configurator import LaunchConfig, configure, sort_config
 from nova.compiler.targets.cuda.device import SM90, CudaSpec
 from nova.compiler.lowering.plan import KernelPlan
 from nova.compiler.targets import FusionPolicy, Target
+from nova.core import dtypes as dt
 
 # The spec of a CUDA target built without one (the newest explicit spec, sm_90); an
 # engine passes its device's.
@@ -50,9 +51,16 @@ class CudaTarget(Target):
 
     def schedule(self, plan: KernelPlan) -> KernelPlan:
         """The neutral plan itself: its structure is what the CUDA configurator reads,
-        and its name is already a digest of that structure and the kernel. Fused
+        and its name is already a digest of that structure and the kernel; a sort gets
+        the scratch its grid needs. Fused
         attention has no CUDA kernel yet (the CUDA engine keeps attention as its
         composite: ``pipeline.fused_attention``), so a step that has one is refused."""
+        if plan.kind == "sort":
+            # each block sorts its rows in its own part of the scratch: N spare
+            # indices and N keys (8-byte slots) per block of the grid
+            blocks = sort_config(plan, self._spec).grid[0]
+            return plan.with_schedule(plan.schedule,
+                                      ((blocks * 2 * plan.schedule.loops[1],), dt.int64))
         if plan.kind == "attention":
             raise NotImplementedError(
                 f"cuda target: kernel {plan.name} is a fused {plan.schedule.strategy}, which "

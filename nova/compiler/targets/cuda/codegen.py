@@ -34,6 +34,8 @@ Kernel bodies, by strategy:
   the accumulators go through shared memory to a rolled, coalesced epilogue loop
   (``targets.cuda.gemm``).
 - ``simt`` (float64/integer matmul): 16 x 16 shared-memory tiles, one output per thread.
+- ``block_sort`` (argsort): a block per row, a stable merge sort whose passes place every
+  element by binary search (``_argsort``).
 
 Index errors (gather, scatter, wrap_index) and integer division by zero set the module global
 ``nova_error_flag`` (see ``targets.cuda.prelude``); indices are clamped so no access strays.
@@ -330,6 +332,64 @@ def _scatter(e: CEmitter, cfg: LaunchConfig) -> None:
     assert e.root is sc.results[0], "scatter kernels have no epilogue (fusion never adds one)"
 
 
+def _argsort(e: CEmitter, cfg: LaunchConfig) -> None:
+    """A block per row: the row's keys into the block's scratch part, the identity permutation
+    into whichever buffer makes the last pass end in the output, then ceil(log2 N)
+    merge passes of doubling width. In a pass each thread places its elements
+    directly: an element of a left run goes to its offset in the run plus the number of
+    the right run's keys strictly before it, one of a right run after every left key
+    that is not after it (binary searches), so equal keys keep their order (stable).
+    NaN sorts after every number ascending, before every number descending."""
+    op = contraction(e.fusion)
+    x = op.operands[0]
+    descending = bool(op.descending.value.data)
+    x_shape = shape_of(x)
+    rows, n = e.plan.schedule.loops
+    if n == 0:
+        e.line("// empty rows: nothing to sort")
+        return
+    key = COMPUTE[element_of(x)]
+    first_in_out = (n - 1).bit_length() % 2 == 0    # ceil(log2 N) passes
+    if key in ("float", "double"):
+        cmp = ">" if descending else "<"
+        nan_first = "isnan(a) && !isnan(b)" if descending else "isnan(b) && !isnan(a)"
+        before = f"((a {cmp} b) || ({nan_first}))"
+    else:
+        before = f"(a {'>' if descending else '<'} b)"
+    e.line(f"auto before = [](const {key} a, const {key} b) -> bool {{ return {before}; }};")
+    with e.scope(f"for (i64 row = blockIdx.x; row < {rows}LL; row += gridDim.x)"):
+        e.line(f"i64* spare = scratch + (i64)blockIdx.x * {2 * n}LL;")
+        e.line(f"{key}* keys = reinterpret_cast<{key}*>(spare + {n}LL);")
+        e.line(f"i64* orow = out + row * {n}LL;")
+        e.line(f"i64* src = {'orow' if first_in_out else 'spare'};")
+        e.line(f"i64* dst = {'spare' if first_in_out else 'orow'};")
+        pre = e.delinearize("row", x_shape[:-1]) if len(x_shape) > 1 else []
+        with e.scope(f"for (i64 t = threadIdx.x; t < {n}LL; t += blockDim.x)"):
+            e.line(f"keys[t] = {e.emit(x, pre + ['t'])};")
+            e.line("src[t] = t;")
+        e.line("__syncthreads();")
+        with e.scope(f"for (i64 w = 1; w < {n}LL; w <<= 1)"):
+            with e.scope(f"for (i64 t = threadIdx.x; t < {n}LL; t += blockDim.x)"):
+                e.line("const i64 lo = t / (2 * w) * (2 * w);")
+                e.line(f"const i64 mid = min(lo + w, {n}LL), hi = min(lo + 2 * w, {n}LL);")
+                e.line("const i64 id = src[t];")
+                e.line(f"const {key} k = keys[id];")
+                e.line("i64 a, b;")
+                with e.scope("if (t < mid)"):       # left run: right keys strictly before
+                    e.line("a = mid; b = hi;")
+                    e.line("while (a < b) { const i64 m = (a + b) >> 1; "
+                           "if (before(keys[src[m]], k)) a = m + 1; else b = m; }")
+                    e.line("dst[t + (a - mid)] = id;")
+                with e.scope("else"):               # right run: left keys not after it
+                    e.line("a = lo; b = mid;")
+                    e.line("while (a < b) { const i64 m = (a + b) >> 1; "
+                           "if (!before(k, keys[src[m]])) a = m + 1; else b = m; }")
+                    e.line("dst[lo + (t - mid) + (a - lo)] = id;")
+            e.line("__syncthreads();")
+            e.line("i64* swap = src; src = dst; dst = swap;")
+    assert e.root is op.results[0], "sort kernels have no epilogue (fusion never adds one)"
+
+
 # ---------------------------------------------------------------- modules
 
 def _signature(plan: KernelPlan) -> tuple[list[str], tuple[str, ...]]:
@@ -350,7 +410,8 @@ def generate(plan: KernelPlan, spec: CudaSpec) -> CudaKernel:
     cfg = configure(plan, spec)
     e = CEmitter(plan)
     bodies = {"grid_stride": _elementwise, "warp_per_row": _rows, "block_per_row": _rows,
-              "column": _column, "lines": _scatter, "simt": matmul_simt}
+              "column": _column, "lines": _scatter, "block_sort": _argsort,
+              "simt": matmul_simt}
     shared = cfg.shared_bytes
     modes = ""
     if numel(plan.out[0]) == 0:

@@ -207,6 +207,25 @@ def scatter_config(plan: KernelPlan, spec: CudaSpec) -> LaunchConfig:
     return LaunchConfig("lines", (grid, 1, 1), (SCATTER_THREADS, 1, 1), derivation=why)
 
 
+SORT_ELEMENTS_PER_THREAD = 16   # a sort block's threads: about this many elements each
+
+
+def sort_config(plan: KernelPlan, spec: CudaSpec) -> LaunchConfig:
+    """argsort: a block per row (grid-stride over rows), threads = clamp(pow2ceil(N /
+    ``SORT_ELEMENTS_PER_THREAD``), 32, 1024). Each merge pass places every element
+    at once (its rank in the other run by binary search), then the block syncs:
+    ceil(log2 N) passes, no shared memory (rows of any length live in the scratch)."""
+    rows, n = plan.schedule.loops
+    threads = spec.warp_size
+    while threads < 1024 and threads * SORT_ELEMENTS_PER_THREAD < n:
+        threads *= 2
+    grid = max(1, min(rows, wave(threads, spec)))
+    why = (f"rows={rows}, N={n}: block per row, threads=clamp(pow2ceil(N/"
+           f"{SORT_ELEMENTS_PER_THREAD}),{spec.warp_size},1024)={threads}, grid=min(rows, "
+           f"wave {wave(threads, spec)})={grid}")
+    return LaunchConfig("block_sort", (grid, 1, 1), (threads, 1, 1), derivation=why)
+
+
 def gemm_dims(plan: KernelPlan) -> tuple[int, int, int, int]:
     """(batch, M, N, K) of a matmul kernel."""
     mm = contraction(plan.fusion)
@@ -321,6 +340,8 @@ def configure(plan: KernelPlan, spec: CudaSpec) -> LaunchConfig:
         return gemm_config(plan, spec)
     if plan.kind == "scatter":
         return scatter_config(plan, spec)
+    if plan.kind == "sort":
+        return sort_config(plan, spec)
     if plan.kind == "rows" or strategy == "row":
         return rows_config(plan, spec)
     if strategy == "column":

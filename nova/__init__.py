@@ -2,7 +2,7 @@
 
 ``import nova as nv``; the names follow PyTorch's.
 """
-from nova import autograd, cuda, debug, nn, optim, utils
+from nova import autograd, cuda, debug, linalg, nn, optim, utils
 
 from nova.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from nova.core import dtypes as _dt
@@ -27,6 +27,10 @@ from nova.tensor.ops import (
 )
 from nova.tensor.indexing import index_put
 from nova.tensor.sorting import argsort, msort, sort, topk
+from nova.tensor.numeric import (  # noqa: A004 (torch's names: any, all, round)
+    all, any, ceil, count_nonzero, flip, floor, floor_divide, fmod, frac, norm, remainder,
+    round, sign, trunc,
+)
 from nova.tensor.random import Generator, default_generator, manual_seed
 from nova.tensor.realize import RealizationError, realize
 from nova.runtime.engine import engine, get_engine, get_remat, set_engine, set_remat

@@ -225,6 +225,9 @@ RULES: dict[type, Rule] = {
     nd.LogOp: Rule(lambda c, g: (ops.div(g, c.x(0)),), (0,)),
     nd.Expm1Op: Rule(lambda c, g: (ops.mul(g, ops.add(c.y(), 1.0)),), saves_output=True),
     nd.Log1pOp: Rule(lambda c, g: (ops.div(g, ops.add(c.x(0), 1.0)),), (0,)),
+    # piecewise constant: zero almost everywhere, as PyTorch defines it
+    **{op: Rule(lambda c, g: (ops.full_const(0.0, g.shape, g.dtype),))
+       for op in (nd.FloorOp, nd.CeilOp, nd.RoundOp, nd.TruncOp)},
     nd.SqrtOp: Rule(lambda c, g: (ops.div(ops.mul(g, 0.5), c.y()),), saves_output=True),
     nd.RsqrtOp: Rule(lambda c, g: (ops.mul(ops.mul(g, -0.5),
                                            ops.mul(ops.mul(c.y(), c.y()), c.y())),),

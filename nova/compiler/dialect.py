@@ -343,8 +343,36 @@ class Log1pOp(UnaryOp):
     traits = traits_def(Pure(), Elementwise(), Expensive())
 
 
+@irdl_op_definition
+class FloorOp(UnaryOp):
+    """Elementwise largest integer <= x (a float; NaN and infinities pass through)."""
+
+    name = "nova.floor"
+
+
+@irdl_op_definition
+class CeilOp(UnaryOp):
+    """Elementwise smallest integer >= x."""
+
+    name = "nova.ceil"
+
+
+@irdl_op_definition
+class RoundOp(UnaryOp):
+    """Elementwise nearest integer, ties to even (as PyTorch's and numpy's round)."""
+
+    name = "nova.round"
+
+
+@irdl_op_definition
+class TruncOp(UnaryOp):
+    """Elementwise integer part, toward zero."""
+
+    name = "nova.trunc"
+
+
 UNARY_OPS = (NegOp, AbsOp, ExpOp, LogOp, SqrtOp, RsqrtOp, ReciprocalOp, SinOp, CosOp,
-             TanhOp, ErfOp, Expm1Op, Log1pOp)
+             TanhOp, ErfOp, Expm1Op, Log1pOp, FloorOp, CeilOp, RoundOp, TruncOp)
 
 
 @irdl_op_definition

@@ -421,6 +421,10 @@ class Tensor:
     def __rmul__(self, o): return _ops.mul(o, self)
     def __truediv__(self, o): return _ops.div(self, o)
     def __rtruediv__(self, o): return _ops.div(o, self)
+    def __floordiv__(self, o): return _numeric.floor_divide(self, o)
+    def __rfloordiv__(self, o): return _numeric.floor_divide(o, self)
+    def __mod__(self, o): return _numeric.remainder(self, o)
+    def __rmod__(self, o): return _numeric.remainder(o, self)
     def __pow__(self, o): return _ops.pow(self, o)
     def __rpow__(self, o): return _ops.pow(o, self)
     def __matmul__(self, o): return _ops.matmul(self, o)
@@ -501,9 +505,10 @@ from nova.tensor import indexing as _indexing  # noqa: E402
 from nova.tensor import movement as _movement  # noqa: E402
 from nova.tensor import ops as _ops  # noqa: E402
 from nova.tensor import sorting as _sorting  # noqa: E402
+from nova.tensor import numeric as _numeric  # noqa: E402
 
 # Methods that are the module-level ops with the tensor first (``x.exp()``, ``x.sum(1)``).
-for _mod in (_ops, _movement, _sorting):
+for _mod in (_ops, _movement, _sorting, _numeric):
     for _name in _mod.TENSOR_METHODS:
         setattr(Tensor, _name, getattr(_mod, _name))
 

@@ -321,9 +321,10 @@ def _reduce_column(e: Emitter) -> None:
             body(idx)
         e.loops.nest([kept_shape[k] for k in k_order], reorder, first=(start, end))
 
+    # (the scratch holds its storage type: a bool accumulator is stored as a byte)
     def init(kidx: list[ir.Value]) -> None:
-        b.store(_reduce_init(acc_mlir, is_sum, acc_ty),
-                b.gep(scratch, [e.linear(kidx, kept_shape)]))
+        e.store(_reduce_init(acc_mlir, is_sum, acc_ty), scratch, e.linear(kidx, kept_shape),
+                scratch_mlir)
 
     over_outputs(init)
 
@@ -334,8 +335,9 @@ def _reduce_column(e: Emitter) -> None:
             idx[d] = v
         v = e.emit(x, idx)
         v = e.cast(v, element_of(x), acc_mlir) if v.type != acc_ty else v
-        slot = b.gep(scratch, [e.linear([idx[d] for d in kept], kept_shape)])
-        b.store(_combine(e, b.load(slot), v, is_sum), slot)
+        at = e.linear([idx[d] for d in kept], kept_shape)
+        e.store(_combine(e, e.load(scratch, at, scratch_mlir), v, is_sum), scratch, at,
+                scratch_mlir)
 
     e.loops.nest([x_shape[d] for d in order], accumulate, first=(start, end),
                  at=len(order) - 1 if innermost else 0)
@@ -343,7 +345,7 @@ def _reduce_column(e: Emitter) -> None:
     def finish(kidx: list[ir.Value]) -> None:
         e.cache = {}
         flat = e.linear(kidx, kept_shape)
-        total = e.cast(b.load(b.gep(scratch, [flat])), scratch_mlir, red_mlir)
+        total = e.cast(e.load(scratch, flat, scratch_mlir), scratch_mlir, red_mlir)
         e.override[id(red.results[0])] = lambda _idx: total
         e.store_root(flat)
         del e.override[id(red.results[0])]

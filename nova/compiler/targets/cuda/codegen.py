@@ -68,7 +68,7 @@ from nova.compiler.lowering.plan import (
     reductions,
 )
 
-CUDA_FORMAT_VERSION = 1   # bump when generated CUDA code changes meaning
+CUDA_FORMAT_VERSION = 2   # bump when generated CUDA code changes meaning
 
 
 @dataclass(frozen=True)
@@ -105,8 +105,11 @@ def _reduce_init(acc_mlir: str, is_sum: bool) -> str:
 
 
 def _combine(acc_mlir: str, is_sum: bool, a: str, b: str) -> str:
+    # bool: ``|``, never ``||``: ``b`` may be a warp shuffle, which every lane must
+    # execute (a short-circuit skipped it in the lanes already true -- undefined with
+    # a full mask; the emulator deadlocked)
     if acc_mlir == "i1":
-        return f"({a} || {b})"
+        return f"({a} | {b})"
     return f"({a} + {b})" if is_sum else f"nv_max({a}, {b})"
 
 

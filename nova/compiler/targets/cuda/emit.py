@@ -337,6 +337,10 @@ CEmitter.ARITH = {
     nd.ErfOp: Arith(float=_fcall("erf")),
     nd.Expm1Op: Arith(float=_fcall("expm1")),
     nd.Log1pOp: Arith(float=_fcall("log1p")),
+    nd.FloorOp: Arith(float=_fcall("floor")),
+    nd.CeilOp: Arith(float=_fcall("ceil")),
+    nd.RoundOp: Arith(float=_fcall("rint")),     # the default rounding mode: ties to even
+    nd.TruncOp: Arith(float=_fcall("trunc")),
     nd.AddOp: Arith(float=_infix("+"), int=_int_infix("+"), bool=_infix("||")),
     nd.SubOp: Arith(float=_infix("-"), int=_int_infix("-")),
     nd.MulOp: Arith(float=_infix("*"), int=_int_infix("*"), bool=_infix("&&")),

@@ -1,0 +1,185 @@
+"""Rounding, signs, floor division and remainders, truth reductions, norms and flip,
+with PyTorch's names and semantics.
+
+``floor ceil round trunc`` are dialect ops (the float types; an integer tensor is
+already integral, so it is copied); ``frac sign`` and the divisions are compositions:
+``a // b`` is ``floor(a / b)`` on floats and a truncating division corrected toward
+-inf on integers, ``a % b`` (``remainder``) takes the sign of ``b`` as Python's does,
+``fmod`` the sign of ``a`` as C's does (both as ``a - b * q``, the way PyTorch's GPU
+kernels compute them). An integer division by zero is the usual run-time error.
+``flip`` is a gather along each flipped dim (so it differentiates by gather's rule).
+"""
+from __future__ import annotations
+
+import builtins
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from nova.core import dtypes as dt
+from nova.core.shapes import normalize_dim, normalize_dims
+from nova.tensor import ops
+from nova.tensor.ops import prim
+from nova.tensor.tensor import Tensor
+
+
+def _rounding(name: str):
+    def op(x: Tensor) -> Tensor:
+        ops._check_tensor(name, x)
+        if not x.dtype.is_floating_point:
+            return x.clone()
+        return prim(name, [x], {}, x.shape, x.dtype)
+    op.__name__ = name
+    op.__doc__ = (f"Elementwise {name} (``torch.{name}``); an integer tensor is returned "
+                  "as a copy.")
+    return op
+
+
+floor = _rounding("floor")
+ceil = _rounding("ceil")
+trunc = _rounding("trunc")
+_round_even = _rounding("round")
+
+
+def round(x: Tensor, decimals: builtins.int = 0) -> Tensor:  # noqa: A001 (torch's name)
+    """Nearest integer, ties to even (``torch.round``); with ``decimals``, of
+    ``x * 10**decimals``, scaled back."""
+    if not isinstance(decimals, builtins.int) or isinstance(decimals, builtins.bool):
+        raise TypeError(f"round: decimals must be an int, got {decimals!r}")
+    if decimals == 0 or not x.dtype.is_floating_point:
+        return _round_even(x)
+    scale = 10.0 ** decimals
+    return ops.div(_round_even(ops.mul(x, scale)), scale)
+
+
+def frac(x: Tensor) -> Tensor:
+    """``x - trunc(x)`` (``torch.frac``), float tensors only."""
+    ops._check_tensor("frac", x)
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"frac: expected a float tensor, got {x.dtype.name}")
+    return ops.sub(x, trunc(x))
+
+
+def sign(x: Tensor) -> Tensor:
+    """-1, 0 or 1 by the sign of each element, in ``x``'s dtype; 0 for NaN, as
+    ``torch.sign`` gives."""
+    ops._check_tensor("sign", x)
+    if x.dtype == dt.bool_:
+        return x.clone()
+    return ops.sub(ops.cast(ops.gt(x, 0), x.dtype), ops.cast(ops.lt(x, 0), x.dtype))
+
+
+def _quotient(op: str, a: Any, b: Any, toward_floor: builtins.bool) -> Tensor:
+    """``a / b`` rounded toward -inf (``toward_floor``) or toward zero, in the common
+    dtype of ``a`` and ``b``."""
+    common = ops.promote(op, a, b)
+    if common == dt.bool_:
+        raise TypeError(f"{op}: not defined on two bool operands")
+    if common.is_floating_point:
+        q = ops.div(a, b)
+        return floor(q) if toward_floor else trunc(q)
+    x, y = ops.operands(op, a, b, dtype=common)
+    q = prim("div", [x, y], {}, x.shape, common)           # truncates toward zero
+    if not toward_floor:
+        return q
+    inexact = ops.ne(ops.sub(x, ops.mul(q, y)), 0)
+    signs_differ = ops.ne(ops.lt(x, 0), ops.lt(y, 0))
+    return ops.sub(q, ops.cast(ops.logical_and(inexact, signs_differ), common))
+
+
+def floor_divide(a: Any, b: Any) -> Tensor:
+    """``a // b``: the quotient rounded toward -inf (``torch.floor_divide``)."""
+    return _quotient("floor_divide", a, b, True)
+
+
+def remainder(a: Any, b: Any) -> Tensor:
+    """``a % b``: ``a - b * floor(a / b)``, the sign of ``b`` (``torch.remainder``)."""
+    return ops.sub(a, ops.mul(b, _quotient("remainder", a, b, True)))
+
+
+def fmod(a: Any, b: Any) -> Tensor:
+    """``a - b * trunc(a / b)``, the sign of ``a`` (``torch.fmod``)."""
+    return ops.sub(a, ops.mul(b, _quotient("fmod", a, b, False)))
+
+
+def _truth(op: str, x: Tensor) -> Tensor:
+    ops._check_tensor(op, x)
+    return x if x.dtype == dt.bool_ else ops.ne(x, 0)
+
+
+def any(x: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor:  # noqa: A001
+    """Whether any element (along ``dim``) is nonzero; NaN counts as nonzero."""
+    return ops.amax(_truth("any", x), dim, keepdim)
+
+
+def all(x: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor:  # noqa: A001
+    """Whether every element (along ``dim``) is nonzero."""
+    return ops.logical_not(ops.amax(ops.logical_not(_truth("all", x)), dim, keepdim))
+
+
+def count_nonzero(x: Tensor, dim: Any = None) -> Tensor:
+    """The number of nonzero elements (along ``dim``), int64."""
+    return ops.sum(ops.cast(_truth("count_nonzero", x), dt.int64), dim)
+
+
+def vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: builtins.bool = False,
+                *, dtype: Any = None) -> Tensor:
+    """``torch.linalg.vector_norm``: ``(sum |x|**ord)**(1/ord)`` over ``dim`` (all dims
+    by default); ``inf``/``-inf`` the largest/smallest ``|x|``, ``0`` the number of
+    nonzero elements. Integer inputs compute in float32."""
+    ops._check_tensor("vector_norm", x)
+    if isinstance(ord, builtins.bool) or not isinstance(ord, (builtins.int, builtins.float)):
+        raise TypeError(f"vector_norm: ord must be a number (inf included), got {ord!r}")
+    if dtype is not None:
+        x = ops.cast(x, dt.get_dtype(dtype))
+    if not x.dtype.is_floating_point:
+        x = ops.cast(x, dt.float32)
+    dims = None if dim is None else normalize_dims("vector_norm", dim, x.ndim, x.shape)
+    a = ops.abs(x)
+    if ord == math.inf:
+        return ops.amax(a, dims, keepdim)
+    if ord == -math.inf:
+        return ops.amin(a, dims, keepdim)
+    if ord == 0:
+        return ops.sum(ops.cast(ops.ne(x, 0), x.dtype), dims, keepdim)
+    if ord == 1:
+        return ops.sum(a, dims, keepdim)
+    if ord == 2:
+        return ops.sqrt(ops.sum(ops.mul(x, x), dims, keepdim))
+    return ops.pow(ops.sum(ops.pow(a, float(ord)), dims, keepdim), 1.0 / ord)
+
+
+def norm(x: Tensor, p: Any = "fro", dim: Any = None, keepdim: builtins.bool = False,
+         dtype: Any = None) -> Tensor:
+    """``torch.norm``: ``p="fro"`` (the default) is the 2-norm of the elements; a number
+    is ``vector_norm``'s ``ord``. Matrix norms (``"nuc"``) are not provided."""
+    if p == "fro":
+        p = 2
+    elif isinstance(p, str):
+        raise ValueError(f"norm: p={p!r} is not supported (use 'fro' or a number)")
+    return vector_norm(x, p, dim, keepdim, dtype=dtype)
+
+
+def flip(x: Tensor, *args: Any, dims: Any = None) -> Tensor:
+    """``x`` reversed along ``dims`` (``torch.flip(x, dims)``; ``x.flip(0, 2)`` too)."""
+    ops._check_tensor("flip", x)
+    if dims is None:
+        dims = args[0] if len(args) == 1 and isinstance(args[0], Sequence) else args
+    elif args:
+        raise TypeError("flip: give dims positionally or as dims=, not both")
+    dims = tuple(dims) if isinstance(dims, Sequence) else (dims,)
+    axes = [normalize_dim("flip", d, x.ndim, x.shape) for d in dims]
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"flip: dims {list(dims)} repeat a dim of shape {x.shape}")
+    out = x
+    for d in axes:
+        n = x.shape[d]
+        if n <= 1:
+            continue
+        index = ops.sub(n - 1, prim("iota", [], {"dim": d}, x.shape, dt.int64))
+        out = ops.gather(out, d, index)
+    return out if out is not x else x.clone()
+
+
+TENSOR_METHODS = ("floor", "ceil", "round", "trunc", "frac", "sign", "floor_divide",
+                  "remainder", "fmod", "any", "all", "count_nonzero", "norm", "flip")

@@ -246,7 +246,7 @@ class GPT(nn.Module):
         ``block`` tokens (the context moves, so every key changes). Each of these three
         kinds of step has one shape, so a generation compiles three step functions at
         most, whatever its length, and each runs under ``nv.compile`` (replayed without
-        re-recording the model, ~1 ms a token for the small preset). Runs without
+        re-recording the model). Runs without
         gradients; dropout follows the module's mode, as in nanoGPT (call ``eval()``
         first)."""
         if idx.ndim != 2 or idx.dtype not in (nv.int32, nv.int64):

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from nova.core import dtypes as dt
+from nova.tensor import movement, ops, sorting
 from nova.tensor import random as rnd
 from nova.tensor.device import check_device
 from nova.tensor.device import device as Device
@@ -359,7 +360,6 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
     if not replacement and num_samples > n:
         raise ValueError(f"multinomial: cannot draw {num_samples} samples without "
                          f"replacement from {n} categories (shape {input.shape})")
-    from nova.tensor import movement, ops, sorting
     rows = input.shape[:-1]
     logw = ops.log(cast(input, dt.float64))
     draws = num_samples if replacement else 1

@@ -72,8 +72,8 @@ def topk(input: Tensor, k: builtins.int, dim: builtins.int = -1, largest: builti
     positions (``torch.topk``), always in sorted order (which ``sorted=False`` allows);
     of equal elements the first ones come first."""
     _check("topk", input)
-    size = input.shape[normalize_dim("topk", dim, builtins.max(input.ndim, 1),
-                                     input.shape or (1,))] if input.ndim else 1
+    d = normalize_dim("topk", dim, input.ndim, input.shape)
+    size = input.shape[d] if input.ndim else 1
     if isinstance(k, builtins.bool) or not isinstance(k, builtins.int) or not 0 <= k <= size:
         raise ValueError(f"topk: k={k!r} must be an int in [0, {size}] for dim {dim} of "
                          f"shape {input.shape}")
@@ -81,7 +81,6 @@ def topk(input: Tensor, k: builtins.int, dim: builtins.int = -1, largest: builti
     if input.ndim == 0:
         return TopkResult(input, indices) if k else \
             TopkResult(movement.reshape(input, 1)[:0], movement.reshape(indices, 1)[:0])
-    d = normalize_dim("topk", dim, input.ndim, input.shape)
     indices = movement.narrow(indices, d, 0, k)
     return TopkResult(gather(input, d, indices), indices)
 

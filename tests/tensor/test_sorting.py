@@ -3,6 +3,8 @@ sort is stable, so ties are compared exactly against PyTorch's stable order), Na
 placement, integer and half keys, every dim, gradients through the values, and the
 errors a bad argument gets. The kernel is ``nova.argsort`` (CPU: a merge sort per row,
 ``targets.cpu.llvm_sort``); its IR and the interpreter's meaning are checked too."""
+import re
+
 import numpy as np
 import pytest
 
@@ -134,7 +136,7 @@ def test_the_argsort_kernel_is_a_merge_sort_over_rows_with_a_scratch():
     # the producer (x * 2) fused into the kernel: computed once per key
     assert any(type(op).__name__ == "MulOp" for op in plan.fusion.body.block.ops)
     llvm = get_target("cpu").emit(plan)
-    assert sorted(set(int(n) for n in __import__("re").findall(r"pass(\d+)\.head", llvm))) \
+    assert sorted(set(int(n) for n in re.findall(r"pass(\d+)\.head", llvm))) \
         == list(range(7))
 
 

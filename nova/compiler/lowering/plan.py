@@ -72,7 +72,8 @@ TEAM_JOIN_SPINS = 4096     # pause steps a member waits for the others before cl
 class Schedule:
     loops: tuple[int, ...]          # iteration space of the main loop nest
     parallel_dim: int | None        # split across threads (None: one thread)
-    strategy: str                   # elementwise | row | column | tiled | ikj | dot | scatter | attention | attention_grad | sort
+    strategy: str                   # elementwise | row | column | tiled | ikj | dot |
+                                    # scatter | attention | attention_grad | sort
     reduced: tuple[int, ...] = ()   # reduced dims of ``loops`` (reductions)
     vector_dim: int | None = None   # innermost, unit-stride loop given to the vectorizer
     tile: tuple[int, int, int] | None = None   # matmul (MR, NR, NC), ``tiled`` only

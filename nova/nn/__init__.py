@@ -9,7 +9,12 @@ from nova.nn.losses import (
     BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss,
     SmoothL1Loss,
 )
+from nova.nn.conv_layers import (
+    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AvgPool1d, AvgPool2d, AvgPool3d,
+    Conv1d, Conv2d, Conv3d, MaxPool1d, MaxPool2d, MaxPool3d,
+)
 from nova.nn.module import Module, StateDictError
+from nova.nn.normalization import BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm
 from nova.nn.parameter import Parameter
 
 __all__ = ["Module", "Parameter", "StateDictError", "Linear", "Embedding", "LayerNorm",
@@ -17,4 +22,7 @@ __all__ = ["Module", "Parameter", "StateDictError", "Linear", "Embedding", "Laye
            "ModuleList", "ModuleDict", "Sigmoid", "LogSigmoid", "Softmax", "LogSoftmax",
            "LeakyReLU", "ELU", "Softplus", "Mish", "Flatten", "Unflatten", "CrossEntropyLoss",
            "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss",
-           "BCEWithLogitsLoss", "functional", "init", "utils"]
+           "BCEWithLogitsLoss", "Conv1d", "Conv2d", "Conv3d", "MaxPool1d", "MaxPool2d",
+           "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
+           "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "BatchNorm1d", "BatchNorm2d",
+           "BatchNorm3d", "GroupNorm", "functional", "init", "utils"]

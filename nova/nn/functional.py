@@ -363,9 +363,18 @@ def one_hot(x: Tensor, num_classes: int = -1) -> Tensor:
     return ops.one_hot(x, num_classes)
 
 
+from nova.nn.convolution import (  # noqa: E402  (they import pad from here)
+    adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, avg_pool1d, avg_pool2d,
+    avg_pool3d, conv1d, conv2d, conv3d, max_pool1d, max_pool2d, max_pool3d,
+)
+from nova.nn.normalization import batch_norm, group_norm, normalize  # noqa: E402
+
 __all__ = ["linear", "dropout", "pad", "layer_norm", "rms_norm", "cross_entropy", "mse_loss",
            "nll_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "leaky_relu", "elu", "softplus", "mish",
            "logsigmoid",
            "scaled_dot_product_attention", "embedding", "one_hot", "relu", "gelu", "silu",
-           "softmax", "log_softmax", "sigmoid", "tanh"]
+           "softmax", "log_softmax", "sigmoid", "tanh", "conv1d", "conv2d", "conv3d",
+           "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+           "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "batch_norm",
+           "group_norm", "normalize"]

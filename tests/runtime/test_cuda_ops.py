@@ -98,10 +98,22 @@ FAMILIES = {
     "rounding": (lambda v: [(v["x"] * 3).floor(), (v["x"] * 3).ceil(), (v["x"] * 4).round(),
                             (v["x"] * 3).trunc(), (v["x"] * 3).frac(), v["i"] // 3 - v["i"] % 3,
                             v["x"] // 0.3, v["x"].flip(1)], ULPS),
+    "windows": (lambda v: _windows(v["b"].reshape(3, 4, 4, 4),
+                                   v["c"].reshape(-1)[:72].reshape(2, 4, 3, 3)), TF32),
     "patterns": (lambda v: [nv.arange(10, device=v["x"].device) * 2,
                             nv.ones(3, 3, device="cuda").tril(),
                             v["x"] + nv.arange(33, dtype=nv.float32)], ULPS),
 }
+
+
+def _windows(img, weight):
+    """Convolution, pooling and the batch/group norms (composites of the families
+    above, checked together as models use them)."""
+    return [F.conv2d(img, weight, padding=1, stride=(1, 2)),
+            F.max_pool2d(img, 2, 1, 1, return_indices=True)[1],
+            F.max_pool2d(img, 3, 2, 1), F.avg_pool2d(img, 3, 2, 1, count_include_pad=False),
+            F.adaptive_avg_pool2d(img, 3),
+            F.batch_norm(img, None, None, training=True), F.group_norm(img, 2)]
 
 
 def _run_family(fn, device: str) -> list[np.ndarray]:

@@ -1,0 +1,266 @@
+"""Convolution and pooling (``F.conv1d/2d/3d``, ``F.max_pool*``, ``F.avg_pool*``,
+``F.adaptive_avg_pool*``), PyTorch's semantics, built on :mod:`nova.nn.windows`.
+
+A convolution is im2col and one matmul: the window stack ``(N, C, K, *out)`` flattened
+to ``(N, C*K, P)`` (``P`` output positions) is contracted with the weight flattened to
+``(O, C*K)``; with ``groups`` the channels split into ``(N, G, C/G*K, P)`` and the
+weight into ``(G, O/G, C/G*K)``, one batched matmul. Max pooling takes the first
+maximum of each window (``argmax``, NaN counting as the largest, as PyTorch's kernels
+do) and gathers it, so the gradient goes to that one element as in PyTorch; average
+pooling sums the window and divides by PyTorch's divisor (``count_include_pad``,
+``ceil_mode``'s partial windows, ``divisor_override``), precomputed as a constant.
+Adaptive average pooling is separable: per spatial dim one ``(out, in)`` averaging
+matrix over PyTorch's bins ``[floor(i*in/out), ceil((i+1)*in/out))``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from nova.core import dtypes as dt
+from nova.nn.windows import WindowSpec, as_tuple, batched, window_stack
+from nova.tensor import ops
+from nova.tensor.creation import tensor
+from nova.tensor.tensor import Tensor
+
+
+def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stride: Any,
+          padding: Any, dilation: Any, groups: int) -> Tensor:
+    x, unbatched = batched(op, x, nd)
+    if not isinstance(weight, Tensor) or weight.ndim != nd + 2:
+        raise ValueError(f"{op}: weight must be a {nd + 2}-D tensor (out_channels, "
+                         f"in_channels/groups, *kernel), got "
+                         f"{getattr(weight, 'shape', type(weight).__name__)}")
+    if not isinstance(groups, int) or groups < 1:
+        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+    n, c = x.shape[:2]
+    o, cg = weight.shape[:2]
+    if c != cg * groups or o % groups:
+        raise ValueError(f"{op}: input {x.shape} has {c} channels but weight {weight.shape} "
+                         f"with groups={groups} expects {cg * groups} (and out_channels "
+                         f"divisible by groups)")
+    if x.dtype != weight.dtype:
+        raise TypeError(f"{op}: input ({x.dtype.name}) and weight ({weight.dtype.name}) "
+                        "must have the same dtype")
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"{op}: expected floating point input, got {x.dtype.name}")
+    spec = WindowSpec.make(op, tuple(x.shape[2:]), tuple(weight.shape[2:]), stride,
+                           padding, dilation)
+    positions = math.prod(spec.out)
+    cols = window_stack(x, spec).reshape(n, groups, cg * spec.count, positions)
+    w = weight.reshape(groups, o // groups, cg * spec.count)
+    out = ops.matmul(w, cols).reshape((n, o) + spec.out)
+    if bias is not None:
+        if bias.shape != (o,):
+            raise ValueError(f"{op}: bias must have shape ({o},), got {bias.shape}")
+        out = ops.add(out, bias.reshape((o,) + (1,) * nd))
+    return out.squeeze(0) if unbatched else out
+
+
+def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+           padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
+    """``torch.nn.functional.conv1d``: input ``(N, C, L)`` or ``(C, L)``."""
+    return _conv("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+           padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
+    """``torch.nn.functional.conv2d``: input ``(N, C, H, W)`` or ``(C, H, W)``."""
+    return _conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
+           padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
+    """``torch.nn.functional.conv3d``: input ``(N, C, D, H, W)`` or ``(C, D, H, W)``."""
+    return _conv("conv3d", 3, input, weight, bias, stride, padding, dilation, groups)
+
+
+def _pool_spec(op: str, nd: int, x: Tensor, kernel_size: Any, stride: Any, padding: Any,
+               dilation: Any, ceil_mode: bool) -> WindowSpec:
+    kernel = as_tuple(op, "kernel_size", kernel_size, nd, 1)
+    stride = kernel if stride is None or stride == () or stride == [] else stride
+    pad = as_tuple(op, "padding", padding, nd, 0)
+    dil = as_tuple(op, "dilation", dilation, nd, 1)
+    if any(p > (d * (k - 1) + 1) // 2 for p, k, d in zip(pad, kernel, dil)):
+        raise ValueError(f"{op}: padding {pad} should be at most half of the effective "
+                         f"kernel size {tuple(d * (k - 1) + 1 for k, d in zip(kernel, dil))}")
+    return WindowSpec.make(op, tuple(x.shape[2:]), kernel, stride, pad, dil, ceil_mode)
+
+
+def _lowest(dtype: dt.DType) -> Any:
+    if dtype.is_floating_point:
+        return -math.inf
+    return False if dtype == dt.bool_ else int(np.iinfo(dtype.np).min)
+
+
+def _max_pool(op: str, nd: int, x: Tensor, kernel_size: Any, stride: Any, padding: Any,
+              dilation: Any, ceil_mode: bool, return_indices: bool) -> Any:
+    x, unbatched = batched(op, x, nd)
+    spec = _pool_spec(op, nd, x, kernel_size, stride, padding, dilation, ceil_mode)
+    windows = window_stack(x, spec, _lowest(x.dtype))
+    first = ops.argmax(windows, 2, keepdim=True)
+    out = ops.gather(windows, 2, first).squeeze(2)
+    if not return_indices:
+        return out.squeeze(0) if unbatched else out
+    indices = _input_positions(spec, first.squeeze(2), x.device)
+    if unbatched:
+        out, indices = out.squeeze(0), indices.squeeze(0)
+    return out, indices
+
+
+def _input_positions(spec: WindowSpec, offset: Tensor, device: Any) -> Tensor:
+    """The flat index into each input plane of the element that kernel offset
+    ``offset`` (an index into the row-major kernel) reads at each output position, as
+    ``max_pool``'s ``return_indices`` gives it."""
+    nd = len(spec.spatial)
+    flat = None
+    inner = math.prod(spec.kernel)
+    plane = math.prod(spec.spatial)
+    for d in range(nd):
+        inner //= spec.kernel[d]
+        plane //= spec.spatial[d]
+        k_d = (offset // inner) % spec.kernel[d]
+        shape = [1] * (nd + 2)
+        shape[2 + d] = spec.out[d]
+        start = tensor((np.arange(spec.out[d]) * spec.stride[d] - spec.low[d])
+                       .reshape(shape), dtype=dt.int64, device=device)
+        coord = start + k_d * spec.dilation[d]
+        flat = coord * plane if flat is None else flat + coord * plane
+    return flat
+
+
+def max_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
+    return _max_pool("max_pool1d", 1, input, kernel_size, stride, padding, dilation,
+                     ceil_mode, return_indices)
+
+
+def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
+    """``torch.nn.functional.max_pool2d``: the first maximum of each window (NaN counts
+    as the largest); ``return_indices`` gives flat indices into each ``H*W`` plane."""
+    return _max_pool("max_pool2d", 2, input, kernel_size, stride, padding, dilation,
+                     ceil_mode, return_indices)
+
+
+def max_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
+    return _max_pool("max_pool3d", 3, input, kernel_size, stride, padding, dilation,
+                     ceil_mode, return_indices)
+
+
+def _avg_divisor(spec: WindowSpec, padding: tuple[int, ...], count_include_pad: bool
+                 ) -> np.ndarray:
+    """PyTorch's divisor per output position: the window clipped to the padded input
+    (``count_include_pad``) or to the input itself; separable, so an outer product."""
+    total = np.ones((), np.float64)
+    for n, k, s, p, o in zip(spec.spatial, spec.kernel, spec.stride, padding, spec.out):
+        start = np.arange(o) * s - p
+        end = np.minimum(start + k, n + p)
+        if not count_include_pad:
+            start, end = np.maximum(start, 0), np.minimum(end, n)
+        total = np.multiply.outer(total, (end - start).astype(np.float64))
+    return total
+
+
+def _avg_pool(op: str, nd: int, x: Tensor, kernel_size: Any, stride: Any, padding: Any,
+              ceil_mode: bool, count_include_pad: bool, divisor_override: Any) -> Tensor:
+    x, unbatched = batched(op, x, nd)
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"{op}: expected floating point input, got {x.dtype.name}")
+    spec = _pool_spec(op, nd, x, kernel_size, stride, padding, 1, ceil_mode)
+    total = ops.sum(window_stack(x, spec), 2)
+    if divisor_override is not None:
+        if not isinstance(divisor_override, int) or divisor_override == 0:
+            raise ValueError(f"{op}: divisor_override must be a nonzero int, got "
+                             f"{divisor_override!r}")
+        out = ops.div(total, float(divisor_override))
+    else:
+        pad = as_tuple(op, "padding", padding, nd, 0)
+        divisor = _avg_divisor(spec, pad, count_include_pad)
+        if np.all(divisor == divisor.flat[0]):
+            out = ops.mul(total, 1.0 / float(divisor.flat[0]))
+        else:
+            out = ops.div(total, tensor(divisor.astype(x.dtype.np), device=x.device))
+    return out.squeeze(0) if unbatched else out
+
+
+def avg_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
+    return _avg_pool("avg_pool1d", 1, input, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, None)
+
+
+def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: int | None = None) -> Tensor:
+    """``torch.nn.functional.avg_pool2d``, with PyTorch's divisor rules."""
+    return _avg_pool("avg_pool2d", 2, input, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, divisor_override)
+
+
+def avg_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: int | None = None) -> Tensor:
+    return _avg_pool("avg_pool3d", 3, input, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, divisor_override)
+
+
+def _bins(n: int, out: int) -> np.ndarray:
+    """The ``(out, n)`` matrix averaging PyTorch's adaptive bins of a dim of size ``n``."""
+    m = np.zeros((out, n), np.float64)
+    for i in range(out):
+        start, end = (i * n) // out, -(-((i + 1) * n) // out)
+        m[i, start:end] = 1.0 / (end - start)
+    return m
+
+
+def _adaptive_avg_pool(op: str, nd: int, x: Tensor, output_size: Any) -> Tensor:
+    x, unbatched = batched(op, x, nd)
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"{op}: expected floating point input, got {x.dtype.name}")
+    sizes = (output_size,) * nd if isinstance(output_size, int) or output_size is None \
+        else tuple(output_size)
+    if len(sizes) != nd:
+        raise ValueError(f"{op}: output_size must be an int or a tuple of {nd} (ints or "
+                         f"None), got {output_size!r}")
+    sizes = tuple(x.shape[2 + d] if s is None else s for d, s in enumerate(sizes))
+    if any(not isinstance(s, int) or s < 1 for s in sizes) or 0 in x.shape[2:]:
+        raise ValueError(f"{op}: output_size {sizes} must be positive ints, and the input "
+                         f"{x.shape} non-empty")
+    out = x
+    if all(s == 1 for s in sizes):          # global average: one reduction
+        out = ops.mean(x, tuple(range(2, nd + 2)), keepdim=True)
+    else:
+        for d, s in enumerate(sizes):
+            n = x.shape[2 + d]
+            if s == n:
+                continue
+            axis = 2 + d
+            if n % s == 0:                  # equal, disjoint bins: a reshape and a mean
+                shape = out.shape[:axis] + (s, n // s) + out.shape[axis + 1:]
+                out = ops.mean(out.reshape(shape), axis + 1)
+            else:
+                bins = tensor(_bins(n, s).T.astype(x.dtype.np), device=x.device)
+                out = ops.matmul(out.transpose(axis, -1), bins).transpose(axis, -1)
+    return out.squeeze(0) if unbatched else out
+
+
+def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:
+    return _adaptive_avg_pool("adaptive_avg_pool1d", 1, input, output_size)
+
+
+def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
+    """``torch.nn.functional.adaptive_avg_pool2d``: PyTorch's bins per dim."""
+    return _adaptive_avg_pool("adaptive_avg_pool2d", 2, input, output_size)
+
+
+def adaptive_avg_pool3d(input: Tensor, output_size: Any) -> Tensor:
+    return _adaptive_avg_pool("adaptive_avg_pool3d", 3, input, output_size)
+
+
+__all__ = ["conv1d", "conv2d", "conv3d", "max_pool1d", "max_pool2d", "max_pool3d",
+           "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d",
+           "adaptive_avg_pool2d", "adaptive_avg_pool3d"]

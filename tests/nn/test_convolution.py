@@ -1,0 +1,276 @@
+"""Convolution and pooling (F.conv*, F.max_pool*, F.avg_pool*, F.adaptive_avg_pool* and
+their modules) on both engines: forward against direct numpy loops written from
+PyTorch's definitions, gradients by float64 finite differences, PyTorch itself where
+installed, and the errors bad arguments get."""
+import math
+
+import numpy as np
+import pytest
+
+import nova as nv
+import nova.nn as nn
+import nova.nn.functional as F
+from nova.autograd.gradcheck import gradcheck
+from tests.helpers import assert_close
+
+RNG = np.random.default_rng(0)
+
+
+@pytest.fixture(autouse=True, params=["cpu", "interp"])
+def engine(request):
+    with nv.engine(request.param):
+        yield request.param
+
+
+def _out_size(n, k, s, lo, hi, d, ceil=False):
+    span = n + lo + hi - d * (k - 1) - 1
+    o = (-(-span // s) if ceil else span // s) + 1
+    if ceil and (o - 1) * s >= n + lo:
+        o -= 1
+    return o
+
+
+def conv_reference(x, w, b, stride, padding, dilation, groups):
+    """Direct loops over output positions: out[n, o, p] = sum over the group's input
+    channels and kernel offsets of w * x_padded at p*stride + k*dilation."""
+    nd = x.ndim - 2
+    xp = np.pad(x, [(0, 0), (0, 0)] + [(p, p) for p in padding])
+    out_sp = [_out_size(x.shape[2 + i], w.shape[2 + i], stride[i], padding[i], padding[i],
+                        dilation[i]) for i in range(nd)]
+    cg, og = w.shape[1], w.shape[0] // groups
+    out = np.zeros((x.shape[0], w.shape[0], *out_sp))
+    for pos in np.ndindex(*out_sp):
+        for k in np.ndindex(*w.shape[2:]):
+            idx = tuple(pos[i] * stride[i] + k[i] * dilation[i] for i in range(nd))
+            for g in range(groups):
+                patch = xp[(slice(None), slice(g * cg, (g + 1) * cg)) + idx]     # (N, cg)
+                wk = w[(slice(g * og, (g + 1) * og), slice(None)) + k]            # (og, cg)
+                out[(slice(None), slice(g * og, (g + 1) * og)) + pos] += patch @ wk.T
+    if b is not None:
+        out += b.reshape((1, -1) + (1,) * nd)
+    return out
+
+
+CONV_CASES = [   # x shape, weight shape, stride, padding, dilation, groups
+    ((2, 3, 7, 6), (4, 3, 3, 3), (1, 1), (0, 0), (1, 1), 1),
+    ((2, 4, 7, 6), (6, 2, 3, 2), (2, 1), (1, 1), (1, 1), 2),
+    ((1, 2, 9, 8), (3, 2, 3, 3), (1, 2), (2, 1), (2, 1), 1),
+    ((3, 5, 9), (4, 5, 2), (2,), (1,), (1,), 1),
+    ((2, 4, 5), (4, 1, 3), (1,), (1,), (1,), 4),            # depthwise
+    ((1, 2, 4, 3, 5), (2, 2, 2, 2, 2), (1, 1, 2), (1, 0, 1), (1, 1, 1), 1),
+]
+
+
+@pytest.mark.parametrize("xs,ws,stride,padding,dilation,groups", CONV_CASES)
+def test_conv_matches_direct_loops(xs, ws, stride, padding, dilation, groups):
+    x = RNG.standard_normal(xs).astype(np.float32)
+    w = RNG.standard_normal(ws).astype(np.float32)
+    b = RNG.standard_normal(ws[0]).astype(np.float32)
+    fn = {3: F.conv1d, 4: F.conv2d, 5: F.conv3d}[len(xs)]
+    got = fn(nv.tensor(x), nv.tensor(w), nv.tensor(b), stride, padding, dilation, groups)
+    assert_close(got, conv_reference(x, w, b, stride, padding, dilation, groups),
+                 rtol=1e-4, atol=1e-4)
+    unbatched = fn(nv.tensor(x[0]), nv.tensor(w), None, stride, padding, dilation, groups)
+    assert_close(unbatched, conv_reference(x[:1], w, None, stride, padding, dilation,
+                                           groups)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_conv_same_and_valid_padding():
+    x = RNG.standard_normal((1, 2, 6, 5)).astype(np.float32)
+    w = RNG.standard_normal((3, 2, 4, 3)).astype(np.float32)    # even kernel: more on the right
+    got = F.conv2d(nv.tensor(x), nv.tensor(w), padding="same", dilation=(1, 2))
+    xp = np.pad(x, [(0, 0), (0, 0), (1, 2), (2, 2)])
+    assert got.shape == (1, 3, 6, 5)
+    assert_close(got, conv_reference(xp, w, None, (1, 1), (0, 0), (1, 2), 1), rtol=1e-4,
+                 atol=1e-4)
+    valid = F.conv2d(nv.tensor(x), nv.tensor(w), padding="valid")
+    assert_close(valid, conv_reference(x, w, None, (1, 1), (0, 0), (1, 1), 1), rtol=1e-4,
+                 atol=1e-4)
+
+
+@pytest.mark.parametrize("stride,padding,dilation,groups", [((1, 1), 0, 1, 1), (2, 1, 1, 2),
+                                                             (1, 1, 2, 1)])
+def test_conv2d_gradients_match_finite_differences(stride, padding, dilation, groups):
+    x = RNG.standard_normal((2, 2, 5, 4))
+    w = RNG.standard_normal((2, 2 // groups, 2, 2))
+    b = RNG.standard_normal(2)
+    assert gradcheck(lambda x, w, b: F.conv2d(x, w, b, stride, padding, dilation, groups),
+                     [x, w, b])
+
+
+def test_conv1d_gradients_match_finite_differences():
+    assert gradcheck(lambda x, w: F.conv1d(x, w, stride=2, padding=1),
+                     [RNG.standard_normal((2, 3, 6)), RNG.standard_normal((2, 3, 3))])
+
+
+def pool_reference(x, kernel, stride, padding, dilation, ceil, kind, count_include_pad=True):
+    """PyTorch's max/avg pool by direct loops (its divisor rules for avg)."""
+    nd = x.ndim - 2
+    sp = x.shape[2:]
+    out_sp = [_out_size(sp[i], kernel[i], stride[i], padding[i], padding[i], dilation[i], ceil)
+              for i in range(nd)]
+    out = np.zeros(x.shape[:2] + tuple(out_sp))
+    index = np.zeros(out.shape, np.int64)
+    for pos in np.ndindex(*out_sp):
+        starts = [pos[i] * stride[i] - padding[i] for i in range(nd)]
+        if kind == "max":
+            best = np.full(x.shape[:2], -np.inf)
+            arg = np.zeros(x.shape[:2], np.int64)
+            for k in np.ndindex(*kernel):
+                c = [starts[i] + k[i] * dilation[i] for i in range(nd)]
+                if all(0 <= c[i] < sp[i] for i in range(nd)):
+                    v = x[(slice(None), slice(None)) + tuple(c)]
+                    better = v > best
+                    best = np.where(better, v, best)
+                    arg = np.where(better, np.ravel_multi_index(c, sp), arg)
+            out[(slice(None), slice(None)) + pos] = best
+            index[(slice(None), slice(None)) + pos] = arg
+        else:
+            ends = [min(starts[i] + kernel[i], sp[i] + padding[i]) for i in range(nd)]
+            size = math.prod(e - s for s, e in zip(starts, ends))
+            lo = [max(s, 0) for s in starts]
+            hi = [min(e, n) for e, n in zip(ends, sp)]
+            window = x[(slice(None), slice(None)) + tuple(slice(a, b) for a, b in zip(lo, hi))]
+            if not count_include_pad:
+                size = math.prod(b - a for a, b in zip(lo, hi))
+            out[(slice(None), slice(None)) + pos] = window.sum(tuple(range(2, 2 + nd))) / size
+    return out, index
+
+
+POOL_CASES = [   # x shape, kernel, stride, padding, dilation, ceil_mode
+    ((2, 3, 8, 8), (2, 2), (2, 2), (0, 0), (1, 1), False),
+    ((2, 3, 9, 8), (3, 3), (2, 2), (1, 1), (1, 1), False),
+    ((1, 2, 9, 8), (3, 3), (2, 2), (0, 0), (1, 1), True),
+    ((1, 2, 9, 8), (2, 3), (1, 1), (1, 1), (2, 1), False),
+    ((2, 3, 10), (3,), (2,), (1,), (1,), True),
+]
+
+
+@pytest.mark.parametrize("xs,kernel,stride,padding,dilation,ceil", POOL_CASES)
+def test_max_pool_matches_direct_loops_with_indices(xs, kernel, stride, padding, dilation, ceil):
+    x = RNG.standard_normal(xs).astype(np.float32)
+    fn = {3: F.max_pool1d, 4: F.max_pool2d}[len(xs)]
+    out, idx = fn(nv.tensor(x), kernel, stride, padding, dilation, ceil, return_indices=True)
+    ref, ref_idx = pool_reference(x, kernel, stride, padding, dilation, ceil, "max")
+    assert_close(out, ref)
+    np.testing.assert_array_equal(idx.numpy(), ref_idx)
+    assert idx.dtype == nv.int64
+
+
+@pytest.mark.parametrize("xs,kernel,stride,padding,dilation,ceil",
+                         [c for c in POOL_CASES if c[4] == (1,) * len(c[1])])
+@pytest.mark.parametrize("count_include_pad", [True, False])
+def test_avg_pool_matches_pytorch_divisor_rules(xs, kernel, stride, padding, dilation, ceil,
+                                                count_include_pad):
+    x = RNG.standard_normal(xs).astype(np.float32)
+    fn = {3: F.avg_pool1d, 4: F.avg_pool2d}[len(xs)]
+    got = fn(nv.tensor(x), kernel, stride, padding, ceil, count_include_pad)
+    ref, _ = pool_reference(x, kernel, stride, padding, dilation, ceil, "avg", count_include_pad)
+    assert_close(got, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_max_pool_gradient_goes_to_the_first_maximum_of_each_window():
+    # ties everywhere (a ReLU's zeros): PyTorch gives each window's gradient to its first
+    # maximum, and overlapping windows add up
+    x = nv.tensor(np.array([[[[0.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 0.0]]]],
+                           np.float32), requires_grad=True)
+    F.max_pool2d(x, 2, stride=1).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy()[0, 0], [[0, 0, 0], [0, 4, 0], [0, 0, 0]])
+    z = nv.zeros(1, 1, 2, 4, requires_grad=True)
+    F.max_pool2d(z, 2).sum().backward()
+    np.testing.assert_array_equal(z.grad.numpy()[0, 0], [[1, 0, 1, 0], [0, 0, 0, 0]])
+    nan = nv.tensor(np.array([[[1.0, np.nan, 3.0, 2.0]]], np.float32))
+    assert np.isnan(F.max_pool1d(nan, 2).numpy()[0, 0, 0])
+
+
+def test_pool_gradients_match_finite_differences():
+    x = RNG.standard_normal((1, 2, 5, 5))
+    assert gradcheck(lambda x: F.max_pool2d(x, 3, 2, 1), [x])
+    assert gradcheck(lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True,
+                                            count_include_pad=False), [x])
+    assert gradcheck(lambda x: F.adaptive_avg_pool2d(x, (3, 2)), [x])
+
+
+@pytest.mark.parametrize("size", [1, (3, 2), (4, None), 5, (7, 8)])
+def test_adaptive_avg_pool_uses_pytorch_bins(size):
+    x = RNG.standard_normal((2, 3, 9, 8)).astype(np.float32)
+    got = F.adaptive_avg_pool2d(nv.tensor(x), size)
+    oh, ow = (size, size) if isinstance(size, int) else (size[0], size[1] or 8)
+    ref = np.zeros((2, 3, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            h0, h1 = i * 9 // oh, -(-(i + 1) * 9 // oh)
+            w0, w1 = j * 8 // ow, -(-(j + 1) * 8 // ow)
+            ref[:, :, i, j] = x[:, :, h0:h1, w0:w1].mean((2, 3))
+    assert_close(got, ref, rtol=1e-5, atol=1e-6)
+    assert_close(F.adaptive_avg_pool1d(nv.tensor(x[0]), 4),
+                 np.stack([x[0, :, :, 2 * j:2 * j + 2].mean(-1) for j in range(4)], -1),
+                 rtol=1e-5, atol=1e-6)
+
+
+def test_conv_and_pool_modules():
+    conv = nn.Conv2d(3, 4, 3, padding=1, bias=True)
+    bound = 1 / math.sqrt(3 * 9)
+    assert conv.weight.shape == (4, 3, 3, 3) and conv.bias.shape == (4,)
+    assert np.abs(conv.weight.numpy()).max() <= bound and np.abs(conv.bias.numpy()).max() <= bound
+    x = RNG.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    ref = conv_reference(x, conv.weight.numpy(), conv.bias.numpy(), (1, 1), (1, 1), (1, 1), 1)
+    assert_close(conv(nv.tensor(x)), ref, rtol=1e-4, atol=1e-5)
+    circ = nn.Conv1d(2, 2, 3, padding=1, padding_mode="circular", bias=False)
+    y = RNG.standard_normal((1, 2, 5)).astype(np.float32)
+    wrapped = np.concatenate([y[..., -1:], y, y[..., :1]], -1)
+    assert_close(circ(nv.tensor(y)), conv_reference(wrapped, circ.weight.numpy(), None, (1,),
+                                                    (0,), (1,), 1), rtol=1e-4, atol=1e-5)
+    assert repr(nn.Conv2d(2, 4, 3, stride=2, groups=2, bias=False)) == \
+        "Conv2d(2, 4, kernel_size=(3, 3), stride=(2, 2), groups=2, bias=False)"
+    assert nn.MaxPool2d(2)(nv.tensor(x)).shape == (2, 3, 3, 3)
+    assert nn.AvgPool2d(3, 1, 1, count_include_pad=False)(nv.tensor(x)).shape == (2, 3, 6, 6)
+    assert nn.AdaptiveAvgPool2d((1, 1))(nv.tensor(x)).shape == (2, 3, 1, 1)
+    out, idx = nn.MaxPool1d(2, return_indices=True)(nv.tensor(y))
+    assert out.shape == idx.shape == (1, 2, 2)
+
+
+def test_conv_and_pool_errors_name_the_op_and_shapes():
+    x = nv.zeros(2, 3, 5, 5)
+    with pytest.raises(ValueError, match=r"conv2d: input \(2, 3, 5, 5\) has 3 channels but "
+                                         r"weight \(4, 2, 3, 3\) with groups=1 expects 2"):
+        F.conv2d(x, nv.zeros(4, 2, 3, 3))
+    with pytest.raises(ValueError, match=r"conv2d: expected a 3-D \(unbatched\) or 4-D"):
+        F.conv2d(nv.zeros(5, 5), nv.zeros(1, 1, 3, 3))
+    with pytest.raises(ValueError, match="smaller than the dilated kernel"):
+        F.conv2d(x, nv.zeros(1, 3, 6, 6))
+    with pytest.raises(ValueError, match="padding='same' is not supported for strided"):
+        F.conv2d(x, nv.zeros(1, 3, 3, 3), stride=2, padding="same")
+    with pytest.raises(ValueError, match=r"conv2d: bias must have shape \(1,\)"):
+        F.conv2d(x, nv.zeros(1, 3, 3, 3), nv.zeros(2))
+    with pytest.raises(ValueError, match=r"stride must be >= 1"):
+        F.conv2d(x, nv.zeros(1, 3, 3, 3), stride=0)
+    with pytest.raises(ValueError, match="should be at most half of the effective kernel"):
+        F.max_pool2d(x, 2, padding=2)
+    with pytest.raises(TypeError, match="avg_pool2d: expected floating point input"):
+        F.avg_pool2d(nv.zeros(1, 1, 4, 4, dtype=nv.int64), 2)
+    with pytest.raises(ValueError, match="Conv2d: in_channels"):
+        nn.Conv2d(3, 4, 3, groups=2)
+
+
+def test_int_max_pool_pads_with_the_lowest_value():
+    x = nv.tensor(np.array([[[-5, -7, -3]]], np.int64))
+    np.testing.assert_array_equal(F.max_pool1d(x, 2, 2, 1).numpy(), [[[-5, -3]]])
+
+
+def test_against_pytorch_forward_and_backward():
+    torch = pytest.importorskip("torch")
+    x = RNG.standard_normal((2, 4, 9, 8)).astype(np.float32)
+    w = RNG.standard_normal((6, 2, 3, 3)).astype(np.float32)
+    g = RNG.standard_normal((2, 6, 3, 3)).astype(np.float32)
+
+    def run(lib, F_):
+        xt = lib.tensor(x, requires_grad=True)
+        wt = lib.tensor(w, requires_grad=True)
+        y = F_.conv2d(xt, wt, stride=2, padding=1, groups=2)
+        y = F_.max_pool2d(F_.relu(y), 2, 1, 1)
+        y = F_.adaptive_avg_pool2d(F_.avg_pool2d(y, 2, 1, ceil_mode=True), (3, 3))
+        (y * lib.tensor(g)).sum().backward()
+        return [t.detach().numpy() for t in (y, xt.grad, wt.grad)]
+    for a, b in zip(run(nv, F), run(torch, torch.nn.functional)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)

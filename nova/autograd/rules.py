@@ -215,6 +215,34 @@ def _cast_back(ctx: Context, g: Tensor) -> Grads:
     return (ops.cast(g, src) if src.is_floating_point else None,)
 
 
+def _cumsum_back(ctx: Context, g: Tensor) -> Grads:
+    """Each input feeds every prefix from its own position on (before it, with
+    ``reverse``): the gradient is the scan of ``g`` in the other direction."""
+    from nova.tensor.scan import scan_last
+    return (scan_last("cumsum", g, not ctx.attrs["reverse"]),)
+
+
+def _cumprod_back(ctx: Context, g: Tensor) -> Grads:
+    """Zero-safe: ``dy_j/dx_i`` is the product of ``x_0..x_j`` without ``x_i`` (j >= i).
+    Before a row's first zero, that is ``y_j / x_i``, so the gradient is the reverse
+    cumsum of ``g * y`` divided by ``x``; at the first zero it is the reverse cumsum
+    of ``g`` times the products with that zero taken as 1; after it, every product
+    holds the first zero and the gradient is 0. With ``reverse`` every direction
+    flips."""
+    from nova.tensor.scan import scan_last
+    x, y = ctx.x(0), ctx.y()
+    reverse = bool(ctx.attrs["reverse"])
+    zero = ops.eq(x, 0.0)
+    zeros_so_far = scan_last("cumsum", ops.cast(zero, dt.int64), reverse)
+    before = ops.eq(zeros_so_far, 0)
+    first = ops.logical_and(zero, ops.eq(zeros_so_far, 1))
+    ahead = lambda t: scan_last("cumsum", t, not reverse)  # noqa: E731
+    plain = ops.div(ahead(ops.mul(g, y)), ops.where(before, x, 1.0))
+    skipped = scan_last("cumprod", ops.where(first, 1.0, x), reverse)
+    at_zero = ahead(ops.mul(g, skipped))
+    return (ops.where(before, plain, ops.where(first, at_zero, 0.0)),)
+
+
 # The vector-Jacobian table, keyed by the dialect's op classes: every op of
 # ``nd.OPS_BY_NAME`` has a row here or the ``NonDifferentiable`` trait, never both
 # (``coverage_errors``; tests/autograd/test_rule_table.py).
@@ -266,6 +294,8 @@ RULES: dict[type, Rule] = {
     nd.GatherOp: Rule(_gather_back, (1,)),
     nd.ScatterAddOp: Rule(_scatter_add_back, (1,)),
     nd.ScatterOp: Rule(_scatter_back, (1,)),
+    nd.CumsumOp: Rule(_cumsum_back),
+    nd.CumprodOp: Rule(_cumprod_back, (0,), saves_output=True),
 }
 
 # The identity record ``graph.alias_fn`` makes (not an op of the dialect: it routes a

@@ -140,7 +140,8 @@ class CounterRandom(OpTrait):
     so rematerialization may recompute it like an elementwise op."""
 
 
-KERNEL_KINDS = ("elementwise", "reduce", "rows", "matmul", "scatter", "attention", "sort")
+KERNEL_KINDS = ("elementwise", "reduce", "rows", "matmul", "scatter", "attention", "sort",
+                "scan")
 
 
 @dataclass(frozen=True)
@@ -817,6 +818,42 @@ class ArgsortOp(IRDLOperation):
             _fail(self, f"result must be i64 {shape}")
 
 
+class _ScanOp(IRDLOperation):
+    """An inclusive scan along the last dim: ``result[..., j]`` combines ``input[..., 0]``
+    through ``input[..., j]`` in order (with ``reverse`` = 1, ``input[..., j]`` through
+    the last). Float scans accumulate in float64 and round each prefix to the result
+    type once, as PyTorch's CPU kernels do; integers accumulate in their own type
+    (wrapping). Scanning another dim is a transpose around it (the front end's job)."""
+
+    input = operand_def(AnyTensor)
+    reverse = prop_def(IntegerAttr)
+    result = result_def(AnyTensor)
+    assembly_format = "$input `reverse` `=` $reverse attr-dict `:` type($input) `->` type($result)"
+    traits = traits_def(Pure(), KernelRoot("scan"))
+
+    def verify_(self) -> None:
+        if not shape_of(self.input):
+            _fail(self, "input must have at least one dim")
+        if self.input.type.element_type == IntegerType(1):
+            _fail(self, "input must be a number type, not i1")
+        if self.result.type != self.input.type:
+            _fail(self, "result must have the input's type")
+
+
+@irdl_op_definition
+class CumsumOp(_ScanOp):
+    """Running sums (``_ScanOp``)."""
+
+    name = "nova.cumsum"
+
+
+@irdl_op_definition
+class CumprodOp(_ScanOp):
+    """Running products (``_ScanOp``)."""
+
+    name = "nova.cumprod"
+
+
 @irdl_op_definition
 class WrapIndexOp(IRDLOperation):
     """``result = index + size`` where ``index < 0``, else ``index``: an integer index
@@ -994,7 +1031,7 @@ Nova = Dialect(
     [ConstantOp, IotaOp, RngUniformOp, *UNARY_OPS, CastOp, *BINARY_OPS, CompareOp,
      WhereOp, BroadcastInDimOp, ReshapeOp, TransposeOp, SliceOp, PadOp, ConcatOp,
      ReduceSumOp, ReduceMaxOp, MatmulOp, GatherOp, ScatterAddOp, ScatterOp,
-     WrapIndexOp, ArgsortOp, AttentionOp, AttentionGradOp, FusionOp, YieldOp],
+     WrapIndexOp, ArgsortOp, CumsumOp, CumprodOp, AttentionOp, AttentionGradOp, FusionOp, YieldOp],
     [],
 )
 

@@ -225,6 +225,23 @@ def _argsort(op: nd.ArgsortOp) -> Kernel:
     return argsort
 
 
+def _scan(f: Callable[..., np.ndarray]) -> Meaning:
+    """cumsum/cumprod along the last dim: floats accumulate in float64 and each prefix
+    is rounded to the result type once; integers accumulate in their own type."""
+    def meaning(op: Operation) -> Kernel:
+        store = _dtype_of(op.result).np
+        reverse = bool(op.reverse.value.data)
+        acc = np.float64 if np.issubdtype(store, np.floating) or store.kind == "V" else store
+
+        def scan(x):
+            x = _compute(x).astype(acc, copy=False)
+            if reverse:
+                return f(x[..., ::-1], axis=-1)[..., ::-1].astype(store)
+            return f(x, axis=-1).astype(store, copy=False)
+        return scan
+    return meaning
+
+
 def _wrap_index(op: nd.WrapIndexOp) -> Kernel:
     size, d = op.size.value.data, op.dim.value.data
 
@@ -340,6 +357,8 @@ MEANINGS: dict[type[Operation], Meaning] = {
     nd.ScatterOp: _scatter,
     nd.WrapIndexOp: _wrap_index,
     nd.ArgsortOp: _argsort,
+    nd.CumsumOp: _scan(np.cumsum),
+    nd.CumprodOp: _scan(np.cumprod),
     nd.AttentionOp: _attention,
     nd.AttentionGradOp: _attention_grad,
 }

@@ -101,6 +101,9 @@ def _representative() -> dict[str, PendingGraph]:
     grid = t(6, 5)
     grid[nv.tensor(rng.integers(-6, 6, (40,))), nv.tensor(rng.integers(0, 5, (40,)))] = t(40)
     g["index_assign"] = _graph(grid)                        # wrap_index + scatter (last wins)
+    g["sort"] = _graph((t(4, 50) * 2).argsort(descending=True))         # block_sort
+    g["scan"] = _graph(t(6, 40).cumsum(1), (t(5, 9) * 0.5).cumprod(0),   # thread_scan
+                       nv.tensor(rng.integers(0, 9, (3, 7))).cumsum(1))
     return g
 
 

@@ -73,7 +73,7 @@ def test_the_fused_attention_ops_print_and_parse_back():
 
 def test_every_op_round_trips():
     """Each op's custom assembly format parses back, including pad, scatter_add,
-    scatter, wrap_index, argsort and the rounding ops."""
+    scatter, wrap_index, argsort, the rounding ops, cumsum and cumprod."""
     x = nv.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
     y = x.clone()
     y[:, ::2] = 1.0                                       # pad (interior) + where
@@ -82,7 +82,8 @@ def test_every_op_round_trips():
     w = (x.abs().log1p().expm1().log().sqrt().reciprocal().sin().cos().tanh() ** 2).long().float()
     m = nv.maximum(x, 1.0) - nv.minimum(x, 2.0) / 3.0 + x * 2
     r = x.floor() + x.ceil() + x.round() + x.trunc()
-    text = nv.debug.dump_ir(y, z, w, m, -x, x.argsort(dim=0, descending=True), r)
+    text = nv.debug.dump_ir(y, z, w, m, -x, x.argsort(dim=0, descending=True), r,
+                            x.cumsum(1), x.cumprod(0))
     assert str(Parser(_context(), text).parse_module()) == text
     covered = text + _attention_ir() + _fused_attention_ir()
     missing = [name for name in nd.OPS_BY_NAME if f"nova.{name} " not in covered]

@@ -43,6 +43,9 @@ Strategies:
   of each row by one CPU thread (a GPU block). ``loops`` = (rows, N). The N keys and N
   spare indices a row needs are per thread (CPU: heap buffers per call) or per block
   (CUDA: the scratch the CUDA target sizes from its grid), never per row.
+- ``scan`` (``nova.cumsum``, ``nova.cumprod``): parallel over rows (all leading dims),
+  each row one sequential pass carrying the running value (float64 for floats), in
+  order or (``reverse``) from the end. ``loops`` = (rows, N).
 """
 from __future__ import annotations
 
@@ -204,10 +207,10 @@ def _structure(fusion: nd.FusionOp) -> tuple[Schedule, tuple | None]:
             batch *= d
         strategy = "attention" if isinstance(op, nd.AttentionOp) else "attention_grad"
         return Schedule((batch, q[-2], k[-2], q[-1]), 0, strategy, vector_dim=3), None
-    if kind == "sort":
+    if kind in ("sort", "scan"):
         x_shape = _shape(op.operands[0])
         rows = _numel(x_shape[:-1])
-        return Schedule((rows, x_shape[-1]), 0, "sort"), None
+        return Schedule((rows, x_shape[-1]), 0, kind), None
     if kind == "elementwise" or op is None:
         return Schedule(out_shape, 0 if out_shape else None, "elementwise",
                         vector_dim=len(out_shape) - 1 if out_shape else None), None

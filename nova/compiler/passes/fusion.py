@@ -146,9 +146,10 @@ def _can_join(op: Operation, k: Kernel, policy: FusionPolicy) -> bool:
         return n in (_prod(k.row_shape), n_rows)
     if k.kind == "reduce":
         return n in (k.numel, _numel(k.contraction.operands[0])) if k.contraction else False
-    if k.kind == "sort":
-        # A sort kernel computes each key once (into its scratch): a same-sized
-        # pointwise producer costs what it would cost in a kernel of its own.
+    if k.kind in ("sort", "scan"):
+        # A sort kernel computes each key once (into its scratch), a scan reads each
+        # element once: a same-sized pointwise producer costs what it would cost in a
+        # kernel of its own.
         return _pointwise(op) and n == k.numel
     if k.kind == "matmul":
         # Only the epilogue (output-sized) may join; operands take movement ops only.

@@ -24,6 +24,7 @@ from nova.compiler import dialect as nd
 from nova.compiler.targets.cpu.llvm_emit import I1, I64, Emitter, _COMPUTE, _numel, c64
 from nova.compiler.targets.cpu.llvm_attention import attention_backward, attention_forward
 from nova.compiler.targets.cpu.llvm_gemm import matmul_rows, matmul_tiled
+from nova.compiler.targets.cpu.llvm_scan import scan
 from nova.compiler.targets.cpu.llvm_sort import argsort
 from nova.compiler.codegen.values import element_of, shape_of
 from nova.compiler.lowering.plan import KernelPlan, accumulator_dtype, contraction, reductions
@@ -410,7 +411,7 @@ _BODIES = {"elementwise": _elementwise, "row": _reduce_row, "column": _reduce_co
            "rows": _rows,
            "ikj": matmul_rows, "dot": matmul_rows, "tiled": matmul_tiled, "scatter": _scatter,
            "attention": attention_forward, "attention_grad": attention_backward,
-           "sort": argsort}
+           "sort": argsort, "scan": scan}
 
 
 def emit_kernel(module: ir.Module, plan: KernelPlan) -> ir.Function:

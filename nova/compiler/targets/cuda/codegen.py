@@ -36,6 +36,8 @@ Kernel bodies, by strategy:
 - ``simt`` (float64/integer matmul): 16 x 16 shared-memory tiles, one output per thread.
 - ``block_sort`` (argsort): a block per row, a stable merge sort whose passes place every
   element by binary search (``_argsort``).
+- ``thread_scan`` (cumsum, cumprod): a thread per row carrying the running value
+  (``_scan``).
 
 Index errors (gather, scatter, wrap_index) and integer division by zero set the module global
 ``nova_error_flag`` (see ``targets.cuda.prelude``); indices are clamped so no access strays.
@@ -393,6 +395,41 @@ def _argsort(e: CEmitter, cfg: LaunchConfig) -> None:
     assert e.root is op.results[0], "sort kernels have no epilogue (fusion never adds one)"
 
 
+def _scan(e: CEmitter, cfg: LaunchConfig) -> None:
+    """A thread per row: the running value (double for floats; integers in their own
+    width, wrapping through unsigned arithmetic) carried along the row, each prefix
+    stored rounded to the result type, as the CPU body does."""
+    op = contraction(e.fusion)
+    x = op.operands[0]
+    reverse = bool(op.reverse.value.data)
+    is_sum = isinstance(op, nd.CumsumOp)
+    x_shape = shape_of(x)
+    rows, n = e.plan.schedule.loops
+    in_mlir, out_mlir = element_of(x), element_of(op.results[0])
+    floating = out_mlir in ("f16", "bf16", "f32", "f64")
+    acc_mlir = "f64" if floating else out_mlir
+    acc = COMPUTE[acc_mlir]
+    if n == 0:
+        e.line("// empty rows: nothing to scan")
+        return
+    start = "1.0" if floating else "1"
+    with e.scope(f"for (i64 row = (i64)blockIdx.x * blockDim.x + threadIdx.x; "
+                 f"row < {rows}LL; row += (i64)gridDim.x * blockDim.x)"):
+        e.line(f"{acc} acc = {'0' if is_sum else start};")
+        pre = e.delinearize("row", x_shape[:-1]) if len(x_shape) > 1 else []
+        with e.scope(f"for (i64 k = 0; k < {n}LL; ++k)"):
+            e.line(f"const i64 j = {f'{n - 1}LL - k' if reverse else 'k'};")
+            v = e.cast(e.emit(x, pre + ["j"]), in_mlir, acc_mlir)
+            sign = "+" if is_sum else "*"
+            if floating:
+                e.line(f"acc = acc {sign} {v};")
+            else:
+                u = "unsigned long long" if acc == "i64" else "unsigned"
+                e.line(f"acc = ({acc})(({u})acc {sign} ({u}){v});")
+            e.store(e.cast("acc", acc_mlir, out_mlir), "out", f"row * {n}LL + j", out_mlir)
+    assert e.root is op.results[0], "scan kernels have no epilogue (fusion never adds one)"
+
+
 # ---------------------------------------------------------------- modules
 
 def _signature(plan: KernelPlan) -> tuple[list[str], tuple[str, ...]]:
@@ -414,6 +451,7 @@ def generate(plan: KernelPlan, spec: CudaSpec) -> CudaKernel:
     e = CEmitter(plan)
     bodies = {"grid_stride": _elementwise, "warp_per_row": _rows, "block_per_row": _rows,
               "column": _column, "lines": _scatter, "block_sort": _argsort,
+              "thread_scan": _scan,
               "simt": matmul_simt}
     shared = cfg.shared_bytes
     modes = ""

@@ -226,6 +226,22 @@ def sort_config(plan: KernelPlan, spec: CudaSpec) -> LaunchConfig:
     return LaunchConfig("block_sort", (grid, 1, 1), (threads, 1, 1), derivation=why)
 
 
+SCAN_THREADS = 128   # a scan block: this many rows, one per thread
+
+
+def scan_config(plan: KernelPlan, spec: CudaSpec) -> LaunchConfig:
+    """cumsum/cumprod: a thread per row (grid-stride over rows), each walking its row
+    once with the running value in a register, ``SCAN_THREADS`` rows per block, grid =
+    min(ceil(rows / SCAN_THREADS), wave). Sequential within a row, so the result is the
+    CPU's to the last bit of the float64 accumulator; long rows with few of them leave
+    the GPU idle (a block-parallel scan would not)."""
+    rows, n = plan.schedule.loops
+    grid = max(1, min(-(-rows // SCAN_THREADS), wave(SCAN_THREADS, spec)))
+    why = (f"rows={rows}, N={n}: thread per row, block={SCAN_THREADS}, grid=min(ceil(rows/"
+           f"{SCAN_THREADS}), wave {wave(SCAN_THREADS, spec)})={grid}")
+    return LaunchConfig("thread_scan", (grid, 1, 1), (SCAN_THREADS, 1, 1), derivation=why)
+
+
 def gemm_dims(plan: KernelPlan) -> tuple[int, int, int, int]:
     """(batch, M, N, K) of a matmul kernel."""
     mm = contraction(plan.fusion)
@@ -342,6 +358,8 @@ def configure(plan: KernelPlan, spec: CudaSpec) -> LaunchConfig:
         return scatter_config(plan, spec)
     if plan.kind == "sort":
         return sort_config(plan, spec)
+    if plan.kind == "scan":
+        return scan_config(plan, spec)
     if plan.kind == "rows" or strategy == "row":
         return rows_config(plan, spec)
     if strategy == "column":

@@ -26,6 +26,7 @@ from nova.tensor.ops import (
     sigmoid, silu, sin, softmax, sqrt, square, std, sub, sum, tanh, tril, triu, var, where,
 )
 from nova.tensor.indexing import index_put
+from nova.tensor.einsum import einsum
 from nova.tensor.scan import cumprod, cumsum
 from nova.tensor.sorting import argsort, msort, sort, topk
 from nova.tensor.numeric import (  # noqa: A004 (torch's names: any, all, round)

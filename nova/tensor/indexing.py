@@ -294,7 +294,56 @@ def getitem(x: Tensor, index: Any) -> Tensor:
     return make_view(x, lambda b: _basic(b, p), lambda b, v: _basic_put(b, p, v), "__getitem__")
 
 
+def _bool_mask(entry: Any) -> Tensor | None:
+    """``entry`` as a bool tensor when it is a boolean mask (a bool tensor, or a numpy
+    array or list of bools), else None."""
+    if isinstance(entry, Tensor):
+        return entry if entry.dtype == dt.bool_ else None
+    if isinstance(entry, (list, np.ndarray)):
+        arr = np.asarray(entry)
+        if arr.dtype == np.bool_ and arr.ndim > 0:
+            from nova.tensor.creation import from_numpy
+            return from_numpy(arr)
+    return None
+
+
+def _masked_put(x: Tensor, index: Any, value: Any) -> Tensor | None:
+    """``x[..., mask] = value`` (a boolean mask after full slices ``:``, nothing after
+    it) as ``where(mask, value, x)`` when ``value`` is the same for every selected
+    element (it broadcasts to the dims after the mask's): then the result has ``x``'s
+    static shape, whatever the mask holds. None when ``index`` is not of that form."""
+    entries = list(index) if isinstance(index, tuple) else [index]
+    masks = [k for k, e in enumerate(entries) if _bool_mask(e) is not None]
+    if len(masks) != 1 or masks[0] != len(entries) - 1 or \
+            not all(isinstance(e, slice) and e == slice(None) for e in entries[:-1]):
+        return None
+    op, lead = "__setitem__", masks[0]
+    mask = _bool_mask(entries[-1])
+    span = x.shape[lead:lead + mask.ndim]
+    if mask.shape != span:
+        raise IndexError(f"{op}: the shape of the mask {mask.shape} does not match the "
+                         f"indexed dims {span} of tensor {x.shape} (from dim {lead})")
+    rest = x.shape[lead + mask.ndim:]
+    if not isinstance(value, Tensor):
+        from nova.tensor.creation import tensor
+        value = tensor(value, dtype=x.dtype)
+    if value.numel() == 1 and value.ndim > len(rest):
+        value = value.reshape(())
+    if value.ndim > len(rest) or broadcast_shapes(op, value.shape, rest) != rest:
+        raise IndexError(f"{op}: x[mask] = value with a value of shape {value.shape} needs "
+                         f"one value per selected element, a count that depends on the "
+                         f"mask's data ({mask.shape} into {x.shape}), which Nova's static "
+                         f"shapes cannot express; assign a value broadcastable to {rest} "
+                         "(the same for every selected element), or use nv.where")
+    shaped = mask.reshape((1,) * lead + mask.shape + (1,) * len(rest))
+    return ops.where(shaped, ops.cast(value, x.dtype), x)
+
+
 def setitem(x: Tensor, index: Any, value: Any) -> None:
+    masked = _masked_put(x, index, value)
+    if masked is not None:
+        x._assign(masked, "__setitem__")
+        return
     p = parse_index("__setitem__", x.shape, index)
     if p.advanced:
         new_window = _advanced_put("__setitem__", _basic(x, p), p.advanced, value)

@@ -325,3 +325,52 @@ def test_index_put_and_scatter_are_also_functions_as_in_torch():
     assert nv.index_put(x, (nv.tensor([1, 1]),), nv.tensor([2.0, 3.0]),
                         accumulate=True).tolist() == [0.0, 5.0, 0.0, 0.0]
     assert nv.scatter(x, 0, nv.tensor([0, 2]), 7.0).tolist() == [7.0, 0.0, 7.0, 0.0]
+
+
+def test_boolean_mask_assignment_of_a_shared_value_is_a_where():
+    """``x[mask] = v`` has x's static shape when every selected element gets the same
+    value: a scalar, or a value broadcastable to the dims after the mask's."""
+    a = np.array([[1.0, -2.0, 3.0], [-4.0, 5.0, -6.0]], np.float32)
+    x = nv.tensor(a)
+    x[x < 0] = 0
+    np.testing.assert_array_equal(x.numpy(), np.where(a < 0, 0, a))
+    rows = np.arange(12.0, dtype=np.float32).reshape(4, 3)
+    y = nv.tensor(rows)
+    keep = np.array([True, False, True, False])
+    y[nv.tensor(keep)] = nv.tensor([7.0, 8.0, 9.0])          # one row value for each row
+    want = rows.copy()
+    want[keep] = [7.0, 8.0, 9.0]
+    np.testing.assert_array_equal(y.numpy(), want)
+    z = nv.tensor(rows.T.copy())
+    z[:, keep] = nv.tensor([-1.0])                             # a 1-element value, after ':'
+    want = rows.T.copy()
+    want[:, keep] = -1.0
+    np.testing.assert_array_equal(z.numpy(), want)
+    i = nv.tensor(np.arange(6).reshape(2, 3))
+    i[[[True, False, True], [False, True, False]]] = 2.7        # a list mask; cast to int64
+    np.testing.assert_array_equal(i.numpy(), [[2, 1, 2], [3, 2, 5]])
+
+
+def test_boolean_mask_assignment_is_differentiable_and_writes_through_views():
+    w = nv.tensor(np.array([1.0, -1.0, 2.0], np.float32), requires_grad=True)
+    v = w * 3
+    v[v < 0] = 0.0
+    v.sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [3.0, 0.0, 3.0])
+    base = nv.tensor(np.arange(-3.0, 3.0, dtype=np.float32).reshape(2, 3))
+    row = base[1]
+    row[row > 1] = -9.0
+    np.testing.assert_array_equal(base.numpy(), [[-3, -2, -1], [0, 1, -9]])
+
+
+def test_boolean_mask_assignment_refuses_per_element_values_and_bad_shapes():
+    y = nv.zeros(4, 3)
+    mask = nv.tensor([True, False, True, False])
+    with pytest.raises(IndexError, match=r"value of shape \(2, 3\) needs one value per "
+                                         r"selected element.*broadcastable to \(3,\)"):
+        y[mask] = nv.ones(2, 3)
+    with pytest.raises(IndexError, match=r"the shape of the mask \(2,\) does not match the "
+                                         r"indexed dims \(4,\) of tensor \(4, 3\)"):
+        y[nv.tensor([True, False])] = 1.0
+    with pytest.raises(IndexError, match="boolean mask indexing"):   # reading stays refused
+        y[mask]

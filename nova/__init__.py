@@ -2,9 +2,13 @@
 
 ``import nova as nv``; the names follow PyTorch's.
 """
-from nova import autograd, cuda, debug, linalg, nn, optim, utils
+from nova import amp, autograd, cuda, debug, linalg, nn, optim, utils
+from nova.amp import autocast
 
-from nova.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from nova.autograd.grad_mode import (
+    enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
+    set_grad_enabled,
+)
 from nova.core import dtypes as _dt
 from nova.tensor.creation import (
     arange, empty, empty_like, eye, from_numpy, full, full_like, linspace, multinomial, ones,

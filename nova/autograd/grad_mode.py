@@ -5,7 +5,9 @@ and ``nova.tensor`` must not import ``nova.autograd``; this module keeps the pub
 path ``nova.autograd.grad_mode`` (used by ``nn`` and ``optim``) pointing at the same
 objects."""
 from nova.tensor.grad_mode import (
-    STATE, enable_grad, is_grad_enabled, no_grad, set_grad_enabled,
+    STATE, enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
+    set_grad_enabled,
 )
 
-__all__ = ["STATE", "enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled"]
+__all__ = ["STATE", "enable_grad", "inference_mode", "is_grad_enabled",
+           "is_inference_mode_enabled", "no_grad", "set_grad_enabled"]

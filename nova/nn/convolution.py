@@ -22,6 +22,7 @@ import numpy as np
 from nova.core import dtypes as dt
 from nova.nn.windows import WindowSpec, as_tuple, batched, window_stack
 from nova.tensor import ops
+from nova.tensor.autocast_state import lowered
 from nova.tensor.creation import tensor
 from nova.tensor.tensor import Tensor
 
@@ -35,6 +36,7 @@ def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stri
                          f"{getattr(weight, 'shape', type(weight).__name__)}")
     if not isinstance(groups, int) or groups < 1:
         raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+    x, weight = lowered(x), lowered(weight)          # autocast (no-op outside it)
     n, c = x.shape[:2]
     o, cg = weight.shape[:2]
     if c != cg * groups or o % groups:
@@ -55,7 +57,7 @@ def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stri
     if bias is not None:
         if bias.shape != (o,):
             raise ValueError(f"{op}: bias must have shape ({o},), got {bias.shape}")
-        out = ops.add(out, bias.reshape((o,) + (1,) * nd))
+        out = ops.add(out, lowered(bias).reshape((o,) + (1,) * nd))   # autocast: as the product
     return out.squeeze(0) if unbatched else out
 
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from nova.core import dtypes as dt
 from nova.tensor import ops
+from nova.tensor.autocast_state import full_precision, lowered
 from nova.tensor.creation import ones, rand, tensor
 from nova.tensor.tensor import Tensor
 
@@ -29,7 +30,8 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         raise ValueError(f"linear: input {x.shape} has {x.shape[-1] if x.ndim else 0} features "
                          f"but weight {weight.shape} expects {weight.shape[1]}")
     out = ops.matmul(x, weight.transpose(0, 1))
-    return out if bias is None else ops.add(out, bias)
+    # under autocast the bias joins the product's precision, as PyTorch's addmm does
+    return out if bias is None else ops.add(out, lowered(bias))
 
 
 def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
@@ -57,6 +59,7 @@ def _normalized_axes(op: str, x: Tensor, normalized_shape: Any) -> tuple[int, ..
 def layer_norm(x: Tensor, normalized_shape: Any, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     axes = _normalized_axes("layer_norm", x, normalized_shape)
+    x = full_precision(x, cuda_only=True)
     mu = ops.mean(x, axes, keepdim=True)
     centered = ops.sub(x, mu)
     var = ops.mean(ops.mul(centered, centered), axes, keepdim=True)
@@ -71,6 +74,7 @@ def layer_norm(x: Tensor, normalized_shape: Any, weight: Tensor | None = None,
 def rms_norm(x: Tensor, normalized_shape: Any, weight: Tensor | None = None,
              eps: float | None = None) -> Tensor:
     axes = _normalized_axes("rms_norm", x, normalized_shape)
+    x = full_precision(x, cuda_only=True)
     eps = 1e-6 if eps is None else eps
     out = ops.mul(x, ops.rsqrt(ops.add(ops.mean(ops.mul(x, x), axes, keepdim=True), eps)))
     return out if weight is None else ops.mul(out, weight)
@@ -94,7 +98,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, *
     contribute nothing and are left out of the mean. ``weight`` (C,) weighs each
     sample by its target's class (the mean divides by the weights' sum) and, with
     ``label_smoothing``, each class of the smoothing term, as PyTorch does."""
-    input, target = _class_targets("cross_entropy", input, target)
+    input, target = _class_targets("cross_entropy", full_precision(input), target)
     c_dim = 1
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
@@ -125,17 +129,20 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, *
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    _check_pair("mse_loss", input, target)
+    input, target = _check_pair("mse_loss", input, target)
     d = ops.sub(input, target)
     return _reduce("mse_loss", ops.mul(d, d), reduction)
 
 
-def _check_pair(op: str, input: Tensor, target: Tensor) -> None:
+def _check_pair(op: str, input: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
+    """Both tensors of a pointwise loss, checked, and raised to float32 under autocast
+    (PyTorch's losses run in float32 there)."""
     if not isinstance(input, Tensor) or not isinstance(target, Tensor):
         raise TypeError(f"{op}: input and target must be Tensors")
     if input.shape != target.shape:
         raise ValueError(f"{op}: input {input.shape} and target {target.shape} must have "
                          "the same shape")
+    return full_precision(input), full_precision(target)
 
 
 def _class_targets(op: str, input: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
@@ -170,7 +177,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
     """Negative log-likelihood of class ``target`` under log-probabilities ``input``
     (N, C) or (N, C, d1, ...). With ``weight``, each sample counts ``weight[target]``
     and the mean divides by their sum; ``ignore_index`` targets count 0."""
-    input, target = _class_targets("nll_loss", input, target)
+    input, target = _class_targets("nll_loss", full_precision(input), target)
     valid = ops.ne(target, ignore_index)
     safe = ops.where(valid, target, 0)
     picked = ops.neg(ops.gather(input, 1, safe.unsqueeze(1)).squeeze(1))
@@ -183,14 +190,14 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
 
 
 def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    _check_pair("l1_loss", input, target)
+    input, target = _check_pair("l1_loss", input, target)
     return _reduce("l1_loss", ops.abs(ops.sub(input, target)), reduction)
 
 
 def smooth_l1_loss(input: Tensor, target: Tensor, reduction: str = "mean",
                    beta: float = 1.0) -> Tensor:
     """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta = 0: L1)."""
-    _check_pair("smooth_l1_loss", input, target)
+    input, target = _check_pair("smooth_l1_loss", input, target)
     if beta < 0:
         raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
     d = ops.abs(ops.sub(input, target))
@@ -203,7 +210,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, reduction: str = "mean",
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean",
                delta: float = 1.0) -> Tensor:
     """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta)."""
-    _check_pair("huber_loss", input, target)
+    input, target = _check_pair("huber_loss", input, target)
     if delta <= 0:
         raise ValueError(f"huber_loss: delta must be > 0, got {delta}")
     d = ops.abs(ops.sub(input, target))
@@ -216,7 +223,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
                          reduction: str = "mean") -> Tensor:
     """-(y log p + (1 - y) log(1 - p)) for probabilities ``input``; each log is clamped
     at -100, as PyTorch does, so p = 0 or 1 gives a finite loss."""
-    _check_pair("binary_cross_entropy", input, target)
+    input, target = _check_pair("binary_cross_entropy", input, target)
     log_p = ops.maximum(ops.log(input), -100.0)
     log_q = ops.maximum(ops.log1p(ops.neg(input)), -100.0)
     loss = ops.neg(ops.add(ops.mul(target, log_p), ops.mul(ops.sub(1.0, target), log_q)))
@@ -231,7 +238,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
     """The binary cross entropy of sigmoid(``input``), computed stably from the logits:
     (1 - y) x + (1 + (pw - 1) y) softplus(-x), with softplus(-x) = log1p(exp(-|x|)) +
     max(-x, 0); ``pos_weight`` (broadcast along the last dim) weighs the positives."""
-    _check_pair("binary_cross_entropy_with_logits", input, target)
+    input, target = _check_pair("binary_cross_entropy_with_logits", input, target)
     soft = ops.add(ops.log1p(ops.exp(ops.neg(ops.abs(input)))), ops.relu(ops.neg(input)))
     scale = 1.0 if pos_weight is None else ops.add(ops.mul(ops.sub(pos_weight, 1.0), target),
                                                    1.0)

@@ -16,6 +16,7 @@ from nova.core import dtypes as dt
 from nova.nn.module import Module
 from nova.nn.parameter import Parameter
 from nova.tensor import ops
+from nova.tensor.autocast_state import full_precision
 from nova.tensor.creation import ones, tensor, zeros
 from nova.tensor.grad_mode import no_grad
 from nova.tensor.tensor import Tensor
@@ -34,6 +35,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
                          f"{getattr(input, 'shape', type(input).__name__)}")
     if not input.dtype.is_floating_point:
         raise TypeError(f"batch_norm: expected floating point input, got {input.dtype.name}")
+    input = full_precision(input, cuda_only=True)
     c = input.shape[1]
     for name, t in (("running_mean", running_mean), ("running_var", running_var),
                     ("weight", weight), ("bias", bias)):
@@ -87,7 +89,7 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
     for name, t in (("weight", weight), ("bias", bias)):
         if t is not None and t.shape != (c,):
             raise ValueError(f"group_norm: {name} must have shape ({c},), got {t.shape}")
-    grouped = input.reshape(n, num_groups, -1)
+    grouped = full_precision(input, cuda_only=True).reshape(n, num_groups, -1)
     mean = ops.mean(grouped, 2, keepdim=True)
     centered = ops.sub(grouped, mean)
     var = ops.mean(ops.mul(centered, centered), 2, keepdim=True)

@@ -20,6 +20,7 @@ class _State(threading.local):
     thread's start)."""
 
     enabled = True
+    inference = False       # inside an ``inference_mode`` block
 
 
 STATE = _State()
@@ -72,3 +73,42 @@ class enable_grad(_GradModeContext):
     """Re-enable history inside a ``no_grad`` block."""
 
     mode = True
+
+
+class inference_mode(_GradModeContext):
+    """``torch.inference_mode``: no autograd history inside (``mode=False``: grad mode
+    left as it is). Also a decorator, with or without the call (``@nv.inference_mode``).
+    Deviation: Nova's tensors made inside are ordinary tensors (PyTorch's "inference
+    tensors" refuse to join autograd later); they cost nothing extra either way, since a
+    recorded op without history is all that ``inference_mode`` saves in PyTorch."""
+
+    def __new__(cls, mode: Any = True):
+        if callable(mode):                    # bare ``@nv.inference_mode``
+            return cls()(mode)
+        return super().__new__(cls)
+
+    def __init__(self, mode: Any = True):
+        self.enabled = bool(mode)
+
+    def __enter__(self) -> None:
+        self.prev, self.prev_inference = STATE.enabled, STATE.inference
+        if self.enabled:
+            STATE.enabled, STATE.inference = False, True
+
+    def __exit__(self, *exc: Any) -> None:
+        STATE.enabled, STATE.inference = self.prev, self.prev_inference
+
+    def __call__(self, fn: Callable) -> Callable:
+        enabled = self.enabled
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with inference_mode(enabled):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+def is_inference_mode_enabled() -> bool:
+    """Whether this thread is inside an ``inference_mode`` block."""
+    return STATE.inference
+

@@ -20,6 +20,7 @@ from nova.core import dtypes as dt
 from nova.core.shapes import (
     broadcast_shapes, check_numel, normalize_dim, normalize_dims, numel,
 )
+from nova.tensor import autocast_state as _autocast
 from nova.tensor import grad_mode, tape
 from nova.tensor.tensor import Tensor
 from nova.tensor.trace import Node
@@ -593,6 +594,7 @@ def logsumexp(x: Tensor, dim: Any, keepdim: builtins.bool = False) -> Tensor:
 
 
 def softmax(x: Tensor, dim: builtins.int = -1, dtype: Any = None) -> Tensor:
+    x = _autocast.full_precision(x, cuda_only=True) if isinstance(x, Tensor) else x
     x = _as_float("softmax", x if dtype is None else cast(x, dt.get_dtype(dtype)))
     d = normalize_dim("softmax", dim, x.ndim, x.shape)
     e = exp(sub(x, _row_shift(x, d)))
@@ -600,6 +602,7 @@ def softmax(x: Tensor, dim: builtins.int = -1, dtype: Any = None) -> Tensor:
 
 
 def log_softmax(x: Tensor, dim: builtins.int = -1, dtype: Any = None) -> Tensor:
+    x = _autocast.full_precision(x, cuda_only=True) if isinstance(x, Tensor) else x
     x = _as_float("log_softmax", x if dtype is None else cast(x, dt.get_dtype(dtype)))
     d = normalize_dim("log_softmax", dim, x.ndim, x.shape)
     shifted = sub(x, _row_shift(x, d))
@@ -613,6 +616,8 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     batch dims broadcast."""
     _check_tensor("matmul", a)
     _check_tensor("matmul", b)
+    if _autocast.LOWER.get() is not None:
+        a, b = _autocast.lowered(a), _autocast.lowered(b)
     sa, sb, dtype = a.shape, b.shape, a.dtype
     if not sa or not sb:
         raise ValueError(f"matmul: both arguments need at least 1 dim, got shapes {sa} "

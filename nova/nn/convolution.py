@@ -1,10 +1,11 @@
 """Convolution and pooling (``F.conv1d/2d/3d``, ``F.max_pool*``, ``F.avg_pool*``,
 ``F.adaptive_avg_pool*``), PyTorch's semantics, built on :mod:`nova.nn.windows`.
 
-A convolution is im2col and one matmul: the window stack ``(N, C, K, *out)`` flattened
-to ``(N, C*K, P)`` (``P`` output positions) is contracted with the weight flattened to
-``(O, C*K)``; with ``groups`` the channels split into ``(N, G, C/G*K, P)`` and the
-weight into ``(G, O/G, C/G*K)``, one batched matmul. Max pooling takes the first
+A convolution is im2col and one matmul: the window stack of the channels-first input,
+``(C, K, N, *out)``, flattened to ``(C*K, N*P)`` (``P`` output positions per image), is
+contracted with the weight flattened to ``(O, C*K)``, and the ``(O, N, *out)`` product
+transposed back; with ``groups`` the channels split into ``(G, C/G*K, N*P)`` and the
+weight into ``(G, O/G, C/G*K)``, one batched matmul over the groups. Max pooling takes the first
 maximum of each window (``argmax``, NaN counting as the largest, as PyTorch's kernels
 do) and gathers it, so the gradient goes to that one element as in PyTorch; average
 pooling sums the window and divides by PyTorch's divisor (``count_include_pad``,
@@ -50,10 +51,15 @@ def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stri
         raise TypeError(f"{op}: expected floating point input, got {x.dtype.name}")
     spec = WindowSpec.make(op, tuple(x.shape[2:]), tuple(weight.shape[2:]), stride,
                            padding, dilation)
-    positions = math.prod(spec.out)
-    cols = window_stack(x, spec).reshape(n, groups, cg * spec.count, positions)
+    # The batch folds into the product's columns: (C, K, N, *out) windows are one
+    # (C*K, N*P) operand per group, so the forward, the input gradient and the weight
+    # gradient are each one GEMM (the weight's with N*P as its depth), not a batch of
+    # per-image products whose weight gradients would then be summed.
+    positions = n * math.prod(spec.out)
+    cols = window_stack(x.transpose(0, 1), spec, dim=1) \
+        .reshape(groups, cg * spec.count, positions)
     w = weight.reshape(groups, o // groups, cg * spec.count)
-    out = ops.matmul(w, cols).reshape((n, o) + spec.out)
+    out = ops.matmul(w, cols).reshape((o, n) + spec.out).transpose(0, 1)
     if bias is not None:
         if bias.shape != (o,):
             raise ValueError(f"{op}: bias must have shape ({o},), got {bias.shape}")

@@ -103,9 +103,11 @@ class WindowSpec:
         return list(itertools.product(*(range(k) for k in self.kernel)))
 
 
-def window_stack(x: Tensor, spec: WindowSpec, fill: Any = 0.0) -> Tensor:
-    """``(N, C, *spatial)`` -> ``(N, C, prod(kernel), *out)``: the input padded with
-    ``fill`` and read once per kernel offset (see the module docstring)."""
+def window_stack(x: Tensor, spec: WindowSpec, fill: Any = 0.0, dim: int = 2) -> Tensor:
+    """``(A, B, *spatial)`` -> ``(A, B, prod(kernel), *out)``: the input padded with
+    ``fill`` and read once per kernel offset (see the module docstring); ``dim=1``
+    stacks the offsets between the two leading dims instead, ``(A, prod(kernel), B,
+    *out)``."""
     if any(spec.low) or any(spec.high):
         widths = [(0, 0), (0, 0)] + list(zip(spec.low, spec.high))
         shape = tuple(n + a + b for n, (a, b) in zip(x.shape, widths))
@@ -118,8 +120,8 @@ def window_stack(x: Tensor, spec: WindowSpec, fill: Any = 0.0) -> Tensor:
                        for ki, di, si, o in zip(k, spec.dilation, spec.stride, spec.out))
         views.append(x[(slice(None), slice(None)) + window])
     if len(views) == 1:
-        return views[0].unsqueeze(2)
-    return stack(views, 2)
+        return views[0].unsqueeze(dim)
+    return stack(views, dim)
 
 
 def batched(op: str, x: Tensor, nd: int) -> tuple[Tensor, bool]:

@@ -78,3 +78,34 @@ def test_a_pad_read_through_a_transpose_is_not_split():
     assert texts and not any("seg.head" in t for t in texts)
     cpu, interp = _both(fn, x)
     assert np.array_equal(cpu, interp)
+
+
+@pytest.mark.parametrize("dim,shapes", [
+    (0, [(3, 5, 4), (2, 5, 4), (700, 5, 4)]),      # the parallel dim: pieces cut [start, end)
+    (1, [(6, 1, 9), (6, 3, 9), (6, 1, 9)]),
+    (2, [(4, 3, 2, 5), (4, 3, 1, 5)]),
+])
+def test_a_concat_along_an_outer_dim_gets_one_loop_nest_per_piece(dim, shapes):
+    """``_outer_concat``: the loop nest is cut at the concat's dim, one nest per piece
+    (a stack of convolution windows reads one source per element, not a select among
+    up to 49), and the pieces give exactly what the interpreter gives."""
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    fn = lambda *ts: nv.cat(list(ts), dim) * 2.0 + 1.0  # noqa: E731
+    with nv.engine("cpu"):
+        (text,) = _llvm(fn(*(nv.tensor(a) for a in arrays)))
+    assert len(re.findall(r'^"?seg\.head[.0-9]*"?:', text, re.M)) == len(shapes)
+    cpu, interp = _both(fn, *arrays)
+    assert np.array_equal(cpu, interp)
+    np.testing.assert_array_equal(cpu, np.concatenate(arrays, dim) * 2.0 + 1.0)
+
+
+def test_a_concat_read_through_a_transpose_keeps_its_selects():
+    x, y = (np.random.default_rng(4).standard_normal((3, 4)).astype(np.float32)
+            for _ in range(2))
+    fn = lambda a, b: nv.cat([a, b], 0).transpose(0, 1) * 2  # noqa: E731
+    with nv.engine("cpu"):
+        texts = _llvm(fn(nv.tensor(x), nv.tensor(y)))
+    assert texts and not any("seg.head" in t for t in texts)
+    cpu, interp = _both(fn, x, y)
+    assert np.array_equal(cpu, interp)

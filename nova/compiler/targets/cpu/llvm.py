@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from llvmlite import ir
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 
 from nova.compiler import dialect as nd
 from nova.compiler.targets.cpu.llvm_emit import I1, I64, Emitter, _COMPUTE, _numel, c64
@@ -113,6 +113,67 @@ def _region_rule(e: Emitter, op: Operation, inside) -> Callable[[list[ir.Value]]
     return lambda idx: e.emit(source, idx[:-1] + [e.b.sub(idx[-1], shift)])
 
 
+# At most this many copies of the loop body for a concat along an outer dimension.
+MAX_SEGMENTS = 64
+
+
+def _outer_concat(e: Emitter) -> tuple[int, list[tuple[int, int, SSAValue]], Operation] | None:
+    """A concat along a dimension other than the last, of the output's shape and read
+    by the root at its own index: ``(dim, [(lo, hi, source)], op)``, or None. Each
+    segment then gets a loop nest of its own in which the concat is its one source (a
+    stack of convolution windows is 9 to 49 of them: evaluated per element, every
+    element would select among all)."""
+    shape = e.plan.out[0]
+    for op in e.fusion.body.block.ops:
+        if not isinstance(op, nd.ConcatOp) or tuple(op.results[0].type.get_shape()) != shape:
+            continue
+        d = op.dim.value.data
+        if d == len(shape) - 1 or not 1 < len(op.operands) <= MAX_SEGMENTS or \
+                not (op.results[0] is e.root or _reaches_root_pointwise(e, op)):
+            continue
+        pieces, at = [], 0
+        for v in op.operands:
+            width = v.type.get_shape()[d]
+            pieces.append((at, at + width, v))
+            at += width
+        return d, pieces, op
+    return None
+
+
+def _segmented(e: Emitter, body: Callable[[list[ir.Value]], None], d: int,
+               pieces: list[tuple[int, int, SSAValue]], op: Operation) -> None:
+    """The loop nest of ``_elementwise`` split at dim ``d`` into one nest per segment of
+    the concat ``op`` (``_outer_concat``); dim 0's range stays this call's [start, end)."""
+    b, shape = e.b, e.plan.out[0]
+    start, end = e.fn.args[1], e.fn.args[2]
+    md = e.interleave(e.plan.schedule.unroll)
+    key = id(op.results[0])
+
+    def segments(outer: list[ir.Value]) -> None:
+        for lo, hi, source in pieces:
+            def rule(idx, lo=lo, source=source):
+                return e.emit(source, idx[:d] + [b.sub(idx[d], c64(lo))] + idx[d + 1:])
+            e.override[key] = rule
+            if d == 0:           # the parallel dim: this segment's part of [start, end)
+                a = b.select(b.icmp_signed(">", start, c64(lo)), start, c64(lo))
+                z = b.select(b.icmp_signed("<", end, c64(hi)), end, c64(hi))
+            else:
+                a, z = c64(lo), c64(hi)
+
+            def inner(j: ir.Value, outer=outer) -> None:
+                if d + 1 < len(shape):
+                    e.loops.nest(shape[d + 1:], lambda rest: body(outer + [j] + rest),
+                                 innermost_md=md)
+                else:
+                    body(outer + [j])
+            e.loops.range(a, z, inner, "seg")
+            del e.override[key]
+    if d == 0:
+        segments([])
+    else:
+        e.loops.nest(shape[:d], segments, first=(start, end))
+
+
 def _elementwise(e: Emitter) -> None:
     plan = e.plan
     shape, dtype = plan.out
@@ -125,6 +186,10 @@ def _elementwise(e: Emitter) -> None:
         body([])
         return
     regions = _regions(e)
+    outer = _outer_concat(e) if regions is None else None
+    if outer is not None:
+        _segmented(e, body, *outer)
+        return
     if regions is None:
         e.loops.nest(shape, body, first=(e.fn.args[1], e.fn.args[2]),
                      innermost_md=e.interleave(plan.schedule.unroll))

@@ -20,9 +20,37 @@ from nova.tensor.tensor import Tensor
 from nova.tensor.trace import buffer_node, device_buffer_node
 
 
+class NarrowIntegerWarning(UserWarning):
+    """A numpy integer dtype Nova has no dtype for (uint8, int8, int16, uint16, uint32)
+    was widened: the values are exact, the arithmetic is the wider type's."""
+
+
+_WARNED_WIDENED: set[np.dtype] = set()
+
+
+def _numpy_ints_dtype(op: str, arr: np.ndarray, stacklevel: int = 3) -> dt.DType:
+    """The Nova dtype of a numpy array, refusing uint64 values past int64 (they would
+    wrap to negatives) and saying once per dtype when a narrow integer type widens."""
+    target = dt.from_numpy_dtype(arr.dtype, op)
+    if arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and arr.size and \
+            int(arr.max()) > np.iinfo(np.int64).max:
+        raise ValueError(f"{op}: uint64 values up to {int(arr.max())} do not fit int64, "
+                         "Nova's widest integer type")
+    if arr.dtype.kind in "iu" and arr.dtype != target.np and arr.dtype.itemsize < 8 and \
+            arr.dtype not in _WARNED_WIDENED:
+        import warnings
+        _WARNED_WIDENED.add(arr.dtype)
+        warnings.warn(f"{op}: numpy {arr.dtype} has no Nova dtype; its values are held "
+                      f"exactly as {target.name}, and arithmetic on them follows "
+                      f"{target.name} (no wrap-around at 2**{8 * arr.dtype.itemsize}); "
+                      "cast first (e.g. .astype(np.float32) / 255) to choose",
+                      NarrowIntegerWarning, stacklevel=stacklevel)
+    return target
+
+
 def _infer_dtype(data: Any, arr: np.ndarray) -> dt.DType:
     if isinstance(data, np.ndarray) or isinstance(data, np.generic):
-        return dt.from_numpy_dtype(arr.dtype, "tensor")
+        return _numpy_ints_dtype("tensor", arr, stacklevel=4)
     if arr.dtype.kind == "b":
         return dt.bool_
     if arr.dtype.kind in "iu":
@@ -121,10 +149,12 @@ def tensor(data: Any, dtype: Any = None, device: Any = None,
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
-    """Wrap a numpy array without copying it; the tensor keeps the numpy dtype."""
+    """Wrap a numpy array without copying it; the tensor keeps the numpy dtype where
+    Nova has it (narrow integers widen to int32, uint32 to int64, with a
+    ``NarrowIntegerWarning`` once per dtype; uint64 values past int64 are refused)."""
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy: expected np.ndarray, got {type(array).__name__}")
-    target = dt.from_numpy_dtype(array.dtype)
+    target = _numpy_ints_dtype("from_numpy", array)
     if array.dtype != target.np:
         array = array.astype(target.np)
     return Tensor._wrap(buffer_node(array, target))

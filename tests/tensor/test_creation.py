@@ -130,3 +130,30 @@ def test_creation_errors():
             nv.zeros(2, device="cuda")
     with pytest.raises(TypeError, match="from_numpy: expected np.ndarray"):
         nv.from_numpy([1, 2])
+
+
+def test_narrow_numpy_integers_widen_exactly_and_say_so_once(monkeypatch):
+    from nova.tensor import creation
+    monkeypatch.setattr(creation, "_WARNED_WIDENED", set())
+    pixels = np.array([0, 17, 255], np.uint8)
+    with pytest.warns(creation.NarrowIntegerWarning, match=r"numpy uint8 has no Nova dtype; "
+                      r"its values are held exactly as int32.*no wrap-around at 2\*\*8"):
+        t = nv.from_numpy(pixels)
+    assert t.dtype == nv.int32 and t.tolist() == [0, 17, 255]
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")            # once per dtype: no second warning
+        assert nv.tensor(pixels).tolist() == [0, 17, 255]
+        assert nv.tensor(pixels, dtype=nv.float32).dtype == nv.float32
+    with pytest.warns(creation.NarrowIntegerWarning, match="uint16"):
+        assert nv.tensor(np.array([65535], np.uint16)).tolist() == [65535]
+    assert nv.from_numpy(np.array([2 ** 32 - 1], np.uint32)).dtype == nv.int64
+
+
+def test_uint64_values_past_int64_are_refused_not_wrapped():
+    with pytest.raises(ValueError, match=r"from_numpy: uint64 values up to "
+                                         r"18446744073709551615 do not fit int64"):
+        nv.from_numpy(np.array([1, 2 ** 64 - 1], np.uint64))
+    with pytest.raises(ValueError, match="tensor: uint64 values"):
+        nv.tensor(np.array([2 ** 63], np.uint64))
+    assert nv.from_numpy(np.array([2 ** 63 - 1], np.uint64)).tolist() == [2 ** 63 - 1]

@@ -14,11 +14,15 @@ class Adam(Optimizer):
     """``m = b1 m + (1-b1) g``; ``v = b2 v + (1-b2) g^2``;
     ``p -= lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps)``.
 
-    The step count ``t`` lives on the host; ``lr/(1-b1^t)`` and ``sqrt(1-b2^t)`` enter
-    the step as runtime inputs.
+    The step count ``t`` lives on the host; ``lr/(1-b1^t)``, ``sqrt(1-b2^t)``, and
+    ``b1``, ``1-b1``, ``b2``, ``1-b2`` enter the step as runtime inputs, so a schedule of
+    the betas (``OneCycleLR`` cycles ``betas[0]``) neither recompiles nor, under
+    ``nv.compile``, replays a stale value. (Each is rounded to float32 on the host, as
+    the constants they replace were: the update is bit-identical to a baked one.)
     """
 
     decoupled = False
+    _runtime_hparams = frozenset({"lr", "betas"})
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
@@ -51,12 +55,24 @@ class Adam(Optimizer):
         scalars["step_size"] = self._scalar("step_size", lr / (1.0 - b1 ** t))
         scalars["bias_correction2_sqrt"] = self._scalar("bias_correction2_sqrt",
                                                         math.sqrt(1.0 - b2 ** t))
+        # 1 - b is computed here in double, not in the step from b in float32: the
+        # coefficients are those of the constants they replace (and of torch).
+        scalars["beta1"] = self._scalar("beta1", b1)
+        scalars["1 - beta1"] = self._scalar("1 - beta1", 1.0 - b1)
+        scalars["beta2"] = self._scalar("beta2", b2)
+        scalars["1 - beta2"] = self._scalar("1 - beta2", 1.0 - b2)
         return scalars
+
+    def _baked(self, group: dict[str, Any]) -> dict[str, Any]:
+        """AdamW's decay is a runtime scalar: only whether there is one is structure."""
+        baked = super()._baked(group)
+        if self.decoupled:
+            baked["weight_decay"] = bool(group["weight_decay"])
+        return baked
 
     def _update(self, group: dict[str, Any], p: Tensor, grad: Tensor,
                 state: dict[str, Any]) -> None:
         g = -grad if group["maximize"] else grad
-        b1, b2 = group["betas"]
         if "step" not in state:
             state["step"] = 0
             state["exp_avg"] = zeros_state(p)
@@ -68,8 +84,9 @@ class Adam(Optimizer):
         elif wd:
             g = g + wd * p
         # The moments are updated in place (the same tensors every step), as in torch.
-        m = state["exp_avg"].copy_(state["exp_avg"] * b1 + g * (1.0 - b1))
-        v = state["exp_avg_sq"].copy_(state["exp_avg_sq"] * b2 + g * g * (1.0 - b2))
+        m = state["exp_avg"].copy_(state["exp_avg"] * s["beta1"] + g * s["1 - beta1"])
+        v = state["exp_avg_sq"].copy_(state["exp_avg_sq"] * s["beta2"] +
+                                      g * g * s["1 - beta2"])
         denom = ops.sqrt(v) / s["bias_correction2_sqrt"] + group["eps"]
         p.copy_(p - s["step_size"] * (m / denom))
 

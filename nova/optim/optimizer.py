@@ -2,14 +2,21 @@
 
 ``step()`` records the update of every parameter (and its state) under no_grad, then
 realizes: the forward, the backward and the update run as one compiled function.
-Hyperparameters that change during training (the learning rate, and per-step values
-derived from the step count such as Adam's bias corrections) enter the step as 0-d
-tensors, i.e. runtime inputs, so a schedule never causes a recompile.
+Hyperparameters that change during training (the learning rate, SGD's and RMSprop's
+momentum, Adam's betas, and per-step values derived from the step count such as Adam's
+bias corrections) enter the step as 0-d tensors, i.e. runtime inputs, so a schedule
+(``OneCycleLR`` cycles the momentum too) never causes a recompile.
+
+The other hyperparameters (``eps``, L2 ``weight_decay``, ``nesterov``, ...) are written
+into the compiled step as constants: changing one recompiles (the constant is part of
+the cache key). An ``nv.compile`` replay runs the recorded executables without
+recording, so each recorded ``step()`` notes those values (``_baked``) and a replay
+that finds one changed is recorded again instead of running a stale constant.
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -36,8 +43,24 @@ def zeros_state(p: Tensor) -> Tensor:
                   device=p.device if p.node.device == "cuda" else None)
 
 
+class StepEvent(NamedTuple):
+    """What a recorded ``step()`` tells ``nv.compile``'s replay (the "opt_step" event):
+    the (group index, parameter) pairs it updated, and per updated group the
+    hyperparameters it compiled in as constants (``Optimizer._baked``), which the
+    replay checks are unchanged before running the recorded executables."""
+
+    updated: list[tuple[int, Tensor]]
+    baked: dict[int, dict[str, Any]]
+
+
 class Optimizer:
-    """Base class: subclasses implement ``_update(group, p, grad, state)``."""
+    """Base class: subclasses implement ``_update(group, p, grad, state)`` (and its
+    host side ``_host_update``), and list in ``_runtime_hparams`` the group entries
+    that reach the step only through ``_scalar`` (runtime inputs)."""
+
+    # Group entries that enter the step only as runtime scalars; every other entry of
+    # ``defaults`` is taken to be compiled in as a constant (``_baked``).
+    _runtime_hparams: frozenset[str] = frozenset({"lr"})
 
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]):
         self.defaults = defaults
@@ -97,7 +120,8 @@ class Optimizer:
         self._scalars = {}
         updated = [(gi, p) for gi, group in enumerate(self.param_groups)
                    for p in group["params"] if p.grad is not None]
-        capture_log.action("opt_step", self, updated)
+        baked = {gi: self._baked(self.param_groups[gi]) for gi in {gi for gi, _ in updated}}
+        capture_log.action("opt_step", self, StepEvent(updated, baked))
         with no_grad():
             for gi, p in updated:
                 self._update(self.param_groups[gi], p, p.grad, self.state.setdefault(p, {}))
@@ -134,13 +158,31 @@ class Optimizer:
             capture_log.fresh("scalar", self, t.node, name)
         return t
 
-    def _host_step(self, updated: list[tuple[int, Tensor]]) -> list[tuple[str, float]]:
-        """The host side of a ``step()`` that updated ``updated`` ((group index,
-        parameter) pairs): every ``_host_update``, and the distinct runtime scalars in
-        the order the recorded step drew them (``nv.compile``'s replay)."""
+    def _baked(self, group: dict[str, Any]) -> dict[str, Any]:
+        """The values of ``group`` that this optimizer's recorded step holds as
+        constants or that decide its structure: a replay of the step is only exact
+        while they are unchanged. By default every hyperparameter of ``defaults``
+        except ``_runtime_hparams``; subclasses add structural facts (``momentum != 0``)."""
+        return {k: group[k] for k in self.defaults
+                if k not in self._runtime_hparams and k in group}
+
+    def _host_step(self, event: StepEvent) -> list[tuple[str, float]]:
+        """The host side of a recorded ``step()`` (``event``): every ``_host_update``,
+        and the distinct runtime scalars in the order the recorded step drew them
+        (``nv.compile``'s replay). A hyperparameter the recorded step compiled in that
+        has changed since makes the call run recorded (a stale constant otherwise)."""
+        for gi, then in event.baked.items():
+            now = self._baked(self.param_groups[gi])
+            if now != then:
+                from nova.capture import _Rerecord   # (only a replay calls _host_step)
+                changed = ", ".join(f"{k} {then.get(k)!r} -> {now.get(k)!r}"
+                                    for k in sorted(set(then) | set(now))
+                                    if then.get(k) != now.get(k))
+                raise _Rerecord(f"{type(self).__name__}: parameter group {gi} changed "
+                                f"{changed}, compiled into the recorded step as a constant")
         self._scalars, self._collecting = {}, []
         try:
-            for gi, p in updated:
+            for gi, p in event.updated:
                 self._host_update(self.param_groups[gi], self.state[p])
             return self._collecting
         finally:

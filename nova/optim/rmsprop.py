@@ -13,7 +13,10 @@ class RMSprop(Optimizer):
     """``v = alpha v + (1-alpha) g^2``; centered: ``a = alpha a + (1-alpha) g`` and the
     denominator ``sqrt(v - a^2) + eps``, else ``sqrt(v) + eps``; with momentum ``b =
     momentum b + g / denom`` and ``p -= lr b``, else ``p -= lr g / denom``. Weight decay
-    adds ``wd p`` to ``g``."""
+    adds ``wd p`` to ``g``. ``lr`` and ``momentum`` are runtime inputs of the step
+    (``OneCycleLR`` cycles the momentum); whether there is a momentum is structure."""
+
+    _runtime_hparams = frozenset({"lr", "momentum"})
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-2, alpha: float = 0.99,
                  eps: float = 1e-8, weight_decay: float = 0.0, momentum: float = 0.0,
@@ -27,7 +30,13 @@ class RMSprop(Optimizer):
 
     def _host_update(self, group: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         state["step"] += 1
-        return {"lr": self._scalar("lr", group["lr"])}
+        scalars = {"lr": self._scalar("lr", group["lr"])}
+        if group["momentum"]:
+            scalars["momentum"] = self._scalar("momentum", group["momentum"])
+        return scalars
+
+    def _baked(self, group: dict[str, Any]) -> dict[str, Any]:
+        return {**super()._baked(group), "momentum != 0": bool(group["momentum"])}
 
     def _update(self, group: dict[str, Any], p: Tensor, grad: Tensor,
                 state: dict[str, Any]) -> None:
@@ -35,10 +44,11 @@ class RMSprop(Optimizer):
         if "step" not in state:
             state["step"] = 0
             state["square_avg"] = zeros_state(p)
-            if group["momentum"]:
-                state["momentum_buffer"] = zeros_state(p)
             if group["centered"]:
                 state["grad_avg"] = zeros_state(p)
+        if group["momentum"] and "momentum_buffer" not in state:
+            # (also when a schedule turns the momentum on after the first step)
+            state["momentum_buffer"] = zeros_state(p)
         s = self._host_update(group, state)
         if group["weight_decay"]:
             g = g + group["weight_decay"] * p
@@ -50,7 +60,7 @@ class RMSprop(Optimizer):
         else:
             denom = ops.sqrt(v) + group["eps"]
         if group["momentum"]:
-            buf = state["momentum_buffer"].copy_(state["momentum_buffer"] * group["momentum"]
+            buf = state["momentum_buffer"].copy_(state["momentum_buffer"] * s["momentum"]
                                                  + g / denom)
             p.copy_(p - s["lr"] * buf)
         else:
@@ -61,6 +71,8 @@ class Adagrad(Optimizer):
     """``sum += g^2``; ``p -= lr / (1 + (t-1) lr_decay) * g / (sqrt(sum) + eps)``, the
     sum starting at ``initial_accumulator_value``; weight decay adds ``wd p`` to ``g``.
     The decayed rate is a runtime input (the step count lives on the host)."""
+
+    _runtime_hparams = frozenset({"lr", "lr_decay"})      # both only through ``clr``
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-2, lr_decay: float = 0.0,
                  weight_decay: float = 0.0, initial_accumulator_value: float = 0.0,

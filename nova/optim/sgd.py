@@ -10,7 +10,13 @@ from nova.tensor.tensor import Tensor
 
 class SGD(Optimizer):
     """``d = g + wd*p``; with momentum ``b = m*b + (1-dampening)*d`` (``b = d`` on the
-    first step), ``d = d + m*b`` if nesterov else ``b``; ``p -= lr*d``."""
+    first step), ``d = d + m*b`` if nesterov else ``b``; ``p -= lr*d``.
+
+    ``lr``, ``momentum`` and ``dampening`` are runtime inputs of the step (a schedule
+    of them -- ``OneCycleLR`` cycles the momentum -- compiles once); only whether there
+    is a momentum at all decides the step's structure."""
+
+    _runtime_hparams = frozenset({"lr", "momentum", "dampening"})
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, momentum: float = 0.0,
                  dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
@@ -34,8 +40,15 @@ class SGD(Optimizer):
             scalars["keep"] = self._scalar("momentum", 0.0 if first else m)
             scalars["take"] = self._scalar("1 - dampening",
                                            1.0 if first else 1.0 - group["dampening"])
+            if group["nesterov"]:
+                # Its own name: on step 1 "momentum" is 0 while Nesterov's look-ahead
+                # uses m, and one structure for every step needs two inputs then.
+                scalars["nesterov"] = self._scalar("nesterov momentum", m)
         scalars["lr"] = self._scalar("lr", group["lr"])
         return scalars
+
+    def _baked(self, group: dict[str, Any]) -> dict[str, Any]:
+        return {**super()._baked(group), "momentum != 0": bool(group["momentum"])}
 
     def _update(self, group: dict[str, Any], p: Tensor, grad: Tensor,
                 state: dict[str, Any]) -> None:
@@ -49,5 +62,5 @@ class SGD(Optimizer):
         if m:
             buf = state["momentum_buffer"]      # updated in place, as in torch
             buf.copy_(buf * s["keep"] + d * s["take"])
-            d = d + m * buf if group["nesterov"] else buf
+            d = d + s["nesterov"] * buf if group["nesterov"] else buf
         p.copy_(p - s["lr"] * d)

@@ -191,6 +191,6 @@ def test_per_step_scalars_are_one_input_each_not_one_per_parameter():
         opt.step()
         opt.zero_grad()
     args = len(CACHE.last.function.body.block.args)
-    # parameters, two moments each, the input, and 3 shared scalars (decay, step size,
-    # bias correction) -- not 3 per parameter
-    assert args == 10 * 3 + 1 + 3
+    # parameters, two moments each, the input, and 7 shared scalars (decay, step size,
+    # bias correction, beta1, 1 - beta1, beta2, 1 - beta2) -- not 7 per parameter
+    assert args == 10 * 3 + 1 + 7

@@ -6,11 +6,11 @@ from benchmarks import bench_conv
 
 
 def test_bench_conv_reports_every_shape(capsys):
-    rows = bench_conv.main(["--batch", "2", "--reps", "1", "--size", "10",
-                            "--shapes", "stage1 3x3,stage2 3x3/2"])
+    rows = bench_conv.main(["--batch", "1", "--reps", "1", "--size", "6",
+                            "--shapes", "stem 7x7/2,stage2 3x3/2"])
     out = capsys.readouterr().out
-    assert [r["shape"] for r in rows] == ["stage1 3x3", "stage2 3x3/2"]
-    assert "stage1 3x3 (64, 10x10, 64, 3/1)" in out and "torch/nova" in out
+    assert [r["shape"] for r in rows] == ["stem 7x7/2", "stage2 3x3/2"]
+    assert "stage2 3x3/2 (128, 6x6, 128, 3/2)" in out and "torch/nova" in out
     assert all(r["nova_s"] > 0 for r in rows)
 
 

@@ -13,6 +13,7 @@ from nova.nn.conv_layers import (
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AvgPool1d, AvgPool2d, AvgPool3d,
     Conv1d, Conv2d, Conv3d, MaxPool1d, MaxPool2d, MaxPool3d,
 )
+from nova.nn.interpolate import Upsample
 from nova.nn.module import Module, StateDictError
 from nova.nn.normalization import BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm
 from nova.nn.parameter import Parameter
@@ -25,4 +26,4 @@ __all__ = ["Module", "Parameter", "StateDictError", "Linear", "Embedding", "Laye
            "BCEWithLogitsLoss", "Conv1d", "Conv2d", "Conv3d", "MaxPool1d", "MaxPool2d",
            "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
            "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "BatchNorm1d", "BatchNorm2d",
-           "BatchNorm3d", "GroupNorm", "functional", "init", "utils"]
+           "BatchNorm3d", "GroupNorm", "Upsample", "functional", "init", "utils"]

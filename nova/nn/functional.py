@@ -374,6 +374,7 @@ from nova.nn.convolution import (  # noqa: E402  (they import pad from here)
     adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, avg_pool1d, avg_pool2d,
     avg_pool3d, conv1d, conv2d, conv3d, max_pool1d, max_pool2d, max_pool3d,
 )
+from nova.nn.interpolate import interpolate, upsample  # noqa: E402
 from nova.nn.normalization import batch_norm, group_norm, normalize  # noqa: E402
 
 __all__ = ["linear", "dropout", "pad", "layer_norm", "rms_norm", "cross_entropy", "mse_loss",
@@ -384,4 +385,4 @@ __all__ = ["linear", "dropout", "pad", "layer_norm", "rms_norm", "cross_entropy"
            "softmax", "log_softmax", "sigmoid", "tanh", "conv1d", "conv2d", "conv3d",
            "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
            "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "batch_norm",
-           "group_norm", "normalize"]
+           "group_norm", "normalize", "interpolate", "upsample"]

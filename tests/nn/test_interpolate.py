@@ -1,0 +1,122 @@
+"""F.interpolate / nn.Upsample on both engines: PyTorch's source-index rules written
+into the test (nearest, nearest-exact, linear with and without align_corners, scale
+factors kept or recomputed, area), infinities staying where they are read, gradients
+by float64 finite differences, PyTorch where installed, and the errors."""
+import numpy as np
+import pytest
+
+import nova as nv
+import nova.nn as nn
+import nova.nn.functional as F
+from nova.autograd.gradcheck import gradcheck
+from tests.helpers import assert_close
+
+RNG = np.random.default_rng(7)
+
+
+@pytest.fixture(autouse=True, params=["cpu", "interp"])
+def engine(request):
+    with nv.engine(request.param):
+        yield request.param
+
+
+def _linear_1d(x, n_out, scale, align):
+    """PyTorch's linear resize of the last axis, by its formula, in float64."""
+    n = x.shape[-1]
+    out = np.zeros(x.shape[:-1] + (n_out,))
+    for j in range(n_out):
+        if align:
+            src = j * (n - 1) / (n_out - 1) if n_out > 1 else 0.0
+        else:
+            src = max((j + 0.5) * (n / n_out if scale is None else scale) - 0.5, 0.0)
+        i0 = min(int(np.floor(src)), n - 1)
+        i1 = min(i0 + 1, n - 1)
+        t = src - i0
+        out[..., j] = (1 - t) * x[..., i0] + t * x[..., i1]
+    return out
+
+
+def test_nearest_modes_read_pytorchs_source_indices():
+    x = RNG.standard_normal((2, 3, 5, 7)).astype(np.float32)
+    got = F.interpolate(nv.tensor(x), size=(8, 3))
+    rows = np.minimum(np.floor(np.arange(8) * 5 / 8), 4).astype(int)
+    cols = np.minimum(np.floor(np.arange(3) * 7 / 3), 6).astype(int)
+    np.testing.assert_array_equal(got.numpy(), x[:, :, rows][:, :, :, cols])
+    exact = F.interpolate(nv.tensor(x), size=(8, 11), mode="nearest-exact")
+    rows = np.minimum(np.floor((np.arange(8) + 0.5) * 5 / 8), 4).astype(int)
+    cols = np.minimum(np.floor((np.arange(11) + 0.5) * 7 / 11), 6).astype(int)
+    np.testing.assert_array_equal(exact.numpy(), x[:, :, rows][:, :, :, cols])
+    up = F.interpolate(nv.tensor(x), scale_factor=2)
+    np.testing.assert_array_equal(up.numpy(), x.repeat(2, 2).repeat(2, 3))
+    ints = F.interpolate(nv.tensor(np.arange(6).reshape(1, 1, 6)), scale_factor=0.5)
+    assert ints.dtype == nv.int64 and ints.tolist() == [[[0, 2, 4]]]
+
+
+@pytest.mark.parametrize("n_out,align,factor", [(9, False, None), (9, True, None),
+                                               (3, False, None), (17, False, 2.5)])
+def test_linear_blends_the_two_neighbours(n_out, align, factor):
+    x = RNG.standard_normal((2, 3, 7)).astype(np.float32)
+    kw = dict(scale_factor=factor) if factor else dict(size=n_out)
+    got = F.interpolate(nv.tensor(x), mode="linear", align_corners=align, **kw)
+    ref = _linear_1d(x.astype(np.float64), n_out, 1 / factor if factor else None, align)
+    assert_close(got, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_bilinear_is_linear_along_each_dim_and_area_is_adaptive_pooling():
+    x = RNG.standard_normal((1, 2, 4, 6)).astype(np.float32)
+    got = F.interpolate(nv.tensor(x), size=(7, 5), mode="bilinear", align_corners=False)
+    ref = _linear_1d(np.swapaxes(_linear_1d(x.astype(np.float64), 5, None, False), 2, 3),
+                     7, None, False)
+    assert_close(got, np.swapaxes(ref, 2, 3), rtol=1e-5, atol=1e-6)
+    area = F.interpolate(nv.tensor(x), size=(2, 3), mode="area")
+    assert_close(area, x.reshape(1, 2, 2, 2, 3, 2).mean((3, 5)), rtol=1e-6)
+    up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True)
+    assert up(nv.tensor(x)).shape == (1, 2, 8, 12) and "scale_factor=2" in repr(up)
+
+
+def test_an_infinite_pixel_stays_in_the_pixels_that_read_it():
+    x = np.zeros((1, 1, 6), np.float32)
+    x[0, 0, 0] = np.inf
+    got = F.interpolate(nv.tensor(x), size=12, mode="linear").numpy()[0, 0]
+    np.testing.assert_array_equal(got, [np.inf] * 3 + [0.0] * 9)     # PyTorch's values too
+
+
+def test_gradients_match_finite_differences():
+    x = RNG.standard_normal((1, 2, 3, 4))
+    assert gradcheck(lambda a: F.interpolate(a, size=(5, 3), mode="bilinear"), [x])
+    assert gradcheck(lambda a: F.interpolate(a, scale_factor=2, mode="nearest"), [x])
+    assert gradcheck(lambda a: F.interpolate(a, size=(4, 7), mode="bilinear",
+                                             align_corners=True), [x])
+
+
+def test_against_pytorch():
+    torch = pytest.importorskip("torch")
+    x = RNG.standard_normal((2, 3, 5, 7)).astype(np.float32)
+    for kw in [dict(scale_factor=1.7, mode="bilinear"), dict(size=(9, 4), mode="bilinear",
+               align_corners=True), dict(scale_factor=(0.5, 1.5), mode="bilinear",
+               recompute_scale_factor=True), dict(scale_factor=2.5, mode="nearest"),
+               dict(size=(8, 11), mode="nearest-exact"), dict(size=(2, 3), mode="area")]:
+        a = nv.tensor(x, requires_grad=True)
+        t = torch.tensor(x, requires_grad=True)
+        ya, yt = F.interpolate(a, **kw), torch.nn.functional.interpolate(t, **kw)
+        w = RNG.standard_normal(yt.shape).astype(np.float32)
+        (ya * nv.tensor(w)).sum().backward()
+        (yt * torch.tensor(w)).sum().backward()
+        np.testing.assert_allclose(ya.numpy(), yt.detach().numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_errors_name_the_op_and_arguments():
+    x = nv.zeros(1, 1, 4, 4)
+    with pytest.raises(ValueError, match="exactly one of size and scale_factor"):
+        F.interpolate(x)
+    with pytest.raises(ValueError, match=r"mode 'bicubic' is not one of"):
+        F.interpolate(x, size=2, mode="bicubic")
+    with pytest.raises(ValueError, match=r"mode 'linear' needs a 3-D input"):
+        F.interpolate(x, size=2, mode="linear")
+    with pytest.raises(ValueError, match="align_corners only applies to the linear modes"):
+        F.interpolate(x, size=2, align_corners=True)
+    with pytest.raises(ValueError, match=r"size must be a positive int or 2 of them"):
+        F.interpolate(x, size=(2, 0))
+    with pytest.raises(TypeError, match="needs a floating point input"):
+        F.interpolate(nv.zeros(1, 1, 4, dtype=nv.int64), size=2, mode="linear")

@@ -25,6 +25,7 @@ from nova.autograd import graph
 from nova.compiler import dialect as nd
 from nova.core import dtypes as dt
 from nova.tensor import ops
+from nova.tensor.scan import scan_last
 from nova.tensor.tensor import Tensor
 
 Grads = tuple[Tensor | None, ...]
@@ -218,7 +219,6 @@ def _cast_back(ctx: Context, g: Tensor) -> Grads:
 def _cumsum_back(ctx: Context, g: Tensor) -> Grads:
     """Each input feeds every prefix from its own position on (before it, with
     ``reverse``): the gradient is the scan of ``g`` in the other direction."""
-    from nova.tensor.scan import scan_last
     return (scan_last("cumsum", g, not ctx.attrs["reverse"]),)
 
 
@@ -229,7 +229,6 @@ def _cumprod_back(ctx: Context, g: Tensor) -> Grads:
     of ``g`` times the products with that zero taken as 1; after it, every product
     holds the first zero and the gradient is 0. With ``reverse`` every direction
     flips."""
-    from nova.tensor.scan import scan_last
     x, y = ctx.x(0), ctx.y()
     reverse = bool(ctx.attrs["reverse"])
     zero = ops.eq(x, 0.0)

@@ -12,7 +12,7 @@ from nova.nn import init
 from nova.nn.functional import pad
 from nova.nn.module import Module
 from nova.nn.parameter import Parameter
-from nova.nn.windows import as_tuple
+from nova.nn.windows import WindowSpec, as_tuple
 from nova.tensor.creation import zeros
 from nova.tensor.tensor import Tensor
 
@@ -55,15 +55,10 @@ class _ConvNd(Module):
     def forward(self, x: Tensor) -> Tensor:
         padding = self.padding
         if self.padding_mode != "zeros":   # pad explicitly, then convolve unpadded
-            if isinstance(padding, str):
-                if padding == "same":
-                    total = [d * (k - 1) for d, k in zip(self.dilation, self.kernel_size)]
-                    widths = [(t // 2, t - t // 2) for t in total]
-                else:
-                    widths = [(0, 0)] * self._nd
-            else:
-                widths = [(p, p) for p in padding]
-            flat = tuple(v for lo_hi in reversed(widths) for v in lo_hi)
+            spec = WindowSpec.make(type(self).__name__, tuple(x.shape[-self._nd:]),
+                                   self.kernel_size, self.stride, padding, self.dilation)
+            flat = tuple(v for lo_hi in reversed(list(zip(spec.low, spec.high)))
+                         for v in lo_hi)
             x = pad(x, flat, mode=self.padding_mode)
             padding = 0
         return type(self)._fn(x, self.weight, self.bias, self.stride, padding,

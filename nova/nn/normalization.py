@@ -148,17 +148,16 @@ class _BatchNorm(Module):
             raise ValueError(f"{type(self).__name__}: expected a "
                              f"{' or '.join(f'{d}-D' for d in self._dims)} input, got "
                              f"{getattr(x, 'shape', type(x).__name__)}")
-        momentum = 0.0 if self.momentum is None else self.momentum
-        batch_stats = self.training or not self.track_running_stats
+        momentum = self.momentum
         if self.training and self.track_running_stats:
             with no_grad():
                 self.num_batches_tracked.add_(1)
-            if self.momentum is None:   # cumulative average: 1 / batches seen so far
+            if momentum is None:        # cumulative average: 1 / batches seen so far
                 momentum = ops.div(1.0, self.num_batches_tracked.to(x.dtype))
-        update = self.training and self.track_running_stats
-        return batch_norm(x, self.running_mean if update or not batch_stats else None,
-                          self.running_var if update or not batch_stats else None,
-                          self.weight, self.bias, batch_stats, momentum, self.eps)
+        # untracked statistics are None buffers: batch statistics, even in eval
+        return batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                          self.training or not self.track_running_stats,
+                          0.0 if momentum is None else momentum, self.eps)
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "

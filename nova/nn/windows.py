@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from nova.tensor import ops
 from nova.tensor.movement import stack
 from nova.tensor.tensor import Tensor
 
@@ -109,11 +108,8 @@ def window_stack(x: Tensor, spec: WindowSpec, fill: Any = 0.0, dim: int = 2) -> 
     stacks the offsets between the two leading dims instead, ``(A, prod(kernel), B,
     *out)``."""
     if any(spec.low) or any(spec.high):
-        widths = [(0, 0), (0, 0)] + list(zip(spec.low, spec.high))
-        shape = tuple(n + a + b for n, (a, b) in zip(x.shape, widths))
-        x = ops.prim("pad", [x, ops.full_const(fill, (), x.dtype)],
-                     {"low": tuple(a for a, _ in widths), "high": tuple(b for _, b in widths),
-                      "interior": (0,) * x.ndim}, shape, x.dtype)
+        from nova.nn.functional import _pad_constant   # (functional imports this module)
+        x = _pad_constant(x, [(0, 0), (0, 0)] + list(zip(spec.low, spec.high)), fill)
     views = []
     for k in spec.offsets():
         window = tuple(slice(ki * di, ki * di + si * (o - 1) + 1, si)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import operator
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,7 +39,6 @@ def _numpy_ints_dtype(op: str, arr: np.ndarray, stacklevel: int = 3) -> dt.DType
                          "Nova's widest integer type")
     if arr.dtype.kind in "iu" and arr.dtype != target.np and arr.dtype.itemsize < 8 and \
             arr.dtype not in _WARNED_WIDENED:
-        import warnings
         _WARNED_WIDENED.add(arr.dtype)
         warnings.warn(f"{op}: numpy {arr.dtype} has no Nova dtype; its values are held "
                       f"exactly as {target.name}, and arithmetic on them follows "

@@ -129,7 +129,7 @@ def _outer_concat(e: Emitter) -> tuple[int, list[tuple[int, int, SSAValue]], Ope
             continue
         d = op.dim.value.data
         if d == len(shape) - 1 or not 1 < len(op.operands) <= MAX_SEGMENTS or \
-                not (op.results[0] is e.root or _reaches_root_pointwise(e, op)):
+                not _reaches_root_pointwise(e, op):
             continue
         pieces, at = [], 0
         for v in op.operands:

@@ -3,15 +3,18 @@
 from nova.compiler.passes.attention import fuse_attention
 from nova.compiler.passes.cleanup import simplify
 from nova.compiler.passes.remat import rematerialize
+from nova.compiler.passes.row_chunks import chunk_rows
 
-__all__ = ["fuse_attention", "optimize", "rematerialize", "simplify"]
+__all__ = ["chunk_rows", "fuse_attention", "optimize", "rematerialize", "simplify"]
 
 
 def optimize(module, remat: str = "default", attention: bool = True):
     """The engines' pipeline before fusion: CSE/DCE, fused attention (for engines with
-    attention kernels: ``attention``), then rematerialization -- after the attention
-    rewrite, so no remat mode ever saves the ``L x S`` scores of a fused attention."""
+    attention kernels: ``attention``), row chunking of wide regions (``NOVA_ROW_CHUNK_MB``),
+    then rematerialization -- after the rewrites, so no remat mode ever saves the
+    ``L x S`` scores of a fused attention or a whole wide value of a chunked region."""
     module = simplify(module)
     if attention:
         module = fuse_attention(module)
+    module = chunk_rows(module)
     return rematerialize(module, remat)

@@ -39,10 +39,13 @@ before rematerialization) and changes no op definition:
 What changes: the sums over rows of a row sum are grouped by chunk (float rounding
 only); nothing else is reordered. Chunk size: ``NOVA_ROW_CHUNK_MB``; 0, the default,
 turns the pass off. It is off because, measured on the ``gpt-42m`` step (batch 2, 64
-MiB chunks, 7 chunks), the plan's peak rose from 2,025 to 2,301 MiB: the arena held five
-of the ``dW`` partials at once and the step ran ~10% slower (more, smaller GEMMs, and
-each chunk's kernels compiled apart since their slice offsets differ). Making it pay
-needs the schedule to finish one chunk's partial before the next one's starts (#24).
+MiB chunks, 7 chunks), the plan's peak rose from 2,025 to 2,301 MiB and the step ran
+~10% slower (more, smaller GEMMs; each chunk's kernels compile apart, since their slice
+offsets differ). The cause of the peak, seen in ``dump_ir(stage="fused")``: fusion folds
+the whole chain of partial-sum adds (and the transpose after it) into one elementwise
+kernel that reads every chunk's ``dW`` partial, so all of them are alive until the last
+chunk. Making the pass pay needs each add to become the epilogue of the matmul that
+makes its partial (a fusion rule), so one partial is alive at a time (#24).
 """
 from __future__ import annotations
 
@@ -406,8 +409,8 @@ def split_region(region: Region, block: Block, bounds: list[tuple[int, int]]) ->
         for v in leaving:
             part = mine[v]
             if region.access[values[v]].result == SUM and parts[v]:
-                # added as soon as it is made, so one partial is alive at a time (and the
-                # add is the epilogue of the matmul that made it)
+                # added as soon as it is made (fusion still merges the adds into one
+                # kernel; see the module docstring)
                 add = nd.AddOp.create(operands=[part, parts[v][0]], result_types=[v.type],
                                       attributes=dict(values[v].attributes))
                 new_ops.append(add)

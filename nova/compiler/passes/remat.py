@@ -61,7 +61,8 @@ def _folded(op: Operation) -> bool:
     return op.has_trait(nd.Movement) or op.has_trait(nd.Generator)
 
 
-def _nbytes(v: SSAValue) -> int:
+def value_nbytes(v: SSAValue) -> int:
+    """The bytes of ``v``'s tensor (also the row-chunking pass's measure)."""
     t = v.type
     n = 1
     for d in t.get_shape():
@@ -81,12 +82,12 @@ def _recomputable(op: Operation, mode: str) -> bool:
     recompute bit-identically) are worth recomputing once their value is large."""
     if _folded(op):
         return True
-    if _nbytes(op.results[0]) < MIN_RECOMPUTE_BYTES:
+    if value_nbytes(op.results[0]) < MIN_RECOMPUTE_BYTES:
         return False
     if op.has_trait(nd.Elementwise) or op.has_trait(nd.CounterRandom):
         return True
     if mode == "aggressive" and isinstance(op, nd.MatmulOp):
-        return _nbytes(op.results[0]) > sum(_nbytes(o) for o in op.operands)
+        return value_nbytes(op.results[0]) > sum(value_nbytes(o) for o in op.operands)
     return False
 
 
@@ -134,7 +135,7 @@ def choose_saved(fn: func.FuncOp, mode: str) -> tuple[set[SSAValue], set[SSAValu
         elif _folded(op):
             cap = _INF
         else:
-            cap = _nbytes(v) // _UNIT + 1
+            cap = value_nbytes(v) // _UNIT + 1
         edge(2 * i, 2 * i + 1, cap)
         if op is None or not _recomputable(op, mode):
             edge(source, 2 * i, _INF)

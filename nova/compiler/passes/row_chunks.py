@@ -61,7 +61,7 @@ from xdsl.transforms.dead_code_elimination import dce
 from nova import config
 from nova.compiler import dialect as nd
 from nova.compiler.passes.checks import verified_after_pass
-from nova.core import dtypes as dt
+from nova.compiler.passes.remat import value_nbytes
 
 ROWS = "rows"     # a result (or operand) indexed by the region's rows along an axis
 SUM = "sum"       # a result summed over the rows: the chunks' partials add up to it
@@ -75,11 +75,6 @@ class Access:
 
     axes: tuple[int | None, ...]
     result: str
-
-
-def _nbytes(v: SSAValue) -> int:
-    return math.prod(nd.shape_of(v)) * \
-        dt.from_mlir(nd.element_name(v.type.get_element_type())).np.itemsize
 
 
 def _leading(v: SSAValue, n: int) -> bool:
@@ -186,11 +181,8 @@ def _pad(op: nd.PadOp, n: int, inside: tuple[bool, ...]) -> Access | None:
 
 
 _RULES: dict[type[Operation], Rule] = {
-    **{cls: _pointwise for cls in (*nd.BINARY_OPS, nd.CastOp, nd.CompareOp, nd.WhereOp,
-                                   nd.NegOp, nd.AbsOp, nd.ExpOp, nd.LogOp, nd.SqrtOp,
-                                   nd.RsqrtOp, nd.ReciprocalOp, nd.SinOp, nd.CosOp,
-                                   nd.TanhOp, nd.ErfOp, nd.Expm1Op, nd.Log1pOp, nd.FloorOp,
-                                   nd.CeilOp, nd.RoundOp, nd.TruncOp)},
+    **{cls: _pointwise for cls in (*nd.UNARY_OPS, *nd.BINARY_OPS, nd.CastOp, nd.CompareOp,
+                                   nd.WhereOp)},
     nd.ConstantOp: _generator,
     nd.IotaOp: _generator,
     nd.BroadcastInDimOp: _broadcast,
@@ -303,7 +295,7 @@ def find_region(seed: nd.MatmulOp, block: Block) -> Region | None:
                for ax, v in zip(a.axes, op.operands)):
             return None
         rules[op] = a
-    return Region(n, ops, rules, _nbytes(seed.result))
+    return Region(n, ops, rules, value_nbytes(seed.result))
 
 
 def _reach_within(start: set[Operation], members: set[Operation]) -> set[Operation]:
@@ -474,7 +466,7 @@ def chunk_rows(module: ModuleOp, chunk_bytes: int | None = None) -> ModuleOp:
     changed = False
     for seed in [op for op in block.ops if isinstance(op, nd.MatmulOp)]:
         if seed.parent is None or not seed.result.uses or len(nd.shape_of(seed.result)) != 2 \
-                or _nbytes(seed.result) < 2 * chunk_bytes:
+                or value_nbytes(seed.result) < 2 * chunk_bytes:
             continue
         region = find_region(seed, block)
         changed = True      # growing may have folded reshape round trips (dead now)

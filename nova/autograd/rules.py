@@ -155,8 +155,18 @@ def _matmul_back(ctx: Context, g: Tensor) -> Grads:
 
 
 def _gather_back(ctx: Context, g: Tensor) -> Grads:
-    zeros = ops.full_const(0, ctx.shape(0), g.dtype)
-    return ops.scatter_add(zeros, ctx.attrs["dim"], ctx.x(1), g), None
+    """The input's gradient adds ``g`` at the gathered positions. With one index per
+    line along ``dim`` covering the input's other dims (cross_entropy picking each
+    row's target), that sum has one term per position: ``g`` where the position along
+    ``dim`` is the line's index, else 0 -- a pointwise mask that fusion computes where
+    the gradient is read, instead of a scatter into a stored input-sized buffer."""
+    dim, index, shape = ctx.attrs["dim"], ctx.x(1), ctx.shape(0)
+    if index.shape[dim] == 1 and all(i == s for d, (i, s) in enumerate(zip(index.shape, shape))
+                                     if d != dim):
+        positions = ops.prim("iota", [], {"dim": dim}, shape, index.dtype)
+        return ops.where(ops.eq(positions, index), g, 0.0), None
+    zeros = ops.full_const(0, shape, g.dtype)
+    return ops.scatter_add(zeros, dim, index, g), None
 
 
 def _scatter_add_back(ctx: Context, g: Tensor) -> Grads:

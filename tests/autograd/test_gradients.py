@@ -137,7 +137,13 @@ MOVEMENT = {
     "getitem_basic": lambda x: x[1, 1:4:2, None, ...],
     "getitem_tensor": lambda x: x[nv.tensor([1, 1, 0])][:, nv.tensor([0, 3])],
     "getitem_mixed": lambda x: x[:, nv.tensor([[4, 0], [2, 2]]), 1],
+    # one index per line covering the other dims: the gradient is a one-hot mask
     "gather": lambda x: x.gather(1, nv.tensor([[[0, 1, 0]], [[4, 4, 2]]])),
+    "gather_last": lambda x: x.gather(2, nv.tensor([[[2], [0], [1], [1], [0]]] * 2)),
+    # repeated indices, and an index narrower than the input: a scatter-add
+    "gather_repeats": lambda x: x.gather(1, nv.tensor([[[0, 1, 0], [0, 3, 0]],
+                                                       [[4, 4, 2], [4, 1, 2]]])),
+    "gather_narrow": lambda x: x.gather(1, nv.tensor([[[0, 1]], [[4, 4]]])),
     "scatter_add": lambda x: nv.scatter_add(x, 1, nv.tensor([[[0, 1, 0]], [[4, 4, 2]]]),
                                             x[:, :1] * 3),
     "masked_fill": lambda x: x.masked_fill(x > 0.2, 0.0),

@@ -54,3 +54,21 @@ def test_a_recorded_op_without_a_rule_names_the_op_shapes_and_dtypes():
                                            r"'float32'\]\)"):
         rules.rule_for(fn)
     assert rules.rule_for(tape.alias_fn(None, nv.tensor([1.0]).node)) is rules.ALIAS_RULE
+
+
+def test_one_index_per_line_gathers_have_a_pointwise_gradient():
+    """cross_entropy picks one logit per row: the gradient is ``where(iota == index,
+    g, 0)``, which fusion computes where it is read, not a scatter into a stored
+    buffer of the logits' size; several indices per line still scatter-add."""
+    import numpy as np
+
+    import nova as nv
+    x = nv.tensor(np.ones((4, 7), np.float32), requires_grad=True)
+    x.gather(1, nv.tensor([[1], [6], [0], [6]])).sum().backward()
+    ir = nv.debug.dump_ir(x.grad, stage="trace")
+    assert "nova.scatter_add" not in ir and "nova.iota" in ir
+    np.testing.assert_array_equal(x.grad.numpy(), np.eye(7, dtype=np.float32)[[1, 6, 0, 6]])
+    y = nv.tensor(np.ones((4, 7), np.float32), requires_grad=True)
+    y.gather(1, nv.tensor([[1, 1], [6, 0], [0, 0], [6, 5]])).sum().backward()
+    assert "nova.scatter_add" in nv.debug.dump_ir(y.grad, stage="trace")
+    np.testing.assert_array_equal(y.grad.numpy()[0], [0, 2, 0, 0, 0, 0, 0])

@@ -142,3 +142,92 @@ def test_transcendental_epilogues_leave_the_cpu_gemm_but_stay_in_the_cuda_one():
     assert [k for k, _ in cuda] == ["matmul"] and "nova.erf" in cuda[0][1]
     with pytest.raises(ValueError, match="fuse: unknown target 'tpu'"):
         fuse(simplify(build_module(pending_graph(y))), "tpu")
+
+
+PARTIAL_SUMS = """\
+builtin.module {
+  func.func @step(%a: tensor<4x6xf32>, %b: tensor<6x8xf32>, %c: tensor<4x6xf32>, %d: tensor<6x8xf32>, %e: tensor<4x6xf32>, %f: tensor<6x8xf32>) -> tensor<8x4xf32> {
+    %p1 = nova.matmul %a, %b : tensor<4x6xf32>, tensor<6x8xf32> -> tensor<4x8xf32>
+    %p2 = nova.matmul %c, %d : tensor<4x6xf32>, tensor<6x8xf32> -> tensor<4x8xf32>
+    %s2 = nova.add %p2, %p1 : tensor<4x8xf32>
+    %p3 = nova.matmul %e, %f : tensor<4x6xf32>, tensor<6x8xf32> -> tensor<4x8xf32>
+    %s3 = nova.add %p3, %s2 : tensor<4x8xf32>
+    %t = nova.transpose %s3 perm = [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>
+    func.return %t : tensor<8x4xf32>
+  }
+}"""
+
+
+def _kernels(fused):
+    fn = next(iter(fused.ops))
+    return [(op.kind.data, [o.name[5:] for o in op.body.block.ops][:-1])
+            for op in fn.body.block.ops if op.name == "nova.fusion"]
+
+
+@pytest.mark.parametrize("read", ["transposed", "by a matmul epilogue"])
+def test_each_partial_sum_is_the_epilogue_of_the_product_it_adds(read):
+    """A chain ``s_c = p_c + s_{c-1}`` read through a transpose (or by another product's
+    epilogue) is not folded into its reader: each add roots a kernel with the product it
+    adds, so one partial sum is stored at a time instead of every product until the
+    end (row chunking's weight gradients, #24)."""
+    src = PARTIAL_SUMS
+    if read != "transposed":
+        src = src.replace(
+            "%t = nova.transpose %s3 perm = [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>",
+            "%q = nova.matmul %e, %f : tensor<4x6xf32>, tensor<6x8xf32> -> tensor<4x8xf32>\n"
+            "    %t0 = nova.mul %q, %s3 : tensor<4x8xf32>\n"
+            "    %t = nova.transpose %t0 perm = [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>")
+    kernels = _kernels(fuse(_parse(src)))
+    assert kernels[:3] == [("matmul", ["matmul"]), ("matmul", ["matmul", "add"]),
+                           ("matmul", ["matmul", "add"])]
+    assert len(kernels) == (4 if read == "transposed" else 5)
+
+
+def test_an_op_the_epilogue_refuses_still_joins_its_reader():
+    """The rule only moves an op into a product's epilogue where the target's policy
+    admits it there: the CPU keeps ``exp`` out of GEMM epilogues, so ``exp(p3)`` stays
+    in the transposing kernel that reads it and ``p3`` is stored."""
+    src = PARTIAL_SUMS.replace("%s3 = nova.add %p3, %s2", "%s3 = nova.add %e2, %s2").replace(
+        "%p3 = nova.matmul %e, %f : tensor<4x6xf32>, tensor<6x8xf32> -> tensor<4x8xf32>",
+        "%p3 = nova.matmul %e, %f : tensor<4x6xf32>, tensor<6x8xf32> -> tensor<4x8xf32>\n"
+        "    %e2 = nova.exp %p3 : tensor<4x8xf32>")
+    kernels = _kernels(fuse(_parse(src)))
+    assert kernels[-2:] == [("matmul", ["matmul"]), ("elementwise", ["exp", "add", "transpose"])]
+
+
+def test_a_linear_head_with_cross_entropy_stores_only_the_logits_and_their_gradient():
+    """Forward and backward of ``cross_entropy(x @ W^T)``: of the values of the logits'
+    size, only the logits, the logits' gradient and (where rematerialization saves it
+    for the backward) ``exp(logits - max)`` are stored. ``logits - max`` is recomputed
+    by each kernel reading it (``_repeatable``), the log-probabilities are computed at
+    the picked positions by a kernel that the mean's reduction does not absorb
+    (``_picks_rows``), and the gradient of the pick is a mask, not a scatter (#24)."""
+    import numpy as np
+
+    import nova as nv
+    import nova.nn.functional as F
+    N, D, V = 48, 8, 40
+    rs = np.random.RandomState(0)
+    x = nv.tensor(rs.randn(N, D).astype(np.float32), requires_grad=True)
+    w = nv.tensor(rs.randn(V, D).astype(np.float32), requires_grad=True)
+    t = nv.tensor(rs.randint(0, V, N))
+    loss = F.cross_entropy(x @ w.t(), t)
+    loss.backward()
+    fused = nv.debug.dump_ir(loss, x.grad, w.grad, stage="fused")
+    module = _parse(fused[:fused.index("\n//")])
+    roots = [op.body.block.last_op.operands[0].owner.name
+             for op in next(iter(module.ops)).body.block.ops if op.name == "nova.fusion"
+             and tuple(op.results[0].type.get_shape()) == (N, V)]
+    assert sorted(roots) in (["nova.add", "nova.matmul"],
+                             ["nova.add", "nova.exp", "nova.matmul"]), roots
+    assert 'kind = "scatter"' not in fused
+    got = [v.numpy() for v in (loss, x.grad, w.grad)]
+    x64, w64 = x.numpy().astype(np.float64), w.numpy().astype(np.float64)
+    z = x64 @ w64.T
+    p = np.exp(z - z.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    onehot = np.eye(V)[t.numpy()]
+    dz = (p - onehot) / N
+    np.testing.assert_allclose(got[0], -np.log(p[np.arange(N), t.numpy()]).mean(), rtol=1e-5)
+    np.testing.assert_allclose(got[1], dz @ w64, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(got[2], dz.T @ x64, rtol=1e-4, atol=1e-6)

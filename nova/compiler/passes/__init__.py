@@ -4,17 +4,21 @@ from nova.compiler.passes.attention import fuse_attention
 from nova.compiler.passes.cleanup import simplify
 from nova.compiler.passes.remat import rematerialize
 from nova.compiler.passes.row_chunks import chunk_rows
+from nova.compiler.passes.transposes import transpose_products
 
-__all__ = ["chunk_rows", "fuse_attention", "optimize", "rematerialize", "simplify"]
+__all__ = ["chunk_rows", "fuse_attention", "optimize", "rematerialize", "simplify",
+           "transpose_products"]
 
 
 def optimize(module, remat: str = "default", attention: bool = True):
     """The engines' pipeline before fusion: CSE/DCE, fused attention (for engines with
     attention kernels: ``attention``), row chunking of wide regions (``NOVA_ROW_CHUNK_MB``),
-    then rematerialization -- after the rewrites, so no remat mode ever saves the
-    ``L x S`` scores of a fused attention or a whole wide value of a chunked region."""
+    transposed products computed in the layout they are read in, then
+    rematerialization -- after the rewrites, so no remat mode ever saves the ``L x S``
+    scores of a fused attention or a whole wide value of a chunked region."""
     module = simplify(module)
     if attention:
         module = fuse_attention(module)
     module = chunk_rows(module)
+    module = transpose_products(module)
     return rematerialize(module, remat)

@@ -17,7 +17,14 @@ Otherwise its value is materialized and it roots a kernel of its own. So:
 - a matmul absorbs movement ops on its operands (transposed operands are read in place)
   and its elementwise epilogue (bias, activation, residual, scale), except the ops the
   target's ``FusionPolicy`` keeps out of epilogues (the CPU's: ``Expensive`` ones);
-- ``scatter_add`` and ``scatter`` are kernels of their own.
+- ``scatter_add`` and ``scatter`` are kernels of their own;
+- a cheap pointwise op whose large operands are stored anyway is computed in every
+  kernel that reads it instead of being stored (``_repeatable``);
+- a pointwise op reading a contraction's result that nothing else reads, where its
+  consumers' kernel could not take that contraction (it has one already, or reads the
+  op through a transpose), roots a kernel of its own with the contraction, as its
+  epilogue (``_roots_own_epilogue``): a chain of partial sums ``acc = p_c + acc``
+  then keeps one partial alive at a time, not all of them.
 
 Each kernel has exactly one output, its root. An op whose consumers are all in kernel K
 joins K, so the only value leaving K is the root's; this also makes the kernel graph
@@ -109,13 +116,15 @@ def _row_level(op: Operation, k: Kernel) -> bool:
 def _gathered_along_rows(op: Operation, k: Kernel) -> bool:
     """Whether k reads ``op`` only through gathers along the last axis (possibly after
     pointwise ops of the same size): then k computes it only at the gathered positions,
-    one per row, as cross_entropy does when it picks the target's log-probability."""
+    one per row, as cross_entropy does when it picks the target's log-probability.
+    Readers in other kernels do not count (``op`` is then repeated in each,
+    ``_repeatable``)."""
     n = _numel(op.results[0])
     members = {id(m) for m in k.ops}
     for use in op.results[0].uses:
         c = use.operation
         if id(c) not in members:
-            return False
+            continue
         if isinstance(c, nd.GatherOp):
             rank = len(_shape_of(c.operands[0]))
             if use.index != 0 or c.dim.value.data != rank - 1:
@@ -124,6 +133,14 @@ def _gathered_along_rows(op: Operation, k: Kernel) -> bool:
                   _gathered_along_rows(c, k)):
             return False
     return True
+
+
+def _picks_rows(op: Operation) -> bool:
+    """``op`` gathers along the last axis from an input larger than its result."""
+    if not isinstance(op, nd.GatherOp):
+        return False
+    rank = len(_shape_of(op.operands[0]))
+    return op.dim.value.data == rank - 1 and _numel(op.operands[0]) > _numel(op.results[0])
 
 
 def _can_join(op: Operation, k: Kernel, policy: FusionPolicy) -> bool:
@@ -145,6 +162,12 @@ def _can_join(op: Operation, k: Kernel, policy: FusionPolicy) -> bool:
         n_rows = _prod(k.row_shape[:len(k.row_shape) - len(k.row_axes)])
         return n in (_prod(k.row_shape), n_rows)
     if k.kind == "reduce":
+        if _picks_rows(op):
+            # one value per row, picked from a wider input (cross_entropy's target
+            # log-probability): stored, it roots a kernel that can compute what it picks
+            # from -- the log-softmax's row passes -- at the picked positions only,
+            # where a reduction would need that whole input stored
+            return False
         return n in (k.numel, _numel(k.contraction.operands[0])) if k.contraction else False
     if k.kind in ("sort", "scan"):
         # A sort kernel computes each key once (into its scratch), a scan reads each
@@ -245,6 +268,78 @@ def _feeds_operand(op: Operation, k: Kernel) -> bool:
     return False
 
 
+def _source(v: SSAValue) -> SSAValue:
+    """``v`` seen through movement ops (what a kernel reading ``v`` loads from)."""
+    while isinstance(v.owner, Operation) and v.owner.has_trait(nd.Movement):
+        v = v.owner.operands[0]
+    return v
+
+
+def _stored_anyway(v: SSAValue) -> bool:
+    """Whether ``v``'s source is an argument of the step or the result of a
+    contraction, a scatter or another kernel root kind: a value that is stored whoever
+    reads it (a contraction read by several kernels cannot be any one kernel's
+    epilogue)."""
+    owner = _source(v).owner
+    return not isinstance(owner, Operation) or nd.kernel_root_kind(owner) is not None
+
+
+def _repeatable(op: Operation, homes: list[Kernel]) -> bool:
+    """Whether a cheap pointwise ``op`` read by several kernels may be computed in each
+    of them instead of stored: its operands read at full size (not broadcast from a
+    smaller value) are stored anyway (``_stored_anyway``), and recomputing moves fewer
+    bytes than storing. With ``b`` full-size operands and ``h`` reading kernels,
+    recomputing reads ``b x h`` values; storing writes one and reads it ``h`` times,
+    plus ``b`` reads -- less the one operand that ``op`` would take as its epilogue's
+    contraction, which recomputing must store instead (``e``): ``b x h + e`` against
+    ``b - e + 1 + h``. The case it is for: ``logits - max`` in cross_entropy, read by
+    the sum of its exponentials and by the picked log-probability; stored, it was one
+    more logits-sized buffer (393 MiB at gpt-42m's batch 2)."""
+    if not op.has_trait(nd.Elementwise) or op.has_trait(nd.Expensive) or \
+            op.has_trait(nd.CounterRandom):
+        return False
+    n = _numel(op.results[0])
+    wide = [v for v in op.operands if _numel(_source(v)) == n]
+    if not all(_stored_anyway(v) for v in wide):
+        return False
+    e = sum(1 for v in op.operands if isinstance(v.owner, Operation) and
+            nd.kernel_root_kind(v.owner) in ("matmul", "reduce") and _numel(v) == n and
+            all(u.operation is op for u in v.uses))
+    b, h = len(wide), len(homes)
+    return b * h + e < b - e + 1 + h
+
+
+def _roots_own_epilogue(op: Operation, homes: list[Kernel], policy: FusionPolicy) -> bool:
+    """Whether pointwise ``op`` should root its own kernel rather than join ``homes``:
+    it reads the result of a contraction (matmul or reduction) of its own size that
+    only it reads, which the home kernel could not take as its contraction (it has
+    one, or reaches its output through an index-changing op such as a transpose).
+
+    Joining, ``op`` would leave that contraction in a kernel of its own, its result
+    materialized and alive until the home kernel runs; rooting, ``op`` becomes the
+    contraction's epilogue and the contraction's result is never stored. The count of
+    stored values is the same either way (``op``'s result instead of the
+    contraction's), but their lifetimes differ: in a chain of partial sums ``acc_c =
+    p_c + acc_{c-1}`` (row chunking's weight gradients), joining keeps every ``p_c``
+    alive until the chain's last kernel; rooting keeps one accumulator at a time."""
+    if len(homes) != 1 or not op.has_trait(nd.Elementwise) or op.has_trait(nd.CounterRandom):
+        return False
+    home = homes[0]
+    if home.kind not in ("elementwise", "matmul"):
+        return False
+    n = _numel(op.results[0])
+    for v in op.operands:
+        c = v.owner
+        if not isinstance(c, Operation) or nd.kernel_root_kind(c) not in ("matmul", "reduce") \
+                or _numel(v) != n or any(u.operation is not op for u in v.uses):
+            continue
+        if nd.kernel_root_kind(c) == "matmul" and not policy.epilogue_admits(op):
+            continue
+        if home.contraction is not None or not _pointwise_epilogue(home, op.results[0]):
+            return True
+    return False
+
+
 def group(fn: func.FuncOp, policy: FusionPolicy) -> list[Kernel]:
     """Assign every op of ``fn`` to kernels; kernels in topological order.
 
@@ -284,8 +379,9 @@ def group(fn: func.FuncOp, policy: FusionPolicy) -> list[Kernel]:
             else:
                 joined = [Kernel(kind, op, contraction=op)]
                 kernels.append(joined[0])
-        elif homes and (len(homes) == 1 or _free(op)) and \
-                all(_can_join(op, h, policy) for h in homes):
+        elif homes and (len(homes) == 1 or _free(op) or _repeatable(op, homes)) and \
+                all(_can_join(op, h, policy) for h in homes) and \
+                not _roots_own_epilogue(op, homes, policy):
             joined = homes
         else:
             joined = [Kernel("elementwise", op)]

@@ -19,7 +19,13 @@ last reader. The plan decides, ahead of time and once per compiled step:
    the gradient dies there: gradients of a step are never all alive at once. (Only
    results are pulled forward: running an intermediate early would stretch its
    output's lifetime, e.g. undo rematerialization by recomputing in the forward.)
-3. **Arena.** Every intermediate (and each kernel's scratch) gets an offset in one
+3. **In place.** A kernel that reads an intermediate pointwise (as in 1), as that
+   intermediate's last reader, with a result of the same size and dtype, writes its
+   result over it: the two slots are one buffer (a chain of partial sums ``acc = p +
+   acc`` then needs one accumulator, not two). Which kernels read what pointwise is the
+   caller's to say (``nova.runtime.step_memory.pointwise_inputs``): element i of the
+   input must be read before element i of the result is written, by the same thread.
+4. **Arena.** Every intermediate (and each kernel's scratch) gets an offset in one
    allocation; two buffers may share bytes only if their lifetimes (first write to last
    read, in positions of the order) are disjoint. Offsets are assigned greedily by
    decreasing size, each buffer into the smallest gap that fits among the already placed
@@ -63,6 +69,19 @@ class MemoryPlan:
     release: list[list[int]]               # per position: intermediate slots dead after it
     lifetimes: dict[int, tuple[int, int]] = field(default_factory=dict)  # slot -> positions
     live_peak_bytes: int = 0               # the liveness lower bound on arena_bytes
+    # slot -> the intermediate slot it is written over in place (its kernel reads that
+    # one pointwise and is its last reader; step 3 of the module docstring)
+    in_place: dict[int, int] = field(default_factory=dict)
+
+    def live_lifetimes(self) -> dict[int, tuple[int, int]]:
+        """``lifetimes`` with a slot written over in place ending one position before
+        the kernel that overwrites it (the bytes are the new slot's from there): what
+        is live, for reports."""
+        out = dict(self.lifetimes)
+        for old in self.in_place.values():
+            first, last = out[old]
+            out[old] = (first, last - 1)
+        return out
 
 
 def _align(n: int) -> int:
@@ -209,7 +228,19 @@ def plan_memory(n_args: int, kernels: list[KernelUse], outputs: tuple[int, ...],
     for s, (_, last) in lifetimes.items():
         release[last].append(s)
     size_of = {kernels[k].writes: kernels[k].nbytes for k in range(len(kernels))}
-    buffers = [(size_of[s], f, la, ("slot", s)) for s, (f, la) in lifetimes.items()]
+    in_place = _in_place(kernels, order, position, lifetimes)
+    # a slot written in place shares its buffer with the one it overwrites (chains too)
+    group: dict[int, int] = {}
+    for k in order:
+        s = kernels[k].writes
+        if s in lifetimes:
+            group[s] = group[in_place[s]] if s in in_place else s
+    spans: dict[int, tuple[int, int]] = {}
+    for s, g in group.items():
+        f, la = lifetimes[s]
+        f0, la0 = spans.get(g, (f, la))
+        spans[g] = (min(f, f0), max(la, la0))
+    buffers = [(size_of[g], f, la, ("slot", g)) for g, (f, la) in spans.items()]
     buffers += [(kernels[k].scratch, position[k], position[k], ("scratch", k))
                 for k in order if kernels[k].scratch]
     offsets, size = _place(buffers)
@@ -218,9 +249,29 @@ def plan_memory(n_args: int, kernels: list[KernelUse], outputs: tuple[int, ...],
         for p in range(f, la + 1):
             live[p] += _align(max(nbytes, 1))
     return MemoryPlan(order, donate,
-                      {name[1]: off for name, off in offsets.items() if name[0] == "slot"},
+                      {s: offsets[("slot", g)] for s, g in group.items()},
                       {name[1]: off for name, off in offsets.items() if name[0] == "scratch"},
-                      size, release, lifetimes, max(live))
+                      size, release, lifetimes, max(live), in_place)
+
+
+def _in_place(kernels: list[KernelUse], order: list[int], position: dict[int, int],
+              lifetimes: dict[int, tuple[int, int]]) -> dict[int, int]:
+    """Written slot -> the intermediate it may be written over (module docstring, 3):
+    the kernel writing it reads that intermediate pointwise, is its last reader, and
+    both have the same size and dtype. Each intermediate is overwritten at most once."""
+    writer = {ku.writes: k for k, ku in enumerate(kernels)}
+    out: dict[int, int] = {}
+    for k in order:
+        ku = kernels[k]
+        if ku.writes not in lifetimes:          # a step result: a buffer of its own
+            continue
+        for r in sorted(ku.pointwise):
+            if r in lifetimes and lifetimes[r][1] == position[k] and \
+                    kernels[writer[r]].nbytes == ku.nbytes and \
+                    kernels[writer[r]].dtype == ku.dtype:
+                out[ku.writes] = r
+                break
+    return out
 
 
 def check_arena(plan: MemoryPlan, kernels: list[KernelUse]) -> None:
@@ -229,11 +280,23 @@ def check_arena(plan: MemoryPlan, kernels: list[KernelUse]) -> None:
     Lifetimes are recomputed here from the order and the kernels' reads, not taken from
     the planner, so a planner bug cannot hide itself."""
     position = {k: p for p, k in enumerate(plan.order)}
+    writer = {ku.writes: k for k, ku in enumerate(kernels)}
+    # a slot written over in place ends where its overwriting kernel starts, if that
+    # kernel really is its last reader and reads it pointwise
+    overwritten: dict[int, int] = {}
+    for new, old in plan.in_place.items():
+        k = writer[new]
+        readers = [position[j] for j, kj in enumerate(kernels) if old in kj.reads]
+        assert old in kernels[k].pointwise and max(readers) == position[k], \
+            f"slot {new} is written over slot {old}, which its kernel does not read last " \
+            "and pointwise"
+        overwritten[old] = position[k] - 1
     spans: list[tuple[int, int, int, int, str]] = []   # first, last, offset, end, name
     for k, ku in enumerate(kernels):
         if ku.writes in plan.offsets:
             last = max([position[j] for j, kj in enumerate(kernels) if ku.writes in kj.reads],
                        default=position[k])
+            last = overwritten.get(ku.writes, last)
             off = plan.offsets[ku.writes]
             spans.append((position[k], last, off, off + ku.nbytes, f"slot {ku.writes}"))
         if k in plan.scratch_offsets:

@@ -73,15 +73,16 @@ def plan_report(plan: MemoryPlan, arg_bytes: list[int], roles: list[str],
     ``roles`` name the arguments (parameter, optimizer state, input); ``donated_results``
     are the result slots written over donated arguments."""
     n_args = len(arg_bytes)
-    for s, (first, last) in plan.lifetimes.items():
+    lifetimes = plan.live_lifetimes()
+    for s, (first, last) in lifetimes.items():
         crosses = not backward[first] and any(backward[first:last + 1])
         buffers[s].category = "activation" if crosses else "temporary"
     live = [0] * max(len(plan.order), 1)
-    for s, (f, la) in plan.lifetimes.items():
+    for s, (f, la) in lifetimes.items():
         for p in range(f, la + 1):
             live[p] += buffers[s].nbytes
     peak_pos = max(range(len(live)), key=live.__getitem__)
-    at_peak = [buffers[s] for s, (f, la) in plan.lifetimes.items() if f <= peak_pos <= la]
+    at_peak = [buffers[s] for s, (f, la) in lifetimes.items() if f <= peak_pos <= la]
     categories: dict[str, int] = {}
     for a, nbytes in enumerate(arg_bytes):
         role = roles[a] if a < len(roles) else "input"

@@ -37,11 +37,18 @@ def np_dtype(element_type: Any) -> np.dtype:
 
 
 def pointwise_inputs(plan: KernelPlan) -> frozenset[int]:
-    """Positions of the inputs that an elementwise kernel reads only at the output's own
-    index: every op downstream of the input is pointwise and shaped like the output. Its
-    result may then be written over that input (element i is read before it is written,
-    by the same thread, in the same vector lane)."""
-    if plan.kind != "elementwise":
+    """Positions of the inputs that a kernel reads only at the output's own index:
+    every op downstream of the input is pointwise and shaped like the output. Its result
+    may then be written over that input (element i is read before it is written, by the
+    same thread, in the same vector lane). Kernels: elementwise ones, and a CPU product
+    (``tiled``) whose K fits one block, which writes each element of C once, through its
+    epilogue, after the whole product (with more K blocks, C holds partial sums first,
+    and an input it overlaid would be lost before the epilogue read it); an input that
+    is also an operand of the product is not pointwise (the walk meets the matmul)."""
+    s = plan.schedule
+    single_block_product = (plan.kind == "matmul" and s.strategy == "tiled" and
+                            len(s.loops) == 3 and s.kc >= s.loops[2])
+    if plan.kind != "elementwise" and not single_block_product:
         return frozenset()
     out_type = plan.fusion.outputs[0].type
     found = []

@@ -72,6 +72,45 @@ def test_check_arena_catches_overlapping_live_buffers():
         check_arena(broken, ks)
 
 
+def test_a_pointwise_last_reader_writes_over_its_input_in_place():
+    # s1 = k0(arg 0); s2 = k1(s1 pointwise, arg 0); s3 = k2(s2 pointwise, arg 0); the
+    # result k3(s3): each partial sum is read last, pointwise, by the kernel making the
+    # next, so the three share one buffer (a chain of partial sums, #24).
+    ks = [KernelUse((0,), 1, 1000, dtype="float32"),
+          KernelUse((1, 0), 2, 1000, pointwise=frozenset({1}), dtype="float32"),
+          KernelUse((2, 0), 3, 1000, pointwise=frozenset({2}), dtype="float32"),
+          KernelUse((3,), 4, 8)]
+    plan = _plan(1, ks, [4])
+    assert plan.in_place == {2: 1, 3: 2}
+    assert plan.offsets[1] == plan.offsets[2] == plan.offsets[3]
+    assert plan.arena_bytes == 1024
+    assert plan.live_lifetimes() == {1: (0, 0), 2: (1, 1), 3: (2, 3)}
+    check_arena(plan, ks)
+
+
+def test_no_in_place_over_a_value_read_later_or_of_another_size_or_dtype():
+    ks = [KernelUse((0,), 1, 1000, dtype="float32"),
+          KernelUse((1,), 2, 1000, pointwise=frozenset({1}), dtype="float32"),   # s1 read by k4
+          KernelUse((2,), 3, 500, pointwise=frozenset({2}), dtype="float32"),    # other size
+          KernelUse((3,), 5, 500, pointwise=frozenset({3}), dtype="int32"),      # other dtype
+          KernelUse((1, 5), 4, 8)]
+    plan = _plan(1, ks, [4])
+    assert plan.in_place == {}
+    check_arena(plan, ks)
+
+
+def test_check_arena_refuses_an_in_place_pair_its_kernel_does_not_read_pointwise():
+    ks = [KernelUse((0,), 1, 1000, dtype="float32"),
+          KernelUse((1,), 2, 1000, dtype="float32"),          # reads s1, not pointwise
+          KernelUse((2,), 3, 8)]
+    plan = _plan(1, ks, [3])
+    assert plan.in_place == {}
+    broken = MemoryPlan(plan.order, {}, {1: 0, 2: 0}, {}, plan.arena_bytes, plan.release,
+                        plan.lifetimes, in_place={2: 1})
+    with pytest.raises(AssertionError, match="does not read last and pointwise"):
+        check_arena(broken, ks)
+
+
 @st.composite
 def kernel_graphs(draw):
     """Random DAGs: each kernel reads 0-3 earlier slots (arguments or outputs of earlier
@@ -84,7 +123,7 @@ def kernel_graphs(draw):
         reads = tuple(draw(st.lists(st.integers(0, avail - 1), max_size=3)))
         nbytes = draw(st.sampled_from([4, 64, 100, 1000, 4096, 50000]))
         scratch = draw(st.sampled_from([0, 0, 0, 256]))
-        pointwise = frozenset(a for a in reads if a < n_args and draw(st.booleans()))
+        pointwise = frozenset(a for a in reads if draw(st.booleans()))
         kernels.append(KernelUse(reads, n_args + k, nbytes, scratch, pointwise, "float32"))
     outputs = draw(st.lists(st.integers(n_args, n_args + n - 1), min_size=1, max_size=4))
     arg_nbytes = [draw(st.sampled_from([64, 1000])) for _ in range(n_args)]

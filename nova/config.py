@@ -125,12 +125,11 @@ VERIFY_PASSES = Setting("NOVA_VERIFY_PASSES", False, _flag,
 FUSED_ATTENTION = Setting("NOVA_FUSED_ATTENTION", True, _flag,
                           "0 keeps attention as its composite (the scores stored) instead "
                           "of the fused attention kernels; read per compile")
-ROW_CHUNK_MB = Setting("NOVA_ROW_CHUNK_MB", 0.0, _non_negative_number,
+ROW_CHUNK_MB = Setting("NOVA_ROW_CHUNK_MB", 64.0, _non_negative_number,
                        "MiB of one chunk of a wide row-local region (a language model's "
-                       "logits and their gradient) computed a block of rows at a time; 0 "
-                       "(the default, until the memory plan keeps one chunk's partial "
-                       "sums alive at a time) computes such regions whole; read per "
-                       "compile")
+                       "logits and their gradient) computed a block of rows at a time; "
+                       "regions under two chunks stay whole; 0 computes every region "
+                       "whole; read per compile")
 DEBUG = Setting("NOVA_DEBUG", False, _flag,
                 "1 writes every compiled step's IR into the debug directory")
 DEBUG_DIR = Setting("NOVA_DEBUG_DIR", None, _text,

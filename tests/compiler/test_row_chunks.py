@@ -70,9 +70,19 @@ def test_a_returned_wide_value_stays_whole_and_the_rest_is_chunked():
     module = simplify(build_module(pending_graph(*_step(keep_logits=True))))
     chunk_rows(module, WIDE // 3)
     module.verify()
-    shapes = [nd.shape_of(op.results[0]) for op in _ops(module) if op.results]
-    assert shapes.count((N, V)) == 1                 # the logits, read by the return
+    ops = _ops(module)
+    shapes = [nd.shape_of(op.results[0]) for op in ops if op.results]
     assert (24, V) in shapes
+    wide = [op for op in ops if op.results and nd.shape_of(op.results[0]) == (N, V)]
+    # the logits' product, and the chunks' view of the returned (B, T, V) logits
+    assert [type(op) for op in wide] == [nd.MatmulOp, nd.ReshapeOp]
+    product, view = wide
+    # the product's only reader is the returned reshape, so fusion writes it straight
+    # into the result; the chunks slice a reshape of that result, not a second copy
+    (use,) = product.result.uses
+    returned = ops[-1].operands
+    assert isinstance(use.operation, nd.ReshapeOp) and use.operation.result in returned
+    assert view.input is use.operation.result
 
 
 def test_a_small_step_is_left_alone():
@@ -104,3 +114,23 @@ def test_chunked_values_match_the_whole_step(engine, keep_logits):
     valid = t_np != -100
     loss = (lse - z[np.arange(N), np.where(valid, t_np, 0)])[valid].mean()
     np.testing.assert_allclose(chunked[0], loss, rtol=1e-5)
+
+
+def test_chunked_head_gradients_match_finite_differences_in_float64():
+    """The fused head and loss in float64, chunked by rows, against central differences
+    of the loss (#24): the value and both gradients of the whole composite."""
+    from nova.autograd.gradcheck import gradcheck
+    x_np, w_np, t_np = _data()
+    target = nv.tensor(t_np)
+
+    def head(x, w):
+        logits = (x @ w.t()).view(2, N // 2, V)
+        return F.cross_entropy(logits.view(-1, V), target)
+    mb = str(N * V * 8 / 3 / 2**20)                      # three chunks of float64 rows
+    with config.ROW_CHUNK_MB.overridden(mb):
+        x = nv.tensor(x_np.astype(np.float64), requires_grad=True)
+        w = nv.tensor(w_np.astype(np.float64), requires_grad=True)
+        head(x, w).backward()
+        ir = nv.debug.dump_ir(x.grad, w.grad)
+        assert f"tensor<24x{V}xf64>" in ir and f"tensor<{N}x{V}xf64>" not in ir
+        assert gradcheck(head, [x_np.astype(np.float64), w_np.astype(np.float64)])

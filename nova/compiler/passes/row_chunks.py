@@ -20,8 +20,9 @@ before rematerialization) and changes no op definition:
    its result depends only on the same row of its row operands (and on whole operands
    that do not come from the region), by the rule of its op class in ``_RULES``; or
    a *row sum* (a ``reduce_sum`` over axis 0, a matmul that contracts the rows), whose
-   result is the sum of the chunks' partial results. A region with any other op, or
-   whose value leaves it wide (the step returns the logits), is left as it is.
+   result is the sum of the chunks' partial results. A region with any other op is
+   left as it is. A wide value read outside the region (the step returns the logits)
+   stays whole, with what it is computed from; the rest of the region reads its rows.
 2. **Chunks.** ``k = ceil(wide bytes / NOVA_ROW_CHUNK_MB)`` chunks of equal rows
    (rounded up to a multiple of 8; the last may be shorter). For each chunk, every
    region op is rebuilt on that chunk's rows: operands from outside the region are
@@ -37,15 +38,17 @@ before rematerialization) and changes no op definition:
    such op feeds a chunk.
 
 What changes: the sums over rows of a row sum are grouped by chunk (float rounding
-only); nothing else is reordered. Chunk size: ``NOVA_ROW_CHUNK_MB``; 0, the default,
-turns the pass off. It is off because, measured on the ``gpt-42m`` step (batch 2, 64
-MiB chunks, 7 chunks), the plan's peak rose from 2,025 to 2,301 MiB and the step ran
-~10% slower (more, smaller GEMMs; each chunk's kernels compile apart, since their slice
-offsets differ). The cause of the peak, seen in ``dump_ir(stage="fused")``: fusion folds
-the whole chain of partial-sum adds (and the transpose after it) into one elementwise
-kernel that reads every chunk's ``dW`` partial, so all of them are alive until the last
-chunk. Making the pass pay needs each add to become the epilogue of the matmul that
-makes its partial (a fusion rule), so one partial is alive at a time (#24).
+only); nothing else is reordered. Chunk size: ``NOVA_ROW_CHUNK_MB`` (64 by default: a
+region runs chunked from two chunks up, so only vocabulary-sized heads, never the small
+presets' steps; 0 turns the pass off). What makes it pay is downstream: fusion makes
+each partial-sum add the epilogue of the product it adds (``fusion._roots_own_epilogue``)
+and the memory plan writes each accumulator over the previous one (in place), so one
+partial is alive at a time; ``transposes`` computes the partials in the weight's own
+layout. A returned wide value is computed once, into its result, and the chunks read
+its rows through a reshape of it (``_through_returned_view``). Measured on the
+``gpt-42m`` step (batch 2, 7 chunks of 296 rows): the plan's peak 2,025 -> 1,458 MiB
+with the logits returned (941 MiB under ``nv.compile``, which does not return them),
+the same losses, and ~30 more kernels to compile (the chunks' slice offsets differ).
 """
 from __future__ import annotations
 
@@ -378,6 +381,7 @@ def split_region(region: Region, block: Block, bounds: list[tuple[int, int]]) ->
     new_ops: list[Operation] = []
     slices: dict[tuple[SSAValue, int, int], SSAValue] = {}
     parts: dict[SSAValue, list[SSAValue]] = {v: [] for v in leaving}
+    returned_views: dict[SSAValue, SSAValue] = {}
     for r0, r1 in bounds:
         mine: dict[SSAValue, SSAValue] = {}
         for op in region.ops:
@@ -391,7 +395,8 @@ def split_region(region: Region, block: Block, bounds: list[tuple[int, int]]) ->
                 else:
                     key = (v, axis, r0)
                     if key not in slices:
-                        s = _rows_of(v, axis, r0, r1, op.attributes)
+                        src = _through_returned_view(v, block, new_ops, returned_views)
+                        s = _rows_of(src, axis, r0, r1, op.attributes)
                         new_ops.append(s)
                         slices[key] = s.result
                     operands.append(slices[key])
@@ -401,8 +406,7 @@ def split_region(region: Region, block: Block, bounds: list[tuple[int, int]]) ->
         for v in leaving:
             part = mine[v]
             if region.access[values[v]].result == SUM and parts[v]:
-                # added as soon as it is made (fusion still merges the adds into one
-                # kernel; see the module docstring)
+                # added as soon as it is made: the epilogue of the product making it
                 add = nd.AddOp.create(operands=[part, parts[v][0]], result_types=[v.type],
                                       attributes=dict(values[v].attributes))
                 new_ops.append(add)
@@ -424,6 +428,29 @@ def split_region(region: Region, block: Block, bounds: list[tuple[int, int]]) ->
         for use in list(old.uses):
             if use.operation not in members:
                 use.operation.operands[use.index] = new
+
+
+def _through_returned_view(v: SSAValue, block: Block, new_ops: list[Operation],
+                           made: dict[SSAValue, SSAValue]) -> SSAValue:
+    """What the chunks should slice to read the rows of ``v``, a value from outside the
+    region: ``v`` itself, or, when the step returns a reshape ``R`` of ``v`` (the
+    logits as ``(B, T, V)``, whose round trip ``find_region`` folded), ``reshape(R)``
+    back to ``v``'s shape. Then ``R`` is ``v``'s only reader, so fusion computes ``v``
+    straight into the returned buffer (the reshape an index map of the matmul's
+    output) instead of storing it twice: once for the chunks, once as the result."""
+    if v in made:
+        return made[v]
+    returned = set(block.last_op.operands)
+    views = [u.operation for u in v.uses if isinstance(u.operation, nd.ReshapeOp)
+             and u.operation.result in returned]
+    if not views:
+        made[v] = v
+        return v
+    back = nd.ReshapeOp.create(operands=[views[0].result], result_types=[v.type],
+                               attributes=dict(views[0].attributes))
+    new_ops.append(back)
+    made[v] = back.result
+    return back.result
 
 
 def _place(block: Block, region: Region, new_ops: list[Operation]) -> None:

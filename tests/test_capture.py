@@ -523,3 +523,66 @@ def test_a_function_called_with_ever_new_arguments_keeps_a_bounded_cache():
         for k in range(3 * MAX_ENTRIES):
             assert fn(x, float(k)).numpy().tolist() == [float(k)] * 2
     assert len(fn._entries) == MAX_ENTRIES
+
+
+# ---------------------------------------------------------------- the step boundary
+
+
+def _head_step(compiled: bool):
+    """A model whose logits the step function holds in a local while the optimizer
+    steps (``_, loss = model(x, y)``, as nanoGPT writes it)."""
+    m = _model(dropout=0.0)
+    opt = nv.optim.AdamW(m.parameters(), lr=1e-2)
+
+    def step(x, y):
+        logits = m(x)
+        loss = F.cross_entropy(logits, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+    return (nv.compile(step) if compiled else step), m
+
+
+def test_a_compiled_call_does_not_compute_what_it_drops():
+    """Uncompiled, ``opt.step()`` realizes while the step still holds its logits and the
+    gradients: both are results of the step. Compiled, the call's return is the step
+    boundary: the step computes neither as a result, and the values are the same."""
+    results = {}
+    for compiled in (False, True):
+        fn, m = _head_step(compiled)
+        losses = [fn(nv.tensor(x), nv.tensor(y)).item() for x, y in _data(6)]
+        report = nv.debug.memory_report()
+        results[compiled] = (losses, [p.numpy() for p in m.parameters()], report)
+    (l0, p0, r0), (l1, p1, r1) = results[False], results[True]
+    assert l0 == l1
+    for a, b in zip(p0, p1):
+        np.testing.assert_array_equal(a, b)
+    gradients = sum(a.nbytes for a in p0)
+    logits = 5 * 4 * 4
+    assert r0.result_bytes >= gradients + logits
+    assert r1.result_bytes < logits                     # the loss alone
+
+
+def test_two_optimizer_steps_in_one_compiled_call_match_the_loop():
+    """A second ``opt.step()`` in the same call realizes the first step then, so each
+    optimizer step still compiles on its own; the values are the loop's."""
+    def run(compiled):
+        m = _model(dropout=0.0)
+        opt = nv.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+
+        def two_steps(x, y):
+            for xs, ys in ((x[:3], y[:3]), (x[3:], y[3:])):
+                opt.zero_grad()
+                loss = F.cross_entropy(m(xs), ys)
+                loss.backward()
+                opt.step()
+            return loss
+        fn = nv.compile(two_steps) if compiled else two_steps
+        losses = [fn(nv.tensor(x), nv.tensor(y)).item() for x, y in _data(6)]
+        return losses, [p.numpy() for p in m.parameters()], fn
+    want, got = run(False), run(True)
+    assert want[0] == got[0]
+    for a, b in zip(want[1], got[1]):
+        np.testing.assert_array_equal(a, b)
+    assert got[2].replays > 0

@@ -24,7 +24,7 @@ from nova.autograd.grad_mode import no_grad
 from nova.core import dtypes as dt
 from nova.tensor import capture_log
 from nova.tensor.creation import tensor
-from nova.tensor.realize import mark_role, realize
+from nova.tensor.realize import end_of_step, mark_role, realize
 from nova.tensor.tensor import Tensor
 from nova.tensor.trace import buffer_node
 
@@ -110,7 +110,8 @@ class Optimizer:
                         p.grad = zeros_like(p.grad)
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """Record the update of every parameter with a gradient, then realize the step."""
+        """Record the update of every parameter with a gradient, then realize the step
+        (inside a call ``nv.compile`` records, at the end of the call: ``end_of_step``)."""
         loss = None
         if closure is not None:
             from nova.autograd.grad_mode import enable_grad
@@ -125,7 +126,7 @@ class Optimizer:
         with no_grad():
             for gi, p in updated:
                 self._update(self.param_groups[gi], p, p.grad, self.state.setdefault(p, {}))
-        realize()
+        end_of_step()
         return loss
 
     def _update(self, group: dict[str, Any], p: Tensor, grad: Tensor,

@@ -46,6 +46,8 @@ class CaptureLog:
     # "sched_step", "manual_seed" with the seed).
     events: list[tuple] = field(default_factory=list)
     refused: str | None = None     # why this call cannot be replayed, if so
+    # an optimizer step's realization was left to the end of the call (``end_of_step``)
+    deferred_step: bool = False
 
     def refuse(self, reason: str) -> None:
         """Note the first reason this call cannot be replayed, with the user's line."""

@@ -96,7 +96,12 @@ def mark_role(t: Tensor, role: str) -> None:
 
 def role_of(t: Tensor) -> str:
     """The role ``mark_role`` gave ``t``'s current value (``"input"`` if none)."""
-    return _ROLES.get(t.node, "input")
+    return role_of_node(t.node)
+
+
+def role_of_node(node: Node) -> str:
+    """The role ``mark_role`` gave the value ``node`` holds (``"input"`` if none)."""
+    return _ROLES.get(node, "input")
 
 
 # A node referenced from one list and the frame that inspects it, beyond its references
@@ -207,6 +212,25 @@ def realize(*tensors: Tensor) -> None:
             raise e
 
 
+def end_of_step() -> None:
+    """A training step ends here (``Optimizer.step``): realize what is pending.
+
+    Inside a call that ``nv.compile`` records, the call's return is the step boundary
+    instead, as in ``torch.compile`` and ``jax.jit``: the call realizes what it left
+    pending when it returns (``nova.capture``), and by then what the function only
+    held in locals -- a model's ``logits`` -- or dropped -- the gradients
+    ``zero_grad()`` set to None -- is no longer referenced, so the step does not
+    compute it as a result (at gpt-42m's batch 2: 393 MiB of logits and 160 MiB of
+    gradients). A second step boundary in the same call realizes the first one's
+    work then, so a call that loops over several optimizer steps still compiles one
+    step at a time."""
+    log = capture_log.ACTIVE.get()
+    if log is None or log.deferred_step:
+        realize()
+    if log is not None:
+        log.deferred_step = True
+
+
 def _isolating(outputs: list[Node], run: Callable[[list[Node]], None],
                errors: dict[int, Exception]) -> None:
     """``run(outputs)`` as one step; if it fails, find exactly the outputs that fail.
@@ -265,7 +289,7 @@ def _run_step(graph: PendingGraph, outputs: list[Node], engine: str, device: str
         label += ", composite attention"
     exe = CACHE.lookup(graph.key, partial(_compile, graph, engine, remat, backend), label)
     donated = donatable(graph, exe.donation_candidates, outputs, device)
-    roles = [_ROLES.get(n, "input") for n in graph.arg_nodes]
+    roles = [role_of_node(n) for n in graph.arg_nodes]
     buffers = graph.arg_buffers
     # nv.compile: the argument nodes (identities; donation is decided above, so the
     # reference is harmless), kept only while a capture is active.

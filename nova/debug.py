@@ -12,7 +12,9 @@ from nova.runtime.cpu_engine import PROFILE, debug_files
 from nova.runtime.debug_dir import (  # noqa: F401 (nv.debug.UnsafeDirectoryError)
     UnsafeDirectoryError, debug_directory, write_debug_file)
 from nova.runtime.engine import get_remat
-from nova.tensor.realize import pending_graph
+from nova.runtime.program import PlannedOnly
+from nova.runtime.step_memory import nbytes
+from nova.tensor.realize import pending_graph, role_of_node
 from nova.tensor.tensor import Tensor
 
 
@@ -96,9 +98,22 @@ def profile() -> Iterator[Profile]:
             prof.steps.append(step)
 
 
-def memory_report():
+def memory_report(*tensors: Tensor):
     """The memory report of the step realized last (cpu engine): peak bytes, arguments,
-    results, live intermediates at the peak and the largest of them."""
+    results, live intermediates at the peak and the largest of them.
+
+    With ``tensors``: the report of the step that would compute them (exactly them, as
+    ``dump_ir``), planned for the CPU but neither compiled nor run -- what a step needs
+    before it exists. Arguments are counted at their current sizes, and every argument
+    the step could write its results over is taken as donated, as in a training loop
+    that keeps no other reference to its parameters and optimizer state."""
+    if tensors:
+        _check_tensors("memory_report", tensors)
+        graph = pending_graph(*tensors)
+        program = PlannedOnly(front(graph, get_remat()))
+        arg_bytes = [nbytes(shape, dtype.np) for shape, dtype in graph.args]
+        roles = [role_of_node(n) for n in graph.arg_nodes]
+        return program.memory_report(arg_bytes, roles, program.donation_candidates)
     if CACHE.last is None:
         raise ValueError("memory_report: nothing has been realized yet")
     return CACHE.last.memory_report()

@@ -265,3 +265,20 @@ class LaunchLoop(Program):
             for i in release[p]:
                 values[i] = None
         return [values[i] for i in self.outputs]
+
+
+class PlannedOnly(Program):
+    """A step taken through fusion, planning and the memory plan, but not compiled:
+    what ``nv.debug.memory_report(*tensors)`` reports on -- the memory a step would need
+    on the CPU target, known before any kernel of it exists. It cannot run."""
+
+    target = "cpu"
+    what = "planned step"
+
+    def _compile(self, module: ModuleOp, lowered: CompiledStep) -> list[tuple[Any, Any]]:
+        return [(None, None)] * len(lowered.plans)
+
+    def _allocate(self, nbytes: int) -> Any:
+        raise TypeError("a planned-only step is not compiled and cannot run")
+
+    _arguments = _run = _allocate

@@ -1,12 +1,9 @@
 """Fusion: input IR and the fused IR it becomes."""
 import pytest
-from xdsl.context import Context
-from xdsl.dialects import builtin, func
-from xdsl.parser import Parser
 
-from nova.compiler.dialect import Nova
 from nova.compiler.lowering import plan_kernels
 from nova.compiler.passes.fusion import fuse
+from tests.compiler.parsing import parse_module
 
 SOURCE = """\
 builtin.module {
@@ -53,20 +50,13 @@ builtin.module {
 }"""
 
 
-def _parse(text):
-    ctx = Context()
-    for d in (builtin.Builtin, func.Func, Nova):
-        ctx.load_dialect(d)
-    return Parser(ctx, text).parse_module()
-
-
 def test_fusion_groups_matmul_epilogue_reduction_and_movement():
-    fused = fuse(_parse(SOURCE))
+    fused = fuse(parse_module(SOURCE))
     assert str(fused) == EXPECTED
     plans = plan_kernels(fused)
     assert [(p.kind, p.schedule.strategy) for p in plans] == [
         ("matmul", "tiled"), ("reduce", "row"), ("elementwise", "elementwise")]
-    assert str(_parse(str(fused))) == str(fused)  # the fused form parses back
+    assert str(parse_module(str(fused))) == str(fused)  # the fused form parses back
 
 
 def test_shared_constants_are_duplicated_and_shared_values_materialized():
@@ -81,7 +71,7 @@ builtin.module {
     func.return %a, %b : tensor<8xf32>, tensor<8xf32>
   }
 }"""
-    fused = str(fuse(_parse(src)))
+    fused = str(fuse(parse_module(src)))
     assert fused.count('"nova.fusion"') == 3           # exp(x*2) once, then a and b
     assert fused.count("nova.constant") == 3           # the constant is recomputed in each
 
@@ -177,7 +167,7 @@ def test_each_partial_sum_is_the_epilogue_of_the_product_it_adds(read):
             "%q = nova.matmul %e, %f : tensor<4x6xf32>, tensor<6x8xf32> -> tensor<4x8xf32>\n"
             "    %t0 = nova.mul %q, %s3 : tensor<4x8xf32>\n"
             "    %t = nova.transpose %t0 perm = [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>")
-    kernels = _kernels(fuse(_parse(src)))
+    kernels = _kernels(fuse(parse_module(src)))
     assert kernels[:3] == [("matmul", ["matmul"]), ("matmul", ["matmul", "add"]),
                            ("matmul", ["matmul", "add"])]
     assert len(kernels) == (4 if read == "transposed" else 5)
@@ -191,7 +181,7 @@ def test_an_op_the_epilogue_refuses_still_joins_its_reader():
         "%p3 = nova.matmul %e, %f : tensor<4x6xf32>, tensor<6x8xf32> -> tensor<4x8xf32>",
         "%p3 = nova.matmul %e, %f : tensor<4x6xf32>, tensor<6x8xf32> -> tensor<4x8xf32>\n"
         "    %e2 = nova.exp %p3 : tensor<4x8xf32>")
-    kernels = _kernels(fuse(_parse(src)))
+    kernels = _kernels(fuse(parse_module(src)))
     assert kernels[-2:] == [("matmul", ["matmul"]), ("elementwise", ["exp", "add", "transpose"])]
 
 
@@ -214,7 +204,7 @@ def test_a_linear_head_with_cross_entropy_stores_only_the_logits_and_their_gradi
     loss = F.cross_entropy(x @ w.t(), t)
     loss.backward()
     fused = nv.debug.dump_ir(loss, x.grad, w.grad, stage="fused")
-    module = _parse(fused[:fused.index("\n//")])
+    module = parse_module(fused[:fused.index("\n//")])
     roots = [op.body.block.last_op.operands[0].owner.name
              for op in next(iter(module.ops)).body.block.ops if op.name == "nova.fusion"
              and tuple(op.results[0].type.get_shape()) == (N, V)]

@@ -35,23 +35,20 @@ from textwrap import dedent
 
 import numpy as np
 import pytest
-from xdsl.context import Context
-from xdsl.dialects import builtin, func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.parser import Parser
 from xdsl.transforms.common_subexpression_elimination import cse
 from xdsl.transforms.dead_code_elimination import dce
 
 import nova as nv
 from nova.compiler import pipeline
 from nova.compiler.targets.cpu.device import CpuSpec
-from nova.compiler.dialect import Nova
 from nova.compiler.irgen import build_module
 from nova.compiler.lowering import plan_kernels
 from nova.compiler.passes import rematerialize, simplify
 from nova.compiler.passes.fusion import fuse
 from nova.compiler.targets import Target, get_target, resolve
 from nova.tensor.realize import pending_graph
+from tests.compiler.parsing import parse_module
 
 
 def assert_golden(actual: str, expected: str, what: str) -> None:
@@ -69,10 +66,7 @@ def _ir(text: str) -> str:
 
 
 def _parse(text: str) -> ModuleOp:
-    ctx = Context()
-    for d in (builtin.Builtin, func.Func, Nova):
-        ctx.load_dialect(d)
-    module = Parser(ctx, text).parse_module()
+    module = parse_module(text)
     module.verify()
     return module
 

@@ -1,23 +1,13 @@
 """Rematerialization: input IR, output IR, the min-cut's choices, exactness and memory."""
 import numpy as np
 import pytest
-from xdsl.context import Context
-from xdsl.dialects import builtin, func
-from xdsl.parser import Parser
 
 import nova as nv
 from models.gpt import GPT, preset
-from nova.compiler.dialect import Nova
 from nova.compiler.passes import rematerialize
 from nova.compiler.passes.remat import choose_saved
 from nova.runtime.cache import CACHE
-
-
-def _parse(text: str) -> builtin.ModuleOp:
-    ctx = Context()
-    for d in (builtin.Builtin, func.Func, Nova):
-        ctx.load_dialect(d)
-    return Parser(ctx, text).parse_module()
+from tests.compiler.parsing import parse_module
 
 
 # exp's gradient reads exp's output y (64 KiB). y is recomputable from the argument x,
@@ -52,13 +42,13 @@ builtin.module {
 
 
 def test_default_remat_recomputes_an_elementwise_chain_per_reader():
-    assert str(rematerialize(_parse(SOURCE), "default")) == EXPECTED
+    assert str(rematerialize(parse_module(SOURCE), "default")) == EXPECTED
 
 
 def test_off_and_small_values_are_left_alone():
-    assert str(rematerialize(_parse(SOURCE), "off")) == SOURCE
+    assert str(rematerialize(parse_module(SOURCE), "off")) == SOURCE
     small = SOURCE.replace("128x128", "4x4")   # 64 bytes: keeping beats a kernel launch
-    assert str(rematerialize(_parse(small), "default")) == small
+    assert str(rematerialize(parse_module(small), "default")) == small
 
 
 # The backward reads the product p = a b (256 KiB from 2 x 8 KiB operands). Default
@@ -76,7 +66,7 @@ builtin.module {
 
 
 def test_min_cut_keeps_contractions_unless_aggressive():
-    module = _parse(MATMUL)
+    module = parse_module(MATMUL)
     fn = next(iter(module.ops))
     saved, needed = choose_saved(fn, "default")
     assert [v.name_hint for v in needed] == ["e"]
@@ -90,7 +80,7 @@ def test_min_cut_keeps_contractions_unless_aggressive():
 
 def test_unknown_mode_is_rejected():
     with pytest.raises(ValueError, match="remat: unknown mode 'all'"):
-        rematerialize(_parse(SOURCE), "all")
+        rematerialize(parse_module(SOURCE), "all")
     with pytest.raises(ValueError, match="set_remat: unknown mode"):
         nv.set_remat("everything")
 

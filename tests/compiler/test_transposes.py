@@ -1,21 +1,12 @@
 """Transposed products (``nova.compiler.passes.transposes``): input IR and the IR it
 becomes, and the values are unchanged."""
 import numpy as np
-from xdsl.context import Context
-from xdsl.dialects import builtin, func
-from xdsl.parser import Parser
+from xdsl.dialects import func
 
 import nova as nv
-from nova.compiler.dialect import Nova
 from nova.compiler.passes import transpose_products
 from nova.runtime.interpreter import compile_function
-
-
-def _parse(text):
-    ctx = Context()
-    for d in (builtin.Builtin, func.Func, Nova):
-        ctx.load_dialect(d)
-    return Parser(ctx, text).parse_module()
+from tests.compiler.parsing import parse_module
 
 
 WEIGHT_GRADIENT = """\
@@ -78,7 +69,7 @@ def _args(module, seed=0):
 
 
 def test_a_weight_gradient_is_computed_in_its_own_layout():
-    module = _parse(WEIGHT_GRADIENT)
+    module = parse_module(WEIGHT_GRADIENT)
     args = _args(module)
     before = _values(module, args)
     out = transpose_products(module)
@@ -87,7 +78,7 @@ def test_a_weight_gradient_is_computed_in_its_own_layout():
 
 
 def test_a_transpose_sinks_through_a_sum_of_products():
-    module = _parse(PARTIAL_SUMS)
+    module = parse_module(PARTIAL_SUMS)
     args = _args(module)
     before = _values(module, args)
     out = transpose_products(module)
@@ -100,7 +91,7 @@ def test_a_product_read_elsewhere_or_a_partial_permutation_is_left_alone():
                                   "func.return %t, %p1 : tensor<5x4xf32>, tensor<4x5xf32>"
                                   ).replace("-> tensor<5x4xf32> {",
                                             "-> (tensor<5x4xf32>, tensor<4x5xf32>) {")
-    module = _parse(shared)
+    module = parse_module(shared)
     text = str(module)
     assert str(transpose_products(module)) == text    # p1 is returned as well
     batched = """\
@@ -111,8 +102,8 @@ builtin.module {
     func.return %t : tensor<4x2x5xf32>
   }
 }"""
-    module = _parse(batched)
-    assert str(transpose_products(module)) == str(_parse(batched))
+    module = parse_module(batched)
+    assert str(transpose_products(module)) == str(parse_module(batched))
 
 
 def test_a_linear_layers_weight_gradient_has_no_transposing_kernel():

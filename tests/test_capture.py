@@ -564,25 +564,42 @@ def test_a_compiled_call_does_not_compute_what_it_drops():
     assert r1.result_bytes < logits                     # the loss alone
 
 
-def test_two_optimizer_steps_in_one_compiled_call_match_the_loop():
-    """A second ``opt.step()`` in the same call realizes the first step then, so each
-    optimizer step still compiles on its own; the values are the loop's."""
+def test_three_optimizer_steps_in_one_compiled_call_match_the_loop(monkeypatch):
+    """Only a call's first step boundary waits for its return: the second realizes
+    what is pending then (the first two steps), the third its own step, so the graphs
+    stay the size of one or two steps; the values are the loop's."""
+    import importlib
+    realize_module = importlib.import_module("nova.tensor.realize")   # not the function
+    sizes, run_step = [], realize_module._run_step
+
+    def counting(graph, outputs, *args, **kwargs):
+        sizes.append(len(graph.key[1]))
+        return run_step(graph, outputs, *args, **kwargs)
+    monkeypatch.setattr(realize_module, "_run_step", counting)
     def run(compiled):
         m = _model(dropout=0.0)
         opt = nv.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
 
-        def two_steps(x, y):
-            for xs, ys in ((x[:3], y[:3]), (x[3:], y[3:])):
+        def three_steps(x, y):
+            for xs, ys in ((x[:2], y[:2]), (x[2:4], y[2:4]), (x[4:], y[4:])):
                 opt.zero_grad()
                 loss = F.cross_entropy(m(xs), ys)
                 loss.backward()
                 opt.step()
             return loss
-        fn = nv.compile(two_steps) if compiled else two_steps
-        losses = [fn(nv.tensor(x), nv.tensor(y)).item() for x, y in _data(6)]
-        return losses, [p.numpy() for p in m.parameters()], fn
+        fn = nv.compile(three_steps) if compiled else three_steps
+        sizes.clear()
+        fn(*(nv.tensor(a) for a in _data(1, batch=6)[0]))
+        first_call = list(sizes)
+        losses = [fn(nv.tensor(x), nv.tensor(y)).item()
+                  for x, y in _data(6, batch=6, seed=1)]
+        return losses, [p.numpy() for p in m.parameters()], fn, first_call
     want, got = run(False), run(True)
     assert want[0] == got[0]
     for a, b in zip(want[1], got[1]):
         np.testing.assert_array_equal(a, b)
     assert got[2].replays > 0
+    plain = want[3]                        # three steps of equal size
+    assert len(plain) == 3 and len(set(plain)) == 1
+    two, one = got[3]                      # the first two together, then the third
+    assert one == plain[0] and plain[0] < two <= 2 * plain[0]

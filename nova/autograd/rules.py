@@ -159,12 +159,17 @@ def _gather_back(ctx: Context, g: Tensor) -> Grads:
     line along ``dim`` covering the input's other dims (cross_entropy picking each
     row's target), that sum has one term per position: ``g`` where the position along
     ``dim`` is the line's index, else 0 -- a pointwise mask that fusion computes where
-    the gradient is read, instead of a scatter into a stored input-sized buffer."""
+    the gradient is read, instead of a scatter into a stored input-sized buffer. The
+    mask compares with the index gathered from the positions themselves: the same
+    value, but through a gather, whose bounds check fails the step on an index out of
+    range as the scatter did (a bare compare would match nothing and give a zero
+    gradient; the forward gather may be dead code when only the gradient is asked)."""
     dim, index, shape = ctx.attrs["dim"], ctx.x(1), ctx.shape(0)
     if index.shape[dim] == 1 and all(i == s for d, (i, s) in enumerate(zip(index.shape, shape))
                                      if d != dim):
         positions = ops.prim("iota", [], {"dim": dim}, shape, index.dtype)
-        return ops.where(ops.eq(positions, index), g, 0.0), None
+        checked = ops.gather(positions, dim, index)
+        return ops.where(ops.eq(positions, checked), g, 0.0), None
     zeros = ops.full_const(0, shape, g.dtype)
     return ops.scatter_add(zeros, dim, index, g), None
 

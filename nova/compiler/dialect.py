@@ -562,6 +562,16 @@ class TransposeOp(IRDLOperation):
             _fail(self, f"result {shape_of(self.result)} != {src} permuted by {list(perm)}")
 
 
+def swaps_last_two(op: object) -> bool:
+    """Whether ``op`` is a transpose of the last two dims that keeps the others (a
+    matrix transpose, batched or not)."""
+    if not isinstance(op, TransposeOp):
+        return False
+    perm = _ints(op.perm)
+    n = len(perm)
+    return n >= 2 and perm == (*range(n - 2), n - 1, n - 2)
+
+
 @irdl_op_definition
 class SliceOp(IRDLOperation):
     """Strided window ``input[start:limit:stride]`` per dim (strides >= 1)."""

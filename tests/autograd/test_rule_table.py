@@ -72,3 +72,19 @@ def test_one_index_per_line_gathers_have_a_pointwise_gradient():
     y.gather(1, nv.tensor([[1, 1], [6, 0], [0, 0], [6, 5]])).sum().backward()
     assert "nova.scatter_add" in nv.debug.dump_ir(y.grad, stage="trace")
     np.testing.assert_array_equal(y.grad.numpy()[0], [0, 2, 0, 0, 0, 0, 0])
+
+
+@pytest.mark.parametrize("engine", ["cpu", "interp"])
+def test_a_one_hot_gather_gradient_still_refuses_an_index_out_of_range(engine):
+    """The index is computed in the step, so it is checked only as the step runs; the
+    mask's compare must not turn an index past the end into a zero gradient (found by
+    review: only the gradient asked, the forward gather was dead code)."""
+    import numpy as np
+
+    import nova as nv
+    with nv.engine(engine):
+        x = nv.tensor(np.ones((3, 5), np.float32), requires_grad=True)
+        index = (nv.tensor(np.array([[0.1], [0.7], [0.2]], np.float32)) * 10).long()
+        (g,) = nv.autograd.grad(x.gather(1, index).sum(), [x])
+        with pytest.raises(nv.RealizationError, match=r"\[0, 5\)"):
+            g.numpy()

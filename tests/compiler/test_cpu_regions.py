@@ -109,3 +109,37 @@ def test_a_concat_read_through_a_transpose_keeps_its_selects():
     assert texts and not any("seg.head" in t for t in texts)
     cpu, interp = _both(fn, x, y)
     assert np.array_equal(cpu, interp)
+
+
+def _optimized(text: str) -> str:
+    """``text`` through the O3 pipeline the compile worker runs, for this host."""
+    import llvmlite.binding as llvm
+
+    from nova.runtime.compile_worker import optimize, target_machine
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    module = llvm.parse_assembly(text)
+    module.verify()
+    optimize(target_machine(llvm.get_host_cpu_name(),
+                            llvm.get_host_cpu_features().flatten()), module, 3)
+    return str(module)
+
+
+def test_elementwise_loops_are_vectorized_without_a_run_time_overlap_check():
+    """An elementwise kernel's iterations are independent (it writes element i at
+    iteration i, and reads an input it may share memory with -- written in place, or
+    donated -- only there): its buffer accesses carry one access group that the loop
+    declares parallel. Without that, LLVM's vectorizer guards the vector loop with a
+    check that the output overlaps no input, and a kernel written in place (output ==
+    input) always ran its scalar loop (2.7-5x slower, found by review)."""
+    x = nv.tensor(np.ones((64, 256), np.float32))
+    y = nv.tensor(np.ones((64, 256), np.float32))
+    (text,) = _llvm((x * 3.0 + y).exp() * y)
+    assert "distinct !{}" in text and "llvm.loop.parallel_accesses" in text
+    accesses = [line for line in text.splitlines()
+                if re.search(r"= load float|store float", line)]
+    assert accesses and all("!llvm.access.group" in line for line in accesses)
+    optimized = _optimized(text)
+    assert "<16 x float>" in optimized or "<8 x float>" in optimized   # vectorized...
+    # ...unguarded: no "output minus input < vector bytes" test before the vector loop
+    assert "diff.check" not in optimized and "vector.memcheck" not in optimized

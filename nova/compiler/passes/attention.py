@@ -69,14 +69,6 @@ def _splat(v: SSAValue) -> float | None:
     return c.value.value.data if c is not None and isinstance(c.value, FloatAttr) else None
 
 
-def _swaps_last_two(t: Operation | None) -> bool:
-    if not isinstance(t, nd.TransposeOp):
-        return False
-    perm = tuple(t.perm.get_values())
-    n = len(perm)
-    return n >= 2 and perm == tuple(range(n - 2)) + (n - 1, n - 2)
-
-
 def _row_reduction(v: SSAValue, cls: type) -> Operation | None:
     """The ``cls`` reduction over the last axis that ``v`` broadcasts back along its
     rows (``bcast(reshape(r))`` as keepdim records it, or ``bcast(r)``), else None."""
@@ -303,7 +295,7 @@ def _match_forward(out: Operation, masks: dict) -> _Forward | None:
         else:
             return None
     mm = _op(product, nd.MatmulOp)
-    if mm is None or not _swaps_last_two(mm.rhs.owner) or \
+    if mm is None or not nd.swaps_last_two(mm.rhs.owner) or \
             0 in nd.shape_of(mm.lhs) + nd.shape_of(out.rhs) + nd.shape_of(mm.rhs):
         return None
     causal = _mask_kind(mask, masks) if mask is not None else 0
@@ -334,7 +326,7 @@ def _match_backward(f: _Forward) -> _Backward | None:
     """The backward the autograd rules derive from ``f``, or None unless it is exactly
     that (see the module docstring); ops are checked operand by operand."""
     p_users = [u for u in _users(f.p) if u is not f.out]
-    pt = next((u for u in p_users if _swaps_last_two(u)), None)
+    pt = next((u for u in p_users if nd.swaps_last_two(u)), None)
     prod = next((u for u in p_users if isinstance(u, nd.MulOp)), None)
     if pt is None or prod is None or len(p_users) != 2:
         return None
@@ -344,7 +336,7 @@ def _match_backward(f: _Forward) -> _Backward | None:
     g = dv_mm.rhs
     dp = prod.lhs if prod.rhs is f.p else prod.rhs
     dp_mm = _op(dp, nd.MatmulOp)                 # dp = g v^T
-    if dp_mm is None or dp_mm.lhs is not g or not _swaps_last_two(dp_mm.rhs.owner) or \
+    if dp_mm is None or dp_mm.lhs is not g or not nd.swaps_last_two(dp_mm.rhs.owner) or \
             dp_mm.rhs.owner.input is not f.v:
         return None
     # d(e / sum) = dp / sum + bcast(sum over the row of -(dp * p) / sum)
@@ -392,12 +384,12 @@ def _match_backward(f: _Forward) -> _Backward | None:
         return None
     # dq = ds @ swap(k^T); dk = swap(swap(q) @ ds)
     kk = dq_mm.rhs.owner
-    if not (_swaps_last_two(kk) and _swaps_last_two(kk.input.owner)
+    if not (nd.swaps_last_two(kk) and nd.swaps_last_two(kk.input.owner)
             and kk.input.owner.input is f.k):
         return None
     qt = dkt_mm.lhs.owner
     dk = _single_user(dkt_mm.result)
-    if not _swaps_last_two(qt) or qt.input is not f.q or not _swaps_last_two(dk):
+    if not nd.swaps_last_two(qt) or qt.input is not f.q or not nd.swaps_last_two(dk):
         return None
     ops += [dq_mm, dkt_mm, dk]
     # Every value on the way to dq, dk and dv is read only on the way.

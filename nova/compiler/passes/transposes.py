@@ -31,15 +31,6 @@ from nova.compiler import dialect as nd
 from nova.compiler.passes.checks import verified_after_pass
 
 
-def _swaps_last_two(op: Operation) -> bool:
-    """``op`` is a transpose that swaps the last two dims and keeps the others."""
-    if not isinstance(op, nd.TransposeOp):
-        return False
-    perm = tuple(op.perm.get_values())
-    r = len(perm)
-    return r >= 2 and perm == (*range(r - 2), r - 1, r - 2)
-
-
 def _sole_reader(v: SSAValue) -> Operation | None:
     uses = list(v.uses)
     return uses[0].operation if len(uses) == 1 else None
@@ -69,7 +60,7 @@ def _transposed_type(v: SSAValue):
 def _transpose(v: SSAValue, before: Operation, like: Operation) -> SSAValue:
     """``v`` with its last two dims swapped, inserted before ``before``: the input of
     ``v`` when ``v`` is itself such a transpose."""
-    if _swaps_last_two(v.owner):
+    if nd.swaps_last_two(v.owner):
         return v.owner.input
     r = len(nd.shape_of(v))
     t = nd.TransposeOp.create(operands=[v], result_types=[_transposed_type(v)],
@@ -109,7 +100,7 @@ def transpose_products(module: ModuleOp) -> ModuleOp:
     re-verified when anything changed."""
     fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
     changed = False
-    for t in [op for op in fn.body.block.ops if _swaps_last_two(op)]:
+    for t in [op for op in fn.body.block.ops if nd.swaps_last_two(op)]:
         if t.parent is None or not _absorbs(t.input):
             continue
         t.result.replace_all_uses_with(_rebuilt_transposed(t.input))

@@ -177,6 +177,7 @@ def _segmented(e: Emitter, body: Callable[[list[ir.Value]], None], d: int,
 def _elementwise(e: Emitter) -> None:
     plan = e.plan
     shape, dtype = plan.out
+    e.parallel_accesses()
 
     def body(idx: list[ir.Value]) -> None:
         e.cache = {}

@@ -94,6 +94,17 @@ class Loops:
         level(0)
 
 
+class _AccessGroup(ir.MDValue):
+    """An access group: an empty *distinct* metadata node (LLVM asserts on a uniqued
+    one), which llvmlite's ``add_metadata`` cannot make."""
+
+    def __init__(self, module: ir.Module):
+        super().__init__(module, [], name=str(len(module.metadata)))
+
+    def descr(self, buf: list) -> None:
+        buf += ("distinct !{}", "\n")
+
+
 class Emitter(ScalarEmitter[ir.Value]):
     """Emits one kernel function: ``ScalarEmitter`` with llvmlite instructions."""
 
@@ -120,18 +131,41 @@ class Emitter(ScalarEmitter[ir.Value]):
         self.cache: dict = {}
         self.override: dict[int, Callable[[list[ir.Value]], ir.Value]] = {}
         self.cleanup: list[Callable[[], None]] = []
+        # set by kernels whose iterations are independent (``parallel_accesses``): the
+        # access group every buffer load and store is tagged with
+        self.access_group: ir.MDValue | None = None
 
     def interleave(self, count: int) -> ir.MDValue | None:
         """``llvm.loop`` metadata asking the loop vectorizer for ``count`` vectors in
-        flight per iteration (None for 0: LLVM's own cost model decides)."""
-        if count <= 0:
+        flight per iteration (None for 0: LLVM's own cost model decides), and, once
+        ``parallel_accesses`` was called, saying that its iterations' buffer accesses
+        are independent."""
+        hints = []
+        if count > 0:
+            hints.append(self.module.add_metadata([
+                ir.MetaDataString(self.module, "llvm.loop.interleave.count"),
+                ir.Constant(I32, count)]))
+        if self.access_group is not None:
+            hints.append(self.module.add_metadata([
+                ir.MetaDataString(self.module, "llvm.loop.parallel_accesses"),
+                self.access_group]))
+        if not hints:
             return None
-        hint = self.module.add_metadata([ir.MetaDataString(self.module,
-                                                           "llvm.loop.interleave.count"),
-                                         ir.Constant(I32, count)])
-        loop = self.module.add_metadata([hint, ir.MetaDataString(self.module, self.plan.name)])
-        loop.operands = (loop, hint)   # a loop ID refers to itself (and is then unique)
+        loop = self.module.add_metadata([*hints, ir.MetaDataString(self.module, self.plan.name)])
+        loop.operands = (loop, *hints)   # a loop ID refers to itself (and is then unique)
         return loop
+
+    def parallel_accesses(self) -> None:
+        """Declare the kernel's loops free of dependences between iterations through
+        the buffers it reads and writes: an elementwise kernel writes element i of its
+        output only, at iteration i, and reads an input that may share the output's
+        memory (written in place, or donated) only at i (``step_memory.pointwise_inputs``
+        decides which may). Every load and store of a buffer is tagged with one access
+        group, which the loops' ``interleave`` metadata names. Without it the
+        vectorizer checks at run time that the output does not overlap each input and
+        runs the scalar loop when it does -- always, for a kernel written in place
+        (measured 2.7-5x slower)."""
+        self.access_group = _AccessGroup(self.module)
 
     # ------------------------------------------------------------ memory
 
@@ -169,6 +203,8 @@ class Emitter(ScalarEmitter[ir.Value]):
 
     def load(self, ptr: ir.Value, offset: ir.Value, mlir: str) -> ir.Value:
         raw = self.b.load(self.b.gep(ptr, [offset]))
+        if self.access_group is not None:
+            raw.set_metadata("llvm.access.group", self.access_group)
         return self.widen(raw, mlir)
 
     def widen(self, raw: ir.Value, mlir: str) -> ir.Value:
@@ -203,7 +239,9 @@ class Emitter(ScalarEmitter[ir.Value]):
         return v
 
     def store(self, v: ir.Value, ptr: ir.Value, offset: ir.Value, mlir: str) -> None:
-        self.b.store(self.narrow(v, mlir), self.b.gep(ptr, [offset]))
+        st = self.b.store(self.narrow(v, mlir), self.b.gep(ptr, [offset]))
+        if self.access_group is not None:
+            st.set_metadata("llvm.access.group", self.access_group)
 
     # ------------------------------------------------------------ helpers
 

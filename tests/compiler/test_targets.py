@@ -19,7 +19,7 @@ from nova.compiler.targets import FusionPolicy, Target, get_target
 from nova.compiler.targets.cpu import CpuTarget
 from nova.compiler.targets.cuda import DEFAULT_SPEC, CudaTarget
 from nova.tensor.realize import pending_graph
-from tests.compiler.test_fusion import _parse
+from tests.compiler.parsing import parse_module
 
 AVX2 = CpuSpec("haswell-like", cores=4, isa="avx2", vector_bits=256, vector_registers=16,
                l1d=32 * 1024, l2=256 * 1024, l3=8 * 2**20, ghz=3.0)
@@ -76,7 +76,7 @@ builtin.module {
 
 
 def test_the_same_module_fuses_differently_exactly_where_exp_lands():
-    module = _parse(LINEAR_EXP)
+    module = parse_module(LINEAR_EXP)
     assert str(fuse(module, "cpu")) == LINEAR_EXP_CPU
     assert str(fuse(module, "cuda")) == LINEAR_EXP_CUDA
     # A Target and its name fuse the same; the policy is what decides.
@@ -85,7 +85,7 @@ def test_the_same_module_fuses_differently_exactly_where_exp_lands():
 
 
 def test_fusion_policies():
-    module = _parse(LINEAR_EXP)
+    module = parse_module(LINEAR_EXP)
     fn = next(iter(module.ops))
     ops = {op.results[0].name_hint: op for op in fn.body.block.ops if op.results}
     cpu, cuda = get_target("cpu").fusion_policy, get_target("cuda").fusion_policy
@@ -102,9 +102,9 @@ def test_registry_resolves_names_and_passes_targets_through():
     with pytest.raises(ValueError, match="unknown target 'tpu'; valid targets are cpu, cuda"):
         get_target("tpu")
     with pytest.raises(ValueError, match="plan_kernels: unknown target 'tpu'"):
-        plan_kernels(fuse(_parse(LINEAR_EXP)), "tpu")
+        plan_kernels(fuse(parse_module(LINEAR_EXP)), "tpu")
     target = CudaTarget(SM80)
-    assert pipeline.compile_step(_parse(LINEAR_EXP), target).target == "cuda"
+    assert pipeline.compile_step(parse_module(LINEAR_EXP), target).target == "cuda"
     with pytest.raises(TypeError):
         Target()   # the interface itself has no implementation
 
@@ -185,7 +185,7 @@ def test_the_default_cpu_target_reads_the_host_when_it_schedules(monkeypatch):
 
 
 def test_each_target_emits_its_code():
-    module = _parse(LINEAR_EXP)
+    module = parse_module(LINEAR_EXP)
     (cuda_plan,) = pipeline.compile_step(module, "cuda").plans
     target = CudaTarget(SM80)
     kernel = target.emit(cuda_plan)

@@ -284,6 +284,17 @@ def _stored_anyway(v: SSAValue) -> bool:
     return not isinstance(owner, Operation) or nd.kernel_root_kind(owner) is not None
 
 
+def _sole_contractions(op: Operation) -> list[Operation]:
+    """The contractions (matmul or reduction) among ``op``'s operands whose result has
+    ``op``'s size and is read by ``op`` alone: those ``op`` can take as the contraction
+    of a kernel it roots, its epilogue."""
+    n = _numel(op.results[0])
+    return [v.owner for v in op.operands
+            if isinstance(v.owner, Operation)
+            and nd.kernel_root_kind(v.owner) in ("matmul", "reduce")
+            and _numel(v) == n and all(u.operation is op for u in v.uses)]
+
+
 def _repeatable(op: Operation, homes: list[Kernel]) -> bool:
     """Whether a cheap pointwise ``op`` read by several kernels may be computed in each
     of them instead of stored: its operands read at full size (not broadcast from a
@@ -302,9 +313,7 @@ def _repeatable(op: Operation, homes: list[Kernel]) -> bool:
     wide = [v for v in op.operands if _numel(_source(v)) == n]
     if not all(_stored_anyway(v) for v in wide):
         return False
-    e = sum(1 for v in op.operands if isinstance(v.owner, Operation) and
-            nd.kernel_root_kind(v.owner) in ("matmul", "reduce") and _numel(v) == n and
-            all(u.operation is op for u in v.uses))
+    e = len(_sole_contractions(op))
     b, h = len(wide), len(homes)
     return b * h + e < b - e + 1 + h
 
@@ -327,12 +336,7 @@ def _roots_own_epilogue(op: Operation, homes: list[Kernel], policy: FusionPolicy
     home = homes[0]
     if home.kind not in ("elementwise", "matmul"):
         return False
-    n = _numel(op.results[0])
-    for v in op.operands:
-        c = v.owner
-        if not isinstance(c, Operation) or nd.kernel_root_kind(c) not in ("matmul", "reduce") \
-                or _numel(v) != n or any(u.operation is not op for u in v.uses):
-            continue
+    for c in _sole_contractions(op):
         if nd.kernel_root_kind(c) == "matmul" and not policy.epilogue_admits(op):
             continue
         if home.contraction is not None or not _pointwise_epilogue(home, op.results[0]):

@@ -1,11 +1,13 @@
 """Convolution and pooling (``F.conv1d/2d/3d``, ``F.max_pool*``, ``F.avg_pool*``,
 ``F.adaptive_avg_pool*``), PyTorch's semantics, built on :mod:`nova.nn.windows`.
 
-A convolution is im2col and one matmul: the window stack of the channels-first input,
-``(C, K, N, *out)``, flattened to ``(C*K, N*P)`` (``P`` output positions per image), is
-contracted with the weight flattened to ``(O, C*K)``, and the ``(O, N, *out)`` product
-transposed back; with ``groups`` the channels split into ``(G, C/G*K, N*P)`` and the
-weight into ``(G, O/G, C/G*K)``, one batched matmul over the groups. Max pooling takes the first
+A convolution is im2col and matmul. With many output positions ``P`` per image
+(``PER_IMAGE_MIN_POSITIONS``) the window stack ``(N, C*K, P)`` is contracted image by
+image with the weight flattened to ``(O, C*K)``, which gives ``(N, O, P)`` directly;
+with few, the batch folds into the columns: the channels-first stack ``(C, K, N, *out)``
+flattened to ``(C*K, N*P)``, one wide product, and the ``(O, N, *out)`` result
+transposed back. With ``groups`` the channels split into ``G`` groups of ``C/G*K`` and
+the weight into ``(G, O/G, C/G*K)``, one batched matmul over the groups. Max pooling takes the first
 maximum of each window (``argmax``, NaN counting as the largest, as PyTorch's kernels
 do) and gathers it, so the gradient goes to that one element as in PyTorch; average
 pooling sums the window and divides by PyTorch's divisor (``count_include_pad``,
@@ -26,6 +28,18 @@ from nova.tensor import ops
 from nova.tensor.autocast_state import lowered
 from nova.tensor.creation import tensor
 from nova.tensor.tensor import Tensor
+
+
+# Output positions per image from which a convolution runs one product per image
+# rather than folding the batch into one product's columns. Folding costs two extra
+# passes over output-sized tensors (the output and its gradient transposed between
+# (O, N, P) and (N, O, P)); per image, each GEMM is only P columns wide and packs the
+# weight again. Measured on the shapes of ``python -m benchmarks.bench_conv`` (batch 8,
+# 2 cores; forward + both gradients, kernels only): per image wins from P = 784 up
+# (7x7/2 stem 83 -> 54 ms, 1x1 to 256 channels at 56x56 21 -> 10 ms, 3x3 at 28x28
+# 22 -> 20 ms, 3x3 at 56x56 ~29 -> ~27 ms) and loses at P = 196 (3x3 at 14x14, 256
+# channels: 17 -> 21 ms).
+PER_IMAGE_MIN_POSITIONS = 512
 
 
 def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stride: Any,
@@ -51,15 +65,24 @@ def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stri
         raise TypeError(f"{op}: expected floating point input, got {x.dtype.name}")
     spec = WindowSpec.make(op, tuple(x.shape[2:]), tuple(weight.shape[2:]), stride,
                            padding, dilation)
-    # The batch folds into the product's columns: (C, K, N, *out) windows are one
-    # (C*K, N*P) operand per group, so the forward, the input gradient and the weight
-    # gradient are each one GEMM (the weight's with N*P as its depth), not a batch of
-    # per-image products whose weight gradients would then be summed.
-    positions = n * math.prod(spec.out)
-    cols = window_stack(x.transpose(0, 1), spec, dim=1) \
-        .reshape(groups, cg * spec.count, positions)
-    w = weight.reshape(groups, o // groups, cg * spec.count)
-    out = ops.matmul(w, cols).reshape((o, n) + spec.out).transpose(0, 1)
+    depth = cg * spec.count
+    positions = math.prod(spec.out)
+    if positions >= PER_IMAGE_MIN_POSITIONS:
+        # One product per image against the shared weight: (N, G, C/G*K, P) windows give
+        # (N, G, O/G, P), already the output's layout, and the output's gradient is read
+        # as it comes; the weight's gradient is a per-image product summed over N.
+        cols = window_stack(x, spec).reshape(n, groups, depth, positions)
+        w = weight.reshape(1, groups, o // groups, depth)
+        out = ops.matmul(w, cols).reshape((n, o) + spec.out)
+    else:
+        # The batch folds into the product's columns: (C, K, N, *out) windows are one
+        # (C*K, N*P) operand per group, so the forward, the input gradient and the
+        # weight gradient are each one GEMM wide enough to run at full speed, at the
+        # price of transposing the output and its gradient between (O, N) and (N, O).
+        cols = window_stack(x.transpose(0, 1), spec, dim=1) \
+            .reshape(groups, depth, n * positions)
+        w = weight.reshape(groups, o // groups, depth)
+        out = ops.matmul(w, cols).reshape((o, n) + spec.out).transpose(0, 1)
     if bias is not None:
         if bias.shape != (o,):
             raise ValueError(f"{op}: bias must have shape ({o},), got {bias.shape}")

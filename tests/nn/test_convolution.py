@@ -61,8 +61,19 @@ CONV_CASES = [   # x shape, weight shape, stride, padding, dilation, groups
 ]
 
 
+@pytest.fixture(params=["folded", "per-image"])
+def conv_layout(request, monkeypatch):
+    """Both of the convolution's layouts (``PER_IMAGE_MIN_POSITIONS`` picks one by the
+    output size, and these shapes are small): the batch folded into one product's
+    columns, and one product per image."""
+    import nova.nn.convolution as convolution
+    monkeypatch.setattr(convolution, "PER_IMAGE_MIN_POSITIONS",
+                        1 if request.param == "per-image" else 10 ** 9)
+    return request.param
+
+
 @pytest.mark.parametrize("xs,ws,stride,padding,dilation,groups", CONV_CASES)
-def test_conv_matches_direct_loops(xs, ws, stride, padding, dilation, groups):
+def test_conv_matches_direct_loops(xs, ws, stride, padding, dilation, groups, conv_layout):
     x = RNG.standard_normal(xs).astype(np.float32)
     w = RNG.standard_normal(ws).astype(np.float32)
     b = RNG.standard_normal(ws[0]).astype(np.float32)
@@ -90,7 +101,8 @@ def test_conv_same_and_valid_padding():
 
 @pytest.mark.parametrize("stride,padding,dilation,groups", [((1, 1), 0, 1, 1), (2, 1, 1, 2),
                                                              (1, 1, 2, 1)])
-def test_conv2d_gradients_match_finite_differences(stride, padding, dilation, groups):
+def test_conv2d_gradients_match_finite_differences(stride, padding, dilation, groups,
+                                                    conv_layout):
     x = RNG.standard_normal((2, 2, 5, 4))
     w = RNG.standard_normal((2, 2 // groups, 2, 2))
     b = RNG.standard_normal(2)
@@ -98,7 +110,7 @@ def test_conv2d_gradients_match_finite_differences(stride, padding, dilation, gr
                      [x, w, b])
 
 
-def test_conv1d_gradients_match_finite_differences():
+def test_conv1d_gradients_match_finite_differences(conv_layout):
     assert gradcheck(lambda x, w: F.conv1d(x, w, stride=2, padding=1),
                      [RNG.standard_normal((2, 3, 6)), RNG.standard_normal((2, 3, 3))])
 
@@ -258,7 +270,7 @@ def test_int_max_pool_pads_with_the_lowest_value():
     np.testing.assert_array_equal(F.max_pool1d(x, 2, 2, 1).numpy(), [[[-5, -3]]])
 
 
-def test_against_pytorch_forward_and_backward():
+def test_against_pytorch_forward_and_backward(conv_layout):
     torch = pytest.importorskip("torch")
     x = RNG.standard_normal((2, 4, 9, 8)).astype(np.float32)
     w = RNG.standard_normal((6, 2, 3, 3)).astype(np.float32)
@@ -274,3 +286,18 @@ def test_against_pytorch_forward_and_backward():
         return [t.detach().numpy() for t in (y, xt.grad, wt.grad)]
     for a, b in zip(run(nv, F), run(torch, torch.nn.functional)):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_layout_follows_the_output_size():
+    """A large output per image runs one product per image, whose result is already in
+    (N, G, O/G, P) order; a small one folds the batch into one product's columns."""
+    import nova.nn.convolution as convolution
+    side = math.isqrt(convolution.PER_IMAGE_MIN_POSITIONS) + 1
+    w = nv.tensor(RNG.standard_normal((4, 3, 3, 3)).astype(np.float32))
+
+    def product(hw):
+        x = nv.tensor(RNG.standard_normal((2, 3, hw, hw)).astype(np.float32))
+        ir = nv.debug.dump_ir(F.conv2d(x, w, padding=1))
+        return [line.split("-> ")[-1] for line in ir.splitlines() if "nova.matmul" in line]
+    assert product(side) == [f"tensor<2x1x4x{side * side}xf32>"]
+    assert product(8) == [f"tensor<1x4x{2 * 64}xf32>"]

@@ -10,8 +10,8 @@ from nova.nn.losses import (
     SmoothL1Loss,
 )
 from nova.nn.conv_layers import (
-    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AvgPool1d, AvgPool2d, AvgPool3d,
-    Conv1d, Conv2d, Conv3d, MaxPool1d, MaxPool2d, MaxPool3d,
+    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d, AdaptiveMaxPool1d,
+    AdaptiveMaxPool2d, AdaptiveMaxPool3d, AvgPool1d, AvgPool2d, AvgPool3d, Conv1d, Conv2d, Conv3d, MaxPool1d, MaxPool2d, MaxPool3d,
 )
 from nova.nn.interpolate import Upsample
 from nova.nn.module import Module, StateDictError
@@ -25,5 +25,6 @@ __all__ = ["Module", "Parameter", "StateDictError", "Linear", "Embedding", "Laye
            "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCELoss",
            "BCEWithLogitsLoss", "Conv1d", "Conv2d", "Conv3d", "MaxPool1d", "MaxPool2d",
            "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
-           "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "BatchNorm1d", "BatchNorm2d",
+           "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
+           "AdaptiveMaxPool3d", "BatchNorm1d", "BatchNorm2d",
            "BatchNorm3d", "GroupNorm", "Upsample", "functional", "init", "utils"]

@@ -1,5 +1,5 @@
 """Convolution and pooling modules: ``Conv1d/2d/3d``, ``MaxPool1d/2d/3d``,
-``AvgPool1d/2d/3d``, ``AdaptiveAvgPool1d/2d/3d``, with PyTorch's constructor arguments
+``AvgPool1d/2d/3d``, ``AdaptiveAvgPool1d/2d/3d``, ``AdaptiveMaxPool1d/2d/3d``, with PyTorch's constructor arguments
 and initialization (kaiming-uniform weights with ``a=sqrt(5)``, so a bound of
 ``1/sqrt(fan_in)``, and a uniform bias in the same bound)."""
 from __future__ import annotations
@@ -186,6 +186,32 @@ class AdaptiveAvgPool3d(_AdaptiveAvgPoolNd):
     _fn = C.adaptive_avg_pool3d
 
 
+class _AdaptiveMaxPoolNd(Module):
+    _fn: Any = None
+
+    def __init__(self, output_size: Any, return_indices: bool = False):
+        super().__init__()
+        self.output_size, self.return_indices = output_size, return_indices
+
+    def forward(self, x: Tensor) -> Any:
+        return type(self)._fn(x, self.output_size, self.return_indices)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
+    _fn = C.adaptive_max_pool1d
+
+
+class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
+    _fn = C.adaptive_max_pool2d
+
+
+class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
+    _fn = C.adaptive_max_pool3d
+
+
 __all__ = ["Conv1d", "Conv2d", "Conv3d", "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d",
            "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
-           "AdaptiveAvgPool3d"]
+           "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d"]

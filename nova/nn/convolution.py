@@ -1,5 +1,5 @@
 """Convolution and pooling (``F.conv1d/2d/3d``, ``F.max_pool*``, ``F.avg_pool*``,
-``F.adaptive_avg_pool*``), PyTorch's semantics, built on :mod:`nova.nn.windows`.
+``F.adaptive_avg_pool*``, ``F.adaptive_max_pool*``), PyTorch's semantics, built on :mod:`nova.nn.windows`.
 
 A convolution is im2col and matmul. With many output positions ``P`` per image
 (``PER_IMAGE_MIN_POSITIONS``) the window stack ``(N, C*K, P)`` is contracted image by
@@ -248,10 +248,9 @@ def _bins(n: int, out: int) -> np.ndarray:
     return m
 
 
-def _adaptive_avg_pool(op: str, nd: int, x: Tensor, output_size: Any) -> Tensor:
-    x, unbatched = batched(op, x, nd)
-    if not x.dtype.is_floating_point:
-        raise TypeError(f"{op}: expected floating point input, got {x.dtype.name}")
+def _adaptive_sizes(op: str, nd: int, x: Tensor, output_size: Any) -> tuple[int, ...]:
+    """``output_size`` (an int, or ``nd`` ints or Nones, None keeping the input's size)
+    as ``nd`` positive ints, checked against the input."""
     sizes = (output_size,) * nd if isinstance(output_size, int) or output_size is None \
         else tuple(output_size)
     if len(sizes) != nd:
@@ -261,6 +260,14 @@ def _adaptive_avg_pool(op: str, nd: int, x: Tensor, output_size: Any) -> Tensor:
     if any(not isinstance(s, int) or s < 1 for s in sizes) or 0 in x.shape[2:]:
         raise ValueError(f"{op}: output_size {sizes} must be positive ints, and the input "
                          f"{x.shape} non-empty")
+    return sizes
+
+
+def _adaptive_avg_pool(op: str, nd: int, x: Tensor, output_size: Any) -> Tensor:
+    x, unbatched = batched(op, x, nd)
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"{op}: expected floating point input, got {x.dtype.name}")
+    sizes = _adaptive_sizes(op, nd, x, output_size)
     out = x
     if all(s == 1 for s in sizes):          # global average: one reduction
         out = ops.mean(x, tuple(range(2, nd + 2)), keepdim=True)
@@ -279,6 +286,65 @@ def _adaptive_avg_pool(op: str, nd: int, x: Tensor, output_size: Any) -> Tensor:
     return out.squeeze(0) if unbatched else out
 
 
+def _bin_taps(n: int, out: int) -> np.ndarray:
+    """``(out, k)`` input positions of PyTorch's adaptive bins of a dim of size ``n``
+    (``k`` the widest bin); a narrower bin repeats its last position, which can never
+    be the first maximum in row-major order before the real one."""
+    start = np.arange(out) * n // out
+    end = -(-(np.arange(1, out + 1) * n) // out)
+    k = int((end - start).max())
+    return start[:, None] + np.minimum(np.arange(k), (end - start - 1)[:, None])
+
+
+def _adaptive_max_pool(op: str, nd: int, x: Tensor, output_size: Any,
+                       return_indices: bool) -> Any:
+    """Every output position reads its bin (PyTorch's bins, as ``adaptive_avg_pool``)
+    through one gather from the flattened spatial dims, ``(N, C, *out, K)`` with the
+    bin's positions in row-major order; the first maximum (NaN counting as the largest)
+    is gathered, so its gradient goes to that one element as in ``max_pool``.
+    ``return_indices`` gives flat indices into each input plane, as PyTorch's."""
+    x, unbatched = batched(op, x, nd)
+    sizes = _adaptive_sizes(op, nd, x, output_size)
+    spatial = x.shape[2:]
+    flat = np.zeros((1,) * (2 * nd), np.int64)
+    plane = math.prod(spatial)
+    for d, (n, s) in enumerate(zip(spatial, sizes)):
+        plane //= n
+        taps = _bin_taps(n, s) * plane                          # (s, k) offsets in the plane
+        shape = [1] * (2 * nd)
+        shape[d], shape[nd + d] = taps.shape
+        flat = flat + taps.reshape(shape)
+    table = flat.reshape(sizes + (-1,))                          # (*out, K)
+    k = table.shape[-1]
+    n_, c = x.shape[:2]
+    index = tensor(table.reshape(1, 1, -1), dtype=dt.int64, device=x.device)
+    windows = ops.gather(x.reshape(n_, c, math.prod(spatial)), 2,
+                         index.expand(n_, c, table.size)).reshape((n_, c) + sizes + (k,))
+    first = ops.argmax(windows, -1, keepdim=True)
+    out = ops.gather(windows, -1, first).squeeze(-1)
+    if not return_indices:
+        return out.squeeze(0) if unbatched else out
+    positions = tensor(table.reshape((1, 1) + table.shape), dtype=dt.int64, device=x.device)
+    indices = ops.gather(positions.expand(*windows.shape), -1, first).squeeze(-1)
+    if unbatched:
+        out, indices = out.squeeze(0), indices.squeeze(0)
+    return out, indices
+
+
+def adaptive_max_pool1d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+    return _adaptive_max_pool("adaptive_max_pool1d", 1, input, output_size, return_indices)
+
+
+def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+    """``torch.nn.functional.adaptive_max_pool2d``: the first maximum of each of
+    PyTorch's bins; ``return_indices`` gives flat indices into each ``H*W`` plane."""
+    return _adaptive_max_pool("adaptive_max_pool2d", 2, input, output_size, return_indices)
+
+
+def adaptive_max_pool3d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+    return _adaptive_max_pool("adaptive_max_pool3d", 3, input, output_size, return_indices)
+
+
 def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:
     return _adaptive_avg_pool("adaptive_avg_pool1d", 1, input, output_size)
 
@@ -294,4 +360,5 @@ def adaptive_avg_pool3d(input: Tensor, output_size: Any) -> Tensor:
 
 __all__ = ["conv1d", "conv2d", "conv3d", "max_pool1d", "max_pool2d", "max_pool3d",
            "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d",
-           "adaptive_avg_pool2d", "adaptive_avg_pool3d"]
+           "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
+           "adaptive_max_pool2d", "adaptive_max_pool3d"]

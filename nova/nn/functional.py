@@ -371,7 +371,8 @@ def one_hot(x: Tensor, num_classes: int = -1) -> Tensor:
 
 
 from nova.nn.convolution import (  # noqa: E402  (they import pad from here)
-    adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, avg_pool1d, avg_pool2d,
+    adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d, adaptive_max_pool1d,
+    adaptive_max_pool2d, adaptive_max_pool3d, avg_pool1d, avg_pool2d,
     avg_pool3d, conv1d, conv2d, conv3d, max_pool1d, max_pool2d, max_pool3d,
 )
 from nova.nn.interpolate import interpolate, upsample  # noqa: E402
@@ -384,5 +385,6 @@ __all__ = ["linear", "dropout", "pad", "layer_norm", "rms_norm", "cross_entropy"
            "scaled_dot_product_attention", "embedding", "one_hot", "relu", "gelu", "silu",
            "softmax", "log_softmax", "sigmoid", "tanh", "conv1d", "conv2d", "conv3d",
            "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
-           "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "batch_norm",
+           "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
+           "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "batch_norm",
            "group_norm", "normalize", "interpolate", "upsample"]

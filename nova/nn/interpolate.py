@@ -7,7 +7,9 @@ when one is given and not recomputed, else in / out): ``nearest`` reads
 ``floor(dst * scale)``, ``nearest-exact`` ``floor((dst + 0.5) * scale)``, the linear
 modes blend the two neighbours of ``(dst + 0.5) * scale - 0.5`` (clamped at 0;
 ``align_corners=True``: ``dst * (in - 1) / (out - 1)``) with weights ``1 - t`` and
-``t``. The reads are gathers along the dim, so an inf or NaN stays in the pixels that
+``t``; ``bicubic`` reads the four neighbours ``floor(src) - 1 .. + 2`` of the unclamped
+source (clamped to the border) with PyTorch's cubic convolution weights (``A = -0.75``),
+the last dim first as PyTorch sums them. The reads are gathers along the dim, so an inf or NaN stays in the pixels that
 read it (a matrix product would spread it along the row through 0 * inf), and the
 gradient is the gathers' own scatter-add. ``area`` is ``adaptive_avg_pool``.
 """
@@ -25,7 +27,8 @@ from nova.tensor.creation import tensor
 from nova.tensor.tensor import Tensor
 
 _MODES = {"nearest": None, "nearest-exact": None, "linear": 1, "bilinear": 2,
-          "trilinear": 3, "area": None}
+          "bicubic": 2, "trilinear": 3, "area": None}
+CUBIC_A = -0.75      # PyTorch's (and OpenCV's) cubic convolution coefficient
 
 
 def _sizes(op: str, x: Tensor, nd: int, size: Any, scale_factor: Any,
@@ -68,29 +71,51 @@ def _scale(n_in: int, n_out: int, scale: float | None) -> np.float32:
     return np.float32(scale) if scale is not None else np.float32(n_in) / np.float32(n_out)
 
 
-def _source(n_in: int, n_out: int, scale: float | None, align_corners: bool) -> np.ndarray:
-    """The float source coordinate of each output position (linear modes), float32 as
-    PyTorch's CPU kernels compute it for float32 inputs."""
+def _source(n_in: int, n_out: int, scale: float | None, align_corners: bool,
+            cubic: bool = False) -> np.ndarray:
+    """The float source coordinate of each output position (linear and cubic modes),
+    float32 as PyTorch's CPU kernels compute it for float32 inputs; only the linear
+    modes clamp it at 0."""
     dst = np.arange(n_out, dtype=np.float64)
     if align_corners:
         ratio = np.float32(n_in - 1) / np.float32(n_out - 1) if n_out > 1 else np.float32(0)
         return (ratio * dst.astype(np.float32)).astype(np.float64)
     s = _scale(n_in, n_out, scale)
     src = (np.float32(s) * (dst.astype(np.float32) + np.float32(0.5)) - np.float32(0.5))
-    return np.maximum(src, 0.0).astype(np.float64)
+    return (src if cubic else np.maximum(src, 0.0)).astype(np.float64)
+
+
+def _cubic_taps(n_in: int, n_out: int, scale: float | None, align_corners: bool
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The four source positions ``(n_out, 4)`` (clamped to the input, as PyTorch reads
+    the border) and their cubic convolution weights (float32, PyTorch's formulas) of
+    each output position."""
+    real = _source(n_in, n_out, scale, align_corners, cubic=True).astype(np.float32)
+    index = np.minimum(np.floor(real).astype(np.int64), n_in - 1)
+    t = np.clip(real - index.astype(np.float32), np.float32(0), np.float32(1))
+    a = np.float32(CUBIC_A)
+
+    def near(x):      # |x| <= 1
+        return ((a + np.float32(2)) * x - (a + np.float32(3))) * x * x + np.float32(1)
+
+    def far(x):       # 1 < |x| < 2
+        return ((a * x - np.float32(5) * a) * x + np.float32(8) * a) * x - np.float32(4) * a
+    one = np.float32(1)
+    weights = np.stack([far(t + one), near(t), near(one - t), far(np.float32(2) - t)], 1)
+    taps = np.clip(index[:, None] + np.arange(-1, 3), 0, n_in - 1)
+    return taps, weights.astype(np.float32)
 
 
 def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
                 mode: str = "nearest", align_corners: bool | None = None,
                 recompute_scale_factor: bool | None = None, antialias: bool = False) -> Tensor:
     """``torch.nn.functional.interpolate`` for ``nearest``, ``nearest-exact``,
-    ``linear``/``bilinear``/``trilinear`` and ``area`` (module docstring)."""
+    ``linear``/``bilinear``/``trilinear``, ``bicubic`` and ``area`` (module docstring)."""
     op = "interpolate"
     if not isinstance(input, Tensor):
         raise TypeError(f"{op}: expected a Tensor, got {type(input).__name__}")
     if mode not in _MODES:
-        raise ValueError(f"{op}: mode {mode!r} is not one of {sorted(_MODES)} (bicubic is "
-                         "not implemented)")
+        raise ValueError(f"{op}: mode {mode!r} is not one of {sorted(_MODES)}")
     nd = input.ndim - 2
     if not 1 <= nd <= 3:
         raise ValueError(f"{op}: expected a 3-D, 4-D or 5-D (N, C, *spatial) input, got "
@@ -99,8 +124,8 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
     if want is not None and want != nd:
         raise ValueError(f"{op}: mode {mode!r} needs a {want + 2}-D input, got {input.shape}")
     if align_corners is not None and want is None:
-        raise ValueError(f"{op}: align_corners only applies to the linear modes, not "
-                         f"{mode!r}")
+        raise ValueError(f"{op}: align_corners only applies to the linear and cubic modes, "
+                         f"not {mode!r}")
     if antialias:
         raise ValueError(f"{op}: antialias=True is not implemented")
     if not input.dtype.is_floating_point and mode not in ("nearest", "nearest-exact"):
@@ -111,6 +136,18 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
         return (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[nd - 1](
             input, out_size)
     x = input
+    if mode == "bicubic":
+        # The last dim first: PyTorch sums each row's four taps, then the rows' results.
+        for d in reversed(range(nd)):
+            n_in, n_out, axis = input.shape[2 + d], out_size[d], 2 + d
+            taps, weights = _cubic_taps(n_in, n_out, scales[d], bool(align_corners))
+            shape = [1] * x.ndim
+            shape[axis] = n_out
+            terms = [ops.mul(_gather_dim(x, axis, taps[:, j]),
+                             tensor(weights[:, j].reshape(shape), dtype=x.dtype,
+                                    device=x.device)) for j in range(4)]
+            x = ops.add(ops.add(ops.add(terms[0], terms[1]), terms[2]), terms[3])
+        return x
     for d, (n_in, n_out, scale) in enumerate(zip(input.shape[2:], out_size, scales)):
         axis = 2 + d
         if mode in ("nearest", "nearest-exact"):

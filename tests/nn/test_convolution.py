@@ -220,6 +220,48 @@ def test_adaptive_avg_pool_uses_pytorch_bins(size):
                  rtol=1e-5, atol=1e-6)
 
 
+def _adaptive_max_reference(x, sizes):
+    """PyTorch's adaptive max pool by direct loops: each bin [floor(i*n/s),
+    ceil((i+1)*n/s)) per dim, its first maximum in row-major order and that element's
+    flat index into the input plane."""
+    spatial = x.shape[2:]
+    out = np.zeros(x.shape[:2] + tuple(sizes), x.dtype)
+    idx = np.zeros(out.shape, np.int64)
+    for pos in np.ndindex(*sizes):
+        bins = [slice(p * n // s, -(-((p + 1) * n) // s)) for p, n, s in zip(pos, spatial, sizes)]
+        window = x[(slice(None), slice(None)) + tuple(bins)].reshape(x.shape[:2] + (-1,))
+        first = window.argmax(-1)
+        out[(slice(None), slice(None)) + pos] = window.max(-1)
+        coords = np.unravel_index(first, [b.stop - b.start for b in bins])
+        flat = np.ravel_multi_index(tuple(c + b.start for c, b in zip(coords, bins)), spatial)
+        idx[(slice(None), slice(None)) + pos] = flat
+    return out, idx
+
+
+@pytest.mark.parametrize("shape,sizes", [((2, 3, 10), (4,)), ((2, 3, 7, 9), (3, 4)),
+                                         ((1, 2, 5, 6, 7), (2, 3, 4)), ((1, 2, 4, 4), (4, 4)),
+                                         ((1, 1, 5, 5), (1, 1))])
+def test_adaptive_max_pool_takes_the_first_maximum_of_each_bin(shape, sizes):
+    x = np.round(RNG.standard_normal(shape), 1).astype(np.float32)   # ties within bins
+    fn = {1: F.adaptive_max_pool1d, 2: F.adaptive_max_pool2d, 3: F.adaptive_max_pool3d}
+    out, idx = fn[len(sizes)](nv.tensor(x), sizes, return_indices=True)
+    ref, ref_idx = _adaptive_max_reference(x, sizes)
+    np.testing.assert_array_equal(out.numpy(), ref)
+    np.testing.assert_array_equal(idx.numpy(), ref_idx)
+    assert idx.dtype == nv.int64
+    unbatched = fn[len(sizes)](nv.tensor(x[0]), sizes)
+    np.testing.assert_array_equal(unbatched.numpy(), ref[0])
+
+
+def test_adaptive_max_pool_gradient_goes_to_the_first_maximum():
+    x = nv.tensor(np.array([[[[1.0, 3.0, 3.0], [0.0, 3.0, 2.0]]]], np.float32),
+                  requires_grad=True)
+    F.adaptive_max_pool2d(x, (1, 2)).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[[[0, 2, 0], [0, 0, 0]]]])   # bins overlap
+    assert gradcheck(lambda a: F.adaptive_max_pool2d(a, (2, 3)),
+                     [RNG.standard_normal((1, 2, 5, 7))])
+
+
 def test_conv_and_pool_modules():
     conv = nn.Conv2d(3, 4, 3, padding=1, bias=True)
     bound = 1 / math.sqrt(3 * 9)
@@ -240,6 +282,10 @@ def test_conv_and_pool_modules():
     assert nn.AdaptiveAvgPool2d((1, 1))(nv.tensor(x)).shape == (2, 3, 1, 1)
     out, idx = nn.MaxPool1d(2, return_indices=True)(nv.tensor(y))
     assert out.shape == idx.shape == (1, 2, 2)
+    assert nn.AdaptiveMaxPool2d((2, None))(nv.tensor(x)).shape == (2, 3, 2, 6)
+    out, idx = nn.AdaptiveMaxPool1d(2, return_indices=True)(nv.tensor(y))
+    assert out.shape == idx.shape == (1, 2, 2)
+    assert repr(nn.AdaptiveMaxPool3d(1)) == "AdaptiveMaxPool3d(output_size=1)"
 
 
 def test_conv_and_pool_errors_name_the_op_and_shapes():
@@ -263,6 +309,12 @@ def test_conv_and_pool_errors_name_the_op_and_shapes():
         F.avg_pool2d(nv.zeros(1, 1, 4, 4, dtype=nv.int64), 2)
     with pytest.raises(ValueError, match="Conv2d: in_channels"):
         nn.Conv2d(3, 4, 3, groups=2)
+    with pytest.raises(ValueError, match=r"adaptive_max_pool2d: output_size must be an int or "
+                                         r"a tuple of 2"):
+        F.adaptive_max_pool2d(x, (1, 2, 3))
+    with pytest.raises(ValueError, match=r"adaptive_max_pool1d: output_size \(0,\) must be "
+                                         r"positive"):
+        F.adaptive_max_pool1d(nv.zeros(1, 2, 4), 0)
 
 
 def test_int_max_pool_pads_with_the_lowest_value():

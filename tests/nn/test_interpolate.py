@@ -1,6 +1,6 @@
 """F.interpolate / nn.Upsample on both engines: PyTorch's source-index rules written
-into the test (nearest, nearest-exact, linear with and without align_corners, scale
-factors kept or recomputed, area), infinities staying where they are read, gradients
+into the test (nearest, nearest-exact, linear and bicubic with and without
+align_corners, scale factors kept or recomputed, area), infinities staying where they are read, gradients
 by float64 finite differences, PyTorch where installed, and the errors."""
 import numpy as np
 import pytest
@@ -74,6 +74,40 @@ def test_bilinear_is_linear_along_each_dim_and_area_is_adaptive_pooling():
     assert up(nv.tensor(x)).shape == (1, 2, 8, 12) and "scale_factor=2" in repr(up)
 
 
+def _cubic_1d(x, n_out, scale, align):
+    """PyTorch's bicubic resize of the last axis by its formulas, in float64: the
+    unclamped source, taps floor(src) - 1 .. floor(src) + 2 read at the border when
+    outside, the cubic convolution kernel with A = -0.75."""
+    n, a = x.shape[-1], -0.75
+    out = np.zeros(x.shape[:-1] + (n_out,))
+    for j in range(n_out):
+        if align:
+            src = j * (n - 1) / (n_out - 1) if n_out > 1 else 0.0
+        else:
+            src = (j + 0.5) * (n / n_out if scale is None else scale) - 0.5
+        i = min(int(np.floor(src)), n - 1)
+        t = min(max(src - i, 0.0), 1.0)
+        for k, dist in zip(range(-1, 3), (t + 1, t, 1 - t, 2 - t)):
+            w = ((a + 2) * dist - (a + 3)) * dist * dist + 1 if dist <= 1 else \
+                ((a * dist - 5 * a) * dist + 8 * a) * dist - 4 * a
+            out[..., j] += w * x[..., min(max(i + k, 0), n - 1)]
+    return out
+
+
+@pytest.mark.parametrize("size,align,factor", [((7, 5), False, None), ((7, 5), True, None),
+                                               ((2, 3), False, None), (None, False, 2.5)])
+def test_bicubic_is_cubic_convolution_along_each_dim(size, align, factor):
+    x = RNG.standard_normal((2, 2, 4, 6)).astype(np.float32)
+    kw = dict(scale_factor=factor) if factor else dict(size=size)
+    got = F.interpolate(nv.tensor(x), mode="bicubic", align_corners=align, **kw)
+    h, w = size if size else (10, 15)
+    scale = 1 / factor if factor else None
+    ref = _cubic_1d(x.astype(np.float64), w, scale, align)
+    ref = np.swapaxes(_cubic_1d(np.swapaxes(ref, 2, 3), h, scale, align), 2, 3)
+    assert got.shape == ref.shape
+    assert_close(got, ref, rtol=1e-5, atol=1e-5)
+
+
 def test_an_infinite_pixel_stays_in_the_pixels_that_read_it():
     x = np.zeros((1, 1, 6), np.float32)
     x[0, 0, 0] = np.inf
@@ -87,6 +121,7 @@ def test_gradients_match_finite_differences():
     assert gradcheck(lambda a: F.interpolate(a, scale_factor=2, mode="nearest"), [x])
     assert gradcheck(lambda a: F.interpolate(a, size=(4, 7), mode="bilinear",
                                              align_corners=True), [x])
+    assert gradcheck(lambda a: F.interpolate(a, size=(5, 2), mode="bicubic"), [x])
 
 
 def test_against_pytorch():
@@ -95,14 +130,18 @@ def test_against_pytorch():
     for kw in [dict(scale_factor=1.7, mode="bilinear"), dict(size=(9, 4), mode="bilinear",
                align_corners=True), dict(scale_factor=(0.5, 1.5), mode="bilinear",
                recompute_scale_factor=True), dict(scale_factor=2.5, mode="nearest"),
-               dict(size=(8, 11), mode="nearest-exact"), dict(size=(2, 3), mode="area")]:
+               dict(size=(8, 11), mode="nearest-exact"), dict(size=(2, 3), mode="area"),
+               dict(size=(9, 4), mode="bicubic"), dict(scale_factor=2.5, mode="bicubic",
+               align_corners=True), dict(scale_factor=(0.5, 1.5), mode="bicubic")]:
         a = nv.tensor(x, requires_grad=True)
         t = torch.tensor(x, requires_grad=True)
         ya, yt = F.interpolate(a, **kw), torch.nn.functional.interpolate(t, **kw)
         w = RNG.standard_normal(yt.shape).astype(np.float32)
         (ya * nv.tensor(w)).sum().backward()
         (yt * torch.tensor(w)).sum().backward()
-        np.testing.assert_allclose(ya.numpy(), yt.detach().numpy(), rtol=1e-5, atol=1e-6)
+        # bicubic's negative weights cancel: a few float32 ulps of the inputs' size
+        atol = 1e-5 if kw["mode"] == "bicubic" else 1e-6
+        np.testing.assert_allclose(ya.numpy(), yt.detach().numpy(), rtol=1e-5, atol=atol)
         np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-5, atol=1e-5)
 
 
@@ -110,11 +149,13 @@ def test_errors_name_the_op_and_arguments():
     x = nv.zeros(1, 1, 4, 4)
     with pytest.raises(ValueError, match="exactly one of size and scale_factor"):
         F.interpolate(x)
-    with pytest.raises(ValueError, match=r"mode 'bicubic' is not one of"):
-        F.interpolate(x, size=2, mode="bicubic")
+    with pytest.raises(ValueError, match=r"mode 'bicubic' needs a 4-D input"):
+        F.interpolate(nv.zeros(1, 1, 4), size=2, mode="bicubic")
+    with pytest.raises(ValueError, match=r"mode 'lanczos' is not one of"):
+        F.interpolate(x, size=2, mode="lanczos")
     with pytest.raises(ValueError, match=r"mode 'linear' needs a 3-D input"):
         F.interpolate(x, size=2, mode="linear")
-    with pytest.raises(ValueError, match="align_corners only applies to the linear modes"):
+    with pytest.raises(ValueError, match="align_corners only applies to the linear and cubic modes"):
         F.interpolate(x, size=2, align_corners=True)
     with pytest.raises(ValueError, match=r"size must be a positive int or 2 of them"):
         F.interpolate(x, size=(2, 0))

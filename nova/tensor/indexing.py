@@ -141,6 +141,23 @@ def _host_buffer(x: Tensor) -> np.ndarray | None:
     return buffer
 
 
+def realize_to_iterate(x: Tensor) -> None:
+    """Realize a pending host tensor that is about to be iterated, when its elements
+    would then be read from its buffer (``_host_buffer``'s conditions): otherwise every
+    element (``for i in torch.randint(...)``, nanoGPT's ``get_batch``) is a step of its
+    own that recomputes the whole tensor to slice one position out of it, and a
+    different step per position, the slice start being an attribute of the step."""
+    node = x.node
+    if node.realized or node.device not in ("cpu", None):
+        return
+    if _grad_mode.STATE.enabled and x._grad_edge() is not None:
+        return
+    if _capture_log.ACTIVE.get() is not None:
+        return       # nv.compile: the elements stay recorded, so a replay computes them
+    from nova.tensor.realize import realize
+    realize(x)
+
+
 def _host_basic(x: Tensor, buffer: np.ndarray, p: ParsedIndex) -> Tensor:
     """The basic window of a realized host tensor as a new realized leaf (nothing
     compiles). A C-contiguous window is a read-only numpy view of ``x``'s buffer (no
@@ -275,13 +292,16 @@ def _advanced_put(op: str, y: Tensor, advanced, value: Any,
     return permute(back, *inverse) if inverse != tuple(range(y.ndim)) else back
 
 
+_NUMBERS = (builtins.int, builtins.float, builtins.bool, np.number, np.bool_)
+
+
 def _value_as(op: str, value: Any, shape: tuple[int, ...], dtype: dt.DType) -> Tensor:
     if isinstance(value, Tensor):
         if broadcast_shapes(op, value.shape, shape) != shape:
             raise ValueError(f"{op}: value of shape {value.shape} cannot be broadcast to the "
                              f"indexed shape {shape}")
         return broadcast_to(ops.cast(value, dtype), shape, op)
-    if isinstance(value, (builtins.int, builtins.float, builtins.bool, np.number, np.bool_)):
+    if isinstance(value, _NUMBERS):
         return full_const(value, shape, dtype)
     from nova.tensor.creation import tensor
     return _value_as(op, tensor(value, dtype=dtype), shape, dtype)
@@ -339,12 +359,40 @@ def _masked_put(x: Tensor, index: Any, value: Any) -> Tensor | None:
     return ops.where(shaped, ops.cast(value, x.dtype), x)
 
 
+def _host_put(x: Tensor, p: ParsedIndex, value: Any) -> Tensor | None:
+    """``x`` with a basic window set to a Python number, written into a copy of its
+    host buffer when ``x`` is realized on the host with no gradient to record
+    (``_host_buffer``): ``losses[k] = loss.item()`` then compiles nothing, where the
+    recorded put is a different step for every ``k`` (the window is an attribute of the
+    step). None (the recorded path) otherwise, and for a float written into an integer
+    or bool tensor or an integer out of the tensor's range, whose conversion the
+    recorded path owns."""
+    if p.advanced or not isinstance(value, _NUMBERS):
+        return None
+    buffer = _host_buffer(x)
+    if buffer is None or buffer.dtype.kind not in "fiub":
+        return None
+    if buffer.dtype.kind in "iu" and not (
+            isinstance(value, (builtins.int, np.integer)) and
+            np.iinfo(buffer.dtype).min <= value <= np.iinfo(buffer.dtype).max):
+        return None
+    if buffer.dtype.kind == "b" and isinstance(value, (builtins.float, np.floating)):
+        return None
+    arr = buffer.copy()
+    arr[tuple(slice(a, b, s) for a, b, s in zip(p.starts, p.limits, p.steps))] = value
+    return Tensor._wrap(buffer_node(arr, x.dtype, x.node.device))
+
+
 def setitem(x: Tensor, index: Any, value: Any) -> None:
     masked = _masked_put(x, index, value)
     if masked is not None:
         x._assign(masked, "__setitem__")
         return
     p = parse_index("__setitem__", x.shape, index)
+    on_host = _host_put(x, p, value)
+    if on_host is not None:
+        x._assign(on_host, "__setitem__")
+        return
     if p.advanced:
         new_window = _advanced_put("__setitem__", _basic(x, p), p.advanced, value)
     else:

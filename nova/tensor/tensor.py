@@ -264,6 +264,7 @@ class Tensor:
     def __iter__(self):
         if self.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
+        _indexing.realize_to_iterate(self)
         return (self[i] for i in range(self.shape[0]))
 
     def __array__(self, dtype=None, copy=None):

@@ -224,6 +224,67 @@ def test_pending_tensors_take_the_recorded_path():
     assert [int(v) for v in p] == [2 * k for k in range(10)]
 
 
+def test_iterating_a_pending_tensor_realizes_it_once():
+    """nanoGPT's get_batch: ``for i in torch.randint(...)`` then ``data[i:i + n]``. The
+    tensor is computed once, and every element is read from its buffer; before, each
+    ``i + n`` was a step recomputing the draw, a different one per position."""
+    nv.manual_seed(3)
+    ix = nv.randint(1000, (16,))
+    want = ix.tolist()
+    nv.manual_seed(3)
+    ix = nv.randint(1000, (16,))
+    assert not ix.node.realized
+    before = CACHE.stats.misses + CACHE.stats.hits
+    got = [int(i + 128) - 128 for i in ix]
+    assert got == want
+    elements = list(ix)
+    assert all(e.node.realized for e in elements)
+    # one step for the draw, one (the same for every element) for i + 128
+    assert CACHE.stats.misses + CACHE.stats.hits - before == 1 + 16
+
+
+def test_writing_numbers_into_a_realized_tensor_compiles_nothing():
+    """nanoGPT's estimate_loss: ``losses[k] = loss.item()`` into ``zeros(n)``. Each
+    write is a copy of the host buffer (never the buffer itself: a read of it keeps its
+    values); views made before see the write, as on the recorded path."""
+    losses = nv.zeros(6)
+    nv.realize(losses)
+    ints = nv.tensor(np.arange(4, dtype=np.int64))
+    flags = nv.tensor(np.zeros(3, np.bool_))
+    before = losses[1:4]
+    old = losses.node.buffer
+    with no_compiles():
+        for k in range(6):
+            losses[k] = 0.5 * k
+        losses[::2] = -1
+        ints[1] = 7
+        flags[2] = True
+    assert losses.tolist() == [-1.0, 0.5, -1.0, 1.5, -1.0, 2.5]
+    assert before.tolist() == [0.5, -1.0, 1.5] and losses[0].item() == -1.0
+    assert not old.any()              # the buffer the writes started from is unchanged
+    assert ints.tolist() == [0, 7, 2, 3] and flags.tolist() == [False, False, True]
+    assert float(losses.mean()) == pytest.approx(0.25)
+    ints[2] = 2.9                     # float into int64: the recorded cast, as before
+    ints[3] = 2 ** 40
+    assert ints.tolist() == [0, 7, 2, 2 ** 40]
+
+
+def test_writes_that_record_a_gradient_stay_recorded():
+    w = nv.tensor(np.ones(3, np.float32), requires_grad=True)
+    y = w * 2
+    y[1] = 0.0
+    y.sum().backward()
+    assert_close(w.grad, [2.0, 0.0, 2.0])
+
+
+def test_iteration_that_records_a_gradient_stays_recorded():
+    w = nv.tensor(np.ones((3, 2), np.float32), requires_grad=True)
+    rows = list(w * 2)
+    assert not any(r.node.realized for r in rows)
+    sum(r.sum() * float(k + 1) for k, r in enumerate(rows)).backward()
+    assert_close(w.grad, [[2.0, 2.0], [4.0, 4.0], [6.0, 6.0]])
+
+
 @pytest.fixture
 def emulated_cuda():
     """``cuda`` served by the CPU emulator of generated kernels (no GPU needed)."""

@@ -221,7 +221,8 @@ class GPT(nn.Module):
 def corpus(max_bytes):
     """The repository's built-in corpus (the Python standard library's source), split
     90/10 as nanoGPT's prepare scripts split theirs."""
-    from models.data import default_corpus
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from models.data import default_corpus      # (the repository's, beside examples/)
     data = np.frombuffer(default_corpus(max_bytes), dtype=np.uint8)
     n = int(0.9 * len(data))
     return data[:n], data[n:]

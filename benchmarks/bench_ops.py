@@ -28,7 +28,8 @@ Causal attention forward + backward (``scaled_dot_product_attention`` and the gr
 of q, k and v for a given output gradient) at the small and medium GPT's shapes: Nova's
 fused kernels, Nova's composite (``NOVA_FUSED_ATTENTION=0``: the scores stored, softmax
 and masks as their own kernels) and PyTorch's SDPA when torch is installed, interleaved
-rep by rep, median milliseconds.
+rep by rep, median milliseconds; without dropout and with dropout 0.1 on the
+probabilities.
 
 Last, what handing half of a kernel to a worker thread costs (``nova.runtime.threads``)
 with the worker spinning and after it went to sleep.
@@ -159,17 +160,20 @@ def _unary_rows(x: np.ndarray, nbytes: int, reps: int) -> list[dict]:
 
 # (batch, heads, T, head dim) of the small and medium GPT presets at batch 16
 ATTENTION_SHAPES = ((16, 4, 128, 32), (16, 8, 256, 32))
+ATTENTION_DROPOUT = (0.0, 0.1)     # without, and with dropout on the probabilities
 
 
-def attention_times(shape: tuple[int, int, int, int], reps: int) -> dict[str, float]:
-    """Median seconds of causal attention forward + backward at ``shape`` for Nova fused,
-    Nova composite and (when installed) PyTorch's SDPA, timed in turn within each rep."""
+def attention_times(shape: tuple[int, int, int, int], reps: int,
+                    dropout: float = 0.0) -> dict[str, float]:
+    """Median seconds of causal attention forward + backward at ``shape`` (with
+    ``dropout`` on the probabilities) for Nova fused, Nova composite and (when installed)
+    PyTorch's SDPA, timed in turn within each rep."""
     rng = np.random.default_rng(2)
     q, k, v, g = (rng.standard_normal(shape).astype(np.float32) for _ in range(4))
 
     def nova_run():
         ts = [nv.from_numpy(a).requires_grad_() for a in (q, k, v)]
-        y = F.scaled_dot_product_attention(*ts, is_causal=True)
+        y = F.scaled_dot_product_attention(*ts, is_causal=True, dropout_p=dropout)
         grads = nv.autograd.grad(y, ts, [nv.from_numpy(g)])
         nv.realize(y, *grads)
 
@@ -188,7 +192,8 @@ def attention_times(shape: tuple[int, int, int, int], reps: int) -> dict[str, fl
 
         def torch_run():
             ts = [t.clone().requires_grad_() for t in (tq, tk, tv)]
-            y = torch.nn.functional.scaled_dot_product_attention(*ts, is_causal=True)
+            y = torch.nn.functional.scaled_dot_product_attention(*ts, is_causal=True,
+                                                                 dropout_p=dropout)
             torch.autograd.grad(y, ts, tg)
         runs["torch sdpa"] = torch_run
     for fn in runs.values():        # compile and warm up
@@ -365,11 +370,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
     for u in unary_bandwidth(args.unary_elements, args.reps):
         numpy_gbs = f"{u['numpy_gbs']:10.2f}" if u["numpy_gbs"] is not None else f"{'-':>10s}"
         print(f"{u['op']:44s} {u['nova_gbs']:9.2f} {100 * u['of_add']:7.0f}% {numpy_gbs}")
-    for shape in ATTENTION_SHAPES:
-        t = attention_times(shape, args.reps)
-        base = t["nova fused"]
-        cells = ", ".join(f"{name} {1e3 * s:.1f} ms ({s / base:.2f}x)" for name, s in t.items())
-        print(f"causal attention fwd+bwd {'x'.join(map(str, shape))} (B, H, T, E): {cells}")
+    for dropout in ATTENTION_DROPOUT:
+        for shape in ATTENTION_SHAPES:
+            t = attention_times(shape, args.reps, dropout)
+            base = t["nova fused"]
+            cells = ", ".join(f"{name} {1e3 * s:.1f} ms ({s / base:.2f}x)"
+                              for name, s in t.items())
+            what = f", dropout {dropout:g}" if dropout else ""
+            print(f"causal attention fwd+bwd {'x'.join(map(str, shape))} (B, H, T, E"
+                  f"{what}): {cells}")
     per_kernel, per_kernel_run, n = replay_overhead(args.reps)
     print(f"replay overhead, no recording: {per_kernel * 1e6:.2f} us per kernel "
           f"(Executable.run of a cached step of {n} tiny kernels, run time minus kernel time "

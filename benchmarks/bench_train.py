@@ -44,7 +44,7 @@ def run_isolated(framework: str, work: Work, timeout: float,
     """Run ``framework`` on ``work`` in a fresh process (``benchmarks.run_one``), Nova
     with ``profile_steps`` profiled steps after the timed ones (for the overhead)."""
     cmd = [sys.executable, "-m", "benchmarks.run_one", framework, work.preset, str(work.steps),
-           str(work.batch_size), str(profile_steps)]
+           str(work.batch_size), str(profile_steps), str(work.dropout)]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
@@ -171,6 +171,9 @@ def main(argv: list[str] | None = None) -> list[Result]:
     p.add_argument("--profile-steps", type=int, default=PROFILE_STEPS,
                    help="Nova: steps run under nv.debug.profile after the timed ones, for "
                         "the kernel time (0: no overhead measurement)")
+    p.add_argument("--dropout", type=float, default=0.0,
+                   help="dropout in every framework's model (embeddings, residuals, the "
+                        "attention probabilities); results go to train_*_dropout0_1.* for 0.1")
     p.add_argument("--parity", action="store_true", help="only the Nova/PyTorch loss parity")
     args = p.parse_args(argv)
     if args.parity:
@@ -181,18 +184,21 @@ def main(argv: list[str] | None = None) -> list[Result]:
         return []
     results = []
     for preset in args.preset:
-        work = Work(preset, args.steps, args.batch_size)
+        work = Work(preset, args.steps, args.batch_size, dropout=args.dropout)
         print(f"preset {preset}: {args.steps} steps of {work.tokens_per_step} tokens", flush=True)
         for fw in args.frameworks:
             results.append(run_isolated(fw, work, args.timeout,
                                         profile_steps=args.profile_steps))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"train_{'_'.join(args.preset)}"
+    stem = out / (f"train_{'_'.join(args.preset)}"
+                  + (f"_dropout{args.dropout:g}".replace(".", "_") if args.dropout else ""))
     md = table(results)
     overhead = overhead_report(results)
     command = " ".join(sys.argv[1:] if argv is None else argv)
-    meta = (f"{args.steps} steps, batch {args.batch_size}, float32, CPU "
+    meta = (f"{args.steps} steps, batch {args.batch_size}, "
+            + (f"dropout {args.dropout:g}, " if args.dropout else "")
+            + "float32, CPU "
             f"({os.cpu_count()} cores), {time.strftime('%Y-%m-%d')}: "
             f"`python -m benchmarks.bench_train {command}`. Ratios are against "
             "nova-compiled where it ran, else nova.")

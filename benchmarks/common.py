@@ -25,10 +25,11 @@ class Work:
     steps: int
     batch_size: int
     seed: int = 0
+    dropout: float = 0.0     # everywhere the model has dropout, attention's included
 
     @property
     def config(self) -> GPTConfig:
-        return preset(self.preset)
+        return preset(self.preset, dropout=self.dropout)
 
     @property
     def tokens_per_step(self) -> int:

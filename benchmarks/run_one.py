@@ -44,6 +44,10 @@ def run(framework: str, work: Work, profile_steps: int = PROFILE_STEPS) -> Resul
         from benchmarks.peers import torch_gpt as peer
         train = lambda w: peer.train(w, compiled=framework == "torch-compile")  # noqa: E731
     else:
+        if work.dropout:
+            result.available = False
+            result.note = "the JAX peer has no dropout"
+            return result
         from benchmarks.peers import jax_gpt as peer
         train = peer.train
     work.batches()(0)  # load the corpus before the baseline
@@ -59,14 +63,16 @@ def run(framework: str, work: Work, profile_steps: int = PROFILE_STEPS) -> Resul
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) not in (4, 5):
+    if len(argv) not in (4, 5, 6):
         raise SystemExit("usage: python -m benchmarks.run_one FRAMEWORK PRESET STEPS BATCH "
-                         "[PROFILE_STEPS]")
+                         "[PROFILE_STEPS [DROPOUT]]")
     framework, preset, steps, batch = argv[:4]
-    profile_steps = int(argv[4]) if len(argv) == 5 else PROFILE_STEPS
+    profile_steps = int(argv[4]) if len(argv) >= 5 else PROFILE_STEPS
+    dropout = float(argv[5]) if len(argv) == 6 else 0.0
     if framework not in FRAMEWORKS:
         raise SystemExit(f"run_one: unknown framework {framework!r}; valid: {list(FRAMEWORKS)}")
-    result = run(framework, Work(preset, int(steps), int(batch)), profile_steps)
+    result = run(framework, Work(preset, int(steps), int(batch), dropout=dropout),
+                 profile_steps)
     print("RESULT " + dump(result), flush=True)
 
 

@@ -1,4 +1,5 @@
-"""PyTorch: nanoGPT as PyTorch users write it (eager, or ``torch.compile`` of the model)."""
+"""PyTorch: nanoGPT as PyTorch users write it (eager, or ``torch.compile`` of the model),
+with dropout where ``models/gpt.py`` has it (``Work.dropout``)."""
 from __future__ import annotations
 
 import math
@@ -16,15 +17,18 @@ class CausalSelfAttention(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         self.heads = cfg.heads
+        self.dropout = cfg.dropout
         self.c_attn = nn.Linear(cfg.d, 3 * cfg.d, bias=cfg.bias)
         self.c_proj = nn.Linear(cfg.d, cfg.d, bias=cfg.bias)
+        self.resid_dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x):
         B, T, C = x.shape
         q, k, v = self.c_attn(x).split(C, dim=2)
         q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                           dropout_p=self.dropout if self.training else 0.0)
+        return self.resid_dropout(self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C)))
 
 
 class MLP(nn.Module):
@@ -33,9 +37,10 @@ class MLP(nn.Module):
         self.c_fc = nn.Linear(cfg.d, 4 * cfg.d, bias=cfg.bias)
         self.gelu = nn.GELU()
         self.c_proj = nn.Linear(4 * cfg.d, cfg.d, bias=cfg.bias)
+        self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x):
-        return self.c_proj(self.gelu(self.c_fc(x)))
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
 
 
 class Block(nn.Module):
@@ -57,6 +62,7 @@ class GPT(nn.Module):
         self.config = cfg
         self.wte = nn.Embedding(cfg.vocab, cfg.d)
         self.wpe = nn.Embedding(cfg.block, cfg.d)
+        self.drop = nn.Dropout(cfg.dropout)
         self.h = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
         self.ln_f = nn.LayerNorm(cfg.d, bias=cfg.bias)
         self.lm_head = nn.Linear(cfg.d, cfg.vocab, bias=False)
@@ -78,7 +84,7 @@ class GPT(nn.Module):
     def forward(self, idx, targets):
         B, T = idx.shape
         pos = torch.arange(T, device=idx.device)
-        x = self.wte(idx) + self.wpe(pos)
+        x = self.drop(self.wte(idx) + self.wpe(pos))
         for block in self.h:
             x = block(x)
         logits = self.lm_head(self.ln_f(x))

@@ -36,6 +36,7 @@ from xdsl.irdl import (
     base,
     irdl_op_definition,
     operand_def,
+    opt_prop_def,
     prop_def,
     region_def,
     result_def,
@@ -908,7 +909,27 @@ def _check_attention(op: IRDLOperation, q, k, v) -> tuple[tuple[int, ...], ...]:
         _fail(op, f"scale must be an f64 attribute, got {op.scale.type}")
     if op.causal.value.data not in (0, 1):
         _fail(op, f"causal must be 0 or 1, got {op.causal.value.data}")
+    if op.dropout is None:
+        if op.rng or op.dropout_scale is not None:
+            _fail(op, "an rng key and a dropout scale need a dropout rate")
+    else:
+        rate = op.dropout.value.data
+        if not 0.0 < rate < 1.0 or op.dropout_scale is None:
+            _fail(op, f"dropout {rate} must be in (0, 1), with a dropout scale")
+        if len(op.rng) != 1 or shape_of(op.rng[0]) != (2,) or \
+                op.rng[0].type.element_type != IntegerType(64):
+            _fail(op, "dropout needs one rng key operand, tensor<2xi64>")
     return qs, ks, vs
+
+
+def attention_keep_scale(op: IRDLOperation) -> tuple[float, float] | None:
+    """``nova.attention(_grad)``'s dropout as (rate, scale): probability ``p`` is kept
+    where the key's uniform draw for its (..., query, key) position is >= rate, and then
+    multiplied by scale (1/(1 - rate) rounded to f32, as ``F.dropout`` records it); None
+    without dropout."""
+    if op.dropout is None:
+        return None
+    return op.dropout.value.data, op.dropout_scale.value.data
 
 
 def attention_parts(q_shape, v_shape) -> tuple[int, int]:
@@ -928,18 +949,29 @@ class AttentionOp(IRDLOperation):
     score makes its row NaN over the keys the row sees (as in the composite), not over
     the hidden ones. (The kernels may skip a block of pairs that are all hidden, where
     this definition's products would form ``0 * NaN``: there they give the exact value,
-    never another finite number.)"""
+    never another finite number.)
+
+    With ``dropout`` (and its ``rng`` key, a ``tensor<2xi64>``): the probabilities are
+    dropped before the product with ``v`` exactly as ``F.dropout`` on the composite's
+    probability tensor would drop them -- position (..., i, j) is kept where
+    ``nova.rng_uniform`` of that key over the ``(..., L, S)`` shape is >= ``dropout``,
+    and a kept one is multiplied by ``dropout_scale`` (``attention_keep_scale``). The
+    log-sum-exp is that of the softmax, before dropout."""
 
     name = "nova.attention"
     query = operand_def(AnyTensor)
     key = operand_def(AnyTensor)
     value = operand_def(AnyTensor)
+    rng = var_operand_def(AnyTensor)
     scale = prop_def(FloatAttr)
     causal = prop_def(IntegerAttr)
+    dropout = opt_prop_def(FloatAttr)
+    dropout_scale = opt_prop_def(FloatAttr)
     result = result_def(AnyTensor)
-    assembly_format = ("$query `,` $key `,` $value `scale` `=` $scale `causal` `=` $causal "
-                       "attr-dict `:` type($query) `,` type($key) `,` type($value) `->` "
-                       "type($result)")
+    assembly_format = ("$query `,` $key `,` $value (`rng` $rng^)? `scale` `=` $scale `causal` "
+                       "`=` $causal (`dropout` `=` $dropout^)? (`x` $dropout_scale^)? "
+                       "attr-dict `:` type($query) `,` type($key) `,` type($value) "
+                       "(`,` type($rng)^)? `->` type($result)")
     traits = traits_def(Pure(), KernelRoot("attention"), NonDifferentiable())
 
     def verify_(self) -> None:
@@ -956,9 +988,9 @@ def attention_grad_parts(q_shape, k_shape, v_shape) -> tuple[int, int, int]:
 
 @irdl_op_definition
 class AttentionGradOp(IRDLOperation):
-    """The gradients of ``nova.attention`` (same ``scale`` and ``causal``) for the output
-    gradient ``grad``, given that op's result ``output`` (the output and its
-    log-sum-exp): per batch index, one row holding dq
+    """The gradients of ``nova.attention`` (same ``scale``, ``causal`` and dropout, with
+    the same ``rng`` key) for the output gradient ``grad``, given that op's result
+    ``output`` (the output and its log-sum-exp): per batch index, one row holding dq
     (``L x E``), dk (``S x E``) and dv (``S x Ev``), flattened in that order (a kernel
     has one result; the three are slices of it)."""
 
@@ -968,12 +1000,17 @@ class AttentionGradOp(IRDLOperation):
     value = operand_def(AnyTensor)
     output = operand_def(AnyTensor)
     grad = operand_def(AnyTensor)
+    rng = var_operand_def(AnyTensor)
     scale = prop_def(FloatAttr)
     causal = prop_def(IntegerAttr)
+    dropout = opt_prop_def(FloatAttr)
+    dropout_scale = opt_prop_def(FloatAttr)
     result = result_def(AnyTensor)
-    assembly_format = ("$query `,` $key `,` $value `,` $output `,` $grad `scale` `=` $scale "
-                       "`causal` `=` $causal attr-dict `:` type($query) `,` type($key) `,` "
-                       "type($value) `,` type($output) `,` type($grad) `->` type($result)")
+    assembly_format = ("$query `,` $key `,` $value `,` $output `,` $grad (`rng` $rng^)? "
+                       "`scale` `=` $scale `causal` `=` $causal (`dropout` `=` $dropout^)? "
+                       "(`x` $dropout_scale^)? attr-dict `:` type($query) `,` type($key) `,` "
+                       "type($value) `,` type($output) `,` type($grad) (`,` type($rng)^)? "
+                       "`->` type($result)")
     traits = traits_def(Pure(), KernelRoot("attention"), NonDifferentiable())
 
     def verify_(self) -> None:

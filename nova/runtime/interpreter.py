@@ -281,12 +281,28 @@ def _attention_probabilities(q: np.ndarray, k: np.ndarray, scale: float, causal:
     return (p, (peak + np.log(total))[..., 0]) if with_lse else p
 
 
+def _dropout_factor(op: Operation, q: np.ndarray, k: np.ndarray,
+                    rng: tuple[np.ndarray, ...]) -> np.ndarray | float:
+    """What ``nova.attention(_grad)``'s dropout multiplies each probability by: the
+    scale where the key's uniform draw over the (..., L, S) positions is >= the rate
+    (the draw ``nova.rng_uniform`` makes for the composite's probability tensor), 0
+    where it is not; 1 without dropout."""
+    keep_scale = nd.attention_keep_scale(op)
+    if keep_scale is None:
+        return 1.0
+    rate, factor = keep_scale
+    key = rng[0]
+    shape = q.shape[:-1] + (k.shape[-2],)
+    u = philox.uniform(int(key[0]), int(key[1]), shape, "float32", np.float32)
+    return np.where(u >= np.float32(rate), np.float64(np.float32(factor)), 0.0)
+
+
 def _attention(op: nd.AttentionOp) -> Kernel:
     scale, causal = op.scale.value.data, bool(op.causal.value.data)
 
-    def attention(q, k, v):
+    def attention(q, k, v, *rng):
         p, lse = _attention_probabilities(q, k, scale, causal, with_lse=True)
-        o = np.matmul(p, v.astype(np.float64))
+        o = np.matmul(p * _dropout_factor(op, q, k, rng), v.astype(np.float64))
         batch = q.shape[:-2]
         return np.concatenate([o.reshape(batch + (-1,)), lse],
                               axis=-1).astype(np.float32)
@@ -296,11 +312,12 @@ def _attention(op: nd.AttentionOp) -> Kernel:
 def _attention_grad(op: nd.AttentionGradOp) -> Kernel:
     scale, causal = op.scale.value.data, bool(op.causal.value.data)
 
-    def attention_grad(q, k, v, _o, g):
+    def attention_grad(q, k, v, _o, g, *rng):
         p = _attention_probabilities(q, k, scale, causal)
+        z = _dropout_factor(op, q, k, rng)
         g64 = g.astype(np.float64)
-        dv = np.matmul(np.swapaxes(p, -1, -2), g64)
-        dp = np.matmul(g64, np.swapaxes(v, -1, -2).astype(np.float64))
+        dv = np.matmul(np.swapaxes(p * z, -1, -2), g64)
+        dp = np.matmul(g64, np.swapaxes(v, -1, -2).astype(np.float64)) * z
         ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True)) * scale
         ds = np.where(_hidden(p.shape[-2], p.shape[-1], causal), 0.0, ds)
         dq = np.matmul(ds, k.astype(np.float64))

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import warnings
 import weakref
 from collections.abc import Callable
 from functools import partial
@@ -260,6 +261,14 @@ def _isolating(outputs: list[Node], run: Callable[[list[Node]], None],
             return
         else:
             groups = [rest[:len(rest) // 2], rest[len(rest) // 2:]]
+        if not isinstance(e, MemoryError):
+            # Smaller steps may compile and run where the whole one did not (a compiler
+            # bug in a kernel only the whole step has): their values are right, but the
+            # failure must not pass unseen.
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            warnings.warn(f"nova: a step computing {len(outputs)} values failed "
+                          f"({type(e).__name__}: {first}); computing them in smaller "
+                          "steps", RuntimeWarning, stacklevel=2)
         del rest
     for group in groups:
         _isolating(group, run, errors)

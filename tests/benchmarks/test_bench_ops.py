@@ -50,12 +50,15 @@ def test_unary_bandwidth_measures_every_op_against_add():
     assert all((r["numpy_gbs"] is None) == (bench_ops.UNARY[r["op"]][1] is None) for r in rows)
 
 
-def test_main_prints_every_labeled_line(capsys):
+def test_main_prints_every_labeled_line(capsys, monkeypatch):
+    monkeypatch.setattr(bench_ops, "ATTENTION_SHAPES", ((2, 2, 16, 8),))
     rows = bench_ops.main(["--rows", "64", "--cols", "64", "--reps", "1",
                            "--unary-elements", "4096"])
     assert len(rows) == 4 and all(r["nova_gbs"] > 0 for r in rows)
     out = capsys.readouterr().out
     for label in ("replay overhead, no recording:", "end-to-end, recording included:",
                   "per-step overhead (call time minus kernel time)", "nv.compile",
-                  "uncompiled", "thread hand-off:", "unary float32 op", "gelu (erf)"):
+                  "uncompiled", "thread hand-off:", "unary float32 op", "gelu (erf)",
+                  "causal attention fwd+bwd 2x2x16x8 (B, H, T, E): nova fused",
+                  "causal attention fwd+bwd 2x2x16x8 (B, H, T, E, dropout 0.1): nova fused"):
         assert label in out

@@ -68,6 +68,26 @@ def test_harness_writes_table_json_and_reports_missing_peers(tmp_path):
         assert "not installed" in md and jax["overhead_s"] is None
 
 
+def test_dropout_reaches_every_peer_and_names_the_results(tmp_path):
+    """``--dropout``: the Nova runs train with it (losses differ from the run without),
+    the results files say so, the JAX peer (no dropout) is reported unavailable, and the
+    PyTorch peer's model has the same dropout sites as ``models/gpt.py``."""
+    results = bench_train.main(["--preset", "tiny", "--steps", "3", "--batch-size", "2",
+                                "--frameworks", "nova-compiled", "jax", "--dropout", "0.3",
+                                "--profile-steps", "0", "--out", str(tmp_path)])
+    md = (tmp_path / "train_tiny_dropout0_3.md").read_text()
+    assert "dropout 0.3," in md and "--dropout 0.3" in md
+    assert results[1].available is False and "no dropout" in results[1].note
+    plain = run("nova-compiled", Work("tiny", 3, 2), profile_steps=0)
+    assert results[0].losses != plain.losses
+    torch = pytest.importorskip("torch")
+    from benchmarks.peers import torch_gpt
+    model = torch_gpt.build(Work("tiny", 1, 2, dropout=0.3))
+    drops = [m for m in model.modules() if isinstance(m, torch.nn.Dropout)]
+    assert len(drops) == 1 + 2 * model.config.layers and all(d.p == 0.3 for d in drops)
+    assert all(block.attn.dropout == 0.3 for block in model.h)
+
+
 def test_table_ratios_are_peer_over_nova():
     nova = Result("nova", "p", 3, 100, [1.0, 0.5, 0.5, 0.5], [1.0], 100.0)
     peer = Result("torch-eager", "p", 3, 100, [1.0, 1.0, 1.0, 1.0], [1.0], 300.0)

@@ -229,12 +229,38 @@ def test_a_long_causal_mask_is_read_in_row_blocks_and_checked_to_its_last_row():
     np.testing.assert_allclose(fused, composite, rtol=0, atol=1e-6)
 
 
-def test_dropout_on_the_probabilities_is_not_fused():
-    q, k, v = _qkv()
+def test_dropout_on_the_probabilities_is_fused_and_draws_nothing_score_sized():
+    """SDPA's dropout_p, and nn.Dropout on a hand-written softmax (nanoGPT's manual path):
+    both fused, forward and backward, with the draw inside the kernels -- no
+    rng_uniform, compare or L x S value is left in the step."""
+    q, k, v = _qkv((2, 2, 6, 4))
     nv.manual_seed(0)
     y = F.scaled_dot_product_attention(q, k, v, dropout_p=0.5, is_causal=True)
     y.sum().backward()
-    assert _not_fused(_step_ops(y, q.grad, k.grad, v.grad))
+    text = str(front(pending_graph(y, q.grad, k.grad, v.grad)))
+    assert text.count("nova.attention ") == 1 and text.count("nova.attention_grad ") == 1
+    assert "dropout = 5.000000e-01 : f64 x 2.000000e+00 : f64" in text
+    assert "nova.rng_uniform" not in text and "6x6x" not in text and "x6x6x" not in text
+    q, k, v = _qkv((2, 2, 6, 4), seed=1)
+    T = q.shape[-2]
+    att = (q @ k.transpose(-2, -1)) * 0.5
+    att = att.masked_fill(nv.triu(nv.ones(T, T, dtype=nv.bool), 1), float("-inf"))
+    y = nv.nn.Dropout(0.1)(F.softmax(att, dim=-1)) @ v
+    (y * y).sum().backward()
+    ops = _step_ops(y, q.grad, k.grad, v.grad)
+    assert ops.count("nova.attention") == 1 and ops.count("nova.attention_grad") == 1
+    assert "nova.rng_uniform" not in ops and "nova.matmul" not in ops
+
+
+def test_a_dropout_the_pass_does_not_know_is_left_as_composite():
+    """A mask drawn over another shape, or a scale that is not a constant, is not
+    F.dropout's: the composite stays."""
+    q, k, v = _qkv((1, 2, 6, 4), grad=False)
+    p = F.softmax((q @ k.transpose(-2, -1)) * 0.5, dim=-1)
+    row_mask = nv.rand(1, 2, 6, 1) >= 0.2                           # one draw per row
+    assert _not_fused(_step_ops(nv.where(row_mask, p * 1.25, 0.0) @ v))
+    scale = nv.tensor(np.float32(1.25))
+    assert _not_fused(_step_ops(nv.where(nv.rand(1, 2, 6, 6) >= 0.2, p * scale, 0.0) @ v))
 
 
 def test_a_backward_asking_for_some_of_the_gradients_is_not_fused():
@@ -253,11 +279,13 @@ def test_no_score_sized_value_remains_in_any_remat_mode(remat):
     assert "nova.attention_grad" in text and "16x16x" not in text and "x16x16x" not in text
 
 
-def _run(q_np, k_np, v_np, g_np, causal, engine="cpu"):
-    """Output and gradients of attention at these inputs on ``engine``."""
+def _run(q_np, k_np, v_np, g_np, causal, engine="cpu", dropout=0.0):
+    """Output and gradients of attention at these inputs on ``engine`` (with dropout:
+    the same draws every call, from seed 7)."""
     with nv.engine(engine):
         q, k, v = (nv.tensor(a, requires_grad=True) for a in (q_np, k_np, v_np))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        nv.manual_seed(7)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=dropout)
         (y * nv.tensor(g_np)).sum().backward()
         return [t.numpy() for t in (y, q.grad, k.grad, v.grad)]
 
@@ -284,6 +312,29 @@ def test_the_fused_kernels_match_the_composite(batch, L, S, E, Ev, causal):
         composite = _run(q, k, v, g, causal)
     for name, a, b in zip(("out", "dq", "dk", "dv"), fused, composite):
         assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=0, atol=2e-5 * np.abs(b).max(), err_msg=name)
+
+
+@pytest.mark.parametrize("batch,L,S,E,Ev,causal", [SHAPES[i] for i in (0, 1, 3, 4, 6)])
+@pytest.mark.parametrize("dropout", [0.1, 0.6])
+def test_the_fused_kernels_with_dropout_match_the_composite(batch, L, S, E, Ev, causal,
+                                                            dropout):
+    """The same draws as the composite's rng_uniform over (..., L, S), position by
+    position: the kept probabilities, their scale, and the gradients through them."""
+    rng = np.random.default_rng(L * S + E + 1)
+    q = rng.standard_normal(batch + (L, E)).astype(np.float32)
+    k = rng.standard_normal(batch + (S, E)).astype(np.float32)
+    v = rng.standard_normal(batch + (S, Ev)).astype(np.float32)
+    g = rng.standard_normal(batch + (L, Ev)).astype(np.float32)
+    fused = _run(q, k, v, g, causal, dropout=dropout)
+    with composite_attention():
+        composite = _run(q, k, v, g, causal, dropout=dropout)
+    undropped = _run(q, k, v, g, causal)
+    for name, a, b, c in zip(("out", "dq", "dk", "dv"), fused, composite, undropped):
+        np.testing.assert_allclose(a, b, rtol=0, atol=2e-5 * np.abs(b).max(), err_msg=name)
+        assert np.abs(a - c).max() > 1e-3, name        # the dropout did something
+    interp = _run(q, k, v, g, causal, engine="interp", dropout=dropout)
+    for name, a, b in zip(("out", "dq", "dk", "dv"), interp, composite):
         np.testing.assert_allclose(a, b, rtol=0, atol=2e-5 * np.abs(b).max(), err_msg=name)
 
 
@@ -397,6 +448,18 @@ def test_a_verifier_rejects_mismatched_attention_operands():
                                            "causal": IntegerAttr(1, i64)})
     with pytest.raises(VerifyException, match="need \\(..., L, E\\)"):
         op.verify()
+    key = nd.tensor_type((2,), "i64")
+    block = Block(arg_types=[t, t, t, key])
+    q, k, v, rng_key = block.args
+    props = {"scale": FloatAttr(1.0, f64), "causal": IntegerAttr(1, i64)}
+    with pytest.raises(VerifyException, match="an rng key and a dropout scale need a dropout"):
+        nd.AttentionOp.create(operands=[q, k, v, rng_key], result_types=[t],
+                              properties=dict(props)).verify()
+    for rate, operands in ((1.5, [q, k, v, rng_key]), (0.5, [q, k, v])):
+        with pytest.raises(VerifyException, match="dropout"):
+            nd.AttentionOp.create(operands=operands, result_types=[t], properties={
+                **props, "dropout": FloatAttr(rate, f64),
+                "dropout_scale": FloatAttr(2.0, f64)}).verify()
 
 
 def test_gpt_training_with_fused_attention_matches_the_composite():
@@ -404,6 +467,32 @@ def test_gpt_training_with_fused_attention_matches_the_composite():
     cfg = GPTConfig(vocab=32, block=16, d=32, layers=2, heads=2)
     rng = np.random.default_rng(0)
     batches = [(rng.integers(0, 32, (4, 16)), rng.integers(0, 32, (4, 16))) for _ in range(3)]
+
+    def losses():
+        nv.manual_seed(0)
+        model = GPT(cfg)
+        opt = nv.optim.AdamW(model.parameters(), lr=1e-2)
+        out = []
+        for x, y in batches:
+            _, loss = model(nv.tensor(x), nv.tensor(y))
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            out.append(loss.item())
+        return out
+    fused = losses()
+    with composite_attention():
+        composite = losses()
+    np.testing.assert_allclose(fused, composite, rtol=1e-5)
+
+
+def test_gpt_training_with_dropout_in_fused_attention_matches_the_composite():
+    """Dropout 0.2 everywhere (attention probabilities included), AdamW, four steps: the
+    fused kernels draw what the composite draws, so the losses agree to rounding."""
+    from models.gpt import GPT, GPTConfig
+    cfg = GPTConfig(vocab=32, block=16, d=32, layers=2, heads=2, dropout=0.2)
+    rng = np.random.default_rng(1)
+    batches = [(rng.integers(0, 32, (4, 16)), rng.integers(0, 32, (4, 16))) for _ in range(4)]
 
     def losses():
         nv.manual_seed(0)

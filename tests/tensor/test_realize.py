@@ -143,6 +143,28 @@ def test_a_compiler_failure_poisons_only_the_values_that_need_it(monkeypatch):
     np.testing.assert_allclose(bad.numpy(), np.exp(np.arange(4)), rtol=1e-6)
 
 
+def test_a_failure_that_smaller_steps_avoid_is_still_reported(monkeypatch):
+    """A compiler bug that only the whole step meets (here: any step of more than one
+    output fails): its values are computed in smaller steps, and right, but the failure
+    is reported with a warning naming it, not swallowed by the retry."""
+    from nova.tensor import realize as realization
+    real = realization._compile
+
+    def failing(graph, *args):
+        if len(graph.outputs) > 1:
+            raise RuntimeError("injected: the fused kernel does not compile")
+        return real(graph, *args)
+
+    monkeypatch.setattr(realization, "_compile", failing)
+    nv.debug.reset_cache()
+    x = nv.arange(4, dtype=nv.float32)
+    a, b = x * 2, x + 1
+    with pytest.warns(RuntimeWarning, match=r"a step computing 2 values failed \(RuntimeError: "
+                                            r"injected: the fused kernel does not compile\)"):
+        nv.realize(a, b)
+    assert a.tolist() == [0.0, 2.0, 4.0, 6.0] and b.tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
 def test_a_run_time_index_error_fails_only_the_tensors_that_read_it():
     x = nv.arange(6, dtype=nv.float32)
     base = nv.tensor([2])                # held: its buffer is not donated to ``idx``

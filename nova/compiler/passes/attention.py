@@ -21,7 +21,13 @@ build it) to "key j hidden from query i when j > i" -- ``causal`` -- or to nothi
 hidden. Every value between the inputs and the outputs must be used only inside the
 pattern, so after the rewrite all of it is dead.
 
-Anything else -- dropout on the probabilities, a mask read from a tensor argument, an
+Dropout on the probabilities, as ``F.dropout`` records it between the softmax and ``@ v``
+(``where(rng_uniform(key) >= rate, p * scale, 0)``, the draw over the probabilities'
+shape; in the backward the same ``where`` on the product's gradient, then ``* scale``),
+is matched too: the fused ops draw the same numbers from the same key, position by
+position, and never store them.
+
+Anything else -- a mask read from a tensor argument, an
 additive mask, a probability tensor the step also returns, a backward that asks for some
 of the three gradients only -- is left as it is: the composite computes the same values,
 only with the scores stored. The rewrite changes what is computed only by float32
@@ -260,6 +266,45 @@ class _Forward:
     scale: float
     causal: int
     ops: list[Operation]          # the forward ops between the inputs and ``out``
+    dropped: SSAValue | None = None   # where(keep, p * c, 0): what ``out`` reads
+    drop: _Dropout | None = None
+
+
+@dataclass
+class _Dropout:
+    """``F.dropout`` of the probabilities: ``where(u >= rate, p * scale, 0)`` with ``u``
+    the ``rng_uniform`` draw of ``key`` over the probabilities' shape."""
+
+    key: SSAValue
+    keep: SSAValue                # the compare's result, which the backward reuses
+    rate: float
+    scale: float
+    scale_value: SSAValue         # the scale's splat constant
+    ops: list[Operation]          # rng_uniform, compare, mul, where
+
+
+def _match_dropout(dropped: SSAValue) -> tuple[_Dropout, SSAValue] | None:
+    """``dropped`` = ``where(rng_uniform(key) >= rate, p * scale, 0)`` (what ``F.dropout``
+    records, the draw over ``p``'s own shape and read by nothing else) as its dropout and
+    ``p``; None otherwise."""
+    where = _op(dropped, nd.WhereOp)
+    if where is None or _splat(where.operands[2]) != 0.0:
+        return None
+    keep, kept = where.operands[0], where.operands[1]
+    cmp = _op(keep, nd.CompareOp)
+    mul = _op(kept, nd.MulOp)
+    if cmp is None or mul is None or cmp.direction.data != "ge":
+        return None
+    draw, rate = _op(cmp.operands[0], nd.RngUniformOp), _splat(cmp.operands[1])
+    scale = _splat(mul.rhs)
+    shape = nd.shape_of(dropped)
+    if draw is None or rate is None or scale is None or not 0.0 < rate < 1.0 or \
+            nd.shape_of(draw.result) != shape or \
+            draw.result.type.element_type != Float32Type() or \
+            not _only_used_by(draw.result, cmp):
+        return None
+    drop = _Dropout(draw.key, keep, rate, scale, mul.rhs, [draw, cmp, mul, where])
+    return drop, mul.lhs
 
 
 def _match_forward(out: Operation, masks: dict) -> _Forward | None:
@@ -267,7 +312,13 @@ def _match_forward(out: Operation, masks: dict) -> _Forward | None:
     caches mask classifications (``_mask_kind``)."""
     if not isinstance(out, nd.MatmulOp) or out.result.type.element_type != Float32Type():
         return None
-    p = _op(out.lhs, nd.DivOp)
+    drop, probabilities = None, out.lhs
+    if isinstance(out.lhs.owner, nd.WhereOp):
+        matched = _match_dropout(out.lhs)
+        if matched is None:
+            return None
+        drop, probabilities = matched
+    p = _op(probabilities, nd.DivOp)
     if p is None:
         return None
     e = _op(p.lhs, nd.ExpOp)
@@ -302,9 +353,10 @@ def _match_forward(out: Operation, masks: dict) -> _Forward | None:
     if causal is None:
         return None
     ops = [mm, *([mul] if mul is not None else []), *([where] if where is not None else []),
-           peak, *_row_chain(shifted.rhs), shifted, e, total, *_row_chain(p.rhs), p]
+           peak, *_row_chain(shifted.rhs), shifted, e, total, *_row_chain(p.rhs), p,
+           *(drop.ops if drop is not None else [])]
     return _Forward(mm.lhs, mm.rhs.owner.input, out.rhs, out, p.result, e.result,
-                    p.rhs, mask, scale_value, scale, causal, ops)
+                    p.rhs, mask, scale_value, scale, causal, ops, out.lhs, drop)
 
 
 @dataclass
@@ -325,17 +377,31 @@ def _single_user(v: SSAValue) -> Operation | None:
 def _match_backward(f: _Forward) -> _Backward | None:
     """The backward the autograd rules derive from ``f``, or None unless it is exactly
     that (see the module docstring); ops are checked operand by operand."""
-    p_users = [u for u in _users(f.p) if u is not f.out]
-    pt = next((u for u in p_users if nd.swaps_last_two(u)), None)
+    drop = f.drop
+    dropped_users = [u for u in _users(f.dropped) if u is not f.out]
+    pt = next((u for u in dropped_users if nd.swaps_last_two(u)), None)
+    p_users = [u for u in _users(f.p) if u is not f.out and u is not pt and
+               (drop is None or u is not drop.ops[2])]
     prod = next((u for u in p_users if isinstance(u, nd.MulOp)), None)
-    if pt is None or prod is None or len(p_users) != 2:
+    if pt is None or prod is None or len(p_users) != 1 or \
+            (drop is not None and len(dropped_users) != 1):
         return None
-    dv_mm = _single_user(pt.result)              # dv = p^T g
+    dv_mm = _single_user(pt.result)              # dv = dropped(p)^T g
     if not isinstance(dv_mm, nd.MatmulOp) or dv_mm.lhs is not pt.result:
         return None
     g = dv_mm.rhs
     dp = prod.lhs if prod.rhs is f.p else prod.rhs
-    dp_mm = _op(dp, nd.MatmulOp)                 # dp = g v^T
+    ops: list[Operation] = []
+    d_dropped = dp
+    if drop is not None:                         # dp = where(keep, d(dropped), 0) * scale
+        scaled = _op(dp, nd.MulOp)
+        w = _op(scaled.lhs, nd.WhereOp) if scaled is not None else None
+        if w is None or scaled.rhs is not drop.scale_value or w.operands[0] is not drop.keep \
+                or _splat(w.operands[2]) != 0.0 or not _only_used_by(w.result, scaled):
+            return None
+        d_dropped = w.operands[1]
+        ops += [w, scaled]
+    dp_mm = _op(d_dropped, nd.MatmulOp)          # d(dropped) = g v^T
     if dp_mm is None or dp_mm.lhs is not g or not nd.swaps_last_two(dp_mm.rhs.owner) or \
             dp_mm.rhs.owner.input is not f.v:
         return None
@@ -362,7 +428,7 @@ def _match_backward(f: _Forward) -> _Backward | None:
     de = _single_user(add.result)                # d(exp) = d(e) * e
     if not isinstance(de, nd.MulOp) or de.lhs is not add.result or de.rhs is not f.e:
         return None
-    ops = [pt, dv_mm, dp_mm, prod, quot, q2, neg, total, *_row_chain(spread), add, de]
+    ops = [pt, dv_mm, dp_mm, *ops, prod, quot, q2, neg, total, *_row_chain(spread), add, de]
     ds = de.result
     if f.mask is not None:                       # d(where(mask, -inf, s)) for s
         w = _single_user(ds)
@@ -416,7 +482,15 @@ def _private(f: _Forward, b: _Backward | None) -> bool:
 
 
 def _props(f: _Forward) -> dict:
-    return {"scale": FloatAttr(f.scale, f64), "causal": IntegerAttr(f.causal, i64)}
+    props = {"scale": FloatAttr(f.scale, f64), "causal": IntegerAttr(f.causal, i64)}
+    if f.drop is not None:
+        props.update(dropout=FloatAttr(f.drop.rate, f64),
+                     dropout_scale=FloatAttr(f.drop.scale, f64))
+    return props
+
+
+def _rng(f: _Forward) -> list[SSAValue]:
+    return [f.drop.key] if f.drop is not None else []
 
 
 def _rewrite(f: _Forward, b: _Backward | None) -> None:
@@ -426,7 +500,7 @@ def _rewrite(f: _Forward, b: _Backward | None) -> None:
     batch = qs[:-2]
     n_out, n_lse = nd.attention_parts(qs, vs)
     att = nd.AttentionOp.create(
-        operands=[f.q, f.k, f.v], result_types=[nd.tensor_type(batch + (n_out + n_lse,),
+        operands=[f.q, f.k, f.v, *_rng(f)], result_types=[nd.tensor_type(batch + (n_out + n_lse,),
                                                                "f32")],
         properties=_props(f), attributes=dict(f.out.attributes))
     out = _part(att.result, batch, 0, n_out, f.out.result.type, dict(f.out.attributes))
@@ -436,7 +510,7 @@ def _rewrite(f: _Forward, b: _Backward | None) -> None:
         return
     parts = nd.attention_grad_parts(qs, ks, vs)
     grad = nd.AttentionGradOp.create(
-        operands=[f.q, f.k, f.v, att.result, b.grad],
+        operands=[f.q, f.k, f.v, att.result, b.grad, *_rng(f)],
         result_types=[nd.tensor_type(batch + (sum(parts),), "f32")],
         properties=_props(f), attributes={BACKWARD_ATTR: UnitAttr()})
     new_ops: list[Operation] = [grad]
@@ -473,18 +547,26 @@ def fuse_attention(module: ModuleOp) -> ModuleOp:
     fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
     changed = False
     masks: dict[SSAValue, int | None] = {}
+    draws: list[Operation] = []
     for out in [op for op in fn.body.block.ops if isinstance(op, nd.MatmulOp)]:
         if out.parent is None:
             continue
         f = _match_forward(out, masks)
         if f is None:
             continue
-        backward = any(u is not f.out for u in _users(f.p))
+        backward = any(u is not f.out for u in _users(f.dropped)) or any(
+            u is not f.out and (f.drop is None or u is not f.drop.ops[2]) for u in _users(f.p))
         b = _match_backward(f) if backward else None
         if (backward and b is None) or not _private(f, b):
             continue
         _rewrite(f, b)
+        if f.drop is not None:
+            draws.append(f.drop.ops[0])
         changed = True
     if changed:
         dce(module)
+        for draw in draws:     # not Pure (a draw), so dce keeps it: the fused ops draw now
+            if not draw.results[0].uses:
+                draw.detach()
+                draw.erase()
     return verified_after_pass(module)

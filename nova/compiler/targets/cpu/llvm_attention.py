@@ -20,6 +20,12 @@ each row's log-sum-exp read from the forward's result; then per key block, over 
 dV += P^T dO, dP = dO V^T, dS = P (dP - D) scale, dK += dS^T Q, dQ += dS K. dK and dV
 of the key block are stored when its query blocks are done, dQ at the end.
 
+With dropout, the forward multiplies each P by its dropout factor after adding it to the
+row's sum and before O += P V; the backward keeps P and the dropped P in two blocks
+(dV += dropped(P)^T dO, dS = (dP dropped(P) - P D) scale). The factor of each position
+is the Philox draw the composite's ``rng_uniform`` makes there (``keep_factor``),
+recomputed where needed, never stored.
+
 Every block product goes through ``_product``: an MR x NR register tile (NR = 2
 vectors) over the whole depth, as in the GEMM's micro-kernel (``llvm_gemm.Gemm``), on
 operands that are already packed, so no further packing is needed.
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from nova.compiler import dialect as nd
 from nova.compiler.codegen.values import shape_of
 from nova.compiler.lowering.plan import contraction
 from nova.compiler.targets.cpu.llvm_emit import F32, I1, I32, I64, PTR, Emitter, c64
@@ -78,6 +85,28 @@ class Attention:
         self.undef = ir.Constant(self.vec, ir.Undefined)
         self.splat_mask = ir.Constant(ir.VectorType(I32, self.lanes), [0] * self.lanes)
         self.accs = [[e.entry_alloca(self.vec) for _ in range(2)] for _ in range(self.mr)]
+        self.dropout = nd.attention_keep_scale(self.op)
+        self.key_words: list[ir.Value] = []
+
+    # ------------------------------------------------------------ dropout
+
+    def load_key(self) -> None:
+        """Read the dropout's rng key (seed, offset) once per call."""
+        if self.dropout is not None:
+            self.e.cache = {}
+            self.key_words = self.e.emit_vector_arg(self.op.rng[0])
+
+    def keep_factor(self, bat: ir.Value, i: ir.Value, j: ir.Value) -> ir.Value:
+        """What dropout multiplies the probability of query ``i``, key ``j`` of batch
+        ``bat`` by: the scale where the key's uniform draw at that position of the
+        ``(..., L, S)`` probabilities is >= the rate, else 0 (the composite's
+        ``where(rng_uniform >= rate, p * scale, 0)``, draw for draw). Positions past L
+        or S draw too, harmlessly: their probability is 0."""
+        b = self.b
+        rate, scale = self.dropout
+        lin = b.add(b.mul(b.add(b.mul(bat, c64(self.L)), i), c64(self.S)), j)
+        u = self.e.philox_draw(self.key_words, lin, "f32")
+        return b.select(b.fcmp_ordered(">=", u, self.f(rate)), self.f(scale), self.f(0.0))
 
     # ------------------------------------------------------------ buffers
 
@@ -213,10 +242,11 @@ class Attention:
         self.e.loops.range(c64(0), c64(self.bc), body, name, md=self.e.interleave(2))
 
     def online_row(self, sb: ir.Value, r: ir.Value, i: ir.Value, j0: ir.Value,
-                   m_slot: ir.Value, l_slot: ir.Value, keep_p: bool) -> ir.Value:
+                   m_slot: ir.Value, l_slot: ir.Value, bat: ir.Value) -> ir.Value:
         """One row of the online softmax over a score block: update the running maximum
-        and sum, write P = exp(s - m) into the block when ``keep_p``; returns the factor
-        exp(m_old - m_new) that rescales what was accumulated before."""
+        and sum, write P = exp(s - m) into the block (times its dropout factor, which
+        the sum does not see); returns the factor exp(m_old - m_new) that rescales what
+        was accumulated before."""
         b, e = self.b, self.e
         peak = e.entry_alloca(F32)
         b.store(self.f(float("-inf")), peak)
@@ -235,8 +265,8 @@ class Attention:
 
         def expo(c: ir.Value) -> None:
             p = e._exp_f32(b.fsub(self.scaled(sb, r, seen, c), shift))
-            if keep_p:
-                b.store(p, self.at(sb, self.add(self.mul(r, self.bc), c)))
+            kept = p if self.dropout is None else b.fmul(p, self.keep_factor(bat, i, b.add(j0, c)))
+            b.store(kept, self.at(sb, self.add(self.mul(r, self.bc), c)))
             b.store(b.fadd(b.load(total), p, flags=("reassoc", "contract")), total)
         self.row_loop(expo, "ex")
         alpha = e._exp_f32(b.fsub(m_old, shift))
@@ -276,6 +306,7 @@ def attention_forward(e: Emitter) -> None:
     l_slots = a.buffer(br)
 
     def per_batch(pre: list[ir.Value], bat: ir.Value) -> None:
+        a.load_key()
         a.pack(a.q, pre, qp, L, E, E)
         a.pack(a.k, pre, ktp, S, E, a.Sp, transposed=True)
         a.pack(a.v, pre, vp, S, Ev, a.Evp)
@@ -297,7 +328,7 @@ def attention_forward(e: Emitter) -> None:
 
                 def row(r: ir.Value) -> None:
                     alpha = a.online_row(sb, r, b.add(i0, r), j0, a.at(m_slots, r),
-                                         a.at(l_slots, r), keep_p=True)
+                                         a.at(l_slots, r), bat)
                     base = a.mul(r, a.Evp)
                     e.loops.range(c64(0), c64(a.Evp), lambda d: b.store(
                         b.fmul(b.load(a.at(ob, b.add(base, d))), alpha),
@@ -348,6 +379,7 @@ def attention_backward(e: Emitter) -> None:
     dv = a.buffer(bc * Evp)
     sb = a.buffer(br * bc)             # S, then P
     pb = a.buffer(br * bc)             # dP, then dS
+    zb = a.buffer(br * bc) if a.dropout is not None else sb   # P after dropout
     row_len = L * E + S * E + S * Ev
     scale = a.f(a.scale)
 
@@ -355,6 +387,7 @@ def attention_backward(e: Emitter) -> None:
         e.loops.range(c64(0), c64(n), lambda i: b.store(a.f(0.0), a.at(ptr, i)), "zero")
 
     def per_batch(pre: list[ir.Value], bat: ir.Value) -> None:
+        a.load_key()
         a.pack(a.q, pre, qp, L, E, Ep)
         a.pack(a.k, pre, ktp, S, E, Sp, transposed=True)
         a.pack(a.k, pre, kp, S, E, Ep)
@@ -398,10 +431,13 @@ def attention_backward(e: Emitter) -> None:
                         p = e._exp_f32(b.fsub(s, shift))
                         p = b.select(b.icmp_signed("<", c, seen), p, a.f(0.0))
                         b.store(p, a.at(sb, b.add(a.mul(r, bc), c)))
+                        if a.dropout is not None:
+                            b.store(b.fmul(p, a.keep_factor(bat, i, b.add(j0, c))),
+                                    a.at(zb, b.add(a.mul(r, bc), c)))
                     a.row_loop(one, "p")
                 e.loops.range(c64(0), c64(br), probabilities, "prow")
-                # dV += P^T dO
-                a.product(dv, Evp, sb, 1, bc, a.at(gp, a.mul(i0, Evp)), Evp,
+                # dV += dropped(P)^T dO
+                a.product(dv, Evp, zb, 1, bc, a.at(gp, a.mul(i0, Evp)), Evp,
                           bc, Evp, br, accumulate=True)
                 # dP = dO V^T
                 a.product(pb, bc, a.at(gp, a.mul(i0, Evp)), Evp, 1, a.at(vtp, j0), Sp,
@@ -417,7 +453,11 @@ def attention_backward(e: Emitter) -> None:
                         # where makes it (even where D is NaN)
                         at = a.at(pb, b.add(a.mul(r, bc), c))
                         p = b.load(a.at(sb, b.add(a.mul(r, bc), c)))
-                        ds = b.fmul(b.fmul(p, b.fsub(b.load(at), d_i)), scale)
+                        if a.dropout is None:
+                            ds = b.fmul(b.fmul(p, b.fsub(b.load(at), d_i)), scale)
+                        else:      # P (dP z - D) = dP (P z) - P D, z the dropout factor
+                            pz = b.load(a.at(zb, b.add(a.mul(r, bc), c)))
+                            ds = b.fmul(b.fsub(b.fmul(b.load(at), pz), b.fmul(p, d_i)), scale)
                         b.store(b.select(b.icmp_signed("<", c, seen), ds, a.f(0.0)), at)
                     a.row_loop(one, "ds")
                 e.loops.range(c64(0), c64(br), ds_row, "dsrow")

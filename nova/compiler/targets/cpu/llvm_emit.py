@@ -540,12 +540,17 @@ class Emitter(ScalarEmitter[ir.Value]):
         return b.load(acc_p)
 
     def philox_uniform(self, op: Operation, idx: list[ir.Value]) -> ir.Value:
-        """Philox4x32-10 of counter (i, offset) and key seed, as in nova/core/philox.py."""
+        """``nova.rng_uniform`` at ``idx``: the draw of its linear position."""
+        return self.philox_draw(self.emit_vector_arg(op.operands[0]),
+                                self.linear(idx, shape_of(op.results[0])),
+                                element_of(op.results[0]))
+
+    def philox_draw(self, key: list[ir.Value], i: ir.Value, mlir: str) -> ir.Value:
+        """The uniform in [0, 1) of element type ``mlir`` ("f32", ...) at linear position ``i`` for the
+        key (seed, offset): Philox4x32-10 of counter (i, offset) and key seed, as in
+        nova/core/philox.py."""
         b = self.b
-        mlir = element_of(op.results[0])
-        key = self.emit_vector_arg(op.operands[0])
         seed, offset = key
-        i = self.linear(idx, shape_of(op.results[0]))
         m32 = lambda v: b.trunc(v, I32)
         c = [m32(i), m32(b.lshr(i, c64(32))), m32(offset), m32(b.lshr(offset, c64(32)))]
         k0, k1 = m32(seed), m32(b.lshr(seed, c64(32)))

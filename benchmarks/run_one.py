@@ -31,6 +31,10 @@ def available(framework: str) -> bool:
 
 def run(framework: str, work: Work, profile_steps: int = PROFILE_STEPS) -> Result:
     result = Result(framework, work.preset, work.steps, work.tokens_per_step)
+    if framework == "jax" and work.dropout:
+        result.available = False
+        result.note = "the JAX peer has no dropout"
+        return result
     if not available(framework):
         result.available = False
         result.note = f"{FRAMEWORKS[framework]} is not installed (pip install -e .[bench])"
@@ -44,10 +48,6 @@ def run(framework: str, work: Work, profile_steps: int = PROFILE_STEPS) -> Resul
         from benchmarks.peers import torch_gpt as peer
         train = lambda w: peer.train(w, compiled=framework == "torch-compile")  # noqa: E731
     else:
-        if work.dropout:
-            result.available = False
-            result.note = "the JAX peer has no dropout"
-            return result
         from benchmarks.peers import jax_gpt as peer
         train = peer.train
     work.batches()(0)  # load the corpus before the baseline

@@ -221,6 +221,14 @@ class Tensor:
             arr = arr.astype(np.float32)
         return arr.tolist()
 
+    def __reduce_ex__(self, protocol: Any) -> tuple:
+        """Pickling (``pickle``, ``copy.deepcopy``, a DataLoader worker's batches) carries
+        the values, dtype, device and ``requires_grad`` (realizing pending work), never
+        the trace: a pending node, its view functions or its autograd graph mean nothing
+        in another process. As with PyTorch, the copy is a leaf."""
+        return (_rebuild_tensor, (self.numpy(), self.dtype.name, self.node.device or "cpu",
+                                  self.requires_grad))
+
     def __repr__(self) -> str:
         arr = self._host_values()
         if self.dtype == dt.bfloat16:
@@ -513,6 +521,13 @@ from nova.tensor import scan as _scan  # noqa: E402
 for _mod in (_ops, _movement, _sorting, _numeric, _scan):
     for _name in _mod.TENSOR_METHODS:
         setattr(Tensor, _name, getattr(_mod, _name))
+
+
+def _rebuild_tensor(values: np.ndarray, dtype: str, device: str,
+                    requires_grad: bool) -> Tensor:
+    """Unpickling: a realized leaf holding ``values`` (see ``Tensor.__reduce_ex__``)."""
+    from nova.tensor.creation import tensor
+    return tensor(values, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def _multinomial(self: Tensor, num_samples: int, replacement: bool = False, *,

@@ -7,16 +7,17 @@ ints or int64 arrays, shuffling draws from Nova's counter-based generator
 ``nv.Generator``), and batches of realized tensors are stacked with numpy into one new
 realized tensor -- loading data never compiles a step.
 
-Deviations (documented in README): ``num_workers > 0`` loads in the calling process
-(worker processes are not implemented; a ``UserWarning`` says so once per loader), and
-``pin_memory``, ``timeout``, ``prefetch_factor``, ``persistent_workers`` and
-``worker_init_fn`` are accepted and have nothing to do.
+``num_workers > 0`` loads in worker processes, as PyTorch does (``nova.utils.data_workers``:
+``get_worker_info``, ``worker_init_fn``, ``timeout``, ``prefetch_factor``,
+``persistent_workers``); ``pin_memory`` is accepted and has nothing to do (there is no
+GPU staging to pin for). Deviation: the workers' base seed is derived from the loader's
+generator state and the epoch without drawing from it (PyTorch draws it from the
+generator), so the shuffles are the same with any number of workers.
 """
 from __future__ import annotations
 
 import bisect
 import math
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -24,15 +25,16 @@ import numpy as np
 
 from nova.tensor.creation import tensor as _tensor
 from nova.tensor.movement import stack as _stack
-from nova.tensor.random import Generator, host_permutation, host_uniform
+from nova.tensor.random import Generator, default_generator, host_permutation, host_uniform
 from nova.tensor.realize import realize
 from nova.tensor.tensor import Tensor
+from nova.utils.data_workers import WorkerPool, get_worker_info, map_batches, stream_batches
 
 T_co = TypeVar("T_co", covariant=True)
 
 __all__ = ["BatchSampler", "ConcatDataset", "DataLoader", "Dataset", "IterableDataset",
            "RandomSampler", "Sampler", "SequentialSampler", "Subset", "SubsetRandomSampler",
-           "TensorDataset", "default_collate", "random_split"]
+           "TensorDataset", "default_collate", "get_worker_info", "random_split"]
 
 
 # ---------------------------------------------------------------- datasets
@@ -369,6 +371,16 @@ class DataLoader(Generic[T_co]):
         if not isinstance(num_workers, int) or num_workers < 0:
             raise ValueError(f"DataLoader: num_workers should be a non-negative integer, "
                              f"got {num_workers!r}")
+        if num_workers == 0 and (prefetch_factor is not None or persistent_workers):
+            raise ValueError("DataLoader: prefetch_factor and persistent_workers need "
+                             "num_workers > 0 (multiprocessing)")
+        if prefetch_factor is not None and (not isinstance(prefetch_factor, int)
+                                            or prefetch_factor < 1):
+            raise ValueError(f"DataLoader: prefetch_factor should be a positive integer, "
+                             f"got {prefetch_factor!r}")
+        if timeout < 0:
+            raise ValueError(f"DataLoader: timeout option should be non-negative, got "
+                             f"{timeout!r}")
         self.dataset = dataset
         self.num_workers = num_workers
         self.pin_memory, self.timeout = pin_memory, timeout
@@ -408,14 +420,13 @@ class DataLoader(Generic[T_co]):
         self.collate_fn = collate_fn if collate_fn is not None else (
             default_collate if self._auto_collation else _convert)
         self._custom_collate = collate_fn is not None
-        self._warned = False
+        self._pool: WorkerPool | None = None      # persistent_workers: kept across epochs
+        self._epochs = 0                            # epochs loaded by workers
 
     def __iter__(self) -> Iterator[Any]:
-        if self.num_workers > 0 and not self._warned:
-            self._warned = True
-            warnings.warn(f"nova DataLoader: num_workers={self.num_workers} loads in the "
-                          "calling process (worker processes are not implemented)",
-                          UserWarning, stacklevel=2)
+        if self.num_workers > 0:
+            yield from self._iterate_workers()
+            return
         if self._iterable:
             yield from self._iterate_stream()
             return
@@ -432,6 +443,61 @@ class DataLoader(Generic[T_co]):
                 yield self.dataset._batch(indices)
             else:
                 yield self.collate_fn([self.dataset[i] for i in indices])
+
+    def _fetch(self, work: Any) -> Any:
+        """One batch from ``work``: a batch of indices (or one index without
+        auto-batching), as the single-process loop makes it; what a worker runs."""
+        if not self._auto_collation:
+            return self.collate_fn(self.dataset[work])
+        if not self._custom_collate and callable(getattr(self.dataset, "_gathers", None)) \
+                and self.dataset._gathers():
+            return self.dataset._batch(work)
+        return self.collate_fn([self.dataset[i] for i in work])
+
+    def _iterate_workers(self) -> Iterator[Any]:
+        """The batches, loaded by ``num_workers`` processes (``nova.utils.data_workers``)."""
+        n = self.num_workers
+        prefetch = self.prefetch_factor if self.prefetch_factor is not None else 2
+        if self._pool is not None:
+            pool = self._pool
+        else:
+            base_seed = self._worker_base_seed()
+            stream = self._iterate_stream if self._iterable else None
+            pool = WorkerPool(self.dataset, n, self._fetch, base_seed, self.worker_init_fn,
+                              self.timeout, stream)
+            if self.persistent_workers and not self._iterable:
+                self._pool = pool
+        try:
+            if self._iterable:
+                yield from stream_batches(pool, n)
+            else:
+                work = iter(self.batch_sampler if self._auto_collation else self.sampler)
+                yield from map_batches(pool, work, n, prefetch)
+        except GeneratorExit:
+            raise       # an early break: a persistent pool drops the epoch's in-flight batches
+        except BaseException:
+            self._pool = None                 # a failed pool is not reused
+            pool.close()
+            raise
+        finally:
+            if pool is not self._pool:
+                pool.close()
+
+    def _worker_base_seed(self) -> int:
+        """The epoch's worker seeds' base: a function of the loader's generator state
+        and the epoch count that draws nothing from the generator, so the sampler's
+        shuffles are the same with and without workers, and each epoch's workers get
+        new seeds (their random augmentations differ from epoch to epoch)."""
+        seed, offset = (self.generator or default_generator).get_state()
+        self._epochs += 1
+        state = np.random.SeedSequence([seed, offset, self._epochs]).generate_state(
+            1, np.uint64)[0]
+        return int(state >> np.uint64(2))
+
+    def __del__(self) -> None:
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.close()
 
     def _iterate_stream(self) -> Iterator[Any]:
         if not self._auto_collation:

@@ -2,7 +2,6 @@
 loader (without torch installed the same expectations are spelled out; with it, the
 deterministic cases are compared with torch.utils.data directly)."""
 import collections
-import warnings
 
 import numpy as np
 import pytest
@@ -211,15 +210,12 @@ def test_argument_checks_name_what_is_wrong():
         DataLoader(ds, batch_size=None, drop_last=True)
     with pytest.raises(ValueError, match="num_workers"):
         DataLoader(ds, num_workers=-1)
-
-
-def test_num_workers_loads_here_and_says_so_once():
-    loader = DataLoader(list(range(4)), batch_size=2, num_workers=2)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        assert [b.numpy().tolist() for b in loader] == [[0, 1], [2, 3]]
-        list(loader)
-    assert len([w for w in caught if "num_workers=2" in str(w.message)]) == 1
+    with pytest.raises(ValueError, match="prefetch_factor and persistent_workers need"):
+        DataLoader(ds, prefetch_factor=2)
+    with pytest.raises(ValueError, match="prefetch_factor should be a positive integer"):
+        DataLoader(ds, num_workers=1, prefetch_factor=0)
+    with pytest.raises(ValueError, match="timeout option should be non-negative"):
+        DataLoader(ds, timeout=-1)
 
 
 def test_deterministic_loading_matches_torch():

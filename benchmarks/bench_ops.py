@@ -2,6 +2,7 @@
 bandwidth, all measured in this run (ratios, not absolute claims).
 
     python -m benchmarks.bench_ops [--rows 4096 --cols 1024] [--reps 10] [--unary-elements N]
+                                   [--only-unary]
 
 For each case the bytes counted are the minimum a kernel must move (inputs read once,
 outputs written once); time is the median of ``--reps`` replays of the cached step,
@@ -22,7 +23,8 @@ bookkeeping, a few us per kernel, would otherwise count as overhead):
   call time minus kernel time per call, next to the same function uncompiled.
 
 Unary float32 ops: GB/s of each next to the ``x + 1`` kernel's, the bandwidth a
-memory-bound unary op should reach once its math is vectorized.
+memory-bound unary op should reach once its math is vectorized (interleaved rep by rep;
+``--only-unary`` runs this section alone).
 
 Causal attention forward + backward (``scaled_dot_product_attention`` and the gradients
 of q, k and v for a given output gradient) at the small and medium GPT's shapes: Nova's
@@ -121,7 +123,7 @@ UNARY = {
     "expm1": (nv.expm1, np.expm1), "tanh": (nv.tanh, np.tanh), "erf": (nv.erf, None),
     "sigmoid": (nv.sigmoid, lambda a: 1 / (1 + np.exp(-a))),
     "gelu (erf)": (F.gelu, None), "gelu (tanh)": (lambda t: F.gelu(t, approximate="tanh"), None),
-    "sin": (nv.sin, np.sin),
+    "sin": (nv.sin, np.sin), "cos": (nv.cos, np.cos),
 }
 
 
@@ -144,18 +146,31 @@ def unary_bandwidth(elements: int, reps: int) -> list[dict]:
 
 
 def _unary_rows(x: np.ndarray, nbytes: int, reps: int) -> list[dict]:
-    """``unary_bandwidth``'s rows, before the fractions of add."""
-    out = []
+    """``unary_bandwidth``'s rows, before the fractions of add. Every op is compiled and
+    warmed first, then each rep times every op in turn (this VM's memory bandwidth
+    drifts by tens of percent within a minute: one op's reps all in one stretch made
+    the fractions of add move more than the kernels did)."""
+    runs = {}
     for name, (fn, numpy_fn) in UNARY.items():
         def run(fn=fn):
-            y = fn(nv.from_numpy(x))
-            nv.realize(y)
-            return y
-        row = {"op": name, "nova_gbs": nbytes / median_time(run, reps) / 1e9,
-               "numpy_gbs": nbytes / median_time(lambda: numpy_fn(x), reps) / 1e9
-               if numpy_fn is not None else None}
-        out.append(row)
-    return out
+            nv.realize(fn(nv.from_numpy(x)))
+        runs[name] = (run, (lambda f=numpy_fn: f(x)) if numpy_fn is not None else None)
+    for run, numpy_run in runs.values():
+        for _ in range(2):
+            run()
+            if numpy_run is not None:
+                numpy_run()
+    times: dict[str, tuple[list[float], list[float]]] = {n: ([], []) for n in runs}
+    for _ in range(reps):
+        for name, (run, numpy_run) in runs.items():
+            for fn, into in ((run, times[name][0]), (numpy_run, times[name][1])):
+                if fn is not None:
+                    t0 = time.perf_counter()
+                    fn()
+                    into.append(time.perf_counter() - t0)
+    return [{"op": name, "nova_gbs": nbytes / float(np.median(nova)) / 1e9,
+             "numpy_gbs": nbytes / float(np.median(numpy)) / 1e9 if numpy else None}
+            for name, (nova, numpy) in times.items()]
 
 
 # (batch, heads, T, head dim) of the small and medium GPT presets at batch 16
@@ -339,6 +354,14 @@ def handoff_overhead(reps: int) -> tuple[float, float]:
     return spinning, asleep
 
 
+def _print_unary(args: argparse.Namespace) -> None:
+    title = f"unary float32 op, {args.unary_elements} elements"
+    print(f"{title:44s} {'nova GB/s':>9s} {'of add':>8s} {'numpy GB/s':>10s}")
+    for u in unary_bandwidth(args.unary_elements, args.reps):
+        numpy_gbs = f"{u['numpy_gbs']:10.2f}" if u["numpy_gbs"] is not None else f"{'-':>10s}"
+        print(f"{u['op']:44s} {u['nova_gbs']:9.2f} {100 * u['of_add']:7.0f}% {numpy_gbs}")
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     p = argparse.ArgumentParser(prog="python -m benchmarks.bench_ops", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -346,7 +369,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--cols", type=int, default=1024)
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--unary-elements", type=int, default=UNARY_ELEMENTS)
+    p.add_argument("--only-unary", action="store_true",
+                   help="run only the unary float32 ops' section")
     args = p.parse_args(argv)
+    if args.only_unary:
+        nv.set_engine("cpu")
+        _print_unary(args)
+        return []
     nv.set_engine("cpu")
     src = np.ones((args.rows, args.cols), np.float32)
     dst = np.empty_like(src)
@@ -365,11 +394,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         rows.append(row)
         print(f"{name:44s} {row['nova_gbs']:9.2f} {row['numpy_gbs']:10.2f} "
               f"{row['speedup_vs_numpy']:7.2f}x {100 * row['fraction_of_copy']:7.0f}%")
-    title = f"unary float32 op, {args.unary_elements} elements"
-    print(f"{title:44s} {'nova GB/s':>9s} {'of add':>8s} {'numpy GB/s':>10s}")
-    for u in unary_bandwidth(args.unary_elements, args.reps):
-        numpy_gbs = f"{u['numpy_gbs']:10.2f}" if u["numpy_gbs"] is not None else f"{'-':>10s}"
-        print(f"{u['op']:44s} {u['nova_gbs']:9.2f} {100 * u['of_add']:7.0f}% {numpy_gbs}")
+    _print_unary(args)
     for dropout in ATTENTION_DROPOUT:
         for shape in ATTENTION_SHAPES:
             t = attention_times(shape, args.reps, dropout)

@@ -62,3 +62,10 @@ def test_main_prints_every_labeled_line(capsys, monkeypatch):
                   "causal attention fwd+bwd 2x2x16x8 (B, H, T, E): nova fused",
                   "causal attention fwd+bwd 2x2x16x8 (B, H, T, E, dropout 0.1): nova fused"):
         assert label in out
+
+
+def test_only_unary_prints_the_unary_section_alone(capsys):
+    assert bench_ops.main(["--only-unary", "--reps", "1", "--unary-elements", "4096"]) == []
+    out = capsys.readouterr().out
+    assert "unary float32 op, 4096 elements" in out and "cos" in out
+    assert "replay overhead" not in out and "causal attention" not in out

@@ -34,7 +34,7 @@ x = (np.arange(15, dtype=np.float32).reshape(3, 5) - 7) / 4
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     t = nv.tensor(x)
-    results = [(t.sin() * 2 + 1).numpy(), (t @ t.T).numpy(), t.sum(-1).numpy()]
+    results = [(t.double().sin() * 2 + 1).numpy(), (t @ t.T).numpy(), t.sum(-1).numpy()]
 print(json.dumps({"results": [r.tolist() for r in results], "stats": vars(KERNELS.stats),
                   "warnings": [str(w.message) for w in caught]}))
 """
@@ -71,8 +71,9 @@ def cache(pristine, tmp_path) -> Path:
     return copy
 
 
-def _with_sinf(cache: Path) -> Path:
-    (entry,) = [p for p in _entries(cache) if b"sinf\0" in p.read_bytes()]
+def _calling_libm(cache: Path) -> Path:
+    """The entry calling libm (float64 ``sin``; float32 math is inline, no call)."""
+    (entry,) = [p for p in _entries(cache) if b"\0sin\0" in p.read_bytes()]
     return entry
 
 
@@ -98,7 +99,7 @@ def _random_payload(entry: Path) -> None:
 
 def _unresolvable_symbol(entry: Path) -> None:
     """A well-formed object whose external call no longer resolves: MCJIT aborts."""
-    _rewrite_payload(entry, lambda p: p.replace(b"sinf\0", b"sinX\0"))
+    _rewrite_payload(entry, lambda p: p.replace(b"\0sin\0", b"\0siX\0"))
 
 
 HEALING = {"truncated": (_truncate, "corrupted"), "bit-flipped": (_flip_a_bit, "corrupted"),
@@ -109,7 +110,7 @@ HEALING = {"truncated": (_truncate, "corrupted"), "bit-flipped": (_flip_a_bit, "
 @pytest.mark.parametrize("damage", HEALING)
 def test_a_damaged_entry_is_recompiled_and_healed(pristine, cache, damage):
     change, counter = HEALING[damage]
-    entry = _with_sinf(cache)
+    entry = _calling_libm(cache)
     change(entry)
     stats = _run(cache)["stats"]
     assert (stats[counter], stats["compiled"], stats["disk_hits"]) == (1, 1, 2)
@@ -125,7 +126,7 @@ def test_an_entry_copied_under_another_kernels_name_is_rejected_and_healed(prist
 
 
 def test_a_symlink_at_an_entry_path_is_replaced_not_followed(pristine, cache, tmp_path):
-    entry = _with_sinf(cache)
+    entry = _calling_libm(cache)
     target = tmp_path / "elsewhere.o"
     shutil.copyfile(entry, target)
     entry.unlink()
@@ -138,7 +139,7 @@ def test_a_symlink_at_an_entry_path_is_replaced_not_followed(pristine, cache, tm
 
 
 def test_a_fifo_at_an_entry_path_is_bypassed_without_hanging(cache):
-    entry = _with_sinf(cache)
+    entry = _calling_libm(cache)
     entry.unlink()
     os.mkfifo(entry)
     report = _run(cache)                 # a read that opened the FIFO would block here
@@ -150,7 +151,7 @@ def test_a_fifo_at_an_entry_path_is_bypassed_without_hanging(cache):
 
 
 def test_a_directory_at_an_entry_path_is_bypassed_and_leaks_no_temp_files(cache):
-    entry = _with_sinf(cache)
+    entry = _calling_libm(cache)
     entry.unlink()
     entry.mkdir()
     for _ in range(2):
@@ -190,7 +191,7 @@ def _object() -> tuple[bytes, str]:
     from nova.compiler.passes.fusion import fuse
     from nova.compiler.irgen import build_module
     from nova.tensor.realize import pending_graph
-    (plan,) = plan_kernels(fuse(build_module(pending_graph(nv.tensor(X).sin() * 2.0))))
+    (plan,) = plan_kernels(fuse(build_module(pending_graph(nv.tensor(X).double().sin() * 2.0))))
     return kernel_cache.KERNELS._compile(plan), plan.name
 
 
@@ -205,14 +206,14 @@ def test_object_validation_names_what_is_wrong():
         return elf.check_object(data, machine=machine, file_type=elf.ET_REL,
                                 elf_class=elf_class, little=little, defines=defines,
                                 only_these=True,
-                                resolves=lambda s: s in ("sinf", "aligned_alloc", "free"),
+                                resolves=lambda s: s in ("sin", "aligned_alloc", "free"),
                                 relocation_types=relocations)
 
     assert check(obj) is None
     assert "not an ELF file" in check(b"\0" * len(obj))
     assert "runs past the end" in check(obj[: len(obj) // 2])
     assert check(obj, defines=("nova_k_other",)) == f"defines {name!r}, which it should not"
-    assert "does not resolve" in check(obj.replace(b"sinf\0", b"sinX\0"))
+    assert "does not resolve" in check(obj.replace(b"\0sin\0", b"\0siX\0"))
     wrong_machine = obj[:18] + (elf.EM_386).to_bytes(2, "little") + obj[20:]
     assert "machine 3" in check(wrong_machine)
 

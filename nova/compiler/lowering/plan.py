@@ -86,6 +86,7 @@ class Schedule:
     shared_b: bool = False          # ``tiled``: the threads pack one B panel together
     unroll: int = 0                 # interleave count of the vectorized innermost loop
                                     # (0: LLVM's own choice)
+    vector_width: int = 0           # lanes of that loop (0: LLVM's own choice)
     bound: str = ""                 # "memory" or "compute", by arithmetic intensity
     blocks: tuple[int, int] = ()    # attention: (BR queries, BC keys) per score block
     derivation: str = ""            # how the configurator chose the tile
@@ -124,6 +125,7 @@ class KernelPlan:
                 f"reduced={list(s.reduced)} vector_dim={s.vector_dim}"
                 + (f" {s.bound}-bound" if s.bound else "")
                 + (f" unroll={s.unroll}" if s.unroll else "")
+                + (f" vector_width={s.vector_width}" if s.vector_width else "")
                 + (f" tile={s.tile[0]}x{s.tile[1]} KC={s.kc} MC={s.mc} NC={s.tile[2]}"
                    f" split={s.split}" + (" shared_b" if s.shared_b else "")
                    + f" [{s.derivation}]" if s.tile and not s.blocks else "")

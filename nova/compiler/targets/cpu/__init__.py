@@ -29,7 +29,8 @@ from dataclasses import replace
 from nova.compiler import dialect as nd
 from nova.compiler.targets.cpu.llvm import module_for
 from nova.compiler.targets.cpu.configurator import (attention_blocks, classify,
-                                                    elementwise_unroll, gemm_tile)
+                                                    elementwise_unroll,
+                                                    float32_vector_width, gemm_tile)
 from nova.compiler.targets.cpu.device import CpuSpec, detect_cpu
 from nova.compiler.lowering.plan import (
     TEAM_WORDS,
@@ -95,7 +96,10 @@ class CpuTarget(Target):
         spec = self.spec()
         schedule, scratch = plan.schedule, plan.scratch
         if schedule.strategy in ("elementwise", "row"):
-            schedule = replace(schedule, unroll=elementwise_unroll(spec))
+            width = float32_vector_width(plan.fusion, spec)
+            # a float32 vector computed partly in float64 holds twice the registers
+            unroll = elementwise_unroll(spec) // (2 if width else 1)
+            schedule = replace(schedule, unroll=max(unroll, 1), vector_width=width)
         elif plan.kind == "attention":
             _, queries, keys, _ = schedule.loops
             op = contraction(plan.fusion)

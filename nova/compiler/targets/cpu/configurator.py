@@ -74,6 +74,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from nova.compiler import dialect as nd
 from nova.compiler.targets.cpu.device import CpuSpec
 
 if TYPE_CHECKING:
@@ -279,6 +280,23 @@ def elementwise_unroll(spec: CpuSpec) -> int:
     registers / 4: unroll = min(fma_latency x fma_units, registers // 4), at least 1.
     """
     return max(1, min(spec.fma_latency * spec.fma_units, spec.vector_registers // 4))
+
+
+FLOAT64_INSIDE = (nd.SinOp, nd.CosOp)
+
+
+def float32_vector_width(fusion: nd.FusionOp, spec: CpuSpec) -> int:
+    """The lanes asked of the loop vectorizer for an elementwise or row kernel: the
+    float32 lanes of the host's vectors where the kernel holds an op whose float32 code
+    computes partly in float64 (``FLOAT64_INSIDE``: sin and cos reduce their argument in
+    float64, ``llvm_trig``), else 0 (LLVM's cost model decides). The cost model would
+    vectorize such a loop at float64's width, half the float32 lanes (4 where 8 fit).
+    """
+    for op in fusion.body.block.ops:
+        if isinstance(op, FLOAT64_INSIDE) and \
+                nd.element_name(op.results[0].type.element_type) == "f32":
+            return spec.lanes(4)
+    return 0
 
 
 def estimated_seconds(strategy: str, loops: tuple[int, ...], spec: CpuSpec,

@@ -63,6 +63,15 @@ class Generator:
     def set_state(self, state: tuple[int, int]) -> None:
         self.seed, self.offset = int(state[0]), int(state[1])
 
+    def __getstate__(self) -> tuple[int, int]:
+        """Pickled (``copy.deepcopy``, a DataLoader sent to spawned workers) as its
+        state; the copy gets a lock of its own."""
+        return self.get_state()
+
+    def __setstate__(self, state: tuple[int, int]) -> None:
+        self._lock = threading.Lock()
+        self.set_state(state)
+
 
 default_generator = Generator(0)
 

@@ -9,8 +9,9 @@ realized tensor -- loading data never compiles a step.
 
 ``num_workers > 0`` loads in worker processes, as PyTorch does (``nova.utils.data_workers``:
 ``get_worker_info``, ``worker_init_fn``, ``timeout``, ``prefetch_factor``,
-``persistent_workers``); ``pin_memory`` is accepted and has nothing to do (there is no
-GPU staging to pin for). Deviation: the workers' base seed is derived from the loader's
+``persistent_workers``, ``multiprocessing_context``); ``pin_memory`` and
+``pin_memory_device`` are accepted and have nothing to do (there is no GPU staging to pin
+for), and ``in_order=False`` still yields the sampler's order (which it allows). Deviation: the workers' base seed is derived from the loader's
 generator state and the epoch without drawing from it (PyTorch draws it from the
 generator), so the shuffles are the same with any number of workers.
 """
@@ -18,7 +19,9 @@ from __future__ import annotations
 
 import bisect
 import math
+import multiprocessing as mp
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from multiprocessing.context import BaseContext
 from typing import Any, Generic, TypeVar
 
 import numpy as np
@@ -35,6 +38,27 @@ T_co = TypeVar("T_co", covariant=True)
 __all__ = ["BatchSampler", "ConcatDataset", "DataLoader", "Dataset", "IterableDataset",
            "RandomSampler", "Sampler", "SequentialSampler", "Subset", "SubsetRandomSampler",
            "TensorDataset", "default_collate", "get_worker_info", "random_split"]
+
+
+def _start_context(spec: str | BaseContext | None, num_workers: int) -> BaseContext | None:
+    """``multiprocessing_context`` as a context (None: Python's default start method, as
+    PyTorch's default: fork on Linux, spawn on macOS and Windows)."""
+    if spec is None:
+        return None
+    if num_workers == 0:
+        raise ValueError("DataLoader: multiprocessing_context can only be used with "
+                         f"multi-process loading (num_workers > 0), got {spec!r}")
+    if isinstance(spec, str):
+        methods = mp.get_all_start_methods()
+        if spec not in methods:
+            raise ValueError(f"DataLoader: multiprocessing_context option should specify "
+                             f"a valid start method in {methods!r}, but got {spec!r}")
+        return mp.get_context(spec)
+    if not isinstance(spec, BaseContext):
+        raise TypeError(f"DataLoader: multiprocessing_context option should be a valid "
+                        f"context object or a string specifying the start method, but "
+                        f"got {spec!r}")
+    return spec
 
 
 # ---------------------------------------------------------------- datasets
@@ -366,8 +390,10 @@ class DataLoader(Generic[T_co]):
                  collate_fn: Callable[[list], Any] | None = None, pin_memory: bool = False,
                  drop_last: bool = False, timeout: float = 0,
                  worker_init_fn: Callable[[int], None] | None = None,
+                 multiprocessing_context: str | BaseContext | None = None,
                  generator: Generator | None = None, *, prefetch_factor: int | None = None,
-                 persistent_workers: bool = False):
+                 persistent_workers: bool = False, pin_memory_device: str = "",
+                 in_order: bool = True):
         if not isinstance(num_workers, int) or num_workers < 0:
             raise ValueError(f"DataLoader: num_workers should be a non-negative integer, "
                              f"got {num_workers!r}")
@@ -381,6 +407,8 @@ class DataLoader(Generic[T_co]):
         if timeout < 0:
             raise ValueError(f"DataLoader: timeout option should be non-negative, got "
                              f"{timeout!r}")
+        self.multiprocessing_context = _start_context(multiprocessing_context, num_workers)
+        self.pin_memory_device, self.in_order = pin_memory_device, in_order
         self.dataset = dataset
         self.num_workers = num_workers
         self.pin_memory, self.timeout = pin_memory, timeout
@@ -464,7 +492,7 @@ class DataLoader(Generic[T_co]):
             base_seed = self._worker_base_seed()
             stream = self._iterate_stream if self._iterable else None
             pool = WorkerPool(self.dataset, n, self._fetch, base_seed, self.worker_init_fn,
-                              self.timeout, stream)
+                              self.timeout, stream, self.multiprocessing_context)
             if self.persistent_workers and not self._iterable:
                 self._pool = pool
         try:
@@ -493,6 +521,13 @@ class DataLoader(Generic[T_co]):
         state = np.random.SeedSequence([seed, offset, self._epochs]).generate_state(
             1, np.uint64)[0]
         return int(state >> np.uint64(2))
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A loader pickles without its worker pool: spawned workers receive the loader
+        (its ``_fetch`` is what they run) and start none of their own."""
+        state = self.__dict__.copy()
+        state["_pool"] = None
+        return state
 
     def __del__(self) -> None:
         pool = getattr(self, "_pool", None)

@@ -1,7 +1,9 @@
 """``DataLoader(num_workers=N)``: batches loaded by N worker processes, as PyTorch does.
 
-Each worker is a process (forked where the platform forks, as PyTorch on Linux; Nova's
-thread pool and compile worker are fork-safe) that runs a copy of the dataset:
+Each worker is a process started by the loader's ``multiprocessing_context`` (Python's
+default start method when None, as PyTorch: fork on Linux -- Nova's thread pool and
+compile worker are fork-safe -- spawn on macOS and Windows, where the dataset, the
+collate function and ``worker_init_fn`` must pickle) that runs a copy of the dataset:
 
 - map-style datasets: the main process hands out batches of indices round-robin, at
   most ``prefetch_factor`` per worker ahead, and yields the collated batches in the
@@ -87,11 +89,6 @@ def _send(results: Any, key: Any, value: Any, worker_id: int) -> None:
     results.put((key, payload))
 
 
-def _context() -> mp.context.BaseContext:
-    methods = mp.get_all_start_methods()
-    return mp.get_context("fork" if "fork" in methods else "spawn")
-
-
 def _worker(dataset: Any, fetch: Callable[[Any], Any], tasks: Any, results: Any,
             worker_id: int, num_workers: int, seed: int,
             init_fn: Callable[[int], None] | None, stream: Callable[[], Iterator] | None
@@ -135,8 +132,9 @@ class WorkerPool:
 
     def __init__(self, dataset: Any, num_workers: int, fetch: Callable[[Any], Any],
                  base_seed: int, init_fn: Callable[[int], None] | None, timeout: float,
-                 stream: Callable[[], Iterator] | None = None):
-        ctx = _context()
+                 stream: Callable[[], Iterator] | None = None,
+                 context: mp.context.BaseContext | None = None):
+        ctx = context if context is not None else mp.get_context()
         self._owner = os.getpid()   # a forked worker inherits this object: not its to close
         self.timeout = timeout
         self.epoch = 0       # map-style keys are (epoch, n): a persistent pool's batches

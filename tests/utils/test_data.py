@@ -289,3 +289,10 @@ def test_a_host_random_draw_inside_nv_compile_runs_recorded_with_the_same_draws(
     with pytest.warns(RecompileWarning, match="draws random numbers on the host"):
         compiled = offsets(nv.compile(f))
     assert compiled == eager == (0, 5)
+
+
+def test_the_loaders_arguments_are_pytorchs_in_pytorchs_order():
+    import inspect
+    torch_data = pytest.importorskip("torch.utils.data")
+    ours = list(inspect.signature(DataLoader.__init__).parameters)
+    assert ours == list(inspect.signature(torch_data.DataLoader.__init__).parameters)

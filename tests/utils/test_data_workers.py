@@ -229,3 +229,46 @@ def test_an_early_break_shuts_the_workers_down():
     next(it)
     it.close()
     assert multiprocessing.active_children() == []
+
+
+def _first_column(batch):
+    """A collate function a spawned worker can import (lambdas do not pickle)."""
+    return [int(sample[1]) for sample in batch]
+
+
+def test_a_spawn_context_loads_the_same_batches():
+    # spawn (the default on macOS and Windows) sends the loader to each worker pickled:
+    # its dataset, sampler, generator and collate function
+    ds = _xy(12)
+    gen = lambda: nv.Generator().manual_seed(7)   # noqa: E731
+    for kwargs in (dict(batch_size=5, shuffle=True), dict(batch_size=3, collate_fn=_first_column)):
+        spawned = DataLoader(ds, num_workers=2, multiprocessing_context="spawn",
+                             generator=gen(), **kwargs)
+        assert _values(spawned) == _values(DataLoader(ds, generator=gen(), **kwargs)), kwargs
+    ctx = multiprocessing.get_context("spawn")
+    assert DataLoader(ds, num_workers=1, multiprocessing_context=ctx).multiprocessing_context \
+        is ctx
+
+
+def test_multiprocessing_context_is_checked_as_pytorch_checks_it():
+    ds = _xy(4)
+    with pytest.raises(ValueError, match="can only be used with multi-process loading"):
+        DataLoader(ds, multiprocessing_context="spawn")
+    with pytest.raises(ValueError, match="valid start method in .*'spawn'.*but got 'thread'"):
+        DataLoader(ds, num_workers=1, multiprocessing_context="thread")
+    with pytest.raises(TypeError, match="valid context object"):
+        DataLoader(ds, num_workers=1, multiprocessing_context=3)
+    # PyTorch's keyword-only extras are accepted; in_order=False may keep the order
+    assert _values(DataLoader(ds, num_workers=1, in_order=False, pin_memory_device="")) \
+        == _values(DataLoader(ds))
+
+
+def test_a_generator_pickles_as_its_state():
+    import copy
+    import pickle
+    g = nv.Generator().manual_seed(11)
+    nv.rand((2,), generator=g)
+    for copied in (pickle.loads(pickle.dumps(g)), copy.deepcopy(g)):
+        assert copied.get_state() == g.get_state()
+        np.testing.assert_array_equal(nv.rand((3,), generator=copied).numpy(),
+                                      nv.rand((3,), generator=copy.deepcopy(g)).numpy())

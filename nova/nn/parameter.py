@@ -34,3 +34,11 @@ class Parameter(Tensor):
 
     def __reduce_ex__(self, protocol: Any):
         raise TypeError("Parameter: use nv.save(module.state_dict(), path) to serialize")
+
+    def __copy__(self) -> Parameter:
+        raise TypeError("Parameter: copy.copy is not supported; use "
+                        "nv.save(module.state_dict(), path) to serialize")
+
+    def __deepcopy__(self, memo: dict) -> Parameter:
+        raise TypeError("Parameter: copy.deepcopy is not supported; use "
+                        "nv.save(module.state_dict(), path) to serialize")

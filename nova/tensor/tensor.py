@@ -12,6 +12,7 @@ before an in-place update of its base reads the updated values, as in PyTorch.
 """
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -221,11 +222,38 @@ class Tensor:
             arr = arr.astype(np.float32)
         return arr.tolist()
 
+    def __copy__(self) -> Tensor:
+        """``copy.copy``: another handle on the same value, view and graph (nothing runs)."""
+        t = type(self)._wrap(self._node, self._view, self._grad_fn)
+        t._version, t._requires_grad, t.grad = self._version, self._requires_grad, self.grad
+        return t
+
+    def __deepcopy__(self, memo: dict) -> Tensor:
+        """``copy.deepcopy`` as PyTorch's: a leaf's values (realized), ``requires_grad``
+        and ``.grad`` are copied; a view is copied as the same view of its base's copy,
+        so copies alias as the originals do; a non-leaf of an autograd graph refuses."""
+        if id(self) in memo:
+            return memo[id(self)]
+        if self._grad_fn is not None:
+            raise RuntimeError("deepcopy: only tensors created explicitly by the user (graph "
+                               "leaves) support the deepcopy protocol; use .detach() first")
+        v = self._view
+        if v is not None:
+            from nova.tensor.movement import make_view
+            new = make_view(copy.deepcopy(v.base, memo), v.derive, v.write_back, v.op)
+        else:
+            new = _rebuild_tensor(self.numpy(), self.dtype.name, self.node.device or "cpu",
+                                  self._requires_grad)
+        memo[id(self)] = new
+        if self.grad is not None:
+            new.grad = copy.deepcopy(self.grad, memo)
+        return new
+
     def __reduce_ex__(self, protocol: Any) -> tuple:
-        """Pickling (``pickle``, ``copy.deepcopy``, a DataLoader worker's batches) carries
-        the values, dtype, device and ``requires_grad`` (realizing pending work), never
-        the trace: a pending node, its view functions or its autograd graph mean nothing
-        in another process. As with PyTorch, the copy is a leaf."""
+        """Pickling (``pickle``, a DataLoader worker's batches) carries the values, dtype,
+        device and ``requires_grad`` (realizing pending work), never the trace: a pending
+        node, its view functions or its autograd graph mean nothing in another process.
+        As with PyTorch, the copy is a leaf."""
         return (_rebuild_tensor, (self.numpy(), self.dtype.name, self.node.device or "cpu",
                                   self.requires_grad))
 

@@ -449,6 +449,7 @@ class DataLoader(Generic[T_co]):
             default_collate if self._auto_collation else _convert)
         self._custom_collate = collate_fn is not None
         self._pool: WorkerPool | None = None      # persistent_workers: kept across epochs
+        self._pool_busy = False                     # an iterator is using it
         self._epochs = 0                            # epochs loaded by workers
 
     def __iter__(self) -> Iterator[Any]:
@@ -486,29 +487,39 @@ class DataLoader(Generic[T_co]):
         """The batches, loaded by ``num_workers`` processes (``nova.utils.data_workers``)."""
         n = self.num_workers
         prefetch = self.prefetch_factor if self.prefetch_factor is not None else 2
-        if self._pool is not None:
+        if self._pool is not None and not self._pool.alive():
+            self._pool.close()                # its workers ended (a Ctrl-C): start anew
+            self._pool = None
+        if self._pool is not None and not self._pool_busy:
             pool = self._pool
         else:
+            # a second iterator alive at once gets a pool of its own: sharing the
+            # persistent one would drop the other's batches in flight (and hang it)
             base_seed = self._worker_base_seed()
             stream = self._iterate_stream if self._iterable else None
             pool = WorkerPool(self.dataset, n, self._fetch, base_seed, self.worker_init_fn,
                               self.timeout, stream, self.multiprocessing_context)
-            if self.persistent_workers and not self._iterable:
+            if self.persistent_workers and not self._iterable and self._pool is None:
                 self._pool = pool
+        if pool is self._pool:
+            self._pool_busy = True
         try:
             if self._iterable:
-                yield from stream_batches(pool, n)
+                yield from stream_batches(pool, n, prefetch)
             else:
                 work = iter(self.batch_sampler if self._auto_collation else self.sampler)
                 yield from map_batches(pool, work, n, prefetch)
         except GeneratorExit:
             raise       # an early break: a persistent pool drops the epoch's in-flight batches
         except BaseException:
-            self._pool = None                 # a failed pool is not reused
+            if pool is self._pool:            # a failed pool is not reused
+                self._pool, self._pool_busy = None, False
             pool.close()
             raise
         finally:
-            if pool is not self._pool:
+            if pool is self._pool:
+                self._pool_busy = False
+            else:
                 pool.close()
 
     def _worker_base_seed(self) -> int:
@@ -526,7 +537,7 @@ class DataLoader(Generic[T_co]):
         """A loader pickles without its worker pool: spawned workers receive the loader
         (its ``_fetch`` is what they run) and start none of their own."""
         state = self.__dict__.copy()
-        state["_pool"] = None
+        state["_pool"], state["_pool_busy"] = None, False
         return state
 
     def __del__(self) -> None:

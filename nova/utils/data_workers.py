@@ -12,16 +12,19 @@ collate function and ``worker_init_fn`` must pickle) that runs a copy of the dat
   ``get_worker_info()``, as with PyTorch), batches what it draws, and the main process
   takes one batch from each worker in turn until all are exhausted.
 
-Every worker calls ``nv.manual_seed(base_seed + worker_id)`` first (``base_seed``
-derived once per epoch from the loader's generator, so a seeded run loads the same data),
-then ``worker_init_fn(worker_id)``. Batches travel pickled, pickled by the worker itself
+Every worker seeds Nova's, Python's and numpy's global generators from ``base_seed +
+worker_id`` first (``base_seed`` derived once per epoch from the loader's generator, so a
+seeded run loads the same data; as PyTorch's workers do), then calls
+``worker_init_fn(worker_id)``. An iterable dataset's worker runs at most
+``prefetch_factor`` batches ahead of the consumer. Batches travel pickled, pickled by the worker itself
 (a batch that cannot be pickled is that worker's error, not a batch silently dropped by
 the queue's feeder thread): Nova tensors arrive realized (``Tensor.__reduce_ex__``). An
 exception in a worker is raised in the main process with the worker's traceback; a
 worker that dies (a crash, ``os._exit``, the OOM killer) or a ``timeout`` that passes
 raises ``RuntimeError`` naming it instead of waiting forever. Workers end when the epoch
 does (or with the loader, ``persistent_workers=True``), when the iterator is closed
-early, or when the main process exits.
+early, on Ctrl-C (quietly: the main process reports it), or within a second of the main
+process dying, however it dies.
 """
 from __future__ import annotations
 
@@ -30,12 +33,17 @@ import multiprocessing as mp
 import os
 import pickle
 import queue
+import random
 import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
+
+import numpy as np
+
+_END = object()      # the end of a stream (``next``'s default)
 
 # How long the main process waits on its result queue before checking that every
 # worker is still alive (a dead worker would otherwise be waited for forever).
@@ -89,42 +97,80 @@ def _send(results: Any, key: Any, value: Any, worker_id: int) -> None:
     results.put((key, payload))
 
 
+def _next_task(tasks: Any, parent: int) -> Any:
+    """The next task (a map-style batch of indices, or an iterable worker's credit for one
+    more batch), or None once told to stop or once the main process is gone: a worker
+    whose parent was killed (SIGKILL, the OOM killer) must not live on, waiting on a
+    queue nobody will ever write to."""
+    while True:
+        try:
+            return tasks.get(timeout=LIVENESS_POLL_S)
+        except queue.Empty:
+            if os.getppid() != parent:
+                return None
+
+
+def _seed(seed: int) -> None:
+    """Nova's, Python's and numpy's global generators, from the worker's seed (as
+    PyTorch's workers seed ``random``, torch and ``np.random``), so augmentations drawn
+    from any of them differ between workers and epochs and repeat with the run's seed."""
+    import nova as nv
+    random.seed(seed)
+    np.random.seed(np.random.SeedSequence([seed]).generate_state(4))
+    nv.manual_seed(seed)
+
+
 def _worker(dataset: Any, fetch: Callable[[Any], Any], tasks: Any, results: Any,
             worker_id: int, num_workers: int, seed: int,
-            init_fn: Callable[[int], None] | None, stream: Callable[[], Iterator] | None
-            ) -> None:
+            init_fn: Callable[[int], None] | None, stream: Callable[[], Iterator] | None,
+            parent: int) -> None:
     """A worker's life: seed, init, then serve tasks (map-style: (key, indices) until
-    None) or stream its batches (iterable), sending (key, batch | _Failure | _Done)."""
+    None) or stream its batches (iterable: one per credit received), sending (key,
+    batch | _Failure | _Done). A Ctrl-C ends it quietly: the main process gets the same
+    KeyboardInterrupt and reports it."""
     global _INFO
     _INFO = WorkerInfo(worker_id, num_workers, seed, dataset)
     try:
-        import nova as nv
-        nv.manual_seed(seed)
-        if init_fn is not None:
-            init_fn(worker_id)
-    except Exception as e:      # noqa: BLE001 -- reported in the main process
-        _send(results, None, _Failure(worker_id, type(e).__name__, traceback.format_exc()),
-              worker_id)
-        return
-    if stream is not None:
         try:
-            for n, batch in enumerate(stream()):
-                _send(results, (worker_id, n), batch, worker_id)
-            _send(results, (worker_id, None), _Done(), worker_id)
-        except Exception as e:  # noqa: BLE001
-            _send(results, (worker_id, None),
-                  _Failure(worker_id, type(e).__name__, traceback.format_exc()), worker_id)
-        return
-    while True:
-        task = tasks.get()
-        if task is None:
+            _seed(seed)
+            if init_fn is not None:
+                init_fn(worker_id)
+        except Exception as e:      # noqa: BLE001 -- reported in the main process
+            _send(results, None, _Failure(worker_id, type(e).__name__,
+                                          traceback.format_exc()), worker_id)
             return
-        key, work = task
-        try:
-            value = fetch(work)
-        except Exception as e:  # noqa: BLE001
-            value = _Failure(worker_id, type(e).__name__, traceback.format_exc())
-        _send(results, key, value, worker_id)
+        if stream is not None:
+            _serve_stream(stream, tasks, results, worker_id, parent)
+            return
+        while (task := _next_task(tasks, parent)) is not None:
+            key, work = task
+            try:
+                value = fetch(work)
+            except Exception as e:  # noqa: BLE001
+                value = _Failure(worker_id, type(e).__name__, traceback.format_exc())
+            _send(results, key, value, worker_id)
+    except KeyboardInterrupt:
+        return
+
+
+def _serve_stream(stream: Callable[[], Iterator], tasks: Any, results: Any, worker_id: int,
+                  parent: int) -> None:
+    """An iterable dataset's worker: one batch per credit the main process sends (so a
+    worker never runs more than ``prefetch_factor`` batches ahead of the consumer), then
+    ``_Done`` when its copy of the dataset is exhausted."""
+    try:
+        batches = stream()
+        n = 0
+        while _next_task(tasks, parent) is not None:
+            batch = next(batches, _END)
+            if batch is _END:
+                _send(results, (worker_id, None), _Done(), worker_id)
+                return
+            _send(results, (worker_id, n), batch, worker_id)
+            n += 1
+    except Exception as e:  # noqa: BLE001
+        _send(results, (worker_id, None),
+              _Failure(worker_id, type(e).__name__, traceback.format_exc()), worker_id)
 
 
 class WorkerPool:
@@ -139,19 +185,24 @@ class WorkerPool:
         self.timeout = timeout
         self.epoch = 0       # map-style keys are (epoch, n): a persistent pool's batches
         #                      left in flight by an epoch that stopped early are dropped
+        self.finished: set[int] = set()   # iterable workers that sent _Done (then exit 0)
         self.results = ctx.Queue()
         self.tasks = [ctx.Queue() for _ in range(num_workers)]
         self.procs = []
         for w in range(num_workers):
             p = ctx.Process(target=_worker, daemon=True, name=f"nova DataLoader worker {w}",
                             args=(dataset, fetch, self.tasks[w], self.results, w, num_workers,
-                                  base_seed + w, init_fn, stream))
+                                  base_seed + w, init_fn, stream, self._owner))
             p.start()
             self.procs.append(p)
 
     @property
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs]
+
+    def alive(self) -> bool:
+        """Whether every worker still runs (a Ctrl-C, say, ends them all)."""
+        return bool(self.procs) and all(p.exitcode is None for p in self.procs)
 
     def put(self, worker: int, key: Any, work: Any) -> None:
         self.tasks[worker].put((key, work))
@@ -168,7 +219,8 @@ class WorkerPool:
                 key, payload = self.results.get(timeout=max(step, 0.001))
             except queue.Empty:
                 waited += step
-                dead = [(w, p) for w, p in enumerate(self.procs) if p.exitcode is not None]
+                dead = [(w, p) for w, p in enumerate(self.procs)
+                        if p.exitcode is not None and w not in self.finished]
                 if dead:
                     w, p = dead[0]
                     self.close()
@@ -218,9 +270,6 @@ class WorkerPool:
         self.procs = []
 
 
-_END = object()
-
-
 def map_batches(pool: WorkerPool, batches: Iterator[Any], num_workers: int,
                 prefetch: int) -> Iterator[Any]:
     """Yield the fetched result of each item of ``batches`` in order, ``prefetch`` per
@@ -246,26 +295,32 @@ def map_batches(pool: WorkerPool, batches: Iterator[Any], num_workers: int,
         yield batch
 
 
-def stream_batches(pool: WorkerPool, num_workers: int) -> Iterator[Any]:
+def stream_batches(pool: WorkerPool, num_workers: int, prefetch: int) -> Iterator[Any]:
     """An iterable dataset's batches: one from each worker in turn, in the order each
-    worker produced them, until every worker is done and all it sent is yielded."""
+    worker produced them, until every worker is done and all it sent is yielded. Each
+    worker holds ``prefetch`` credits, one given back per batch taken from it."""
     pending: dict[tuple[int, int], Any] = {}
     next_of = {w: 0 for w in range(num_workers)}
-    finished: set[int] = set()
+    for w in range(num_workers):
+        for _ in range(prefetch):
+            pool.put(w, None, None)
 
     def has_more(w: int) -> bool:
-        return w not in finished or (w, next_of[w]) in pending
+        return w not in pool.finished or (w, next_of[w]) in pending
     while any(has_more(w) for w in range(num_workers)):
         for w in range(num_workers):
-            while (w, next_of[w]) not in pending and w not in finished:
+            while (w, next_of[w]) not in pending and w not in pool.finished:
                 (worker, n), value = pool.get()
                 if isinstance(value, _Done):
-                    finished.add(worker)
+                    pool.finished.add(worker)
                 else:
                     pending[(worker, n)] = value
             if (w, next_of[w]) in pending:
-                yield pending.pop((w, next_of[w]))
+                batch = pending.pop((w, next_of[w]))
                 next_of[w] += 1
+                if w not in pool.finished:
+                    pool.put(w, None, None)      # its credit back: one batch more
+                yield batch
 
 
 __all__ = ["WorkerInfo", "get_worker_info"]

@@ -45,3 +45,30 @@ def test_the_copy_is_a_leaf_that_keeps_requires_grad():
 def test_a_parameter_still_says_to_use_nv_save():
     with pytest.raises(TypeError, match="nv.save"):
         pickle.dumps(nv.nn.Parameter(nv.ones(2)))
+
+
+def test_deepcopy_is_pytorchs_grad_included_and_views_alias_their_base_copy():
+    w = nv.tensor([1.0, 2.0], requires_grad=True)
+    (w * w).sum().backward()
+    w2 = copy.deepcopy(w)
+    assert w2.requires_grad and w2.grad is not None
+    np.testing.assert_array_equal(w2.grad.numpy(), [2.0, 4.0])
+    x = nv.tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+    c = copy.deepcopy({"b": x, "v": x[:, 1]})
+    c["b"].add_(100)                        # the copied view follows its copied base...
+    assert c["v"].tolist() == [101.0, 105.0, 109.0]
+    assert x[:, 1].tolist() == [1.0, 5.0, 9.0]        # ...and the original is untouched
+    with pytest.raises(RuntimeError, match="graph leaves"):
+        copy.deepcopy(w * 3)
+
+
+def test_copy_is_another_handle_on_the_same_graph():
+    w = nv.tensor([1.0, 2.0], requires_grad=True)
+    z = copy.copy(w * 3)
+    assert z.grad_fn is not None
+    z.sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [3.0, 3.0])
+    with pytest.raises(TypeError, match="nv.save"):
+        copy.copy(nv.nn.Parameter(nv.ones(2)))
+    with pytest.raises(TypeError, match="nv.save"):
+        copy.deepcopy(nv.nn.Parameter(nv.ones(2)))

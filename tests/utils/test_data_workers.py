@@ -187,7 +187,7 @@ def test_persistent_workers_serve_every_epoch_and_an_early_break_ends_them():
 def test_persistent_workers_drop_the_batches_an_early_break_left_in_flight():
     def epochs(workers):
         loader = DataLoader(Where(), batch_size=1, shuffle=True, num_workers=workers,
-                            persistent_workers=workers > 0,
+                            persistent_workers=workers > 0, timeout=10 if workers else 0,
                             generator=nv.Generator().manual_seed(3))
         for _ in loader:
             break                    # 4 batches of this epoch are in flight
@@ -272,3 +272,110 @@ def test_a_generator_pickles_as_its_state():
         assert copied.get_state() == g.get_state()
         np.testing.assert_array_equal(nv.rand((3,), generator=copied).numpy(),
                                       nv.rand((3,), generator=copy.deepcopy(g)).numpy())
+
+
+class Uneven(IterableDataset):
+    """Worker 0 is done at once; worker 1 takes its time over each sample."""
+
+    def __iter__(self):
+        if get_worker_info().id == 0:
+            yield from range(2)
+        else:
+            for i in range(100, 103):
+                time.sleep(0.4)
+                yield i
+
+
+def test_a_worker_that_finished_its_stream_is_not_taken_for_dead(monkeypatch):
+    from nova.utils import data_workers
+    monkeypatch.setattr(data_workers, "LIVENESS_POLL_S", 0.1)   # several checks per sample
+    got = [int(b) for b in DataLoader(Uneven(), batch_size=None, num_workers=2)]
+    assert got == [0, 100, 1, 101, 102]
+
+
+class Endless(IterableDataset):
+    def __init__(self, produced):
+        self.produced = produced
+
+    def __iter__(self):
+        while True:
+            with self.produced.get_lock():
+                self.produced.value += 1
+            yield np.zeros(1024, np.float32)
+
+
+def test_an_iterable_worker_stays_within_prefetch_of_the_consumer():
+    produced = multiprocessing.get_context("fork").Value("i", 0)
+    it = iter(DataLoader(Endless(produced), batch_size=None, num_workers=1,
+                         prefetch_factor=2, multiprocessing_context="fork"))
+    next(it)
+    time.sleep(1.0)                  # unbounded, it would make thousands by now
+    assert produced.value <= 1 + 2 + 1
+    start = time.monotonic()
+    it.close()
+    assert time.monotonic() - start < 3 and multiprocessing.active_children() == []
+
+
+def test_two_live_iterators_of_a_persistent_loader_each_get_every_batch():
+    loader = DataLoader(list(range(8)), batch_size=2, num_workers=2, persistent_workers=True,
+                        timeout=10)          # a regression fails instead of hanging
+    pairs = [(a.tolist(), b.tolist()) for a, b in zip(loader, loader)]
+    assert pairs == [([0, 1], [0, 1]), ([2, 3], [2, 3]), ([4, 5], [4, 5]), ([6, 7], [6, 7])]
+    assert _values(loader) == [[0, 1], [2, 3], [4, 5], [6, 7]]      # the pool lives on
+
+
+class NumpyDraws(Dataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        import random
+        return np.array([np.random.randint(1 << 30), random.randrange(1 << 30)])
+
+
+def test_numpy_and_python_generators_are_seeded_per_worker_and_epoch():
+    def epochs():
+        loader = DataLoader(NumpyDraws(), batch_size=1, num_workers=2,
+                            generator=nv.Generator().manual_seed(4))
+        return [[tuple(b.tolist()[0]) for b in loader] for _ in range(2)]
+    first, second = epochs()
+    assert first[0] != first[1]          # workers 0 and 1 draw differently
+    assert set(first).isdisjoint(second)  # so does the next epoch
+    assert epochs() == [first, second]    # and a run with the same seed repeats them
+
+
+ORPHAN = """
+import multiprocessing, time
+from nova.utils.data import DataLoader
+it = iter(DataLoader(list(range(100)), batch_size=1, num_workers=2))
+next(it)
+print(" ".join(str(p.pid) for p in multiprocessing.active_children()), flush=True)
+time.sleep(60)
+"""
+
+
+def _running(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs /proc")
+def test_workers_end_when_the_main_process_is_killed():
+    import signal
+    import subprocess
+    import sys
+    main = subprocess.Popen([sys.executable, "-c", ORPHAN], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        pids = [int(p) for p in main.stdout.readline().split()]
+    finally:
+        main.send_signal(signal.SIGKILL)
+        main.wait()
+    assert len(pids) == 2
+    deadline = time.monotonic() + 10
+    while any(_running(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_running(p) for p in pids)

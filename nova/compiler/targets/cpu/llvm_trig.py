@@ -144,26 +144,37 @@ def _finish(e, x: ir.Value, value: ir.Value) -> ir.Value:
     return b.select(finite, value, ir.Constant(F32, float("nan")))
 
 
-def sin_f32(e, x: ir.Value) -> ir.Value:
-    """sin: by quadrant q of |x|, (s, c, -s, -c)[q], with the sign of x (sin is odd)."""
+def _quadrant_value(e, x: ir.Value, sine: bool) -> tuple[ir.Value, ir.Value]:
+    """(value, q): sin(|x|) or cos(|x|) up to its sign, by the quadrant q of |x| -- the
+    reduced sine where q is even and cosine where odd for sin, the other way for cos --
+    and q itself, which sets the sign."""
     b = e.b
     r, r_lo, q = _reduce(e, x)
     s, c = _sin_cos_of_reduced(e, r, r_lo)
+    odd = b.icmp_unsigned("!=", b.and_(q, ir.Constant(I32, 1)), ir.Constant(I32, 0))
+    return (b.select(odd, c, s) if sine else b.select(odd, s, c)), q
+
+
+def _flip_sign(e, v: ir.Value, sign_bit: ir.Value) -> ir.Value:
+    b = e.b
+    return b.bitcast(b.xor(b.bitcast(v, I32), sign_bit), F32)
+
+
+def sin_f32(e, x: ir.Value) -> ir.Value:
+    """sin: by quadrant q of |x|, (s, c, -s, -c)[q], with the sign of x (sin is odd)."""
+    b = e.b
     i32 = lambda v: ir.Constant(I32, v)
-    v = b.select(b.icmp_unsigned("!=", b.and_(q, i32(1)), i32(0)), c, s)
-    flip = b.xor(b.shl(b.and_(q, i32(2)), i32(30)), b.and_(b.bitcast(x, I32),
+    v, q = _quadrant_value(e, x, sine=True)
+    sign = b.xor(b.shl(b.and_(q, i32(2)), i32(30)), b.and_(b.bitcast(x, I32),
                                                          i32(-0x80000000)))
-    v = b.bitcast(b.xor(b.bitcast(v, I32), flip), F32)
     tiny = b.fcmp_ordered("<", e.call("fabs", x), ir.Constant(F32, TINY))
-    return _finish(e, x, b.select(tiny, x, v))
+    return _finish(e, x, b.select(tiny, x, _flip_sign(e, v, sign)))
 
 
 def cos_f32(e, x: ir.Value) -> ir.Value:
     """cos: by quadrant q of |x|, (c, -s, -c, s)[q] (cos is even)."""
     b = e.b
-    r, r_lo, q = _reduce(e, x)
-    s, c = _sin_cos_of_reduced(e, r, r_lo)
     i32 = lambda v: ir.Constant(I32, v)
-    v = b.select(b.icmp_unsigned("!=", b.and_(q, i32(1)), i32(0)), s, c)
-    negate = b.shl(b.and_(b.add(q, i32(1)), i32(2)), i32(30))
-    return _finish(e, x, b.bitcast(b.xor(b.bitcast(v, I32), negate), F32))
+    v, q = _quadrant_value(e, x, sine=False)
+    sign = b.shl(b.and_(b.add(q, i32(1)), i32(2)), i32(30))
+    return _finish(e, x, _flip_sign(e, v, sign))

@@ -242,8 +242,7 @@ class Tensor:
             from nova.tensor.movement import make_view
             new = make_view(copy.deepcopy(v.base, memo), v.derive, v.write_back, v.op)
         else:
-            new = _rebuild_tensor(self.numpy(), self.dtype.name, self.node.device or "cpu",
-                                  self._requires_grad)
+            new = _rebuild_tensor(*self._leaf_state())
         memo[id(self)] = new
         if self.grad is not None:
             new.grad = copy.deepcopy(self.grad, memo)
@@ -254,8 +253,12 @@ class Tensor:
         device and ``requires_grad`` (realizing pending work), never the trace: a pending
         node, its view functions or its autograd graph mean nothing in another process.
         As with PyTorch, the copy is a leaf."""
-        return (_rebuild_tensor, (self.numpy(), self.dtype.name, self.node.device or "cpu",
-                                  self.requires_grad))
+        return (_rebuild_tensor, self._leaf_state())
+
+    def _leaf_state(self) -> tuple[np.ndarray, str, str, bool]:
+        """What a copy made as a new leaf holds: values (realized), dtype, device and
+        ``requires_grad`` (``_rebuild_tensor``'s arguments)."""
+        return (self.numpy(), self.dtype.name, self.node.device or "cpu", self.requires_grad)
 
     def __repr__(self) -> str:
         arr = self._host_values()

@@ -11,9 +11,10 @@ realized tensor -- loading data never compiles a step.
 ``get_worker_info``, ``worker_init_fn``, ``timeout``, ``prefetch_factor``,
 ``persistent_workers``, ``multiprocessing_context``); ``pin_memory`` and
 ``pin_memory_device`` are accepted and have nothing to do (there is no GPU staging to pin
-for), and ``in_order=False`` still yields the sampler's order (which it allows). Deviation: the workers' base seed is derived from the loader's
-generator state and the epoch without drawing from it (PyTorch draws it from the
-generator), so the shuffles are the same with any number of workers.
+for), and ``in_order=False`` still yields the sampler's order (which it allows).
+Deviation: the workers' base seed is derived from the loader's generator state and the
+epoch without drawing from it (PyTorch draws it from the generator), so the shuffles are
+the same with any number of workers.
 """
 from __future__ import annotations
 
@@ -459,23 +460,14 @@ class DataLoader(Generic[T_co]):
         if self._iterable:
             yield from self._iterate_stream()
             return
-        if not self._auto_collation:
-            for i in self.sampler:
-                yield self.collate_fn(self.dataset[i])
-            return
-        # A TensorDataset (or a Subset of one) gathers a batch in one go: the values
-        # default_collate gives for its samples.
-        fast = not self._custom_collate and callable(getattr(self.dataset, "_gathers", None)) \
-            and self.dataset._gathers()
-        for indices in self.batch_sampler:
-            if fast:
-                yield self.dataset._batch(indices)
-            else:
-                yield self.collate_fn([self.dataset[i] for i in indices])
+        for work in (self.batch_sampler if self._auto_collation else self.sampler):
+            yield self._fetch(work)
 
     def _fetch(self, work: Any) -> Any:
         """One batch from ``work``: a batch of indices (or one index without
-        auto-batching), as the single-process loop makes it; what a worker runs."""
+        auto-batching); what the single-process loop and every worker run. A
+        TensorDataset (or a Subset of one) gathers a batch in one go: the values
+        default_collate gives for its samples."""
         if not self._auto_collation:
             return self.collate_fn(self.dataset[work])
         if not self._custom_collate and callable(getattr(self.dataset, "_gathers", None)) \
@@ -485,7 +477,6 @@ class DataLoader(Generic[T_co]):
 
     def _iterate_workers(self) -> Iterator[Any]:
         """The batches, loaded by ``num_workers`` processes (``nova.utils.data_workers``)."""
-        n = self.num_workers
         prefetch = self.prefetch_factor if self.prefetch_factor is not None else 2
         if self._pool is not None and not self._pool.alive():
             self._pool.close()                # its workers ended (a Ctrl-C): start anew
@@ -497,7 +488,7 @@ class DataLoader(Generic[T_co]):
             # persistent one would drop the other's batches in flight (and hang it)
             base_seed = self._worker_base_seed()
             stream = self._iterate_stream if self._iterable else None
-            pool = WorkerPool(self.dataset, n, self._fetch, base_seed, self.worker_init_fn,
+            pool = WorkerPool(self.dataset, self.num_workers, self._fetch, base_seed, self.worker_init_fn,
                               self.timeout, stream, self.multiprocessing_context)
             if self.persistent_workers and not self._iterable and self._pool is None:
                 self._pool = pool
@@ -505,10 +496,10 @@ class DataLoader(Generic[T_co]):
             self._pool_busy = True
         try:
             if self._iterable:
-                yield from stream_batches(pool, n, prefetch)
+                yield from stream_batches(pool, prefetch)
             else:
                 work = iter(self.batch_sampler if self._auto_collation else self.sampler)
-                yield from map_batches(pool, work, n, prefetch)
+                yield from map_batches(pool, work, prefetch)
         except GeneratorExit:
             raise       # an early break: a persistent pool drops the epoch's in-flight batches
         except BaseException:

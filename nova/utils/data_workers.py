@@ -196,10 +196,6 @@ class WorkerPool:
             p.start()
             self.procs.append(p)
 
-    @property
-    def pids(self) -> list[int]:
-        return [p.pid for p in self.procs]
-
     def alive(self) -> bool:
         """Whether every worker still runs (a Ctrl-C, say, ends them all)."""
         return bool(self.procs) and all(p.exitcode is None for p in self.procs)
@@ -270,10 +266,10 @@ class WorkerPool:
         self.procs = []
 
 
-def map_batches(pool: WorkerPool, batches: Iterator[Any], num_workers: int,
-                prefetch: int) -> Iterator[Any]:
+def map_batches(pool: WorkerPool, batches: Iterator[Any], prefetch: int) -> Iterator[Any]:
     """Yield the fetched result of each item of ``batches`` in order, ``prefetch`` per
     worker in flight, handed to the workers round-robin."""
+    num_workers = len(pool.tasks)
     workers = itertools.cycle(range(num_workers))
     pool.epoch += 1
     epoch = pool.epoch
@@ -295,10 +291,11 @@ def map_batches(pool: WorkerPool, batches: Iterator[Any], num_workers: int,
         yield batch
 
 
-def stream_batches(pool: WorkerPool, num_workers: int, prefetch: int) -> Iterator[Any]:
+def stream_batches(pool: WorkerPool, prefetch: int) -> Iterator[Any]:
     """An iterable dataset's batches: one from each worker in turn, in the order each
     worker produced them, until every worker is done and all it sent is yielded. Each
     worker holds ``prefetch`` credits, one given back per batch taken from it."""
+    num_workers = len(pool.tasks)
     pending: dict[tuple[int, int], Any] = {}
     next_of = {w: 0 for w in range(num_workers)}
     for w in range(num_workers):

@@ -13,6 +13,7 @@ import pytest
 import scipy.special as sp
 
 import nova as nv
+from tests.compiler.llvm_ir import elementwise_llvm, optimized
 
 MAX_ULP = 2.0
 
@@ -102,10 +103,9 @@ def test_float32_math_special_values_match_numpy(name):
 def test_float32_math_loops_are_vectorized(name):
     """No libm call is left in the optimized kernel (a call keeps its loop scalar: sin
     ran at 13% of add's bandwidth while it was one) and the loop runs on vectors."""
-    from tests.compiler.test_cpu_regions import _llvm, _optimized
     x = nv.tensor(np.ones((64, 256), np.float32))
-    (text,) = _llvm(getattr(nv, name)(x * 3.0))
-    optimized = _optimized(text)
-    assert "<16 x float>" in optimized or "<8 x float>" in optimized
-    calls = set(re.findall(r"call [^@]*@([\w.]+)", optimized))
+    (text,) = elementwise_llvm(getattr(nv, name)(x * 3.0))
+    vectorized = optimized(text)
+    assert "<16 x float>" in vectorized or "<8 x float>" in vectorized
+    calls = set(re.findall(r"call [^@]*@([\w.]+)", vectorized))
     assert all(c.startswith("llvm.") for c in calls), calls

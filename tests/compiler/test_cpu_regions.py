@@ -9,16 +9,7 @@ import pytest
 
 import nova as nv
 import nova.nn.functional as F
-from nova.compiler.pipeline import compile_step, front
-from nova.compiler.targets import get_target
-from nova.tensor.realize import pending_graph
-
-
-def _llvm(*tensors) -> list[str]:
-    """The LLVM IR of each elementwise kernel of the step computing ``tensors``."""
-    step = compile_step(front(pending_graph(*tensors)), "cpu")
-    cpu = get_target("cpu")
-    return [cpu.emit(p) for p in step.plans if p.schedule.strategy == "elementwise"]
+from tests.compiler.llvm_ir import elementwise_llvm, optimized
 
 
 def _both(fn, *arrays):
@@ -43,7 +34,7 @@ def _heads_gradient(g):
 def test_a_sum_of_pads_is_split_into_one_loop_per_piece_and_matches():
     g = np.random.default_rng(0).standard_normal((2, 3, 3 * 8 * 4)).astype(np.float32)
     with nv.engine("cpu"):
-        (text,) = _llvm(_heads_gradient(nv.tensor(g)))
+        (text,) = elementwise_llvm(_heads_gradient(nv.tensor(g)))
     assert len(re.findall(r'^"?seg\.head[.0-9]*"?:', text, re.M)) == 3   # three loops
     cpu, interp = _both(_heads_gradient, g)
     assert np.array_equal(cpu, interp)
@@ -64,7 +55,7 @@ def test_pieces_give_what_the_selects_give(case):
     cpu, interp = _both(fns[case], a, b, c)
     np.testing.assert_allclose(cpu, interp, rtol=1e-6, atol=0)
     with nv.engine("cpu"):
-        texts = _llvm(fns[case](*(nv.tensor(x) for x in (a, b, c))))
+        texts = elementwise_llvm(fns[case](*(nv.tensor(x) for x in (a, b, c))))
     assert any("seg.head" in t for t in texts)
 
 
@@ -74,7 +65,7 @@ def test_a_pad_read_through_a_transpose_is_not_split():
     x = np.random.default_rng(2).standard_normal((4, 6)).astype(np.float32)
     fn = lambda t: F.pad(t, (1, 3)).transpose(0, 1) * 3
     with nv.engine("cpu"):
-        texts = _llvm(fn(nv.tensor(x)))
+        texts = elementwise_llvm(fn(nv.tensor(x)))
     assert texts and not any("seg.head" in t for t in texts)
     cpu, interp = _both(fn, x)
     assert np.array_equal(cpu, interp)
@@ -93,7 +84,7 @@ def test_a_concat_along_an_outer_dim_gets_one_loop_nest_per_piece(dim, shapes):
     arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
     fn = lambda *ts: nv.cat(list(ts), dim) * 2.0 + 1.0  # noqa: E731
     with nv.engine("cpu"):
-        (text,) = _llvm(fn(*(nv.tensor(a) for a in arrays)))
+        (text,) = elementwise_llvm(fn(*(nv.tensor(a) for a in arrays)))
     assert len(re.findall(r'^"?seg\.head[.0-9]*"?:', text, re.M)) == len(shapes)
     cpu, interp = _both(fn, *arrays)
     assert np.array_equal(cpu, interp)
@@ -105,24 +96,10 @@ def test_a_concat_read_through_a_transpose_keeps_its_selects():
             for _ in range(2))
     fn = lambda a, b: nv.cat([a, b], 0).transpose(0, 1) * 2  # noqa: E731
     with nv.engine("cpu"):
-        texts = _llvm(fn(nv.tensor(x), nv.tensor(y)))
+        texts = elementwise_llvm(fn(nv.tensor(x), nv.tensor(y)))
     assert texts and not any("seg.head" in t for t in texts)
     cpu, interp = _both(fn, x, y)
     assert np.array_equal(cpu, interp)
-
-
-def _optimized(text: str) -> str:
-    """``text`` through the O3 pipeline the compile worker runs, for this host."""
-    import llvmlite.binding as llvm
-
-    from nova.runtime.compile_worker import optimize, target_machine
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    module = llvm.parse_assembly(text)
-    module.verify()
-    optimize(target_machine(llvm.get_host_cpu_name(),
-                            llvm.get_host_cpu_features().flatten()), module, 3)
-    return str(module)
 
 
 def test_elementwise_loops_are_vectorized_without_a_run_time_overlap_check():
@@ -134,12 +111,12 @@ def test_elementwise_loops_are_vectorized_without_a_run_time_overlap_check():
     input) always ran its scalar loop (2.7-5x slower, found by review)."""
     x = nv.tensor(np.ones((64, 256), np.float32))
     y = nv.tensor(np.ones((64, 256), np.float32))
-    (text,) = _llvm((x * 3.0 + y).exp() * y)
+    (text,) = elementwise_llvm((x * 3.0 + y).exp() * y)
     assert "distinct !{}" in text and "llvm.loop.parallel_accesses" in text
     accesses = [line for line in text.splitlines()
                 if re.search(r"= load float|store float", line)]
     assert accesses and all("!llvm.access.group" in line for line in accesses)
-    optimized = _optimized(text)
-    assert "<16 x float>" in optimized or "<8 x float>" in optimized   # vectorized...
+    vectorized = optimized(text)
+    assert "<16 x float>" in vectorized or "<8 x float>" in vectorized   # vectorized...
     # ...unguarded: no "output minus input < vector bytes" test before the vector loop
-    assert "diff.check" not in optimized and "vector.memcheck" not in optimized
+    assert "diff.check" not in vectorized and "vector.memcheck" not in vectorized

@@ -22,6 +22,7 @@ class Adam(Optimizer):
     """
 
     decoupled = False
+    _stamp_updates = True
     _runtime_hparams = frozenset({"lr", "betas"})
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3,

@@ -27,6 +27,7 @@ from nova.tensor.creation import tensor
 from nova.tensor.realize import end_of_step, mark_role, realize
 from nova.tensor.tensor import Tensor
 from nova.tensor.trace import buffer_node
+from nova.optim.update_template import UpdateTemplate, template_key
 
 
 def runtime_scalar(value: float) -> Tensor:
@@ -62,12 +63,22 @@ class Optimizer:
     # ``defaults`` is taken to be compiled in as a constant (``_baked``).
     _runtime_hparams: frozenset[str] = frozenset({"lr"})
 
+    # Whether this class's ``_update`` may be recorded once per structure and stamped
+    # after (``update_template``): its recorded nodes follow only from ``_baked``, the
+    # state entries and the tensors' shapes, dtypes and devices. Read from the class
+    # that defines the ``_update`` in use, so a subclass overriding it records as written.
+    _stamp_updates: bool = False
+
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]):
         self.defaults = defaults
         self.param_groups: list[dict[str, Any]] = []
         self.state: dict[Tensor, dict[str, Any]] = {}
         self._scalars: dict[tuple[str, float], Tensor] = {}   # this step's, see _scalar
         self._collecting: list[tuple[str, float]] | None = None  # see _host_step
+        self._drawn: list[tuple[str, Tensor]] | None = None  # see _update_param
+        self._templates: dict[tuple, UpdateTemplate | None] = {}
+        owner = next(c for c in type(self).__mro__ if "_update" in c.__dict__)
+        self._stamps = bool(owner.__dict__.get("_stamp_updates", False))
         groups = list(params)
         if not groups:
             raise ValueError(f"{type(self).__name__}: got an empty parameter list")
@@ -125,9 +136,39 @@ class Optimizer:
         capture_log.action("opt_step", self, StepEvent(updated, baked))
         with no_grad():
             for gi, p in updated:
-                self._update(self.param_groups[gi], p, p.grad, self.state.setdefault(p, {}))
+                self._update_param(gi, baked[gi], p)
         end_of_step()
         return loss
+
+    def _update_param(self, gi: int, baked: dict[str, Any], p: Tensor) -> None:
+        """Record the update of ``p``: stamped from the template of an earlier update
+        with the same structure if there is one, else as ``_update`` writes it (kept
+        as that structure's template when it can be one)."""
+        group, grad, state = self.param_groups[gi], p.grad, self.state.setdefault(p, {})
+        key = None
+        if self._stamps:
+            try:
+                key = template_key(gi, tuple(sorted(baked.items())), p, grad, state)
+                hash(key)
+            except TypeError:        # an unhashable hyperparameter: no template
+                key = None
+        if key is None:
+            self._update(group, p, grad, state)
+            return
+        template = self._templates.get(key, False)
+        self._drawn = []
+        try:
+            if template:
+                self._host_update(group, state)
+                template.stamp(p, grad, state, self._drawn)
+            elif template is False:
+                self._templates[key] = UpdateTemplate.capture(
+                    lambda: self._update(group, p, grad, state) or self._drawn,
+                    p, grad, state)
+            else:                    # this structure cannot be stamped
+                self._update(group, p, grad, state)
+        finally:
+            self._drawn = None
 
     def _update(self, group: dict[str, Any], p: Tensor, grad: Tensor,
                 state: dict[str, Any]) -> None:
@@ -157,6 +198,8 @@ class Optimizer:
         if t is None:
             t = self._scalars[key] = runtime_scalar(value)
             capture_log.fresh("scalar", self, t.node, name)
+        if self._drawn is not None:
+            self._drawn.append((name, t))
         return t
 
     def _baked(self, group: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ class RMSprop(Optimizer):
     adds ``wd p`` to ``g``. ``lr`` and ``momentum`` are runtime inputs of the step
     (``OneCycleLR`` cycles the momentum); whether there is a momentum is structure."""
 
+    _stamp_updates = True
     _runtime_hparams = frozenset({"lr", "momentum"})
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-2, alpha: float = 0.99,
@@ -72,6 +73,7 @@ class Adagrad(Optimizer):
     sum starting at ``initial_accumulator_value``; weight decay adds ``wd p`` to ``g``.
     The decayed rate is a runtime input (the step count lives on the host)."""
 
+    _stamp_updates = True
     _runtime_hparams = frozenset({"lr", "lr_decay"})      # both only through ``clr``
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-2, lr_decay: float = 0.0,

@@ -16,6 +16,7 @@ class SGD(Optimizer):
     of them -- ``OneCycleLR`` cycles the momentum -- compiles once); only whether there
     is a momentum at all decides the step's structure."""
 
+    _stamp_updates = True
     _runtime_hparams = frozenset({"lr", "momentum", "dampening"})
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, momentum: float = 0.0,

@@ -28,6 +28,12 @@ from nova.core.graph import PendingGraph, storage_dtype
 _seq = itertools.count()
 
 
+def next_seq() -> int:
+    """A fresh creation number (what every new node takes: creation order is a valid
+    topological order), for code that makes nodes without ``Node.__init__``."""
+    return next(_seq)
+
+
 def canonical_attr(value: Any) -> Any:
     """A hashable, exactly comparable form of an attribute value (floats by their bits,
     so NaN and -0.0 constants compare as equal to themselves and nothing else)."""

@@ -1,0 +1,207 @@
+"""Optimizer updates stamped from a template equal the updates recorded op by op.
+
+``nova.optim.update_template``: the first update of each structure is recorded as
+written and kept; later ones stamp its nodes. Every test here runs the same training
+twice, once stamping and once with a subclass whose own ``_update`` (calling the
+parent's) turns stamping off, and wants the same bits and the same compiled steps.
+"""
+import numpy as np
+import pytest
+
+import nova as nv
+import nova.nn as nn
+from nova.optim import lr_scheduler as sched
+from nova.optim.update_template import UpdateTemplate
+from nova.runtime.cache import CACHE
+
+OPTIMIZERS = {
+    "adamw": lambda ps: nv.optim.AdamW(ps, lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1),
+    "adam_l2_maximize": lambda ps: nv.optim.Adam(ps, lr=1e-2, weight_decay=0.05,
+                                                 maximize=True),
+    "sgd_nesterov": lambda ps: nv.optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True,
+                                            weight_decay=0.01),
+    "sgd_plain": lambda ps: nv.optim.SGD(ps, lr=0.05),
+    "rmsprop_centered_momentum": lambda ps: nv.optim.RMSprop(ps, lr=1e-3, momentum=0.5,
+                                                             centered=True, weight_decay=0.1),
+    "adagrad": lambda ps: nv.optim.Adagrad(ps, lr=0.1, lr_decay=0.01,
+                                           initial_accumulator_value=0.1),
+}
+
+
+def _unstamped(make):
+    """The same optimizer with stamping off: its class defines its own ``_update``."""
+    base = type(make([nn.Parameter(nv.zeros(1))]))
+    cls = type("Unstamped" + base.__name__, (base,),
+               {"_update": lambda self, *a: base._update(self, *a)})
+
+    def build(ps):
+        opt = make(ps)
+        opt.__class__ = cls
+        opt._stamps = False
+        return opt
+    return build
+
+
+def _model():
+    nv.manual_seed(0)
+    return nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.Linear(16, 16), nn.GELU(),
+                         nn.Linear(16, 3))
+
+
+def _train(make, steps=6, schedule=False, model=None):
+    model = model or _model()
+    opt = make(list(model.parameters()))
+    lr = sched.StepLR(opt, step_size=2, gamma=0.5) if schedule else None
+    rng = np.random.default_rng(1)
+    losses = []
+    for _ in range(steps):
+        x = nv.tensor(rng.standard_normal((8, 6)).astype(np.float32))
+        loss = (model(x) ** 2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        if lr is not None:
+            lr.step()
+        losses.append(loss.item())
+    params = [p.numpy().copy() for p in model.parameters()]
+    state = [v.numpy().copy() for s in opt.state.values() for k, v in sorted(s.items())
+             if isinstance(v, nv.Tensor)]
+    return losses, params, state, opt
+
+
+def _same(a, b):
+    assert a[0] == b[0]
+    for x, y in zip(a[1] + a[2], b[1] + b[2]):
+        np.testing.assert_array_equal(x, y)
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_stamped_updates_are_bit_identical_and_share_the_compiled_steps(name):
+    make = OPTIMIZERS[name]
+    plain = _train(_unstamped(make), schedule=True)
+    assert not plain[3]._templates
+    misses = CACHE.stats.misses
+    stamped = _train(make, schedule=True)
+    _same(stamped, plain)
+    # the stamped nodes are the recorded ones: the same structures, no new compiles
+    assert CACHE.stats.misses == misses
+    templates = [t for t in stamped[3]._templates.values() if t is not None]
+    assert templates, f"{name}: no update was made a template"
+
+
+def test_a_template_per_structure_and_none_from_the_first_step():
+    model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
+    opt = nv.optim.AdamW(model.parameters(), lr=1e-2)
+    x = nv.ones(2, 4)
+    model(x).sum().backward()
+    opt.step()
+    opt.zero_grad()
+    # step 1 creates the moments: its updates change the state's entries, no template
+    assert all(t is None for t in opt._templates.values())
+    model(x).sum().backward()
+    opt.step()
+    # weights (4, 4) and biases (4,): two structures, each recorded once
+    made = [t for t in opt._templates.values() if t is not None]
+    assert len(made) == 2
+    assert all(isinstance(t, UpdateTemplate) for t in made)
+
+
+def test_a_changed_compiled_in_hyperparameter_records_a_new_template():
+    make = OPTIMIZERS["adam_l2_maximize"]
+
+    def run(build):
+        model = _model()
+        opt = build(list(model.parameters()))
+        out = []
+        for step in range(4):
+            if step == 2:
+                opt.param_groups[0]["weight_decay"] = 0.2     # a constant of the step
+            loss = (model(nv.ones(3, 6)) ** 2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            out.append(loss.item())
+        return out, [p.numpy().copy() for p in model.parameters()], [], opt
+
+    plain, stamped = run(_unstamped(make)), run(make)
+    _same(stamped, plain)
+    decays = {dict(key[1])["weight_decay"] for key, t in stamped[3]._templates.items()
+              if t is not None}
+    assert decays == {0.05, 0.2}
+
+
+def test_mixed_dtypes_get_their_own_templates():
+    def model():
+        nv.manual_seed(0)
+        return nn.Sequential(nn.Linear(5, 5), nn.Linear(5, 5).to(nv.float64))
+
+    def run(build):
+        m = model()
+        opt = build(list(m.parameters()))
+        for _ in range(4):
+            h = m[0](nv.ones(2, 5)).to(nv.float64)
+            (m[1](h) ** 2).sum().backward()
+            opt.step()
+            opt.zero_grad()
+        return [], [p.numpy().copy() for p in m.parameters()], [], opt
+
+    plain, stamped = run(_unstamped(OPTIMIZERS["adamw"])), run(OPTIMIZERS["adamw"])
+    _same(stamped, plain)
+    dtypes = {key[2][1] for key, t in stamped[3]._templates.items() if t is not None}
+    assert dtypes == {"float32", "float64"}
+
+
+def test_a_subclass_with_its_own_update_records_as_written():
+    class Custom(nv.optim.SGD):
+        def _update(self, group, p, grad, state):
+            p.copy_(p - 0.5 * grad)
+
+    p = nn.Parameter(nv.ones(3))
+    opt = Custom([p], lr=0.1)
+    for _ in range(3):
+        (p * p).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    assert not opt._stamps and not opt._templates
+    np.testing.assert_array_equal(p.numpy(), np.zeros(3, np.float32))   # 1 -> 0 -> 0
+
+
+def test_structure_outside_baked_is_an_error_not_a_wrong_update():
+    """A stamping optimizer whose scalars depend on something its key does not hold
+    (here a global switch) fails loudly instead of stamping a different structure."""
+    switch = {"extra": False}
+
+    class Leaky(nv.optim.SGD):
+        _stamp_updates = True
+
+        def _host_update(self, group, state):
+            s = super()._host_update(group, state)
+            if switch["extra"]:
+                s["extra"] = self._scalar("extra", 1.0)
+            return s
+
+        def _update(self, group, p, grad, state):
+            s = self._host_update(group, state)
+            p.copy_(p - s["lr"] * grad * (s["extra"] if "extra" in s else 1.0))
+
+    p = nn.Parameter(nv.ones(3))
+    opt = Leaky([p], lr=0.1)
+    for _ in range(2):
+        (p * p).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    switch["extra"] = True
+    (p * p).sum().backward()
+    with pytest.raises(RuntimeError, match="drew scalars.*_baked"):
+        opt.step()
+
+
+def test_views_and_grad_mode_are_not_templated():
+    from nova.optim.update_template import template_key
+    p = nn.Parameter(nv.ones(4, 2))
+    g = nv.ones(4, 2)
+    assert template_key(0, (), p, g, {}) is None            # grad mode on
+    with nv.no_grad():
+        assert template_key(0, (), p, g, {}) is not None
+        assert template_key(0, (), p, g.t().t(), {}) is None   # the gradient is a view
+        assert template_key(0, (), p, g, {"m": nv.ones(2, 4).t()}) is None

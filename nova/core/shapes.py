@@ -68,6 +68,8 @@ def broadcast_shapes(op: str, *shapes: Shape) -> Shape:
 
 def normalize_dim(op: str, dim: Any, ndim: int, shape: Shape | None = None) -> int:
     """A dim in [-ndim, ndim) as a non-negative int (a 0-d tensor accepts 0 and -1)."""
+    if type(dim) is int and 0 <= dim < ndim:     # the common case, checked first
+        return dim
     if isinstance(dim, bool) or not hasattr(dim, "__index__"):
         raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__} {dim!r}")
     dim = operator.index(dim)

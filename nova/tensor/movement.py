@@ -23,7 +23,11 @@ def make_view(base: Tensor, derive: Callable[[Tensor], Tensor],
     value = derive(base)
     if value is base:  # an identity view is still a distinct (differentiable) handle
         value = base.clone()
-    return Tensor._wrap(value.node, _View(base, derive, write_back, op), value._grad_fn)
+    view = _View(base, derive, write_back, op)
+    if value._view is None and value._version == 0 and not value._requires_grad:
+        value._view = view   # a fresh result nobody else holds becomes the view itself
+        return value
+    return Tensor._wrap(value.node, view, value._grad_fn)
 
 
 def _reshape_prim(x: Tensor, shape: tuple[int, ...]) -> Tensor:
@@ -85,16 +89,22 @@ def unflatten(x: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:
 
 def permute(x: Tensor, *dims: Any) -> Tensor:
     dims = shape_arg_any(dims, "permute")
-    perm = tuple(normalize_dim("permute", d, x.ndim, x.shape) for d in dims)
-    if sorted(perm) != list(range(x.ndim)):
-        raise ValueError(f"permute: dims {dims} are not a permutation of the {x.ndim} dims "
-                         f"of shape {x.shape}")
-    if perm == tuple(range(x.ndim)):
+    ndim, shape = x.ndim, x.shape
+    perm = tuple([normalize_dim("permute", d, ndim, shape) for d in dims])
+    identity = tuple(range(ndim))
+    if tuple(sorted(perm)) != identity:
+        raise ValueError(f"permute: dims {dims} are not a permutation of the {ndim} dims "
+                         f"of shape {shape}")
+    if perm == identity:
         return make_view(x, lambda b: b, lambda b, v: v, "permute")
-    inverse = tuple(perm.index(i) for i in range(len(perm)))
+    inverse = [0] * ndim
+    for i, d in enumerate(perm):
+        inverse[d] = i
+    inverse = tuple(inverse)
 
     def derive(b: Tensor, p: tuple[int, ...] = perm) -> Tensor:
-        return prim("transpose", [b], {"perm": p}, tuple(b.shape[i] for i in p), b.dtype)
+        bs = b.shape
+        return prim("transpose", [b], {"perm": p}, tuple([bs[i] for i in p]), b.dtype)
 
     return make_view(x, derive, lambda b, v: derive(v, inverse), "permute")
 

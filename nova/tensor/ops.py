@@ -34,6 +34,7 @@ def prim(op: str, inputs: Sequence[Tensor], attrs: dict[str, Any], shape: tuple[
          dtype: dt.DType) -> Tensor:
     """Record one primitive node (arguments were checked by the caller), plus its
     autograd record when grad mode is on and an input requires grad."""
+    # (This runs for every recorded op: attribute reads and loops are kept inline.)
     nodes = tuple([t.node for t in inputs])
     device = None     # the inputs' device; constants (None) follow whatever they meet
     for n in nodes:
@@ -45,12 +46,17 @@ def prim(op: str, inputs: Sequence[Tensor], attrs: dict[str, Any], shape: tuple[
                     f"least two devices, {device} and {d} (move one with .to('{device}') "
                     f"or .to('{d}'))")
             device = d
-    out = Tensor._wrap(Node(op, nodes, attrs, tuple(shape), dtype, None, device))
-    if grad_mode.STATE.enabled and dtype.is_floating_point and inputs:
-        edges = tuple([t._grad_edge() for t in inputs])
+    node = Node(op, nodes, attrs, shape if type(shape) is tuple else tuple(shape), dtype,
+                None, device)
+    out = Tensor._wrap(node)
+    if inputs and grad_mode.STATE.enabled and dtype.is_floating_point:
+        # each input's grad edge (``Tensor._grad_edge``): its GradFn, itself if it is a
+        # leaf that requires grad, else None
+        edges = tuple([t._grad_fn if t._grad_fn is not None else
+                       (t if t._requires_grad else None) for t in inputs])
         for e in edges:   # (not ``count(None)``: a Tensor's == is elementwise)
             if e is not None:
-                out._grad_fn = tape.GradFn(op, attrs, edges, nodes, out.node)
+                out._grad_fn = tape.GradFn(op, attrs, edges, nodes, node)
                 break
     return out
 

@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections import Counter
 import warnings
 import weakref
 from collections.abc import Callable
 from functools import partial
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -130,32 +132,33 @@ def donatable(graph: PendingGraph, candidates: frozenset[int],
     arrays."""
     if not candidates:
         return frozenset()
-    in_graph = _references_in(graph.pending_nodes)   # (no loop variable left holding one)
+    # References from the graph's own nodes, by canonical number (counted in C).
+    in_graph = Counter(chain.from_iterable(graph.node_inputs))
     owner = sole_host_owner if device == "cpu" else sole_device_owner
     ok = set()
     for a in candidates:
         node = graph.arg_nodes[a]
         # beyond the graph's references: the arg_nodes list and the local ``node``
-        if sys.getrefcount(node) - BASE_NODE_REFS - 1 - in_graph.get(id(node), 0) == 0 \
+        if sys.getrefcount(node) - BASE_NODE_REFS - 1 - in_graph[a] == 0 \
                 and owner(graph.arg_buffers[a]):
             ok.add(a)
     if not ok:
         return frozenset()
     results = {id(n) for n in outputs}
-    escaping = [n for n in graph.pending_nodes if id(n) not in results
-                and sys.getrefcount(n) - BASE_NODE_REFS - 1 - in_graph.get(id(n), 0) > 0]
+    escaping, n = [], None
+    nodes, first = graph.pending_nodes, len(graph.arg_nodes)
+    # beyond the graph's references: the pending_nodes list and the local ``n`` (read
+    # by index: enumerate's and zip's reused result tuple would hold one more)
+    for k in range(len(nodes)):
+        n = nodes[k]
+        if id(n) not in results and \
+                sys.getrefcount(n) - BASE_NODE_REFS - 1 - in_graph[first + k] > 0:
+            escaping.append(n)
+    del n
     if escaping:   # a node computed again later must still find its arguments intact
         reach = _arguments_behind(escaping)
         ok = {a for a in ok if id(graph.arg_nodes[a]) not in reach}
     return frozenset(ok)
-
-
-def _references_in(nodes: list[Node]) -> dict[int, int]:
-    counts: dict[int, int] = {}
-    for n in nodes:
-        for i in n.inputs:
-            counts[id(i)] = counts.get(id(i), 0) + 1
-    return counts
 
 
 def _arguments_behind(nodes: list[Node]) -> set[int]:

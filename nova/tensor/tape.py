@@ -65,10 +65,12 @@ class GradFn:
         self.op = op
         self.attrs = attrs
         self.next = next_                       # per input: GradFn, leaf Tensor or None
-        self.in_shapes = tuple(n.shape for n in inputs)
-        self.in_dtypes = tuple(n.dtype for n in inputs)
+        # (list comprehensions, not generators: this runs for every recorded op)
+        self.in_shapes = tuple([n.shape for n in inputs])
+        self.in_dtypes = tuple([n.dtype for n in inputs])
         save_inputs, save_output = _SAVES_BY_NAME.get(op, _NOTHING)
-        self.saved = tuple(n if i in save_inputs else None for i, n in enumerate(inputs))
+        self.saved = tuple([n if i in save_inputs else None for i, n in enumerate(inputs)]) \
+            if save_inputs else (None,) * len(inputs)
         self.out_node = out_node if save_output else None
         self.retained: list[weakref.ref] = []   # non-leaf tensors that asked for .grad
         self.released = False
@@ -78,7 +80,7 @@ class GradFn:
 
     def release(self) -> None:
         """Drop saved values after a backward pass without ``retain_graph``."""
-        self.saved = tuple(None for _ in self.saved)
+        self.saved = (None,) * len(self.saved)
         self.out_node = None
         self.released = True
 

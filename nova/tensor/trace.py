@@ -40,7 +40,9 @@ def canonical_attr(value: Any) -> Any:
     if isinstance(value, float):
         return ("f", value.hex())
     if isinstance(value, (tuple, list)):
-        return tuple(canonical_attr(v) for v in value)
+        if type(value) is tuple and all([type(v) is int for v in value]):
+            return value       # dims, permutations, shapes: already exact
+        return tuple([canonical_attr(v) for v in value])
     return value
 
 
@@ -125,14 +127,22 @@ def device_buffer_node(buffer: Any, dtype: DType, device: str) -> Node:
     return Node("buffer", (), {}, tuple(int(d) for d in buffer.shape), dtype, buffer, device)
 
 
+class _KeyedRef(weakref.ref):
+    """A weak reference carrying its key, like ``weakref.KeyedRef`` but built by the C
+    constructor (KeyedRef's ``__new__`` and ``__init__`` are Python frames, a third of a
+    microsecond on every recorded op)."""
+
+    __slots__ = ("key",)
+
+
 class LiveSet:
     """A weak set of tensors keyed by identity (Tensor's ``==`` is elementwise, so
     ``weakref.WeakSet`` cannot hold them)."""
 
     def __init__(self) -> None:
-        refs: dict[int, weakref.KeyedRef] = {}
+        refs: dict[int, _KeyedRef] = {}
 
-        def forget(r: weakref.KeyedRef) -> None:   # one callback for all: no closure per add
+        def forget(r: _KeyedRef) -> None:   # one callback for all: no closure per add
             if refs.get(r.key) is r:    # (the id may already name a newer object)
                 del refs[r.key]
 
@@ -142,7 +152,8 @@ class LiveSet:
     def add(self, obj: Any) -> None:
         key = id(obj)
         if key not in self._refs:
-            self._refs[key] = weakref.KeyedRef(obj, self._forget, key)
+            ref = self._refs[key] = _KeyedRef(obj, self._forget)
+            ref.key = key
 
     def discard(self, obj: Any) -> None:
         self._refs.pop(id(obj), None)

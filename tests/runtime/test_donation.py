@@ -113,3 +113,24 @@ def test_out_of_memory_names_the_plan_and_the_knobs():
     assert y.item() > 0            # the step stayed pending and runs without the limit
     with pytest.raises(ValueError, match="set_memory_limit"):
         nv.debug.set_memory_limit(-1)
+
+
+def test_a_retained_graph_keeps_the_arguments_behind_its_pending_values():
+    """tanh's saved output is a pending value of the step that nobody holds as a
+    tensor, only the retained graph: it escapes, so the weight it is computed from
+    must not be written over (the second backward recomputes it from the old weight)."""
+    nv.manual_seed(3)
+    lin = nv.nn.Linear(3, 2, bias=False)
+    opt = nv.optim.SGD(lin.parameters(), lr=0.1)
+    xs = np.arange(6, dtype=np.float32).reshape(2, 3) / 6
+    w0 = lin.weight.numpy().astype(np.float64)
+    out = lin(nv.tensor(xs)).tanh().sum()
+    out.backward(retain_graph=True)
+    opt.step()
+    assert CACHE.last.last_donated == frozenset()
+    opt.zero_grad()
+    out.backward()
+    t = np.tanh(xs @ w0.T)
+    expected = ((1 - t * t).T @ xs)
+    np.testing.assert_allclose(lin.weight.grad.numpy(), expected, rtol=1e-5)
+    assert not np.allclose(lin.weight.numpy(), w0)

@@ -160,6 +160,23 @@ class Emitter(ScalarEmitter[ir.Value]):
         loop.operands = (loop, *hints)   # a loop ID refers to itself (and is then unique)
         return loop
 
+    def not_unrolled(self, vectorize: bool = True) -> ir.MDValue:
+        """``llvm.loop`` metadata keeping LLVM from unrolling a loop (and, unless
+        ``vectorize``, from vectorizing it): for a GEMM tile's write-back, whose loops
+        LLVM otherwise unrolls fully (and, for an edge tile's run-time trip counts,
+        vectorizes with checks and remainder loops) at a third of a tiled GEMM's compile
+        time -- measured in ``configurator``'s notes on compile time."""
+        hints = [self.module.add_metadata([
+            ir.MetaDataString(self.module, "llvm.loop.unroll.disable")])]
+        if not vectorize:
+            hints.append(self.module.add_metadata([
+                ir.MetaDataString(self.module, "llvm.loop.vectorize.enable"),
+                ir.Constant(ir.IntType(1), 0)]))
+        loop = self.module.add_metadata([*hints, ir.MetaDataString(
+            self.module, f"{self.plan.name}.loop{len(self.module.metadata)}")])
+        loop.operands = (loop, *hints)   # self-referential: a loop ID of its own
+        return loop
+
     def parallel_accesses(self) -> None:
         """Declare the kernel's loops free of dependences between iterations through
         the buffers it reads and writes: an elementwise kernel writes element i of its

@@ -795,6 +795,9 @@ class Gemm:
         b, e, n, nr = self.b, self.e, self.n, self.nr
         out = e.out_ptr
         self.spill_accumulators()
+        # LLVM vectorizes a full tile's row (constant trip counts); an edge tile's loops
+        # stay scalar. Neither is unrolled (``Emitter.not_unrolled``).
+        full = isinstance(n_rows, ir.Constant) and isinstance(n_cols, ir.Constant)
 
         def per_row(r: ir.Value) -> None:
             def per_col(jj: ir.Value) -> None:
@@ -809,8 +812,8 @@ class Gemm:
                     _store_with_product(e, self.product, value, off)
                 else:
                     b.store(value, b.gep(out, [off]))
-            e.loops.range(c64(0), n_cols, per_col, "ej")
-        e.loops.range(c64(0), n_rows, per_row, "er")
+            e.loops.range(c64(0), n_cols, per_col, "ej", e.not_unrolled(full))
+        e.loops.range(c64(0), n_rows, per_row, "er", e.not_unrolled(full))
 
 
 def matmul_rows(e: Emitter) -> None:

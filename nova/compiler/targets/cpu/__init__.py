@@ -97,8 +97,13 @@ class CpuTarget(Target):
         schedule, scratch = plan.schedule, plan.scratch
         if schedule.strategy in ("elementwise", "row"):
             width = float32_vector_width(plan.fusion, spec)
-            # a float32 vector computed partly in float64 holds twice the registers
-            unroll = elementwise_unroll(spec) // (2 if width else 1)
+            # a float32 vector computed partly in float64 (sin, cos) holds twice the
+            # registers and is long code: two vectors in flight, not the 4 of half the
+            # usual unroll, which ran sin and cos no faster (48-50% of x + 1's
+            # bandwidth either way, bench_ops --only-unary, three interleaved runs on a
+            # 2-core AVX-512 VM) and took 1.5x as long to compile (the small GPT's six
+            # normal-init kernels: 0.97 against 0.63 s)
+            unroll = min(2, elementwise_unroll(spec)) if width else elementwise_unroll(spec)
             schedule = replace(schedule, unroll=max(unroll, 1), vector_width=width)
         elif plan.kind == "attention":
             _, queries, keys, _ = schedule.loops

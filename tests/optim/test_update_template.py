@@ -205,3 +205,30 @@ def test_views_and_grad_mode_are_not_templated():
         assert template_key(0, (), p, g, {}) is not None
         assert template_key(0, (), p, g.t().t(), {}) is None   # the gradient is a view
         assert template_key(0, (), p, g, {"m": nv.ones(2, 4).t()}) is None
+
+
+def test_compiled_steps_with_stamped_updates_equal_recorded_unstamped_ones():
+    """``nv.compile`` records its first calls (stamping the updates) and then replays:
+    the losses and parameters equal a plain loop whose optimizer never stamps."""
+    def run(make, compiled):
+        model = _model()
+        opt = make(list(model.parameters()))
+        lr = sched.StepLR(opt, step_size=3, gamma=0.5)
+
+        def step(x):
+            loss = (model(x) ** 2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            return loss
+        step = nv.compile(step) if compiled else step
+        rng = np.random.default_rng(2)
+        losses = []
+        for _ in range(8):
+            losses.append(step(nv.tensor(rng.standard_normal((8, 6)).astype(np.float32))).item())
+            lr.step()
+        return losses, [p.numpy().copy() for p in model.parameters()], [], opt
+
+    plain = run(_unstamped(OPTIMIZERS["adamw"]), compiled=False)
+    compiled = run(OPTIMIZERS["adamw"], compiled=True)
+    _same(compiled, plain)

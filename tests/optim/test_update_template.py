@@ -232,3 +232,40 @@ def test_compiled_steps_with_stamped_updates_equal_recorded_unstamped_ones():
     plain = run(_unstamped(OPTIMIZERS["adamw"]), compiled=False)
     compiled = run(OPTIMIZERS["adamw"], compiled=True)
     _same(compiled, plain)
+
+
+def test_threads_stamping_their_own_optimizers_get_the_sequential_results():
+    """Two threads, each training its own model with its own AdamW (templates, stamped
+    nodes and live sets per optimizer and per thread), end where the same trainings run
+    one after the other end, bit for bit."""
+    import threading
+
+    def setup(seed):
+        nv.manual_seed(seed)      # (made here, in one thread: the models' initial values)
+        model = nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.Linear(16, 3))
+        rng = np.random.default_rng(seed)
+        batches = [rng.standard_normal((8, 6)).astype(np.float32) for _ in range(6)]
+        return model, OPTIMIZERS["adamw"](list(model.parameters())), batches
+
+    def train(model, opt, batches, out, seed):
+        for x in batches:
+            loss = (model(nv.tensor(x)) ** 2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+        out[seed] = [p.numpy().copy() for p in model.parameters()]
+
+    alone: dict = {}
+    for seed in (1, 2):
+        train(*setup(seed), alone, seed)
+    together: dict = {}
+    jobs = [setup(seed) for seed in (1, 2)]
+    threads = [threading.Thread(target=train, args=(*job, together, seed))
+               for job, seed in zip(jobs, (1, 2))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for seed in (1, 2):
+        for a, b in zip(together[seed], alone[seed]):
+            np.testing.assert_array_equal(a, b)

@@ -36,7 +36,7 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
 from nova import config
-from nova.compiler.targets.cpu.configurator import estimated_seconds
+from nova.compiler.targets.cpu.configurator import estimated_seconds, smallest_chunk
 from nova.compiler.targets.cpu.device import detect_cpu
 from nova.compiler.lowering.plan import KernelPlan
 from nova.compiler.pipeline import CompiledStep
@@ -174,7 +174,8 @@ class CpuProgram(Program):
         self._ranges_threads = count
         self._ranges = [threads.chunks(st.plan.schedule.parallel_extent, s,
                                        st.plan.schedule.strategy, self._teams[p] is not None,
-                                       active=count[1])
+                                       active=count[1],
+                                       min_chunk=smallest_chunk(st.plan.schedule))
                         for p, (st, s) in enumerate(zip(self.steps, self._seconds))]
         self._range_arrays = [threads.ranges_array(r) for r in self._ranges]
         records = (ctypes.c_int64 * (REC_WORDS * max(len(self.steps), 1)))()

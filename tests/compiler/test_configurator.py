@@ -183,6 +183,46 @@ def test_thread_split_needs_enough_work():
     assert thread_chunks(100, 1e-3, 1, AVX2, per_thread=4) == [(0, 100)]      # one thread
 
 
+def test_a_column_reduction_along_its_unit_stride_dim_is_one_chunk():
+    """A bias-gradient-shaped reduction (rows summed into one row, split by columns)
+    ran slower on two threads than on one: ``smallest_chunk`` makes it one chunk; a
+    column reduction split along another dim, and every other kernel, split as before."""
+    from nova.compiler.lowering.plan import Schedule
+    from nova.compiler.targets.cpu.configurator import smallest_chunk
+    bias_grad = Schedule((16, 128, 384), 2, "column", (0, 1), vector_dim=2)
+    assert smallest_chunk(bias_grad) == 384
+    assert thread_chunks(384, 1e-3, 2, AVX2, per_thread=4,
+                         min_chunk=smallest_chunk(bias_grad)) == [(0, 384)]
+    outer = Schedule((128, 16, 384), 0, "column", (1,), vector_dim=2)
+    assert smallest_chunk(outer) == 1
+    assert smallest_chunk(Schedule((16, 128, 384), 0, "elementwise", vector_dim=2)) == 1
+    assert thread_chunks(100, 1e-3, 2, AVX2, per_thread=4, min_chunk=30) == [
+        (0, 34), (34, 68), (68, 100)]                # at most floor(100 / 30) = 3 chunks
+
+
+def test_a_bias_gradient_runs_as_one_chunk_and_sums_exactly():
+    """Through the engine: the column reduction's kernel list holds one range, and the
+    sum equals float64 numpy's to float32 rounding on any thread count."""
+    from nova.runtime.cache import CACHE
+    rng = np.random.default_rng(0)
+    g = rng.standard_normal((16, 128, 96)).astype(np.float32)
+    before = nv.get_num_threads()
+    try:
+        nv.set_num_threads(2)
+        t = nv.tensor(g)
+        nv.realize(t)
+        out = (t * 3.0).sum((0, 1))
+        nv.realize(out)
+        program = CACHE.last._program
+        ranges = [r for st, r in zip(program.steps, program._ranges)
+                  if st.plan.schedule.strategy == "column"]
+        assert ranges == [[(0, 96)]]
+        np.testing.assert_allclose(out.numpy(), (g.astype(np.float64) * 3).sum((0, 1)),
+                                   rtol=1e-5, atol=1e-3)
+    finally:
+        nv.set_num_threads(before)
+
+
 def test_chunks_per_thread_balance_streams_finely_gemms_less_and_teams_one_each():
     assert chunks_per_thread("elementwise", team=False) == STREAM_CHUNKS_PER_THREAD > 1
     assert chunks_per_thread("tiled", team=False) == GEMM_CHUNKS_PER_THREAD > 1

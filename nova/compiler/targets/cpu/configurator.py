@@ -78,7 +78,7 @@ from nova.compiler import dialect as nd
 from nova.compiler.targets.cpu.device import CpuSpec
 
 if TYPE_CHECKING:
-    from nova.compiler.lowering.plan import KernelPlan
+    from nova.compiler.lowering.plan import KernelPlan, Schedule
 
 DISPATCH_SECONDS = 5e-6
 C_TRAFFIC_SHARE = 0.03    # C tile memory traffic per K block, as a share of its FMA time
@@ -348,16 +348,33 @@ def llvm_speed_level(plan: KernelPlan) -> int:
 
 
 def thread_chunks(extent: int, seconds: float, threads: int, spec: CpuSpec,
-                  per_thread: int = 1) -> list[tuple[int, int]]:
+                  per_thread: int = 1, min_chunk: int = 1) -> list[tuple[int, int]]:
     """Split ``[0, extent)`` of a kernel estimated at ``seconds`` for ``threads``:
-    n = min(threads x ``per_thread``, extent, floor(seconds / DISPATCH_SECONDS)) equal
-    chunks (at least one). The chunks depend only on these numbers, never on which
-    thread runs which chunk, so results do not either."""
-    n = min(threads * per_thread, extent, max(1, int(seconds / DISPATCH_SECONDS)))
+    n = min(threads x ``per_thread``, floor(extent / ``min_chunk``), floor(seconds /
+    DISPATCH_SECONDS)) equal chunks (at least one; ``min_chunk``: ``smallest_chunk``).
+    The chunks depend only on these numbers, never on which thread runs which chunk, so
+    results do not either."""
+    n = min(threads * per_thread, extent // max(min_chunk, 1),
+            max(1, int(seconds / DISPATCH_SECONDS)))
     if n <= 1 or threads <= 1:
         return [(0, extent)]
     step = -(-extent // n)
     return [(s, min(s + step, extent)) for s in range(0, extent, step)]
+
+
+def smallest_chunk(schedule: Schedule) -> int:
+    """The fewest iterations of the parallel dim worth a chunk of their own (1: any).
+
+    A column reduction split along its unit-stride dim (a bias gradient: every row
+    summed into one accumulator row) gives each thread a slice of every row, and ran
+    slower on two threads than on one: the small GPT step's five such kernels took 6.2-6.7
+    ms a step split in chunks of 16-64 columns and 3.1 ms as one chunk (2-core AVX-512
+    VM, ``nv.debug.profile``). Such a kernel is one chunk (its whole extent) until it
+    splits its rows instead."""
+    if schedule.strategy == "column" and schedule.parallel_dim is not None and \
+            schedule.parallel_dim == len(schedule.loops) - 1:
+        return schedule.parallel_extent
+    return 1
 
 
 def classify(flops: float, nbytes: float, spec: CpuSpec) -> str:

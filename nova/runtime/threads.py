@@ -383,9 +383,9 @@ def chunks(extent: int, seconds: float, strategy: str = "elementwise",
            min_chunk: int = 1) -> list[tuple[int, int]]:
     """Split ``[0, extent)`` of a kernel estimated at ``seconds`` for the threads as the
     configurator decides (``thread_chunks``, ``chunks_per_thread``; chunks of at least
-    ``min_chunk`` iterations, ``smallest_chunk``): a team's for the threads in use now (``active``,
-    default ``active_threads()``: one chunk per member), others for all (claimed as they
-    come)."""
+    ``min_chunk`` iterations, ``smallest_chunk``): a team's for the threads in use now
+    (``active``, default ``active_threads()``: one chunk per member), others for all
+    (claimed as they come)."""
     threads = (active_threads() if active is None else active) if team else _state["threads"]
     if threads <= 1:
         return [(0, extent)]

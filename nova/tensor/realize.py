@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections import Counter
 import warnings
 import weakref
+from collections import Counter
 from collections.abc import Callable
 from functools import partial
 from itertools import chain

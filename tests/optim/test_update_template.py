@@ -48,6 +48,15 @@ def _model():
                          nn.Linear(16, 3))
 
 
+def _one_step(model, opt, x):
+    """One training step on batch ``x`` (a numpy array or a tensor); its loss."""
+    loss = (model(x if isinstance(x, nv.Tensor) else nv.tensor(x)) ** 2).mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    return loss
+
+
 def _train(make, steps=6, schedule=False, model=None):
     model = model or _model()
     opt = make(list(model.parameters()))
@@ -55,11 +64,7 @@ def _train(make, steps=6, schedule=False, model=None):
     rng = np.random.default_rng(1)
     losses = []
     for _ in range(steps):
-        x = nv.tensor(rng.standard_normal((8, 6)).astype(np.float32))
-        loss = (model(x) ** 2).mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
+        loss = _one_step(model, opt, rng.standard_normal((8, 6)).astype(np.float32))
         if lr is not None:
             lr.step()
         losses.append(loss.item())
@@ -116,11 +121,7 @@ def test_a_changed_compiled_in_hyperparameter_records_a_new_template():
         for step in range(4):
             if step == 2:
                 opt.param_groups[0]["weight_decay"] = 0.2     # a constant of the step
-            loss = (model(nv.ones(3, 6)) ** 2).mean()
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-            out.append(loss.item())
+            out.append(_one_step(model, opt, nv.ones(3, 6)).item())
         return out, [p.numpy().copy() for p in model.parameters()], [], opt
 
     plain, stamped = run(_unstamped(make)), run(make)
@@ -216,11 +217,7 @@ def test_compiled_steps_with_stamped_updates_equal_recorded_unstamped_ones():
         lr = sched.StepLR(opt, step_size=3, gamma=0.5)
 
         def step(x):
-            loss = (model(x) ** 2).mean()
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-            return loss
+            return _one_step(model, opt, x)
         step = nv.compile(step) if compiled else step
         rng = np.random.default_rng(2)
         losses = []
@@ -249,10 +246,7 @@ def test_threads_stamping_their_own_optimizers_get_the_sequential_results():
 
     def train(model, opt, batches, out, seed):
         for x in batches:
-            loss = (model(nv.tensor(x)) ** 2).mean()
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
+            _one_step(model, opt, x)
         out[seed] = [p.numpy().copy() for p in model.parameters()]
 
     alone: dict = {}

@@ -136,6 +136,18 @@ class Emitter(ScalarEmitter[ir.Value]):
         # access group every buffer load and store is tagged with
         self.access_group: ir.MDValue | None = None
 
+    def _hint(self, name: str, value: ir.Value | ir.MDValue | None = None) -> ir.MDValue:
+        """One ``llvm.loop`` hint: ``!{!"name"}`` or ``!{!"name", value}``."""
+        return self.module.add_metadata([ir.MetaDataString(self.module, name)]
+                                        + ([value] if value is not None else []))
+
+    def _loop_id(self, hints: list[ir.MDValue], tag: str) -> ir.MDValue:
+        """A loop ID holding ``hints``: it refers to itself (and ``tag``, unique in the
+        module, keeps llvmlite from handing back an existing node with the same hints)."""
+        loop = self.module.add_metadata([*hints, ir.MetaDataString(self.module, tag)])
+        loop.operands = (loop, *hints)
+        return loop
+
     def interleave(self, count: int) -> ir.MDValue | None:
         """``llvm.loop`` metadata asking the loop vectorizer for ``count`` vectors in
         flight per iteration (None for 0: LLVM's own cost model decides) of the
@@ -143,22 +155,13 @@ class Emitter(ScalarEmitter[ir.Value]):
         was called, saying that its iterations' buffer accesses are independent."""
         hints = []
         if count > 0:
-            hints.append(self.module.add_metadata([
-                ir.MetaDataString(self.module, "llvm.loop.interleave.count"),
-                ir.Constant(I32, count)]))
+            hints.append(self._hint("llvm.loop.interleave.count", ir.Constant(I32, count)))
         if self.plan.schedule.vector_width > 0:
-            hints.append(self.module.add_metadata([
-                ir.MetaDataString(self.module, "llvm.loop.vectorize.width"),
-                ir.Constant(I32, self.plan.schedule.vector_width)]))
+            hints.append(self._hint("llvm.loop.vectorize.width",
+                                    ir.Constant(I32, self.plan.schedule.vector_width)))
         if self.access_group is not None:
-            hints.append(self.module.add_metadata([
-                ir.MetaDataString(self.module, "llvm.loop.parallel_accesses"),
-                self.access_group]))
-        if not hints:
-            return None
-        loop = self.module.add_metadata([*hints, ir.MetaDataString(self.module, self.plan.name)])
-        loop.operands = (loop, *hints)   # a loop ID refers to itself (and is then unique)
-        return loop
+            hints.append(self._hint("llvm.loop.parallel_accesses", self.access_group))
+        return self._loop_id(hints, self.plan.name) if hints else None
 
     def not_unrolled(self, vectorize: bool = True) -> ir.MDValue:
         """``llvm.loop`` metadata keeping LLVM from unrolling a loop (and, unless
@@ -166,16 +169,10 @@ class Emitter(ScalarEmitter[ir.Value]):
         LLVM otherwise unrolls fully (and, for an edge tile's run-time trip counts,
         vectorizes with checks and remainder loops) at a third of a tiled GEMM's compile
         time -- measured in ``configurator``'s notes on compile time."""
-        hints = [self.module.add_metadata([
-            ir.MetaDataString(self.module, "llvm.loop.unroll.disable")])]
+        hints = [self._hint("llvm.loop.unroll.disable")]
         if not vectorize:
-            hints.append(self.module.add_metadata([
-                ir.MetaDataString(self.module, "llvm.loop.vectorize.enable"),
-                ir.Constant(ir.IntType(1), 0)]))
-        loop = self.module.add_metadata([*hints, ir.MetaDataString(
-            self.module, f"{self.plan.name}.loop{len(self.module.metadata)}")])
-        loop.operands = (loop, *hints)   # self-referential: a loop ID of its own
-        return loop
+            hints.append(self._hint("llvm.loop.vectorize.enable", ir.Constant(ir.IntType(1), 0)))
+        return self._loop_id(hints, f"{self.plan.name}.loop{len(self.module.metadata)}")
 
     def parallel_accesses(self) -> None:
         """Declare the kernel's loops free of dependences between iterations through

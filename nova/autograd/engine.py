@@ -7,7 +7,8 @@ can be differentiated again.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextvars
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from nova.autograd import grad_mode, graph
@@ -120,10 +121,43 @@ def _run(outputs: list[Tensor], grads: list[Tensor], retain_graph: bool, create_
     return captured
 
 
+# Per thread: what the next ``backward`` calls once its gradients are in ``.grad``, by
+# key (``after_next_backward``).
+_AFTER_BACKWARD: contextvars.ContextVar[dict[Any, Callable[[], None]] | None] = \
+    contextvars.ContextVar("nova_after_backward", default=None)
+
+
+def after_next_backward(key: Any, fn: Callable[[], None]) -> None:
+    """Call ``fn()`` when this thread's next ``backward`` has accumulated its gradients
+    (once per ``key``, however often it is registered before): how
+    ``DistributedDataParallel`` reduces the gradients a forward through it leads to, as
+    PyTorch's DDP does from the autograd engine's queued callback."""
+    pending = _AFTER_BACKWARD.get()
+    if pending is None:
+        pending = {}
+        _AFTER_BACKWARD.set(pending)
+    pending[key] = fn
+
+
+def _after_backward() -> None:
+    pending = _AFTER_BACKWARD.get()
+    if pending:
+        callbacks = list(pending.values())
+        pending.clear()
+        for fn in callbacks:
+            fn()
+
+
 def backward(tensors: Sequence[Tensor], grad_tensors: Sequence[Any] | None = None,
              retain_graph: bool | None = None, create_graph: bool = False,
              inputs: Any = None) -> None:
     """``nv.autograd.backward``: accumulate gradients into ``.grad`` of the leaves."""
+    _backward(tensors, grad_tensors, retain_graph, create_graph, inputs)
+    _after_backward()
+
+
+def _backward(tensors: Sequence[Tensor], grad_tensors: Sequence[Any] | None,
+              retain_graph: bool | None, create_graph: bool, inputs: Any) -> None:
     outputs = _as_list(tensors)
     grads = _initial_grads("backward", outputs, _as_list(grad_tensors))
     retain = create_graph if retain_graph is None else retain_graph

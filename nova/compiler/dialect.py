@@ -142,7 +142,7 @@ class CounterRandom(OpTrait):
 
 
 KERNEL_KINDS = ("elementwise", "reduce", "rows", "matmul", "scatter", "attention", "sort",
-                "scan")
+                "scan", "collective")
 
 
 @dataclass(frozen=True)
@@ -891,6 +891,73 @@ class WrapIndexOp(IRDLOperation):
 
 
 
+# ---------------------------------------------------------------- collectives
+#
+# A collective across the processes of a group (``nova.distributed``) is two ops, so the
+# step's kernel order can overlap the communication with other kernels: the start
+# hands its operand to the communication library (non-blocking: MPI's ``Iallreduce``,
+# NCCL on a stream) and its result is that buffer while the reduction is in flight; the
+# wait completes it and yields the reduced value. The memory plan keeps the in-flight
+# buffer alive from start to wait, and the schedule issues starts as early and waits as
+# late as their data allow, starts in program order (every rank must issue a group's
+# collectives in one order: ``nova.runtime.collectives``). Not ``Pure``: two identical
+# collectives are two exchanges, and none is dead code.
+
+REDUCTIONS = ("sum", "prod", "max", "min")
+
+
+class _Collective(IRDLOperation):
+    """One element type in and out, same shape; ``group`` names a process group of
+    ``nova.runtime.collectives`` (its registry id) and ``reduction`` the combination."""
+
+    T: ClassVar = VarConstraint("T", AnyTensor)
+    input = operand_def(T)
+    group = prop_def(IntegerAttr)
+    reduction = prop_def(StringAttr)
+    result = result_def(T)
+    assembly_format = ("$input `group` `=` $group `reduction` `=` $reduction attr-dict `:` "
+                       "type($result)")
+    traits = traits_def(KernelRoot("collective"), NonDifferentiable())
+
+    def verify_(self) -> None:
+        if self.reduction.data not in REDUCTIONS:
+            _fail(self, f"reduction {self.reduction.data!r} not in {REDUCTIONS}")
+        if _is_bool(self.input.type) or self.input.type.element_type in (
+                Float16Type(), BFloat16Type()):
+            _fail(self, f"element type {self.input.type.element_type} cannot be reduced "
+                        "across processes (f32, f64, i32, i64)")
+        if self.group.value.data < 0:
+            _fail(self, f"group {self.group.value.data} must be >= 0")
+
+
+@irdl_op_definition
+class AllReduceStartOp(_Collective):
+    """Begin reducing ``input`` elementwise across every process of ``group``; the
+    result is the buffer being reduced (read only by ``nova.all_reduce_wait``)."""
+
+    name = "nova.all_reduce_start"
+
+
+@irdl_op_definition
+class AllReduceWaitOp(_Collective):
+    """Complete the collective ``input`` (a ``nova.all_reduce_start``) began: the result
+    is the reduction over the group, the same on every process."""
+
+    name = "nova.all_reduce_wait"
+
+    def verify_(self) -> None:
+        super().verify_()
+        start = self.input.owner       # (a block argument inside its fused kernel)
+        if isinstance(start, Operation) and (
+                not isinstance(start, AllReduceStartOp) or start.group != self.group
+                or start.reduction != self.reduction):
+            _fail(self, "input must be a nova.all_reduce_start of the same group and "
+                        "reduction")
+
+
+COLLECTIVE_OPS = (AllReduceStartOp, AllReduceWaitOp)
+
+
 # ---------------------------------------------------------------- fused attention
 #
 # Formed by ``passes.attention`` from the composite that ``scaled_dot_product_attention``
@@ -1078,7 +1145,8 @@ Nova = Dialect(
     [ConstantOp, IotaOp, RngUniformOp, *UNARY_OPS, CastOp, *BINARY_OPS, CompareOp,
      WhereOp, BroadcastInDimOp, ReshapeOp, TransposeOp, SliceOp, PadOp, ConcatOp,
      ReduceSumOp, ReduceMaxOp, MatmulOp, GatherOp, ScatterAddOp, ScatterOp,
-     WrapIndexOp, ArgsortOp, CumsumOp, CumprodOp, AttentionOp, AttentionGradOp, FusionOp, YieldOp],
+     WrapIndexOp, ArgsortOp, CumsumOp, CumprodOp, AttentionOp, AttentionGradOp,
+     AllReduceStartOp, AllReduceWaitOp, FusionOp, YieldOp],
     [],
 )
 

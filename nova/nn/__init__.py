@@ -1,5 +1,5 @@
 """``nv.nn``: modules, parameters, initializers and the functional API."""
-from nova.nn import functional, init, utils
+from nova.nn import functional, init, parallel, utils
 from nova.nn.layers import (
     ELU, GELU, Dropout, Embedding, Flatten, Identity, LayerNorm, LeakyReLU, Linear,
     LogSigmoid, LogSoftmax, Mish, ModuleDict, ModuleList, ReLU, RMSNorm, Sequential, Sigmoid,

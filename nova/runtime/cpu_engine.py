@@ -40,7 +40,7 @@ from nova.compiler.targets.cpu.configurator import estimated_seconds, smallest_c
 from nova.compiler.targets.cpu.device import detect_cpu
 from nova.compiler.lowering.plan import KernelPlan
 from nova.compiler.pipeline import CompiledStep
-from nova.runtime import threads
+from nova.runtime import collectives, threads
 from nova.runtime.addresses import data_addresses
 from nova.runtime.debug_dir import debug_subdirectory, write_debug_file
 from nova.runtime.kernel_cache import KERNELS
@@ -78,7 +78,8 @@ def debug_files(module: ModuleOp, lowered: CompiledStep) -> dict[str, str]:
     the nova IR, the fused IR with each kernel's plan, and every kernel's LLVM IR."""
     return {"step.nova.mlir": str(module),
             "step.fused.mlir": lowered.text(),
-            "step.ll": "\n".join(KERNELS.llvm_ir(p) for p in lowered.plans)}
+            "step.ll": "\n".join(KERNELS.llvm_ir(p) for p in lowered.plans
+                                 if p.kind != "collective")}
 
 
 def one_core_seconds(plan: KernelPlan) -> float:
@@ -114,10 +115,16 @@ class CpuProgram(Program):
                 write_debug_file(directory, name, text)
             print(f"nova: NOVA_DEBUG wrote {directory}", file=sys.stderr)
         # Holding the Kernel keeps its code mapped (kernel_cache); fn is its entry point.
-        return [(kernel, kernel.fn) for kernel in KERNELS.get_all(self.plans)]
+        # A collective is a host kernel the driver calls back (nova.runtime.collectives).
+        compiled = iter(KERNELS.get_all([p for p in self.plans if p.kind != "collective"]))
+        kernels = [collectives.HostCollective(p) if p.kind == "collective" else next(compiled)
+                   for p in self.plans]
+        return [(kernel, kernel.fn) for kernel in kernels]
 
     def _planned(self) -> None:
         self._seconds = [one_core_seconds(st.plan) for st in self.steps]
+        self._collectives = collectives.link(self.steps)
+        self._checked = not self._collectives   # ranks compare its collectives once
 
     def _allocate(self, nbytes: int) -> np.ndarray:
         return np.empty(nbytes, dtype=np.uint8)
@@ -193,6 +200,9 @@ class CpuProgram(Program):
 
     def _run(self, values: list[Any], donated: frozenset[int]) -> list[Any]:
         """Fill the slot table with this run's addresses and run the driver once."""
+        if not self._checked:
+            collectives.check_step([st.plan for st in self.steps])
+            self._checked = True
         self._kernel_list()
         slots, n = self._slots, self.n_args
         slots[:n] = data_addresses(values[:n])
@@ -229,10 +239,14 @@ class CpuProgram(Program):
         """Kernel ``p`` returned an error code: say what went wrong (``_failed_now``),
         with every slot's array at hand (the arena keeps its views; nothing was
         released) and ``overwrote_donated`` true only if a kernel up to ``p`` wrote
-        over a donated argument."""
+        over a donated argument. A collective re-raises what its host kernel raised."""
         self.overwrote_donated = any(st.donate is not None and st.donate in donated
                                      and st.out not in self._views
                                      for st in self.steps[:p + 1])
+        kernel = self.steps[p].kernel
+        if isinstance(kernel, collectives.HostCollective) and kernel.error is not None:
+            error, kernel.error = kernel.error, None
+            raise error
         for slot, view in self._views.items():
             values[slot] = view
         self._failed_now(p, values)

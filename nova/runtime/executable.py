@@ -13,6 +13,7 @@ from typing import Any
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
+from nova.compiler import dialect as nd
 from nova.runtime.interpreter import compile_function
 
 ENGINES = ("cpu", "interp")          # what nv.set_engine chooses among, for CPU steps
@@ -35,6 +36,10 @@ class Executable:
         self.engine = engine
         self.function = next(op for op in module.ops if isinstance(op, func.FuncOp))
         self.num_ops = sum(1 for op in self.function.body.block.ops) - 1
+        # A step that exchanges data with other processes (nova.distributed) must run
+        # whole: interrupted or retried, this rank would issue its collectives again.
+        self.has_collectives = any(isinstance(op, nd.COLLECTIVE_OPS)
+                                   for op in self.function.body.block.ops)
         if engine == "cpu":
             from nova.runtime.cpu_engine import CpuProgram
             self._program = CpuProgram(module)

@@ -378,7 +378,15 @@ MEANINGS: dict[type[Operation], Meaning] = {
     nd.CumprodOp: _scan(np.cumprod),
     nd.AttentionOp: _attention,
     nd.AttentionGradOp: _attention_grad,
+    # the pair is one blocking reduction at the start; the wait passes it on
+    nd.AllReduceStartOp: lambda op: lambda x: _collectives().reduce_now(op, x),
+    nd.AllReduceWaitOp: lambda op: lambda x: x,
 }
+
+
+def _collectives():
+    from nova.runtime import collectives   # (imports the lowering, which imports this)
+    return collectives
 
 
 def _kernel(op: Operation) -> Kernel:

@@ -19,6 +19,11 @@ last reader. The plan decides, ahead of time and once per compiled step:
    the gradient dies there: gradients of a step are never all alive at once. (Only
    results are pulled forward: running an intermediate early would stretch its
    output's lifetime, e.g. undo rematerialization by recomputing in the forward.)
+   Collectives (``nova.runtime.collectives``) are the exception that overlaps: a start
+   runs as soon as it is ready, a wait only when nothing else is, and starts keep their
+   program order (every rank must issue them in one order). A gradient bucket's
+   all-reduce then travels while the rest of the backward runs, and the updates that
+   read it follow the waits at the end.
 3. **In place.** A kernel that reads an intermediate pointwise (as in 1), as that
    intermediate's last reader, with a result of the same size and dtype, writes its
    result over it: the two slots are one buffer (a chain of partial sums ``acc = p +
@@ -57,6 +62,7 @@ class KernelUse:
     scratch: int = 0                     # bytes of the kernel's scratch buffer (0: none)
     pointwise: frozenset[int] = frozenset()   # arguments it reads only at the output index
     dtype: str = ""
+    collective: str = ""                 # "start" or "wait" of a collective, else ""
 
 
 @dataclass
@@ -143,6 +149,9 @@ def _schedule(n_args: int, kernels: list[KernelUse], outputs: set[int],
         for j, kj in enumerate(kernels):
             if j != k and a in kj.reads:
                 deps[k].add(j)
+    starts = [k for k, ku in enumerate(kernels) if ku.collective == "start"]
+    for before, k in zip(starts, starts[1:]):   # collectives issue in program order
+        deps[k].add(before)
     users: list[list[int]] = [[] for _ in kernels]
     for k, d in enumerate(deps):
         for j in d:
@@ -164,8 +173,13 @@ def _schedule(n_args: int, kernels: list[KernelUse], outputs: set[int],
     order: list[int] = []
     while ready:
         ready.sort()
-        pick = next((k for k in ready if kernels[k].writes in outputs and growth(k) <= 0),
-                    ready[0])
+        # a collective starts as soon as it can and is waited for as late as it can,
+        # so the kernels between overlap the communication
+        work = [k for k in ready if kernels[k].collective != "wait"] or ready
+        pick = next((k for k in work if kernels[k].collective == "start"), None)
+        if pick is None:
+            pick = next((k for k in work if kernels[k].writes in outputs and growth(k) <= 0),
+                        work[0])
         ready.remove(pick)
         order.append(pick)
         for s in set(kernels[pick].reads):

@@ -46,6 +46,8 @@ def pointwise_inputs(plan: KernelPlan) -> frozenset[int]:
     and an input it overlaid would be lost before the epilogue read it); an input that
     is also an operand of the product is not pointwise (the walk meets the matmul)."""
     s = plan.schedule
+    if plan.kind == "collective":     # the library reads and writes each element at its place
+        return frozenset({0})
     single_block_product = (plan.kind == "matmul" and s.strategy == "tiled" and
                             len(s.loops) == 3 and s.kc >= s.loops[2])
     if plan.kind != "elementwise" and not single_block_product:
@@ -73,6 +75,15 @@ def pointwise_inputs(plan: KernelPlan) -> frozenset[int]:
     return frozenset(found)
 
 
+def collective_role(plan: KernelPlan) -> str:
+    """"start" or "wait" for a collective kernel (which the schedule orders by it),
+    else ""."""
+    if plan.kind != "collective":
+        return ""
+    op = next(iter(plan.fusion.body.block.ops))
+    return "start" if isinstance(op, nd.AllReduceStartOp) else "wait"
+
+
 def plan_steps(steps: Sequence[Any], n_args: int, arg_types: Sequence[tuple[Any, Any]],
                outputs: tuple[int, ...], reorder: bool = True
                ) -> tuple[MemoryPlan, list[KernelUse]]:
@@ -80,7 +91,7 @@ def plan_steps(steps: Sequence[Any], n_args: int, arg_types: Sequence[tuple[Any,
     uses = [KernelUse(st.inputs, st.out, nbytes(st.shape, st.np_dtype),
                       nbytes(*st.scratch) if st.scratch else 0,
                       frozenset(st.inputs[i] for i in pointwise_inputs(st.plan)),
-                      np.dtype(st.np_dtype).name)
+                      np.dtype(st.np_dtype).name, collective_role(st.plan))
             for st in steps]
     arg_dtypes = [np.dtype(np_dtype(t)).name for _, t in arg_types]
     arg_nbytes = [nbytes(s, np.dtype(d)) for (s, _), d in zip(arg_types, arg_dtypes)]

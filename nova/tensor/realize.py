@@ -69,6 +69,12 @@ def _pending_outputs(requested: tuple[Tensor, ...]) -> list[Node]:
         n = t.node
         if not n.realized:
             nodes[id(n)] = n
+    required = live_pending.required
+    if required:
+        for n in required:
+            if not n.realized and n.op != "error":
+                nodes[id(n)] = n
+        required.clear()
     return sorted(nodes.values(), key=lambda n: n.seq)
 
 
@@ -257,6 +263,13 @@ def _isolating(outputs: list[Node], run: Callable[[list[Node]], None],
         rest = [n for n in outputs if not n.realized and n.op != "error"]
         if not rest:
             return
+        if getattr(e, "nova_collective_step", False):
+            # no smaller steps: they would issue this rank's collectives again, out of
+            # step with the other ranks
+            _poison(rest, tuple(range(len(rest))), f"{type(e).__name__}: {e}")
+            for n in rest:
+                errors[id(n)] = e
+            return
         if len(rest) < len(outputs):
             groups = [rest]
         elif len(rest) == 1:
@@ -308,27 +321,42 @@ def _run_step(graph: PendingGraph, outputs: list[Node], engine: str, device: str
     # reference is harmless), kept only while a capture is active.
     arg_nodes = graph.arg_nodes if capture_log.ACTIVE.get() is not None else None
     del graph
-    with deferred_interrupt() if donated else contextlib.nullcontext():
+    collective = exe.has_collectives
+    with deferred_interrupt() if donated or collective else contextlib.nullcontext():
         try:
             results = exe.run(buffers, donated, roles)
-        except InterpreterError as e:
+        except Exception as e:
+            if collective:
+                _mark_collective(e)
+            if not isinstance(e, InterpreterError):
+                if donated and overwrote_donated(e):
+                    _poison(outputs, tuple(range(len(outputs))),
+                            f"{type(e).__name__}: {e} (every result of the step fails: it "
+                            "had started overwriting donated buffers)")
+                raise
             lost = bool(donated) and overwrote_donated(e)
             failed = e.outputs if e.outputs is not None and not lost else range(len(outputs))
             _poison(outputs, tuple(failed), str(e) + (
                 " (every result of the step fails: it had started overwriting donated buffers)"
                 if lost else ""))
-            raise RealizationError(str(e)) from e
-        except Exception as e:
-            if donated and overwrote_donated(e):
-                _poison(outputs, tuple(range(len(outputs))),
-                        f"{type(e).__name__}: {e} (every result of the step fails: it had "
-                        "started overwriting donated buffers)")
-            raise
+            error = RealizationError(str(e))
+            if collective:
+                _mark_collective(error)
+            raise error from e
         for node, value in zip(outputs, results):
             bind(node, value)
         if arg_nodes is not None:
             capture_log.step(capture_log.StepRecord(exe, arg_nodes, list(outputs), roles,
                                                     device))
+
+
+def _mark_collective(error: BaseException) -> None:
+    """Mark ``error`` as a failure of a step with collectives (``_isolating`` then
+    retries nothing)."""
+    try:
+        error.nova_collective_step = True
+    except AttributeError:     # an exception without a __dict__
+        pass
 
 
 def _forget_realized(failed: dict[int, Exception] | None = None) -> None:

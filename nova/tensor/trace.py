@@ -178,6 +178,9 @@ class ThreadLiveSets(threading.local):
 
     def __init__(self) -> None:
         self.live = LiveSet()
+        # Pending values the next realization computes even if no tensor holds them:
+        # collectives (every rank issues its collectives whatever it keeps of them).
+        self.required: list[Node] = []
 
     def add(self, obj: Any) -> None:
         self.live.add(obj)

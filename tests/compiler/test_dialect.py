@@ -76,7 +76,7 @@ def test_the_fused_attention_ops_print_and_parse_back(dropout):
 
 def test_every_op_round_trips():
     """Each op's custom assembly format parses back, including pad, scatter_add,
-    scatter, wrap_index, argsort, the rounding ops, cumsum and cumprod."""
+    scatter, wrap_index, argsort, the rounding ops, cumsum, cumprod and the collectives."""
     x = nv.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
     y = x * 1.0                   # pending: a write into a realized tensor is a host copy
     y[:, ::2] = 1.0                                       # pad (interior) + where
@@ -85,8 +85,13 @@ def test_every_op_round_trips():
     w = (x.abs().log1p().expm1().log().sqrt().reciprocal().sin().cos().tanh() ** 2).long().float()
     m = nv.maximum(x, 1.0) - nv.minimum(x, 2.0) / 3.0 + x * 2
     r = x.floor() + x.ceil() + x.round() + x.trunc()
-    text = nv.debug.dump_ir(y, z, w, m, -x, x.argsort(dim=0, descending=True), r,
-                            x.cumsum(1), x.cumprod(0))
+    import nova.distributed as dist
+    dist.init_process_group("mpi")          # a world of one: all_reduce_start / _wait
+    try:
+        text = nv.debug.dump_ir(y, z, w, m, -x, x.argsort(dim=0, descending=True), r,
+                                x.cumsum(1), x.cumprod(0), dist.reduced(x, "max"))
+    finally:
+        dist.destroy_process_group()
     assert str(Parser(_context(), text).parse_module()) == text
     covered = text + _attention_ir() + _fused_attention_ir()
     missing = [name for name in nd.OPS_BY_NAME if f"nova.{name} " not in covered]
@@ -95,6 +100,12 @@ def test_every_op_round_trips():
 
 def _verify(op):
     op.verify()
+
+
+def _collective(op, value, reduction, group=0):
+    return op.create(operands=[value], result_types=[value.type],
+                     properties={"group": IntegerAttr(group, i64),
+                                 "reduction": StringAttr(reduction)})
 
 
 def _t(*shape, et=f32):
@@ -133,6 +144,14 @@ def _arg(*shape, et=f32):
      "does not match element type"),
     (lambda: nd.ExpOp.create(operands=[_arg(2, et=i64)], result_types=[_t(2, et=i64)]),
      "needs a floating-point tensor"),
+    (lambda: _collective(nd.AllReduceStartOp, _arg(2), "mean"),
+     "reduction 'mean' not in"),
+    (lambda: _collective(nd.AllReduceStartOp, _arg(2, et=builtin.i1), "max"),
+     "element type i1 cannot be reduced across processes"),
+    (lambda: _collective(nd.AllReduceWaitOp,
+                         nd.ExpOp.create(operands=[_arg(2)], result_types=[_t(2)]).results[0],
+                         "sum"),
+     "input must be a nova.all_reduce_start of the same group and reduction"),
     (lambda: nd.GatherOp.create(operands=[_arg(2, 3), _arg(2, 3)], result_types=[_t(2, 3)],
                                 properties={"dim": IntegerAttr(0, i64)}),
      "index must be i32 or i64"),

@@ -59,11 +59,13 @@ def test_traits_give_the_categories_passes_rely_on():
     assert having(nd.IndexChanging) == ["broadcast_in_dim", "concat", "gather", "pad",
                                         "slice", "transpose"]
     assert having(nd.Generator) == ["constant", "iota"]
-    assert having(nd.KernelRoot) == ["argsort", "attention", "attention_grad", "cumprod",
+    assert having(nd.KernelRoot) == ["all_reduce_start", "all_reduce_wait", "argsort",
+                                     "attention", "attention_grad", "cumprod",
                                      "cumsum", "matmul", "reduce_max", "reduce_sum", "scatter",
                                      "scatter_add"]
     assert {n: nd.kernel_root_kind(op) for n, op in nd.OPS_BY_NAME.items()
             if op.has_trait(nd.KernelRoot)} == {
+        "all_reduce_start": "collective", "all_reduce_wait": "collective",
         "argsort": "sort", "attention": "attention", "attention_grad": "attention",
         "cumprod": "scan", "cumsum": "scan",
         "matmul": "matmul", "reduce_max": "reduce", "reduce_sum": "reduce",

@@ -76,7 +76,8 @@ class Schedule:
     loops: tuple[int, ...]          # iteration space of the main loop nest
     parallel_dim: int | None        # split across threads (None: one thread)
     strategy: str                   # elementwise | row | column | tiled | ikj | dot |
-                                    # scatter | attention | attention_grad | sort
+                                    # scatter | attention | attention_grad | sort |
+                                    # collective
     reduced: tuple[int, ...] = ()   # reduced dims of ``loops`` (reductions)
     vector_dim: int | None = None   # innermost, unit-stride loop given to the vectorizer
     tile: tuple[int, int, int] | None = None   # matmul (MR, NR, NC), ``tiled`` only
@@ -209,6 +210,8 @@ def _structure(fusion: nd.FusionOp) -> tuple[Schedule, tuple | None]:
             batch *= d
         strategy = "attention" if isinstance(op, nd.AttentionOp) else "attention_grad"
         return Schedule((batch, q[-2], k[-2], q[-1]), 0, strategy, vector_dim=3), None
+    if kind == "collective":     # one call of the communication library, one thread
+        return Schedule((_numel(out_shape),), None, "collective"), None
     if kind in ("sort", "scan"):
         x_shape = _shape(op.operands[0])
         rows = _numel(x_shape[:-1])

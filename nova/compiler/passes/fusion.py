@@ -17,7 +17,9 @@ Otherwise its value is materialized and it roots a kernel of its own. So:
 - a matmul absorbs movement ops on its operands (transposed operands are read in place)
   and its elementwise epilogue (bias, activation, residual, scale), except the ops the
   target's ``FusionPolicy`` keeps out of epilogues (the CPU's: ``Expensive`` ones);
-- ``scatter_add`` and ``scatter`` are kernels of their own;
+- ``scatter_add`` and ``scatter`` are kernels of their own, and a collective
+  (``all_reduce_start``/``_wait``) is a kernel of one op (the communication library
+  takes whole buffers);
 - a cheap pointwise op whose large operands are stored anyway is computed in every
   kernel that reads it instead of being stored (``_repeatable``);
 - a pointwise op reading a contraction's result that nothing else reads, where its
@@ -144,6 +146,9 @@ def _picks_rows(op: Operation) -> bool:
 
 
 def _can_join(op: Operation, k: Kernel, policy: FusionPolicy) -> bool:
+    if k.kind == "collective":
+        # the communication library reads and writes whole buffers: nothing fuses in
+        return False
     if nd.kernel_root_kind(op) is not None or \
             op.has_trait(nd.CounterRandom) and k.kind != "elementwise":
         return False

@@ -1,0 +1,330 @@
+"""Process groups, and the collectives a compiled step runs.
+
+A step function may hold ``nova.all_reduce_start`` / ``nova.all_reduce_wait`` pairs
+(``nova.distributed.all_reduce``, and ``DistributedDataParallel``'s gradient buckets).
+Their ``group`` attribute is an id in this module's registry, which maps it to a
+``Communicator``: MPI through mpi4py (``Mpi``), or the one-process group
+(``SingleProcess``, world size 1, no library: every collective is the identity).
+
+The start hands its buffer to the library without blocking (``MPI_Iallreduce`` in
+place); the kernels between start and wait run meanwhile; the wait completes the
+request, polling with a deadline (the group's ``timeout``), so a rank that died, hangs
+or issued different collectives makes the others fail with ``CollectiveTimeout``
+instead of hanging. Open MPI progresses a non-blocking collective only inside MPI calls,
+so every start and wait also tests the group's other requests in flight.
+
+Every rank must issue a group's collectives in the same order with the same sizes.
+Within a step the schedule keeps starts in program order
+(``nova.runtime.memory_plan``), and before a compiled step's first run its ranks compare
+the list of its collectives (``check_step``), so a rank running a different step fails
+with an error naming both lists, never with another rank's numbers.
+
+On the CPU the driver calls each collective kernel like a compiled one, through
+``HostCollective.fn`` (a C callback into Python: a few microseconds per bucket).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import itertools
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from xdsl.ir import Operation
+
+from nova.compiler import dialect as nd
+from nova.compiler.lowering.plan import KernelPlan, contraction
+
+
+class CollectiveError(RuntimeError):
+    """A collective could not run (a library error, ranks that disagree)."""
+
+
+class CollectiveTimeout(CollectiveError):
+    """A collective did not complete within its group's timeout."""
+
+
+def _dtype_name(dtype: np.dtype) -> str:
+    return np.dtype(dtype).name
+
+
+@dataclass
+class Communicator(ABC):
+    """One process group: this process's ``rank`` of ``size``."""
+
+    rank: int
+    size: int
+    timeout: float                        # seconds a collective may take
+    backend: str = ""
+    ids: list[int] = field(default_factory=list)   # registry ids naming it
+
+    @abstractmethod
+    def start(self, buffer: np.ndarray, reduction: str) -> Any:
+        """Begin reducing ``buffer`` in place across the group; a request for ``wait``."""
+
+    @abstractmethod
+    def wait(self, request: Any, what: str) -> None:
+        """Complete ``request`` within ``timeout`` (``what`` names it in the error)."""
+
+    @abstractmethod
+    def broadcast(self, buffer: np.ndarray, src: int) -> None:
+        """``buffer`` on every rank := rank ``src``'s (in place, blocking)."""
+
+    @abstractmethod
+    def all_gather(self, buffer: np.ndarray, what: str = "all_gather") -> np.ndarray:
+        """Every rank's ``buffer`` stacked along a new first dim (blocking)."""
+
+    @abstractmethod
+    def barrier(self) -> None:
+        """Return once every rank has entered (bounded by ``timeout``)."""
+
+    def close(self) -> None:
+        """Release the library's resources (after the last collective)."""
+
+
+class SingleProcess(Communicator):
+    """A group of one process: every reduction is the identity, nothing to wait for."""
+
+    def start(self, buffer: np.ndarray, reduction: str) -> Any:
+        return None
+
+    def wait(self, request: Any, what: str) -> None:
+        return None
+
+    def broadcast(self, buffer: np.ndarray, src: int) -> None:
+        return None
+
+    def all_gather(self, buffer: np.ndarray, what: str = "all_gather") -> np.ndarray:
+        return buffer[None].copy()
+
+    def barrier(self) -> None:
+        return None
+
+
+class Mpi(Communicator):
+    """A group over an mpi4py communicator (``MPI.COMM_WORLD`` or a split of it)."""
+
+    POLL_SECONDS = 50e-6      # between tests once a wait has spun for a millisecond
+
+    def __init__(self, comm: Any, timeout: float):
+        from mpi4py import MPI
+        super().__init__(comm.Get_rank(), comm.Get_size(), timeout, "mpi")
+        self.comm, self.MPI = comm, MPI
+        self._ops = {"sum": MPI.SUM, "prod": MPI.PROD, "max": MPI.MAX, "min": MPI.MIN}
+        self._types = {"float32": MPI.FLOAT, "float64": MPI.DOUBLE,
+                       "int32": MPI.INT32_T, "int64": MPI.INT64_T}
+        self._in_flight: list[Any] = []
+
+    def _buffer(self, array: np.ndarray) -> list:
+        name = _dtype_name(array.dtype)
+        if name not in self._types:
+            raise CollectiveError(f"mpi: cannot reduce {name} buffers (float32, float64, "
+                                  "int32, int64)")
+        return [array, self._types[name]]
+
+    def _progress(self) -> None:
+        """Test the requests in flight, which is when Open MPI moves them on."""
+        if self._in_flight:
+            self._in_flight = [r for r in self._in_flight if not r.Test()]
+
+    def start(self, buffer: np.ndarray, reduction: str) -> Any:
+        self._progress()
+        request = self.comm.Iallreduce(self.MPI.IN_PLACE, self._buffer(buffer),
+                                       op=self._ops[reduction])
+        self._in_flight.append(request)
+        return request
+
+    def wait(self, request: Any, what: str) -> None:
+        deadline = time.monotonic() + self.timeout
+        spin_until = time.monotonic() + 1e-3
+        while not request.Test():
+            self._progress()
+            now = time.monotonic()
+            if now > deadline:
+                raise CollectiveTimeout(
+                    f"nova.distributed: {what} did not complete within {self.timeout:g} s "
+                    f"on rank {self.rank} of {self.size}: another rank stopped, hangs, or "
+                    "issued different collectives (init_process_group(timeout=...) sets "
+                    "the limit)")
+            if now > spin_until:
+                time.sleep(self.POLL_SECONDS)
+        if request in self._in_flight:
+            self._in_flight.remove(request)
+
+    def broadcast(self, buffer: np.ndarray, src: int) -> None:
+        self.wait(self.comm.Ibcast(self._buffer(buffer), root=src), "broadcast")
+
+    def all_gather(self, buffer: np.ndarray, what: str = "all_gather") -> np.ndarray:
+        out = np.empty((self.size,) + buffer.shape, buffer.dtype)
+        self.wait(self.comm.Iallgather(self._buffer(np.ascontiguousarray(buffer)),
+                                       self._buffer(out)), what)
+        return out
+
+    def barrier(self) -> None:
+        self.wait(self.comm.Ibarrier(), "barrier")
+
+    def close(self) -> None:
+        if self.comm is not self.MPI.COMM_WORLD:
+            self.comm.Free()
+
+
+# ---------------------------------------------------------------- the registry
+
+_LOCK = threading.Lock()
+_GROUPS: dict[int, Communicator] = {}
+_IDS = itertools.count()
+
+
+def register(comm: Communicator) -> int:
+    """A new id for ``comm`` (the ``group`` attribute of the collectives on it)."""
+    with _LOCK:
+        gid = next(_IDS)
+        _GROUPS[gid] = comm
+        comm.ids.append(gid)
+        return gid
+
+
+def unregister(gid: int) -> None:
+    with _LOCK:
+        _GROUPS.pop(gid, None)
+
+
+def group(gid: int) -> Communicator:
+    """The communicator of id ``gid``; a clear error once it was destroyed."""
+    comm = _GROUPS.get(gid)
+    if comm is None:
+        raise CollectiveError(f"nova.distributed: process group {gid} does not exist (it "
+                              "was destroyed, or this step was compiled in another "
+                              "process); call init_process_group first")
+    return comm
+
+
+# ---------------------------------------------------------------- steps
+
+def collective_op(plan: KernelPlan) -> nd.AllReduceStartOp | nd.AllReduceWaitOp:
+    op = contraction(plan.fusion)
+    assert isinstance(op, nd.COLLECTIVE_OPS), plan.name
+    return op
+
+
+def describe(op: Operation) -> str:
+    shape = tuple(op.result.type.get_shape())
+    return (f"all_reduce({op.reduction.data}) of {int(np.prod(shape, dtype=np.int64)):,} "
+            f"{nd.element_name(op.result.type.element_type)} elements "
+            f"(group {op.group.value.data})")
+
+
+def step_signature(plans: Sequence[KernelPlan]) -> dict[int, list[str]]:
+    """Per group id, the step's collectives in issue order (plans in run order)."""
+    found: dict[int, list[str]] = {}
+    for plan in plans:
+        if plan.kind == "collective":
+            op = collective_op(plan)
+            if isinstance(op, nd.AllReduceStartOp):
+                found.setdefault(op.group.value.data, []).append(describe(op))
+    return found
+
+
+def check_step(plans: Sequence[KernelPlan]) -> None:
+    """Before a step's first run: every rank of each group it uses runs a step with the
+    same collectives in the same order, or every rank raises ``CollectiveError`` naming
+    both lists (a step that differs would pair one rank's bucket with another's)."""
+    for gid, listed in step_signature(plans).items():
+        comm = group(gid)
+        if comm.size == 1:
+            continue
+        digest = hashlib.sha256("\n".join(listed).encode()).digest()
+        mine = np.frombuffer(digest, np.int64).copy()
+        every = comm.all_gather(mine, f"comparing a new step's {len(listed)} collectives "
+                                      "with the other ranks' (all_gather)")
+        if not (every == mine).all():
+            bad = [r for r in range(comm.size) if not (every[r] == mine).all()]
+            raise CollectiveError(
+                f"nova.distributed: rank {comm.rank}'s step issues {len(listed)} collectives "
+                f"on group {gid} ({'; '.join(listed[:4])}{' ...' if len(listed) > 4 else ''}) "
+                f"but rank(s) {bad} run a step with other collectives: every rank must "
+                "record the same collectives in the same order (same model, shapes and "
+                "bucket order; no rank-dependent branches around them)")
+
+
+HOST_KERNEL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p),
+                               ctypes.c_int64, ctypes.c_int64)
+HOST_FAILED = 101      # a host kernel's return code when it raised (``error`` holds it)
+
+
+class HostCollective:
+    """One collective kernel of a CPU step, called by the native driver as
+    ``fn(table, start, end)``: table[0] is its input buffer, table[1] its output.
+
+    A start copies its input into its output when they differ (the memory plan usually
+    writes the output over the input: then nothing moves) and begins the in-place
+    reduction; its wait (``partner``) completes it and copies it out when its own output
+    is another buffer. An exception is kept in ``error`` and reported as ``HOST_FAILED``,
+    which the engine turns back into the exception."""
+
+    def __init__(self, plan: KernelPlan):
+        op = collective_op(plan)
+        self.is_start = isinstance(op, nd.AllReduceStartOp)
+        self.gid = op.group.value.data
+        self.reduction = op.reduction.data
+        self.what = describe(op)
+        shape, dtype = plan.out
+        self.dtype = np.dtype(dtype.np)
+        self.count = int(np.prod(shape, dtype=np.int64))
+        self.nbytes = self.count * self.dtype.itemsize
+        self.partner: HostCollective | None = None    # a wait's start
+        self.request: Any = None
+        self.error: BaseException | None = None
+        self.fn = HOST_KERNEL(self._call)
+
+    def _array(self, address: int) -> np.ndarray:
+        raw = (ctypes.c_char * max(self.nbytes, 1)).from_address(address)
+        return np.frombuffer(raw, self.dtype, self.count)
+
+    def _call(self, table, start: int, end: int) -> int:
+        try:
+            src, dst = table[0], table[1]
+            comm = group(self.gid)
+            if not self.is_start:         # the reduction lands in src: wait, then move
+                start_kernel = self.partner
+                request, start_kernel.request = start_kernel.request, None
+                comm.wait(request, self.what)
+            if src != dst and self.nbytes:
+                ctypes.memmove(dst, src, self.nbytes)
+            if self.is_start:
+                self.request = comm.start(self._array(dst), self.reduction)
+            return 0
+        except BaseException as e:     # noqa: BLE001 -- re-raised by the engine
+            self.error = e
+            return HOST_FAILED
+
+
+def link(steps: Sequence[Any]) -> list[HostCollective]:
+    """Point each wait's host kernel at its start's (steps with ``plan``, ``inputs``,
+    ``out`` and the host kernel as ``kernel``); the program's host kernels."""
+    starts: dict[int, HostCollective] = {}
+    found = []
+    for st in steps:
+        if st.plan.kind != "collective":
+            continue
+        hc = st.kernel
+        found.append(hc)
+        if hc.is_start:
+            starts[st.out] = hc
+        else:
+            hc.partner = starts[st.inputs[0]]
+    return found
+
+
+def reduce_now(op: Operation, x: np.ndarray) -> np.ndarray:
+    """``op`` (a start) run to completion on ``x``: the interpreter's meaning of the
+    pair (the wait is then the identity)."""
+    comm = group(op.group.value.data)
+    out = np.array(x, copy=True)
+    comm.wait(comm.start(out, op.reduction.data), describe(op))
+    return out

@@ -1,0 +1,151 @@
+"""One rank of the distributed tests (``tests/distributed/test_ddp.py`` starts it with
+``mpiexec -n N python -m tests.distributed.worker MODE OUT``, or alone for the
+one-process references). Each rank writes what it ends with to ``OUT/rank<r>.npz``."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+
+import nova as nv
+import nova.distributed as dist
+from models.gpt import GPT, preset
+from nova.nn.parallel import DistributedDataParallel as DDP
+
+BATCH, BLOCK, STEPS = 8, 16, 4
+
+
+def batches(steps: int, batch: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The global batches every run sees (the same on every rank)."""
+    rng = np.random.default_rng(7)
+    out = []
+    for _ in range(steps):
+        x = rng.integers(0, 256, (batch, BLOCK + 1))
+        out.append((x[:, :-1], x[:, 1:]))
+    return out
+
+
+def model_and_optimizer(dropout: float = 0.0):
+    nv.manual_seed(1234 + 0)     # the same weights on every rank (DDP broadcasts anyway)
+    model = GPT(preset("tiny", block=BLOCK, dropout=dropout))
+    opt = nv.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
+    return model, opt
+
+
+def save(out: str, rank: int, model, losses: list[float], **extra) -> None:
+    arrays = {f"p/{k}": v.numpy() for k, v in model.state_dict().items()}
+    np.savez(os.path.join(out, f"rank{rank}.npz"), losses=np.array(losses), **arrays, **extra)
+
+
+def train(out: str, ddp: bool, accumulate: int = 1) -> None:
+    """STEPS AdamW steps of the tiny GPT on the global batches; with ``ddp`` each rank
+    takes its contiguous share of every batch; with ``accumulate`` k, each share is
+    split in k micro-batches, the first k - 1 under ``no_sync``."""
+    rank, size = (dist.get_rank(), dist.get_world_size()) if ddp else (0, 1)
+    model, opt = model_and_optimizer()
+    net = DDP(model, bucket_cap_mb=0.05) if ddp else model
+    losses = []
+    for x, y in batches(STEPS, BATCH):
+        share = BATCH // size
+        x, y = x[rank * share:(rank + 1) * share], y[rank * share:(rank + 1) * share]
+        micro = share // accumulate
+        opt.zero_grad()
+        total = 0.0
+        for k in range(accumulate):
+            xs, ys = nv.tensor(x[k * micro:(k + 1) * micro]), nv.tensor(y[k * micro:(k + 1) * micro])
+            sync = k == accumulate - 1
+            with (net.no_sync() if ddp and not sync else _nothing()):
+                _, loss = net(xs, ys)
+                (loss / accumulate).backward()
+            total += loss
+        opt.step()
+        losses.append(float(total / accumulate))
+    save(out, rank, model, losses)
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def collectives(out: str) -> None:
+    """all_reduce (every op, in place and functional, of pending and realized tensors,
+    results that escape the step and ones that feed more kernels), broadcast and
+    all_gather."""
+    rank, size = dist.get_rank(), dist.get_world_size()
+    base = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x = nv.tensor(base * (rank + 1))
+    y = x * 2.0
+    dist.all_reduce(y)                              # pending input, escaping result
+    feeds = dist.reduced(x + 1.0, dist.ReduceOp.MAX).sum(dim=1)   # result read by a kernel
+    avg = dist.reduced(x, dist.ReduceOp.AVG)
+    prod = dist.reduced(nv.tensor(np.full(3, rank + 2, np.int64)), dist.ReduceOp.PRODUCT)
+    low = dist.reduced(nv.tensor(np.full(2, rank, np.int32)), dist.ReduceOp.MIN)
+    realized = nv.tensor(np.ones(5, np.float64) * (rank + 1))
+    nv.realize(realized)
+    dist.all_reduce(realized)                       # a realized (argument) input
+    unheld = dist.reduced(x)                        # nobody keeps it: still issued
+    del unheld
+    b = nv.tensor(np.full(3, rank, np.int64))
+    dist.broadcast(b, size - 1)
+    gathered = [nv.zeros(2) for _ in range(size)]
+    dist.all_gather(gathered, nv.ones(2) * rank)
+    dist.barrier()
+    np.savez(os.path.join(out, f"rank{rank}.npz"), y=y.numpy(), feeds=feeds.numpy(),
+             avg=avg.numpy(), prod=prod.numpy(), low=low.numpy(), realized=realized.numpy(),
+             b=b.numpy(), gathered=np.stack([g.numpy() for g in gathered]))
+
+
+def hang(out: str) -> None:
+    """Rank 1 never joins rank 0's all_reduce: rank 0 must time out, not hang."""
+    rank = dist.get_rank()
+    if rank == 1:
+        time.sleep(60)
+        return
+    t = nv.ones(4)
+    dist.all_reduce(t)
+    t.numpy()
+
+
+def die(out: str) -> None:
+    """Rank 1 raises before its all_reduce: the job must end, naming it."""
+    if dist.get_rank() == 1:
+        raise RuntimeError("rank 1 fails on purpose")
+    t = nv.ones(4)
+    dist.all_reduce(t)
+    t.numpy()
+
+
+def mismatch(out: str) -> None:
+    """The ranks record different collectives: both must fail saying so."""
+    rank = dist.get_rank()
+    t = nv.ones(4 + rank)
+    dist.all_reduce(t)
+    t.numpy()
+
+
+def main(argv: list[str]) -> None:
+    mode, out = argv[0], argv[1]
+    if mode == "single":
+        return train(out, ddp=False)
+    if mode == "single-accumulate":
+        return train(out, ddp=False, accumulate=2)
+    timeout = float(os.environ.get("NOVA_TEST_TIMEOUT", "60"))
+    dist.init_process_group("mpi", timeout=timeout)
+    try:
+        {"ddp": lambda o: train(o, ddp=True),
+         "ddp-accumulate": lambda o: train(o, ddp=True, accumulate=2),
+         "collectives": collectives, "hang": hang, "die": die,
+         "mismatch": mismatch}[mode](out)
+    finally:
+        if mode not in ("hang", "die", "mismatch"):
+            dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -26,7 +26,9 @@ from tqdm import tqdm
 import nova as nv
 from models.data import ByteCorpus
 from models.gpt import GPT, PRESETS, GPTConfig, preset
+from nova import distributed as dist
 from nova.nn import StateDictError
+from nova.nn.parallel import DistributedDataParallel as DDP
 
 # The arguments that define the learning-rate schedule and the update; a checkpoint
 # records them so that --resume can tell when they change.
@@ -88,6 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--no-compile", action="store_true",
                    help="record every step instead of replaying it with nv.compile")
+    p.add_argument("--ddp", action="store_true",
+                   help="data-parallel over the ranks mpiexec started (mpiexec -n N python "
+                        "-m models.train --ddp ...): --batch-size is the global batch, each "
+                        "rank trains on its share, gradients are averaged in the step; rank 0 "
+                        "alone logs, evaluates and checkpoints")
     return p
 
 
@@ -226,12 +233,19 @@ class Trainer:
 
     def __init__(self, args: argparse.Namespace, corpus: ByteCorpus | None = None):
         self.args = args
+        self.rank, self.world = ((dist.get_rank(), dist.get_world_size())
+                                 if getattr(args, "ddp", False) else (0, 1))
         nv.manual_seed(args.seed)
         if args.remat is not None:
             nv.set_remat(args.remat)
         self.cfg = model_config(args)
         self.corpus = corpus if corpus is not None else load_corpus(args, self.cfg.block)
         self.model = GPT(self.cfg)
+        # what the step calls: the model, or its DistributedDataParallel wrapper (which
+        # starts every rank from rank 0's weights and averages the gradients)
+        self.net = DDP(self.model) if self.world > 1 else self.model
+        if self.world > 1:
+            nv.manual_seed(args.seed + self.rank)    # each rank its own dropout masks
         decay = [p for n, p in self.model.named_parameters() if p.ndim >= 2]
         no_decay = [p for n, p in self.model.named_parameters() if p.ndim < 2]
         self.opt = nv.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
@@ -303,18 +317,24 @@ class Trainer:
         """One optimizer step on a batch: forward, backward, clipping, AdamW, schedule.
         Compiled with ``nv.compile`` unless ``--no-compile``: after two recorded steps
         it replays without running this Python."""
-        _, loss = self.model(x, y)
+        _, loss = self.net(x, y)
         loss.backward()
         if self.args.grad_clip > 0:
             nv.nn.utils.clip_grad_norm_(self.model.parameters(), self.args.grad_clip)
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         self.sched.step()
+        if self.world > 1:      # the loss of the whole global batch, as one process's
+            loss = dist.reduced(loss, dist.ReduceOp.AVG)
         return loss
 
     def train_step(self) -> float:
         a = self.args
         x, y = self.corpus.batch("train", self.step, a.batch_size, self.cfg.block)
+        if self.world > 1:      # this rank's share of the global batch
+            share = a.batch_size // self.world
+            x = x[self.rank * share:(self.rank + 1) * share]
+            y = y[self.rank * share:(self.rank + 1) * share]
         loss = self._step_fn(nv.tensor(x), nv.tensor(y))
         self.step += 1
         return loss.item()
@@ -383,6 +403,15 @@ def setup(argv: list[str] | None = None) -> tuple[argparse.Namespace, Trainer, s
     parser = build_parser()
     args = parser.parse_args(argv)
     check_args(parser, args)
+    if args.ddp:
+        if not dist.is_initialized():
+            dist.init_process_group("mpi")
+        world = dist.get_world_size()
+        if args.batch_size % world:
+            parser.error(f"--batch-size {args.batch_size} is the global batch and must "
+                         f"divide among the {world} ranks")
+        if dist.get_rank() != 0:
+            args.quiet = True
     try:
         corpus = load_corpus(args, model_config(args).block)
     except ValueError as e:   # unreadable, or too short for one context
@@ -391,11 +420,12 @@ def setup(argv: list[str] | None = None) -> tuple[argparse.Namespace, Trainer, s
         trainer = Trainer(args, corpus)
     except ResumeError as e:
         parser.error(str(e))
-    if args.resume and (message := _resume_warning(trainer, args.resume)):
+    lead = trainer.rank == 0        # the other ranks of --ddp write nothing
+    if lead and args.resume and (message := _resume_warning(trainer, args.resume)):
         _warn(message)
     os.makedirs(args.out, exist_ok=True)
     metrics_path = os.path.join(args.out, "metrics.jsonl")
-    if dropped := prepare_metrics(metrics_path, trainer.step):
+    if lead and (dropped := prepare_metrics(metrics_path, trainer.step)):
         kept = (f"the file continues after step {trainer.step}, the checkpoint's"
                 if trainer.step else "a fresh run starts the file anew")
         _warn(f"dropped {dropped} line(s) of {metrics_path} left by an earlier or "
@@ -428,6 +458,9 @@ def train(args: argparse.Namespace, trainer: Trainer, metrics_path: str
     once per step, the validation loss per evaluation) and before every save, so the check
     adds no host synchronization. Returns (losses, last validation loss, step times)."""
     tokens_per_step = args.batch_size * trainer.cfg.block
+    lead = trainer.rank == 0      # the rank that evaluates, logs and checkpoints
+    if not lead:
+        metrics_path = os.devnull
     losses: list[float] = []
     val_loss = float("nan")
     step_times: list[float] = []
@@ -444,7 +477,7 @@ def train(args: argparse.Namespace, trainer: Trainer, metrics_path: str
             losses.append(loss)
             record = {"step": trainer.step, "loss": _json_number(loss), "lr": lr,
                       "step_s": dt_s, "tokens_per_s": tokens_per_step / dt_s}
-            if trainer.step % args.eval_interval == 0 or trainer.step == args.steps:
+            if lead and (trainer.step % args.eval_interval == 0 or trainer.step == args.steps):
                 val_loss = evaluate(trainer.model, trainer.corpus, args.eval_batches,
                                     args.batch_size, trainer.cfg.block)
                 record["val_loss"] = _json_number(val_loss)
@@ -461,9 +494,9 @@ def train(args: argparse.Namespace, trainer: Trainer, metrics_path: str
                 if not warned:
                     _warn(f"{where}; continuing (--allow-nonfinite)")
                     warned = True
-            if args.save and args.save_every and trainer.step % args.save_every == 0:
+            if lead and args.save and args.save_every and trainer.step % args.save_every == 0:
                 _save(trainer, args)
-    if args.save:
+    if lead and args.save:
         _save(trainer, args)
     return losses, val_loss, step_times
 
@@ -472,7 +505,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args, trainer, metrics_path = setup(argv)
     cfg = trainer.cfg
     tokens_per_step = args.batch_size * cfg.block
-    print(f"nova: GPT {args.preset} ({trainer.model.num_parameters() / 1e6:.2f}M parameters), "
+    say = print if trainer.rank == 0 else (lambda *a, **k: None)
+    if trainer.world > 1:
+        say(f"nova: data-parallel over {trainer.world} ranks, "
+            f"{args.batch_size // trainer.world} sequences each", flush=True)
+    say(f"nova: GPT {args.preset} ({trainer.model.num_parameters() / 1e6:.2f}M parameters), "
           f"corpus {len(trainer.corpus.train) / 1e6:.1f}M train bytes, "
           f"{tokens_per_step} tokens/step, steps {trainer.step}..{args.steps}", flush=True)
     try:
@@ -489,7 +526,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "median_tokens_per_s": tokens_per_step / float(np.median(steady)) if steady else None,
         "compiles": stats.misses, "cache_hits": stats.hits, "losses": losses,
     }
-    print(f"done: loss {summary['final_loss']:.4f}, val {val_loss:.4f} (uniform "
+    say(f"done: loss {summary['final_loss']:.4f}, val {val_loss:.4f} (uniform "
           f"{summary['uniform_loss']:.4f}), {summary['median_tokens_per_s']:,.0f} tokens/s, "
           f"{stats.misses} compiles / {stats.hits} cache hits; metrics in {metrics_path}"
           if losses else "done: nothing to do (already at --steps)")

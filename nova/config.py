@@ -48,6 +48,13 @@ def _positive_int(raw: str) -> int:
     return int(value)
 
 
+def _non_negative_int(raw: str) -> int:
+    value = _number(raw, 0.0, True, "an integer >= 0")
+    if value != int(value):
+        raise ValueError("expected an integer >= 0")
+    return int(value)
+
+
 def _text(raw: str) -> str:
     return raw
 
@@ -137,6 +144,17 @@ DEBUG_DIR = Setting("NOVA_DEBUG_DIR", None, _text,
 NVRTC = Setting("NOVA_NVRTC", None, _text, "the path of libnvrtc.so to use")
 CUDA_HOME = Setting("CUDA_HOME", None, _text, "a CUDA toolkit to find NVRTC in")
 CUDA_PATH = Setting("CUDA_PATH", None, _text, "a CUDA toolkit to find NVRTC in")
+# nova.distributed: PyTorch's variables (checked against MPI's ranks), and what mpiexec
+# sets in every rank's environment (Open MPI, PMIx, MPICH/Intel MPI and Slurm's PMI,
+# MPICH's Hydra), which tells a rank of a job from a process started alone.
+WORLD_SIZE = Setting("WORLD_SIZE", None, _positive_int,
+                     "the world size init_process_group expects (MPI's must agree)")
+RANK = Setting("RANK", None, _non_negative_int,
+               "this process's rank as init_process_group expects it (MPI's must agree)")
+MPI_LAUNCHER_VARIABLES = tuple(
+    Setting(name, None, _text, "set by mpiexec: this process is a rank of an MPI job")
+    for name in ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK",
+                 "MPI_LOCALNRANKS"))
 
 def cache_root() -> str | None:
     """Where the on-disk caches live, or None when ``NOVA_CACHE=0`` turns them off."""
@@ -145,8 +163,13 @@ def cache_root() -> str | None:
     return CACHE_DIR.get() or os.path.join(os.path.expanduser("~"), ".cache", "nova")
 
 
+def launched_by_mpi() -> bool:
+    """Whether this process was started by ``mpiexec`` (``MPI_LAUNCHER_VARIABLES``)."""
+    return any(s.is_set() for s in MPI_LAUNCHER_VARIABLES)
+
+
 SETTINGS: tuple[Setting, ...] = tuple(
-    v for v in globals().values() if isinstance(v, Setting))
+    v for v in globals().values() if isinstance(v, Setting)) + MPI_LAUNCHER_VARIABLES
 
 
 def describe() -> str:

@@ -24,13 +24,13 @@ Deviations from PyTorch, forced by laziness or by what exists:
 from __future__ import annotations
 
 import datetime
-import os
 import sys
 import threading
 from typing import Any
 
 import numpy as np
 
+from nova import config
 from nova.runtime import collectives as _coll
 from nova.runtime.collectives import CollectiveError, CollectiveTimeout
 from nova.tensor import ops as _ops
@@ -123,17 +123,6 @@ def _seconds(timeout: Any) -> float:
     return seconds
 
 
-def _env_int(name: str) -> int | None:
-    raw = os.environ.get(name)
-    if raw in (None, ""):
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValueError(f"init_process_group: environment variable {name}={raw!r} is not "
-                         "an integer") from None
-
-
 def init_process_group(backend: str | None = "mpi", init_method: str | None = None,
                        timeout: Any = None, world_size: int = -1, rank: int = -1,
                        store: Any = None, group_name: str = "", pg_options: Any = None,
@@ -159,10 +148,10 @@ def init_process_group(backend: str | None = "mpi", init_method: str | None = No
         raise ValueError("init_process_group: the mpi backend takes its ranks from MPI; "
                          f"init_method={init_method!r} and store are not used with it")
     seconds = _seconds(timeout)
-    want_size = world_size if world_size != -1 else _env_int("WORLD_SIZE")
-    want_rank = rank if rank != -1 else _env_int("RANK")
+    want_size = world_size if world_size != -1 else config.WORLD_SIZE.get()
+    want_rank = rank if rank != -1 else config.RANK.get()
     alone = want_size in (None, 1) and want_rank in (None, 0)
-    if alone and not _launched_by_mpi():
+    if alone and not config.launched_by_mpi():
         # a world of one: no library to start (MPI's singleton start takes a second)
         comm: _coll.Communicator = _coll.SingleProcess(0, 1, seconds, "mpi")
     elif is_mpi_available():
@@ -181,15 +170,6 @@ def init_process_group(backend: str | None = "mpi", init_method: str | None = No
     _WORLD[0] = ProcessGroup(comm)
     if comm.size > 1:
         _abort_on_uncaught_exceptions()
-
-
-# What mpiexec (Open MPI, MPICH, Intel MPI, Slurm's PMI) sets in every rank's environment.
-_LAUNCHER_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK",
-                       "MPI_LOCALNRANKS")
-
-
-def _launched_by_mpi() -> bool:
-    return any(os.environ.get(name) for name in _LAUNCHER_VARIABLES)
 
 
 def _abort_on_uncaught_exceptions() -> None:

@@ -53,6 +53,10 @@ class CudaProgram(LaunchLoop):
         target = get_target("cuda", spec=spec)   # this GPU's spec: emission needs it
         kernels = []
         for plan in self.plans:
+            if plan.kind == "collective":     # nova.distributed puts none in a GPU step
+                raise CudaCompileError(f"cuda: kernel {plan.name} ({plan.describe()}) is a "
+                                       "collective; GPU steps have no collectives yet "
+                                       "(NCCL): all-reduce CPU tensors")
             try:
                 kernels.append(target.emit(plan))
             except Exception as e:   # codegen bug: name the kernel, keep its plan readable

@@ -244,6 +244,7 @@ def test_two_ranks_all_reduce_broadcast_and_all_gather(tmp_path):
         assert got["prod"].tolist() == [6, 6, 6] and got["low"].tolist() == [0, 0]
         assert got["realized"].tolist() == [3.0] * 5 and got["b"].tolist() == [1, 1, 1]
         assert got["gathered"].tolist() == [[0.0, 0.0], [1.0, 1.0]]
+        assert got["empty"].shape == (0,)
 
 
 def test_ddp_ranks_stay_bit_identical_and_match_one_process_on_the_whole_batch(tmp_path):
@@ -293,3 +294,35 @@ def test_a_rank_that_hangs_dies_or_differs_ends_the_job_with_a_clear_error(
     assert time.monotonic() - start < 60          # bounded: nobody waits for the lost rank
     assert re.search(message, done.stderr), done.stderr[-3000:]
     assert "aborting every rank" in done.stderr
+
+
+def _train_cli(tmp_path: Path, name: str, ranks: int, *extra: str) -> subprocess.CompletedProcess:
+    args = ["-m", "models.train", "--preset", "tiny", "--steps", "4", "--batch-size", "4",
+            "--eval-interval", "2", "--max-bytes", "100000", "--quiet",
+            "--out", str(tmp_path / name), *extra]
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               PYTHONPATH=str(ROOT))
+    cmd = ([_mpiexec(), "-n", str(ranks)] if ranks > 1 else []) + [sys.executable, *args]
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
+                          errors="replace", timeout=300)
+
+
+def test_train_ddp_on_two_ranks_logs_once_and_matches_one_process(tmp_path):
+    two = _train_cli(tmp_path, "two", 2, "--ddp", "--save", str(tmp_path / "two.nova"))
+    assert two.returncode == 0, two.stderr[-3000:]
+    one = _train_cli(tmp_path, "one", 1)
+    assert one.returncode == 0, one.stderr[-3000:]
+    done = [ln for ln in two.stdout.splitlines() if ln.startswith("done:")]
+    assert len(done) == 1                       # rank 0 alone reports
+    assert "data-parallel over 2 ranks, 2 sequences each" in two.stdout
+    ref = [ln for ln in one.stdout.splitlines() if ln.startswith("done:")][0]
+    assert done[0].split(" tokens/s")[0].rsplit(",", 1)[0] == \
+        ref.split(" tokens/s")[0].rsplit(",", 1)[0]       # the same loss and val loss
+    lines = (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()
+    assert len(lines) == 4 and (tmp_path / "two.nova").exists()
+
+
+def test_train_ddp_refuses_a_batch_the_ranks_cannot_share(tmp_path):
+    bad = _train_cli(tmp_path, "bad", 2, "--ddp", "--batch-size", "3")
+    assert bad.returncode != 0
+    assert "--batch-size 3 is the global batch and must divide among the 2 ranks" in bad.stderr

@@ -89,6 +89,7 @@ def collectives(out: str) -> None:
     realized = nv.tensor(np.ones(5, np.float64) * (rank + 1))
     nv.realize(realized)
     dist.all_reduce(realized)                       # a realized (argument) input
+    empty = dist.reduced(nv.ones(0) * 2.0)          # nothing to exchange
     unheld = dist.reduced(x)                        # nobody keeps it: still issued
     del unheld
     b = nv.tensor(np.full(3, rank, np.int64))
@@ -98,7 +99,8 @@ def collectives(out: str) -> None:
     dist.barrier()
     np.savez(os.path.join(out, f"rank{rank}.npz"), y=y.numpy(), feeds=feeds.numpy(),
              avg=avg.numpy(), prod=prod.numpy(), low=low.numpy(), realized=realized.numpy(),
-             b=b.numpy(), gathered=np.stack([g.numpy() for g in gathered]))
+             b=b.numpy(), gathered=np.stack([g.numpy() for g in gathered]),
+             empty=empty.numpy())
 
 
 def hang(out: str) -> None:

@@ -121,7 +121,11 @@ class KernelPlan:
 
     def describe(self) -> str:
         s = self.schedule
-        return (f"{self.name}: {self.kind}/{s.strategy} loops={list(s.loops)} "
+        what = f"{self.kind}/{s.strategy}"
+        if self.kind == "collective":           # which half of the pair, and how
+            op = contraction(self.fusion)
+            what += f" {op.name.removeprefix('nova.')}({op.reduction.data})"
+        return (f"{self.name}: {what} loops={list(s.loops)} "
                 f"parallel_dim={s.parallel_dim} (extent {s.parallel_extent}) "
                 f"reduced={list(s.reduced)} vector_dim={s.vector_dim}"
                 + (f" {s.bound}-bound" if s.bound else "")

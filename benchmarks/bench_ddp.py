@@ -38,20 +38,23 @@ RESULTS = ROOT / "benchmarks" / "results"
 WARMUP_STEPS = 3
 
 
-def child(preset: str, steps: int, batch: int, profile_steps: int) -> None:
+def child(preset: str, steps: int, batch: int, profile_steps: int,
+          progress_thread: bool = True, bucket_mb: float | None = None) -> None:
     """One rank: train, then (rank 0) profile; print ``RESULT {json}`` on rank 0."""
     import nova as nv
     import nova.distributed as dist
     from benchmarks.common import BETAS, EPS, LR, WEIGHT_DECAY, Timer, Work
     from benchmarks.peers.nova_gpt import build
     from nova.nn.parallel import DistributedDataParallel as DDP
+    from nova.runtime import collectives
 
+    collectives.Mpi.progress_thread = progress_thread
     nv.set_num_threads(1)
     dist.init_process_group("mpi", timeout=600)
     rank, world = dist.get_rank(), dist.get_world_size()
     work = Work(preset, steps + profile_steps, batch, seed=rank)   # each rank its own data
     model = build(Work(preset, steps, batch))                      # the same weights
-    net = DDP(model) if world > 1 else model
+    net = DDP(model, bucket_cap_mb=bucket_mb) if world > 1 else model
     opt = nv.optim.AdamW(model.parameters(), lr=LR, betas=BETAS, eps=EPS,
                          weight_decay=WEIGHT_DECAY)
 
@@ -112,9 +115,14 @@ def _alone(net, reps: int = 5) -> list[float]:
     return times
 
 
-def run(world: int, preset: str, steps: int, batch: int, profile_steps: int) -> dict:
+def run(world: int, preset: str, steps: int, batch: int, profile_steps: int,
+        progress_thread: bool = True, bucket_mb: float | None = None) -> dict:
     cmd = [sys.executable, "-m", "benchmarks.bench_ddp", "--child", "--presets", preset,
            "--steps", str(steps), "--batch", str(batch), "--profile-steps", str(profile_steps)]
+    if not progress_thread:
+        cmd.append("--no-progress-thread")
+    if bucket_mb is not None:
+        cmd += ["--bucket-mb", str(bucket_mb)]
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMPI_ALLOW_RUN_AS_ROOT="1",
                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     if world > 1:
@@ -132,7 +140,9 @@ def run(world: int, preset: str, steps: int, batch: int, profile_steps: int) -> 
 
 
 def report(results: dict[tuple[str, int], list[dict]], args: argparse.Namespace) -> str:
-    lines = [f"uptime at start: {args.uptime}", "",
+    lines = [f"uptime at start: {args.uptime}; MPI progress thread: "
+             f"{'no' if getattr(args, 'no_progress_thread', False) else 'yes'}; "
+             f"bucket_cap_mb {getattr(args, 'bucket_mb', None) or 25}", "",
              f"per rank: batch {args.batch}, 1 thread; {args.steps} steps, median after "
              f"{WARMUP_STEPS}; medians over {args.rounds} rounds", "",
              "| preset | 1 rank tokens/s | 2 ranks tokens/s | scaling efficiency | gradients "
@@ -160,24 +170,32 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--batch", type=int, default=8, help="sequences per rank")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--profile-steps", type=int, default=3)
+    p.add_argument("--no-progress-thread", action="store_true",
+                   help="no MPI progress thread (collectives.Mpi.progress_thread): the "
+                        "all-reduces then move on only when a start or wait tests them")
+    p.add_argument("--bucket-mb", type=float, default=None,
+                   help="DistributedDataParallel's bucket_cap_mb (default: its 25)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
-        child(args.presets[0], args.steps, args.batch, args.profile_steps)
+        child(args.presets[0], args.steps, args.batch, args.profile_steps,
+              not args.no_progress_thread, args.bucket_mb)
         return {}
     args.uptime = os.getloadavg() if hasattr(os, "getloadavg") else "n/a"
     results: dict[tuple[str, int], list[dict]] = {}
     for r in range(args.rounds):
         for preset in args.presets:
             for world in ((1, 2) if r % 2 == 0 else (2, 1)):
-                got = run(world, preset, args.steps, args.batch, args.profile_steps)
+                got = run(world, preset, args.steps, args.batch, args.profile_steps,
+                          not args.no_progress_thread, args.bucket_mb)
                 results.setdefault((preset, world), []).append(got)
                 print(f"round {r + 1}, {preset}, {world} rank(s): "
                       f"{got['tokens_per_s']:,.0f} tokens/s", flush=True)
     text = report(results, args)
     print(text)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    name = "ddp_" + "_".join(args.presets)
+    name = ("ddp_" + "_".join(args.presets) + ("_no_progress" if args.no_progress_thread else "")
+            + (f"_bucket{args.bucket_mb:g}" if args.bucket_mb else ""))
     (RESULTS / f"{name}.md").write_text(
         "# bench_ddp\n\n`python -m benchmarks.bench_ddp " + " ".join(argv or sys.argv[1:])
         + "`\n\n" + text + "\n")

@@ -95,6 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "-m models.train --ddp ...): --batch-size is the global batch, each "
                         "rank trains on its share, gradients are averaged in the step; rank 0 "
                         "alone logs, evaluates and checkpoints")
+    p.add_argument("--bucket-mb", type=float, default=2.0,
+                   help="--ddp's gradient bucket size in MiB (DistributedDataParallel's "
+                        "bucket_cap_mb; PyTorch's 25 leaves the medium preset one bucket "
+                        "that completes with the backward, nothing to overlap: "
+                        "benchmarks/results/ddp_small_medium*.md)")
     return p
 
 
@@ -133,7 +138,7 @@ def check_args(p: argparse.ArgumentParser, a: argparse.Namespace) -> None:
         value = getattr(a, flag)
         need(value is None or value >= 0,
              f"--{flag.replace('_', '-')} must be non-negative, got {value}")
-    for flag in ("lr", "min_lr", "weight_decay", "grad_clip", "dropout"):
+    for flag in ("lr", "min_lr", "weight_decay", "grad_clip", "dropout", "bucket_mb"):
         value = getattr(a, flag)
         need(value is None or math.isfinite(value),
              f"--{flag.replace('_', '-')} must be a finite number, got {value}")
@@ -142,6 +147,7 @@ def check_args(p: argparse.ArgumentParser, a: argparse.Namespace) -> None:
          f"--min-lr must be between 0 and --lr {a.lr} (the cosine decays to it), got {a.min_lr}")
     need(a.weight_decay >= 0, f"--weight-decay must be non-negative, got {a.weight_decay}")
     need(a.grad_clip >= 0, f"--grad-clip must be non-negative (0 disables), got {a.grad_clip}")
+    need(a.bucket_mb > 0, f"--bucket-mb must be positive, got {a.bucket_mb}")
     need(0 <= a.dropout < 1, f"--dropout must be in [0, 1), got {a.dropout}")
     need(not a.save_every or a.save is not None,
          f"--save-every {a.save_every} needs --save PATH to say where the checkpoints go")
@@ -243,7 +249,8 @@ class Trainer:
         self.model = GPT(self.cfg)
         # what the step calls: the model, or its DistributedDataParallel wrapper (which
         # starts every rank from rank 0's weights and averages the gradients)
-        self.net = DDP(self.model) if self.world > 1 else self.model
+        self.net = (DDP(self.model, bucket_cap_mb=args.bucket_mb) if self.world > 1
+                    else self.model)
         if self.world > 1:
             nv.manual_seed(args.seed + self.rank)    # each rank its own dropout masks
         decay = [p for n, p in self.model.named_parameters() if p.ndim >= 2]

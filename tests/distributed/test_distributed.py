@@ -197,6 +197,14 @@ def test_distributed_sampler_splits_pads_and_shuffles_like_pytorchs():
         DistributedSampler(data)
 
 
+def test_a_data_loader_takes_the_distributed_sampler(world):
+    from nova.utils.data import DataLoader, TensorDataset
+    data = TensorDataset(nv.tensor(np.arange(10)), nv.tensor(np.arange(10) * 2))
+    loader = DataLoader(data, batch_size=4, sampler=DistributedSampler(data, shuffle=False))
+    assert [(x.tolist(), y.tolist()) for x, y in loader] == [
+        ([0, 1, 2, 3], [0, 2, 4, 6]), ([4, 5, 6, 7], [8, 10, 12, 14]), ([8, 9], [16, 18])]
+
+
 # ---------------------------------------------------------------- 2 ranks
 
 def _mpiexec() -> str:

@@ -89,6 +89,7 @@ class Miss:
     engine: str = ""
     seconds: float = 0.0      # building the executable: passes, planning, code, LLVM
     compiled: int = 0         # kernels LLVM compiled for it (cpu; not found on disk)
+    from_disk: bool = False   # the step itself came from the step cache (step_cache)
 
 
 @dataclass
@@ -109,6 +110,7 @@ class CacheStats:
         lines += [f"  miss {i}: {m.reason}  [{m.site}, {m.engine}: {m.num_ops} ops"
                   + (f" -> {m.num_kernels} kernels, {m.compiled} compiled"
                      if m.engine == "cpu" else "")
+                  + (", step from disk" if m.from_disk else "")
                   + f", {m.seconds:.2f} s]" for i, m in enumerate(self.miss_log)]
         if self.replays or self.compile_log:
             lines.append(f"nv.compile: {self.replays} replayed calls")
@@ -237,7 +239,8 @@ class ExecutableCache:
         self.stats.misses += 1
         self.stats.entries = len(self._entries)
         self.stats.miss_log.append(Miss(reason, site, exe.num_ops, exe.num_kernels, engine,
-                                        seconds, compiled))
+                                        seconds, compiled,
+                                        getattr(exe, "from_step_cache", False)))
         self._site_misses[site] += 1
         if self._site_misses[site] == RECOMPILE_WARNING_THRESHOLD:
             warnings.warn_explicit(

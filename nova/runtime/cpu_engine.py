@@ -96,13 +96,14 @@ class CpuProgram(Program):
     what = "step"
     _empty = staticmethod(np.empty)
 
-    def __init__(self, module: ModuleOp, reorder: bool = True):
+    def __init__(self, module: ModuleOp, reorder: bool = True,
+                 lowered: CompiledStep | None = None):
         self._ranges: list[list[tuple[int, int]]] | None = None   # per kernel: thread chunks
         self._ranges_threads = (0, 0)
         self._range_arrays: list[ctypes.Array] = []   # per kernel: its chunks, flat
         self._records: ctypes.Array | None = None      # the driver's kernel list
         self._described: list[tuple[str, str]] | None = None   # (name, plan) per kernel
-        super().__init__(module, reorder)
+        super().__init__(module, reorder, lowered)
 
     # A CPU kernel reports its failure as it returns: at the end there is nothing to
     # wait for or read, so running the step is launching it (two calls fewer a replay).

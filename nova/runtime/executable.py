@@ -28,7 +28,10 @@ class Executable:
     Built once per structural key; replay only calls :meth:`run` with new buffers.
     """
 
-    def __init__(self, module: ModuleOp, engine: str = "interp", backend: Any = None):
+    def __init__(self, module: ModuleOp, engine: str = "interp", backend: Any = None,
+                 lowered: Any = None):
+        """``lowered``: the cpu engine's ``compile_step`` of ``module``, if done already
+        (``nova.runtime.step_cache``)."""
         if engine not in ALL_ENGINES:
             raise ValueError(f"Executable: unknown engine {engine!r}; valid engines are "
                              f"{ALL_ENGINES}")
@@ -42,7 +45,7 @@ class Executable:
                                    for op in self.function.body.block.ops)
         if engine == "cpu":
             from nova.runtime.cpu_engine import CpuProgram
-            self._program = CpuProgram(module)
+            self._program = CpuProgram(module, lowered=lowered)
             self.num_kernels = self._program.num_kernels
         elif engine == "cuda":
             from nova.runtime.cuda_engine import CudaProgram

@@ -83,8 +83,11 @@ class Program(ABC):
     # array module's ``empty`` itself, not a method wrapping it (one call per result).
     _empty: Callable[[tuple[int, ...], np.dtype], Any]
 
-    def __init__(self, module: ModuleOp, reorder: bool = True):
-        lowered = compile_step(module, self.target)
+    def __init__(self, module: ModuleOp, reorder: bool = True,
+                 lowered: CompiledStep | None = None):
+        # ``lowered``: ``compile_step(module, self.target)`` done already (the step cache)
+        lowered = lowered if lowered is not None else compile_step(module, self.target)
+        self.lowered = lowered
         self.fused, self.plans = lowered.fused, lowered.plans
         compiled = self._compile(module, lowered)
         wiring = lowered.wiring()

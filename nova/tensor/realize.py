@@ -41,6 +41,7 @@ import numpy as np
 from nova.compiler.pipeline import front, fused_attention
 from nova.core import dtypes as _dt
 from nova.core.graph import PendingGraph
+from nova.runtime import step_cache
 from nova.runtime.cache import CACHE
 from nova.runtime.engine import get_engine, get_remat
 from nova.runtime.executable import Executable, overwrote_donated
@@ -180,8 +181,22 @@ def _arguments_behind(nodes: list[Node]) -> set[int]:
     return seen
 
 
-def _compile(graph: PendingGraph, engine: str, remat: str, backend: Any = None) -> Executable:
-    return Executable(front(graph, remat, engine), engine, backend)
+def _compile(graph: PendingGraph, engine: str, remat: str, backend: Any = None,
+             label: str = "") -> Executable:
+    """The executable of ``graph``; a CPU step comes from the step cache on disk when an
+    earlier process compiled the same structure (``nova.runtime.step_cache``)."""
+    name = step_cache.digest(graph.key, label) if engine == "cpu" else None
+    if name is not None:
+        found = step_cache.load(name)
+        if found is not None:
+            module, lowered = found
+            exe = Executable(module, engine, backend, lowered=lowered)
+            exe.from_step_cache = True
+            return exe
+    exe = Executable(front(graph, remat, engine), engine, backend)
+    if name is not None:
+        step_cache.store(name, exe.module, exe._program.lowered)
+    return exe
 
 
 def realize(*tensors: Tensor) -> None:
@@ -313,7 +328,8 @@ def _run_step(graph: PendingGraph, outputs: list[Node], engine: str, device: str
     label = engine if remat == "default" else f"{engine}, remat={remat}"
     if engine != "cuda" and not fused_attention(engine):   # NOVA_FUSED_ATTENTION=0
         label += ", composite attention"
-    exe = CACHE.lookup(graph.key, partial(_compile, graph, engine, remat, backend), label)
+    exe = CACHE.lookup(graph.key, partial(_compile, graph, engine, remat, backend, label),
+                       label)
     donated = donatable(graph, exe.donation_candidates, outputs, device)
     roles = [role_of_node(n) for n in graph.arg_nodes]
     buffers = graph.arg_buffers

@@ -1,0 +1,90 @@
+"""The step cache: a later process loads a compiled step from disk instead of building,
+optimizing, fusing and planning it again, with bit-identical results; a damaged entry
+is compiled again; the digest changes with what the step depends on."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import nova as nv
+from nova.runtime import step_cache
+from nova.tensor.realize import pending_graph
+
+ROOT = Path(__file__).resolve().parents[2]
+
+TRAIN = """
+import numpy as np, nova as nv
+from models.gpt import GPT, preset
+from nova.runtime import step_cache
+import nova.compiler.pipeline as pipeline
+built = []
+front = pipeline.front
+pipeline.front = lambda *a, **k: built.append(1) or front(*a, **k)
+import importlib
+importlib.import_module("nova.tensor.realize").front = pipeline.front
+nv.manual_seed(0)
+model = GPT(preset("tiny", block=8, dropout=0.1))
+opt = nv.optim.AdamW(model.parameters(), lr=1e-2)
+rng = np.random.default_rng(0)
+losses = []
+for _ in range(3):
+    x = nv.tensor(rng.integers(0, 256, (2, 9)))
+    _, loss = model(x[:, :-1], x[:, 1:])
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    losses.append(loss.item())
+w = model.state_dict()["h.0.attn.c_attn.weight"].numpy()
+print("FROM_DISK", str(nv.debug.cache_stats()).count("step from disk"))
+print("RESULT", repr(losses), float(np.abs(w).sum()).hex(), step_cache.STATS.hits,
+      step_cache.STATS.stored, len(built))
+"""
+
+
+def _run(cache: Path) -> tuple[str, str, int, int, int, int]:
+    env = {**os.environ, "NOVA_CACHE_DIR": str(cache), "NOVA_ENGINE": "cpu",
+           "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", TRAIN], env=env, capture_output=True,
+                         text=True, check=True, cwd=ROOT).stdout
+    line = [ln for ln in out.splitlines() if ln.startswith("RESULT")][0].split(" ", 1)[1]
+    losses, weights, hits, stored, built = line.rsplit(" ", 4)
+    shown = int([ln for ln in out.splitlines() if ln.startswith("FROM_DISK")][0].split()[1])
+    return losses, weights, int(hits), int(stored), int(built), shown
+
+
+def test_a_warm_process_loads_its_steps_and_trains_bit_identically(tmp_path):
+    losses1, w1, hits1, stored1, built1, shown1 = _run(tmp_path)
+    assert hits1 == 0 and stored1 >= 2 and built1 == stored1 and shown1 == 0
+    losses2, w2, hits2, stored2, built2, shown2 = _run(tmp_path)
+    assert (hits2, stored2, built2) == (stored1, 0, 0)     # nothing built: all from disk
+    assert shown2 == stored1                                # cache_stats says so
+    assert (losses2, w2) == (losses1, w1)
+    entries = sorted((tmp_path / "steps").glob("*.step"))
+    assert len(entries) == stored1
+    for entry in entries:                     # damage every entry: compiled again
+        blob = bytearray(entry.read_bytes())
+        blob[len(blob) // 2] ^= 0xFF
+        entry.write_bytes(bytes(blob))
+    losses3, w3, hits3, stored3, built3, _ = _run(tmp_path)
+    assert hits3 == 0 and built3 == stored1 and (losses3, w3) == (losses1, w1)
+
+
+def test_the_digest_names_the_structure_and_what_compiling_it_depends_on(monkeypatch):
+    x = nv.tensor(np.ones((4, 8), np.float32))
+    key = pending_graph((x * 2).sum()).key
+    same = pending_graph((nv.tensor(np.zeros((4, 8), np.float32)) * 2).sum()).key
+    other = pending_graph((x * 3).sum()).key
+    name = step_cache.digest(key, "cpu")
+    assert name == step_cache.digest(same, "cpu")          # data does not count
+    assert name != step_cache.digest(other, "cpu")         # a constant does
+    assert name != step_cache.digest(key, "cpu, remat=off")
+    monkeypatch.setenv("NOVA_ROW_CHUNK_MB", "1")
+    assert name != step_cache.digest(key, "cpu")
+
+
+def test_a_key_that_prints_an_object_address_is_not_cached():
+    class Opaque:
+        pass
+    assert step_cache.digest((("op", Opaque()),), "cpu") is None

@@ -81,9 +81,10 @@ def _accumulate(store: dict[int, Tensor], key: int, g: Tensor) -> None:
 
 
 def _run(outputs: list[Tensor], grads: list[Tensor], retain_graph: bool, create_graph: bool,
-         capture: list[Tensor] | None) -> dict[int, Tensor]:
+         capture: list[Tensor] | None, reached: set[int] | None = None) -> dict[int, Tensor]:
     """Propagate; leaf gradients go to ``.grad`` unless ``capture`` names the inputs
-    whose gradients are returned instead (keyed by ``id`` of their edge)."""
+    whose gradients are returned instead (keyed by ``id`` of their edge); ``reached``
+    collects the ids of the leaves given a gradient."""
     want = None if capture is None else {id(t._grad_edge()) for t in capture}
     captured: dict[int, Tensor] = {}
     pending: dict[int, Tensor] = {}
@@ -95,6 +96,8 @@ def _run(outputs: list[Tensor], grads: list[Tensor], retain_graph: bool, create_
             _accumulate(pending, id(edge), g)
         elif want is None:  # a leaf: accumulate into .grad
             leaf: Tensor = edge
+            if reached is not None:
+                reached.add(id(leaf))
             g = g if create_graph else g.detach()
             leaf.grad = g if leaf.grad is None else ops.add(leaf.grad, g)
 
@@ -121,30 +124,32 @@ def _run(outputs: list[Tensor], grads: list[Tensor], retain_graph: bool, create_
     return captured
 
 
-# Per thread: what the next ``backward`` calls once its gradients are in ``.grad``, by
-# key (``after_next_backward``).
-_AFTER_BACKWARD: contextvars.ContextVar[dict[Any, Callable[[], None]] | None] = \
+# Per thread: what a later ``backward`` calls once its gradients are in ``.grad``, by
+# key (``after_backward_reaching``).
+_AFTER_BACKWARD: contextvars.ContextVar[dict[Any, tuple[frozenset[int], Callable[[], None]]]
+                                        | None] = \
     contextvars.ContextVar("nova_after_backward", default=None)
 
 
-def after_next_backward(key: Any, fn: Callable[[], None]) -> None:
-    """Call ``fn()`` when this thread's next ``backward`` has accumulated its gradients
-    (once per ``key``, however often it is registered before): how
+def after_backward_reaching(key: Any, leaves: Sequence[Tensor], fn: Callable[[], None]) -> None:
+    """Call ``fn()`` once this thread's next ``backward`` that delivers a gradient to
+    one of ``leaves`` has accumulated its gradients (once per ``key``, however often it
+    is registered before; a backward that reaches none of them leaves it waiting): how
     ``DistributedDataParallel`` reduces the gradients a forward through it leads to, as
-    PyTorch's DDP does from the autograd engine's queued callback."""
+    PyTorch's DDP does from hooks on its parameters' gradients."""
     pending = _AFTER_BACKWARD.get()
     if pending is None:
         pending = {}
         _AFTER_BACKWARD.set(pending)
-    pending[key] = fn
+    pending[key] = (frozenset(id(t) for t in leaves), fn)
 
 
-def _after_backward() -> None:
+def _after_backward(reached: set[int]) -> None:
     pending = _AFTER_BACKWARD.get()
     if pending:
-        callbacks = list(pending.values())
-        pending.clear()
-        for fn in callbacks:
+        due = [key for key, (leaves, _) in pending.items() if not leaves.isdisjoint(reached)]
+        for key in due:
+            _, fn = pending.pop(key)
             fn()
 
 
@@ -152,12 +157,15 @@ def backward(tensors: Sequence[Tensor], grad_tensors: Sequence[Any] | None = Non
              retain_graph: bool | None = None, create_graph: bool = False,
              inputs: Any = None) -> None:
     """``nv.autograd.backward``: accumulate gradients into ``.grad`` of the leaves."""
-    _backward(tensors, grad_tensors, retain_graph, create_graph, inputs)
-    _after_backward()
+    reached: set[int] = set()
+    _backward(tensors, grad_tensors, retain_graph, create_graph, inputs, reached)
+    if _AFTER_BACKWARD.get():
+        _after_backward(reached)
 
 
 def _backward(tensors: Sequence[Tensor], grad_tensors: Sequence[Any] | None,
-              retain_graph: bool | None, create_graph: bool, inputs: Any) -> None:
+              retain_graph: bool | None, create_graph: bool, inputs: Any,
+              reached: set[int]) -> None:
     outputs = _as_list(tensors)
     grads = _initial_grads("backward", outputs, _as_list(grad_tensors))
     retain = create_graph if retain_graph is None else retain_graph
@@ -167,10 +175,11 @@ def _backward(tensors: Sequence[Tensor], grad_tensors: Sequence[Any] | None,
         for t in targets:
             g = got.get(id(t._grad_edge()))
             if g is not None:
+                reached.add(id(t))
                 g = g if create_graph else g.detach()
                 t.grad = g if t.grad is None else ops.add(t.grad, g)
         return
-    _run(outputs, grads, retain, create_graph, None)
+    _run(outputs, grads, retain, create_graph, None, reached)
 
 
 def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool | None = None,

@@ -17,6 +17,9 @@ Deviations from PyTorch, forced by laziness or by what exists:
 - ``broadcast``, ``all_gather`` and ``barrier`` are blocking host collectives: they
   realize their tensors first.
 - ``backend="nccl"`` is not available yet (GPU steps), nor ``gloo``: a clear error says so.
+- A group's collectives are recorded by the thread that created it (ranks pair
+  collectives by issue order, which two threads would not keep alike on every rank);
+  another thread gets a ``RuntimeError``.
 - A rank that raises an exception nobody catches aborts the whole job (``MPI_Abort``,
   as mpi4py's ``python -m mpi4py`` does), so the others stop instead of waiting for it;
   a rank that hangs makes the others raise ``CollectiveTimeout`` after ``timeout``.
@@ -59,6 +62,10 @@ class ProcessGroup:
     def __init__(self, comm: _coll.Communicator):
         self.comm = comm
         self.gid = _coll.register(comm)
+        # Collectives pair up across ranks by issue order alone: two threads recording
+        # them could issue them in another order on each rank (same sizes: silently
+        # mixed data), so a group's collectives are recorded by one thread.
+        self.thread = threading.get_ident()
 
     def rank(self) -> int:
         return self.comm.rank
@@ -227,6 +234,14 @@ def get_backend(group: ProcessGroup | None = None) -> str:
     return _group(group, "get_backend").backend
 
 
+def _check_thread(g: ProcessGroup, op: str) -> None:
+    if threading.get_ident() != g.thread:
+        raise RuntimeError(f"{op}: the process group was initialized in another thread; "
+                           "a group's collectives are recorded by the thread that created "
+                           "it (ranks pair collectives by their order, which two threads "
+                           "would not keep the same on every rank)")
+
+
 def _check_tensor(op: str, tensor: Any) -> None:
     if not isinstance(tensor, Tensor):
         raise TypeError(f"{op}: expected a Tensor, got {type(tensor).__name__}")
@@ -253,6 +268,7 @@ def reduced(tensor: Tensor, op: str = ReduceOp.SUM, group: ProcessGroup | None =
         raise TypeError(f"all_reduce: ReduceOp.AVG needs a floating tensor, got "
                         f"{tensor.dtype.name} of shape {tuple(tensor.shape)}")
     g = _group(group, "all_reduce")
+    _check_thread(g, "all_reduce")
     attrs = {"group": g.gid, "reduction": ReduceOp.SUM if op == ReduceOp.AVG else op}
     with grad_mode.no_grad():
         started = prim("all_reduce_start", [tensor], attrs, tensor.shape, tensor.dtype)
@@ -290,6 +306,7 @@ def broadcast(tensor: Tensor, src: int = 0, group: ProcessGroup | None = None,
     """Every rank's ``tensor`` := rank ``src``'s (blocking; realizes ``tensor``)."""
     _check_tensor("broadcast", tensor)
     g = _group(group, "broadcast")
+    _check_thread(g, "broadcast")
     if not 0 <= src < g.size():
         raise ValueError(f"broadcast: src {src} is not a rank of the group (0..{g.size() - 1})")
     data = _host(tensor).copy()
@@ -304,6 +321,7 @@ def all_gather(tensor_list: list[Tensor], tensor: Tensor, group: ProcessGroup | 
     """``tensor_list[r]`` := rank r's ``tensor``, on every rank (blocking)."""
     _check_tensor("all_gather", tensor)
     g = _group(group, "all_gather")
+    _check_thread(g, "all_gather")
     if not isinstance(tensor_list, list) or len(tensor_list) != g.size():
         raise ValueError(f"all_gather: tensor_list must be a list of {g.size()} tensors (one "
                          f"per rank), got {type(tensor_list).__name__} of "
@@ -323,7 +341,9 @@ def barrier(group: ProcessGroup | None = None, async_op: bool = False,
             device_ids: Any = None) -> Work | None:
     """Return once every rank of the group has called ``barrier`` (bounded by the
     group's timeout)."""
-    _group(group, "barrier").comm.barrier()
+    g = _group(group, "barrier")
+    _check_thread(g, "barrier")
+    g.comm.barrier()
     return Work([]) if async_op else None
 
 

@@ -110,6 +110,22 @@ def test_errors_name_the_op_and_what_is_valid(world):
         dist.all_gather([nv.zeros(3)], nv.ones(2))
 
 
+def test_only_the_thread_that_created_the_group_records_its_collectives(world):
+    import threading
+    errors = []
+
+    def other():
+        try:
+            dist.all_reduce(nv.ones(2))
+        except RuntimeError as e:
+            errors.append(str(e))
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert len(errors) == 1 and "initialized in another thread" in errors[0]
+    dist.barrier()          # this thread still can
+
+
 def test_errors_before_init():
     assert not dist.is_initialized()
     with pytest.raises(RuntimeError, match="get_rank: the default process group is not "
@@ -255,10 +271,13 @@ def test_two_ranks_all_reduce_broadcast_and_all_gather(tmp_path):
         assert got["empty"].shape == (0,)
 
 
-def test_ddp_ranks_stay_bit_identical_and_match_one_process_on_the_whole_batch(tmp_path):
+def _ddp_against_one_process(tmp_path: Path, mode: str) -> tuple[dict, dict, dict]:
+    """Run ``mode`` on 2 ranks and the one-process whole-batch reference; check that the
+    ranks end bit-identical and within float32 summation-order error of the reference;
+    return the two ranks' and the reference's results."""
     (tmp_path / "ddp").mkdir()
     (tmp_path / "one").mkdir()
-    done = _ranks("ddp", tmp_path / "ddp")
+    done = _ranks(mode, tmp_path / "ddp")
     assert done.returncode == 0, done.stderr[-3000:]
     _single("single", tmp_path / "one")
     r0, r1 = _params(tmp_path / "ddp/rank0.npz"), _params(tmp_path / "ddp/rank1.npz")
@@ -267,23 +286,18 @@ def test_ddp_ranks_stay_bit_identical_and_match_one_process_on_the_whole_batch(t
         if k.startswith("p/"):
             assert np.array_equal(r0[k], r1[k]), k
             np.testing.assert_allclose(r0[k], one[k], rtol=0, atol=2e-5, err_msg=k)
+    return r0, r1, one
+
+
+def test_ddp_ranks_stay_bit_identical_and_match_one_process_on_the_whole_batch(tmp_path):
+    r0, r1, one = _ddp_against_one_process(tmp_path, "ddp")
     # each rank's loss is the mean over its half: their mean is the whole batch's
     np.testing.assert_allclose((r0["losses"] + r1["losses"]) / 2, one["losses"], rtol=1e-5)
     assert not np.allclose(r0["losses"], r1["losses"])     # the halves did differ
 
 
 def test_no_sync_accumulation_equals_one_big_batch(tmp_path):
-    (tmp_path / "acc").mkdir()
-    (tmp_path / "one").mkdir()
-    done = _ranks("ddp-accumulate", tmp_path / "acc")
-    assert done.returncode == 0, done.stderr[-3000:]
-    _single("single", tmp_path / "one")
-    r0, r1 = _params(tmp_path / "acc/rank0.npz"), _params(tmp_path / "acc/rank1.npz")
-    one = _params(tmp_path / "one/rank0.npz")
-    for k in one:
-        if k.startswith("p/"):
-            assert np.array_equal(r0[k], r1[k]), k
-            np.testing.assert_allclose(r0[k], one[k], rtol=0, atol=2e-5, err_msg=k)
+    _ddp_against_one_process(tmp_path, "ddp-accumulate")
 
 
 @pytest.mark.parametrize("mode, message", [
@@ -334,3 +348,23 @@ def test_train_ddp_refuses_a_batch_the_ranks_cannot_share(tmp_path):
     bad = _train_cli(tmp_path, "bad", 2, "--ddp", "--batch-size", "3")
     assert bad.returncode != 0
     assert "--batch-size 3 is the global batch and must divide among the 2 ranks" in bad.stderr
+
+
+def test_a_forward_that_raised_or_a_backward_elsewhere_reduces_nothing(world):
+    """DDP reduces after a backward that reaches its parameters, once per forward: a
+    forward that raised, or another model's backward, records no collective."""
+    from tests.distributed import worker
+    from nova.tensor.trace import live_pending
+    model, _ = worker.model_and_optimizer()
+    net = DDP(model)
+    with pytest.raises(ValueError):
+        net(nv.zeros(1, 99, dtype=nv.int64))           # longer than the context: raises
+    other = nv.nn.Linear(3, 1)
+    other(nv.ones(2, 3)).sum().backward()
+    assert live_pending.required == []                  # nothing was reduced
+    x = nv.tensor(np.zeros((1, 4), np.int64))
+    _, loss = net(x, x)
+    other(nv.ones(2, 3)).sum().backward()                # not through the DDP model
+    assert live_pending.required == []
+    loss.backward()
+    assert len(live_pending.required) == len(net._buckets)

@@ -3,7 +3,8 @@ and the gradients are averaged over the ranks inside the compiled step.
 
 At wrap time the parameters and buffers are broadcast from rank 0, so every replica
 starts equal. A forward with grad enabled (outside ``no_sync``) arranges for the next
-``backward`` to reduce the gradients (``nova.autograd.engine.after_next_backward``):
+``backward`` that reaches its parameters to reduce the gradients
+(``nova.autograd.engine.after_backward_reaching``):
 the parameters are cut into buckets (in reverse registration order, roughly the order
 the backward completes their gradients; the first bucket of at most 1 MiB, the rest of
 ``bucket_cap_mb``, as PyTorch's defaults), each bucket's gradients are flattened into
@@ -30,7 +31,7 @@ from typing import Any
 
 from nova import distributed as dist
 from nova.autograd import grad_mode
-from nova.autograd.engine import after_next_backward
+from nova.autograd.engine import after_backward_reaching
 from nova.nn.module import Module
 from nova.tensor import movement, ops
 from nova.tensor.creation import zeros_like
@@ -87,6 +88,7 @@ class DistributedDataParallel(Module):
                 raise RuntimeError(f"DistributedDataParallel: a parameter of shape "
                                    f"{tuple(p.shape)} is on {p.device}; the mpi backend "
                                    "trains CPU models (NCCL is not available yet)")
+        object.__setattr__(self, "_params", params)
         cap_bytes = int(cap * 2**20)
         object.__setattr__(self, "_buckets", _buckets(
             list(reversed(params)), cap_bytes, min(FIRST_BUCKET_BYTES, cap_bytes)))
@@ -100,9 +102,11 @@ class DistributedDataParallel(Module):
             dist.broadcast(t, 0, self.process_group)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        out = self.module(*args, **kwargs)
         if grad_mode.is_grad_enabled() and self.require_backward_grad_sync:
-            after_next_backward(id(self), self._reduce_gradients)
-        return self.module(*args, **kwargs)
+            # after the forward: one that raised leads to no backward
+            after_backward_reaching(id(self), self._params, self._reduce_gradients)
+        return out
 
     @contextlib.contextmanager
     def no_sync(self) -> Iterator[None]:

@@ -16,7 +16,8 @@ Deviations from PyTorch, forced by laziness or by what exists:
   ``torch.distributed.all_reduce``): it is recorded with grad off.
 - ``broadcast``, ``all_gather`` and ``barrier`` are blocking host collectives: they
   realize their tensors first.
-- ``backend="nccl"`` is not available yet (GPU steps), nor ``gloo``: a clear error says so.
+- ``backend="nccl"`` is not available yet, nor ``gloo``: a clear error says so. Tensors on
+  ``cuda`` reduce through MPI, staged through host memory.
 - A group's collectives are recorded by the thread that created it (ranks pair
   collectives by issue order, which two threads would not keep alike on every rank);
   another thread gets a ``RuntimeError``.
@@ -245,10 +246,6 @@ def _check_thread(g: ProcessGroup, op: str) -> None:
 def _check_tensor(op: str, tensor: Any) -> None:
     if not isinstance(tensor, Tensor):
         raise TypeError(f"{op}: expected a Tensor, got {type(tensor).__name__}")
-    if tensor.device.type != "cpu":
-        raise RuntimeError(f"{op}: tensor of shape {tuple(tensor.shape)} is on "
-                           f"{tensor.device}; the mpi backend reduces CPU tensors (NCCL for "
-                           "GPU tensors is not available yet)")
     if tensor.dtype.name not in ("float32", "float64", "int32", "int64"):
         raise TypeError(f"{op}: cannot reduce a {tensor.dtype.name} tensor of shape "
                         f"{tuple(tensor.shape)} across processes (float32, float64, int32 "
@@ -297,8 +294,8 @@ def _host(tensor: Tensor) -> np.ndarray:
 def _set(tensor: Tensor, array: np.ndarray, op: str) -> None:
     from nova.autograd import grad_mode
     from nova.tensor.creation import tensor as make
-    with grad_mode.no_grad():
-        tensor._assign(make(array, dtype=tensor.dtype), op)
+    with grad_mode.no_grad():          # on the tensor's own device
+        tensor._assign(make(array, dtype=tensor.dtype, device=tensor.device), op)
 
 
 def broadcast(tensor: Tensor, src: int = 0, group: ProcessGroup | None = None,

@@ -22,7 +22,9 @@ the list of its collectives (``check_step``), so a rank running a different step
 with an error naming both lists, never with another rank's numbers.
 
 On the CPU the driver calls each collective kernel like a compiled one, through
-``HostCollective.fn`` (a C callback into Python: a few microseconds per bucket).
+``HostCollective.fn`` (a C callback into Python: a few microseconds per bucket); the
+CUDA engine's launch loop calls ``DeviceCollective.launch``, which stages the bucket
+through host memory for MPI.
 """
 from __future__ import annotations
 
@@ -301,15 +303,8 @@ HOST_KERNEL = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p),
 HOST_FAILED = 101      # a host kernel's return code when it raised (``error`` holds it)
 
 
-class HostCollective:
-    """One collective kernel of a CPU step, called by the native driver as
-    ``fn(table, start, end)``: table[0] is its input buffer, table[1] its output.
-
-    A start copies its input into its output when they differ (the memory plan usually
-    writes the output over the input: then nothing moves) and begins the in-place
-    reduction; its wait (``partner``) completes it and copies it out when its own output
-    is another buffer. An exception is kept in ``error`` and reported as ``HOST_FAILED``,
-    which the engine turns back into the exception."""
+class CollectiveKernel:
+    """One collective kernel of a step: what it reduces, and (a wait) its start."""
 
     def __init__(self, plan: KernelPlan):
         op = collective_op(plan)
@@ -321,8 +316,22 @@ class HostCollective:
         self.dtype = np.dtype(dtype.np)
         self.count = int(np.prod(shape, dtype=np.int64))
         self.nbytes = self.count * self.dtype.itemsize
-        self.partner: HostCollective | None = None    # a wait's start
+        self.partner: CollectiveKernel | None = None    # a wait's start
         self.request: Any = None
+
+
+class HostCollective(CollectiveKernel):
+    """One collective kernel of a CPU step, called by the native driver as
+    ``fn(table, start, end)``: table[0] is its input buffer, table[1] its output.
+
+    A start copies its input into its output when they differ (the memory plan usually
+    writes the output over the input: then nothing moves) and begins the in-place
+    reduction; its wait (``partner``) completes it and copies it out when its own output
+    is another buffer. An exception is kept in ``error`` and reported as ``HOST_FAILED``,
+    which the engine turns back into the exception."""
+
+    def __init__(self, plan: KernelPlan):
+        super().__init__(plan)
         self.error: BaseException | None = None
         self.fn = HOST_KERNEL(self._call)
 
@@ -350,10 +359,38 @@ class HostCollective:
             return HOST_FAILED
 
 
-def link(steps: Sequence[Any]) -> list[HostCollective]:
+class DeviceCollective(CollectiveKernel):
+    """One collective kernel of a CUDA step, launched by the engine's loop as
+    ``launch(backend, [input, output])``. The group's library reduces host memory (MPI
+    without CUDA support), so the start downloads its input (which waits for the kernels
+    that computed it; the stream keeps running what was queued after) and begins the
+    reduction of that copy; the wait completes it and uploads the result into its
+    output."""
+
+    def __init__(self, plan: KernelPlan):
+        super().__init__(plan)
+        self.host: np.ndarray | None = None
+
+    def launch(self, backend: Any, bufs: Sequence[Any]) -> None:
+        src, dst = bufs[0], bufs[1]
+        if not self.count:
+            return
+        comm = group(self.gid)
+        if self.is_start:
+            self.host = np.ascontiguousarray(backend.download(src)).reshape(-1)
+            self.request = comm.start(self.host, self.reduction)
+            return
+        start = self.partner
+        request, start.request = start.request, None
+        host, start.host = start.host, None
+        comm.wait(request, self.what)
+        backend.xp.copyto(dst, backend.upload(host.reshape(dst.shape)))
+
+
+def link(steps: Sequence[Any]) -> list[CollectiveKernel]:
     """Point each wait's host kernel at its start's (steps with ``plan``, ``inputs``,
     ``out`` and the host kernel as ``kernel``); the program's host kernels."""
-    starts: dict[int, HostCollective] = {}
+    starts: dict[int, CollectiveKernel] = {}
     found = []
     for st in steps:
         if st.plan.kind != "collective":

@@ -29,6 +29,7 @@ from xdsl.dialects.builtin import ModuleOp
 from nova.compiler.pipeline import CompiledStep
 from nova.compiler.targets import get_target
 from nova.core.graph import storage_dtype
+from nova.runtime import collectives
 from nova.runtime.cuda_runtime import CudaCompileError, DeviceBackend, dump_failed_source
 from nova.runtime.program import LaunchLoop, Step
 
@@ -53,10 +54,8 @@ class CudaProgram(LaunchLoop):
         target = get_target("cuda", spec=spec)   # this GPU's spec: emission needs it
         kernels = []
         for plan in self.plans:
-            if plan.kind == "collective":     # nova.distributed puts none in a GPU step
-                raise CudaCompileError(f"cuda: kernel {plan.name} ({plan.describe()}) is a "
-                                       "collective; GPU steps have no collectives yet "
-                                       "(NCCL): all-reduce CPU tensors")
+            if plan.kind == "collective":     # launched by the loop (DeviceCollective)
+                continue
             try:
                 kernels.append(target.emit(plan))
             except Exception as e:   # codegen bug: name the kernel, keep its plan readable
@@ -65,14 +64,27 @@ class CudaProgram(LaunchLoop):
                 raise CudaCompileError(f"cuda: no CUDA C for kernel {plan.name} "
                                        f"({plan.describe()}): {type(e).__name__}: {e}; its "
                                        f"fused IR is in {path}") from e
-        handles = self.backend.load(list(zip(kernels, self.plans)))
-        return list(zip(kernels, handles))
+        compiled = [p for p in self.plans if p.kind != "collective"]
+        loaded = iter(zip(kernels, self.backend.load(list(zip(kernels, compiled)))))
+        out: list[tuple[Any, Any]] = []
+        for plan in self.plans:
+            if plan.kind == "collective":
+                collective = collectives.DeviceCollective(plan)
+                out.append((collective, collective))
+            else:
+                out.append(next(loaded))
+        return out
 
     def _storage(self, np_dtype: np.dtype) -> np.dtype:
         return storage_dtype(np_dtype)
 
     def _planned(self) -> None:
-        self._read_flags = self.backend.flag_reader([st.handle for st in self.steps])
+        # collectives raise as they run; the kernels' flags are read at the end
+        self._kernel_positions = [p for p, st in enumerate(self.steps)
+                                  if st.plan.kind != "collective"]
+        self._read_flags = self.backend.flag_reader(
+            [self.steps[p].handle for p in self._kernel_positions])
+        self._checked = not collectives.link(self.steps)
 
     def _allocate(self, nbytes: int) -> Any:
         return self.backend.xp.empty(nbytes, dtype=np.uint8)
@@ -86,18 +98,24 @@ class CudaProgram(LaunchLoop):
         return list(args)
 
     def _begin(self) -> Callable[[int, Step, list[Any]], Any]:
+        if not self._checked:          # ranks compare the step's collectives once
+            collectives.check_step([st.plan for st in self.steps])
+            self._checked = True
         return self._launch
 
     def _launch(self, p: int, st: Step, values: list[Any]) -> None:
         bufs = [values[i] for i in st.inputs]
         bufs.append(values[st.out])
+        if isinstance(st.handle, collectives.DeviceCollective):
+            st.handle.launch(self.backend, bufs)
+            return
         if st.scratch is not None:
             bufs.append(self._scratch_views[p])
         self.backend.launch(st.handle, bufs)
 
     def _finish(self) -> list[int]:
         flags = self._read_flags()          # waits for the step: its one synchronization
-        return [p for p, f in enumerate(flags) if f]
+        return [p for p, f in zip(self._kernel_positions, flags) if f]
 
     def sources(self) -> dict[str, str]:
         """Each kernel's CUDA C by kernel name (for reading and debugging)."""

@@ -230,7 +230,8 @@ class Emulator:
                                       "-pthread", src, "-o", tmp], capture_output=True,
                                      text=True, check=False)
                 if res.returncode != 0:
-                    raise RuntimeError(f"emulator build failed:\n{res.stderr[:20000]}")
+                    raise RuntimeError(f"emulator build failed (g++ exit status "
+                                       f"{res.returncode}):\n{res.stderr[:20000]}")
                 shutil.move(tmp, lib)
         self.lib = ctypes.CDLL(lib)
 

@@ -103,6 +103,44 @@ def collectives(out: str) -> None:
              empty=empty.numpy())
 
 
+def mlp_on(device: str, ddp: bool):
+    """A small MLP's 2 AdamW steps on ``device`` (each rank its own half of the batch
+    under ``ddp``): the final weights and the all-reduced sum of a tensor."""
+    rank, size = (dist.get_rank(), dist.get_world_size()) if ddp else (0, 1)
+    nv.manual_seed(5)
+    model = nv.nn.Sequential(nv.nn.Linear(6, 8), nv.nn.Tanh(), nv.nn.Linear(8, 1)).to(device)
+    net = DDP(model) if ddp else model
+    opt = nv.optim.AdamW(model.parameters(), lr=1e-2)
+    rng = np.random.default_rng(3)
+    for _ in range(2):
+        x, y = rng.standard_normal((8, 6)).astype(np.float32), rng.standard_normal((8, 1))
+        share = 8 // size
+        x, y = x[rank * share:(rank + 1) * share], y[rank * share:(rank + 1) * share]
+        loss = ((net(nv.tensor(x).to(device)) - nv.tensor(y.astype(np.float32)).to(device))
+                ** 2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    t = nv.tensor(np.arange(4, dtype=np.float32) * (rank + 1)).to(device)
+    if ddp:
+        dist.all_reduce(t)
+    return {k: v.cpu().numpy() for k, v in model.state_dict().items()}, t.cpu().numpy()
+
+
+def cuda_emulated(out: str) -> None:
+    """The same DDP training on the CUDA engine (the test emulator backend, staging
+    buckets through MPI) and on the CPU."""
+    from nova.runtime.cuda_runtime import use_backend
+    from tests.runtime.emulated_cuda import EmulatorBackend
+    rank = dist.get_rank()
+    with use_backend(EmulatorBackend()):
+        cuda, reduced_cuda = mlp_on("cuda", True)
+    cpu, reduced_cpu = mlp_on("cpu", True)
+    np.savez(os.path.join(out, f"rank{rank}.npz"), reduced_cuda=reduced_cuda,
+             reduced_cpu=reduced_cpu, **{f"cuda/{k}": v for k, v in cuda.items()},
+             **{f"cpu/{k}": v for k, v in cpu.items()})
+
+
 def hang(out: str) -> None:
     """Rank 1 never joins rank 0's all_reduce: rank 0 must time out, not hang."""
     rank = dist.get_rank()
@@ -142,7 +180,7 @@ def main(argv: list[str]) -> None:
     try:
         {"ddp": lambda o: train(o, ddp=True),
          "ddp-accumulate": lambda o: train(o, ddp=True, accumulate=2),
-         "collectives": collectives, "hang": hang, "die": die,
+         "collectives": collectives, "cuda-emulated": cuda_emulated, "hang": hang, "die": die,
          "mismatch": mismatch}[mode](out)
     finally:
         if mode not in ("hang", "die", "mismatch"):

@@ -365,3 +365,15 @@ def test_a_donating_step_refused_for_memory_leaves_its_values_pending(emu):
     finally:
         nv.debug.set_memory_limit(None)
     np.testing.assert_array_equal(w.numpy(), w0 * np.float32(0.5) + np.float32(1.0))
+
+
+@needs_gxx
+def test_a_concat_of_four_inputs_reads_each_of_them(emu):
+    """Regression: the concat's in-range tests were named ``in<n>`` like the kernel's
+    parameters, so the fourth one, ``in3``, shadowed the fourth input (a DDP gradient
+    bucket of a Linear(8, 1) model did not compile)."""
+    shapes = [(1, 8), (8, 6), (1,), (8,)]
+    host = [np.full(s, i + 1.0, np.float32) for i, s in enumerate(shapes)]
+    flat = nv.cat([(nv.tensor(h, device="cuda") * 1.0).reshape(-1) for h in host])
+    expected = np.concatenate([h.reshape(-1) for h in host])
+    np.testing.assert_array_equal(flat.cpu().numpy(), expected)

@@ -20,8 +20,10 @@ Deviations from PyTorch: a parameter whose gradient is None on this rank (unused
 this forward) contributes zeros and then gets the averaged gradient, so bucket layouts
 never differ between ranks (PyTorch needs ``find_unused_parameters=True`` for that
 case); ``device_ids``, ``output_device``, ``gradient_as_bucket_view`` and
-``static_graph`` are accepted and change nothing (one CPU device per rank; gradients are
-always slices of the reduced bucket).
+``static_graph`` are accepted and change nothing (one device per rank; gradients are
+always slices of the reduced bucket). A model on ``cuda`` reduces through MPI too, each
+bucket staged through host memory (``collectives.DeviceCollective``); NCCL is not
+available yet.
 """
 from __future__ import annotations
 
@@ -83,11 +85,6 @@ class DistributedDataParallel(Module):
         if not cap > 0:
             raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be positive, got {cap}")
         params = [p for p in module.parameters() if p.requires_grad]
-        for p in params:
-            if p.device.type != "cpu":
-                raise RuntimeError(f"DistributedDataParallel: a parameter of shape "
-                                   f"{tuple(p.shape)} is on {p.device}; the mpi backend "
-                                   "trains CPU models (NCCL is not available yet)")
         object.__setattr__(self, "_params", params)
         cap_bytes = int(cap * 2**20)
         object.__setattr__(self, "_buckets", _buckets(

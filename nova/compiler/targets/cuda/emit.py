@@ -79,8 +79,14 @@ class CEmitter(ScalarEmitter[str]):
     def line(self, text: str) -> None:
         self.lines.append("  " * self.depth + text)
 
+    # The kernel's parameters are ``in<k>`` and ``out``: a local named from such a hint
+    # (``in`` for an in-range test) takes an underscore, or ``in3`` would shadow the
+    # fourth input.
+    PARAMETER_PREFIXES = ("in", "out")
+
     def fresh(self, ctype: str, expr: str, prefix: str = "v") -> str:
-        name = f"{prefix}{self.counter}"
+        sep = "_" if prefix in self.PARAMETER_PREFIXES else ""
+        name = f"{prefix}{sep}{self.counter}"
         self.counter += 1
         self.line(f"const {ctype} {name} = {expr};")
         return name

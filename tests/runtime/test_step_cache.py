@@ -1,6 +1,7 @@
 """The step cache: a later process loads a compiled step from disk instead of building,
-optimizing, fusing and planning it again, with bit-identical results; a damaged entry
-is compiled again; the digest changes with what the step depends on."""
+optimizing, fusing and planning it again, with bit-identical results; a damaged entry,
+or an intact one under another step's name, is compiled again; the digest changes with
+what the step depends on."""
 import os
 import subprocess
 import sys
@@ -69,6 +70,11 @@ def test_a_warm_process_loads_its_steps_and_trains_bit_identically(tmp_path):
         entry.write_bytes(bytes(blob))
     losses3, w3, hits3, stored3, built3, _ = _run(tmp_path)
     assert hits3 == 0 and built3 == stored1 and (losses3, w3) == (losses1, w1)
+    # an intact entry copied over another step's name: its header names another key
+    entries = sorted((tmp_path / "steps").glob("*.step"), key=lambda p: p.stat().st_size)
+    entries[0].write_bytes(entries[-1].read_bytes())
+    losses4, w4, hits4, _, built4, _ = _run(tmp_path)
+    assert (hits4, built4) == (stored1 - 1, 1) and (losses4, w4) == (losses1, w1)
 
 
 def test_the_digest_names_the_structure_and_what_compiling_it_depends_on(monkeypatch):

@@ -19,7 +19,8 @@ Every rank must issue a group's collectives in the same order with the same size
 Within a step the schedule keeps starts in program order
 (``nova.runtime.memory_plan``), and before a compiled step's first run its ranks compare
 the list of its collectives (``check_step``), so a rank running a different step fails
-with an error naming both lists, never with another rank's numbers.
+with an error naming its collectives and the ranks whose differ, never with another
+rank's numbers.
 
 On the CPU the driver calls each collective kernel like a compiled one, through
 ``HostCollective.fn`` (a C callback into Python: a few microseconds per bucket); the
@@ -279,7 +280,8 @@ def step_signature(plans: Sequence[KernelPlan]) -> dict[int, list[str]]:
 def check_step(plans: Sequence[KernelPlan]) -> None:
     """Before a step's first run: every rank of each group it uses runs a step with the
     same collectives in the same order, or every rank raises ``CollectiveError`` naming
-    both lists (a step that differs would pair one rank's bucket with another's)."""
+    its own list and the ranks whose differ (a step that differs would pair one rank's
+    bucket with another's)."""
     for gid, listed in step_signature(plans).items():
         comm = group(gid)
         if comm.size == 1:

@@ -2,7 +2,7 @@
 
 ``import nova as nv``; the names follow PyTorch's.
 """
-from nova import amp, autograd, cuda, debug, distributed, linalg, nn, optim, utils
+from nova import amp, autograd, cuda, debug, distributed, export, linalg, nn, optim, utils
 from nova.amp import autocast
 
 from nova.autograd.grad_mode import (

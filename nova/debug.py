@@ -6,6 +6,7 @@ import copy
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from nova.compiler.mlir_text import generic_text
 from nova.compiler.pipeline import STAGES, CompiledStep, compile_step, front, stages
 from nova.runtime.cache import CACHE, CacheStats
 from nova.runtime.cpu_engine import PROFILE, debug_files
@@ -18,20 +19,25 @@ from nova.tensor.realize import pending_graph, role_of_node
 from nova.tensor.tensor import Tensor
 
 
-def dump_ir(*tensors: Tensor, stage: str = "nova") -> str:
+def dump_ir(*tensors: Tensor, stage: str = "nova", generic: bool = False) -> str:
     """The verified ``func.func @step`` that would compute ``tensors``, as MLIR text.
 
     ``stage="trace"`` is the function exactly as recorded; ``"nova"`` (the default) is
     after CSE, DCE and rematerialization (``nv.set_remat``), the form the engines run;
     ``"fused"`` groups it into the ``nova.fusion`` kernels the cpu engine compiles,
     followed by each kernel's loop plan. The stages are those of
-    ``nova.compiler.pipeline``; nothing runs.
+    ``nova.compiler.pipeline``; nothing runs. ``generic=True`` prints MLIR's generic op
+    form, which upstream MLIR parses (``nv.export.mlir``; a fused step then has no loop
+    plans appended).
     """
     if stage not in STAGES:
         raise ValueError(f"dump_ir: unknown stage {stage!r}; available stages are {STAGES}")
     _check_tensors("dump_ir", tensors)
     for name, result in stages(pending_graph(*tensors), get_remat()):
         if name == stage:
+            if generic:
+                return generic_text(result.fused if isinstance(result, CompiledStep)
+                                    else result)
             return result.text() if isinstance(result, CompiledStep) else str(result)
     raise AssertionError(f"dump_ir: the pipeline has no stage {stage!r}")
 

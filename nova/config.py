@@ -106,6 +106,9 @@ REMAT = Setting("NOVA_REMAT", "default", _text,
 CACHE = Setting("NOVA_CACHE", True, _flag, "0 turns the on-disk kernel caches off")
 CACHE_DIR = Setting("NOVA_CACHE_DIR", None, _text,
                     "where the on-disk kernel caches live (default ~/.cache/nova)")
+STEP_DISK_CACHE_MB = Setting("NOVA_STEP_DISK_CACHE_MB", 512.0, _non_negative_number,
+                             "the most the compiled steps on disk may take (least recently "
+                             "used go first; 0 keeps none)")
 STEP_CACHE_MB = Setting("NOVA_STEP_CACHE_MB", 1024.0, _non_negative_number,
                         "MiB of compiled steps kept for replay, least recently used out "
                         "first; read at import (nv.debug.set_step_cache_limit after)")

@@ -17,6 +17,8 @@ module and plans), pickled, under a digest of everything they are a function of:
 
 Entries are ``disk_cache`` files (atomic writes, a checksum over header and payload,
 the full digest in the header), so a torn or altered file is recompiled, never loaded.
+Steps of fewer than ``MIN_OPS`` ops are not cached, and the directory is kept under
+``NOVA_STEP_DISK_CACHE_MB`` (512) by removing the least recently used entries.
 The trust model is the kernel cache's: the directory is the user's own (it holds native
 code already), and a pickle runs code as it loads -- do not point ``NOVA_CACHE_DIR`` at
 a directory others can write. CPU steps only.
@@ -36,6 +38,10 @@ from nova.runtime import disk_cache
 
 FORMAT_VERSION = 1
 KIND = "nova-step"
+# Steps smaller than this are not cached: building them takes about as long as reading
+# an entry (the front end costs ~0.1 ms per op), and a test suite or a sweep over shapes
+# makes thousands of them.
+MIN_OPS = 100
 
 
 @dataclass
@@ -43,6 +49,7 @@ class StepCacheStats:
     hits: int = 0        # steps loaded from disk
     stored: int = 0      # steps written
     skipped: int = 0     # steps not cached (their key does not print the same everywhere)
+    evicted: int = 0     # entries removed to keep the directory under its limit
 
 
 STATS = StepCacheStats()
@@ -59,7 +66,10 @@ def _directory() -> str | None:
 
 def digest(key: tuple, label: str) -> str | None:
     """The entry name of structural ``key`` compiled as ``label``, or None when the key
-    cannot name the same step in another process."""
+    cannot name the same step in another process, or the step is too small to be worth
+    an entry (``MIN_OPS``)."""
+    if len(key[1]) < MIN_OPS:
+        return None
     import xdsl
 
     from nova.compiler.targets.cpu.device import detect_cpu
@@ -79,10 +89,15 @@ def load(name: str) -> tuple[Any, Any] | None:
     directory = _directory()
     if directory is None:
         return None
-    found = disk_cache.read_entry(os.path.join(directory, name + ".step"),
-                                  {"kind": KIND, "key": name}, lambda header, payload: None)
+    path = os.path.join(directory, name + ".step")
+    found = disk_cache.read_entry(path, {"kind": KIND, "key": name},
+                                  lambda header, payload: None)
     if found.status != "hit":
         return None
+    try:
+        os.utime(path)          # recently used: evicted last
+    except OSError:
+        pass
     try:
         module, lowered = pickle.loads(found.payload)
     except Exception:          # noqa: BLE001 -- an unloadable entry is recompiled
@@ -135,8 +150,39 @@ def store(name: str, module: Any, lowered: Any) -> None:
         with _lock:
             STATS.skipped += 1
         return
-    os.makedirs(directory, mode=0o700, exist_ok=True)
+    limit = int(config.STEP_DISK_CACHE_MB.get() * 2**20)
+    if len(payload) > limit:
+        return
     if disk_cache.write_entry(os.path.join(directory, name + ".step"),
                               {"kind": KIND, "key": name, "size": len(payload)}, payload):
         with _lock:
             STATS.stored += 1
+        _evict(directory, limit)
+
+
+def _evict(directory: str, limit: int) -> None:
+    """Remove the least recently used entries (by modification time: a hit touches its
+    entry) while the directory holds more than ``limit`` bytes of them, down to 3/4 of
+    it (so a run of new steps does not list the directory on every store)."""
+    try:
+        entries = []
+        with os.scandir(directory) as it:
+            for e in it:
+                if e.name.endswith(".step") and e.is_file(follow_symlinks=False):
+                    st = e.stat(follow_symlinks=False)
+                    entries.append((st.st_mtime, st.st_size, e.path))
+    except OSError:
+        return
+    total = sum(size for _, size, _ in entries)
+    if total <= limit:
+        return
+    for _, size, path in sorted(entries):
+        if total <= limit * 3 // 4:
+            break
+        try:
+            os.unlink(path)
+        except OSError:
+            continue
+        total -= size
+        with _lock:
+            STATS.evicted += 1

@@ -16,8 +16,9 @@ Deviations from PyTorch, forced by laziness or by what exists:
   ``torch.distributed.all_reduce``): it is recorded with grad off.
 - ``broadcast``, ``all_gather`` and ``barrier`` are blocking host collectives: they
   realize their tensors first.
-- ``backend="nccl"`` is not available yet, nor ``gloo``: a clear error says so. Tensors on
-  ``cuda`` reduce through MPI, staged through host memory.
+- ``backend="nccl"`` (CuPy's NCCL; ranks from mpiexec, which shares NCCL's id over MPI)
+  reduces cuda tensors on the device, overlapping the step's kernels; ``backend="mpi"``
+  reduces CPU tensors, and cuda tensors staged through host memory. No ``gloo``.
 - A group's collectives are recorded by the thread that created it (ranks pair
   collectives by issue order, which two threads would not keep alike on every rank);
   another thread gets a ``RuntimeError``.
@@ -115,7 +116,7 @@ def is_mpi_available() -> bool:
 
 
 def is_nccl_available() -> bool:
-    return False
+    return _coll.nccl_unavailable_reason() is None
 
 
 def is_initialized() -> bool:
@@ -147,9 +148,12 @@ def init_process_group(backend: str | None = "mpi", init_method: str | None = No
                            "initialized (destroy_process_group() first)")
     backend = "mpi" if backend is None else str(backend).lower()
     if backend in ("nccl", "cuda:nccl"):
-        raise RuntimeError("init_process_group: backend 'nccl' is not available in Nova "
-                           "yet; use backend='mpi' (CPU steps, ranks from mpiexec)")
-    if backend not in ("mpi", "cpu:mpi"):
+        reason = _coll.nccl_unavailable_reason()
+        if reason is not None:
+            raise RuntimeError(f"init_process_group: backend 'nccl' is not available: "
+                               f"{reason}; backend='mpi' reduces CPU tensors (and CUDA "
+                               "tensors through host memory)")
+    elif backend not in ("mpi", "cpu:mpi"):
         raise ValueError(f"init_process_group: unknown backend {backend!r}; Nova has 'mpi' "
                          "(start ranks with mpiexec -n N)")
     if store is not None or init_method not in (None, "env://"):
@@ -159,9 +163,11 @@ def init_process_group(backend: str | None = "mpi", init_method: str | None = No
     want_size = world_size if world_size != -1 else config.WORLD_SIZE.get()
     want_rank = rank if rank != -1 else config.RANK.get()
     alone = want_size in (None, 1) and want_rank in (None, 0)
-    if alone and not config.launched_by_mpi():
+    if backend in ("nccl", "cuda:nccl"):
+        comm: _coll.Communicator = _nccl_world(seconds, alone)
+    elif alone and not config.launched_by_mpi():
         # a world of one: no library to start (MPI's singleton start takes a second)
-        comm: _coll.Communicator = _coll.SingleProcess(0, 1, seconds, "mpi")
+        comm = _coll.SingleProcess(0, 1, seconds, "mpi")
     elif is_mpi_available():
         from mpi4py import MPI
         comm = _coll.Mpi(MPI.COMM_WORLD, seconds)
@@ -180,6 +186,28 @@ def init_process_group(backend: str | None = "mpi", init_method: str | None = No
         _abort_on_uncaught_exceptions()
 
 
+def _nccl_world(seconds: float, alone: bool) -> _coll.Communicator:
+    """The NCCL group of every rank mpiexec started (rank 0's NCCL id shared over MPI,
+    each rank on the GPU of its rank among the node's), or of this process alone."""
+    import cupy
+    from cupy.cuda import nccl
+    if not config.launched_by_mpi():
+        if not alone:
+            raise RuntimeError("init_process_group: the nccl backend takes its ranks from "
+                               "mpiexec (mpiexec -n N python ...), which shares NCCL's id")
+        return _coll.Nccl(0, 1, seconds, nccl.get_unique_id())
+    if not is_mpi_available():
+        raise RuntimeError("init_process_group: backend 'nccl' under mpiexec needs mpi4py "
+                           "to share NCCL's id: pip install -e .[distributed]")
+    from mpi4py import MPI
+    world = MPI.COMM_WORLD
+    local = world.Split_type(MPI.COMM_TYPE_SHARED)
+    cupy.cuda.Device(local.Get_rank() % cupy.cuda.runtime.getDeviceCount()).use()
+    local.Free()
+    unique_id = world.bcast(nccl.get_unique_id() if world.Get_rank() == 0 else None, root=0)
+    return _coll.Nccl(world.Get_rank(), world.Get_size(), seconds, unique_id)
+
+
 def _abort_on_uncaught_exceptions() -> None:
     """An exception no one catches on one rank ends every rank (``MPI_Abort``): the
     others would otherwise wait for it until their timeout."""
@@ -191,10 +219,11 @@ def _abort_on_uncaught_exceptions() -> None:
         def hook(kind, value, tb) -> None:
             previous(kind, value, tb)
             group = _WORLD[0]
-            if group is not None and group.size() > 1 and group.backend == "mpi":
+            if group is not None and group.size() > 1:
                 print(f"nova.distributed: rank {group.rank()} of {group.size()} stopped with "
                       f"{kind.__name__}; aborting every rank", file=sys.stderr, flush=True)
-                group.comm.comm.Abort(1)
+                from mpi4py import MPI      # (nccl ranks were started by mpiexec too)
+                MPI.COMM_WORLD.Abort(1)
         hook.nova_aborts = True
         sys.excepthook = hook
 
@@ -243,9 +272,12 @@ def _check_thread(g: ProcessGroup, op: str) -> None:
                            "would not keep the same on every rank)")
 
 
-def _check_tensor(op: str, tensor: Any) -> None:
+def _check_tensor(op: str, tensor: Any, g: ProcessGroup | None = None) -> None:
     if not isinstance(tensor, Tensor):
         raise TypeError(f"{op}: expected a Tensor, got {type(tensor).__name__}")
+    if g is not None and g.backend == "nccl" and tensor.device.type != "cuda":
+        raise RuntimeError(f"{op}: the nccl backend reduces cuda tensors; this one "
+                           f"(shape {tuple(tensor.shape)}) is on {tensor.device}")
     if tensor.dtype.name not in ("float32", "float64", "int32", "int64"):
         raise TypeError(f"{op}: cannot reduce a {tensor.dtype.name} tensor of shape "
                         f"{tuple(tensor.shape)} across processes (float32, float64, int32 "
@@ -265,6 +297,7 @@ def reduced(tensor: Tensor, op: str = ReduceOp.SUM, group: ProcessGroup | None =
         raise TypeError(f"all_reduce: ReduceOp.AVG needs a floating tensor, got "
                         f"{tensor.dtype.name} of shape {tuple(tensor.shape)}")
     g = _group(group, "all_reduce")
+    _check_tensor("all_reduce", tensor, g)
     _check_thread(g, "all_reduce")
     attrs = {"group": g.gid, "reduction": ReduceOp.SUM if op == ReduceOp.AVG else op}
     with grad_mode.no_grad():

@@ -220,6 +220,110 @@ class Mpi(Communicator):
             self.comm.Free()
 
 
+class Nccl(Communicator):
+    """A group over NCCL (``cupy.cuda.nccl``) for CUDA steps: device buffers, no host
+    copies. A start makes a communication stream wait for what the compute stream has
+    queued so far, enqueues ``ncclAllReduce`` in place there and returns an event
+    recorded after it; a wait polls that event against the deadline (a lost peer then
+    raises ``CollectiveTimeout`` instead of hanging the step) and makes the compute
+    stream wait for it, so the kernels queued between start and wait overlap the
+    exchange. broadcast / all_gather / barrier are blocking (host buffers go through
+    the device)."""
+
+    device_buffers = True
+    POLL_SECONDS = 50e-6
+
+    def __init__(self, rank: int, size: int, timeout: float, unique_id: Any):
+        import cupy
+        from cupy.cuda import nccl
+        super().__init__(rank, size, timeout, "nccl")
+        self.cupy, self.nccl = cupy, nccl
+        self.comm = nccl.NcclCommunicator(size, unique_id, rank)
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self._ops = {"sum": nccl.NCCL_SUM, "prod": nccl.NCCL_PROD, "max": nccl.NCCL_MAX,
+                     "min": nccl.NCCL_MIN}
+        self._types = {"float32": nccl.NCCL_FLOAT32, "float64": nccl.NCCL_FLOAT64,
+                       "int32": nccl.NCCL_INT32, "int64": nccl.NCCL_INT64}
+
+    def _type(self, array: Any) -> int:
+        name = _dtype_name(array.dtype)
+        if name not in self._types:
+            raise CollectiveError(f"nccl: cannot reduce {name} buffers (float32, float64, "
+                                  "int32, int64)")
+        return self._types[name]
+
+    def _after_compute(self) -> None:
+        """The communication stream waits for what the compute stream queued so far."""
+        ready = self.cupy.cuda.Event(disable_timing=True)
+        ready.record(self.cupy.cuda.get_current_stream())
+        self.stream.wait_event(ready)
+
+    def _recorded(self) -> Any:
+        done = self.cupy.cuda.Event(disable_timing=True)
+        done.record(self.stream)
+        return done
+
+    def start(self, buffer: Any, reduction: str) -> Any:
+        self._after_compute()
+        self.comm.allReduce(buffer.data.ptr, buffer.data.ptr, buffer.size,
+                            self._type(buffer), self._ops[reduction], self.stream.ptr)
+        return self._recorded()
+
+    def wait(self, request: Any, what: str) -> None:
+        deadline = time.monotonic() + self.timeout
+        while not request.done:
+            if time.monotonic() > deadline:
+                self.comm.abort()
+                raise CollectiveTimeout(
+                    f"nova.distributed: {what} did not complete within {self.timeout:g} s "
+                    f"on rank {self.rank} of {self.size} (nccl): another rank stopped, "
+                    "hangs, or issued different collectives")
+            time.sleep(self.POLL_SECONDS)
+        self.cupy.cuda.get_current_stream().wait_event(request)
+
+    def _on_device(self, buffer: np.ndarray, run: Any, what: str) -> Any:
+        """``run(device_copy)`` on the communication stream, waited for; the copy."""
+        device = self.cupy.asarray(np.ascontiguousarray(buffer))
+        self._after_compute()
+        run(device)
+        self.wait(self._recorded(), what)
+        return device
+
+    def broadcast(self, buffer: np.ndarray, src: int) -> None:
+        device = self._on_device(buffer, lambda d: self.comm.bcast(
+            d.data.ptr, d.size, self._type(d), src, self.stream.ptr), "broadcast")
+        buffer[...] = device.get()
+
+    def all_gather(self, buffer: np.ndarray, what: str = "all_gather") -> np.ndarray:
+        out = self.cupy.empty((self.size,) + buffer.shape, buffer.dtype)
+        self._on_device(buffer, lambda d: self.comm.allGather(
+            d.data.ptr, out.data.ptr, d.size, self._type(d), self.stream.ptr), what)
+        return out.get()
+
+    def barrier(self) -> None:
+        self._on_device(np.zeros(1, np.float32), lambda d: self.comm.allReduce(
+            d.data.ptr, d.data.ptr, 1, self.nccl.NCCL_FLOAT32, self.nccl.NCCL_SUM,
+            self.stream.ptr), "barrier")
+
+    def close(self) -> None:
+        self.comm.destroy()
+
+
+def nccl_unavailable_reason() -> str | None:
+    """Why the nccl backend cannot start here, or None."""
+    from nova.runtime import cuda_runtime
+    reason = cuda_runtime.unavailable_reason()
+    if reason is not None:
+        return f"CUDA is not available: {reason}"
+    try:
+        from cupy.cuda import nccl
+    except ImportError as e:
+        return f"cupy.cuda.nccl cannot be imported ({e}); install NCCL (nvidia-nccl-cu13)"
+    if not getattr(nccl, "available", True):
+        return "CuPy was built without NCCL support"
+    return None
+
+
 # ---------------------------------------------------------------- the registry
 
 _LOCK = threading.Lock()
@@ -361,10 +465,18 @@ class HostCollective(CollectiveKernel):
             return HOST_FAILED
 
 
+def _address(array: Any) -> int:
+    """Where a numpy or CuPy array's data starts."""
+    data = array.data
+    return data.ptr if hasattr(data, "ptr") else array.ctypes.data
+
+
 class DeviceCollective(CollectiveKernel):
     """One collective kernel of a CUDA step, launched by the engine's loop as
-    ``launch(backend, [input, output])``. The group's library reduces host memory (MPI
-    without CUDA support), so the start downloads its input (which waits for the kernels
+    ``launch(backend, [input, output])``. On a group whose library takes device
+    buffers (``Nccl``) the start reduces its output in place (after copying its input
+    there when they differ) and the wait orders the stream after it. Otherwise (MPI
+    without CUDA support) the start downloads its input (which waits for the kernels
     that computed it; the stream keeps running what was queued after) and begins the
     reduction of that copy; the wait completes it and uploads the result into its
     output."""
@@ -378,6 +490,16 @@ class DeviceCollective(CollectiveKernel):
         if not self.count:
             return
         comm = group(self.gid)
+        if getattr(comm, "device_buffers", False):
+            if not self.is_start:
+                start = self.partner
+                request, start.request = start.request, None
+                comm.wait(request, self.what)
+            if _address(src) != _address(dst):
+                backend.xp.copyto(dst, src)
+            if self.is_start:
+                self.request = comm.start(dst.reshape(-1), self.reduction)
+            return
         if self.is_start:
             self.host = np.ascontiguousarray(backend.download(src)).reshape(-1)
             self.request = comm.start(self.host, self.reduction)

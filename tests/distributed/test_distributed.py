@@ -134,8 +134,9 @@ def test_errors_before_init():
         dist.get_rank()
     with pytest.raises(RuntimeError, match="all_reduce: the default process group"):
         dist.all_reduce(nv.ones(2))
-    with pytest.raises(RuntimeError, match="backend 'nccl' is not available in Nova yet"):
-        dist.init_process_group("nccl")
+    if not dist.is_nccl_available():
+        with pytest.raises(RuntimeError, match="backend 'nccl' is not available: "):
+            dist.init_process_group("nccl")
     with pytest.raises(ValueError, match="unknown backend 'gloo'"):
         dist.init_process_group("gloo")
     with pytest.raises(ValueError, match="timeout must be positive"):
@@ -385,3 +386,28 @@ def test_a_forward_that_raised_or_a_backward_elsewhere_reduces_nothing(world):
     assert live_pending.required == []
     loss.backward()
     assert len(live_pending.required) == len(net._buckets)
+
+
+@pytest.mark.cuda
+def test_nccl_in_a_world_of_one_reduces_on_the_device_and_ddp_trains_as_the_plain_model():
+    """On a GPU: the nccl backend's start/wait run on a communication stream; a world
+    of one reduces to the identity, so DDP trains bit-identically to the plain model."""
+    from nova.runtime.collectives import nccl_unavailable_reason
+    reason = nccl_unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    from tests.distributed import worker
+    dist.init_process_group("nccl", timeout=60)
+    try:
+        assert dist.get_backend() == "nccl" and dist.get_world_size() == 1
+        t = nv.tensor(np.arange(6, dtype=np.float32), device="cuda") * 2.0
+        dist.all_reduce(t)
+        assert t.device == nv.device("cuda") and t.cpu().tolist() == [0, 2, 4, 6, 8, 10]
+        with pytest.raises(RuntimeError, match="the nccl backend reduces cuda tensors"):
+            dist.all_reduce(nv.ones(2))
+        ddp, _ = worker.mlp_on("cuda", True)
+    finally:
+        dist.destroy_process_group()
+    plain, _ = worker.mlp_on("cuda", False)
+    for k in plain:
+        assert np.array_equal(ddp[k], plain[k]), k

@@ -16,10 +16,12 @@ update then reads the averaged gradients in the same step. Since every rank appl
 same update to the same parameters from the same averaged gradients, the replicas stay
 bit-identical.
 
-Deviations from PyTorch: a parameter whose gradient is None on this rank (unused in
-this forward) contributes zeros and then gets the averaged gradient, so bucket layouts
-never differ between ranks (PyTorch needs ``find_unused_parameters=True`` for that
-case); ``device_ids``, ``output_device``, ``gradient_as_bucket_view`` and
+Deviations from PyTorch: buffers are broadcast from rank 0 at wrap time only
+(PyTorch's ``broadcast_buffers=True`` repeats it before every forward, which here would
+realize them every step: BatchNorm running statistics stay each rank's own); a
+parameter whose gradient is None on this rank (unused in this forward) contributes
+zeros and then gets the averaged gradient, so bucket layouts never differ between
+ranks (PyTorch needs ``find_unused_parameters=True`` for that case); ``device_ids``, ``output_device``, ``gradient_as_bucket_view`` and
 ``static_graph`` are accepted and change nothing (one device per rank; gradients are
 always slices of the reduced bucket). A model on ``cuda`` reduces through MPI too, each
 bucket staged through host memory (``collectives.DeviceCollective``); NCCL is not

@@ -47,7 +47,32 @@ def _every_op() -> list:
             nv.maximum(x, 1.0) - nv.minimum(x, 2.0) / 3.0]
 
 
-@pytest.mark.parametrize("make", [_tiny_gpt_step, _every_op], ids=["tiny_gpt_step", "every_op"])
+def _attention_and_a_collective() -> list:
+    """Fused causal attention with dropout and its gradients, and an all-reduce (a world
+    of one)."""
+    import nova.distributed as dist
+    rng = np.random.default_rng(1)
+    q, k, v = (nv.tensor(rng.standard_normal((2, 2, 5, 4)).astype(np.float32),
+                         requires_grad=True) for _ in range(3))
+    y = nv.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=0.25)
+    (y * y).sum().backward()
+    dist.init_process_group("mpi")      # destroyed after the test (``no_group_left``)
+    return [y, q.grad, k.grad, dist.reduced(v.grad, "max")]
+
+
+@pytest.fixture(autouse=True)
+def no_group_left():
+    yield
+    import nova.distributed as dist
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+CASES = [_tiny_gpt_step, _every_op, _attention_and_a_collective]
+IDS = ["tiny_gpt_step", "every_op", "attention_and_a_collective"]
+
+
+@pytest.mark.parametrize("make", CASES, ids=IDS)
 def test_the_generic_form_reads_back_as_the_same_module(make):
     graph = pending_graph(*make())
     module = front(graph)
@@ -69,7 +94,7 @@ def test_export_and_dump_ir_give_the_generic_form():
         nv.export.mlir(y, stage="llvm")
 
 
-@pytest.mark.parametrize("make", [_tiny_gpt_step, _every_op], ids=["tiny_gpt_step", "every_op"])
+@pytest.mark.parametrize("make", CASES, ids=IDS)
 @pytest.mark.parametrize("stage", ["nova", "fused"])
 def test_upstream_mlir_verifies_the_step_and_its_printing_reads_back(make, stage):
     _upstream()

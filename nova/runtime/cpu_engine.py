@@ -124,8 +124,8 @@ class CpuProgram(Program):
 
     def _planned(self) -> None:
         self._seconds = [one_core_seconds(st.plan) for st in self.steps]
-        self._collectives = collectives.link(self.steps)
-        self._checked = not self._collectives   # ranks compare its collectives once
+        # ranks compare the step's collectives before its first run (if it has any)
+        self._checked = not collectives.link(self.steps)
 
     def _allocate(self, nbytes: int) -> np.ndarray:
         return np.empty(nbytes, dtype=np.uint8)

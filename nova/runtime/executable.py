@@ -62,6 +62,13 @@ class Executable:
         # different structures run concurrently).
         self._lock = threading.Lock()
 
+    @property
+    def lowered(self) -> Any:
+        """The cpu/cuda program's ``CompiledStep`` (fused module and plans)."""
+        if self.engine not in _PLANNED:
+            raise ValueError("lowered: only the cpu and cuda engines fuse kernels")
+        return self._program.lowered
+
     def fused_ir(self) -> str:
         if self.engine not in _PLANNED:
             raise ValueError("fused_ir: only the cpu and cuda engines fuse kernels")

@@ -19,6 +19,7 @@ from xdsl.ir import Operation
 from nova.compiler import dialect as nd
 from nova.core import philox
 from nova.core import dtypes as dt
+from nova.runtime import collectives
 
 Kernel = Callable[..., np.ndarray]
 
@@ -379,14 +380,9 @@ MEANINGS: dict[type[Operation], Meaning] = {
     nd.AttentionOp: _attention,
     nd.AttentionGradOp: _attention_grad,
     # the pair is one blocking reduction at the start; the wait passes it on
-    nd.AllReduceStartOp: lambda op: lambda x: _collectives().reduce_now(op, x),
+    nd.AllReduceStartOp: lambda op: lambda x: collectives.reduce_now(op, x),
     nd.AllReduceWaitOp: lambda op: lambda x: x,
 }
-
-
-def _collectives():
-    from nova.runtime import collectives   # (imports the lowering, which imports this)
-    return collectives
 
 
 def _kernel(op: Operation) -> Kernel:

@@ -15,7 +15,7 @@ import numpy as np
 
 from nova import config
 from nova.compiler import dialect as nd
-from nova.compiler.lowering.plan import KernelPlan
+from nova.compiler.lowering.plan import KernelPlan, contraction
 from nova.runtime.memory_plan import KernelUse, MemoryPlan, NovaOutOfMemoryError, plan_memory
 from nova.runtime.memory_report import Buffer, MemoryReport, is_backward, plan_report
 from nova.core import dtypes as dt
@@ -80,8 +80,7 @@ def collective_role(plan: KernelPlan) -> str:
     else ""."""
     if plan.kind != "collective":
         return ""
-    op = next(iter(plan.fusion.body.block.ops))
-    return "start" if isinstance(op, nd.AllReduceStartOp) else "wait"
+    return "start" if isinstance(contraction(plan.fusion), nd.AllReduceStartOp) else "wait"
 
 
 def plan_steps(steps: Sequence[Any], n_args: int, arg_types: Sequence[tuple[Any, Any]],

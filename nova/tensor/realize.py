@@ -195,7 +195,7 @@ def _compile(graph: PendingGraph, engine: str, remat: str, backend: Any = None,
             return exe
     exe = Executable(front(graph, remat, engine), engine, backend)
     if name is not None:
-        step_cache.store(name, exe.module, exe._program.lowered)
+        step_cache.store(name, exe.module, exe.lowered)
     return exe
 
 

@@ -13,7 +13,8 @@ so Python's per-step cost is not counted); GFLOP/s = 2 M N K / median time. Accu
 ``|C - C64|_F / |C64|_F`` and ``max|C - C64| / max|C64|`` against a float64 product of
 the same float32 operands.
 
-Training: the GPT of ``models/gpt.py`` (Nova) and nanoGPT in PyTorch
+Training: the GPT of ``models/gpt.py`` (Nova: recorded every step with CUDA graphs, the
+same with ``NOVA_CUDA_GRAPHS=0``, and under ``nv.compile``) and nanoGPT in PyTorch
 (``benchmarks/peers/torch_gpt.py``, eager and ``torch.compile``) with AdamW on random
 tokens: tokens/s over the steady steps (the first two are warm-up and compilation) and
 peak GPU memory (Nova: bytes CuPy's pool holds, which it never returns during the run,
@@ -40,6 +41,7 @@ os.environ.setdefault("CUPY_TF32", "1")     # before CuPy is imported anywhere
 import numpy as np
 
 import nova as nv
+from nova import config
 from benchmarks.common import preset_products
 from models.gpt import preset
 
@@ -176,7 +178,26 @@ def _summary(times: list[float], losses: list[float], tokens_per_step: int) -> d
             "losses": losses, "step_times": times}
 
 
-def train_nova(name: str, batch: int, steps: int) -> dict:
+def train_nova(name: str, batch: int, steps: int, graphs: bool = True,
+               compiled: bool = False) -> dict:
+    """Nova's GPT step on the GPU: recorded every step, or under ``nv.compile``; with
+    CUDA graphs, or launched kernel by kernel (``NOVA_CUDA_GRAPHS=0``)."""
+    with config.CUDA_GRAPHS.overridden("1" if graphs else "0"):
+        return _train_nova(name, batch, steps, compiled)
+
+
+def _step_fn(model: nv.nn.Module, opt: nv.optim.Optimizer):
+    """One training step as a function of the batch (what ``nv.compile`` captures)."""
+    def step(x: nv.Tensor, y: nv.Tensor) -> nv.Tensor:
+        _, loss = model(x, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+    return step
+
+
+def _train_nova(name: str, batch: int, steps: int, compiled: bool) -> dict:
     import cupy
 
     from models.gpt import GPT
@@ -191,21 +212,24 @@ def train_nova(name: str, batch: int, steps: int) -> dict:
     model = GPT(cfg).to("cuda")
     opt = nv.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), eps=1e-8,
                          weight_decay=0.1)
+    run = _step_fn(model, opt)
+    if compiled:
+        run = nv.compile(run)
     times, losses = [], []
     for x, y in _tokens(cfg, batch, steps):
         t0 = time.perf_counter()
-        _, loss = model(nv.tensor(x, device="cuda"), nv.tensor(y, device="cuda"))
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
+        loss = run(nv.tensor(x, device="cuda"), nv.tensor(y, device="cuda"))
         losses.append(loss.item())
         times.append(time.perf_counter() - t0)
     out = _summary(times, losses, batch * cfg.block)
     out["peak_gpu_mb"] = pool.total_bytes() / 2**20
     out["planned_peak_mb"] = CACHE.last.memory_report().peak_bytes / 2**20
     out["kernels"] = CACHE.last.num_kernels
-    out["compiles"] = sum(1 for m in nv.debug.cache_stats().miss_log if m.engine == "cuda")
-    del model, opt, loss
+    stats = nv.debug.cache_stats()
+    out["compiles"] = sum(1 for m in stats.miss_log if m.engine == "cuda")
+    out["graph_replays"] = stats.graph_replays
+    out["graph_without"] = stats.graph_without
+    del model, opt, loss, run
     nv.debug.reset_cache()
     gc.collect()
     pool.free_all_blocks()
@@ -268,17 +292,18 @@ def markdown(report: dict) -> str:
                      f"{cp['rel_fro']:.1e} | {_fmt(th.get('rel_fro'), '.1e')} |")
     lines += ["", "## GPT training step (tokens/s, peak GPU MiB)", "",
               ("| preset | batch | framework | tokens/s | step ms | first step s | peak MiB | "
-               "final loss |"), "|---|---|---|---|---|---|---|---|"]
+               "final loss | graph replays |"), "|---|---|---|---|---|---|---|---|---|"]
     for r in report["train"]:
         if "error" in r or "skipped" in r:
             lines.append(f"| {r['preset']} | {r['batch']} | {r['framework']} | "
-                         f"{r.get('error') or r.get('skipped')} | | | | |")
+                         f"{r.get('error') or r.get('skipped')} | | | | | |")
             continue
         peak = f"{r['peak_gpu_mb']:.0f}" + (f" (plan {r['planned_peak_mb']:.0f})"
                                              if "planned_peak_mb" in r else "")
         lines.append(f"| {r['preset']} | {r['batch']} | {r['framework']} | "
                      f"{r['tokens_per_s']:.0f} | {r['step_s'] * 1e3:.1f} | "
-                     f"{r['first_step_s']:.1f} | {peak} | {r['losses'][-1]:.3f} |")
+                     f"{r['first_step_s']:.1f} | {peak} | {r['losses'][-1]:.3f} | "
+                     f"{r.get('graph_replays', '')} |")
     return "\n".join(lines) + "\n"
 
 
@@ -340,7 +365,8 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(row)[:400], flush=True)
         presets = [("medium", 16)] if args.quick else [("medium", 16), ("gpt-42m", 8)]
         for name, batch in presets:
-            for fw in ("nova", "torch-eager", "torch-compile"):
+            for fw in ("nova", "nova-no-graphs", "nova-compiled", "torch-eager",
+                       "torch-compile"):
                 item = {"preset": name, "batch": batch, "framework": fw}
                 if fw != "nova" and not peers.get("torch"):
                     item["skipped"] = "PyTorch with CUDA is not available"
@@ -348,7 +374,10 @@ def main(argv: list[str] | None = None) -> int:
                     item["skipped"] = "time budget"
                 else:
                     try:
-                        item.update(train_nova(name, batch, args.steps) if fw == "nova" else
+                        item.update(train_nova(name, batch, args.steps,
+                                               graphs=fw != "nova-no-graphs",
+                                               compiled=fw == "nova-compiled")
+                                    if fw.startswith("nova") else
                                     train_torch(name, batch, args.steps,
                                                 fw == "torch-compile"))
                     except Exception as e:  # noqa: BLE001  (recorded; the rest runs)

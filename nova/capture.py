@@ -31,11 +31,15 @@ call again and says why (``nv.debug.cache_stats()``).
 **What cannot be captured** and runs recorded every call, with one ``RecompileWarning``
 naming the reason and the line: reading a value on the host inside the function
 (``item()``, ``numpy()``, ``print``, ``bool(t)``: the Python using it would not run
-again), steps on a GPU, results stored in containers the call itself created, values
+again), results stored in containers the call itself created, values
 from numpy made inside the function (pass tensors instead), and calls that never
 agree twice. What Nova cannot see is the user's own Python state: a Python number read
 from a global or closure (not an argument) is baked in when the function is recorded,
 as with ``jax.jit`` -- make it an argument, or a tensor.
+
+**On a GPU** a replay runs the same way: the step's host arguments (random keys,
+optimizer scalars) are uploaded per call, as realization uploads them, and the cuda
+engine replays its kernels as one CUDA graph (``nova.runtime.launch_graph``).
 
 **Exactness.** A replay runs the executables the recorded call ran, on the arguments it
 would have passed, with the same donation decisions (a buffer is written over only if
@@ -67,7 +71,7 @@ import numpy as np
 from nova import config
 from nova.runtime.cache import CACHE, RecompileWarning
 from nova.runtime.engine import get_engine, get_remat
-from nova.runtime.host_buffers import sole_host_owner
+from nova.runtime.host_buffers import sole_device_owner, sole_host_owner, upload_packed
 from nova.runtime.executable import overwrote_donated
 from nova.runtime.interrupts import deferred_interrupt
 from nova.tensor import grad_mode
@@ -249,6 +253,8 @@ class _Capture:
     # Each result's node, weakly (a strong reference would keep the next call from
     # donating it), with its places: where the next call's arguments come from.
     outputs: list[tuple[weakref.ref, list[Place]]] = field(default_factory=list)
+    devices: list[str] = field(default_factory=list)         # per step
+    host_args: list[tuple[int, ...]] = field(default_factory=list)   # per step
 
     def agrees_with(self, other: _Capture) -> str | None:
         """Why this call and ``other`` (the one before) did not do the same thing."""
@@ -347,9 +353,11 @@ class _Recorder:
         if log.refused:
             capture.why = log.refused
             return capture
-        if any(s.device != "cpu" for s in steps):
-            capture.why = "it runs a step on a GPU (nv.compile replays CPU steps)"
-            return capture
+        capture.devices = [s.device for s in steps]
+        # A GPU step's device-less arguments (random keys, optimizer scalars) are host
+        # arrays, uploaded for each run as realization uploads them.
+        capture.host_args = [tuple(a for a, n in enumerate(s.arg_nodes) if n.device is None)
+                             if s.device != "cpu" else () for s in steps]
         # Results: which tensors hold each output node now, and where those are.
         out_index = {id(n): (s, j) for s, st in enumerate(steps)
                      for j, n in enumerate(st.out_nodes)}
@@ -419,7 +427,7 @@ class _Recorder:
         for s, st in enumerate(steps):
             srcs = []
             for node in st.arg_nodes:
-                sig = (node.shape, node.dtype.name)
+                sig = (node.shape, node.dtype.name, node.device)
                 if id(node) in input_nodes:
                     srcs.append(_Source("input", input_nodes[id(node)], sig))
                 elif id(node) in fresh_index:
@@ -481,7 +489,7 @@ class _Replay:
         # Per step, per argument: (kind, where), where a place is read as above.
         self._plans = [[(src.kind, read_as(src.where) if src.kind == "place" else src.where)
                         for src in srcs] for srcs in c.sources]
-        self._places = [(*read_as(src.where), src.sig[0], src.sig[1], src.where)
+        self._places = [(*read_as(src.where), *src.sig, src.where)
                         for srcs in c.sources for src in srcs if src.kind == "place"]
         # The tensors a replay rebinds (one entry per place: a tensor twice, counts twice).
         self._rebinding = [p.owner for r in c.results for p in r.places if p.kind == "tensor"]
@@ -504,7 +512,7 @@ class _Replay:
         for kind, owner, key, tensor, place in self._guards:
             if _read(kind, owner, key) is not tensor:
                 return f"{place.describe()} holds another tensor object than when captured"
-        for kind, owner, key, shape, dtype_name, place in self._places:
+        for kind, owner, key, shape, dtype_name, device, place in self._places:
             t = owner if kind == "tensor" else _read(kind, owner, key)
             if not isinstance(t, Tensor):
                 return f"{place.describe()} holds no tensor"
@@ -512,9 +520,9 @@ class _Replay:
             if n.buffer is None:
                 return (f"{place.describe()} holds a pending value (changed "
                         "outside the function since the last call)")
-            if n.shape != shape or n.dtype.name != dtype_name or n.device != "cpu":
+            if n.shape != shape or n.dtype.name != dtype_name or n.device != device:
                 return (f"{place.describe()} is now {n.shape} {n.dtype.name} "
-                        f"on {n.device}, was {shape} {dtype_name}")
+                        f"on {n.device}, was {shape} {dtype_name} on {device}")
         return None
 
     def run(self, inputs: list[Tensor]) -> Any:
@@ -533,7 +541,11 @@ class _Replay:
             for s, exe in enumerate(self.exes):
                 nodes = self._arguments(self._plans[s], inputs, fresh, results)
                 buffers = [n.buffer if isinstance(n, Node) else n for n in nodes]
-                donated = self._donated(exe, nodes, buffers)
+                host = c.host_args[s]
+                if host:
+                    for a, b in zip(host, upload_packed([buffers[a] for a in host])):
+                        buffers[a] = b
+                donated = self._donated(exe, nodes, buffers, c.devices[s], host)
                 del nodes
                 try:
                     results.append(exe.run(buffers, donated, self.roles[s]))
@@ -581,13 +593,18 @@ class _Replay:
                 else:
                     p.owner[p.key] = Tensor._wrap(node)
 
-    def _donated(self, exe: Any, nodes: list[Any], buffers: list[Any]) -> frozenset[int]:
+    def _donated(self, exe: Any, nodes: list[Any], buffers: list[Any], device: str,
+                 host: tuple[int, ...]) -> frozenset[int]:
         """The arguments a replay may write over: those the uncompiled call would have
         donated -- read from a tensor this replay rebinds, referenced by nothing else
-        (no other tensor, no pending node), owning their memory alone."""
+        (no other tensor, no pending node), owning their memory alone (never a host
+        argument of a GPU step: its upload is this run's)."""
         cands = exe.donation_candidates
         if not cands:
             return frozenset()
+        on_host = device == "cpu"
+        owns = sole_host_owner if on_host else sole_device_owner   # (called directly:
+        # a wrapper's frame would hold one more reference to the buffer)
         rebound = Counter(map(id, map(_node_of, self._rebinding)))
         uses = Counter(map(id, nodes))
         ok = set()
@@ -595,11 +612,11 @@ class _Replay:
         for a in cands:
             n = nodes[a]
             k = id(n)
-            if k not in rebound or not isinstance(n, Node):
+            if k not in rebound or not isinstance(n, Node) or a in host:
                 continue
             # beyond: the tensors rebinding it, its entries in ``nodes``, ``n`` here
             if refs(n) - BASE_NODE_REFS - uses[k] - rebound[k] == 0 and \
-                    isinstance(buffers[a], np.ndarray) and sole_host_owner(buffers[a]):
+                    (not on_host or isinstance(buffers[a], np.ndarray)) and owns(buffers[a]):
                 ok.add(a)       # (its node and ``buffers`` hold the buffer)
         return frozenset(ok)
 
@@ -609,9 +626,9 @@ class _Replay:
         c = self.c
         nodes: dict[tuple[int, int], Node] = {}
         made: dict[tuple[int, int], Tensor] = {}    # new tensors, for container places
+        devices = c.devices
         for s, j, shape, dtype, rebound, slots in self._binds:
-            node = nodes[(s, j)] = Node("buffer", (), {}, shape, dtype,
-                                        _read_only(results[s][j]), "cpu")
+            node = nodes[(s, j)] = _result_node(results[s][j], shape, dtype, devices[s])
             for t, delta in rebound:
                 t._node, t._grad_fn = node, None
                 t._version += delta
@@ -635,11 +652,19 @@ class _Replay:
                     node = nodes.get(where)
                     if node is None:      # returned only: no place holds it
                         shape, dtype = self.out_meta[ret[1]][ret[2]]
-                        node = nodes[where] = Node("buffer", (), {}, shape, dtype,
-                                                   _read_only(results[ret[1]][ret[2]]), "cpu")
+                        node = nodes[where] = _result_node(results[ret[1]][ret[2]], shape,
+                                                           dtype, devices[ret[1]])
                     t = made[where] = Tensor._wrap(node)
                 tensors.append(t)
         return _build(c.returned, tensors)
+
+
+def _result_node(result: Any, shape: tuple[int, ...], dtype: Any, device: str) -> Node:
+    """A step result as its node, on the step's device: a host result as a read-only
+    view, a device result as the engine made it (as realization binds them)."""
+    if device == "cpu":
+        return Node("buffer", (), {}, shape, dtype, _read_only(result), "cpu")
+    return Node("buffer", (), {}, shape, dtype, result, device)
 
 
 def _read_only(result: np.ndarray) -> np.ndarray:

@@ -135,6 +135,9 @@ VERIFY_PASSES = Setting("NOVA_VERIFY_PASSES", False, _flag,
 FUSED_ATTENTION = Setting("NOVA_FUSED_ATTENTION", True, _flag,
                           "0 keeps attention as its composite (the scores stored) instead "
                           "of the fused attention kernels; read per compile")
+CUDA_GRAPHS = Setting("NOVA_CUDA_GRAPHS", True, _flag,
+                      "0 launches every CUDA step kernel by kernel instead of replaying a "
+                      "captured CUDA graph (nova.runtime.launch_graph); read per program")
 ROW_CHUNK_MB = Setting("NOVA_ROW_CHUNK_MB", 64.0, _non_negative_number,
                        "MiB of one chunk of a wide row-local region (a language model's "
                        "logits and their gradient) computed a block of rows at a time; "

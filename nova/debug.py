@@ -13,6 +13,7 @@ from nova.runtime.cpu_engine import PROFILE, debug_files
 from nova.runtime.debug_dir import (  # noqa: F401 (nv.debug.UnsafeDirectoryError)
     UnsafeDirectoryError, debug_directory, write_debug_file)
 from nova.runtime.engine import get_remat
+from nova.runtime.launch_graph import COUNTS
 from nova.runtime.program import PlannedOnly
 from nova.runtime.step_memory import nbytes
 from nova.tensor.realize import pending_graph, role_of_node
@@ -152,9 +153,13 @@ def set_step_cache_limit(nbytes: int) -> None:
 
 def cache_stats() -> CacheStats:
     """A snapshot of the executable cache: hits, misses and, per miss, its reason."""
-    return copy.deepcopy(CACHE.stats)
+    stats = copy.deepcopy(CACHE.stats)
+    stats.graph_captures, stats.graph_replays = COUNTS.captures, COUNTS.replays
+    stats.graph_without = list(COUNTS.without)
+    return stats
 
 
 def reset_cache() -> None:
     """Forget every compiled step function and the statistics."""
     CACHE.clear()
+    COUNTS.reset()

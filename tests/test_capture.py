@@ -6,6 +6,7 @@ bit for bit; the guard tests check that each kind of change records the call aga
 """
 from __future__ import annotations
 
+import shutil
 import signal
 import threading
 import warnings
@@ -16,7 +17,7 @@ import pytest
 import nova as nv
 import nova.nn.functional as F
 from nova.capture import CaptureError, CompiledFunction
-from nova.runtime.cache import RecompileWarning
+from nova.runtime.cache import CACHE, RecompileWarning
 
 STEPS = 20
 
@@ -34,11 +35,11 @@ def _data(n: int = STEPS, batch: int = 5, seed: int = 0):
 
 
 def _train(compiled: bool, optimizer: str = "adamw", zero_first: bool = True,
-           dropout: float = 0.1):
+           dropout: float = 0.1, device: str = "cpu"):
     """20 steps of a small MLP with dropout, an lr schedule and AdamW (or SGD with
     momentum): (losses, final parameters, optimizer state, the step function, the
     model, the optimizer)."""
-    m = _model(dropout=dropout)
+    m = _model(dropout=dropout).to(device)
     if optimizer == "adamw":
         opt = nv.optim.AdamW(m.parameters(), lr=1e-2)
     else:
@@ -56,7 +57,8 @@ def _train(compiled: bool, optimizer: str = "adamw", zero_first: bool = True,
             opt.zero_grad()
         return loss
     fn = nv.compile(step) if compiled else step
-    losses = [fn(nv.tensor(x), nv.tensor(y)).item() for x, y in _data()]
+    losses = [fn(nv.tensor(x, device=device), nv.tensor(y, device=device)).item()
+              for x, y in _data()]
     state = [v.numpy() for s in opt.state.values() for v in s.values()
              if isinstance(v, nv.Tensor)]
     return losses, [p.numpy() for p in m.parameters()], state, fn, m, opt
@@ -418,24 +420,29 @@ def test_compile_arguments():
         nv.compile(3)
 
 
-def test_a_step_on_the_gpu_runs_recorded_and_says_why():
-    """nv.compile replays CPU steps; a GPU step (here on the CUDA emulator) runs
-    recorded every call, with one warning, and gives the uncompiled results."""
+@pytest.mark.skipif(shutil.which("g++") is None, reason="the CUDA emulator needs g++")
+@pytest.mark.parametrize("optimizer", ["adamw", "sgd"])
+def test_compiled_training_on_the_gpu_is_bit_identical_to_the_recorded_loop(optimizer):
+    """On the CUDA emulator: the replays upload each call's host values (dropout keys,
+    the schedule's learning rate), donate the parameters and optimizer state as the
+    recorded loop does, and run the step as a CUDA graph."""
     from nova.runtime.cuda_runtime import use_backend
     from tests.runtime.emulated_cuda import EmulatorBackend
     nv.debug.reset_cache()
-    with use_backend(EmulatorBackend()):
-        w = nv.zeros(4, device="cuda")
-
-        @nv.compile
-        def fn(x):
-            with nv.no_grad():
-                w.add_(x)
-            return w.sum()
-        with pytest.warns(RecompileWarning, match="runs a step on a GPU"):
-            outs = [fn(nv.ones(4, device="cuda")).item() for _ in range(4)]
-        assert outs == [4.0, 8.0, 12.0, 16.0] and fn.replays == 0
+    with use_backend(EmulatorBackend()) as emu:
+        want = _train(False, optimizer, device="cuda")
+        got = _train(True, optimizer, device="cuda")
+        assert all(p.device == nv.device("cuda") for p in got[4].parameters())
+        # the last replay wrote the parameters and the optimizer state over their memory
+        assert len(CACHE.last.last_donated) == {"adamw": 12, "sgd": 8}[optimizer]
         nv.realize()
+    _assert_same(want, got)
+    fn = got[3]
+    assert fn.replays >= STEPS - 4 and fn.recorded + fn.replays == STEPS
+    # one graph per loop (the recorded and the compiled one share the executable but
+    # each loop's parameters live at their own addresses), replayed from then on
+    assert emu.captures <= 3 and emu.graph_launches >= 2 * STEPS - 8
+    nv.debug.reset_cache()
 
 
 def test_a_replay_writes_parameters_over_their_old_buffers():

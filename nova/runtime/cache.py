@@ -102,6 +102,10 @@ class CacheStats:
     bytes: int = 0        # what the entries are charged (module doc)
     replays: int = 0      # calls of nv.compile'd functions that ran without recording
     compile_log: list[str] = field(default_factory=list)   # nv.compile's re-records
+    # CUDA graphs (nova.runtime.launch_graph), filled in by nv.debug.cache_stats()
+    graph_captures: int = 0
+    graph_replays: int = 0
+    graph_without: list[str] = field(default_factory=list)  # why a capture failed
 
     def __str__(self) -> str:
         lines = [f"nova cache: {self.hits} hits, {self.misses} misses, {self.entries} entries"
@@ -112,6 +116,10 @@ class CacheStats:
                      if m.engine == "cpu" else "")
                   + (", step from disk" if m.from_disk else "")
                   + f", {m.seconds:.2f} s]" for i, m in enumerate(self.miss_log)]
+        if self.graph_captures or self.graph_without:
+            lines.append(f"cuda graphs: {self.graph_captures} captured, "
+                         f"{self.graph_replays} replays")
+            lines += [f"  without a graph: {why}" for why in self.graph_without]
         if self.replays or self.compile_log:
             lines.append(f"nv.compile: {self.replays} replayed calls")
             lines += [f"  {line}" for line in self.compile_log]

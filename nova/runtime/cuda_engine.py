@@ -12,6 +12,10 @@ pool on a GPU); results that escape are fresh device arrays, or the donated argu
 own memory. Buffers are held in storage dtypes (``storage_dtype``: half floats as their
 uint16 bits).
 
+From its second run with the same argument addresses on, a step replays as one CUDA
+graph (``nova.runtime.launch_graph``: captured once, arguments that move staged,
+escaping results copied out).
+
 Kernels report index errors and integer division by zero through their module's
 ``nova_error_flag``; the step reads all flags once at its end (its one
 synchronization) and raises naming the kernels that set one. Launches are
@@ -26,11 +30,13 @@ from typing import Any
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
+from nova import config
 from nova.compiler.pipeline import CompiledStep
 from nova.compiler.targets import get_target
 from nova.core.graph import storage_dtype
 from nova.runtime import collectives
 from nova.runtime.cuda_runtime import CudaCompileError, DeviceBackend, dump_failed_source
+from nova.runtime.launch_graph import GraphedRuns
 from nova.runtime.program import LaunchLoop, Step
 
 
@@ -85,6 +91,15 @@ class CudaProgram(LaunchLoop):
         self._read_flags = self.backend.flag_reader(
             [self.steps[p].handle for p in self._kernel_positions])
         self._checked = not collectives.link(self.steps)
+        why_not = None
+        if not config.CUDA_GRAPHS.get():
+            why_not = "NOVA_CUDA_GRAPHS=0"
+        elif not self.backend.supports_graphs:
+            why_not = f"the {self.backend.name} backend has no graphs"
+        elif len(self._kernel_positions) < len(self.steps):
+            why_not = "it exchanges data with other processes (collectives)"
+        self.graphs = GraphedRuns(self.backend, self.n_args, self.outputs, self._launch_all,
+                                  self.steps, lambda: self._views, self._empty, why_not)
 
     def _allocate(self, nbytes: int) -> Any:
         return self.backend.xp.empty(nbytes, dtype=np.uint8)
@@ -102,6 +117,26 @@ class CudaProgram(LaunchLoop):
             collectives.check_step([st.plan for st in self.steps])
             self._checked = True
         return self._launch
+
+    def _run(self, values: list[Any], donated: frozenset[int]) -> list[Any]:
+        """A replay of the step's CUDA graph where one fits (``launch_graph``), else
+        one launch per kernel."""
+        graphs = self.graphs
+        if graphs.why_not is None:
+            try:
+                out = graphs.run(values, donated)
+            finally:
+                self.overwrote_donated = graphs.wrote_donated
+            if out is not None:
+                return out
+        return super()._run(values, donated)
+
+    def _launch_all(self, values: list[Any], memory: Callable[[Step], Any]) -> None:
+        """Every kernel in plan order, each writing ``memory(step)`` (a graph capture:
+        no slot is released, no memory allocated)."""
+        for p, st in enumerate(self.steps):
+            values[st.out] = memory(st)
+            self._launch(p, st, values)
 
     def _launch(self, p: int, st: Step, values: list[Any]) -> None:
         bufs = [values[i] for i in st.inputs]

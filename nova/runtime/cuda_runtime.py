@@ -83,6 +83,23 @@ class DeviceBackend(ABC):
     def synchronize(self) -> None:
         """Wait for all enqueued work."""
 
+    # CUDA graphs (``nova.runtime.launch_graph``): a step's launches captured once.
+    supports_graphs: bool = False
+
+    @abstractmethod
+    def address(self, x: Any) -> int:
+        """The device address of array ``x``'s first element."""
+
+    @abstractmethod
+    def copy(self, dst: Any, src: Any) -> None:
+        """Enqueue a copy of device array ``src`` into ``dst`` (same size), in order."""
+
+    @abstractmethod
+    def capture(self, body: Callable[[], None]) -> Any:
+        """Record the launches ``body`` makes into a graph without running them; the
+        graph's ``launch()`` enqueues them all, in order, on the addresses they were
+        given. Raises where capture is unavailable."""
+
 
 class CupyBackend(DeviceBackend):
     """The GPU: arrays from CuPy's memory pool, kernels as ``cupy.RawModule`` loaded
@@ -99,6 +116,7 @@ class CupyBackend(DeviceBackend):
         self._spec = None
         self._modules: dict[tuple[str, str], tuple[Any, Any, Any]] = {}
         self._gather = None
+        self._capture_stream = None
 
     def spec(self) -> Any:
         if self._spec is None:
@@ -174,6 +192,30 @@ class CupyBackend(DeviceBackend):
 
     def synchronize(self) -> None:
         self.cupy.cuda.runtime.deviceSynchronize()
+
+    supports_graphs = True
+
+    def address(self, x: Any) -> int:
+        return x.data.ptr
+
+    def copy(self, dst: Any, src: Any) -> None:
+        dst.data.copy_from_device_async(src.data, src.nbytes)   # the current stream
+
+    def capture(self, body: Callable[[], None]) -> Any:
+        """Stream capture on a stream of its own (the legacy default stream cannot be
+        captured); the graph is launched on the current stream, after the work queued
+        there before it."""
+        if self._capture_stream is None:
+            self._capture_stream = self.cupy.cuda.Stream(non_blocking=True)
+        stream = self._capture_stream
+        with stream:
+            stream.begin_capture()
+            try:
+                body()
+            finally:
+                graph = stream.end_capture()
+        graph.upload()
+        return graph
 
 
 # Reads every kernel module's ``nova_error_flag`` (through a device array of their

@@ -23,13 +23,13 @@ def test_markdown_of_a_full_report():
             "torch": {"gflops": 210000.0, "rel_fro": 1.9e-4}}
     train = {"preset": "medium", "batch": 16, "framework": "nova", "tokens_per_s": 5e5,
              "step_s": 0.008, "first_step_s": 20.0, "peak_gpu_mb": 900.0,
-             "planned_peak_mb": 700.0, "losses": [5.6, 5.4]}
+             "planned_peak_mb": 700.0, "losses": [5.6, 5.4], "graph_replays": 6}
     text = bench_gpu.markdown({"gpu": "NVIDIA H200", "environment": "env", "gemm": [
         gemm, {"label": "square 8192", "skipped": "time budget"}], "train": [
         train, {"preset": "gpt-42m", "batch": 8, "framework": "torch-compile",
                 "error": "RuntimeError: x"}]})
     assert "| square 1024 | 1024×1024×1024 | 100000 | 200000 | 210000 | 0.50 | 2.0e-04 |" in text
-    assert "| medium | 16 | nova | 500000 | 8.0 | 20.0 | 900 (plan 700) | 5.400 |" in text
+    assert "| medium | 16 | nova | 500000 | 8.0 | 20.0 | 900 (plan 700) | 5.400 | 6 |" in text
     assert "time budget" in text and "RuntimeError: x" in text
 
 

@@ -11,6 +11,7 @@ by mistake is caught by ``is_device_array``.
 """
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -35,6 +36,10 @@ class EmulatorBackend(DeviceBackend):
         self.loads = 0                         # load() calls: steps compiled
         self.uploads = 0
         self._flags: dict[int, int] = {}
+        self.captures = 0                      # graphs captured
+        self.graph_launches = 0                # graph replays
+        self.copies = 0                        # device-to-device copies (graph staging)
+        self._recording: list | None = None
 
     def spec(self) -> CudaSpec:
         return self._spec
@@ -60,6 +65,15 @@ class EmulatorBackend(DeviceBackend):
         return [(emu, key, k, plan) for key, k, plan in keyed]
 
     def launch(self, handle: Any, args: Sequence[np.ndarray]) -> None:
+        if self._recording is not None:     # inside capture(): queued, not run
+            # by address, as a CUDA graph holds them: no reference keeps an array alive
+            # (or makes it look shared to donation's reference counts)
+            self._recording.append((handle, [(self.address(a), a.shape, a.dtype)
+                                             for a in args]))
+            return
+        self._execute(handle, args)
+
+    def _execute(self, handle: Any, args: Sequence[np.ndarray]) -> None:
         emu, key, k, plan = handle
         n_in = len(plan.arg_types) - 1
         inputs, out = list(args[:n_in]), args[n_in]
@@ -80,3 +94,50 @@ class EmulatorBackend(DeviceBackend):
             assert keep is not None
             return [self._flags.pop(i, 0) for i in ids]
         return read
+
+    supports_graphs = True
+
+    def address(self, x: np.ndarray) -> int:
+        return x.__array_interface__["data"][0]
+
+    def copy(self, dst: np.ndarray, src: np.ndarray) -> None:
+        assert self.is_device_array(dst) and dst.nbytes == src.nbytes
+        self.copies += 1
+        np.copyto(dst, src.reshape(dst.shape), casting="no")
+
+    def capture(self, body: Callable[[], None]) -> EmulatedGraph:
+        """Stream capture as CUDA does it: the launches ``body`` makes are recorded with
+        the arrays (addresses) they were given and nothing runs until ``launch()``."""
+        assert self._recording is None, "nested capture"
+        self._recording = []
+        try:
+            body()
+            recorded = self._recording
+        finally:
+            self._recording = None
+        self.captures += 1
+        return EmulatedGraph(self, recorded)
+
+
+class EmulatedGraph:
+    """A captured launch sequence: ``launch()`` runs every kernel, in order, on the
+    memory at the addresses it was captured with."""
+
+    def __init__(self, backend: EmulatorBackend, launches: list[tuple[Any, list]]):
+        self.backend = backend
+        self.launches = launches
+
+    def launch(self) -> None:
+        self.backend.graph_launches += 1
+        for handle, args in self.launches:
+            self.backend._execute(handle, [_at(*a) for a in args])
+
+
+def _at(address: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """The memory at ``address`` as a writable array: what a graph's kernel parameter
+    points at (whatever lives there now)."""
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if nbytes == 0:
+        return np.empty(shape, dtype)
+    raw = (ctypes.c_byte * nbytes).from_address(address)
+    return np.frombuffer(raw, dtype).reshape(shape)

@@ -549,10 +549,11 @@ class Gemm:
         o0 = b.add(outer0, b.mul(q, c64(op.width)))
         row = b.mul(q, blk.depth)
         view = op.view if not checked else None
-        kfull = c64(0)
         if view is not None and view.strides[op.k_dim] == 1:
             kfull = self.pack_transposing(op, view, blk, dst, o0, row)
-        self.gather_lines(op, blk, dst, o0, row, kfull, checked)
+            self.gather_lines(op, blk, dst, o0, row, kfull, False, unrolled=False)
+        else:
+            self.gather_lines(op, blk, dst, o0, row, c64(0), checked, unrolled=not checked)
 
     def batch_offset(self, view: _View, pre: list[ir.Value]) -> ir.Value:
         """The view's element offset of batch ``pre`` (index 0 in the matrix axes)."""
@@ -589,13 +590,24 @@ class Gemm:
         self.e.loops.range(c64(0), blk.depth, per_k, "pk")
 
     def gather_lines(self, op: _Operand, blk: _KBlock, dst: ir.Value, o0: ir.Value,
-                     row: ir.Value, kfrom: ir.Value, checked: bool) -> None:
+                     row: ir.Value, kfrom: ir.Value, checked: bool,
+                     unrolled: bool = True) -> None:
         """Pack k in ``[kfrom, depth)`` of a micro-panel element by element through the
         emitter (any view or computed value); ``checked``: elements past the operand's
-        extent are zeros (and read at index 0, so no load goes out of bounds)."""
+        extent are zeros (and read at index 0, so no load goes out of bounds).
+
+        ``unrolled``: each k's ``width`` elements are built into one vector (the hot
+        path: a whole micro-panel of an operand without a usable view); otherwise a
+        loop over the width stores them one by one -- for the edge panel and the last
+        few k of a transposing pack, a sliver of the packing, where the unrolled form
+        was half of a tiled GEMM's IR (1,300 of its 2,800 lines) and of its compile
+        time."""
         b, e, width = self.b, self.e, op.width
         line_ty = ir.VectorType(F32, width)
         undef = ir.Constant(line_ty, ir.Undefined)
+        if not unrolled:
+            self.gather_loop(op, blk, dst, o0, row, kfrom, checked)
+            return
 
         def per_k(kk: ir.Value) -> None:
             e.cache = {}
@@ -613,6 +625,32 @@ class Gemm:
             slot = b.mul(b.add(row, kk), c64(width))
             b.store(line, b.bitcast(b.gep(dst, [slot]), line_ty.as_pointer()), align=4)
         e.loops.range(kfrom, blk.depth, per_k, "pk")
+
+    def gather_loop(self, op: _Operand, blk: _KBlock, dst: ir.Value, o0: ir.Value,
+                    row: ir.Value, kfrom: ir.Value, checked: bool) -> None:
+        """``gather_lines`` as two loops (k, then the width), one element per inner
+        iteration, neither unrolled nor vectorized (a vectorized width loop would gather
+        strided sources; see ``pack``)."""
+        b, e, width = self.b, self.e, op.width
+        md = e.not_unrolled(vectorize=False)
+
+        def per_k(kk: ir.Value) -> None:
+            kidx = b.add(blk.k0, kk)
+            slot = b.mul(b.add(row, kk), c64(width))
+
+            def per_u(u: ir.Value) -> None:
+                e.cache = {}
+                o = b.add(o0, u)
+                if checked:
+                    inside = b.icmp_signed("<", o, c64(op.extent))
+                    o = b.select(inside, o, c64(0))
+                val = e.emit(op.value, op.at(blk.pre, o, kidx))
+                if checked:
+                    val = b.select(inside, val, self.zero)
+                b.store(val, b.gep(dst, [b.add(slot, u)]))
+            e.loops.range(c64(0), c64(width), per_u, "pu", md)
+            e.cache = {}        # values of the width loop do not dominate what follows
+        e.loops.range(kfrom, blk.depth, per_k, "pk", e.not_unrolled(vectorize=False))
 
     def pack_transposing(self, op: _Operand, view: _View, blk: _KBlock, dst: ir.Value,
                          o0: ir.Value, row: ir.Value) -> ir.Value:

@@ -1,5 +1,6 @@
-"""GPT training throughput and memory: Nova against PyTorch (eager, torch.compile) and
-JAX (jit of the whole step), each in its own process, on the same work.
+"""GPT training throughput and memory: Nova against PyTorch (eager, torch.compile), JAX
+(jit of the whole step) and IREE (Nova's step exported as StableHLO, compiled by IREE),
+each in its own process, on the same work.
 
     python -m benchmarks.bench_train --preset small --steps 30
     python -m benchmarks.bench_train --preset small --frameworks nova nova-compiled

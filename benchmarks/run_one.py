@@ -3,7 +3,8 @@
 ``bench_train`` starts one of these per framework, so each peak RSS is that framework's
 own. Usage: ``python -m benchmarks.run_one FRAMEWORK PRESET STEPS BATCH [PROFILE_STEPS]``.
 
-``nova`` runs the step as plain code (recorded every step), ``nova-compiled`` wraps it in
+``iree`` is Nova's step exported as StableHLO and compiled by IREE
+(``peers/iree_gpt``). ``nova`` runs the step as plain code (recorded every step), ``nova-compiled`` wraps it in
 ``nv.compile`` (replayed without its Python); both then run ``PROFILE_STEPS`` more
 steps (default 8) under ``nv.debug.profile`` for the kernels' own time, which gives the
 per-step overhead (``Result.overhead_s``).
@@ -21,6 +22,7 @@ FRAMEWORKS = {
     "torch-eager": "torch",
     "torch-compile": "torch",
     "jax": "jax",
+    "iree": "iree",
 }
 PROFILE_STEPS = 8    # Nova: steps run under nv.debug.profile after the timed ones
 
@@ -31,10 +33,17 @@ def available(framework: str) -> bool:
 
 def run(framework: str, work: Work, profile_steps: int = PROFILE_STEPS) -> Result:
     result = Result(framework, work.preset, work.steps, work.tokens_per_step)
-    if framework == "jax" and work.dropout:
+    if framework in ("jax", "iree") and work.dropout:
         result.available = False
-        result.note = "the JAX peer has no dropout"
+        result.note = f"the {framework.upper() if framework == 'iree' else 'JAX'} peer has no dropout"
         return result
+    if framework == "iree":
+        from benchmarks.peers import iree_module
+        why = iree_module.unavailable_reason()
+        if why:
+            result.available = False
+            result.note = why
+            return result
     if not available(framework):
         result.available = False
         result.note = f"{FRAMEWORKS[framework]} is not installed (pip install -e .[bench])"
@@ -47,6 +56,9 @@ def run(framework: str, work: Work, profile_steps: int = PROFILE_STEPS) -> Resul
     elif framework.startswith("torch"):
         from benchmarks.peers import torch_gpt as peer
         train = lambda w: peer.train(w, compiled=framework == "torch-compile")  # noqa: E731
+    elif framework == "iree":
+        from benchmarks.peers import iree_gpt as peer
+        train = peer.train
     else:
         from benchmarks.peers import jax_gpt as peer
         train = peer.train

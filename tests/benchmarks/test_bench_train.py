@@ -125,3 +125,24 @@ def test_overhead_is_the_median_over_profiled_steps_of_wall_minus_kernels_and_pr
 @pytest.mark.skipif(not available("torch-eager"), reason="PyTorch is not installed")
 def test_loss_parity_with_pytorch_on_tiny():
     assert bench_train.parity("tiny", 5, 2) < 1e-3
+
+
+def test_the_iree_peer_trains_nova_step_compiled_by_iree():
+    """Nova's step exported as StableHLO and compiled by IREE: from the same weights and
+    batches it follows Nova's loss curve (the same math; summation orders differ), and
+    it is reported unavailable without IREE or with dropout."""
+    from benchmarks.peers import iree_module
+    if iree_module.unavailable_reason():
+        r = run("iree", Work("tiny", 2, 2))
+        assert not r.available and "pip install" in r.note
+        pytest.skip(iree_module.unavailable_reason())
+    plain = run("nova", Work("tiny", 4, 2), profile_steps=0)
+    # (a process of its own, as bench_train runs it: IREE's runtime bindings report
+    # leaked objects when the process exits)
+    iree = bench_train.run_isolated("iree", Work("tiny", 4, 2), timeout=600)
+    assert iree.available, iree.note
+    assert len(iree.step_times) == 4
+    np.testing.assert_allclose(iree.losses, plain.losses, rtol=1e-4)
+    assert plain.losses[-1] < plain.losses[0]
+    dropped = run("iree", Work("tiny", 2, 2, dropout=0.1))
+    assert not dropped.available and "no dropout" in dropped.note

@@ -99,7 +99,7 @@ class Setting:
 
 
 ENGINE = Setting("NOVA_ENGINE", "cpu", _text,
-                 "the default engine of every thread: cpu or interp; read at import")
+                 "the default engine of every thread: cpu, interp or mlir; read at import")
 REMAT = Setting("NOVA_REMAT", "default", _text,
                 "the default remat mode of every thread: off, default or aggressive; "
                 "read at import")

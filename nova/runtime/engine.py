@@ -26,10 +26,15 @@ def get_engine() -> str:
 
 
 def set_engine(name: str) -> None:
-    """``nv.set_engine("cpu" | "interp")``: the engine for this thread's later
-    realizations."""
+    """``nv.set_engine("cpu" | "interp" | "mlir")``: the engine for this thread's later
+    realizations (``mlir``: upstream MLIR's linalg pipeline, the ``mlir`` extra)."""
     if name not in ENGINES:
         raise ValueError(f"set_engine: unknown engine {name!r}; valid engines are {ENGINES}")
+    if name == "mlir":
+        from nova.runtime.mlir_engine import unavailable_reason
+        why = unavailable_reason()
+        if why is not None:
+            raise RuntimeError(f"set_engine: the mlir engine cannot run here: {why}")
     _engine.set(name)
 
 

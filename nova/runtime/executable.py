@@ -2,7 +2,8 @@
 
 The cpu and cuda engines run a ``nova.runtime.program.Program`` (``CpuProgram``,
 ``CudaProgram``: one run loop, memory plan and donation, two launchers); ``interp``
-runs the interpreter's program over the unfused ops.
+runs the interpreter's program over the unfused ops, and ``mlir`` the step compiled by
+upstream MLIR (``nova.runtime.mlir_engine``).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from xdsl.dialects.builtin import ModuleOp
 from nova.compiler import dialect as nd
 from nova.runtime.interpreter import compile_function
 
-ENGINES = ("cpu", "interp")          # what nv.set_engine chooses among, for CPU steps
+ENGINES = ("cpu", "interp", "mlir")  # what nv.set_engine chooses among, for CPU steps
 # Steps on the GPU always run on ``cuda`` (realization picks it from the devices).
 ALL_ENGINES = ENGINES + ("cuda",)
 _PLANNED = ("cpu", "cuda")         # engines running a Program: memory plan, donation, fusion
@@ -52,6 +53,10 @@ class Executable:
             from nova.runtime.cuda_runtime import backend as current_backend
             self._program = CudaProgram(module, backend or current_backend())
             self.num_kernels = self._program.num_kernels
+        elif engine == "mlir":        # upstream MLIR's linalg pipeline and JIT
+            from nova.runtime.mlir_engine import MlirProgram
+            self._program = MlirProgram(module)
+            self.num_kernels = 1
         else:
             self._program = compile_function(self.function)
             self.num_kernels = self.num_ops

@@ -1,6 +1,6 @@
 """Every dialect op has a row in every table of every concern: the interpreter's meaning,
 each emitter's lowering (shared index rule, target rule or arithmetic), the StableHLO
-export's lowering, and — in
+export's and the mlir engine's lowerings, and — in
 tests/autograd — a vector-Jacobian rule. Ops are looked up by class, so a new op without
 a row is caught here, not by a user's program."""
 import pytest
@@ -9,6 +9,7 @@ from nova.compiler import dialect as nd
 from nova.compiler.targets.cuda.emit import CEmitter
 from nova.compiler.targets.cpu.llvm_emit import Emitter
 from nova.compiler.codegen.scalar import SHARED_RULES, missing_lowerings
+from nova.compiler.linalg import LOWERINGS as LINALG
 from nova.compiler.stablehlo import LOWERINGS as STABLEHLO
 from nova.runtime.interpreter import MEANINGS
 
@@ -21,10 +22,13 @@ def test_the_interpreter_defines_every_op():
     assert set(MEANINGS) <= set(nd.OPS_BY_NAME.values())
 
 
-def test_the_stablehlo_export_has_a_row_for_every_op():
-    """A lowering, or a refusal that names the op (collectives, fused attention)."""
-    assert sorted(n for n, op in nd.OPS_BY_NAME.items() if op not in STABLEHLO) == []
-    assert set(STABLEHLO) <= set(nd.OPS_BY_NAME.values())
+@pytest.mark.parametrize("table", ["stablehlo", "linalg"])
+def test_the_upstream_lowerings_have_a_row_for_every_op(table):
+    """The StableHLO export's and the mlir engine's: a lowering, or a refusal that names
+    the op (collectives, fused attention)."""
+    rows = {"stablehlo": STABLEHLO, "linalg": LINALG}[table]
+    assert sorted(n for n, op in nd.OPS_BY_NAME.items() if op not in rows) == []
+    assert set(rows) <= set(nd.OPS_BY_NAME.values())
 
 
 @pytest.mark.parametrize("target", sorted(EMITTERS))

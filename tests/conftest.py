@@ -19,6 +19,12 @@ settings.register_profile("ci", parent=settings.get_profile("nova"), derandomize
 settings.load_profile("ci" if os.environ.get("CI") else "nova")
 
 
+def pytest_addoption(parser):
+    parser.addoption("--mlir-all", action="store_true",
+                     help="run every tests/tensor module on the mlir engine too (by default "
+                          "the four slowest there run on cpu and interp only)")
+
+
 @pytest.fixture
 def fresh_cache():
     """An empty executable cache, so stats count only this test's realizations."""

@@ -146,13 +146,17 @@ def test_tiny_gpt_training_step_matches_the_cpu_engine(bindings):
     _same(*_both(_tiny_gpt_step), rtol=1e-4, atol=1e-5)
 
 
-def test_small_gpt_gradients_match_the_cpu_engine(bindings):
+def test_small_gpt_training_step_matches_the_cpu_engine(bindings):
+    """The small GPT with dropout: the loss, every gradient and the updated weights."""
     def make():
         model = GPT(preset("small", dropout=0.1))
         x = nv.tensor(np.random.default_rng(0).integers(0, 65, (2, 129)))
         _, loss = model(x[:, :-1], x[:, 1:])
         loss.backward()
-        return [loss] + [p.grad for p in model.parameters()]
+        params = list(model.parameters())
+        with nv.no_grad():
+            updated = [p - 0.01 * p.grad for p in params]
+        return [loss] + [p.grad for p in params] + updated
     _same(*_both(make), rtol=2e-3, atol=2e-5)
 
 

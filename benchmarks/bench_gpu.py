@@ -43,6 +43,7 @@ import numpy as np
 import nova as nv
 from nova import config
 from benchmarks.common import preset_products
+from benchmarks.peers import nova_gpt
 from models.gpt import preset
 
 
@@ -186,17 +187,6 @@ def train_nova(name: str, batch: int, steps: int, graphs: bool = True,
         return _train_nova(name, batch, steps, compiled)
 
 
-def _step_fn(model: nv.nn.Module, opt: nv.optim.Optimizer):
-    """One training step as a function of the batch (what ``nv.compile`` captures)."""
-    def step(x: nv.Tensor, y: nv.Tensor) -> nv.Tensor:
-        _, loss = model(x, y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss
-    return step
-
-
 def _train_nova(name: str, batch: int, steps: int, compiled: bool) -> dict:
     import cupy
 
@@ -212,7 +202,7 @@ def _train_nova(name: str, batch: int, steps: int, compiled: bool) -> dict:
     model = GPT(cfg).to("cuda")
     opt = nv.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), eps=1e-8,
                          weight_decay=0.1)
-    run = _step_fn(model, opt)
+    run = nova_gpt._step(model, opt)      # the CPU benchmark's step function
     if compiled:
         run = nv.compile(run)
     times, losses = [], []

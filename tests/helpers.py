@@ -52,3 +52,27 @@ def assert_close(actual, expected, rtol=1e-5, atol=1e-6):
         return
     np.testing.assert_allclose(a.astype(np.float64), e.astype(np.float64), rtol=rtol, atol=atol,
                                equal_nan=True)
+
+
+def assert_same_outputs(got, want, rtol=1e-5, atol=1e-6) -> None:
+    """Another engine's or compiler's step results against Nova's: the same dtypes and
+    shapes, integers and booleans exactly, floats within tolerance (NaN where NaN)."""
+    assert len(got) == len(want)
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert g.dtype == w.dtype and g.shape == w.shape, (k, g.dtype, w.dtype, g.shape, w.shape)
+        if w.dtype.kind in "biu":
+            np.testing.assert_array_equal(g, w, err_msg=f"output {k}")
+        else:
+            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol,
+                                       atol=atol, equal_nan=True, err_msg=f"output {k}")
+
+
+# A step with an all-reduce: what the upstream lowerings refuse, naming the op.
+COLLECTIVE_STEP = """
+builtin.module {
+  func.func @step(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %s = nova.all_reduce_start %x group = 0 : i64 reduction = "sum" : tensor<4xf32>
+    %w = nova.all_reduce_wait %s group = 0 : i64 reduction = "sum" : tensor<4xf32>
+    func.return %w : tensor<4xf32>
+  }
+}"""

@@ -789,39 +789,55 @@ def _rng_uniform(w: Writer, op: nd.RngUniformOp) -> str:
     seed = w.line(f"tensor.extract {key}[{zero}] : tensor<2xi64>")
     offset = w.line(f"tensor.extract {key}[{one}] : tensor<2xi64>")
     strides = [int(np.prod(shape[k + 1:], dtype=np.int64)) for k in range(len(shape))]
-    bits = philox.MANTISSA_BITS[{"f16": "float16", "bf16": "bfloat16", "f32": "float32",
-                                 "f64": "float64"}[out]]
 
     def body(sc: Scalars, args: list[str]) -> str:
-        c = lambda v: sc.const(v, "i64")     # noqa: E731
-        b = lambda o, x, y: sc.binary(o, x, y, "i64")     # noqa: E731
-        i = c(0)
+        ops = _Words(sc)
+        i = ops.const(0)
         for d, s in enumerate(strides):
             idx = sc.line(f"arith.index_cast {sc.line(f'linalg.index {d} : index')} : index to i64")
-            i = b("arith.addi", i, b("arith.muli", idx, c(s)))
-        mask, s32 = c(0xFFFFFFFF), c(32)
-        c0, c1 = b("arith.andi", i, mask), b("arith.shrui", i, s32)
-        c2, c3 = b("arith.andi", offset, mask), b("arith.shrui", offset, s32)
-        k0, k1 = b("arith.andi", seed, mask), b("arith.shrui", seed, s32)
-        m0, m1 = c(philox.MULTIPLIERS[0]), c(philox.MULTIPLIERS[1])
-        w0, w1 = c(philox.WEYL[0]), c(philox.WEYL[1])
-        for _ in range(philox.ROUNDS):
-            p0, p1 = b("arith.muli", m0, c0), b("arith.muli", m1, c2)
-            hi0, lo0 = b("arith.shrui", p0, s32), b("arith.andi", p0, mask)
-            hi1, lo1 = b("arith.shrui", p1, s32), b("arith.andi", p1, mask)
-            c0, c1, c2, c3 = (b("arith.xori", b("arith.xori", hi1, c1), k0), lo1,
-                              b("arith.xori", b("arith.xori", hi0, c3), k1), lo0)
-            k0 = b("arith.andi", b("arith.addi", k0, w0), mask)
-            k1 = b("arith.andi", b("arith.addi", k1, w1), mask)
-        if bits <= 32:
-            word = b("arith.shrui", c0, c(32 - bits))
-        else:
-            word = b("arith.ori", b("arith.shli", c0, c(bits - 32)),
-                     b("arith.shrui", c1, c(64 - bits)))
+            i = ops.add(i, ops.mul(idx, ops.const(s)))
+        words = philox.rounds([ops.low32(i), ops.shr(i, 32), ops.low32(offset),
+                               ops.shr(offset, 32)], [ops.low32(seed), ops.shr(seed, 32)], ops)
+        name = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64"}[out]
+        word, bits = philox.mantissa(words, name, ops)
         u = sc.line(f"arith.uitofp {word} : i64 to f64")
         u = sc.binary("arith.mulf", u, sc.const(2.0 ** -bits, "f64"), "f64")
         return u if out == "f64" else sc.line(f"arith.truncf {u} : f64 to {compute(out)}")
     return w.generic([], shape, out, body)
+
+
+class _Words:
+    """``philox.WordOps`` as arith ops on i64 scalars (words < 2**32: exact products)."""
+
+    def __init__(self, sc: Scalars):
+        self.sc = sc
+
+    def const(self, value: int) -> str:
+        return self.sc.const(value, "i64")
+
+    def _bin(self, name: str, a: str, b: str) -> str:
+        return self.sc.binary(name, a, b, "i64")
+
+    def mul(self, a: str, b: str) -> str:
+        return self._bin("arith.muli", a, b)
+
+    def add(self, a: str, b: str) -> str:
+        return self._bin("arith.addi", a, b)
+
+    def xor(self, a: str, b: str) -> str:
+        return self._bin("arith.xori", a, b)
+
+    def bit_or(self, a: str, b: str) -> str:
+        return self._bin("arith.ori", a, b)
+
+    def shr(self, a: str, n: int) -> str:
+        return self._bin("arith.shrui", a, self.const(n))
+
+    def shl(self, a: str, n: int) -> str:
+        return self._bin("arith.shli", a, self.const(n))
+
+    def low32(self, a: str) -> str:
+        return self._bin("arith.andi", a, self.const(0xFFFFFFFF))
 
 
 def _refuse(why: str) -> Lowering:

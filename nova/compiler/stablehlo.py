@@ -548,40 +548,50 @@ def _rng_uniform(w: Writer, op: nd.RngUniformOp) -> str:
         bits = w.bitcast(part, (1,), "i64", u64)
         return w.broadcast(bits, (1,), [0], vec, u64)
 
-    def c(v: int) -> str:
-        return w.constant(v, vec, u64)
-
-    def bin_(name: str, a: str, b: str) -> str:
-        return w.binary(name, a, b, vec, u64)
-    mask, s32 = c(0xFFFFFFFF), c(32)
-    seed, offset = scalar_of_key(0), scalar_of_key(1)
-    i = w.iota(vec, u64, 0)
-    c0, c1 = bin_("stablehlo.and", i, mask), bin_("stablehlo.shift_right_logical", i, s32)
-    c2 = bin_("stablehlo.and", offset, mask)
-    c3 = bin_("stablehlo.shift_right_logical", offset, s32)
-    k0 = bin_("stablehlo.and", seed, mask)
-    k1 = bin_("stablehlo.shift_right_logical", seed, s32)
-    m0, m1 = c(philox.MULTIPLIERS[0]), c(philox.MULTIPLIERS[1])
-    w0, w1 = c(philox.WEYL[0]), c(philox.WEYL[1])
-    for _ in range(philox.ROUNDS):
-        p0, p1 = bin_("stablehlo.multiply", m0, c0), bin_("stablehlo.multiply", m1, c2)
-        hi0, lo0 = bin_("stablehlo.shift_right_logical", p0, s32), bin_("stablehlo.and", p0, mask)
-        hi1, lo1 = bin_("stablehlo.shift_right_logical", p1, s32), bin_("stablehlo.and", p1, mask)
-        c0, c1, c2, c3 = (bin_("stablehlo.xor", bin_("stablehlo.xor", hi1, c1), k0), lo1,
-                          bin_("stablehlo.xor", bin_("stablehlo.xor", hi0, c3), k1), lo0)
-        k0 = bin_("stablehlo.and", bin_("stablehlo.add", k0, w0), mask)
-        k1 = bin_("stablehlo.and", bin_("stablehlo.add", k1, w1), mask)
-    bits = philox.MANTISSA_BITS[{"f16": "float16", "bf16": "bfloat16", "f32": "float32",
-                                 "f64": "float64"}[out]]
-    if bits <= 32:
-        word = bin_("stablehlo.shift_right_logical", c0, c(32 - bits))
-    else:
-        word = bin_("stablehlo.or", bin_("stablehlo.shift_left", c0, c(bits - 32)),
-                    bin_("stablehlo.shift_right_logical", c1, c(64 - bits)))
+    ops = _Words(w, vec)
+    seed, offset, i = scalar_of_key(0), scalar_of_key(1), w.iota(vec, u64, 0)
+    words = philox.rounds([ops.low32(i), ops.shr(i, 32), ops.low32(offset), ops.shr(offset, 32)],
+                          [ops.low32(seed), ops.shr(seed, 32)], ops)
+    name = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64"}[out]
+    word, bits = philox.mantissa(words, name, ops)
     u = w.binary("stablehlo.multiply", w.convert(word, vec, u64, "f64"),
                  w.constant(2.0 ** -bits, vec, "f64"), vec, "f64")
     u = w.convert(u, vec, "f64", out)
     return w.reshape(u, vec, shape, out) if tuple(shape) != vec else u
+
+
+class _Words:
+    """``philox.WordOps`` as StableHLO ops on ``vec``-shaped ui64 tensors."""
+
+    def __init__(self, w: Writer, vec: tuple[int, ...]):
+        self.w, self.vec = w, vec
+
+    def const(self, value: int) -> str:
+        return self.w.constant(value, self.vec, "ui64")
+
+    def _bin(self, name: str, a: str, b: str) -> str:
+        return self.w.binary(name, a, b, self.vec, "ui64")
+
+    def mul(self, a: str, b: str) -> str:
+        return self._bin("stablehlo.multiply", a, b)
+
+    def add(self, a: str, b: str) -> str:
+        return self._bin("stablehlo.add", a, b)
+
+    def xor(self, a: str, b: str) -> str:
+        return self._bin("stablehlo.xor", a, b)
+
+    def bit_or(self, a: str, b: str) -> str:
+        return self._bin("stablehlo.or", a, b)
+
+    def shr(self, a: str, n: int) -> str:
+        return self._bin("stablehlo.shift_right_logical", a, self.const(n))
+
+    def shl(self, a: str, n: int) -> str:
+        return self._bin("stablehlo.shift_left", a, self.const(n))
+
+    def low32(self, a: str) -> str:
+        return self._bin("stablehlo.and", a, self.const(0xFFFFFFFF))
 
 
 def _refuse(why: str) -> Lowering:

@@ -14,6 +14,7 @@ from benchmarks.peers import iree_module
 from models.gpt import GPT, preset
 from nova.compiler.stablehlo import StableHLOExportError, to_stablehlo
 from tests.compiler.parsing import parse_module
+from tests.helpers import COLLECTIVE_STEP, assert_same_outputs
 from tests.compiler.test_mlir_interop import _every_op, _tiny_gpt_step
 
 
@@ -49,16 +50,8 @@ module {
 
 
 def test_a_step_with_collectives_is_refused_naming_the_op():
-    module = parse_module("""
-    builtin.module {
-      func.func @step(%x: tensor<4xf32>) -> tensor<4xf32> {
-        %s = nova.all_reduce_start %x group = 0 : i64 reduction = "sum" : tensor<4xf32>
-        %w = nova.all_reduce_wait %s group = 0 : i64 reduction = "sum" : tensor<4xf32>
-        func.return %w : tensor<4xf32>
-      }
-    }""")
     with pytest.raises(StableHLOExportError, match="nova.all_reduce_start exchanges data"):
-        to_stablehlo(module)
+        to_stablehlo(parse_module(COLLECTIVE_STEP))
 
 
 def test_attention_is_exported_as_its_composite():
@@ -94,16 +87,7 @@ def _check(outputs, rtol=1e-5, atol=1e-6) -> None:
     text = nv.export.stablehlo(*outputs)
     args = nv.export.arguments(*outputs)
     want = [t.numpy() for t in outputs]
-    got = iree_module.run(text, args)
-    assert len(got) == len(want)
-    for k, (g, w) in enumerate(zip(got, want)):
-        assert g.dtype == w.dtype and g.shape == w.shape, (k, g.dtype, w.dtype, g.shape)
-        if w.dtype.kind in "biu":
-            np.testing.assert_array_equal(g, w, err_msg=f"output {k}")
-        else:
-            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64),
-                                       rtol=rtol, atol=atol, equal_nan=True,
-                                       err_msg=f"output {k}")
+    assert_same_outputs(iree_module.run(text, args), want, rtol, atol)
 
 
 def test_every_op_through_iree():

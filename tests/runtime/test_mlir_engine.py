@@ -11,6 +11,7 @@ from models.gpt import GPT, preset
 from nova.compiler.linalg import LinalgLoweringError, to_linalg
 from nova.runtime import mlir_engine
 from tests.compiler.parsing import parse_module
+from tests.helpers import COLLECTIVE_STEP, assert_same_outputs
 from tests.compiler.test_mlir_interop import _every_op, _tiny_gpt_step
 
 
@@ -35,15 +36,7 @@ def _both(make, seed=0):
     return got, want
 
 
-def _same(got, want, rtol=1e-5, atol=1e-6):
-    assert len(got) == len(want)
-    for k, (g, w) in enumerate(zip(got, want)):
-        assert g.dtype == w.dtype and g.shape == w.shape, (k, g.dtype, w.dtype)
-        if w.dtype.kind in "biu":
-            np.testing.assert_array_equal(g, w, err_msg=f"output {k}")
-        else:
-            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol,
-                                       atol=atol, equal_nan=True, err_msg=f"output {k}")
+_same = assert_same_outputs
 
 
 def test_the_lowering_of_a_small_step():
@@ -82,16 +75,8 @@ module {
 
 
 def test_collectives_are_refused_naming_the_op():
-    module = parse_module("""
-    builtin.module {
-      func.func @step(%x: tensor<4xf32>) -> tensor<4xf32> {
-        %s = nova.all_reduce_start %x group = 0 : i64 reduction = "sum" : tensor<4xf32>
-        %w = nova.all_reduce_wait %s group = 0 : i64 reduction = "sum" : tensor<4xf32>
-        func.return %w : tensor<4xf32>
-      }
-    }""")
     with pytest.raises(LinalgLoweringError, match="nova.all_reduce_start exchanges data"):
-        to_linalg(module)
+        to_linalg(parse_module(COLLECTIVE_STEP))
 
 
 def test_every_op_matches_the_cpu_engine(bindings):

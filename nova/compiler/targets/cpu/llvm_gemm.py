@@ -614,17 +614,22 @@ class Gemm:
             kidx = b.add(blk.k0, kk)
             line = undef
             for u in range(width):
-                o = b.add(o0, c64(u))
-                if checked:
-                    inside = b.icmp_signed("<", o, c64(op.extent))
-                    o = b.select(inside, o, c64(0))
-                val = e.emit(op.value, op.at(blk.pre, o, kidx))
-                if checked:
-                    val = b.select(inside, val, self.zero)
+                val = self.gather_element(op, blk, b.add(o0, c64(u)), kidx, checked)
                 line = b.insert_element(line, val, ir.Constant(I32, u))
             slot = b.mul(b.add(row, kk), c64(width))
             b.store(line, b.bitcast(b.gep(dst, [slot]), line_ty.as_pointer()), align=4)
         e.loops.range(kfrom, blk.depth, per_k, "pk")
+
+    def gather_element(self, op: _Operand, blk: _KBlock, o: ir.Value, kidx: ir.Value,
+                       checked: bool) -> ir.Value:
+        """The operand at (outer ``o``, ``kidx``) through the emitter; ``checked``: zero
+        past its extent (read at index 0 there, so no load goes out of bounds)."""
+        b = self.b
+        if checked:
+            inside = b.icmp_signed("<", o, c64(op.extent))
+            o = b.select(inside, o, c64(0))
+        val = self.e.emit(op.value, op.at(blk.pre, o, kidx))
+        return b.select(inside, val, self.zero) if checked else val
 
     def gather_loop(self, op: _Operand, blk: _KBlock, dst: ir.Value, o0: ir.Value,
                     row: ir.Value, kfrom: ir.Value, checked: bool) -> None:
@@ -640,13 +645,7 @@ class Gemm:
 
             def per_u(u: ir.Value) -> None:
                 e.cache = {}
-                o = b.add(o0, u)
-                if checked:
-                    inside = b.icmp_signed("<", o, c64(op.extent))
-                    o = b.select(inside, o, c64(0))
-                val = e.emit(op.value, op.at(blk.pre, o, kidx))
-                if checked:
-                    val = b.select(inside, val, self.zero)
+                val = self.gather_element(op, blk, b.add(o0, u), kidx, checked)
                 b.store(val, b.gep(dst, [b.add(slot, u)]))
             e.loops.range(c64(0), c64(width), per_u, "pu", md)
             e.cache = {}        # values of the width loop do not dominate what follows

@@ -147,7 +147,10 @@ class Scalars:
         return self.line(f"arith.index_cast {v} : {elem} to index")
 
     def clamp_index(self, i: str, size: int) -> tuple[str, str]:
-        """``i`` (index) clamped to [0, size), and whether it was out (i1)."""
+        """``i`` (index) clamped to [0, size), and whether it was out (i1); ``size`` 0
+        clamps to 0, which its callers never read."""
+        if size == 0:
+            return self.const(0, "index"), self.const(True, "i1")
         zero, top = self.const(0, "index"), self.const(size - 1, "index")
         low = self.cmp("slt", i, zero, "index")
         high = self.cmp("sgt", i, top, "index")
@@ -474,6 +477,8 @@ def _pad(w: Writer, op: nd.PadOp) -> str:
     lo, it = _ints(op.low), _ints(op.interior)
     pv = w.line(f"tensor.extract {w.of(op.padding_value)}[] : {ttype((), e)}")
     x = w.of(op.input)
+    if 0 in src:                 # nothing of the input lands anywhere: all padding
+        return w.generic([], out, e, lambda sc, args: sc.load(pv, e))
 
     def body(sc: Scalars, args: list[str]) -> str:
         inside = None
@@ -513,6 +518,8 @@ def _concat(w: Writer, op: nd.ConcatOp) -> str:
             start += shape[d]
         for (name, shape), off in zip(parts, offsets):    # the last part starting at or
             # before the coordinate holds it
+            if shape[d] == 0:                 # (an empty part holds nothing to read)
+                continue
             local = sc.binary("arith.subi", idx[d], sc.const(off, "index"), "index")
             inside = sc.cmp("sge", local, sc.const(0, "index"), "index")
             clamped = sc.select(inside, local, sc.const(0, "index"), "index")
@@ -604,6 +611,8 @@ def _gather(w: Writer, op: nd.GatherOp) -> str:
     ident = _ident(len(ish))
 
     def body(sc: Scalars, args: list[str]) -> str:
+        if 0 in src:        # no element to read: every index is out of range (flagged)
+            return sc.const(False if e == "i1" else 0, compute(e))
         coords = [sc.line(f"linalg.index {k} : index") for k in range(len(ish))]
         coords[d], _ = _index_value(sc, args[0], ie, src[d])
         return sc.load(sc.line(f"tensor.extract {x}[{', '.join(coords)}] : {ttype(src, e)}"), e)
@@ -627,7 +636,17 @@ def _scatter(add: bool) -> Lowering:
         base = w.of(op.input)
         if acc != e:
             base = w.elementwise([(base, e)], xsh, acc, lambda sc, xs: xs[0])
-        total = int(np.prod(ish, dtype=np.int64))
+        # (into an empty tensor nothing can be written: every index is out of range)
+        total = int(np.prod(ish, dtype=np.int64)) if 0 not in xsh else 0
+
+        def bad(sc2: Scalars, args: list[str]) -> str:
+            return _index_value(sc2, args[0], ie, xsh[d])[1]
+        if total == 0:                    # no update: the input as it is (cast back)
+            r = base if acc == e else w.elementwise([(base, acc)], xsh, e,
+                                                    lambda sc2, xs: xs[0])
+            w.flag(w.generic([(w.of(op.index), ish, ie, _ident(len(ish)))], ish, "i1", bad),
+                   ish)
+            return r
         lo, hi, one = (w.line(f"arith.constant {v} : index") for v in (0, total, 1))
         r = w.fresh()
         it, t = "%i" + r[2:], "%t" + r[2:]
@@ -657,9 +676,6 @@ def _scatter(add: bool) -> Lowering:
                     f"{w.indent}  scf.yield {upd} : {ttype(xsh, acc)}", f"{w.indent}}}"]
         if acc != e:
             r = w.elementwise([(r, acc)], xsh, e, lambda sc2, xs: xs[0])
-
-        def bad(sc2: Scalars, args: list[str]) -> str:
-            return _index_value(sc2, args[0], ie, xsh[d])[1]
         w.flag(w.generic([(w.of(op.index), ish, ie, _ident(len(ish)))], ish, "i1", bad), ish)
         return r
     return lower
@@ -723,6 +739,8 @@ def _argsort(w: Writer, op: nd.ArgsortOp) -> str:
                       shape, "i64", body, iterators=["parallel"] * r_ + ["reduction"],
                       out_map=_map(nd_, pre + [i_]), init=start)
     total = int(np.prod(shape, dtype=np.int64))
+    if total == 0:
+        return w.empty(shape, "i64")
     lo, hi, one = (w.line(f"arith.constant {v} : index") for v in (0, total, 1))
     res = w.fresh()
     it, t = "%i" + res[2:], "%t" + res[2:]

@@ -148,3 +148,17 @@ def test_small_gpt_training_step_matches_the_cpu_engine(bindings):
 def test_set_engine_names_the_engines():
     with pytest.raises(ValueError, match=r"valid engines are \('cpu', 'interp', 'mlir'\)"):
         nv.set_engine("linalg")
+
+
+def test_empty_parts_and_inputs_are_never_read(bindings):
+    """A concat with an empty part, a pad of an empty tensor, gathers and scatters on
+    empty tensors: no read of a zero-size buffer (clamping alone would read index -1)."""
+    def make():
+        a = nv.tensor(np.arange(6, dtype=np.float32).reshape(2, 3)) * 1
+        e = nv.zeros(2, 0) * 1
+        none = nv.tensor(np.zeros((2, 0), np.int64)) * 1
+        return [nv.cat([a, e, a], 1), nv.cat([e, a], 1),
+                nv.nn.functional.pad(e, (1, 2), value=3.0), e.gather(1, none),
+                e.scatter_add(1, none, e), a.gather(1, none), a.scatter(1, none, e),
+                e.argsort(dim=-1)]
+    _same(*_both(make))

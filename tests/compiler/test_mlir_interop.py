@@ -68,8 +68,24 @@ def no_group_left():
         dist.destroy_process_group()
 
 
-CASES = [_tiny_gpt_step, _every_op, _attention_and_a_collective]
-IDS = ["tiny_gpt_step", "every_op", "attention_and_a_collective"]
+def _small_gpt_step() -> list:
+    """The small GPT's training step (dropout, AdamW), as ``_tiny_gpt_step``."""
+    nv.manual_seed(0)
+    model = GPT(preset("small", dropout=0.1))
+    opt = nv.optim.AdamW(model.parameters(), lr=1e-3)
+    x = nv.tensor(np.random.default_rng(0).integers(0, 65, (2, 129)))
+    _, loss = model(x[:, :-1], x[:, 1:])
+    loss.backward()
+    outputs = [loss]
+    with nv.no_grad():
+        for p in model.parameters():
+            outputs.append(p - 0.01 * p.grad)
+    del opt
+    return outputs
+
+
+CASES = [_tiny_gpt_step, _small_gpt_step, _every_op, _attention_and_a_collective]
+IDS = ["tiny_gpt_step", "small_gpt_step", "every_op", "attention_and_a_collective"]
 
 
 @pytest.mark.parametrize("make", CASES, ids=IDS)

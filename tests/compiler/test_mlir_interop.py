@@ -125,3 +125,23 @@ def test_upstream_mlir_rejects_broken_ir_with_its_diagnostic():
     _upstream()
     with pytest.raises(ValueError, match="upstream MLIR rejects the step"):
         mlir_text.verify_upstream('"nova.add"(%0) : (tensor<2xf32>) -> tensor<2xf32>')
+
+
+def _golden_modules() -> list[tuple[str, str]]:
+    """Every golden IR module of ``tests/compiler/test_golden_stages.py``, by name."""
+    from tests.compiler import test_golden_stages as golden
+    return [(name, value) for name, value in sorted(vars(golden).items())
+            if name.isupper() and isinstance(value, str) and value.startswith("builtin.module")]
+
+
+@pytest.mark.parametrize("name,text", _golden_modules(), ids=[n for n, _ in _golden_modules()])
+def test_upstream_mlir_verifies_every_golden_stage_and_it_reads_back(name, text):
+    """The golden of every compiler stage (trace, each pass, fusion for the CPU and for
+    CUDA) in generic form: upstream MLIR verifies it, and both xDSL's reading of it and
+    of upstream's printing are the module itself."""
+    _upstream()
+    module = mlir_text.parse(text)                 # (xDSL reads the pretty form too)
+    generic = mlir_text.generic_text(module)
+    assert mlir_text.parse(generic).is_structurally_equivalent(module)
+    printed = mlir_text.verify_upstream(generic)
+    assert mlir_text.parse(printed).is_structurally_equivalent(module)

@@ -23,7 +23,7 @@ from nova.tensor.movement import (
     reshape, split, squeeze, stack, swapaxes, t, transpose, unbind, unflatten, unsqueeze,
 )
 from nova.tensor.ops import (
-    abs, add, allclose, amax, amin, argmax, argmin, bmm, clamp, clip, cos, div, eq, erf,
+    abs, add, allclose, amax, amin, argmax, argmin, bmm, clamp, clip, cos, eq, erf,
     exp, expm1, gather, ge, gelu, gt, isinf, isnan, le, log, log1p, log_softmax,
     logical_and, logical_not, logical_or, logsumexp, lt, masked_fill, matmul, max, maximum, mean, min,
     minimum, mm, mul, ne, neg, one_hot, pow, reciprocal, relu, rsqrt, scatter, scatter_add,
@@ -34,8 +34,8 @@ from nova.tensor.einsum import einsum
 from nova.tensor.scan import cumprod, cumsum
 from nova.tensor.sorting import argsort, msort, sort, topk
 from nova.tensor.numeric import (  # noqa: A004 (torch's names: any, all, round)
-    all, any, ceil, count_nonzero, flip, floor, floor_divide, fmod, frac, norm, remainder,
-    round, sign, trunc,
+    all, any, ceil, count_nonzero, div, divide, flip, floor, floor_divide, fmod, frac, norm,
+    remainder, round, sign, trunc,
 )
 from nova.tensor.random import Generator, default_generator, manual_seed
 from nova.tensor.realize import RealizationError, realize

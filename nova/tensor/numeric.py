@@ -2,7 +2,8 @@
 with PyTorch's names and semantics.
 
 ``floor ceil round trunc`` are dialect ops (the float types; an integer tensor is
-already integral, so it is copied); ``frac sign`` and the divisions are compositions:
+already integral, so it is copied); ``frac sign`` and the divisions (``div`` with
+PyTorch's ``rounding_mode`` among them) are compositions:
 ``a // b`` is ``floor(a / b)`` on floats and a truncating division corrected toward
 -inf on integers, ``a % b`` (``remainder``) takes the sign of ``b`` as Python's does,
 ``fmod`` the sign of ``a`` as C's does (both as ``a - b * q``, the way PyTorch's GPU
@@ -85,6 +86,24 @@ def _quotient(op: str, a: Any, b: Any, toward_floor: builtins.bool) -> Tensor:
     inexact = ops.ne(ops.sub(x, ops.mul(q, y)), 0)
     signs_differ = ops.ne(ops.lt(x, 0), ops.lt(y, 0))
     return ops.sub(q, ops.cast(ops.logical_and(inexact, signs_differ), common))
+
+
+ROUNDING_MODES = (None, "trunc", "floor")
+
+
+def div(a: Any, b: Any, *, rounding_mode: str | None = None) -> Tensor:
+    """``torch.div``: true division (integers give float32), or with ``rounding_mode``
+    the quotient rounded toward zero (``"trunc"``) or -inf (``"floor"``) in the common
+    dtype of ``a`` and ``b``."""
+    if rounding_mode not in ROUNDING_MODES:
+        raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got "
+                         f"{rounding_mode!r}")
+    if rounding_mode is None:
+        return ops.div(a, b)
+    return _quotient("div", a, b, rounding_mode == "floor")
+
+
+divide = div          # torch's alias
 
 
 def floor_divide(a: Any, b: Any) -> Tensor:
@@ -181,5 +200,6 @@ def flip(x: Tensor, *args: Any, dims: Any = None) -> Tensor:
     return out if out is not x else x.clone()
 
 
-TENSOR_METHODS = ("floor", "ceil", "round", "trunc", "frac", "sign", "floor_divide",
-                  "remainder", "fmod", "any", "all", "count_nonzero", "norm", "flip")
+TENSOR_METHODS = ("floor", "ceil", "round", "trunc", "frac", "sign", "div", "divide",
+                  "floor_divide", "remainder", "fmod", "any", "all", "count_nonzero", "norm",
+                  "flip")

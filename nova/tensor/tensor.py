@@ -510,8 +510,8 @@ class Tensor:
     def mul_(self, other: Any) -> Tensor:
         return self._assign(_ops.mul(self, other), "mul_")
 
-    def div_(self, other: Any) -> Tensor:
-        return self._assign(_ops.div(self, other), "div_")
+    def div_(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+        return self._assign(_numeric.div(self, other, rounding_mode=rounding_mode), "div_")
 
     def zero_(self) -> Tensor:
         return self.fill_(0)

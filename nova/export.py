@@ -53,11 +53,8 @@ def arguments(*tensors: Tensor) -> list[np.ndarray]:
 
 
 def _check(op: str, tensors: tuple) -> None:
-    if not tensors:
-        raise ValueError(f"nv.export.{op}: give at least one tensor")
-    for t in tensors:
-        if not isinstance(t, Tensor):
-            raise TypeError(f"nv.export.{op}: expected tensors, got {type(t).__name__}")
+    from nova.debug import _check_tensors
+    _check_tensors(f"nv.export.{op}", tensors)
 
 
 __all__ = ["arguments", "mlir", "stablehlo"]

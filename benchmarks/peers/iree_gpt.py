@@ -19,6 +19,7 @@ import numpy as np
 import nova as nv
 from benchmarks.common import BETAS, EPS, LR, WEIGHT_DECAY, Timer, Work
 from benchmarks.peers import iree_module, nova_gpt
+from nova.tensor.realize import pending_graph
 
 
 def _step_graph(work: Work):
@@ -55,7 +56,6 @@ def _step_graph(work: Work):
             ("param", i), ("m", i), ("v", i)
     for name, t in scalars.items():
         roles[id(t.node)] = ("scalar", name)
-    from nova.tensor.realize import pending_graph
     graph = pending_graph(*outputs)
     sources = [roles.get(id(n), ("fixed", np.array(b)))
                for n, b in zip(graph.arg_nodes, graph.arg_buffers)]

@@ -420,9 +420,7 @@ def _reshape(w: Writer, op: nd.ReshapeOp) -> str:
     if src == dst:
         return x
     n = int(np.prod(src, dtype=np.int64))
-    if len(src) == 0:
-        flat = x
-    elif len(src) == 1:
+    if len(src) <= 1:
         flat = x
     else:
         flat = w.line(f"tensor.collapse_shape {x} [[{', '.join(str(k) for k in range(len(src)))}]]"
@@ -774,9 +772,8 @@ def _scan(kind: str) -> Lowering:
 
         def body(sc: Scalars, args: list[str]) -> str:
             v = sc.load(args[0], e)
-            if compute(e) != acc:
-                v = sc.line(f"arith.extf {v} : {compute(e)} to {acc}") if acc == "f64" and \
-                    compute(e) in FLOATS else v
+            if acc == "f64" and compute(e) == "f32":       # floats accumulate in f64
+                v = sc.line(f"arith.extf {v} : f32 to f64")
             ii = sc.line(f"linalg.index {r_ - 1} : index")
             jj = sc.line(f"linalg.index {r_} : index")
             take = sc.cmp("uge" if rev else "ule", jj, ii, "index")
@@ -809,7 +806,9 @@ def _rng_uniform(w: Writer, op: nd.RngUniformOp) -> str:
     strides = [int(np.prod(shape[k + 1:], dtype=np.int64)) for k in range(len(shape))]
 
     def body(sc: Scalars, args: list[str]) -> str:
-        ops = _Words(sc)
+        ops = philox.NamedWordOps(lambda v: sc.const(v, "i64"),     # words < 2**32:
+                                  lambda n, a, b: sc.binary(n, a, b, "i64"),   # exact
+                                  _WORD_OPS)
         i = ops.const(0)
         for d, s in enumerate(strides):
             idx = sc.line(f"arith.index_cast {sc.line(f'linalg.index {d} : index')} : index to i64")
@@ -824,38 +823,9 @@ def _rng_uniform(w: Writer, op: nd.RngUniformOp) -> str:
     return w.generic([], shape, out, body)
 
 
-class _Words:
-    """``philox.WordOps`` as arith ops on i64 scalars (words < 2**32: exact products)."""
-
-    def __init__(self, sc: Scalars):
-        self.sc = sc
-
-    def const(self, value: int) -> str:
-        return self.sc.const(value, "i64")
-
-    def _bin(self, name: str, a: str, b: str) -> str:
-        return self.sc.binary(name, a, b, "i64")
-
-    def mul(self, a: str, b: str) -> str:
-        return self._bin("arith.muli", a, b)
-
-    def add(self, a: str, b: str) -> str:
-        return self._bin("arith.addi", a, b)
-
-    def xor(self, a: str, b: str) -> str:
-        return self._bin("arith.xori", a, b)
-
-    def bit_or(self, a: str, b: str) -> str:
-        return self._bin("arith.ori", a, b)
-
-    def shr(self, a: str, n: int) -> str:
-        return self._bin("arith.shrui", a, self.const(n))
-
-    def shl(self, a: str, n: int) -> str:
-        return self._bin("arith.shli", a, self.const(n))
-
-    def low32(self, a: str) -> str:
-        return self._bin("arith.andi", a, self.const(0xFFFFFFFF))
+# Philox's word ops (``philox.NamedWordOps``) as arith ops on i64 scalars
+_WORD_OPS = {"mul": "arith.muli", "add": "arith.addi", "xor": "arith.xori", "or": "arith.ori",
+             "shr": "arith.shrui", "shl": "arith.shli", "and": "arith.andi"}
 
 
 def _refuse(why: str) -> Lowering:

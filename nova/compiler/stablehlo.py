@@ -548,7 +548,8 @@ def _rng_uniform(w: Writer, op: nd.RngUniformOp) -> str:
         bits = w.bitcast(part, (1,), "i64", u64)
         return w.broadcast(bits, (1,), [0], vec, u64)
 
-    ops = _Words(w, vec)
+    ops = philox.NamedWordOps(lambda v: w.constant(v, vec, u64),
+                              lambda n, a, b: w.binary(n, a, b, vec, u64), _WORD_OPS)
     seed, offset, i = scalar_of_key(0), scalar_of_key(1), w.iota(vec, u64, 0)
     words = philox.rounds([ops.low32(i), ops.shr(i, 32), ops.low32(offset), ops.shr(offset, 32)],
                           [ops.low32(seed), ops.shr(seed, 32)], ops)
@@ -560,38 +561,10 @@ def _rng_uniform(w: Writer, op: nd.RngUniformOp) -> str:
     return w.reshape(u, vec, shape, out) if tuple(shape) != vec else u
 
 
-class _Words:
-    """``philox.WordOps`` as StableHLO ops on ``vec``-shaped ui64 tensors."""
-
-    def __init__(self, w: Writer, vec: tuple[int, ...]):
-        self.w, self.vec = w, vec
-
-    def const(self, value: int) -> str:
-        return self.w.constant(value, self.vec, "ui64")
-
-    def _bin(self, name: str, a: str, b: str) -> str:
-        return self.w.binary(name, a, b, self.vec, "ui64")
-
-    def mul(self, a: str, b: str) -> str:
-        return self._bin("stablehlo.multiply", a, b)
-
-    def add(self, a: str, b: str) -> str:
-        return self._bin("stablehlo.add", a, b)
-
-    def xor(self, a: str, b: str) -> str:
-        return self._bin("stablehlo.xor", a, b)
-
-    def bit_or(self, a: str, b: str) -> str:
-        return self._bin("stablehlo.or", a, b)
-
-    def shr(self, a: str, n: int) -> str:
-        return self._bin("stablehlo.shift_right_logical", a, self.const(n))
-
-    def shl(self, a: str, n: int) -> str:
-        return self._bin("stablehlo.shift_left", a, self.const(n))
-
-    def low32(self, a: str) -> str:
-        return self._bin("stablehlo.and", a, self.const(0xFFFFFFFF))
+# Philox's word ops (``philox.NamedWordOps``) as StableHLO ops on ui64 tensors
+_WORD_OPS = {"mul": "stablehlo.multiply", "add": "stablehlo.add", "xor": "stablehlo.xor",
+             "or": "stablehlo.or", "shr": "stablehlo.shift_right_logical",
+             "shl": "stablehlo.shift_left", "and": "stablehlo.and"}
 
 
 def _refuse(why: str) -> Lowering:

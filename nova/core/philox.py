@@ -8,8 +8,8 @@ the mantissa widths from here, and the StableHLO and linalg lowerings write ``ro
 and ``mantissa`` in their own ops (``WordOps``)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -53,6 +53,40 @@ class WordOps(Protocol[W]):
     def shr(self, a: W, n: int) -> W: ...       # logical
     def shl(self, a: W, n: int) -> W: ...
     def low32(self, a: W) -> W: ...
+
+
+class NamedWordOps(Generic[W]):
+    """``WordOps`` for a code generator that writes each op by name: ``const(value)``
+    makes a word constant, ``binary(name, a, b)`` an op, and ``names`` gives the op names
+    for "mul", "add", "xor", "or", "shr" (logical), "shl" and "and"."""
+
+    def __init__(self, const: Callable[[int], W], binary: Callable[[str, W, W], W],
+                 names: Mapping[str, str]):
+        self.const, self._binary, self._names = const, binary, names
+
+    def _op(self, kind: str, a: W, b: W) -> W:
+        return self._binary(self._names[kind], a, b)
+
+    def mul(self, a: W, b: W) -> W:
+        return self._op("mul", a, b)
+
+    def add(self, a: W, b: W) -> W:
+        return self._op("add", a, b)
+
+    def xor(self, a: W, b: W) -> W:
+        return self._op("xor", a, b)
+
+    def bit_or(self, a: W, b: W) -> W:
+        return self._op("or", a, b)
+
+    def shr(self, a: W, n: int) -> W:
+        return self._op("shr", a, self.const(n))
+
+    def shl(self, a: W, n: int) -> W:
+        return self._op("shl", a, self.const(n))
+
+    def low32(self, a: W) -> W:
+        return self._op("and", a, self.const(0xFFFFFFFF))
 
 
 def rounds(counter: Sequence[W], key: Sequence[W], ops: WordOps[W]) -> list[W]:

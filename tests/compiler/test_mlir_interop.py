@@ -19,12 +19,12 @@ def _upstream():
         pytest.skip(f"upstream MLIR bindings not installed: {mlir_text.INSTALL}")
 
 
-def _tiny_gpt_step() -> list:
-    """The tiny GPT's training step: forward, backward and the AdamW update."""
+def _gpt_step(config, vocab: int, length: int) -> list:
+    """A GPT's training step on a batch of 2: the loss, then each parameter moved along
+    its gradient (forward, backward and an update)."""
     nv.manual_seed(0)
-    model = GPT(preset("tiny", block=8, dropout=0.1))
-    opt = nv.optim.AdamW(model.parameters(), lr=1e-2)
-    x = nv.tensor(np.random.default_rng(0).integers(0, 256, (2, 9)))
+    model = GPT(config)
+    x = nv.tensor(np.random.default_rng(0).integers(0, vocab, (2, length + 1)))
     _, loss = model(x[:, :-1], x[:, 1:])
     loss.backward()
     outputs = [loss]
@@ -32,6 +32,14 @@ def _tiny_gpt_step() -> list:
         for p in model.parameters():
             outputs.append(p - 0.01 * p.grad)
     return outputs
+
+
+def _tiny_gpt_step() -> list:
+    return _gpt_step(preset("tiny", block=8, dropout=0.1), 256, 8)
+
+
+def _small_gpt_step() -> list:
+    return _gpt_step(preset("small", dropout=0.1), 65, 128)
 
 
 def _every_op() -> list:
@@ -66,22 +74,6 @@ def no_group_left():
     import nova.distributed as dist
     if dist.is_initialized():
         dist.destroy_process_group()
-
-
-def _small_gpt_step() -> list:
-    """The small GPT's training step (dropout, AdamW), as ``_tiny_gpt_step``."""
-    nv.manual_seed(0)
-    model = GPT(preset("small", dropout=0.1))
-    opt = nv.optim.AdamW(model.parameters(), lr=1e-3)
-    x = nv.tensor(np.random.default_rng(0).integers(0, 65, (2, 129)))
-    _, loss = model(x[:, :-1], x[:, 1:])
-    loss.backward()
-    outputs = [loss]
-    with nv.no_grad():
-        for p in model.parameters():
-            outputs.append(p - 0.01 * p.grad)
-    del opt
-    return outputs
 
 
 CASES = [_tiny_gpt_step, _small_gpt_step, _every_op, _attention_and_a_collective]

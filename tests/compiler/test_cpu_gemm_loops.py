@@ -3,9 +3,12 @@
 The write-back of a tile (the accumulators through the fused epilogue into C) is left
 to LLVM's loop vectorizer for a full tile and kept scalar for an edge tile; neither is
 unrolled (``Emitter.not_unrolled``): LLVM's unrolling of them cost a third of a GEMM's
-compile time. These tests pin the metadata in the emitted IR, its effect after the
-pipeline the compile worker runs (one vectorized loop instead of a fully unrolled tile),
-and the values, full and edge tiles both.
+compile time. A full tile's loops also declare their iterations independent
+(``Emitter.independent_iterations``): C may be written over an input its epilogue reads
+at the same element, and the vectorizer's run-time overlap check would then send every
+tile down the scalar loop. These tests pin the metadata in the emitted IR, its effect
+after the pipeline the compile worker runs (one vectorized loop instead of a fully
+unrolled tile, no overlap check), and the values, full and edge tiles both.
 """
 import re
 
@@ -16,6 +19,7 @@ import nova as nv
 from tests.compiler.llvm_ir import kernel_llvm, loop_metadata, optimized
 
 NOT_UNROLLED = ["llvm.loop.unroll.disable"]
+INDEPENDENT = ["llvm.loop.parallel_accesses", "llvm.loop.unroll.disable"]
 SCALAR = ["llvm.loop.unroll.disable", "llvm.loop.vectorize.enable=0"]
 
 
@@ -35,7 +39,34 @@ def test_write_back_loops_are_not_unrolled_and_edge_tiles_stay_scalar():
     [text] = kernel_llvm(y, strategy="tiled")
     for loop in ("er", "ej"):
         hints = loop_metadata(text, loop)
-        assert sorted(map(tuple, hints)) == [tuple(NOT_UNROLLED), tuple(SCALAR)], (loop, hints)
+        assert sorted(map(tuple, hints)) == [tuple(INDEPENDENT), tuple(SCALAR)], (loop, hints)
+
+
+def _gemm_plus(m, n, k, seed=0):
+    """``A @ B + R``: an epilogue reading another buffer of C's shape."""
+    rng = np.random.default_rng(seed)
+    a, b, r = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (k, n), (m, n)))
+    ta, tb, tr = nv.tensor(a), nv.tensor(b), nv.tensor(r)
+    nv.realize(ta, tb, tr)
+    return ta @ tb + tr
+
+
+def test_full_tile_write_back_has_no_run_time_overlap_check():
+    [text] = kernel_llvm(_gemm_plus(64, 64, 64), strategy="tiled")
+    # every access of the full tile's write-back is in the loops' access group...
+    group = re.search(r'!"llvm\.loop\.parallel_accesses", (![0-9]+)', text).group(1)
+    tagged = re.findall(rf"(?:load|store) .*!llvm\.access\.group {group}\b", text)
+    assert len(tagged) >= 3                  # the tile, R and C
+    # ...so the vectorized loop runs without first checking that C misses R and the
+    # tile; the same kernel without the group is checked (and, with C written over
+    # R, would always take its scalar loop)
+    plain = re.sub(r", !llvm\.access\.group ![0-9]+", "", text)
+    plain = re.sub(r'(![0-9]+) = !\{!"llvm\.loop\.parallel_accesses", ![0-9]+\}',
+                   r'\1 = !{!"llvm.loop.unroll.disable"}', plain)
+    checks = re.compile(r"diff\.check|vector\.memcheck|conflict\.rdx")
+    assert checks.search(optimized(plain))
+    done = optimized(text)
+    assert not checks.search(done) and re.search(r"store <\d+ x float>", done)
 
 
 def test_full_tile_write_back_stays_a_vector_loop_after_the_pipeline():

@@ -37,9 +37,9 @@ class FusionPolicy:
 
     ``expensive_epilogues``: whether a contraction's epilogue (the elementwise ops a
     matmul applies to its output tile) may hold ``Expensive`` ops. Where the epilogue
-    runs element by element outside the vectorized loops (the CPU's register tile), such
-    ops cost far more there than in an elementwise kernel of their own, so fusion starts
-    a new kernel at them instead.
+    runs tile by tile between the product's FMAs (the CPU's register tile), such ops
+    cost more there than in an elementwise kernel of their own, so fusion starts a new
+    kernel at them instead.
     """
 
     expensive_epilogues: bool

@@ -9,7 +9,8 @@ and rounded after every op, matching the reference interpreter's per-op rounding
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 
 from llvmlite import ir
 from xdsl.ir import Operation, SSAValue
@@ -172,7 +173,30 @@ class Emitter(ScalarEmitter[ir.Value]):
         hints = [self._hint("llvm.loop.unroll.disable")]
         if not vectorize:
             hints.append(self._hint("llvm.loop.vectorize.enable", ir.Constant(ir.IntType(1), 0)))
+        if self.access_group is not None:
+            hints.append(self._hint("llvm.loop.parallel_accesses", self.access_group))
         return self._loop_id(hints, f"{self.plan.name}.loop{len(self.module.metadata)}")
+
+    @contextlib.contextmanager
+    def independent_iterations(self) -> Iterator[None]:
+        """Inside: the loops made (``not_unrolled``, ``interleave``) are declared free of
+        dependences between iterations, as ``parallel_accesses`` declares a whole
+        kernel's, through a fresh access group that every buffer access emitted here
+        carries (``tagged`` for the ones a kernel makes itself). For a loop whose
+        iteration i reads an overlaid input only at the element it writes (a product's
+        write-back through its epilogue, ``llvm_gemm.Gemm.add_elements``)."""
+        saved = self.access_group
+        self.access_group = _AccessGroup(self.module)
+        try:
+            yield
+        finally:
+            self.access_group = saved
+
+    def tagged(self, inst: ir.Instruction) -> ir.Instruction:
+        """``inst`` (a load or store) in the current access group, if there is one."""
+        if self.access_group is not None:
+            inst.set_metadata("llvm.access.group", self.access_group)
+        return inst
 
     def parallel_accesses(self) -> None:
         """Declare the kernel's loops free of dependences between iterations through
@@ -221,10 +245,7 @@ class Emitter(ScalarEmitter[ir.Value]):
                    dtype.mlir)
 
     def load(self, ptr: ir.Value, offset: ir.Value, mlir: str) -> ir.Value:
-        raw = self.b.load(self.b.gep(ptr, [offset]))
-        if self.access_group is not None:
-            raw.set_metadata("llvm.access.group", self.access_group)
-        return self.widen(raw, mlir)
+        return self.widen(self.tagged(self.b.load(self.b.gep(ptr, [offset]))), mlir)
 
     def widen(self, raw: ir.Value, mlir: str) -> ir.Value:
         b = self.b
@@ -258,9 +279,7 @@ class Emitter(ScalarEmitter[ir.Value]):
         return v
 
     def store(self, v: ir.Value, ptr: ir.Value, offset: ir.Value, mlir: str) -> None:
-        st = self.b.store(self.narrow(v, mlir), self.b.gep(ptr, [offset]))
-        if self.access_group is not None:
-            st.set_metadata("llvm.access.group", self.access_group)
+        self.tagged(self.b.store(self.narrow(v, mlir), self.b.gep(ptr, [offset])))
 
     # ------------------------------------------------------------ helpers
 

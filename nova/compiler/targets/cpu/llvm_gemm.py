@@ -840,17 +840,28 @@ class Gemm:
             def per_col(jj: ir.Value) -> None:
                 e.cache = {}
                 off = b.add(b.add(row0, b.mul(r, c64(n))), b.add(j, jj))
-                value = b.load(b.gep(self.tile, [b.add(b.mul(r, c64(nr)), jj)]))
+                value = e.tagged(b.load(b.gep(self.tile, [b.add(b.mul(r, c64(nr)), jj)])))
                 if first is not True:
-                    old = b.load(b.gep(out, [off]))
+                    old = e.tagged(b.load(b.gep(out, [off])))
                     summed = b.fadd(value, old)
                     value = summed if first is False else b.select(first, value, summed)
                 if epilogue:
                     _store_with_product(e, self.product, value, off)
                 else:
-                    b.store(value, b.gep(out, [off]))
+                    e.tagged(b.store(value, b.gep(out, [off])))
             e.loops.range(c64(0), n_cols, per_col, "ej", e.not_unrolled(full))
-        e.loops.range(c64(0), n_rows, per_row, "er", e.not_unrolled(full))
+        # Iteration (r, jj) writes C[r, jj] and reads an input overlaid by C
+        # (``step_memory.pointwise_inputs``) only there, so the loops are declared
+        # independent: otherwise the vectorizer's run-time overlap check fails for a
+        # product written over its epilogue's input (a residual, a saved activation)
+        # and every tile's write-back runs its scalar loop (measured: the GELU backward
+        # as the epilogue of a 4096 x 256 x 1024 product, 35.7 ms a call, 11.7 ms with
+        # the loops declared independent; the product alone 8.1 ms).
+        if full:
+            with e.independent_iterations():
+                e.loops.range(c64(0), n_rows, per_row, "er", e.not_unrolled(full))
+        else:
+            e.loops.range(c64(0), n_rows, per_row, "er", e.not_unrolled(full))
 
 
 def matmul_rows(e: Emitter) -> None:

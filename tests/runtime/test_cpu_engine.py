@@ -4,6 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import llvmlite.binding as llvm
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -14,6 +15,7 @@ from nova.compiler.irgen import build_module
 from nova.compiler.lowering import plan_kernels
 from nova.compiler.passes import simplify
 from nova.compiler.passes.fusion import fuse
+from nova.runtime.compile_worker import vector_tuning
 from nova.runtime.kernel_cache import KERNELS
 from nova.tensor.realize import pending_graph
 
@@ -215,6 +217,15 @@ def test_elementwise_kernels_vectorize_for_the_host():
     (plan,) = plan_kernels(module)
     ir = str(KERNELS.optimized(plan))
     assert " x float>" in ir   # LLVM's vectorizer used the host's vector width
+    if llvm.get_host_cpu_features().get("avx512f"):
+        # all of it: LLVM's 256-bit preference for AVX-512 hosts is lifted
+        assert "<16 x float>" in ir and "<8 x float>" not in ir
+
+
+def test_vector_tuning_lifts_the_256_bit_preference_on_avx512_hosts_only():
+    assert vector_tuning("+avx2,+avx512f,+fma") == "+avx2,+avx512f,+fma,-prefer-256-bit"
+    assert vector_tuning("+avx2,-avx512f,+fma") == "+avx2,-avx512f,+fma"
+    assert vector_tuning("+avx512fp16,+avx2") == "+avx512fp16,+avx2"   # not avx512f
 
 
 def test_engine_selection():

@@ -30,8 +30,9 @@ Causal attention forward + backward (``scaled_dot_product_attention`` and the gr
 of q, k and v for a given output gradient) at the small and medium GPT's shapes: Nova's
 fused kernels, Nova's composite (``NOVA_FUSED_ATTENTION=0``: the scores stored, softmax
 and masks as their own kernels) and PyTorch's SDPA when torch is installed, interleaved
-rep by rep, median milliseconds; without dropout and with dropout 0.1 on the
-probabilities.
+rep by rep (each timed call after a pause for the other framework's threads to go idle
+and one untimed call), median milliseconds; without dropout and with dropout 0.1 on
+the probabilities.
 
 Last, what handing half of a kernel to a worker thread costs (``nova.runtime.threads``)
 with the worker spinning and after it went to sleep.
@@ -49,6 +50,7 @@ import numpy as np
 import nova as nv
 import nova.nn.functional as F
 from nova import config
+from benchmarks.bench_conv import SETTLE_S
 from benchmarks.common import median_time
 from nova.runtime.cache import RecompileWarning
 
@@ -217,6 +219,12 @@ def attention_times(shape: tuple[int, int, int, int], reps: int,
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(reps):
         for name, fn in runs.items():
+            # PyTorch's OpenMP team keeps spinning for a while after a call and took
+            # the cores from the Nova run that followed it (16x8x256x32: 35.5 ms timed
+            # against 18.6 ms alone); as bench_conv does, let the other framework's
+            # threads go idle, then run once untimed so this one's are awake.
+            time.sleep(SETTLE_S)
+            fn()
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)

@@ -272,7 +272,7 @@ class Attention:
     def row_max(self, sb: ir.Value, r: ir.Value, seen: ir.Value) -> ir.Value:
         """The largest masked, scaled score of block row ``r`` (``scaled``), -inf when
         none is visible: the row's BC / lanes vectors combined by ``maxnum``, then the
-        lanes of the one left halved four times. Written out as vectors rather than left
+        lanes of the one left halved until one remains. Written out as vectors, not left
         to the loop vectorizer: without ``nnan``, LLVM lowers the end of a vectorized
         ``maxnum`` reduction as a chain of scalar steps, each fixing up NaN (~50
         instructions in a row; measured ~16% of the forward kernel's samples, 16 x 8

@@ -13,9 +13,15 @@ or computes is always runnable, so on a core of its own that count stays near 0 
 of the time, measured), and on a core shared with one busy process it grows at half
 the wall clock (0.50, measured). Every ``CHECK_SECONDS`` the pool's holder reads it for
 the caller and the workers in use: a worker waiting more than ``CONTENDED_SHARE`` of
-the interval is benched (launches stop moving its ticket; it spins out and sleeps), and
-if the caller waits that much, the highest-numbered worker in use is benched, freeing a
-core the OS can move the caller to. Every ``PROBE_SECONDS`` the bench is reconsidered:
+the interval in two checks in a row is benched (launches stop moving its ticket; it
+spins out and sleeps), and if the caller waits that much twice in a row, the
+highest-numbered worker in use is benched, freeing a core the OS can move the caller
+to. Twice, because one check's wait can be Nova's own: around the evaluations of
+``models/train.py`` (forwards recorded op by op, the caller in Python while the worker
+spins) single checks saw the worker wait 0.11-0.15 of the interval between checks of
+under 0.05, with no other process using the CPUs (``/proc/stat``'s busy time less this
+process's own), and benching it cost 2 s at one thread each time; another process on
+the core makes the wait ~0.5 at every check, and is caught one check later. Every ``PROBE_SECONDS`` the bench is reconsidered:
 a retry costs a step run contended (the check comes after a step), so it is made only
 if the process's CPUs were idle, together, for at least ``IDLE_TO_RETRY`` of a CPU
 since the last look (``/proc/stat``: a benched worker sleeps, so a core freed by the
@@ -97,6 +103,8 @@ class Contention:
         self._probe_every = PROBE_SECONDS
         self._probe_at = now + PROBE_SECONDS
         self._probing = False                    # the bench was just cleared to retry
+        self._suspects: set[int] = set()         # workers late at the last check
+        self._caller_suspect = False             # ... and whether the caller was
         self._last: dict[int, int] = {}
         self._last_time = now
         if idle is None:
@@ -149,10 +157,14 @@ class Contention:
             self._probing = True
             return
         in_use = [w for w in range(1, len(self._ids) + 1) if w not in self.benched]
-        late = [w for w in in_use if share[self._ids[w - 1]] > CONTENDED_SHARE]
-        if not late and share[caller] > CONTENDED_SHARE and in_use:
+        waiting = {w for w in in_use if share[self._ids[w - 1]] > CONTENDED_SHARE}
+        caller_waits = share[caller] > CONTENDED_SHARE
+        late = sorted(waiting & self._suspects)            # late twice in a row
+        if not late and caller_waits and self._caller_suspect and in_use:
             late = [in_use[-1]]
-        if self._probing:    # the retry's verdict: back off, or start afresh
+        self._suspects, self._caller_suspect = waiting, caller_waits
+        if self._probing and (late or not (waiting or caller_waits)):
+            # the retry's verdict: back off, or start afresh
             self._probe_every = (min(2 * self._probe_every, PROBE_MAX_SECONDS) if late
                                  else PROBE_SECONDS)
             self._probing = False

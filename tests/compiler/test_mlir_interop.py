@@ -19,19 +19,19 @@ def _upstream():
         pytest.skip(f"upstream MLIR bindings not installed: {mlir_text.INSTALL}")
 
 
-def _gpt_step(config, vocab: int, length: int) -> list:
-    """A GPT's training step on a batch of 2: the loss, then each parameter moved along
-    its gradient (forward, backward and an update)."""
+def _gpt_step(config, vocab: int, length: int, batch: int = 2, grads: bool = False) -> list:
+    """A GPT's training step on a batch of ``batch``: the loss, then (with ``grads``)
+    every gradient, then each parameter moved along its gradient (forward, backward and
+    an update)."""
     nv.manual_seed(0)
     model = GPT(config)
-    x = nv.tensor(np.random.default_rng(0).integers(0, vocab, (2, length + 1)))
+    x = nv.tensor(np.random.default_rng(0).integers(0, vocab, (batch, length + 1)))
     _, loss = model(x[:, :-1], x[:, 1:])
     loss.backward()
-    outputs = [loss]
+    params = list(model.parameters())
     with nv.no_grad():
-        for p in model.parameters():
-            outputs.append(p - 0.01 * p.grad)
-    return outputs
+        updated = [p - 0.01 * p.grad for p in params]
+    return [loss] + ([p.grad for p in params] if grads else []) + updated
 
 
 def _tiny_gpt_step() -> list:

@@ -11,11 +11,11 @@ import pytest
 
 import nova as nv
 from benchmarks.peers import iree_module
-from models.gpt import GPT, preset
+from models.gpt import preset
 from nova.compiler.stablehlo import StableHLOExportError, to_stablehlo
 from tests.compiler.parsing import parse_module
 from tests.helpers import COLLECTIVE_STEP, assert_same_outputs
-from tests.compiler.test_mlir_interop import _every_op, _tiny_gpt_step
+from tests.compiler.test_mlir_interop import _every_op, _gpt_step, _tiny_gpt_step
 
 
 def test_the_text_of_a_small_step():
@@ -143,15 +143,8 @@ def test_tiny_gpt_training_step_through_iree():
 @pytest.mark.slow
 def test_small_gpt_training_step_through_iree():
     """The small GPT with dropout: the loss, every gradient and the updated weights."""
-    nv.manual_seed(0)
-    model = GPT(preset("small", dropout=0.1))
-    x = nv.tensor(np.random.default_rng(0).integers(0, 65, (4, 129)))
-    _, loss = model(x[:, :-1], x[:, 1:])
-    loss.backward()
-    params = list(model.parameters())
-    with nv.no_grad():
-        updated = [p - 0.01 * p.grad for p in params]
-    _check([loss] + [p.grad for p in params] + updated, rtol=2e-3, atol=2e-5)
+    _check(_gpt_step(preset("small", dropout=0.1), 65, 128, batch=4, grads=True),
+           rtol=2e-3, atol=2e-5)
 
 
 def test_the_harness_reports_what_iree_rejects():

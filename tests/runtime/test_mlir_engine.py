@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 import nova as nv
-from models.gpt import GPT, preset
+from models.gpt import preset
 from nova.compiler.linalg import LinalgLoweringError, to_linalg
 from nova.runtime import mlir_engine
 from tests.compiler.parsing import parse_module
 from tests.helpers import COLLECTIVE_STEP, assert_same_outputs
-from tests.compiler.test_mlir_interop import _every_op, _tiny_gpt_step
+from tests.compiler.test_mlir_interop import _every_op, _gpt_step, _tiny_gpt_step
 
 
 @pytest.fixture
@@ -133,16 +133,8 @@ def test_tiny_gpt_training_step_matches_the_cpu_engine(bindings):
 
 def test_small_gpt_training_step_matches_the_cpu_engine(bindings):
     """The small GPT with dropout: the loss, every gradient and the updated weights."""
-    def make():
-        model = GPT(preset("small", dropout=0.1))
-        x = nv.tensor(np.random.default_rng(0).integers(0, 65, (2, 129)))
-        _, loss = model(x[:, :-1], x[:, 1:])
-        loss.backward()
-        params = list(model.parameters())
-        with nv.no_grad():
-            updated = [p - 0.01 * p.grad for p in params]
-        return [loss] + [p.grad for p in params] + updated
-    _same(*_both(make), rtol=2e-3, atol=2e-5)
+    _same(*_both(lambda: _gpt_step(preset("small", dropout=0.1), 65, 128, grads=True)),
+          rtol=2e-3, atol=2e-5)
 
 
 def test_set_engine_names_the_engines():

@@ -5,6 +5,7 @@ each dtype. It lives here, below both, so the compiler and the runtime never imp
 ``nova.tensor``."""
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,54 @@ def storage_dtype(np_dtype: Any) -> np.dtype:
     every other dtype as itself."""
     d = np.dtype(np_dtype)
     return np.dtype(np.uint16) if d.itemsize == 2 and d.kind not in "iu" else d
+
+
+# ---------------------------------------------------------------- structural keys
+#
+# A trace node's signature -- (op, attributes, shape, dtype name[, "backward"]) -- is
+# interned to a small int when the node is made, and a graph's structural key is built
+# from those ints (``StructuralKey``). Why: the executable cache hashes and compares a
+# step's key on every realization, and a key of nested tuples (a fresh tuple tree per
+# node) cost a small GPT step ~3 ms to build, hash, compare and free; ints are hashed
+# and compared in C without recursion. The table is per process and append-only (an id
+# is never reused, so a key stays decodable for as long as anything holds it); what
+# must mean the same in another process -- the disk cache's entry names -- decodes the
+# ids back into signatures (``decoded_key``). It holds one entry per distinct signature
+# the process has recorded (shapes included), the same order of size as the keys of
+# the cached steps.
+
+SIGNATURE_IDS: dict[tuple, int] = {}
+_SIGNATURES: list[tuple] = []
+_INTERN_LOCK = threading.Lock()
+
+
+def signature_id(sig: tuple) -> int:
+    """The interned id of node signature ``sig`` (assigned on first sight)."""
+    sid = SIGNATURE_IDS.get(sig)
+    if sid is None:
+        with _INTERN_LOCK:
+            sid = SIGNATURE_IDS.get(sig)
+            if sid is None:
+                sid = len(_SIGNATURES)
+                _SIGNATURES.append(sig)      # before the id is visible to other threads
+                SIGNATURE_IDS[sig] = sid
+    return sid
+
+
+def signature(sid: int) -> tuple:
+    """The node signature interned as ``sid``: (op, attributes, shape, dtype name[,
+    "backward"])."""
+    return _SIGNATURES[sid]
+
+
+def decoded_key(key: tuple) -> tuple:
+    """Structural key ``key`` (see ``PendingGraph.key``) with its signature ids replaced by
+    the signatures: the same structure in every process. (argument signatures, ((node
+    signature, input numbers), ...), output numbers[, ("device", backend key)])."""
+    args, sigs, inputs, outputs = key[:4]
+    decoded = (tuple([_SIGNATURES[a] for a in args]),
+               tuple(zip([_SIGNATURES[s] for s in sigs], inputs)), outputs)
+    return decoded + key[4:]
 
 
 @dataclass(frozen=True)
@@ -40,7 +89,9 @@ class PendingGraph:
     Values ``0 .. len(args)-1`` are the function arguments (realized buffers, in order of
     first use); the following values are ``nodes`` in topological order. ``outputs``
     index into the values. ``key`` is hashable and equal exactly when two graphs have the
-    same structure.
+    same structure: (argument signature ids, node signature ids, each node's input
+    numbers, output numbers[, ("device", backend key)]), signature ids as
+    ``signature_id`` interns them (``decoded_key`` spells them out).
     """
 
     args: list[tuple[tuple[int, ...], DType]]

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from nova import config
+from nova.core.graph import decoded_key
 from nova.runtime.executable import Executable
 
 # A call site that misses this many times gets a warning naming the latest reason.
@@ -135,11 +136,11 @@ def explain_difference(new: tuple, old: tuple | None) -> str:
     """A one-line reason why structural key ``new`` differs from ``old``."""
     if old is None:
         return "first compilation"
-    new_args, new_nodes, new_out = new[:3]
-    old_args, old_nodes, old_out = old[:3]
-    # A step off the CPU carries ("device", backend key) as a 4th part (see extract).
-    new_dev = new[3][1] if len(new) > 3 else "cpu"
-    old_dev = old[3][1] if len(old) > 3 else "cpu"
+    new_args, new_nodes, new_out = decoded_key(new)[:3]
+    old_args, old_nodes, old_out = decoded_key(old)[:3]
+    # A step off the CPU carries ("device", backend key) as a last part (see extract).
+    new_dev = new[4][1] if len(new) > 4 else "cpu"
+    old_dev = old[4][1] if len(old) > 4 else "cpu"
     if new_dev != old_dev:
         return f"device changed: {old_dev} -> {new_dev}"
     if len(new_args) != len(old_args):

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nova import config
+from nova.core.graph import decoded_key
 from nova.runtime import disk_cache
 
 FORMAT_VERSION = 1
@@ -74,7 +75,7 @@ def digest(key: tuple, label: str) -> str | None:
 
     from nova.compiler.targets.cpu.device import detect_cpu
     from nova.runtime.kernel_cache import source_fingerprint
-    text = repr(key)
+    text = repr(decoded_key(key))   # signatures, not this process's ids
     if " at 0x" in text:        # an object's default repr: not the same in two processes
         return None
     raw = (f"{FORMAT_VERSION}|{source_fingerprint()}|{sys.version}|xdsl "

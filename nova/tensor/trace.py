@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from nova.core.dtypes import DType
-from nova.core.graph import PendingGraph, storage_dtype
+from nova.core.graph import SIGNATURE_IDS, PendingGraph, signature_id, storage_dtype
 
 _seq = itertools.count()
 
@@ -87,7 +87,11 @@ class Node:
         self.backward = buffer is None and _recording_backward.get()
         sig = (op, tuple([(k, canonical_attr(attrs[k])) for k in sorted(attrs)])
                if attrs else (), shape, dtype.name)
-        self.sig = sig + ("backward",) if self.backward else sig
+        if self.backward:
+            sig += ("backward",)
+        # interned (nova.core.graph.signature_id, inline on the hit path)
+        sid = SIGNATURE_IDS.get(sig)
+        self.sig = sid if sid is not None else signature_id(sig)
 
     @property
     def realized(self) -> bool:
@@ -106,11 +110,17 @@ class Node:
         self.inputs = ()
         self.attrs = {}
         self.backward = False
-        self.sig = ("buffer", (), self.shape, self.dtype.name)
+        self.sig = _buffer_signature(self.shape, self.dtype)
 
     def __repr__(self) -> str:
         state = "realized" if self.realized else "pending"
         return f"Node({self.op}, {self.shape}, {self.dtype.name}, {state})"
+
+
+def _buffer_signature(shape: tuple[int, ...], dtype: DType) -> int:
+    sig = ("buffer", (), shape, dtype.name)
+    sid = SIGNATURE_IDS.get(sig)
+    return sid if sid is not None else signature_id(sig)
 
 
 def buffer_node(array: np.ndarray, dtype: DType, device: str | None = "cpu") -> Node:
@@ -237,9 +247,8 @@ def extract(outputs: list[Node], device: str = "cpu", device_key: Any = None) ->
         index[n] = k
     node_inputs = [tuple([index[i] for i in n.inputs]) for n in order]
     out_ids = [index[n] for n in outputs]
-    key = (tuple([a.sig for a in args]),
-           tuple(zip([n.sig for n in order], node_inputs)),
-           tuple(out_ids))
+    key = (tuple([a.sig for a in args]), tuple([n.sig for n in order]),
+           tuple(node_inputs), tuple(out_ids))
     if device != "cpu":
         key = key + (("device", device_key),)
     return PendingGraph([(a.shape, a.dtype) for a in args], out_ids, key,

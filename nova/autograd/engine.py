@@ -11,11 +11,11 @@ import contextvars
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from nova.autograd import grad_mode, graph
+from nova.autograd import backward_template, grad_mode, graph
 from nova.autograd.rules import vjp
 from nova.tensor import ops, tape
 from nova.tensor.tensor import Tensor
-from nova.tensor.trace import recording_backward
+from nova.tensor.trace import next_seq, recording_backward
 
 
 def _as_list(x: Any) -> list:
@@ -84,7 +84,34 @@ def _run(outputs: list[Tensor], grads: list[Tensor], retain_graph: bool, create_
          capture: list[Tensor] | None, reached: set[int] | None = None) -> dict[int, Tensor]:
     """Propagate; leaf gradients go to ``.grad`` unless ``capture`` names the inputs
     whose gradients are returned instead (keyed by ``id`` of their edge); ``reached``
-    collects the ids of the leaves given a gradient."""
+    collects the ids of the leaves given a gradient. A plain backward (into ``.grad``,
+    no ``create_graph``) is stamped from the template of an earlier pass with the same
+    structure when there is one (``nova.autograd.backward_template``), and kept as one
+    otherwise."""
+    order = _topological([out._grad_fn for out in outputs])
+    if capture is not None or create_graph:
+        return _propagate(outputs, grads, order, retain_graph, create_graph, capture, reached)
+    st = backward_template.structure(outputs, grads, order)
+    if st is None:
+        return _propagate(outputs, grads, order, retain_graph, False, None, reached)
+    template = backward_template.lookup(st.key)
+    if template:
+        with grad_mode.set_grad_enabled(False), recording_backward():
+            template.stamp(st, retain_graph, reached)
+        return {}
+    first, ran = next_seq(), []
+    _propagate(outputs, grads, order, retain_graph, False, None, reached, ran)
+    if template is False:   # first sight of this structure (None: cannot be stamped)
+        backward_template.store(st.key, backward_template.BackwardTemplate.capture(
+            st, first, ran))
+    return {}
+
+
+def _propagate(outputs: list[Tensor], grads: list[Tensor], order: list[graph.GradFn],
+               retain_graph: bool, create_graph: bool, capture: list[Tensor] | None,
+               reached: set[int] | None, ran: list[int] | None = None) -> dict[int, Tensor]:
+    """``_run``'s pass as the rules record it, over the GradFns ``order``; ``ran``, if
+    given, receives the positions in ``order`` of the GradFns whose rules ran."""
     want = None if capture is None else {id(t._grad_edge()) for t in capture}
     captured: dict[int, Tensor] = {}
     pending: dict[int, Tensor] = {}
@@ -104,7 +131,7 @@ def _run(outputs: list[Tensor], grads: list[Tensor], retain_graph: bool, create_
     with grad_mode.set_grad_enabled(create_graph), recording_backward():
         for out, g in zip(outputs, grads):
             deliver(out._grad_edge(), g)
-        for fn in _topological([out._grad_fn for out in outputs]):
+        for k, fn in enumerate(order):
             g = pending.pop(id(fn), None)
             if g is None:
                 continue
@@ -116,6 +143,8 @@ def _run(outputs: list[Tensor], grads: list[Tensor], retain_graph: bool, create_
             if fn.released:
                 raise RuntimeError(f"{fn.name()}: trying to backward through the graph a second "
                                    "time; pass retain_graph=True to the first backward call")
+            if ran is not None:
+                ran.append(k)
             for edge, gi in zip(fn.next, vjp(fn, g, create_graph)):
                 if edge is not None and gi is not None:
                     deliver(edge, gi)

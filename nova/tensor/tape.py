@@ -57,13 +57,16 @@ def saves(op: type) -> tuple[tuple[int, ...], bool]:
 class GradFn:
     """The backward record of one primitive application."""
 
-    __slots__ = ("op", "attrs", "next", "in_shapes", "in_dtypes", "saved", "out_node",
-                 "retained", "released", "__weakref__")
+    __slots__ = ("op", "attrs", "sig", "next", "in_shapes", "in_dtypes", "saved",
+                 "out_node", "retained", "released", "__weakref__")
 
     def __init__(self, op: str, attrs: dict[str, Any], next_: tuple[Any, ...],
                  inputs: Sequence[Node], out_node: Node | None):
         self.op = op
         self.attrs = attrs
+        # the forward node's structural signature as recorded (op, attributes, shape,
+        # dtype: nova.core.graph.signature_id), what a backward template is keyed by
+        self.sig = out_node.sig if out_node is not None else None
         self.next = next_                       # per input: GradFn, leaf Tensor or None
         # (list comprehensions, not generators: this runs for every recorded op)
         self.in_shapes = tuple([n.shape for n in inputs])

@@ -1,0 +1,242 @@
+"""Record a backward pass once, stamp its nodes after: the backward's recording cost.
+
+A recorded (not ``nv.compile``d) training step runs every GradFn's vector-Jacobian rule
+through the op front end: a small GPT's backward is ~390 GradFns and ~610 nodes, ~4.5 ms
+of Python per step. Yet a backward over the same structure records the same nodes in
+the same order, step after step: a rule reads only its GradFn's op, attributes, input
+shapes and dtypes, which inputs need a gradient, and the upstream gradient's shape and
+dtype (and the ops it calls read the autocast mode) -- never a value.
+
+So the first backward of a structure is recorded as written and kept as a
+:class:`BackwardTemplate`: each node it made (op, attributes, shape, dtype, structural
+signature), its inputs as earlier template nodes or *slots*, and which GradFns it ran.
+The slots are the nodes the pass read from outside: the seeds (the outputs' upstream
+gradients), the values the GradFns saved, and the leaves' gradients from before the
+pass. A later backward with the same :func:`structure` key stamps the nodes directly
+from this call's slots, sets the leaves' ``.grad`` and releases the GradFns as the
+rules would have. The nodes are those the rules record, in the same order, so the
+step's structural key -- and its executable -- are the same.
+
+The key numbers the slots by node identity (first occurrence), so it also pins down
+which slots hold one node: a pass in which two GradFns saved the same constant and one
+in which each saved its own equal-looking constant are different structures, and a
+stamped node always reads the slot the rule read.
+
+Not templated (recorded as written every time): ``create_graph=True`` (the nodes then
+carry GradFns of their own), gradients asked for by ``autograd.grad`` or ``inputs=``,
+retained non-leaf gradients (``retain_grad``), a GradFn already released (the rule
+raises), and any pass whose recording reads a value outside its slots or places a node
+on a device its inputs do not give it.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from nova.core.dtypes import DType
+from nova.tensor import autocast_state
+from nova.tensor.tape import GradFn
+from nova.tensor.tensor import Tensor
+from nova.tensor.trace import Node, next_seq
+
+# Templates by key, least recently used first; None marks a structure that cannot be
+# stamped (recorded as written every time, without trying again). Bounded: a program
+# that differentiates ever new shapes (growing sequences) keeps only the recent ones.
+MAX_TEMPLATES = 64
+_TEMPLATES: OrderedDict[tuple, BackwardTemplate | None] = OrderedDict()
+_LOCK = threading.Lock()
+
+# A template node: (op, attrs, shape, dtype, sig, backward mark, inputs), an input being
+# an earlier template node's index (>= 0) or slot ``k`` as ``-1 - k``.
+Step = tuple[str, dict, tuple, DType, int, bool, tuple[int, ...]]
+
+
+class Structure:
+    """What one backward pass's key walk found: the key, the slots (this call's nodes,
+    numbered as the key numbers them), the leaves (tensors whose ``.grad`` the pass may
+    set, numbered likewise) and the GradFns in traversal order."""
+
+    __slots__ = ("key", "slots", "leaves", "order")
+
+    def __init__(self, key: tuple, slots: list[Node], leaves: list[Tensor],
+                 order: list[GradFn]):
+        self.key, self.slots, self.leaves, self.order = key, slots, leaves, order
+
+
+def structure(outputs: Sequence[Tensor], grads: Sequence[Tensor],
+              order: list[GradFn]) -> Structure | None:
+    """The key of a plain backward from ``outputs`` with seeds ``grads`` over the GradFns
+    ``order`` (topological), with its slots and leaves; None when the pass cannot be a
+    template (a GradFn released or with retained gradients)."""
+    slots: list[Node] = []
+    slot_of: dict[int, int] = {}        # id(node) -> slot number
+    leaves: list[Tensor] = []
+    leaf_of: dict[int, int] = {}        # id(leaf tensor) -> leaf number
+    position = {id(fn): k for k, fn in enumerate(order)}
+
+    def slot(n: Node) -> int:
+        k = slot_of.get(id(n))
+        if k is None:
+            k = slot_of[id(n)] = len(slots)
+            slots.append(n)
+        return k
+
+    def edge(e: Any) -> int | None:
+        """A GradFn by its position (>= 0), a leaf tensor as ``-1 - leaf``."""
+        if e is None:
+            return None
+        if type(e) is GradFn:
+            return position[id(e)]
+        k = leaf_of.get(id(e))
+        if k is None:
+            k = leaf_of[id(e)] = len(leaves)
+            leaves.append(e)
+        return -1 - k
+
+    seeds = []
+    for out, g in zip(outputs, grads):
+        n = g.node
+        seeds.append((edge(out._grad_edge()), slot(n), n.shape, n.dtype))
+    fns = []
+    for fn in order:
+        if fn.released or fn.retained:
+            return None
+        out = fn.out_node
+        fns.append((fn.op, fn.sig, fn.in_shapes, fn.in_dtypes,
+                    tuple([edge(e) for e in fn.next]),
+                    tuple([None if n is None else slot(n) for n in fn.saved]),
+                    None if out is None else slot(out)))
+    before = []
+    for leaf in leaves:
+        g = leaf.grad
+        if g is None:
+            before.append(None)
+        else:
+            n = g.node
+            before.append((slot(n), n.shape, n.dtype))
+    key = (autocast_state.LOWER.get(), tuple(seeds), tuple(fns), tuple(before))
+    return Structure(key, slots, leaves, order)
+
+
+def lookup(key: tuple) -> BackwardTemplate | None | bool:
+    """The template of ``key``; None if its structure cannot be stamped; False if the
+    structure has not been seen."""
+    with _LOCK:
+        t = _TEMPLATES.get(key, False)
+        if t is not False:
+            _TEMPLATES.move_to_end(key)
+        return t
+
+
+def store(key: tuple, template: BackwardTemplate | None) -> None:
+    with _LOCK:
+        _TEMPLATES[key] = template
+        while len(_TEMPLATES) > MAX_TEMPLATES:
+            _TEMPLATES.popitem(last=False)
+
+
+def clear() -> None:
+    """Forget every template (tests; nothing else needs to)."""
+    with _LOCK:
+        _TEMPLATES.clear()
+
+
+def _derived_device(inputs: tuple[Node, ...]) -> str | None:
+    """The device the op front end gives a node with ``inputs`` (``ops.prim``): its
+    inputs' device, None for a node whose inputs all follow their consumers."""
+    for i in inputs:
+        if i.device is not None:
+            return i.device
+    return None
+
+
+class BackwardTemplate:
+    """The nodes of one recorded backward pass, its results and the GradFns it ran."""
+
+    __slots__ = ("steps", "results", "ran")
+
+    def __init__(self, steps: list[Step], results: tuple[int | None, ...],
+                 ran: tuple[int, ...]):
+        self.steps = steps
+        self.results = results   # per leaf: its .grad after the pass (None: untouched)
+        self.ran = ran           # positions of the GradFns whose rule ran
+
+    @staticmethod
+    def capture(st: Structure, first: int, ran: list[int]) -> BackwardTemplate | None:
+        """The template of the pass just recorded over ``st`` (its nodes numbered from
+        ``first`` on; the GradFns at positions ``ran`` ran their rules), or None if it
+        read a node that is not a slot or placed one on a device its inputs do not
+        give it."""
+        slot_of = {id(n): -1 - k for k, n in enumerate(st.slots)}
+        results: list[int | None] = []
+        finals: list[Node] = []
+        for k, leaf in enumerate(st.leaves):
+            g = leaf.grad
+            before = st.key[3][k]
+            if g is None:
+                if before is not None:
+                    return None     # a gradient removed during the pass
+                results.append(None)
+                continue
+            n = g.node
+            if before is not None and slot_of.get(id(n)) == -1 - before[0]:
+                results.append(None)    # untouched
+                continue
+            results.append(0)           # filled below
+            finals.append(n)
+        seen: dict[int, Node] = {}
+        stack = [n for n in finals if id(n) not in slot_of]
+        while stack:
+            n = stack.pop()
+            if id(n) in seen:
+                continue
+            if n.buffer is not None or n.seq < first or n.op == "error":
+                return None     # a value from outside the pass that is not a slot
+            seen[id(n)] = n
+            stack.extend(i for i in n.inputs if id(i) not in slot_of and id(i) not in seen)
+        order = sorted(seen.values(), key=lambda n: n.seq)
+        index = dict(slot_of)
+        steps: list[Step] = []
+        for k, n in enumerate(order):
+            if n.device != _derived_device(n.inputs):
+                return None
+            index[id(n)] = k
+            steps.append((n.op, n.attrs, n.shape, n.dtype, n.sig, n.backward,
+                          tuple([index[id(i)] for i in n.inputs])))
+        final = iter(finals)
+        results = [None if r is None else index[id(next(final))] for r in results]
+        return BackwardTemplate(steps, tuple(results), tuple(ran))
+
+    def stamp(self, st: Structure, retain_graph: bool, reached: set[int] | None) -> None:
+        """Record the pass over ``st`` from this template: the same nodes, reading this
+        call's slots; set the leaves' gradients and release the GradFns (unless
+        ``retain_graph``) as the recorded pass did. ``reached`` receives the ids of the
+        leaves given a gradient."""
+        slots = st.slots
+        made: list[Node] = []
+        new = Node.__new__
+        for op, attrs, shape, dtype, sig, backward, refs in self.steps:
+            n = new(Node)
+            n.op, n.attrs, n.shape, n.dtype, n.sig, n.backward = op, attrs, shape, dtype, \
+                sig, backward
+            inputs = n.inputs = tuple([made[r] if r >= 0 else slots[-1 - r] for r in refs])
+            device = None
+            for i in inputs:
+                if i.device is not None:
+                    device = i.device
+                    break
+            n.device = device
+            n.buffer = None
+            n.seq = next_seq()
+            made.append(n)
+        for leaf, r in zip(st.leaves, self.results):
+            if r is not None:
+                leaf.grad = Tensor._wrap(made[r] if r >= 0 else slots[-1 - r])
+                if reached is not None:
+                    reached.add(id(leaf))
+        if not retain_graph:
+            order = st.order
+            for k in self.ran:
+                order[k].release()

@@ -8,8 +8,8 @@ shapes and dtypes, which inputs need a gradient, and the upstream gradient's sha
 dtype (and the ops it calls read the autocast mode) -- never a value.
 
 So the first backward of a structure is recorded as written and kept as a
-:class:`BackwardTemplate`: each node it made (op, attributes, shape, dtype, structural
-signature), its inputs as earlier template nodes or *slots*, and which GradFns it ran.
+:class:`BackwardTemplate`: the nodes it made as steps whose inputs are earlier steps or
+*slots* (``nova.tensor.node_template``), and which GradFns it ran.
 The slots are the nodes the pass read from outside: the seeds (the outputs' upstream
 gradients), the values the GradFns saved, and the leaves' gradients from before the
 pass. A later backward with the same :func:`structure` key stamps the nodes directly
@@ -35,11 +35,11 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from nova.core.dtypes import DType
 from nova.tensor import autocast_state
+from nova.tensor.node_template import Step, capture_steps, resolve, stamp_steps
 from nova.tensor.tape import GradFn
 from nova.tensor.tensor import Tensor
-from nova.tensor.trace import Node, next_seq
+from nova.tensor.trace import Node
 
 # Templates by key, least recently used first; None marks a structure that cannot be
 # stamped (recorded as written every time, without trying again). Bounded: a program
@@ -47,11 +47,6 @@ from nova.tensor.trace import Node, next_seq
 MAX_TEMPLATES = 64
 _TEMPLATES: OrderedDict[tuple, BackwardTemplate | None] = OrderedDict()
 _LOCK = threading.Lock()
-
-# A template node: (op, attrs, shape, dtype, sig, backward mark, inputs), an input being
-# an earlier template node's index (>= 0) or slot ``k`` as ``-1 - k``.
-Step = tuple[str, dict, tuple, DType, int, bool, tuple[int, ...]]
-
 
 class Structure:
     """What one backward pass's key walk found: the key, the slots (this call's nodes,
@@ -143,15 +138,6 @@ def clear() -> None:
         _TEMPLATES.clear()
 
 
-def _derived_device(inputs: tuple[Node, ...]) -> str | None:
-    """The device the op front end gives a node with ``inputs`` (``ops.prim``): its
-    inputs' device, None for a node whose inputs all follow their consumers."""
-    for i in inputs:
-        if i.device is not None:
-            return i.device
-    return None
-
-
 class BackwardTemplate:
     """The nodes of one recorded backward pass, its results and the GradFns it ran."""
 
@@ -186,25 +172,10 @@ class BackwardTemplate:
                 continue
             results.append(0)           # filled below
             finals.append(n)
-        seen: dict[int, Node] = {}
-        stack = [n for n in finals if id(n) not in slot_of]
-        while stack:
-            n = stack.pop()
-            if id(n) in seen:
-                continue
-            if n.buffer is not None or n.seq < first or n.op == "error":
-                return None     # a value from outside the pass that is not a slot
-            seen[id(n)] = n
-            stack.extend(i for i in n.inputs if id(i) not in slot_of and id(i) not in seen)
-        order = sorted(seen.values(), key=lambda n: n.seq)
-        index = dict(slot_of)
-        steps: list[Step] = []
-        for k, n in enumerate(order):
-            if n.device != _derived_device(n.inputs):
-                return None
-            index[id(n)] = k
-            steps.append((n.op, n.attrs, n.shape, n.dtype, n.sig, n.backward,
-                          tuple([index[id(i)] for i in n.inputs])))
+        captured = capture_steps(finals, slot_of, first)
+        if captured is None:
+            return None
+        steps, index, _ = captured
         final = iter(finals)
         results = [None if r is None else index[id(next(final))] for r in results]
         return BackwardTemplate(steps, tuple(results), tuple(ran))
@@ -215,25 +186,10 @@ class BackwardTemplate:
         ``retain_graph``) as the recorded pass did. ``reached`` receives the ids of the
         leaves given a gradient."""
         slots = st.slots
-        made: list[Node] = []
-        new = Node.__new__
-        for op, attrs, shape, dtype, sig, backward, refs in self.steps:
-            n = new(Node)
-            n.op, n.attrs, n.shape, n.dtype, n.sig, n.backward = op, attrs, shape, dtype, \
-                sig, backward
-            inputs = n.inputs = tuple([made[r] if r >= 0 else slots[-1 - r] for r in refs])
-            device = None
-            for i in inputs:
-                if i.device is not None:
-                    device = i.device
-                    break
-            n.device = device
-            n.buffer = None
-            n.seq = next_seq()
-            made.append(n)
+        made = stamp_steps(self.steps, slots)
         for leaf, r in zip(st.leaves, self.results):
             if r is not None:
-                leaf.grad = Tensor._wrap(made[r] if r >= 0 else slots[-1 - r])
+                leaf.grad = Tensor._wrap(resolve(r, made, slots))
                 if reached is not None:
                     reached.add(id(leaf))
         if not retain_graph:

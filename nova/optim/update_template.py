@@ -7,10 +7,10 @@ every parameter with the same shapes, dtypes, devices and compiled-in hyperparam
 records the same nodes, step after step; only the values they read differ.
 
 So the first such update is recorded as written and its nodes are kept as an
-:class:`UpdateTemplate`: each node's op, attributes, shape, dtype, device and structural
-signature, its inputs as either earlier template nodes or *slots* -- the parameter's
-and its state tensors' nodes before the update, the gradient's, and the runtime scalars
-the host side drew (``Optimizer._scalar``), by position. A later update with the same
+:class:`UpdateTemplate`: steps whose inputs are earlier steps or *slots*
+(``nova.tensor.node_template``) -- the parameter's and its state tensors' nodes before
+the update, the gradient's, and the runtime scalars the host side drew
+(``Optimizer._scalar``), by position. A later update with the same
 :func:`template_key` runs its host side (step counts, scalars) and stamps the nodes
 directly, then rebinds the parameter and state handles to the stamped results as the
 in-place ops would have. The nodes are the ones the op front end records, in the same
@@ -27,12 +27,8 @@ from typing import Any
 
 from nova.tensor import autocast_state, grad_mode
 from nova.tensor.tensor import Tensor
-from nova.tensor.trace import Node, _recording_backward, live_pending, next_seq
-
-# A template node: (op, attrs, shape, dtype, device, sig, inputs), an input being an
-# earlier template node's index (>= 0) or slot ``k`` as ``-1 - k``.
-Step = tuple[str, dict, tuple, Any, Any, tuple, tuple[int, ...]]
-
+from nova.tensor.node_template import Step, capture_steps, resolve, stamp_steps
+from nova.tensor.trace import _recording_backward, live_pending, next_seq
 
 def _meta(t: Tensor) -> tuple | None:
     """What of a tensor the recorded update's structure may depend on; None for a view
@@ -104,24 +100,10 @@ class UpdateTemplate:
         finals = [p._node] + [t._node for _, t in before]
         if any(t._grad_fn is not None for t in [p] + [t for _, t in before]):
             return None
-        # The nodes behind the results, back to the slots, in creation order.
-        seen: dict[int, Node] = {}
-        stack = [n for n in finals if id(n) not in slot_of]
-        while stack:
-            n = stack.pop()
-            if id(n) in seen:
-                continue
-            if n.buffer is not None or n.seq < first or n.op == "error":
-                return None     # a value from outside the update that is not a slot
-            seen[id(n)] = n
-            stack.extend(i for i in n.inputs if id(i) not in slot_of and id(i) not in seen)
-        order = sorted(seen.values(), key=lambda n: n.seq)
-        index = dict(slot_of)
-        steps: list[Step] = []
-        for k, n in enumerate(order):
-            index[id(n)] = k
-            steps.append((n.op, n.attrs, n.shape, n.dtype, n.device, n.sig,
-                          tuple([index[id(i)] for i in n.inputs])))
+        captured = capture_steps(finals, slot_of, first)
+        if captured is None:
+            return None     # a value from outside the update that is not a slot
+        steps, index, _ = captured
         return UpdateTemplate(steps, tuple(name for name, _ in drawn),
                               tuple([index[id(n)] for n in finals]))
 
@@ -139,19 +121,10 @@ class UpdateTemplate:
         targets = [p] + [t for _, t in _state_tensors(state)]
         slots = [p._node, grad._node] + [t._node for t in targets[1:]] + \
             [t._node for _, t in drawn]
-        made: list[Node] = []
-        new = Node.__new__
-        for op, attrs, shape, dtype, device, sig, refs in self.steps:
-            n = new(Node)
-            n.op, n.attrs, n.shape, n.dtype, n.device, n.sig = op, attrs, shape, dtype, \
-                device, sig
-            n.inputs = tuple([made[r] if r >= 0 else slots[-1 - r] for r in refs])
-            n.buffer, n.backward = None, False
-            n.seq = next_seq()
-            made.append(n)
+        made = stamp_steps(self.steps, slots)
         live = live_pending.live
         for t, r in zip(targets, self.results):
-            t._node = made[r] if r >= 0 else slots[-1 - r]
+            t._node = resolve(r, made, slots)
             t._grad_fn = None
             t._version += 1
             if t._node.buffer is None:

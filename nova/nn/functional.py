@@ -11,6 +11,7 @@ from nova.core import dtypes as dt
 from nova.tensor import ops
 from nova.tensor.autocast_state import full_precision, lowered
 from nova.tensor.creation import ones, rand, tensor
+from nova.tensor.function_template import stamped
 from nova.tensor.tensor import Tensor
 
 relu = ops.relu
@@ -22,6 +23,7 @@ sigmoid = ops.sigmoid
 tanh = ops.tanh
 
 
+@stamped
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``x @ weight.T + bias`` with PyTorch's (out_features, in_features) weight."""
     if weight.ndim != 2:
@@ -56,6 +58,7 @@ def _normalized_axes(op: str, x: Tensor, normalized_shape: Any) -> tuple[int, ..
     return tuple(range(x.ndim - len(shape), x.ndim))
 
 
+@stamped
 def layer_norm(x: Tensor, normalized_shape: Any, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     axes = _normalized_axes("layer_norm", x, normalized_shape)
@@ -271,6 +274,7 @@ def logsigmoid(x: Tensor) -> Tensor:
     return ops.neg(softplus(ops.neg(x)))
 
 
+@stamped
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
                                  attn_mask: Tensor | None = None, dropout_p: float = 0.0,
                                  is_causal: bool = False, scale: float | None = None) -> Tensor:

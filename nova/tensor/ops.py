@@ -22,6 +22,7 @@ from nova.core.shapes import (
 )
 from nova.tensor import autocast_state as _autocast
 from nova.tensor import grad_mode, tape
+from nova.tensor.function_template import stamped
 from nova.tensor.tensor import Tensor
 from nova.tensor.trace import Node
 
@@ -275,6 +276,7 @@ def relu(x: Tensor) -> Tensor:
     return where(le(x, 0), 0, x)
 
 
+@stamped
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     """x * Phi(x) with the exact erf form, or PyTorch's ``approximate='tanh'`` form
     ``0.5 x (1 + tanh(u))``, u = sqrt(2/pi) (x + 0.044715 x^3).
@@ -599,6 +601,7 @@ def logsumexp(x: Tensor, dim: Any, keepdim: builtins.bool = False) -> Tensor:
     return out
 
 
+@stamped
 def softmax(x: Tensor, dim: builtins.int = -1, dtype: Any = None) -> Tensor:
     x = _autocast.full_precision(x, cuda_only=True) if isinstance(x, Tensor) else x
     x = _as_float("softmax", x if dtype is None else cast(x, dt.get_dtype(dtype)))
@@ -607,6 +610,7 @@ def softmax(x: Tensor, dim: builtins.int = -1, dtype: Any = None) -> Tensor:
     return div(e, sum(e, d, keepdim=True))
 
 
+@stamped
 def log_softmax(x: Tensor, dim: builtins.int = -1, dtype: Any = None) -> Tensor:
     x = _autocast.full_precision(x, cuda_only=True) if isinstance(x, Tensor) else x
     x = _as_float("log_softmax", x if dtype is None else cast(x, dt.get_dtype(dtype)))

@@ -57,7 +57,7 @@ def saves(op: type) -> tuple[tuple[int, ...], bool]:
 class GradFn:
     """The backward record of one primitive application."""
 
-    __slots__ = ("op", "attrs", "sig", "next", "in_shapes", "in_dtypes", "saved",
+    __slots__ = ("op", "attrs", "sig", "seq", "next", "in_shapes", "in_dtypes", "saved",
                  "out_node", "retained", "released", "__weakref__")
 
     def __init__(self, op: str, attrs: dict[str, Any], next_: tuple[Any, ...],
@@ -67,6 +67,8 @@ class GradFn:
         # the forward node's structural signature as recorded (op, attributes, shape,
         # dtype: nova.core.graph.signature_id), what a backward template is keyed by
         self.sig = out_node.sig if out_node is not None else None
+        # and its creation number (-1: none), how a function template pairs the two
+        self.seq = out_node.seq if out_node is not None else -1
         self.next = next_                       # per input: GradFn, leaf Tensor or None
         # (list comprehensions, not generators: this runs for every recorded op)
         self.in_shapes = tuple([n.shape for n in inputs])

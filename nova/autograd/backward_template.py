@@ -172,7 +172,7 @@ class BackwardTemplate:
                 continue
             results.append(0)           # filled below
             finals.append(n)
-        captured = capture_steps(finals, slot_of, first)
+        captured = capture_steps(finals, slot_of, first, len(st.slots))
         if captured is None:
             return None
         steps, index, _ = captured

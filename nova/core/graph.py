@@ -60,14 +60,24 @@ def signature(sid: int) -> tuple:
     return _SIGNATURES[sid]
 
 
+def split_inputs(flat: tuple[int, ...], arity: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Per node input numbers from the flat ones and each node's count."""
+    out, at = [], 0
+    for n in arity:
+        out.append(flat[at:at + n])
+        at += n
+    return out
+
+
 def decoded_key(key: tuple) -> tuple:
     """Structural key ``key`` (see ``PendingGraph.key``) with its signature ids replaced by
     the signatures: the same structure in every process. (argument signatures, ((node
     signature, input numbers), ...), output numbers[, ("device", backend key)])."""
-    args, sigs, inputs, outputs = key[:4]
+    args, sigs, arity, flat, outputs = key[:5]
     decoded = (tuple([_SIGNATURES[a] for a in args]),
-               tuple(zip([_SIGNATURES[s] for s in sigs], inputs)), outputs)
-    return decoded + key[4:]
+               tuple(zip([_SIGNATURES[s] for s in sigs], split_inputs(flat, arity))),
+               outputs)
+    return decoded + key[5:]
 
 
 @dataclass(frozen=True)
@@ -89,8 +99,9 @@ class PendingGraph:
     Values ``0 .. len(args)-1`` are the function arguments (realized buffers, in order of
     first use); the following values are ``nodes`` in topological order. ``outputs``
     index into the values. ``key`` is hashable and equal exactly when two graphs have the
-    same structure: (argument signature ids, node signature ids, each node's input
-    numbers, output numbers[, ("device", backend key)]), signature ids as
+    same structure: (argument signature ids, node signature ids, each node's number of
+    inputs, all input numbers in node order, output numbers[, ("device", backend
+    key)]), signature ids as
     ``signature_id`` interns them (``decoded_key`` spells them out).
     """
 
@@ -102,8 +113,16 @@ class PendingGraph:
     # nova.tensor.realize); dropped once the graph has run.
     arg_nodes: list[Any] = field(default_factory=list)
     pending_nodes: list[Any] = field(default_factory=list)
-    node_inputs: list[tuple[int, ...]] = field(default_factory=list)
+    # Each pending node's input numbers, flat, and how many each node has: built in C
+    # (map over the nodes' inputs) on every realization; per node only when asked.
+    flat_inputs: tuple[int, ...] = ()
+    arity: tuple[int, ...] = ()
     _nodes: list[GraphNode] | None = None
+
+    @property
+    def node_inputs(self) -> list[tuple[int, ...]]:
+        """Each pending node's input numbers."""
+        return split_inputs(self.flat_inputs, self.arity)
 
     @property
     def nodes(self) -> list[GraphNode]:

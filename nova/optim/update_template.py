@@ -100,7 +100,7 @@ class UpdateTemplate:
         finals = [p._node] + [t._node for _, t in before]
         if any(t._grad_fn is not None for t in [p] + [t for _, t in before]):
             return None
-        captured = capture_steps(finals, slot_of, first)
+        captured = capture_steps(finals, slot_of, first, len(slots))
         if captured is None:
             return None     # a value from outside the update that is not a slot
         steps, index, _ = captured

@@ -139,8 +139,8 @@ def explain_difference(new: tuple, old: tuple | None) -> str:
     new_args, new_nodes, new_out = decoded_key(new)[:3]
     old_args, old_nodes, old_out = decoded_key(old)[:3]
     # A step off the CPU carries ("device", backend key) as a last part (see extract).
-    new_dev = new[4][1] if len(new) > 4 else "cpu"
-    old_dev = old[4][1] if len(old) > 4 else "cpu"
+    new_dev = new[5][1] if len(new) > 5 else "cpu"
+    old_dev = old[5][1] if len(old) > 5 else "cpu"
     if new_dev != old_dev:
         return f"device changed: {old_dev} -> {new_dev}"
     if len(new_args) != len(old_args):

@@ -123,7 +123,7 @@ class FunctionTemplate:
         node = out._node
         if id(node) in slot_of or node.buffer is not None:
             return None             # the result is an argument, or already computed
-        captured = capture_steps([node], slot_of, first)
+        captured = capture_steps([node], slot_of, first, len(before))
         if captured is None:
             return None
         steps, index, order = captured

@@ -33,7 +33,6 @@ import weakref
 from collections import Counter
 from collections.abc import Callable
 from functools import partial
-from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -140,7 +139,7 @@ def donatable(graph: PendingGraph, candidates: frozenset[int],
     if not candidates:
         return frozenset()
     # References from the graph's own nodes, by canonical number (counted in C).
-    in_graph = Counter(chain.from_iterable(graph.node_inputs))
+    in_graph = Counter(graph.flat_inputs)
     owner = sole_host_owner if device == "cpu" else sole_device_owner
     ok = set()
     for a in candidates:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextvars
 import itertools
+from itertools import chain
 import operator
 import threading
 import weakref
@@ -245,14 +246,16 @@ def extract(outputs: list[Node], device: str = "cpu", device_key: Any = None) ->
             args.append(n)
     for k, n in enumerate(order, len(args)):
         index[n] = k
-    node_inputs = [tuple([index[i] for i in n.inputs]) for n in order]
+    inputs = [n.inputs for n in order]
+    arity = tuple(map(len, inputs))
+    flat = tuple(map(index.__getitem__, chain.from_iterable(inputs)))
     out_ids = [index[n] for n in outputs]
-    key = (tuple([a.sig for a in args]), tuple([n.sig for n in order]),
-           tuple(node_inputs), tuple(out_ids))
+    key = (tuple([a.sig for a in args]), tuple([n.sig for n in order]), arity, flat,
+           tuple(out_ids))
     if device != "cpu":
         key = key + (("device", device_key),)
     return PendingGraph([(a.shape, a.dtype) for a in args], out_ids, key,
-                        [a.buffer for a in args], args, order, node_inputs)
+                        [a.buffer for a in args], args, order, flat, arity)
 
 
 _by_seq = operator.attrgetter("seq")   # creation order, without a Python call per node

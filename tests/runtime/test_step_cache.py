@@ -102,7 +102,7 @@ def test_a_key_that_prints_an_object_address_or_a_small_step_is_not_cached(monke
     # a node whose attribute is an object without a stable repr (keys hold interned
     # signature ids: the digest spells them out, object addresses included)
     sid = signature_id(("op", (("attr", Opaque()),), (2,), "float32"))
-    assert step_cache.digest(((), (sid,), ((),), (0,)), "cpu") is None
+    assert step_cache.digest(((), (sid,), (0,), (), (0,)), "cpu") is None
 
 
 def test_the_directory_stays_under_its_limit_least_recently_used_first(tmp_path, monkeypatch):

@@ -116,7 +116,8 @@ MEMORY_LIMIT_MB = Setting("NOVA_MEMORY_LIMIT_MB", None, _positive_number,
                           "the most MiB a step may plan for; read at import "
                           "(nv.debug.set_memory_limit after)")
 GC_FREEZE = Setting("NOVA_GC_FREEZE", True, _flag,
-                    "0 stops freezing the collector's survivors after a compile")
+                    "0 stops freezing the collector's survivors after a compile "
+                    "and raising its young-generation threshold")
 COMPILE_WORKER = Setting("NOVA_COMPILE_WORKER", True, _flag,
                          "0 runs LLVM's optimizer in this process instead of a worker")
 COMPILE_JOBS = Setting("NOVA_COMPILE_JOBS", None, _positive_int,

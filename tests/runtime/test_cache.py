@@ -116,3 +116,34 @@ def test_a_compile_freezes_survivors_out_of_later_collections(monkeypatch):
     monkeypatch.setenv("NOVA_GC_FREEZE", "1")
     (nv.tensor(np.ones(3, np.float32)) * 4.5).sum().item()
     assert gc.get_freeze_count() > 0
+
+
+def test_a_compile_raises_the_young_collection_threshold_never_lowers_it(monkeypatch):
+    """A recorded step's trace objects die by reference counting before a collection
+    would traverse them (``_settle_garbage_collector``): the young generation's
+    threshold is raised after a compile, unless collections are off or higher already."""
+    import gc
+
+    import numpy as np
+
+    from nova.runtime.cache import YOUNG_GC_THRESHOLD
+    saved = gc.get_threshold()
+    try:
+        def compile_new(c):
+            (nv.tensor(np.ones(5, np.float32)) * c - 0.25).exp().sum().item()
+
+        gc.set_threshold(700, 11, 12)
+        monkeypatch.setenv("NOVA_GC_FREEZE", "0")
+        compile_new(1.25)
+        assert gc.get_threshold() == (700, 11, 12)
+        monkeypatch.setenv("NOVA_GC_FREEZE", "1")
+        compile_new(2.25)
+        assert gc.get_threshold() == (YOUNG_GC_THRESHOLD, 11, 12)
+        gc.set_threshold(YOUNG_GC_THRESHOLD * 2, 11, 12)
+        compile_new(3.25)
+        assert gc.get_threshold() == (YOUNG_GC_THRESHOLD * 2, 11, 12)
+        gc.set_threshold(0, 11, 12)               # the user turned collections off
+        compile_new(4.25)
+        assert gc.get_threshold() == (0, 11, 12)
+    finally:
+        gc.set_threshold(*saved)

@@ -13,9 +13,11 @@ So the first backward of a structure is recorded as written and kept as a
 The slots are the nodes the pass read from outside: the seeds (the outputs' upstream
 gradients), the values the GradFns saved, and the leaves' gradients from before the
 pass. A later backward with the same :func:`structure` key stamps the nodes directly
-from this call's slots, sets the leaves' ``.grad`` and releases the GradFns as the
-rules would have. The nodes are those the rules record, in the same order, so the
-step's structural key -- and its executable -- are the same.
+from this call's slots as one ``call`` node (``nova.tensor.node_template.CallTemplate``),
+sets the leaves' ``.grad`` to its results and releases the GradFns as the rules would
+have; the first pass's gradients are replaced by its call's results too, so every pass
+of a structure gives the same key. Inlined for the compiler, the call is the nodes the
+rules record, in the same order: the step's IR is the recorded pass's.
 
 The key numbers the slots by node identity (first occurrence), so it also pins down
 which slots hold one node: a pass in which two GradFns saved the same constant and one
@@ -36,7 +38,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nova.tensor import autocast_state
-from nova.tensor.node_template import Step, capture_steps, resolve, stamp_steps
+from nova.tensor.node_template import CallTemplate, capture_steps
 from nova.tensor.tape import GradFn
 from nova.tensor.tensor import Tensor
 from nova.tensor.trace import Node
@@ -95,14 +97,19 @@ def structure(outputs: Sequence[Tensor], grads: Sequence[Tensor],
         n = g.node
         seeds.append((edge(out._grad_edge()), slot(n), n.shape, n.dtype))
     fns = []
+    append, slot_at = fns.append, slot_of.get
+    # (edge() and slot() inlined: this loop runs for every GradFn of the pass, ~900 on
+    # a medium GPT; leaves and first sightings of a slot take the calls)
     for fn in order:
         if fn.released or fn.retained:
             return None
         out = fn.out_node
-        fns.append((fn.op, fn.sig, fn.in_shapes, fn.in_dtypes,
-                    tuple([edge(e) for e in fn.next]),
-                    tuple([None if n is None else slot(n) for n in fn.saved]),
-                    None if out is None else slot(out)))
+        append((fn.op, fn.sig, fn.in_shapes, fn.in_dtypes,
+                tuple([None if e is None else position[id(e)] if type(e) is GradFn
+                       else edge(e) for e in fn.next]),
+                tuple([None if n is None else slot_at(id(n)) if id(n) in slot_of
+                       else slot(n) for n in fn.saved]),
+                None if out is None else slot(out)))
     before = []
     for leaf in leaves:
         g = leaf.grad
@@ -139,14 +146,14 @@ def clear() -> None:
 
 
 class BackwardTemplate:
-    """The nodes of one recorded backward pass, its results and the GradFns it ran."""
+    """The nodes of one recorded backward pass as a call, which leaves it gives a
+    gradient, and the GradFns it ran."""
 
-    __slots__ = ("steps", "results", "ran")
+    __slots__ = ("call", "touched", "ran")
 
-    def __init__(self, steps: list[Step], results: tuple[int | None, ...],
-                 ran: tuple[int, ...]):
-        self.steps = steps
-        self.results = results   # per leaf: its .grad after the pass (None: untouched)
+    def __init__(self, call: CallTemplate, touched: tuple[bool, ...], ran: tuple[int, ...]):
+        self.call = call         # results: one per touched leaf, its .grad after the pass
+        self.touched = touched   # per leaf: whether the pass set its .grad
         self.ran = ran           # positions of the GradFns whose rule ran
 
     @staticmethod
@@ -154,7 +161,8 @@ class BackwardTemplate:
         """The template of the pass just recorded over ``st`` (its nodes numbered from
         ``first`` on; the GradFns at positions ``ran`` ran their rules), or None if it
         read a node that is not a slot or placed one on a device its inputs do not
-        give it."""
+        give it. With a template, the gradients the pass set are replaced by its
+        call's results, so this step has the structure of the stamped ones."""
         slot_of = {id(n): -1 - k for k, n in enumerate(st.slots)}
         results: list[int | None] = []
         finals: list[Node] = []
@@ -175,24 +183,32 @@ class BackwardTemplate:
         captured = capture_steps(finals, slot_of, first, len(st.slots))
         if captured is None:
             return None
-        steps, index, _ = captured
-        final = iter(finals)
-        results = [None if r is None else index[id(next(final))] for r in results]
-        return BackwardTemplate(steps, tuple(results), tuple(ran))
+        _, index, order = captured
+        template = BackwardTemplate(CallTemplate(order, index, [index[id(n)] for n in finals]),
+                                    tuple([r is not None for r in results]), tuple(ran))
+        template._set_grads(st, None)
+        return template
 
     def stamp(self, st: Structure, retain_graph: bool, reached: set[int] | None) -> None:
         """Record the pass over ``st`` from this template: the same nodes, reading this
         call's slots; set the leaves' gradients and release the GradFns (unless
         ``retain_graph``) as the recorded pass did. ``reached`` receives the ids of the
         leaves given a gradient."""
-        slots = st.slots
-        made = stamp_steps(self.steps, slots)
-        for leaf, r in zip(st.leaves, self.results):
-            if r is not None:
-                leaf.grad = Tensor._wrap(resolve(r, made, slots))
-                if reached is not None:
-                    reached.add(id(leaf))
-        if not retain_graph:
+        self._set_grads(st, reached)
+        if not retain_graph:       # (GradFn.release, inlined: ~900 GradFns a pass)
             order = st.order
             for k in self.ran:
-                order[k].release()
+                fn = order[k]
+                fn.saved = (None,) * len(fn.saved)
+                fn.out_node = None
+                fn.released = True
+
+    def _set_grads(self, st: Structure, reached: set[int] | None) -> None:
+        """Give the leaves the pass touches their gradients: the call's results over
+        ``st``'s slots (``reached`` receives their ids)."""
+        results = iter(self.call.stamp(st.slots))
+        for leaf, touched in zip(st.leaves, self.touched):
+            if touched:
+                leaf.grad = Tensor._wrap(next(results))
+                if reached is not None:
+                    reached.add(id(leaf))

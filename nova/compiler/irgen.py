@@ -42,7 +42,9 @@ def _props(n: GraphNode) -> dict[str, Attribute]:
 
 
 def build_module(graph: PendingGraph, name: str = "step") -> ModuleOp:
-    """The pending graph as ``func.func @<name>(args) -> outputs``, verified."""
+    """The pending graph as ``func.func @<name>(args) -> outputs``, verified (its
+    template calls inlined: the IR holds primitive ops only)."""
+    graph = graph.inlined()
     arg_types = [nd.tensor_type(s, d.mlir) for s, d in graph.args]
     out_types = []
     for i in graph.outputs:

@@ -80,6 +80,34 @@ def decoded_key(key: tuple) -> tuple:
     return decoded + key[5:]
 
 
+# ---------------------------------------------------------------- calls
+#
+# A template stamp (``nova.tensor.node_template.CallTemplate``: an optimizer's update of
+# one parameter, a whole backward pass) records ONE ``call`` node over the values it
+# reads, and one ``call_result`` node per value it gives back, instead of every node
+# of its body: the Python cost of a recorded step -- making, walking, hashing and
+# checking ~3,000 nodes a medium GPT step -- then follows the ops the user's code
+# calls, not the ops the templates stand for. The body is a fixed list of primitive
+# steps (``CallBody``); its structure is the call node's signature, so the step's
+# structural key pins it down, and the compiler sees only primitive ops:
+# ``PendingGraph.inlined`` expands every call in place (a cache miss, not every step).
+
+CALL = "call"
+CALL_RESULT = "call_result"
+
+
+@dataclass(frozen=True, eq=False)
+class CallBody:
+    """The primitive nodes a ``call`` stands for.
+
+    ``steps``: (op, attrs, shape, dtype, backward, inputs) in topological order, each
+    input a reference: ``-1 - k`` is the call's input ``k``, ``r >= 0`` step ``r``.
+    ``results``: the step each ``call_result`` (by its ``index`` attribute) reads."""
+
+    steps: tuple[tuple[str, dict, tuple, DType, bool, tuple[int, ...]], ...]
+    results: tuple[int, ...]
+
+
 @dataclass(frozen=True)
 class GraphNode:
     """A node of a PendingGraph: ``inputs`` are indices into ``PendingGraph.values``."""
@@ -118,6 +146,7 @@ class PendingGraph:
     flat_inputs: tuple[int, ...] = ()
     arity: tuple[int, ...] = ()
     _nodes: list[GraphNode] | None = None
+    _inlined: PendingGraph | None = None
 
     @property
     def node_inputs(self) -> list[tuple[int, ...]]:
@@ -134,9 +163,51 @@ class PendingGraph:
                            for n, ins in zip(self.pending_nodes, self.node_inputs)]
         return self._nodes
 
+    def inlined(self) -> PendingGraph:
+        """This graph with every ``call`` expanded into its body's primitive nodes, in
+        place of the call (the values the compiler sees: ``irgen`` builds this). The
+        arguments, their order, the outputs' positions and the key are unchanged; a
+        graph without calls is its own inlined form. Built on first use, before the
+        run (which turns the pending nodes into buffers)."""
+        if self._inlined is not None:
+            return self._inlined
+        nodes = self.pending_nodes
+        if not any([n.op == CALL for n in nodes]):
+            return self     # (not kept: a graph referring to itself would be a cycle,
+            #                  and its nodes would outlive the run until a collection)
+        n_args = len(self.args)
+        where: list[int] = list(range(n_args))   # old value number -> new
+        bases: dict[int, tuple[int, CallBody]] = {}   # call's old number -> (base, body)
+        out: list[GraphNode] = []
+        for k, (n, ins) in enumerate(zip(nodes, self.node_inputs)):
+            if n.op == CALL:
+                body: CallBody = n.attrs["body"]
+                base = n_args + len(out)
+                args = [where[i] for i in ins]
+                for op, attrs, shape, dtype, backward, refs in body.steps:
+                    out.append(GraphNode(op, attrs, tuple([
+                        args[-1 - r] if r < 0 else base + r for r in refs]),
+                        shape, dtype, backward))
+                bases[n_args + k] = (base, body)
+                where.append(-1)        # a call is not a value
+            elif n.op == CALL_RESULT:
+                base, body = bases[ins[0]]
+                where.append(base + body.results[n.attrs["index"]])
+            else:
+                where.append(n_args + len(out))
+                out.append(GraphNode(n.op, n.attrs, tuple([where[i] for i in ins]),
+                                     n.shape, n.dtype, n.backward))
+        flat = tuple(i for g in out for i in g.inputs)
+        graph = PendingGraph(self.args, [where[i] for i in self.outputs], self.key,
+                             self.arg_buffers, self.arg_nodes, [], flat,
+                             tuple(len(g.inputs) for g in out), out)
+        self._inlined = graph
+        return graph
+
     def describe_value(self, i: int) -> str:
+        """Value ``i`` of the inlined graph (the numbering the compiler's IR uses)."""
         if i < len(self.args):
             shape, dt = self.args[i]
             return f"argument {i} {shape} {dt.name}"
-        n = self.nodes[i - len(self.args)]
+        n = self.inlined().nodes[i - len(self.args)]
         return f"value %{i} nova.{n.op} {n.shape} {n.dtype.name}"

@@ -27,7 +27,7 @@ from nova.tensor.creation import tensor
 from nova.tensor.realize import end_of_step, mark_role, realize
 from nova.tensor.tensor import Tensor
 from nova.tensor.trace import buffer_node
-from nova.optim.update_template import UpdateTemplate, template_key
+from nova.optim.update_template import ONE_OFF, UpdateTemplate, template_key
 
 
 def runtime_scalar(value: float) -> Tensor:
@@ -76,7 +76,7 @@ class Optimizer:
         self._scalars: dict[tuple[str, float], Tensor] = {}   # this step's, see _scalar
         self._collecting: list[tuple[str, float]] | None = None  # see _host_step
         self._drawn: list[tuple[str, Tensor]] | None = None  # see _update_param
-        self._templates: dict[tuple, UpdateTemplate | None] = {}
+        self._templates: dict[tuple, UpdateTemplate | str | None] = {}
         owner = next(c for c in type(self).__mro__ if "_update" in c.__dict__)
         self._stamps = bool(owner.__dict__.get("_stamp_updates", False))
         groups = list(params)
@@ -158,10 +158,10 @@ class Optimizer:
         template = self._templates.get(key, False)
         self._drawn = []
         try:
-            if template:
+            if isinstance(template, UpdateTemplate):
                 self._host_update(group, state)
                 template.stamp(p, grad, state, self._drawn)
-            elif template is False:
+            elif template is False or template is ONE_OFF:
                 self._templates[key] = UpdateTemplate.capture(
                     lambda: self._update(group, p, grad, state) or self._drawn,
                     p, grad, state)

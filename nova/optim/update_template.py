@@ -11,10 +11,12 @@ So the first such update is recorded as written and its nodes are kept as an
 (``nova.tensor.node_template``) -- the parameter's and its state tensors' nodes before
 the update, the gradient's, and the runtime scalars the host side drew
 (``Optimizer._scalar``), by position. A later update with the same
-:func:`template_key` runs its host side (step counts, scalars) and stamps the nodes
-directly, then rebinds the parameter and state handles to the stamped results as the
-in-place ops would have. The nodes are the ones the op front end records, in the same
-order, so the step's structural key -- and its executable -- are the same.
+:func:`template_key` runs its host side (step counts, scalars) and stamps them as one
+``call`` node (``CallTemplate``), then rebinds the parameter and state handles to the
+call's results as the in-place ops would have; the update just recorded is replaced by
+its call too, so every step of a structure has the same key. Inlined for the compiler,
+a call is the nodes the op front end records, in the same order: the step's IR is the
+one recording every update as written gives.
 
 Only what the key pins down is reused: an update whose recording reads anything
 else (a value outside its slots, a state entry replaced instead of updated in place,
@@ -27,8 +29,8 @@ from typing import Any
 
 from nova.tensor import autocast_state, grad_mode
 from nova.tensor.tensor import Tensor
-from nova.tensor.node_template import Step, capture_steps, resolve, stamp_steps
-from nova.tensor.trace import _recording_backward, live_pending, next_seq
+from nova.tensor.node_template import CallTemplate, capture_steps
+from nova.tensor.trace import Node, _recording_backward, live_pending, next_seq
 
 def _meta(t: Tensor) -> tuple | None:
     """What of a tensor the recorded update's structure may depend on; None for a view
@@ -67,45 +69,63 @@ def _state_tensors(state: dict[str, Any]) -> list[tuple[str, Tensor]]:
     return [(k, state[k]) for k in sorted(state) if isinstance(state[k], Tensor)]
 
 
+# What ``UpdateTemplate.capture`` returns for an update it replaced by a call that no
+# later update can reuse (the step that creates the state): record the next update of
+# that key as written and capture it again.
+ONE_OFF = "one-off"
+
+
 class UpdateTemplate:
-    """The nodes of one recorded update, with its slots and its results (see module)."""
+    """The nodes of one recorded update as a call (see module), with its scalars' names."""
 
-    __slots__ = ("steps", "scalar_names", "results")
+    __slots__ = ("call", "scalar_names")
 
-    def __init__(self, steps: list[Step], scalar_names: tuple[str, ...],
-                 results: tuple[int, ...]):
-        self.steps = steps
+    def __init__(self, call: CallTemplate, scalar_names: tuple[str, ...]):
+        self.call = call                # results: the parameter's, then each state entry's
         self.scalar_names = scalar_names
-        self.results = results      # the parameter's, then each tensor state entry's
 
     @staticmethod
     def capture(record: Callable[[], list[tuple[str, Tensor]]], p: Tensor, grad: Tensor,
-                state: dict[str, Any]) -> UpdateTemplate | None:
+                state: dict[str, Any]) -> UpdateTemplate | str | None:
         """Run ``record`` (the update as written; it returns the (name, tensor) scalars
-        its host side drew) and return its template, or None if the recording read
-        anything its slots do not cover or changed which state entries exist."""
+        its host side drew) and return its template; ``ONE_OFF`` if the update created
+        state entries (a call, but no template); None if the recording read anything its
+        slots do not cover or replaced or removed state entries. The
+        update just recorded is replaced by its call (the handles rebound to the call's
+        results) whenever it can be one -- with a template, and on the step that
+        creates the state -- so every step has the structure of the stamped ones."""
         before = _state_tensors(state)
         keys_before = sorted(state)
         slots = [p._node, grad._node] + [t._node for _, t in before]
         first = next_seq()      # every node the update makes comes after
         drawn = record()
         after = _state_tensors(state)
-        if sorted(state) != keys_before or p._view is not None or \
-                any(a is not b for (_, a), (_, b) in zip(after, before)):
-            return None     # state replaced or extended (the first step): not a template
+        if p._view is not None or any(t._view is not None for _, t in after) or \
+                any(t._grad_fn is not None for t in [p] + [t for _, t in after]):
+            return None
+        # The first step creates the state (zero buffers): its update becomes a call
+        # too (reading the new buffers as slots), with the later steps' structure, but
+        # no template -- its key, which state entries exist, is never seen again.
+        kept = dict(before)
+        reusable = sorted(state) == keys_before and all(
+            a is kept[k] for k, a in after)
+        if not set(keys_before) <= set(state) or any(
+                k in kept and kept[k] is not t for k, t in after):
+            return None     # a state entry removed or replaced: nothing to reuse
         slots += [t._node for _, t in drawn]
         if len({id(n) for n in slots}) != len(slots):
             return None
         slot_of = {id(n): -1 - k for k, n in enumerate(slots)}
-        finals = [p._node] + [t._node for _, t in before]
-        if any(t._grad_fn is not None for t in [p] + [t for _, t in before]):
-            return None
-        captured = capture_steps(finals, slot_of, first, len(slots))
-        if captured is None:
+        finals = [p._node] + [t._node for _, t in after]
+        adopted: list[Node] = []
+        captured = capture_steps(finals, slot_of, first, len(slots), adopted)
+        if captured is None or (reusable and adopted):
             return None     # a value from outside the update that is not a slot
-        steps, index, _ = captured
-        return UpdateTemplate(steps, tuple(name for name, _ in drawn),
-                              tuple([index[id(n)] for n in finals]))
+        _, index, order = captured
+        template = UpdateTemplate(CallTemplate(order, index, [index[id(n)] for n in finals]),
+                                  tuple(name for name, _ in drawn))
+        template._rebind([p] + [t for _, t in after], slots + adopted, bump=False)
+        return template if reusable else ONE_OFF
 
     def stamp(self, p: Tensor, grad: Tensor, state: dict[str, Any],
               drawn: list[tuple[str, Tensor]]) -> None:
@@ -121,11 +141,17 @@ class UpdateTemplate:
         targets = [p] + [t for _, t in _state_tensors(state)]
         slots = [p._node, grad._node] + [t._node for t in targets[1:]] + \
             [t._node for _, t in drawn]
-        made = stamp_steps(self.steps, slots)
+        self._rebind(targets, slots, bump=True)
+
+    def _rebind(self, targets: list[Tensor], slots: list[Node], bump: bool) -> None:
+        """Point ``targets`` (the parameter, then its state tensors) at the call's
+        results over ``slots``; ``bump``: count it as the in-place write it stands for
+        (a recorded update counted its own)."""
         live = live_pending.live
-        for t, r in zip(targets, self.results):
-            t._node = resolve(r, made, slots)
+        for t, n in zip(targets, self.call.stamp(slots)):
+            t._node = n
             t._grad_fn = None
-            t._version += 1
-            if t._node.buffer is None:
+            if bump:
+                t._version += 1
+            if n.buffer is None:
                 live.add(t)

@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import sys
 import warnings
-import weakref
 from collections import Counter
 from collections.abc import Callable
 from functools import partial
@@ -85,9 +84,9 @@ def _poison(outputs: list[Node], failed: tuple[int, ...], message: str) -> None:
         node.op, node.inputs, node.attrs = "error", (), {"message": message}
 
 
-# What each step input is, for the memory report (``mark_role``). Weak: the registry
-# never keeps a buffer alive.
-_ROLES: weakref.WeakKeyDictionary[Node, str] = weakref.WeakKeyDictionary()
+# What each step input is, for the memory report (``mark_role``): on the node, whose
+# value it names (``Node.role``; a WeakKeyDictionary cost ~1 us per parameter and
+# state tensor every step).
 ROLE_NAMES = ("parameter", "optimizer state", "input")
 
 
@@ -100,7 +99,7 @@ def mark_role(t: Tensor, role: str) -> None:
     if role not in ROLE_NAMES:
         raise ValueError(f"mark_role: role {role!r} is not one of {ROLE_NAMES} "
                          f"(tensor of shape {t.shape}, {t.dtype.name})")
-    _ROLES[t.node] = role
+    t.node.role = role
 
 
 def role_of(t: Tensor) -> str:
@@ -110,7 +109,7 @@ def role_of(t: Tensor) -> str:
 
 def role_of_node(node: Node) -> str:
     """The role ``mark_role`` gave the value ``node`` holds (``"input"`` if none)."""
-    return _ROLES.get(node, "input")
+    return getattr(node, "role", "input")
 
 
 # A node referenced from one list and the frame that inspects it, beyond its references
@@ -330,7 +329,7 @@ def _run_step(graph: PendingGraph, outputs: list[Node], engine: str, device: str
     exe = CACHE.lookup(graph.key, partial(_compile, graph, engine, remat, backend, label),
                        label)
     donated = donatable(graph, exe.donation_candidates, outputs, device)
-    roles = [role_of_node(n) for n in graph.arg_nodes]
+    roles = [getattr(n, "role", "input") for n in graph.arg_nodes]   # (role_of_node)
     buffers = graph.arg_buffers
     # nv.compile: the argument nodes (identities; donation is decided above, so the
     # reference is harmless), kept only while a capture is active.

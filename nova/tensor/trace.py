@@ -71,8 +71,10 @@ class RealizationError(RuntimeError):
 class Node:
     """One value of the trace: a primitive op applied to inputs, or a realized buffer."""
 
+    # ``role``: what the value is to the memory report (``realize.mark_role``); unset
+    # on most nodes (read with a default)
     __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "seq", "buffer", "sig",
-                 "backward", "device", "__weakref__")
+                 "backward", "device", "role", "__weakref__")
 
     def __init__(self, op: str, inputs: tuple[Node, ...], attrs: dict[str, Any],
                  shape: tuple[int, ...], dtype: DType, buffer: Any = None,
@@ -109,19 +111,27 @@ class Node:
         self.device = device
         self.op = "buffer"
         self.inputs = ()
-        self.attrs = {}
+        self.attrs = _NO_ATTRS
         self.backward = False
-        self.sig = _buffer_signature(self.shape, self.dtype)
+        sid = _BUFFER_SIGNATURES.get((self.shape, self.dtype))   # (a step binds ~300)
+        self.sig = sid if sid is not None else _buffer_signature(self.shape, self.dtype)
 
     def __repr__(self) -> str:
         state = "realized" if self.realized else "pending"
         return f"Node({self.op}, {self.shape}, {self.dtype.name}, {state})"
 
 
+_NO_ATTRS: dict[str, Any] = {}       # (never written: a realized node's attributes)
+# A realized node's interned signature by (shape, dtype); append-only, like the table.
+_BUFFER_SIGNATURES: dict[tuple, int] = {}
+
+
 def _buffer_signature(shape: tuple[int, ...], dtype: DType) -> int:
     sig = ("buffer", (), shape, dtype.name)
     sid = SIGNATURE_IDS.get(sig)
-    return sid if sid is not None else signature_id(sig)
+    sid = sid if sid is not None else signature_id(sig)
+    _BUFFER_SIGNATURES[(shape, dtype)] = sid
+    return sid
 
 
 def buffer_node(array: np.ndarray, dtype: DType, device: str | None = "cpu") -> Node:

@@ -3,8 +3,9 @@ they read and make."""
 import numpy as np
 
 import nova as nv
-from nova.tensor.node_template import capture_steps, stamp_steps
-from nova.tensor.trace import next_seq
+from nova.compiler.irgen import build_module
+from nova.tensor.node_template import CallTemplate, capture_steps, stamp_steps
+from nova.tensor.trace import extract, next_seq
 
 
 def _recorded():
@@ -64,3 +65,75 @@ def test_stamped_devices_follow_the_slots_as_the_op_front_end_would():
 def test_capture_refuses_a_value_from_outside_its_slots():
     slots, y, first = _recorded()
     assert capture_steps([y], {id(slots[0]): -1}, first, 1) is None
+
+
+# ---------------------------------------------------------------- calls
+
+
+def _call_template():
+    """The recorded (x * 2 + c).exp() as a CallTemplate keeping its result and the
+    product x * 2 (a second kept value), with the slots it was captured over."""
+    slots, y, first = _recorded()
+    slot_of = {id(s): -1 - k for k, s in enumerate(slots)}
+    steps, index, order = capture_steps([y], slot_of, first, len(slots))
+    product = order[1]
+    return CallTemplate(order, index, [index[id(y)], index[id(product)], -1]), steps, slots
+
+
+def test_a_call_stamp_is_one_call_node_and_a_result_per_kept_value():
+    call, _, slots = _call_template()
+    new_slots = [nv.tensor(np.zeros(3, np.float32)).node, nv.full((3,), 1.5).node]
+    y, product, slot0 = call.stamp(new_slots)
+    assert slot0 is new_slots[0]                 # a result that is a slot is the slot
+    # results in step order (the product's step comes first), after their call
+    assert (product.op, product.attrs, y.op, y.attrs) == (
+        "call_result", {"index": 0}, "call_result", {"index": 1})
+    (node,) = {id(n.inputs[0]): n.inputs[0] for n in (y, product)}.values()
+    assert node.op == "call" and node.inputs == (new_slots[0], new_slots[1])
+    assert node.seq < product.seq < y.seq
+    assert [(s[0], s[5]) for s in node.attrs["body"].steps] == [
+        ("constant", ()), ("mul", (-1, 0)), ("add", (1, -2)), ("exp", (2,))]
+    # one signature per structure: a second stamp's call and results sign alike
+    again = call.stamp(new_slots)
+    assert [n.sig for n in again[:2]] == [y.sig, product.sig]
+    assert again[0].inputs[0].sig == node.sig
+
+
+def test_a_call_inlines_to_the_stamped_nodes_ir():
+    """Input: a step whose values are a call's results. Output: its IR, the IR of the
+    same step stamped node by node."""
+    call, steps, _ = _call_template()
+
+    def slots():
+        return [nv.tensor(np.arange(3, dtype=np.float32)).node, nv.full((3,), 1.5).node]
+
+    s = slots()
+    y, product, _ = call.stamp(s)
+    graph = extract([y, product])
+    # (slot 1, the pending 1.5, is a node of the step too)
+    assert [n.op for n in graph.pending_nodes] == ["constant", "call", "call_result",
+                                                   "call_result"]
+    s2 = slots()
+    made = stamp_steps(steps, s2)
+    flat = extract([made[3], made[1]])
+    assert [n.op for n in flat.pending_nodes] == ["constant", "constant", "mul", "add", "exp"]
+    text = str(build_module(graph))
+    assert text == str(build_module(flat))
+    assert "nova.exp" in text and "call" not in text
+    inlined = graph.inlined()
+    assert [n.op for n in inlined.nodes] == ["constant", "constant", "mul", "add", "exp"]
+    base = len(graph.args)
+    assert inlined.outputs == [base + 4, base + 2] and inlined.key == graph.key
+    assert graph.describe_value(base + 4) == f"value %{base + 4} nova.exp (3,) float32"
+    assert flat.inlined() is flat
+
+
+def test_call_results_take_the_devices_stamped_nodes_would():
+    call, steps, _ = _call_template()
+    for devices in ((None, None), ("cuda", None), (None, "cuda"), ("cpu", "cuda")):
+        s = [nv.tensor(np.zeros(3, np.float32)).node, nv.full((3,), 1.5).node]
+        for n, d in zip(s, devices):
+            n.device = d
+        y, product, _ = call.stamp(s)
+        made = stamp_steps(steps, s)
+        assert (y.device, product.device) == (made[3].device, made[1].device), devices

@@ -134,24 +134,32 @@ class Optimizer:
                    for p in group["params"] if p.grad is not None]
         baked = {gi: self._baked(self.param_groups[gi]) for gi in {gi for gi, _ in updated}}
         capture_log.action("opt_step", self, StepEvent(updated, baked))
+        keys = {gi: self._baked_key(b) for gi, b in baked.items()}
         with no_grad():
             for gi, p in updated:
-                self._update_param(gi, baked[gi], p)
+                self._update_param(gi, keys[gi], p)
         end_of_step()
         return loss
 
-    def _update_param(self, gi: int, baked: dict[str, Any], p: Tensor) -> None:
+    def _baked_key(self, baked: dict[str, Any]) -> tuple | None:
+        """A group's compiled-in hyperparameters as a template key part (None when one
+        is unhashable: no templates for that group)."""
+        if not self._stamps:
+            return None
+        key = tuple(sorted(baked.items()))
+        try:
+            hash(key)
+        except TypeError:
+            return None
+        return key
+
+    def _update_param(self, gi: int, baked: tuple | None, p: Tensor) -> None:
         """Record the update of ``p``: stamped from the template of an earlier update
         with the same structure if there is one, else as ``_update`` writes it (kept
-        as that structure's template when it can be one)."""
+        as that structure's template when it can be one). ``baked``: the group's
+        ``_baked_key`` (None: no template)."""
         group, grad, state = self.param_groups[gi], p.grad, self.state.setdefault(p, {})
-        key = None
-        if self._stamps:
-            try:
-                key = template_key(gi, tuple(sorted(baked.items())), p, grad, state)
-                hash(key)
-            except TypeError:        # an unhashable hyperparameter: no template
-                key = None
+        key = None if baked is None else template_key(gi, baked, p, grad, state)
         if key is None:
             self._update(group, p, grad, state)
             return

@@ -78,11 +78,12 @@ ONE_OFF = "one-off"
 class UpdateTemplate:
     """The nodes of one recorded update as a call (see module), with its scalars' names."""
 
-    __slots__ = ("call", "scalar_names")
+    __slots__ = ("call", "scalar_names", "state_keys")
 
-    def __init__(self, call: CallTemplate, scalar_names: tuple[str, ...]):
+    def __init__(self, call: CallTemplate, scalar_names: list[str], state_keys: list[str]):
         self.call = call                # results: the parameter's, then each state entry's
         self.scalar_names = scalar_names
+        self.state_keys = state_keys    # the tensor entries, sorted (the key pins them)
 
     @staticmethod
     def capture(record: Callable[[], list[tuple[str, Tensor]]], p: Tensor, grad: Tensor,
@@ -123,7 +124,7 @@ class UpdateTemplate:
             return None     # a value from outside the update that is not a slot
         _, index, order = captured
         template = UpdateTemplate(CallTemplate(order, index, [index[id(n)] for n in finals]),
-                                  tuple(name for name, _ in drawn))
+                                  [name for name, _ in drawn], [k for k, _ in after])
         template._rebind([p] + [t for _, t in after], slots + adopted, bump=False)
         return template if reusable else ONE_OFF
 
@@ -132,15 +133,16 @@ class UpdateTemplate:
         """Record the update of ``p`` from this template: the same nodes, reading this
         parameter's slots and this step's scalars (``drawn``, by the host side), and
         rebind ``p`` and its state tensors to the results, as ``copy_`` does."""
-        names = tuple(name for name, _ in drawn)
+        names = [name for name, _ in drawn]
         if names != self.scalar_names:
             raise RuntimeError(
                 f"optimizer update template: the host side drew scalars {names}, the "
                 f"recorded update drew {self.scalar_names}; an optimizer's structure must "
                 "follow only from its _baked hyperparameters and its state entries")
-        targets = [p] + [t for _, t in _state_tensors(state)]
-        slots = [p._node, grad._node] + [t._node for t in targets[1:]] + \
-            [t._node for _, t in drawn]
+        targets = [p] + [state[k] for k in self.state_keys]
+        slots = [t._node for t in targets]
+        slots.insert(1, grad._node)
+        slots += [t._node for _, t in drawn]
         self._rebind(targets, slots, bump=True)
 
     def _rebind(self, targets: list[Tensor], slots: list[Node], bump: bool) -> None:

@@ -48,7 +48,7 @@ from nova.runtime.interpreter import InterpreterError
 from nova.runtime.interrupts import deferred_interrupt
 from nova.tensor import capture_log
 from nova.tensor.tensor import Tensor
-from nova.tensor.trace import Node, RealizationError, extract, live_pending
+from nova.tensor.trace import Node, RealizationError, bind_all, extract, live_pending
 
 
 def _pending_outputs(requested: tuple[Tensor, ...]) -> list[Node]:
@@ -59,8 +59,8 @@ def _pending_outputs(requested: tuple[Tensor, ...]) -> list[Node]:
             raise RealizationError(t.node.attrs["message"])
     nodes: dict[int, Node] = {}
     for t in list(live_pending):
-        n = t.node
-        if n.realized or n.op == "error":
+        n = t._node if t._view is None else t.node   # (the property: views only)
+        if n.buffer is not None or n.op == "error":
             live_pending.discard(t)
         else:
             nodes[id(n)] = n
@@ -303,10 +303,13 @@ def _isolating(outputs: list[Node], run: Callable[[list[Node]], None],
         _isolating(group, run, errors)
 
 
-def _bind_host(node: Node, value: np.ndarray) -> None:
-    value = value.view()
-    value.flags.writeable = False
-    node.bind(value)
+def _bind_host(nodes: list[Node], values: list[np.ndarray]) -> None:
+    """Bind each node to a read-only view of its result (the engine may write the
+    array itself again: an arena slot, a donated buffer's next step)."""
+    views = [v.view() for v in values]
+    for v in views:
+        v.flags.writeable = False
+    bind_all(nodes, views)
 
 
 def _realize_cpu(outputs: list[Node]) -> None:
@@ -314,9 +317,9 @@ def _realize_cpu(outputs: list[Node]) -> None:
 
 
 def _run_step(graph: PendingGraph, outputs: list[Node], engine: str, device: str,
-              bind: Callable[[Node, Any], None], backend: Any = None) -> None:
+              bind: Callable[[list[Node], list[Any]], None], backend: Any = None) -> None:
     """Look the graph's executable up (compiling on a miss), decide donation, run it and
-    ``bind`` each output to its result.
+    ``bind`` the outputs to their results.
 
     The caller must not keep ``graph``: its nodes must not outlive the run. On a failure
     the outputs that depend on it are poisoned -- all of them once donated buffers have
@@ -357,8 +360,7 @@ def _run_step(graph: PendingGraph, outputs: list[Node], engine: str, device: str
             if collective:
                 _mark_collective(error)
             raise error from e
-        for node, value in zip(outputs, results):
-            bind(node, value)
+        bind(outputs, results)
         if arg_nodes is not None:
             capture_log.step(capture_log.StepRecord(exe, arg_nodes, list(outputs), roles,
                                                     device))
@@ -379,8 +381,8 @@ def _forget_realized(failed: dict[int, Exception] | None = None) -> None:
     another remat mode or without a memory limit), but later realizations no longer
     compute it unasked, so it cannot make them fail too."""
     for t in list(live_pending):
-        n = t.node
-        if n.realized or (failed and id(n) in failed):
+        n = t._node if t._view is None else t.node
+        if n.buffer is not None or (failed and id(n) in failed):
             live_pending.discard(t)
 
 
@@ -416,8 +418,8 @@ def _realize_cuda(outputs: list[Node]) -> None:
               "cuda", "cuda", _bind_device, be)
 
 
-def _bind_device(node: Node, value: Any) -> None:
-    node.bind(value, "cuda")
+def _bind_device(nodes: list[Node], values: list[Any]) -> None:
+    bind_all(nodes, values, "cuda")
 
 
 def pending_graph(*tensors: Tensor) -> PendingGraph:

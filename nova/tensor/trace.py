@@ -103,18 +103,7 @@ class Node:
     def bind(self, buffer: Any, device: str = "cpu") -> None:
         """Turn this node into a realized buffer on ``device`` and drop the graph
         behind it. Device buffers hold the storage type (``storage_dtype``)."""
-        want = self.dtype.np if device == "cpu" else storage_dtype(self.dtype.np)
-        assert tuple(buffer.shape) == self.shape and buffer.dtype == want, (
-            f"{self.op}: engine produced {buffer.shape} {buffer.dtype} on {device}, "
-            f"trace says {self.shape} {want}")
-        self.buffer = buffer
-        self.device = device
-        self.op = "buffer"
-        self.inputs = ()
-        self.attrs = _NO_ATTRS
-        self.backward = False
-        sid = _BUFFER_SIGNATURES.get((self.shape, self.dtype))   # (a step binds ~300)
-        self.sig = sid if sid is not None else _buffer_signature(self.shape, self.dtype)
+        bind_all((self,), (buffer,), device)
 
     def __repr__(self) -> str:
         state = "realized" if self.realized else "pending"
@@ -124,6 +113,26 @@ class Node:
 _NO_ATTRS: dict[str, Any] = {}       # (never written: a realized node's attributes)
 # A realized node's interned signature by (shape, dtype); append-only, like the table.
 _BUFFER_SIGNATURES: dict[tuple, int] = {}
+
+
+def bind_all(nodes: Any, buffers: Any, device: str = "cpu") -> None:
+    """``node.bind(buffer, device)`` for each pair, in one loop (a step binds ~300
+    results: the method call was a third of the cost)."""
+    sigs = _BUFFER_SIGNATURES
+    for node, buffer in zip(nodes, buffers):
+        shape, dtype = node.shape, node.dtype
+        want = dtype.np if device == "cpu" else storage_dtype(dtype.np)
+        assert tuple(buffer.shape) == shape and buffer.dtype == want, (
+            f"{node.op}: engine produced {buffer.shape} {buffer.dtype} on {device}, "
+            f"trace says {shape} {want}")
+        node.buffer = buffer
+        node.device = device
+        node.op = "buffer"
+        node.inputs = ()
+        node.attrs = _NO_ATTRS
+        node.backward = False
+        sid = sigs.get((shape, dtype))
+        node.sig = sid if sid is not None else _buffer_signature(shape, dtype)
 
 
 def _buffer_signature(shape: tuple[int, ...], dtype: DType) -> int:

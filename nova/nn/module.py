@@ -145,6 +145,8 @@ class Module:
         return self.train(False)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear the parameters' gradients; then a step an optimizer left waiting runs
+        (``Optimizer.zero_grad``)."""
         for p in self.parameters():
             if p.grad is None:
                 continue
@@ -153,6 +155,8 @@ class Module:
             else:
                 from nova.tensor.creation import zeros_like
                 p.grad = zeros_like(p.grad)
+        from nova.tensor.realize import realize_deferred
+        realize_deferred()
 
     def requires_grad_(self, requires_grad: bool = True) -> Module:
         for p in self.parameters():

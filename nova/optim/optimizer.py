@@ -24,9 +24,9 @@ from nova.autograd.grad_mode import no_grad
 from nova.core import dtypes as dt
 from nova.tensor import capture_log
 from nova.tensor.creation import tensor
-from nova.tensor.realize import end_of_step, mark_role, realize
+from nova.tensor.realize import end_of_step, mark_role, realize, realize_deferred
 from nova.tensor.tensor import Tensor
-from nova.tensor.trace import buffer_node
+from nova.tensor.trace import buffer_node, live_pending
 from nova.optim.update_template import ONE_OFF, UpdateTemplate, template_key
 
 
@@ -109,6 +109,8 @@ class Optimizer:
         self.param_groups.append(filled)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear the gradients; then the step that ``step()`` left waiting runs, without
+        them as results (``realize.end_of_step``)."""
         if set_to_none:     # (zeros instead are values a step computes: nothing to redo)
             capture_log.action("zero_grad", self)
         for g in self.param_groups:
@@ -119,10 +121,15 @@ class Optimizer:
                     else:
                         from nova.tensor.creation import zeros_like
                         p.grad = zeros_like(p.grad)
+        realize_deferred()
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Record the update of every parameter with a gradient, then realize the step
         (inside a call ``nv.compile`` records, at the end of the call: ``end_of_step``)."""
+        if live_pending.deferred is not None and capture_log.ACTIVE.get() is None:
+            # the last step never ran (no zero_grad(), no read): with what was recorded
+            # since -- the gradients it accumulated into -- as one step, as it was before
+            realize()
         loss = None
         if closure is not None:
             from nova.autograd.grad_mode import enable_grad

@@ -24,8 +24,8 @@ def _train(steps, keep_old=False, hold_grads=False, engine="cpu"):
                              if isinstance(v, nv.Tensor)])
             grads = [p.grad for p in model.parameters()] if hold_grads else None
             opt.step()
+            opt.zero_grad()             # (the step runs here: realize.end_of_step)
             donated.append(len(CACHE.last.last_donated))
-            opt.zero_grad()
     state = [v.numpy() for s in opt.state.values() for v in s.values() if isinstance(v, nv.Tensor)]
     return [p.numpy() for p in model.parameters()], state, donated, kept, grads
 

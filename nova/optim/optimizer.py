@@ -124,8 +124,9 @@ class Optimizer:
         realize_deferred()
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        """Record the update of every parameter with a gradient, then realize the step
-        (inside a call ``nv.compile`` records, at the end of the call: ``end_of_step``)."""
+        """Record the update of every parameter with a gradient; the step then runs at
+        the next ``zero_grad()``, read or ``step()`` (inside a call ``nv.compile``
+        records, at the end of the call: ``end_of_step``)."""
         if live_pending.deferred is not None and capture_log.ACTIVE.get() is None:
             # the last step never ran (no zero_grad(), no read): with what was recorded
             # since -- the gradients it accumulated into -- as one step, as it was before

@@ -108,11 +108,10 @@ class UpdateTemplate:
         # too (reading the new buffers as slots), with the later steps' structure, but
         # no template -- its key, which state entries exist, is never seen again.
         kept = dict(before)
-        reusable = sorted(state) == keys_before and all(
-            a is kept[k] for k, a in after)
         if not set(keys_before) <= set(state) or any(
                 k in kept and kept[k] is not t for k, t in after):
             return None     # a state entry removed or replaced: nothing to reuse
+        reusable = sorted(state) == keys_before     # (no entry created)
         slots += [t._node for _, t in drawn]
         if len({id(n) for n in slots}) != len(slots):
             return None

@@ -129,7 +129,8 @@ class CallTemplate:
 
     A result's device is the one ``ops.prim`` would have given the stamped step: the
     first device among the slots its derivation reaches, in the order ``derived_device``
-    reads them (``devices``), so a template captured on one device stamps on another."""
+    reads them (kept per result in ``kept``), so a template captured on one device
+    stamps on another."""
 
     __slots__ = ("body", "sig", "used", "results", "kept")
 

@@ -70,10 +70,16 @@ def _pending_outputs(requested: tuple[Tensor, ...]) -> list[Node]:
         n = t.node
         if not n.realized:
             nodes[id(n)] = n
+    return _with_required(nodes)
+
+
+def _with_required(nodes: dict[int, Node]) -> list[Node]:
+    """``nodes`` (by id) and the pending values every realization computes
+    (``live_pending.required``: collectives), in creation order."""
     required = live_pending.required
     if required:
         for n in required:
-            if not n.realized and n.op != "error":
+            if n.buffer is None and n.op != "error":
                 nodes[id(n)] = n
         required.clear()
     return sorted(nodes.values(), key=lambda n: n.seq)
@@ -249,8 +255,8 @@ def end_of_step() -> None:
 
     Why wait: a loop clears the gradients right after the step (``zero_grad()``), and
     a gradient still held when the step runs is one of its results: a fresh buffer per
-    parameter, bound, then dropped (3-4 ms of a medium GPT's ~10 ms of Python per step,
-    and the memory). Waiting for the ``zero_grad()`` leaves them out, as the return of
+    parameter, bound, then dropped (medium GPT, Python per step 9.4 -> 8.8 ms with
+    this, ``benchmarks/results/recorded_step_calls_19.md``; and the memory). Waiting for the ``zero_grad()`` leaves them out, as the return of
     an ``nv.compile``d call does; what is recorded in between (the next forward, in a
     loop that clears gradients after it) is not part of the step: the step computes the
     live tensors of its ``step()`` call, no others.
@@ -288,13 +294,7 @@ def realize_deferred() -> None:
     nodes = {id(n): n for r, n in snapshot
              if r() is not None and n.buffer is None and n.op != "error"}
     del snapshot
-    required = live_pending.required
-    if required:
-        for n in required:
-            if n.buffer is None and n.op != "error":
-                nodes[id(n)] = n
-        required.clear()
-    outputs = sorted(nodes.values(), key=lambda n: n.seq)
+    outputs = _with_required(nodes)
     del nodes
     _realize(outputs, ())
 

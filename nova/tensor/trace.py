@@ -212,15 +212,16 @@ class ThreadLiveSets(threading.local):
         # collectives (every rank issues its collectives whatever it keeps of them).
         self.required: list[Node] = []
         # The live set as an optimizer step left it, while that step waits to run
-        # (``realize.end_of_step``): weak references, so what is dropped meanwhile (the
-        # gradients ``zero_grad`` clears) is not computed as a result.
+        # (``realize.end_of_step``): each tensor weakly, so what is dropped meanwhile
+        # (the gradients ``zero_grad`` clears) is not computed as a result, with the
+        # node it held then (dropped before the step runs: never a donation blocker).
         self.deferred: list[tuple[weakref.ref, Node]] | None = None
 
     def add(self, obj: Any) -> None:
         self.live.add(obj)
 
     def snapshot(self) -> list[tuple[weakref.ref, Node]]:
-        """The live tensors now: a weak reference to each, with its node."""
+        """The live tensors now: a weak reference to each, with its node (strongly)."""
         return [(r, t._node if t._view is None else t.node)
                 for r in list(self.live._refs.values()) if (t := r()) is not None]
 

@@ -59,6 +59,27 @@ def test_spec_from_device_attributes():
     assert from_attributes(attrs).bandwidth == SM90.bandwidth
 
 
+def test_device_attributes_add_the_capability_cupy_leaves_out():
+    """CuPy 14 on an H200: ``Device.attributes`` has no ComputeCapabilityMajor/Minor
+    (it exports them under another prefix), so the spec read them from
+    ``compute_capability`` (the first GPU run failed every cuda test on a KeyError)."""
+    from types import SimpleNamespace
+
+    from nova.compiler.targets.cuda.device import device_attributes
+
+    device = SimpleNamespace(attributes={"MultiProcessorCount": 132, "L2CacheSize": 52428800},
+                             compute_capability="90")
+    attrs = device_attributes(device)
+    assert (attrs["ComputeCapabilityMajor"], attrs["ComputeCapabilityMinor"]) == (9, 0)
+    assert from_attributes(attrs).arch == "sm_90"
+    device = SimpleNamespace(attributes={"MultiProcessorCount": 84}, compute_capability="86")
+    assert from_attributes(device_attributes(device)).arch == "sm_86"
+    # what the device reports itself wins
+    device = SimpleNamespace(attributes={"MultiProcessorCount": 108, "ComputeCapabilityMajor": 8,
+                                         "ComputeCapabilityMinor": 0}, compute_capability="80")
+    assert device_attributes(device)["ComputeCapabilityMajor"] == 8
+
+
 def test_vector_width():
     assert vector_width(1 << 20, 4) == 4       # 16 B / 4 B
     assert vector_width(1000, 2) == 8          # 16 B / 2 B, 1000 % 8 == 0

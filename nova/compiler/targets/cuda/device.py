@@ -177,4 +177,17 @@ def from_device(device: Any = None) -> CudaSpec:
     props = cupy.cuda.runtime.getDeviceProperties(device.id)
     raw = props.get("name", b"cuda")
     name = raw.decode() if isinstance(raw, bytes) else str(raw)
-    return from_attributes(dict(device.attributes), name=name)
+    return from_attributes(device_attributes(device), name=name)
+
+
+def device_attributes(device: Any) -> dict[str, Any]:
+    """``device.attributes`` with the compute capability added: CuPy exports the
+    capability's two attributes as ``deviceAttributeComputeCapabilityMajor/Minor``
+    rather than under the ``cudaDevAttr`` prefix its ``attributes`` collects, so the
+    dict lacks them (CuPy 14, seen on an H200); ``compute_capability`` ("90") has
+    them on every version."""
+    attrs = dict(device.attributes)
+    capability = str(device.compute_capability)
+    attrs.setdefault("ComputeCapabilityMajor", int(capability[:-1]))
+    attrs.setdefault("ComputeCapabilityMinor", int(capability[-1]))
+    return attrs

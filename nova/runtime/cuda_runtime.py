@@ -5,7 +5,7 @@ Everything the cuda engine and the tensor front end need from a GPU goes through
 numpy's ``empty``/slicing/``view``/``reshape``), copy to and from the host, load a
 step's generated kernels, launch them in order on one stream, and read their error
 flags back with one synchronization. :class:`CupyBackend` is the real one (CuPy's
-memory pool, ``cupy.RawModule`` from NVRTC cubins). Tests install another with
+memory pool, CUDA modules loaded from NVRTC cubins). Tests install another with
 :func:`use_backend` (the CPU emulator of generated kernels, numpy arrays standing in for
 device memory), so the whole engine — compilation, arena views, donation, error flags,
 ordering — runs without a GPU.
@@ -16,8 +16,6 @@ without it answers :func:`unavailable_reason` with what is missing.
 from __future__ import annotations
 
 import contextlib
-import os
-import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -102,9 +100,14 @@ class DeviceBackend(ABC):
 
 
 class CupyBackend(DeviceBackend):
-    """The GPU: arrays from CuPy's memory pool, kernels as ``cupy.RawModule`` loaded
-    from NVRTC cubins (disk-cached by ``nova.runtime.nvrtc``), launched on the current
-    stream. A kernel shared by several steps is loaded once."""
+    """The GPU: arrays from CuPy's memory pool, kernels loaded from NVRTC cubins
+    (disk-cached by ``nova.runtime.nvrtc``) with ``cuModuleLoadData``, launched on the
+    current stream. A kernel shared by several steps is loaded once.
+
+    Why not ``cupy.RawModule(path=...)``: it loads the file lazily, at the first
+    ``get_function``, so a cubin written to a temporary file and removed after the
+    constructor was gone by then (CUDA_ERROR_FILE_NOT_FOUND on the first GPU run), and
+    it memoizes modules by path for the life of the process."""
 
     name = "cupy"
 
@@ -134,7 +137,8 @@ class CupyBackend(DeviceBackend):
         return isinstance(x, self.cupy.ndarray)
 
     def _module(self, source: str, name: str, entry: str) -> Any:
-        """A loaded RawModule for ``source`` (NVRTC -> cubin -> cuModuleLoad)."""
+        """A loaded ``cupy.cuda.function.Module`` for ``source`` (NVRTC -> cubin ->
+        cuModuleLoadData; unloaded when the module object goes)."""
         from nova.runtime import nvrtc
         arch = self.spec().arch
         try:
@@ -143,12 +147,9 @@ class CupyBackend(DeviceBackend):
             path = dump_failed_source(name, arch, source)
             raise CudaCompileError(f"cuda: kernel {name} did not compile for {arch}; its "
                                    f"source is in {path}\n{e}") from None
-        with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
-            f.write(compiled.cubin)
-        try:
-            return self.cupy.RawModule(path=f.name)
-        finally:
-            os.unlink(f.name)
+        module = self.cupy.cuda.function.Module()
+        module.load(bytes(compiled.cubin))
+        return module
 
     def load(self, kernels: Sequence[tuple[Any, Any]]) -> list[Any]:
         handles = []
@@ -157,11 +158,14 @@ class CupyBackend(DeviceBackend):
             key = (k.digest, spec.arch)
             if key not in self._modules:
                 module = self._module(k.source, k.name, k.entry)
-                fn = module.get_function(k.entry)
+                fn = module.get_function(k.entry)   # (keeps the module loaded)
                 if k.shared_bytes > spec.smem_per_block:   # opt in beyond 48 KiB
-                    fn.max_dynamic_shared_size_bytes = k.shared_bytes
-                flag = module.get_global("nova_error_flag")
-                self.cupy.cuda.runtime.memset(flag.ptr, 0, 4)
+                    driver = self.cupy.cuda.driver
+                    driver.funcSetAttribute(
+                        fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        k.shared_bytes)
+                flag = module.get_global_var("nova_error_flag")   # its device address
+                self.cupy.cuda.runtime.memset(flag, 0, 4)
                 self._modules[key] = (module, fn, flag)
             module, fn, flag = self._modules[key]
             handles.append((k, fn, flag))
@@ -180,7 +184,7 @@ class CupyBackend(DeviceBackend):
         if self._gather is None:
             self._gather = self._module(FLAG_GATHER_SOURCE, "nova_gather_flags",
                                         "nova_gather_flags").get_function("nova_gather_flags")
-        ptrs = cupy.asarray(np.array([h[2].ptr for h in handles], dtype=np.uint64))
+        ptrs = cupy.asarray(np.array([h[2] for h in handles], dtype=np.uint64))
         out = cupy.zeros(len(handles), dtype=cupy.int32)
         n = np.int32(len(handles))
         gather = self._gather

@@ -44,8 +44,8 @@ Index errors (gather, scatter, wrap_index) and integer division by zero set the 
 
 Launch contract for the runtime: every buffer 16-byte aligned (CuPy's pool gives 256;
 arena offsets must keep it), dynamic shared memory ``shared_bytes`` (above 48 KiB set
-``max_dynamic_shared_size_bytes`` first), ``nova_error_flag`` zeroed before a step and
-read after it.
+the function's ``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`` first),
+``nova_error_flag`` zeroed before a step and read after it.
 """
 from __future__ import annotations
 

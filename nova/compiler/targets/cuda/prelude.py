@@ -6,7 +6,7 @@ machine has ``libnvrtc`` but no toolkit include directory). float16/bfloat16 are
 ``cuda_fp16.h``/``cuda_bf16.h`` do underneath; arithmetic is in float, rounded after every
 op as in the reference interpreter.
 
-``nova_error_flag`` is a module global the runtime reads back (``RawModule.get_global``)
+``nova_error_flag`` is a module global the runtime reads back (``cuModuleGetGlobal``)
 after a step: kernels set it when an index is out of range or an integer division by
 zero happens, where the CPU kernels return 1 — the argument lists stay identical.
 """

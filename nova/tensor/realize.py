@@ -218,8 +218,9 @@ def realize(*tensors: Tensor) -> None:
     _realize(_pending_outputs(tensors), tensors)
 
 
-def _realize(outputs: list[Node], tensors: tuple[Tensor, ...]) -> None:
-    """Compute ``outputs``; raise if one of ``tensors`` failed (``realize``)."""
+def _realize(outputs: list[Node], tensors: tuple[Tensor, ...], step_ended: str = "") -> None:
+    """Compute ``outputs``; raise if one of ``tensors`` failed (``realize``), or, given
+    ``step_ended`` (the call that ran a waiting step), if any output failed."""
     if not outputs:
         return
     errors: dict[int, Exception] = {}   # by node id: what failed it, for this call
@@ -246,6 +247,16 @@ def _realize(outputs: list[Node], tensors: tuple[Tensor, ...]) -> None:
             raise e
         if e is not None:    # out of memory: still pending, computed if asked again
             raise e
+    if step_ended and errors:
+        # The step opt.step() ended failed: say so at the call that ran it, not at some
+        # later read (its values stay poisoned or pending as above).
+        e = next(iter(errors.values()))
+        error = RealizationError(str(e)) if isinstance(e, InterpreterError) else e
+        error.add_note(f"nova: raised by {step_ended}, which ran the training step the last "
+                       "opt.step() ended")
+        if error is e:
+            raise error
+        raise error from e
 
 
 def end_of_step() -> None:
@@ -280,13 +291,14 @@ def end_of_step() -> None:
     log.deferred_step = True
 
 
-def realize_deferred() -> None:
+def realize_deferred(caller: str = "zero_grad()") -> None:
     """Run the step ``end_of_step`` left waiting, if there is one: the values the
     tensors live at its ``step()`` held then, for those tensors still alive (and the
     collectives every step issues) -- not what was recorded since, not what was
     dropped. A tensor updated in place since gets the value it held at the step (the
     update reads it), so a chain of such updates never grows past one step. Inside an
-    ``nv.compile`` recording, nothing: the call's end realizes everything."""
+    ``nv.compile`` recording, nothing: the call's end realizes everything. A failure
+    of the step is raised here, naming ``caller``, rather than at a later read."""
     snapshot = live_pending.deferred
     if snapshot is None or capture_log.ACTIVE.get() is not None:
         return
@@ -296,7 +308,7 @@ def realize_deferred() -> None:
     del snapshot
     outputs = _with_required(nodes)
     del nodes
-    _realize(outputs, ())
+    _realize(outputs, (), step_ended=caller)
 
 
 def _isolating(outputs: list[Node], run: Callable[[list[Node]], None],

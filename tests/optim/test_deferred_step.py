@@ -166,3 +166,27 @@ def test_one_compile_for_the_training_step(order):
     # the step with the moments' creation and the later ones are one structure; the
     # last step, run by the read, holds its gradients (zero_grad-first) or not
     assert CACHE.stats.misses <= 2, [m.reason for m in CACHE.stats.miss_log]
+
+
+def test_a_failing_step_raises_at_the_zero_grad_that_runs_it():
+    """The step waits for zero_grad(); when it fails, zero_grad() raises, naming itself,
+    instead of returning with the parameters silently left pending or poisoned (found
+    when the first GPU run failed every step inside zero_grad() and the next line read
+    a parameter that had no value)."""
+    emb = nn.Embedding(10, 4)
+    opt = nv.optim.SGD(emb.parameters(), lr=0.1)
+    idx = nv.tensor([1, 2, 3]) * 5        # 10 and 15 are out of range, known only in the step
+    emb(idx).sum().backward()
+    opt.step()
+    with pytest.raises(nv.RealizationError, match="index 10 is out of bounds") as info:
+        opt.zero_grad()
+    assert any("raised by zero_grad()" in n for n in info.value.__notes__)
+    with pytest.raises(nv.RealizationError):      # the failure stays with the value
+        emb.weight.numpy()
+    # the module's zero_grad() says the same
+    emb = nn.Embedding(10, 4)
+    opt = nv.optim.SGD(emb.parameters(), lr=0.1)
+    emb(idx).sum().backward()
+    opt.step()
+    with pytest.raises(nv.RealizationError, match="out of bounds"):
+        emb.zero_grad()

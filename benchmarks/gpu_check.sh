@@ -70,8 +70,12 @@ export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 
 # ---- 2. the cuda tests (skipped without a GPU)
-echo "gpu_check: pytest -m cuda"
-timeout 170 "$PY" -m pytest -q -m cuda -p no:cacheprovider -o addopts="" \
+# in 8 processes where pytest-xdist is there (the H200 machine has 16 cores): each
+# test compiles its kernels with NVRTC, about 1 s of CPU per test run serially
+XDIST=""
+"$PY" -c "import xdist" 2>/dev/null && XDIST="-n 8"
+echo "gpu_check: pytest -m cuda $XDIST"
+timeout 170 "$PY" -m pytest -q -m cuda -p no:cacheprovider -o addopts="" $XDIST \
     --junitxml="$OUT_DIR/pytest_cuda.xml" tests 2>&1 | tee "$OUT_DIR/pytest_cuda.log" | tail -40
 test_rc=${PIPESTATUS[0]}
 echo "gpu_check: cuda tests exit status $test_rc (124: stopped at the 170 s limit)"

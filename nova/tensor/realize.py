@@ -313,50 +313,84 @@ def realize_deferred(caller: str = "zero_grad()") -> None:
 
 def _isolating(outputs: list[Node], run: Callable[[list[Node]], None],
                errors: dict[int, Exception]) -> None:
-    """``run(outputs)`` as one step; if it fails, find exactly the outputs that fail.
+    """``run(outputs)`` as one step; if it fails, find the outputs that fail.
 
     A failure the step attributes (it poisoned the outputs that depend on the failing
     op) leaves the others to run again as one step; an unattributed one (out of memory,
     a compiler error) splits the outputs in halves, down to single outputs, which stay
     pending: the cause may be transient or fixable (a memory limit, a debug directory),
-    and a poisoned value -- a parameter, say -- would be lost for good. Each failure is
-    recorded in ``errors`` under the ids of the nodes it failed. The happy path is one
-    step."""
+    and a poisoned value -- a parameter, say -- would be lost for good. Splitting stops
+    where both halves fail as the whole did (same type, same first line; not out of
+    memory, which smaller steps may avoid): that failure is no one output's, and
+    halving on would only repeat it, compiling ~2 steps per output (on the first GPU
+    run, a kernel loader's error took minutes per training step that way). Each
+    failure is recorded in ``errors`` under the ids of the nodes it failed. The happy
+    path is one step."""
     try:
         run(outputs)
         return
     except Exception as e:
-        for n in outputs:
-            if n.op == "error" and id(n) not in errors:
-                errors[id(n)] = e
-        rest = [n for n in outputs if not n.realized and n.op != "error"]
-        if not rest:
-            return
-        if getattr(e, "nova_collective_step", False):
-            # no smaller steps: they would issue this rank's collectives again, out of
-            # step with the other ranks
-            _poison(rest, tuple(range(len(rest))), f"{type(e).__name__}: {e}")
-            for n in rest:
-                errors[id(n)] = e
-            return
-        if len(rest) < len(outputs):
-            groups = [rest]
-        elif len(rest) == 1:
-            errors[id(rest[0])] = e     # still pending: see _forget_realized
-            return
-        else:
-            groups = [rest[:len(rest) // 2], rest[len(rest) // 2:]]
-        if not isinstance(e, MemoryError):
-            # Smaller steps may compile and run where the whole one did not (a compiler
-            # bug in a kernel only the whole step has): their values are right, but the
-            # failure must not pass unseen.
-            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-            warnings.warn(f"nova: a step computing {len(outputs)} values failed "
-                          f"({type(e).__name__}: {first}); computing them in smaller "
-                          "steps", RuntimeWarning, stacklevel=2)
-        del rest
+        failure = e
+    _split(outputs, failure, run, errors)
+
+
+def _split(outputs: list[Node], e: Exception, run: Callable[[list[Node]], None],
+           errors: dict[int, Exception]) -> None:
+    """``_isolating`` after ``run(outputs)`` raised ``e``."""
+    rest = _failed_part(outputs, e, errors)
+    if not rest:
+        return
+    if getattr(e, "nova_collective_step", False):
+        # no smaller steps: they would issue this rank's collectives again, out of
+        # step with the other ranks
+        _poison(rest, tuple(range(len(rest))), f"{type(e).__name__}: {e}")
+        for n in rest:
+            errors[id(n)] = e
+        return
+    if len(rest) < len(outputs):
+        groups = [rest]
+    elif len(rest) == 1:
+        errors[id(rest[0])] = e     # still pending: see _forget_realized
+        return
+    else:
+        groups = [rest[:len(rest) // 2], rest[len(rest) // 2:]]
+    if not isinstance(e, MemoryError):
+        # Smaller steps may compile and run where the whole one did not (a compiler
+        # bug in a kernel only the whole step has): their values are right, but the
+        # failure must not pass unseen.
+        warnings.warn(f"nova: a step computing {len(outputs)} values failed "
+                      f"({_first_line(e)}); computing them in smaller steps",
+                      RuntimeWarning, stacklevel=3)
+    del rest
+    failed: list[tuple[list[Node], Exception]] = []
     for group in groups:
-        _isolating(group, run, errors)
+        try:
+            run(group)
+        except Exception as g:
+            failed.append((group, g))
+    if len(failed) == 2 and not isinstance(e, MemoryError) and \
+            all(_first_line(g) == _first_line(e) for _, g in failed):
+        for group, g in failed:        # the whole step's failure, in each half: stop
+            for n in _failed_part(group, g, errors):
+                errors[id(n)] = g      # still pending
+        return
+    for group, g in failed:
+        _split(group, g, run, errors)
+
+
+def _failed_part(outputs: list[Node], e: Exception, errors: dict[int, Exception]
+                 ) -> list[Node]:
+    """The outputs of a failed step that are still pending (``e`` recorded for those
+    it poisoned)."""
+    for n in outputs:
+        if n.op == "error" and id(n) not in errors:
+            errors[id(n)] = e
+    return [n for n in outputs if not n.realized and n.op != "error"]
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"
 
 
 def _bind_host(nodes: list[Node], values: list[np.ndarray]) -> None:

@@ -1,6 +1,7 @@
 """Realization semantics: lazy recording, one function for all live pending values,
 nothing computed twice, and errors at the user's line."""
 import gc
+import warnings
 
 import numpy as np
 import pytest
@@ -163,6 +164,38 @@ def test_a_failure_that_smaller_steps_avoid_is_still_reported(monkeypatch):
                                             r"injected: the fused kernel does not compile\)"):
         nv.realize(a, b)
     assert a.tolist() == [0.0, 2.0, 4.0, 6.0] and b.tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+@pytest.mark.parametrize("error", [RuntimeError("injected: the kernel loader failed"),
+                                   MemoryError("injected: out of memory")])
+def test_a_failure_every_part_of_the_step_meets_stops_the_splitting(monkeypatch, error):
+    """A failure that is not any one output's (every step fails alike: on the first GPU
+    run, a kernel loader's error) is found in both halves of the step and not split
+    further -- 3 tries, not 2n - 1 (each a compile); the values stay pending and the
+    error is raised for those asked for. Out of memory still splits down to single
+    outputs: smaller steps may fit."""
+    from nova.tensor import realize as realization
+    real, tries = realization._compile, []
+
+    def failing(graph, *args):
+        tries.append(len(graph.outputs))
+        raise error
+
+    monkeypatch.setattr(realization, "_compile", failing)
+    nv.debug.reset_cache()
+    x = nv.tensor(np.arange(4, dtype=np.float32))
+    outs = [x * float(k) for k in range(8)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.raises(type(error), match="injected"):
+            nv.realize(*outs)
+    if isinstance(error, MemoryError):
+        assert len(tries) == 15 and sorted(tries)[:8] == [1] * 8
+    else:
+        assert tries == [8, 4, 4]
+    assert not any(o.node.realized or o.node.op == "error" for o in outs)
+    monkeypatch.setattr(realization, "_compile", real)      # the cause is gone:
+    assert [o.tolist()[1] for o in outs] == [float(k) for k in range(8)]
 
 
 def test_a_run_time_index_error_fails_only_the_tensors_that_read_it():

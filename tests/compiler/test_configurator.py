@@ -279,6 +279,36 @@ def test_unroll_reaches_the_generated_loops():
         assert "!llvm.loop" in text
 
 
+def test_a_tiny_innermost_loop_asks_nothing_of_the_vectorizer_and_compiles_silently(capfd):
+    """A loop of fewer than 16 iterations that was asked to vectorize (interleave count,
+    width) and was not made LLVM print "remark: ... loop not vectorized: runtime pointer
+    checks needed ... '#pragma clang loop vectorize(enable)'" on the user's terminal (a
+    (10, 4) normal initialization of an Embedding did). Its IR now carries no such
+    hint, the same kernel at 64 columns still does, and compiling it prints nothing."""
+    from nova.compiler.irgen import build_module
+    from nova.compiler.lowering.plan import plan_kernels
+    from nova.compiler.passes import simplify
+    from nova.compiler.passes.fusion import fuse
+    from nova.compiler.targets.cpu.llvm_emit import TINY_TRIP_COUNT
+    from nova.runtime.kernel_cache import KERNELS
+    from nova.tensor.realize import pending_graph
+
+    def kernel(cols):       # a normal draw: Box-Muller's cos asks for a vector width
+        plans = plan_kernels(fuse(simplify(build_module(pending_graph(nv.randn(10, cols))))))
+        return next(p for p in plans if p.schedule.strategy == "elementwise")
+
+    assert TINY_TRIP_COUNT == 16
+    tiny, wide = kernel(4), kernel(64)
+    assert "llvm.loop.vectorize.width" not in KERNELS.llvm_ir(tiny)
+    assert "llvm.loop.interleave.count" not in KERNELS.llvm_ir(tiny)
+    assert "llvm.loop.vectorize.width" in KERNELS.llvm_ir(wide)
+    assert "llvm.loop.interleave.count" in KERNELS.llvm_ir(wide)
+    capfd.readouterr()
+    KERNELS.optimized(tiny)             # in this process: LLVM's remarks go to fd 2
+    out, err = capfd.readouterr()
+    assert "remark" not in err and "not vectorized" not in err + out
+
+
 def test_sin_and_cos_kernels_ask_for_the_float32_width_at_two_vectors_in_flight():
     """sin and cos reduce their argument in float64 (``llvm_trig``), so LLVM's cost model
     alone vectorized their loops at float64's width (4 lanes where AVX-512 fits 16

@@ -146,7 +146,7 @@ def _segmented(e: Emitter, body: Callable[[list[ir.Value]], None], d: int,
     the concat ``op`` (``_outer_concat``); dim 0's range stays this call's [start, end)."""
     b, shape = e.b, e.plan.out[0]
     start, end = e.fn.args[1], e.fn.args[2]
-    md = e.interleave(e.plan.schedule.unroll)
+    md = e.interleave(e.plan.schedule.unroll, trip=shape[-1])
     key = id(op.results[0])
 
     def segments(outer: list[ir.Value]) -> None:
@@ -193,14 +193,14 @@ def _elementwise(e: Emitter) -> None:
         return
     if regions is None:
         e.loops.nest(shape, body, first=(e.fn.args[1], e.fn.args[2]),
-                     innermost_md=e.interleave(plan.schedule.unroll))
+                     innermost_md=e.interleave(plan.schedule.unroll, trip=shape[-1]))
         return
 
     def row(outer: list[ir.Value]) -> None:
         for lo, hi, rules in regions:
             e.override.update(rules)
             e.loops.range(c64(lo), c64(hi), lambda j: body(outer + [j]), "seg",
-                          md=e.interleave(plan.schedule.unroll))
+                          md=e.interleave(plan.schedule.unroll, trip=hi - lo))
             for key in rules:
                 del e.override[key]
     e.loops.nest(shape[:-1], row, first=(e.fn.args[1], e.fn.args[2]))
@@ -281,7 +281,8 @@ def _reduce_row(e: Emitter) -> None:
     red_mlir = element_of(red.results[0])
 
     acc = _LoopReduction(e, acc_ty, acc_mlir, is_sum)
-    loop_md = e.interleave(plan.schedule.unroll)
+    loop_md = e.interleave(plan.schedule.unroll,
+                           trip=x_shape[-1] if len(x_shape) > n_kept else None)
 
     def per_output(kidx: list[ir.Value]) -> None:
         acc.init()

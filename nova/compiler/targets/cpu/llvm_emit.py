@@ -26,6 +26,9 @@ from nova.core.shapes import numel
 
 I1, I8, I16, I32, I64 = (ir.IntType(n) for n in (1, 8, 16, 32, 64))
 F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
+# LLVM's loop vectorizer treats a loop with fewer iterations than this as tiny (its
+# ``vectorizer-min-trip-count`` default): no run-time checks, no scalar remainder.
+TINY_TRIP_COUNT = 16
 PTR = I8.as_pointer()
 
 _STORAGE = {"f32": F32, "f64": F64, "f16": F16, "bf16": I16, "i32": I32, "i64": I64, "i1": I8}
@@ -149,15 +152,23 @@ class Emitter(ScalarEmitter[ir.Value]):
         loop.operands = (loop, *hints)
         return loop
 
-    def interleave(self, count: int) -> ir.MDValue | None:
+    def interleave(self, count: int, trip: int | None = None) -> ir.MDValue | None:
         """``llvm.loop`` metadata asking the loop vectorizer for ``count`` vectors in
         flight per iteration (None for 0: LLVM's own cost model decides) of the
         schedule's ``vector_width`` lanes (where set), and, once ``parallel_accesses``
-        was called, saying that its iterations' buffer accesses are independent."""
+        was called, saying that its iterations' buffer accesses are independent.
+
+        ``trip``: the loop's iteration count where it is a constant. Below
+        ``TINY_TRIP_COUNT`` nothing is asked of the vectorizer: LLVM does not vectorize
+        such a loop with run-time checks, and a loop it was asked to vectorize and did
+        not makes it print a remark on the user's terminal ("loop not vectorized:
+        runtime pointer checks needed ... '#pragma clang loop vectorize(enable)'": a
+        (10, 4) normal initialization did)."""
         hints = []
-        if count > 0:
+        tiny = trip is not None and trip < TINY_TRIP_COUNT
+        if count > 0 and not tiny:
             hints.append(self._hint("llvm.loop.interleave.count", ir.Constant(I32, count)))
-        if self.plan.schedule.vector_width > 0:
+        if self.plan.schedule.vector_width > 0 and not tiny:
             hints.append(self._hint("llvm.loop.vectorize.width",
                                     ir.Constant(I32, self.plan.schedule.vector_width)))
         if self.access_group is not None:

@@ -75,10 +75,10 @@ class Profile:
     def report(self, top: int = 15) -> str:
         agg: dict[str, list] = {}
         for step in self.steps:
-            for name, desc, t in step:
-                agg.setdefault(name, [desc, 0.0, 0])
-                agg[name][1] += t
-                agg[name][2] += 1
+            for _, desc, t in step:     # by plan: a flat kernel's sizes share its name
+                agg.setdefault(desc, [desc, 0.0, 0])
+                agg[desc][1] += t
+                agg[desc][2] += 1
         rows = sorted(agg.values(), key=lambda r: -r[1])
         total = self.total() or 1.0
         lines = [f"nova profile: {len(self.steps)} step run(s), {total * 1e3:.2f} ms in "

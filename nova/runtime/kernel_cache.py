@@ -222,7 +222,8 @@ def entry_key(jit: _Jit, plan: KernelPlan) -> str:
     (the file is named by ``plan.name``, which holds only 80 bits of it). The structure
     is ``body_key``'s text, which says what printing the fused op would say without the
     printer (printing the small GPT step's ~100 kernels took ~0.15 s of a warm start)."""
-    raw = f"{jit.host_key()}|{plan.name}|{plan.schedule}|{plan.body or body_key(plan.fusion)}"
+    raw = (f"{jit.host_key()}|{plan.name}|{plan.schedule.code_identity()}|"
+           f"{plan.body or body_key(plan.fusion)}")
     return hashlib.sha256(raw.encode()).hexdigest()
 
 

@@ -284,7 +284,9 @@ def test_a_tiny_innermost_loop_asks_nothing_of_the_vectorizer_and_compiles_silen
     width) and was not made LLVM print "remark: ... loop not vectorized: runtime pointer
     checks needed ... '#pragma clang loop vectorize(enable)'" on the user's terminal (a
     (10, 4) normal initialization of an Embedding did). Its IR now carries no such
-    hint, the same kernel at 64 columns still does, and compiling it prints nothing."""
+    hint, the same kernel at 64 columns still does, and compiling it prints nothing. (A
+    flat kernel's one loop is its launch range, of no constant length: it keeps its
+    hints, and a tiny one compiles silently too.)"""
     from nova.compiler.irgen import build_module
     from nova.compiler.lowering.plan import plan_kernels
     from nova.compiler.passes import simplify
@@ -293,9 +295,10 @@ def test_a_tiny_innermost_loop_asks_nothing_of_the_vectorizer_and_compiles_silen
     from nova.runtime.kernel_cache import KERNELS
     from nova.tensor.realize import pending_graph
 
-    def kernel(cols):       # a normal draw: Box-Muller's cos asks for a vector width
-        plans = plan_kernels(fuse(simplify(build_module(pending_graph(nv.randn(10, cols))))))
-        return next(p for p in plans if p.schedule.strategy == "elementwise")
+    def kernel(cols, flat=False):   # a normal draw: Box-Muller's cos asks for a width
+        x = nv.randn(10, cols) if flat else nv.randn(10, cols) + nv.arange(cols)
+        plans = plan_kernels(fuse(simplify(build_module(pending_graph(x)))))
+        return next(p for p in plans if p.out[0] == (10, cols))
 
     assert TINY_TRIP_COUNT == 16
     tiny, wide = kernel(4), kernel(64)
@@ -303,10 +306,14 @@ def test_a_tiny_innermost_loop_asks_nothing_of_the_vectorizer_and_compiles_silen
     assert "llvm.loop.interleave.count" not in KERNELS.llvm_ir(tiny)
     assert "llvm.loop.vectorize.width" in KERNELS.llvm_ir(wide)
     assert "llvm.loop.interleave.count" in KERNELS.llvm_ir(wide)
-    capfd.readouterr()
-    KERNELS.optimized(tiny)             # in this process: LLVM's remarks go to fd 2
-    out, err = capfd.readouterr()
-    assert "remark" not in err and "not vectorized" not in err + out
+    flat = kernel(1, flat=True)
+    assert not tiny.schedule.flat and flat.schedule.flat
+    assert "llvm.loop.vectorize.width" in KERNELS.llvm_ir(flat)
+    for plan in (tiny, flat):
+        capfd.readouterr()
+        KERNELS.optimized(plan)         # in this process: LLVM's remarks go to fd 2
+        out, err = capfd.readouterr()
+        assert "remark" not in err and "not vectorized" not in err + out
 
 
 def test_sin_and_cos_kernels_ask_for_the_float32_width_at_two_vectors_in_flight():

@@ -536,8 +536,8 @@ REDUCE_PLANS = [
 EXP_PLANS = [
     "// nova_k_<digest>: reduce/row loops=[128, 128] parallel_dim=None (extent 1)"
     " reduced=[0, 1] vector_dim=1 <bound>-bound unroll=<host>",
-    "// nova_k_<digest>: elementwise/elementwise loops=[128, 128] parallel_dim=0"
-    " (extent 128) reduced=[] vector_dim=1 <bound>-bound unroll=<host>",
+    "// nova_k_<digest>: elementwise/elementwise loops=[16384] parallel_dim=0"
+    " (extent 16384) reduced=[] vector_dim=0 <bound>-bound flat unroll=<host>",
 ]
 
 
@@ -561,7 +561,9 @@ def test_plans_host_independent_parts(name, fused, plans):
       axis 1 innermost (``column``: a scratch row of 6 accumulators, vectorized over
       the kept axis) and splits the 6 columns across threads (``parallel_dim=1``).
     - exp step: a full reduction to a scalar keeps no axis to split, so it runs on one
-      thread (``parallel_dim=None``); the gradient kernel splits its 128 rows."""
+      thread (``parallel_dim=None``); the gradient kernel reads x and the scalar
+      gradient at its own position, so it is flat (``lowering.flat``): one loop over
+      its 16384 elements, split across threads."""
     text = _lowered_text(fused)
     assert text.startswith(fused + "\n")   # the fused IR, as given, then the plans
     actual = "\n".join(_host_independent(line) for line in _plan_lines(text))

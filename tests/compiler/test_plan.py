@@ -46,7 +46,7 @@ def test_any_difference_in_the_code_gives_another_name():
         nv.log(x * x + 1.0), nv.exp(x) - y, y - nv.exp(x),
         x.transpose(0, 1) @ y, x @ y.transpose(0, 1),
         (nv.exp(x) + 1.0).sum(0), (nv.exp(x) + 1.0).sum(1),
-        nv.exp(_x((8, 8))) + 1.0, nv.exp(x.double()) + 1.0,
+        (nv.exp(_x((8, 8))) + 1.0).sum(0), nv.exp(x.double()) + 1.0,
     ]
     names = []
     for v in variants:
@@ -65,3 +65,45 @@ def test_body_key_does_not_print_the_ir(monkeypatch):
         raise AssertionError("body_key printed an op")
     monkeypatch.setattr(Printer, "print_op", refuse)
     assert "nova.tanh" in body_key(plan.fusion)
+
+
+def test_a_flat_kernel_has_one_name_and_one_code_for_every_size():
+    """An elementwise kernel reading its inputs at its own position (here an AdamW-like
+    update: three tensors and two scalars) is flat: planned as one loop over its
+    elements, named without its size, and generated from a 1-D form whose size is only
+    the launch range -- so the same LLVM IR, byte for byte, at any shape."""
+    from nova.runtime.kernel_cache import KERNELS
+
+    def update(shape, seed):
+        p, g, m = (_x(shape, seed + i) for i in range(3))
+        lr, c = nv.tensor(np.float32(0.1)), nv.tensor(np.float32(0.9))
+        (plan,) = _plans(p - lr * (m * c + g) / (nv.sqrt(g * g) + 1e-8))
+        return plan
+
+    plans = [update(s, k) for k, s in enumerate([(8, 16), (3,), (5, 7, 2), (1, 1)])]
+    assert all(p.schedule.flat and p.schedule.loops == (int(np.prod(p.out[0])),)
+               for p in plans)
+    assert len({p.name for p in plans}) == 1
+    assert len({KERNELS.llvm_ir(p) for p in plans}) == 1
+    assert plans[0].out[0] == (8, 16)           # the runtime's view keeps the shape
+
+
+def test_kernels_that_read_off_their_own_position_are_not_flat():
+    """A transpose, a row broadcast, a slice or an iota reads another position than
+    the output's: such kernels keep their loop nest and a name per shape."""
+    from nova.compiler import dialect as nd
+
+    def off_position(op):
+        return isinstance(op, (nd.TransposeOp, nd.SliceOp, nd.IotaOp)) or (
+            isinstance(op, nd.BroadcastInDimOp) and op.operands[0].type.get_shape())
+
+    x, y = _x(seed=7), _x(seed=8)
+    row = _x((16,), seed=9)
+    seen = 0
+    for v in (x.transpose(0, 1) + 1.0, x + row, (x + 1.0)[:, 1:] * 2.0, x + nv.arange(16)):
+        for p in _plans(v):
+            off = any(off_position(op) for op in p.fusion.body.block.ops)
+            assert p.schedule.flat == (not off and p.kind == "elementwise"), p.describe()
+            seen += off
+    assert seen >= 4
+    assert all(p.schedule.flat for p in _plans(x * y + 1.0))

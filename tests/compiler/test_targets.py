@@ -2,6 +2,7 @@
 each target's plans may depend on (the CPU's on the CPU spec, CUDA's on nothing of the
 host)."""
 import dataclasses
+import math
 import sys
 
 import numpy as np
@@ -173,8 +174,14 @@ def test_cpu_plans_are_configured_from_the_cpu_spec():
             assert avx2[strategy].name != avx512[strategy].name
     neutral = {p.schedule.strategy: p for p in plan_kernels(fused, "cuda")}
     assert "tiled" not in neutral and neutral["ikj"].schedule.loops == (64, 96, 48)
+    # the CPU's elementwise kernel is flat (one loop over its elements); CUDA's keeps
+    # the output's loop nest
+    neutral_loops = neutral["elementwise"].schedule.loops
+    assert avx2["elementwise"].schedule.flat and not neutral["elementwise"].schedule.flat
     assert neutral["elementwise"].schedule == dataclasses.replace(
-        avx2["elementwise"].schedule, unroll=0, bound="")
+        avx2["elementwise"].schedule, unroll=0, bound="", flat=False, loops=neutral_loops,
+        vector_dim=len(neutral_loops) - 1)
+    assert avx2["elementwise"].schedule.loops == (math.prod(neutral_loops),)
 
 
 def test_the_default_cpu_target_reads_the_host_when_it_schedules(monkeypatch):

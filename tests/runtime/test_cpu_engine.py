@@ -213,14 +213,19 @@ def test_fused_dump_profile_and_debug_files(tmp_path):
 
 
 def test_elementwise_kernels_vectorize_for_the_host():
+    """A row-broadcast kernel (rows of 64: no remainder) and a flat one (a run-time
+    trip count, whose remainder LLVM may vectorize at half the width)."""
     x = nv.tensor(np.ones((64, 64), np.float32))
-    module = fuse(simplify(build_module(pending_graph(x * 2.0 + 1.0))))
-    (plan,) = plan_kernels(module)
-    ir = str(KERNELS.optimized(plan))
-    assert " x float>" in ir   # LLVM's vectorizer used the host's vector width
-    if llvm.get_host_cpu_features().get("avx512f"):
-        # all of it: LLVM's 256-bit preference for AVX-512 hosts is lifted
-        assert "<16 x float>" in ir and "<8 x float>" not in ir
+    row = nv.tensor(np.arange(64, dtype=np.float32))
+    for out, flat in ((x * 2.0 + row, False), (x * 2.0 + 1.0, True)):
+        module = fuse(simplify(build_module(pending_graph(out))))
+        (plan,) = plan_kernels(module)
+        assert plan.schedule.flat == flat
+        ir = str(KERNELS.optimized(plan))
+        assert " x float>" in ir   # LLVM's vectorizer used the host's vector width
+        if llvm.get_host_cpu_features().get("avx512f"):
+            # all of it: LLVM's 256-bit preference for AVX-512 hosts is lifted
+            assert "<16 x float>" in ir and (flat or "<8 x float>" not in ir)
 
 
 def test_vector_tuning_lifts_the_256_bit_preference_on_avx512_hosts_only():

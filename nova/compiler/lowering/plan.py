@@ -50,6 +50,7 @@ Strategies:
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 
 from xdsl.dialects import func
@@ -61,7 +62,7 @@ from nova.compiler import dialect as nd
 from nova.compiler.targets import Target, resolve
 from nova.core import dtypes as dt
 
-FORMAT_VERSION = 13  # bump when generated code (or the naming of kernels) changes meaning
+FORMAT_VERSION = 14  # bump when generated code (or the naming of kernels) changes meaning
 
 # The team header that starts a ``shared_b`` GEMM's scratch buffer: i64 words, the
 # barrier counter on a 64-byte line of its own (protocol: ``nova.compiler.targets.cpu.pool``).
@@ -91,10 +92,19 @@ class Schedule:
     bound: str = ""                 # "memory" or "compute", by arithmetic intensity
     blocks: tuple[int, int] = ()    # attention: (BR queries, BC keys) per score block
     derivation: str = ""            # how the configurator chose the tile
+    flat: bool = False              # ``elementwise``: one loop over the output's elements
+                                    # in linear order, the code the same for every size
+                                    # (``lowering.flat``; CPU only)
 
     @property
     def parallel_extent(self) -> int:
         return 1 if self.parallel_dim is None else self.loops[self.parallel_dim]
+
+    def code_identity(self) -> Schedule:
+        """What of the schedule a kernel's code depends on, as its name and cache entry
+        record it: everything, except a flat kernel's element count, which reaches its
+        code only as the launch range."""
+        return replace(self, loops=(-1,)) if self.flat else self
 
 
 @dataclass
@@ -129,6 +139,7 @@ class KernelPlan:
                 f"parallel_dim={s.parallel_dim} (extent {s.parallel_extent}) "
                 f"reduced={list(s.reduced)} vector_dim={s.vector_dim}"
                 + (f" {s.bound}-bound" if s.bound else "")
+                + (" flat" if s.flat else "")
                 + (f" unroll={s.unroll}" if s.unroll else "")
                 + (f" vector_width={s.vector_width}" if s.vector_width else "")
                 + (f" tile={s.tile[0]}x{s.tile[1]} KC={s.kc} MC={s.mc} NC={s.tile[2]}"
@@ -282,7 +293,8 @@ def kernel_name(schedule: Schedule, body: str) -> str:
     """A kernel's name: a digest of the plan format, the schedule and the fused body's
     structure (``body_key``), so kernels share a name when they have the same code
     (the CPU kernel cache and the CUDA sources are keyed by it)."""
-    digest = hashlib.sha256(f"v{FORMAT_VERSION}|{schedule}|{body}".encode()).hexdigest()
+    digest = hashlib.sha256(
+        f"v{FORMAT_VERSION}|{schedule.code_identity()}|{body}".encode()).hexdigest()
     return f"nova_k_{digest[:20]}"
 
 
@@ -334,26 +346,46 @@ def _dataflow_order(b: Block) -> list[Operation]:
     return order + ([terminator] if terminator is not None else [])
 
 
-def body_key(fusion: nd.FusionOp) -> str:
+def body_key(fusion: nd.FusionOp, symbolic: Collection[SSAValue] = (),
+             aliases: Collection[Operation] = ()) -> str:
     """The structure of a kernel as text: its kind, and per op of its region (in
     ``_dataflow_order``) the op's name, its operands (numbered in that order: block
     arguments, then results), its result types, properties and attributes, nested
     regions in braces. Equal keys mean the same computation, so the same code; it is
     what ``str(fusion)`` would say, without the printer (printing a GPT step's ~400
-    kernels took ~1 s of a cold step) and without depending on the op order."""
+    kernels took ~1 s of a cold step) and without depending on the op order.
+
+    For a flat kernel's key (``lowering.flat``, which drops reshapes and makes the
+    values shaped like the output 1-D): the types of the values in ``symbolic`` print
+    their shape as ``?``, and an op in ``aliases`` prints nothing, its result standing
+    for its operand."""
     numbers: dict[SSAValue, int] = {}
+    count = 0
     parts = [fusion.kind.data]
+
+    def number(v: SSAValue) -> None:
+        nonlocal count
+        numbers[v] = count
+        count += 1
+
+    def type_text(v: SSAValue) -> str:
+        if v in symbolic:
+            return f"tensor<?x{_attr_text(v.type.element_type)}>"
+        return _attr_text(v.type)
 
     def block(b: Block) -> None:
         parts.append("{")
         for a in b.args:
-            numbers[a] = len(numbers)
-            parts.append(_attr_text(a.type))
+            number(a)
+            parts.append(type_text(a))
         for op in _dataflow_order(b):
+            if op in aliases:
+                numbers[op.results[0]] = numbers[op.operands[0]]
+                continue
             parts.append(f"{op.name}({','.join(str(numbers[o]) for o in op.operands)})")
             for r in op.results:
-                numbers[r] = len(numbers)
-                parts.append(_attr_text(r.type))
+                number(r)
+                parts.append(type_text(r))
             parts.extend(f"{k}={_attr_text(v)}" for k, v in sorted(op.properties.items()))
             parts.extend(f"@{k}={_attr_text(v)}" for k, v in sorted(op.attributes.items()))
             for region in op.regions:

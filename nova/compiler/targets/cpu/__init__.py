@@ -14,7 +14,11 @@ What is CPU-specific, and why:
   backward over 4096 x 1024 as the epilogue of its dX product, 11.9-12.7 ms for the
   kernel, against 8.1-8.2 ms for the product and 2.1-2.2 ms for the elementwise kernel).
   They start a kernel of their own instead.
-- Schedule: the vectorized innermost loop of elementwise kernels and row reductions is
+- Schedule: an elementwise kernel that reads every input at the output's own position
+  (or a scalar) is *flat* (``lowering.flat``): one loop over the elements, whose code
+  and name are the same for every size, so the kernels of same-structured parameters
+  of different shapes (optimizer updates, initializations) compile once. The vectorized
+  innermost loop of elementwise kernels and row reductions is
   interleaved ``elementwise_unroll(spec)`` times; float32 matmuls become BLIS-blocked
   ``tiled`` kernels (register tile, KC/MC/NC blocks and thread split from
   ``gemm_tile``), and an unbatched one on enough cores shares one packed B panel among
@@ -30,6 +34,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from nova.compiler import dialect as nd
+from nova.compiler.lowering.flat import flat_key
 from nova.compiler.targets.cpu.llvm import module_for
 from nova.compiler.targets.cpu.configurator import (attention_blocks, classify,
                                                     elementwise_unroll,
@@ -45,6 +50,7 @@ from nova.compiler.lowering.plan import (
 )
 from nova.compiler.targets import FusionPolicy, Target
 from nova.core import dtypes as dt
+from nova.core.shapes import numel
 
 
 def _tiled(plan: KernelPlan, spec: CpuSpec) -> tuple[Schedule, tuple | None]:
@@ -108,6 +114,11 @@ class CpuTarget(Target):
             # normal-init kernels: 0.97 against 0.63 s)
             unroll = min(2, elementwise_unroll(spec)) if width else elementwise_unroll(spec)
             schedule = replace(schedule, unroll=max(unroll, 1), vector_width=width)
+            key = flat_key(plan.fusion) if schedule.strategy == "elementwise" else None
+            if key is not None:     # one loop over the elements, one name for every size
+                schedule = replace(schedule, loops=(numel(plan.out[0]),), parallel_dim=0,
+                                   vector_dim=0, flat=True)
+                plan = replace(plan, body=key)
         elif plan.kind == "attention":
             _, queries, keys, _ = schedule.loops
             op = contraction(plan.fusion)

@@ -27,6 +27,7 @@ from nova.compiler.targets.cpu.llvm_gemm import matmul_rows, matmul_tiled
 from nova.compiler.targets.cpu.llvm_scan import scan
 from nova.compiler.targets.cpu.llvm_sort import argsort
 from nova.compiler.codegen.values import element_of, shape_of
+from nova.compiler.lowering.flat import flat_plan
 from nova.compiler.lowering.plan import KernelPlan, accumulator_dtype, contraction, reductions
 from nova.core.shapes import numel
 
@@ -192,8 +193,10 @@ def _elementwise(e: Emitter) -> None:
         _segmented(e, body, *outer)
         return
     if regions is None:
+        # a flat kernel's one loop is the launch range: its length never reaches the code
+        trip = None if plan.schedule.flat else shape[-1]
         e.loops.nest(shape, body, first=(e.fn.args[1], e.fn.args[2]),
-                     innermost_md=e.interleave(plan.schedule.unroll, trip=shape[-1]))
+                     innermost_md=e.interleave(plan.schedule.unroll, trip=trip))
         return
 
     def row(outer: list[ir.Value]) -> None:
@@ -492,10 +495,11 @@ def emit_kernel(module: ir.Module, plan: KernelPlan) -> ir.Function:
 
 
 def module_for(plan: KernelPlan, triple: str, data_layout: str) -> ir.Module:
+    """The LLVM module of ``plan``'s kernel (a flat kernel's from its flat form)."""
     module = ir.Module(name=plan.name)
     module.triple = triple
     module.data_layout = data_layout
-    emit_kernel(module, plan)
+    emit_kernel(module, flat_plan(plan))
     return module
 
 

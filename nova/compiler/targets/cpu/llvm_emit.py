@@ -224,9 +224,13 @@ class Emitter(ScalarEmitter[ir.Value]):
     # ------------------------------------------------------------ memory
 
     def linear(self, idx: Sequence[ir.Value], shape: Sequence[int]) -> ir.Value:
+        """Row-major offset of a multi-index (the first index as is: a 1-D offset holds
+        no extent, which a flat kernel's code must not)."""
         b = self.b
-        off = c64(0)
-        for i, n in zip(idx, shape):
+        if not idx:
+            return c64(0)
+        off = idx[0]
+        for i, n in zip(idx[1:], shape[1:]):
             off = b.add(b.mul(off, c64(n)), i)
         return off
 

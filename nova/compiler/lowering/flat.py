@@ -22,11 +22,10 @@ interpreter fallback) -- the flat form exists only for code generation
 """
 from __future__ import annotations
 
-from collections.abc import Collection
 from dataclasses import replace
 
 from xdsl.dialects.builtin import StringAttr
-from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
+from xdsl.ir import Block, BlockArgument, Region, SSAValue
 
 from nova.compiler import dialect as nd
 from nova.compiler.lowering.plan import KernelPlan, body_key

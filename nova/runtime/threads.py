@@ -87,13 +87,13 @@ _i64p = ctypes.POINTER(ctypes.c_int64)
 
 @lru_cache(maxsize=1)
 def _native() -> tuple:
-    """(worker, launch, join, stop, drive, cancel) as ctypes functions, compiled on
-    first use."""
+    """(worker, launch, join, stop, drive, cancel) as ctypes functions, loaded on
+    first use (compiled once, then read from the kernel disk cache)."""
     from nova.runtime.kernel_cache import KERNELS
     jit = KERNELS.jit
     names = ("nova_pool_worker", "nova_pool_launch", "nova_pool_join", "nova_pool_stop",
              "nova_drive", "nova_pool_cancel")
-    addr = jit.load(pool_module(jit.triple, jit.data_layout), names)
+    addr = jit.load(pool_module(jit.triple, jit.data_layout), names, KERNELS.stats)
     i64 = ctypes.c_int64
     return (ctypes.CFUNCTYPE(i64, _i64p, i64, i64)(addr[names[0]]),
             ctypes.CFUNCTYPE(i64, _i64p, i64, i64, _i64p, i64)(addr[names[1]]),

@@ -117,6 +117,38 @@ def test_a_damaged_entry_is_recompiled_and_healed(pristine, cache, damage):
     assert entry.read_bytes() == (pristine / entry.relative_to(cache)).read_bytes()
 
 
+def _support(cache: Path) -> Path:
+    (entry,) = cache.rglob("support_nova_pool.o")
+    return entry
+
+
+def test_the_thread_pool_and_driver_load_from_the_cache_once_compiled(pristine, cache):
+    """The runtime's own native code (thread pool, step driver) is compiled once and
+    then read from the cache like a kernel: no process compiles it again."""
+    first = _run(pristine.parent / "fresh")["stats"]
+    assert (first["support_compiled"], first["support_hits"]) == (1, 0)
+    again = _run(cache)["stats"]
+    assert (again["support_compiled"], again["support_hits"]) == (0, 1)
+
+
+@pytest.mark.parametrize("damage", HEALING)
+def test_a_damaged_support_entry_is_recompiled_and_healed(pristine, cache, damage):
+    change, counter = HEALING[damage]
+    entry = _support(cache)
+    if damage == "unresolvable external":     # the pool calls no libm: break another
+        header, payload = disk_cache.decode_entry(entry.read_bytes())
+        names = [n for n in (b"\0nanosleep\0", b"\0sched_yield\0", b"\0syscall\0",
+                             b"\0clock_gettime\0") if n in payload]
+        if not names:
+            pytest.skip("the pool object names no external function to break")
+        _rewrite_payload(entry, lambda p: p.replace(names[0], names[0][:-2] + b"X\0"))
+    else:
+        change(entry)
+    stats = _run(cache)["stats"]
+    assert (stats[counter], stats["support_compiled"], stats["support_hits"]) == (1, 1, 0)
+    assert entry.read_bytes() == (pristine / entry.relative_to(cache)).read_bytes()
+
+
 def test_an_entry_copied_under_another_kernels_name_is_rejected_and_healed(pristine, cache):
     a, b = _entries(cache)[:2]
     shutil.copyfile(a, b)
@@ -159,7 +191,8 @@ def test_a_directory_at_an_entry_path_is_bypassed_and_leaks_no_temp_files(cache)
         assert (report["stats"]["bypassed"], report["stats"]["disk_hits"]) == (1, 2)
         assert sum("is a directory" in w for w in report["warnings"]) == 1
     assert entry.is_dir() and not any(entry.iterdir())
-    assert len(list(entry.parent.iterdir())) == 3     # the three entries, no temp files
+    # the three kernels and the thread pool's entry, no temp files
+    assert len(list(entry.parent.iterdir())) == 4
 
 
 # ----------------------------------------------------------------- keys and validation

@@ -184,8 +184,8 @@ class _Jit:
         """Load ``module`` (runtime support code, not a kernel: the thread pool and the
         step driver, once per process) and return the addresses of ``names``. Its
         object is compiled at O3 once and kept in the disk cache next to the kernels
-        (``support_object``): compiling it took ~0.15 s of every process's first step,
-        a quarter of a warm start."""
+        (``support_object``): compiling it took 0.10-0.15 s of every process's first
+        step, a fifth of a warm start."""
         obj = self.support_object(module, names, stats or KernelStats())
         with self.lock:
             self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))

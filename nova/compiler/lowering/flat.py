@@ -29,21 +29,11 @@ from xdsl.ir import Block, BlockArgument, Region, SSAValue
 
 from nova.compiler import dialect as nd
 from nova.compiler.lowering.plan import KernelPlan, body_key
+from nova.core.shapes import numel
 
 # The roles of a flat form's values: shaped like the output (read at its position), a
 # 0-d scalar, or a random draw's (seed, offset) key.
 FLAT, SCALAR, KEY = "flat", "scalar", "key"
-
-
-def _shape(v: SSAValue) -> tuple[int, ...]:
-    return tuple(v.type.get_shape())
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 def _roles(fusion: nd.FusionOp) -> dict[SSAValue, str] | None:
@@ -52,8 +42,8 @@ def _roles(fusion: nd.FusionOp) -> dict[SSAValue, str] | None:
     broadcast of more than a scalar, an iota, a gather...)."""
     if fusion.kind.data != "elementwise":
         return None
-    out_shape = _shape(fusion.outputs[0])
-    n = _numel(out_shape)
+    out_shape = nd.shape_of(fusion.outputs[0])
+    n = numel(out_shape)
     if not out_shape or n == 0:
         return None
     block = fusion.body.block
@@ -62,8 +52,8 @@ def _roles(fusion: nd.FusionOp) -> dict[SSAValue, str] | None:
     def claim(v: SSAValue, role: str) -> bool:
         """``v`` read in ``role``: a block argument takes the role of its first read."""
         if isinstance(v, BlockArgument) and v not in roles:
-            shape = _shape(v)
-            if role == FLAT and _numel(shape) != n or role == SCALAR and shape != () \
+            shape = nd.shape_of(v)
+            if role == FLAT and numel(shape) != n or role == SCALAR and shape != () \
                     or role == KEY and shape != (2,):
                 return False
             roles[v] = role
@@ -75,7 +65,7 @@ def _roles(fusion: nd.FusionOp) -> dict[SSAValue, str] | None:
                 return None
             continue
         result = op.results[0]
-        shape = _shape(result)
+        shape = nd.shape_of(result)
         if isinstance(op, nd.ConstantOp):
             role = SCALAR if shape == () else FLAT if shape == out_shape else None
         elif isinstance(op, nd.RngUniformOp):
@@ -83,11 +73,11 @@ def _roles(fusion: nd.FusionOp) -> dict[SSAValue, str] | None:
         elif isinstance(op, nd.BroadcastInDimOp):
             role = FLAT if shape == out_shape and claim(op.operands[0], SCALAR) else None
         elif isinstance(op, nd.ReshapeOp):
-            role = FLAT if _numel(shape) == n and claim(op.operands[0], FLAT) else None
+            role = FLAT if numel(shape) == n and claim(op.operands[0], FLAT) else None
         elif op.has_trait(nd.Elementwise):
             role = FLAT if shape == out_shape else SCALAR if shape == () else None
             if role is not None and not all(
-                    _shape(v) == shape and claim(v, role) for v in op.operands):
+                    nd.shape_of(v) == shape and claim(v, role) for v in op.operands):
                 role = None
         else:
             role = None
@@ -109,7 +99,7 @@ def flat_form(fusion: nd.FusionOp) -> tuple[nd.FusionOp, frozenset[SSAValue]] | 
     roles = _roles(fusion)
     if roles is None:
         return None
-    n = _numel(_shape(fusion.outputs[0]))
+    n = numel(nd.shape_of(fusion.outputs[0]))
 
     def flat_type(v: SSAValue):
         return nd.tensor_type((n,), nd.element_name(v.type.element_type)) \
@@ -160,7 +150,7 @@ def flat_plan(plan: KernelPlan) -> KernelPlan:
                          f"form:\n{plan.fusion}")
     flat, _ = form
     block = flat.body.block
-    args = [(tuple(a.type.get_shape()), t) for a, (_, t) in zip(block.args, plan.arg_types)]
+    args = [(nd.shape_of(a), t) for a, (_, t) in zip(block.args, plan.arg_types)]
     n = plan.schedule.loops[0]
     return replace(plan, fusion=flat, arg_types=args + [((n,), plan.out[1])])
 

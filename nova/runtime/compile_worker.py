@@ -83,12 +83,14 @@ def vector_tuning(features: str) -> str:
     return features
 
 
-def optimize(tm: llvm.TargetMachine, mod: llvm.ModuleRef, speed_level: int = 3) -> None:
-    """LLVM's O``speed_level`` pipeline for the host, loop and SLP vectorizers on, in
-    place (the level per kernel: ``configurator.llvm_speed_level``)."""
+def optimize(tm: llvm.TargetMachine, mod: llvm.ModuleRef, speed_level: int = 3,
+             vectorize: bool = True) -> None:
+    """LLVM's O``speed_level`` pipeline for the host, in place (the level per kernel:
+    ``configurator.llvm_speed_level``), with the loop and SLP vectorizers unless
+    ``vectorize`` is False (code whose vectors are all explicit: the GEMM driver)."""
     pto = llvm.create_pipeline_tuning_options(speed_level=speed_level)
-    pto.loop_vectorization = True
-    pto.slp_vectorization = True
+    pto.loop_vectorization = vectorize
+    pto.slp_vectorization = vectorize
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(mod, pb)
 
@@ -154,7 +156,7 @@ def serve() -> None:
         except RuntimeError as e:
             send(replies, {**reply, "invalid": str(e)})
             continue
-        optimize(tm, mod, int(header.get("level", 3)))
+        optimize(tm, mod, int(header.get("level", 3)), bool(header.get("vectorize", True)))
         obj = tm.emit_object(mod)
         send(replies, {**reply, "rss": _rss_bytes()}, obj)
 
@@ -181,9 +183,9 @@ class CompileWorker:
         self._lock = threading.Lock()
         _INSTANCES.add(self)
 
-    def compile(self, name: str, text: str, level: int = 3) -> bytes:
+    def compile(self, name: str, text: str, level: int = 3, vectorize: bool = True) -> bytes:
         """The object code of the kernel ``name`` whose IR is ``text``, optimized at
-        O``level``. Raises
+        O``level`` (``vectorize``: with LLVM's vectorizers, see ``optimize``). Raises
         InvalidModule (LLVM rejected it), WorkerUnavailable (no worker could be
         started) or WorkerDied (a fresh worker ended on it too)."""
         with self._lock:
@@ -192,17 +194,18 @@ class CompileWorker:
                 if self._proc is None or self._owner != os.getpid():
                     self._start()
                 try:
-                    return self._exchange(name, text, level)
+                    return self._exchange(name, text, level, vectorize)
                 except (EOFError, OSError, ValueError) as e:
                     ended = f"{self._exit_status()}; {e}"
             raise WorkerDied(f"the LLVM compile worker ended twice while compiling {name} "
                              f"({ended})")
 
-    def _exchange(self, name: str, text: str, level: int) -> bytes:
+    def _exchange(self, name: str, text: str, level: int, vectorize: bool = True) -> bytes:
         self._seq += 1
         proc = self._proc
         try:
-            send(proc.stdin, {"seq": self._seq, "name": name, "level": level}, text.encode())
+            send(proc.stdin, {"seq": self._seq, "name": name, "level": level,
+                              "vectorize": vectorize}, text.encode())
             header, obj = receive(proc.stdout)
         except BaseException as e:
             if not isinstance(e, (EOFError, OSError, ValueError)):

@@ -75,11 +75,12 @@ PROFILE: contextvars.ContextVar[list[tuple[str, str, float]] | None] = contextva
 
 def debug_files(module: ModuleOp, lowered: CompiledStep) -> dict[str, str]:
     """What ``NOVA_DEBUG=1`` and ``nv.debug.dump`` write for a CPU step, by file name:
-    the nova IR, the fused IR with each kernel's plan, and every kernel's LLVM IR."""
+    the nova IR, the fused IR with each kernel's plan, and every kernel's LLVM IR (then
+    that of the support modules they call, the GEMM driver)."""
     return {"step.nova.mlir": str(module),
             "step.fused.mlir": lowered.text(),
-            "step.ll": "\n".join(KERNELS.llvm_ir(p) for p in lowered.plans
-                                 if p.kind != "collective")}
+            "step.ll": KERNELS.step_llvm_ir([p for p in lowered.plans
+                                             if p.kind != "collective"])}
 
 
 def one_core_seconds(plan: KernelPlan) -> float:

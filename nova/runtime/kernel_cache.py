@@ -31,7 +31,10 @@ steps stays while either lives (it may keep the rest of its library's code with 
 The runtime support code (``_Jit.load``: the thread pool and the step driver) lives as
 long as the process; its object is cached on disk beside the kernels
 (``support_<module>.o``, keyed by the host key and the module's text, validated and
-healed like a kernel's entry).
+healed like a kernel's entry). So does code that kernels call without containing it
+(``targets.cpu.llvm.support_for``: the tiled GEMMs' shared driver): it is linked before
+the first kernel calling it is loaded, its symbols made the process's, and when the disk
+cache lacks it, it compiles in the same batch as the kernels (``_compile_all``).
 """
 from __future__ import annotations
 
@@ -43,7 +46,7 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -55,7 +58,7 @@ from llvmlite import ir
 from nova import config
 from nova.compiler.targets.cpu.configurator import llvm_speed_level
 from nova.compiler.targets.cpu.device import usable_cores
-from nova.compiler.targets.cpu.llvm import module_for
+from nova.compiler.targets.cpu.llvm import SupportModule, module_for, support_for
 from nova.compiler.lowering.plan import FORMAT_VERSION, KernelPlan, body_key
 from nova.runtime import elf
 from nova.runtime.compile_worker import (CompileWorker, InvalidModule, WorkerDied,
@@ -142,6 +145,13 @@ def source_fingerprint() -> str | None:
         return None
 
 
+# Support modules linked (``_Jit.link``): name -> the engine holding their code. The
+# symbols they define are the process's (``llvm.add_symbol``) and kernels loaded by any
+# cache resolve them, so their code stays mapped until exit, whichever cache linked it.
+_LINKED: dict[str, llvm.ExecutionEngine] = {}
+_LINK_LOCK = threading.Lock()
+
+
 class _Jit:
     """The process's LLVM target machine, its MCJIT engine for runtime support code, and
     the compile worker (created on first use)."""
@@ -175,9 +185,11 @@ class _Jit:
         """A target machine for this host (an MCJIT engine owns the one it is given)."""
         return target_machine(self.cpu, self.features)
 
-    def optimize(self, mod: llvm.ModuleRef, speed_level: int = 3) -> None:
-        """LLVM's pipeline for the host (O3 unless told), vectorizers on, in place."""
-        optimize(self.tm, mod, speed_level)
+    def optimize(self, mod: llvm.ModuleRef, speed_level: int = 3, vectorize: bool = True
+                 ) -> None:
+        """LLVM's pipeline for the host (O3 unless told), vectorizers on unless told,
+        in place."""
+        optimize(self.tm, mod, speed_level, vectorize)
 
     def load(self, module: ir.Module, names: Sequence[str],
              stats: KernelStats | None = None) -> dict[str, int]:
@@ -186,53 +198,114 @@ class _Jit:
         object is compiled at O3 once and kept in the disk cache next to the kernels
         (``support_object``): compiling it took 0.10-0.15 s of every process's first
         step, a fifth of a warm start."""
-        obj = self.support_object(module, names, stats or KernelStats())
+        return self.add_support(module.name, self.support_object(module, names, stats
+                                                                 or KernelStats()), names)
+
+    def add_support(self, name: str, obj: bytes, names: Sequence[str]) -> dict[str, int]:
+        """Map support object ``obj`` (module ``name``) into the process's engine and
+        return the addresses of ``names``."""
         with self.lock:
             self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
             self.engine.finalize_object()
-            addresses = {name: self.engine.get_function_address(name) for name in names}
-        missing = [name for name, addr in addresses.items() if not addr]
+            addresses = {symbol: self.engine.get_function_address(symbol) for symbol in names}
+        missing = [symbol for symbol, addr in addresses.items() if not addr]
         if missing:
-            raise CompileError(f"{module.name}: symbols {missing} not found after loading")
+            raise CompileError(f"{name}: symbols {missing} not found after loading")
         return addresses
 
-    def support_object(self, module: ir.Module, names: Sequence[str],
-                       stats: KernelStats) -> bytes:
-        """The object code of support module ``module`` defining ``names``: read from
-        the disk cache (``support_<name>.o``, keyed by the host key and the module's
-        text, validated as kernel objects are), else compiled at O3 in this process and
-        stored. ``stats`` counts the hit, the compile, or a damaged entry."""
-        text = str(module)
+    def support_entry(self, name: str, text: str, names: Sequence[str]
+                      ) -> tuple[str | None, dict[str, Any]]:
+        """Where support module ``name`` (LLVM IR ``text``, defining ``names``) is kept
+        on disk (``support_<name>.o``; None without a disk cache) and its entry's
+        header, keyed by the host key and the text."""
         directory = _cache_dir(self)
-        path = os.path.join(directory, f"support_{module.name}.o") if directory else None
+        path = os.path.join(directory, f"support_{name}.o") if directory else None
         key = hashlib.sha256(f"{self.host_key()}|support|{text}".encode()).hexdigest()
-        header = {"kind": ENTRY_KIND, "key": key, "symbols": list(names)}
-        found = Lookup("missing")
-        if path:
-            found = read_entry(path, header, self.object_validator(names, only_these=False))
-            _count(stats, found, "support_hits")
-            if found.payload is not None:
-                return found.payload
-        mod = llvm.parse_assembly(text)
-        mod.verify()
-        self.optimize(mod)
-        obj = self.tm.emit_object(mod)
-        stats.support_compiled += 1
+        return path, {"kind": ENTRY_KIND, "key": key, "symbols": list(names)}
+
+    def read_support(self, name: str, text: str, names: Sequence[str],
+                     stats: KernelStats) -> tuple[bytes | None, Lookup]:
+        """Support module ``name``'s object from the disk cache (None when missing or
+        unusable) and the lookup, counted in ``stats``."""
+        path, header = self.support_entry(name, text, names)
+        if not path:
+            return None, Lookup("missing")
+        found = read_entry(path, header, self.object_validator(names, only_these=False))
+        _count(stats, found, "support_hits")
+        return found.payload, found
+
+    def store_support(self, name: str, text: str, names: Sequence[str], obj: bytes,
+                      found: Lookup) -> None:
+        """Keep a compiled support object on disk (unless its lookup said not to)."""
+        path, header = self.support_entry(name, text, names)
         if path and found.writable:
             write_entry(path, header, obj)
+
+    def compile_here(self, text: str, level: int = 3, vectorize: bool = True) -> bytes:
+        """Verify, optimize and emit ``text`` in this process."""
+        mod = llvm.parse_assembly(text)
+        mod.verify()
+        self.optimize(mod, level, vectorize)
+        return self.tm.emit_object(mod)
+
+    def support_object(self, module: ir.Module, names: Sequence[str],
+                       stats: KernelStats, vectorize: bool = True) -> bytes:
+        """The object code of support module ``module`` defining ``names``: read from
+        the disk cache (``support_entry``, validated as kernel objects are), else
+        compiled at O3 in this process and stored. ``stats`` counts the hit, the
+        compile, or a damaged entry."""
+        text = str(module)
+        obj, found = self.read_support(module.name, text, names, stats)
+        if obj is None:
+            obj = self.compile_here(text, vectorize=vectorize)
+            stats.support_compiled += 1
+            self.store_support(module.name, text, names, obj, found)
         return obj
 
-    def object_validator(self, names: Sequence[str], only_these: bool = True
+    def link(self, support: SupportModule, obj: bytes) -> None:
+        """Map a support module kernels call and make its symbols resolvable by every
+        kernel loaded after, for the rest of the process (``_LINKED``)."""
+        with _LINK_LOCK:
+            if support.name in _LINKED:
+                return
+            for symbol, address in self.add_support(support.name, obj,
+                                                    support.symbols).items():
+                llvm.add_symbol(symbol, address)
+            _LINKED[support.name] = self.engine
+
+    @staticmethod
+    def unlinked(plans: Sequence[KernelPlan]) -> list[SupportModule]:
+        """The support modules ``plans`` call (``support_for``) not linked yet."""
+        out: dict[str, SupportModule] = {}
+        for plan in plans:
+            for support in support_for(plan):
+                if support.name not in _LINKED:
+                    out.setdefault(support.name, support)
+        return list(out.values())
+
+    def link_support(self, plans: Sequence[KernelPlan], stats: KernelStats) -> None:
+        """Link the support modules ``plans`` call, from the disk cache or compiled
+        here (``support_object``)."""
+        for support in self.unlinked(plans):
+            module = support.build(self.triple, self.data_layout)
+            self.link(support, self.support_object(module, support.symbols, stats,
+                                                   support.vectorize))
+
+    def object_validator(self, names: Sequence[str], only_these: bool = True,
+                         promised: Collection[str] = ()
                          ) -> Callable[[Mapping[str, Any], bytes], str | None]:
         """Checks an intact entry's payload is an object MCJIT can load that defines
-        ``names`` (``only_these``: and no other global symbol)."""
+        ``names`` (``only_these``: and no other global symbol), every symbol it uses
+        resolvable in this process or ``promised`` (defined by a support module that is
+        linked before the object is loaded)."""
         machine, elf_class, little, relocations = self.object_format()
 
         def validate(header: Mapping[str, Any], obj: bytes) -> str | None:
             problem = elf.check_object(
                 obj, machine=machine, file_type=elf.ET_REL, elf_class=elf_class,
                 little=little, defines=tuple(names), only_these=only_these,
-                resolves=lambda name: llvm.address_of_symbol(name) is not None,
+                resolves=lambda name: (name in promised
+                                       or llvm.address_of_symbol(name) is not None),
                 relocation_types=relocations)
             return None if problem is None else f"its object is unusable: {problem}"
         return validate
@@ -272,6 +345,16 @@ def _count(stats: KernelStats, found: Lookup, hits: str) -> None:
                "bypassed": "bypassed"}.get(found.status)
     if counter is not None:
         setattr(stats, counter, getattr(stats, counter) + 1)
+
+
+@dataclass(frozen=True)
+class _SupportJob:
+    """A support module to compile with a batch of kernels: its IR and how its disk
+    lookup went (to store the object where the lookup allows)."""
+
+    support: SupportModule
+    text: str
+    found: Lookup
 
 
 def entry_key(jit: _Jit, plan: KernelPlan) -> str:
@@ -347,6 +430,13 @@ class KernelCache:
         jit = self.jit
         return str(module_for(plan, jit.triple, jit.data_layout))
 
+    def step_llvm_ir(self, plans: Sequence[KernelPlan]) -> str:
+        """The LLVM IR of ``plans``' kernels, then of the support modules they call."""
+        jit = self.jit
+        support = {s.name: s for plan in plans for s in support_for(plan)}
+        return "\n".join([self.llvm_ir(plan) for plan in plans]
+                         + [str(s.build(jit.triple, jit.data_layout)) for s in support.values()])
+
     def _write_ir(self, plan: KernelPlan, text: str) -> str:
         """Write a kernel's IR (and the nova region it came from) for a bug report."""
         region = "".join(f"; {line}\n" for line in str(plan.fusion).splitlines())
@@ -411,21 +501,29 @@ class KernelCache:
         self.stats.compiled += 1
         return reply
 
-    def _compile_all(self, plans: Sequence[KernelPlan]
+    def _compile_all(self, plans: Sequence[KernelPlan], support: Sequence[_SupportJob] = ()
                      ) -> tuple[list[bytes], CompileError | None]:
         """The object code of ``plans`` (none of them cached), in order, and the first
-        failure: the objects before it are returned (to be cached) with it. Several
-        kernels are spread over the compile workers (``_compile_parallel``); the user
-        sees progress after a second (``CompileProgress``)."""
+        failure: the objects before it are returned (to be cached) with it. The
+        ``support`` modules the plans call and the disk cache lacks compile in the same
+        batch (first: the GEMM driver is the longest job) and are linked before any
+        kernel's object is checked. Several jobs are spread over the compile workers
+        (``_compile_parallel``); the user sees progress after a second
+        (``CompileProgress``)."""
         jit = self.jit
-        workers = jit.compile_workers(len(plans)) if (
-            len(plans) > 1 and jit.worker_problem is None and config.COMPILE_WORKER.get()) \
-            else []
-        progress = CompileProgress(len(plans), max(len(workers), 1))
+        jobs = len(plans) + len(support)
+        workers = jit.compile_workers(jobs) if (
+            jobs > 1 and jit.worker_problem is None and config.COMPILE_WORKER.get()) else []
+        progress = CompileProgress(jobs, max(len(workers), 1))
         start = time.perf_counter()
         try:
             if len(workers) > 1:
-                return self._compile_parallel(plans, workers, progress)
+                return self._compile_parallel(plans, workers, progress, support)
+            for job in support:
+                error = self._link_compiled(job, self._support_reply(job))
+                if error is not None:
+                    return [], error
+                progress.done()
             out: list[bytes] = []
             for plan in plans:
                 try:
@@ -438,23 +536,60 @@ class KernelCache:
             progress.close()
             self.stats.compile_seconds += time.perf_counter() - start
 
+    def _support_reply(self, job: _SupportJob) -> bytes | Exception:
+        """A support module compiled by the compile worker (what it raised, if it did),
+        or here when there is no worker."""
+        jit = self.jit
+        if jit.worker_problem is None and config.COMPILE_WORKER.get():
+            try:
+                return jit.worker.compile(job.support.name, job.text, 3,
+                                          job.support.vectorize)
+            except (InvalidModule, WorkerDied, WorkerUnavailable) as e:
+                return e
+        return WorkerUnavailable("compile workers are off")
+
+    def _link_compiled(self, job: _SupportJob, reply: bytes | BaseException
+                       ) -> CompileError | None:
+        """Link support module ``job`` from a worker's reply (compiling it here when no
+        worker could) and keep it on disk; the error, naming the module, when LLVM
+        rejected it or its object is unusable."""
+        jit, support = self.jit, job.support
+        if isinstance(reply, WorkerUnavailable):
+            reply = jit.compile_here(job.text, vectorize=support.vectorize)
+        if not isinstance(reply, bytes):
+            if not isinstance(reply, (InvalidModule, WorkerDied)):
+                raise reply
+            path = write_debug_file(debug_directory(), f"{support.name}.ll", job.text)
+            return CompileError(f"support module {support.name}: {str(reply).strip()}; "
+                                f"IR written to {path}")
+        if jit.object_format() is not None:
+            problem = jit.object_validator(support.symbols, only_these=False)({}, reply)
+            if problem is not None:
+                return CompileError(f"support module {support.name}: the compile worker's "
+                                    f"object failed validation: {problem}")
+        self.stats.support_compiled += 1
+        jit.link(support, reply)
+        jit.store_support(support.name, job.text, support.symbols, reply, job.found)
+        return None
+
     def _compile_parallel(self, plans: Sequence[KernelPlan], workers: Sequence[CompileWorker],
-                          progress: CompileProgress) -> tuple[list[bytes], CompileError | None]:
+                          progress: CompileProgress, support: Sequence[_SupportJob] = ()
+                          ) -> tuple[list[bytes], CompileError | None]:
         """``_compile_all`` on several workers: this thread writes each kernel's IR and
-        queues it; a thread per worker sends it and waits for the object (the pipes
-        release the GIL, so LLVM runs in every worker process at once while Python
-        writes the next IR). Replies are taken in plan order, so what is cached, and
-        which failure is reported, is what a serial compile would give; the object
-        code is the same bytes (same LLVM, same target machine)."""
+        queues it (the support modules' first); a thread per worker sends it and waits
+        for the object (the pipes release the GIL, so LLVM runs in every worker process
+        at once while Python writes the next IR). Replies are taken in plan order, so
+        what is cached, and which failure is reported, is what a serial compile would
+        give; the object code is the same bytes (same LLVM, same target machine)."""
         jit = self.jit
         tasks: queue.SimpleQueue = queue.SimpleQueue()
         replies: dict[int, bytes | BaseException] = {}
 
         def serve(worker: CompileWorker) -> None:
             while (task := tasks.get()) is not None:
-                i, name, text, level = task
+                i, name, text, level, vectorize = task
                 try:
-                    replies[i] = worker.compile(name, text, level)
+                    replies[i] = worker.compile(name, text, level, vectorize)
                 except BaseException as e:      # reported by the caller, in plan order
                     replies[i] = e
                 progress.done()
@@ -466,9 +601,11 @@ class KernelCache:
         texts: list[str] = []
         queued = False
         try:
-            for i, plan in enumerate(plans):
+            for i, job in enumerate(support):
+                tasks.put((i, job.support.name, job.text, 3, job.support.vectorize))
+            for i, plan in enumerate(plans, len(support)):
                 texts.append(str(module_for(plan, jit.triple, jit.data_layout)))
-                tasks.put((i, plan.name, texts[-1], llvm_speed_level(plan)))
+                tasks.put((i, plan.name, texts[-1], llvm_speed_level(plan), True))
             queued = True
         finally:
             if not queued:      # interrupted: compile nothing more than what is under way
@@ -481,9 +618,13 @@ class KernelCache:
                 tasks.put(None)
             for t in threads:
                 t.join()
+        for i, job in enumerate(support):
+            error = self._link_compiled(job, replies[i])
+            if error is not None:
+                return [], error
         out: list[bytes] = []
         for i, plan in enumerate(plans):
-            reply = replies[i]
+            reply = replies[len(support) + i]
             if not isinstance(reply, (bytes, InvalidModule, WorkerDied, WorkerUnavailable)):
                 raise reply
             try:
@@ -494,7 +635,9 @@ class KernelCache:
         return out, None
 
     def _check_compiled(self, plan: KernelPlan, obj: bytes) -> None:
-        """The worker's object is validated like a disk entry before MCJIT maps it."""
+        """The worker's object is validated like a disk entry before MCJIT maps it
+        (after the support modules it calls are linked: a batch links them first)."""
+        self.jit.link_support([plan], self.stats)
         if self.jit.object_format() is None:
             return
         problem = self._validator(plan)({}, obj)
@@ -502,32 +645,52 @@ class KernelCache:
             raise CompileError(f"kernel {plan.name} ({plan.kind}): the compile worker's "
                                f"object failed validation: {problem}")
 
-    def _validator(self, plan: KernelPlan) -> Callable[[Mapping[str, Any], bytes], str | None]:
-        """Checks an intact entry's payload is an object MCJIT can load for ``plan``."""
-        return self.jit.object_validator((plan.name,))
+    def _validator(self, plan: KernelPlan, promised: Collection[str] = ()
+                   ) -> Callable[[Mapping[str, Any], bytes], str | None]:
+        """Checks an intact entry's payload is an object MCJIT can load for ``plan``
+        (``promised``: symbols of support modules linked before it is loaded)."""
+        return self.jit.object_validator((plan.name,), promised=promised)
 
-    def _read_disk(self, plan: KernelPlan, path: str, key: str) -> Lookup:
+    def _read_disk(self, plan: KernelPlan, path: str, key: str,
+                   promised: Collection[str] = ()) -> Lookup:
         found = read_entry(path, {"kind": ENTRY_KIND, "key": key, "symbols": [plan.name]},
-                           self._validator(plan))
+                           self._validator(plan, promised))
         _count(self.stats, found, "disk_hits")
         return found
 
+    def _support_jobs(self, plans: Sequence[KernelPlan]) -> list[_SupportJob]:
+        """Link the support modules ``plans`` call that the disk cache has; the rest,
+        to be compiled with the batch."""
+        jit = self.jit
+        jobs = []
+        for support in jit.unlinked(plans):
+            text = str(support.build(jit.triple, jit.data_layout))
+            obj, found = jit.read_support(support.name, text, support.symbols, self.stats)
+            if obj is None:
+                jobs.append(_SupportJob(support, text, found))
+            else:
+                jit.link(support, obj)
+        return jobs
+
     def _objects(self, plans: Sequence[KernelPlan]) -> dict[str, bytes]:
         """The object code of each plan: from the disk cache, else compiled (all the
-        missing ones together, ``_compile_all``) and stored."""
+        missing ones together, with the support modules they call, ``_compile_all``)
+        and stored."""
         jit = self.jit
+        support = self._support_jobs(plans)
+        promised = {symbol for job in support for symbol in job.support.symbols}
         directory = _cache_dir(jit)
         objects: dict[str, bytes] = {}
         missing: list[tuple[KernelPlan, str | None, str, Lookup]] = []
         for plan in plans:
             path = os.path.join(directory, plan.name + ".o") if directory else None
             key = entry_key(jit, plan) if path else ""
-            found = self._read_disk(plan, path, key) if path else Lookup("missing")
+            found = self._read_disk(plan, path, key, promised) if path else Lookup("missing")
             if found.payload is not None:
                 objects[plan.name] = found.payload
             else:
                 missing.append((plan, path, key, found))
-        compiled, error = self._compile_all([m[0] for m in missing])
+        compiled, error = self._compile_all([m[0] for m in missing], support)
         for (plan, path, key, found), obj in zip(missing, compiled):
             objects[plan.name] = obj
             if path and found.writable:

@@ -266,7 +266,7 @@ class WorkerPool:
         (they would write freed memory; a sleeper woken before the cancel could claim
         one) and those claimed are waited for. Claimed chunks are on awake threads, and
         a team's members finish too: a cancelled chunk never joined its team, which
-        closes without it (``Gemm.join_team``)."""
+        closes without it (``GemmDriver.join_team``)."""
         with deferred_interrupt():
             if caller_alive:
                 with self._wake:

@@ -137,8 +137,8 @@ def test_threads_share_the_packed_b_panel_from_four_cores():
 
 def test_shared_b_plans_carry_the_team_header_and_two_panels():
     """On a 4-core spec, the CPU plan of x @ W^T (M = 300 >= N = 50) shares B: its
-    scratch holds the team header and two KC x NC panels (+ a vector of slack), and its
-    LLVM IR meets at the team barrier; the CUDA plan of the same product has no scratch
+    scratch holds the team header and two KC x NC panels (+ a vector of slack), and the
+    GEMM driver it calls meets at the team barrier; the CUDA plan of the same product has no scratch
     (CUDA kernels configure themselves)."""
     import dataclasses
 
@@ -157,8 +157,11 @@ def test_shared_b_plans_carry_the_team_header_and_two_panels():
     s = plan.schedule
     assert s.shared_b and s.split == "m" and "shared_b" in plan.describe()
     assert plan.scratch[0] == (2 * TEAM_WORDS + 2 * s.kc * s.tile[2] + s.tile[1],)
-    ir = KERNELS.llvm_ir(plan)
-    assert "atomicrmw add" in ir and "load atomic" in ir and "sched_yield" in ir
+    # the kernel calls the shared GEMM driver, whose code meets at the team barrier
+    from nova.compiler.targets.cpu.llvm_gemm import driver_module, driver_name
+    assert f'call i32 @"{driver_name(*s.tile[:2])}"' in KERNELS.llvm_ir(plan)
+    driver = str(driver_module(*s.tile[:2], KERNELS.jit.triple, KERNELS.jit.data_layout))
+    assert "atomicrmw add" in driver and "load atomic" in driver and "sched_yield" in driver
     (cuda_plan,) = plan_kernels(fused, target="cuda")
     assert cuda_plan.scratch is None and not cuda_plan.schedule.shared_b
 

@@ -262,7 +262,7 @@ def test_a_kernel_that_kills_the_worker_is_a_compile_error(monkeypatch, tmp_path
     monkeypatch.setattr(compile_worker, "_BOOT", (
         "import sys, os; del sys.path[0]; g = {'__name__': 'worker'}; "
         "exec(compile(open(sys.argv[1]).read(), sys.argv[1], 'exec'), g); "
-        "g['optimize'] = lambda tm, mod, level: os._exit(3); g['serve']()"))
+        "g['optimize'] = lambda tm, mod, level, vectorize=True: os._exit(3); g['serve']()"))
     cache = kernel_cache.KernelCache()
     plan = _plan(lambda a: (a * 8).sum())
     with pytest.raises(kernel_cache.CompileError,

@@ -117,35 +117,56 @@ def test_a_damaged_entry_is_recompiled_and_healed(pristine, cache, damage):
     assert entry.read_bytes() == (pristine / entry.relative_to(cache)).read_bytes()
 
 
-def _support(cache: Path) -> Path:
-    (entry,) = cache.rglob("support_nova_pool.o")
+SUPPORT = {"thread pool": "support_nova_pool.o", "GEMM driver": "support_nova_sgemm_*.o"}
+
+
+def _support(cache: Path, which: str = "thread pool") -> Path:
+    (entry,) = cache.rglob(SUPPORT[which])
     return entry
 
 
 def test_the_thread_pool_and_driver_load_from_the_cache_once_compiled(pristine, cache):
-    """The runtime's own native code (thread pool, step driver) is compiled once and
-    then read from the cache like a kernel: no process compiles it again."""
+    """The runtime's own native code (thread pool and step driver; the tiled GEMMs'
+    shared driver, which ``X @ X.T`` calls) is compiled once and then read from the
+    cache like a kernel: no process compiles it again."""
     first = _run(pristine.parent / "fresh")["stats"]
-    assert (first["support_compiled"], first["support_hits"]) == (1, 0)
+    assert (first["support_compiled"], first["support_hits"]) == (2, 0)
     again = _run(cache)["stats"]
-    assert (again["support_compiled"], again["support_hits"]) == (0, 1)
+    assert (again["support_compiled"], again["support_hits"]) == (0, 2)
+    assert all(_support(cache, which).is_file() for which in SUPPORT)
 
 
+def test_a_lost_gemm_driver_is_compiled_while_its_kernel_loads_from_the_cache(cache):
+    """The GEMM kernel's entry is intact but the driver it calls is gone: the kernel's
+    object is accepted (the driver's symbol is promised, linked before the kernel is
+    loaded), only the driver compiles, and the product is right."""
+    _support(cache, "GEMM driver").unlink()
+    stats = _run(cache)["stats"]
+    assert (stats["compiled"], stats["disk_hits"], stats["rejected"]) == (0, 3, 0)
+    assert (stats["support_compiled"], stats["support_hits"]) == (1, 1)
+    assert _support(cache, "GEMM driver").is_file()
+
+
+# external functions each support object calls, one of which a test renames
+_EXTERNALS = {"thread pool": (b"\0nanosleep\0", b"\0sched_yield\0", b"\0syscall\0",
+                              b"\0clock_gettime\0"),
+              "GEMM driver": (b"\0aligned_alloc\0", b"\0free\0")}
+
+
+@pytest.mark.parametrize("which", SUPPORT)
 @pytest.mark.parametrize("damage", HEALING)
-def test_a_damaged_support_entry_is_recompiled_and_healed(pristine, cache, damage):
+def test_a_damaged_support_entry_is_recompiled_and_healed(pristine, cache, damage, which):
     change, counter = HEALING[damage]
-    entry = _support(cache)
-    if damage == "unresolvable external":     # the pool calls no libm: break another
+    entry = _support(cache, which)
+    if damage == "unresolvable external":     # neither calls libm: break another
         header, payload = disk_cache.decode_entry(entry.read_bytes())
-        names = [n for n in (b"\0nanosleep\0", b"\0sched_yield\0", b"\0syscall\0",
-                             b"\0clock_gettime\0") if n in payload]
-        if not names:
-            pytest.skip("the pool object names no external function to break")
+        names = [n for n in _EXTERNALS[which] if n in payload]
+        assert names, f"the {which}'s object names none of {_EXTERNALS[which]}"
         _rewrite_payload(entry, lambda p: p.replace(names[0], names[0][:-2] + b"X\0"))
     else:
         change(entry)
     stats = _run(cache)["stats"]
-    assert (stats[counter], stats["support_compiled"], stats["support_hits"]) == (1, 1, 0)
+    assert (stats[counter], stats["support_compiled"], stats["support_hits"]) == (1, 1, 1)
     assert entry.read_bytes() == (pristine / entry.relative_to(cache)).read_bytes()
 
 
@@ -191,8 +212,8 @@ def test_a_directory_at_an_entry_path_is_bypassed_and_leaks_no_temp_files(cache)
         assert (report["stats"]["bypassed"], report["stats"]["disk_hits"]) == (1, 2)
         assert sum("is a directory" in w for w in report["warnings"]) == 1
     assert entry.is_dir() and not any(entry.iterdir())
-    # the three kernels and the thread pool's entry, no temp files
-    assert len(list(entry.parent.iterdir())) == 4
+    # the three kernels, the thread pool's and the GEMM driver's entries, no temp files
+    assert len(list(entry.parent.iterdir())) == 5
 
 
 # ----------------------------------------------------------------- keys and validation

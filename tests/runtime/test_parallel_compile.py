@@ -163,10 +163,63 @@ def test_each_kernel_compiles_at_its_configured_llvm_level(monkeypatch):
         sent.append((name, level))
         return original(self, name, text, level)
     monkeypatch.setattr(CompileWorker, "compile", spy)
-    monkeypatch.setattr(kernel_cache, "optimize",
-                        lambda tm, mod, level=3: (here.append(level), optimize(tm, mod, level)))
+    monkeypatch.setattr(kernel_cache, "optimize", lambda tm, mod, level=3, vectorize=True: (
+        here.append(level), optimize(tm, mod, level, vectorize)))
     cache = _fresh_cache(monkeypatch, 1)
     from_worker = [cache._compile(column), cache._compile(other)]
     assert sent == [(column.name, 2), (other.name, 3)]
     in_process = [cache.jit.tm.emit_object(cache.optimized(p)) for p in (column, other)]
     assert here == [2, 3] and in_process == from_worker
+
+
+_DRIVER_SCRIPT = """
+import json, numpy as np, nova as nv
+from nova.runtime import kernel_cache
+from nova.runtime.compile_worker import CompileWorker
+from nova.compiler.targets.cpu.llvm import support_for
+from tests.runtime.test_cache_bounds import _plan
+from tests.runtime.test_parallel_compile import MAKERS
+gemm = _plan(lambda a: (a @ a.T).relu())
+plans = [gemm] + [_plan(make) for make in MAKERS[:2]]
+sent = []
+original = CompileWorker.compile
+def spy(self, name, text, level=3, vectorize=True):
+    sent.append((name, vectorize))
+    return original(self, name, text, level, vectorize)
+CompileWorker.compile = spy
+cache = kernel_cache.KERNELS
+objects, error = cache._compile_all(plans, cache._support_jobs(plans))
+batch = list(sent)
+(support,) = support_for(gemm)
+text = str(support.build(cache.jit.triple, cache.jit.data_layout))
+same = cache.jit.compile_here(text, vectorize=True) == cache.jit.compile_here(text,
+                                                                              vectorize=False)
+(kernel,) = cache.get_all([gemm])
+print(json.dumps({"strategy": gemm.schedule.strategy, "error": error is None,
+                  "objects": len(objects), "sent": batch, "support": support.name,
+                  "compiled": cache.stats.support_compiled, "same": same,
+                  "loaded": kernel.name == gemm.name}))
+"""
+
+
+def test_a_batch_compiles_the_gemm_driver_first_without_llvm_vectorizers():
+    """A batch whose tiled GEMM calls a driver the (disabled) disk cache lacks sends
+    the driver first, with LLVM's vectorizers off: its vectors are explicit, and its
+    object is byte for byte what the vectorizers would give (they only cost time). In
+    a fresh process: the driver, once linked, is the process's."""
+    import json
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", _DRIVER_SCRIPT], capture_output=True,
+                         text=True, timeout=300, cwd=root,
+                         env={**os.environ, "NOVA_CACHE": "0", "NOVA_COMPILE_JOBS": "2",
+                              "NOVA_ENGINE": "cpu"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout.splitlines()[-1])
+    assert report["strategy"] == "tiled" and report["error"] and report["objects"] == 3
+    sent = [tuple(x) for x in report["sent"]]
+    assert sent[0] == (report["support"], False) and all(v for _, v in sent[1:])
+    assert len(sent) == 4 and report["compiled"] == 1
+    assert report["same"] and report["loaded"]

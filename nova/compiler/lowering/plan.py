@@ -62,7 +62,7 @@ from nova.compiler import dialect as nd
 from nova.compiler.targets import Target, resolve
 from nova.core import dtypes as dt
 
-FORMAT_VERSION = 14  # bump when generated code (or the naming of kernels) changes meaning
+FORMAT_VERSION = 15  # bump when generated code (or the naming of kernels) changes meaning
 
 # The team header that starts a ``shared_b`` GEMM's scratch buffer: i64 words, the
 # barrier counter on a 64-byte line of its own (protocol: ``nova.compiler.targets.cpu.pool``).

@@ -27,8 +27,8 @@ is the Philox draw the composite's ``rng_uniform`` makes there (``keep_factor``)
 recomputed where needed, never stored.
 
 Every block product goes through ``_product``: an MR x NR register tile (NR = 2
-vectors) over the whole depth, as in the GEMM's micro-kernel (``llvm_gemm.Gemm``), on
-operands that are already packed, so no further packing is needed.
+vectors) over the whole depth, as in the GEMM's micro-kernel (``llvm_gemm.GemmDriver``),
+on operands that are already packed, so no further packing is needed.
 """
 from __future__ import annotations
 

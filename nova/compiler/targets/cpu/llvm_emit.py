@@ -110,31 +110,25 @@ class _AccessGroup(ir.MDValue):
         buf += ("distinct !{}", "\n")
 
 
-class Emitter(ScalarEmitter[ir.Value]):
-    """Emits one kernel function: ``ScalarEmitter`` with llvmlite instructions."""
+KERNEL_PARAMS: tuple[tuple[str, ir.Type], ...] = (("start", I64), ("end", I64))
 
-    TARGET = "cpu"
 
-    def __init__(self, module: ir.Module, plan: KernelPlan):
-        super().__init__(plan)
+class Frame:
+    """One LLVM function under construction: its entry block (where ``entry_alloca``
+    puts allocas, so they are promoted), a builder, counted loops, the releases run
+    before it returns (``cleanup``) and its loop metadata. A kernel's ``Emitter`` is
+    one; so is the shared GEMM driver (``llvm_gemm.GemmDriver``), which evaluates no
+    region."""
+
+    def __init__(self, module: ir.Module, fnty: ir.FunctionType, name: str,
+                 arg_names: Sequence[str]):
         self.module = module
-        n_args = len(plan.arg_types) + (1 if plan.scratch else 0)
-        fnty = ir.FunctionType(I32, [PTR.as_pointer(), I64, I64])
-        self.fn = ir.Function(module, fnty, name=plan.name)
-        self.fn.args[0].name, self.fn.args[1].name, self.fn.args[2].name = "bufs", "start", "end"
+        self.fn = ir.Function(module, fnty, name=name)
+        for arg, arg_name in zip(self.fn.args, arg_names):
+            arg.name = arg_name
         self.entry = self.fn.append_basic_block("entry")
         self.b = ir.IRBuilder(self.entry)
         self.loops = Loops(self.b)
-        self.error = self.b.alloca(I32, name="error")
-        self.b.store(ir.Constant(I32, 0), self.error)
-        self.ptrs = []
-        types = [t for _, t in plan.arg_types] + ([plan.scratch[1]] if plan.scratch else [])
-        for i in range(n_args):
-            raw = self.b.load(self.b.gep(self.fn.args[0], [c64(i)]))
-            self.ptrs.append(self.b.bitcast(raw, _STORAGE[types[i].mlir].as_pointer()))
-        self.out_ptr = self.ptrs[len(plan.arg_types) - 1]
-        self.cache: dict = {}
-        self.override: dict[int, Callable[[list[ir.Value]], ir.Value]] = {}
         self.cleanup: list[Callable[[], None]] = []
         # set by kernels whose iterations are independent (``parallel_accesses``): the
         # access group every buffer load and store is tagged with
@@ -152,29 +146,6 @@ class Emitter(ScalarEmitter[ir.Value]):
         loop.operands = (loop, *hints)
         return loop
 
-    def interleave(self, count: int, trip: int | None = None) -> ir.MDValue | None:
-        """``llvm.loop`` metadata asking the loop vectorizer for ``count`` vectors in
-        flight per iteration (None for 0: LLVM's own cost model decides) of the
-        schedule's ``vector_width`` lanes (where set), and, once ``parallel_accesses``
-        was called, saying that its iterations' buffer accesses are independent.
-
-        ``trip``: the loop's iteration count where it is a constant. Below
-        ``TINY_TRIP_COUNT`` nothing is asked of the vectorizer: LLVM does not vectorize
-        such a loop with run-time checks, and a loop it was asked to vectorize and did
-        not makes it print a remark on the user's terminal ("loop not vectorized:
-        runtime pointer checks needed ... '#pragma clang loop vectorize(enable)'": a
-        (10, 4) normal initialization did)."""
-        hints = []
-        tiny = trip is not None and trip < TINY_TRIP_COUNT
-        if count > 0 and not tiny:
-            hints.append(self._hint("llvm.loop.interleave.count", ir.Constant(I32, count)))
-        if self.plan.schedule.vector_width > 0 and not tiny:
-            hints.append(self._hint("llvm.loop.vectorize.width",
-                                    ir.Constant(I32, self.plan.schedule.vector_width)))
-        if self.access_group is not None:
-            hints.append(self._hint("llvm.loop.parallel_accesses", self.access_group))
-        return self._loop_id(hints, self.plan.name) if hints else None
-
     def not_unrolled(self, vectorize: bool = True) -> ir.MDValue:
         """``llvm.loop`` metadata keeping LLVM from unrolling a loop (and, unless
         ``vectorize``, from vectorizing it): for a GEMM tile's write-back, whose loops
@@ -186,7 +157,7 @@ class Emitter(ScalarEmitter[ir.Value]):
             hints.append(self._hint("llvm.loop.vectorize.enable", ir.Constant(ir.IntType(1), 0)))
         if self.access_group is not None:
             hints.append(self._hint("llvm.loop.parallel_accesses", self.access_group))
-        return self._loop_id(hints, f"{self.plan.name}.loop{len(self.module.metadata)}")
+        return self._loop_id(hints, f"{self.fn.name}.loop{len(self.module.metadata)}")
 
     @contextlib.contextmanager
     def independent_iterations(self) -> Iterator[None]:
@@ -195,7 +166,7 @@ class Emitter(ScalarEmitter[ir.Value]):
         kernel's, through a fresh access group that every buffer access emitted here
         carries (``tagged`` for the ones a kernel makes itself). For a loop whose
         iteration i reads an overlaid input only at the element it writes (a product's
-        write-back through its epilogue, ``llvm_gemm.Gemm.add_elements``)."""
+        write-back through its epilogue, ``llvm_gemm.TiledKernel.epilogue_function``)."""
         saved = self.access_group
         self.access_group = _AccessGroup(self.module)
         try:
@@ -221,6 +192,80 @@ class Emitter(ScalarEmitter[ir.Value]):
         (measured 2.7-5x slower)."""
         self.access_group = _AccessGroup(self.module)
 
+    def entry_alloca(self, ty: ir.Type, size: int | None = None) -> ir.Value:
+        """Allocas go in the entry block (so they are allocated once and promoted)."""
+        b = self.b
+        here = b.block
+        b.position_at_start(self.entry)
+        slot = b.alloca(ty, size=None if size is None else c64(size))
+        b.position_at_end(here)
+        return slot
+
+    def finish(self, result: ir.Value) -> None:
+        """Run the releases (``cleanup``) and return ``result``."""
+        for release in self.cleanup:
+            release()
+        self.b.ret(result)
+
+
+class Emitter(Frame, ScalarEmitter[ir.Value]):
+    """Emits one function of a kernel: ``ScalarEmitter`` with llvmlite instructions.
+
+    The kernel's entry point is ``i32 name(i8** bufs, i64 start, i64 end)`` (the
+    default ``name`` and ``params``); a kernel may add internal functions that evaluate
+    its region too (a tiled GEMM's epilogue and packing, ``llvm_gemm.TiledKernel``),
+    each an Emitter with its own name and parameters after ``bufs``. Every one returns
+    the error slot's value."""
+
+    TARGET = "cpu"
+
+    def __init__(self, module: ir.Module, plan: KernelPlan, name: str | None = None,
+                 params: Sequence[tuple[str, ir.Type]] = KERNEL_PARAMS):
+        ScalarEmitter.__init__(self, plan)
+        fnty = ir.FunctionType(I32, [PTR.as_pointer()] + [ty for _, ty in params])
+        Frame.__init__(self, module, fnty, name or plan.name,
+                       ["bufs"] + [arg_name for arg_name, _ in params])
+        if name is not None:
+            self.fn.linkage = "internal"      # the object defines the kernel's name only
+        n_args = len(plan.arg_types) + (1 if plan.scratch else 0)
+        self.error = self.b.alloca(I32, name="error")
+        self.b.store(ir.Constant(I32, 0), self.error)
+        self.ptrs = []
+        types = [t for _, t in plan.arg_types] + ([plan.scratch[1]] if plan.scratch else [])
+        for i in range(n_args):
+            raw = self.b.load(self.b.gep(self.fn.args[0], [c64(i)]))
+            self.ptrs.append(self.b.bitcast(raw, _STORAGE[types[i].mlir].as_pointer()))
+        self.out_ptr = self.ptrs[len(plan.arg_types) - 1]
+        self.cache: dict = {}
+        self.override: dict[int, Callable[[list[ir.Value]], ir.Value]] = {}
+
+    def interleave(self, count: int, trip: int | None = None) -> ir.MDValue | None:
+        """``llvm.loop`` metadata asking the loop vectorizer for ``count`` vectors in
+        flight per iteration (None for 0: LLVM's own cost model decides) of the
+        schedule's ``vector_width`` lanes (where set), and, once ``parallel_accesses``
+        was called, saying that its iterations' buffer accesses are independent.
+
+        ``trip``: the loop's iteration count where it is a constant. Below
+        ``TINY_TRIP_COUNT`` nothing is asked of the vectorizer: LLVM does not vectorize
+        such a loop with run-time checks, and a loop it was asked to vectorize and did
+        not makes it print a remark on the user's terminal ("loop not vectorized:
+        runtime pointer checks needed ... '#pragma clang loop vectorize(enable)'": a
+        (10, 4) normal initialization did)."""
+        hints = []
+        tiny = trip is not None and trip < TINY_TRIP_COUNT
+        if count > 0 and not tiny:
+            hints.append(self._hint("llvm.loop.interleave.count", ir.Constant(I32, count)))
+        if self.plan.schedule.vector_width > 0 and not tiny:
+            hints.append(self._hint("llvm.loop.vectorize.width",
+                                    ir.Constant(I32, self.plan.schedule.vector_width)))
+        if self.access_group is not None:
+            hints.append(self._hint("llvm.loop.parallel_accesses", self.access_group))
+        return self._loop_id(hints, self.fn.name) if hints else None
+
+    def finish_kernel(self) -> None:
+        """Run the releases and return the error slot's value."""
+        self.finish(self.b.load(self.error))
+
     # ------------------------------------------------------------ memory
 
     def linear(self, idx: Sequence[ir.Value], shape: Sequence[int]) -> ir.Value:
@@ -242,15 +287,6 @@ class Emitter(ScalarEmitter[ir.Value]):
             out.append(b.urem(flat, c64(n)))
             flat = b.udiv(flat, c64(n))
         return out[::-1]
-
-    def entry_alloca(self, ty: ir.Type, size: int | None = None) -> ir.Value:
-        """Allocas go in the entry block (so they are allocated once and promoted)."""
-        b = self.b
-        here = b.block
-        b.position_at_start(self.entry)
-        slot = b.alloca(ty, size=None if size is None else c64(size))
-        b.position_at_end(here)
-        return slot
 
     def store_root(self, flat: ir.Value) -> None:
         """Store the kernel output at linear offset ``flat`` (the root's own index space

@@ -1,21 +1,28 @@
 """LLVM IR for matmul kernels: the packed, register-tiled float32 GEMM and the row GEMM.
 
-``Gemm`` emits the ``tiled`` strategy (float32, BLIS-blocked: packed A and B panels, an
-MR x NR tile of C in vector registers; see its docstring). ``RowGemm`` emits ``ikj`` and
-``dot``: one row of C per iteration of the kernel's parallel range, accumulated in a row
-buffer, for the products the tiled GEMM does not take (float64, integers, half types,
-small shapes). Both have the shape of ``targets.cuda.gemm.Gemm``: the constructor reads the
-contraction and the schedule, ``body()`` writes the kernel through the ``Emitter``.
+The ``tiled`` strategy (float32, BLIS-blocked: packed A and B panels, an MR x NR tile of
+C in vector registers) is two pieces: ``GemmDriver``, the blocked product itself, one
+function per register tile shared by every tiled kernel of the process (its own module,
+``driver_module``, compiled once and kept as runtime support code); and ``TiledKernel``,
+a kernel's entry that passes its shapes and views to the driver (``GEMM_PARAMS``) and
+defines what only it has -- the fused epilogue, the packing of computed operands -- as
+callbacks. ``RowGemm`` emits ``ikj`` and ``dot``: one row of C per iteration of the
+kernel's parallel range, accumulated in a row buffer, for the products the tiled GEMM
+does not take (float64, integers, half types, small shapes). The kernel classes have the
+shape of ``targets.cuda.gemm.Gemm``: the constructor reads the contraction and the
+schedule, ``body()`` writes the kernel through the ``Emitter``.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from llvmlite import ir
 from xdsl.ir import SSAValue
 
-from nova.compiler.targets.cpu.llvm_emit import _COMPUTE, F32, F64, I32, I64, PTR, Emitter, c64
+from nova.compiler.targets.cpu.llvm_emit import (_COMPUTE, F32, F64, I32, I64, PTR, Emitter, Frame,
+                                                c64)
 from nova.compiler.targets.cpu.pool import X86, emit_barrier, emit_pause
 from nova.compiler.codegen.values import element_of, shape_of
 from nova.compiler.lowering.plan import (
@@ -171,44 +178,94 @@ def address_view(e: Emitter, value: SSAValue) -> _View | None:
     return _View(arg, offset, tuple(strides))
 
 
+# ---------------------------------------------------------------- the tiled GEMM's ABI
+
+# The words of a tiled GEMM call's parameter block (i64 each; pointers as integers): what
+# the kernel (``TiledKernel``) tells the shared driver (``GemmDriver``). Shapes, cache
+# blocks, the thread split, the call's range of micro-panels, C, the scratch buffer of a
+# shared-B team, the kernel's buffer table (passed to its callbacks), the epilogue
+# callback (0: C is the product itself), the batch shape (rank, i64 array), and per
+# operand its view (float pointer, element offset, strides along the outer axis -- M or
+# N -- and K, an i64 array of batch strides) or its packing callback (non-zero: the
+# operand is computed, and the kernel packs it).
+GEMM_PARAMS = ("m", "n", "k", "kc", "mc", "nc", "split_n", "shared_b", "start", "end",
+               "out", "scratch", "bufs", "epilogue", "batch_rank", "batch_shape",
+               "a_ptr", "a_offset", "a_outer", "a_k", "a_batch", "a_pack",
+               "b_ptr", "b_offset", "b_outer", "b_k", "b_batch", "b_pack")
+_WORD = {name: i for i, name in enumerate(GEMM_PARAMS)}
+
+# ``i32 (i8** bufs, float* tile_or_dst, i64 batch, i64, i64, i64, i64)``, both callbacks:
+#   epilogue(bufs, tile, batch, i, j, rows, cols): C[i:i+rows, j:j+cols] of batch
+#     ``batch`` through the fused epilogue, the tile (MR x NR, row-major) holding the
+#     finished sums;
+#   pack(bufs, dst, batch, outer0, k0, depth, outer_len): the micro-panels of the
+#     operand's outer indices [outer0, outer0 + outer_len) over k in [k0, k0 + depth),
+#     as ``GemmDriver.pack`` lays them out.
+# Each returns the error flag of the ops it evaluates.
+TILE_CALLBACK = ir.FunctionType(I32, [PTR.as_pointer(), F32.as_pointer(), I64, I64, I64, I64,
+                                      I64])
+DRIVER_TYPE = ir.FunctionType(I32, [I64.as_pointer()])
+
+
+def driver_name(mr: int, nr: int) -> str:
+    """The symbol of the shared tiled-GEMM driver for an MR x NR register tile."""
+    return f"nova_sgemm_{mr}x{nr}"
+
+
+def driver_module(mr: int, nr: int, triple: str, data_layout: str) -> ir.Module:
+    """The LLVM module defining the shared driver (``GemmDriver``) for MR x NR."""
+    module = ir.Module(name=driver_name(mr, nr))
+    module.triple = triple
+    module.data_layout = data_layout
+    GemmDriver(module, mr, nr).body()
+    return module
+
+
 @dataclass(frozen=True)
 class _Operand:
-    """How one operand is packed: A into MR-tall, B into NR-wide micro-panels.
+    """One operand as the driver sees it: A packed into MR-tall, B into NR-wide
+    micro-panels, read at (outer, k) -- A at (row, k), B at (k, col) -- after the batch
+    index. ``width``: MR or NR; ``extent``: M or N (zero past it). Element (outer, k) of
+    batch offset ``base`` is ``ptr[base + outer * outer_stride + k * k_stride]`` unless
+    ``computed``, when the kernel's ``pack`` callback packs it."""
 
-    The operand is read at (outer, k) -- A at (row, k), B at (k, col) -- after the batch
-    index; ``outer_dim``/``k_dim`` are those axes, ``width`` the micro-panel's width
-    (MR or NR), ``extent`` the outer axis' length (M or N: zero past it), ``view`` its
-    address view when it has one."""
-
-    value: SSAValue
     is_a: bool
     width: int
-    extent: int
-    outer_dim: int
-    k_dim: int
-    view: _View | None
-
-    def at(self, pre: list[ir.Value], outer: ir.Value, k: ir.Value) -> list[ir.Value]:
-        """The operand's multi-index of (outer, k) in batch ``pre``."""
-        return pre + ([outer, k] if self.is_a else [k, outer])
+    extent: ir.Value
+    ptr: ir.Value
+    offset: ir.Value
+    outer_stride: ir.Value
+    k_stride: ir.Value
+    batch_strides: ir.Value
+    pack: ir.Value
+    computed: ir.Value
 
 
 @dataclass(frozen=True)
 class _KBlock:
-    """One K block of one batch's product: ``pre`` the batch's multi-index, ``batch``
-    its linear index, k in ``[k0, k0 + depth)``; ``first``/``last``: whether it is the
-    first/last K block (an i1, or the constant True when there is only one)."""
+    """One K block of one batch's product: ``batch`` its linear index, ``bases`` the
+    element offsets of the batch in A's and B's views, k in ``[k0, k0 + depth)``;
+    ``first``/``last``: whether it is the first/last K block (i1)."""
 
-    pre: list[ir.Value]
     batch: ir.Value
+    bases: tuple[ir.Value, ir.Value]
     k0: ir.Value
     depth: ir.Value
-    first: ir.Value | bool
-    last: ir.Value | bool
+    first: ir.Value
+    last: ir.Value
+
+    def base(self, op: _Operand) -> ir.Value:
+        return self.bases[0] if op.is_a else self.bases[1]
 
 
-class Gemm:
-    """C = A @ B (float32), blocked as in the BLIS model (``configurator`` module docstring).
+class GemmDriver:
+    """C = A @ B (float32) for every tiled GEMM of the process, blocked as in the BLIS
+    model (``configurator`` module docstring): one function per register tile
+    (``driver_name``), compiled once and shared; a kernel passes its shapes, cache
+    blocks, views and callbacks in a parameter block (``GEMM_PARAMS``) and keeps only
+    what is its own -- the fused epilogue and the packing of computed operands
+    (``TiledKernel``). Compiling the whole blocked GEMM into every kernel made the 16
+    products of a small GPT step 60% of its cold compile (~0.2 s each).
 
     The call's ``[start, end)`` is a range of MR-row (split "m") or NR-column (split "n")
     micro-panels of C over all batches; per batch it covers rows ``[r0, r1)`` and columns
@@ -223,46 +280,29 @@ class Gemm:
     micro-tile of the panel. Packing reads a view of an argument (transposed, broadcast)
     by address -- when the view is unit-stride along the micro-panels' width, k by k
     with one vector load per panel, so each k reads one contiguous run of the source
-    (``copy_block``); else through the emitter -- so transposes cost no copy in the
-    graph. The micro-kernel keeps 2 x MR vector accumulators across the K block: per k it
-    loads the 2 vectors of the B micro-panel and broadcasts MR consecutive elements of
-    the A micro-panel; before it, the C tile's lines are prefetched.
+    (``copy_block``); when unit-stride along K, transposed in registers
+    (``pack_transposing``); else element by element -- so transposes cost no copy in
+    the graph. The micro-kernel keeps 2 x MR vector accumulators across the K block:
+    per k it loads the 2 vectors of the B micro-panel and broadcasts MR consecutive
+    elements of the A micro-panel; before it, the C tile's lines are prefetched.
 
     Partial sums over K blocks accumulate in the (float32) output: the first block
     stores, later ones load-add-store, with full vectors for interior tiles and element
     by element for edge tiles (rows past ``r1`` and columns past ``c1`` are computed on
-    zero padding and not stored). The last K block applies the fused epilogue element by
-    element, or, when the root is the product itself, stores like the others.
+    zero padding and not stored). On the last K block of a product with an epilogue,
+    the finished sums go to the MR x NR ``tile`` buffer and the kernel's epilogue
+    callback stores them.
 
-    The constructor reads the contraction and the schedule and declares the runtime
-    functions; ``body()`` allocates the workspace (``allocate_workspace``) and writes
-    the kernel.
+    Everything shape-dependent is a run-time value here; the register tile (MR, NR:
+    the device's) is what the code is specialized on.
     """
 
-    def __init__(self, e: Emitter):
-        self.e, self.b = e, e.b
-        s = e.plan.schedule
-        mm = contraction(e.fusion)
-        self.product = mm.results[0]
-        out_shape = shape_of(self.product)
-        self.batch_shape = out_shape[:-2]
-        a, bv = mm.operands
-        self.m, self.k = shape_of(a)[-2:]
-        self.n = out_shape[-1]
-        self.direct = e.root is self.product
-        self.split, self.shared_b = s.split, s.shared_b
-        self.mr, self.nr, self.nc = s.tile
-        self.kc, self.mc = max(s.kc, 1), max(s.mc, self.mr)
-        self.lanes = self.nr // 2
-        self.nvec = self.nr // self.lanes          # vectors per row of the C tile
-        self.k_blocks = max(1, -(-self.k // self.kc))
-        # micro-panels of the split dimension per batch: the unit of [start, end)
-        self.per_batch = max(1, -(-self.m // self.mr) if self.split == "m"
-                             else -(-self.n // self.nr))
-        rank = len(self.batch_shape)
-        self.a_op = _Operand(a, True, self.mr, self.m, rank, rank + 1, address_view(e, a))
-        self.b_op = _Operand(bv, False, self.nr, self.n, rank + 1, rank, address_view(e, bv))
-
+    def __init__(self, module: ir.Module, mr: int, nr: int):
+        self.f = Frame(module, DRIVER_TYPE, driver_name(mr, nr), ["params"])
+        self.b, self.loops = self.f.b, self.f.loops
+        self.mr, self.nr = mr, nr
+        self.lanes = nr // 2
+        self.nvec = nr // self.lanes          # vectors per row of the C tile
         lanes = self.lanes
         self.vec = ir.VectorType(F32, lanes)
         self.vptr = self.vec.as_pointer()
@@ -270,57 +310,119 @@ class Gemm:
         self.zero = ir.Constant(F32, 0.0)
         self.splat_mask = ir.Constant(ir.VectorType(I32, lanes), [0] * lanes)
         self.undef = ir.Constant(self.vec, ir.Undefined)
-
-        module = e.module
         self.aligned_alloc = _declared(module, "aligned_alloc", ir.FunctionType(PTR, [I64, I64]))
         self.free = _declared(module, "free", ir.FunctionType(ir.VoidType(), [PTR]))
         self.fma = _declared(module, f"llvm.fma.v{lanes}f32",
                              ir.FunctionType(self.vec, [self.vec, self.vec, self.vec]))
         self.prefetch = _declared(module, "llvm.prefetch.p0i8",
                                   ir.FunctionType(ir.VoidType(), [PTR, I32, I32, I32]))
+        self.read_params()
 
-    # ------------------------------------------------------------ the kernel
+    def word(self, name: str) -> ir.Value:
+        """Parameter word ``name`` (``GEMM_PARAMS``)."""
+        b = self.b
+        return b.load(b.gep(self.f.fn.args[0], [c64(_WORD[name])]), name=name)
+
+    def read_params(self) -> None:
+        """The call's shapes, blocks, pointers and operands, read once at entry."""
+        b, word = self.b, self.word
+        self.m, self.n, self.k = word("m"), word("n"), word("k")
+        self.kc, self.mc, self.nc = word("kc"), word("mc"), word("nc")
+        self.split_n = b.icmp_signed("!=", word("split_n"), c64(0))
+        self.shared_b = b.icmp_signed("!=", word("shared_b"), c64(0))
+        self.start, self.end = word("start"), word("end")
+        self.out = b.inttoptr(word("out"), F32.as_pointer())
+        self.scratch = b.inttoptr(word("scratch"), F32.as_pointer())
+        self.team = b.bitcast(self.scratch, I64.as_pointer())     # a shared-B team's header
+        self.bufs = b.inttoptr(word("bufs"), PTR.as_pointer())
+        epilogue = word("epilogue")
+        self.direct = b.icmp_signed("==", epilogue, c64(0))
+        self.epilogue = b.inttoptr(epilogue, TILE_CALLBACK.as_pointer())
+        self.batch_rank = word("batch_rank")
+        self.batch_shape = b.inttoptr(word("batch_shape"), I64.as_pointer())
+        self.a_op = self.operand("a", True, self.mr, self.m)
+        self.b_op = self.operand("b", False, self.nr, self.n)
+        self.k_blocks = self.smax(c64(1), self.ceil_div(self.k, self.kc))
+        # micro-panels of the split dimension per batch: the unit of [start, end)
+        self.per_batch = self.smax(c64(1), b.select(self.split_n,
+                                                    self.ceil_div(self.n, self.nr),
+                                                    self.ceil_div(self.m, self.mr)))
+        self.error = self.f.entry_alloca(I32)
+        b.store(ir.Constant(I32, 0), self.error)
+
+    def operand(self, prefix: str, is_a: bool, width: int, extent: ir.Value) -> _Operand:
+        b, word = self.b, self.word
+        pack = word(f"{prefix}_pack")
+        return _Operand(is_a, width, extent, b.inttoptr(word(f"{prefix}_ptr"), F32.as_pointer()),
+                        word(f"{prefix}_offset"), word(f"{prefix}_outer"), word(f"{prefix}_k"),
+                        b.inttoptr(word(f"{prefix}_batch"), I64.as_pointer()),
+                        b.inttoptr(pack, TILE_CALLBACK.as_pointer()),
+                        b.icmp_signed("!=", pack, c64(0)))
+
+    def note_error(self, flag: ir.Value) -> None:
+        """OR a callback's error flag into the call's."""
+        b = self.b
+        b.store(b.or_(b.load(self.error), flag), self.error)
+
+    # ------------------------------------------------------------ the call
 
     def body(self) -> None:
-        """The kernel: allocate the workspace, then the products of the batches the
+        """The function: allocate the workspace, then the products of the batches the
         call's ``[start, end)`` of micro-panels touches (nothing for an empty range)."""
         self.allocate_workspace()
         b = self.b
-        start, end = self.e.fn.args[1], self.e.fn.args[2]
-        per = c64(self.per_batch)
-        with b.if_then(b.icmp_signed("<", start, end)):
-            self.e.loops.range(b.udiv(start, per),
-                               b.add(b.udiv(b.sub(end, c64(1)), per), c64(1)),
-                               self.batch_range, "bat")
+        per = self.per_batch
+        with b.if_then(b.icmp_signed("<", self.start, self.end)):
+            self.loops.range(b.udiv(self.start, per),
+                             b.add(b.udiv(b.sub(self.end, c64(1)), per), c64(1)),
+                             self.batch_range, "bat")
+        self.f.finish(b.load(self.error))
 
     def allocate_workspace(self) -> None:
         """The packed A block, the B panel (this call's own, or the team's shared pair:
-        ``join_team``), the MR x NR accumulator vectors and the edge-tile spill buffer."""
-        e = self.e
-        mr, nr, kc = self.mr, self.nr, self.kc
+        ``join_team``), the MR x NR accumulator vectors and the tile buffer."""
+        f, b = self.f, self.b
+        kc = self.kc
         # + the overflow of a transposing pack's last store
-        self.a_panel = self.buffer(self.mc * kc + self.lanes)
-        if self.shared_b:
-            self.b_panel = None
-            self.join_team()
-        else:
-            self.b_panel = self.buffer(kc * self.nc + self.lanes)
-        self.accs = [[e.entry_alloca(self.vec) for _ in range(self.nvec)] for _ in range(mr)]
-        self.tile = e.entry_alloca(F32, mr * nr)
+        self.a_panel = self.buffer(b.add(b.mul(self.mc, kc), c64(self.lanes)))
+        own = f.entry_alloca(PTR)           # this call's own B panel(s), or null
+        b.store(ir.Constant(PTR, None), own)
+        f.cleanup.append(lambda: self.b.call(self.free, [self.b.load(own)]))  # free(NULL): no-op
+        self.member_slot, self.size_slot = f.entry_alloca(I64), f.entry_alloca(I64)
+        self.panels_slot = f.entry_alloca(F32.as_pointer())
+        self.spins = f.entry_alloca(I64)
+        b.store(c64(0), self.spins)
+        b.store(c64(0), self.member_slot)
+        b.store(c64(1), self.size_slot)
+        with b.if_else(self.shared_b) as (then, otherwise):
+            with then:
+                b.store(b.gep(self.scratch, [c64(2 * TEAM_WORDS)]), self.panels_slot)
+                self.join_team(own)
+            with otherwise:
+                raw = self.allocate(b.add(b.mul(kc, self.nc), c64(self.lanes)))
+                b.store(raw, own)
+                b.store(b.bitcast(raw, F32.as_pointer()), self.panels_slot)
+        self.member, self.members = b.load(self.member_slot), b.load(self.size_slot)
+        self.panels = b.load(self.panels_slot)
+        self.accs = [[f.entry_alloca(self.vec) for _ in range(self.nvec)]
+                     for _ in range(self.mr)]
+        self.tile = f.entry_alloca(F32, self.mr * self.nr)
+        self.panel_slot = f.entry_alloca(F32.as_pointer())
 
-    def buffer(self, floats: int) -> ir.Value:
+    def buffer(self, floats: ir.Value) -> ir.Value:
         """A 64-byte aligned heap buffer of at least ``floats`` floats, freed on return."""
-        e = self.e
         raw = self.allocate(floats)
-        e.cleanup.append(lambda: e.b.call(self.free, [raw]))
+        self.f.cleanup.append(lambda: self.b.call(self.free, [raw]))
         return self.b.bitcast(raw, F32.as_pointer())
 
-    def allocate(self, floats: int) -> ir.Value:
+    def allocate(self, floats: ir.Value) -> ir.Value:
         """``aligned_alloc`` of at least ``floats`` floats on 64 bytes (an ``i8*``; the
         caller frees it)."""
-        return self.b.call(self.aligned_alloc, [c64(64), c64(-(-floats * 4 // 64) * 64)])
+        b = self.b
+        size = b.mul(self.ceil_div(b.mul(floats, c64(4)), 64), c64(64))
+        return b.call(self.aligned_alloc, [c64(64), size])
 
-    def join_team(self) -> None:
+    def join_team(self, own: ir.Value) -> None:
         """``shared_b``: join the team whose header starts the scratch buffer (two
         alternating shared B panels follow it), or work alone.
 
@@ -333,23 +435,14 @@ class Gemm:
         shares of each panel and its barrier targets. A chunk that finds the team
         closed -- its thread came late (descheduled, or a worker that never arrived,
         whose chunk the caller claimed after finishing its own) -- packs its own
-        panels in a buffer of its own, as a team of one. So a member that never comes
-        holds the others for at most the join wait, once per kernel."""
-        b, e = self.b, self.e
-        fn = e.fn
-        self.team = b.bitcast(e.ptrs[-1], I64.as_pointer())
+        panels in a buffer of its own (``own``, freed on return), as a team of one. So
+        a member that never comes holds the others for at most the join wait, once per
+        call."""
+        b, f = self.b, self.f
+        fn = f.fn
         arrived_ptr = b.gep(self.team, [c64(TEAM_ARRIVED)])
         expected = b.load(b.gep(self.team, [c64(TEAM_MEMBERS)]))
-        self.spins = e.entry_alloca(I64)
-        b.store(c64(0), self.spins)
-        member, size = e.entry_alloca(I64), e.entry_alloca(I64)
-        panels = e.entry_alloca(F32.as_pointer())
-        own = e.entry_alloca(PTR)
-        b.store(c64(0), member)
-        b.store(c64(1), size)
-        b.store(b.gep(e.ptrs[-1], [c64(2 * TEAM_WORDS)]), panels)
-        b.store(ir.Constant(PTR, None), own)
-        e.cleanup.append(lambda: e.b.call(self.free, [e.b.load(own)]))   # free(NULL): no-op
+        member, size = self.member_slot, self.size_slot
         names = ("tjoin", "tcas", "twait", "tpoll", "tclose", "tready", "tsolo", "tdone")
         blk = {name: fn.append_basic_block(name) for name in names}
         b.cbranch(b.icmp_signed(">", expected, c64(1)), blk["tjoin"], blk["tdone"])
@@ -366,7 +459,7 @@ class Gemm:
         b.cbranch(b.extract_value(swapped, 1), blk["twait"], blk["tjoin"])
 
         b.position_at_end(blk["twait"])          # until full, or closed by a waiter
-        waited = e.entry_alloca(I64)
+        waited = f.entry_alloca(I64)
         b.store(c64(0), waited)
         b.branch(blk["tpoll"])
         b.position_at_end(blk["tpoll"])
@@ -375,7 +468,7 @@ class Gemm:
                       b.icmp_signed(">=", now, expected))
         b.cbranch(ready, blk["tready"], blk["tclose"])
         b.position_at_end(blk["tclose"])
-        emit_pause(e.module, b, e.module.triple.startswith(X86), self.spins)
+        emit_pause(f.module, b, f.module.triple.startswith(X86), self.spins)
         steps = b.add(b.load(waited), c64(1))
         b.store(steps, waited)
         with b.if_then(b.icmp_signed(">=", steps, c64(TEAM_JOIN_SPINS))):
@@ -387,56 +480,74 @@ class Gemm:
         b.branch(blk["tdone"])
 
         b.position_at_end(blk["tsolo"])          # late: a team of one, panels of its own
-        raw = self.allocate(2 * self.kc * self.nc + self.lanes)
+        raw = self.allocate(b.add(b.mul(c64(2), b.mul(self.kc, self.nc)), c64(self.lanes)))
         b.store(raw, own)
-        b.store(b.bitcast(raw, F32.as_pointer()), panels)
+        b.store(b.bitcast(raw, F32.as_pointer()), self.panels_slot)
         b.store(c64(0), member)
         b.store(c64(1), size)
         b.branch(blk["tdone"])
 
         b.position_at_end(blk["tdone"])
-        self.member, self.members = b.load(member), b.load(size)
-        self.shared_panels = b.load(panels)
 
     def batch_range(self, batch: ir.Value) -> None:
         """The part of batch ``batch``'s product inside ``[start, end)``: rows (split
         "m") or columns (split "n") of the micro-panels there."""
-        b, e = self.b, self.e
-        start, end = e.fn.args[1], e.fn.args[2]
-        base = b.mul(batch, c64(self.per_batch))
-        lo = b.sub(self.smax(start, base), base)
-        hi = b.sub(self.smin(end, b.add(base, c64(self.per_batch))), base)
-        pre = e.delinearize(batch, self.batch_shape) if self.batch_shape else []
-        if self.split == "m":
-            self.product_block(pre, batch, b.mul(lo, c64(self.mr)),
-                               self.smin(b.mul(hi, c64(self.mr)), c64(self.m)),
-                               c64(0), c64(self.n))
-        else:
-            self.product_block(pre, batch, c64(0), c64(self.m), b.mul(lo, c64(self.nr)),
-                               self.smin(b.mul(hi, c64(self.nr)), c64(self.n)))
+        b = self.b
+        per = self.per_batch
+        base = b.mul(batch, per)
+        lo = b.sub(self.smax(self.start, base), base)
+        hi = b.sub(self.smin(self.end, b.add(base, per)), base)
+        split_n = self.split_n
+        r0 = b.select(split_n, c64(0), b.mul(lo, c64(self.mr)))
+        r1 = b.select(split_n, self.m, self.smin(b.mul(hi, c64(self.mr)), self.m))
+        c0 = b.select(split_n, b.mul(lo, c64(self.nr)), c64(0))
+        c1 = b.select(split_n, self.smin(b.mul(hi, c64(self.nr)), self.n), self.n)
+        self.product_block(batch, self.batch_offsets(batch), r0, r1, c0, c1)
 
-    def product_block(self, pre: list[ir.Value], batch: ir.Value, r0: ir.Value, r1: ir.Value,
-                      c0: ir.Value, c1: ir.Value) -> None:
-        """C[r0:r1, c0:c1] of batch ``batch`` (``pre`` its multi-index), through the
-        BLIS loops: NC-wide column panels (jc), K blocks (pc: B packed once per panel and
-        block), MC-tall row blocks (ic: A packed once per block), NR-wide (jr) and
-        MR-tall (ir) micro-tiles."""
-        b, loops = self.b, self.e.loops
+    def batch_offsets(self, batch: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """The element offsets of batch ``batch`` (linear, row-major over the batch
+        shape) in A's and B's views: the views' offsets plus the batch index times
+        their batch strides."""
+        f, b = self.f, self.b
+        rest, a_off, b_off = (f.entry_alloca(I64) for _ in range(3))
+        b.store(batch, rest)
+        b.store(self.a_op.offset, a_off)
+        b.store(self.b_op.offset, b_off)
+
+        def per_dim(t: ir.Value) -> None:        # dimension rank - 1 - t: innermost first
+            d = b.sub(b.sub(self.batch_rank, c64(1)), t)
+            extent = b.load(b.gep(self.batch_shape, [d]))
+            left = b.load(rest)
+            i = b.urem(left, extent)
+            b.store(b.udiv(left, extent), rest)
+            for op, slot in ((self.a_op, a_off), (self.b_op, b_off)):
+                stride = b.load(b.gep(op.batch_strides, [d]))
+                b.store(b.add(b.load(slot), b.mul(i, stride)), slot)
+        self.loops.range(c64(0), self.batch_rank, per_dim, "bd")
+        return b.load(a_off), b.load(b_off)
+
+    def product_block(self, batch: ir.Value, bases: tuple[ir.Value, ir.Value], r0: ir.Value,
+                      r1: ir.Value, c0: ir.Value, c1: ir.Value) -> None:
+        """C[r0:r1, c0:c1] of batch ``batch`` through the BLIS loops: NC-wide column
+        panels (jc), K blocks (pc: B packed once per panel and block), MC-tall row
+        blocks (ic: A packed once per block), NR-wide (jr) and MR-tall (ir) micro-tiles."""
+        b, loops = self.b, self.loops
         mr, nr, mc, nc, kc = self.mr, self.nr, self.mc, self.nc, self.kc
 
         def per_panel(jcb: ir.Value) -> None:
-            jc = b.add(c0, b.mul(jcb, c64(nc)))
-            ncur = self.smin(c64(nc), b.sub(c1, jc))
+            jc = b.add(c0, b.mul(jcb, nc))
+            ncur = self.smin(nc, b.sub(c1, jc))
 
             def per_kblock(pcb: ir.Value) -> None:
-                k0 = b.mul(pcb, c64(kc))
-                blk = _KBlock(pre, batch, k0, self.smin(c64(kc), b.sub(c64(self.k), k0)),
-                              self.is_block(pcb, 0), self.is_block(pcb, self.k_blocks - 1))
+                k0 = b.mul(pcb, kc)
+                blk = _KBlock(batch, bases, k0, self.smin(kc, b.sub(self.k, k0)),
+                              b.icmp_signed("==", pcb, c64(0)),
+                              b.icmp_signed("==", pcb, b.sub(self.k_blocks, c64(1))))
                 bp = self.pack_b(blk, jcb, pcb, jc, ncur)
 
                 def per_mblock(icb: ir.Value) -> None:
-                    i0 = b.add(r0, b.mul(icb, c64(mc)))
-                    mcur = self.smin(c64(mc), b.sub(r1, i0))
+                    i0 = b.add(r0, b.mul(icb, mc))
+                    mcur = self.smin(mc, b.sub(r1, i0))
                     self.pack(self.a_op, blk, self.a_panel, i0, mcur)
 
                     def per_jr(q: ir.Value) -> None:
@@ -450,12 +561,8 @@ class Gemm:
                         loops.range(c64(0), self.ceil_div(mcur, mr), per_ir, "ir")
                     loops.range(c64(0), self.ceil_div(ncur, nr), per_jr, "jr")
                 loops.range(c64(0), self.ceil_div(b.sub(r1, r0), mc), per_mblock, "ic")
-            loops.range(c64(0), c64(self.k_blocks), per_kblock, "pc")
+            loops.range(c64(0), self.k_blocks, per_kblock, "pc")
         loops.range(c64(0), self.ceil_div(b.sub(c1, c0), nc), per_panel, "jc")
-
-    def is_block(self, pcb: ir.Value, which: int) -> ir.Value | bool:
-        """Whether K block ``pcb`` is block ``which``: an i1, or True for a single block."""
-        return self.b.icmp_signed("==", pcb, c64(which)) if self.k_blocks > 1 else True
 
     def micro_tile(self, blk: _KBlock, bp: ir.Value, p: ir.Value, q: ir.Value, i: ir.Value,
                    j: ir.Value, rows: ir.Value, cols: ir.Value) -> None:
@@ -465,7 +572,7 @@ class Gemm:
         self.prefetch_c(blk.batch, i, j)
         self.micro(bp, b.mul(p, b.mul(blk.depth, c64(self.mr))),
                    b.mul(q, b.mul(blk.depth, c64(self.nr))), blk.depth)
-        self.store_tile(blk.batch, i, j, rows, cols, blk.first, blk.last)
+        self.store_tile(blk, i, j, rows, cols)
 
     # ------------------------------------------------------------ index arithmetic
 
@@ -479,20 +586,27 @@ class Gemm:
         b = self.b
         return b.select(b.icmp_signed(">", x, y), x, y)
 
-    def ceil_div(self, x: ir.Value, d: int) -> ir.Value:
-        """ceil(x / d) for x >= 0."""
+    def ceil_div(self, x: ir.Value, d: int | ir.Value) -> ir.Value:
+        """ceil(x / d) for x >= 0, d > 0."""
         b = self.b
-        return b.udiv(b.add(x, c64(d - 1)), c64(d))
+        d = c64(d) if isinstance(d, int) else d
+        return b.udiv(b.add(x, b.sub(d, c64(1))), d)
 
     # ------------------------------------------------------------ packing
 
     def pack_b(self, blk: _KBlock, jcb: ir.Value, pcb: ir.Value, jc: ir.Value,
                ncur: ir.Value) -> ir.Value:
-        """Pack B's columns ``[jc, jc + ncur)`` over K block ``blk``; returns the panel."""
-        if self.shared_b:
-            return self.pack_shared_b(blk, jcb, pcb, jc, ncur)
-        self.pack(self.b_op, blk, self.b_panel, jc, ncur)
-        return self.b_panel
+        """Pack B's columns ``[jc, jc + ncur)`` over K block ``blk``; returns the panel:
+        the team's shared one, or this call's own."""
+        b = self.b
+        with b.if_else(b.and_(self.shared_b, b.icmp_signed(">", self.members, c64(1)))) \
+                as (then, otherwise):
+            with then:
+                b.store(self.pack_shared_b(blk, jcb, pcb, jc, ncur), self.panel_slot)
+            with otherwise:
+                self.pack(self.b_op, blk, self.panels, jc, ncur)
+                b.store(self.panels, self.panel_slot)
+        return b.load(self.panel_slot)
 
     def pack_shared_b(self, blk: _KBlock, jcb: ir.Value, pcb: ir.Value, jc: ir.Value,
                       ncur: ir.Value) -> ir.Value:
@@ -500,10 +614,10 @@ class Gemm:
         parity, then wait at the team's barrier until every member packed its share;
         returns the panel. Round r = jcb x k_blocks + pcb is the same in every member
         (all walk every panel and K block of the whole N), so the barrier target is
-        members x (r + 1); a lone member packs the whole panel and does not wait."""
+        members x (r + 1)."""
         b, nr, members = self.b, self.nr, self.members
-        rnd = b.add(b.mul(jcb, c64(self.k_blocks)), pcb)
-        panel = b.gep(self.shared_panels, [b.mul(b.and_(rnd, c64(1)), c64(self.kc * self.nc))])
+        rnd = b.add(b.mul(jcb, self.k_blocks), pcb)
+        panel = b.gep(self.panels, [b.mul(b.and_(rnd, c64(1)), b.mul(self.kc, self.nc))])
         total = self.ceil_div(ncur, nr)
         share = b.udiv(b.add(total, b.sub(members, c64(1))), members)
         q0 = self.smin(total, b.mul(self.member, share))
@@ -511,59 +625,65 @@ class Gemm:
         cols = self.smax(c64(0), b.sub(self.smin(ncur, b.mul(q1, c64(nr))), b.mul(q0, c64(nr))))
         self.pack(self.b_op, blk, b.gep(panel, [b.mul(q0, b.mul(blk.depth, c64(nr)))]),
                   b.add(jc, b.mul(q0, c64(nr))), cols)
-        with b.if_then(b.icmp_signed(">", members, c64(1))):
-            emit_barrier(self.e.module, b, self.team, b.mul(members, b.add(rnd, c64(1))),
-                         self.spins)
+        emit_barrier(self.f.module, b, self.team, b.mul(members, b.add(rnd, c64(1))),
+                     self.spins)
         return panel
 
     def pack(self, op: _Operand, blk: _KBlock, dst: ir.Value, outer0: ir.Value,
              outer_len: ir.Value) -> None:
         """dst[(q * depth + kk) * width + u] = op at (outer0 + q * width + u, k0 + kk)
-        for micro-panels q < ceil(outer_len / width), zero past the operand's extent.
-        Per kk the ``width`` elements are gathered into one ``<width x float>`` and
-        stored contiguously: a vector copy when the source is unit-stride along the
-        width (LLVM merges the consecutive loads), else one strided load per element,
+        for micro-panels q < ceil(outer_len / width), zero past the operand's extent: by
+        the kernel's callback for a computed operand, else from its view
+        (``pack_view``)."""
+        b = self.b
+        with b.if_else(op.computed) as (then, otherwise):
+            with then:
+                self.note_error(b.call(op.pack, [self.bufs, dst, blk.batch, outer0, blk.k0,
+                                                 blk.depth, outer_len]))
+            with otherwise:
+                self.pack_view(op, blk, dst, outer0, outer_len)
+
+    def pack_view(self, op: _Operand, blk: _KBlock, dst: ir.Value, outer0: ir.Value,
+                  outer_len: ir.Value) -> None:
+        """``pack`` from a view. Per kk the ``width`` elements are gathered into one
+        ``<width x float>`` and stored contiguously: a vector copy when the source is
+        unit-stride along the width (``copy_block``), a register transpose when it is
+        unit-stride along K (``pack_transposing``), else one strided load per element,
         each source line reused by the next kk. Building the vector explicitly keeps
         LLVM's loop vectorizer off the kk loop, which would otherwise turn it into
         gathers and scatters (microcoded, ~10x slower on AMD). Panels entirely inside
         the operand skip the bounds selects."""
         b, width = self.b, op.width
         panels = self.ceil_div(outer_len, width)
-        full = self.smax(c64(0), self.smin(panels, b.sdiv(b.sub(c64(op.extent), outer0),
+        full = self.smax(c64(0), self.smin(panels, b.sdiv(b.sub(op.extent, outer0),
                                                           c64(width))))
-        if op.view is not None and op.view.strides[op.outer_dim] == 1:
-            self.copy_block(op, op.view, blk, dst, outer0, full)
-        else:
-            self.e.loops.range(c64(0), full,
-                               lambda q: self.pack_panel(op, blk, dst, outer0, q, False), "pq")
-        self.e.loops.range(full, panels,
-                           lambda q: self.pack_panel(op, blk, dst, outer0, q, True), "pe")
+        base = blk.base(op)
+        loops = self.loops
 
-    def pack_panel(self, op: _Operand, blk: _KBlock, dst: ir.Value, outer0: ir.Value,
-                   q: ir.Value, checked: bool) -> None:
-        """Micro-panel ``q`` of an operand that is not unit-stride along the width (those
-        are ``copy_block``'s): transposed in registers as far as it is unit-stride along
-        K, and the rest gathered element by element (``checked``: the panel crosses the
-        operand's extent, so it always goes through the bounds-checked gather)."""
-        b = self.b
-        o0 = b.add(outer0, b.mul(q, c64(op.width)))
-        row = b.mul(q, blk.depth)
-        view = op.view if not checked else None
-        if view is not None and view.strides[op.k_dim] == 1:
-            kfull = self.pack_transposing(op, view, blk, dst, o0, row)
-            self.gather_lines(op, blk, dst, o0, row, kfull, False, unrolled=False)
-        else:
-            self.gather_lines(op, blk, dst, o0, row, c64(0), checked, unrolled=not checked)
+        def row(q: ir.Value) -> tuple[ir.Value, ir.Value]:
+            return b.add(outer0, b.mul(q, c64(width))), b.mul(q, blk.depth)
 
-    def batch_offset(self, view: _View, pre: list[ir.Value]) -> ir.Value:
-        """The view's element offset of batch ``pre`` (index 0 in the matrix axes)."""
-        b = self.b
-        base = c64(view.offset)
-        for d, iv in enumerate(pre):
-            base = b.add(base, b.mul(iv, c64(view.strides[d])))
-        return base
+        def transposed(q: ir.Value) -> None:
+            o0, first_row = row(q)
+            kfull = self.pack_transposing(op, base, blk, dst, o0, first_row)
+            self.gather_loop(op, base, blk, dst, o0, first_row, kfull, False)
 
-    def copy_block(self, op: _Operand, view: _View, blk: _KBlock, dst: ir.Value,
+        def strided(q: ir.Value) -> None:
+            self.gather_lines(op, base, blk, dst, *row(q))
+
+        with b.if_else(b.icmp_signed("==", op.outer_stride, c64(1))) as (then, otherwise):
+            with then:
+                self.copy_block(op, base, blk, dst, outer0, full)
+            with otherwise, b.if_else(b.icmp_signed("==", op.k_stride, c64(1))) \
+                    as (then2, otherwise2):
+                with then2:
+                    loops.range(c64(0), full, transposed, "pq")
+                with otherwise2:
+                    loops.range(c64(0), full, strided, "pq")
+        loops.range(full, panels,
+                    lambda q: self.gather_loop(op, base, blk, dst, *row(q), c64(0), True), "pe")
+
+    def copy_block(self, op: _Operand, base: ir.Value, blk: _KBlock, dst: ir.Value,
                    outer0: ir.Value, full: ir.Value) -> None:
         """Pack the ``full`` micro-panels of a block whose source is unit-stride along
         their width, k by k: per k, the panels' lines are one contiguous run of the
@@ -575,84 +695,70 @@ class Gemm:
         with the panels walked one at a time)."""
         b, width = self.b, op.width
         line_ptr = ir.VectorType(F32, width).as_pointer()
-        base = b.add(self.batch_offset(view, blk.pre), outer0)
+        start = b.add(base, outer0)
 
         def per_k(kk: ir.Value) -> None:
-            src = b.add(base, b.mul(b.add(blk.k0, kk), c64(view.strides[op.k_dim])))
+            src = b.add(start, b.mul(b.add(blk.k0, kk), op.k_stride))
 
             def per_panel(q: ir.Value) -> None:
                 off = b.add(src, b.mul(q, c64(width)))
-                line = b.load(b.bitcast(b.gep(self.e.ptrs[view.arg], [off]), line_ptr),
-                              align=4)
+                line = b.load(b.bitcast(b.gep(op.ptr, [off]), line_ptr), align=4)
                 slot = b.mul(b.add(b.mul(q, blk.depth), kk), c64(width))
                 b.store(line, b.bitcast(b.gep(dst, [slot]), line_ptr), align=4)
-            self.e.loops.range(c64(0), full, per_panel, "pq")
-        self.e.loops.range(c64(0), blk.depth, per_k, "pk")
+            self.loops.range(c64(0), full, per_panel, "pq")
+        self.loops.range(c64(0), blk.depth, per_k, "pk")
 
-    def gather_lines(self, op: _Operand, blk: _KBlock, dst: ir.Value, o0: ir.Value,
-                     row: ir.Value, kfrom: ir.Value, checked: bool,
-                     unrolled: bool = True) -> None:
-        """Pack k in ``[kfrom, depth)`` of a micro-panel element by element through the
-        emitter (any view or computed value); ``checked``: elements past the operand's
-        extent are zeros (and read at index 0, so no load goes out of bounds).
+    def element(self, op: _Operand, base: ir.Value, o: ir.Value, k: ir.Value,
+                checked: bool) -> ir.Value:
+        """The operand at (outer ``o``, ``k``) from its view; ``checked``: zero past its
+        extent (read at outer index 0 there, so no load goes out of bounds)."""
+        b = self.b
+        if checked:
+            inside = b.icmp_signed("<", o, op.extent)
+            o = b.select(inside, o, c64(0))
+        off = b.add(base, b.add(b.mul(o, op.outer_stride), b.mul(k, op.k_stride)))
+        val = b.load(b.gep(op.ptr, [off]))
+        return b.select(inside, val, self.zero) if checked else val
 
-        ``unrolled``: each k's ``width`` elements are built into one vector (the hot
-        path: a whole micro-panel of an operand without a usable view); otherwise a
-        loop over the width stores them one by one -- for the edge panel and the last
-        few k of a transposing pack, a sliver of the packing, where the unrolled form
-        was half of a tiled GEMM's IR (1,300 of its 2,800 lines) and of its compile
-        time."""
-        b, e, width = self.b, self.e, op.width
+    def gather_lines(self, op: _Operand, base: ir.Value, blk: _KBlock, dst: ir.Value,
+                     o0: ir.Value, first_row: ir.Value) -> None:
+        """Pack a whole micro-panel element by element, each k's ``width`` elements
+        built into one vector (a view strided along both the width and K)."""
+        b, width = self.b, op.width
         line_ty = ir.VectorType(F32, width)
         undef = ir.Constant(line_ty, ir.Undefined)
-        if not unrolled:
-            self.gather_loop(op, blk, dst, o0, row, kfrom, checked)
-            return
 
         def per_k(kk: ir.Value) -> None:
-            e.cache = {}
             kidx = b.add(blk.k0, kk)
             line = undef
             for u in range(width):
-                val = self.gather_element(op, blk, b.add(o0, c64(u)), kidx, checked)
+                val = self.element(op, base, b.add(o0, c64(u)), kidx, False)
                 line = b.insert_element(line, val, ir.Constant(I32, u))
-            slot = b.mul(b.add(row, kk), c64(width))
+            slot = b.mul(b.add(first_row, kk), c64(width))
             b.store(line, b.bitcast(b.gep(dst, [slot]), line_ty.as_pointer()), align=4)
-        e.loops.range(kfrom, blk.depth, per_k, "pk")
+        self.loops.range(c64(0), blk.depth, per_k, "pk")
 
-    def gather_element(self, op: _Operand, blk: _KBlock, o: ir.Value, kidx: ir.Value,
-                       checked: bool) -> ir.Value:
-        """The operand at (outer ``o``, ``kidx``) through the emitter; ``checked``: zero
-        past its extent (read at index 0 there, so no load goes out of bounds)."""
-        b = self.b
-        if checked:
-            inside = b.icmp_signed("<", o, c64(op.extent))
-            o = b.select(inside, o, c64(0))
-        val = self.e.emit(op.value, op.at(blk.pre, o, kidx))
-        return b.select(inside, val, self.zero) if checked else val
-
-    def gather_loop(self, op: _Operand, blk: _KBlock, dst: ir.Value, o0: ir.Value,
-                    row: ir.Value, kfrom: ir.Value, checked: bool) -> None:
-        """``gather_lines`` as two loops (k, then the width), one element per inner
-        iteration, neither unrolled nor vectorized (a vectorized width loop would gather
-        strided sources; see ``pack``)."""
-        b, e, width = self.b, self.e, op.width
-        md = e.not_unrolled(vectorize=False)
+    def gather_loop(self, op: _Operand, base: ir.Value, blk: _KBlock, dst: ir.Value,
+                    o0: ir.Value, first_row: ir.Value, kfrom: ir.Value, checked: bool) -> None:
+        """Pack k in ``[kfrom, depth)`` of a micro-panel as two loops (k, then the
+        width), one element per inner iteration, neither unrolled nor vectorized (a
+        vectorized width loop would gather strided sources; see ``pack_view``): the
+        edge panel (``checked``) and the last few k of a transposing pack."""
+        b, width = self.b, op.width
+        md = self.f.not_unrolled(vectorize=False)
 
         def per_k(kk: ir.Value) -> None:
             kidx = b.add(blk.k0, kk)
-            slot = b.mul(b.add(row, kk), c64(width))
+            slot = b.mul(b.add(first_row, kk), c64(width))
 
             def per_u(u: ir.Value) -> None:
-                e.cache = {}
-                val = self.gather_element(op, blk, b.add(o0, u), kidx, checked)
+                val = self.element(op, base, b.add(o0, u), kidx, checked)
                 b.store(val, b.gep(dst, [b.add(slot, u)]))
-            e.loops.range(c64(0), c64(width), per_u, "pu", md)
-            e.cache = {}        # values of the width loop do not dominate what follows
-        e.loops.range(kfrom, blk.depth, per_k, "pk", e.not_unrolled(vectorize=False))
+            self.loops.range(c64(0), c64(width), per_u, "pu", md)
+        self.loops.range(kfrom, blk.depth, per_k, "pk", self.f.not_unrolled(vectorize=False))
 
-    def pack_transposing(self, op: _Operand, view: _View, blk: _KBlock, dst: ir.Value,
-                         o0: ir.Value, row: ir.Value) -> ir.Value:
+    def pack_transposing(self, op: _Operand, base: ir.Value, blk: _KBlock, dst: ir.Value,
+                         o0: ir.Value, first_row: ir.Value) -> ir.Value:
         """Pack a panel whose source is unit-stride along K (A row-major, B = W^T): per
         ``lanes`` values of k, load one vector per source row (``width`` rows, padded
         with zeros to a multiple of ``lanes``), transpose each lanes x lanes block in
@@ -660,16 +766,15 @@ class Gemm:
         instead of a strided load and an insert each. Returns where the remainder
         (fewer than ``lanes`` values of k, packed element-wise) starts."""
         b, lanes = self.b, self.lanes
-        base = self.batch_offset(view, blk.pre)
         assert -(-op.width // lanes) <= 2, "MR <= NR = 2 vectors"
         chunks = b.udiv(blk.depth, c64(lanes))
-        self.e.loops.range(c64(0), chunks,
-                           lambda c: self.transpose_chunk(op, view, dst, base, blk.k0, o0, row,
-                                                          c), "pt")
+        self.loops.range(c64(0), chunks,
+                         lambda c: self.transpose_chunk(op, base, dst, blk.k0, o0, first_row,
+                                                        c), "pt")
         return b.mul(chunks, c64(lanes))
 
-    def transpose_chunk(self, op: _Operand, view: _View, dst: ir.Value, base: ir.Value,
-                        k0: ir.Value, o0: ir.Value, row: ir.Value, c: ir.Value) -> None:
+    def transpose_chunk(self, op: _Operand, base: ir.Value, dst: ir.Value, k0: ir.Value,
+                        o0: ir.Value, first_row: ir.Value, c: ir.Value) -> None:
         """Chunk ``c`` of ``pack_transposing``: k in ``[c lanes, (c + 1) lanes)`` of
         the K block, all ``width`` source rows."""
         b, lanes, width = self.b, self.lanes, op.width
@@ -681,9 +786,8 @@ class Gemm:
             if u >= width:
                 loaded.append(self.zero_vec)
                 continue
-            off = b.add(kbase, b.mul(b.add(o0, c64(u)), c64(view.strides[op.outer_dim])))
-            loaded.append(b.load(b.bitcast(b.gep(self.e.ptrs[view.arg], [off]), self.vptr),
-                                 align=4))
+            off = b.add(kbase, b.mul(b.add(o0, c64(u)), op.outer_stride))
+            loaded.append(b.load(b.bitcast(b.gep(op.ptr, [off]), self.vptr), align=4))
         cols = [self.transpose_block(loaded[g * lanes:(g + 1) * lanes]) for g in range(groups)]
         cat = ir.Constant(ir.VectorType(I32, 2 * lanes), list(range(2 * lanes)))
         for t in range(lanes):
@@ -695,7 +799,7 @@ class Gemm:
             # after this one (the next t, the next chunk, the remainder loop or the
             # next panel) or on the buffer's slack of ``lanes`` floats; one store
             # instead of a split 8 + 4 + 2-lane store.
-            slot = b.mul(b.add(row, b.add(kk0, c64(t))), c64(width))
+            slot = b.mul(b.add(first_row, b.add(kk0, c64(t))), c64(width))
             b.store(line, b.bitcast(b.gep(dst, [slot]), line.type.as_pointer()), align=4)
 
     def transpose_block(self, rows: list[ir.Value]) -> list[ir.Value]:
@@ -729,8 +833,7 @@ class Gemm:
         for r in range(self.mr):
             for v in range(self.nvec):
                 b.store(self.zero_vec, self.accs[r][v])
-        self.e.loops.range(c64(0), kcur, lambda kk: self.rank1_update(bp, a_off, b_off, kk),
-                           "k")
+        self.loops.range(c64(0), kcur, lambda kk: self.rank1_update(bp, a_off, b_off, kk), "k")
 
     def rank1_update(self, bp: ir.Value, a_off: ir.Value, b_off: ir.Value,
                      kk: ir.Value) -> None:
@@ -755,67 +858,57 @@ class Gemm:
         L2 by now, and the ~KC x MR x 2 / 2 cycles of FMAs hide the fetch. Rows past M
         are clamped (a prefetch never faults, but its address must be computable)."""
         b, m, n = self.b, self.m, self.n
+        last_row = b.sub(m, c64(1))
         for r in range(self.mr):
-            row = self.smin(b.add(i, c64(r)), c64(m - 1))
-            off = b.add(b.mul(b.add(b.mul(batch, c64(m)), row), c64(n)), j)
+            row = self.smin(b.add(i, c64(r)), last_row)
+            off = b.add(b.mul(b.add(b.mul(batch, m), row), n), j)
             for v in range(0, self.nr, 16):
-                ptr = b.bitcast(b.gep(self.e.out_ptr, [b.add(off, c64(v))]), PTR)
+                ptr = b.bitcast(b.gep(self.out, [b.add(off, c64(v))]), PTR)
                 b.call(self.prefetch, [ptr, ir.Constant(I32, 1), ir.Constant(I32, 3),
                                        ir.Constant(I32, 1)])
 
     # ------------------------------------------------------------ storing C
 
-    def store_tile(self, batch: ir.Value, i: ir.Value, j: ir.Value, rows: ir.Value,
-                   cols: ir.Value, first: ir.Value | bool, last: ir.Value | bool) -> None:
+    def store_tile(self, blk: _KBlock, i: ir.Value, j: ir.Value, rows: ir.Value,
+                   cols: ir.Value) -> None:
         """Add the accumulators to C[i:i+rows, j:j+cols] (or store them on the first
-        K block); on the last K block run the epilogue unless ``direct``. Full tiles
-        take vectors, edge tiles element by element."""
+        K block); on the last K block of a product with an epilogue, hand the finished
+        sums to the kernel's epilogue instead. Full tiles take vectors, edge tiles
+        element by element."""
         b, mr, nr = self.b, self.mr, self.nr
-        row0 = b.mul(b.add(b.mul(batch, c64(self.m)), i), c64(self.n))   # offset of C[i, 0]
+        row0 = b.mul(b.add(b.mul(blk.batch, self.m), i), self.n)   # offset of C[i, 0]
         full = b.and_(b.icmp_signed("==", rows, c64(mr)), b.icmp_signed("==", cols, c64(nr)))
-        if self.direct:
-            with b.if_else(full) as (then, otherwise):
-                with then:
-                    self.add_vectors(row0, j, first)
-                with otherwise:
-                    self.add_elements(row0, j, first, rows, cols, False)
-            return
-        if last is True:
-            self.epilogue_tile(row0, j, first, rows, cols, full)
-            return
-        with b.if_else(last) as (then, otherwise):
-            with then:
-                self.epilogue_tile(row0, j, first, rows, cols, full)
-            with otherwise, b.if_else(full) as (then2, otherwise2):
+        plain = b.or_(self.direct, b.not_(blk.last))
+        with b.if_else(plain) as (then, otherwise):
+            with then, b.if_else(full) as (then2, otherwise2):
                 with then2:
-                    self.add_vectors(row0, j, first)
+                    self.add_vectors(row0, j, blk.first)
                 with otherwise2:
-                    self.add_elements(row0, j, first, rows, cols, False)
-
-    def epilogue_tile(self, row0: ir.Value, j: ir.Value, first: ir.Value | bool,
-                      rows: ir.Value, cols: ir.Value, full: ir.Value) -> None:
-        """The last K block of a fused product: the epilogue element by element. A full
-        tile's loops have constant trip counts and no branches, so LLVM vectorizes the
-        fused epilogue along the row."""
-        with self.b.if_else(full) as (then, otherwise):
-            with then:
-                self.add_elements(row0, j, first, c64(self.mr), c64(self.nr), True)
+                    self.add_elements(row0, j, blk.first, rows, cols)
             with otherwise:
-                self.add_elements(row0, j, first, rows, cols, True)
+                self.finish_tile(blk, row0, i, j, rows, cols, full)
 
-    def add_vectors(self, row0: ir.Value, j: ir.Value, first: ir.Value | bool) -> None:
-        """A full tile: C's MR x NR lines (+)= the accumulators, one vector each."""
-        b, n = self.b, self.n
-        for r in range(self.mr):
-            for v in range(self.nvec):
-                off = b.add(b.add(row0, c64(r * n)), b.add(j, c64(v * self.lanes)))
-                ptr = b.bitcast(b.gep(self.e.out_ptr, [off]), self.vptr)
-                acc = b.load(self.accs[r][v])
-                if first is not True:
-                    old = b.load(ptr, align=4)
-                    acc = b.select(first, acc, b.fadd(acc, old)) if first is not False \
-                        else b.fadd(acc, old)
-                b.store(acc, ptr, align=4)
+    def line(self, row0: ir.Value, j: ir.Value, r: int, v: int) -> ir.Value:
+        """The address of vector ``v`` of row ``r`` of the full tile at C[i, j]."""
+        b = self.b
+        off = b.add(b.add(row0, b.mul(c64(r), self.n)), b.add(j, c64(v * self.lanes)))
+        return b.bitcast(b.gep(self.out, [off]), self.vptr)
+
+    def add_vectors(self, row0: ir.Value, j: ir.Value, first: ir.Value) -> None:
+        """A full tile: C's MR x NR lines = the accumulators (the first K block), else
+        += them, one vector each."""
+        b = self.b
+        with b.if_else(first) as (then, otherwise):
+            with then:
+                for r in range(self.mr):
+                    for v in range(self.nvec):
+                        b.store(b.load(self.accs[r][v]), self.line(row0, j, r, v), align=4)
+            with otherwise:
+                for r in range(self.mr):
+                    for v in range(self.nvec):
+                        ptr = self.line(row0, j, r, v)
+                        old = b.load(ptr, align=4)
+                        b.store(b.fadd(b.load(self.accs[r][v]), old), ptr, align=4)
 
     def spill_accumulators(self) -> None:
         """The accumulator vectors into the MR x NR ``tile`` buffer, to be read by index."""
@@ -825,43 +918,233 @@ class Gemm:
                 b.store(b.load(self.accs[r][v]), b.bitcast(
                     b.gep(self.tile, [c64(r * nr + v * lanes)]), self.vptr), align=4)
 
-    def add_elements(self, row0: ir.Value, j: ir.Value, first: ir.Value | bool,
-                     n_rows: ir.Value, n_cols: ir.Value, epilogue: bool) -> None:
-        """C[i:i+n_rows, j:j+n_cols] (+)= the accumulators element by element, through
-        the fused epilogue when ``epilogue``."""
-        b, e, n, nr = self.b, self.e, self.n, self.nr
-        out = e.out_ptr
-        self.spill_accumulators()
-        # LLVM vectorizes a full tile's row (constant trip counts); an edge tile's loops
-        # stay scalar. Neither is unrolled (``Emitter.not_unrolled``).
-        full = isinstance(n_rows, ir.Constant) and isinstance(n_cols, ir.Constant)
+    def edge_loops(self, n_rows: ir.Value, n_cols: ir.Value,
+                   body: Callable[[ir.Value, ir.Value], None]) -> None:
+        """``body(r, jj)`` over an edge tile's rows and columns: scalar loops, neither
+        unrolled nor vectorized (``Frame.not_unrolled``)."""
+        loops, f = self.loops, self.f
+        loops.range(c64(0), n_rows,
+                    lambda r: loops.range(c64(0), n_cols, lambda jj: body(r, jj), "ej",
+                                          f.not_unrolled(vectorize=False)),
+                    "er", f.not_unrolled(vectorize=False))
 
-        def per_row(r: ir.Value) -> None:
-            def per_col(jj: ir.Value) -> None:
-                e.cache = {}
-                off = b.add(b.add(row0, b.mul(r, c64(n))), b.add(j, jj))
-                value = e.tagged(b.load(b.gep(self.tile, [b.add(b.mul(r, c64(nr)), jj)])))
-                if first is not True:
-                    old = e.tagged(b.load(b.gep(out, [off])))
-                    summed = b.fadd(value, old)
-                    value = summed if first is False else b.select(first, value, summed)
-                if epilogue:
+    def add_elements(self, row0: ir.Value, j: ir.Value, first: ir.Value, n_rows: ir.Value,
+                     n_cols: ir.Value) -> None:
+        """An edge tile: C[i:i+n_rows, j:j+n_cols] (+)= the accumulators, element by
+        element."""
+        b, n, nr = self.b, self.n, self.nr
+        self.spill_accumulators()
+
+        def per_element(r: ir.Value, jj: ir.Value) -> None:
+            ptr = b.gep(self.out, [b.add(b.add(row0, b.mul(r, n)), b.add(j, jj))])
+            value = b.load(b.gep(self.tile, [b.add(b.mul(r, c64(nr)), jj)]))
+            b.store(b.select(first, value, b.fadd(value, b.load(ptr))), ptr)
+        self.edge_loops(n_rows, n_cols, per_element)
+
+    def finish_tile(self, blk: _KBlock, row0: ir.Value, i: ir.Value, j: ir.Value,
+                    rows: ir.Value, cols: ir.Value, full: ir.Value) -> None:
+        """The last K block of a product with an epilogue: the finished sums -- the
+        accumulators plus, past the first K block, the partial sums in C -- into the
+        ``tile`` buffer, then the kernel's epilogue stores them."""
+        b, n, nr = self.b, self.n, self.nr
+        with b.if_else(full) as (then, otherwise):
+            with then:
+                with b.if_then(b.not_(blk.first)):
+                    for r in range(self.mr):
+                        for v in range(self.nvec):
+                            acc = self.accs[r][v]
+                            old = b.load(self.line(row0, j, r, v), align=4)
+                            b.store(b.fadd(b.load(acc), old), acc)
+                self.spill_accumulators()
+            with otherwise:
+                self.spill_accumulators()
+
+                def add_partial(r: ir.Value, jj: ir.Value) -> None:
+                    slot = b.gep(self.tile, [b.add(b.mul(r, c64(nr)), jj)])
+                    old = b.load(b.gep(self.out, [b.add(b.add(row0, b.mul(r, n)),
+                                                        b.add(j, jj))]))
+                    b.store(b.fadd(b.load(slot), old), slot)
+                with b.if_then(b.not_(blk.first)):
+                    self.edge_loops(rows, cols, add_partial)
+        self.note_error(b.call(self.epilogue, [self.bufs, self.tile, blk.batch, i, j,
+                                               rows, cols]))
+
+
+class TiledKernel:
+    """A ``tiled`` kernel: its entry fills the driver's parameter block (``GEMM_PARAMS``)
+    and calls the shared driver (``GemmDriver``); what is its own are two kinds of
+    internal functions the driver calls back: the fused epilogue (unless C is the
+    product itself) and the packing of an operand that is computed rather than read
+    through a view."""
+
+    def __init__(self, e: Emitter):
+        self.e, self.b = e, e.b
+        self.plan = e.plan
+        s = e.plan.schedule
+        mm = contraction(e.fusion)
+        self.product = mm.results[0]
+        out_shape = shape_of(self.product)
+        self.batch_shape = out_shape[:-2]
+        self.a_value, self.b_value = mm.operands
+        self.m, self.k = shape_of(self.a_value)[-2:]
+        self.n = out_shape[-1]
+        self.schedule = s
+        self.mr, self.nr, self.nc = s.tile
+        self.kc, self.mc = max(s.kc, 1), max(s.mc, self.mr)
+
+    def body(self) -> None:
+        """The entry: the parameter block, then the driver's call (its error flag is
+        the kernel's)."""
+        e, b = self.e, self.b
+        params = e.entry_alloca(I64, len(GEMM_PARAMS))
+
+        def put(name: str, value: int | ir.Value) -> None:
+            v = c64(value) if isinstance(value, int) else value
+            b.store(v, b.gep(params, [c64(_WORD[name])]))
+
+        def address(ptr: ir.Value) -> ir.Value:
+            return b.ptrtoint(ptr, I64)
+
+        s = self.schedule
+        for name, value in (("m", self.m), ("n", self.n), ("k", self.k), ("kc", self.kc),
+                            ("mc", self.mc), ("nc", self.nc),
+                            ("split_n", int(s.split == "n")), ("shared_b", int(s.shared_b)),
+                            ("start", e.fn.args[1]), ("end", e.fn.args[2]),
+                            ("out", address(e.out_ptr)),
+                            ("scratch", address(e.ptrs[-1]) if self.plan.scratch else 0),
+                            ("bufs", address(e.fn.args[0])),
+                            ("batch_rank", len(self.batch_shape)),
+                            ("batch_shape", self.int_array(self.batch_shape))):
+            put(name, value)
+        put("epilogue", 0 if e.root is self.product else address(self.epilogue_function()))
+        rank = len(self.batch_shape)
+        for prefix, value, is_a in (("a", self.a_value, True), ("b", self.b_value, False)):
+            view = address_view(e, value)
+            if view is None:     # (batch strides all 0: the driver reads them regardless)
+                put(f"{prefix}_pack", address(self.pack_function(prefix, value, is_a)))
+                for word in ("ptr", "offset", "outer", "k"):
+                    put(f"{prefix}_{word}", 0)
+                put(f"{prefix}_batch", self.int_array((0,) * rank))
+                continue
+            outer_dim, k_dim = (rank, rank + 1) if is_a else (rank + 1, rank)
+            put(f"{prefix}_pack", 0)
+            put(f"{prefix}_ptr", address(e.ptrs[view.arg]))
+            put(f"{prefix}_offset", view.offset)
+            put(f"{prefix}_outer", view.strides[outer_dim])
+            put(f"{prefix}_k", view.strides[k_dim])
+            put(f"{prefix}_batch", self.int_array(view.strides[:rank]))
+        driver = _declared(e.module, driver_name(self.mr, self.nr), DRIVER_TYPE)
+        flag = b.call(driver, [params])
+        b.store(b.or_(b.load(e.error), flag), e.error)
+
+    def int_array(self, values: Sequence[int]) -> int | ir.Value:
+        """The address of an i64 array holding ``values`` (in the entry's frame: the
+        driver runs inside the call), or 0 for none."""
+        if not values:
+            return 0
+        e, b = self.e, self.b
+        array = e.entry_alloca(I64, len(values))
+        for i, v in enumerate(values):
+            b.store(c64(v), b.gep(array, [c64(i)]))
+        return b.ptrtoint(array, I64)
+
+    def epilogue_function(self) -> ir.Function:
+        """The internal function storing a tile of C through the fused epilogue
+        (``TILE_CALLBACK``), element by element: a full tile's loops have constant trip
+        counts and no branches, so LLVM vectorizes the fused epilogue along the row; an
+        edge tile's stay scalar. Neither is unrolled (``Frame.not_unrolled``)."""
+        e = Emitter(self.e.module, self.plan, name=f"{self.plan.name}.epilogue",
+                    params=(("tile", F32.as_pointer()), ("batch", I64), ("i", I64),
+                            ("j", I64), ("rows", I64), ("cols", I64)))
+        b = e.b
+        tile, batch, i, j, rows, cols = e.fn.args[1:]
+        m, n, mr, nr = self.m, self.n, self.mr, self.nr
+        row0 = b.mul(b.add(b.mul(batch, c64(m)), i), c64(n))   # offset of C[i, 0]
+        full = b.and_(b.icmp_signed("==", rows, c64(mr)), b.icmp_signed("==", cols, c64(nr)))
+
+        def write(n_rows: ir.Value, n_cols: ir.Value, full: bool) -> None:
+            def per_row(r: ir.Value) -> None:
+                def per_col(jj: ir.Value) -> None:
+                    e.cache = {}
+                    off = b.add(b.add(row0, b.mul(r, c64(n))), b.add(j, jj))
+                    value = e.tagged(b.load(b.gep(tile, [b.add(b.mul(r, c64(nr)), jj)])))
                     _store_with_product(e, self.product, value, off)
-                else:
-                    e.tagged(b.store(value, b.gep(out, [off])))
-            e.loops.range(c64(0), n_cols, per_col, "ej", e.not_unrolled(full))
-        # Iteration (r, jj) writes C[r, jj] and reads an input overlaid by C
-        # (``step_memory.pointwise_inputs``) only there, so the loops are declared
-        # independent: otherwise the vectorizer's run-time overlap check fails for a
-        # product written over its epilogue's input (a residual, a saved activation)
-        # and every tile's write-back runs its scalar loop (measured: the GELU backward
-        # as the epilogue of a 4096 x 256 x 1024 product, 35.7 ms a call, 11.7 ms with
-        # the loops declared independent; the product alone 8.1 ms).
-        if full:
-            with e.independent_iterations():
-                e.loops.range(c64(0), n_rows, per_row, "er", e.not_unrolled(full))
-        else:
+                e.loops.range(c64(0), n_cols, per_col, "ej", e.not_unrolled(full))
             e.loops.range(c64(0), n_rows, per_row, "er", e.not_unrolled(full))
+
+        with b.if_else(full) as (then, otherwise):
+            # Iteration (r, jj) writes C[r, jj] and reads an input overlaid by C
+            # (``step_memory.pointwise_inputs``) only there, so the loops are declared
+            # independent: otherwise the vectorizer's run-time overlap check fails for
+            # a product written over its epilogue's input (a residual, a saved
+            # activation) and every tile's write-back runs its scalar loop (measured:
+            # the GELU backward as the epilogue of a 4096 x 256 x 1024 product, 35.7 ms
+            # a call, 11.7 ms with the loops declared independent; the product alone
+            # 8.1 ms).
+            with then, e.independent_iterations():
+                write(c64(mr), c64(nr), True)
+            with otherwise:
+                write(rows, cols, False)
+        e.finish_kernel()
+        return e.fn
+
+    def pack_function(self, prefix: str, value: SSAValue, is_a: bool) -> ir.Function:
+        """The internal function packing a computed operand (``TILE_CALLBACK``) as the
+        driver packs a view (``GemmDriver.pack``), evaluating it through the emitter:
+        the panels inside the operand with each k's ``width`` elements built into one
+        vector, the edge panel (past M or N) with a bounds-checked loop."""
+        e = Emitter(self.e.module, self.plan, name=f"{self.plan.name}.pack_{prefix}",
+                    params=(("dst", F32.as_pointer()), ("batch", I64), ("outer0", I64),
+                            ("k0", I64), ("depth", I64), ("outer_len", I64)))
+        b = e.b
+        dst, batch, outer0, k0, depth, outer_len = e.fn.args[1:]
+        width, extent = (self.mr, self.m) if is_a else (self.nr, self.n)
+        pre = e.delinearize(batch, self.batch_shape) if self.batch_shape else []
+        line_ty = ir.VectorType(F32, width)
+
+        def at(o: ir.Value, k: ir.Value, checked: bool) -> ir.Value:
+            if checked:
+                inside = b.icmp_signed("<", o, c64(extent))
+                o = b.select(inside, o, c64(0))
+            val = e.emit(value, pre + ([o, k] if is_a else [k, o]))
+            return b.select(inside, val, ir.Constant(F32, 0.0)) if checked else val
+
+        def panel_lines(q: ir.Value) -> None:
+            o0 = b.add(outer0, b.mul(q, c64(width)))
+
+            def per_k(kk: ir.Value) -> None:
+                e.cache = {}
+                kidx = b.add(k0, kk)
+                line = ir.Constant(line_ty, ir.Undefined)
+                for u in range(width):
+                    line = b.insert_element(line, at(b.add(o0, c64(u)), kidx, False),
+                                            ir.Constant(I32, u))
+                slot = b.mul(b.add(b.mul(q, depth), kk), c64(width))
+                b.store(line, b.bitcast(b.gep(dst, [slot]), line_ty.as_pointer()), align=4)
+            e.loops.range(c64(0), depth, per_k, "pk")
+
+        def edge_panel(q: ir.Value) -> None:
+            o0 = b.add(outer0, b.mul(q, c64(width)))
+
+            def per_k(kk: ir.Value) -> None:
+                kidx = b.add(k0, kk)
+                slot = b.mul(b.add(b.mul(q, depth), kk), c64(width))
+
+                def per_u(u: ir.Value) -> None:
+                    e.cache = {}
+                    b.store(at(b.add(o0, u), kidx, True), b.gep(dst, [b.add(slot, u)]))
+                e.loops.range(c64(0), c64(width), per_u, "pu", e.not_unrolled(vectorize=False))
+                e.cache = {}    # values of the width loop do not dominate what follows
+            e.loops.range(c64(0), depth, per_k, "pk", e.not_unrolled(vectorize=False))
+
+        panels = b.udiv(b.add(outer_len, c64(width - 1)), c64(width))
+        inside = b.sdiv(b.sub(c64(extent), outer0), c64(width))
+        full = b.select(b.icmp_signed("<", panels, inside), panels, inside)
+        full = b.select(b.icmp_signed(">", full, c64(0)), full, c64(0))
+        e.loops.range(c64(0), full, panel_lines, "pq")
+        e.loops.range(full, panels, edge_panel, "pe")
+        e.finish_kernel()
+        return e.fn
 
 
 def matmul_rows(e: Emitter) -> None:
@@ -870,8 +1153,9 @@ def matmul_rows(e: Emitter) -> None:
 
 
 def matmul_tiled(e: Emitter) -> None:
-    """The ``tiled`` strategy (``Gemm``)."""
-    Gemm(e).body()
+    """The ``tiled`` strategy (``TiledKernel``, calling ``GemmDriver``)."""
+    TiledKernel(e).body()
 
 
-__all__ = ["Gemm", "RowGemm", "matmul_rows", "matmul_tiled"]
+__all__ = ["GEMM_PARAMS", "GemmDriver", "RowGemm", "TiledKernel", "driver_module",
+           "driver_name", "matmul_rows", "matmul_tiled"]

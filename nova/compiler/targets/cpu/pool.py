@@ -54,7 +54,7 @@ they run one after another), and zeroes ``TEAM_ARRIVED`` and ``TEAM_BARRIER``. A
 joins the team by incrementing the count in ``TEAM_ARRIVED``; a member that waited
 ``TEAM_JOIN_SPINS`` for the others closes the team as it is, and a chunk that comes
 after (its thread descheduled, or never arriving so that another thread claimed its
-chunk) works alone with panels of its own (``Gemm.join_team``). At its r-th barrier a
+chunk) works alone with panels of its own (``GemmDriver.join_team``). At its r-th barrier a
 member increments ``TEAM_BARRIER`` and waits until it reaches r x the team's size
 (``emit_barrier``). A barrier would deadlock chunks run one after another, hence
 ``TEAM_MEMBERS`` = 1 there: each chunk then does all the shared work itself. A team job

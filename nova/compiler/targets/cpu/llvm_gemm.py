@@ -195,13 +195,18 @@ GEMM_PARAMS = ("m", "n", "k", "kc", "mc", "nc", "split_n", "shared_b", "start", 
 _WORD = {name: i for i, name in enumerate(GEMM_PARAMS)}
 
 # ``i32 (i8** bufs, float* tile_or_dst, i64 batch, i64, i64, i64, i64)``, both callbacks:
-#   epilogue(bufs, tile, batch, i, j, rows, cols): C[i:i+rows, j:j+cols] of batch
-#     ``batch`` through the fused epilogue, the tile (MR x NR, row-major) holding the
-#     finished sums;
-#   pack(bufs, dst, batch, outer0, k0, depth, outer_len): the micro-panels of the
-#     operand's outer indices [outer0, outer0 + outer_len) over k in [k0, k0 + depth),
-#     as ``GemmDriver.pack`` lays them out.
-# Each returns the error flag of the ops it evaluates.
+#   epilogue(bufs, tile, batch, ti, tj, rows, cols): C[i:i+rows, j:j+cols] of batch
+#     ``batch``, i = ti MR and j = tj NR, through the fused epilogue, the tile (MR x NR,
+#     row-major) holding the finished sums;
+#   pack(bufs, dst, batch, panel0, kblock, depth, outer_len): the micro-panels of the
+#     operand's outer indices [outer0, outer0 + outer_len), outer0 = panel0 x width,
+#     over k in [k0, k0 + depth), k0 = kblock x KC, as ``GemmDriver.pack`` lays them
+#     out.
+# Positions go as multiples of the register tile and the K block (every tile and panel
+# starts at one: MC and NC are multiples of MR and NR) so the callback's index
+# arithmetic knows it: a computed operand's division by a head size of 32 then folds
+# into vector loads, as it did when the kernel held the whole loop nest (0.65 ms of a
+# small GPT step when passed as plain offsets).
 TILE_CALLBACK = ir.FunctionType(I32, [PTR.as_pointer(), F32.as_pointer(), I64, I64, I64, I64,
                                       I64])
 DRIVER_TYPE = ir.FunctionType(I32, [I64.as_pointer()])
@@ -244,11 +249,13 @@ class _Operand:
 @dataclass(frozen=True)
 class _KBlock:
     """One K block of one batch's product: ``batch`` its linear index, ``bases`` the
-    element offsets of the batch in A's and B's views, k in ``[k0, k0 + depth)``;
+    element offsets of the batch in A's and B's views, ``index`` the block's number,
+    k in ``[k0, k0 + depth)``;
     ``first``/``last``: whether it is the first/last K block (i1)."""
 
     batch: ir.Value
     bases: tuple[ir.Value, ir.Value]
+    index: ir.Value
     k0: ir.Value
     depth: ir.Value
     first: ir.Value
@@ -540,7 +547,7 @@ class GemmDriver:
 
             def per_kblock(pcb: ir.Value) -> None:
                 k0 = b.mul(pcb, kc)
-                blk = _KBlock(batch, bases, k0, self.smin(kc, b.sub(self.k, k0)),
+                blk = _KBlock(batch, bases, pcb, k0, self.smin(kc, b.sub(self.k, k0)),
                               b.icmp_signed("==", pcb, c64(0)),
                               b.icmp_signed("==", pcb, b.sub(self.k_blocks, c64(1))))
                 bp = self.pack_b(blk, jcb, pcb, jc, ncur)
@@ -638,8 +645,9 @@ class GemmDriver:
         b = self.b
         with b.if_else(op.computed) as (then, otherwise):
             with then:
-                self.note_error(b.call(op.pack, [self.bufs, dst, blk.batch, outer0, blk.k0,
-                                                 blk.depth, outer_len]))
+                panel0 = b.udiv(outer0, c64(op.width))     # exact (see TILE_CALLBACK)
+                self.note_error(b.call(op.pack, [self.bufs, dst, blk.batch, panel0,
+                                                 blk.index, blk.depth, outer_len]))
             with otherwise:
                 self.pack_view(op, blk, dst, outer0, outer_len)
 
@@ -966,8 +974,9 @@ class GemmDriver:
                     b.store(b.fadd(b.load(slot), old), slot)
                 with b.if_then(b.not_(blk.first)):
                     self.edge_loops(rows, cols, add_partial)
-        self.note_error(b.call(self.epilogue, [self.bufs, self.tile, blk.batch, i, j,
-                                               rows, cols]))
+        self.note_error(b.call(self.epilogue, [self.bufs, self.tile, blk.batch,
+                                               b.udiv(i, c64(self.mr)),
+                                               b.udiv(j, c64(self.nr)), rows, cols]))
 
 
 class TiledKernel:
@@ -989,8 +998,12 @@ class TiledKernel:
         self.m, self.k = shape_of(self.a_value)[-2:]
         self.n = out_shape[-1]
         self.schedule = s
-        self.mr, self.nr, self.nc = s.tile
-        self.kc, self.mc = max(s.kc, 1), max(s.mc, self.mr)
+        self.mr, self.nr, nc = s.tile
+        # MC and NC are multiples of MR and NR (``configurator``), so every tile and
+        # panel starts at a multiple of the register tile (``TILE_CALLBACK``)
+        self.kc = max(s.kc, 1)
+        self.mc = max(s.mc // self.mr * self.mr, self.mr)
+        self.nc = max(nc // self.nr * self.nr, self.nr)
 
     def body(self) -> None:
         """The entry: the parameter block, then the driver's call (its error flag is
@@ -1054,11 +1067,13 @@ class TiledKernel:
         counts and no branches, so LLVM vectorizes the fused epilogue along the row; an
         edge tile's stay scalar. Neither is unrolled (``Frame.not_unrolled``)."""
         e = Emitter(self.e.module, self.plan, name=f"{self.plan.name}.epilogue",
-                    params=(("tile", F32.as_pointer()), ("batch", I64), ("i", I64),
-                            ("j", I64), ("rows", I64), ("cols", I64)))
+                    params=(("tile", F32.as_pointer()), ("batch", I64), ("ti", I64),
+                            ("tj", I64), ("rows", I64), ("cols", I64)))
         b = e.b
-        tile, batch, i, j, rows, cols = e.fn.args[1:]
+        tile, batch, ti, tj, rows, cols = e.fn.args[1:]
+        tile.add_attribute("noalias")      # the driver's own buffer: no input is behind it
         m, n, mr, nr = self.m, self.n, self.mr, self.nr
+        i, j = b.mul(ti, c64(mr)), b.mul(tj, c64(nr))
         row0 = b.mul(b.add(b.mul(batch, c64(m)), i), c64(n))   # offset of C[i, 0]
         full = b.and_(b.icmp_signed("==", rows, c64(mr)), b.icmp_signed("==", cols, c64(nr)))
 
@@ -1094,11 +1109,14 @@ class TiledKernel:
         the panels inside the operand with each k's ``width`` elements built into one
         vector, the edge panel (past M or N) with a bounds-checked loop."""
         e = Emitter(self.e.module, self.plan, name=f"{self.plan.name}.pack_{prefix}",
-                    params=(("dst", F32.as_pointer()), ("batch", I64), ("outer0", I64),
-                            ("k0", I64), ("depth", I64), ("outer_len", I64)))
+                    params=(("dst", F32.as_pointer()), ("batch", I64), ("panel0", I64),
+                            ("kblock", I64), ("depth", I64), ("outer_len", I64)))
         b = e.b
-        dst, batch, outer0, k0, depth, outer_len = e.fn.args[1:]
+        dst, batch, panel0, kblock, depth, outer_len = e.fn.args[1:]
+        dst.add_attribute("noalias")       # the driver's packed block, written only here
         width, extent = (self.mr, self.m) if is_a else (self.nr, self.n)
+        outer0 = b.mul(panel0, c64(width))
+        k0 = b.mul(kblock, c64(self.kc))
         pre = e.delinearize(batch, self.batch_shape) if self.batch_shape else []
         line_ty = ir.VectorType(F32, width)
 

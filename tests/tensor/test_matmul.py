@@ -254,3 +254,38 @@ def _team_headers() -> list[tuple[int, int, int, int]]:
     return [(team[TEAM_MEMBERS], team[TEAM_ARRIVED], team[TEAM_BARRIER],
              len(program._ranges[p]))
             for p, team in enumerate(getattr(program, "_teams", [])) if team is not None]
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("m,k,n", [(65, 97, 33), (97, 29, 64)])
+def test_a_computed_b_is_packed_into_the_shared_panel_by_its_kernel(monkeypatch, m, k, n,
+                                                                    threads):
+    """B computed (a reshape across strides, no view): each team member's share of a
+    shared B panel is packed by the kernel's callback (``TiledKernel.pack_function``)
+    at the offset the shared driver gives, with tiny caches (several K blocks and NC
+    panels), against numpy in float64."""
+    from nova.compiler.targets import cpu as plan_module
+    monkeypatch.setattr(plan_module, "detect_cpu", lambda: _tiny_cache_spec(cores=4))
+    nv.debug.reset_cache()
+    rng = np.random.default_rng(m + n)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    xb = rng.standard_normal((n // 11 + 1, k, 11)).astype(np.float32)   # B: (k, 11 x ...)
+    width = xb.shape[0] * 11
+    b = xb.transpose(1, 0, 2).reshape(k, width)
+    x, y = nv.tensor(a), nv.tensor(xb)
+    out = (x @ y.transpose(0, 1).reshape(k, width)).relu()
+    line = next(ln for ln in nv.debug.dump_ir(out, stage="fused").splitlines()
+                if "/tiled" in ln)
+    assert "shared_b" in line
+    from tests.compiler.llvm_ir import kernel_llvm
+    [text] = kernel_llvm(out, strategy="tiled")
+    assert ".pack_b" in text and ".pack_a" not in text     # B packed by the kernel
+    previous = nv.get_num_threads()
+    try:
+        nv.set_num_threads(threads)
+        got = out.numpy()
+    finally:
+        nv.set_num_threads(previous)
+        nv.debug.reset_cache()
+    ref = np.maximum(a.astype(np.float64) @ b.astype(np.float64), 0)
+    assert np.abs(got - ref).max() / np.abs(ref).max() < 5e-4

@@ -249,9 +249,9 @@ class _Operand:
 @dataclass(frozen=True)
 class _KBlock:
     """One K block of one batch's product: ``batch`` its linear index, ``bases`` the
-    element offsets of the batch in A's and B's views, ``index`` the block's number,
-    k in ``[k0, k0 + depth)``;
-    ``first``/``last``: whether it is the first/last K block (i1)."""
+    element offsets of the batch in A's and B's views, ``index`` the block's number, k
+    in ``[k0, k0 + depth)``; ``first``/``last``: whether it is the first/last K block
+    (i1)."""
 
     batch: ir.Value
     bases: tuple[ir.Value, ir.Value]

@@ -612,3 +612,74 @@ def test_three_optimizer_steps_in_one_compiled_call_match_the_loop(monkeypatch):
     assert len(plain) == 3 and plain[0] == plain[1]
     two, one = got[3]                      # the first two together, then the third
     assert one == plain[0] and plain[0] < two <= 2 * plain[0]
+
+
+def test_the_first_call_settles_the_collector_after_its_scan_not_during_it(monkeypatch):
+    """A compile inside a recorded call does not collect and freeze the heap
+    (``settling_deferred``): the scan for the call's results then collects only the
+    unfrozen heap, and the call's compile is settled when the call returns -- even
+    when the call raises."""
+    import gc
+
+    from nova import capture
+    from nova.runtime import cache
+    monkeypatch.setenv("NOVA_GC_FREEZE", "1")
+    seen = []
+    scan = capture._instances
+
+    def spy(cls, collect=False, frozen_at=None):
+        if collect:
+            seen.append((frozen_at, cache.freezes()))
+        return scan(cls, collect, frozen_at)
+    monkeypatch.setattr(capture, "_instances", spy)
+    w = nv.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+
+    @nv.compile
+    def f(x):
+        return (x @ w * 1.75).sum(-1)          # a structure no other test compiles
+    before = cache.freezes()
+    f(nv.tensor(np.ones((4, 2), np.float32)))
+    (frozen_at, at_scan), = seen
+    assert frozen_at == at_scan               # the compile during the call froze nothing
+    assert cache.freezes() > before and gc.get_freeze_count() > 0   # settled after
+
+    @nv.compile
+    def g(x):
+        (x * 2.5 - 0.75).exp().sum().item()    # compiles, then fails
+        raise ValueError("after a compile")
+    mid = cache.freezes()
+    with pytest.raises(ValueError, match="after a compile"):
+        g(nv.tensor(np.ones(3, np.float32)))
+    assert cache.freezes() > mid               # settled although the call raised
+
+
+def test_the_results_scan_does_not_count_a_dead_frozen_cycle(monkeypatch):
+    """A tensor in a cycle that died after being frozen is only freed by collecting the
+    thawed heap: the scan does that whenever anything was frozen since the reading it
+    is given, and collects just the unfrozen heap otherwise."""
+    import gc
+
+    from nova import capture
+    from nova.runtime import cache
+    from nova.tensor.tensor import Tensor
+    monkeypatch.setenv("NOVA_GC_FREEZE", "1")
+    marker = (3, 1, 7, 1, 2)                      # a shape no other live tensor has
+
+    def dead_frozen_cycle() -> None:
+        box: dict = {"t": nv.zeros(marker)}
+        box["self"] = box                          # a cycle holding the tensor
+        cache.freeze()
+
+    def found(frozen_at: int) -> bool:
+        return any(tuple(t.shape) == marker
+                   for t in capture._instances(Tensor, collect=True, frozen_at=frozen_at))
+
+    before = cache.freezes()
+    dead_frozen_cycle()
+    assert not found(before)                      # frozen since: the thawed collection
+    reading = cache.freezes()
+    dead_frozen_cycle()
+    monkeypatch.setattr(capture, "freezes", lambda: reading)   # told nothing was since
+    assert found(reading)                         # the cheap collection leaves it
+    gc.unfreeze()
+    gc.collect()

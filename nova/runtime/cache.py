@@ -30,7 +30,10 @@ it once, and a thread whose step is cached replays while another compiles.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import gc
+import itertools
 import os
 import sys
 import threading
@@ -39,7 +42,7 @@ import traceback
 import warnings
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 from nova import config
 from nova.core.graph import decoded_key
@@ -55,7 +58,50 @@ DEFAULT_LIMIT_BYTES = int(config.STEP_CACHE_MB.get() * 2**20)
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _settle_garbage_collector() -> None:
+# Compiles whose settling a caller deferred, in this context (``settling_deferred``).
+_DEFERRED: contextvars.ContextVar[list[bool] | None] = contextvars.ContextVar(
+    "nova_deferred_settle", default=None)
+_FREEZES = itertools.count(1)      # next(): how many freezes so far, in any thread
+_frozen = 0
+
+
+def freezes() -> int:
+    """How many times Nova froze the heap so far (``freeze``, any thread): a caller
+    that must know whether objects it made were frozen under it compares two readings."""
+    return _frozen
+
+
+def freeze() -> None:
+    """``gc.freeze()``, counted (``freezes``)."""
+    global _frozen
+    gc.freeze()
+    _frozen = next(_FREEZES)
+
+
+@contextlib.contextmanager
+def settling_deferred() -> Iterator[list[bool]]:
+    """Inside, in this context, a compile does not settle the collector
+    (``_settle_garbage_collector``) but notes it in the list yielded; the caller settles
+    afterwards (``settle_garbage_collector``). For ``nv.compile``'s first call, which
+    scans the heap after the call for the tensors holding its results: a freeze during
+    the call would freeze that call's cycles, which may die before the scan and then
+    only a full collection of the whole thawed heap can free (~90 ms of a small GPT's
+    warm first step, against ~25 ms for collecting what is not frozen)."""
+    pending: list[bool] = []
+    token = _DEFERRED.set(pending)
+    try:
+        yield pending
+    finally:
+        _DEFERRED.reset(token)
+
+
+def settle_garbage_collector(collect: bool = True) -> None:
+    """Settle now (``_settle_garbage_collector``); ``collect=False`` when the caller has
+    just collected."""
+    _settle_garbage_collector(collect)
+
+
+def _settle_garbage_collector(collect: bool = True) -> None:
     """After a compile, collect once and move every surviving object to the collector's
     permanent generation (``gc.freeze``), as servers do after warm-up.
 
@@ -76,8 +122,13 @@ def _settle_garbage_collector() -> None:
     (one young collection per ~50,000 net allocations). ``NOVA_GC_FREEZE=0`` turns both
     off."""
     if config.GC_FREEZE.get():
-        gc.collect()
-        gc.freeze()
+        pending = _DEFERRED.get()
+        if pending is not None:
+            pending.append(True)
+            return
+        if collect:
+            gc.collect()
+        freeze()
         young, middle, old = gc.get_threshold()
         if 0 < young < YOUNG_GC_THRESHOLD:     # (0: the user disabled collections)
             gc.set_threshold(YOUNG_GC_THRESHOLD, middle, old)

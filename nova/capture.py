@@ -135,7 +135,7 @@ def _read(kind: str, owner: Any, key: Any) -> Any:
 @contextlib.contextmanager
 def _thawed() -> Iterator[None]:
     """The collector's frozen objects made visible for a while: the step cache freezes
-    what survives a compile (``_settle_garbage_collector``), and ``gc.get_objects`` and
+    what survives a compile (``settle_garbage_collector``), and ``gc.get_objects`` and
     ``gc.get_referrers`` skip frozen objects."""
     gc.unfreeze()
     try:

@@ -16,7 +16,7 @@ entry, of which 3.7 KB per op of Python (tracemalloc) and ~11 KB per kernel it l
 a 4-kernel step, 5.1 KB per op. A shared kernel is charged to every step using it.
 
 What a dropped entry frees: its arena and IR (after an eviction the collector is
-unfrozen, see ``_settle_garbage_collector``, so the IR's cycles are collected), and the
+unfrozen, see ``settle_garbage_collector``, so the IR's cycles are collected), and the
 code of every kernel no remaining step uses (``nova.runtime.kernel_cache``) -- unless
 something else still holds the executable (``last``, a thread running it), which then
 keeps all of it alive and runnable. A dropped step compiles again if it comes back, its
@@ -81,8 +81,8 @@ def freeze() -> None:
 @contextlib.contextmanager
 def settling_deferred() -> Iterator[list[bool]]:
     """Inside, in this context, a compile does not settle the collector
-    (``_settle_garbage_collector``) but notes it in the list yielded; the caller settles
-    afterwards (``settle_garbage_collector``). For ``nv.compile``'s first call, which
+    (``settle_garbage_collector``) but notes it in the list yielded; the caller settles
+    afterwards. For ``nv.compile``'s first call, which
     scans the heap after the call for the tensors holding its results: a freeze during
     the call would freeze that call's cycles, which may die before the scan and then
     only a full collection of the whole thawed heap can free (~90 ms of a small GPT's
@@ -95,13 +95,7 @@ def settling_deferred() -> Iterator[list[bool]]:
         _DEFERRED.reset(token)
 
 
-def settle_garbage_collector(collect: bool = True) -> None:
-    """Settle now (``_settle_garbage_collector``); ``collect=False`` when the caller has
-    just collected."""
-    _settle_garbage_collector(collect)
-
-
-def _settle_garbage_collector(collect: bool = True) -> None:
+def settle_garbage_collector() -> None:
     """After a compile, collect once and move every surviving object to the collector's
     permanent generation (``gc.freeze``), as servers do after warm-up.
 
@@ -126,8 +120,7 @@ def _settle_garbage_collector(collect: bool = True) -> None:
         if pending is not None:
             pending.append(True)
             return
-        if collect:
-            gc.collect()
+        gc.collect()
         freeze()
         young, middle, old = gc.get_threshold()
         if 0 < young < YOUNG_GC_THRESHOLD:     # (0: the user disabled collections)
@@ -287,7 +280,7 @@ class ExecutableCache:
                 self._insert(entry, exe, reason, engine, seconds, compiled)
                 self._last_key = key
                 self.last = exe
-            _settle_garbage_collector()   # (a full collection: not under the entries' lock)
+            settle_garbage_collector()   # (a full collection: not under the entries' lock)
             return exe
 
     def _hit(self, entry: tuple, key: tuple) -> Executable | None:
@@ -341,7 +334,7 @@ class ExecutableCache:
             self.limit_bytes = nbytes
             if self._evict():
                 gc.unfreeze()
-                _settle_garbage_collector()
+                settle_garbage_collector()
 
     def clear(self) -> None:
         limit = self.limit_bytes

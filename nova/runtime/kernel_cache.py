@@ -434,8 +434,8 @@ class KernelCache:
         """The LLVM IR of ``plans``' kernels, then of the support modules they call."""
         jit = self.jit
         support = {s.name: s for plan in plans for s in support_for(plan)}
-        return "\n".join([self.llvm_ir(plan) for plan in plans]
-                         + [str(s.build(jit.triple, jit.data_layout)) for s in support.values()])
+        modules = [str(s.build(jit.triple, jit.data_layout)) for s in support.values()]
+        return "\n".join([self.llvm_ir(plan) for plan in plans] + modules)
 
     def _write_ir(self, plan: KernelPlan, text: str) -> str:
         """Write a kernel's IR (and the nova region it came from) for a bug report."""

@@ -120,7 +120,7 @@ def test_a_compile_freezes_survivors_out_of_later_collections(monkeypatch):
 
 def test_a_compile_raises_the_young_collection_threshold_never_lowers_it(monkeypatch):
     """A recorded step's trace objects die by reference counting before a collection
-    would traverse them (``_settle_garbage_collector``): the young generation's
+    would traverse them (``settle_garbage_collector``): the young generation's
     threshold is raised after a compile, unless collections are off or higher already."""
     import gc
 

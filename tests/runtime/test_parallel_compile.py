@@ -223,3 +223,20 @@ def test_a_batch_compiles_the_gemm_driver_first_without_llvm_vectorizers():
     assert sent[0] == (report["support"], False) and all(v for _, v in sent[1:])
     assert len(sent) == 4 and report["compiled"] == 1
     assert report["same"] and report["loaded"]
+
+
+def test_a_support_module_llvm_rejects_is_a_compile_error_naming_it(monkeypatch, tmp_path):
+    """A support module whose IR LLVM rejects (on a worker) fails its batch with a
+    CompileError naming the module, its IR written for the report; nothing is linked."""
+    from nova.compiler.targets.cpu.llvm import SupportModule
+    from nova.runtime.disk_cache import Lookup
+    monkeypatch.setenv("NOVA_DEBUG_DIR", str(tmp_path))
+    broken = SupportModule("nova_test_broken", ("nova_test_broken",), lambda *_: None)
+    job = kernel_cache._SupportJob(broken, "define void @broken( {", Lookup("missing"))
+    cache = _fresh_cache(monkeypatch, 1)
+    objects, error = cache._compile_all([], [job])
+    assert objects == [] and isinstance(error, kernel_cache.CompileError)
+    assert "support module nova_test_broken" in str(error) and "IR written to" in str(error)
+    assert any(tmp_path.rglob("nova_test_broken.ll"))
+    assert "nova_test_broken" not in kernel_cache._LINKED
+    assert cache.stats.support_compiled == 0

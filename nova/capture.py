@@ -60,7 +60,7 @@ import sys
 import threading
 import warnings
 import weakref
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -69,6 +69,7 @@ from typing import Any
 import numpy as np
 
 from nova import config
+from nova.core.lru import LRU
 from nova.runtime.cache import (CACHE, RecompileWarning, freeze, freezes,
                                 settle_garbage_collector, settling_deferred)
 from nova.runtime.engine import get_engine, get_remat
@@ -780,7 +781,7 @@ class CompiledFunction:
         # Per guard key, least recently used first; bounded (each holds its steps'
         # executables and the places it writes), with one warning when a function keeps
         # being called with new shapes or Python arguments.
-        self._entries: OrderedDict[tuple, _Entry] = OrderedDict()
+        self._entries: LRU[_Entry] = LRU()
         self._keys_seen = 0
         self._last_key: tuple | None = None
         self._lock = threading.RLock()
@@ -843,7 +844,6 @@ class CompiledFunction:
         """The entry of guard ``key`` (made, and the reason noted, if new)."""
         entry = self._entries.get(key)
         if entry is not None:
-            self._entries.move_to_end(key)
             return entry
         self._keys_seen += 1
         if self._keys_seen > 1:
@@ -857,7 +857,7 @@ class CompiledFunction:
                               RecompileWarning, stacklevel=4)
         entry = self._entries[key] = _Entry()
         if len(self._entries) > MAX_ENTRIES:
-            self._entries.popitem(last=False)
+            self._entries.pop_oldest()
         return entry
 
     def _record(self, entry: _Entry, args: tuple, kwargs: dict, inputs: list[Tensor]) -> Any:

@@ -33,10 +33,10 @@ on a device its inputs do not give it.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
+from nova.core.lru import LRU
 from nova.tensor import autocast_state
 from nova.tensor.node_template import CallTemplate, capture_steps
 from nova.tensor.tape import GradFn
@@ -47,7 +47,7 @@ from nova.tensor.trace import Node
 # stamped (recorded as written every time, without trying again). Bounded: a program
 # that differentiates ever new shapes (growing sequences) keeps only the recent ones.
 MAX_TEMPLATES = 64
-_TEMPLATES: OrderedDict[tuple, BackwardTemplate | None] = OrderedDict()
+_TEMPLATES: LRU[BackwardTemplate | None] = LRU()
 _LOCK = threading.Lock()
 
 class Structure:
@@ -62,30 +62,37 @@ class Structure:
         self.key, self.slots, self.leaves, self.order = key, slots, leaves, order
 
 
-def structure(outputs: Sequence[Tensor], grads: Sequence[Tensor],
-              order: list[GradFn]) -> Structure | None:
+def structure(outputs: Sequence[Tensor], grads: Sequence[Tensor], order: list[GradFn],
+              found: dict[GradFn, int]) -> Structure | None:
     """The key of a plain backward from ``outputs`` with seeds ``grads`` over the GradFns
     ``order`` (topological), with its slots and leaves; None when the pass cannot be a
-    template (a GradFn released or with retained gradients)."""
+    template (a GradFn released or with retained gradients).
+
+    ``found``: the same GradFns numbered in the order the engine's walk discovered them
+    (``engine._topological``), and the key lists them in that order, each edge to a
+    GradFn by that number: a complete description of the graph (two passes with one key
+    are the same graph), made without a dictionary of positions of its own. The walk is
+    deterministic, so GradFns at one position of ``order`` correspond too (the
+    template's ``ran``)."""
     slots: list[Node] = []
-    slot_of: dict[int, int] = {}        # id(node) -> slot number
+    slot_of: dict[Node, int] = {}       # nodes hash by identity
     leaves: list[Tensor] = []
-    leaf_of: dict[int, int] = {}        # id(leaf tensor) -> leaf number
-    position = {id(fn): k for k, fn in enumerate(order)}
+    leaf_of: dict[int, int] = {}        # id(leaf tensor) -> leaf number (Tensor's == is
+                                        # elementwise: not a key)
 
     def slot(n: Node) -> int:
-        k = slot_of.get(id(n))
+        k = slot_of.get(n)
         if k is None:
-            k = slot_of[id(n)] = len(slots)
+            k = slot_of[n] = len(slots)
             slots.append(n)
         return k
 
     def edge(e: Any) -> int | None:
-        """A GradFn by its position (>= 0), a leaf tensor as ``-1 - leaf``."""
+        """A GradFn by its number (>= 0), a leaf tensor as ``-1 - leaf``."""
         if e is None:
             return None
         if type(e) is GradFn:
-            return position[id(e)]
+            return found[e]
         k = leaf_of.get(id(e))
         if k is None:
             k = leaf_of[id(e)] = len(leaves)
@@ -100,14 +107,14 @@ def structure(outputs: Sequence[Tensor], grads: Sequence[Tensor],
     append, slot_at = fns.append, slot_of.get
     # (edge() and slot() inlined: this loop runs for every GradFn of the pass, ~900 on
     # a medium GPT; leaves and first sightings of a slot take the calls)
-    for fn in order:
+    for fn in found:
         if fn.released or fn.retained:
             return None
         out = fn.out_node
         append((fn.op, fn.sig, fn.in_shapes, fn.in_dtypes,
-                tuple([None if e is None else position[id(e)] if type(e) is GradFn
-                       else edge(e) for e in fn.next]),
-                tuple([None if n is None else slot_at(id(n)) if id(n) in slot_of
+                tuple([None if e is None else found[e] if type(e) is GradFn else edge(e)
+                       for e in fn.next]),
+                tuple([None if n is None else k if (k := slot_at(n)) is not None
                        else slot(n) for n in fn.saved]),
                 None if out is None else slot(out)))
     before = []
@@ -126,17 +133,14 @@ def lookup(key: tuple) -> BackwardTemplate | None | bool:
     """The template of ``key``; None if its structure cannot be stamped; False if the
     structure has not been seen."""
     with _LOCK:
-        t = _TEMPLATES.get(key, False)
-        if t is not False:
-            _TEMPLATES.move_to_end(key)
-        return t
+        return _TEMPLATES.get(key, False)
 
 
 def store(key: tuple, template: BackwardTemplate | None) -> None:
     with _LOCK:
         _TEMPLATES[key] = template
         while len(_TEMPLATES) > MAX_TEMPLATES:
-            _TEMPLATES.popitem(last=False)
+            _TEMPLATES.pop_oldest()
 
 
 def clear() -> None:

@@ -53,26 +53,30 @@ def _initial_grads(op: str, outputs: list[Tensor], grad_outputs: list[Any]) -> l
     return result
 
 
-def _topological(roots: list[Any]) -> list[graph.GradFn]:
-    """GradFns reachable from ``roots``, each before every GradFn it feeds into."""
-    order, seen = [], set()
+def _topological(roots: list[Any]) -> tuple[list[graph.GradFn], dict[graph.GradFn, int]]:
+    """GradFns reachable from ``roots``, each before every GradFn it feeds into; and the
+    same GradFns numbered in the order the walk discovered them (a dict in that order),
+    the numbering a backward template's key uses (``backward_template.structure``)."""
+    GradFn = graph.GradFn
+    order: list[GradFn] = []
+    found: dict[GradFn, int] = {}     # GradFns hash by identity
     for root in roots:
-        if not isinstance(root, graph.GradFn) or id(root) in seen:
+        if type(root) is not GradFn or root in found:
             continue
-        seen.add(id(root))
+        found[root] = len(found)
         stack = [(root, iter(root.next))]
         while stack:
             fn, children = stack[-1]
             for nxt in children:
-                if isinstance(nxt, graph.GradFn) and id(nxt) not in seen:
-                    seen.add(id(nxt))
+                if type(nxt) is GradFn and nxt not in found:
+                    found[nxt] = len(found)
                     stack.append((nxt, iter(nxt.next)))
                     break
             else:
                 stack.pop()
                 order.append(fn)
     order.reverse()
-    return order
+    return order, found
 
 
 def _accumulate(store: dict[int, Tensor], key: int, g: Tensor) -> None:
@@ -88,10 +92,10 @@ def _run(outputs: list[Tensor], grads: list[Tensor], retain_graph: bool, create_
     no ``create_graph``) is stamped from the template of an earlier pass with the same
     structure when there is one (``nova.autograd.backward_template``), and kept as one
     otherwise."""
-    order = _topological([out._grad_fn for out in outputs])
+    order, found = _topological([out._grad_fn for out in outputs])
     if capture is not None or create_graph:
         return _propagate(outputs, grads, order, retain_graph, create_graph, capture, reached)
-    st = backward_template.structure(outputs, grads, order)
+    st = backward_template.structure(outputs, grads, order, found)
     if st is None:
         return _propagate(outputs, grads, order, retain_graph, False, None, reached)
     template = backward_template.lookup(st.key)

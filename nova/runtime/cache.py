@@ -40,12 +40,13 @@ import threading
 import time
 import traceback
 import warnings
-from collections import Counter, OrderedDict
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from nova import config
 from nova.core.graph import decoded_key
+from nova.core.lru import LRU
 from nova.runtime.executable import Executable
 
 # A call site that misses this many times gets a warning naming the latest reason.
@@ -247,7 +248,7 @@ class ExecutableCache:
     least-recently-used eviction by bytes (module doc)."""
 
     def __init__(self, limit_bytes: int | None = None) -> None:
-        self._entries: OrderedDict[tuple, Executable] = OrderedDict()
+        self._entries: LRU[Executable] = LRU()
         self._sizes: dict[tuple, int] = {}
         self._last_key: tuple | None = None
         self._site_misses: Counter[str] = Counter()
@@ -287,7 +288,6 @@ class ExecutableCache:
         exe = self._entries.get(entry)
         if exe is not None:
             self.stats.hits += 1
-            self._entries.move_to_end(entry)
             self._last_key = key
             self.last = exe
         return exe
@@ -319,7 +319,7 @@ class ExecutableCache:
         ``KEEP_RECENT`` most recent); returns how many were dropped."""
         dropped = 0
         while self.stats.bytes > self.limit_bytes and len(self._entries) > KEEP_RECENT:
-            entry, _ = self._entries.popitem(last=False)
+            entry, _ = self._entries.pop_oldest()
             self.stats.bytes -= self._sizes.pop(entry)
             self.stats.evictions += 1
             dropped += 1

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from nova.core.lru import LRU
 from nova.tensor import autocast_state, grad_mode
 from nova.tensor.node_template import Step, capture_steps, resolve, stamp_steps
 from nova.tensor.tape import GradFn
@@ -187,7 +187,7 @@ def stamped(fn: F) -> F:
     """Decorate a composite function whose recording depends only on what ``call_key``
     describes (see the module docstring): calls after the first of each structure are
     stamped from its template."""
-    templates: OrderedDict[tuple, FunctionTemplate | None] = OrderedDict()
+    templates: LRU[FunctionTemplate | None] = LRU()
     lock = threading.Lock()
 
     @functools.wraps(fn)
@@ -198,8 +198,6 @@ def stamped(fn: F) -> F:
         key, tensors = found
         with lock:
             template = templates.get(key, False)
-            if template is not False:
-                templates.move_to_end(key)
         if template:
             return template.stamp(tensors)
         before = [(t._node, t._version) for t in tensors]
@@ -210,7 +208,7 @@ def stamped(fn: F) -> F:
             with lock:
                 templates[key] = captured
                 while len(templates) > MAX_TEMPLATES:
-                    templates.popitem(last=False)
+                    templates.pop_oldest()
         return out
 
     wrapper.templates = templates   # (tests)

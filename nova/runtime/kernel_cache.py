@@ -34,10 +34,13 @@ long as the process; its object is cached on disk beside the kernels
 healed like a kernel's entry). So does code that kernels call without containing it
 (``targets.cpu.llvm.support_for``: the tiled GEMMs' shared driver): it is linked before
 the first kernel calling it is loaded, its symbols made the process's, and when the disk
-cache lacks it, it compiles in the same batch as the kernels (``_compile_all``).
+cache lacks it, it compiles in the same batch as the kernels (``_compile_all``) -- or
+before, on a worker while the step's front end runs, when the engine foresees it
+(``prefetch_support``: a step with float32 products will call the GEMM driver).
 """
 from __future__ import annotations
 
+import contextvars
 import ctypes
 import hashlib
 import os
@@ -357,6 +360,17 @@ class _SupportJob:
     found: Lookup
 
 
+class _Prefetch:
+    """A support module made ready in a background thread (``prefetch_support``): what
+    it counted, and what stopped it (the batch that needs the module then compiles it
+    itself, reporting its own failure)."""
+
+    def __init__(self) -> None:
+        self.stats = KernelStats()
+        self.error: BaseException | None = None
+        self.thread: threading.Thread | None = None
+
+
 def entry_key(jit: _Jit, plan: KernelPlan) -> str:
     """The full key of a kernel's entry: the host key and the kernel's whole structure
     (the file is named by ``plan.name``, which holds only 80 bits of it). The structure
@@ -415,6 +429,8 @@ class KernelCache:
         self._loaded: weakref.WeakValueDictionary[str, Kernel] = weakref.WeakValueDictionary()
         self._lock = threading.RLock()
         self.stats = KernelStats()
+        self._prefetching: dict[str, _Prefetch] = {}     # by support module name
+        self._prefetch_lock = threading.Lock()
 
     @property
     def jit(self) -> _Jit:
@@ -658,9 +674,78 @@ class KernelCache:
         _count(self.stats, found, "disk_hits")
         return found
 
+    def prefetch_support(self, support: SupportModule) -> None:
+        """Have ``support`` linked soon, in a background thread, while the caller goes on:
+        from the disk cache, or, when the disk lacks it, compiled on a compile worker
+        (the other workers started meanwhile). What a step's front end overlaps --
+        building, optimizing, fusing and planning its IR, ~1.4 s of one core on a medium
+        GPT while the other core idles -- with the GEMM driver's compile (~0.6 s, which
+        otherwise took a worker for that long inside the step's batch of kernels) and
+        the workers' start (~0.08 s each). A batch whose kernels call ``support`` waits
+        for it (``_support_jobs``); if the thread failed, the batch compiles the module
+        as it would have, and reports what fails. Nothing happens when the module is
+        linked or being prefetched already, or when compile workers are off."""
+        jit = self.jit     # (made here: never by two threads)
+        if support.name in _LINKED or jit.worker_problem is not None \
+                or not config.COMPILE_WORKER.get():
+            return
+        with self._prefetch_lock:
+            if support.name in self._prefetching:
+                return
+            job = self._prefetching[support.name] = _Prefetch()
+        workers = jit.compile_workers(MAX_COMPILE_JOBS)
+        # (the caller's context: the cache directory and settings are context variables)
+        job.thread = threading.Thread(target=contextvars.copy_context().run,
+                                      args=(self._prefetch, support, workers, job),
+                                      daemon=True, name=f"nova-prefetch-{support.name}")
+        job.thread.start()
+
+    def _prefetch(self, support: SupportModule, workers: Sequence[CompileWorker],
+                  job: _Prefetch) -> None:
+        """``prefetch_support``'s thread."""
+        jit = self.jit
+        try:
+            text = str(support.build(jit.triple, jit.data_layout))
+            obj, found = jit.read_support(support.name, text, support.symbols, job.stats)
+            if obj is None:
+                starting = [threading.Thread(target=w.start, daemon=True,
+                                             name="nova-worker-start") for w in workers[1:]]
+                for t in starting:
+                    t.start()
+                obj = workers[0].compile(support.name, text, 3, support.vectorize)
+                if jit.object_format() is not None:
+                    problem = jit.object_validator(support.symbols, only_these=False)({}, obj)
+                    if problem is not None:
+                        raise CompileError(f"support module {support.name}: the compile "
+                                           f"worker's object failed validation: {problem}")
+                job.stats.support_compiled += 1
+                jit.link(support, obj)
+                jit.store_support(support.name, text, support.symbols, obj, found)
+                for t in starting:
+                    t.join()
+            else:
+                jit.link(support, obj)
+        except BaseException as e:      # the batch compiles it and reports (docstring)
+            job.error = e
+
+    def _await_prefetched(self, plans: Sequence[KernelPlan]) -> None:
+        """Wait for the prefetches of the support modules ``plans`` call, and count what
+        each did in ``stats``."""
+        names = {s.name for plan in plans for s in support_for(plan)}
+        with self._prefetch_lock:
+            jobs = [self._prefetching.pop(name) for name in names
+                    if name in self._prefetching]
+        for job in jobs:
+            job.thread.join()
+            for field in ("compiled", "support_compiled", "support_hits", "corrupted",
+                          "rejected", "bypassed"):
+                setattr(self.stats, field,
+                        getattr(self.stats, field) + getattr(job.stats, field))
+
     def _support_jobs(self, plans: Sequence[KernelPlan]) -> list[_SupportJob]:
-        """Link the support modules ``plans`` call that the disk cache has; the rest,
-        to be compiled with the batch."""
+        """Link the support modules ``plans`` call that the disk cache has (or that a
+        prefetch made ready); the rest, to be compiled with the batch."""
+        self._await_prefetched(plans)
         jit = self.jit
         jobs = []
         for support in jit.unlinked(plans):

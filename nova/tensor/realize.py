@@ -39,7 +39,7 @@ import numpy as np
 from nova.compiler.pipeline import front, fused_attention
 from nova.core import dtypes as _dt
 from nova.core.graph import PendingGraph
-from nova.runtime import step_cache
+from nova.runtime import cpu_engine, step_cache
 from nova.runtime.cache import CACHE
 from nova.runtime.engine import get_engine, get_remat
 from nova.runtime.executable import Executable, overwrote_donated
@@ -199,6 +199,8 @@ def _compile(graph: PendingGraph, engine: str, remat: str, backend: Any = None,
             exe = Executable(module, engine, backend, lowered=lowered)
             exe.from_step_cache = True
             return exe
+    if engine == "cpu":
+        cpu_engine.anticipate(graph)     # (what the kernels call, ready meanwhile)
     exe = Executable(front(graph, remat, engine), engine, backend)
     if name is not None:
         step_cache.store(name, exe.module, exe.lowered)

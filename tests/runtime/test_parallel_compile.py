@@ -240,3 +240,78 @@ def test_a_support_module_llvm_rejects_is_a_compile_error_naming_it(monkeypatch,
     assert any(tmp_path.rglob("nova_test_broken.ll"))
     assert "nova_test_broken" not in kernel_cache._LINKED
     assert cache.stats.support_compiled == 0
+
+
+_PREFETCH_SCRIPT = """
+import json, sys, threading, numpy as np, nova as nv
+from nova.runtime import kernel_cache
+from nova.runtime.compile_worker import CompileWorker, WorkerDied
+from nova.compiler.targets import get_target
+fail = sys.argv[1] == "fail"
+sent = []
+original = CompileWorker.compile
+def spy(self, name, text, level=3, vectorize=True):
+    sent.append((threading.current_thread().name.startswith("nova-prefetch"), name))
+    if fail and sent[-1][0]:
+        raise WorkerDied("injected: the prefetch's worker ended")
+    return original(self, name, text, level, vectorize)
+CompileWorker.compile = spy
+cache = kernel_cache.KERNELS
+started = []
+prefetch = cache.prefetch_support
+cache.prefetch_support = lambda s: (started.append(s.name), prefetch(s))
+driver = get_target("cpu").product_support().name
+a = np.random.default_rng(0).standard_normal((64, 48)).astype(np.float32)
+nv.realize(nv.tensor(a) * 2 + 1)                     # no product: nothing prefetched
+without = list(started)
+sent.clear()
+pool_and_all = cache.stats.support_compiled      # (the thread pool's, with NOVA_CACHE=0)
+x = nv.tensor(a)
+y = (x @ x.T).relu()                                 # a product: the driver is prefetched
+got = y.numpy()
+print(json.dumps({"without": without, "started": started, "driver": driver, "sent": sent,
+                  "compiled": cache.stats.support_compiled - pool_and_all,
+                  "linked": driver in kernel_cache._LINKED, "pending": len(cache._prefetching),
+                  "right": bool(np.allclose(got, np.maximum(a @ a.T, 0), rtol=1e-5,
+                                            atol=1e-5))}))
+"""
+
+
+def _prefetch_run(mode: str) -> dict:
+    import json
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", _PREFETCH_SCRIPT, mode], capture_output=True,
+                         text=True, timeout=300, cwd=root,
+                         env={**os.environ, "NOVA_CACHE": "0", "NOVA_COMPILE_JOBS": "2",
+                              "NOVA_ENGINE": "cpu"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def test_a_step_with_a_product_has_its_gemm_driver_compiled_while_its_ir_is_built():
+    """Realizing a float32 product with no driver on disk starts the driver's compile on
+    a worker before the step's front end (``cpu_engine.anticipate``); the batch of
+    kernels then finds it linked and sends only kernels. A step without a product
+    starts nothing. In a fresh process: the driver, once linked, is the process's."""
+    report = _prefetch_run("ok")
+    driver = report["driver"]
+    assert report["without"] == [] and report["started"] == [driver]
+    prefetched = [name for by_prefetch, name in report["sent"] if by_prefetch]
+    batch = [name for by_prefetch, name in report["sent"] if not by_prefetch]
+    assert prefetched == [driver] and driver not in batch and batch
+    assert report["compiled"] == 1 and report["linked"] and report["pending"] == 0
+    assert report["right"]
+
+
+def test_a_failed_prefetch_leaves_the_driver_to_the_batch():
+    """The prefetch's worker dies on the driver: the batch that needs it compiles it as
+    it did before prefetching existed, and the product is right."""
+    report = _prefetch_run("fail")
+    driver = report["driver"]
+    assert [name for by_prefetch, name in report["sent"] if by_prefetch] == [driver]
+    batch = [name for by_prefetch, name in report["sent"] if not by_prefetch]
+    assert batch[0] == driver and len(batch) > 1
+    assert report["compiled"] == 1 and report["linked"] and report["right"]

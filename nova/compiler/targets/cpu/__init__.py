@@ -35,7 +35,7 @@ from dataclasses import replace
 
 from nova.compiler import dialect as nd
 from nova.compiler.lowering.flat import flat_key
-from nova.compiler.targets.cpu.llvm import module_for
+from nova.compiler.targets.cpu.llvm import SupportModule, gemm_support, module_for
 from nova.compiler.targets.cpu.configurator import (attention_blocks, classify,
                                                     elementwise_unroll,
                                                     float32_vector_width, gemm_tile)
@@ -145,6 +145,15 @@ class CpuTarget(Target):
         """The LLVM IR of ``plan``'s kernel, for this target's triple and data layout."""
         triple, data_layout = self._host_target()
         return str(module_for(plan, triple, data_layout))
+
+    def product_support(self) -> SupportModule:
+        """The support module every float32 matrix product's kernel calls on this CPU:
+        the GEMM driver of its register tile (which depends on the vector registers and
+        lanes only, not on the product's shape). Known before a step is planned, so the
+        runtime can have it ready while the step's front end runs
+        (``KernelCache.prefetch_support``)."""
+        tile = gemm_tile(self.spec())
+        return gemm_support(tile.mr, tile.nr)
 
 
 __all__ = ["CpuTarget"]

@@ -29,11 +29,12 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable
+from operator import itemgetter
 from typing import Any, TypeVar
 
 from nova.core.lru import LRU
 from nova.tensor import autocast_state, grad_mode
-from nova.tensor.node_template import Step, capture_steps, resolve, stamp_steps
+from nova.tensor.node_template import Step, capture_steps, stamp_into
 from nova.tensor.tape import GradFn
 from nova.tensor.tensor import Tensor
 from nova.tensor.trace import Node, _recording_backward, canonical_attr, next_seq
@@ -91,16 +92,47 @@ def call_key(args: tuple, kwargs: dict) -> tuple[tuple, list[Tensor]] | None:
 FnSpec = tuple[int, str, dict, Any, tuple, tuple, tuple, tuple, Any]
 
 
-class FunctionTemplate:
-    """The nodes and GradFns of one call, and which of them is the result."""
+def _getter(positions: tuple[int, ...]) -> Callable[[list], tuple]:
+    """``lambda pool: tuple(pool[i] for i in positions)``, in C where it can be
+    (``operator.itemgetter``): a stamp reads ~18 references per GradFn this way."""
+    if len(positions) > 1:
+        return itemgetter(*positions)
+    if positions:
+        i = positions[0]
+        return lambda pool: (pool[i],)
+    return lambda pool: ()
 
-    __slots__ = ("steps", "fns", "result", "result_fn")
+
+class FunctionTemplate:
+    """The nodes and GradFns of one call, and which of them is the result.
+
+    A stamp reads everything from two pools: the nodes (the arguments' nodes, then the
+    stamped steps, then None) and the edges (the arguments' autograd edges, then None,
+    then each GradFn as it is made), by positions worked out here once (``made``)."""
+
+    __slots__ = ("steps", "fns", "result", "result_fn", "made")
 
     def __init__(self, steps: list[Step], fns: list[FnSpec], result: int,
-                 result_fn: int | None):
+                 result_fn: int | None, n_slots: int):
         self.steps, self.fns = steps, fns
         self.result = result          # the result's step
         self.result_fn = result_fn    # its GradFn's position in ``fns`` (None: none)
+        no_node = n_slots + len(steps)          # the node pool's None
+        no_edge = n_slots                       # the edge pool's None
+
+        def node(r: int | None) -> int:
+            return no_node if r is None else n_slots + r if r >= 0 else -1 - r
+
+        def edge(e: int | None) -> int:
+            return no_edge if e is None else no_edge + 1 + e if e >= 0 else -1 - e
+
+        # per GradFn: its node's position in the node pool, op, attrs, sig, input shapes
+        # and dtypes, getters of its next edges and saved nodes, its kept output's position
+        self.made = tuple([(n_slots + k, op, attrs, sig, in_shapes, in_dtypes,
+                            _getter(tuple([edge(e) for e in nxt])),
+                            _getter(tuple([node(r) for r in saved])), node(kept))
+                           for k, op, attrs, sig, in_shapes, in_dtypes, nxt, saved, kept
+                           in fns])
 
     @staticmethod
     def capture(out: Any, tensors: list[Tensor], before: list[tuple[Node, int]],
@@ -160,27 +192,28 @@ class FunctionTemplate:
             return None             # a saved value that is neither captured nor an argument
         result = index[id(node)]
         result_fn = None if out._grad_fn is None else position[step_of_seq[out._grad_fn.seq]]
-        return FunctionTemplate(steps, specs, result, result_fn)
+        return FunctionTemplate(steps, specs, result, result_fn, len(before))
 
     def stamp(self, tensors: list[Tensor]) -> Tensor:
         """The call's result from this template, reading ``tensors``' nodes and edges."""
-        slots = [t.node for t in tensors]
+        nodes = [t.node for t in tensors]
+        n_slots = len(nodes)
         edges = [t._grad_edge() for t in tensors]
-        made = stamp_steps(self.steps, slots)
-        fns: list[GradFn] = []
-        new = GradFn.__new__
-        for k, op, attrs, sig, in_shapes, in_dtypes, nxt, saved, kept in self.fns:
+        stamp_into(self.steps, nodes)           # the pool: slots, then the new nodes
+        nodes.append(None)
+        edges.append(None)
+        new, add = GradFn.__new__, edges.append
+        for at, op, attrs, sig, in_shapes, in_dtypes, next_of, saved_of, kept in self.made:
             fn = new(GradFn)
-            fn.op, fn.attrs, fn.sig, fn.seq = op, attrs, sig, made[k].seq
-            fn.next = tuple([None if e is None else fns[e] if e >= 0 else edges[-1 - e]
-                             for e in nxt])
+            fn.op, fn.attrs, fn.sig, fn.seq = op, attrs, sig, nodes[at].seq
+            fn.next = next_of(edges)
             fn.in_shapes, fn.in_dtypes = in_shapes, in_dtypes
-            fn.saved = tuple([None if r is None else resolve(r, made, slots) for r in saved])
-            fn.out_node = None if kept is None else resolve(kept, made, slots)
+            fn.saved = saved_of(nodes)
+            fn.out_node = nodes[kept]
             fn.retained, fn.released = [], False
-            fns.append(fn)
-        return Tensor._wrap(made[self.result], None,
-                            None if self.result_fn is None else fns[self.result_fn])
+            add(fn)
+        return Tensor._wrap(nodes[n_slots + self.result], None,
+                            None if self.result_fn is None else edges[n_slots + 1 + self.result_fn])
 
 
 def stamped(fn: F) -> F:

@@ -89,7 +89,13 @@ def capture_steps(finals: list[Node], slot_of: dict[int, int], first: int,
 def stamp_steps(steps: list[Step], slots: list[Node]) -> list[Node]:
     """New pending nodes for ``steps``, reading ``slots``, numbered in order."""
     pool = list(slots)
-    first = len(pool)
+    stamp_into(steps, pool)
+    return pool[len(slots):]
+
+
+def stamp_into(steps: list[Step], pool: list[Node]) -> None:
+    """``stamp_steps`` for a caller that keeps the pool: ``pool`` holds the slots and
+    receives the new nodes after them."""
     new, count, add = Node.__new__, trace._seq, pool.append
     for op, attrs, shape, dtype, sig, backward, get in steps:
         n = new(Node)
@@ -105,12 +111,6 @@ def stamp_steps(steps: list[Step], slots: list[Node]) -> list[Node]:
         n.buffer = None
         n.seq = next(count)      # (trace.next_seq, without its call)
         add(n)
-    return pool[first:]
-
-
-def resolve(ref: int, made: list[Any], slots: list[Any]) -> Any:
-    """What reference ``ref`` names: a stamped step or a slot."""
-    return made[ref] if ref >= 0 else slots[-1 - ref]
 
 
 class CallTemplate:

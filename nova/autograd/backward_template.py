@@ -116,7 +116,8 @@ def structure(outputs: Sequence[Tensor], grads: Sequence[Tensor], order: list[Gr
                        for e in fn.next]),
                 tuple([None if n is None else k if (k := slot_at(n)) is not None
                        else slot(n) for n in fn.saved]),
-                None if out is None else slot(out)))
+                None if out is None else k if (k := slot_at(out)) is not None
+                else slot(out)))
     before = []
     for leaf in leaves:
         g = leaf.grad

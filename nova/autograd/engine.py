@@ -60,17 +60,21 @@ def _topological(roots: list[Any]) -> tuple[list[graph.GradFn], dict[graph.GradF
     GradFn = graph.GradFn
     order: list[GradFn] = []
     found: dict[GradFn, int] = {}     # GradFns hash by identity
+    k = 0
     for root in roots:
         if type(root) is not GradFn or root in found:
             continue
-        found[root] = len(found)
+        found[root] = k
+        k += 1
         stack = [(root, iter(root.next))]
+        push = stack.append
         while stack:
             fn, children = stack[-1]
             for nxt in children:
                 if type(nxt) is GradFn and nxt not in found:
-                    found[nxt] = len(found)
-                    stack.append((nxt, iter(nxt.next)))
+                    found[nxt] = k
+                    k += 1
+                    push((nxt, iter(nxt.next)))
                     break
             else:
                 stack.pop()

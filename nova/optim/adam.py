@@ -44,12 +44,24 @@ class Adam(Optimizer):
             raise ValueError(f"{type(self).__name__}: betas must be in [0, 1), got {betas}")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, maximize=maximize))
+        # (step key, the step's scalar table, scalars): see _host_update
+        self._host_memo: tuple[tuple, dict, dict[str, Any]] | None = None
 
     def _host_update(self, group: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         b1, b2 = group["betas"]
         state["step"] += 1
         t = state["step"]
         lr, wd = group["lr"], group["weight_decay"]
+        # Every parameter of a step usually has the same step count and group values:
+        # then its scalars are the previous parameter's, drawn again in the same order
+        # (what _scalar would give, 7 calls later; 76 times a medium GPT step).
+        key = (t, lr, wd, b1, b2)
+        memo = self._host_memo
+        if memo is not None and memo[0] == key and memo[1] is self._scalars:
+            scalars = memo[2]
+            if self._drawn is not None:
+                self._drawn.extend(scalars.items())
+            return scalars
         scalars = {}
         if wd and self.decoupled:
             scalars["decay"] = self._scalar("decay", 1.0 - lr * wd)
@@ -62,6 +74,7 @@ class Adam(Optimizer):
         scalars["1 - beta1"] = self._scalar("1 - beta1", 1.0 - b1)
         scalars["beta2"] = self._scalar("beta2", b2)
         scalars["1 - beta2"] = self._scalar("1 - beta2", 1.0 - b2)
+        self._host_memo = (key, self._scalars, scalars)
         return scalars
 
     def _baked(self, group: dict[str, Any]) -> dict[str, Any]:

@@ -59,7 +59,7 @@ def template_key(group_index: int, baked: Hashable, p: Tensor, grad: Tensor,
             entries.append((k, m))
         else:
             entries.append((k, None))
-    if any(m is None for m in metas):
+    if None in metas:
         return None
     return (group_index, baked, metas[0], metas[1], tuple(entries),
             autocast_state.LOWER.get())

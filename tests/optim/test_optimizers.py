@@ -194,3 +194,48 @@ def test_per_step_scalars_are_one_input_each_not_one_per_parameter():
     # parameters, two moments each, the input, and 7 shared scalars (decay, step size,
     # bias correction, beta1, 1 - beta1, beta2, 1 - beta2) -- not 7 per parameter
     assert args == 10 * 3 + 1 + 7
+
+
+def _adamw_reference(p, grads_by_step, lr, b1, b2, wd, eps=1e-8):
+    """Closed-form AdamW of one parameter over the steps in which it had a gradient
+    (``grads_by_step``: g or None per optimizer step)."""
+    p, m, v, t = np.array(p, np.float64), 0.0, 0.0, 0
+    for g in grads_by_step:
+        if g is None:
+            continue
+        t += 1
+        p = p * (1 - lr * wd)
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        p = p - lr / (1 - b1**t) * m / (np.sqrt(v) / math.sqrt(1 - b2**t) + eps)
+    return p
+
+
+def test_parameters_at_different_step_counts_and_groups_get_their_own_scalars():
+    """Adam's host side reuses the previous parameter's scalars when its step count,
+    learning rate, decay and betas are the same; a parameter that skipped a step (no
+    gradient) or sits in a group with another learning rate or betas must not get
+    them. Three parameters, five steps; the middle one has no gradient in step 2."""
+    a0, b0, c0 = np.array([0.5, -1.0]), np.array([2.0, 0.3]), np.array([-0.7, 1.1])
+    a, b, c = (nn.Parameter(nv.tensor(x.astype(np.float32))) for x in (a0, b0, c0))
+    opt = nv.optim.AdamW([{"params": [a, b]},
+                          {"params": [c], "lr": 0.05, "betas": (0.8, 0.99)}],
+                         lr=0.1, betas=(0.9, 0.999), weight_decay=0.01)
+    grads = {"a": [], "b": [], "c": []}
+    for step in range(5):
+        use_b = step != 1
+        loss = (a * a).sum() + ((b * b * 3.0).sum() if use_b else 0.0) + (c * c * 0.5).sum()
+        before = {k: t.numpy().astype(np.float64) for k, t in (("a", a), ("b", b), ("c", c))}
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        grads["a"].append(2 * before["a"])
+        grads["b"].append(6 * before["b"] if use_b else None)
+        grads["c"].append(before["c"])
+    np.testing.assert_allclose(a.numpy(), _adamw_reference(a0, grads["a"], 0.1, 0.9, 0.999,
+                                                            0.01), rtol=2e-6)
+    np.testing.assert_allclose(b.numpy(), _adamw_reference(b0, grads["b"], 0.1, 0.9, 0.999,
+                                                            0.01), rtol=2e-6)
+    np.testing.assert_allclose(c.numpy(), _adamw_reference(c0, grads["c"], 0.05, 0.8, 0.99,
+                                                            0.01), rtol=2e-6)
+    assert [opt.state[p]["step"] for p in (a, b, c)] == [5, 4, 5]

@@ -244,6 +244,21 @@ class _Jit:
         if path and found.writable:
             write_entry(path, header, obj)
 
+    def accept_support(self, support: SupportModule, text: str, obj: bytes, found: Lookup,
+                       stats: KernelStats) -> CompileError | None:
+        """Link support module ``support``'s object, just compiled from ``text``,
+        and keep it on disk (where its lookup ``found`` allows), counted in ``stats``; or
+        the error naming the module when the object does not validate (nothing linked)."""
+        if self.object_format() is not None:
+            problem = self.object_validator(support.symbols, only_these=False)({}, obj)
+            if problem is not None:
+                return CompileError(f"support module {support.name}: the compile worker's "
+                                    f"object failed validation: {problem}")
+        stats.support_compiled += 1
+        self.link(support, obj)
+        self.store_support(support.name, text, support.symbols, obj, found)
+        return None
+
     def compile_here(self, text: str, level: int = 3, vectorize: bool = True) -> bytes:
         """Verify, optimize and emit ``text`` in this process."""
         mod = llvm.parse_assembly(text)
@@ -578,15 +593,7 @@ class KernelCache:
             path = write_debug_file(debug_directory(), f"{support.name}.ll", job.text)
             return CompileError(f"support module {support.name}: {str(reply).strip()}; "
                                 f"IR written to {path}")
-        if jit.object_format() is not None:
-            problem = jit.object_validator(support.symbols, only_these=False)({}, reply)
-            if problem is not None:
-                return CompileError(f"support module {support.name}: the compile worker's "
-                                    f"object failed validation: {problem}")
-        self.stats.support_compiled += 1
-        jit.link(support, reply)
-        jit.store_support(support.name, job.text, support.symbols, reply, job.found)
-        return None
+        return jit.accept_support(support, job.text, reply, job.found, self.stats)
 
     def _compile_parallel(self, plans: Sequence[KernelPlan], workers: Sequence[CompileWorker],
                           progress: CompileProgress, support: Sequence[_SupportJob] = ()
@@ -713,14 +720,9 @@ class KernelCache:
                 for t in starting:
                     t.start()
                 obj = workers[0].compile(support.name, text, 3, support.vectorize)
-                if jit.object_format() is not None:
-                    problem = jit.object_validator(support.symbols, only_these=False)({}, obj)
-                    if problem is not None:
-                        raise CompileError(f"support module {support.name}: the compile "
-                                           f"worker's object failed validation: {problem}")
-                job.stats.support_compiled += 1
-                jit.link(support, obj)
-                jit.store_support(support.name, text, support.symbols, obj, found)
+                error = jit.accept_support(support, text, obj, found, job.stats)
+                if error is not None:
+                    raise error
                 for t in starting:
                     t.join()
             else:

@@ -60,8 +60,9 @@ class LRU(Generic[V]):
 
     def __setitem__(self, key: Hashable, value: V) -> None:
         hashed = HashedKey(key)
+        # (an update replaces the stored key too, so later lookups move it by identity)
+        self._entries.pop(hashed, None)
         self._entries[hashed] = (hashed, value)
-        self._entries.move_to_end(hashed)
 
     def pop_oldest(self) -> tuple[Hashable, V]:
         """Remove and return the least recently used entry, as (key, value)."""

@@ -50,7 +50,7 @@ import time
 import warnings
 import weakref
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Any
 
@@ -373,6 +373,12 @@ class _SupportJob:
     support: SupportModule
     text: str
     found: Lookup
+
+
+# What may stop a prefetch that the batch needing the module meets again and reports
+# (a worker that cannot start or dies, LLVM rejecting the module, a bad object, the
+# disk); anything else a prefetch raises is raised to the caller (_await_prefetched).
+_REDONE_BY_THE_BATCH = (WorkerUnavailable, WorkerDied, InvalidModule, CompileError, OSError)
 
 
 class _Prefetch:
@@ -739,10 +745,11 @@ class KernelCache:
                     if name in self._prefetching]
         for job in jobs:
             job.thread.join()
-            for field in ("compiled", "support_compiled", "support_hits", "corrupted",
-                          "rejected", "bypassed"):
-                setattr(self.stats, field,
-                        getattr(self.stats, field) + getattr(job.stats, field))
+            for field in fields(KernelStats):
+                setattr(self.stats, field.name,
+                        getattr(self.stats, field.name) + getattr(job.stats, field.name))
+            if job.error is not None and not isinstance(job.error, _REDONE_BY_THE_BATCH):
+                raise job.error     # a bug in the prefetch itself: not to be hidden
 
     def _support_jobs(self, plans: Sequence[KernelPlan]) -> list[_SupportJob]:
         """Link the support modules ``plans`` call that the disk cache has (or that a

@@ -110,11 +110,11 @@ class FunctionTemplate:
     stamped steps, then None) and the edges (the arguments' autograd edges, then None,
     then each GradFn as it is made), by positions worked out here once (``made``)."""
 
-    __slots__ = ("steps", "fns", "result", "result_fn", "made")
+    __slots__ = ("steps", "result", "result_fn", "made")
 
     def __init__(self, steps: list[Step], fns: list[FnSpec], result: int,
                  result_fn: int | None, n_slots: int):
-        self.steps, self.fns = steps, fns
+        self.steps = steps
         self.result = result          # the result's step
         self.result_fn = result_fn    # its GradFn's position in ``fns`` (None: none)
         no_node = n_slots + len(steps)          # the node pool's None

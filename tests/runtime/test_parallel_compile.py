@@ -247,13 +247,15 @@ import json, sys, threading, numpy as np, nova as nv
 from nova.runtime import kernel_cache
 from nova.runtime.compile_worker import CompileWorker, WorkerDied
 from nova.compiler.targets import get_target
-fail = sys.argv[1] == "fail"
+mode = sys.argv[1]
 sent = []
 original = CompileWorker.compile
 def spy(self, name, text, level=3, vectorize=True):
     sent.append((threading.current_thread().name.startswith("nova-prefetch"), name))
-    if fail and sent[-1][0]:
+    if mode == "fail" and sent[-1][0]:
         raise WorkerDied("injected: the prefetch's worker ended")
+    if mode == "bug" and sent[-1][0]:
+        raise ZeroDivisionError("injected: a bug in the prefetch")
     return original(self, name, text, level, vectorize)
 CompileWorker.compile = spy
 cache = kernel_cache.KERNELS
@@ -268,7 +270,11 @@ sent.clear()
 pool_and_all = cache.stats.support_compiled      # (the thread pool's, with NOVA_CACHE=0)
 x = nv.tensor(a)
 y = (x @ x.T).relu()                                 # a product: the driver is prefetched
-got = y.numpy()
+try:
+    got = y.numpy()
+except ZeroDivisionError as e:
+    print(json.dumps({"raised": str(e)}))
+    sys.exit(0)
 print(json.dumps({"without": without, "started": started, "driver": driver, "sent": sent,
                   "compiled": cache.stats.support_compiled - pool_and_all,
                   "linked": driver in kernel_cache._LINKED, "pending": len(cache._prefetching),
@@ -315,3 +321,10 @@ def test_a_failed_prefetch_leaves_the_driver_to_the_batch():
     batch = [name for by_prefetch, name in report["sent"] if not by_prefetch]
     assert batch[0] == driver and len(batch) > 1
     assert report["compiled"] == 1 and report["linked"] and report["right"]
+
+
+def test_a_bug_in_the_prefetch_is_raised_not_hidden():
+    """Only what the batch meets again and reports (a worker that dies or cannot start,
+    LLVM's rejection, a bad object, the disk) leaves the driver to the batch quietly;
+    anything else the prefetch raises comes out of the realization that waits for it."""
+    assert _prefetch_run("bug") == {"raised": "injected: a bug in the prefetch"}

@@ -53,27 +53,26 @@ _LOCK = threading.Lock()
 class Structure:
     """What one backward pass's key walk found: the key, the slots (this call's nodes,
     numbered as the key numbers them), the leaves (tensors whose ``.grad`` the pass may
-    set, numbered likewise) and the GradFns in traversal order."""
+    set, numbered likewise) and the GradFns, numbered in discovery order."""
 
-    __slots__ = ("key", "slots", "leaves", "order")
+    __slots__ = ("key", "slots", "leaves", "found")
 
     def __init__(self, key: tuple, slots: list[Node], leaves: list[Tensor],
-                 order: list[GradFn]):
-        self.key, self.slots, self.leaves, self.order = key, slots, leaves, order
+                 found: dict[GradFn, int]):
+        self.key, self.slots, self.leaves, self.found = key, slots, leaves, found
 
 
-def structure(outputs: Sequence[Tensor], grads: Sequence[Tensor], order: list[GradFn],
+def structure(outputs: Sequence[Tensor], grads: Sequence[Tensor],
               found: dict[GradFn, int]) -> Structure | None:
     """The key of a plain backward from ``outputs`` with seeds ``grads`` over the GradFns
-    ``order`` (topological), with its slots and leaves; None when the pass cannot be a
-    template (a GradFn released or with retained gradients).
+    ``found``, with its slots and leaves; None when the pass cannot be a template (a
+    GradFn released or with retained gradients).
 
-    ``found``: the same GradFns numbered in the order the engine's walk discovered them
-    (``engine._topological``), and the key lists them in that order, each edge to a
+    ``found``: the GradFns numbered in the order the engine's depth-first walk discovered
+    them (``engine._discovered``); the key lists them in that order, each edge to a
     GradFn by that number: a complete description of the graph (two passes with one key
-    are the same graph), made without a dictionary of positions of its own. The walk is
-    deterministic, so GradFns at one position of ``order`` correspond too (the
-    template's ``ran``)."""
+    are the same graph). The walk is deterministic, so GradFns with one number
+    correspond too (the template's ``ran``)."""
     slots: list[Node] = []
     slot_of: dict[Node, int] = {}       # nodes hash by identity
     leaves: list[Tensor] = []
@@ -127,7 +126,7 @@ def structure(outputs: Sequence[Tensor], grads: Sequence[Tensor], order: list[Gr
             n = g.node
             before.append((slot(n), n.shape, n.dtype))
     key = (autocast_state.LOWER.get(), tuple(seeds), tuple(fns), tuple(before))
-    return Structure(key, slots, leaves, order)
+    return Structure(key, slots, leaves, found)
 
 
 def lookup(key: tuple) -> BackwardTemplate | None | bool:
@@ -159,12 +158,12 @@ class BackwardTemplate:
     def __init__(self, call: CallTemplate, touched: tuple[bool, ...], ran: tuple[int, ...]):
         self.call = call         # results: one per touched leaf, its .grad after the pass
         self.touched = touched   # per leaf: whether the pass set its .grad
-        self.ran = ran           # positions of the GradFns whose rule ran
+        self.ran = ran           # numbers (``Structure.found``) of the GradFns whose rule ran
 
     @staticmethod
     def capture(st: Structure, first: int, ran: list[int]) -> BackwardTemplate | None:
         """The template of the pass just recorded over ``st`` (its nodes numbered from
-        ``first`` on; the GradFns at positions ``ran`` ran their rules), or None if it
+        ``first`` on; the GradFns numbered ``ran`` ran their rules), or None if it
         read a node that is not a slot or placed one on a device its inputs do not
         give it. With a template, the gradients the pass set are replaced by its
         call's results, so this step has the structure of the stamped ones."""
@@ -201,9 +200,9 @@ class BackwardTemplate:
         leaves given a gradient."""
         self._set_grads(st, reached)
         if not retain_graph:       # (GradFn.release, inlined: ~900 GradFns a pass)
-            order = st.order
+            fns = list(st.found)
             for k in self.ran:
-                fn = order[k]
+                fn = fns[k]
                 fn.saved = (None,) * len(fn.saved)
                 fn.out_node = None
                 fn.released = True

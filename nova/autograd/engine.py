@@ -53,34 +53,50 @@ def _initial_grads(op: str, outputs: list[Tensor], grad_outputs: list[Any]) -> l
     return result
 
 
-def _topological(roots: list[Any]) -> tuple[list[graph.GradFn], dict[graph.GradFn, int]]:
-    """GradFns reachable from ``roots``, each before every GradFn it feeds into; and the
-    same GradFns numbered in the order the walk discovered them (a dict in that order),
-    the numbering a backward template's key uses (``backward_template.structure``)."""
+def _topological(roots: list[Any]) -> list[graph.GradFn]:
+    """GradFns reachable from ``roots``, each before every GradFn it feeds into."""
     GradFn = graph.GradFn
     order: list[GradFn] = []
-    found: dict[GradFn, int] = {}     # GradFns hash by identity
-    k = 0
+    seen: set[GradFn] = set()           # GradFns hash by identity
     for root in roots:
-        if type(root) is not GradFn or root in found:
+        if type(root) is not GradFn or root in seen:
             continue
-        found[root] = k
-        k += 1
+        seen.add(root)
         stack = [(root, iter(root.next))]
-        push = stack.append
         while stack:
             fn, children = stack[-1]
             for nxt in children:
-                if type(nxt) is GradFn and nxt not in found:
-                    found[nxt] = k
-                    k += 1
-                    push((nxt, iter(nxt.next)))
+                if type(nxt) is GradFn and nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, iter(nxt.next)))
                     break
             else:
                 stack.pop()
                 order.append(fn)
     order.reverse()
-    return order, found
+    return order
+
+
+def _discovered(roots: list[Any]) -> dict[graph.GradFn, int]:
+    """GradFns reachable from ``roots``, numbered in depth-first discovery order (a dict
+    in that order): what a backward template's key lists. Cheaper than the topological
+    walk (no iterator per GradFn, no finishing order), which a pass needs only when its
+    rules run -- not when it is stamped from a template."""
+    GradFn = graph.GradFn
+    found: dict[GradFn, int] = {}       # GradFns hash by identity
+    stack = [r for r in reversed(roots) if type(r) is GradFn]
+    pop, push = stack.pop, stack.append
+    k = 0
+    while stack:
+        fn = pop()
+        if fn in found:
+            continue
+        found[fn] = k
+        k += 1
+        for nxt in reversed(fn.next):   # (the first edge is walked first)
+            if type(nxt) is GradFn and nxt not in found:
+                push(nxt)
+    return found
 
 
 def _accumulate(store: dict[int, Tensor], key: int, g: Tensor) -> None:
@@ -96,22 +112,26 @@ def _run(outputs: list[Tensor], grads: list[Tensor], retain_graph: bool, create_
     no ``create_graph``) is stamped from the template of an earlier pass with the same
     structure when there is one (``nova.autograd.backward_template``), and kept as one
     otherwise."""
-    order, found = _topological([out._grad_fn for out in outputs])
+    roots = [out._grad_fn for out in outputs]
     if capture is not None or create_graph:
-        return _propagate(outputs, grads, order, retain_graph, create_graph, capture, reached)
-    st = backward_template.structure(outputs, grads, order, found)
+        return _propagate(outputs, grads, _topological(roots), retain_graph, create_graph,
+                          capture, reached)
+    found = _discovered(roots)
+    st = backward_template.structure(outputs, grads, found)
     if st is None:
-        return _propagate(outputs, grads, order, retain_graph, False, None, reached)
+        return _propagate(outputs, grads, _topological(roots), retain_graph, False, None,
+                          reached)
     template = backward_template.lookup(st.key)
     if template:
         with grad_mode.set_grad_enabled(False), recording_backward():
             template.stamp(st, retain_graph, reached)
         return {}
+    order = _topological(roots)
     first, ran = next_seq(), []
     _propagate(outputs, grads, order, retain_graph, False, None, reached, ran)
     if template is False:   # first sight of this structure (None: cannot be stamped)
         backward_template.store(st.key, backward_template.BackwardTemplate.capture(
-            st, first, ran))
+            st, first, [found[order[k]] for k in ran]))
     return {}
 
 

@@ -182,10 +182,10 @@ def test_a_pass_reading_a_value_outside_its_slots_is_not_a_template():
     # from outside makes capture refuse (checked on a crafted recording).
     x = nv.tensor([1.0, 2.0], requires_grad=True)
     y = (x * 2.0).sum()
-    from nova.autograd.engine import _initial_grads, _propagate, _topological
+    from nova.autograd.engine import _discovered, _initial_grads, _propagate, _topological
     grads = _initial_grads("backward", [y], [])
-    order, found = _topological([y._grad_fn])
-    st = bt.structure([y], grads, order, found)
+    order = _topological([y._grad_fn])
+    st = bt.structure([y], grads, _discovered([y._grad_fn]))
     first = nv.tensor([0.0]).node.seq + 1
     outside = nv.tensor([5.0, 5.0])           # made before the pass, not a slot
     _propagate([y], grads, order, False, False, None, None, [])

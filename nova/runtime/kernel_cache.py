@@ -40,7 +40,6 @@ before, on a worker while the step's front end runs, when the engine foresees it
 """
 from __future__ import annotations
 
-import contextvars
 import ctypes
 import hashlib
 import os
@@ -707,9 +706,7 @@ class KernelCache:
                 return
             job = self._prefetching[support.name] = _Prefetch()
         workers = jit.compile_workers(MAX_COMPILE_JOBS)
-        # (the caller's context: the cache directory and settings are context variables)
-        job.thread = threading.Thread(target=contextvars.copy_context().run,
-                                      args=(self._prefetch, support, workers, job),
+        job.thread = threading.Thread(target=self._prefetch, args=(support, workers, job),
                                       daemon=True, name=f"nova-prefetch-{support.name}")
         job.thread.start()
 

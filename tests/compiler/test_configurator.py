@@ -319,13 +319,12 @@ def test_a_tiny_innermost_loop_asks_nothing_of_the_vectorizer_and_compiles_silen
         assert "remark" not in err and "not vectorized" not in err + out
 
 
-def test_sin_and_cos_kernels_ask_for_the_float32_width_at_two_vectors_in_flight():
-    """sin and cos reduce their argument in float64 (``llvm_trig``), so LLVM's cost model
-    alone vectorized their loops at float64's width (4 lanes where AVX-512 fits 16
-    floats: 33% of add's bandwidth against 46-49% at 16 lanes, measured); the plan asks
-    for the float32 lanes, with an interleave of 2 (each vector holds twice the
-    registers, and 4 ran no faster but compiled 1.5x as long). Other kernels leave the
-    width to LLVM."""
+def test_polynomial_math_runs_two_vectors_in_flight_and_sin_cos_the_float32_width():
+    """Kernels evaluating inline polynomial math (exp, log, sin...) in float32 interleave
+    2 vectors, not ``elementwise_unroll``'s 8 (their live values spilled); sin and cos
+    also ask for the host's float32 lanes, the width their huge-argument path has
+    vector variants for (``llvm_trig.VARIANT_LANES``). Other kernels, and float64 math
+    (libm), leave the width to LLVM at the usual interleave."""
     from nova.compiler.irgen import build_module
     from nova.compiler.lowering.plan import plan_kernels
     from nova.compiler.passes import simplify
@@ -334,10 +333,12 @@ def test_sin_and_cos_kernels_ask_for_the_float32_width_at_two_vectors_in_flight(
     from nova.tensor.realize import pending_graph
     spec = detect_cpu()
     x = nv.tensor(np.ones((8, 300), np.float32))
-    trig = min(2, elementwise_unroll(spec))
-    cases = ((x.sin() * 2, spec.lanes(4), trig),
-             (x.cos().sum(1), spec.lanes(4), trig),
-             (x.exp() * 2, 0, elementwise_unroll(spec)),
+    two = min(2, elementwise_unroll(spec))
+    cases = ((x.sin() * 2, spec.lanes(4), two),
+             (x.cos().sum(1), spec.lanes(4), two),
+             (x.exp() * 2, 0, two),
+             (x.log1p().sum(1), 0, two),
+             (x * 2 + 1, 0, elementwise_unroll(spec)),
              (x.double().sin(), 0, elementwise_unroll(spec)))      # float64: libm
     for t, width, unroll in cases:
         (plan,) = [p for p in plan_kernels(fuse(simplify(build_module(pending_graph(t)))))

@@ -18,12 +18,13 @@ What is CPU-specific, and why:
   (or a scalar) is *flat* (``lowering.flat``): one loop over the elements, whose code
   and name are the same for every size, so the kernels of same-structured parameters
   of different shapes (optimizer updates, initializations) compile once. The vectorized
-  innermost loop of elementwise kernels and row reductions is
-  interleaved ``elementwise_unroll(spec)`` times; float32 matmuls become BLIS-blocked
-  ``tiled`` kernels (register tile, KC/MC/NC blocks and thread split from
-  ``gemm_tile``), and an unbatched one on enough cores shares one packed B panel among
-  its threads (``shared_b``, with a scratch buffer for the team header and two panels);
-  every kernel is classified memory- or compute-bound against the host's balance.
+  innermost loop of elementwise kernels and row reductions is interleaved
+  ``loop_unroll`` times (fewer where inline polynomial math would spill); float32
+  matmuls become BLIS-blocked ``tiled`` kernels (register tile, KC/MC/NC blocks and
+  thread split from ``gemm_tile``), and an unbatched one on enough cores shares one
+  packed B panel among its threads (``shared_b``, with a scratch buffer for the team
+  header and two panels); every kernel is classified memory- or compute-bound against
+  the host's balance.
 - Fused attention: blocks of queries and keys sized so a score block stays in L1, and
   the GEMM's register tile for the block products (``configurator.attention_blocks``).
 - Emission: ``targets.cpu.llvm`` turns a scheduled plan into an LLVM module for the host's
@@ -37,8 +38,8 @@ from nova.compiler import dialect as nd
 from nova.compiler.lowering.flat import flat_key
 from nova.compiler.targets.cpu.llvm import SupportModule, gemm_support, module_for
 from nova.compiler.targets.cpu.configurator import (attention_blocks, classify,
-                                                    elementwise_unroll,
-                                                    float32_vector_width, gemm_tile)
+                                                    float32_vector_width, gemm_tile,
+                                                    loop_unroll)
 from nova.compiler.targets.cpu.device import CpuSpec, detect_cpu
 from nova.compiler.lowering.plan import (
     TEAM_WORDS,
@@ -106,13 +107,7 @@ class CpuTarget(Target):
         schedule, scratch = plan.schedule, plan.scratch
         if schedule.strategy in ("elementwise", "row"):
             width = float32_vector_width(plan.fusion, spec)
-            # a float32 vector computed partly in float64 (sin, cos) holds twice the
-            # registers and is long code: two vectors in flight, not the 4 of half the
-            # usual unroll, which ran sin and cos no faster (48-50% of x + 1's
-            # bandwidth either way, bench_ops --only-unary, three interleaved runs on a
-            # 2-core AVX-512 VM) and took 1.5x as long to compile (the small GPT's six
-            # normal-init kernels: 0.97 against 0.63 s)
-            unroll = min(2, elementwise_unroll(spec)) if width else elementwise_unroll(spec)
+            unroll = loop_unroll(plan.fusion, spec)
             schedule = replace(schedule, unroll=max(unroll, 1), vector_width=width)
             key = flat_key(plan.fusion) if schedule.strategy == "elementwise" else None
             if key is not None:     # one loop over the elements, one name for every size

@@ -282,21 +282,43 @@ def elementwise_unroll(spec: CpuSpec) -> int:
     return max(1, min(spec.fma_latency * spec.fma_units, spec.vector_registers // 4))
 
 
-FLOAT64_INSIDE = (nd.SinOp, nd.CosOp)
+# Ops whose float32 code is an inline polynomial (``Emitter._exp_f32`` and friends,
+# ``llvm_trig``): each holds a dozen constants and intermediates per vector.
+POLYNOMIAL_MATH = (nd.ExpOp, nd.LogOp, nd.Log1pOp, nd.Expm1Op, nd.TanhOp, nd.ErfOp,
+                   nd.SinOp, nd.CosOp)
+# Ops whose float32 code calls a function with vector variants for the host's float32
+# lanes only (``llvm_trig.VARIANT_LANES``: sin and cos's path for huge arguments).
+VECTOR_VARIANT_OPS = (nd.SinOp, nd.CosOp)
+
+
+def _float32_ops(fusion: nd.FusionOp, kinds: tuple[type, ...]) -> bool:
+    return any(isinstance(op, kinds) and nd.element_name(op.results[0].type.element_type)
+               in ("f32", "f16", "bf16") for op in fusion.body.block.ops)
 
 
 def float32_vector_width(fusion: nd.FusionOp, spec: CpuSpec) -> int:
     """The lanes asked of the loop vectorizer for an elementwise or row kernel: the
-    float32 lanes of the host's vectors where the kernel holds an op whose float32 code
-    computes partly in float64 (``FLOAT64_INSIDE``: sin and cos reduce their argument in
-    float64, ``llvm_trig``), else 0 (LLVM's cost model decides). The cost model would
-    vectorize such a loop at float64's width, half the float32 lanes (4 where 8 fit).
-    """
-    for op in fusion.body.block.ops:
-        if isinstance(op, FLOAT64_INSIDE) and \
-                nd.element_name(op.results[0].type.element_type) == "f32":
-            return spec.lanes(4)
-    return 0
+    host's float32 lanes where the kernel holds a ``VECTOR_VARIANT_OPS`` op, whose
+    variants exist at those lanes only (at another width LLVM calls the scalar function
+    lane by lane), else 0 (LLVM's cost model decides)."""
+    return spec.lanes(4) if _float32_ops(fusion, VECTOR_VARIANT_OPS) else 0
+
+
+def loop_unroll(fusion: nd.FusionOp, spec: CpuSpec) -> int:
+    """Vectors in flight (the interleave count) for an elementwise or row kernel:
+    ``elementwise_unroll``, or at most 2 where the kernel evaluates ``POLYNOMIAL_MATH``
+    in float32. Its dozen live values per vector, times 8 vectors, exceed even
+    AVX-512's 32 registers: the loops spilled (counted in the optimized x86 loop, per
+    16 elements: log1p 15.8 stack accesses at 8 vectors and 2.0 at 2, gelu 11.1 and
+    3.5, log 7.8 and 0: ``tools/vector_loop_cost.py``) and ran slower (the ops of
+    ``bench_ops --only-unary``, runs at 8 and at 2 alternating on the 2-core AVX-512
+    VM: log1p 57-66% of add's bandwidth at 8 and 69-74% at 2, expm1 72-79% and
+    80-84%). Such code is long enough for the core to overlap consecutive
+    iterations on its own; a row kernel's accumulator chain (one add per vector, next
+    to ~35 instructions of polynomial) does not need more vectors to hide its latency
+    either."""
+    unroll = elementwise_unroll(spec)
+    return min(2, unroll) if _float32_ops(fusion, POLYNOMIAL_MATH) else unroll
 
 
 def estimated_seconds(strategy: str, loops: tuple[int, ...], spec: CpuSpec,

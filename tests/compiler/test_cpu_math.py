@@ -45,16 +45,19 @@ CASES = {
     "tanh": (nv.tanh, np.tanh, [(-12, 12, "lin"), (-0.7, 0.7, "lin"), (1e-30, 0.5, "log")]),
     "erf": (nv.erf, sp.erf, [(-6, 6, "lin"), (-1.2, 1.2, "lin"), (1e-30, 1.0, "log"),
                              (0.99, 1.01, "lin"), (3.9, 3.95, "lin")]),
-    # every magnitude: the table's reduction from 2^27 up, and around its edge
+    # every magnitude: both sides of the float32 path's limit (2^18), the table's
+    # reduction from 2^27 up, and around its edge
     "sin": (nv.sin, np.sin, [(-10, 10, "lin"), (1e-30, 3e38, "log"), (1e-30, 3e38, "-log"),
-                             (1.3e8, 1.4e8, "lin"), (1e-4, 1e-3, "log")]),
+                             (2.6e5, 2.64e5, "lin"), (1.3e8, 1.4e8, "lin"),
+                             (1e-4, 1e-3, "log")]),
     "cos": (nv.cos, np.cos, [(-10, 10, "lin"), (1e-30, 3e38, "log"), (1e-30, 3e38, "-log"),
-                             (1.3e8, 1.4e8, "lin"), (1.0, 2.0, "lin")]),
+                             (-2.64e5, -2.6e5, "lin"), (1.3e8, 1.4e8, "lin"),
+                             (1.0, 2.0, "lin")]),
 }
 
 SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 1e-40, -1e-40,
                     88.7, 89.0, -104.0, 3e38, -3.4028235e38, 2.0 ** 27, 2.0 ** 27 - 8,
-                    1.5707964, 3.1415927], dtype=np.float32)
+                    2.0 ** 18, 2.0 ** 18 - 2.0 ** -6, 1.5707964, 3.1415927], dtype=np.float32)
 
 
 def ulp_errors(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
@@ -84,28 +87,70 @@ def test_float32_math_is_within_2_ulp(name):
 def test_float32_math_special_values_match_numpy(name):
     """Zeros (with their sign), infinities, NaN, subnormals, the overflow and underflow
     edges, and the domain's ends give what numpy's float32 gives."""
+    _check_special(name, SPECIAL)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_float32_math_special_values_in_vector_lanes(name):
+    """The same values scattered among ordinary ones, so that they share vectors with
+    them in the vectorized loop (a short array runs the scalar loop only): a NaN or a
+    huge argument in one lane (sin and cos's rare path) leaves the others exact."""
+    rng = np.random.default_rng(5)
+    x = np.concatenate([np.tile(SPECIAL, 8), rng.uniform(-3, 3, 4000).astype(np.float32)])
+    _check_special(name, rng.permutation(x))
+
+
+def _check_special(name: str, xs: np.ndarray) -> None:
     fn, _, _ = CASES[name]
     numpy_fn = sp.erf if name == "erf" else getattr(np, name)
     with np.errstate(all="ignore"):
-        want = numpy_fn(SPECIAL).astype(np.float32)
-    got = fn(nv.tensor(SPECIAL)).numpy()
-    for x, g, w in zip(SPECIAL, got, want):
+        want = numpy_fn(xs).astype(np.float32)
+        want64 = numpy_fn(xs.astype(np.float64))
+    got = fn(nv.tensor(xs)).numpy()
+    for x, g, w, w64 in zip(xs, got, want, want64):
         if np.isnan(w):
             assert np.isnan(g), f"{name}({x!r}) = {g!r}, want NaN"
         elif w == 0 or np.isinf(w):
             assert g == w and np.signbit(g) == np.signbit(w), f"{name}({x!r}) = {g!r}, want {w!r}"
         else:
-            assert ulp_errors(np.array([g]), np.array([w], np.float64))[0] <= MAX_ULP, \
-                f"{name}({x!r}) = {g!r}, want {w!r}"
+            assert ulp_errors(np.array([g]), np.array([w64]))[0] <= MAX_ULP, \
+                f"{name}({x!r}) = {g!r}, want {w64!r}"
 
 
 @pytest.mark.parametrize("name", ["sin", "cos", "erf", "tanh", "log1p"])
 def test_float32_math_loops_are_vectorized(name):
     """No libm call is left in the optimized kernel (a call keeps its loop scalar: sin
-    ran at 13% of add's bandwidth while it was one) and the loop runs on vectors."""
+    ran at 13% of add's bandwidth while it was one) and the loop runs on vectors. sin
+    and cos call their own scalar function for huge arguments only, off the vector
+    loop's path (``test_trig_huge_path_is_a_branch_in_the_vector_loop``)."""
     x = nv.tensor(np.ones((64, 256), np.float32))
     (text,) = elementwise_llvm(getattr(nv, name)(x * 3.0))
     vectorized = optimized(text)
     assert "<16 x float>" in vectorized or "<8 x float>" in vectorized
-    calls = set(re.findall(r"call [^@]*@([\w.]+)", vectorized))
-    assert all(c.startswith("llvm.") for c in calls), calls
+    calls = set(re.findall(r"call [^@]*@\"?([\w.]+)", vectorized))
+    own = {f"nova.trig.{name}_huge"} if name in ("sin", "cos") else set()
+    assert all(c.startswith("llvm.") or c in own for c in calls), calls
+
+
+@pytest.mark.parametrize("name", ["sin", "cos"])
+def test_trig_huge_path_is_a_branch_in_the_vector_loop(name):
+    """The vectorizer calls the huge-argument path's masked vector variant at the
+    loop's float32 width (``vector-function-abi-variant``: without it, LLVM would call
+    the scalar function lane by lane, or, inlined, run its float64 code for every
+    element); ``optimize`` then inlines the variant, so no call of it is left and the
+    vector loop only tests the mask."""
+    import llvmlite.binding as llvm
+
+    from nova.runtime.compile_worker import run_pipeline, target_machine
+    x = nv.tensor(np.ones((64, 256), np.float32))
+    (text,) = elementwise_llvm(getattr(nv, name)(x * 3.0))
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    tm = target_machine(llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten())
+    module = llvm.parse_assembly(text)
+    run_pipeline(tm, module)
+    variant_calls = re.findall(rf'call <(\d+) x float> @"?nova\.trig\.{name}_huge\.m(\d+)',
+                               str(module))
+    assert variant_calls and all(lanes == m for lanes, m in variant_calls), variant_calls
+    assert f"{name}_huge.m" not in "".join(
+        line for line in optimized(text).splitlines() if "call" in line)

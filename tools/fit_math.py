@@ -30,7 +30,7 @@ def fit(x: np.ndarray, y: np.ndarray, degree: int) -> tuple[list[float], float]:
 
 def main() -> None:
     x = np.linspace(1e-6, 1.0, 40001)
-    small, err = fit(x * x, sp.erf(x) / x - 1, 8)
+    small, err = fit(x * x, sp.erf(x) / x - 1, 6)
     print(f"ERF_SMALL = {small}  # max fit error {err:.1e}")
     z = np.linspace(1.0, 3.92, 200001)
     tail, err = fit(z - 2.46, sp.erf(z), 14)

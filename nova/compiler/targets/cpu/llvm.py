@@ -26,6 +26,7 @@ from nova.compiler.targets.cpu.llvm_emit import I1, I64, Emitter, _COMPUTE, _num
 from nova.compiler.targets.cpu.llvm_attention import attention_backward, attention_forward
 from nova.compiler.targets.cpu.llvm_gemm import (driver_module, driver_name, matmul_rows,
                                                 matmul_tiled)
+from nova.compiler.targets.cpu import llvm_trig
 from nova.compiler.targets.cpu.llvm_scan import scan
 from nova.compiler.targets.cpu.llvm_sort import argsort
 from nova.compiler.codegen.values import element_of, shape_of
@@ -491,6 +492,7 @@ def emit_kernel(module: ir.Module, plan: KernelPlan) -> ir.Function:
     e = Emitter(module, plan)
     _BODIES[plan.schedule.strategy](e)
     e.finish_kernel()
+    llvm_trig.keep_vector_variants(module)
     return e.fn
 
 

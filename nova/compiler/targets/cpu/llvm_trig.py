@@ -204,9 +204,9 @@ def _of_abs(e, x: ir.Value, reduced: tuple, sine: bool) -> ir.Value:
 
 def _huge_function(e, sine: bool) -> ir.Function:
     """``float nova.trig.{sin,cos}_huge(float x)``: sin|x| or cos|x| for any ``x``
-    through the float64 reduction, with its masked vector variants (internal functions;
-    ``llvm.compiler.used`` keeps the variants until the vectorizer has had its chance
-    to call them)."""
+    through the float64 reduction, with its masked vector variants (internal functions,
+    kept until the vectorizer has had its chance to call them: ``keep_vector_variants``).
+    """
     from nova.compiler.targets.cpu.llvm_emit import Frame
     name = f"nova.trig.{'sin' if sine else 'cos'}_huge"
     module = e.module
@@ -224,7 +224,6 @@ def _huge_function(e, sine: bool) -> ir.Function:
                         for lanes, v in zip(VARIANT_LANES, variants))
     # llvmlite knows no string attributes: add LLVM's verbatim, past its name check
     set.add(fn.attributes, f'"vector-function-abi-variant"="{mappings}"')
-    _keep(module, variants)
     return fn
 
 
@@ -253,20 +252,22 @@ def _vector_variant(module: ir.Module, scalar: ir.Function, lanes: int) -> ir.Fu
     return frame.fn
 
 
-def _keep(module: ir.Module, functions: list[ir.Function]) -> None:
-    """Add ``functions`` to ``llvm.compiler.used``, so no pass deletes them unused."""
-    name = "llvm.compiler.used"
-    kept = list(module.globals[name].initializer.constant) if name in module.globals else []
-    if name in module.globals:
-        del module.globals[name]
-        module.scope._useset.discard(name)
+def keep_vector_variants(module: ir.Module) -> None:
+    """List the module's vector variants (its ``alwaysinline`` definitions: no code
+    calls them until the loop vectorizer does) in ``llvm.compiler.used``, so that no
+    pass before the vectorizer deletes them as unused. Called once the module is
+    complete (``llvm.emit_kernel``)."""
+    variants = [g for g in module.globals.values()
+                if isinstance(g, ir.Function) and not g.is_declaration
+                and "alwaysinline" in g.attributes]
+    if not variants:
+        return
     ptr = ir.IntType(8).as_pointer()
-    kept += [f.bitcast(ptr) for f in functions]
-    ty = ir.ArrayType(ptr, len(kept))
-    g = ir.GlobalVariable(module, ty, name=name)
-    g.linkage = "appending"
-    g.section = "llvm.metadata"
-    g.initializer = ir.Constant(ty, kept)
+    ty = ir.ArrayType(ptr, len(variants))
+    used = ir.GlobalVariable(module, ty, name="llvm.compiler.used")
+    used.linkage = "appending"
+    used.section = "llvm.metadata"
+    used.initializer = ir.Constant(ty, [f.bitcast(ptr) for f in variants])
 
 
 def _sin_or_cos(e, x: ir.Value, sine: bool) -> ir.Value:

@@ -193,6 +193,7 @@ class Frame:
         self.access_group = _AccessGroup(self.module)
 
     def intrinsic(self, name: str, ty: ir.Type, n: int = 1) -> ir.Function:
+        """``llvm.<name>.f32``/``.f64`` on ``n`` float operands, declared once."""
         suffix = "f32" if ty == F32 else "f64"
         full = f"llvm.{name}.{suffix}"
         if full in self.module.globals:
@@ -200,6 +201,7 @@ class Frame:
         return ir.Function(self.module, ir.FunctionType(ty, [ty] * n), name=full)
 
     def int_intrinsic(self, name: str, ty: ir.IntType, n: int = 1) -> ir.Function:
+        """``llvm.<name>.i<width>`` on ``n`` integer operands (``smin``, ``smax``...)."""
         full = f"llvm.{name}.i{ty.width}"
         if full in self.module.globals:
             return self.module.globals[full]
@@ -650,8 +652,8 @@ class Emitter(Frame, ScalarEmitter[ir.Value]):
         (next term < 6e-10 relative), then e = 2^n expm1(r) + (2^n - 1) in one fused
         step (2^n - 1 is off by at most 2^(n-24) for n up to 29, far below e's ulp).
         One polynomial and a division, where the odd series to x^17 beside
-        1 - 2 / (exp(2|x|) + 1) took two polynomials and ran at 63-69% of ``add``'s
-        bandwidth (55 instructions per 16 elements in the AVX-512 loop, now 35). Tiny x
+        1 - 2 / (exp(2|x|) + 1) took two polynomials and ran at 55-69% of ``add``'s
+        bandwidth (55 instructions per 16 elements in the AVX-512 loop, now 35.5). Tiny x
         gives x (below 2^-25, where e = 2x exactly; within an ulp of it up to 2^-12), -0
         gives -0, NaN NaN."""
         b = self.b

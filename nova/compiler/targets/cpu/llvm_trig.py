@@ -4,8 +4,9 @@ A libm call keeps its loop scalar (``sin`` ran at 13% of ``add``'s bandwidth). T
 
 - **|x| < 2^18** (``FAST_LIMIT``), float32 throughout: ``n = rint(|x| 2/pi)`` and
   ``r = |x| - n pi/2`` by Cody-Waite with pi/2 in three float32 pieces (``PIO2_F32``)
-  and fused multiply-adds (``llvm.fma``, fused on every target: the first step is
-  exact, as ``n`` has at most 18 bits and ``|x| - n P1`` fits a float32).
+  and fused multiply-adds (``llvm.fma``, fused on every target -- a libm call, correct
+  but not vectorized, on one without FMA: the first step is exact, as ``n`` has at most
+  18 bits and ``|x| - n P1`` fits a float32).
   ``python tools/check_float32_math.py sin cos`` finds every float32 within 1.54 ulp
   of the correctly rounded result. With this path forced further the error grew:
   1.67 ulp up to 2^19, 1.95 up to 2^20, 3.8 up to 2^22, where three pieces no longer
@@ -42,6 +43,7 @@ the correctly rounded result against float64, huge arguments and both sides of
 from __future__ import annotations
 
 import math
+import struct
 from fractions import Fraction
 
 from llvmlite import ir
@@ -113,7 +115,6 @@ def _tables() -> tuple[list[float], list[float], tuple[float, float, float],
 
 
 def _to_float32(value: Fraction) -> float:
-    import struct
     return struct.unpack("f", struct.pack("f", float(value)))[0]
 
 
@@ -207,7 +208,7 @@ def _huge_function(e, sine: bool) -> ir.Function:
     through the float64 reduction, with its masked vector variants (internal functions,
     kept until the vectorizer has had its chance to call them: ``keep_vector_variants``).
     """
-    from nova.compiler.targets.cpu.llvm_emit import Frame
+    from nova.compiler.targets.cpu.llvm_emit import Frame   # (which imports this module)
     name = f"nova.trig.{'sin' if sine else 'cos'}_huge"
     module = e.module
     if name in module.globals:
@@ -231,7 +232,7 @@ def _vector_variant(module: ir.Module, scalar: ir.Function, lanes: int) -> ir.Fu
     """``<lanes x float> (<lanes x float> x, <lanes x i1> mask)``: ``scalar`` of each
     lane, or, when no lane of ``mask`` is set (the common case: nothing is huge), at
     once a vector of zeros, which the caller does not read."""
-    from nova.compiler.targets.cpu.llvm_emit import Frame
+    from nova.compiler.targets.cpu.llvm_emit import Frame   # (which imports this module)
     vec, mask_ty = ir.VectorType(F32, lanes), ir.VectorType(ir.IntType(1), lanes)
     frame = Frame(module, ir.FunctionType(vec, [vec, mask_ty]),
                   f"{scalar.name}.m{lanes}", ["x", "mask"])

@@ -193,16 +193,10 @@ class Frame:
         self.access_group = _AccessGroup(self.module)
 
     def intrinsic(self, name: str, ty: ir.Type, n: int = 1) -> ir.Function:
-        """``llvm.<name>.f32``/``.f64`` on ``n`` float operands, declared once."""
-        suffix = "f32" if ty == F32 else "f64"
+        """``llvm.<name>.f32``/``.f64``/``.i<width>`` on ``n`` operands of type ``ty``,
+        declared once."""
+        suffix = f"i{ty.width}" if isinstance(ty, ir.IntType) else "f32" if ty == F32 else "f64"
         full = f"llvm.{name}.{suffix}"
-        if full in self.module.globals:
-            return self.module.globals[full]
-        return ir.Function(self.module, ir.FunctionType(ty, [ty] * n), name=full)
-
-    def int_intrinsic(self, name: str, ty: ir.IntType, n: int = 1) -> ir.Function:
-        """``llvm.<name>.i<width>`` on ``n`` integer operands (``smin``, ``smax``...)."""
-        full = f"llvm.{name}.i{ty.width}"
         if full in self.module.globals:
             return self.module.globals[full]
         return ir.Function(self.module, ir.FunctionType(ty, [ty] * n), name=full)
@@ -594,7 +588,7 @@ class Emitter(Frame, ScalarEmitter[ir.Value]):
         if d is None:
             whole = fm
         else:   # d 2^-e, with 2^-e built from e's bits (at least 2^-126: d is 0 there)
-            e_bits = b.call(self.int_intrinsic("smin", I32, 2),
+            e_bits = b.call(self.intrinsic("smin", I32, 2),
                             [b.and_(k, i32(-0x800000)), i32(126 << 23)])
             delta = b.fmul(d, b.bitcast(b.sub(i32(0x3F800000), e_bits), F32))
             whole = b.fadd(fm, delta)

@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 from nova.core.lru import LRU
 from nova.tensor import autocast_state, grad_mode
-from nova.tensor.node_template import Step, capture_steps, stamp_into
+from nova.tensor.node_template import CallTemplate, Step, capture_steps, stamp_into
 from nova.tensor.tape import GradFn
 from nova.tensor.tensor import Tensor
 from nova.tensor.trace import Node, _recording_backward, canonical_attr, next_seq
@@ -110,13 +110,18 @@ class FunctionTemplate:
     stamped steps, then None) and the edges (the arguments' autograd edges, then None,
     then each GradFn as it is made), by positions worked out here once (``made``)."""
 
-    __slots__ = ("steps", "result", "result_fn", "made")
+    __slots__ = ("steps", "result", "result_fn", "made", "call", "exposed")
 
     def __init__(self, steps: list[Step], fns: list[FnSpec], result: int,
-                 result_fn: int | None, n_slots: int):
+                 result_fn: int | None, n_slots: int, call: CallTemplate | None = None,
+                 exposed: tuple[int, ...] = ()):
         self.steps = steps
         self.result = result          # the result's step
         self.result_fn = result_fn    # its GradFn's position in ``fns`` (None: none)
+        # The steps as one ``call`` (``stamp_call``) and the steps it returns a node for:
+        # the result and every node a GradFn saves or keeps, in step order.
+        self.call = call
+        self.exposed = exposed
         no_node = n_slots + len(steps)          # the node pool's None
         no_edge = n_slots                       # the edge pool's None
 
@@ -192,20 +197,50 @@ class FunctionTemplate:
             return None             # a saved value that is neither captured nor an argument
         result = index[id(node)]
         result_fn = None if out._grad_fn is None else position[step_of_seq[out._grad_fn.seq]]
-        return FunctionTemplate(steps, specs, result, result_fn, len(before))
+        exposed = sorted({result} | {r for spec in specs for r in (*spec[7], spec[8])
+                                     if r is not None and r >= 0})
+        call = CallTemplate(order, index, exposed)
+        return FunctionTemplate(steps, specs, result, result_fn, len(before), call,
+                                tuple(exposed))
 
     def stamp(self, tensors: list[Tensor]) -> Tensor:
-        """The call's result from this template, reading ``tensors``' nodes and edges."""
+        """The call's result from this template, reading ``tensors``' nodes and edges:
+        its nodes stamped one by one (what a recording that captures templates itself
+        needs: an enclosing function's, a backward pass's)."""
         nodes = [t.node for t in tensors]
-        n_slots = len(nodes)
-        edges = [t._grad_edge() for t in tensors]
         stamp_into(self.steps, nodes)           # the pool: slots, then the new nodes
         nodes.append(None)
+        return self._with_grad_fns(tensors, nodes, None)
+
+    def stamp_call(self, tensors: list[Tensor]) -> Tensor:
+        """``stamp`` as one ``call`` node (``CallTemplate``) with a ``call_result`` for
+        each exposed step -- the result and the nodes the GradFns save -- instead of a
+        node per step: what every later stage of a recorded step (extraction, its key,
+        the forgetting after the run) then pays per node is paid per call. The GradFns
+        are the same; they read the exposed nodes."""
+        slots = [t.node for t in tensors]
+        n_slots = len(slots)
+        made = self.call.stamp(slots)
+        pool = slots + [None] * (len(self.steps) + 1)
+        for k, n in zip(self.exposed, made):
+            pool[n_slots + k] = n
+        return self._with_grad_fns(tensors, pool, -1)
+
+    def _with_grad_fns(self, tensors: list[Tensor], nodes: list[Node | None],
+                       seq: int | None) -> Tensor:
+        """The result, with this call's GradFns made over the node pool ``nodes``
+        (slots, a node or None per step, then None). ``seq``: every GradFn's creation
+        number, or None for its node's (a GradFn without its node, as ``stamp_call``
+        makes them, gets -1: no function template pairs it with a node, so a recording
+        that would capture it refuses instead)."""
+        n_slots = len(tensors)
+        edges = [t._grad_edge() for t in tensors]
         edges.append(None)
         new, add = GradFn.__new__, edges.append
         for at, op, attrs, sig, in_shapes, in_dtypes, next_of, saved_of, kept in self.made:
             fn = new(GradFn)
-            fn.op, fn.attrs, fn.sig, fn.seq = op, attrs, sig, nodes[at].seq
+            fn.op, fn.attrs, fn.sig = op, attrs, sig
+            fn.seq = nodes[at].seq if seq is None else seq
             fn.next = next_of(edges)
             fn.in_shapes, fn.in_dtypes = in_shapes, in_dtypes
             fn.saved = saved_of(nodes)
@@ -216,10 +251,26 @@ class FunctionTemplate:
                             None if self.result_fn is None else edges[n_slots + 1 + self.result_fn])
 
 
+class _Depth(threading.local):
+    """How many ``@stamped`` functions this thread is inside (their recordings)."""
+
+    value = 0
+
+
+_DEPTH = _Depth()
+
+
 def stamped(fn: F) -> F:
     """Decorate a composite function whose recording depends only on what ``call_key``
     describes (see the module docstring): calls after the first of each structure are
-    stamped from its template."""
+    stamped from its template.
+
+    A call outside any other stamped function's recording and outside a backward pass
+    is stamped as one ``call`` node (``FunctionTemplate.stamp_call``), the first of its
+    structure included (recorded, captured, then replaced by its stamp, so every step
+    of a structure has the same key); inside them its nodes are stamped one by one,
+    since the enclosing recording's own template (a function's, a backward pass's)
+    captures nodes, not calls."""
     templates: LRU[FunctionTemplate | None] = LRU()
     lock = threading.Lock()
 
@@ -229,19 +280,26 @@ def stamped(fn: F) -> F:
         if found is None:
             return fn(*args, **kwargs)
         key, tensors = found
+        as_call = _DEPTH.value == 0 and not key[4]      # (key[4]: recording a backward)
         with lock:
             template = templates.get(key, False)
         if template:
-            return template.stamp(tensors)
+            return template.stamp_call(tensors) if as_call else template.stamp(tensors)
         before = [(t._node, t._version) for t in tensors]
         first = next_seq()
-        out = fn(*args, **kwargs)
+        _DEPTH.value += 1
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            _DEPTH.value -= 1
         if template is False:       # first sight (None: cannot be stamped)
             captured = FunctionTemplate.capture(out, tensors, before, first)
             with lock:
                 templates[key] = captured
                 while len(templates) > MAX_TEMPLATES:
                     templates.pop_oldest()
+            if captured is not None and as_call:
+                return captured.stamp_call(tensors)
         return out
 
     wrapper.templates = templates   # (tests)

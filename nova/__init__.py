@@ -23,9 +23,10 @@ from nova.tensor.movement import (
     reshape, split, squeeze, stack, swapaxes, t, transpose, unbind, unflatten, unsqueeze,
 )
 from nova.tensor.ops import (
-    abs, add, allclose, amax, amin, argmax, argmin, bmm, clamp, clip, cos, eq, erf,
+    abs, add, allclose, amax, amin, argmax, argmin, bitwise_and, bitwise_not, bitwise_or,
+    bitwise_xor, bmm, clamp, clip, cos, eq, erf,
     exp, expm1, gather, ge, gelu, gt, isinf, isnan, le, log, log1p, log_softmax,
-    logical_and, logical_not, logical_or, logsumexp, lt, masked_fill, matmul, max, maximum, mean, min,
+    logical_and, logical_not, logical_or, logical_xor, logsumexp, lt, masked_fill, matmul, max, maximum, mean, min,
     minimum, mm, mul, ne, neg, one_hot, pow, reciprocal, relu, rsqrt, scatter, scatter_add,
     sigmoid, silu, sin, softmax, sqrt, square, std, sub, sum, tanh, tril, triu, var, where,
 )

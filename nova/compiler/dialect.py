@@ -460,7 +460,56 @@ class PowOp(BinaryOp):
     traits = traits_def(Pure(), Elementwise(), Expensive())
 
 
-BINARY_OPS = (AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, PowOp)
+class BitwiseOp(BinaryOp):
+    """Elementwise bit operation on integers (two's complement), logical on i1;
+    not defined on floats."""
+
+    traits = traits_def(Pure(), Elementwise(), NonDifferentiable())
+
+    def verify_(self) -> None:
+        if _is_float(self.result.type):
+            _fail(self, f"needs integer or i1 tensors, got {self.result.type}")
+
+
+@irdl_op_definition
+class AndOp(BitwiseOp):
+    """Elementwise bitwise and (logical and on i1)."""
+
+    name = "nova.and"
+
+
+@irdl_op_definition
+class OrOp(BitwiseOp):
+    """Elementwise bitwise or (logical or on i1)."""
+
+    name = "nova.or"
+
+
+@irdl_op_definition
+class XorOp(BitwiseOp):
+    """Elementwise bitwise exclusive or (logical on i1: lhs != rhs)."""
+
+    name = "nova.xor"
+
+
+@irdl_op_definition
+class NotOp(IRDLOperation):
+    """Elementwise bitwise complement (``~x = -x - 1`` on integers; logical not on i1);
+    not defined on floats."""
+
+    name = "nova.not"
+    T: ClassVar = VarConstraint("T", AnyTensor)
+    input = operand_def(T)
+    result = result_def(T)
+    assembly_format = "$input attr-dict `:` type($result)"
+    traits = traits_def(Pure(), Elementwise(), NonDifferentiable())
+
+    def verify_(self) -> None:
+        if _is_float(self.result.type):
+            _fail(self, f"needs an integer or i1 tensor, got {self.result.type}")
+
+
+BINARY_OPS = (AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, PowOp, AndOp, OrOp, XorOp)
 COMPARE_DIRECTIONS = ("lt", "le", "eq", "ne", "gt", "ge")
 
 
@@ -1142,7 +1191,7 @@ class YieldOp(IRDLOperation):
 
 Nova = Dialect(
     "nova",
-    [ConstantOp, IotaOp, RngUniformOp, *UNARY_OPS, CastOp, *BINARY_OPS, CompareOp,
+    [ConstantOp, IotaOp, RngUniformOp, *UNARY_OPS, NotOp, CastOp, *BINARY_OPS, CompareOp,
      WhereOp, BroadcastInDimOp, ReshapeOp, TransposeOp, SliceOp, PadOp, ConcatOp,
      ReduceSumOp, ReduceMaxOp, MatmulOp, GatherOp, ScatterAddOp, ScatterOp,
      WrapIndexOp, ArgsortOp, CumsumOp, CumprodOp, AttentionOp, AttentionGradOp,

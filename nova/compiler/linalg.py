@@ -305,6 +305,11 @@ def _abs_int(sc: Scalars, xs: list[str], ty: str) -> str:
     return sc.select(neg, _neg_int(sc, xs, ty), xs[0], ty)
 
 
+def _not(sc: Scalars, xs: list[str], ty: str) -> str:
+    """Bitwise complement: xor with all ones (``true`` on i1)."""
+    return sc.binary("arith.xori", xs[0], sc.const(-1 if ty != "i1" else True, ty), ty)
+
+
 def _reciprocal(sc: Scalars, xs: list[str], ty: str) -> str:
     return sc.binary("arith.divf", sc.const(1.0, ty), xs[0], ty)
 
@@ -863,6 +868,10 @@ LOWERINGS: dict[type[Operation], Lowering] = {
     nd.MaximumOp: _arith(_op("arith.maximumf"), _op("arith.maxsi"), _op("arith.ori")),
     nd.MinimumOp: _arith(_op("arith.minimumf"), _op("arith.minsi"), _op("arith.andi")),
     nd.PowOp: _arith(_op("math.powf"), _safe_ipow, check=_negative_power),
+    nd.AndOp: _arith(None, _op("arith.andi"), _op("arith.andi")),
+    nd.OrOp: _arith(None, _op("arith.ori"), _op("arith.ori")),
+    nd.XorOp: _arith(None, _op("arith.xori"), _op("arith.xori")),
+    nd.NotOp: _arith(None, _not, _not),
     nd.CompareOp: _compare,
     nd.WhereOp: _where,
     nd.BroadcastInDimOp: _broadcast_in_dim,

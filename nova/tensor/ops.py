@@ -253,6 +253,9 @@ log1p = _float_unary("log1p")
 
 
 def square(x: Tensor) -> Tensor:
+    """``x * x``; bools square as int64, as in PyTorch (``x ** 2``)."""
+    if isinstance(x, Tensor) and x.dtype == dt.bool_:
+        x = cast(x, dt.int64)
     return mul(x, x)
 
 
@@ -431,6 +434,52 @@ def logical_and(a: Any, b: Any) -> Tensor:
 
 def logical_or(a: Any, b: Any) -> Tensor:
     return _binary("add", "logical_or", _as_bool(a), _as_bool(b))
+
+
+def logical_xor(a: Any, b: Any) -> Tensor:
+    return ne(_as_bool(a), _as_bool(b))
+
+
+def _bitwise_dtype(op: str, *args: Any) -> dt.DType:
+    """The common dtype of a bit operation's operands: integer or bool, as PyTorch's
+    ``bitwise_*`` accept (floats raise at the user's line)."""
+    common = promote(op, *args)
+    if common.is_floating_point:
+        got = ", ".join(a.dtype.name if isinstance(a, Tensor) else type(a).__name__
+                        for a in args)
+        raise TypeError(f"{op}: expected integer or bool operands, got {got} (a bit "
+                        f"operation is not defined on floating point; compare first, or "
+                        f"cast with .to(nova.int32))")
+    return common
+
+
+def bitwise_and(a: Any, b: Any) -> Tensor:
+    """``a & b``: bitwise on integers (two's complement), logical on bools."""
+    if _bitwise_dtype("bitwise_and", a, b) == dt.bool_:
+        return logical_and(a, b)
+    return _binary("and", "bitwise_and", a, b)
+
+
+def bitwise_or(a: Any, b: Any) -> Tensor:
+    """``a | b``: bitwise on integers (two's complement), logical on bools."""
+    if _bitwise_dtype("bitwise_or", a, b) == dt.bool_:
+        return logical_or(a, b)
+    return _binary("or", "bitwise_or", a, b)
+
+
+def bitwise_xor(a: Any, b: Any) -> Tensor:
+    """``a ^ b``: bitwise on integers (two's complement), logical on bools."""
+    if _bitwise_dtype("bitwise_xor", a, b) == dt.bool_:
+        return logical_xor(a, b)
+    return _binary("xor", "bitwise_xor", a, b)
+
+
+def bitwise_not(x: Tensor) -> Tensor:
+    """``~x``: the bitwise complement of integers (``-x - 1``), logical not of bools."""
+    _check_tensor("bitwise_not", x)
+    if _bitwise_dtype("bitwise_not", x) == dt.bool_:
+        return logical_not(x)
+    return prim("not", [x], {}, x.shape, x.dtype)
 
 
 def isnan(x: Tensor) -> Tensor:
@@ -841,7 +890,8 @@ TENSOR_METHODS = (
     "add", "sub", "mul", "div", "pow", "maximum", "minimum", "neg", "abs", "exp", "log",
     "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tanh", "erf", "expm1", "log1p", "square",
     "sigmoid", "relu", "gelu", "silu", "clamp", "clip", "masked_fill", "lt", "le", "gt", "ge", "eq", "ne",
-    "logical_not", "logical_and", "logical_or", "isnan", "isinf", "sum", "mean", "amax",
+    "logical_not", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
+    "bitwise_xor", "bitwise_not", "isnan", "isinf", "sum", "mean", "amax",
     "amin", "max", "min", "argmax", "argmin", "var", "std", "logsumexp", "softmax",
     "log_softmax", "matmul", "mm", "bmm", "gather", "scatter_add", "scatter", "tril",
     "triu",

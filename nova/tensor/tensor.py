@@ -472,9 +472,14 @@ class Tensor:
     def __neg__(self): return _ops.neg(self)
     def __pos__(self): return self
     def __abs__(self): return _ops.abs(self)
-    def __invert__(self): return _ops.logical_not(self)
-    def __and__(self, o): return _ops.logical_and(self, o)
-    def __or__(self, o): return _ops.logical_or(self, o)
+    # bitwise on integers, logical on bools (floats raise), as PyTorch's operators
+    def __invert__(self): return _ops.bitwise_not(self)
+    def __and__(self, o): return _ops.bitwise_and(self, o)
+    def __rand__(self, o): return _ops.bitwise_and(o, self)
+    def __or__(self, o): return _ops.bitwise_or(self, o)
+    def __ror__(self, o): return _ops.bitwise_or(o, self)
+    def __xor__(self, o): return _ops.bitwise_xor(self, o)
+    def __rxor__(self, o): return _ops.bitwise_xor(o, self)
     def __lt__(self, o): return _ops.lt(self, o)
     def __le__(self, o): return _ops.le(self, o)
     def __gt__(self, o): return _ops.gt(self, o)

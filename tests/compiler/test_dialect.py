@@ -76,7 +76,8 @@ def test_the_fused_attention_ops_print_and_parse_back(dropout):
 
 def test_every_op_round_trips():
     """Each op's custom assembly format parses back, including pad, scatter_add,
-    scatter, wrap_index, argsort, the rounding ops, cumsum, cumprod and the collectives."""
+    scatter, wrap_index, argsort, the rounding ops, the bit operations, cumsum, cumprod
+    and the collectives."""
     x = nv.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
     y = x * 1.0                   # pending: a write into a realized tensor is a host copy
     y[:, ::2] = 1.0                                       # pad (interior) + where
@@ -85,11 +86,13 @@ def test_every_op_round_trips():
     w = (x.abs().log1p().expm1().log().sqrt().reciprocal().sin().cos().tanh() ** 2).long().float()
     m = nv.maximum(x, 1.0) - nv.minimum(x, 2.0) / 3.0 + x * 2
     r = x.floor() + x.ceil() + x.round() + x.trunc()
+    i = x.long()
+    bits = ((i & 6) | (i ^ 3)) + ~i
     import nova.distributed as dist
     dist.init_process_group("mpi")          # a world of one: all_reduce_start / _wait
     try:
         text = nv.debug.dump_ir(y, z, w, m, -x, x.argsort(dim=0, descending=True), r,
-                                x.cumsum(1), x.cumprod(0), dist.reduced(x, "max"))
+                                x.cumsum(1), x.cumprod(0), dist.reduced(x, "max"), bits)
     finally:
         dist.destroy_process_group()
     assert str(Parser(_context(), text).parse_module()) == text

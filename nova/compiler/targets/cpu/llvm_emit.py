@@ -799,4 +799,9 @@ Emitter.ARITH = {
                         bool=lambda e, m, x, y: e.b.and_(x, y)),
     nd.PowOp: Arith(float=lambda e, m, x, y: e.call("pow", x, y),
                     int=lambda e, m, x, y: e._ipow(x, y, x.type)),
+    # bit operations: the same instructions on integers and on i1 (logical there)
+    nd.AndOp: Arith(int=lambda e, m, x, y: e.b.and_(x, y), bool=lambda e, m, x, y: e.b.and_(x, y)),
+    nd.OrOp: Arith(int=lambda e, m, x, y: e.b.or_(x, y), bool=lambda e, m, x, y: e.b.or_(x, y)),
+    nd.XorOp: Arith(int=lambda e, m, x, y: e.b.xor(x, y), bool=lambda e, m, x, y: e.b.xor(x, y)),
+    nd.NotOp: Arith(int=lambda e, m, x: e.b.not_(x), bool=lambda e, m, x: e.b.not_(x)),
 }

@@ -76,6 +76,10 @@ class Rule:
     saves_output: bool = False
 
 
+def _trunc(x: Tensor) -> Tensor:
+    return ops.prim("trunc", [x], {}, x.shape, x.dtype)
+
+
 def _sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
     return ops.prim("reshape", [g], {}, shape, g.dtype) if g.shape != shape else g
 
@@ -291,6 +295,10 @@ RULES: dict[type, Rule] = {
                                  ops.neg(ops.div(ops.mul(g, c.y()), c.x(1)))
                                  if c.needs(1) else None),
                    (1,), saves_output=True),
+    # fmod: d/da = 1, d/db = -trunc(a / b), as PyTorch's
+    nd.RemOp: Rule(lambda c, g: (g if c.needs(0) else None,
+                                 ops.neg(ops.mul(g, _trunc(ops.div(c.x(0), c.x(1)))))
+                                 if c.needs(1) else None), (0, 1)),
     nd.MaximumOp: Rule(lambda c, g: _max_min_back(c, g, True), (0, 1)),
     nd.MinimumOp: Rule(lambda c, g: _max_min_back(c, g, False), (0, 1)),
     nd.PowOp: Rule(_pow_back, (0, 1), saves_output=True),

@@ -460,6 +460,21 @@ class PowOp(BinaryOp):
     traits = traits_def(Pure(), Elementwise(), Expensive())
 
 
+@irdl_op_definition
+class RemOp(BinaryOp):
+    """Elementwise floating-point remainder of truncated division, C's ``fmod``: exact
+    (``lhs - rhs * q`` for the integer ``q`` nearest ``lhs / rhs`` toward zero, with no
+    rounding), the sign of ``lhs``; ``rem(x, +-inf) = x`` for finite ``x``, NaN for a
+    zero ``rhs`` or an infinite ``lhs``. Integer remainders are built from ``div``."""
+
+    name = "nova.rem"
+    traits = traits_def(Pure(), Elementwise(), Expensive())
+
+    def verify_(self) -> None:
+        if not _is_float(self.result.type):
+            _fail(self, f"needs floating-point tensors, got {self.result.type}")
+
+
 class BitwiseOp(BinaryOp):
     """Elementwise bit operation on integers (two's complement), logical on i1;
     not defined on floats."""
@@ -509,7 +524,8 @@ class NotOp(IRDLOperation):
             _fail(self, f"needs an integer or i1 tensor, got {self.result.type}")
 
 
-BINARY_OPS = (AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, PowOp, AndOp, OrOp, XorOp)
+BINARY_OPS = (AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, PowOp, RemOp, AndOp, OrOp,
+              XorOp)
 COMPARE_DIRECTIONS = ("lt", "le", "eq", "ne", "gt", "ge")
 
 

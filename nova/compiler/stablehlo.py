@@ -602,6 +602,7 @@ LOWERINGS: dict[type[Operation], Lowering] = {
     nd.MaximumOp: _elementwise("stablehlo.maximum", on_bool="stablehlo.or"),
     nd.MinimumOp: _elementwise("stablehlo.minimum", on_bool="stablehlo.and"),
     nd.PowOp: _elementwise("stablehlo.power"),
+    nd.RemOp: _elementwise("stablehlo.remainder"),  # C's fmod on floats
     nd.AndOp: _elementwise("stablehlo.and"),       # integers and i1 alike
     nd.OrOp: _elementwise("stablehlo.or"),
     nd.XorOp: _elementwise("stablehlo.xor"),

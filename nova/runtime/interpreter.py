@@ -358,6 +358,7 @@ MEANINGS: dict[type[Operation], Meaning] = {
     nd.MaximumOp: _arith(np.maximum, on_bool=np.logical_or),
     nd.MinimumOp: _arith(np.minimum, on_bool=np.logical_and),
     nd.PowOp: _arith(np.power, on_int=_int_pow),
+    nd.RemOp: _arith(np.fmod),
     nd.AndOp: lambda op: np.bitwise_and,      # (logical on bool arrays)
     nd.OrOp: lambda op: np.bitwise_or,
     nd.XorOp: lambda op: np.bitwise_xor,

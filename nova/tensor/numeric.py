@@ -3,11 +3,14 @@ with PyTorch's names and semantics.
 
 ``floor ceil round trunc`` are dialect ops (the float types; an integer tensor is
 already integral, so it is copied); ``frac sign`` and the divisions (``div`` with
-PyTorch's ``rounding_mode`` among them) are compositions:
-``a // b`` is ``floor(a / b)`` on floats and a truncating division corrected toward
--inf on integers, ``a % b`` (``remainder``) takes the sign of ``b`` as Python's does,
-``fmod`` the sign of ``a`` as C's does (both as ``a - b * q``, the way PyTorch's GPU
-kernels compute them). An integer division by zero is the usual run-time error.
+PyTorch's ``rounding_mode`` among them) are compositions. On floats they start from the
+exact remainder, C's ``fmod`` (the dialect's ``rem``): ``fmod`` is it, the sign of
+``a``; ``a % b`` (``remainder``) adds ``b`` where its sign differs from ``b``'s, as
+Python's does; ``a // b`` is ``(a - fmod(a, b)) / b`` corrected and rounded as
+PyTorch's CPU kernels compute it (``a - b * trunc(a / b)`` lost every digit once the
+quotient passed 2**24: ``fmod(5.3, 0.1)`` gave 0). On integers, a truncating division
+corrected toward -inf, and ``a - b * q``. An integer division by zero is the usual
+run-time error.
 ``flip`` is a gather along each flipped dim (so it differentiates by gather's rule).
 """
 from __future__ import annotations
@@ -70,6 +73,29 @@ def sign(x: Tensor) -> Tensor:
     return ops.sub(ops.cast(ops.gt(x, 0), x.dtype), ops.cast(ops.lt(x, 0), x.dtype))
 
 
+def _fmod_float(x: Tensor, y: Tensor) -> Tensor:
+    """C's ``fmod`` of two float tensors of one dtype and shape: exact (``nova.rem``)."""
+    return prim("rem", [x, y], {}, x.shape, x.dtype)
+
+
+def _floor_quotient_float(x: Tensor, y: Tensor) -> Tensor:
+    """``x / y`` rounded toward -inf for floats as PyTorch computes it (c10's
+    ``div_floor_floating``): from the exact remainder, ``(x - fmod(x, y)) / y`` less one
+    where the remainder's sign differs from ``y``'s, rounded to the nearest integer (the
+    division is exact up to rounding); a zero quotient keeps the sign of ``x / y``, and
+    ``y == 0`` gives ``x / y``. So ``5.3 // 0.1`` is 52, not the 53 that ``floor(5.3 /
+    0.1)`` rounds to, and ``-5.5 // inf`` is -1."""
+    mod = _fmod_float(x, y)
+    q = ops.div(ops.sub(x, mod), y)
+    q = ops.sub(q, ops.cast(ops.logical_and(ops.ne(mod, 0), ops.ne(ops.lt(y, 0), ops.lt(mod, 0))),
+                            q.dtype))
+    fl = floor(q)
+    fl = ops.where(ops.gt(ops.sub(q, fl), 0.5), ops.add(fl, 1.0), fl)
+    true_q = ops.div(x, y)
+    fl = ops.where(ops.eq(q, 0), ops.mul(true_q, 0.0), fl)
+    return ops.where(ops.eq(y, 0), true_q, fl)
+
+
 def _quotient(op: str, a: Any, b: Any, toward_floor: builtins.bool) -> Tensor:
     """``a / b`` rounded toward -inf (``toward_floor``) or toward zero, in the common
     dtype of ``a`` and ``b``."""
@@ -77,8 +103,9 @@ def _quotient(op: str, a: Any, b: Any, toward_floor: builtins.bool) -> Tensor:
     if common == dt.bool_:
         raise TypeError(f"{op}: not defined on two bool operands")
     if common.is_floating_point:
-        q = ops.div(a, b)
-        return floor(q) if toward_floor else trunc(q)
+        if toward_floor:
+            return _floor_quotient_float(*ops.operands(op, a, b, dtype=common))
+        return trunc(ops.div(a, b))
     x, y = ops.operands(op, a, b, dtype=common)
     q = prim("div", [x, y], {}, x.shape, common)           # truncates toward zero
     if not toward_floor:
@@ -112,12 +139,22 @@ def floor_divide(a: Any, b: Any) -> Tensor:
 
 
 def remainder(a: Any, b: Any) -> Tensor:
-    """``a % b``: ``a - b * floor(a / b)``, the sign of ``b`` (``torch.remainder``)."""
+    """``a % b``: ``a - b * floor(a / b)``, the sign of ``b`` (``torch.remainder``).
+    Floats: exact, from ``fmod`` plus ``b`` where the signs differ, as PyTorch."""
+    if ops.promote("remainder", a, b).is_floating_point:
+        x, y = ops.operands("remainder", a, b)
+        r = _fmod_float(x, y)
+        wrong_sign = ops.logical_and(ops.ne(r, 0), ops.ne(ops.lt(y, 0), ops.lt(r, 0)))
+        return ops.where(wrong_sign, ops.add(r, y), r)
     return ops.sub(a, ops.mul(b, _quotient("remainder", a, b, True)))
 
 
 def fmod(a: Any, b: Any) -> Tensor:
-    """``a - b * trunc(a / b)``, the sign of ``a`` (``torch.fmod``)."""
+    """``a - b * trunc(a / b)``, the sign of ``a`` (``torch.fmod``); exact for floats
+    (C's ``fmod``: ``fmod(5.3, 0.1)`` is the float32 remainder, not 0; ``fmod(x, inf)``
+    is ``x``)."""
+    if ops.promote("fmod", a, b).is_floating_point:
+        return _fmod_float(*ops.operands("fmod", a, b))
     return ops.sub(a, ops.mul(b, _quotient("fmod", a, b, False)))
 
 

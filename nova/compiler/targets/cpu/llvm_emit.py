@@ -799,6 +799,7 @@ Emitter.ARITH = {
                         bool=lambda e, m, x, y: e.b.and_(x, y)),
     nd.PowOp: Arith(float=lambda e, m, x, y: e.call("pow", x, y),
                     int=lambda e, m, x, y: e._ipow(x, y, x.type)),
+    nd.RemOp: Arith(float=lambda e, m, x, y: e.b.frem(x, y)),     # (libm's fmod: exact)
     # bit operations: the same instructions on integers and on i1 (logical there)
     nd.AndOp: Arith(int=lambda e, m, x, y: e.b.and_(x, y), bool=lambda e, m, x, y: e.b.and_(x, y)),
     nd.OrOp: Arith(int=lambda e, m, x, y: e.b.or_(x, y), bool=lambda e, m, x, y: e.b.or_(x, y)),

@@ -353,6 +353,7 @@ CEmitter.ARITH = {
     nd.DivOp: Arith(float=_infix("/"), int=_helper("nv_idiv", typed=True)),
     nd.MaximumOp: Arith(float=_helper("nv_max"), int=_helper("nv_max"), bool=_infix("||")),
     nd.MinimumOp: Arith(float=_helper("nv_min"), int=_helper("nv_min"), bool=_infix("&&")),
+    nd.RemOp: Arith(float=_fcall("fmod")),
     nd.AndOp: Arith(int=_int_infix("&"), bool=_infix("&&")),
     nd.OrOp: Arith(int=_int_infix("|"), bool=_infix("||")),
     nd.XorOp: Arith(int=_int_infix("^"), bool=_infix("!=")),

@@ -31,6 +31,20 @@ from nova.tensor.ops import (
     sigmoid, silu, sin, softmax, sqrt, square, std, sub, sum, tanh, tril, triu, var, where,
 )
 from nova.tensor.indexing import index_put
+from nova.tensor.elementary import (  # noqa: A004 (torch's names)
+    acosh, addcdiv, addcmul, asinh, atanh, clamp_max, clamp_min, cosh, deg2rad, exp2,
+    float_power, fmax, fmin, heaviside, hypot, isclose, isfinite, isneginf, isposinf, lerp,
+    log2, log10, logaddexp, logit, nan_to_num, nanmean, nansum, rad2deg, sinc, sinh, tan,
+    xlogy,
+)
+from nova.tensor.arrays import (
+    addmm, addmv, aminmax, atleast_1d, atleast_2d, atleast_3d, baddbmm, bucketize, clone,
+    column_stack, detach, diag, diagonal, diff, dot, dstack, ger, hsplit, hstack,
+    index_select, is_floating_point, is_tensor, kron, meshgrid, movedim, moveaxis, mv, numel,
+    outer, prod, ravel, repeat_interleave, roll, row_stack, searchsorted, select, std_mean,
+    take_along_dim, tensor_split, tile, trace, tril_indices, triu_indices, var_mean, vsplit,
+    vstack,
+)
 from nova.tensor.einsum import einsum
 from nova.tensor.scan import cumprod, cumsum
 from nova.tensor.sorting import argsort, msort, sort, topk

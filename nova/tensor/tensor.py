@@ -552,9 +552,11 @@ from nova.tensor import ops as _ops  # noqa: E402
 from nova.tensor import sorting as _sorting  # noqa: E402
 from nova.tensor import numeric as _numeric  # noqa: E402
 from nova.tensor import scan as _scan  # noqa: E402
+from nova.tensor import elementary as _elementary  # noqa: E402
+from nova.tensor import arrays as _arrays  # noqa: E402
 
 # Methods that are the module-level ops with the tensor first (``x.exp()``, ``x.sum(1)``).
-for _mod in (_ops, _movement, _sorting, _numeric, _scan):
+for _mod in (_ops, _movement, _sorting, _numeric, _scan, _elementary, _arrays):
     for _name in _mod.TENSOR_METHODS:
         setattr(Tensor, _name, getattr(_mod, _name))
 

@@ -1,0 +1,528 @@
+"""Array manipulation and small linear-algebra helpers with PyTorch's names and
+semantics (``prod``, ``roll``, ``diff``, ``tile``, ``repeat_interleave``, ``movedim``,
+``meshgrid``, the ``*stack`` and ``*split`` families, ``diag``/``diagonal``/``trace``,
+``outer``/``dot``/``mv``/``kron``, ``index_select``, ``take_along_dim``, ``addmm``...),
+written over views, ``cat``, ``gather`` and ``matmul``, so they fuse like the rest and
+differentiate by their parts' rules. ``prod`` is the last running product of
+``cumprod`` (whose gradient is zero-safe). Shapes are static: ``repeat_interleave``
+takes an int or a host sequence of repeats, never a tensor of them.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+from collections import namedtuple
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from nova.core import dtypes as dt
+from nova.core.shapes import broadcast_shapes, normalize_dim
+from nova.tensor import movement, ops, scan
+from nova.tensor.creation import tensor
+from nova.tensor.tensor import Tensor
+
+
+def _dims(op: str, x: Tensor, dims: Any) -> tuple[int, ...]:
+    seq = (dims,) if isinstance(dims, (builtins.int, np.integer)) else tuple(dims)
+    return tuple(normalize_dim(op, d, x.ndim, x.shape) for d in seq)
+
+
+def prod(x: Tensor, dim: Any = None, keepdim: builtins.bool = False, *,
+         dtype: Any = None) -> Tensor:
+    """Product over ``dim`` (all elements if None; ``torch.prod``); bool and integer
+    inputs multiply in int64, as ``sum`` adds."""
+    ops._check_tensor("prod", x)
+    if dtype is not None:
+        x = ops.cast(x, dt.get_dtype(dtype))
+    elif not x.dtype.is_floating_point:
+        x = ops.cast(x, dt.int64)
+    if dim is None:
+        flat = movement.reshape(x, -1)
+        if flat.shape[0] == 0:
+            return ops.full_const(1, (), x.dtype)
+        out = scan.cumprod(flat, 0)[-1]
+        return movement.reshape(out, (1,) * x.ndim) if keepdim else out
+    d = normalize_dim("prod", dim, x.ndim, x.shape)
+    if x.shape[d] == 0:
+        shape = x.shape[:d] + ((1,) if keepdim else ()) + x.shape[d + 1:]
+        return ops.full_const(1, shape, x.dtype)
+    last = movement.narrow(scan.cumprod(x, d), d, x.shape[d] - 1, 1)
+    return last if keepdim else movement.squeeze(last, d)
+
+
+def roll(x: Tensor, shifts: Any, dims: Any = None) -> Tensor:
+    """Elements shifted along ``dims`` with wrap-around (``torch.roll``); without
+    ``dims``, over the flattened tensor."""
+    ops._check_tensor("roll", x)
+    if dims is None:
+        if not isinstance(shifts, (builtins.int, np.integer)):
+            raise ValueError(f"roll: without dims, shifts must be one int, got {shifts!r}")
+        return movement.reshape(roll(movement.reshape(x, -1), shifts, 0), x.shape)
+    dims = _dims("roll", x, dims)
+    shifts = (shifts,) if isinstance(shifts, (builtins.int, np.integer)) else tuple(shifts)
+    if len(shifts) != len(dims):
+        raise ValueError(f"roll: shifts {shifts} and dims {dims} must have the same length")
+    out = x
+    for s, d in zip(shifts, dims):
+        n = x.shape[d]
+        k = builtins.int(s) % n if n else 0
+        if k:
+            out = movement.cat([movement.narrow(out, d, n - k, k),
+                                movement.narrow(out, d, 0, n - k)], d)
+    return out
+
+
+def diff(x: Tensor, n: builtins.int = 1, dim: builtins.int = -1, prepend: Tensor | None = None,
+         append: Tensor | None = None) -> Tensor:
+    """``n``-th forward difference along ``dim`` (``torch.diff``), after ``prepend``
+    and ``append`` are concatenated there."""
+    ops._check_tensor("diff", x)
+    if n < 0:
+        raise ValueError(f"diff: order must be non-negative, got {n}")
+    d = normalize_dim("diff", dim, x.ndim, x.shape)
+    parts = [p for p in (prepend, x, append) if p is not None]
+    x = movement.cat(parts, d) if len(parts) > 1 else x
+    for _ in range(n):
+        m = x.shape[d]
+        if m == 0:
+            break
+        hi, lo = movement.narrow(x, d, 1, m - 1), movement.narrow(x, d, 0, m - 1)
+        x = ops.logical_xor(hi, lo) if x.dtype == dt.bool_ else ops.sub(hi, lo)
+    return x
+
+
+def tile(x: Tensor, dims: Any) -> Tensor:
+    """``x`` repeated ``dims`` times along each dim, ones prepended to the shorter of
+    the two (``torch.tile``)."""
+    reps = (dims,) if isinstance(dims, (builtins.int, np.integer)) else tuple(dims)
+    reps = (1,) * (x.ndim - len(reps)) + reps
+    return movement.repeat(x, *reps)
+
+
+def repeat_interleave(x: Tensor, repeats: Any, dim: builtins.int | None = None, *,
+                      output_size: builtins.int | None = None) -> Tensor:
+    """Each element repeated ``repeats`` times along ``dim`` (the flattened tensor if
+    None; ``torch.repeat_interleave``). ``repeats``: an int, or one int per element
+    along ``dim`` as a host sequence (a tensor of repeats would make the result's
+    size depend on its values)."""
+    ops._check_tensor("repeat_interleave", x)
+    if isinstance(repeats, Tensor):
+        raise TypeError("repeat_interleave: repeats as a tensor makes the result's size "
+                        "depend on its values, which Nova's static shapes cannot express; "
+                        "pass an int or a list of ints")
+    if dim is None:
+        x, dim = movement.reshape(x, -1), 0
+    d = normalize_dim("repeat_interleave", dim, x.ndim, x.shape)
+    n = x.shape[d]
+    if isinstance(repeats, (builtins.int, np.integer)):
+        r = builtins.int(repeats)
+        if r < 0:
+            raise ValueError(f"repeat_interleave: repeats must be non-negative, got {r}")
+        y = movement.unsqueeze(x, d + 1)
+        shape = x.shape[:d + 1] + (r,) + x.shape[d + 1:]
+        out = movement.reshape(movement.expand(y, shape),
+                               x.shape[:d] + (n * r,) + x.shape[d + 1:])
+    else:
+        counts = [builtins.int(c) for c in repeats]
+        if len(counts) != n or builtins.min(counts, default=0) < 0:
+            raise ValueError(f"repeat_interleave: repeats must give one non-negative count "
+                             f"per element of dim {d} (size {n}), got {len(counts)}: "
+                             f"{counts[:8]}")
+        index = tensor(np.repeat(np.arange(n), counts).astype(np.int64), device=x.device)
+        out = index_select(x, d, index)
+    if output_size is not None and out.shape[d] != output_size:
+        raise ValueError(f"repeat_interleave: output_size {output_size} does not match the "
+                         f"repeated size {out.shape[d]}")
+    return out
+
+
+def movedim(x: Tensor, source: Any, destination: Any) -> Tensor:
+    """Dims ``source`` moved to positions ``destination``, the rest in order
+    (``torch.movedim``)."""
+    src, dst = _dims("movedim", x, source), _dims("movedim", x, destination)
+    if len(src) != len(dst) or len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise ValueError(f"movedim: source {source!r} and destination {destination!r} must "
+                         "be the same number of distinct dims")
+    rest = iter([d for d in range(x.ndim) if d not in src])
+    placed = dict(zip(dst, src))
+    return movement.permute(x, *[placed[k] if k in placed else next(rest)
+                                 for k in range(x.ndim)])
+
+
+moveaxis = movedim
+
+
+def meshgrid(*tensors: Any, indexing: str = "ij") -> tuple[Tensor, ...]:
+    """Coordinate grids of 1-D tensors (``torch.meshgrid``), ``indexing`` ``"ij"``
+    (matrix) or ``"xy"`` (Cartesian: the first two dims swapped)."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    for t in tensors:
+        if not isinstance(t, Tensor) or t.ndim > 1:
+            raise ValueError("meshgrid: expects 0-D or 1-D tensors, got "
+                             f"{[getattr(v, 'shape', type(v).__name__) for v in tensors]}")
+    flat = [movement.reshape(t, -1) for t in tensors]
+    swap = indexing == "xy" and len(flat) >= 2
+    order = [1, 0] + list(range(2, len(flat))) if swap else list(range(len(flat)))
+    shape = tuple(flat[k].shape[0] for k in order)
+    out = []
+    for k, t in enumerate(flat):
+        view = [1] * len(flat)
+        view[order.index(k)] = t.shape[0]
+        out.append(movement.expand(movement.reshape(t, tuple(view)), shape))
+    return tuple(out)
+
+
+def atleast_1d(*tensors: Any) -> Any:
+    return _atleast(tensors, 1)
+
+
+def atleast_2d(*tensors: Any) -> Any:
+    return _atleast(tensors, 2)
+
+
+def atleast_3d(*tensors: Any) -> Any:
+    return _atleast(tensors, 3)
+
+
+def _atleast(tensors: tuple, n: builtins.int) -> Any:
+    """PyTorch's ``atleast_Nd``: 0-D -> (1,)*n, 1-D (k,) -> (1, k) [-> (1, k, 1)],
+    2-D (a, b) -> (a, b, 1) for n = 3."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    out = []
+    for t in tensors:
+        shape = t.shape
+        if len(shape) < n:
+            if len(shape) == 0:
+                shape = (1,) * n
+            elif len(shape) == 1:
+                shape = (1, shape[0]) + ((1,) if n == 3 else ())
+            else:
+                shape = shape + (1,)
+            t = movement.reshape(t, shape)
+        out.append(t)
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def hstack(tensors: Sequence[Tensor]) -> Tensor:
+    ts = [atleast_1d(t) for t in tensors]
+    return movement.cat(ts, 0 if ts[0].ndim == 1 else 1)
+
+
+def vstack(tensors: Sequence[Tensor]) -> Tensor:
+    return movement.cat([atleast_2d(t) for t in tensors], 0)
+
+
+row_stack = vstack
+
+
+def dstack(tensors: Sequence[Tensor]) -> Tensor:
+    return movement.cat([atleast_3d(t) for t in tensors], 2)
+
+
+def column_stack(tensors: Sequence[Tensor]) -> Tensor:
+    cols = [movement.reshape(t, (-1, 1)) if t.ndim <= 1 else t for t in tensors]
+    return movement.cat(cols, 1)
+
+
+def tensor_split(x: Tensor, indices_or_sections: Any, dim: builtins.int = 0) -> tuple[Tensor, ...]:
+    """``x`` split along ``dim`` into ``n`` near-equal parts (the first ``size % n``
+    one larger) or at the given indices (``torch.tensor_split``)."""
+    d = normalize_dim("tensor_split", dim, x.ndim, x.shape)
+    size = x.shape[d]
+    if isinstance(indices_or_sections, (builtins.int, np.integer)):
+        n = builtins.int(indices_or_sections)
+        if n <= 0:
+            raise ValueError(f"tensor_split: sections must be positive, got {n}")
+        q, r = divmod(size, n)
+        bounds = np.cumsum([0] + [q + (1 if k < r else 0) for k in range(n)]).tolist()
+    else:
+        cuts = [builtins.min(builtins.max(builtins.int(i) + (size if i < 0 else 0), 0), size)
+                for i in indices_or_sections]
+        bounds = [0] + cuts + [size]
+    return tuple(movement.narrow(x, d, a, builtins.max(b - a, 0))
+                 for a, b in zip(bounds[:-1], bounds[1:]))
+
+
+def hsplit(x: Tensor, sections: Any) -> tuple[Tensor, ...]:
+    return _even_split("hsplit", x, sections, 0 if x.ndim == 1 else 1)
+
+
+def vsplit(x: Tensor, sections: Any) -> tuple[Tensor, ...]:
+    return _even_split("vsplit", x, sections, 0)
+
+
+def _even_split(op: str, x: Tensor, sections: Any, dim: builtins.int) -> tuple[Tensor, ...]:
+    if isinstance(sections, (builtins.int, np.integer)) and x.shape[dim] % sections:
+        raise ValueError(f"{op}: dim {dim} of size {x.shape[dim]} is not divisible into "
+                         f"{sections} equal parts")
+    return tensor_split(x, sections, dim)
+
+
+def select(x: Tensor, dim: builtins.int, index: builtins.int) -> Tensor:
+    """The slice at ``index`` along ``dim``, that dim removed (``torch.select``)."""
+    d = normalize_dim("select", dim, x.ndim, x.shape)
+    return x[(slice(None),) * d + (index,)]
+
+
+def ravel(x: Tensor) -> Tensor:
+    return movement.reshape(x, -1)
+
+
+def diagonal(x: Tensor, offset: builtins.int = 0, dim1: builtins.int = 0,
+             dim2: builtins.int = 1) -> Tensor:
+    """The diagonal of the ``(dim1, dim2)`` planes as the last dim (``torch.diagonal``):
+    the two dims moved last and flattened, read with a stride of one row plus one."""
+    d1 = normalize_dim("diagonal", dim1, x.ndim, x.shape)
+    d2 = normalize_dim("diagonal", dim2, x.ndim, x.shape)
+    if d1 == d2:
+        raise ValueError(f"diagonal: dim1 and dim2 must differ, both are {d1}")
+    rows, cols = x.shape[d1], x.shape[d2]
+    length = builtins.max(builtins.min(rows, cols - offset) if offset >= 0
+                          else builtins.min(rows + offset, cols), 0)
+    planes = movedim(x, (d1, d2), (-2, -1))
+    flat = movement.reshape(planes, planes.shape[:-2] + (rows * cols,))
+    if length == 0:
+        return flat[..., :0]
+    start = offset if offset >= 0 else -offset * cols
+    return flat[..., start:start + (length - 1) * (cols + 1) + 1:cols + 1]
+
+
+def diag(x: Tensor, diagonal: builtins.int = 0) -> Tensor:  # noqa: A002 (torch's name)
+    """A 1-D tensor as the ``diagonal``-th diagonal of a square matrix, or a 2-D
+    tensor's ``diagonal``-th diagonal (``torch.diag``)."""
+    ops._check_tensor("diag", x)
+    if x.ndim == 2:
+        return globals()["diagonal"](x, diagonal)
+    if x.ndim != 1:
+        raise ValueError(f"diag: expected a 1-D or 2-D tensor, got shape {x.shape}")
+    n = x.shape[0] + builtins.abs(diagonal)
+    on = tensor(np.arange(n)[None, :] - np.arange(n)[:, None] == diagonal, device=x.device)
+    # x[i] sits at (i, i + diagonal) above the main diagonal, at (i - diagonal, i)
+    # below it: read by row in the first case, by column in the second
+    src = movement.cat([x, ops.full_const(0, (n - x.shape[0],), x.dtype)], 0) \
+        if n != x.shape[0] else x
+    src = movement.reshape(src, (n, 1) if diagonal >= 0 else (1, n))
+    return ops.where(on, src, ops.full_const(0, (), x.dtype))
+
+
+def trace(x: Tensor) -> Tensor:
+    """Sum of a matrix's main diagonal (``torch.trace``)."""
+    if not isinstance(x, Tensor) or x.ndim != 2:
+        raise ValueError(f"trace: expected a 2-D tensor, got {getattr(x, 'shape', x)}")
+    return ops.sum(diagonal(x))
+
+
+def tril_indices(row: builtins.int, col: builtins.int, offset: builtins.int = 0, *,
+                 dtype: Any = dt.int64, device: Any = None) -> Tensor:
+    """The (2, N) row and column indices of the lower triangle (``torch.tril_indices``)."""
+    r, c = np.tril_indices(row, offset, col)
+    return tensor(np.stack([r, c]), dtype=dtype, device=device)
+
+
+def triu_indices(row: builtins.int, col: builtins.int, offset: builtins.int = 0, *,
+                 dtype: Any = dt.int64, device: Any = None) -> Tensor:
+    """The (2, N) row and column indices of the upper triangle (``torch.triu_indices``)."""
+    r, c = np.triu_indices(row, offset, col)
+    return tensor(np.stack([r, c]), dtype=dtype, device=device)
+
+
+def _vector(op: str, v: Any, name: str) -> None:
+    if not isinstance(v, Tensor) or v.ndim != 1:
+        raise ValueError(f"{op}: {name} must be a 1-D tensor, got "
+                         f"{getattr(v, 'shape', type(v).__name__)}")
+
+
+def outer(a: Tensor, b: Tensor) -> Tensor:
+    """``a[:, None] * b[None, :]`` (``torch.outer``)."""
+    _vector("outer", a, "input")
+    _vector("outer", b, "vec2")
+    return ops.mul(movement.reshape(a, (-1, 1)), movement.reshape(b, (1, -1)))
+
+
+ger = outer
+
+
+def dot(a: Tensor, b: Tensor) -> Tensor:
+    """Inner product of two 1-D tensors of one length and dtype (``torch.dot``)."""
+    _vector("dot", a, "input")
+    _vector("dot", b, "tensor")
+    if a.shape != b.shape:
+        raise ValueError(f"dot: 1-D tensors must have the same size, got {a.shape} and {b.shape}")
+    if a.dtype != b.dtype:
+        raise TypeError(f"dot: expected both tensors of one dtype, got {a.dtype.name} and "
+                        f"{b.dtype.name}")
+    if not a.dtype.is_floating_point:
+        return ops.cast(ops.sum(ops.mul(a, b)), a.dtype)
+    return movement.reshape(ops.matmul(movement.reshape(a, (1, -1)),
+                                       movement.reshape(b, (-1, 1))), ())
+
+
+def mv(m: Tensor, v: Tensor) -> Tensor:
+    """Matrix-vector product (``torch.mv``)."""
+    if not isinstance(m, Tensor) or m.ndim != 2:
+        raise ValueError(f"mv: expected a 2-D matrix, got {getattr(m, 'shape', m)}")
+    _vector("mv", v, "vec")
+    return ops.matmul(m, v)
+
+
+def kron(a: Tensor, b: Tensor) -> Tensor:
+    """Kronecker product (``torch.kron``): every element of ``a`` times ``b``, laid out
+    block by block."""
+    nd = builtins.max(a.ndim, b.ndim)
+    a = movement.reshape(a, (1,) * (nd - a.ndim) + a.shape)
+    b = movement.reshape(b, (1,) * (nd - b.ndim) + b.shape)
+    spread_a = movement.reshape(a, tuple(v for n in a.shape for v in (n, 1)))
+    spread_b = movement.reshape(b, tuple(v for n in b.shape for v in (1, n)))
+    return movement.reshape(ops.mul(spread_a, spread_b),
+                            tuple(p * q for p, q in zip(a.shape, b.shape)))
+
+
+def index_select(x: Tensor, dim: builtins.int, index: Tensor) -> Tensor:
+    """The entries at ``index`` (1-D integers) along ``dim`` (``torch.index_select``)."""
+    ops._check_tensor("index_select", x)
+    if not isinstance(index, Tensor) or index.ndim > 1 or index.dtype not in (dt.int32, dt.int64):
+        raise ValueError(f"index_select: index must be a 0-D or 1-D int32/int64 tensor, got "
+                         f"{getattr(index, 'shape', index)} "
+                         f"{getattr(getattr(index, 'dtype', None), 'name', '')}")
+    d = normalize_dim("index_select", dim, x.ndim, x.shape)
+    return x[(slice(None),) * d + (movement.reshape(index, -1),)]
+
+
+def take_along_dim(x: Tensor, indices: Tensor, dim: builtins.int | None = None) -> Tensor:
+    """``gather`` with ``indices`` broadcast against ``x`` outside ``dim``; the flattened
+    ``x`` when ``dim`` is None (``torch.take_along_dim``)."""
+    if dim is None:
+        return ops.gather(movement.reshape(x, -1), 0, movement.reshape(indices, -1))
+    d = normalize_dim("take_along_dim", dim, x.ndim, x.shape)
+    if indices.ndim != x.ndim:
+        raise ValueError(f"take_along_dim: input {x.shape} and indices {indices.shape} must "
+                         "have the same number of dims")
+    shape = tuple(builtins.max(p, q) for p, q in zip(x.shape, indices.shape))
+    xs = movement.expand(x, shape[:d] + (x.shape[d],) + shape[d + 1:])
+    ix = movement.expand(indices, shape[:d] + (indices.shape[d],) + shape[d + 1:])
+    return ops.gather(xs, d, ix)
+
+
+def addmm(input: Any, mat1: Tensor, mat2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
+    """``beta * input + alpha * (mat1 @ mat2)`` (``torch.addmm``; ``beta = 0`` ignores
+    ``input``, NaN included)."""
+    return _scaled_sum(input, ops.matmul(mat1, mat2), beta, alpha)
+
+
+def addmv(input: Any, mat: Tensor, vec: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
+    return _scaled_sum(input, mv(mat, vec), beta, alpha)
+
+
+def baddbmm(input: Any, batch1: Tensor, batch2: Tensor, *, beta: Any = 1,
+            alpha: Any = 1) -> Tensor:
+    return _scaled_sum(input, ops.bmm(batch1, batch2), beta, alpha)
+
+
+def _scaled_sum(input: Any, product: Tensor, beta: Any, alpha: Any) -> Tensor:
+    scaled = product if alpha == 1 else ops.mul(product, alpha)
+    if beta == 0:       # input ignored, its NaNs included; only its shape broadcasts
+        shape = broadcast_shapes("addmm", scaled.shape, getattr(input, "shape", ()))
+        return scaled if shape == scaled.shape else movement.expand(scaled, shape)
+    return ops.add(input if beta == 1 else ops.mul(input, beta), scaled)
+
+
+_MinMax = namedtuple("aminmax", ["min", "max"])
+
+
+def var_mean(x: Tensor, dim: Any = None, *, correction: Any = 1,
+             keepdim: builtins.bool = False) -> tuple[Tensor, Tensor]:
+    """``(var, mean)`` in one call (``torch.var_mean``)."""
+    return tuple((ops.var(x, dim, correction=correction, keepdim=keepdim),
+                  ops.mean(x, dim, keepdim)))
+
+
+def std_mean(x: Tensor, dim: Any = None, *, correction: Any = 1,
+             keepdim: builtins.bool = False) -> tuple[Tensor, Tensor]:
+    """``(std, mean)`` in one call (``torch.std_mean``)."""
+    return tuple((ops.std(x, dim, correction=correction, keepdim=keepdim),
+                  ops.mean(x, dim, keepdim)))
+
+
+def aminmax(x: Tensor, *, dim: builtins.int | None = None,
+            keepdim: builtins.bool = False) -> tuple[Tensor, Tensor]:
+    """``(min, max)`` (``torch.aminmax``)."""
+    return _MinMax(ops.amin(x, dim, keepdim), ops.amax(x, dim, keepdim))
+
+
+def bucketize(input: Any, boundaries: Tensor, *, out_int32: builtins.bool = False,
+              right: builtins.bool = False) -> Tensor:
+    """The index of the bucket of each value among the increasing 1-D ``boundaries``
+    (``torch.bucketize``): the number of boundaries below it (``right=False``: ``b[i-1]
+    < v <= b[i]``) or at most it (``right=True``)."""
+    if not isinstance(boundaries, Tensor) or boundaries.ndim != 1:
+        raise ValueError(f"bucketize: boundaries must be a 1-D tensor, got "
+                         f"{getattr(boundaries, 'shape', boundaries)}")
+    v = input if isinstance(input, Tensor) else tensor(input)
+    below = (ops.le if right else ops.lt)(boundaries, movement.unsqueeze(v, -1))
+    return ops.sum(below, -1, dtype=dt.int32 if out_int32 else dt.int64)
+
+
+def searchsorted(sorted_sequence: Tensor, values: Any, *, out_int32: builtins.bool = False,
+                 right: builtins.bool = False, side: str | None = None) -> Tensor:
+    """Insertion points of ``values`` into the increasing last dim of
+    ``sorted_sequence`` (``torch.searchsorted``): ``left`` counts the entries below a
+    value, ``right`` those at most it. A 1-D sequence serves every value; an N-D one
+    matches ``values`` in its leading dims."""
+    if side is not None:
+        if side not in ("left", "right"):
+            raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+        if right and side == "left":
+            raise ValueError("searchsorted: side='left' contradicts right=True")
+        right = side == "right"
+    v = values if isinstance(values, Tensor) else tensor(values)
+    scalar = v.ndim == 0
+    if scalar:
+        v = movement.reshape(v, (1,))
+    if sorted_sequence.ndim > 1 and sorted_sequence.shape[:-1] != v.shape[:-1]:
+        raise ValueError(f"searchsorted: sorted_sequence {sorted_sequence.shape} and values "
+                         f"{v.shape} must agree in all dims but the last")
+    seq = sorted_sequence if sorted_sequence.ndim == 1 else movement.unsqueeze(sorted_sequence, -2)
+    below = (ops.le if right else ops.lt)(seq, movement.unsqueeze(v, -1))
+    out = ops.sum(below, -1, dtype=dt.int32 if out_int32 else dt.int64)
+    return movement.reshape(out, ()) if scalar else out
+
+
+def clone(x: Tensor) -> Tensor:
+    return x.clone()
+
+
+def detach(x: Tensor) -> Tensor:
+    return x.detach()
+
+
+def numel(x: Tensor) -> builtins.int:
+    return math.prod(x.shape)
+
+
+def is_tensor(obj: Any) -> builtins.bool:
+    return isinstance(obj, Tensor)
+
+
+def is_floating_point(x: Tensor) -> builtins.bool:
+    return x.dtype.is_floating_point
+
+
+TENSOR_METHODS = (
+    "prod", "roll", "diff", "tile", "repeat_interleave", "movedim", "moveaxis", "select",
+    "ravel", "diagonal", "diag", "trace", "outer", "ger", "dot", "mv", "kron",
+    "index_select", "take_along_dim", "addmm", "addmv", "baddbmm", "aminmax",
+    "tensor_split", "hsplit", "vsplit",
+)
+
+__all__ = list(TENSOR_METHODS) + [
+    "meshgrid", "atleast_1d", "atleast_2d", "atleast_3d", "hstack", "vstack", "row_stack",
+    "dstack", "column_stack", "tril_indices", "triu_indices", "var_mean", "std_mean",
+    "bucketize", "searchsorted", "clone", "detach", "numel", "is_tensor",
+    "is_floating_point",
+]

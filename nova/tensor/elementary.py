@@ -1,0 +1,352 @@
+"""Elementary functions and elementwise helpers beyond the dialect's own, with PyTorch's
+names and semantics, written over the primitive ops so fusion sees through them and
+their gradients come from the primitives' rules.
+
+Accuracy is the rule here, not the shortest formula: ``log2``/``log10`` return exact
+integers at exact powers (``log2(8.0)`` is 3, not 2.9999998), ``exp2`` is ``pow(2, x)``
+(exact at integers); the hyperbolic functions of float32 and half inputs are
+evaluated in float64 and rounded once (so ``sinh`` of a small ``x`` keeps every digit,
+via ``expm1``, and nothing overflows before the float32 result would), float64 inputs
+by overflow-safe forms; ``tan`` is ``sin / cos`` (in float64 for narrower floats).
+"""
+from __future__ import annotations
+
+import builtins
+import math
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from nova.core import dtypes as dt
+from nova.tensor import ops
+from nova.tensor.tensor import Tensor
+
+_LN2 = math.log(2.0)
+
+
+def _float_arg(op: str, x: Any) -> Tensor:
+    """``x`` as a floating tensor (integers and bools as float32, PyTorch's default)."""
+    ops._check_tensor(op, x)
+    return x if x.dtype.is_floating_point else ops.cast(x, dt.float32)
+
+
+def _wide(x: Tensor) -> Tensor:
+    """``x`` in float64 when narrower (evaluated there, rounded once at the end)."""
+    return x if x.dtype == dt.float64 else ops.cast(x, dt.float64)
+
+
+def _exact_at_powers(x: Tensor, ratio: Tensor, base: float) -> Tensor:
+    """``ratio`` (``log(x) / log(base)``), moved onto the integer ``n`` where ``x`` is
+    ``base ** n``, so exact powers give exact logarithms. The correction ``n - ratio``
+    is exact (the two are within a few ulps) and carries no gradient, so the derivative
+    stays ``1 / (x log(base))`` there too.
+
+    Base 2 asks ``2 ** n == x`` (every ``pow`` is exact there). Base 10 also accepts
+    ``x`` within one ``eps`` of ``10 ** n`` for ``n != 0``: ``pow`` itself may be an
+    ulp off (numpy's vectorized one is, at ``10 ** -5`` in float64), and for such an
+    ``x`` the true logarithm is within ``0.9 eps`` of ``n``, whose rounding it is."""
+    n = ops.prim("round", [ratio], {}, ratio.shape, ratio.dtype)
+    p = ops.pow(base, n)
+    hit = ops.eq(p, x)
+    if base != 2.0:
+        eps = float(np.finfo(np.float64 if x.dtype == dt.float64 else np.float32).eps)
+        near = ops.le(ops.abs(ops.sub(p, x)), ops.mul(ops.abs(x), eps))
+        hit = ops.logical_or(hit, ops.logical_and(near, ops.ne(n, 0)))
+    exact = ops.logical_and(hit, ops.lt(ops.abs(ratio), math.inf))
+    nudge = ops.where(exact, ops.sub(n, ratio), 0.0).detach()   # (0 - inf: not at +-inf)
+    return ops.add(ratio, nudge)
+
+
+def log2(x: Tensor) -> Tensor:
+    """Base-2 logarithm (``torch.log2``); exact at powers of two."""
+    x = _float_arg("log2", x)
+    return _exact_at_powers(x, ops.mul(ops.log(x), 1.0 / _LN2), 2.0)
+
+
+def log10(x: Tensor) -> Tensor:
+    """Base-10 logarithm (``torch.log10``); exact at the powers of ten the dtype holds."""
+    x = _float_arg("log10", x)
+    return _exact_at_powers(x, ops.mul(ops.log(x), 1.0 / math.log(10.0)), 10.0)
+
+
+def exp2(x: Tensor) -> Tensor:
+    """``2 ** x`` (``torch.exp2``), exact at integers."""
+    return ops.pow(2.0, _float_arg("exp2", x))
+
+
+def _hyperbolic(op: str, x: Tensor, small, large) -> Tensor:
+    """``small(w)`` for ``|w| < 20`` and ``large(w, e)`` with ``e = exp(|w| / 2)`` above
+    (where ``exp(-|w|)`` no longer counts), on ``w`` = ``x`` in float64, rounded to
+    ``x``'s dtype: splitting ``exp(|w|)`` into two halves keeps the product finite as
+    long as the result is."""
+    x = _float_arg(op, x)
+    w = _wide(x)
+    a = ops.abs(w)
+    e = ops.exp(ops.mul(a, 0.5))
+    out = ops.where(ops.lt(a, 20.0), small(w), large(w, e))
+    return out if out.dtype == x.dtype else ops.cast(out, x.dtype)
+
+
+def sinh(x: Tensor) -> Tensor:
+    """Hyperbolic sine (``torch.sinh``): ``(expm1(x) - expm1(-x)) / 2``, exact to the
+    last digit near 0."""
+    return _hyperbolic("sinh", x,
+                       lambda w: ops.mul(ops.sub(ops.expm1(w), ops.expm1(ops.neg(w))), 0.5),
+                       lambda w, e: ops.mul(ops.mul(ops.mul(e, 0.5), e),
+                                            ops.sub(ops.cast(ops.gt(w, 0), w.dtype),
+                                                    ops.cast(ops.lt(w, 0), w.dtype))))
+
+
+def cosh(x: Tensor) -> Tensor:
+    """Hyperbolic cosine (``torch.cosh``)."""
+    return _hyperbolic("cosh", x,
+                       lambda w: ops.mul(ops.add(ops.exp(w), ops.exp(ops.neg(w))), 0.5),
+                       lambda w, e: ops.mul(ops.mul(e, 0.5), e))
+
+
+def tan(x: Tensor) -> Tensor:
+    """Tangent (``torch.tan``): ``sin / cos``, in float64 for narrower floats."""
+    x = _float_arg("tan", x)
+    w = _wide(x)
+    out = ops.div(ops.sin(w), ops.cos(w))
+    return out if out.dtype == x.dtype else ops.cast(out, x.dtype)
+
+
+def atanh(x: Tensor) -> Tensor:
+    """Inverse hyperbolic tangent (``torch.atanh``): ``log1p(2x / (1 - x)) / 2``; +-inf
+    at +-1, NaN beyond."""
+    x = _float_arg("atanh", x)
+    w = _wide(x)
+    out = ops.mul(ops.log1p(ops.div(ops.mul(w, 2.0), ops.sub(1.0, w))), 0.5)
+    return out if out.dtype == x.dtype else ops.cast(out, x.dtype)
+
+
+def asinh(x: Tensor) -> Tensor:
+    """Inverse hyperbolic sine (``torch.asinh``): ``sign(x) log1p(|x| + x^2 / (1 +
+    sqrt(1 + x^2)))``, and ``sign(x) (log|x| + log 2)`` where ``x^2`` would overflow."""
+    x = _float_arg("asinh", x)
+    w = _wide(x)
+    a = ops.abs(w)
+    sq = ops.mul(a, a)
+    near = ops.log1p(ops.add(a, ops.div(sq, ops.add(1.0, ops.sqrt(ops.add(1.0, sq))))))
+    far = ops.add(ops.log(a), _LN2)
+    mag = ops.where(ops.gt(a, 1e150), far, near)
+    out = ops.where(ops.lt(w, 0), ops.neg(mag), mag)
+    return out if out.dtype == x.dtype else ops.cast(out, x.dtype)
+
+
+def acosh(x: Tensor) -> Tensor:
+    """Inverse hyperbolic cosine (``torch.acosh``): ``log1p(t + sqrt(2t + t^2))`` with
+    ``t = x - 1`` (no cancellation near 1), ``log(x) + log 2`` where ``x^2`` would
+    overflow; NaN below 1."""
+    x = _float_arg("acosh", x)
+    w = _wide(x)
+    t = ops.sub(w, 1.0)
+    near = ops.log1p(ops.add(t, ops.sqrt(ops.add(ops.mul(t, 2.0), ops.mul(t, t)))))
+    out = ops.where(ops.gt(w, 1e150), ops.add(ops.log(w), _LN2), near)
+    return out if out.dtype == x.dtype else ops.cast(out, x.dtype)
+
+
+def logaddexp(a: Tensor, b: Tensor) -> Tensor:
+    """``log(exp(a) + exp(b))`` without overflow (``torch.logaddexp``): ``max + log1p(
+    exp(-|a - b|))``, and the infinity itself where both are the same infinity."""
+    common = ops.promote("logaddexp", a, b)
+    x, y = ops.operands("logaddexp", a, b,
+                        dtype=common if common.is_floating_point else dt.float32)
+    m = ops.maximum(x, y)
+    out = ops.add(m, ops.log1p(ops.exp(ops.neg(ops.abs(ops.sub(x, y))))))
+    return ops.where(ops.logical_and(ops.eq(x, y), ops.isinf(x)), x, out)
+
+
+def xlogy(x: Any, y: Any) -> Tensor:
+    """``x * log(y)``, 0 where ``x == 0`` unless ``y`` is NaN (``torch.xlogy``)."""
+    common = ops.promote("xlogy", x, y)
+    a, b = ops.operands("xlogy", x, y, dtype=common if common.is_floating_point else dt.float32)
+    return ops.where(ops.logical_and(ops.eq(a, 0), ops.logical_not(ops.isnan(b))), 0.0,
+                     ops.mul(a, ops.log(b)))
+
+
+def logit(x: Tensor, eps: float | None = None) -> Tensor:
+    """``log(x / (1 - x))`` (``torch.logit``), ``x`` clamped to ``[eps, 1 - eps]`` when
+    ``eps`` is given."""
+    x = _float_arg("logit", x)
+    if eps is not None:
+        x = ops.clamp(x, eps, 1.0 - eps)
+    return ops.log(ops.div(x, ops.sub(1.0, x)))
+
+
+def sinc(x: Tensor) -> Tensor:
+    """``sin(pi x) / (pi x)``, 1 at 0 (``torch.sinc``)."""
+    x = _float_arg("sinc", x)
+    px = ops.mul(x, math.pi)
+    return ops.where(ops.eq(x, 0), 1.0, ops.div(ops.sin(px), px))
+
+
+def deg2rad(x: Tensor) -> Tensor:
+    return ops.mul(_float_arg("deg2rad", x), math.pi / 180.0)
+
+
+def rad2deg(x: Tensor) -> Tensor:
+    return ops.mul(_float_arg("rad2deg", x), 180.0 / math.pi)
+
+
+def hypot(a: Tensor, b: Tensor) -> Tensor:
+    """``sqrt(a^2 + b^2)`` without overflow or underflow (``torch.hypot``): ``m sqrt(1 +
+    (n/m)^2)`` for ``m = max(|a|, |b|)``, ``n`` the other; inf if either is infinite."""
+    common = ops.promote("hypot", a, b)
+    if not common.is_floating_point:
+        raise TypeError(f"hypot: expected floating point operands, got {common.name}")
+    x, y = ops.operands("hypot", a, b)
+    ax, ay = ops.abs(x), ops.abs(y)
+    m, n = ops.maximum(ax, ay), ops.minimum(ax, ay)
+    r = ops.div(n, ops.where(ops.eq(m, 0), 1.0, m))
+    out = ops.mul(m, ops.sqrt(ops.add(1.0, ops.mul(r, r))))
+    return ops.where(ops.logical_or(ops.isinf(x), ops.isinf(y)), math.inf, out)
+
+
+def lerp(start: Tensor, end: Any, weight: Any) -> Tensor:
+    """``start + weight (end - start)`` (``torch.lerp``), in PyTorch's two forms: from
+    ``start`` for ``|weight| < 0.5``, from ``end`` otherwise (exact at ``weight`` 0 and 1)."""
+    diff = ops.sub(end, start)
+    low = ops.add(start, ops.mul(weight, diff))
+    high = ops.sub(end, ops.mul(diff, ops.sub(1.0, weight)))
+    w = weight if isinstance(weight, Tensor) else ops.full_const(weight, (), low.dtype)
+    return ops.where(ops.lt(ops.abs(w), 0.5), low, high)
+
+
+def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) -> Tensor:
+    """``input + value * tensor1 * tensor2`` (``torch.addcmul``)."""
+    prod = ops.mul(tensor1, tensor2)
+    return ops.add(input, prod if value == 1 else ops.mul(prod, value))
+
+
+def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) -> Tensor:
+    """``input + value * tensor1 / tensor2`` (``torch.addcdiv``)."""
+    quot = ops.div(tensor1, tensor2)
+    return ops.add(input, quot if value == 1 else ops.mul(quot, value))
+
+
+def isfinite(x: Tensor) -> Tensor:
+    """Neither infinite nor NaN (``torch.isfinite``); integers and bools always are."""
+    ops._check_tensor("isfinite", x)
+    if not x.dtype.is_floating_point:
+        return ops.full_const(True, x.shape, dt.bool_)
+    return ops.lt(ops.abs(x), math.inf)       # (NaN compares false)
+
+
+def isposinf(x: Tensor) -> Tensor:
+    ops._check_tensor("isposinf", x)
+    if not x.dtype.is_floating_point:
+        return ops.full_const(False, x.shape, dt.bool_)
+    return ops.eq(x, math.inf)
+
+
+def isneginf(x: Tensor) -> Tensor:
+    ops._check_tensor("isneginf", x)
+    if not x.dtype.is_floating_point:
+        return ops.full_const(False, x.shape, dt.bool_)
+    return ops.eq(x, -math.inf)
+
+
+def isclose(a: Tensor, b: Any, rtol: float = 1e-05, atol: float = 1e-08,
+            equal_nan: builtins.bool = False) -> Tensor:
+    """``|a - b| <= atol + rtol |b|`` elementwise, or equal (infinities), or both NaN
+    with ``equal_nan`` (``torch.isclose``)."""
+    if rtol < 0 or atol < 0:
+        raise ValueError(f"isclose: rtol and atol must be non-negative, got rtol={rtol}, "
+                         f"atol={atol}")
+    common = ops.promote("isclose", a, b)
+    x, y = ops.operands("isclose", a, b, dtype=common if common.is_floating_point
+                        else dt.float64)
+    close = ops.le(ops.abs(ops.sub(x, y)), ops.add(ops.mul(ops.abs(y), rtol), atol))
+    out = ops.logical_or(ops.eq(x, y), close)
+    if equal_nan:
+        out = ops.logical_or(out, ops.logical_and(ops.isnan(x), ops.isnan(y)))
+    return out
+
+
+def nan_to_num(x: Tensor, nan: float = 0.0, posinf: float | None = None,
+               neginf: float | None = None) -> Tensor:
+    """NaN, +inf and -inf replaced by ``nan``, ``posinf`` and ``neginf`` (by default 0,
+    the dtype's largest and lowest finite values; ``torch.nan_to_num``)."""
+    ops._check_tensor("nan_to_num", x)
+    if not x.dtype.is_floating_point:
+        return x.clone()
+    info = ml_dtypes.finfo(x.dtype.np)
+    hi = float(info.max) if posinf is None else posinf
+    lo = float(info.min) if neginf is None else neginf
+    out = ops.where(ops.isnan(x), nan, x)
+    out = ops.where(ops.eq(x, math.inf), hi, out)
+    return ops.where(ops.eq(x, -math.inf), lo, out)
+
+
+def clamp_min(x: Tensor, min: Any) -> Tensor:  # noqa: A002 (torch's name)
+    return ops.clamp(x, min=min)
+
+
+def clamp_max(x: Tensor, max: Any) -> Tensor:  # noqa: A002 (torch's name)
+    return ops.clamp(x, max=max)
+
+
+def fmax(a: Tensor, b: Any) -> Tensor:
+    """Elementwise maximum ignoring NaN: the other operand where one is NaN
+    (``torch.fmax``)."""
+    x, y = ops.operands("fmax", a, b)
+    if not x.dtype.is_floating_point:
+        return ops.maximum(x, y)
+    return ops.where(ops.isnan(x), y, ops.where(ops.isnan(y), x, ops.maximum(x, y)))
+
+
+def fmin(a: Tensor, b: Any) -> Tensor:
+    """Elementwise minimum ignoring NaN (``torch.fmin``)."""
+    x, y = ops.operands("fmin", a, b)
+    if not x.dtype.is_floating_point:
+        return ops.minimum(x, y)
+    return ops.where(ops.isnan(x), y, ops.where(ops.isnan(y), x, ops.minimum(x, y)))
+
+
+def float_power(a: Any, b: Any) -> Tensor:
+    """``a ** b`` in float64 (``torch.float_power``)."""
+    wide = [ops.cast(v, dt.float64) if isinstance(v, Tensor) else float(v) for v in (a, b)]
+    return ops.pow(*wide)
+
+
+def heaviside(x: Tensor, values: Any) -> Tensor:
+    """0 below zero, 1 above, ``values`` at zero (``torch.heaviside``; NaN gives 0, as
+    PyTorch's kernel)."""
+    ops._check_tensor("heaviside", x)
+    step = ops.cast(ops.gt(x, 0), x.dtype)
+    return ops.where(ops.eq(x, 0), values, step)
+
+
+def nansum(x: Tensor, dim: Any = None, keepdim: builtins.bool = False, *,
+           dtype: Any = None) -> Tensor:
+    """``sum`` with NaN counted as zero (``torch.nansum``)."""
+    ops._check_tensor("nansum", x)
+    if x.dtype.is_floating_point:
+        x = ops.where(ops.isnan(x), 0.0, x)
+    return ops.sum(x, dim, keepdim, dtype=dtype)
+
+
+def nanmean(x: Tensor, dim: Any = None, keepdim: builtins.bool = False, *,
+            dtype: Any = None) -> Tensor:
+    """``mean`` over the non-NaN elements (``torch.nanmean``; NaN where all are)."""
+    ops._check_tensor("nanmean", x)
+    if dtype is not None:
+        x = ops.cast(x, dt.get_dtype(dtype))
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"nanmean: input dtype must be floating point, got {x.dtype.name}")
+    keep = ops.logical_not(ops.isnan(x))
+    total = ops.sum(ops.where(keep, x, 0.0), dim, keepdim)
+    return ops.div(total, ops.sum(ops.cast(keep, x.dtype), dim, keepdim))
+
+
+TENSOR_METHODS = (
+    "log2", "log10", "exp2", "sinh", "cosh", "tan", "atanh", "asinh", "acosh", "logaddexp",
+    "xlogy", "logit", "sinc", "deg2rad", "rad2deg", "hypot", "lerp", "addcmul", "addcdiv",
+    "isfinite", "isposinf", "isneginf", "isclose", "nan_to_num", "clamp_min", "clamp_max",
+    "fmax", "fmin", "float_power", "heaviside", "nansum", "nanmean",
+)
+
+__all__ = list(TENSOR_METHODS)

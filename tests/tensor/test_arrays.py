@@ -1,0 +1,155 @@
+"""Array manipulation and small linear algebra (``nova.tensor.arrays``) against numpy's
+definitions of the same functions, gradients by finite differences in float64."""
+import numpy as np
+import pytest
+
+import nova as nv
+
+R = np.random.default_rng(0)
+A = R.standard_normal((3, 4, 5)).astype(np.float32)
+
+
+def test_prod_matches_numpy_over_dims_dtypes_and_empty_ones():
+    x = nv.tensor(A)
+    outs = [nv.prod(x), x.prod(1), x.prod(-1, keepdim=True), nv.prod(x, 0, dtype=nv.float64)]
+    nv.realize(*outs)
+    np.testing.assert_allclose(outs[0].numpy(), A.prod(), rtol=1e-5)
+    np.testing.assert_allclose(outs[1].numpy(), A.prod(1), rtol=1e-5)
+    np.testing.assert_allclose(outs[2].numpy(), A.prod(-1, keepdims=True), rtol=1e-5)
+    assert outs[3].dtype == nv.float64
+    ints = nv.tensor(np.array([[1, 2, 3], [4, 5, -6]], np.int32))
+    assert ints.prod(1).dtype == nv.int64 and ints.prod(1).tolist() == [6, -120]
+    assert nv.prod(nv.tensor([True, False])).tolist() == 0
+    assert nv.prod(nv.zeros(0)).item() == 1.0
+    assert nv.prod(nv.zeros(2, 0), 1).tolist() == [1.0, 1.0]
+
+
+def test_prod_gradient_is_zero_safe():
+    x = nv.tensor(np.array([[2.0, 0.0, 3.0], [1.5, -2.0, 0.5]]), requires_grad=True)
+    x.prod(1).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [[0.0, 6.0, 0.0], [-1.0, 0.75, -3.0]])
+    assert nv.autograd.gradcheck(lambda t: t.prod(0),
+                                 (nv.tensor(R.standard_normal((3, 2)), requires_grad=True),))
+
+
+def test_roll_diff_tile_and_repeat_interleave():
+    x = nv.tensor(A)
+    np.testing.assert_array_equal(nv.roll(x, 2, 1).numpy(), np.roll(A, 2, 1))
+    np.testing.assert_array_equal(x.roll((-1, 7), (0, 2)).numpy(), np.roll(A, (-1, 7), (0, 2)))
+    np.testing.assert_array_equal(nv.roll(x, 5).numpy(), np.roll(A, 5))
+    np.testing.assert_allclose(nv.diff(x).numpy(), np.diff(A), rtol=1e-6)
+    np.testing.assert_allclose(nv.diff(x, 2, 0).numpy(), np.diff(A, 2, 0), rtol=1e-6)
+    pre = nv.tensor(A[:, :, :1])
+    np.testing.assert_allclose(nv.diff(x, prepend=pre).numpy(),
+                               np.diff(A, prepend=A[:, :, :1]), rtol=1e-6)
+    assert nv.diff(nv.tensor([True, True, False])).tolist() == [False, True]
+    np.testing.assert_array_equal(nv.tile(x, (2,)).numpy(), np.tile(A, 2))
+    np.testing.assert_array_equal(x.tile((2, 1, 1, 1)).numpy(), np.tile(A, (2, 1, 1, 1)))
+    np.testing.assert_array_equal(x.repeat_interleave(2, 1).numpy(), np.repeat(A, 2, 1))
+    np.testing.assert_array_equal(nv.repeat_interleave(x, 3).numpy(), np.repeat(A, 3))
+    np.testing.assert_array_equal(nv.repeat_interleave(x, [1, 0, 2], dim=0).numpy(),
+                                  np.repeat(A, [1, 0, 2], 0))
+    with pytest.raises(TypeError, match="repeat_interleave: repeats as a tensor"):
+        nv.repeat_interleave(x, nv.tensor([1, 2, 3]), 0)
+    with pytest.raises(ValueError, match="one non-negative count per element of dim 0"):
+        nv.repeat_interleave(x, [1, 2], 0)
+
+
+def test_moving_dims_grids_stacks_and_splits():
+    x = nv.tensor(A)
+    np.testing.assert_array_equal(nv.movedim(x, 0, -1).numpy(), np.moveaxis(A, 0, -1))
+    np.testing.assert_array_equal(x.moveaxis((0, 1), (2, 0)).numpy(),
+                                  np.moveaxis(A, (0, 1), (2, 0)))
+    a, b = np.arange(3.0, dtype=np.float32), np.arange(4.0, dtype=np.float32)
+    for indexing in ("ij", "xy"):
+        got = nv.meshgrid(nv.tensor(a), nv.tensor(b), indexing=indexing)
+        for g, w in zip(got, np.meshgrid(a, b, indexing=indexing)):
+            np.testing.assert_array_equal(g.numpy(), w)
+    v, m = nv.tensor(a), nv.tensor(A[0])
+    np.testing.assert_array_equal(nv.hstack([v, v]).numpy(), np.hstack([a, a]))
+    np.testing.assert_array_equal(nv.vstack([v, v]).numpy(), np.vstack([a, a]))
+    np.testing.assert_array_equal(nv.dstack([m, m]).numpy(), np.dstack([A[0], A[0]]))
+    np.testing.assert_array_equal(nv.column_stack([v, v]).numpy(), np.column_stack([a, a]))
+    assert nv.atleast_2d(nv.tensor(1.0)).shape == (1, 1)
+    assert nv.atleast_3d(v).shape == (1, 3, 1) and nv.atleast_3d(m).shape == (4, 5, 1)
+    for got, want in zip(nv.tensor_split(x, 3, 2), np.array_split(A, 3, 2)):
+        np.testing.assert_array_equal(got.numpy(), want)
+    for got, want in zip(x.tensor_split([1, -1], 1), np.split(A, [1, 3], 1)):
+        np.testing.assert_array_equal(got.numpy(), want)
+    assert [t.shape for t in nv.hsplit(m, 5)] == [(4, 1)] * 5
+    assert [t.shape for t in nv.vsplit(m, [1])] == [(1, 5), (3, 5)]
+    with pytest.raises(ValueError, match="vsplit: dim 0 of size 4 is not divisible into 3"):
+        nv.vsplit(m, 3)
+    np.testing.assert_array_equal(nv.select(x, 1, -1).numpy(), A[:, -1])
+    np.testing.assert_array_equal(x.ravel().numpy(), A.ravel())
+
+
+def test_diagonals_and_triangle_indices():
+    m = R.standard_normal((4, 6)).astype(np.float32)
+    x = nv.tensor(m)
+    for k in (0, 2, -1, 5, -3, 7):
+        np.testing.assert_array_equal(nv.diagonal(x, k).numpy(), np.diagonal(m, k))
+        np.testing.assert_array_equal(nv.diag(x, k).numpy(), np.diag(m, k))
+    np.testing.assert_array_equal(nv.diagonal(nv.tensor(A), 1, 0, 2).numpy(),
+                                  np.diagonal(A, 1, 0, 2))
+    v = np.array([1.0, -2.0, 3.0], np.float32)
+    for k in (0, 1, -2):
+        np.testing.assert_array_equal(nv.diag(nv.tensor(v), k).numpy(), np.diag(v, k))
+    assert nv.trace(x).item() == pytest.approx(float(np.trace(m)), rel=1e-6)
+    np.testing.assert_array_equal(nv.tril_indices(4, 3, -1).numpy(),
+                                  np.stack(np.tril_indices(4, -1, 3)))
+    np.testing.assert_array_equal(nv.triu_indices(3, 5, 1).numpy(),
+                                  np.stack(np.triu_indices(3, 1, 5)))
+    assert nv.autograd.gradcheck(lambda t: nv.diagonal(t, 1),
+                                 (nv.tensor(R.standard_normal((3, 4)), requires_grad=True),))
+
+
+def test_products_and_selections():
+    a, b = R.standard_normal(4).astype(np.float32), R.standard_normal(3).astype(np.float32)
+    m = R.standard_normal((3, 4)).astype(np.float32)
+    ta, tb, tm = nv.tensor(a), nv.tensor(b), nv.tensor(m)
+    np.testing.assert_allclose(nv.outer(ta, tb).numpy(), np.outer(a, b), rtol=1e-6)
+    assert nv.dot(ta, ta).item() == pytest.approx(float(a @ a), rel=1e-5)
+    assert nv.dot(nv.tensor([1, 2]), nv.tensor([3, 4])).tolist() == 11
+    np.testing.assert_allclose(nv.mv(tm, ta).numpy(), m @ a, rtol=1e-5)
+    np.testing.assert_allclose(nv.kron(tm, nv.tensor(m[:2, :2])).numpy(),
+                               np.kron(m, m[:2, :2]), rtol=1e-6)
+    idx = nv.tensor([2, 0, 2])
+    np.testing.assert_array_equal(nv.index_select(nv.tensor(A), 1, idx).numpy(),
+                                  A[:, [2, 0, 2]])
+    order = np.argsort(A, 2)
+    np.testing.assert_array_equal(nv.take_along_dim(nv.tensor(A), nv.tensor(order), 2).numpy(),
+                                  np.take_along_axis(A, order, 2))
+    np.testing.assert_array_equal(nv.take_along_dim(nv.tensor(A), nv.tensor([3, 0])).numpy(),
+                                  A.ravel()[[3, 0]])
+    base = nv.tensor(np.full((3, 3), np.nan, np.float32))
+    np.testing.assert_allclose(nv.addmm(base, tm, tm.T, beta=0, alpha=2.0).numpy(),
+                               2 * m @ m.T, rtol=1e-5)                # beta=0 drops its NaNs
+    np.testing.assert_allclose(nv.addmm(nv.ones(3), tm, tm.T, beta=0.5).numpy(),
+                               0.5 + m @ m.T, rtol=1e-5)
+    with pytest.raises(ValueError, match="dot: 1-D tensors must have the same size"):
+        nv.dot(ta, tb)
+
+
+def test_searching_and_paired_statistics():
+    bounds = nv.tensor([1.0, 3.0, 5.0])
+    values = np.array([0.0, 1.0, 2.0, 3.0, 6.0], np.float32)
+    for right in (False, True):
+        side = "right" if right else "left"
+        want = np.searchsorted([1.0, 3.0, 5.0], values, side=side)
+        np.testing.assert_array_equal(nv.bucketize(nv.tensor(values), bounds, right=right).numpy(),
+                                      want)
+        np.testing.assert_array_equal(nv.searchsorted(bounds, nv.tensor(values), side=side)
+                                      .numpy(), want)
+    rows = nv.tensor([[1.0, 2.0, 3.0], [10.0, 20.0, 30.0]])
+    assert nv.searchsorted(rows, nv.tensor([[2.5], [25.0]])).tolist() == [[2], [2]]
+    assert nv.bucketize(2.0, bounds, out_int32=True).dtype == nv.int32
+    x = nv.tensor(A)
+    var, mean = nv.var_mean(x, 1)
+    np.testing.assert_allclose(var.numpy(), A.var(1, ddof=1), rtol=1e-5)
+    np.testing.assert_allclose(mean.numpy(), A.mean(1), rtol=1e-5, atol=1e-7)
+    lo, hi = x.aminmax(dim=0)
+    np.testing.assert_array_equal(lo.numpy(), A.min(0))
+    np.testing.assert_array_equal(hi.numpy(), A.max(0))
+    assert nv.numel(x) == A.size and nv.is_tensor(x) and nv.is_floating_point(x)
+    assert nv.clone(x).tolist() == x.tolist() and not nv.detach(x).requires_grad

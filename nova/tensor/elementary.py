@@ -145,6 +145,7 @@ def acosh(x: Tensor) -> Tensor:
     t = ops.sub(w, 1.0)
     near = ops.log1p(ops.add(t, ops.sqrt(ops.add(ops.mul(t, 2.0), ops.mul(t, t)))))
     out = ops.where(ops.gt(w, 1e150), ops.add(ops.log(w), _LN2), near)
+    out = ops.where(ops.lt(w, 1.0), math.nan, out)      # (t^2 hides a negative 2t + t^2)
     return out if out.dtype == x.dtype else ops.cast(out, x.dtype)
 
 
@@ -260,7 +261,8 @@ def isclose(a: Tensor, b: Any, rtol: float = 1e-05, atol: float = 1e-08,
     x, y = ops.operands("isclose", a, b, dtype=common if common.is_floating_point
                         else dt.float64)
     close = ops.le(ops.abs(ops.sub(x, y)), ops.add(ops.mul(ops.abs(y), rtol), atol))
-    out = ops.logical_or(ops.eq(x, y), close)
+    finite = ops.logical_and(isfinite(x), isfinite(y))      # (inf - inf <= inf otherwise)
+    out = ops.logical_or(ops.eq(x, y), ops.logical_and(finite, close))
     if equal_nan:
         out = ops.logical_or(out, ops.logical_and(ops.isnan(x), ops.isnan(y)))
     return out

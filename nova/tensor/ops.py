@@ -617,7 +617,19 @@ def var(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: builtins.bool
 
 def std(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: builtins.bool = False, *,
         correction: Any = None) -> Tensor:
-    return sqrt(var(x, dim, unbiased, keepdim, correction=correction))
+    """``sqrt(var)``, of ``x`` scaled by its largest magnitude ``s`` (no gradient) and
+    scaled back: ``s * std(x / s)`` is the same function, and its squares can neither
+    overflow (float32 values past 1.8e19: ``std([1e30, -1e30])`` was inf, PyTorch's
+    1.4e30) nor underflow."""
+    x = _float_only("std", x)
+    axes = normalize_dims("std", dim, x.ndim, x.shape)
+    s = amax(abs(x), axes, keepdim=True).detach()
+    s = where(eq(s, 0), 1.0, s)
+    out = mul(sqrt(var(div(x, s), axes, unbiased, True, correction=correction)), s)
+    if keepdim:
+        return out
+    shape = tuple(n for k, n in enumerate(out.shape) if k not in axes)
+    return prim("reshape", [out], {}, shape, out.dtype)
 
 
 def _float_only(op: str, x: Any) -> Tensor:

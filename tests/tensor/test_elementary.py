@@ -55,7 +55,7 @@ def test_hyperbolic_functions_keep_every_digit_and_overflow_only_with_the_result
 
 def test_inverse_hyperbolic_functions():
     x = np.array([1e-8, -0.3, 0.999, -0.99999, 1.0, -1.0, 1.5, np.nan], np.float32)
-    y = np.array([1.0, 1.0 + 1e-6, 1.5, 1e20, 3e38, 0.5, np.inf], np.float32)
+    y = np.array([1.0, 1.0 + 1e-6, 1.5, 1e20, 3e38, 0.5, np.inf, -1e30, 0.0], np.float32)
     z = np.array([1e-8, -0.5, 3.0, -1e20, 3e38, -np.inf], np.float32)
     with np.errstate(divide="ignore", invalid="ignore"):
         _close(nv.atanh(nv.tensor(x)).numpy(), np.arctanh(x.astype(np.float64)))
@@ -113,6 +113,10 @@ def test_predicates_and_replacements():
     b = nv.tensor([1.0 + 1e-6, 1.1, np.inf, np.nan, 0.0, 1.0])
     assert nv.isclose(a, b).tolist() == [True, False, True, False, True, False]
     assert nv.isclose(a, b, equal_nan=True).tolist() == [True, False, True, True, True, False]
+    # an infinity is close only to itself (|inf - x| <= inf must not count)
+    inf = nv.tensor([np.inf, -np.inf, 3e38, np.inf])
+    assert nv.isclose(inf, nv.tensor([np.inf, np.inf, np.inf, 1e38])).tolist() == \
+        [True, False, False, False]
     assert nv.isclose(nv.tensor([10, 11]), nv.tensor([10, 10]), atol=0.5).tolist() == [True, False]
     with pytest.raises(ValueError, match="isclose: rtol and atol must be non-negative"):
         nv.isclose(a, b, rtol=-1.0)

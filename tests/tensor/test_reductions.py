@@ -35,6 +35,18 @@ def test_var_std_with_correction(name, case, correction):
     assert_close(ours, ref, rtol=1e-4, atol=1e-5)
 
 
+def test_std_of_large_and_tiny_float32_values_neither_overflows_nor_underflows():
+    """Regression: the squares of float32 values past 1.8e19 overflowed, so
+    ``std([1e30, -1e30])`` was inf (PyTorch: 1.414e30)."""
+    big = np.array([[1e30, -1e30, 3e29], [2e-30, -1e-30, 5e-31]], np.float32)
+    got = nv.std(nv.tensor(big), 1).numpy()
+    np.testing.assert_allclose(got, np.std(big.astype(np.float64), 1, ddof=1), rtol=1e-6)
+    assert nv.std(nv.zeros(4)).item() == 0.0
+    assert np.isnan(nv.std(nv.tensor([np.inf, 1.0])).item())
+    x = nv.tensor(np.array([1.0, 2.0, 4.0, -3.0]), requires_grad=True)
+    assert nv.autograd.gradcheck(lambda t: t.std(0, keepdim=True), (x,))
+
+
 @given(case=array_and_dims())
 def test_logsumexp(case):
     x, dims, keepdim = case

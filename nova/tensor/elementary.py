@@ -45,14 +45,18 @@ def _exact_at_powers(x: Tensor, ratio: Tensor, base: float) -> Tensor:
     Base 2 asks ``2 ** n == x`` (every ``pow`` is exact there). Base 10 also accepts
     ``x`` within one ``eps`` of ``10 ** n`` for ``n != 0``: ``pow`` itself may be an
     ulp off (numpy's vectorized one is, at ``10 ** -5`` in float64), and for such an
-    ``x`` the true logarithm is within ``0.9 eps`` of ``n``, whose rounding it is."""
+    ``x`` the true logarithm is within ``0.9 eps`` of ``n``, whose rounding it is; and
+    only normal ``x`` (a subnormal's relative spacing is far larger)."""
     n = ops.prim("round", [ratio], {}, ratio.shape, ratio.dtype)
     p = ops.pow(base, n)
     hit = ops.eq(p, x)
     if base != 2.0:
-        eps = float(np.finfo(np.float64 if x.dtype == dt.float64 else np.float32).eps)
-        near = ops.le(ops.abs(ops.sub(p, x)), ops.mul(ops.abs(x), eps))
+        info = np.finfo(np.float64 if x.dtype == dt.float64 else np.float32)
+        near = ops.le(ops.abs(ops.sub(p, x)), ops.mul(ops.abs(x), float(info.eps)))
         hit = ops.logical_or(hit, ops.logical_and(near, ops.ne(n, 0)))
+        # a subnormal nearest 10 ** n is far from it in relative terms (1.4e-45 is
+        # float32's nearest to 1e-45, and its log10 is -44.85)
+        hit = ops.logical_and(hit, ops.ge(x, float(info.tiny)))
     exact = ops.logical_and(hit, ops.lt(ops.abs(ratio), math.inf))
     nudge = ops.where(exact, ops.sub(n, ratio), 0.0).detach()   # (0 - inf: not at +-inf)
     return ops.add(ratio, nudge)

@@ -32,7 +32,8 @@ from nova.tensor.ops import (
 )
 from nova.tensor.indexing import index_put
 from nova.tensor.elementary import (  # noqa: A004 (torch's names)
-    acosh, addcdiv, addcmul, asinh, atanh, clamp_max, clamp_min, cosh, deg2rad, exp2,
+    acos, acosh, addcdiv, addcmul, arccos, arcsin, arctan, arctan2, asin, asinh, atan, atan2,
+    atanh, clamp_max, clamp_min, cosh, deg2rad, exp2,
     float_power, fmax, fmin, heaviside, hypot, isclose, isfinite, isneginf, isposinf, lerp,
     log2, log10, logaddexp, logit, nan_to_num, nanmean, nansum, rad2deg, sinc, sinh, tan,
     xlogy,

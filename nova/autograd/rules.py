@@ -76,6 +76,14 @@ class Rule:
     saves_output: bool = False
 
 
+def _atan2_back(ctx: Context, g: Tensor) -> Grads:
+    """atan2(y, x): d/dy = x / (x^2 + y^2), d/dx = -y / (x^2 + y^2)."""
+    y, x = ctx.x(0), ctx.x(1)
+    scale = ops.div(g, ops.add(ops.mul(x, x), ops.mul(y, y)))
+    return (ops.mul(scale, x) if ctx.needs(0) else None,
+            ops.neg(ops.mul(scale, y)) if ctx.needs(1) else None)
+
+
 def _trunc(x: Tensor) -> Tensor:
     return ops.prim("trunc", [x], {}, x.shape, x.dtype)
 
@@ -299,6 +307,7 @@ RULES: dict[type, Rule] = {
     nd.RemOp: Rule(lambda c, g: (g if c.needs(0) else None,
                                  ops.neg(ops.mul(g, _trunc(ops.div(c.x(0), c.x(1)))))
                                  if c.needs(1) else None), (0, 1)),
+    nd.Atan2Op: Rule(_atan2_back, (0, 1)),
     nd.MaximumOp: Rule(lambda c, g: _max_min_back(c, g, True), (0, 1)),
     nd.MinimumOp: Rule(lambda c, g: _max_min_back(c, g, False), (0, 1)),
     nd.PowOp: Rule(_pow_back, (0, 1), saves_output=True),

@@ -475,6 +475,19 @@ class RemOp(BinaryOp):
             _fail(self, f"needs floating-point tensors, got {self.result.type}")
 
 
+@irdl_op_definition
+class Atan2Op(BinaryOp):
+    """Elementwise angle of the point (``rhs``, ``lhs``) in radians, in [-pi, pi]
+    (C's ``atan2(lhs, rhs)``); floats only."""
+
+    name = "nova.atan2"
+    traits = traits_def(Pure(), Elementwise(), Expensive())
+
+    def verify_(self) -> None:
+        if not _is_float(self.result.type):
+            _fail(self, f"needs floating-point tensors, got {self.result.type}")
+
+
 class BitwiseOp(BinaryOp):
     """Elementwise bit operation on integers (two's complement), logical on i1;
     not defined on floats."""
@@ -524,8 +537,8 @@ class NotOp(IRDLOperation):
             _fail(self, f"needs an integer or i1 tensor, got {self.result.type}")
 
 
-BINARY_OPS = (AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, PowOp, RemOp, AndOp, OrOp,
-              XorOp)
+BINARY_OPS = (AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, PowOp, RemOp, Atan2Op, AndOp,
+              OrOp, XorOp)
 COMPARE_DIRECTIONS = ("lt", "le", "eq", "ne", "gt", "ge")
 
 

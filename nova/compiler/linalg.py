@@ -869,6 +869,7 @@ LOWERINGS: dict[type[Operation], Lowering] = {
     nd.MinimumOp: _arith(_op("arith.minimumf"), _op("arith.minsi"), _op("arith.andi")),
     nd.PowOp: _arith(_op("math.powf"), _safe_ipow, check=_negative_power),
     nd.RemOp: _arith(_op("arith.remf")),
+    nd.Atan2Op: _arith(_op("math.atan2")),
     nd.AndOp: _arith(None, _op("arith.andi"), _op("arith.andi")),
     nd.OrOp: _arith(None, _op("arith.ori"), _op("arith.ori")),
     nd.XorOp: _arith(None, _op("arith.xori"), _op("arith.xori")),

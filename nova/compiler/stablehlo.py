@@ -603,6 +603,7 @@ LOWERINGS: dict[type[Operation], Lowering] = {
     nd.MinimumOp: _elementwise("stablehlo.minimum", on_bool="stablehlo.and"),
     nd.PowOp: _elementwise("stablehlo.power"),
     nd.RemOp: _elementwise("stablehlo.remainder"),  # C's fmod on floats
+    nd.Atan2Op: _elementwise("stablehlo.atan2"),
     nd.AndOp: _elementwise("stablehlo.and"),       # integers and i1 alike
     nd.OrOp: _elementwise("stablehlo.or"),
     nd.XorOp: _elementwise("stablehlo.xor"),

@@ -359,6 +359,8 @@ MEANINGS: dict[type[Operation], Meaning] = {
     nd.MinimumOp: _arith(np.minimum, on_bool=np.logical_and),
     nd.PowOp: _arith(np.power, on_int=_int_pow),
     nd.RemOp: _arith(np.fmod),
+    # (in float64, rounded once: numpy's float32 arctan2 is an ulp off at times)
+    nd.Atan2Op: _arith(lambda y, x: np.arctan2(y.astype(np.float64), x.astype(np.float64))),
     nd.AndOp: lambda op: np.bitwise_and,      # (logical on bool arrays)
     nd.OrOp: lambda op: np.bitwise_or,
     nd.XorOp: lambda op: np.bitwise_xor,

@@ -7,7 +7,9 @@ integers at exact powers (``log2(8.0)`` is 3, not 2.9999998), ``exp2`` is ``pow(
 (exact at integers); the hyperbolic functions of float32 and half inputs are
 evaluated in float64 and rounded once (so ``sinh`` of a small ``x`` keeps every digit,
 via ``expm1``, and nothing overflows before the float32 result would), float64 inputs
-by overflow-safe forms; ``tan`` is ``sin / cos`` (in float64 for narrower floats).
+by overflow-safe forms; ``tan`` is ``sin / cos`` (in float64 for narrower floats); the
+inverse trigonometric functions come from the dialect's ``atan2`` (libm's), ``asin`` and
+``acos`` with ``sqrt((1 - x)(1 + x))`` in float64.
 """
 from __future__ import annotations
 
@@ -115,6 +117,49 @@ def tan(x: Tensor) -> Tensor:
     w = _wide(x)
     out = ops.div(ops.sin(w), ops.cos(w))
     return out if out.dtype == x.dtype else ops.cast(out, x.dtype)
+
+
+def atan2(input: Any, other: Any) -> Tensor:
+    """The angle of the point (``other``, ``input``) in [-pi, pi] (``torch.atan2``; C's
+    ``atan2``, signed zeros and infinities included), float32 and half through float64
+    and rounded once (libm's ``atan2f`` is an ulp off at times). Integers give float32."""
+    common = ops.promote("atan2", input, other)
+    common = common if common.is_floating_point else dt.float32
+    y, x = ops.operands("atan2", input, other, dtype=dt.float64)
+    out = ops.prim("atan2", [y, x], {}, y.shape, dt.float64)
+    return out if common == dt.float64 else ops.cast(out, common)
+
+
+arctan2 = atan2
+
+
+def _inverse_trig(op: str, x: Tensor, angle) -> Tensor:
+    """``angle(w, c)`` with ``w`` = ``x`` in float64 and ``c = sqrt((1 - w)(1 + w))``
+    (no cancellation near +-1; NaN past them), rounded to ``x``'s dtype."""
+    x = _float_arg(op, x)
+    w = _wide(x)
+    out = angle(w, ops.sqrt(ops.mul(ops.sub(1.0, w), ops.add(1.0, w))))
+    return out if out.dtype == x.dtype else ops.cast(out, x.dtype)
+
+
+def atan(x: Tensor) -> Tensor:
+    """Inverse tangent (``torch.atan``): ``atan2(x, 1)``."""
+    x = _float_arg("atan", x)
+    return atan2(x, ops.full_const(1.0, x.shape, x.dtype))
+
+
+def asin(x: Tensor) -> Tensor:
+    """Inverse sine (``torch.asin``): ``atan2(x, sqrt((1 - x)(1 + x)))``; NaN past +-1."""
+    return _inverse_trig("asin", x, lambda w, c: atan2(w, c))
+
+
+def acos(x: Tensor) -> Tensor:
+    """Inverse cosine (``torch.acos``): ``atan2(sqrt((1 - x)(1 + x)), x)``; NaN past
+    +-1."""
+    return _inverse_trig("acos", x, lambda w, c: atan2(c, w))
+
+
+arctan, arcsin, arccos = atan, asin, acos
 
 
 def atanh(x: Tensor) -> Tensor:
@@ -349,7 +394,7 @@ def nanmean(x: Tensor, dim: Any = None, keepdim: builtins.bool = False, *,
 
 
 TENSOR_METHODS = (
-    "log2", "log10", "exp2", "sinh", "cosh", "tan", "atanh", "asinh", "acosh", "logaddexp",
+    "atan2", "arctan2", "atan", "asin", "acos", "arctan", "arcsin", "arccos", "log2", "log10", "exp2", "sinh", "cosh", "tan", "atanh", "asinh", "acosh", "logaddexp",
     "xlogy", "logit", "sinc", "deg2rad", "rad2deg", "hypot", "lerp", "addcmul", "addcdiv",
     "isfinite", "isposinf", "isneginf", "isclose", "nan_to_num", "clamp_min", "clamp_max",
     "fmax", "fmin", "float_power", "heaviside", "nansum", "nanmean",

@@ -76,7 +76,7 @@ def test_the_fused_attention_ops_print_and_parse_back(dropout):
 
 def test_every_op_round_trips():
     """Each op's custom assembly format parses back, including pad, scatter_add,
-    scatter, wrap_index, argsort, the rounding ops, rem, the bit operations, cumsum, cumprod
+    scatter, wrap_index, argsort, the rounding ops, rem, atan2, the bit operations, cumsum, cumprod
     and the collectives."""
     x = nv.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
     y = x * 1.0                   # pending: a write into a realized tensor is a host copy
@@ -85,7 +85,7 @@ def test_every_op_round_trips():
     z = nv.scatter_add(nv.zeros(2, 3), 1, nv.tensor([[0, 0], [2, 1]]), nv.ones(2, 2))
     w = (x.abs().log1p().expm1().log().sqrt().reciprocal().sin().cos().tanh() ** 2).long().float()
     m = nv.maximum(x, 1.0) - nv.minimum(x, 2.0) / 3.0 + x * 2
-    r = x.floor() + x.ceil() + x.round() + x.trunc() + nv.fmod(x, 0.75)
+    r = x.floor() + x.ceil() + x.round() + x.trunc() + nv.fmod(x, 0.75) + nv.atan2(x, 2.0)
     i = x.long()
     bits = ((i & 6) | (i ^ 3)) + ~i
     import nova.distributed as dist

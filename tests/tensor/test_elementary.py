@@ -55,6 +55,26 @@ def test_hyperbolic_functions_keep_every_digit_and_overflow_only_with_the_result
         _close(nv.cosh(nv.tensor(d)).numpy(), np.cosh(d), rtol=4e-16)
 
 
+def test_inverse_trigonometric_functions():
+    y = np.array([0.0, -0.0, 0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.inf, 3.0, np.nan, 1e-30],
+                 np.float32)
+    x = np.array([1.0, 1.0, -1.0, -1.0, 0.0, -0.0, np.inf, 2.0, -np.inf, -4.0, 1.0, 1e-30],
+                 np.float32)
+    got = nv.atan2(nv.tensor(y), nv.tensor(x)).numpy()
+    want = np.arctan2(y.astype(np.float64), x.astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(got, want)                      # signed zeros included
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    assert nv.atan2(nv.tensor([1]), nv.tensor([1])).dtype == nv.float32
+    v = np.array([-1.0, -0.99999, -0.5, 1e-8, 0.3, 0.999999, 1.0, 1.5, np.nan], np.float32)
+    w = v.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        _close(nv.asin(nv.tensor(v)).numpy(), np.arcsin(w))
+        _close(nv.acos(nv.tensor(v)).numpy(), np.arccos(w))
+    big = np.array([-1e30, -3.0, 0.1, 7.0, np.inf], np.float32)
+    _close(nv.atan(nv.tensor(big)).numpy(), np.arctan(big.astype(np.float64)))
+    _close(nv.arcsin(nv.tensor(w[:7])).numpy(), np.arcsin(w[:7]), rtol=4e-16)
+
+
 def test_inverse_hyperbolic_functions():
     x = np.array([1e-8, -0.3, 0.999, -0.99999, 1.0, -1.0, 1.5, np.nan], np.float32)
     y = np.array([1.0, 1.0 + 1e-6, 1.5, 1e20, 3e38, 0.5, np.inf, -1e30, 0.0], np.float32)
@@ -150,9 +170,10 @@ def test_nan_ignoring_reductions():
 
 
 @pytest.mark.parametrize("name", ["log2", "log10", "exp2", "sinh", "cosh", "tan", "atanh",
-                                  "asinh", "acosh", "sinc", "logit"])
+                                  "asinh", "acosh", "sinc", "logit", "atan", "asin", "acos"])
 def test_gradients_by_finite_differences(name):
-    x = np.array([0.3, 0.45, 0.8], np.float64) if name in ("atanh", "logit") else \
+    x = np.array([0.3, 0.45, 0.8], np.float64) if name in ("atanh", "logit", "asin", "acos") \
+        else \
         np.array([1.3, 2.0, 4.5], np.float64)
     fn = getattr(nv, name)
     assert nv.autograd.gradcheck(fn, (nv.tensor(x, requires_grad=True),))
@@ -161,6 +182,6 @@ def test_gradients_by_finite_differences(name):
 def test_gradients_of_binary_forms():
     a = nv.tensor(np.array([0.3, -1.2, 2.0], np.float64), requires_grad=True)
     b = nv.tensor(np.array([1.5, 0.7, -0.4], np.float64), requires_grad=True)
-    for fn in (nv.logaddexp, nv.hypot, lambda p, q: nv.lerp(p, q, 0.3),
+    for fn in (nv.logaddexp, nv.hypot, nv.atan2, lambda p, q: nv.lerp(p, q, 0.3),
                lambda p, q: nv.addcmul(p, p, q, value=2.0), lambda p, q: nv.xlogy(p, q.abs())):
         assert nv.autograd.gradcheck(fn, (a, b))

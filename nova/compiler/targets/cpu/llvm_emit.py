@@ -366,11 +366,11 @@ class Emitter(Frame, ScalarEmitter[ir.Value]):
         old = b.load(self.error)
         b.store(b.select(cond, ir.Constant(I32, 1), old), self.error)
 
-    def libm(self, name: str, ty: ir.Type) -> ir.Function:
+    def libm(self, name: str, ty: ir.Type, arity: int = 1) -> ir.Function:
         full = name + ("f" if ty == F32 else "")
         if full in self.module.globals:
             return self.module.globals[full]
-        fn = ir.Function(self.module, ir.FunctionType(ty, [ty]), name=full)
+        fn = ir.Function(self.module, ir.FunctionType(ty, [ty] * arity), name=full)
         # Pure (errno is never read): lets LLVM hoist per-row calls out of inner loops.
         fn.attributes.add("nounwind")
         fn.attributes.add("readnone")
@@ -471,8 +471,8 @@ class Emitter(Frame, ScalarEmitter[ir.Value]):
             return b.fcmp_unordered(pred, x, y)
         return b.fcmp_ordered(pred, x, y)
 
-    def call_libm(self, name: str, x: ir.Value) -> ir.Value:
-        return self.b.call(self.libm(name, x.type), [x])
+    def call_libm(self, name: str, *xs: ir.Value) -> ir.Value:
+        return self.b.call(self.libm(name, xs[0].type, len(xs)), list(xs))
 
     # Float32 math without libm calls, so loops containing it vectorize (a libm call
     # keeps a loop scalar: ``log`` ran at a third of ``add``'s bandwidth), on
@@ -800,6 +800,7 @@ Emitter.ARITH = {
     nd.PowOp: Arith(float=lambda e, m, x, y: e.call("pow", x, y),
                     int=lambda e, m, x, y: e._ipow(x, y, x.type)),
     nd.RemOp: Arith(float=lambda e, m, x, y: e.b.frem(x, y)),     # (libm's fmod: exact)
+    nd.Atan2Op: Arith(float=lambda e, m, y, x: e.call_libm("atan2", y, x)),
     # bit operations: the same instructions on integers and on i1 (logical there)
     nd.AndOp: Arith(int=lambda e, m, x, y: e.b.and_(x, y), bool=lambda e, m, x, y: e.b.and_(x, y)),
     nd.OrOp: Arith(int=lambda e, m, x, y: e.b.or_(x, y), bool=lambda e, m, x, y: e.b.or_(x, y)),

@@ -354,6 +354,7 @@ CEmitter.ARITH = {
     nd.MaximumOp: Arith(float=_helper("nv_max"), int=_helper("nv_max"), bool=_infix("||")),
     nd.MinimumOp: Arith(float=_helper("nv_min"), int=_helper("nv_min"), bool=_infix("&&")),
     nd.RemOp: Arith(float=_fcall("fmod")),
+    nd.Atan2Op: Arith(float=_fcall("atan2")),
     nd.AndOp: Arith(int=_int_infix("&"), bool=_infix("&&")),
     nd.OrOp: Arith(int=_int_infix("|"), bool=_infix("||")),
     nd.XorOp: Arith(int=_int_infix("^"), bool=_infix("!=")),

@@ -44,7 +44,9 @@ from nova.tensor.arrays import (
     index_select, is_floating_point, is_tensor, kron, meshgrid, movedim, moveaxis, mv, numel,
     outer, prod, ravel, repeat_interleave, roll, row_stack, searchsorted, select, std_mean,
     take_along_dim, tensor_split, tile, trace, tril_indices, triu_indices, var_mean, vsplit,
-    vstack,
+    vstack, index_add, index_copy, index_fill, cross, rot90, median, quantile, nonzero,
+    argwhere, masked_select, unique, unique_consecutive, bincount, block_diag,
+    cartesian_prod, trapezoid, trapz, logspace,
 )
 from nova.tensor.einsum import einsum
 from nova.tensor.scan import cumprod, cumsum

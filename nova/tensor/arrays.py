@@ -513,16 +513,251 @@ def is_floating_point(x: Tensor) -> builtins.bool:
     return x.dtype.is_floating_point
 
 
+
+
+# ---------------------------------------------------------------- more of torch's names
+
+def index_add(x: Tensor, dim: builtins.int, index: Tensor, source: Tensor, *,
+              alpha: Any = 1) -> Tensor:
+    """``x`` with ``alpha * source``'s slices added at ``index`` along ``dim``, repeated
+    indices accumulating (``torch.index_add``)."""
+    d, idx = _index_along("index_add", x, dim, index, source)
+    src = source if alpha == 1 else ops.mul(source, alpha)
+    return ops.scatter_add(x, d, idx, src)
+
+
+def index_copy(x: Tensor, dim: builtins.int, index: Tensor, source: Tensor) -> Tensor:
+    """``x`` with ``source``'s slices written at ``index`` along ``dim``
+    (``torch.index_copy``; a repeated index keeps one of its slices, as there)."""
+    d, idx = _index_along("index_copy", x, dim, index, source)
+    return ops.scatter(x, d, idx, source)
+
+
+def index_fill(x: Tensor, dim: builtins.int, index: Tensor, value: Any) -> Tensor:
+    """``x`` with the slices at ``index`` along ``dim`` set to ``value``
+    (``torch.index_fill``)."""
+    ops._check_tensor("index_fill", x)
+    d = normalize_dim("index_fill", dim, x.ndim, x.shape)
+    n = x.shape[d]
+    hits = ops.eq(movement.reshape(ops.cast(index, dt.int64), (-1, 1)),
+                  tensor(np.arange(n, dtype=np.int64), device=x.device))
+    mask = movement.reshape(ops.amax(hits, 0), (n,) + (1,) * (x.ndim - d - 1))
+    return ops.where(mask, value, x)
+
+
+def _index_along(op: str, x: Tensor, dim: builtins.int, index: Tensor, source: Tensor
+                 ) -> tuple[builtins.int, Tensor]:
+    """The dim and the index expanded to ``source``'s shape, as scatter takes them."""
+    ops._check_tensor(op, x)
+    d = normalize_dim(op, dim, x.ndim, x.shape)
+    if not isinstance(index, Tensor) or index.ndim > 1:
+        raise ValueError(f"{op}: index must be a 0-D or 1-D integer tensor, got "
+                         f"{getattr(index, 'shape', index)}")
+    k = 1 if index.ndim == 0 else index.shape[0]
+    want = x.shape[:d] + (k,) + x.shape[d + 1:]
+    if tuple(source.shape) != want:
+        raise ValueError(f"{op}: source must have shape {want} (x {x.shape} with dim {d} "
+                         f"of size {k}, the index's length), got {source.shape}")
+    view = [1] * x.ndim
+    view[d] = k
+    return d, movement.expand(movement.reshape(ops.cast(index, dt.int64), tuple(view)), want)
+
+
+def cross(a: Tensor, b: Tensor, dim: builtins.int | None = None) -> Tensor:
+    """Cross product of 3-vectors along ``dim`` (``torch.cross``; without ``dim``, the
+    first dim of size 3, as PyTorch does)."""
+    if dim is None:
+        sizes = broadcast_shapes("cross", a.shape, b.shape)
+        dim = next((k for k, n in enumerate(sizes) if n == 3), None)
+        if dim is None:
+            raise ValueError(f"cross: no dim of size 3 in {a.shape} and {b.shape}")
+    x, y = ops.operands("cross", a, b)
+    d = normalize_dim("cross", dim, x.ndim, x.shape)
+    if x.shape[d] != 3:
+        raise ValueError(f"cross: dim {d} must have size 3, got shape {x.shape}")
+    c = [(movement.narrow(x, d, i, 1), movement.narrow(y, d, i, 1)) for i in range(3)]
+    return movement.cat([ops.sub(ops.mul(c[(i + 1) % 3][0], c[(i + 2) % 3][1]),
+                                 ops.mul(c[(i + 2) % 3][0], c[(i + 1) % 3][1]))
+                         for i in range(3)], d)
+
+
+def rot90(x: Tensor, k: builtins.int = 1, dims: Sequence[builtins.int] = (0, 1)) -> Tensor:
+    """``x`` rotated by ``k`` quarter turns in the plane of ``dims``, from the first
+    toward the second (``torch.rot90``)."""
+    from nova.tensor.numeric import flip
+    d0, d1 = _dims("rot90", x, dims)
+    if d0 == d1:
+        raise ValueError(f"rot90: dims must differ, got {tuple(dims)}")
+    k %= 4
+    if k == 1:
+        return movement.transpose(flip(x, dims=[d1]), d0, d1)
+    if k == 2:
+        return flip(x, dims=[d0, d1])
+    if k == 3:
+        return flip(movement.transpose(x, d0, d1), dims=[d1])
+    return x.clone()
+
+
+def block_diag(*tensors: Tensor) -> Tensor:
+    """The 0-D, 1-D and 2-D ``tensors`` along the diagonal of one zero matrix
+    (``torch.block_diag``)."""
+    mats = [movement.reshape(t, (1, 1)) if t.ndim == 0 else
+            movement.reshape(t, (1, -1)) if t.ndim == 1 else t for t in tensors]
+    if any(m.ndim != 2 for m in mats):
+        raise ValueError("block_diag: expects tensors of at most 2 dims, got "
+                         f"{[t.shape for t in tensors]}")
+    width = builtins.sum(m.shape[1] for m in mats)
+    common = ops.promote("block_diag", *mats)
+    rows, left = [], 0
+    for m in mats:
+        right = width - left - m.shape[1]
+        pieces = [ops.full_const(0, (m.shape[0], left), common)] if left else []
+        pieces.append(ops.cast(m, common))
+        if right:
+            pieces.append(ops.full_const(0, (m.shape[0], right), common))
+        rows.append(movement.cat(pieces, 1) if len(pieces) > 1 else pieces[0])
+        left += m.shape[1]
+    return movement.cat(rows, 0)
+
+
+def cartesian_prod(*tensors: Tensor) -> Tensor:
+    """Every combination of the 1-D ``tensors``' elements, one per row
+    (``torch.cartesian_prod``; one tensor: itself)."""
+    if len(tensors) == 1:
+        return tensors[0]
+    grids = meshgrid(*tensors, indexing="ij")
+    return movement.stack([movement.reshape(g, -1) for g in grids], 1)
+
+
+def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: Any = None,
+              dim: builtins.int = -1) -> Tensor:
+    """The trapezoidal rule along ``dim``, at spacing ``dx`` (1 by default) or at the
+    sample points ``x`` (``torch.trapezoid``)."""
+    d = normalize_dim("trapezoid", dim, y.ndim, y.shape)
+    n = y.shape[d]
+    if n == 0:
+        return ops.sum(y, d)
+    mid = ops.add(movement.narrow(y, d, 1, n - 1), movement.narrow(y, d, 0, n - 1))
+    if x is not None:
+        step = diff(x, dim=-1 if x.ndim == 1 else d)
+        if x.ndim == 1:
+            step = movement.reshape(step, (n - 1,) + (1,) * (y.ndim - d - 1))
+        return ops.sum(ops.mul(mid, ops.mul(step, 0.5)), d)
+    return ops.mul(ops.sum(mid, d), 0.5 * (1.0 if dx is None else dx))
+
+
+trapz = trapezoid
+
+
+_ValuesIndices = namedtuple("median", ["values", "indices"])
+
+
+def median(x: Tensor, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Any:
+    """The lower median (``torch.median``: the ``(n - 1) // 2``-th smallest, NaN if the
+    slice has one); with ``dim``, ``(values, indices)``, the index of that element."""
+    from nova.tensor.sorting import sort
+    ops._check_tensor("median", x)
+    if dim is None:
+        flat = movement.reshape(x, -1)
+        values = sort(flat).values
+        return values[(flat.shape[0] - 1) // 2]
+    d = normalize_dim("median", dim, x.ndim, x.shape)
+    ordered = sort(x, d, stable=True)
+    at = (x.shape[d] - 1) // 2
+    values = movement.narrow(ordered.values, d, at, 1)
+    indices = movement.narrow(ordered.indices, d, at, 1)
+    if not keepdim:
+        values, indices = movement.squeeze(values, d), movement.squeeze(indices, d)
+    return _ValuesIndices(values, indices)
+
+
+def quantile(x: Tensor, q: Any, dim: builtins.int | None = None, keepdim: builtins.bool = False,
+             *, interpolation: str = "linear") -> Tensor:
+    """The ``q``-th quantiles along ``dim`` (the flattened tensor if None;
+    ``torch.quantile``): the sorted values at positions ``q (n - 1)``, between
+    neighbours by ``interpolation`` (linear, lower, higher, nearest, midpoint); NaN
+    where the slice holds one. A sequence or 1-D tensor of ``q`` adds a leading dim."""
+    from nova.tensor.sorting import sort
+    if interpolation not in ("linear", "lower", "higher", "nearest", "midpoint"):
+        raise ValueError(f"quantile: interpolation must be linear, lower, higher, nearest or "
+                         f"midpoint, got {interpolation!r}")
+    ops._check_tensor("quantile", x)
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"quantile: input dtype must be floating point, got {x.dtype.name}")
+    qs = q.tolist() if isinstance(q, Tensor) else q
+    scalar = not isinstance(qs, (list, tuple))
+    qs = [float(qs)] if scalar else [float(v) for v in qs]
+    if any(not 0.0 <= v <= 1.0 for v in qs):
+        raise ValueError(f"quantile: q must lie in [0, 1], got {qs}")
+    if dim is None:
+        x, d, out_keep = movement.reshape(x, -1), 0, False
+    else:
+        d, out_keep = normalize_dim("quantile", dim, x.ndim, x.shape), keepdim
+    n = x.shape[d]
+    ordered = sort(x, d).values
+    has_nan = ops.amax(ops.isnan(x), d, keepdim=True)
+    outs = []
+    for v in qs:
+        pos = v * (n - 1)
+        lo, hi = math.floor(pos), math.ceil(pos)
+        frac = pos - lo
+        if interpolation == "lower" or (interpolation == "nearest" and
+                                        round(pos) == lo):      # (half to even, as torch)
+            hi, frac = lo, 0.0
+        elif interpolation in ("higher", "nearest"):
+            lo, frac = hi, 0.0
+        elif interpolation == "midpoint":
+            frac = 0.5 if hi != lo else 0.0
+        a = movement.narrow(ordered, d, lo, 1)
+        val = a if hi == lo or frac == 0.0 else \
+            ops.add(a, ops.mul(ops.sub(movement.narrow(ordered, d, hi, 1), a), frac))
+        val = ops.where(has_nan, math.nan, val)
+        outs.append(val if out_keep else movement.squeeze(val, d))
+    return outs[0] if scalar else movement.stack(outs, 0)
+
+
+def logspace(start: float, end: float, steps: builtins.int, base: float = 10.0, *,
+             dtype: Any = None) -> Tensor:
+    """``base ** linspace(start, end, steps)`` (``torch.logspace``)."""
+    from nova.tensor.creation import linspace
+    exponents = linspace(start, end, steps, dtype=dt.float64)
+    out = ops.pow(base, exponents)
+    return ops.cast(out, dt.get_dtype(dtype) if dtype is not None else dt.float32)
+
+
+def _data_dependent(name: str, hint: str):
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"{name}: the result's size depends on the tensor's values, which "
+                        f"Nova's static shapes cannot express; {hint}")
+    refuse.__name__ = name
+    refuse.__doc__ = f"Refused: ``torch.{name}``'s result size depends on data ({hint})."
+    return refuse
+
+
+nonzero = _data_dependent("nonzero", "use a mask with where/masked_fill, or read the values "
+                          "on the host (x.numpy().nonzero())")
+argwhere = _data_dependent("argwhere", "use a mask with where/masked_fill, or "
+                           "np.argwhere(x.numpy()) on the host")
+masked_select = _data_dependent("masked_select", "use where(mask, x, 0) and a sum, or "
+                                "x.numpy()[mask.numpy()] on the host")
+unique = _data_dependent("unique", "read the values on the host (np.unique(x.numpy()))")
+unique_consecutive = _data_dependent("unique_consecutive", "read the values on the host")
+bincount = _data_dependent("bincount", "with a known number of classes n, "
+                           "one_hot(x, n).sum(0) counts them")
+
+
 TENSOR_METHODS = (
     "prod", "roll", "diff", "tile", "repeat_interleave", "movedim", "moveaxis", "select",
     "ravel", "diagonal", "diag", "trace", "outer", "ger", "dot", "mv", "kron",
     "index_select", "take_along_dim", "addmm", "addmv", "baddbmm", "aminmax",
-    "tensor_split", "hsplit", "vsplit",
+    "tensor_split", "hsplit", "vsplit", "index_add", "index_copy", "index_fill", "cross",
+    "rot90", "median", "quantile", "nonzero", "argwhere", "masked_select", "unique",
+    "unique_consecutive", "bincount",
 )
 
 __all__ = list(TENSOR_METHODS) + [
     "meshgrid", "atleast_1d", "atleast_2d", "atleast_3d", "hstack", "vstack", "row_stack",
     "dstack", "column_stack", "tril_indices", "triu_indices", "var_mean", "std_mean",
     "bucketize", "searchsorted", "clone", "detach", "numel", "is_tensor",
-    "is_floating_point",
+    "is_floating_point", "block_diag", "cartesian_prod", "trapezoid", "trapz", "logspace",
 ]

@@ -153,3 +153,68 @@ def test_searching_and_paired_statistics():
     np.testing.assert_array_equal(hi.numpy(), A.max(0))
     assert nv.numel(x) == A.size and nv.is_tensor(x) and nv.is_floating_point(x)
     assert nv.clone(x).tolist() == x.tolist() and not nv.detach(x).requires_grad
+
+
+def test_index_add_copy_and_fill():
+    x = np.zeros((3, 4), np.float32)
+    src = np.arange(6, dtype=np.float32).reshape(3, 2)
+    idx = np.array([3, 3])
+    got = nv.index_add(nv.tensor(x), 1, nv.tensor(idx), nv.tensor(src), alpha=2.0).numpy()
+    want = x.copy()
+    np.add.at(want, (slice(None), idx), 2 * src)
+    np.testing.assert_array_equal(got, want)                  # repeated indices accumulate
+    got = nv.tensor(x).index_copy(0, nv.tensor([2, 0]), nv.tensor(np.ones((2, 4), np.float32)))
+    np.testing.assert_array_equal(got.numpy(), [[1] * 4, [0] * 4, [1] * 4])
+    got = nv.tensor(A).index_fill(2, nv.tensor([4, 0]), -1.0).numpy()
+    want = A.copy()
+    want[:, :, [4, 0]] = -1.0
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match=r"index_add: source must have shape \(3, 2\)"):
+        nv.index_add(nv.tensor(x), 1, nv.tensor(idx), nv.tensor(src.T))
+
+
+def test_cross_rot90_block_diag_and_cartesian_products():
+    a, b = R.standard_normal((4, 3)).astype(np.float32), R.standard_normal((4, 3)).astype(np.float32)
+    np.testing.assert_allclose(nv.cross(nv.tensor(a), nv.tensor(b), 1).numpy(),
+                               np.cross(a, b), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(nv.cross(nv.tensor(a.T), nv.tensor(b.T)).numpy(),
+                               np.cross(a, b).T, rtol=1e-5, atol=1e-6)     # first dim of 3
+    for k in range(-1, 5):
+        np.testing.assert_array_equal(nv.rot90(nv.tensor(A), k, (1, 2)).numpy(),
+                                      np.rot90(A, k, (1, 2)))
+    blocks = [np.ones((2, 2), np.float32), np.array([5.0, 6.0], np.float32),
+              np.array(7.0, np.float32)]
+    want = np.zeros((4, 5), np.float32)
+    want[:2, :2], want[2, 2:4], want[3, 4] = 1.0, [5.0, 6.0], 7.0
+    np.testing.assert_array_equal(nv.block_diag(*[nv.tensor(t) for t in blocks]).numpy(), want)
+    got = nv.cartesian_prod(nv.tensor([1, 2]), nv.tensor([3, 4, 5])).tolist()
+    assert got == [[1, 3], [1, 4], [1, 5], [2, 3], [2, 4], [2, 5]]
+
+
+def test_median_quantile_and_trapezoid():
+    x = nv.tensor(A)
+    assert nv.median(x).item() == np.sort(A.ravel())[(A.size - 1) // 2]
+    values, indices = x.median(1)
+    lower = np.sort(A, 1)[:, (A.shape[1] - 1) // 2]
+    np.testing.assert_array_equal(values.numpy(), lower)
+    np.testing.assert_array_equal(np.take_along_axis(A, indices.numpy()[:, None], 1)[:, 0], lower)
+    for method in ("linear", "lower", "higher", "nearest", "midpoint"):
+        np.testing.assert_allclose(nv.quantile(x, 0.3, 2, interpolation=method).numpy(),
+                                   np.quantile(A, 0.3, 2, method=method), rtol=1e-6)
+    np.testing.assert_allclose(nv.quantile(x, [0.0, 0.5, 1.0], 0, keepdim=True).numpy(),
+                               np.quantile(A, [0.0, 0.5, 1.0], 0, keepdims=True), rtol=1e-6)
+    assert np.isnan(nv.quantile(nv.tensor([1.0, np.nan, 3.0]), 0.1).item())
+    np.testing.assert_allclose(nv.trapezoid(x, dx=0.5).numpy(), np.trapezoid(A, dx=0.5),
+                               rtol=1e-5, atol=1e-6)
+    pts = np.array([0.0, 0.5, 2.0, 2.5, 4.0], np.float32)
+    np.testing.assert_allclose(nv.trapz(x, nv.tensor(pts)).numpy(), np.trapezoid(A, pts),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(nv.logspace(0, 3, 4).numpy(), [1, 10, 100, 1000])
+
+
+@pytest.mark.parametrize("name", ["nonzero", "argwhere", "masked_select", "unique",
+                                  "unique_consecutive", "bincount"])
+def test_data_dependent_sizes_are_refused_with_a_way_out(name):
+    with pytest.raises(TypeError, match=f"{name}: the result's size depends on the tensor's "
+                                        "values"):
+        getattr(nv, name)(nv.tensor([1, 0, 2]))

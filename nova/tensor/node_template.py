@@ -33,6 +33,7 @@ from nova.tensor.trace import Node
 Step = tuple[str, dict, tuple, DType, int, bool, Any]
 
 _CALL_DTYPE = float32      # (a call is not a value: its shape and dtype are never read)
+_NOT_A_STEP = frozenset({"error", CALL, CALL_RESULT})
 
 
 def derived_device(inputs: tuple[Node, ...]) -> str | None:
@@ -51,8 +52,10 @@ def capture_steps(finals: list[Node], slot_of: dict[int, int], first: int,
     ``k`` < ``n_slots``, the number of slots a stamp is given), in creation order, every
     captured node's reference (id(node) -> step index or slot) and the captured nodes
     (by step index); None if a node on the way is neither a slot nor pending and made
-    at or after creation number ``first`` (a value from outside), or has a device its
-    inputs do not give it.
+    at or after creation number ``first`` (a value from outside), has a device its
+    inputs do not give it, or is a ``call`` or ``call_result`` (a body holds primitive
+    steps only: a stamped call inside a recording being captured makes it refuse, not
+    nest).
 
     ``adopt``, if given, receives the realized nodes made at or after ``first`` that the
     steps read (buffers the recording made: an optimizer's first step creates its state
@@ -68,7 +71,7 @@ def capture_steps(finals: list[Node], slot_of: dict[int, int], first: int,
             slot_of[id(n)] = -1 - (n_slots + len(adopt))
             adopt.append(n)
             continue
-        if n.buffer is not None or n.seq < first or n.op == "error":
+        if n.buffer is not None or n.seq < first or n.op in _NOT_A_STEP:
             return None
         seen[id(n)] = n
         stack.extend(i for i in n.inputs if id(i) not in slot_of and id(i) not in seen)

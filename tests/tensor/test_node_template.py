@@ -137,3 +137,17 @@ def test_call_results_take_the_devices_stamped_nodes_would():
         y, product, _ = call.stamp(s)
         made = stamp_steps(steps, s)
         assert (y.device, product.device) == (made[3].device, made[1].device), devices
+
+
+def test_a_capture_refuses_a_call_inside_what_it_captures():
+    """A call's body holds primitive steps only: a stamped composite call recorded
+    inside a region being captured (say, a custom optimizer update calling softmax)
+    makes the capture refuse, so no call ever nests inside another."""
+    x = nv.tensor(np.arange(4, dtype=np.float32))
+    nv.softmax(x * 1, 0)                        # the template of this structure
+    first = next_seq()
+    y = nv.softmax(x * 2, 0) + 1                # stamped as a call, then an add
+    assert any(n.op == "call" for n in extract([y.node]).pending_nodes)
+    assert capture_steps([y.node], {id(x.node): -1}, first, 1) is None
+    np.testing.assert_allclose(y.numpy(), np.exp(2 * np.arange(4)) /
+                               np.exp(2 * np.arange(4)).sum() + 1, rtol=1e-6)

@@ -2,10 +2,13 @@
 semantics (``prod``, ``roll``, ``diff``, ``tile``, ``repeat_interleave``, ``movedim``,
 ``meshgrid``, the ``*stack`` and ``*split`` families, ``diag``/``diagonal``/``trace``,
 ``outer``/``dot``/``mv``/``kron``, ``index_select``, ``take_along_dim``, ``addmm``...),
-written over views, ``cat``, ``gather`` and ``matmul``, so they fuse like the rest and
-differentiate by their parts' rules. ``prod`` is the last running product of
-``cumprod`` (whose gradient is zero-safe). Shapes are static: ``repeat_interleave``
-takes an int or a host sequence of repeats, never a tensor of them.
+``index_add``/``index_copy``/``index_fill``, ``cross``, ``rot90``, ``median``,
+``quantile``...), written over views, ``cat``, ``gather``, ``scatter``, ``sort`` and
+``matmul``, so they fuse like the rest and differentiate by their parts' rules.
+``prod`` is the last running product of ``cumprod`` (whose gradient is zero-safe).
+Shapes are static: ``repeat_interleave`` takes an int or a host sequence of repeats,
+never a tensor of them, and the functions whose result size depends on the data
+(``nonzero``, ``unique``, ``masked_select``, ``bincount``) raise, naming a way out.
 """
 from __future__ import annotations
 

@@ -656,19 +656,23 @@ _ValuesIndices = namedtuple("median", ["values", "indices"])
 
 
 def median(x: Tensor, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Any:
-    """The lower median (``torch.median``: the ``(n - 1) // 2``-th smallest, NaN if the
-    slice has one); with ``dim``, ``(values, indices)``, the index of that element."""
+    """The lower median (``torch.median``: the ``(n - 1) // 2``-th smallest; NaN if the
+    slice has one, with the index of its first NaN); with ``dim``, ``(values,
+    indices)``, the index of that element."""
     from nova.tensor.sorting import sort
     ops._check_tensor("median", x)
     if dim is None:
-        flat = movement.reshape(x, -1)
-        values = sort(flat).values
-        return values[(flat.shape[0] - 1) // 2]
+        return median(movement.reshape(x, -1), 0).values
     d = normalize_dim("median", dim, x.ndim, x.shape)
     ordered = sort(x, d, stable=True)
     at = (x.shape[d] - 1) // 2
     values = movement.narrow(ordered.values, d, at, 1)
     indices = movement.narrow(ordered.indices, d, at, 1)
+    if x.dtype.is_floating_point:       # (the sort puts NaN last: it would be skipped)
+        nan = ops.cast(ops.isnan(x), dt.int32)
+        has_nan = ops.gt(ops.amax(nan, d, keepdim=True), 0)
+        values = ops.where(has_nan, math.nan, values)
+        indices = ops.where(has_nan, ops.argmax(nan, d, keepdim=True), indices)
     if not keepdim:
         values, indices = movement.squeeze(values, d), movement.squeeze(indices, d)
     return _ValuesIndices(values, indices)

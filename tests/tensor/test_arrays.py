@@ -198,6 +198,11 @@ def test_median_quantile_and_trapezoid():
     lower = np.sort(A, 1)[:, (A.shape[1] - 1) // 2]
     np.testing.assert_array_equal(values.numpy(), lower)
     np.testing.assert_array_equal(np.take_along_axis(A, indices.numpy()[:, None], 1)[:, 0], lower)
+    nan = float("nan")
+    holes = nv.tensor([[1.0, nan, 3.0, 0.5], [2.0, 1.0, nan, nan], [1.0, 2.0, 3.0, 4.0]])
+    values, indices = holes.median(1)                # NaN wins, at its first position
+    np.testing.assert_array_equal(values.numpy(), [nan, nan, 2.0])
+    assert indices.tolist() == [1, 2, 1] and np.isnan(nv.median(holes).item())
     for method in ("linear", "lower", "higher", "nearest", "midpoint"):
         np.testing.assert_allclose(nv.quantile(x, 0.3, 2, interpolation=method).numpy(),
                                    np.quantile(A, 0.3, 2, method=method), rtol=1e-6)

@@ -296,12 +296,15 @@ def diagonal(x: Tensor, offset: builtins.int = 0, dim1: builtins.int = 0,
     return flat[..., start:start + (length - 1) * (cols + 1) + 1:cols + 1]
 
 
+_diagonal_of = diagonal      # (diag's argument is named ``diagonal``, as torch's)
+
+
 def diag(x: Tensor, diagonal: builtins.int = 0) -> Tensor:  # noqa: A002 (torch's name)
     """A 1-D tensor as the ``diagonal``-th diagonal of a square matrix, or a 2-D
     tensor's ``diagonal``-th diagonal (``torch.diag``)."""
     ops._check_tensor("diag", x)
     if x.ndim == 2:
-        return globals()["diagonal"](x, diagonal)
+        return _diagonal_of(x, diagonal)
     if x.ndim != 1:
         raise ValueError(f"diag: expected a 1-D or 2-D tensor, got shape {x.shape}")
     n = x.shape[0] + builtins.abs(diagonal)

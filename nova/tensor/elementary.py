@@ -27,15 +27,18 @@ from nova.tensor.tensor import Tensor
 _LN2 = math.log(2.0)
 
 
-def _float_arg(op: str, x: Any) -> Tensor:
-    """``x`` as a floating tensor (integers and bools as float32, PyTorch's default)."""
-    ops._check_tensor(op, x)
-    return x if x.dtype.is_floating_point else ops.cast(x, dt.float32)
+_float_arg = ops._as_float     # (integers and bools as float32, PyTorch's default)
 
 
-def _wide(x: Tensor) -> Tensor:
-    """``x`` in float64 when narrower (evaluated there, rounded once at the end)."""
-    return x if x.dtype == dt.float64 else ops.cast(x, dt.float64)
+def _in_float64(op: str, x: Tensor, fn) -> Tensor:
+    """``fn(w)`` for ``w`` = ``x`` in float64, rounded once to ``x``'s float dtype."""
+    x = _float_arg(op, x)
+    return ops.cast(fn(ops.cast(x, dt.float64)), x.dtype)
+
+
+def _odd(w: Tensor, magnitude: Tensor) -> Tensor:
+    """``magnitude`` with the sign of ``w`` (an odd function from its value at ``|w|``)."""
+    return ops.where(ops.lt(w, 0), ops.neg(magnitude), magnitude)
 
 
 def _exact_at_powers(x: Tensor, ratio: Tensor, base: float) -> Tensor:
@@ -86,12 +89,11 @@ def _hyperbolic(op: str, x: Tensor, small, large) -> Tensor:
     (where ``exp(-|w|)`` no longer counts), on ``w`` = ``x`` in float64, rounded to
     ``x``'s dtype: splitting ``exp(|w|)`` into two halves keeps the product finite as
     long as the result is."""
-    x = _float_arg(op, x)
-    w = _wide(x)
-    a = ops.abs(w)
-    e = ops.exp(ops.mul(a, 0.5))
-    out = ops.where(ops.lt(a, 20.0), small(w), large(w, e))
-    return out if out.dtype == x.dtype else ops.cast(out, x.dtype)
+    def evaluate(w: Tensor) -> Tensor:
+        a = ops.abs(w)
+        e = ops.exp(ops.mul(a, 0.5))
+        return ops.where(ops.lt(a, 20.0), small(w), large(w, e))
+    return _in_float64(op, x, evaluate)
 
 
 def sinh(x: Tensor) -> Tensor:
@@ -99,9 +101,7 @@ def sinh(x: Tensor) -> Tensor:
     last digit near 0."""
     return _hyperbolic("sinh", x,
                        lambda w: ops.mul(ops.sub(ops.expm1(w), ops.expm1(ops.neg(w))), 0.5),
-                       lambda w, e: ops.mul(ops.mul(ops.mul(e, 0.5), e),
-                                            ops.sub(ops.cast(ops.gt(w, 0), w.dtype),
-                                                    ops.cast(ops.lt(w, 0), w.dtype))))
+                       lambda w, e: _odd(w, ops.mul(ops.mul(e, 0.5), e)))
 
 
 def cosh(x: Tensor) -> Tensor:
@@ -113,10 +113,7 @@ def cosh(x: Tensor) -> Tensor:
 
 def tan(x: Tensor) -> Tensor:
     """Tangent (``torch.tan``): ``sin / cos``, in float64 for narrower floats."""
-    x = _float_arg("tan", x)
-    w = _wide(x)
-    out = ops.div(ops.sin(w), ops.cos(w))
-    return out if out.dtype == x.dtype else ops.cast(out, x.dtype)
+    return _in_float64("tan", x, lambda w: ops.div(ops.sin(w), ops.cos(w)))
 
 
 def atan2(input: Any, other: Any) -> Tensor:
@@ -126,8 +123,7 @@ def atan2(input: Any, other: Any) -> Tensor:
     common = ops.promote("atan2", input, other)
     common = common if common.is_floating_point else dt.float32
     y, x = ops.operands("atan2", input, other, dtype=dt.float64)
-    out = ops.prim("atan2", [y, x], {}, y.shape, dt.float64)
-    return out if common == dt.float64 else ops.cast(out, common)
+    return ops.cast(ops.prim("atan2", [y, x], {}, y.shape, dt.float64), common)
 
 
 arctan2 = atan2
@@ -136,10 +132,8 @@ arctan2 = atan2
 def _inverse_trig(op: str, x: Tensor, angle) -> Tensor:
     """``angle(w, c)`` with ``w`` = ``x`` in float64 and ``c = sqrt((1 - w)(1 + w))``
     (no cancellation near +-1; NaN past them), rounded to ``x``'s dtype."""
-    x = _float_arg(op, x)
-    w = _wide(x)
-    out = angle(w, ops.sqrt(ops.mul(ops.sub(1.0, w), ops.add(1.0, w))))
-    return out if out.dtype == x.dtype else ops.cast(out, x.dtype)
+    return _in_float64(op, x, lambda w: angle(
+        w, ops.sqrt(ops.mul(ops.sub(1.0, w), ops.add(1.0, w)))))
 
 
 def atan(x: Tensor) -> Tensor:
@@ -166,39 +160,33 @@ def atanh(x: Tensor) -> Tensor:
     """Inverse hyperbolic tangent (``torch.atanh``): ``sign(x) log1p(2|x| / (1 - |x|))
     / 2`` (odd, so ``log1p`` never sees an argument near -1, where it would amplify
     the quotient's rounding: 90 ulps at -0.999 in float64); +-inf at +-1, NaN beyond."""
-    x = _float_arg("atanh", x)
-    w = _wide(x)
-    a = ops.abs(w)
-    mag = ops.mul(ops.log1p(ops.div(ops.mul(a, 2.0), ops.sub(1.0, a))), 0.5)
-    out = ops.where(ops.lt(w, 0), ops.neg(mag), mag)
-    return out if out.dtype == x.dtype else ops.cast(out, x.dtype)
+    def evaluate(w: Tensor) -> Tensor:
+        a = ops.abs(w)
+        return _odd(w, ops.mul(ops.log1p(ops.div(ops.mul(a, 2.0), ops.sub(1.0, a))), 0.5))
+    return _in_float64("atanh", x, evaluate)
 
 
 def asinh(x: Tensor) -> Tensor:
     """Inverse hyperbolic sine (``torch.asinh``): ``sign(x) log1p(|x| + x^2 / (1 +
     sqrt(1 + x^2)))``, and ``sign(x) (log|x| + log 2)`` where ``x^2`` would overflow."""
-    x = _float_arg("asinh", x)
-    w = _wide(x)
-    a = ops.abs(w)
-    sq = ops.mul(a, a)
-    near = ops.log1p(ops.add(a, ops.div(sq, ops.add(1.0, ops.sqrt(ops.add(1.0, sq))))))
-    far = ops.add(ops.log(a), _LN2)
-    mag = ops.where(ops.gt(a, 1e150), far, near)
-    out = ops.where(ops.lt(w, 0), ops.neg(mag), mag)
-    return out if out.dtype == x.dtype else ops.cast(out, x.dtype)
+    def evaluate(w: Tensor) -> Tensor:
+        a = ops.abs(w)
+        sq = ops.mul(a, a)
+        near = ops.log1p(ops.add(a, ops.div(sq, ops.add(1.0, ops.sqrt(ops.add(1.0, sq))))))
+        return _odd(w, ops.where(ops.gt(a, 1e150), ops.add(ops.log(a), _LN2), near))
+    return _in_float64("asinh", x, evaluate)
 
 
 def acosh(x: Tensor) -> Tensor:
     """Inverse hyperbolic cosine (``torch.acosh``): ``log1p(t + sqrt(2t + t^2))`` with
     ``t = x - 1`` (no cancellation near 1), ``log(x) + log 2`` where ``x^2`` would
     overflow; NaN below 1."""
-    x = _float_arg("acosh", x)
-    w = _wide(x)
-    t = ops.sub(w, 1.0)
-    near = ops.log1p(ops.add(t, ops.sqrt(ops.add(ops.mul(t, 2.0), ops.mul(t, t)))))
-    out = ops.where(ops.gt(w, 1e150), ops.add(ops.log(w), _LN2), near)
-    out = ops.where(ops.lt(w, 1.0), math.nan, out)      # (t^2 hides a negative 2t + t^2)
-    return out if out.dtype == x.dtype else ops.cast(out, x.dtype)
+    def evaluate(w: Tensor) -> Tensor:
+        t = ops.sub(w, 1.0)
+        near = ops.log1p(ops.add(t, ops.sqrt(ops.add(ops.mul(t, 2.0), ops.mul(t, t)))))
+        out = ops.where(ops.gt(w, 1e150), ops.add(ops.log(w), _LN2), near)
+        return ops.where(ops.lt(w, 1.0), math.nan, out)   # (t^2 hides a negative 2t + t^2)
+    return _in_float64("acosh", x, evaluate)
 
 
 def logaddexp(a: Tensor, b: Tensor) -> Tensor:
@@ -210,8 +198,7 @@ def logaddexp(a: Tensor, b: Tensor) -> Tensor:
     x, y = ops.operands("logaddexp", a, b, dtype=dt.float64)   # (a result near 0 cancels:
     m = ops.maximum(x, y)                                      # float32 lost 37 ulps there)
     out = ops.add(m, ops.log1p(ops.exp(ops.neg(ops.abs(ops.sub(x, y))))))
-    out = ops.where(ops.logical_and(ops.eq(x, y), ops.isinf(x)), x, out)
-    return out if common == dt.float64 else ops.cast(out, common)
+    return ops.cast(ops.where(ops.logical_and(ops.eq(x, y), ops.isinf(x)), x, out), common)
 
 
 def xlogy(x: Any, y: Any) -> Tensor:

@@ -113,8 +113,8 @@ class FunctionTemplate:
     __slots__ = ("steps", "result", "result_fn", "made", "call", "exposed")
 
     def __init__(self, steps: list[Step], fns: list[FnSpec], result: int,
-                 result_fn: int | None, n_slots: int, call: CallTemplate | None = None,
-                 exposed: tuple[int, ...] = ()):
+                 result_fn: int | None, n_slots: int, call: CallTemplate,
+                 exposed: tuple[int, ...]):
         self.steps = steps
         self.result = result          # the result's step
         self.result_fn = result_fn    # its GradFn's position in ``fns`` (None: none)

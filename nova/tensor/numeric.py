@@ -78,6 +78,12 @@ def _fmod_float(x: Tensor, y: Tensor) -> Tensor:
     return prim("rem", [x, y], {}, x.shape, x.dtype)
 
 
+def _wrong_sign(mod: Tensor, y: Tensor) -> Tensor:
+    """Where a nonzero truncated remainder ``mod`` has a sign other than ``y``'s: there
+    the floored remainder is ``mod + y`` and the floored quotient one less."""
+    return ops.logical_and(ops.ne(mod, 0), ops.ne(ops.lt(y, 0), ops.lt(mod, 0)))
+
+
 def _floor_quotient_float(x: Tensor, y: Tensor) -> Tensor:
     """``x / y`` rounded toward -inf for floats as PyTorch computes it (c10's
     ``div_floor_floating``): from the exact remainder, ``(x - fmod(x, y)) / y`` less one
@@ -87,8 +93,7 @@ def _floor_quotient_float(x: Tensor, y: Tensor) -> Tensor:
     0.1)`` rounds to, and ``-5.5 // inf`` is -1."""
     mod = _fmod_float(x, y)
     q = ops.div(ops.sub(x, mod), y)
-    q = ops.sub(q, ops.cast(ops.logical_and(ops.ne(mod, 0), ops.ne(ops.lt(y, 0), ops.lt(mod, 0))),
-                            q.dtype))
+    q = ops.sub(q, ops.cast(_wrong_sign(mod, y), q.dtype))
     fl = floor(q)
     fl = ops.where(ops.gt(ops.sub(q, fl), 0.5), ops.add(fl, 1.0), fl)
     true_q = ops.div(x, y)
@@ -144,8 +149,7 @@ def remainder(a: Any, b: Any) -> Tensor:
     if ops.promote("remainder", a, b).is_floating_point:
         x, y = ops.operands("remainder", a, b)
         r = _fmod_float(x, y)
-        wrong_sign = ops.logical_and(ops.ne(r, 0), ops.ne(ops.lt(y, 0), ops.lt(r, 0)))
-        return ops.where(wrong_sign, ops.add(r, y), r)
+        return ops.where(_wrong_sign(r, y), ops.add(r, y), r)
     return ops.sub(a, ops.mul(b, _quotient("remainder", a, b, True)))
 
 

@@ -759,6 +759,13 @@ def _pick(pred: str):
     return lambda e, mlir, x, y: e.b.select(e.b.icmp_signed(pred, x, y), x, y)
 
 
+def _bit_instruction(name: str) -> Arith:
+    """A bit operation: the same IRBuilder instruction on integers and on i1 (logical
+    there)."""
+    rule = lambda e, m, *xs: getattr(e.b, name)(*xs)   # noqa: E731
+    return Arith(int=rule, bool=rule)
+
+
 # Ops the CPU emitter evaluates its own way from the index.
 Emitter.RULES = {
     nd.RngUniformOp: lambda e, op, idx: e.philox_uniform(op, idx),
@@ -801,9 +808,8 @@ Emitter.ARITH = {
                     int=lambda e, m, x, y: e._ipow(x, y, x.type)),
     nd.RemOp: Arith(float=lambda e, m, x, y: e.b.frem(x, y)),     # (libm's fmod: exact)
     nd.Atan2Op: Arith(float=lambda e, m, y, x: e.call_libm("atan2", y, x)),
-    # bit operations: the same instructions on integers and on i1 (logical there)
-    nd.AndOp: Arith(int=lambda e, m, x, y: e.b.and_(x, y), bool=lambda e, m, x, y: e.b.and_(x, y)),
-    nd.OrOp: Arith(int=lambda e, m, x, y: e.b.or_(x, y), bool=lambda e, m, x, y: e.b.or_(x, y)),
-    nd.XorOp: Arith(int=lambda e, m, x, y: e.b.xor(x, y), bool=lambda e, m, x, y: e.b.xor(x, y)),
-    nd.NotOp: Arith(int=lambda e, m, x: e.b.not_(x), bool=lambda e, m, x: e.b.not_(x)),
+    nd.AndOp: _bit_instruction("and_"),
+    nd.OrOp: _bit_instruction("or_"),
+    nd.XorOp: _bit_instruction("xor"),
+    nd.NotOp: _bit_instruction("not_"),
 }

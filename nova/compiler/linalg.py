@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, ModuleOp
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import BlockArgument, Operation, OpResult, SSAValue
 
 from nova.compiler import dialect as nd
 from nova.core import philox
@@ -901,6 +902,14 @@ LOWERINGS: dict[type[Operation], Lowering] = {
 }
 
 
+def _storage_root(v: SSAValue) -> SSAValue:
+    """The value whose storage ``v`` shares after bufferization: through reshapes (the
+    only ops lowered to views, ``tensor.expand_shape``/``collapse_shape``)."""
+    while isinstance(v, OpResult) and isinstance(v.op, nd.ReshapeOp):
+        v = v.op.input
+    return v
+
+
 def to_linalg(module: ModuleOp, name: str = "step") -> str:
     """``module``'s step function (nova stage, attention as its composite) as upstream
     MLIR text: function ``name`` with the step's arguments and results (booleans as
@@ -912,10 +921,11 @@ def to_linalg(module: ModuleOp, name: str = "step") -> str:
     for k, arg in enumerate(block.args):
         w.names[arg] = f"%arg{k}"
         params.append(f"%arg{k}: {ttype(_shape(arg), _elem(arg))} {{bufferization.writable = false}}")
-    returned: list[tuple[str, str]] = []
+    returned: list[tuple[str, str, Any]] = []
     for op in block.ops:
         if isinstance(op, func.ReturnOp):
-            returned = [(w.of(v), ttype(_shape(v), _elem(v))) for v in op.operands]
+            returned = [(w.of(v), ttype(_shape(v), _elem(v)), _storage_root(v))
+                        for v in op.operands]
             continue
         lower = LOWERINGS.get(type(op))
         if lower is None:
@@ -925,15 +935,17 @@ def to_linalg(module: ModuleOp, name: str = "step") -> str:
     for f in w.flags:
         flag = w.elementwise([(flag, "i1"), (f, "i1")], (), "i1",
                              lambda sc, xs: sc.binary("arith.ori", xs[0], xs[1], "i1"))
-    returned.append((flag, ttype((), "i1")))
-    # a result that is an argument, or returned twice, is copied: out-params must not alias
-    seen: set[str] = set()
+    returned.append((flag, ttype((), "i1"), None))
+    # A result that is an argument, or a reshape of one, or shares its storage with an
+    # earlier result (returned twice, or a reshape of another result), is copied:
+    # out-params must not alias (buffer-results-to-out-params crashed on a result and
+    # its reshape returned together).
+    seen: set[Any] = set()
     results = []
-    for value, t in returned:
-        if value.startswith("%arg") or value in seen:
-            shape_elem = t
-            value = w.line(f"bufferization.alloc_tensor() copy({value}) : {shape_elem}")
-        seen.add(value)
+    for value, t, root in returned:
+        if isinstance(root, BlockArgument) or (root is not None and root in seen):
+            value = w.line(f"bufferization.alloc_tensor() copy({value}) : {t}")
+        seen.add(root)
         results.append((value, t))
     head = (f"  func.func @{name}({', '.join(params)}) -> ({', '.join(t for _, t in results)}) "
             f"attributes {{llvm.emit_c_interface}} {{")

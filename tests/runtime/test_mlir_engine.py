@@ -74,6 +74,35 @@ module {
 """
 
 
+def test_results_sharing_storage_through_reshapes_are_copied():
+    """A result returned with its reshape (or an argument's reshape) would alias
+    another out-param: upstream's buffer-results-to-out-params crashed the process
+    on it (a segfault). Each later alias is copied."""
+    module = parse_module("""
+    builtin.module {
+      func.func @step(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<2x2xf32>, tensor<4xf32>, tensor<2x2xf32>) {
+        %e = nova.exp %x : tensor<4xf32>
+        %r = nova.reshape %e : tensor<4xf32> -> tensor<2x2xf32>
+        %b = nova.reshape %r : tensor<2x2xf32> -> tensor<4xf32>
+        %a = nova.reshape %x : tensor<4xf32> -> tensor<2x2xf32>
+        func.return %e, %r, %b, %a : tensor<4xf32>, tensor<2x2xf32>, tensor<4xf32>, tensor<2x2xf32>
+      }
+    }""")
+    text = to_linalg(module)
+    copies = [line.split(" = ")[0].strip() for line in text.splitlines() if "copy(" in line]
+    assert len(copies) == 3      # the reshape of %e, its reshape back, %x's reshape
+    returned = text.splitlines()[-3].split("return ")[1].split(" : ")[0].split(", ")
+    assert returned[1:4] == copies and returned[0] not in copies
+
+
+def test_a_result_and_its_reshapes_run(bindings):
+    def make():
+        x = nv.arange(6.0).reshape(2, 3)
+        return [x, x.reshape(6), nv.tensor([1.0, 2.0]).reshape(2, 1)]
+    got, want = _both(make)
+    _same(got, want)
+
+
 def test_collectives_are_refused_naming_the_op():
     with pytest.raises(LinalgLoweringError, match="nova.all_reduce_start exchanges data"):
         to_linalg(parse_module(COLLECTIVE_STEP))

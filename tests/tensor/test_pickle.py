@@ -70,5 +70,20 @@ def test_copy_is_another_handle_on_the_same_graph():
     np.testing.assert_array_equal(w.grad.numpy(), [3.0, 3.0])
     with pytest.raises(TypeError, match="nv.save"):
         copy.copy(nv.nn.Parameter(nv.ones(2)))
-    with pytest.raises(TypeError, match="nv.save"):
-        copy.deepcopy(nv.nn.Parameter(nv.ones(2)))
+
+
+def test_deepcopy_of_a_module_gives_parameters_of_its_own():
+    """As PyTorch's (EMA copies, frozen teachers): was a TypeError."""
+    m = nv.nn.Sequential(nv.nn.Linear(2, 2), nv.nn.BatchNorm1d(2))
+    m[0].weight.grad = nv.ones(2, 2)
+    c = copy.deepcopy(m)
+    w, cw = m[0].weight, c[0].weight
+    assert cw is not w and type(cw) is nv.nn.Parameter and cw.requires_grad
+    np.testing.assert_array_equal(cw.numpy(), w.numpy())
+    np.testing.assert_array_equal(cw.grad.numpy(), np.ones((2, 2)))
+    with nv.no_grad():
+        cw.add_(1.0)
+    np.testing.assert_array_equal(cw.numpy(), w.numpy() + np.float32(1))
+    assert len(list(c.parameters())) == 4 and c[1].running_mean is not m[1].running_mean
+    frozen = nv.nn.Parameter(nv.ones(2), requires_grad=False)
+    assert not copy.deepcopy(frozen).requires_grad

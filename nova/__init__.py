@@ -2,7 +2,9 @@
 
 ``import nova as nv``; the names follow PyTorch's.
 """
-from nova import amp, autograd, cuda, debug, distributed, export, linalg, nn, optim, utils
+from nova import (
+    amp, autograd, cuda, debug, distributed, export, linalg, nn, optim, special, utils,
+)
 from nova.amp import autocast
 
 from nova.autograd.grad_mode import (
@@ -16,7 +18,8 @@ from nova.tensor.creation import (
 )
 from nova.tensor.device import device
 from nova.core.dtypes import (
-    DType as dtype, bfloat16, float16, float32, float64, int32, int64,
+    DType as dtype, bfloat16, can_cast, finfo, float16, float32, float64, get_default_dtype,
+    iinfo, int32, int64, promote_types, set_default_dtype,
 )
 from nova.tensor.movement import (
     broadcast_tensors, cat, chunk, concatenate, expand, flatten, narrow, permute, repeat,
@@ -49,13 +52,33 @@ from nova.tensor.arrays import (
     cartesian_prod, trapezoid, trapz, logspace,
 )
 from nova.tensor.einsum import einsum
-from nova.tensor.scan import cumprod, cumsum
+from nova.tensor.special import *  # noqa: F401,F403 (its __all__: torch's names)
+from nova.tensor.products import (
+    addbmm, addr, cdist, diag_embed, diagflat, dist, inner, matrix_power, renorm, tensordot,
+    vdot,
+)
+from nova.tensor.statistics import corrcoef, cov, histc, isin, kthvalue, nanmedian, take
+from nova.tensor.compat import (
+    as_tensor, asarray, bernoulli, broadcast_shapes, broadcast_to, equal, fliplr, flipud,
+    positive, result_type, rsub, scalar_tensor, swapdims,
+)
+from nova.tensor.scan import cummax, cummin, cumprod, cumsum, logcumsumexp
 from nova.tensor.sorting import argsort, msort, sort, topk
 from nova.tensor.numeric import (  # noqa: A004 (torch's names: any, all, round)
     all, any, ceil, count_nonzero, div, divide, flip, floor, floor_divide, fmod, frac, norm,
     remainder, round, sign, trunc,
 )
-from nova.tensor.random import Generator, default_generator, manual_seed
+from nova.tensor.random import (
+    Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed,
+    set_rng_state,
+)
+from nova.tensor.printing import set_printoptions
+from nova import backends
+from nova.backends import (
+    are_deterministic_algorithms_enabled, get_float32_matmul_precision,
+    is_deterministic_algorithms_warn_only_enabled, set_float32_matmul_precision,
+    use_deterministic_algorithms,
+)
 from nova.tensor.realize import RealizationError, realize
 from nova.runtime.engine import engine, get_engine, get_remat, set_engine, set_remat
 from nova.runtime.memory_plan import NovaOutOfMemoryError
@@ -63,6 +86,13 @@ from nova.runtime.threads import get_num_threads, set_num_threads
 from nova.serialization import CheckpointError, load, save
 from nova.tensor.tensor import Tensor
 from nova.capture import CaptureError, compile  # noqa: A001 (torch.compile's name)
+
+# torch's other names for the same functions
+concat = cat
+multiply, subtract, negative, true_divide = mul, sub, neg, div
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+absolute, fix, sgn = abs, trunc, sign
+arccosh, arcsinh, arctanh = acosh, asinh, atanh
 
 bool = _dt.bool_
 float = _dt.float32

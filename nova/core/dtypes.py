@@ -55,8 +55,30 @@ _BY_NAME.update({"float": float32, "double": float64, "half": float16, "int": in
 _BY_NP = {d.np: d for d in ALL_DTYPES}
 _BY_MLIR = {d.mlir: d for d in ALL_DTYPES}
 
+# The dtype of Python floats, of float factories without ``dtype=`` and of integer
+# inputs to float functions: ``set_default_dtype`` replaces it (process-wide, as
+# PyTorch's); read it at call time as ``dtypes.DEFAULT_FLOAT``, never bind it at import.
 DEFAULT_FLOAT = float32
 DEFAULT_INT = int64
+
+
+def get_default_dtype() -> DType:
+    """The default floating dtype (``torch.get_default_dtype``): float32 unless
+    ``set_default_dtype`` changed it."""
+    return DEFAULT_FLOAT
+
+
+def set_default_dtype(d: Any) -> None:
+    """Make ``d`` the dtype of Python floats and of float factories without ``dtype=``
+    (``torch.set_default_dtype``): process-wide, as PyTorch's; tensors made before keep
+    theirs, and so does every compiled step (their dtypes are recorded)."""
+    global DEFAULT_FLOAT
+    dtype = get_dtype(d)
+    if dtype.category != FLOAT:
+        raise TypeError(f"set_default_dtype: only floating dtypes are supported as the "
+                        f"default, got {dtype.name}; valid: float32, float64, float16, "
+                        "bfloat16")
+    DEFAULT_FLOAT = dtype
 
 # Promotion lattice inside a category: the wider type wins; float16 with bfloat16 gives
 # float32 (neither holds the other), as in PyTorch.
@@ -256,3 +278,57 @@ def operand_scalar(value: Any, dtype: DType, op: str) -> builtins.int | builtins
     if dtype.category == INT:
         return checked_scalar(value, dtype, op)
     return builtins.float(value)
+
+
+# ---------------------------------------------------------------- dtype information
+
+class finfo:
+    """Machine limits of a floating dtype, as ``torch.finfo``: ``bits``, ``eps``,
+    ``max``, ``min``, ``tiny`` (= ``smallest_normal``), ``resolution`` and ``dtype``
+    (its name). ``finfo()`` describes the default dtype."""
+
+    def __init__(self, type: Any = None):  # noqa: A002 (torch's name)
+        dtype = DEFAULT_FLOAT if type is None else get_dtype(type)
+        if dtype.category != FLOAT:
+            raise TypeError(f"finfo: {dtype.name} is not a floating dtype; use iinfo for "
+                            "integers")
+        info = ml_dtypes.finfo(dtype.np)
+        self.bits = builtins.int(info.bits)
+        self.eps = builtins.float(info.eps)
+        self.max = builtins.float(info.max)
+        self.min = builtins.float(info.min)
+        self.tiny = self.smallest_normal = builtins.float(info.smallest_normal)
+        self.resolution = builtins.float(info.resolution)
+        self.dtype = dtype.name
+
+    def __repr__(self) -> str:
+        return (f"finfo(resolution={self.resolution}, min={self.min:g}, max={self.max:g}, "
+                f"eps={self.eps:g}, smallest_normal={self.smallest_normal:g}, "
+                f"tiny={self.tiny:g}, dtype={self.dtype})")
+
+
+class iinfo:
+    """Limits of an integer (or bool) dtype, as ``torch.iinfo``: ``bits``, ``min``,
+    ``max`` and ``dtype`` (its name)."""
+
+    def __init__(self, type: Any):  # noqa: A002 (torch's name)
+        dtype = get_dtype(type)
+        if dtype.category == FLOAT:
+            raise TypeError(f"iinfo: {dtype.name} is a floating dtype; use finfo")
+        self.bits = 8 * dtype.itemsize
+        self.min, self.max = (0, 1) if dtype.category == BOOL else int_bounds(dtype)
+        self.dtype = dtype.name
+
+    def __repr__(self) -> str:
+        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
+
+
+def promote_types(type1: Any, type2: Any) -> DType:
+    """The dtype two tensors of these dtypes compute in (``torch.promote_types``)."""
+    return result_type([(get_dtype(type1), 1), (get_dtype(type2), 1)], [])
+
+
+def can_cast(from_: Any, to: Any) -> builtins.bool:
+    """Whether ``torch.can_cast`` allows it: never to a lower category (float to int,
+    int to bool); within one, any width."""
+    return get_dtype(from_).category <= get_dtype(to).category

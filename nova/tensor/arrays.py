@@ -732,7 +732,7 @@ def logspace(start: float, end: float, steps: builtins.int, base: float = 10.0, 
     from nova.tensor.creation import linspace
     exponents = linspace(start, end, steps, dtype=dt.float64)
     out = ops.pow(base, exponents)
-    return ops.cast(out, dt.get_dtype(dtype) if dtype is not None else dt.float32)
+    return ops.cast(out, dt.get_dtype(dtype) if dtype is not None else dt.DEFAULT_FLOAT)
 
 
 def _data_dependent(name: str, hint: str):

@@ -56,7 +56,7 @@ def _infer_dtype(data: Any, arr: np.ndarray) -> dt.DType:
     if arr.dtype.kind in "iu":
         return dt.int64
     if arr.dtype.kind == "f" or arr.size == 0:
-        return dt.float32
+        return dt.DEFAULT_FLOAT
     raise TypeError(f"tensor: cannot build a tensor from {type(data).__name__} holding "
                     f"{arr.dtype}; expected numbers, bools, nested lists or numpy arrays")
 
@@ -130,7 +130,8 @@ def tensor(data: Any, dtype: Any = None, device: Any = None,
            requires_grad: bool = False) -> Tensor:
     """A tensor holding a copy of ``data`` (Python numbers, nested lists, numpy arrays).
 
-    Python floats default to float32 and ints to int64, as in PyTorch.
+    Python floats default to the default dtype (float32 unless ``set_default_dtype``)
+    and ints to int64, as in PyTorch.
     """
     where = check_device(device, "tensor")
     arr = _to_numpy(data)
@@ -160,8 +161,11 @@ def from_numpy(array: np.ndarray) -> Tensor:
     return Tensor._wrap(buffer_node(array, target))
 
 
-def _dtype(dtype: Any, default: dt.DType = dt.float32) -> dt.DType:
-    return default if dtype is None else dt.get_dtype(dtype)
+def _dtype(dtype: Any, default: dt.DType | None = None) -> dt.DType:
+    """``dtype`` as a DType; ``default`` (the default float dtype if None) without one."""
+    if dtype is not None:
+        return dt.get_dtype(dtype)
+    return dt.DEFAULT_FLOAT if default is None else default
 
 
 def full(size: Sequence[int], fill_value: Any, *, dtype: Any = None, device: Any = None,
@@ -272,7 +276,7 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None,
             raise SizeError(f"arange: {start} -> {end} by {step} has too many elements")
         n = int(count)
     check_numel("arange", (n,))
-    target = _dtype(dtype, dt.int64 if all_int else dt.float32)
+    target = _dtype(dtype, dt.int64 if all_int else None)
     if n == 0:
         return _place(full_const(0, (0,), target), where)
     work = dt.int64 if all_int and target.category != dt.FLOAT else dt.float64
@@ -299,14 +303,17 @@ def linspace(start: float, end: float, steps: int, *, dtype: Any = None) -> Tens
     return cast(add(mul(idx, (end - start) / (steps - 1)), float(start)), _dtype(dtype))
 
 
-def eye(n: int, m: int | None = None, *, dtype: Any = None) -> Tensor:
+def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None,
+        requires_grad: bool = False) -> Tensor:
+    where = check_device(device, "eye")
     n = _count("eye", "n", n)
     m = n if m is None else _count("eye", "m", m)
     check_numel("eye", (n, m))
     rows = prim("iota", [], {"dim": 0}, (n, m), dt.int64)
     cols = prim("iota", [], {"dim": 1}, (n, m), dt.int64)
-    return cast(prim("compare", [rows, cols], {"direction": "eq"}, (n, m), dt.bool_),
-                _dtype(dtype))
+    out = cast(prim("compare", [rows, cols], {"direction": "eq"}, (n, m), dt.bool_),
+               _dtype(dtype))
+    return _finish(_place(out, where), requires_grad)
 
 
 def rand(*size: Any, dtype: Any = None, generator: Any = None, device: Any = None,

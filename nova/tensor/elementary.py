@@ -27,7 +27,7 @@ from nova.tensor.tensor import Tensor
 _LN2 = math.log(2.0)
 
 
-_float_arg = ops._as_float     # (integers and bools as float32, PyTorch's default)
+_float_arg = ops._as_float     # (integers and bools in the default dtype, as PyTorch)
 
 
 def _in_float64(op: str, x: Tensor, fn) -> Tensor:
@@ -121,7 +121,7 @@ def atan2(input: Any, other: Any) -> Tensor:
     ``atan2``, signed zeros and infinities included), float32 and half through float64
     and rounded once (libm's ``atan2f`` is an ulp off at times). Integers give float32."""
     common = ops.promote("atan2", input, other)
-    common = common if common.is_floating_point else dt.float32
+    common = common if common.is_floating_point else dt.DEFAULT_FLOAT
     y, x = ops.operands("atan2", input, other, dtype=dt.float64)
     return ops.cast(ops.prim("atan2", [y, x], {}, y.shape, dt.float64), common)
 
@@ -194,7 +194,7 @@ def logaddexp(a: Tensor, b: Tensor) -> Tensor:
     exp(-|a - b|))`` in float64 (rounded once for narrower floats), and the infinity
     itself where both are the same infinity."""
     common = ops.promote("logaddexp", a, b)
-    common = common if common.is_floating_point else dt.float32
+    common = common if common.is_floating_point else dt.DEFAULT_FLOAT
     x, y = ops.operands("logaddexp", a, b, dtype=dt.float64)   # (a result near 0 cancels:
     m = ops.maximum(x, y)                                      # float32 lost 37 ulps there)
     out = ops.add(m, ops.log1p(ops.exp(ops.neg(ops.abs(ops.sub(x, y))))))
@@ -204,7 +204,8 @@ def logaddexp(a: Tensor, b: Tensor) -> Tensor:
 def xlogy(x: Any, y: Any) -> Tensor:
     """``x * log(y)``, 0 where ``x == 0`` unless ``y`` is NaN (``torch.xlogy``)."""
     common = ops.promote("xlogy", x, y)
-    a, b = ops.operands("xlogy", x, y, dtype=common if common.is_floating_point else dt.float32)
+    a, b = ops.operands("xlogy", x, y,
+                        dtype=common if common.is_floating_point else dt.DEFAULT_FLOAT)
     return ops.where(ops.logical_and(ops.eq(a, 0), ops.logical_not(ops.isnan(b))), 0.0,
                      ops.mul(a, ops.log(b)))
 

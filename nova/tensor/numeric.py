@@ -124,7 +124,7 @@ ROUNDING_MODES = (None, "trunc", "floor")
 
 
 def div(a: Any, b: Any, *, rounding_mode: str | None = None) -> Tensor:
-    """``torch.div``: true division (integers give float32), or with ``rounding_mode``
+    """``torch.div``: true division (integers give the default dtype), or with ``rounding_mode``
     the quotient rounded toward zero (``"trunc"``) or -inf (``"floor"``) in the common
     dtype of ``a`` and ``b``."""
     if rounding_mode not in ROUNDING_MODES:
@@ -193,7 +193,7 @@ def vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: builtins.bool
     if dtype is not None:
         x = ops.cast(x, dt.get_dtype(dtype))
     if not x.dtype.is_floating_point:
-        x = ops.cast(x, dt.float32)
+        x = ops.cast(x, dt.DEFAULT_FLOAT)
     dims = None if dim is None else normalize_dims("vector_norm", dim, x.ndim, x.shape)
     a = ops.abs(x)
     if ord == math.inf:
@@ -205,8 +205,24 @@ def vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: builtins.bool
     if ord == 1:
         return ops.sum(a, dims, keepdim)
     if ord == 2:
-        return ops.sqrt(ops.sum(ops.mul(x, x), dims, keepdim))
-    return ops.pow(ops.sum(ops.pow(a, float(ord)), dims, keepdim), 1.0 / ord)
+        return _root_at_zero(ops.sum(ops.mul(x, x), dims, keepdim), ops.sqrt)
+    if ord < 1:     # |x|**ord has an infinite slope at 0: PyTorch's gradient there is 0
+        zero = ops.eq(a, 0)
+        powers = ops.where(zero, 0.0 if ord > 0 else math.inf,
+                           ops.pow(ops.where(zero, 1.0, a), float(ord)))
+    else:
+        powers = ops.pow(a, float(ord))
+    return _root_at_zero(ops.sum(powers, dims, keepdim), lambda s: ops.pow(s, 1.0 / ord),
+                         0.0 if ord > 0 else math.inf)
+
+
+def _root_at_zero(total: Tensor, root, at_zero: float = 0.0) -> Tensor:
+    """``root(total)`` whose gradient is 0, not NaN, where ``total`` is 0 (a zero
+    vector's norm: the root's slope there is infinite and the sum's is 0), as PyTorch's
+    norm gives; the value is unchanged (``at_zero``: ``root(0)``, inf for a negative
+    order's root)."""
+    zero = ops.eq(total, 0)
+    return ops.where(zero, at_zero, root(ops.where(zero, 1.0, total)))
 
 
 def norm(x: Tensor, p: Any = "fro", dim: Any = None, keepdim: builtins.bool = False,

@@ -188,7 +188,8 @@ def mul(a: Any, b: Any) -> Tensor:
 def div(a: Any, b: Any) -> Tensor:
     """True division: integer and bool inputs give float32, as in PyTorch."""
     common = promote("div", a, b)
-    return _binary("div", "div", a, b, dtype=common if common.is_floating_point else dt.float32)
+    return _binary("div", "div", a, b,
+                   dtype=common if common.is_floating_point else dt.DEFAULT_FLOAT)
 
 
 def pow(a: Any, b: Any) -> Tensor:
@@ -232,10 +233,10 @@ def _check_tensor(op: str, x: Any) -> None:
 def _float_unary(name: str) -> Any:
     def op(x: Tensor) -> Tensor:
         _check_tensor(name, x)
-        x = cast(x, x.dtype if x.dtype.is_floating_point else dt.float32)
+        x = cast(x, x.dtype if x.dtype.is_floating_point else dt.DEFAULT_FLOAT)
         return prim(name, [x], {}, x.shape, x.dtype)
     op.__name__ = name
-    op.__doc__ = f"Elementwise {name}; integer inputs compute in float32."
+    op.__doc__ = f"Elementwise {name}; integer inputs compute in the default dtype."
     return op
 
 
@@ -309,7 +310,7 @@ def silu(x: Tensor) -> Tensor:
 
 def _as_float(op: str, x: Any) -> Tensor:
     _check_tensor(op, x)
-    return cast(x, x.dtype if x.dtype.is_floating_point else dt.float32)
+    return cast(x, x.dtype if x.dtype.is_floating_point else dt.DEFAULT_FLOAT)
 
 
 def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:

@@ -81,6 +81,43 @@ def manual_seed(seed: int) -> Generator:
     return default_generator.manual_seed(seed)
 
 
+def initial_seed() -> int:
+    """The default generator's seed (``torch.initial_seed``)."""
+    return default_generator.initial_seed()
+
+
+def seed() -> int:
+    """Seed the default generator from the OS's entropy and return the seed
+    (``torch.seed``)."""
+    import secrets
+    value = secrets.randbits(63)
+    default_generator.manual_seed(value)
+    return value
+
+
+def get_rng_state() -> Tensor:
+    """The default generator's state as an int64 tensor (seed, offset): what
+    ``set_rng_state`` takes back (``torch.get_rng_state``; PyTorch's is a byte tensor
+    of its Mersenne Twister, Nova's the two numbers of its counter-based generator)."""
+    seed_bits = np.array([default_generator.seed], dtype=np.uint64).view(np.int64)[0]
+    return Tensor._wrap(buffer_node(np.array([seed_bits, default_generator.offset],
+                                             dtype=np.int64), dt.int64))
+
+
+def set_rng_state(new_state: Tensor) -> None:
+    """Restore the default generator from ``get_rng_state``'s tensor."""
+    if not isinstance(new_state, Tensor) or new_state.shape != (2,) or \
+            new_state.dtype != dt.int64:
+        raise ValueError(f"set_rng_state: expected the int64 tensor of shape (2,) that "
+                         f"get_rng_state returns, got "
+                         f"{getattr(new_state, 'dtype', type(new_state).__name__)} "
+                         f"{getattr(new_state, 'shape', '')}")
+    seed_bits, offset = new_state.numpy()
+    if offset < 0:
+        raise ValueError(f"set_rng_state: the offset must be >= 0, got {offset}")
+    default_generator.set_state((int(np.array([seed_bits]).view(np.uint64)[0]), int(offset)))
+
+
 def host_permutation(n: int, generator: Generator | None = None) -> np.ndarray:
     """A random permutation of ``range(n)`` drawn on the host: the stable argsort of
     one float64 uniform draw of ``n`` values (``nova.core.philox``, the numbers

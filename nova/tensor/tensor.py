@@ -264,7 +264,8 @@ class Tensor:
         arr = self._host_values()
         if self.dtype == dt.bfloat16:
             arr = arr.astype(np.float32)
-        body = np.array2string(arr, separator=", ", prefix="tensor(", precision=4)
+        from nova.tensor.printing import array_text
+        body = array_text(arr, "tensor(")
         extra = "" if self.dtype in (dt.float32, dt.int64, dt.bool_) else f", dtype={self.dtype}"
         if self.node.device == "cuda":
             extra += ", device='cuda:0'"
@@ -491,6 +492,13 @@ class Tensor:
     def __isub__(self, o): return self.sub_(o)
     def __imul__(self, o): return self.mul_(o)
     def __itruediv__(self, o): return self.div_(o)
+    # (without these, ``x //= 2`` on a view would rebind the name, not write through)
+    def __ifloordiv__(self, o): return self._assign(_numeric.floor_divide(self, o), "floor_divide_")
+    def __imod__(self, o): return self._assign(_numeric.remainder(self, o), "remainder_")
+    def __ipow__(self, o): return self._assign(_ops.pow(self, o), "pow_")
+    def __iand__(self, o): return self._assign(_ops.bitwise_and(self, o), "bitwise_and_")
+    def __ior__(self, o): return self._assign(_ops.bitwise_or(self, o), "bitwise_or_")
+    def __ixor__(self, o): return self._assign(_ops.bitwise_xor(self, o), "bitwise_xor_")
 
     def __getitem__(self, index: Any) -> Tensor:
         return _indexing.getitem(self, index)
@@ -554,11 +562,21 @@ from nova.tensor import numeric as _numeric  # noqa: E402
 from nova.tensor import scan as _scan  # noqa: E402
 from nova.tensor import elementary as _elementary  # noqa: E402
 from nova.tensor import arrays as _arrays  # noqa: E402
+from nova.tensor import special as _special  # noqa: E402
+from nova.tensor import products as _products  # noqa: E402
+from nova.tensor import statistics as _statistics  # noqa: E402
 
 # Methods that are the module-level ops with the tensor first (``x.exp()``, ``x.sum(1)``).
-for _mod in (_ops, _movement, _sorting, _numeric, _scan, _elementary, _arrays):
+for _mod in (_ops, _movement, _sorting, _numeric, _scan, _elementary, _arrays, _special,
+             _products, _statistics):
     for _name in _mod.TENSOR_METHODS:
         setattr(Tensor, _name, getattr(_mod, _name))
+
+# Then factory methods, layout queries, aliases and the generated in-place forms, which
+# wrap the methods above.
+from nova.tensor import compat as _compat  # noqa: E402
+
+_compat.install()
 
 
 def _rebuild_tensor(values: np.ndarray, dtype: str, device: str,

@@ -138,3 +138,66 @@ def test_bad_arguments_name_the_op():
         x.cumprod(None)
     with pytest.raises(TypeError, match="cumsum: expected a Tensor"):
         nv.cumsum([1, 2], 0)
+
+
+def _running(x, dim, largest):
+    """Reference cummax/cummin along ``dim`` by PyTorch's rule: a later element takes
+    over when >= (<=) the best so far or NaN."""
+    x = np.moveaxis(np.asarray(x), dim, -1)
+    vals, idx = np.empty_like(x), np.zeros(x.shape, np.int64)
+    for pos in np.ndindex(x.shape[:-1]):
+        best, at = None, 0
+        for j, v in enumerate(x[pos]):
+            if best is None or np.isnan(v) or (v >= best if largest else v <= best):
+                best, at = v, j
+            vals[pos + (j,)], idx[pos + (j,)] = best, at
+    return np.moveaxis(vals, -1, dim), np.moveaxis(idx, -1, dim)
+
+
+def test_cummax_and_cummin_follow_the_latest_winner_and_propagate_nan():
+    f = np.array([[1.0, 1.0, 3.0, 2.0, 3.0, np.nan, 5.0, np.nan, 1.0],
+                  [-np.inf, 2.0, 2.0, -1.0, np.inf, 0.0, -0.0, 4.0, 4.0]], np.float32)
+    i = np.array([[3, 1, 2, 1, 5, 0, 5]], np.int32)
+    outs = [nv.cummax(nv.tensor(f), 1), nv.cummin(nv.tensor(f), 1), nv.cummax(nv.tensor(f), 0),
+            nv.cummin(nv.tensor(i), -1), nv.cummax(nv.tensor([True, False, True]), 0),
+            nv.cummax(nv.tensor(2.5), 0)]
+    nv.realize(*[t for o in outs for t in o])
+    for (got, (x, dim, largest)) in zip(outs, [(f, 1, True), (f, 1, False), (f, 0, True),
+                                                (i, -1, False)]):
+        vals, idx = _running(x, dim, largest)
+        np.testing.assert_array_equal(got.values.numpy(), vals)
+        np.testing.assert_array_equal(got.indices.numpy(), idx)
+        assert got.values.dtype == nv.tensor(x).dtype and got.indices.dtype == nv.int64
+    assert outs[4].values.tolist() == [True, True, True] and outs[4].indices.tolist() == [0, 0, 2]
+    assert outs[5].values.item() == 2.5 and outs[5].indices.item() == 0
+    assert type(outs[0]).__name__ == "cummax" and outs[0]._fields == ("values", "indices")
+
+
+def test_logcumsumexp_keeps_small_terms_after_huge_ones():
+    x = np.array([-1000.0, 0.0, -np.inf, 30.0, -30.0, np.inf, 1.0], np.float32)
+    r = RNG.normal(size=(3, 37)).astype(np.float32) * 20
+    got = [nv.logcumsumexp(nv.tensor(x), 0), nv.logcumsumexp(nv.tensor(r), 1),
+           nv.logcumsumexp(nv.tensor([-np.inf, -np.inf]), 0), nv.tensor(r).logcumsumexp(0)]
+    nv.realize(*got)
+    with np.errstate(divide="ignore"):
+        want = [np.logaddexp.accumulate(x.astype(np.float64)),
+                np.logaddexp.accumulate(r.astype(np.float64), 1),
+                np.array([-np.inf, -np.inf]), np.logaddexp.accumulate(r.astype(np.float64), 0)]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.astype(np.float32), rtol=3e-7, atol=0)
+    with pytest.raises(TypeError, match="logcumsumexp"):
+        nv.logcumsumexp(nv.tensor([1, 2]), 0)
+
+
+def test_running_extremes_and_logcumsumexp_differentiate():
+    x = RNG.normal(size=(3, 6))
+    assert gradcheck(lambda a: nv.cummax(a, 1).values, [x])
+    assert gradcheck(lambda a: nv.cummin(a, 0).values * a, [x])
+    assert gradcheck(lambda a: nv.logcumsumexp(a, 1), [x])
+
+
+def test_running_extremes_name_the_op_on_bad_arguments():
+    with pytest.raises(TypeError, match="cummax: dim must be an int"):
+        nv.cummax(nv.ones(3), None)
+    with pytest.raises(IndexError, match="cummin"):
+        nv.cummin(nv.ones(3), 1)

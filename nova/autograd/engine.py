@@ -11,7 +11,7 @@ import contextvars
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from nova.autograd import backward_template, grad_mode, graph
+from nova.autograd import backward_template, grad_mode, graph, hooks
 from nova.autograd.rules import vjp
 from nova.tensor import ops, tape
 from nova.tensor.tensor import Tensor
@@ -117,6 +117,9 @@ def _run(outputs: list[Tensor], grads: list[Tensor], retain_graph: bool, create_
         return _propagate(outputs, grads, _topological(roots), retain_graph, create_graph,
                           capture, reached)
     found = _discovered(roots)
+    if hooks.any_hooks() and _reaches_hooks(outputs, found):
+        return _propagate(outputs, grads, _topological(roots), retain_graph, False, None,
+                          reached)
     st = backward_template.structure(outputs, grads, found)
     if st is None:
         return _propagate(outputs, grads, _topological(roots), retain_graph, False, None,
@@ -135,6 +138,16 @@ def _run(outputs: list[Tensor], grads: list[Tensor], retain_graph: bool, create_
     return {}
 
 
+def _reaches_hooks(outputs: list[Tensor], found: dict[graph.GradFn, int]) -> bool:
+    """Whether a pass over ``found`` meets a hooked GradFn or leaf (it must then run as
+    written: a template would skip the hooks)."""
+    for fn in found:
+        if hooks.hooked(fn) or any(type(e) is not graph.GradFn and e is not None and
+                                   hooks.hooked(e) for e in fn.next):
+            return True
+    return any(out._grad_fn is None and hooks.hooked(out) for out in outputs)
+
+
 def _propagate(outputs: list[Tensor], grads: list[Tensor], order: list[graph.GradFn],
                retain_graph: bool, create_graph: bool, capture: list[Tensor] | None,
                reached: set[int] | None, ran: list[int] | None = None) -> dict[int, Tensor]:
@@ -143,16 +156,27 @@ def _propagate(outputs: list[Tensor], grads: list[Tensor], order: list[graph.Gra
     want = None if capture is None else {id(t._grad_edge()) for t in capture}
     captured: dict[int, Tensor] = {}
     pending: dict[int, Tensor] = {}
+    hooking = hooks.any_hooks()
+    # hooked leaves' gradients, summed over the pass before their hooks see them
+    held: dict[int, tuple[Tensor, Tensor]] = {}
 
     def deliver(edge: Any, g: Tensor) -> None:
         if want is not None and id(edge) in want:
-            _accumulate(captured, id(edge), g)
+            if hooking and type(edge) is not graph.GradFn and hooks.hooked(edge):
+                prev = held.get(id(edge))
+                held[id(edge)] = (edge, g if prev is None else ops.add(prev[1], g))
+            else:
+                _accumulate(captured, id(edge), g)
         if isinstance(edge, graph.GradFn):
             _accumulate(pending, id(edge), g)
         elif want is None:  # a leaf: accumulate into .grad
             leaf: Tensor = edge
             if reached is not None:
                 reached.add(id(leaf))
+            if hooking and hooks.hooked(leaf):
+                prev = held.get(id(leaf))
+                held[id(leaf)] = (leaf, g if prev is None else ops.add(prev[1], g))
+                return
             g = g if create_graph else g.detach()
             leaf.grad = g if leaf.grad is None else ops.add(leaf.grad, g)
 
@@ -163,6 +187,8 @@ def _propagate(outputs: list[Tensor], grads: list[Tensor], order: list[graph.Gra
             g = pending.pop(id(fn), None)
             if g is None:
                 continue
+            if hooking:
+                g = hooks.run_grad_hooks(fn, g)
             if want is None:
                 for ref in fn.retained:
                     t = ref()
@@ -178,6 +204,14 @@ def _propagate(outputs: list[Tensor], grads: list[Tensor], order: list[graph.Gra
                     deliver(edge, gi)
             if not retain_graph:
                 fn.release()
+        for leaf, g in held.values():
+            g = hooks.run_grad_hooks(leaf, g)
+            if want is not None:
+                captured[id(leaf)] = g
+                continue
+            g = g if create_graph else g.detach()
+            leaf.grad = g if leaf.grad is None else ops.add(leaf.grad, g)
+            hooks.run_post_accumulate_hooks(leaf)
     return captured
 
 

@@ -3,6 +3,7 @@ later sees the primitives, and autograd differentiates them)."""
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -14,13 +15,43 @@ from nova.tensor.creation import ones, rand, tensor
 from nova.tensor.function_template import stamped
 from nova.tensor.tensor import Tensor
 
-relu = ops.relu
 gelu = ops.gelu
-silu = ops.silu
-softmax = ops.softmax
-log_softmax = ops.log_softmax
 sigmoid = ops.sigmoid
 tanh = ops.tanh
+
+
+def inplace_result(op: str, input: Tensor, out: Tensor, inplace: bool) -> Tensor:
+    """``out``, or with ``inplace`` the caller's ``input`` rebound to it (``op_``, an
+    in-place op of Nova's functionalized kind: the handle, and views of it, see the new
+    values; a leaf that requires grad is refused, as PyTorch refuses it)."""
+    return input._assign(out, f"{op}_") if inplace else out
+
+
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    return inplace_result("relu", input, ops.relu(input), inplace)
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    return inplace_result("silu", input, ops.silu(input), inplace)
+
+
+def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
+            dtype: Any = None) -> Tensor:
+    """Softmax along ``dim``; with no ``dim``, PyTorch's deprecated implicit choice (0
+    for 0-, 1- and 3-d inputs, else 1) and its warning."""
+    if dim is None:
+        ops._check_tensor("softmax", input)
+        dim = implicit_softmax_dim("softmax", input.ndim)
+    return ops.softmax(input, dim, dtype)
+
+
+def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
+                dtype: Any = None) -> Tensor:
+    """Log-softmax along ``dim`` (no ``dim``: as ``softmax``)."""
+    if dim is None:
+        ops._check_tensor("log_softmax", input)
+        dim = implicit_softmax_dim("log_softmax", input.ndim)
+    return ops.log_softmax(input, dim, dtype)
 
 
 @stamped
@@ -36,18 +67,148 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return out if bias is None else ops.add(out, lowered(bias))
 
 
-def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
-    """Zero elements with probability ``p`` and scale the rest by 1/(1-p). The mask comes
+def _check_p(op: str, p: float) -> None:
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{op}: probability must be in [0, 1], got {p}")
+
+
+def _keep(x: Tensor, shape: tuple[int, ...], p: float) -> Tensor:
+    """A bool mask of ``shape``, each element True with probability ``1 - p``. It comes
     from the counter-based generator (its seed and offset are runtime inputs), so a
     training loop with dropout compiles once."""
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout: probability must be in [0, 1], got {p}")
-    if not training or p == 0.0:
+    return ops.ge(rand(shape, dtype=x.dtype if x.dtype.is_floating_point else dt.float32), p)
+
+
+def _dropout(op: str, x: Tensor, p: float, training: bool, inplace: bool,
+             mask_shape: tuple[int, ...]) -> Tensor:
+    """Zero with probability ``p`` (per element of ``mask_shape``, broadcast over ``x``)
+    and scale the rest by 1/(1-p)."""
+    _check_p(op, p)
+    if not training or p == 0.0 or x.numel() == 0:
         return x
     if p == 1.0:
-        return ops.mul(x, 0.0)
-    keep = ops.ge(rand(x.shape, dtype=x.dtype if x.dtype.is_floating_point else dt.float32), p)
-    return ops.where(keep, ops.mul(x, 1.0 / (1.0 - p)), 0.0)
+        out = ops.mul(x, 0.0)
+    else:
+        out = ops.where(_keep(x, mask_shape, p), ops.mul(x, 1.0 / (1.0 - p)), 0.0)
+    return inplace_result(op, x, out, inplace)
+
+
+def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero elements with probability ``p`` and scale the rest by 1/(1-p)."""
+    return _dropout("dropout", x, p, training, inplace, x.shape)
+
+
+def _channel_mask_shape(op: str, x: Tensor, spatial: int) -> tuple[int, ...]:
+    """The mask shape of channel-wise dropout over ``spatial`` dims: one draw per
+    (sample, channel) of a batched ``(N, C, *spatial)`` input, or per channel of an
+    unbatched ``(C, *spatial)`` one."""
+    ops._check_tensor(op, x)
+    if x.ndim not in (spatial + 1, spatial + 2):
+        raise ValueError(f"{op}: expected a {spatial + 1}-D or {spatial + 2}-D input "
+                         f"((C, *spatial) or (N, C, *spatial) with {spatial} spatial dims), "
+                         f"got shape {x.shape}")
+    lead = 2 if x.ndim == spatial + 2 else 1
+    return x.shape[:lead] + (1,) * (x.ndim - lead)
+
+
+def dropout1d(input: Tensor, p: float = 0.5, training: bool = True,
+              inplace: bool = False) -> Tensor:
+    """Zero whole channels of ``(N, C, L)`` or ``(C, L)`` with probability ``p``."""
+    return _dropout("dropout1d", input, p, training, inplace,
+                    _channel_mask_shape("dropout1d", input, 1))
+
+
+def dropout2d(input: Tensor, p: float = 0.5, training: bool = True,
+              inplace: bool = False) -> Tensor:
+    """Zero whole channels of ``(N, C, H, W)`` with probability ``p``. A 3-D input is
+    taken as ``(N, C, L)``, with PyTorch's warning (its behaviour for 3-D input)."""
+    ops._check_tensor("dropout2d", input)
+    if input.ndim == 3:
+        warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that "
+                      "channel-wise 1D dropout behavior is desired - input is interpreted as "
+                      "shape (N, C, L), where C is the channel dim. This behavior will "
+                      "change in a future release to interpret the input as one without a "
+                      "batch dimension, i.e. shape (C, H, W). To maintain the 1D channel-wise "
+                      "dropout behavior, please switch to using dropout1d instead.",
+                      stacklevel=2)
+    elif input.ndim != 4:
+        raise ValueError(f"dropout2d: expected a 4-D input (N, C, H, W) (or 3-D, taken as "
+                         f"(N, C, L)), got shape {input.shape}")
+    return _dropout("dropout2d", input, p, training, inplace,
+                    input.shape[:2] + (1,) * (input.ndim - 2))
+
+
+def dropout3d(input: Tensor, p: float = 0.5, training: bool = True,
+              inplace: bool = False) -> Tensor:
+    """Zero whole channels of ``(N, C, D, H, W)`` or ``(C, D, H, W)`` with probability
+    ``p``."""
+    return _dropout("dropout3d", input, p, training, inplace,
+                    _channel_mask_shape("dropout3d", input, 3))
+
+
+# SELU's scale * alpha: alpha dropout sets a dropped unit to -_ALPHA_PRIME (SELU's negative
+# saturation) before its affine fix
+_ALPHA_PRIME = 1.7580993408473766
+
+
+def _alpha_dropout(op: str, x: Tensor, p: float, training: bool, inplace: bool,
+                   mask_shape: tuple[int, ...]) -> Tensor:
+    """Dropped units are set to SELU's negative saturation and the result is moved back
+    to the input's mean and variance: ``a * (x if kept else -alpha') + b`` with PyTorch's
+    ``a = 1 / sqrt((alpha'^2 p + 1)(1 - p))`` and ``b = a alpha' p``."""
+    _check_p(op, p)
+    if not training or p == 0.0 or x.numel() == 0:
+        return x
+    if p == 1.0:
+        return inplace_result(op, x, ops.mul(x, 0.0), inplace)
+    a = 1.0 / math.sqrt((_ALPHA_PRIME ** 2 * p + 1) * (1 - p))
+    out = ops.where(_keep(x, mask_shape, p), ops.add(ops.mul(x, a), a * _ALPHA_PRIME * p),
+                    a * _ALPHA_PRIME * (p - 1))
+    return inplace_result(op, x, out, inplace)
+
+
+def alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
+                  inplace: bool = False) -> Tensor:
+    """Dropout that keeps a SELU network's self-normalization (mean and variance)."""
+    ops._check_tensor("alpha_dropout", input)
+    return _alpha_dropout("alpha_dropout", input, p, training, inplace, input.shape)
+
+
+def feature_alpha_dropout(input: Tensor, p: float = 0.5, training: bool = False,
+                          inplace: bool = False) -> Tensor:
+    """``alpha_dropout`` of whole channels (dim 1) of an ``(N, C, ...)`` input."""
+    ops._check_tensor("feature_alpha_dropout", input)
+    if input.ndim < 2:
+        raise ValueError(f"feature_alpha_dropout: feature dropout requires at least 2 "
+                         f"dimensions in the input, got shape {input.shape}")
+    return _alpha_dropout("feature_alpha_dropout", input, p, training, inplace,
+                          input.shape[:2] + (1,) * (input.ndim - 2))
+
+
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None
+             ) -> Tensor:
+    """``y[..., o] = sum_ij input1[..., i] weight[o, i, j] input2[..., j] + bias[o]``:
+    one matmul against the weight laid out (in1, out * in2), then a product and sum
+    over in2."""
+    for name, t in (("input1", input1), ("input2", input2), ("weight", weight)):
+        ops._check_tensor(f"bilinear {name}", t)
+    if weight.ndim != 3:
+        raise ValueError(f"bilinear: weight must be 3-D (out, in1, in2), got shape "
+                         f"{weight.shape}")
+    o, i1, i2 = weight.shape
+    if input1.ndim == 0 or input1.shape[:-1] != input2.shape[:-1] or \
+            input1.shape[-1] != i1 or input2.ndim == 0 or input2.shape[-1] != i2:
+        raise ValueError(f"bilinear: inputs {input1.shape} and {input2.shape} must be "
+                         f"(*, {i1}) and (*, {i2}) with the same leading dims for weight "
+                         f"{weight.shape}")
+    if bias is not None and bias.shape != (o,):
+        raise ValueError(f"bilinear: bias must have shape ({o},), got {bias.shape}")
+    lead = input1.shape[:-1]
+    t = ops.matmul(input1.reshape(-1, i1), weight.permute(1, 0, 2).reshape(i1, o * i2))
+    y = ops.sum(ops.mul(t.reshape(-1, o, i2), input2.reshape(-1, 1, i2)), 2)
+    if bias is not None:
+        y = ops.add(y, bias)
+    return y.reshape(*lead, o)
 
 
 def _normalized_axes(op: str, x: Tensor, normalized_shape: Any) -> tuple[int, ...]:
@@ -251,12 +412,28 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
     return _reduce("binary_cross_entropy_with_logits", loss, reduction)
 
 
-def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
-    return ops.where(ops.gt(x, 0), x, ops.mul(x, negative_slope))
+def leaky_relu(x: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    return inplace_result("leaky_relu", x, ops.where(ops.gt(x, 0), x, ops.mul(x, negative_slope)),
+                          inplace)
 
 
-def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
-    return ops.where(ops.gt(x, 0), x, ops.mul(ops.expm1(ops.minimum(x, 0.0)), alpha))
+def elu_form(x: Tensor, alpha: float, scale: float = 1.0, input_scale: float = 1.0) -> Tensor:
+    """PyTorch's ELU family kernel: ``scale * x`` where ``x > 0``, else ``alpha * scale *
+    expm1(x * input_scale)`` (one constant factor, as PyTorch rounds it). The negative
+    branch is taken at 0 too, so the gradient there is ``alpha * scale * input_scale``,
+    as PyTorch's; the exponent reads ``x`` only where ``x <= 0``, so a large ``x``
+    never overflows it."""
+    positive = ops.gt(x, 0)
+    negative = ops.where(positive, 0.0, x)
+    if input_scale != 1.0:
+        negative = ops.mul(negative, input_scale)
+    tail = ops.mul(ops.expm1(negative), alpha * scale)
+    return ops.where(positive, x if scale == 1.0 else ops.mul(x, scale), tail)
+
+
+def elu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """``x if x > 0 else alpha * (exp(x) - 1)``."""
+    return inplace_result("elu", x, elu_form(ops._as_float("elu", x), alpha), inplace)
 
 
 def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
@@ -266,8 +443,8 @@ def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     return ops.where(ops.gt(bx, threshold), x, smooth)
 
 
-def mish(x: Tensor) -> Tensor:
-    return ops.mul(x, ops.tanh(softplus(x)))
+def mish(x: Tensor, inplace: bool = False) -> Tensor:
+    return inplace_result("mish", x, ops.mul(x, ops.tanh(softplus(x))), inplace)
 
 
 def logsigmoid(x: Tensor) -> Tensor:
@@ -295,7 +472,17 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
             scores = ops.masked_fill(scores, ops.logical_not(attn_mask), -math.inf)
         else:
             scores = ops.add(scores, attn_mask)
+    seen = None
+    if attn_mask is not None:
+        # A query that sees no key gets zero weights, as PyTorch's: the softmax of a
+        # row of -inf is NaN, which would reach every gradient through 0 * NaN, so such
+        # a row is softmaxed as zeros and its weights then zeroed. (A mask tensor keeps
+        # the composite out of the fused kernel anyway: nova/compiler/passes/attention.py.)
+        seen = ops.gt(ops.amax(scores, -1, keepdim=True), -math.inf)
+        scores = ops.where(seen, scores, 0.0)
     att = ops.softmax(scores, -1)
+    if seen is not None:
+        att = ops.where(seen, att, 0.0)
     if dropout_p > 0.0:
         att = dropout(att, dropout_p, True)
     return ops.matmul(att, value)
@@ -379,8 +566,27 @@ from nova.nn.convolution import (  # noqa: E402  (they import pad from here)
     adaptive_max_pool2d, adaptive_max_pool3d, avg_pool1d, avg_pool2d,
     avg_pool3d, conv1d, conv2d, conv3d, max_pool1d, max_pool2d, max_pool3d,
 )
+from nova.nn.conv_transpose import (  # noqa: E402
+    conv_transpose1d, conv_transpose2d, conv_transpose3d,
+)
 from nova.nn.interpolate import interpolate, upsample  # noqa: E402
-from nova.nn.normalization import batch_norm, group_norm, normalize  # noqa: E402
+from nova.nn.normalization import (  # noqa: E402
+    batch_norm, group_norm, instance_norm, local_response_norm, normalize,
+)
+from nova.nn.activation import (  # noqa: E402  (they import inplace_result from here)
+    celu, glu, gumbel_softmax, hardshrink, hardsigmoid, hardswish, hardtanh,
+    implicit_softmax_dim, prelu, relu6, rrelu, selu, softmin, softshrink, softsign,
+    tanhshrink, threshold,
+)
+from nova.nn.distance import cosine_similarity, pairwise_distance, pdist  # noqa: E402
+from nova.nn.fold import fold, unfold  # noqa: E402
+from nova.nn.shuffle import channel_shuffle, pixel_shuffle, pixel_unshuffle  # noqa: E402
+from nova.nn.transformer import multi_head_attention_forward  # noqa: E402
+from nova.nn.loss_functions import (  # noqa: E402  (they import _reduce from here)
+    cosine_embedding_loss, gaussian_nll_loss, hinge_embedding_loss, kl_div,
+    margin_ranking_loss, multi_margin_loss, multilabel_soft_margin_loss, poisson_nll_loss,
+    soft_margin_loss, triplet_margin_loss,
+)
 
 __all__ = ["linear", "dropout", "pad", "layer_norm", "rms_norm", "cross_entropy", "mse_loss",
            "nll_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
@@ -391,4 +597,14 @@ __all__ = ["linear", "dropout", "pad", "layer_norm", "rms_norm", "cross_entropy"
            "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
            "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
            "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "batch_norm",
-           "group_norm", "normalize", "interpolate", "upsample"]
+           "group_norm", "normalize", "interpolate", "upsample", "dropout1d", "dropout2d",
+           "dropout3d", "alpha_dropout", "feature_alpha_dropout", "bilinear", "instance_norm",
+           "local_response_norm", "hardtanh", "relu6", "hardsigmoid", "hardswish", "selu",
+           "celu", "glu", "prelu", "rrelu", "softsign", "softshrink", "hardshrink",
+           "tanhshrink", "threshold", "softmin", "gumbel_softmax", "cosine_similarity",
+           "pairwise_distance", "pdist", "fold", "unfold", "pixel_shuffle", "pixel_unshuffle",
+           "channel_shuffle", "kl_div", "cosine_embedding_loss", "margin_ranking_loss",
+           "hinge_embedding_loss", "soft_margin_loss", "multilabel_soft_margin_loss",
+           "multi_margin_loss", "triplet_margin_loss", "poisson_nll_loss",
+           "gaussian_nll_loss", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+           "multi_head_attention_forward"]

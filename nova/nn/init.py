@@ -1,11 +1,53 @@
-"""``nv.nn.init``: in-place initializers (under no_grad), PyTorch's formulas."""
+"""``nv.nn.init``: in-place initializers (under no_grad), PyTorch's formulas.
+
+The random ones draw from ``generator`` (the default generator when None), as
+``torch.nn.init``'s ``generator=`` keyword does. ``orthogonal_`` realizes its normal
+draw and takes the QR factorization on the host with numpy (initialization runs once,
+and Nova has no QR op); ``sparse_`` chooses each column's zeros on the host from one
+uniform draw of the generator.
+"""
 from __future__ import annotations
 
 import math
+import warnings
+
+import numpy as np
 
 from nova.autograd.grad_mode import no_grad
-from nova.tensor.creation import rand, randn
+from nova.core import dtypes as dt
+from nova.tensor import ops
+from nova.tensor.creation import eye, rand, randn, tensor
+from nova.tensor.random import Generator, host_uniform
+from nova.tensor.special import erfinv
 from nova.tensor.tensor import Tensor
+
+_LINEAR = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+           "conv_transpose3d", "sigmoid")
+NONLINEARITIES = _LINEAR + ("tanh", "relu", "leaky_relu", "selu")
+
+
+def calculate_gain(nonlinearity: str, param: int | float | None = None) -> float:
+    """The recommended gain for a nonlinearity (``torch.nn.init.calculate_gain``): 1 for
+    the linear ones and sigmoid, 5/3 for tanh, sqrt(2) for relu, sqrt(2 / (1 + slope^2))
+    for leaky_relu (``param`` is the negative slope, 0.01 by default), 3/4 for selu."""
+    if nonlinearity in _LINEAR:
+        return 1
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        if param is None:
+            slope = 0.01
+        elif isinstance(param, (int, float)) and not isinstance(param, bool):
+            slope = param
+        else:
+            raise ValueError(f"calculate_gain: negative_slope {param!r} is not a valid number")
+        return math.sqrt(2.0 / (1 + slope ** 2))
+    if nonlinearity == "selu":
+        return 3.0 / 4
+    raise ValueError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}; valid: "
+                     f"{', '.join(NONLINEARITIES)}")
 
 
 def _fans(t: Tensor) -> tuple[int, int]:
@@ -18,14 +60,41 @@ def _fans(t: Tensor) -> tuple[int, int]:
     return t.shape[1] * receptive, t.shape[0] * receptive
 
 
-def uniform_(t: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
-    with no_grad():
-        return t.copy_(rand(t.shape, dtype=t.dtype) * (b - a) + a)
+def _fan(op: str, t: Tensor, mode: str) -> int:
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"{op}: mode must be 'fan_in' or 'fan_out', got {mode!r}")
+    fan_in, fan_out = _fans(t)
+    return fan_in if mode == "fan_in" else fan_out
 
 
-def normal_(t: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
+def uniform_(t: Tensor, a: float = 0.0, b: float = 1.0,
+             generator: Generator | None = None) -> Tensor:
     with no_grad():
-        return t.copy_(randn(t.shape, dtype=t.dtype) * std + mean)
+        return t.copy_(rand(t.shape, dtype=t.dtype, generator=generator) * (b - a) + a)
+
+
+def normal_(t: Tensor, mean: float = 0.0, std: float = 1.0,
+            generator: Generator | None = None) -> Tensor:
+    with no_grad():
+        return t.copy_(randn(t.shape, dtype=t.dtype, generator=generator) * std + mean)
+
+
+def trunc_normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
+                  b: float = 2.0, generator: Generator | None = None) -> Tensor:
+    """Normal(``mean``, ``std``) truncated to [``a``, ``b``], by PyTorch's inverse-CDF
+    method: uniform in ``[2 cdf(a) - 1, 2 cdf(b) - 1]`` (in float64), through ``erfinv``,
+    scaled, shifted, and clamped to [``a``, ``b``] in ``t``'s dtype."""
+    if a > b:
+        raise ValueError(f"trunc_normal_: a ({a}) must not be greater than b ({b})")
+    if mean < a - 2 * std or mean > b + 2 * std:
+        warnings.warn("trunc_normal_: mean is more than 2 std from [a, b]; the "
+                      "distribution of values may be incorrect", stacklevel=2)
+    lo = math.erf((a - mean) / std / math.sqrt(2.0))
+    hi = math.erf((b - mean) / std / math.sqrt(2.0))
+    with no_grad():
+        u = rand(t.shape, dtype=dt.float64, generator=generator) * (hi - lo) + lo
+        x = ops.cast(erfinv(u) * (std * math.sqrt(2.0)) + mean, t.dtype)
+        return t.copy_(ops.clamp(x, a, b))
 
 
 def zeros_(t: Tensor) -> Tensor:
@@ -43,24 +112,120 @@ def constant_(t: Tensor, value: float) -> Tensor:
         return t.fill_(value)
 
 
-def xavier_uniform_(t: Tensor, gain: float = 1.0) -> Tensor:
+def eye_(t: Tensor) -> Tensor:
+    """The identity matrix (ones on the main diagonal) in a 2-D tensor."""
+    if t.ndim != 2:
+        raise ValueError(f"eye_: only tensors with 2 dimensions are supported, got shape "
+                         f"{t.shape}")
+    with no_grad():
+        return t.copy_(eye(*t.shape, dtype=t.dtype))
+
+
+def dirac_(t: Tensor, groups: int = 1) -> Tensor:
+    """The Dirac delta of a convolution weight (3, 4 or 5 dims): with ``groups``, output
+    channel ``g * (out / groups) + d`` passes input channel ``d`` through at the kernel's
+    centre, for ``d < min(out / groups, in)``; zero elsewhere."""
+    if t.ndim not in (3, 4, 5):
+        raise ValueError(f"dirac_: only tensors with 3, 4, or 5 dimensions are supported, "
+                         f"got shape {t.shape}")
+    if t.shape[0] % groups:
+        raise ValueError(f"dirac_: dim 0 ({t.shape[0]}) must be divisible by groups "
+                         f"({groups})")
+    per_group = t.shape[0] // groups
+    values = np.zeros(t.shape, dtype=np.float64)
+    centre = tuple(s // 2 for s in t.shape[2:])
+    for g in range(groups):
+        for d in range(min(per_group, t.shape[1])):
+            values[(g * per_group + d, d) + centre] = 1.0
+    with no_grad():
+        return t.copy_(tensor(values, dtype=t.dtype))
+
+
+def xavier_uniform_(t: Tensor, gain: float = 1.0, generator: Generator | None = None) -> Tensor:
     """U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out))."""
     fan_in, fan_out = _fans(t)
     a = gain * math.sqrt(6.0 / (fan_in + fan_out))
-    return uniform_(t, -a, a)
+    return uniform_(t, -a, a, generator)
+
+
+def xavier_normal_(t: Tensor, gain: float = 1.0, generator: Generator | None = None) -> Tensor:
+    """N(0, std^2) with std = gain * sqrt(2 / (fan_in + fan_out))."""
+    fan_in, fan_out = _fans(t)
+    return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)), generator)
+
+
+def _empty(t: Tensor) -> bool:
+    """A tensor with no elements (PyTorch's kaiming initializers warn and do nothing)."""
+    if 0 in t.shape:
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=3)
+        return True
+    return False
 
 
 def kaiming_uniform_(t: Tensor, a: float = 0.0, mode: str = "fan_in",
-                     nonlinearity: str = "leaky_relu") -> Tensor:
-    """U(-b, b) with b = gain * sqrt(3 / fan), gain = sqrt(2 / (1 + a^2)) for leaky_relu."""
-    fan_in, fan_out = _fans(t)
-    if mode not in ("fan_in", "fan_out"):
-        raise ValueError(f"kaiming_uniform_: mode must be 'fan_in' or 'fan_out', got {mode!r}")
-    fan = fan_in if mode == "fan_in" else fan_out
-    gains = {"leaky_relu": math.sqrt(2.0 / (1 + a * a)), "relu": math.sqrt(2.0),
-             "linear": 1.0, "tanh": 5.0 / 3, "sigmoid": 1.0}
-    if nonlinearity not in gains:
-        raise ValueError(f"kaiming_uniform_: unsupported nonlinearity {nonlinearity!r}; valid: "
-                         f"{sorted(gains)}")
-    bound = gains[nonlinearity] * math.sqrt(3.0 / fan)
-    return uniform_(t, -bound, bound)
+                     nonlinearity: str = "leaky_relu",
+                     generator: Generator | None = None) -> Tensor:
+    """U(-b, b) with b = gain * sqrt(3 / fan) (``a`` is leaky_relu's negative slope)."""
+    if _empty(t):
+        return t
+    fan = _fan("kaiming_uniform_", t, mode)
+    bound = calculate_gain(nonlinearity, a) * math.sqrt(3.0 / fan)
+    return uniform_(t, -bound, bound, generator)
+
+
+def kaiming_normal_(t: Tensor, a: float = 0.0, mode: str = "fan_in",
+                    nonlinearity: str = "leaky_relu",
+                    generator: Generator | None = None) -> Tensor:
+    """N(0, std^2) with std = gain / sqrt(fan) (``a`` is leaky_relu's negative slope)."""
+    if _empty(t):
+        return t
+    fan = _fan("kaiming_normal_", t, mode)
+    return normal_(t, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(fan), generator)
+
+
+def orthogonal_(t: Tensor, gain: float = 1.0, generator: Generator | None = None) -> Tensor:
+    """A (semi-)orthogonal matrix times ``gain``, over the dims after the first flattened:
+    the Q of the QR factorization of a standard normal draw (of its transpose when there
+    are fewer rows than columns), each column's sign fixed by the sign of R's diagonal so
+    the result is uniformly distributed, as PyTorch computes it."""
+    if t.ndim < 2:
+        raise ValueError(f"orthogonal_: only tensors with 2 or more dimensions are "
+                         f"supported, got shape {t.shape}")
+    if t.numel() == 0:
+        return t
+    rows = t.shape[0]
+    cols = t.numel() // rows
+    with no_grad():
+        draw = randn((rows, cols), dtype=t.dtype, generator=generator).numpy()
+    flat = draw.astype(np.float64)
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    with no_grad():
+        return t.copy_(tensor(q.reshape(t.shape) * gain, dtype=t.dtype))
+
+
+def sparse_(t: Tensor, sparsity: float, std: float = 0.01,
+            generator: Generator | None = None) -> Tensor:
+    """N(0, std^2) values with ``ceil(sparsity * rows)`` zeros in each column, at rows
+    chosen uniformly at random (2-D tensors)."""
+    if t.ndim != 2:
+        raise ValueError(f"sparse_: only tensors with 2 dimensions are supported, got shape "
+                         f"{t.shape}")
+    rows, cols = t.shape
+    zeros = math.ceil(sparsity * rows)
+    with no_grad():
+        values = randn(t.shape, dtype=t.dtype, generator=generator) * std
+        ranks = np.argsort(np.argsort(host_uniform(rows * cols, generator).reshape(rows, cols),
+                                      axis=0, kind="stable"), axis=0, kind="stable")
+        return t.copy_(ops.where(tensor(ranks < zeros), 0.0, values))
+
+
+__all__ = [
+    "calculate_gain", "uniform_", "normal_", "trunc_normal_", "zeros_", "ones_",
+    "constant_", "eye_", "dirac_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_",
+    "kaiming_normal_", "orthogonal_", "sparse_",
+]

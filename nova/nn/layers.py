@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from nova.nn import functional as F
 from nova.nn import init
+from nova.nn.activation import _InplaceActivation
+from nova.nn.interpolate import Upsample
 from nova.nn.module import Module
 from nova.nn.parameter import Parameter
 from nova.tensor.creation import ones, zeros
@@ -90,18 +92,58 @@ class RMSNorm(Module):
         return f"{self.normalized_shape}, eps={self.eps}"
 
 
-class Dropout(Module):
-    def __init__(self, p: float = 0.5):
+class _DropoutNd(Module):
+    """``p`` and ``inplace``, shared by the dropout modules; active in training only."""
+
+    def __init__(self, p: float = 0.5, inplace: bool = False):
         super().__init__()
         if not 0.0 <= p <= 1.0:
-            raise ValueError(f"Dropout: probability must be in [0, 1], got {p}")
-        self.p = p
-
-    def forward(self, x: Tensor) -> Tensor:
-        return F.dropout(x, self.p, self.training)
+            raise ValueError(f"{type(self).__name__}: probability must be in [0, 1], got {p}")
+        self.p, self.inplace = p, inplace
 
     def extra_repr(self) -> str:
-        return f"p={self.p}"
+        return f"p={self.p}" + (", inplace=True" if self.inplace else "")
+
+
+class Dropout(_DropoutNd):
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout(x, self.p, self.training, self.inplace)
+
+
+class Dropout1d(_DropoutNd):
+    """Zeroes whole channels of ``(N, C, L)`` or ``(C, L)`` input."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout1d(x, self.p, self.training, self.inplace)
+
+
+class Dropout2d(_DropoutNd):
+    """Zeroes whole channels of ``(N, C, H, W)`` input (3-D input: as ``(N, C, L)``,
+    with PyTorch's warning)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout2d(x, self.p, self.training, self.inplace)
+
+
+class Dropout3d(_DropoutNd):
+    """Zeroes whole channels of ``(N, C, D, H, W)`` or ``(C, D, H, W)`` input."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout3d(x, self.p, self.training, self.inplace)
+
+
+class AlphaDropout(_DropoutNd):
+    """Dropout for SELU networks: keeps the input's mean and variance."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.alpha_dropout(x, self.p, self.training, self.inplace)
+
+
+class FeatureAlphaDropout(_DropoutNd):
+    """``AlphaDropout`` of whole channels (dim 1)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.feature_alpha_dropout(x, self.p, self.training, self.inplace)
 
 
 class GELU(Module):
@@ -116,14 +158,14 @@ class GELU(Module):
         return f"approximate={self.approximate!r}"
 
 
-class ReLU(Module):
+class ReLU(_InplaceActivation):
     def forward(self, x: Tensor) -> Tensor:
-        return F.relu(x)
+        return F.relu(x, self.inplace)
 
 
-class SiLU(Module):
+class SiLU(_InplaceActivation):
     def forward(self, x: Tensor) -> Tensor:
-        return F.silu(x)
+        return F.silu(x, self.inplace)
 
 
 class Tanh(Module):
@@ -147,7 +189,7 @@ class Softmax(Module):
         self.dim = dim
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.softmax(x, -1 if self.dim is None else self.dim)
+        return F.softmax(x, self.dim)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
@@ -155,31 +197,31 @@ class Softmax(Module):
 
 class LogSoftmax(Softmax):
     def forward(self, x: Tensor) -> Tensor:
-        return F.log_softmax(x, -1 if self.dim is None else self.dim)
+        return F.log_softmax(x, self.dim)
 
 
 class LeakyReLU(Module):
-    def __init__(self, negative_slope: float = 0.01):
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
         super().__init__()
-        self.negative_slope = negative_slope
+        self.negative_slope, self.inplace = negative_slope, inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.leaky_relu(x, self.negative_slope)
+        return F.leaky_relu(x, self.negative_slope, self.inplace)
 
     def extra_repr(self) -> str:
-        return f"negative_slope={self.negative_slope}"
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
 
 
 class ELU(Module):
-    def __init__(self, alpha: float = 1.0):
+    def __init__(self, alpha: float = 1.0, inplace: bool = False):
         super().__init__()
-        self.alpha = alpha
+        self.alpha, self.inplace = alpha, inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.elu(x, self.alpha)
+        return F.elu(x, self.alpha, self.inplace)
 
     def extra_repr(self) -> str:
-        return f"alpha={self.alpha}"
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
 
 
 class Softplus(Module):
@@ -194,9 +236,49 @@ class Softplus(Module):
         return f"beta={self.beta}, threshold={self.threshold}"
 
 
-class Mish(Module):
+class Mish(_InplaceActivation):
     def forward(self, x: Tensor) -> Tensor:
-        return F.mish(x)
+        return F.mish(x, self.inplace)
+
+
+class Bilinear(Module):
+    """``y = x1^T A x2 + b`` with weight ``A`` of shape (out_features, in1_features,
+    in2_features), initialized like PyTorch (A and b uniform in +-1/sqrt(in1_features))."""
+
+    def __init__(self, in1_features: int, in2_features: int, out_features: int,
+                 bias: bool = True, dtype: Any = None):
+        super().__init__()
+        self.in1_features, self.in2_features = in1_features, in2_features
+        self.out_features = out_features
+        bound = 1.0 / math.sqrt(in1_features) if in1_features else 0.0
+        self.weight = Parameter(zeros(out_features, in1_features, in2_features, dtype=dtype))
+        init.uniform_(self.weight, -bound, bound)
+        if bias:
+            self.bias = Parameter(zeros(out_features, dtype=dtype))
+            init.uniform_(self.bias, -bound, bound)
+        else:
+            self.register_parameter("bias", None)
+
+    def forward(self, input1: Tensor, input2: Tensor) -> Tensor:
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
+
+
+class UpsamplingNearest2d(Upsample):
+    """``Upsample`` with ``mode='nearest'``."""
+
+    def __init__(self, size: Any = None, scale_factor: Any = None):
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """``Upsample`` with ``mode='bilinear'`` and ``align_corners=True``, as PyTorch's."""
+
+    def __init__(self, size: Any = None, scale_factor: Any = None):
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
 
 
 class Flatten(Module):
@@ -306,5 +388,138 @@ class ModuleDict(Module):
         return self._modules.items()
 
 
+def _as_parameter(container: str, value: Any) -> Parameter:
+    """A Parameter as is; a plain Tensor wrapped in one (sharing its value), as
+    PyTorch's parameter containers do."""
+    if isinstance(value, Parameter):
+        return value
+    if isinstance(value, Tensor):
+        return Parameter(value)
+    raise TypeError(f"{container}: expected a Parameter or a Tensor, got "
+                    f"{type(value).__name__}")
+
+
+def _parameters_repr(container: Module) -> str:
+    lines = [f"({k}): Parameter containing: [{p.dtype.name} of size "
+             f"{'x'.join(map(str, p.shape)) or '()'}]" for k, p in container._parameters.items()]
+    body = "\n  " + "\n  ".join(lines) + "\n" if lines else ""
+    return f"{type(container).__name__}({body})"
+
+
+class ParameterList(Module):
+    """Parameters held in order and registered as ``"0"``, ``"1"``, ...: they appear in
+    ``parameters()`` and ``state_dict`` (``name.0``, ...) and move with ``.to()``."""
+
+    def __init__(self, values: Iterable[Any] | None = None):
+        super().__init__()
+        if values is not None:
+            self.extend(values)
+
+    def _index(self, i: int) -> str:
+        n = len(self._parameters)
+        if not -n <= i < n:
+            raise IndexError(f"ParameterList: index {i} is out of range for {n} parameters")
+        return str(i % n)
+
+    def __getitem__(self, i: int | slice) -> Any:
+        if isinstance(i, slice):
+            return ParameterList(list(self._parameters.values())[i])
+        return self._parameters[self._index(i)]
+
+    def __setitem__(self, i: int, value: Any) -> None:
+        self.register_parameter(self._index(i), _as_parameter("ParameterList", value))
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def __iter__(self) -> Iterator[Parameter]:
+        return iter(self._parameters.values())
+
+    def __iadd__(self, values: Iterable[Any]) -> ParameterList:
+        return self.extend(values)
+
+    def append(self, value: Any) -> ParameterList:
+        self.register_parameter(str(len(self._parameters)),
+                                _as_parameter("ParameterList", value))
+        return self
+
+    def extend(self, values: Iterable[Any]) -> ParameterList:
+        for v in values:
+            self.append(v)
+        return self
+
+    def __repr__(self) -> str:
+        return _parameters_repr(self)
+
+
+class ParameterDict(Module):
+    """Parameters by string key, registered under it (``parameters()``, ``state_dict``
+    as ``name.key``, ``.to()``). A plain dict's items are added in sorted key order,
+    an ordered one's (``OrderedDict``, ``ParameterDict``) in its order, as PyTorch's."""
+
+    def __init__(self, parameters: Any = None):
+        super().__init__()
+        if parameters is not None:
+            self.update(parameters)
+
+    def __getitem__(self, key: str) -> Parameter:
+        return self._parameters[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if not isinstance(key, str):
+            raise TypeError(f"ParameterDict: keys must be strings, got {type(key).__name__}")
+        if not key or "." in key:
+            raise KeyError(f"ParameterDict: key {key!r} must be non-empty and contain no '.'")
+        self.register_parameter(key, _as_parameter("ParameterDict", value))
+
+    def __delitem__(self, key: str) -> None:
+        del self._parameters[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._parameters
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._parameters)
+
+    def keys(self):
+        return self._parameters.keys()
+
+    def values(self):
+        return self._parameters.values()
+
+    def items(self):
+        return self._parameters.items()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._parameters.get(key, default)
+
+    def pop(self, key: str) -> Parameter:
+        return self._parameters.pop(key)
+
+    def clear(self) -> None:
+        self._parameters.clear()
+
+    def update(self, parameters: Any) -> None:
+        if isinstance(parameters, (OrderedDict, ParameterDict)):
+            items = list(parameters.items())
+        elif isinstance(parameters, Mapping):
+            items = sorted(parameters.items())
+        else:
+            items = [tuple(kv) for kv in parameters]
+            if any(len(kv) != 2 for kv in items):
+                raise ValueError("ParameterDict.update: expected a mapping or an iterable "
+                                 "of (key, value) pairs")
+        for k, v in items:
+            self[k] = v
+
+    def __repr__(self) -> str:
+        return _parameters_repr(self)
+
+
 __all__ = ["Linear", "Embedding", "LayerNorm", "RMSNorm", "Dropout", "GELU", "ReLU", "SiLU",
-           "Tanh", "Identity", "Sequential", "ModuleList", "ModuleDict"]
+           "Tanh", "Identity", "Sequential", "ModuleList", "ModuleDict", "Dropout1d",
+           "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout", "Bilinear",
+           "UpsamplingNearest2d", "UpsamplingBilinear2d", "ParameterList", "ParameterDict"]

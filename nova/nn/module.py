@@ -13,8 +13,9 @@ from nova.autograd.grad_mode import no_grad
 from nova.nn.parameter import Parameter
 from nova.tensor.device import check_device
 from nova.tensor.device import device as Device
-from nova.core.dtypes import float32, float64
+from nova.core.dtypes import bfloat16, float16, float32, float64
 from nova.tensor.tensor import Tensor
+from nova.core.hooks import RemovableHandle
 
 
 class StateDictError(RuntimeError):
@@ -82,7 +83,43 @@ class Module:
         self._buffers[name] = tensor
 
     def add_module(self, name: str, module: Module | None) -> None:
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"add_module: {type(module).__name__} is not a Module subclass")
+        if not isinstance(name, str) or "." in name or not name:
+            raise KeyError(f"add_module: module name must be a non-empty string without "
+                           f"'.', got {name!r}")
         self._modules[name] = module
+
+    register_module = add_module
+
+    def get_submodule(self, target: str) -> Module:
+        """The module at dotted path ``target`` (``""``: this one), as PyTorch's."""
+        module: Module = self
+        for part in target.split(".") if target else ():
+            child = module._modules.get(part)
+            if child is None:
+                raise AttributeError(f"{type(module).__name__} has no attribute `{part}` "
+                                     f"(looking up {target!r})")
+            module = child
+        return module
+
+    def get_parameter(self, target: str) -> Parameter:
+        path, _, name = target.rpartition(".")
+        module = self.get_submodule(path)
+        p = module._parameters.get(name)
+        if p is None:
+            raise AttributeError(f"{type(module).__name__} has no parameter `{name}` "
+                                 f"(looking up {target!r})")
+        return p
+
+    def get_buffer(self, target: str) -> Tensor:
+        path, _, name = target.rpartition(".")
+        module = self.get_submodule(path)
+        b = module._buffers.get(name)
+        if b is None:
+            raise AttributeError(f"{type(module).__name__} has no buffer `{name}` "
+                                 f"(looking up {target!r})")
+        return b
 
     # ------------------------------------------------------------ traversal
 
@@ -212,6 +249,16 @@ class Module:
     def float(self) -> Module:
         return self.to(float32)
 
+    def half(self) -> Module:
+        return self.to(float16)
+
+    def bfloat16(self) -> Module:
+        return self.to(bfloat16)
+
+    def type(self, dst_type: Any) -> Module:
+        """Cast floating parameters and buffers to ``dst_type`` (``Module.type``)."""
+        return self.to(dst_type)
+
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
@@ -284,8 +331,94 @@ class Module:
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
+    # Forward hooks by handle id: (hook, with_kwargs[, always_call]). None until one is
+    # registered (class attributes), so a call without hooks checks two attributes.
+    _forward_pre_hooks: OrderedDict | None = None
+    _forward_hooks: OrderedDict | None = None
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._forward_pre_hooks or self._forward_hooks:
+            return self._call_with_hooks(args, kwargs)
         return self.forward(*args, **kwargs)
+
+    def _call_with_hooks(self, args: tuple, kwargs: dict) -> Any:
+        """``forward`` between its hooks, with PyTorch's rules: a pre-hook may return new
+        positional arguments (a non-tuple is one argument), or with ``with_kwargs`` a
+        pair (args, kwargs); a forward hook may return a new output. Hooks run in
+        registration order (``prepend=True`` puts one first); ``always_call`` hooks also
+        run, with the output None, when forward raises."""
+        for hook, with_kwargs in list((self._forward_pre_hooks or {}).values()):
+            if with_kwargs:
+                result = hook(self, args, kwargs)
+                if result is not None:
+                    if not (isinstance(result, tuple) and len(result) == 2):
+                        raise RuntimeError(
+                            f"{type(self).__name__}: a forward pre-hook with with_kwargs=True "
+                            f"must return None or an (args, kwargs) pair, got "
+                            f"{type(result).__name__}")
+                    args, kwargs = result
+            else:
+                result = hook(self, args)
+                if result is not None:
+                    args = result if isinstance(result, tuple) else (result,)
+        hooks = list((self._forward_hooks or {}).values())
+        try:
+            output = self.forward(*args, **kwargs)
+        except Exception:
+            for hook, with_kwargs, always_call in hooks:
+                if always_call:
+                    hook(self, args, kwargs, None) if with_kwargs else hook(self, args, None)
+            raise
+        for hook, with_kwargs, _ in hooks:
+            result = hook(self, args, kwargs, output) if with_kwargs else \
+                hook(self, args, output)
+            if result is not None:
+                output = result
+        return output
+
+    def _add_hook(self, table: str, entry: tuple, prepend: bool) -> RemovableHandle:
+        hooks = self.__dict__.get(table)
+        if hooks is None:
+            hooks = OrderedDict()
+            object.__setattr__(self, table, hooks)
+        handle = RemovableHandle(lambda hook_id: hooks.pop(hook_id, None))
+        hooks[handle.id] = entry
+        if prepend:
+            hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_forward_pre_hook(self, hook: Callable, *, prepend: bool = False,
+                                  with_kwargs: bool = False) -> RemovableHandle:
+        """Call ``hook(module, args)`` (``hook(module, args, kwargs)`` with
+        ``with_kwargs``) before every ``forward``; see ``_call_with_hooks``."""
+        if not callable(hook):
+            raise TypeError(f"register_forward_pre_hook: hook must be callable, got "
+                            f"{type(hook).__name__}")
+        return self._add_hook("_forward_pre_hooks", (hook, with_kwargs), prepend)
+
+    def register_forward_hook(self, hook: Callable, *, prepend: bool = False,
+                              with_kwargs: bool = False,
+                              always_call: bool = False) -> RemovableHandle:
+        """Call ``hook(module, args, output)`` (``hook(module, args, kwargs, output)``
+        with ``with_kwargs``) after every ``forward``; see ``_call_with_hooks``. Inside
+        ``nv.compile`` a hook runs only while calls are recorded, as any Python."""
+        if not callable(hook):
+            raise TypeError(f"register_forward_hook: hook must be callable, got "
+                            f"{type(hook).__name__}")
+        return self._add_hook("_forward_hooks", (hook, with_kwargs, always_call), prepend)
+
+    def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> None:
+        """Not provided: Nova records the backward as one graph and has no per-module
+        node to hang it on. Hook the tensors instead: ``output.register_hook(fn)`` sees
+        the gradient of a module's output, ``input.register_hook(fn)`` that of its
+        input."""
+        raise NotImplementedError(
+            f"{type(self).__name__}.register_full_backward_hook: module backward hooks are "
+            "not provided; register a hook on the tensors instead (in a forward hook: "
+            "output.register_hook(fn) gets the gradient of the module's output)")
+
+    register_full_backward_pre_hook = register_full_backward_hook
+    register_backward_hook = register_full_backward_hook
 
     def extra_repr(self) -> str:
         return ""

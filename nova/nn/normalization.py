@@ -10,6 +10,7 @@ statistics.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from nova.core import dtypes as dt
@@ -202,5 +203,161 @@ class GroupNorm(Module):
         return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
 
 
-__all__ = ["batch_norm", "group_norm", "normalize", "BatchNorm1d", "BatchNorm2d",
-           "BatchNorm3d", "GroupNorm"]
+def instance_norm(input: Tensor, running_mean: Tensor | None = None,
+                  running_var: Tensor | None = None, weight: Tensor | None = None,
+                  bias: Tensor | None = None, use_input_stats: bool = True,
+                  momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """``torch.nn.functional.instance_norm`` on ``(N, C, *spatial)`` input: each
+    (sample, channel) normalized by its own mean and biased variance over the spatial
+    dims. Given running statistics, they are updated in place, as PyTorch does, with
+    the batch's average of the per-instance means and *unbiased* variances; with
+    ``use_input_stats=False`` the running statistics normalize instead."""
+    if not isinstance(input, Tensor) or input.ndim < 2:
+        raise ValueError(f"instance_norm: expected an (N, C, ...) input, got "
+                         f"{getattr(input, 'shape', type(input).__name__)}")
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"instance_norm: expected floating point input, got "
+                        f"{input.dtype.name}")
+    n, c = input.shape[:2]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var),
+                    ("weight", weight), ("bias", bias)):
+        if t is not None and t.shape != (c,):
+            raise ValueError(f"instance_norm: {name} must have shape ({c},) for input "
+                             f"{input.shape}, got {t.shape}")
+    x = full_precision(input, cuda_only=True)
+    shape = _channel_shape(x)
+    if use_input_stats:
+        count = x.numel() // (n * c) if n * c else 0
+        if count <= 1:
+            raise ValueError(f"instance_norm: expected more than 1 spatial element when "
+                             f"training, got input of shape {input.shape}")
+        axes = tuple(range(2, x.ndim))
+        mean = ops.mean(x, axes, keepdim=True)
+        centered = ops.sub(x, mean)
+        var = ops.mean(ops.mul(centered, centered), axes, keepdim=True)
+        with no_grad():
+            if running_mean is not None:
+                batch_mean = ops.mean(mean.detach().reshape(n, c), 0)
+                running_mean.mul_(1.0 - momentum).add_(ops.mul(batch_mean, momentum))
+            if running_var is not None:
+                unbiased = ops.mul(ops.mean(var.detach().reshape(n, c), 0), count / (count - 1))
+                running_var.mul_(1.0 - momentum).add_(ops.mul(unbiased, momentum))
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError("instance_norm: running_mean and running_var are needed when "
+                             "use_input_stats=False")
+        centered = ops.sub(x, running_mean.reshape(shape))
+        var = running_var.reshape(shape)
+    out = ops.mul(centered, ops.rsqrt(ops.add(var, eps)))
+    if weight is not None:
+        out = ops.mul(out, weight.reshape(shape))
+    if bias is not None:
+        out = ops.add(out, bias.reshape(shape))
+    return out
+
+
+class _InstanceNorm(Module):
+    """Shared by ``InstanceNorm1d/2d/3d``: PyTorch's defaults (no affine parameters, no
+    running statistics); with ``track_running_stats`` the buffers are those of
+    ``BatchNorm`` (``num_batches_tracked`` included, which PyTorch keeps but never
+    advances here either), used in evaluation."""
+
+    _spatial = 0
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = False, track_running_stats: bool = False, dtype: Any = None,
+                 *, bias: bool = True):
+        super().__init__()
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        self.register_parameter("weight", Parameter(ones(num_features, dtype=dtype))
+                                if affine else None)
+        self.register_parameter("bias", Parameter(zeros(num_features, dtype=dtype))
+                                if affine and bias else None)
+        tracked = track_running_stats
+        self.register_buffer("running_mean", zeros(num_features, dtype=dtype) if tracked else None)
+        self.register_buffer("running_var", ones(num_features, dtype=dtype) if tracked else None)
+        self.register_buffer("num_batches_tracked",
+                             tensor(0, dtype=dt.int64) if tracked else None)
+
+    def forward(self, x: Tensor) -> Tensor:
+        nd = self._spatial
+        if not isinstance(x, Tensor) or x.ndim not in (nd + 1, nd + 2):
+            raise ValueError(f"{type(self).__name__}: expected a {nd + 1}-D (unbatched) or "
+                             f"{nd + 2}-D input, got "
+                             f"{getattr(x, 'shape', type(x).__name__)}")
+        channels = x.shape[-nd - 1]
+        if channels != self.num_features:
+            if self.affine or self.track_running_stats:
+                raise ValueError(f"{type(self).__name__}: expected input's size at dim "
+                                 f"{x.ndim - nd - 1} to match num_features "
+                                 f"({self.num_features}), got input {x.shape}")
+            warnings.warn(f"{type(self).__name__}: input's size at dim {x.ndim - nd - 1} "
+                          f"({channels}) does not match num_features ({self.num_features}), "
+                          "which is not used because affine=False", stacklevel=2)
+        unbatched = x.ndim == nd + 1
+        out = instance_norm(x.unsqueeze(0) if unbatched else x, self.running_mean,
+                            self.running_var, self.weight, self.bias,
+                            self.training or not self.track_running_stats,
+                            0.0 if self.momentum is None else self.momentum, self.eps)
+        return out.squeeze(0) if unbatched else out
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Over ``(N, C, L)`` or unbatched ``(C, L)`` input."""
+    _spatial = 1
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Over ``(N, C, H, W)`` or unbatched ``(C, H, W)`` input."""
+    _spatial = 2
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Over ``(N, C, D, H, W)`` or unbatched ``(C, D, H, W)`` input."""
+    _spatial = 3
+
+
+def local_response_norm(input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75,
+                        k: float = 1.0) -> Tensor:
+    """``torch.nn.functional.local_response_norm``: ``x / (k + alpha * a)^beta`` with
+    ``a`` the mean of ``x^2`` over a window of ``size`` channels (dim 1) around each
+    channel, zero-padded by ``size // 2`` before and ``(size - 1) // 2`` after (so the
+    mean always divides by ``size``)."""
+    if not isinstance(input, Tensor) or input.ndim < 3:
+        raise ValueError(f"local_response_norm: expected an input of 3 or more dims "
+                         f"(N, C, *), got {getattr(input, 'shape', type(input).__name__)}")
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"local_response_norm: size must be a positive int, got {size!r}")
+    from nova.nn.functional import pad
+    x = full_precision(input, cuda_only=True)
+    c = x.shape[1]
+    sq = ops.mul(x, x)
+    widths = [0, 0] * (x.ndim - 2) + [size // 2, (size - 1) // 2]
+    padded = pad(sq, widths)
+    window = padded[:, 0:c]
+    for j in range(1, size):
+        window = ops.add(window, padded[:, j:j + c])
+    div = ops.pow(ops.add(ops.mul(ops.div(window, size), alpha), k), beta)
+    return ops.div(x, div)
+
+
+class LocalResponseNorm(Module):
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input: Tensor) -> Tensor:
+        return local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+__all__ = ["batch_norm", "group_norm", "normalize", "instance_norm", "local_response_norm",
+           "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm", "InstanceNorm1d",
+           "InstanceNorm2d", "InstanceNorm3d", "LocalResponseNorm"]

@@ -1,0 +1,226 @@
+"""The divergence, margin and likelihood losses (nova/nn/loss_functions.py) and their
+modules against numpy formulas: every reduction, gradients by finite differences,
+legacy size_average/reduce, errors."""
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import nova as nv
+import nova.nn as nn
+import nova.nn.functional as F
+from nova.autograd.gradcheck import gradcheck
+from tests.helpers import assert_close
+
+RNG = np.random.default_rng(0)
+X, Y = RNG.standard_normal((4, 5)), RNG.standard_normal((4, 5))
+P = np.abs(RNG.standard_normal((4, 5)))
+P /= P.sum(1, keepdims=True)
+P[0, 0] = 0.0                                       # a zero target: 0 * log 0 = 0
+LABELS = np.array([1.0, -1.0, 1.0, -1.0])
+CLASSES = np.array([0, 4, 2, 1])
+W = np.array([0.5, 1.0, 2.0, 1.5, 0.7])
+
+
+def _softplus(v):
+    return np.logaddexp(0.0, v)
+
+
+def _cos(a, b):
+    return (a * b).sum(-1) / np.sqrt(((a * a).sum(-1) + 1e-12) * ((b * b).sum(-1) + 1e-12))
+
+
+def _multi_margin(x, t, p, margin, w):
+    z = margin - x[np.arange(len(t)), t][:, None] + x
+    h = np.where(z > 0, z, 0.0) ** p * w[t][:, None]
+    h[np.arange(len(t)), t] = 0.0
+    return h.sum(1) / x.shape[1]
+
+
+def _dist(a, b, p=2.0):
+    return (np.abs(a - b + 1e-6) ** p).sum(-1) ** (1 / p)
+
+
+def _stirling(t):
+    safe = np.where(t > 1, t, 2.0)
+    return np.where(t > 1, safe * np.log(safe) - safe + 0.5 * np.log(2 * np.pi * safe), 0.0)
+
+
+# name -> (nova loss of (x, y, reduction), numpy per-element loss)
+A, B, N = X[:, :3], Y[:, :3], RNG.standard_normal((4, 3))
+COUNTS = RNG.integers(0, 5, (4, 5)).astype(np.float64)
+VAR = np.abs(RNG.standard_normal((4, 5))) + 0.1
+CASES = {
+    "kl_div": (lambda r: F.kl_div(nv.tensor(X), nv.tensor(P), reduction=r),
+               np.where(P > 0, P * np.log(np.where(P > 0, P, 1.0)), 0.0) - P * X),
+    "kl_div_log_target": (lambda r: F.kl_div(nv.tensor(X), nv.tensor(Y), reduction=r,
+                                             log_target=True), np.exp(Y) * (Y - X)),
+    "cosine_embedding": (lambda r: F.cosine_embedding_loss(nv.tensor(X), nv.tensor(Y),
+                                                           nv.tensor(LABELS), 0.1, reduction=r),
+                         np.where(LABELS == 1, 1 - _cos(X, Y),
+                                  np.maximum(_cos(X, Y) - 0.1, 0.0))),
+    "margin_ranking": (lambda r: F.margin_ranking_loss(nv.tensor(X[:, 0]), nv.tensor(Y[:, 0]),
+                                                       nv.tensor(LABELS), 0.3, reduction=r),
+                       np.maximum(-LABELS * (X[:, 0] - Y[:, 0]) + 0.3, 0.0)),
+    "hinge_embedding": (lambda r: F.hinge_embedding_loss(nv.tensor(X[:, :4].T),
+                                                         nv.tensor(LABELS), 0.8, reduction=r),
+                        np.where(LABELS == 1, X[:, :4].T, np.maximum(0.8 - X[:, :4].T, 0.0))),
+    "soft_margin": (lambda r: F.soft_margin_loss(nv.tensor(X[:, :4]), nv.tensor(LABELS),
+                                                 reduction=r),
+                    _softplus(-LABELS * X[:, :4])),
+    "multilabel_soft_margin": (
+        lambda r: F.multilabel_soft_margin_loss(nv.tensor(X), nv.tensor((Y > 0) * 1.0),
+                                                nv.tensor(W), reduction=r),
+        ((Y > 0) * _softplus(-X) + (Y <= 0) * _softplus(X)) @ W / 5),
+    "multi_margin_p1": (lambda r: F.multi_margin_loss(nv.tensor(X), nv.tensor(CLASSES),
+                                                      margin=0.7, weight=nv.tensor(W),
+                                                      reduction=r),
+                        _multi_margin(X, CLASSES, 1, 0.7, W)),
+    "multi_margin_p2": (lambda r: F.multi_margin_loss(nv.tensor(X), nv.tensor(CLASSES), p=2,
+                                                      reduction=r),
+                        _multi_margin(X, CLASSES, 2, 1.0, np.ones(5))),
+    "triplet": (lambda r: F.triplet_margin_loss(nv.tensor(A), nv.tensor(B), nv.tensor(N),
+                                                margin=1.5, reduction=r),
+                np.maximum(1.5 + _dist(A, B) - _dist(A, N), 0.0)),
+    "triplet_swap_p1": (lambda r: F.triplet_margin_loss(nv.tensor(A), nv.tensor(B),
+                                                        nv.tensor(N), p=1, swap=True,
+                                                        reduction=r),
+                        np.maximum(1 + _dist(A, B, 1) - np.minimum(_dist(A, N, 1),
+                                                                   _dist(B, N, 1)), 0.0)),
+    "poisson": (lambda r: F.poisson_nll_loss(nv.tensor(X), nv.tensor(COUNTS), reduction=r),
+                np.exp(X) - COUNTS * X),
+    "poisson_rate_full": (lambda r: F.poisson_nll_loss(nv.tensor(P + 0.5), nv.tensor(COUNTS),
+                                                       log_input=False, full=True, reduction=r),
+                          P + 0.5 - COUNTS * np.log(P + 0.5 + 1e-8) + _stirling(COUNTS)),
+    "gaussian": (lambda r: F.gaussian_nll_loss(nv.tensor(X), nv.tensor(Y), nv.tensor(VAR),
+                                               reduction=r),
+                 0.5 * (np.log(VAR) + (X - Y) ** 2 / VAR)),
+    "gaussian_row_var_full": (
+        lambda r: F.gaussian_nll_loss(nv.tensor(X), nv.tensor(Y), nv.tensor(VAR[:, 0]),
+                                      full=True, reduction=r),
+        0.5 * (np.log(VAR[:, :1]) + (X - Y) ** 2 / VAR[:, :1]) + 0.5 * math.log(2 * math.pi)),
+}
+
+
+def test_every_reduction_matches_the_numpy_formula():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")              # kl_div's 'mean' warning
+        got = {(k, r): f(r) for k, (f, _) in CASES.items() for r in ("none", "sum", "mean")}
+        got[("kl_div", "batchmean")] = F.kl_div(nv.tensor(X), nv.tensor(P),
+                                                reduction="batchmean")
+    nv.realize(*got.values())
+    for (k, r), out in got.items():
+        ref = CASES[k][1]
+        want = {"none": ref, "sum": ref.sum(), "mean": ref.mean(),
+                "batchmean": ref.sum() / ref.shape[0]}[r]
+        assert_close(out, want, rtol=1e-12, atol=1e-14), (k, r)
+
+
+def test_gradients_by_finite_differences():
+    x, y, v = X[:2, :3], Y[:2, :3], VAR[:2, :3]
+    t = LABELS[:2]
+    assert gradcheck(lambda a, b, s: (
+        F.kl_div(a, b.exp() / b.exp().sum(1, keepdim=True), reduction="none"),
+        F.kl_div(a, b, reduction="none", log_target=True),
+        F.cosine_embedding_loss(a, b, nv.tensor(t), 0.1, reduction="none"),
+        F.margin_ranking_loss(a[:, 0], b[:, 0], nv.tensor(t), reduction="none"),
+        F.soft_margin_loss(a, b, reduction="none"),
+        F.multilabel_soft_margin_loss(a, b.sigmoid(), reduction="none"),
+        F.multi_margin_loss(a, nv.tensor([0, 2]), p=2, margin=2.0, reduction="none"),
+        F.triplet_margin_loss(a, b, a * 0.5 + 0.3, margin=2.0, reduction="none"),
+        F.poisson_nll_loss(a, b.abs(), reduction="none"),
+        F.poisson_nll_loss(a.abs() + 0.5, b.abs() * 3, False, True, reduction="none"),
+        F.gaussian_nll_loss(a, b, s, reduction="none"),
+        F.hinge_embedding_loss(a, nv.tensor([[1.0, -1.0, 1.0]]), 3.0, reduction="none"),
+    ), [x, y, v])
+
+
+def test_special_values():
+    # soft margin stays finite where exp(-y x) overflows float32; kl_div's 0 log 0 = 0
+    big = F.soft_margin_loss(nv.tensor([-200.0, 200.0]), nv.tensor([1.0, 1.0]), reduction="none")
+    zero = F.kl_div(nv.tensor([3.0]), nv.tensor([0.0]), reduction="sum")
+    # variances are clamped at eps, the gradient passing as if unclamped (PyTorch's)
+    var = nv.tensor([1e-9, 4.0], requires_grad=True)
+    gauss = F.gaussian_nll_loss(nv.tensor([1.0, 1.0]), nv.tensor([0.0, 0.0]), var, eps=1e-6,
+                                reduction="none")
+    (g,) = nv.autograd.grad(gauss.sum(), [var])
+    negative = F.gaussian_nll_loss(nv.tensor([1.0]), nv.tensor([0.0]), nv.tensor([-1.0]))
+    nv.realize(big, zero, gauss, g, negative)
+    assert_close(big, [200.0, 0.0], rtol=1e-7)
+    assert zero.item() == 0.0
+    assert_close(gauss, [0.5 * (math.log(1e-6) + 1e6), 0.5 * (math.log(4.0) + 0.25)], rtol=1e-6)
+    assert_close(g, [0.5 * (1e6 - 1e12), 0.5 * (0.25 - 1 / 16)], rtol=1e-5)
+    assert math.isnan(negative.item())                 # a negative variance: NaN
+
+
+def test_modules_and_legacy_reduction_arguments():
+    x, p = nv.tensor(X), nv.tensor(P)
+    with pytest.warns(UserWarning, match="please use reduction='sum' instead"):
+        legacy = nn.KLDivLoss(size_average=False)
+    with pytest.warns(UserWarning, match="please use reduction='none' instead"):
+        none = F.soft_margin_loss(x, nv.tensor(Y), reduce=False)
+    assert legacy.reduction == "sum" and none.shape == (4, 5)
+    with pytest.warns(UserWarning, match="'mean' divides the total loss by both"):
+        F.kl_div(x, p)
+    mods = [nn.KLDivLoss(reduction="batchmean")(x, p),
+            nn.CosineEmbeddingLoss(0.1)(x, nv.tensor(Y), nv.tensor(LABELS)),
+            nn.MarginRankingLoss(0.3, reduction="sum")(x[:, 0], nv.tensor(Y[:, 0]),
+                                                         nv.tensor(LABELS)),
+            nn.MultiMarginLoss(margin=0.7, weight=nv.tensor(W))(x, nv.tensor(CLASSES)),
+            nn.TripletMarginLoss(1.5, reduction="none")(nv.tensor(A), nv.tensor(B),
+                                                         nv.tensor(N)),
+            nn.PoissonNLLLoss()(x, nv.tensor(COUNTS)),
+            nn.GaussianNLLLoss(full=True)(x, nv.tensor(Y), nv.tensor(VAR[:, 0])),
+            nn.MultiLabelSoftMarginLoss(nv.tensor(W))(x, nv.tensor((Y > 0) * 1.0)),
+            nn.HingeEmbeddingLoss(0.8)(nv.tensor(X[:, :4].T), nv.tensor(LABELS)),
+            nn.SoftMarginLoss(reduction="none")(nv.tensor(X[:, :4]), nv.tensor(LABELS))]
+    funcs = [F.kl_div(x, p, reduction="batchmean"), CASES["cosine_embedding"][0]("mean"),
+             CASES["margin_ranking"][0]("sum"), CASES["multi_margin_p1"][0]("mean"),
+             CASES["triplet"][0]("none"), CASES["poisson"][0]("mean"),
+             CASES["gaussian_row_var_full"][0]("mean"),
+             CASES["multilabel_soft_margin"][0]("mean"), CASES["hinge_embedding"][0]("mean"),
+             CASES["soft_margin"][0]("none")]
+    nv.realize(*mods, *funcs)
+    for m, f in zip(mods, funcs):
+        assert_close(m, f.numpy(), rtol=1e-14, atol=0)
+    m = nn.MultiMarginLoss(weight=nv.tensor(W))
+    assert list(m.state_dict()) == ["weight"]
+    assert repr(nn.TripletMarginLoss()) == ("TripletMarginLoss(margin=1.0, p=2.0, eps=1e-06, "
+                                            "swap=False, reduction='mean')")
+    assert repr(nn.KLDivLoss(reduction="batchmean")) == "KLDivLoss(reduction='batchmean')"
+
+
+def test_bad_arguments_raise():
+    x = nv.ones(2, 3)
+    cases = [
+        (lambda: F.cosine_embedding_loss(x, x, nv.ones(2, 1)), ValueError,
+         r"cosine_embedding_loss: expected a 0-D or 1-D target"),
+        (lambda: F.cosine_embedding_loss(nv.ones(3), nv.ones(3), nv.ones(2)), ValueError,
+         r"a 1-D target expects 2-D inputs, got \(3,\) and \(3,\)"),
+        (lambda: F.margin_ranking_loss(nv.ones(2), nv.ones(2, 1), nv.ones(2)), ValueError,
+         r"margin_ranking_loss: all input tensors should have the same number of dims"),
+        (lambda: F.multi_margin_loss(x, nv.tensor([0, 1]), p=3), ValueError,
+         "only p == 1 and p == 2 supported"),
+        (lambda: F.multi_margin_loss(x, nv.tensor([0, 1, 2])), ValueError,
+         r"target should be 1-D with one class index per sample \(2\)"),
+        (lambda: F.multi_margin_loss(x, nv.tensor([0.0, 1.0])), TypeError,
+         "target must hold class indices"),
+        (lambda: F.multi_margin_loss(x, nv.tensor([0, 1]), weight=nv.ones(2)), ValueError,
+         r"weight must have shape \(3,\)"),
+        (lambda: F.triplet_margin_loss(x, nv.ones(3), x), ValueError,
+         r"anchor \(2, 3\), positive \(3,\), negative \(2, 3\)"),
+        (lambda: F.gaussian_nll_loss(x, x, nv.ones(3)), ValueError,
+         r"var of shape \(3,\) must have input's shape \(2, 3\)"),
+        (lambda: F.gaussian_nll_loss(x, x, -1.0), ValueError, "var has negative entry"),
+        (lambda: F.gaussian_nll_loss(x, x, nv.ones(2, 3), reduction="avg"), ValueError,
+         "reduction must be 'mean', 'sum' or 'none'"),
+        (lambda: F.soft_margin_loss(x, x, reduction="avg"), ValueError,
+         "soft_margin_loss: reduction must be"),
+        (lambda: nn.TripletMarginLoss(margin=0.0), ValueError, "expected margin to be greater"),
+        (lambda: nn.KLDivLoss(reduction="avg"), ValueError, "KLDivLoss: reduction must be"),
+        (lambda: F.kl_div(x, [1.0]), TypeError, "kl_div: expected Tensors"),
+    ]
+    for fn, exc, pattern in cases:
+        with pytest.raises(exc, match=pattern):
+            fn()

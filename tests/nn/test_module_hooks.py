@@ -1,0 +1,80 @@
+"""Module forward hooks and lookups with PyTorch's rules (``nova.nn.module``)."""
+import pytest
+
+import nova as nv
+from nova import nn
+
+
+def test_pre_hooks_may_replace_arguments_and_forward_hooks_the_output():
+    m = nn.Linear(3, 2)
+    order = []
+    m.register_forward_pre_hook(lambda mod, args: order.append("pre") or (args[0] * 0,))
+    m.register_forward_pre_hook(lambda mod, args: order.append("first"), prepend=True)
+    m.register_forward_hook(lambda mod, args, out: order.append(("post", out.shape)))
+    h = m.register_forward_hook(lambda mod, args, out: out + 1)
+    y = m(nv.ones(4, 3))
+    assert order == ["first", "pre", ("post", (4, 2))]
+    assert (y - m.bias - 1).abs().max().item() == 0
+    h.remove()
+    assert (m(nv.zeros(1, 3)) - m.bias).abs().max().item() == 0
+
+
+def test_hooks_with_kwargs_and_always_call():
+    class Scale(nn.Module):
+        def forward(self, x, *, factor=1.0):
+            if factor < 0:
+                raise ValueError("negative factor")
+            return x * factor
+
+    m = Scale()
+    seen = []
+    m.register_forward_pre_hook(lambda mod, args, kwargs: (args, {"factor": 3.0}),
+                                with_kwargs=True)
+    m.register_forward_hook(lambda mod, args, kwargs, out: seen.append(kwargs["factor"]),
+                            with_kwargs=True)
+    assert m(nv.tensor([2.0]), factor=5.0).item() == 6.0 and seen == [3.0]
+    failed = []
+    m2 = Scale()
+    m2.register_forward_hook(lambda mod, args, out: failed.append(out), always_call=True)
+    m2.register_forward_hook(lambda mod, args, out: failed.append("not always"))
+    with pytest.raises(ValueError, match="negative"):
+        m2(nv.tensor([1.0]), factor=-1.0)
+    assert failed == [None]
+    m.register_forward_pre_hook(lambda mod, a, k: 3, with_kwargs=True)
+    with pytest.raises(RuntimeError, match=r"\(args, kwargs\) pair"):
+        m(nv.tensor([1.0]))
+
+
+def test_a_forward_hook_collects_features_and_backward_hooks_point_to_tensor_hooks():
+    net = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 1))
+    feats, grads = {}, []
+
+    def keep(mod, args, out):
+        feats["hidden"] = out
+        out.register_hook(lambda g: grads.append(g.shape))
+    net[1].register_forward_hook(keep)
+    net(nv.ones(2, 4)).sum().backward()
+    assert feats["hidden"].shape == (2, 3) and grads == [(2, 3)]
+    with pytest.raises(NotImplementedError, match="register_hook"):
+        net.register_full_backward_hook(lambda m, gi, go: None)
+    with pytest.raises(TypeError, match="callable"):
+        net.register_forward_hook(None)
+
+
+def test_lookups_by_dotted_path_and_casts():
+    net = nn.Sequential(nn.Linear(2, 2), nn.Sequential(nn.LayerNorm(2)))
+    net.register_buffer("steps", nv.zeros(1))
+    assert net.get_submodule("1.0") is net[1][0] and net.get_submodule("") is net
+    assert net.get_parameter("1.0.weight") is net[1][0].weight
+    assert net.get_buffer("steps") is net.steps
+    with pytest.raises(AttributeError, match="no attribute `2`"):
+        net.get_submodule("2")
+    with pytest.raises(AttributeError, match="no parameter `bias2`"):
+        net.get_parameter("0.bias2")
+    net.register_module("extra", nn.Identity())
+    assert net.extra is net.get_submodule("extra")
+    with pytest.raises(KeyError, match="without '.'"):
+        net.add_module("a.b", nn.Identity())
+    assert net.half()[0].weight.dtype == nv.float16
+    assert net.bfloat16()[0].weight.dtype == nv.bfloat16
+    assert net.type(nv.float32)[0].weight.dtype == nv.float32

@@ -14,7 +14,7 @@ from typing import Any
 from nova.autograd import backward_template, grad_mode, graph, hooks
 from nova.autograd.rules import vjp
 from nova.tensor import ops, tape
-from nova.tensor.tensor import Tensor
+from nova.tensor.tensor import Tensor, unaliased_detach
 from nova.tensor.trace import next_seq, recording_backward
 
 
@@ -177,7 +177,7 @@ def _propagate(outputs: list[Tensor], grads: list[Tensor], order: list[graph.Gra
                 prev = held.get(id(leaf))
                 held[id(leaf)] = (leaf, g if prev is None else ops.add(prev[1], g))
                 return
-            g = g if create_graph else g.detach()
+            g = g if create_graph else unaliased_detach(g)
             leaf.grad = g if leaf.grad is None else ops.add(leaf.grad, g)
 
     with grad_mode.set_grad_enabled(create_graph), recording_backward():
@@ -209,7 +209,7 @@ def _propagate(outputs: list[Tensor], grads: list[Tensor], order: list[graph.Gra
             if want is not None:
                 captured[id(leaf)] = g
                 continue
-            g = g if create_graph else g.detach()
+            g = g if create_graph else unaliased_detach(g)
             leaf.grad = g if leaf.grad is None else ops.add(leaf.grad, g)
             hooks.run_post_accumulate_hooks(leaf)
     return captured
@@ -267,7 +267,7 @@ def _backward(tensors: Sequence[Tensor], grad_tensors: Sequence[Any] | None,
             g = got.get(id(t._grad_edge()))
             if g is not None:
                 reached.add(id(t))
-                g = g if create_graph else g.detach()
+                g = g if create_graph else unaliased_detach(g)
                 t.grad = g if t.grad is None else ops.add(t.grad, g)
         return
     _run(outputs, grads, retain, create_graph, None, reached)
@@ -290,7 +290,7 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
         if g is None and not allow_unused:
             raise RuntimeError(f"grad: input {k} (shape {t.shape}) was not used to compute the "
                                "outputs; pass allow_unused=True to get None for it")
-        result.append(g if g is None or create_graph else g.detach())
+        result.append(g if g is None or create_graph else unaliased_detach(g))
     return tuple(result)
 
 

@@ -23,7 +23,7 @@ from nova.core.shapes import (
 from nova.tensor import autocast_state as _autocast
 from nova.tensor import grad_mode, tape
 from nova.tensor.function_template import stamped
-from nova.tensor.tensor import Tensor
+from nova.tensor.tensor import Tensor, unaliased_detach
 from nova.tensor.trace import Node
 
 Scalar = (builtins.int, builtins.float, builtins.bool, np.number, np.bool_)
@@ -624,7 +624,7 @@ def std(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: builtins.bool
     1.4e30) nor underflow."""
     x = _float_only("std", x)
     axes = normalize_dims("std", dim, x.ndim, x.shape)
-    s = amax(abs(x), axes, keepdim=True).detach()
+    s = unaliased_detach(amax(abs(x), axes, keepdim=True))
     s = where(eq(s, 0), 1.0, s)
     out = mul(sqrt(var(div(x, s), axes, unbiased, True, correction=correction)), s)
     if keepdim:
@@ -646,7 +646,7 @@ def _row_shift(x: Tensor, dims: Any) -> Tensor:
     f(x) - c), so it carries no gradient: the backward pass never differentiates the
     max, and need not keep its input alive (PyTorch's softmax backward likewise uses
     only the output)."""
-    return amax(x, dims, keepdim=True).detach()
+    return unaliased_detach(amax(x, dims, keepdim=True))
 
 
 def logsumexp(x: Tensor, dim: Any, keepdim: builtins.bool = False) -> Tensor:

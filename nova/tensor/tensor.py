@@ -110,7 +110,10 @@ class Tensor:
                                    f"{v.op}, whose elements alias each other; call "
                                    ".clone() first")
             base = v.base
-            base._assign(v.write_back(base, value), op)
+            if v.op in _DETACHED_ALIASES:
+                base._write_outside_autograd(value, op)
+            else:
+                base._assign(v.write_back(base, value), op)
             v.version = base._version
         if self._node.device == "cuda" and value.node.device is None and \
                 not value.node.realized:
@@ -121,6 +124,15 @@ class Tensor:
         if not self._node.realized:
             live_pending.live.add(self)
         return self
+
+    def _write_outside_autograd(self, value: Tensor, op: str) -> None:
+        """Take ``value`` as an in-place write made through a detached alias: outside
+        autograd (no history joins, a leaf that requires grad may be written, its
+        GradFn -- a non-leaf's -- is kept), as PyTorch's writes through ``.data``."""
+        fn = self._grad_fn
+        with _grad_mode.no_grad():
+            self._assign(Tensor._wrap(value.node), op)
+        self._grad_fn = fn
 
     # ------------------------------------------------------------ properties
 
@@ -378,14 +390,19 @@ class Tensor:
         return Tensor._wrap(node, grad_fn=None if edge is None else _tape.alias_fn(edge, node))
 
     def detach(self) -> Tensor:
-        """The same value without autograd history."""
-        return Tensor._wrap(self.node)
+        """The same value without autograd history, shared as PyTorch shares the
+        storage: an in-place update of either handle is seen by the other, and one
+        made through the detached handle is outside autograd (``p.detach().zero_()``,
+        an EMA's ``ema_v.copy_(...)`` over ``state_dict()`` values, update ``p``)."""
+        return _detached_alias(self, "detach")
 
     @property
     def data(self) -> Tensor:
-        """The value without history (``detach()``); assigning rebinds this handle to
-        another value of any shape or dtype, outside autograd, as ``torch``'s ``.data``."""
-        return self.detach()
+        """``detach()``'s alias: ``p.data.add_(...)``, ``m.weight.data.normal_(0,
+        0.02)`` update the tensor itself, outside autograd, as in PyTorch. Assigning
+        rebinds this handle to another value of any shape or dtype, outside autograd,
+        as ``torch``'s ``.data``."""
+        return _detached_alias(self, "data")
 
     @data.setter
     def data(self, value: Tensor) -> None:
@@ -551,6 +568,32 @@ class Tensor:
 
     def masked_fill_(self, mask: Tensor, value: Any) -> Tensor:
         return self._assign(_ops.masked_fill(self, mask, value), "masked_fill_")
+
+
+# The view ops of ``detach()`` and ``.data``: writes through them reach the base outside
+# autograd (``Tensor._write_outside_autograd``).
+_DETACHED_ALIASES = frozenset({"detach", "data"})
+
+
+def _detached_alias(t: Tensor, op: str) -> Tensor:
+    """``t``'s value without history, as a view of ``t`` (``op``: "detach" or "data")."""
+    return _movement.make_view(t, _no_history, _whole_value, op)
+
+
+def _no_history(base: Tensor) -> Tensor:
+    return Tensor._wrap(base.node)
+
+
+def unaliased_detach(t: Tensor) -> Tensor:
+    """A new handle on ``t``'s value without history that does NOT alias ``t`` (values
+    are immutable, so it is a copy at no cost): what internal code wants where
+    ``detach()``'s shared storage would only add a view (gradients handed to
+    ``.grad``, constants derived from a value)."""
+    return Tensor._wrap(t.node)
+
+
+def _whole_value(base: Tensor, value: Tensor) -> Tensor:
+    return value
 
 
 # Late imports: these modules build Tensors, so they import this one first.

@@ -85,9 +85,9 @@ def test_advanced_index_results_are_copies():
     picked = x[nv.tensor([0, 1])]
     picked.add_(1)
     assert x.tolist() == [0.0, 0.0, 0.0]
-    detached = x.detach()
+    detached = x.detach()          # (not a copy: PyTorch's detach shares the storage)
     detached.add_(1)
-    assert x.tolist() == [0.0, 0.0, 0.0]
+    assert x.tolist() == [1.0, 1.0, 1.0]
 
 
 def test_masked_fill_and_clamp_in_place():
@@ -122,3 +122,36 @@ def test_index_put_in_place_rebinds_and_writes_through_views():
     assert out is alias and row.tolist() == [0.0, 10.0, 0.0]
     row.index_put_((nv.tensor([1, 1]),), nv.tensor([4.0, 6.0]))      # the last value wins
     assert m.tolist() == [[0.0, 6.0, 0.0], [0.0, 0.0, 0.0]]
+
+
+def test_writes_through_data_and_detach_reach_the_tensor_outside_autograd():
+    """``p.data.add_(...)``, ``m.weight.data.normal_()``, an EMA's ``copy_`` over
+    ``state_dict()`` values: PyTorch's detached handles share the storage. They were
+    fresh handles, so every such write was silently lost."""
+    p = nv.nn.Parameter(nv.ones(3))
+    p.data.add_(nv.ones(3), alpha=-0.5)            # under grad mode, on a leaf
+    p.data.mul_(4)
+    p.data[0] = 7.0
+    assert p.tolist() == [7.0, 2.0, 2.0] and p.requires_grad and p.is_leaf
+    d = p.detach()
+    d.fill_(3.0)
+    assert p.tolist() == [3.0, 3.0, 3.0] and not d.requires_grad
+    p.data.add_(1.0)                               # and the other way round
+    assert d.tolist() == [4.0, 4.0, 4.0]
+    m, ema = nv.nn.Linear(2, 2), nv.nn.Linear(2, 2)
+    before = {k: v.numpy() for k, v in ema.state_dict().items()}
+    with nv.no_grad():
+        for e, v in zip(ema.state_dict().values(), m.state_dict().values()):
+            e.copy_(0.5 * e + 0.5 * v)
+    for k, v in m.state_dict().items():
+        np.testing.assert_allclose(ema.state_dict()[k].numpy(), 0.5 * before[k] + 0.5 * v.numpy(),
+                                   rtol=1e-6)
+
+
+def test_a_write_through_data_keeps_a_non_leaf_in_its_graph():
+    x = nv.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    y.data.zero_()
+    assert y.tolist() == [0.0, 0.0] and y.grad_fn is not None
+    (y * 3).sum().backward()
+    assert x.grad.tolist() == [6.0, 6.0]

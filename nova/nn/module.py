@@ -104,22 +104,20 @@ class Module:
         return module
 
     def get_parameter(self, target: str) -> Parameter:
-        path, _, name = target.rpartition(".")
-        module = self.get_submodule(path)
-        p = module._parameters.get(name)
-        if p is None:
-            raise AttributeError(f"{type(module).__name__} has no parameter `{name}` "
-                                 f"(looking up {target!r})")
-        return p
+        return self._get_entry(target, "_parameters", "parameter")
 
     def get_buffer(self, target: str) -> Tensor:
+        return self._get_entry(target, "_buffers", "buffer")
+
+    def _get_entry(self, target: str, table: str, kind: str) -> Tensor:
+        """The ``kind`` at dotted path ``target``: its module's ``table`` entry."""
         path, _, name = target.rpartition(".")
         module = self.get_submodule(path)
-        b = module._buffers.get(name)
-        if b is None:
-            raise AttributeError(f"{type(module).__name__} has no buffer `{name}` "
+        found = getattr(module, table).get(name)
+        if found is None:
+            raise AttributeError(f"{type(module).__name__} has no {kind} `{name}` "
                                  f"(looking up {target!r})")
-        return b
+        return found
 
     # ------------------------------------------------------------ traversal
 

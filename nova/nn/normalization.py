@@ -68,7 +68,13 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         mean = running_mean.reshape(shape)
         centered = ops.sub(input, mean)
         var = running_var.reshape(shape)
-    out = ops.mul(centered, ops.rsqrt(ops.add(var, eps)))
+    return _scale_shift(ops.mul(centered, ops.rsqrt(ops.add(var, eps))), weight, bias, shape)
+
+
+def _scale_shift(out: Tensor, weight: Tensor | None, bias: Tensor | None,
+                 shape: tuple) -> Tensor:
+    """``out * weight + bias`` with the per-channel affine parameters reshaped to
+    ``shape`` (either may be None)."""
     if weight is not None:
         out = ops.mul(out, weight.reshape(shape))
     if bias is not None:
@@ -248,12 +254,7 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None,
                              "use_input_stats=False")
         centered = ops.sub(x, running_mean.reshape(shape))
         var = running_var.reshape(shape)
-    out = ops.mul(centered, ops.rsqrt(ops.add(var, eps)))
-    if weight is not None:
-        out = ops.mul(out, weight.reshape(shape))
-    if bias is not None:
-        out = ops.add(out, bias.reshape(shape))
-    return out
+    return _scale_shift(ops.mul(centered, ops.rsqrt(ops.add(var, eps))), weight, bias, shape)
 
 
 class _InstanceNorm(Module):

@@ -76,6 +76,14 @@ def _check_dtype(op: str, what: str, t: Tensor, weight: Tensor) -> None:
                            f"{weight.dtype.name}; convert one of them with .to()")
 
 
+def _uniform_reset(module: Module) -> None:
+    """PyTorch's initialization of every recurrent weight and bias: U(-1/sqrt(hidden),
+    1/sqrt(hidden))."""
+    bound = 1.0 / math.sqrt(module.hidden_size)
+    for p in module.parameters():
+        init.uniform_(p, -bound, bound)
+
+
 class RNNBase(Module):
     """The multi-layer, optionally bidirectional recurrent layer behind RNN, LSTM and
     GRU; ``mode`` is 'RNN_TANH', 'RNN_RELU', 'LSTM' or 'GRU'."""
@@ -134,9 +142,7 @@ class RNNBase(Module):
         self.to(device=device, dtype=dtype)
 
     def reset_parameters(self) -> None:
-        bound = 1.0 / math.sqrt(self.hidden_size)
-        for p in self.parameters():
-            init.uniform_(p, -bound, bound)
+        _uniform_reset(self)
 
     def flatten_parameters(self) -> None:
         """Nothing to do: PyTorch compacts the weights for cuDNN here; Nova uses the
@@ -304,9 +310,7 @@ class RNNCellBase(Module):
         self.to(device=device, dtype=dtype)
 
     def reset_parameters(self) -> None:
-        bound = 1.0 / math.sqrt(self.hidden_size)
-        for p in self.parameters():
-            init.uniform_(p, -bound, bound)
+        _uniform_reset(self)
 
     def _cell(self, mode: str, input: Tensor, hx: tuple[Tensor | None, ...]) -> State:
         """The step's new state, each (N, hidden) ((hidden,) for a 1-D input); ``hx``

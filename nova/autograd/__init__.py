@@ -9,6 +9,7 @@ Importing this package registers the engine and the rules' saved values with the
 from nova.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from nova.autograd.engine import backward, grad  # noqa: E402  (after grad_mode: import order)
 from nova.autograd.gradcheck import GradcheckError, gradcheck  # noqa: E402
+from nova.autograd.function import Function, FunctionCtx  # noqa: E402
 from nova.autograd import hooks as _hooks  # noqa: E402
 from nova.tensor.tensor import Tensor as _Tensor  # noqa: E402
 
@@ -17,4 +18,4 @@ _Tensor.register_hook = _hooks.register_hook
 _Tensor.register_post_accumulate_grad_hook = _hooks.register_post_accumulate_grad_hook
 
 __all__ = ["backward", "grad", "gradcheck", "GradcheckError", "no_grad", "enable_grad",
-           "set_grad_enabled", "is_grad_enabled"]
+           "set_grad_enabled", "is_grad_enabled", "Function", "FunctionCtx"]

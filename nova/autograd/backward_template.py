@@ -40,6 +40,7 @@ from nova.core.lru import LRU
 from nova.tensor import autocast_state
 from nova.tensor.node_template import CallTemplate, capture_steps
 from nova.tensor.tape import GradFn
+from nova.autograd.graph import FUNCTION
 from nova.tensor.tensor import Tensor
 from nova.tensor.trace import Node
 
@@ -107,8 +108,8 @@ def structure(outputs: Sequence[Tensor], grads: Sequence[Tensor],
     # (edge() and slot() inlined: this loop runs for every GradFn of the pass, ~900 on
     # a medium GPT; leaves and first sightings of a slot take the calls)
     for fn in found:
-        if fn.released or fn.retained:
-            return None
+        if fn.released or fn.retained or fn.op == FUNCTION:
+            return None     # (a custom Function's backward is Python: recorded as written)
         out = fn.out_node
         append((fn.op, fn.sig, fn.in_shapes, fn.in_dtypes,
                 tuple([None if e is None else found[e] if type(e) is GradFn else edge(e)

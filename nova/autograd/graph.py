@@ -5,4 +5,7 @@ types live in ``nova.tensor`` (which must not import ``nova.autograd``); this mo
 keeps ``nova.autograd.graph`` naming the same objects for the engine and the rules."""
 from nova.tensor.tape import ALIAS, GradFn, alias_fn, register_saves, saves
 
-__all__ = ["ALIAS", "GradFn", "alias_fn", "register_saves", "saves"]
+# The op of a custom ``nv.autograd.Function``'s record (``nova.autograd.function``).
+FUNCTION = "function"
+
+__all__ = ["ALIAS", "FUNCTION", "GradFn", "alias_fn", "register_saves", "saves"]

@@ -358,10 +358,17 @@ def coverage_errors(ops: Mapping[str, type], rules: Mapping[type, Rule]) -> list
     return errors
 
 
+# A custom ``nv.autograd.Function``'s record: its rule is the class's backward, which
+# the record carries (``nova.autograd.function``).
+FUNCTION_RULE = Rule(lambda c, g: c.attrs["apply"](g, c.create_graph))
+
+
 def rule_for(fn: graph.GradFn) -> Rule:
     """The rule that differentiates ``fn``'s op (looked up by its dialect op class)."""
     if fn.op == graph.ALIAS:
         return ALIAS_RULE
+    if fn.op == graph.FUNCTION:
+        return FUNCTION_RULE
     op = nd.OPS_BY_NAME.get(fn.op)
     rule = RULES.get(op)
     if rule is None:

@@ -1,0 +1,197 @@
+"""``nv.autograd.Function``: custom differentiable operations, as ``torch.autograd.Function``.
+
+A subclass defines ``forward(ctx, *args)`` and ``backward(ctx, *grad_outputs)`` as static
+methods (or, PyTorch 2's form, ``forward(*args)`` and ``setup_context(ctx, inputs,
+output)``), and is called through ``apply``. ``forward`` runs under ``no_grad`` on the
+arguments as given and records its ops like any code; its outputs are then tied to one
+GradFn whose rule is the class's ``backward``, called while the backward pass is
+recorded with the upstream gradients of all outputs (zeros for an output that got none),
+its returned gradients checked against the inputs' shapes (a gradient of a shape the
+input broadcasts to is summed down, as PyTorch's; a number is filled in).
+
+Several outputs share one GradFn through one packed value: the outputs are flattened
+and concatenated (they must then have one dtype), each output is a slice of it, so the
+engine hands the GradFn one gradient -- the slices' gradients, summed in place -- which
+``backward`` receives unpacked. One output is its own value.
+
+The backward is Python that may read anything ``ctx`` holds (Python numbers that
+differ from call to call), so a pass through a custom Function is recorded as written,
+never stamped from a template, and an ``nv.compile`` call that runs one records every
+time.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from nova.autograd.grad_mode import no_grad
+from nova.autograd.graph import FUNCTION
+from nova.tensor import capture_log, movement, ops, tape
+from nova.tensor.grad_mode import STATE
+from nova.tensor.tensor import Tensor
+
+
+class FunctionCtx:
+    """What ``forward`` leaves for ``backward`` (PyTorch's ``ctx``): saved tensors,
+    which inputs need a gradient, and any attribute set on it."""
+
+    def __init__(self, needs_input_grad: tuple[bool, ...]):
+        self.needs_input_grad = needs_input_grad
+        self._saved: tuple[Any, ...] = ()
+        self.materialize_grads = True
+        self._non_differentiable: set[int] = set()
+
+    def save_for_backward(self, *tensors: Any) -> None:
+        for t in tensors:
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(f"save_for_backward: can only save tensors (or None), got "
+                                f"{type(t).__name__}")
+        self._saved = tensors
+
+    @property
+    def saved_tensors(self) -> tuple[Any, ...]:
+        return self._saved
+
+    def mark_non_differentiable(self, *outputs: Tensor) -> None:
+        self._non_differentiable.update(id(t) for t in outputs)
+
+    def set_materialize_grads(self, value: bool) -> None:
+        """Accepted; Nova always materializes: an output that got no gradient gets
+        zeros (the packed gradient is dense)."""
+        self.materialize_grads = bool(value)
+
+    def mark_dirty(self, *tensors: Tensor) -> None:
+        raise NotImplementedError("Function: mark_dirty (an in-place forward) is not "
+                                  "supported; return a new tensor instead")
+
+
+class Function:
+    """Base class of custom differentiable operations (see the module docstring)."""
+
+    @staticmethod
+    def forward(ctx: FunctionCtx, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("Function subclasses must implement forward")
+
+    @staticmethod
+    def setup_context(ctx: FunctionCtx, inputs: tuple, output: Any) -> None:
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx: FunctionCtx, *grad_outputs: Any) -> Any:
+        raise NotImplementedError("Function subclasses must implement backward to be "
+                                  "differentiated")
+
+    @classmethod
+    def apply(cls, *args: Any, **kwargs: Any) -> Any:
+        tensor_args = [(i, a) for i, a in enumerate(args) if isinstance(a, Tensor)]
+        needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        ctx = FunctionCtx(needs)
+        separate = cls.setup_context is not Function.setup_context
+        with no_grad():
+            if separate:
+                output = cls.forward(*args, **kwargs)
+                cls.setup_context(ctx, args, output)
+            else:
+                output = cls.forward(ctx, *args, **kwargs)
+        single = isinstance(output, Tensor)
+        outputs = (output,) if single else tuple(output)
+        if not (STATE.enabled and any(needs)):
+            return output
+        differentiable = [k for k, o in enumerate(outputs) if isinstance(o, Tensor) and
+                          id(o) not in ctx._non_differentiable and o.dtype.is_floating_point]
+        if not differentiable:
+            return output
+        wired = _wire(cls, ctx, args, tensor_args, outputs, differentiable)
+        return wired[0] if single else type(output)(wired) if isinstance(output, tuple) \
+            else list(wired)
+
+
+def _wire(cls: type, ctx: FunctionCtx, args: tuple, tensor_args: list[tuple[int, Tensor]],
+          outputs: tuple, differentiable: list[int]) -> list[Any]:
+    """The outputs, the differentiable ones tied to one GradFn over the tensor inputs."""
+    diff = [outputs[k] for k in differentiable]
+    dtypes = {o.dtype for o in diff}
+    if len(diff) > 1 and len(dtypes) > 1:
+        raise TypeError(f"{cls.__name__}: differentiable outputs of one Function must share "
+                        f"a dtype, got {sorted(d.name for d in dtypes)}")
+    if len(diff) == 1:
+        packed = Tensor._wrap(diff[0].node)
+    else:
+        packed = movement.cat([movement.reshape(o, -1) for o in diff], 0)
+    inputs = [a for _, a in tensor_args]
+    edges = tuple(a._grad_edge() for a in inputs)
+    shapes = [o.shape for o in diff]
+    # per output, what backward receives: its slice of the packed gradient (by
+    # position among the differentiable ones), zeros (a tensor not differentiated),
+    # or None (not a tensor)
+    layout = [differentiable.index(k) if k in differentiable else
+              ((o.shape, o.dtype) if isinstance(o, Tensor) else None)
+              for k, o in enumerate(outputs)]
+
+    def run_backward(g: Tensor, create_graph: bool) -> tuple[Tensor | None, ...]:
+        return _call_backward(cls, ctx, args, tensor_args, shapes, layout, g)
+
+    fn = tape.GradFn(FUNCTION, {"apply": run_backward, "name": cls.__name__}, edges,
+                     [a.node for a in inputs], None)
+    head = Tensor._wrap(packed.node, grad_fn=fn)
+    wired = list(outputs)
+    if len(diff) == 1:
+        wired[differentiable[0]] = head
+        return wired
+    start = 0
+    with_grad = head
+    for k, shape in zip(differentiable, shapes):
+        n = math.prod(shape)
+        wired[k] = movement.reshape(movement.narrow(with_grad, 0, start, n), shape)
+        start += n
+    return wired
+
+
+def _call_backward(cls: type, ctx: FunctionCtx, args: tuple,
+                   tensor_args: list[tuple[int, Tensor]], shapes: list[tuple[int, ...]],
+                   layout: list[Any], g: Tensor) -> tuple[Tensor | None, ...]:
+    """``cls.backward`` on the packed gradient ``g`` (one gradient per output, as
+    ``layout`` says), its result as one gradient per tensor input (of the GradFn)."""
+    capture_log.refuse(f"a custom autograd.Function ({cls.__name__}) ran its backward "
+                       "(Python a replay would not run)")
+    if len(shapes) == 1:
+        pieces = [g]
+    else:
+        pieces, start = [], 0
+        for shape in shapes:
+            n = math.prod(shape)
+            pieces.append(movement.reshape(movement.narrow(g, 0, start, n), shape))
+            start += n
+    grads_out = [pieces[entry] if isinstance(entry, int) else
+                 None if entry is None else ops.full_const(0, entry[0], entry[1])
+                 for entry in layout]
+    result = cls.backward(ctx, *grads_out)
+    result = (result,) if not isinstance(result, (tuple, list)) else tuple(result)
+    if len(result) < len(args):
+        if any(isinstance(a, Tensor) and a.requires_grad for a in args[len(result):]):
+            raise RuntimeError(f"{cls.__name__}.backward returned {len(result)} gradients, "
+                               f"forward took {len(args)} arguments")
+        result = result + (None,) * (len(args) - len(result))
+    elif len(result) > len(args) and any(r is not None for r in result[len(args):]):
+        raise RuntimeError(f"{cls.__name__}.backward returned {len(result)} gradients, "
+                           f"forward took {len(args)} arguments")
+    grads = []
+    for i, a in tensor_args:
+        gi = result[i]
+        if gi is None or not a.requires_grad:
+            grads.append(None)
+            continue
+        if not isinstance(gi, Tensor):
+            gi = ops.full_const(gi, a.shape, a.dtype)
+        if gi.shape != a.shape:
+            try:        # a gradient the input broadcasts to is summed down, as PyTorch's
+                gi = gi.sum_to_size(a.shape)
+            except RuntimeError:
+                raise RuntimeError(
+                    f"{cls.__name__}.backward: gradient {i} has shape {gi.shape}, not "
+                    f"one its input's shape {a.shape} broadcasts to") from None
+        grads.append(gi if gi.dtype == a.dtype else ops.cast(gi, a.dtype))
+    return tuple(grads)
+
+
+__all__ = ["Function", "FunctionCtx"]

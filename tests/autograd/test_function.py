@@ -1,0 +1,169 @@
+"""Custom differentiable operations (``nv.autograd.Function``) with PyTorch's rules:
+the backward's gradients reach the inputs, several outputs share one backward, the
+ctx carries saved tensors and Python values that differ per call, and the errors."""
+import math
+
+import numpy as np
+import pytest
+
+import nova as nv
+from nova.autograd.gradcheck import gradcheck
+
+
+class Exp(nv.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = x.exp()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g * y
+
+
+class Scaled(nv.autograd.Function):
+    """A gradient reversal scaled by a per-call Python number (domain adaptation)."""
+
+    @staticmethod
+    def forward(ctx, x, alpha):
+        ctx.alpha = alpha
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return -ctx.alpha * g, None
+
+
+class Pair(nv.autograd.Function):
+    """Two outputs, PyTorch 2's forward/setup_context form."""
+
+    @staticmethod
+    def forward(x, k):
+        return x * k, x * x
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+        ctx.k = inputs[1]
+
+    @staticmethod
+    def backward(ctx, ga, gb):
+        (x,) = ctx.saved_tensors
+        return ga * ctx.k + gb * 2 * x, None
+
+
+def test_a_custom_backward_is_the_gradient():
+    x = np.array([0.3, -1.2, 2.0])
+    assert gradcheck(lambda t: Exp.apply(t) * 2, [x])
+    t = nv.tensor(x, requires_grad=True)
+    y = Exp.apply(t)
+    assert y.grad_fn is not None and not y.is_leaf
+    y.sum().backward()
+    np.testing.assert_allclose(t.grad.numpy(), np.exp(x), rtol=1e-12)
+
+
+def test_per_call_python_values_reach_every_backward():
+    """The backward is never stamped from an earlier pass: ctx.alpha differs per call."""
+    x = nv.tensor([1.0, 2.0], requires_grad=True)
+    for alpha in (0.5, 2.0, 3.0):
+        x.grad = None
+        Scaled.apply(x * 3, alpha).sum().backward()
+        assert x.grad.tolist() == [-3 * alpha] * 2
+
+
+def test_several_outputs_share_one_backward_and_an_unused_one_gets_zeros():
+    x = nv.tensor([1.0, -2.0, 0.5], requires_grad=True)
+    a, b = Pair.apply(x, 4.0)
+    assert a.tolist() == [4.0, -8.0, 2.0] and b.tolist() == [1.0, 4.0, 0.25]
+    (a.sum() + b[1]).backward()
+    assert x.grad.tolist() == [4.0, 4.0 - 4.0, 4.0]
+    x.grad = None
+    a, _ = Pair.apply(x, 2.0)
+    a.sum().backward()
+    assert x.grad.tolist() == [2.0, 2.0, 2.0]
+    assert gradcheck(lambda t: Pair.apply(t, 1.5)[1] + Pair.apply(t, 1.5)[0], [np.array([0.2, 0.7])])
+
+
+def test_ctx_knows_what_needs_a_gradient_and_marks_outputs():
+    seen = {}
+
+    class Probe(nv.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            seen["needs"] = ctx.needs_input_grad
+            seen["grad_mode"] = nv.is_grad_enabled()
+            idx = a.argmax()
+            ctx.mark_non_differentiable(idx)
+            return a + b, idx
+
+        @staticmethod
+        def backward(ctx, g, g_idx):
+            return g, g
+
+    a = nv.tensor([1.0, 3.0], requires_grad=True)
+    out, idx = Probe.apply(a, nv.tensor([1.0, 1.0]))
+    assert seen == {"needs": (True, False), "grad_mode": False}
+    assert idx.grad_fn is None and out.grad_fn is not None
+    out.sum().backward()
+    assert a.grad.tolist() == [1.0, 1.0]
+    with nv.no_grad():
+        assert Probe.apply(a, nv.tensor([1.0, 1.0]))[0].grad_fn is None
+
+
+def test_bad_backwards_are_named():
+    class Wrong(nv.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g[:1]
+
+    class TooMany(nv.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, g
+
+    class Wide(nv.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g.expand(3, 2)       # summed down to the input's shape, as PyTorch
+
+    x = nv.tensor([1.0, 2.0], requires_grad=True)
+    Wide.apply(x).sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0]
+    with pytest.raises(RuntimeError, match="Wrong.backward: gradient 0 has shape"):
+        Wrong.apply(x).sum().backward()
+    with pytest.raises(RuntimeError, match="TooMany.backward returned 2 gradients"):
+        TooMany.apply(x).sum().backward()
+    y = Exp.apply(x)
+    y.sum().backward()
+    with pytest.raises(RuntimeError, match="second time"):
+        y.sum().backward()
+    with pytest.raises(NotImplementedError, match="mark_dirty"):
+        nv.autograd.FunctionCtx(()).mark_dirty(x)
+
+
+def test_an_nv_compile_call_through_a_custom_function_records_every_time():
+    w = nv.tensor([1.0, 2.0], requires_grad=True)
+
+    @nv.compile
+    def step(alpha):
+        w.grad = None
+        Scaled.apply(w * 1.0, alpha).sum().backward()
+        return w.grad
+
+    assert [step(a).tolist() for a in (1.0, 2.0, 3.0)] == [[-1.0, -1.0], [-2.0, -2.0],
+                                                           [-3.0, -3.0]]
+    assert step.replays == 0 and math.isfinite(w.sum().item())

@@ -3,7 +3,7 @@
 ``import nova as nv``; the names follow PyTorch's.
 """
 from nova import (
-    amp, autograd, cuda, debug, distributed, export, linalg, nn, optim, special, utils,
+    amp, autograd, cuda, debug, distributed, export, func, linalg, nn, optim, special, utils,
 )
 from nova.amp import autocast
 
@@ -73,6 +73,8 @@ from nova.tensor.random import (
     set_rng_state,
 )
 from nova.tensor.printing import set_printoptions
+from nova.tensor.legacy import CPU_TYPES as _LEGACY_TYPES, Size
+from nova import jit
 from nova import backends
 from nova.backends import (
     are_deterministic_algorithms_enabled, get_float32_matmul_precision,
@@ -93,6 +95,12 @@ multiply, subtract, negative, true_divide = mul, sub, neg, div
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 absolute, fix, sgn = abs, trunc, sign
 arccosh, arcsinh, arctanh = acosh, asinh, atanh
+
+# The legacy tensor types (torch.FloatTensor ...: constructors and isinstance tests)
+FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor = (
+    _LEGACY_TYPES[n] for n in ("FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor"))
+IntTensor, LongTensor, BoolTensor = (
+    _LEGACY_TYPES[n] for n in ("IntTensor", "LongTensor", "BoolTensor"))
 
 bool = _dt.bool_
 float = _dt.float32

@@ -49,7 +49,8 @@ def get_device_name() -> str:
 def __getattr__(name: str):
     """``nv.cuda.amp``: PyTorch's older spelling (``torch.cuda.amp.GradScaler``,
     ``torch.cuda.amp.autocast``), which training scripts still call; the same objects as
-    ``nova.amp`` with ``device_type='cuda'``."""
+    ``nova.amp`` with ``device_type='cuda'``. And the legacy CUDA tensor types
+    (``nv.cuda.FloatTensor``, ``nova.tensor.legacy``)."""
     if name == "amp":
         import functools
         import types
@@ -57,6 +58,9 @@ def __getattr__(name: str):
         from nova import amp
         return types.SimpleNamespace(autocast=functools.partial(amp.autocast, "cuda"),
                                      GradScaler=amp.GradScaler)
+    from nova.tensor.legacy import CUDA_TYPES    # nv.cuda.FloatTensor and the others
+    if name in CUDA_TYPES:
+        return CUDA_TYPES[name]
     raise AttributeError(f"module 'nova.cuda' has no attribute {name!r}")
 
 

@@ -356,7 +356,15 @@ class Tensor:
         return self.to("cuda" if device is None else device)
 
     def type(self, dtype: Any = None):
-        return self.dtype.name if dtype is None else self.to(dtype)
+        """``x.type()``: PyTorch's type name (``'torch.FloatTensor'``); ``x.type(t)``: a
+        copy in dtype ``t``, a legacy type (``nv.LongTensor``) or its name."""
+        from nova.tensor import legacy
+        if dtype is None:
+            return legacy.type_string(self)
+        kind = legacy.as_legacy_type(dtype)
+        if kind is None:
+            return self.to(dtype)
+        return self.to(kind.dtype).to("cuda" if kind.is_cuda else "cpu")
 
     def float(self) -> Tensor:
         return self.to(dt.float32)

@@ -1,0 +1,44 @@
+"""PyTorch's legacy tensor types, ``torch.Size``, ``x.type()`` and ``torch.jit``'s
+pass-through decorators (``nova.tensor.legacy``, ``nova.jit``)."""
+import numpy as np
+import pytest
+
+import nova as nv
+
+
+def test_legacy_types_construct_convert_and_test_membership():
+    assert nv.FloatTensor(2, 3).shape == (2, 3) and nv.FloatTensor(2, 3).dtype == nv.float32
+    assert nv.FloatTensor((4,)).tolist() == [4.0] and nv.FloatTensor().shape == (0,)
+    assert nv.FloatTensor(nv.Size([2, 1])).shape == (2, 1)
+    assert nv.LongTensor([1, 2]).dtype == nv.int64 and nv.LongTensor([1, 2]).tolist() == [1, 2]
+    assert nv.FloatTensor(np.ones(3)).dtype == nv.float32
+    x = nv.zeros(2)
+    assert nv.FloatTensor(x) is x
+    with pytest.raises(TypeError, match="expected a float32 tensor"):
+        nv.FloatTensor(nv.tensor([1, 2]))
+    assert isinstance(x, nv.FloatTensor) and not isinstance(x, nv.LongTensor)
+    assert not isinstance(x, nv.cuda.FloatTensor) and not isinstance(3.0, nv.FloatTensor)
+    assert x.type() == "torch.FloatTensor" and nv.tensor([1]).type() == "torch.LongTensor"
+    assert x.type(nv.LongTensor).dtype == nv.int64
+    assert x.type("torch.DoubleTensor").dtype == nv.float64 and x.type(nv.int32).dtype == nv.int32
+    assert repr(nv.BoolTensor) == "<class 'torch.BoolTensor'>"
+
+
+def test_size_and_jit_pass_throughs():
+    s = nv.Size([2, 3, 4])
+    assert s == (2, 3, 4) and s.numel() == 24 and repr(s) == "nova.Size([2, 3, 4])"
+    assert isinstance(nv.zeros(2, 3).shape, nv.Size) and not isinstance((2.0,), nv.Size)
+    with pytest.raises(TypeError, match="Size"):
+        nv.Size([1.5])
+
+    @nv.jit.script
+    def double(a):
+        return a * 2
+
+    net = nv.nn.Linear(2, 2)
+    assert double(nv.ones(2)).tolist() == [2.0, 2.0]
+    assert nv.jit.trace(net, nv.ones(1, 2)) is net and nv.jit.script(net) is net
+    assert nv.jit.ignore(double) is double and nv.jit.ignore(drop=True)(double) is double
+    assert not nv.jit.is_scripting() and not nv.jit.is_tracing()
+    with pytest.raises(NotImplementedError, match="state_dict"):
+        nv.jit.save(net, "x.pt")

@@ -121,15 +121,23 @@ class Module:
 
     # ------------------------------------------------------------ traversal
 
-    def named_modules(self, prefix: str = "", memo: set | None = None) -> Iterator[tuple[str, Module]]:
+    def named_modules(self, memo: set | None = None, prefix: str = "",
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]:
+        """Every module below (this one first) with its dotted name; a module reachable
+        by several names once, unless ``remove_duplicate=False`` (PyTorch's order of
+        arguments; a string first argument is taken as the prefix, as Nova's was)."""
+        if isinstance(memo, str):
+            memo, prefix = None, memo
         memo = set() if memo is None else memo
-        if id(self) in memo:
-            return
-        memo.add(id(self))
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
         yield prefix, self
         for name, m in self._modules.items():
             if m is not None:
-                yield from m.named_modules(f"{prefix}.{name}" if prefix else name, memo)
+                yield from m.named_modules(memo, f"{prefix}.{name}" if prefix else name,
+                                           remove_duplicate)
 
     def modules(self) -> Iterator[Module]:
         for _, m in self.named_modules():
@@ -147,7 +155,8 @@ class Module:
     def named_parameters(self, prefix: str = "", recurse: bool = True,
                          remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
         seen: set[int] = set()
-        mods = self.named_modules(prefix) if recurse else [(prefix, self)]
+        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) \
+            if recurse else [(prefix, self)]
         for mname, m in mods:
             for name, p in m._parameters.items():
                 if p is None or (remove_duplicate and id(p) in seen):
@@ -159,11 +168,17 @@ class Module:
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
-        for mname, m in self.named_modules(prefix):
+    def named_buffers(self, prefix: str = "", recurse: bool = True,
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+        seen: set[int] = set()
+        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) \
+            if recurse else [(prefix, self)]
+        for mname, m in mods:
             for name, b in m._buffers.items():
-                if b is not None:
-                    yield (f"{mname}.{name}" if mname else name), b
+                if b is None or (remove_duplicate and id(b) in seen):
+                    continue
+                seen.add(id(b))
+                yield (f"{mname}.{name}" if mname else name), b
 
     def buffers(self) -> Iterator[Tensor]:
         for _, b in self.named_buffers():
@@ -266,7 +281,7 @@ class Module:
         """Parameters and persistent buffers by dotted name (tied weights once per
         name they are registered under, as in PyTorch)."""
         out: OrderedDict = OrderedDict()
-        for mname, m in self.named_modules(prefix):
+        for mname, m in self.named_modules(prefix=prefix):
             skip = m.__dict__.get("_non_persistent", set())
             for name, p in m._parameters.items():
                 if p is not None:

@@ -78,3 +78,17 @@ def test_lookups_by_dotted_path_and_casts():
     assert net.half()[0].weight.dtype == nv.float16
     assert net.bfloat16()[0].weight.dtype == nv.bfloat16
     assert net.type(nv.float32)[0].weight.dtype == nv.float32
+
+
+def test_a_module_registered_twice_is_listed_under_each_name_when_asked():
+    shared = nn.Linear(2, 2)
+    net = nn.Module()
+    net.a, net.b = shared, shared
+    net.register_buffer("steps", nv.zeros(1))
+    assert [n for n, _ in net.named_modules()] == ["", "a"]
+    assert [n for n, _ in net.named_modules(remove_duplicate=False)] == ["", "a", "b"]
+    assert [n for n, _ in net.named_modules(prefix="m")] == ["m", "m.a"]
+    assert [n for n, _ in net.named_parameters(remove_duplicate=False)] == [
+        "a.weight", "a.bias", "b.weight", "b.bias"]
+    assert [n for n, _ in net.named_parameters()] == ["a.weight", "a.bias"]
+    assert [n for n, _ in net.named_buffers(recurse=False)] == ["steps"]

@@ -42,6 +42,7 @@ from nova.nn.transformer import (
     TransformerEncoder, TransformerEncoderLayer,
 )
 from nova.nn.conv_transpose import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
+from nova.nn.parallel import DataParallel
 
 __all__ = ["Module", "Parameter", "StateDictError", "Linear", "Embedding", "LayerNorm",
            "RMSNorm", "Dropout", "GELU", "ReLU", "SiLU", "Tanh", "Identity", "Sequential",
@@ -69,4 +70,4 @@ __all__ = ["Module", "Parameter", "StateDictError", "Linear", "Embedding", "Laye
            "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
            "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
            "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
-           "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]
+           "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "DataParallel"]

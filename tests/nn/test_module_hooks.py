@@ -92,3 +92,14 @@ def test_a_module_registered_twice_is_listed_under_each_name_when_asked():
         "a.weight", "a.bias", "b.weight", "b.bias"]
     assert [n for n, _ in net.named_parameters()] == ["a.weight", "a.bias"]
     assert [n for n, _ in net.named_buffers(recurse=False)] == ["steps"]
+
+
+def test_data_parallel_wraps_one_device():
+    net = nn.Linear(2, 1)
+    dp = nn.DataParallel(net)
+    x = nv.ones(3, 2)
+    assert dp.module is net and (dp(x) - net(x)).abs().max().item() == 0
+    assert list(dp.state_dict()) == ["module.weight", "module.bias"]
+    assert nn.DataParallel(net, device_ids=[0]).output_device == 0
+    with pytest.raises(ValueError, match="DistributedDataParallel"):
+        nn.DataParallel(net, device_ids=[0, 1])

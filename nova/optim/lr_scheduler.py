@@ -1,9 +1,13 @@
 """Learning-rate schedules. Each epoch-driven scheduler has a closed form
 ``lr_at(epoch)``, so ``SequentialLR`` composes them exactly and the values are easy to
 test; ``step()`` writes the new rate into the optimizer's groups, from where it enters
-the next step as a runtime input (no recompile). ``OneCycleLR`` also writes the
-momentum (SGD's and RMSprop's ``momentum``, Adam's ``betas[0]``), a runtime input too.
-``ReduceLROnPlateau`` is driven by a metric instead of a closed form."""
+the next step as a runtime input (no recompile). ``OneCycleLR`` and ``CyclicLR`` also
+write the momentum (SGD's and RMSprop's ``momentum``, Adam's ``betas[0]``), a runtime
+input too. ``ReduceLROnPlateau`` is driven by a metric instead of a closed form.
+
+A scheduler in a ``ChainedScheduler`` follows PyTorch's recursive rule instead
+(``_chain_lr``): it updates the rate the schedulers before it left in the groups, which
+is how PyTorch composes them."""
 from __future__ import annotations
 
 import bisect
@@ -18,7 +22,20 @@ from nova.tensor import capture_log
 
 
 class LRScheduler:
+    # Entries of ``__dict__`` that ``state_dict`` leaves out: the optimizer, functions,
+    # other schedulers (saved by their own state dicts), caches.
+    _unsaved: tuple[str, ...] = ("optimizer", "lr_lambdas", "schedulers", "_chained")
+    # Set by ``ChainedScheduler``: ``step()`` then applies ``_chain_lr`` to the groups'
+    # current rates instead of writing ``lr_at``.
+    _chained: bool = False
+
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1):
+        self._attach(optimizer, last_epoch)
+        self.step()
+
+    def _attach(self, optimizer: Optimizer, last_epoch: int) -> None:
+        """Take ``optimizer`` and the groups' initial rates (``initial_lr``, kept in the
+        groups so the optimizer's state dict carries them) as the base rates."""
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(self).__name__}: expected an Optimizer, got "
                             f"{type(optimizer).__name__}")
@@ -27,15 +44,24 @@ class LRScheduler:
             g.setdefault("initial_lr", g["lr"])
         self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
         self.last_epoch = last_epoch
-        self.step()
 
     def lr_at(self, epoch: int) -> list[float]:
         raise NotImplementedError
 
+    def _chain_lr(self, lrs: list[float], epoch: int) -> list[float]:
+        """The rates after this scheduler's step to ``epoch`` inside a chain, from the
+        groups' current rates ``lrs`` (PyTorch's ``get_lr``). A schedule that PyTorch
+        computes from its base rates alone sets them: ``lr_at``."""
+        return self.lr_at(epoch)
+
     def step(self) -> None:
         capture_log.action("sched_step", self)
         self.last_epoch += 1
-        self._last_lr = self.lr_at(self.last_epoch)
+        if self._chained:
+            self._last_lr = self._chain_lr([g["lr"] for g in self.optimizer.param_groups],
+                                           self.last_epoch)
+        else:
+            self._last_lr = self.lr_at(self.last_epoch)
         for g, lr in zip(self.optimizer.param_groups, self._last_lr):
             g["lr"] = lr
 
@@ -43,11 +69,15 @@ class LRScheduler:
         return list(self._last_lr)
 
     def state_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items()
-                if k not in ("optimizer", "lr_lambdas", "schedulers")}
+        return {k: v for k, v in self.__dict__.items() if k not in self._unsaved}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the position in the schedule and write its rate into the groups. In
+        a chain the rate depends on the other schedulers: the ``ChainedScheduler``
+        restores it."""
         self.__dict__.update(state)
+        if self._chained:
+            return
         self._last_lr = self.lr_at(self.last_epoch)
         for g, lr in zip(self.optimizer.param_groups, self._last_lr):
             g["lr"] = lr
@@ -81,6 +111,11 @@ class StepLR(LRScheduler):
     def lr_at(self, epoch: int) -> list[float]:
         return [base * self.gamma ** (epoch // self.step_size) for base in self.base_lrs]
 
+    def _chain_lr(self, lrs: list[float], epoch: int) -> list[float]:
+        if epoch == 0 or epoch % self.step_size:
+            return lrs
+        return [lr * self.gamma for lr in lrs]
+
 
 class CosineAnnealingLR(LRScheduler):
     """``eta_min + (base_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2``."""
@@ -95,6 +130,18 @@ class CosineAnnealingLR(LRScheduler):
     def lr_at(self, epoch: int) -> list[float]:
         c = (1 + math.cos(math.pi * epoch / self.T_max)) / 2
         return [self.eta_min + (base - self.eta_min) * c for base in self.base_lrs]
+
+    def _chain_lr(self, lrs: list[float], epoch: int) -> list[float]:
+        """PyTorch's recursion: the ratio of consecutive cosine factors, applied above
+        ``eta_min``; one period past ``T_max`` (where that ratio is 0/0) a step up."""
+        if epoch == 0:
+            return lrs
+        if (epoch - 1 - self.T_max) % (2 * self.T_max) == 0:
+            return [lr + (base - self.eta_min) * (1 - math.cos(math.pi / self.T_max)) / 2
+                    for lr, base in zip(lrs, self.base_lrs)]
+        ratio = ((1 + math.cos(math.pi * epoch / self.T_max)) /
+                 (1 + math.cos(math.pi * (epoch - 1) / self.T_max)))
+        return [ratio * (lr - self.eta_min) + self.eta_min for lr in lrs]
 
 
 class LinearLR(LRScheduler):
@@ -114,6 +161,15 @@ class LinearLR(LRScheduler):
         factor = self.start_factor + (self.end_factor - self.start_factor) * frac
         return [base * factor for base in self.base_lrs]
 
+    def _chain_lr(self, lrs: list[float], epoch: int) -> list[float]:
+        if epoch == 0:
+            return [lr * self.start_factor for lr in lrs]
+        if epoch > self.total_iters:
+            return lrs
+        change = self.end_factor - self.start_factor
+        ratio = 1.0 + change / (self.total_iters * self.start_factor + (epoch - 1) * change)
+        return [lr * ratio for lr in lrs]
+
 
 class ExponentialLR(LRScheduler):
     """``base_lr * gamma ** epoch``."""
@@ -124,6 +180,9 @@ class ExponentialLR(LRScheduler):
 
     def lr_at(self, epoch: int) -> list[float]:
         return [base * self.gamma ** epoch for base in self.base_lrs]
+
+    def _chain_lr(self, lrs: list[float], epoch: int) -> list[float]:
+        return lrs if epoch == 0 else [lr * self.gamma for lr in lrs]
 
 
 class MultiStepLR(LRScheduler):
@@ -138,6 +197,108 @@ class MultiStepLR(LRScheduler):
     def lr_at(self, epoch: int) -> list[float]:
         return [base * self.gamma ** bisect.bisect_right(self.milestones, epoch)
                 for base in self.base_lrs]
+
+    def _chain_lr(self, lrs: list[float], epoch: int) -> list[float]:
+        times = self.milestones.count(epoch)
+        return [lr * self.gamma ** times for lr in lrs] if times else lrs
+
+
+class ConstantLR(LRScheduler):
+    """``base_lr * factor`` for the first ``total_iters`` epochs, then ``base_lr``."""
+
+    def __init__(self, optimizer: Optimizer, factor: float = 1.0 / 3, total_iters: int = 5,
+                 last_epoch: int = -1):
+        if not 0 <= factor <= 1:
+            raise ValueError(f"ConstantLR: factor must be in [0, 1], got {factor}")
+        if total_iters < 1:
+            raise ValueError(f"ConstantLR: total_iters must be >= 1, got {total_iters}")
+        self.factor, self.total_iters = factor, total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, epoch: int) -> list[float]:
+        factor = self.factor if epoch < self.total_iters else 1.0
+        return [base * factor for base in self.base_lrs]
+
+    def _chain_lr(self, lrs: list[float], epoch: int) -> list[float]:
+        if epoch == 0:
+            return [lr * self.factor for lr in lrs]
+        if epoch != self.total_iters:
+            return lrs
+        if self.factor == 0:
+            raise ValueError("ConstantLR: in a chain the factor is undone by multiplying by "
+                             "1 / factor at total_iters (PyTorch's rule), which factor=0 "
+                             "cannot do")
+        return [lr * (1.0 / self.factor) for lr in lrs]
+
+
+class PolynomialLR(LRScheduler):
+    """``base_lr * (1 - min(epoch, total_iters) / total_iters) ** power``."""
+
+    def __init__(self, optimizer: Optimizer, total_iters: int = 5, power: float = 1.0,
+                 last_epoch: int = -1):
+        if total_iters < 1:
+            raise ValueError(f"PolynomialLR: total_iters must be >= 1, got {total_iters}")
+        self.total_iters, self.power = total_iters, power
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, epoch: int) -> list[float]:
+        factor = (1.0 - min(self.total_iters, epoch) / self.total_iters) ** self.power
+        return [base * factor for base in self.base_lrs]
+
+    def _chain_lr(self, lrs: list[float], epoch: int) -> list[float]:
+        if epoch == 0 or epoch > self.total_iters:
+            return lrs
+        ratio = ((1.0 - epoch / self.total_iters) /
+                 (1.0 - (epoch - 1) / self.total_iters)) ** self.power
+        return [lr * ratio for lr in lrs]
+
+
+class MultiplicativeLR(LRScheduler):
+    """``base_lr * f(1) * f(2) * ... * f(epoch)`` (``f``: ``lr_lambda``, or one per
+    group): each step multiplies the rate by ``f(epoch)``, in PyTorch's order, so the
+    products round alike. ``lr_at`` keeps the last epoch's rates, so stepping costs one
+    call of ``f`` per group; another epoch multiplies from the base rates again."""
+
+    _unsaved = LRScheduler._unsaved + ("_memo",)
+
+    def __init__(self, optimizer: Optimizer,
+                 lr_lambda: Callable[[int], float] | Sequence[Callable[[int], float]],
+                 last_epoch: int = -1):
+        n = len(optimizer.param_groups)
+        if isinstance(lr_lambda, (list, tuple)):
+            if len(lr_lambda) != n:
+                raise ValueError(f"MultiplicativeLR: expected {n} lr_lambdas (one per "
+                                 f"parameter group), got {len(lr_lambda)}")
+            lambdas = list(lr_lambda)
+        else:
+            lambdas = [lr_lambda] * n
+        for f in lambdas:
+            if not callable(f):
+                raise TypeError(f"MultiplicativeLR: lr_lambda should be a function, but got "
+                                f"{type(f).__name__}")
+        self.lr_lambdas = lambdas
+        self._memo: tuple[int, list[float]] | None = None   # (epoch, its rates)
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, epoch: int) -> list[float]:
+        memo = self._memo
+        if memo is not None and memo[0] == epoch:
+            return list(memo[1])
+        if memo is not None and memo[0] == epoch - 1 and epoch >= 1:
+            start, lrs = epoch, memo[1]
+        else:
+            start, lrs = 1, list(self.base_lrs)
+        for e in range(start, epoch + 1):
+            lrs = [lr * f(e) for lr, f in zip(lrs, self.lr_lambdas)]
+        self._memo = (epoch, lrs)
+        return list(lrs)
+
+    def _chain_lr(self, lrs: list[float], epoch: int) -> list[float]:
+        return lrs if epoch == 0 else [lr * f(epoch) for lr, f in zip(lrs, self.lr_lambdas)]
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._memo = None          # (of the base rates being replaced)
+        super().load_state_dict(state)
 
 
 class CosineAnnealingWarmRestarts(LRScheduler):
@@ -349,7 +510,28 @@ class _SteppedPastTheEnd(ValueError, _Rerecord):
     host events and records the call, which then fails exactly as uncompiled."""
 
 
-class OneCycleLR(LRScheduler):
+class _MomentumSchedule(LRScheduler):
+    """A schedule of the rate and, with ``cycle_momentum``, the momentum: SGD's and
+    RMSprop's ``momentum`` or the Adam family's ``betas[0]`` (``use_beta1``), whichever
+    the optimizer's defaults have. Both are runtime inputs of the optimizers' steps."""
+
+    use_beta1: bool = False
+
+    def _set_momentum(self, group: dict[str, Any], value: float) -> None:
+        if self.use_beta1:
+            group["betas"] = (value, *group["betas"][1:])
+        else:
+            group["momentum"] = value
+
+    def _write(self, lrs: list[float], moms: list[float] | None) -> None:
+        for i, group in enumerate(self.optimizer.param_groups):
+            group["lr"] = lrs[i]
+            if moms is not None:
+                self._set_momentum(group, moms[i])
+        self._last_lr = list(lrs)
+
+
+class OneCycleLR(_MomentumSchedule):
     """The 1cycle policy (Smith & Topin), PyTorch's schedule step by step. Over
     ``total_steps`` (or ``epochs * steps_per_epoch``) ``step()`` calls the rate goes from
     ``max_lr / div_factor`` up to ``max_lr`` in the first ``pct_start`` of the steps,
@@ -458,12 +640,6 @@ class OneCycleLR(LRScheduler):
                                    "state dict first")
         super().__init__(optimizer, last_epoch)
 
-    def _set_momentum(self, group: dict[str, Any], value: float) -> None:
-        if self.use_beta1:
-            group["betas"] = (value, *group["betas"][1:])
-        else:
-            group["momentum"] = value
-
     def _anneal(self, start: float, end: float, pct: float) -> float:
         if self._anneal_func_type == "cos":
             return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
@@ -511,13 +687,6 @@ class OneCycleLR(LRScheduler):
         lrs, moms = self._at(self.last_epoch)
         self._write(lrs, moms)
 
-    def _write(self, lrs: list[float], moms: list[float] | None) -> None:
-        for i, group in enumerate(self.optimizer.param_groups):
-            group["lr"] = lrs[i]
-            if moms is not None:
-                self._set_momentum(group, moms[i])
-        self._last_lr = list(lrs)
-
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore the position in the schedule and write its rate and momentum into
         the groups (as the other schedulers write their rate). A state saved after a
@@ -527,6 +696,205 @@ class OneCycleLR(LRScheduler):
             self._write(*self._at(self.last_epoch))
 
 
-__all__ = ["LRScheduler", "LambdaLR", "StepLR", "CosineAnnealingLR", "LinearLR", "SequentialLR",
-           "ExponentialLR", "MultiStepLR", "CosineAnnealingWarmRestarts", "ReduceLROnPlateau",
-           "OneCycleLR"]
+class CyclicLR(_MomentumSchedule):
+    """The cyclical learning rate policy (Smith 2017), PyTorch's schedule step by step.
+    A cycle is ``step_size_up`` steps from ``base_lr`` up to ``max_lr`` and
+    ``step_size_down`` (default: the same) back; at step ``n``, ``cycle = floor(1 + n /
+    total)``, ``x = 1 + n / total - cycle``, the position ``x / ratio`` going up and
+    ``(x - 1) / (ratio - 1)`` going down (``ratio = up / total``), and the rate
+    ``base_lr + (max_lr - base_lr) * position * scale_fn(...)`` of the cycle number
+    (``scale_mode='cycle'``) or of ``n`` (``'iterations'``). ``mode`` picks the scale:
+    ``'triangular'`` 1, ``'triangular2'`` ``1 / 2 ** (cycle - 1)`` (the amplitude halves
+    every cycle), ``'exp_range'`` ``gamma ** n``; a ``scale_fn`` replaces them (and
+    ``mode``). With ``cycle_momentum`` the momentum (or ``betas[0]``) goes the other
+    way, ``max_momentum - (max_momentum - base_momentum) * position * scale``.
+
+    ``base_lr``, ``max_lr`` and the momenta are numbers or one per group. The rate and
+    momentum are runtime inputs of the optimizers' steps: a cycling training loop
+    compiles once. A custom ``scale_fn`` is not saved by ``state_dict`` (as
+    ``LambdaLR``'s functions are not): the restoring scheduler is built with it.
+    """
+
+    _unsaved = _MomentumSchedule._unsaved + ("_scale_fn_custom",)
+
+    def __init__(self, optimizer: Optimizer, base_lr: float | Sequence[float],
+                 max_lr: float | Sequence[float], step_size_up: int = 2000,
+                 step_size_down: int | None = None, mode: str = "triangular",
+                 gamma: float = 1.0, scale_fn: Callable[[float], float] | None = None,
+                 scale_mode: str = "cycle", cycle_momentum: bool = True,
+                 base_momentum: float | Sequence[float] = 0.8,
+                 max_momentum: float | Sequence[float] = 0.9, last_epoch: int = -1):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"CyclicLR: expected an Optimizer, got {type(optimizer).__name__}")
+        base_lrs = _per_group("CyclicLR", "base_lr", optimizer, base_lr)
+        if last_epoch == -1:
+            for lr, group in zip(base_lrs, optimizer.param_groups):
+                group["lr"] = lr
+        self.max_lrs = _per_group("CyclicLR", "max_lr", optimizer, max_lr)
+        # (PyTorch divides by zero on the first step when step_size_up is 0)
+        if not step_size_up > 0 or (step_size_down is not None and not step_size_down >= 0):
+            raise ValueError(f"CyclicLR: step_size_up must be > 0 and step_size_down >= 0, "
+                             f"got {step_size_up} and {step_size_down}")
+        up = float(step_size_up)
+        down = float(step_size_down) if step_size_down is not None else up
+        self.total_size = up + down
+        self.step_ratio = up / self.total_size
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise ValueError(f"CyclicLR: mode {mode!r} is invalid and scale_fn is None "
+                             "(expected 'triangular', 'triangular2' or 'exp_range', or a "
+                             "scale_fn)")
+        if scale_mode not in ("cycle", "iterations"):
+            raise ValueError(f"CyclicLR: scale_mode must be 'cycle' or 'iterations', got "
+                             f"{scale_mode!r}")
+        self.mode, self.gamma = mode, gamma
+        self._scale_fn_custom = scale_fn
+        # The built-in modes fix the scale mode, as in PyTorch (exp_range per iteration).
+        if scale_fn is None:
+            scale_mode = "iterations" if mode == "exp_range" else "cycle"
+        self.scale_mode = scale_mode
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError(f"CyclicLR: optimizer must support momentum or beta1 with "
+                                 f"`cycle_momentum` option enabled ({type(optimizer).__name__} "
+                                 "has neither; pass cycle_momentum=False)")
+            self.use_beta1 = "betas" in optimizer.defaults
+            self.base_momentums = _per_group("CyclicLR", "base_momentum", optimizer,
+                                             base_momentum)
+            self.max_momentums = _per_group("CyclicLR", "max_momentum", optimizer,
+                                            max_momentum)
+            if last_epoch == -1:
+                for m_max, m_base, group in zip(self.max_momentums, self.base_momentums,
+                                                optimizer.param_groups):
+                    self._set_momentum(group, m_max)
+                    group["max_momentum"] = m_max
+                    group["base_momentum"] = m_base
+        self._attach(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+        self.step()
+
+    def scale_fn(self, x: float) -> float:
+        """The amplitude's scale at ``x`` (a cycle number or a step, by ``scale_mode``)."""
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        if self.mode == "triangular":
+            return 1.0
+        if self.mode == "triangular2":
+            return 1 / (2.0 ** (x - 1))
+        return self.gamma ** x
+
+    def _at(self, step: int) -> tuple[list[float], list[float] | None]:
+        """Every group's rate (and momentum, if cycled) at ``step`` (PyTorch's
+        expressions, in its order: the same rounding)."""
+        cycle = math.floor(1 + step / self.total_size)
+        x = 1.0 + step / self.total_size - cycle
+        if x <= self.step_ratio:
+            position = x / self.step_ratio
+        else:
+            position = (x - 1) / (self.step_ratio - 1)
+        scale = self.scale_fn(cycle if self.scale_mode == "cycle" else step)
+        lrs = [base + (top - base) * position * scale
+               for base, top in zip(self.base_lrs, self.max_lrs)]
+        moms = [top - (top - base) * position * scale
+                for base, top in zip(self.base_momentums, self.max_momentums)
+                ] if self.cycle_momentum else None
+        return lrs, moms
+
+    def lr_at(self, epoch: int) -> list[float]:
+        return self._at(epoch)[0]
+
+    def momentum_at(self, epoch: int) -> list[float] | None:
+        """Every group's momentum (or ``betas[0]``) at ``epoch``; None without cycling."""
+        return self._at(epoch)[1]
+
+    def step(self) -> None:
+        """Advance one training step: the rate and (with ``cycle_momentum``) the momentum
+        of the next optimizer step."""
+        capture_log.action("sched_step", self)
+        self.last_epoch += 1
+        self._write(*self._at(self.last_epoch))
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the position in the cycle and write its rate and momentum."""
+        self.__dict__.update(state)
+        self._write(*self._at(self.last_epoch))
+
+
+class ChainedScheduler(LRScheduler):
+    """Step several schedulers of one optimizer together: ``step()`` steps each in
+    turn, and each updates the rate the ones before it left, by PyTorch's recursive
+    rule (``_chain_lr``): ``ConstantLR``, ``LinearLR``, ``StepLR``, ``MultiStepLR``,
+    ``ExponentialLR``, ``PolynomialLR``, ``MultiplicativeLR`` and ``CosineAnnealingLR``
+    scale it; ``LambdaLR``, ``CosineAnnealingWarmRestarts``, ``OneCycleLR`` and
+    ``CyclicLR`` set it from their base rates. (Chaining switches the schedulers to
+    that rule; alone, each writes its closed form, the same rates.)
+
+    Building the schedulers one after another makes each write its own rate in Nova
+    (PyTorch's constructors compose them), so when every scheduler is at epoch 0 the
+    chain writes the composed starting rate. ``SequentialLR`` (which restarts its
+    schedulers at milestones) and ``ReduceLROnPlateau`` (stepped with a metric) cannot
+    be chained. The chain steps nothing of its own under ``nv.compile``: a replay
+    re-runs each scheduler's step.
+    """
+
+    def __init__(self, schedulers: Sequence[LRScheduler], optimizer: Optimizer | None = None):
+        schedulers = list(schedulers)
+        if not schedulers:
+            raise ValueError("ChainedScheduler expects at least one scheduler to be chained, "
+                             "but got no scheduler.")
+        optimizer = optimizer if optimizer is not None else schedulers[0].optimizer
+        for i, s in enumerate(schedulers):
+            if not isinstance(s, LRScheduler):
+                raise TypeError(f"ChainedScheduler: the scheduler at index {i} is a "
+                                f"{type(s).__name__}, not an LRScheduler")
+            if isinstance(s, (ReduceLROnPlateau, SequentialLR, ChainedScheduler)):
+                raise ValueError(f"ChainedScheduler: cannot chain the {type(s).__name__} at "
+                                 f"index {i} (chainable: the epoch-driven schedulers)")
+            if s.optimizer is not optimizer:
+                raise ValueError(f"ChainedScheduler expects all schedulers to belong to the "
+                                 f"same optimizer, but the {type(s).__name__} at index {i} "
+                                 f"belongs to another {type(s.optimizer).__name__}")
+        self.optimizer = optimizer
+        self._schedulers = schedulers
+        for s in schedulers:
+            s._chained = True
+        if all(s.last_epoch == 0 for s in schedulers):
+            lrs = [g["initial_lr"] for g in optimizer.param_groups]
+            for s in schedulers:
+                lrs = s._chain_lr(lrs, 0)
+                s._last_lr = list(lrs)
+            for g, lr in zip(optimizer.param_groups, lrs):
+                g["lr"] = lr
+
+    def lr_at(self, epoch: int) -> list[float]:
+        raise TypeError("ChainedScheduler: the rate is each step's composition of the "
+                        "chained schedulers' updates, not a closed form of the epoch")
+
+    def step(self) -> None:
+        for s in self._schedulers:
+            s.step()
+
+    def get_last_lr(self) -> list[float]:
+        """The rates the last step of the chain wrote (the last scheduler's)."""
+        return self._schedulers[-1].get_last_lr()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The chained schedulers' state dicts, in order (PyTorch's layout)."""
+        return {"_schedulers": [s.state_dict() for s in self._schedulers]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore every chained scheduler, then write the rate the chain had."""
+        saved = state["_schedulers"]
+        if len(saved) != len(self._schedulers):
+            raise ValueError(f"ChainedScheduler.load_state_dict: the state has "
+                             f"{len(saved)} schedulers, the chain {len(self._schedulers)}")
+        for s, entry in zip(self._schedulers, saved):
+            s.load_state_dict(entry)
+        for g, lr in zip(self.optimizer.param_groups, self.get_last_lr()):
+            g["lr"] = lr
+
+
+__all__ = ["LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR",
+           "LinearLR", "ExponentialLR", "PolynomialLR", "CosineAnnealingLR",
+           "CosineAnnealingWarmRestarts", "SequentialLR", "ChainedScheduler",
+           "ReduceLROnPlateau", "OneCycleLR", "CyclicLR"]

@@ -1,0 +1,98 @@
+"""NAdam (Adam with Nesterov momentum, Dozat 2016), PyTorch's update rule."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from nova.optim import _checks
+from nova.optim.optimizer import Optimizer, zeros_state
+from nova.tensor import ops
+from nova.tensor.tensor import Tensor
+
+
+class NAdam(Optimizer):
+    """``mu_t = b1 (1 - 0.96^(t psi) / 2)`` (``psi``: ``momentum_decay``); ``m = b1 m +
+    (1-b1) g``; ``v = b2 v + (1-b2) g^2``; with ``denom = sqrt(v / (1-b2^t)) + eps``,
+    ``p -= lr (1-mu_t) / (1 - prod_{i<=t} mu_i) g / denom`` and
+    ``p -= lr mu_{t+1} / (1 - prod_{i<=t+1} mu_i) m / denom``. Weight decay adds
+    ``wd p`` to ``g``, or with ``decoupled_weight_decay`` (NAdamW) scales ``p`` by
+    ``1 - lr wd`` first.
+
+    The step count and the product of the ``mu`` (``state["mu_product"]``, a float
+    kept in double precision) live on the host; the two coefficients, the betas and
+    the bias correction enter the step as runtime inputs, so a schedule of ``lr`` or
+    ``betas`` (``OneCycleLR`` cycles ``betas[0]``) compiles once. ``momentum_decay``
+    reaches the step only through them: changing it does not recompile either.
+    """
+
+    _stamp_updates = True
+    _runtime_hparams = frozenset({"lr", "betas", "momentum_decay"})
+
+    def __init__(self, params: Iterable[Any], lr: float = 2e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, momentum_decay: float = 4e-3,
+                 decoupled_weight_decay: bool = False, *, foreach: bool | None = None,
+                 maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False):
+        _checks.kernel_flags("NAdam", differentiable)
+        del foreach, capturable
+        _checks.nonnegative("NAdam", lr=lr, eps=eps, weight_decay=weight_decay,
+                            momentum_decay=momentum_decay)
+        super().__init__(params, dict(lr=lr, betas=_checks.betas("NAdam", betas), eps=eps,
+                                      weight_decay=weight_decay,
+                                      momentum_decay=momentum_decay,
+                                      decoupled_weight_decay=decoupled_weight_decay,
+                                      maximize=maximize))
+
+    def _host_update(self, group: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        b1, b2 = group["betas"]
+        lr, wd, psi = group["lr"], group["weight_decay"], group["momentum_decay"]
+        state["step"] += 1
+        t = state["step"]
+        mu = b1 * (1.0 - 0.5 * 0.96 ** (t * psi))
+        mu_next = b1 * (1.0 - 0.5 * 0.96 ** ((t + 1) * psi))
+        state["mu_product"] *= mu
+        mu_product = state["mu_product"]
+        scalars = {}
+        if wd and group["decoupled_weight_decay"]:
+            scalars["decay"] = self._scalar("decay", 1.0 - lr * wd)
+        scalars["beta1"] = self._scalar("beta1", b1)
+        scalars["1 - beta1"] = self._scalar("1 - beta1", 1.0 - b1)
+        scalars["beta2"] = self._scalar("beta2", b2)
+        scalars["1 - beta2"] = self._scalar("1 - beta2", 1.0 - b2)
+        scalars["bias_correction2_sqrt"] = self._scalar("bias_correction2_sqrt",
+                                                        (1.0 - b2 ** t) ** 0.5)
+        scalars["grad_step"] = self._scalar("grad_step", lr * (1.0 - mu) / (1.0 - mu_product))
+        scalars["exp_avg_step"] = self._scalar("exp_avg_step",
+                                               lr * mu_next / (1.0 - mu_product * mu_next))
+        return scalars
+
+    def _baked(self, group: dict[str, Any]) -> dict[str, Any]:
+        """Decoupled decay is a runtime scalar: only whether there is one is structure."""
+        baked = super()._baked(group)
+        if group["decoupled_weight_decay"]:
+            baked["weight_decay"] = bool(group["weight_decay"])
+        return baked
+
+    def _update(self, group: dict[str, Any], p: Tensor, grad: Tensor,
+                state: dict[str, Any]) -> None:
+        g = -grad if group["maximize"] else grad
+        if "step" not in state:
+            state["step"] = 0
+            state["mu_product"] = 1.0
+            state["exp_avg"] = zeros_state(p)
+            state["exp_avg_sq"] = zeros_state(p)
+        s = self._host_update(group, state)
+        wd = group["weight_decay"]
+        if wd and group["decoupled_weight_decay"]:
+            p = p.copy_(p * s["decay"])
+        elif wd:
+            g = g + wd * p
+        m = state["exp_avg"].copy_(state["exp_avg"] * s["beta1"] + g * s["1 - beta1"])
+        v = state["exp_avg_sq"].copy_(state["exp_avg_sq"] * s["beta2"] +
+                                      g * g * s["1 - beta2"])
+        denom = ops.sqrt(v) / s["bias_correction2_sqrt"] + group["eps"]
+        p.copy_(p - s["grad_step"] * (g / denom) - s["exp_avg_step"] * (m / denom))
+
+
+__all__ = ["NAdam"]

@@ -1,0 +1,104 @@
+"""RAdam (rectified Adam, Liu et al. 2019), PyTorch's update rule."""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from nova.optim import _checks
+from nova.optim.optimizer import Optimizer, zeros_state
+from nova.tensor import ops
+from nova.tensor.tensor import Tensor
+
+
+class RAdam(Optimizer):
+    """``m = b1 m + (1-b1) g``; ``v = b2 v + (1-b2) g^2``; ``rho_inf = 2/(1-b2) - 1``,
+    ``rho_t = rho_inf - 2 t b2^t / (1-b2^t)``. While ``rho_t <= 5`` the step is
+    momentum SGD, ``p -= lr m / (1-b1^t)``; after, ``p -= lr m / (1-b1^t) r_t
+    sqrt(1-b2^t) / (sqrt(v) + eps)`` with ``r_t = sqrt((rho_t-4)(rho_t-2) rho_inf /
+    ((rho_inf-4)(rho_inf-2) rho_t))``. Weight decay adds ``wd p`` to ``g``, or with
+    ``decoupled_weight_decay`` (RAdamW) scales ``p`` by ``1 - lr wd`` first.
+
+    Whether the step is rectified depends on the step count only: the host decides it
+    (``_host_update``) and passes it as a runtime 0/1 input that selects between the
+    two updates inside the one compiled step (a ``where``; both are a few elementwise
+    ops of the same fused kernel). So the switch after the first few steps neither
+    recompiles nor changes the recorded structure (one update template, one ``nv.compile``
+    replay for every step), and each branch is computed exactly as PyTorch's: an
+    unrectified step never divides by ``sqrt(v) + eps`` (which is 0 where ``eps=0`` and
+    a gradient element has always been 0). The step sizes, betas and bias corrections
+    are runtime inputs too, as for ``Adam``.
+    """
+
+    _stamp_updates = True
+    _runtime_hparams = frozenset({"lr", "betas"})
+
+    def __init__(self, params: Iterable[Any], lr: float = 1e-3,
+                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, decoupled_weight_decay: bool = False, *,
+                 foreach: bool | None = None, maximize: bool = False,
+                 capturable: bool = False, differentiable: bool = False):
+        _checks.kernel_flags("RAdam", differentiable)
+        del foreach, capturable
+        _checks.nonnegative("RAdam", lr=lr, eps=eps, weight_decay=weight_decay)
+        super().__init__(params, dict(lr=lr, betas=_checks.betas("RAdam", betas), eps=eps,
+                                      weight_decay=weight_decay,
+                                      decoupled_weight_decay=decoupled_weight_decay,
+                                      maximize=maximize))
+
+    def _host_update(self, group: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        b1, b2 = group["betas"]
+        lr, wd = group["lr"], group["weight_decay"]
+        state["step"] += 1
+        t = state["step"]
+        bias_correction1 = 1.0 - b1 ** t
+        bias_correction2 = 1.0 - b2 ** t
+        rho_inf = 2.0 / (1.0 - b2) - 1.0
+        rho_t = rho_inf - 2.0 * t * b2 ** t / bias_correction2
+        rectified = rho_t > 5.0
+        if rectified:
+            rect = math.sqrt((rho_t - 4.0) * (rho_t - 2.0) * rho_inf /
+                             ((rho_inf - 4.0) * (rho_inf - 2.0) * rho_t))
+            adaptive = lr * rect * math.sqrt(bias_correction2) / bias_correction1
+        else:
+            adaptive = 0.0          # (unused: the step takes the other branch)
+        scalars = {}
+        if wd and group["decoupled_weight_decay"]:
+            scalars["decay"] = self._scalar("decay", 1.0 - lr * wd)
+        scalars["beta1"] = self._scalar("beta1", b1)
+        scalars["1 - beta1"] = self._scalar("1 - beta1", 1.0 - b1)
+        scalars["beta2"] = self._scalar("beta2", b2)
+        scalars["1 - beta2"] = self._scalar("1 - beta2", 1.0 - b2)
+        scalars["rectified"] = self._scalar("rectified", 1.0 if rectified else 0.0)
+        scalars["adaptive_step"] = self._scalar("adaptive_step", adaptive)
+        scalars["sgd_step"] = self._scalar("sgd_step", lr / bias_correction1)
+        return scalars
+
+    def _baked(self, group: dict[str, Any]) -> dict[str, Any]:
+        """Decoupled decay is a runtime scalar: only whether there is one is structure."""
+        baked = super()._baked(group)
+        if group["decoupled_weight_decay"]:
+            baked["weight_decay"] = bool(group["weight_decay"])
+        return baked
+
+    def _update(self, group: dict[str, Any], p: Tensor, grad: Tensor,
+                state: dict[str, Any]) -> None:
+        g = -grad if group["maximize"] else grad
+        if "step" not in state:
+            state["step"] = 0
+            state["exp_avg"] = zeros_state(p)
+            state["exp_avg_sq"] = zeros_state(p)
+        s = self._host_update(group, state)
+        wd = group["weight_decay"]
+        if wd and group["decoupled_weight_decay"]:
+            p = p.copy_(p * s["decay"])
+        elif wd:
+            g = g + wd * p
+        m = state["exp_avg"].copy_(state["exp_avg"] * s["beta1"] + g * s["1 - beta1"])
+        v = state["exp_avg_sq"].copy_(state["exp_avg_sq"] * s["beta2"] +
+                                      g * g * s["1 - beta2"])
+        adaptive = s["adaptive_step"] * m / (ops.sqrt(v) + group["eps"])
+        p.copy_(p - ops.where(s["rectified"] > 0.5, adaptive, s["sgd_step"] * m))
+
+
+__all__ = ["RAdam"]

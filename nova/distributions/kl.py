@@ -1,0 +1,203 @@
+"""``kl_divergence(p, q)`` and ``register_kl``: closed-form KL divergences, dispatched
+on the pair of distribution types (``torch.distributions.kl``'s rules: the most
+specific registered pair by subclass wins; an ambiguity warns)."""
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from functools import total_ordering
+from typing import Any
+
+from nova.distributions.bernoulli import Bernoulli
+from nova.distributions.categorical import Categorical
+from nova.distributions.cauchy import Cauchy
+from nova.distributions.distribution import Distribution
+from nova.distributions.exponential import Exponential
+from nova.distributions.gumbel import Gumbel
+from nova.distributions.independent import Independent
+from nova.distributions.laplace import Laplace
+from nova.distributions.multivariate_normal import MultivariateNormal, kl_multivariate_normal
+from nova.distributions.normal import Normal
+from nova.distributions.one_hot_categorical import OneHotCategorical
+from nova.distributions.transformed_distribution import TransformedDistribution
+from nova.distributions.uniform import Uniform
+from nova.distributions.utils import euler_constant, softplus, sum_rightmost
+from nova.tensor import ops
+from nova.tensor.special import lgamma
+from nova.tensor.tensor import Tensor
+
+__all__ = ["kl_divergence", "register_kl"]
+
+_KL_REGISTRY: dict[tuple[type, type], Callable] = {}
+_KL_MEMOIZE: dict[tuple[type, type], Any] = {}
+
+
+def register_kl(type_p: type, type_q: type) -> Callable[[Callable], Callable]:
+    """Decorator registering ``fn(p, q)`` as the KL divergence of a pair of
+    ``Distribution`` subclasses::
+
+        @register_kl(Normal, Normal)
+        def kl_normal_normal(p, q): ...
+    """
+    for name, t in (("type_p", type_p), ("type_q", type_q)):
+        if not isinstance(t, type) or not issubclass(t, Distribution):
+            raise TypeError(f"register_kl: expected {name} to be a Distribution subclass, "
+                            f"got {t!r}")
+
+    def decorator(fun: Callable) -> Callable:
+        _KL_REGISTRY[type_p, type_q] = fun
+        _KL_MEMOIZE.clear()   # the lookup order may have changed
+        return fun
+
+    return decorator
+
+
+@total_ordering
+class _Match:
+    """A registered (p, q) pair, ordered by specificity (subclass before base)."""
+
+    __slots__ = ("types",)
+
+    def __init__(self, *types: type):
+        self.types = types
+
+    def __eq__(self, other: Any) -> bool:
+        return self.types == other.types
+
+    def __le__(self, other: Any) -> bool:
+        for x, y in zip(self.types, other.types):
+            if not issubclass(x, y):
+                return False
+            if x is not y:
+                break
+        return True
+
+
+def _dispatch_kl(type_p: type, type_q: type) -> Any:
+    """The most specific registered function for the pair, or NotImplemented."""
+    matches = [(super_p, super_q) for super_p, super_q in _KL_REGISTRY
+               if issubclass(type_p, super_p) and issubclass(type_q, super_q)]
+    if not matches:
+        return NotImplemented
+    left_p, left_q = min(_Match(*m) for m in matches).types
+    right_q, right_p = min(_Match(*reversed(m)) for m in matches).types
+    left_fun = _KL_REGISTRY[left_p, left_q]
+    right_fun = _KL_REGISTRY[right_p, right_q]
+    if left_fun is not right_fun:
+        warnings.warn(f"Ambiguous kl_divergence({type_p.__name__}, {type_q.__name__}). "
+                      f"Please register_kl({left_p.__name__}, {right_q.__name__})",
+                      RuntimeWarning, stacklevel=3)
+    return left_fun
+
+
+def kl_divergence(p: Distribution, q: Distribution) -> Tensor:
+    """``KL(p || q)``, batched over the batch shape; NotImplementedError naming the
+    pair when no closed form is registered for it."""
+    key = (type(p), type(q))
+    fun = _KL_MEMOIZE.get(key)
+    if fun is None:
+        fun = _KL_MEMOIZE[key] = _dispatch_kl(*key)
+    if fun is NotImplemented:
+        raise NotImplementedError(f"No KL(p || q) is implemented for p type "
+                                  f"{p.__class__.__name__} and q type {q.__class__.__name__}")
+    return fun(p, q)
+
+
+def _infinite_where(condition: Tensor, value: Tensor) -> Tensor:
+    return ops.where(condition, math.inf, value)
+
+
+@register_kl(Bernoulli, Bernoulli)
+def _kl_bernoulli_bernoulli(p: Bernoulli, q: Bernoulli) -> Tensor:
+    t1 = p.probs * (softplus(-q.logits) - softplus(-p.logits))
+    t1 = ops.where(p.probs == 0, 0.0, _infinite_where(q.probs == 0, t1))
+    t2 = p._complement() * (softplus(q.logits) - softplus(p.logits))
+    t2 = ops.where(p.probs == 1, 0.0, _infinite_where(q.probs == 1, t2))
+    return t1 + t2
+
+
+@register_kl(Categorical, Categorical)
+def _kl_categorical_categorical(p: Categorical, q: Categorical) -> Tensor:
+    t = p.probs * (p.logits - q.logits)
+    t = _infinite_where(q.probs == 0, t)
+    t = ops.where(p.probs == 0, 0.0, t)
+    return t.sum(-1)
+
+
+@register_kl(OneHotCategorical, OneHotCategorical)
+def _kl_onehotcategorical_onehotcategorical(p: OneHotCategorical,
+                                            q: OneHotCategorical) -> Tensor:
+    return _kl_categorical_categorical(p._categorical, q._categorical)
+
+
+@register_kl(Normal, Normal)
+def _kl_normal_normal(p: Normal, q: Normal) -> Tensor:
+    var_ratio = (p.scale / q.scale).pow(2)
+    t1 = ((p.loc - q.loc) / q.scale).pow(2)
+    return 0.5 * (var_ratio + t1 - 1 - var_ratio.log())
+
+
+register_kl(MultivariateNormal, MultivariateNormal)(kl_multivariate_normal)
+
+
+@register_kl(Uniform, Uniform)
+def _kl_uniform_uniform(p: Uniform, q: Uniform) -> Tensor:
+    result = ((q.high - q.low) / (p.high - p.low)).log()
+    return _infinite_where((q.low > p.low) | (q.high < p.high), result)
+
+
+@register_kl(Exponential, Exponential)
+def _kl_exponential_exponential(p: Exponential, q: Exponential) -> Tensor:
+    rate_ratio = q.rate / p.rate
+    return -rate_ratio.log() + rate_ratio - 1
+
+
+@register_kl(Laplace, Laplace)
+def _kl_laplace_laplace(p: Laplace, q: Laplace) -> Tensor:
+    scale_ratio = p.scale / q.scale
+    loc_abs_diff = (p.loc - q.loc).abs()
+    t1 = -scale_ratio.log()
+    t2 = loc_abs_diff / q.scale
+    t3 = scale_ratio * (-loc_abs_diff / p.scale).exp()
+    return t1 + t2 + t3 - 1
+
+
+@register_kl(Cauchy, Cauchy)
+def _kl_cauchy_cauchy(p: Cauchy, q: Cauchy) -> Tensor:
+    t1 = ((p.scale + q.scale).pow(2) + (p.loc - q.loc).pow(2)).log()
+    t2 = (4 * p.scale * q.scale).log()
+    return t1 - t2
+
+
+@register_kl(Gumbel, Gumbel)
+def _kl_gumbel_gumbel(p: Gumbel, q: Gumbel) -> Tensor:
+    ct1 = p.scale / q.scale
+    ct2 = q.loc / q.scale
+    ct3 = p.loc / q.scale
+    t1 = -ct1.log() - ct2 + ct3
+    t2 = ct1 * euler_constant
+    t3 = (ct2 + lgamma(1 + ct1) - ct3).exp()
+    return t1 + t2 + t3 - (1 + euler_constant)
+
+
+@register_kl(Independent, Independent)
+def _kl_independent_independent(p: Independent, q: Independent) -> Tensor:
+    if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
+        raise NotImplementedError(
+            f"KL(Independent || Independent) needs the same reinterpreted_batch_ndims, got "
+            f"{p.reinterpreted_batch_ndims} and {q.reinterpreted_batch_ndims}")
+    return sum_rightmost(kl_divergence(p.base_dist, q.base_dist), p.reinterpreted_batch_ndims)
+
+
+@register_kl(TransformedDistribution, TransformedDistribution)
+def _kl_transformed_transformed(p: TransformedDistribution,
+                                q: TransformedDistribution) -> Tensor:
+    if p.transforms != q.transforms:
+        raise NotImplementedError("KL(TransformedDistribution || TransformedDistribution) "
+                                  "needs equal transforms")
+    if p.event_shape != q.event_shape:
+        raise NotImplementedError(f"KL(TransformedDistribution || TransformedDistribution) "
+                                  f"needs equal event shapes, got {p.event_shape} and "
+                                  f"{q.event_shape}")
+    return kl_divergence(p.base_dist, q.base_dist)

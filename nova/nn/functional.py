@@ -401,12 +401,16 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
                                      pos_weight: Tensor | None = None) -> Tensor:
     """The binary cross entropy of sigmoid(``input``), computed stably from the logits:
     (1 - y) x + (1 + (pw - 1) y) softplus(-x), with softplus(-x) = log1p(exp(-|x|)) +
-    max(-x, 0); ``pos_weight`` (broadcast along the last dim) weighs the positives."""
+    max(-x, 0); ``pos_weight`` (broadcast along the last dim) weighs the positives. The
+    linear terms are summed first: they cancel exactly for a confident correct
+    prediction (x = -30, y = 0), which leaves the small log1p term all its digits
+    (added last, as PyTorch does not, it lost 1.3% at x = -30 in float64)."""
     input, target = _check_pair("binary_cross_entropy_with_logits", input, target)
-    soft = ops.add(ops.log1p(ops.exp(ops.neg(ops.abs(input)))), ops.relu(ops.neg(input)))
     scale = 1.0 if pos_weight is None else ops.add(ops.mul(ops.sub(pos_weight, 1.0), target),
                                                    1.0)
-    loss = ops.add(ops.mul(ops.sub(1.0, target), input), ops.mul(scale, soft))
+    linear = ops.add(ops.mul(ops.sub(1.0, target), input),
+                     ops.mul(scale, ops.relu(ops.neg(input))))
+    loss = ops.add(linear, ops.mul(scale, ops.log1p(ops.exp(ops.neg(ops.abs(input))))))
     if weight is not None:
         loss = ops.mul(loss, weight)
     return _reduce("binary_cross_entropy_with_logits", loss, reduction)

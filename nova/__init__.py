@@ -3,7 +3,8 @@
 ``import nova as nv``; the names follow PyTorch's.
 """
 from nova import (
-    amp, autograd, cuda, debug, distributed, export, func, linalg, nn, optim, special, utils,
+    amp, autograd, cuda, debug, distributed, distributions, export, func, linalg, nn, optim,
+    special, utils,
 )
 from nova.amp import autocast
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from nova.distributions import constraints
-from nova.distributions.distribution import Distribution
-from nova.distributions.utils import broadcast_all, is_number, standard_uniform
+from nova.distributions.distribution import LocScale
+from nova.distributions.utils import standard_uniform
 from nova.tensor import ops
 from nova.tensor.creation import full
 from nova.tensor.elementary import atan2
@@ -15,7 +14,7 @@ from nova.tensor.tensor import Tensor
 __all__ = ["Cauchy"]
 
 
-class Cauchy(Distribution):
+class Cauchy(LocScale):
     """The Cauchy distribution with median ``loc`` and half width at half maximum
     ``scale``; its mean is undefined (NaN) and its variance infinite.
 
@@ -24,33 +23,10 @@ class Cauchy(Distribution):
     (resp. ``1 / tan(pi (1 - p))``) in the outer quarters, where ``tan(pi (p - 1/2))``
     would amplify the rounding of ``p - 1/2``."""
 
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-
-    def __init__(self, loc: Tensor | float, scale: Tensor | float,
-                 validate_args: bool | None = None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        batch_shape = () if is_number(loc) and is_number(scale) else self.loc.shape
-        super().__init__(batch_shape, validate_args=validate_args)
-
-    def expand(self, batch_shape: Any, _instance: Any = None) -> Cauchy:
-        new = self._get_checked_instance(Cauchy, _instance)
-        batch_shape = tuple(batch_shape)
-        new.loc = self.loc.expand(batch_shape)
-        new.scale = self.scale.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
-
     @property
     def mean(self) -> Tensor:
         return full(self._extended_shape(), math.nan, dtype=self.loc.dtype,
                     device=self.loc.device)
-
-    @property
-    def mode(self) -> Tensor:
-        return self.loc
 
     @property
     def variance(self) -> Tensor:

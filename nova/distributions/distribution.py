@@ -239,3 +239,33 @@ class Distribution:
                 text = f"{tuple(value.shape)}"
             parts.append(f"{name}: {text}")
         return f"{self.__class__.__name__}({', '.join(parts)})"
+
+
+class LocScale(Distribution):
+    """A location-scale family over the reals (``Normal``, ``Laplace``, ``Cauchy``):
+    ``loc`` and positive ``scale`` broadcast together, the batch shape theirs (``()``
+    for two numbers), ``expand`` expanding both, the mode at ``loc``."""
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, loc: Tensor | float, scale: Tensor | float,
+                 validate_args: bool | None = None):
+        from nova.distributions.utils import broadcast_all, is_number
+        self.loc, self.scale = broadcast_all(loc, scale)
+        batch_shape = () if is_number(loc) and is_number(scale) else self.loc.shape
+        super().__init__(batch_shape, validate_args=validate_args)
+
+    def expand(self, batch_shape: Any, _instance: Any = None) -> LocScale:
+        new = self._get_checked_instance(type(self), _instance)
+        batch_shape = tuple(batch_shape)
+        new.loc = self.loc.expand(batch_shape)
+        new.scale = self.scale.expand(batch_shape)
+        Distribution.__init__(new, batch_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @property
+    def mode(self) -> Tensor:
+        return self.loc

@@ -4,47 +4,23 @@ from __future__ import annotations
 from typing import Any
 
 from nova.core import dtypes as dt
-from nova.distributions import constraints
-from nova.distributions.distribution import Distribution
-from nova.distributions.utils import broadcast_all, is_number, standard_uniform
+from nova.distributions.distribution import LocScale
+from nova.distributions.utils import standard_uniform
 from nova.tensor import ops
 from nova.tensor.tensor import Tensor
 
 __all__ = ["Laplace"]
 
 
-class Laplace(Distribution):
+class Laplace(LocScale):
     """The Laplace distribution with location ``loc`` and scale ``scale``.
 
     ``cdf`` and ``icdf`` take each half of the line on its own (``exp(z) / 2`` below the
     location, ``log(2p)`` below one half), where PyTorch's one-line forms subtract from
     1/2 and lose the digits of tail values."""
 
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-
-    def __init__(self, loc: Tensor | float, scale: Tensor | float,
-                 validate_args: bool | None = None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        batch_shape = () if is_number(loc) and is_number(scale) else self.loc.shape
-        super().__init__(batch_shape, validate_args=validate_args)
-
-    def expand(self, batch_shape: Any, _instance: Any = None) -> Laplace:
-        new = self._get_checked_instance(Laplace, _instance)
-        batch_shape = tuple(batch_shape)
-        new.loc = self.loc.expand(batch_shape)
-        new.scale = self.scale.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
-
     @property
     def mean(self) -> Tensor:
-        return self.loc
-
-    @property
-    def mode(self) -> Tensor:
         return self.loc
 
     @property

@@ -4,9 +4,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from nova.distributions import constraints
-from nova.distributions.distribution import Distribution
-from nova.distributions.utils import broadcast_all, is_number
+from nova.distributions.distribution import LocScale
 from nova.tensor.creation import randn
 from nova.tensor.special import ndtr, ndtri
 from nova.tensor.tensor import Tensor
@@ -14,38 +12,15 @@ from nova.tensor.tensor import Tensor
 __all__ = ["Normal"]
 
 
-class Normal(Distribution):
+class Normal(LocScale):
     """The normal distribution with mean ``loc`` and standard deviation ``scale``.
 
     ``cdf`` is ``ndtr`` and ``icdf`` ``ndtri`` of the standardized value (the same
     functions as PyTorch's ``erf`` forms, with full relative precision in the lower
     tail, where ``(1 + erf(z / sqrt(2))) / 2`` rounds to 0)."""
 
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-
-    def __init__(self, loc: Tensor | float, scale: Tensor | float,
-                 validate_args: bool | None = None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        batch_shape = () if is_number(loc) and is_number(scale) else self.loc.shape
-        super().__init__(batch_shape, validate_args=validate_args)
-
-    def expand(self, batch_shape: Any, _instance: Any = None) -> Normal:
-        new = self._get_checked_instance(Normal, _instance)
-        batch_shape = tuple(batch_shape)
-        new.loc = self.loc.expand(batch_shape)
-        new.scale = self.scale.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
-
     @property
     def mean(self) -> Tensor:
-        return self.loc
-
-    @property
-    def mode(self) -> Tensor:
         return self.loc
 
     @property

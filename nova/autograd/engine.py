@@ -161,8 +161,9 @@ def _propagate(outputs: list[Tensor], grads: list[Tensor], order: list[graph.Gra
     held: dict[int, tuple[Tensor, Tensor]] = {}
 
     def deliver(edge: Any, g: Tensor) -> None:
-        if want is not None and id(edge) in want:
-            if hooking and type(edge) is not graph.GradFn and hooks.hooked(edge):
+        # (a wanted GradFn's gradient is taken when it is popped, after its hooks)
+        if want is not None and id(edge) in want and type(edge) is not graph.GradFn:
+            if hooking and hooks.hooked(edge):
                 prev = held.get(id(edge))
                 held[id(edge)] = (edge, g if prev is None else ops.add(prev[1], g))
             else:
@@ -189,6 +190,8 @@ def _propagate(outputs: list[Tensor], grads: list[Tensor], order: list[graph.Gra
                 continue
             if hooking:
                 g = hooks.run_grad_hooks(fn, g)
+            if want is not None and id(fn) in want:
+                captured[id(fn)] = g
             if want is None:
                 for ref in fn.retained:
                     t = ref()
@@ -269,6 +272,8 @@ def _backward(tensors: Sequence[Tensor], grad_tensors: Sequence[Any] | None,
                 reached.add(id(t))
                 g = g if create_graph else unaliased_detach(g)
                 t.grad = g if t.grad is None else ops.add(t.grad, g)
+                if hooks.any_hooks() and t._grad_fn is None:
+                    hooks.run_post_accumulate_hooks(t)
         return
     _run(outputs, grads, retain, create_graph, None, reached)
 

@@ -3,9 +3,6 @@
 The op front end writes a GradFn for every differentiable primitive it records, so the
 types live in ``nova.tensor`` (which must not import ``nova.autograd``); this module
 keeps ``nova.autograd.graph`` naming the same objects for the engine and the rules."""
-from nova.tensor.tape import ALIAS, GradFn, alias_fn, register_saves, saves
-
-# The op of a custom ``nv.autograd.Function``'s record (``nova.autograd.function``).
-FUNCTION = "function"
+from nova.tensor.tape import ALIAS, FUNCTION, GradFn, alias_fn, register_saves, saves
 
 __all__ = ["ALIAS", "FUNCTION", "GradFn", "alias_fn", "register_saves", "saves"]

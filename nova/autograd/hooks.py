@@ -8,9 +8,9 @@ tensor's inputs; for a leaf, the total this pass delivers, before it is accumula
 into ``.grad`` (so it can rescale or clip what ``.grad`` receives). A post-accumulate
 hook is called with the leaf itself once its ``.grad`` holds the pass's sum.
 
-Hooks live in a table keyed by the identity of what they hang on -- the tensor's
-GradFn for a non-leaf, the tensor for a leaf -- held weakly, so they neither keep a
-graph alive nor cost anything on the recording path of programs without hooks. A
+Hooks live on what they hang on -- the tensor's GradFn for a non-leaf, the tensor for
+a leaf -- so they keep nothing alive beyond it and cost nothing on the recording path
+of programs without hooks. A
 backward over hooked tensors is recorded as written (never stamped from a template:
 the hooks must run), and inside ``nv.compile`` it makes the call record every time,
 since a replay would not run the hooks.
@@ -25,39 +25,32 @@ from nova.tensor import capture_log
 from nova.tensor.tensor import Tensor
 from nova.core.hooks import RemovableHandle
 
-# id(owner) -> (weak reference to the owner, {handle id: hook}) per kind; an entry
-# goes when its owner dies.
-_GRAD: dict[int, tuple[weakref.ref, dict[int, Callable]]] = {}
-_POST: dict[int, tuple[weakref.ref, dict[int, Callable]]] = {}
+# Hooks live on their owner (``_grad_hooks``/``_post_hooks``: slots of GradFn and
+# Tensor, unset until a hook is registered), so a hook that refers to its own tensor
+# makes a cycle the collector frees, never a leak through a global table. This table
+# only says which owners have had hooks (weakly), for ``any_hooks``.
+_OWNERS: dict[int, weakref.ref] = {}
 
 
-def _add(table: dict, owner: Any, hook: Callable) -> RemovableHandle:
+def _add(kind: str, owner: Any, hook: Callable) -> RemovableHandle:
+    table = getattr(owner, kind, None)
+    if table is None:
+        table = {}
+        setattr(owner, kind, table)
     key = id(owner)
-    entry = table.get(key)
-    if entry is None or entry[0]() is not owner:
-        def forget(_: weakref.ref, key: int = key) -> None:
-            current = table.get(key)
-            if current is not None and current[0]() is None:
-                del table[key]
-        entry = table[key] = (weakref.ref(owner, forget), {})
-
-    def remove(hook_id: int) -> None:
-        current = table.get(key)
-        if current is entry:
-            entry[1].pop(hook_id, None)
-            if not entry[1]:
-                del table[key]
-
-    handle = RemovableHandle(remove)
-    entry[1][handle.id] = hook
+    if key not in _OWNERS or _OWNERS[key]() is not owner:
+        def forget(ref: weakref.ref, key: int = key) -> None:
+            if _OWNERS.get(key) is ref:
+                del _OWNERS[key]
+        _OWNERS[key] = weakref.ref(owner, forget)
+    handle = RemovableHandle(lambda hook_id: table.pop(hook_id, None))
+    table[handle.id] = hook
     return handle
 
 
-def _hooks(table: dict, owner: Any) -> list[Callable]:
-    entry = table.get(id(owner))
-    if entry is None or entry[0]() is not owner:
-        return []
-    return list(entry[1].values())
+def _hooks(kind: str, owner: Any) -> list[Callable]:
+    table = getattr(owner, kind, None)
+    return list(table.values()) if table else []
 
 
 def register_hook(tensor: Tensor, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
@@ -69,7 +62,7 @@ def register_hook(tensor: Tensor, hook: Callable[[Tensor], Tensor | None]) -> Re
         raise RuntimeError("register_hook: cannot register a hook on a tensor that doesn't "
                            "require gradient")
     owner = tensor._grad_fn if tensor._grad_fn is not None else tensor
-    return _add(_GRAD, owner, hook)
+    return _add("_grad_hooks", owner, hook)
 
 
 def register_post_accumulate_grad_hook(tensor: Tensor, hook: Callable[[Tensor], None]
@@ -82,21 +75,21 @@ def register_post_accumulate_grad_hook(tensor: Tensor, hook: Callable[[Tensor], 
     if tensor._grad_fn is not None or not tensor.requires_grad:
         raise RuntimeError("register_post_accumulate_grad_hook: only leaf tensors that "
                            "require grad take post-accumulate-grad hooks")
-    return _add(_POST, tensor, hook)
+    return _add("_post_hooks", tensor, hook)
 
 
 def any_hooks() -> bool:
-    return bool(_GRAD or _POST)
+    return bool(_OWNERS)
 
 
 def hooked(owner: Any) -> bool:
     """Whether ``owner`` (a GradFn or a leaf) has a gradient or post-accumulate hook."""
-    return bool(_hooks(_GRAD, owner) or _hooks(_POST, owner))
+    return bool(getattr(owner, "_grad_hooks", None) or getattr(owner, "_post_hooks", None))
 
 
 def run_grad_hooks(owner: Any, grad: Tensor) -> Tensor:
     """``grad`` through the hooks on ``owner``, in registration order."""
-    hooks = _hooks(_GRAD, owner)
+    hooks = _hooks("_grad_hooks", owner)
     if hooks:
         capture_log.refuse("a tensor hook ran during backward (a replay would not run it)")
     for hook in hooks:
@@ -112,7 +105,7 @@ def run_grad_hooks(owner: Any, grad: Tensor) -> Tensor:
 
 
 def run_post_accumulate_hooks(leaf: Tensor) -> None:
-    hooks = _hooks(_POST, leaf)
+    hooks = _hooks("_post_hooks", leaf)
     if hooks:
         capture_log.refuse("a post-accumulate-grad hook ran during backward")
     for hook in hooks:

@@ -37,6 +37,9 @@ _NOTHING: tuple[tuple[int, ...], bool] = ((), False)
 
 # The op of the identity record ``alias_fn`` makes (not a primitive of the dialect).
 ALIAS = "alias"
+# The op of a custom ``nv.autograd.Function``'s record, whose attributes carry its
+# backward (and so the ctx with its saved tensors): dropped on release.
+FUNCTION = "function"
 
 
 def register_saves(op: type, inputs: tuple[int, ...], output: bool) -> None:
@@ -57,8 +60,9 @@ def saves(op: type) -> tuple[tuple[int, ...], bool]:
 class GradFn:
     """The backward record of one primitive application."""
 
+    # (``_grad_hooks``: set only when a hook is registered, nova.autograd.hooks)
     __slots__ = ("op", "attrs", "sig", "seq", "next", "in_shapes", "in_dtypes", "saved",
-                 "out_node", "retained", "released", "__weakref__")
+                 "out_node", "retained", "released", "_grad_hooks", "__weakref__")
 
     def __init__(self, op: str, attrs: dict[str, Any], next_: tuple[Any, ...],
                  inputs: Sequence[Node], out_node: Node | None):
@@ -88,6 +92,8 @@ class GradFn:
         self.saved = (None,) * len(self.saved)
         self.out_node = None
         self.released = True
+        if self.op == FUNCTION:
+            self.attrs = {}
 
     def __repr__(self) -> str:
         return f"<{self.name()}>"

@@ -13,6 +13,7 @@ before an in-place update of its base reads the updated values, as in PyTorch.
 from __future__ import annotations
 
 import copy
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -26,9 +27,11 @@ from nova.tensor.trace import Node, live_pending
 
 
 class _View:
-    """How a view tensor relates to its base tensor."""
+    """How a view tensor relates to its base tensor. ``storage`` is the base's storage
+    token when the view was made: ``base.data = other`` gives the base a new one, and a
+    view of the old storage is cut off (PyTorch's views keep the old storage)."""
 
-    __slots__ = ("base", "version", "derive", "write_back", "op")
+    __slots__ = ("base", "version", "derive", "write_back", "op", "storage")
 
     def __init__(self, base: Tensor, derive: Callable[[Tensor], Tensor],
                  write_back: Callable[[Tensor, Tensor], Tensor] | None, op: str):
@@ -37,13 +40,53 @@ class _View:
         self.derive = derive
         self.write_back = write_back
         self.op = op
+        self.storage = getattr(base, "_storage", None)
+
+
+class _Gone:
+    """What an alias's base reads as once the base is gone: the version the alias last
+    saw (so it never re-derives) and writes that go nowhere."""
+
+    __slots__ = ("_version", "_storage")
+
+    def __init__(self, version: int, storage: Any):
+        self._version, self._storage = version, storage
+
+    def _write_outside_autograd(self, value: Tensor, op: str) -> None:
+        pass
+
+
+class _AliasView(_View):
+    """The view ``detach()`` and ``.data`` make: of the root of the views below it (its
+    ``derive`` and ``write_back`` composed through them, so temporaries on the way --
+    ``x[0:2].detach()`` -- need not live), held weakly, since a detached handle must not
+    keep the root's autograd graph alive (``preds.append(model(x).detach())``); once the
+    root is gone the alias is a value of its own."""
+
+    __slots__ = ("_base_ref",)
+
+    def __init__(self, root: Tensor, derive: Callable[[Tensor], Tensor],
+                 write_back: Callable[[Tensor, Tensor], Tensor], op: str):
+        self._base_ref = weakref.ref(root)
+        self.version = root._version
+        self.derive = derive
+        self.write_back = write_back
+        self.op = op
+        self.storage = getattr(root, "_storage", None)
+
+    @property
+    def base(self) -> Any:
+        b = self._base_ref()
+        return b if b is not None else _Gone(self.version, self.storage)
 
 
 class Tensor:
     """A lazy n-dimensional array with PyTorch semantics."""
 
+    # (set only when used: ``_storage`` by the ``.data`` setter, see ``_View``; the
+    # hook tables by nova.autograd.hooks)
     __slots__ = ("_node", "_view", "_version", "_grad_fn", "_requires_grad", "grad",
-                 "__weakref__")
+                 "_storage", "_grad_hooks", "_post_hooks", "__weakref__")
     __array_priority__ = 1000  # make ``ndarray op Tensor`` defer to Tensor's reflected op
 
     def __init__(self, data: Any = None, *, dtype: Any = None):
@@ -83,6 +126,9 @@ class Tensor:
         """The current node, re-derived from the base if the base changed in place."""
         v = self._view
         if v is not None and v.base._version != v.version:
+            if getattr(v.base, "_storage", None) is not v.storage:
+                self._view = None        # the base took new storage: this view keeps its own
+                return self._node
             fresh = v.derive(v.base)
             self._node, self._grad_fn = fresh.node, fresh._grad_fn
             v.version = v.base._version
@@ -104,6 +150,8 @@ class Tensor:
                                    f"the in-place output type {self.dtype.name}")
             value = value.to(self.dtype)
         v = self._view
+        if v is not None and getattr(v.base, "_storage", None) is not v.storage:
+            self._view = v = None        # the base took new storage since: not written
         if v is not None:
             if v.write_back is None:
                 raise RuntimeError(f"{op}: cannot write in place into the result of "
@@ -111,7 +159,10 @@ class Tensor:
                                    ".clone() first")
             base = v.base
             if v.op in _DETACHED_ALIASES:
-                base._write_outside_autograd(value, op)
+                if not isinstance(base, _Gone):
+                    with _grad_mode.no_grad():
+                        whole = v.write_back(base, Tensor._wrap(value.node))
+                    base._write_outside_autograd(whole, op)
             else:
                 base._assign(v.write_back(base, value), op)
             v.version = base._version
@@ -127,11 +178,25 @@ class Tensor:
 
     def _write_outside_autograd(self, value: Tensor, op: str) -> None:
         """Take ``value`` as an in-place write made through a detached alias: outside
-        autograd (no history joins, a leaf that requires grad may be written, its
-        GradFn -- a non-leaf's -- is kept), as PyTorch's writes through ``.data``."""
+        autograd (no history joins, a leaf that requires grad may be written, a
+        non-leaf keeps its GradFn), as PyTorch's writes through ``.data``. A view passes
+        the write to its base the same way, level by level, so no base on the way loses
+        its history (``x[0:2].detach().zero_()`` with ``x`` a non-leaf)."""
         fn = self._grad_fn
-        with _grad_mode.no_grad():
-            self._assign(Tensor._wrap(value.node), op)
+        v = self._view
+        if v is not None and v.op not in _DETACHED_ALIASES and \
+                getattr(v.base, "_storage", None) is v.storage:
+            with _grad_mode.no_grad():
+                whole = v.write_back(v.base, Tensor._wrap(value.node))
+            v.base._write_outside_autograd(whole, op)
+            v.version = v.base._version
+            self._node = value.node
+            self._version += 1
+            if not self._node.realized:
+                live_pending.live.add(self)
+        else:
+            with _grad_mode.no_grad():
+                self._assign(Tensor._wrap(value.node), op)
         self._grad_fn = fn
 
     # ------------------------------------------------------------ properties
@@ -250,7 +315,7 @@ class Tensor:
             raise RuntimeError("deepcopy: only tensors created explicitly by the user (graph "
                                "leaves) support the deepcopy protocol; use .detach() first")
         v = self._view
-        if v is not None:
+        if v is not None and v.op not in _DETACHED_ALIASES:
             from nova.tensor.movement import make_view
             new = make_view(copy.deepcopy(v.base, memo), v.derive, v.write_back, v.op)
         else:
@@ -416,6 +481,7 @@ class Tensor:
     def data(self, value: Tensor) -> None:
         if not isinstance(value, Tensor):
             raise TypeError(f"data: expected a Tensor, got {type(value).__name__}")
+        self._storage = object()     # earlier views and aliases keep the old value
         self._node = value.node
         self._version += 1
         if not self._node.realized:
@@ -584,8 +650,38 @@ _DETACHED_ALIASES = frozenset({"detach", "data"})
 
 
 def _detached_alias(t: Tensor, op: str) -> Tensor:
-    """``t``'s value without history, as a view of ``t`` (``op``: "detach" or "data")."""
-    return _movement.make_view(t, _no_history, _whole_value, op)
+    """``t``'s value without history, as an alias of the tensor whose storage ``t``
+    views (``op``: "detach" or "data"; see ``_AliasView``)."""
+    chain: list[_View] = []
+    root = t
+    while True:
+        v = root._view
+        if v is None or v.write_back is None or isinstance(v.base, _Gone) or \
+                getattr(v.base, "_storage", None) is not v.storage:
+            break
+        chain.append(v)
+        root = v.base
+    alias = Tensor._wrap(t.node)
+    if not chain:
+        alias._view = _AliasView(t, _no_history, _whole_value, op)
+        return alias
+    views = list(reversed(chain))          # the root's view first
+
+    def derive(r: Tensor) -> Tensor:
+        for w in views:
+            r = w.derive(r)
+        return Tensor._wrap(r.node)
+
+    def write_back(r: Tensor, value: Tensor) -> Tensor:
+        bases = [r]
+        for w in views[:-1]:
+            bases.append(w.derive(bases[-1]))
+        for w, b in zip(reversed(views), reversed(bases)):
+            value = w.write_back(b, value)
+        return value
+
+    alias._view = _AliasView(root, derive, write_back, op)
+    return alias
 
 
 def _no_history(base: Tensor) -> Tensor:

@@ -167,3 +167,27 @@ def test_an_nv_compile_call_through_a_custom_function_records_every_time():
     assert [step(a).tolist() for a in (1.0, 2.0, 3.0)] == [[-1.0, -1.0], [-2.0, -2.0],
                                                            [-3.0, -3.0]]
     assert step.replays == 0 and math.isfinite(w.sum().item())
+
+
+def test_a_released_function_drops_its_saved_tensors():
+    import gc
+    import weakref
+    held = []
+
+    class Keep(nv.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            s = x * 5
+            held.append(weakref.ref(s))
+            ctx.save_for_backward(s)
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    x = nv.ones(3, requires_grad=True)
+    y = Keep.apply(x)
+    y.sum().backward()
+    gc.collect()
+    assert held[0]() is None and y.grad_fn.attrs == {}

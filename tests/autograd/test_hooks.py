@@ -87,3 +87,27 @@ def test_a_hook_makes_nv_compile_record_every_call():
     for _ in range(3):
         assert step(nv.tensor([3.0, 4.0])).tolist() == [3.0, 4.0]
     assert len(calls) == 3 and step.replays == 0
+
+
+def test_hooks_on_inputs_of_autograd_grad_and_backward_inputs():
+    a = nv.tensor([1.0, 2.0], requires_grad=True)
+    x = a * 2
+    x.register_hook(lambda g: g * 10)
+    assert nv.autograd.grad((x * 3).sum(), x)[0].tolist() == [30.0, 30.0]
+    b = nv.tensor([1.0, 2.0], requires_grad=True)
+    seen = []
+    b.register_post_accumulate_grad_hook(lambda t: seen.append(t.grad.tolist()))
+    (b * 3).sum().backward(inputs=[b])
+    assert seen == [[3.0, 3.0]]
+
+
+def test_a_hook_that_refers_to_its_tensor_does_not_keep_it_alive():
+    import gc
+    import weakref
+    x = nv.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    y.register_hook(lambda g: g + y.detach() * 0)
+    ref = weakref.ref(y)
+    del y
+    gc.collect()
+    assert ref() is None

@@ -155,3 +155,40 @@ def test_a_write_through_data_keeps_a_non_leaf_in_its_graph():
     assert y.tolist() == [0.0, 0.0] and y.grad_fn is not None
     (y * 3).sum().backward()
     assert x.grad.tolist() == [6.0, 6.0]
+
+
+def test_a_write_through_a_detached_view_reaches_a_non_leaf_base_and_keeps_its_history():
+    """Through a temporary view (``x[0:2].detach().zero_()``): the write lands in ``x``
+    and ``x`` keeps its GradFn (it lost both: the view died, or its history went)."""
+    a = nv.ones(3, requires_grad=True)
+    x = a * 2
+    x[0:2].detach().zero_()
+    b = nv.ones(3, requires_grad=True)
+    y = b * 2
+    y.view(3).detach().mul_(5)
+    assert x.tolist() == [0.0, 0.0, 2.0] and y.tolist() == [10.0, 10.0, 10.0]
+    (x.sum() + a.sum() + y.sum()).backward()
+    assert a.grad.tolist() == [3.0, 3.0, 3.0] and b.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_aliases_keep_no_graph_alive_and_data_assignment_keeps_old_snapshots():
+    import copy
+    import gc
+    import weakref
+    x = nv.ones(3, requires_grad=True)
+    y = (x * 2).exp()
+    fn = weakref.ref(y.grad_fn)
+    kept = y.detach()              # an eval loop's preds.append(out.detach())
+    del y
+    gc.collect()
+    assert fn() is None and kept.tolist()[0] > 7
+    assert copy.deepcopy((x * 3).detach()).tolist() == [3.0, 3.0, 3.0]
+    m = nv.nn.Linear(2, 2)
+    sd = m.state_dict()
+    m.double()
+    assert sd["weight"].dtype == nv.float32     # PyTorch's state_dict keeps the old storage
+    p = nv.nn.Parameter(nv.ones(3))
+    snap, view = p.detach(), p.view(3)
+    p.data = nv.zeros(5)
+    p.data.add_(1.0)
+    assert snap.tolist() == [1.0] * 3 and view.tolist() == [1.0] * 3 and p.tolist() == [1.0] * 5

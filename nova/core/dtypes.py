@@ -298,7 +298,8 @@ class finfo:
         self.max = builtins.float(info.max)
         self.min = builtins.float(info.min)
         self.tiny = self.smallest_normal = builtins.float(info.smallest_normal)
-        self.resolution = builtins.float(info.resolution)
+        # PyTorch's: 10 ** -(the decimal digits eps resolves), 0.001 for float16
+        self.resolution = 10.0 ** -math.floor(-math.log10(self.eps))
         self.dtype = dtype.name
 
     def __repr__(self) -> str:

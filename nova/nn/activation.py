@@ -33,7 +33,8 @@ SELU_SCALE = 1.0507009873554804934193349852946
 
 
 def _floating(op: str, x: Any) -> Tensor:
-    """``x`` itself if floating point; integers compute in float32, as in PyTorch."""
+    """``x`` itself if floating point; integers compute in the default float dtype
+    (where PyTorch raises for some of these functions, e.g. ``elu``, ``selu``)."""
     return ops._as_float(op, x)
 
 

@@ -170,11 +170,10 @@ class _ConvTransposeNd(Module):
             base = ((x.shape[x.ndim - nd + k] - 1) * self.stride[k] - 2 * self.padding[k]
                     + self.dilation[k] * (self.kernel_size[k] - 1) + 1)
             e = want[k] - base
-            if not 0 <= e < max(self.stride[k], self.dilation[k]):
+            if not 0 <= e < self.stride[k]:     # (PyTorch's range: stride - 1 extra)
                 raise ValueError(f"{type(self).__name__}: requested an output size of "
                                  f"{want}, but valid sizes range from {base} to "
-                                 f"{base + max(self.stride[k], self.dilation[k]) - 1} "
-                                 f"in dim {k}")
+                                 f"{base + self.stride[k] - 1} in dim {k}")
             extra.append(e)
         return tuple(extra)
 

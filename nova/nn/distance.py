@@ -37,7 +37,9 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
 
     def unit(x: Tensor) -> Tensor:
         n = vector_norm(x, 2, d, keepdim=True)
-        clamped = ops.add(n, ops.sub(ops.maximum(n, eps), n).detach())
+        # the value clamped, the gradient unclamped; (where, not n + (max(n, eps) - n):
+        # an infinite norm gave inf - inf = NaN)
+        clamped = ops.where(ops.ge(n, eps), n, ops.add(n, ops.sub(eps, n).detach()))
         return ops.div(x, clamped)
 
     return ops.sum(ops.mul(unit(x1), unit(x2)), d)

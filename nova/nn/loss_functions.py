@@ -265,7 +265,8 @@ def gaussian_nll_loss(input: Tensor, target: Tensor, var: Tensor | float, full: 
         raise ValueError(f"gaussian_nll_loss: reduction must be 'mean', 'sum' or 'none', "
                          f"got {reduction!r}")
     x, t, v = _floats("gaussian_nll_loss", input, target, var)
-    clamped = ops.add(v, ops.sub(ops.maximum(v, eps), v).detach())
+    # (where, not v + (max(v, eps) - v): an infinite variance gave inf - inf = NaN)
+    clamped = ops.where(ops.ge(v, eps), v, ops.add(v, ops.sub(eps, v).detach()))
     d = ops.sub(x, t)
     loss = ops.mul(ops.add(ops.log(clamped), ops.div(ops.mul(d, d), clamped)), 0.5)
     if full:

@@ -180,8 +180,8 @@ class Module:
                 seen.add(id(b))
                 yield (f"{mname}.{name}" if mname else name), b
 
-    def buffers(self) -> Iterator[Tensor]:
-        for _, b in self.named_buffers():
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        for _, b in self.named_buffers(recurse=recurse):
             yield b
 
     # ------------------------------------------------------------ modes and helpers

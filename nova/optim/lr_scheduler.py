@@ -7,12 +7,17 @@ input too. ``ReduceLROnPlateau`` is driven by a metric instead of a closed form.
 
 A scheduler in a ``ChainedScheduler`` follows PyTorch's recursive rule instead
 (``_chain_lr``): it updates the rate the schedulers before it left in the groups, which
-is how PyTorch composes them."""
+is how PyTorch composes them. So do two or more schedulers built on one optimizer and
+stepped one after the other (``ConstantLR`` warmup then ``ExponentialLR``, as PyTorch's
+docs show): the second one's construction switches them all to that rule, so they
+compose as in PyTorch instead of the last one overwriting the others. The schedulers a
+``SequentialLR`` takes over go back to their closed forms (it runs one at a time)."""
 from __future__ import annotations
 
 import bisect
 import math
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, SupportsFloat
 
@@ -44,6 +49,11 @@ class LRScheduler:
             g.setdefault("initial_lr", g["lr"])
         self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
         self.last_epoch = last_epoch
+        peers = _peers(optimizer)
+        peers.append(weakref.ref(self))
+        if len(peers) > 1:           # stepped together: they compose (module docstring)
+            for r in peers:
+                r()._chained = True
 
     def lr_at(self, epoch: int) -> list[float]:
         raise NotImplementedError
@@ -81,6 +91,14 @@ class LRScheduler:
         self._last_lr = self.lr_at(self.last_epoch)
         for g, lr in zip(self.optimizer.param_groups, self._last_lr):
             g["lr"] = lr
+
+
+def _peers(optimizer: Optimizer) -> list:
+    """Weak references to the live schedulers stepping ``optimizer`` on their own (not
+    inside a ``SequentialLR``), kept on the optimizer."""
+    peers = optimizer.__dict__.setdefault("_lr_schedulers", [])
+    peers[:] = [r for r in peers if r() is not None]
+    return peers
 
 
 class LambdaLR(LRScheduler):
@@ -342,6 +360,11 @@ class SequentialLR(LRScheduler):
                 raise ValueError("SequentialLR: all schedulers must belong to the optimizer")
         self.schedulers = list(schedulers)
         self.milestones = list(milestones)
+        owned = {id(sch) for sch in self.schedulers}
+        peers = _peers(optimizer)
+        peers[:] = [r for r in peers if id(r()) not in owned]   # run by this one now
+        for sch in self.schedulers:
+            sch._chained = False
         super().__init__(optimizer, last_epoch)
 
     def lr_at(self, epoch: int) -> list[float]:

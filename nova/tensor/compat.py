@@ -306,8 +306,7 @@ INPLACE_OF = (
     "le", "lerp", "less", "less_equal", "lgamma", "log", "log10", "log1p", "log2",
     "logical_and", "logical_not", "logical_or", "logical_xor", "logit", "lt", "multiply",
     "mvlgamma", "nan_to_num", "ne", "neg", "negative", "not_equal", "polygamma", "pow",
-    "rad2deg", "reciprocal", "relu", "remainder", "renorm", "round", "rsqrt", "scatter",
-    "scatter_add", "sgn", "sigmoid", "sign", "sin", "sinc", "sinh", "sqrt", "square",
+    "rad2deg", "reciprocal", "relu", "remainder", "renorm", "round", "rsqrt", "scatter_add", "sgn", "sigmoid", "sign", "sin", "sinc", "sinh", "sqrt", "square",
     "subtract", "tan", "tanh", "tril", "triu", "true_divide", "trunc", "xlogy",
 )
 
@@ -321,6 +320,31 @@ def _inplace(name: str):
     inplace.__name__ = inplace.__qualname__ = name + "_"
     inplace.__doc__ = f"In-place ``{name}``: ``self`` rebound to ``self.{name}(...)``."
     return inplace
+
+
+def scatter_(self: Tensor, dim: builtins.int, index: Tensor, src: Any = None, *,
+             value: Any = None, reduce: str | None = None) -> Tensor:
+    """In-place ``scatter`` (``src`` a tensor or number, or ``value=``), with PyTorch's
+    older ``reduce="add"`` (a scatter-add of ``src``). ``reduce="multiply"`` is refused:
+    the dialect has no multiplicative scatter."""
+    if src is None:
+        src = value
+    if src is None:
+        raise TypeError("scatter_: give src (a tensor or number) or value=")
+    if reduce is None:
+        out = ops.scatter(self, dim, index, src)
+    elif reduce == "add":
+        if not isinstance(src, Tensor):
+            from nova.tensor.creation import full
+            src = full(index.shape, src, dtype=self.dtype, device=self.device)
+        out = ops.scatter_add(self, dim, index, src)
+    elif reduce == "multiply":
+        raise NotImplementedError("scatter_: reduce='multiply' is not provided (no "
+                                  "multiplicative scatter); scatter_add the logarithms of "
+                                  "positive values instead")
+    else:
+        raise ValueError(f"scatter_: reduce must be 'add' or 'multiply', got {reduce!r}")
+    return self._assign(out, "scatter_")
 
 
 # ---------------------------------------------------------------- random fills
@@ -466,7 +490,7 @@ TENSOR_METHODS = (
     "ndimension", "is_complex", "is_signed", "get_device", "is_same_size", "is_nonzero",
     "equal", "positive", "swapdims", "fliplr", "flipud", "sum_to_size", "split_with_sizes",
     "normal_", "uniform_", "bernoulli_", "bernoulli", "exponential_", "log_normal_",
-    "cauchy_", "geometric_", "random_", "fill_diagonal_",
+    "cauchy_", "geometric_", "random_", "fill_diagonal_", "scatter_",
 )
 
 # torch's other names for Nova's methods (and top-level functions, ``nova/__init__.py``).

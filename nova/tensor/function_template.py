@@ -33,6 +33,7 @@ from operator import itemgetter
 from typing import Any, TypeVar
 
 from nova.core.lru import LRU
+from nova.core import dtypes as dt
 from nova.tensor import autocast_state, grad_mode
 from nova.tensor.node_template import CallTemplate, Step, capture_steps, stamp_into
 from nova.tensor.tape import GradFn
@@ -80,8 +81,9 @@ def call_key(args: tuple, kwargs: dict) -> tuple[tuple, list[Tensor]] | None:
                 parts.append(_static(v))
     except TypeError:
         return None
+    # (the default float dtype decides what integer inputs compute in)
     key = (tuple(sorted(kwargs)), tuple(parts), grad_mode.STATE.enabled,
-           autocast_state.LOWER.get(), _recording_backward.get())
+           autocast_state.LOWER.get(), _recording_backward.get(), dt.DEFAULT_FLOAT)
     return key, tensors
 
 

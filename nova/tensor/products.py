@@ -10,6 +10,7 @@ PyTorch's, where two points coincide).
 from __future__ import annotations
 
 import builtins
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -54,8 +55,10 @@ def tensordot(a: Tensor, b: Tensor, dims: Any = 2) -> Tensor:
     k = 1
     for d in da:
         k *= a.shape[d]
-    left = movement.reshape(movement.permute(a, *(free_a + da)), (-1, k))
-    right = movement.reshape(movement.permute(b, *(db + free_b)), (k, -1))
+    rows = math.prod(a.shape[d] for d in free_a)
+    cols = math.prod(b.shape[d] for d in free_b)
+    left = movement.reshape(movement.permute(a, *(free_a + da)), (rows, k))
+    right = movement.reshape(movement.permute(b, *(db + free_b)), (k, cols))
     out_shape = tuple(a.shape[d] for d in free_a) + tuple(b.shape[d] for d in free_b)
     return movement.reshape(ops.matmul(left, right), out_shape)
 
@@ -115,9 +118,11 @@ def matrix_power(input: Tensor, n: builtins.int) -> Tensor:
     if n < 0:
         raise NotImplementedError("matrix_power: negative powers need a matrix inverse, "
                                   "which Nova does not provide")
-    if n == 0:
+    if n == 0:         # (a tensor of its own, as every result here: never a view)
         identity = eye(input.shape[-1], dtype=input.dtype, device=input.device)
-        return movement.expand(identity, *input.shape)
+        return movement.expand(identity, *input.shape).clone()
+    if n == 1:
+        return input.clone()
     result, square = None, input
     while True:
         if n & 1:

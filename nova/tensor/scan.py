@@ -174,7 +174,9 @@ def logcumsumexp(input: Tensor, dim: builtins.int) -> Tensor:
                         f"{input.dtype.name}")
     if dim is None or isinstance(dim, builtins.bool) or not isinstance(dim, builtins.int):
         raise TypeError(f"logcumsumexp: dim must be an int, got {dim!r}")
-    return _doubling("logcumsumexp", input, dim, _LogAddExp(), lambda st: (-math.inf,))[0]
+    x = input if input.dtype.itemsize >= 4 else cast(input, dt.float32)   # (half: once)
+    out = _doubling("logcumsumexp", x, dim, _LogAddExp(), lambda st: (-math.inf,))[0]
+    return out if out.dtype == input.dtype else cast(out, input.dtype)
 
 
 TENSOR_METHODS = ("cumsum", "cumprod", "cummax", "cummin", "logcumsumexp")

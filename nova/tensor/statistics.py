@@ -53,9 +53,15 @@ def nanmedian(input: Tensor, dim: builtins.int | None = None,
         out = median(input, dim, keepdim)
         return out if dim is None else NanmedianResult(*out)
     if dim is None:
+        if input.numel() == 0:
+            from nova.tensor.creation import full
+            return full((), math.nan, dtype=input.dtype, device=input.device)
         return nanmedian(movement.reshape(input, -1), 0).values
     x = input if input.ndim else movement.reshape(input, 1)
     d = normalize_dim("nanmedian", dim, x.ndim, x.shape)
+    if x.shape[d] == 0:
+        raise IndexError(f"nanmedian: expected reduction dim {dim} to have non-zero size "
+                         f"(shape {input.shape})")
     ordered = sort(x, d, stable=True)            # NaN last
     count = ops.sum(ops.cast(ops.logical_not(ops.isnan(x)), dt.int64), d, keepdim=True)
     at = ops.maximum(numeric.floor_divide(ops.sub(count, 1), 2), 0)
@@ -68,9 +74,13 @@ def nanmedian(input: Tensor, dim: builtins.int | None = None,
 
 def histc(input: Tensor, bins: builtins.int = 100, min: Any = 0, max: Any = 0) -> Tensor:
     """Counts of ``input``'s elements in ``bins`` equal bins over ``[min, max]``
-    (``torch.histc``): ``min == max`` uses the data's own range (widened by 1 each way
-    if that is a point); elements outside, and NaN, are not counted; ``max`` itself
-    falls in the last bin. The counts have ``input``'s dtype."""
+    (``torch.histc``): an element's bin is ``floor((x - min) * bins / (max - min))``
+    computed in ``input``'s dtype, as PyTorch computes it (so elements on a bin edge land
+    where PyTorch puts them); ``max`` itself falls in the last bin; elements outside,
+    and NaN, are not counted. ``min == max`` uses the finite data's own range (widened
+    by 1 each way if that is a point; PyTorch raises when the data hold an infinity,
+    which Nova cannot see while recording). The counts have ``input``'s dtype."""
+    from nova.tensor.creation import zeros
     ops._check_tensor("histc", input)
     if not input.dtype.is_floating_point:
         raise TypeError(f"histc: expects a floating point input, got {input.dtype.name}")
@@ -82,24 +92,25 @@ def histc(input: Tensor, bins: builtins.int = 100, min: Any = 0, max: Any = 0) -
         raise ValueError(f"histc: max ({max}) must be larger than or equal to min ({min})")
     if not (math.isfinite(min) and math.isfinite(max)):
         raise ValueError(f"histc: range of [{min}, {max}] is not finite")
-    x = ops.cast(movement.reshape(input, -1), dt.float64)
+    x = movement.reshape(input, -1)
+    if x.shape[0] == 0:
+        return zeros(bins, dtype=input.dtype, device=input.device)
     if min == max:
-        from nova.tensor.elementary import nan_to_num
-        finite = ops.logical_not(ops.isnan(x))
-        lo = ops.amin(ops.where(finite, x, math.inf)) if x.shape[0] else ops.cast(0, dt.float64)
-        hi = ops.amax(ops.where(finite, x, -math.inf)) if x.shape[0] else ops.cast(0, dt.float64)
+        finite = ops.lt(ops.abs(x), math.inf)
+        lo = ops.amin(ops.where(finite, x, math.inf))
+        hi = ops.amax(ops.where(finite, x, -math.inf))
+        none = ops.logical_not(ops.lt(lo, math.inf))          # no finite element
+        lo, hi = ops.where(none, 0.0, lo), ops.where(none, 0.0, hi)
         point = ops.eq(lo, hi)
-        lo = nan_to_num(ops.where(point, ops.sub(lo, 1.0), lo), posinf=0.0, neginf=0.0)
-        hi = nan_to_num(ops.where(point, ops.add(hi, 1.0), hi), posinf=0.0, neginf=0.0)
+        lo, hi = ops.where(point, ops.sub(lo, 1.0), lo), ops.where(point, ops.add(hi, 1.0), hi)
     else:
         lo, hi = builtins.float(min), builtins.float(max)
     inside = ops.logical_and(ops.ge(x, lo), ops.le(x, hi))
-    position = numeric.floor(ops.div(ops.mul(ops.sub(x, lo), bins), ops.sub(hi, lo)))
+    position = numeric.floor(ops.div(ops.mul(ops.sub(x, lo), float(bins)), ops.sub(hi, lo)))
     index = ops.cast(ops.clamp(ops.where(inside, position, 0.0), 0, bins - 1), dt.int64)
-    from nova.tensor.creation import zeros
-    counts = ops.scatter_add(zeros(bins, dtype=dt.float64, device=input.device), 0, index,
-                             ops.cast(inside, dt.float64))
-    return ops.cast(counts, input.dtype)
+    counts = ops.scatter_add(zeros(bins, dtype=input.dtype, device=input.device), 0, index,
+                             ops.cast(inside, input.dtype))
+    return counts
 
 
 def cov(input: Tensor, *, correction: builtins.int = 1, fweights: Tensor | None = None,

@@ -12,9 +12,9 @@ def test_finfo_and_iinfo_give_the_limits():
     for d, npd in [(nv.float32, np.float32), (nv.float64, np.float64), (nv.float16, np.float16),
                    (nv.bfloat16, ml_dtypes.bfloat16)]:
         f, ref = nv.finfo(d), ml_dtypes.finfo(npd)
-        assert (f.bits, f.eps, f.max, f.min, f.tiny, f.smallest_normal, f.resolution) == (
+        assert (f.bits, f.eps, f.max, f.min, f.tiny, f.smallest_normal) == (
             ref.bits, float(ref.eps), float(ref.max), float(ref.min),
-            float(ref.smallest_normal), float(ref.smallest_normal), float(ref.resolution))
+            float(ref.smallest_normal), float(ref.smallest_normal))
         assert f.dtype == d.name
     assert nv.finfo().dtype == "float32" and nv.finfo(np.float64).eps == np.finfo(np.float64).eps
     i = nv.iinfo(nv.int32)
@@ -63,3 +63,17 @@ def test_set_default_dtype_refuses_non_floats():
     with pytest.raises(TypeError, match="set_default_dtype: only floating"):
         nv.set_default_dtype(nv.int64)
     assert nv.get_default_dtype() == nv.float32
+
+
+def test_finfo_resolution_is_pytorchs_decimal_one():
+    assert [nv.finfo(d).resolution for d in (nv.float16, nv.bfloat16, nv.float32, nv.float64)] \
+        == [1e-3, 1e-2, 1e-6, 1e-15]
+
+
+def test_the_default_dtype_reaches_composite_calls_recorded_before(float64_default):
+    """A stamped composite (softmax) recorded under float32 must not hand its float32
+    structure to a call under float64 (its template key includes the default)."""
+    nv.set_default_dtype(nv.float32)
+    assert nv.softmax(nv.tensor([1, 2]), 0).dtype == nv.float32
+    nv.set_default_dtype(nv.float64)
+    assert nv.softmax(nv.tensor([1, 2]), 0).dtype == nv.float64

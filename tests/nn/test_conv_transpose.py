@@ -89,6 +89,9 @@ def test_modules_initialize_and_hit_an_output_size():
     assert m(x, output_size=[1, 4, 10, 10]).shape == (1, 4, 10, 10)
     with pytest.raises(ValueError, match="valid sizes range from 9 to 10"):
         m(x, output_size=(12, 12))
+    dilated = nn.ConvTranspose1d(2, 2, 3, stride=1, dilation=2)   # PyTorch: stride - 1 extra
+    with pytest.raises(ValueError, match="valid sizes range from 9 to 9"):
+        dilated(nv.ones(1, 2, 5), output_size=[10])
     assert repr(m) == "ConvTranspose2d(3, 4, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1))"
     assert nn.ConvTranspose1d(2, 2, 3, groups=2, bias=False).weight.shape == (2, 1, 3)
     assert nn.ConvTranspose3d(1, 2, 2).weight.shape == (1, 2, 2, 2, 2)

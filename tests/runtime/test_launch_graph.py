@@ -57,7 +57,7 @@ def _loop(steps: int = STEPS, keep: bool = False, swap_at: int | None = None):
     for i in range(steps):
         if i == swap_at:
             w = model[0].weight
-            held = w.detach()           # (so the update cannot write over the old memory)
+            held = w.clone()            # (so the update cannot write over the old memory)
             with nv.no_grad():
                 w.copy_(w * 1.0)        # the same values in a buffer of their own
             nv.realize(w)
@@ -68,7 +68,7 @@ def _loop(steps: int = STEPS, keep: bool = False, swap_at: int | None = None):
         loss = nv.nn.functional.cross_entropy(model(x), y)
         loss.backward()
         if keep:
-            kept.append([p.detach() for p in model.parameters()])
+            kept.append([p.clone() for p in model.parameters()])
         opt.step()
         opt.zero_grad()
         donated.append(len(CACHE.last.last_donated))

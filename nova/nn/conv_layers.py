@@ -25,7 +25,7 @@ class _ConvNd(Module):
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
                  padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
-                 padding_mode: str = "zeros", dtype: Any = None):
+                 padding_mode: str = "zeros", device: Any = None, dtype: Any = None):
         super().__init__()
         name, nd = type(self).__name__, self._nd
         if groups < 1 or in_channels % groups or out_channels % groups:
@@ -42,12 +42,12 @@ class _ConvNd(Module):
             as_tuple(name, "padding", padding, nd, 0)
         self.padding_mode = padding_mode
         self.weight = Parameter(zeros(out_channels, in_channels // groups, *self.kernel_size,
-                                      dtype=dtype))
+                                      dtype=dtype, device=device))
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if bias:
             fan_in = in_channels // groups * math.prod(self.kernel_size)
             bound = 1.0 / math.sqrt(fan_in) if fan_in else 0.0
-            self.bias = Parameter(zeros(out_channels, dtype=dtype))
+            self.bias = Parameter(zeros(out_channels, dtype=dtype, device=device))
             init.uniform_(self.bias, -bound, bound)
         else:
             self.register_parameter("bias", None)

@@ -13,7 +13,7 @@ from nova.tensor import ops
 from nova.tensor.autocast_state import full_precision, lowered
 from nova.tensor.creation import ones, rand, tensor
 from nova.tensor.function_template import stamped
-from nova.tensor.tensor import Tensor
+from nova.tensor.tensor import Tensor, unaliased_detach
 
 gelu = ops.gelu
 sigmoid = ops.sigmoid
@@ -555,10 +555,28 @@ def _pad_constant(x: Tensor, widths: list[tuple[int, int]], value: Any) -> Tenso
                     shape, x.dtype)
 
 
-def embedding(input: Tensor, weight: Tensor) -> Tensor:
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
+              max_norm: float | None = None, norm_type: float = 2.0,
+              scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
+    """Rows of ``weight`` at ``input`` (``torch.nn.functional.embedding``); positions
+    holding ``padding_idx`` contribute no gradient to its row. ``sparse`` is accepted
+    (Nova's gradients are dense, and so the same values); ``max_norm`` (an in-place
+    renorm of the rows looked up) and ``scale_grad_by_freq`` are refused."""
     if input.dtype not in (dt.int32, dt.int64):
         raise TypeError(f"embedding: indices must be int32 or int64, got {input.dtype.name}")
-    return weight[input]
+    if max_norm is not None or scale_grad_by_freq:
+        raise NotImplementedError("embedding: max_norm and scale_grad_by_freq are not "
+                                  "provided (renorm the weight with nv.renorm, or scale the "
+                                  "loss instead)")
+    rows = weight[input]
+    if padding_idx is None:
+        return rows
+    n = weight.shape[0]
+    if not -n <= padding_idx < n:
+        raise ValueError(f"embedding: padding_idx {padding_idx} must be within "
+                         f"num_embeddings {n}")
+    pad = ops.eq(input, padding_idx % n).unsqueeze(-1)
+    return ops.where(pad, unaliased_detach(rows), rows)
 
 
 def one_hot(x: Tensor, num_classes: int = -1) -> Tensor:

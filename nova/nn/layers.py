@@ -8,6 +8,7 @@ from typing import Any
 
 from nova.nn import functional as F
 from nova.nn import init
+from nova.autograd.grad_mode import no_grad
 from nova.nn.activation import _InplaceActivation
 from nova.nn.interpolate import Upsample
 from nova.nn.module import Module
@@ -20,13 +21,13 @@ class Linear(Module):
     """``y = x W^T + b``, initialized like PyTorch (kaiming-uniform W, uniform b)."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True,
-                 dtype: Any = None):
+                 device: Any = None, dtype: Any = None):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
-        self.weight = Parameter(zeros(out_features, in_features, dtype=dtype))
+        self.weight = Parameter(zeros(out_features, in_features, dtype=dtype, device=device))
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if bias:
-            self.bias = Parameter(zeros(out_features, dtype=dtype))
+            self.bias = Parameter(zeros(out_features, dtype=dtype, device=device))
             bound = 1.0 / math.sqrt(in_features) if in_features else 0.0
             init.uniform_(self.bias, -bound, bound)
         else:
@@ -41,31 +42,72 @@ class Linear(Module):
 
 
 class Embedding(Module):
-    """A lookup table of ``num_embeddings`` vectors, initialized N(0, 1)."""
+    """A lookup table of ``num_embeddings`` vectors, initialized N(0, 1); the
+    ``padding_idx`` row starts at zero and gets no gradient (``F.embedding``)."""
 
-    def __init__(self, num_embeddings: int, embedding_dim: int, dtype: Any = None):
+    def __init__(self, num_embeddings: int, embedding_dim: int,
+                 padding_idx: int | None = None, max_norm: float | None = None,
+                 norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+                 sparse: bool = False, _weight: Tensor | None = None,
+                 _freeze: bool = False, device: Any = None, dtype: Any = None):
         super().__init__()
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        self.weight = Parameter(zeros(num_embeddings, embedding_dim, dtype=dtype))
-        init.normal_(self.weight)
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(f"Embedding: padding_idx {padding_idx} must be within "
+                                 f"num_embeddings {num_embeddings}")
+            padding_idx %= num_embeddings
+        self.padding_idx, self.max_norm, self.norm_type = padding_idx, max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
+        if _weight is None:
+            self.weight = Parameter(zeros(num_embeddings, embedding_dim, dtype=dtype,
+                                          device=device), requires_grad=not _freeze)
+            init.normal_(self.weight)
+            if padding_idx is not None:
+                with no_grad():
+                    self.weight[padding_idx] = 0.0
+        else:
+            if tuple(_weight.shape) != (num_embeddings, embedding_dim):
+                raise ValueError(f"Embedding: _weight of shape {tuple(_weight.shape)} does not "
+                                 f"match ({num_embeddings}, {embedding_dim})")
+            self.weight = Parameter(_weight.detach().clone(), requires_grad=not _freeze)
+
+    @classmethod
+    def from_pretrained(cls, embeddings: Tensor, freeze: bool = True,
+                        padding_idx: int | None = None, max_norm: float | None = None,
+                        norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+                        sparse: bool = False) -> Embedding:
+        """An Embedding holding ``embeddings`` (2-D), frozen unless ``freeze=False``."""
+        if embeddings.ndim != 2:
+            raise ValueError(f"Embedding.from_pretrained: embeddings must be 2-D, got shape "
+                             f"{tuple(embeddings.shape)}")
+        rows, cols = embeddings.shape
+        return cls(rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
+                   _weight=embeddings, _freeze=freeze)
 
     def forward(self, idx: Tensor) -> Tensor:
-        return F.embedding(idx, self.weight)
+        return F.embedding(idx, self.weight, self.padding_idx, self.max_norm,
+                           self.norm_type, self.scale_grad_by_freq, self.sparse)
 
     def extra_repr(self) -> str:
-        return f"{self.num_embeddings}, {self.embedding_dim}"
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx}"
+        return s
 
 
 class LayerNorm(Module):
     def __init__(self, normalized_shape: Any, eps: float = 1e-5,
-                 elementwise_affine: bool = True, bias: bool = True):
+                 elementwise_affine: bool = True, bias: bool = True, device: Any = None,
+                 dtype: Any = None):
         super().__init__()
         self.normalized_shape = ((normalized_shape,) if isinstance(normalized_shape, int)
                                  else tuple(normalized_shape))
         self.eps = eps
         if elementwise_affine:
-            self.weight = Parameter(ones(self.normalized_shape))
-            self.bias = Parameter(zeros(self.normalized_shape)) if bias else None
+            made = {"dtype": dtype, "device": device}
+            self.weight = Parameter(ones(self.normalized_shape, **made))
+            self.bias = Parameter(zeros(self.normalized_shape, **made)) if bias else None
         else:
             self.weight = self.bias = None
 

@@ -103,3 +103,19 @@ def test_data_parallel_wraps_one_device():
     assert nn.DataParallel(net, device_ids=[0]).output_device == 0
     with pytest.raises(ValueError, match="DistributedDataParallel"):
         nn.DataParallel(net, device_ids=[0, 1])
+
+
+def test_embedding_takes_pytorchs_arguments():
+    e = nn.Embedding(10, 3, padding_idx=0)
+    assert e.weight[0].tolist() == [0.0, 0.0, 0.0] and repr(e) == "Embedding(10, 3, padding_idx=0)"
+    e(nv.tensor([[0, 2, 0, 5]])).sum().backward()
+    assert e.weight.grad[0].tolist() == [0.0] * 3 and e.weight.grad[2].tolist() == [1.0] * 3
+    assert nn.Embedding(10, 3, padding_idx=-1).padding_idx == 9
+    w = nv.tensor([[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]])
+    f = nn.Embedding.from_pretrained(w)
+    assert not f.weight.requires_grad and f(nv.tensor([2])).tolist() == [[4.0, 5.0]]
+    assert nn.Embedding.from_pretrained(w, freeze=False).weight.requires_grad
+    with pytest.raises(NotImplementedError, match="max_norm"):
+        nn.Embedding(4, 2, max_norm=1.0)(nv.tensor([1]))
+    assert nn.Linear(2, 3, device="cpu", dtype=nv.float64).weight.dtype == nv.float64
+    assert nn.LayerNorm(4, dtype=nv.float64).bias.dtype == nv.float64

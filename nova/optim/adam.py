@@ -12,7 +12,8 @@ from nova.tensor.tensor import Tensor
 
 class Adam(Optimizer):
     """``m = b1 m + (1-b1) g``; ``v = b2 v + (1-b2) g^2``;
-    ``p -= lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps)``.
+    ``p -= lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps)`` (with ``amsgrad``, ``v``
+    in the denominator is the running maximum of the ``v`` so far).
 
     The step count ``t`` lives on the host; ``lr/(1-b1^t)``, ``sqrt(1-b2^t)``, and
     ``b1``, ``1-b1``, ``b2``, ``1-b2`` enter the step as runtime inputs, so a schedule of
@@ -32,10 +33,10 @@ class Adam(Optimizer):
                  differentiable: bool = False, fused: bool | None = None):
         # foreach / fused / capturable choose among PyTorch's kernels for one update;
         # Nova compiles the whole step into fused kernels either way, so they are
-        # accepted and change nothing. amsgrad and differentiable are other algorithms.
-        if amsgrad or differentiable:
-            raise NotImplementedError(f"{type(self).__name__}: amsgrad=True and "
-                                      "differentiable=True are not supported")
+        # accepted and change nothing. differentiable is another algorithm.
+        if differentiable:
+            raise NotImplementedError(f"{type(self).__name__}: differentiable=True is not "
+                                      "supported")
         del foreach, capturable, fused
         if lr < 0 or eps < 0 or weight_decay < 0:
             raise ValueError(f"{type(self).__name__}: invalid lr={lr}, eps={eps} or "
@@ -43,7 +44,8 @@ class Adam(Optimizer):
         if not all(0.0 <= b < 1.0 for b in betas):
             raise ValueError(f"{type(self).__name__}: betas must be in [0, 1), got {betas}")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
-                                      weight_decay=weight_decay, maximize=maximize))
+                                      weight_decay=weight_decay, amsgrad=bool(amsgrad),
+                                      maximize=maximize))
         # (step key, the step's scalar table, scalars): see _host_update
         self._host_memo: tuple[tuple, dict, dict[str, Any]] | None = None
 
@@ -87,10 +89,13 @@ class Adam(Optimizer):
     def _update(self, group: dict[str, Any], p: Tensor, grad: Tensor,
                 state: dict[str, Any]) -> None:
         g = -grad if group["maximize"] else grad
+        amsgrad = group.get("amsgrad", False)
         if "step" not in state:
             state["step"] = 0
             state["exp_avg"] = zeros_state(p)
             state["exp_avg_sq"] = zeros_state(p)
+            if amsgrad:
+                state["max_exp_avg_sq"] = zeros_state(p)
         s = self._host_update(group, state)
         wd = group["weight_decay"]
         if wd and self.decoupled:
@@ -101,6 +106,8 @@ class Adam(Optimizer):
         m = state["exp_avg"].copy_(state["exp_avg"] * s["beta1"] + g * s["1 - beta1"])
         v = state["exp_avg_sq"].copy_(state["exp_avg_sq"] * s["beta2"] +
                                       g * g * s["1 - beta2"])
+        if amsgrad:         # the largest second moment so far (PyTorch's AMSGrad)
+            v = state["max_exp_avg_sq"].copy_(ops.maximum(state["max_exp_avg_sq"], v))
         denom = ops.sqrt(v) / s["bias_correction2_sqrt"] + group["eps"]
         p.copy_(p - s["step_size"] * (m / denom))
 

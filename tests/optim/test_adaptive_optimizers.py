@@ -330,3 +330,33 @@ def test_matches_torch(name, hp):
         a.zero_grad()
         b.zero_grad()
     np.testing.assert_allclose(p.numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("cls,wd", [(nv.optim.Adam, 0.01), (nv.optim.AdamW, 0.1)])
+def test_amsgrad_divides_by_the_largest_second_moment_so_far(cls, wd):
+    """Gradients large for three steps, then small: the denominator keeps the largest
+    v, as PyTorch's AMSGrad (float64 reference from the published rule)."""
+    w0 = np.array([1.0, -2.0, 3.0])
+    scale = np.array([1.0, 0.1, 3.0])
+    w = nv.nn.Parameter(nv.tensor(w0, dtype=nv.float64))
+    opt = cls([w], lr=0.1, amsgrad=True, weight_decay=wd)
+    ref, m, v, vmax = w0.copy(), np.zeros(3), np.zeros(3), np.zeros(3)
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    for t in range(1, 7):
+        k = 1.0 if t <= 3 else 0.01
+        opt.zero_grad()
+        ((w * w * nv.tensor(scale, dtype=nv.float64)).sum() * k).backward()
+        opt.step()
+        g = 2 * ref * scale * k
+        if cls is nv.optim.AdamW:
+            ref = ref * (1 - 0.1 * wd)
+        else:
+            g = g + wd * ref
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        vmax = np.maximum(vmax, v)
+        denom = np.sqrt(vmax) / np.sqrt(1 - b2 ** t) + eps
+        ref = ref - 0.1 / (1 - b1 ** t) * m / denom
+    # (Adam's runtime scalars are float32, as the constants they replace were)
+    np.testing.assert_allclose(w.numpy(), ref, rtol=1e-6)
+    assert "max_exp_avg_sq" in opt.state[w]

@@ -19,6 +19,24 @@ from nova.tensor.tensor import Tensor
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
+def init_conv_parameters(module: Module, weight_shape: tuple[int, ...], bias: bool,
+                         dtype: Any, device: Any) -> None:
+    """A convolution's ``weight`` of ``weight_shape`` and ``bias`` (of its
+    ``out_channels``), initialized as PyTorch's ``reset_parameters``: kaiming-uniform with
+    a = sqrt(5), the bias uniform in +-1/sqrt(fan_in), fan_in = ``weight_shape[1]`` times
+    the kernel's size (in_channels/groups for a convolution, out_channels/groups for a
+    transposed one, whose weight is laid out the other way round)."""
+    module.weight = Parameter(zeros(*weight_shape, dtype=dtype, device=device))
+    init.kaiming_uniform_(module.weight, a=math.sqrt(5))
+    if bias:
+        fan_in = math.prod(weight_shape[1:])
+        bound = 1.0 / math.sqrt(fan_in) if fan_in else 0.0
+        module.bias = Parameter(zeros(module.out_channels, dtype=dtype, device=device))
+        init.uniform_(module.bias, -bound, bound)
+    else:
+        module.register_parameter("bias", None)
+
+
 class _ConvNd(Module):
     _nd = 0
     _fn: Any = None
@@ -41,16 +59,8 @@ class _ConvNd(Module):
         self.padding = padding if isinstance(padding, str) else \
             as_tuple(name, "padding", padding, nd, 0)
         self.padding_mode = padding_mode
-        self.weight = Parameter(zeros(out_channels, in_channels // groups, *self.kernel_size,
-                                      dtype=dtype, device=device))
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if bias:
-            fan_in = in_channels // groups * math.prod(self.kernel_size)
-            bound = 1.0 / math.sqrt(fan_in) if fan_in else 0.0
-            self.bias = Parameter(zeros(out_channels, dtype=dtype, device=device))
-            init.uniform_(self.bias, -bound, bound)
-        else:
-            self.register_parameter("bias", None)
+        init_conv_parameters(self, (out_channels, in_channels // groups, *self.kernel_size),
+                             bias, dtype, device)
 
     def forward(self, x: Tensor) -> Tensor:
         padding = self.padding

@@ -13,14 +13,12 @@ code path for both directions of every convolution.
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from nova.nn import convolution as C
-from nova.nn import init
+from nova.nn.conv_layers import init_conv_parameters
 from nova.nn.functional import pad
 from nova.nn.module import Module
-from nova.nn.parameter import Parameter
 from nova.nn.windows import as_tuple, batched
 from nova.tensor import movement, numeric, ops
 from nova.tensor.creation import zeros
@@ -144,19 +142,8 @@ class _ConvTransposeNd(Module):
         self.output_padding = as_tuple(name, "output_padding", output_padding, nd, 0)
         self.dilation = as_tuple(name, "dilation", dilation, nd, 1)
         self.padding_mode = padding_mode
-        self.weight = Parameter(zeros(in_channels, out_channels // groups, *self.kernel_size,
-                                      dtype=dtype, device=device))
-        # PyTorch's reset_parameters: kaiming-uniform with a = sqrt(5) on this weight,
-        # whose fan-in dim is out_channels/groups (the layout is transposed), and a
-        # bias uniform in +-1/sqrt(that fan-in)
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if bias:
-            fan_in = out_channels // groups * math.prod(self.kernel_size)
-            bound = 1.0 / math.sqrt(fan_in) if fan_in else 0.0
-            self.bias = Parameter(zeros(out_channels, dtype=dtype, device=device))
-            init.uniform_(self.bias, -bound, bound)
-        else:
-            self.register_parameter("bias", None)
+        init_conv_parameters(self, (in_channels, out_channels // groups, *self.kernel_size),
+                             bias, dtype, device)
 
     def _output_padding(self, x: Tensor, output_size: Any) -> tuple[int, ...]:
         """``output_padding``, or what makes the output ``output_size`` (its last

@@ -553,6 +553,17 @@ class _MomentumSchedule(LRScheduler):
                 self._set_momentum(group, moms[i])
         self._last_lr = list(lrs)
 
+    def _at(self, epoch: int) -> tuple[list[float], list[float] | None]:
+        """Every group's rate and momentum (None without cycling) at ``epoch``."""
+        raise NotImplementedError
+
+    def lr_at(self, epoch: int) -> list[float]:
+        return self._at(epoch)[0]
+
+    def momentum_at(self, epoch: int) -> list[float] | None:
+        """Every group's momentum (or ``betas[0]``) at ``epoch``; None without cycling."""
+        return self._at(epoch)[1]
+
 
 class OneCycleLR(_MomentumSchedule):
     """The 1cycle policy (Smith & Topin), PyTorch's schedule step by step. Over
@@ -694,13 +705,6 @@ class OneCycleLR(_MomentumSchedule):
                 for g in groups] if self.cycle_momentum else None
         return lrs, moms
 
-    def lr_at(self, epoch: int) -> list[float]:
-        return self._at(epoch)[0]
-
-    def momentum_at(self, epoch: int) -> list[float] | None:
-        """Every group's momentum (or ``betas[0]``) at ``epoch``; None without cycling."""
-        return self._at(epoch)[1]
-
     def step(self) -> None:
         """Advance one training step: the rate and (with ``cycle_momentum``) the momentum
         of the next optimizer step. Raises ``ValueError`` past ``total_steps``, with
@@ -822,13 +826,6 @@ class CyclicLR(_MomentumSchedule):
                 for base, top in zip(self.base_momentums, self.max_momentums)
                 ] if self.cycle_momentum else None
         return lrs, moms
-
-    def lr_at(self, epoch: int) -> list[float]:
-        return self._at(epoch)[0]
-
-    def momentum_at(self, epoch: int) -> list[float] | None:
-        """Every group's momentum (or ``betas[0]``) at ``epoch``; None without cycling."""
-        return self._at(epoch)[1]
 
     def step(self) -> None:
         """Advance one training step: the rate and (with ``cycle_momentum``) the momentum

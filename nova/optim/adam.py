@@ -5,6 +5,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from nova.optim._moments import beta_scalars, decayed_moments
 from nova.optim.optimizer import Optimizer, zeros_state
 from nova.tensor import ops
 from nova.tensor.tensor import Tensor
@@ -70,12 +71,7 @@ class Adam(Optimizer):
         scalars["step_size"] = self._scalar("step_size", lr / (1.0 - b1 ** t))
         scalars["bias_correction2_sqrt"] = self._scalar("bias_correction2_sqrt",
                                                         math.sqrt(1.0 - b2 ** t))
-        # 1 - b is computed here in double, not in the step from b in float32: the
-        # coefficients are those of the constants they replace (and of torch).
-        scalars["beta1"] = self._scalar("beta1", b1)
-        scalars["1 - beta1"] = self._scalar("1 - beta1", 1.0 - b1)
-        scalars["beta2"] = self._scalar("beta2", b2)
-        scalars["1 - beta2"] = self._scalar("1 - beta2", 1.0 - b2)
+        beta_scalars(self, scalars, b1, b2)
         self._host_memo = (key, self._scalars, scalars)
         return scalars
 
@@ -97,15 +93,7 @@ class Adam(Optimizer):
             if amsgrad:
                 state["max_exp_avg_sq"] = zeros_state(p)
         s = self._host_update(group, state)
-        wd = group["weight_decay"]
-        if wd and self.decoupled:
-            p = p.copy_(p * s["decay"])
-        elif wd:
-            g = g + wd * p
-        # The moments are updated in place (the same tensors every step), as in torch.
-        m = state["exp_avg"].copy_(state["exp_avg"] * s["beta1"] + g * s["1 - beta1"])
-        v = state["exp_avg_sq"].copy_(state["exp_avg_sq"] * s["beta2"] +
-                                      g * g * s["1 - beta2"])
+        p, g, m, v = decayed_moments(p, g, group["weight_decay"], self.decoupled, state, s)
         if amsgrad:         # the largest second moment so far (PyTorch's AMSGrad)
             v = state["max_exp_avg_sq"].copy_(ops.maximum(state["max_exp_avg_sq"], v))
         denom = ops.sqrt(v) / s["bias_correction2_sqrt"] + group["eps"]

@@ -5,6 +5,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from nova.optim import _checks
+from nova.optim._moments import beta_scalars, decayed_moments
 from nova.optim.optimizer import Optimizer, zeros_state
 from nova.tensor import ops
 from nova.tensor.tensor import Tensor
@@ -56,10 +57,7 @@ class NAdam(Optimizer):
         scalars = {}
         if wd and group["decoupled_weight_decay"]:
             scalars["decay"] = self._scalar("decay", 1.0 - lr * wd)
-        scalars["beta1"] = self._scalar("beta1", b1)
-        scalars["1 - beta1"] = self._scalar("1 - beta1", 1.0 - b1)
-        scalars["beta2"] = self._scalar("beta2", b2)
-        scalars["1 - beta2"] = self._scalar("1 - beta2", 1.0 - b2)
+        beta_scalars(self, scalars, b1, b2)
         scalars["bias_correction2_sqrt"] = self._scalar("bias_correction2_sqrt",
                                                         (1.0 - b2 ** t) ** 0.5)
         scalars["grad_step"] = self._scalar("grad_step", lr * (1.0 - mu) / (1.0 - mu_product))
@@ -83,14 +81,8 @@ class NAdam(Optimizer):
             state["exp_avg"] = zeros_state(p)
             state["exp_avg_sq"] = zeros_state(p)
         s = self._host_update(group, state)
-        wd = group["weight_decay"]
-        if wd and group["decoupled_weight_decay"]:
-            p = p.copy_(p * s["decay"])
-        elif wd:
-            g = g + wd * p
-        m = state["exp_avg"].copy_(state["exp_avg"] * s["beta1"] + g * s["1 - beta1"])
-        v = state["exp_avg_sq"].copy_(state["exp_avg_sq"] * s["beta2"] +
-                                      g * g * s["1 - beta2"])
+        p, g, m, v = decayed_moments(p, g, group["weight_decay"],
+                                     group["decoupled_weight_decay"], state, s)
         denom = ops.sqrt(v) / s["bias_correction2_sqrt"] + group["eps"]
         p.copy_(p - s["grad_step"] * (g / denom) - s["exp_avg_step"] * (m / denom))
 

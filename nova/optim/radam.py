@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from nova.optim import _checks
+from nova.optim._moments import beta_scalars, decayed_moments
 from nova.optim.optimizer import Optimizer, zeros_state
 from nova.tensor import ops
 from nova.tensor.tensor import Tensor
@@ -65,10 +66,7 @@ class RAdam(Optimizer):
         scalars = {}
         if wd and group["decoupled_weight_decay"]:
             scalars["decay"] = self._scalar("decay", 1.0 - lr * wd)
-        scalars["beta1"] = self._scalar("beta1", b1)
-        scalars["1 - beta1"] = self._scalar("1 - beta1", 1.0 - b1)
-        scalars["beta2"] = self._scalar("beta2", b2)
-        scalars["1 - beta2"] = self._scalar("1 - beta2", 1.0 - b2)
+        beta_scalars(self, scalars, b1, b2)
         scalars["rectified"] = self._scalar("rectified", 1.0 if rectified else 0.0)
         scalars["adaptive_step"] = self._scalar("adaptive_step", adaptive)
         scalars["sgd_step"] = self._scalar("sgd_step", lr / bias_correction1)
@@ -89,14 +87,8 @@ class RAdam(Optimizer):
             state["exp_avg"] = zeros_state(p)
             state["exp_avg_sq"] = zeros_state(p)
         s = self._host_update(group, state)
-        wd = group["weight_decay"]
-        if wd and group["decoupled_weight_decay"]:
-            p = p.copy_(p * s["decay"])
-        elif wd:
-            g = g + wd * p
-        m = state["exp_avg"].copy_(state["exp_avg"] * s["beta1"] + g * s["1 - beta1"])
-        v = state["exp_avg_sq"].copy_(state["exp_avg_sq"] * s["beta2"] +
-                                      g * g * s["1 - beta2"])
+        p, g, m, v = decayed_moments(p, g, group["weight_decay"],
+                                     group["decoupled_weight_decay"], state, s)
         adaptive = s["adaptive_step"] * m / (ops.sqrt(v) + group["eps"])
         p.copy_(p - ops.where(s["rectified"] > 0.5, adaptive, s["sgd_step"] * m))
 

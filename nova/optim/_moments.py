@@ -1,0 +1,32 @@
+"""What Adam, NAdam and RAdam share: their beta scalars, the weight decay before the
+update (decoupled or L2) and the in-place first and second moments."""
+from __future__ import annotations
+
+from typing import Any
+
+from nova.optim.optimizer import Optimizer
+from nova.tensor.tensor import Tensor
+
+
+def beta_scalars(opt: Optimizer, scalars: dict[str, Any], b1: float, b2: float) -> None:
+    """Draw ``b1``, ``1 - b1``, ``b2``, ``1 - b2`` as runtime scalars into ``scalars``;
+    ``1 - b`` in double on the host, as the constants they replace (and PyTorch's)."""
+    scalars["beta1"] = opt._scalar("beta1", b1)
+    scalars["1 - beta1"] = opt._scalar("1 - beta1", 1.0 - b1)
+    scalars["beta2"] = opt._scalar("beta2", b2)
+    scalars["1 - beta2"] = opt._scalar("1 - beta2", 1.0 - b2)
+
+
+def decayed_moments(p: Tensor, g: Tensor, wd: float, decoupled: bool,
+                    state: dict[str, Any], s: dict[str, Any]
+                    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Weight decay -- ``p *= decay`` (``s["decay"]``) when ``decoupled``, else ``g +=
+    wd p`` -- then ``exp_avg`` and ``exp_avg_sq`` updated in place (the same tensors
+    every step, as in PyTorch); returns ``p``, ``g``, the two moments."""
+    if wd and decoupled:
+        p = p.copy_(p * s["decay"])
+    elif wd:
+        g = g + wd * p
+    m = state["exp_avg"].copy_(state["exp_avg"] * s["beta1"] + g * s["1 - beta1"])
+    v = state["exp_avg_sq"].copy_(state["exp_avg_sq"] * s["beta2"] + g * g * s["1 - beta2"])
+    return p, g, m, v

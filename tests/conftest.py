@@ -1,4 +1,5 @@
 import os
+import signal
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -23,6 +24,17 @@ def pytest_addoption(parser):
     parser.addoption("--mlir-all", action="store_true",
                      help="run every tests/tensor module on the mlir engine too (by default "
                           "the four slowest there run on cpu and interp only)")
+
+
+@pytest.fixture(autouse=True)
+def sigint_raises():
+    """Ctrl-C raises ``KeyboardInterrupt`` in every test however pytest was started: a
+    shell without job control starts background jobs (``pytest ... &``) with SIGINT
+    ignored, Python keeps it ignored, and the fault-injection tests' interrupts would
+    silently never arrive."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 @pytest.fixture

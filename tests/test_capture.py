@@ -421,11 +421,12 @@ def test_compile_arguments():
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="the CUDA emulator needs g++")
-@pytest.mark.parametrize("optimizer", ["adamw", "sgd"])
-def test_compiled_training_on_the_gpu_is_bit_identical_to_the_recorded_loop(optimizer):
+def test_compiled_training_on_the_gpu_is_bit_identical_to_the_recorded_loop():
     """On the CUDA emulator: the replays upload each call's host values (dropout keys,
     the schedule's learning rate), donate the parameters and optimizer state as the
-    recorded loop does, and run the step as a CUDA graph."""
+    recorded loop does, and run the step as a CUDA graph. (AdamW only: SGD's momentum
+    takes the same donation and upload paths, and the emulator's steps are slow.)"""
+    optimizer = "adamw"
     from nova.runtime.cuda_runtime import use_backend
     from tests.runtime.emulated_cuda import EmulatorBackend
     nv.debug.reset_cache()
@@ -434,7 +435,7 @@ def test_compiled_training_on_the_gpu_is_bit_identical_to_the_recorded_loop(opti
         got = _train(True, optimizer, device="cuda")
         assert all(p.device == nv.device("cuda") for p in got[4].parameters())
         # the last replay wrote the parameters and the optimizer state over their memory
-        assert len(CACHE.last.last_donated) == {"adamw": 12, "sgd": 8}[optimizer]
+        assert len(CACHE.last.last_donated) == 12    # 4 parameters, 2 moments each
         nv.realize()
     _assert_same(want, got)
     fn = got[3]

@@ -114,6 +114,7 @@ BLOCK_SIDES = [1, 2, 13, 14, 15, 29, 31, 33, 64, 65, 97]
        epilogue=st.sampled_from(["none", "bias", "gelu", "residual", "half"]),
        seed=st.integers(0, 99))
 @example(m=1, k=1, n=1, ta=False, tb=False, batch=(), epilogue="gelu", seed=3)  # gelu(-5.2)
+@pytest.mark.parametrize("engine", ["cpu"], indirect=True)   # the cpu target's blocking
 def test_gemm_cache_blocking_with_tiny_caches(monkeypatch, m, k, n, ta, tb, batch, epilogue,
                                               seed):
     """The blocked GEMM with KC, MC and NC forced small, against numpy in float64: K
@@ -193,6 +194,7 @@ def test_gemm_larger_than_the_host_blocks(m, k, n, ta, tb):
        n=st.sampled_from(BLOCK_SIDES), ta=st.booleans(), tb=st.booleans(),
        batch=st.sampled_from([(), (1,)]), epilogue=st.sampled_from(["none", "bias", "half"]),
        threads=st.sampled_from([2, 3, "one after another"]), seed=st.integers(0, 99))
+@pytest.mark.parametrize("engine", ["cpu"], indirect=True)   # the cpu target's threads
 def test_gemm_threads_sharing_the_packed_b_panel(monkeypatch, m, k, n, ta, tb, batch,
                                                  epilogue, threads, seed):
     """Threads that pack one B panel together (``shared_b``: the plan of a 4-core

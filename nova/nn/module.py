@@ -5,15 +5,18 @@ non-trainable state. ``state_dict``/``load_state_dict`` use dotted names as in P
 """
 from __future__ import annotations
 
+import functools
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from nova.autograd.grad_mode import no_grad
+from nova.autograd.function import Function
+from nova.autograd.grad_mode import is_grad_enabled, no_grad
 from nova.nn.parameter import Parameter
 from nova.tensor.device import check_device
 from nova.tensor.device import device as Device
-from nova.core.dtypes import bfloat16, float16, float32, float64
+from nova.core.dtypes import bfloat16, float16, float32, float64, promote_types
 from nova.tensor.tensor import Tensor
 from nova.core.hooks import RemovableHandle
 
@@ -344,13 +347,17 @@ class Module:
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
-    # Forward hooks by handle id: (hook, with_kwargs[, always_call]). None until one is
-    # registered (class attributes), so a call without hooks checks two attributes.
+    # Forward hooks by handle id: (hook, with_kwargs[, always_call]); full backward
+    # hooks and pre-hooks by handle id: the hook. None until one is registered (class
+    # attributes), so a call without hooks checks four attributes.
     _forward_pre_hooks: OrderedDict | None = None
     _forward_hooks: OrderedDict | None = None
+    _backward_hooks: OrderedDict | None = None
+    _backward_pre_hooks: OrderedDict | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self._forward_pre_hooks or self._forward_hooks:
+        if self._forward_pre_hooks or self._forward_hooks or self._backward_hooks or \
+                self._backward_pre_hooks:
             return self._call_with_hooks(args, kwargs)
         return self.forward(*args, **kwargs)
 
@@ -374,6 +381,11 @@ class Module:
                 result = hook(self, args)
                 if result is not None:
                     args = result if isinstance(result, tuple) else (result,)
+        backward = None
+        if (self._backward_hooks or self._backward_pre_hooks) and is_grad_enabled():
+            backward = _BackwardHooks(self, list((self._backward_hooks or {}).values()),
+                                      list((self._backward_pre_hooks or {}).values()))
+            args = backward.wrap_inputs(args)
         hooks = list((self._forward_hooks or {}).values())
         try:
             output = self.forward(*args, **kwargs)
@@ -382,14 +394,16 @@ class Module:
                 if always_call:
                     hook(self, args, kwargs, None) if with_kwargs else hook(self, args, None)
             raise
+        if backward is not None:
+            backward.check_inputs_unwritten()
         for hook, with_kwargs, _ in hooks:
             result = hook(self, args, kwargs, output) if with_kwargs else \
                 hook(self, args, output)
             if result is not None:
                 output = result
-        return output
+        return output if backward is None else backward.wrap_output(output)
 
-    def _add_hook(self, table: str, entry: tuple, prepend: bool) -> RemovableHandle:
+    def _add_hook(self, table: str, entry: Any, prepend: bool) -> RemovableHandle:
         hooks = self.__dict__.get(table)
         if hooks is None:
             hooks = OrderedDict()
@@ -420,18 +434,50 @@ class Module:
                             f"{type(hook).__name__}")
         return self._add_hook("_forward_hooks", (hook, with_kwargs, always_call), prepend)
 
-    def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> None:
-        """Not provided: Nova records the backward as one graph and has no per-module
-        node to hang it on. Hook the tensors instead: ``output.register_hook(fn)`` sees
-        the gradient of a module's output, ``input.register_hook(fn)`` that of its
-        input."""
-        raise NotImplementedError(
-            f"{type(self).__name__}.register_full_backward_hook: module backward hooks are "
-            "not provided; register a hook on the tensors instead (in a forward hook: "
-            "output.register_hook(fn) gets the gradient of the module's output)")
+    def register_full_backward_hook(self, hook: Callable,
+                                    prepend: bool = False) -> RemovableHandle:
+        """Call ``hook(module, grad_input, grad_output)`` once the backward of each later
+        call has the gradients of its positional tensor inputs (PyTorch's rules):
+        ``grad_output`` holds the gradients of the outputs (a Tensor or the tensors of a
+        tuple), ``grad_input`` those of the positional arguments, ``None`` where an
+        argument is not a tensor or does not require grad (PyTorch passes zeros for a
+        tensor that does not when another does), and where an output is not a tensor,
+        does not require grad or got no gradient in this pass. A returned tuple
+        (one entry per positional argument, shapes kept) replaces ``grad_input``: it is
+        what flows on to the layers before. When no input requires grad the hook runs
+        with the output gradients (``grad_input`` all None, with PyTorch's warning) and
+        must return None. ``forward`` sees its tensor inputs through an identity, which
+        it must not modify in place (an error, as in PyTorch); each call's hooks run
+        once per backward pass, with that call's gradients. The backward runs them as
+        Python, so an ``nv.compile`` call through such a module records every time
+        (with a warning), as with ``nv.autograd.Function``."""
+        if not callable(hook):
+            raise TypeError(f"register_full_backward_hook: hook must be callable, got "
+                            f"{type(hook).__name__}")
+        return self._add_hook("_backward_hooks", hook, prepend)
 
-    register_full_backward_pre_hook = register_full_backward_hook
-    register_backward_hook = register_full_backward_hook
+    def register_full_backward_pre_hook(self, hook: Callable,
+                                        prepend: bool = False) -> RemovableHandle:
+        """Call ``hook(module, grad_output)`` when the backward of each later call has
+        its outputs' gradients, before they flow into the module (``grad_output`` as for
+        ``register_full_backward_hook``). A returned tuple of one gradient per output (a
+        Tensor for a single one) replaces ``grad_output``, for the layers inside and
+        for the full backward hooks."""
+        if not callable(hook):
+            raise TypeError(f"register_full_backward_pre_hook: hook must be callable, got "
+                            f"{type(hook).__name__}")
+        return self._add_hook("_backward_pre_hooks", hook, prepend)
+
+    def register_backward_hook(self, hook: Callable) -> RemovableHandle:
+        """Refused: PyTorch's deprecated form hooks the last autograd node of
+        ``forward``, so its ``grad_input`` is laid out as PyTorch's kernels happen to
+        be (a Linear's has three entries); Nova's nodes differ, so an alias would hand
+        such a hook silently different tuples. Use ``register_full_backward_hook``."""
+        raise NotImplementedError(
+            f"{type(self).__name__}.register_backward_hook: the deprecated non-full "
+            "backward hook (its grad_input follows PyTorch's internal autograd nodes) is "
+            "not provided; use register_full_backward_hook(hook), whose grad_input has "
+            "one gradient per positional input")
 
     def extra_repr(self) -> str:
         return ""
@@ -445,3 +491,201 @@ class Module:
         if not lines:
             return head + ")"
         return head + "\n  " + "\n  ".join(lines) + "\n)"
+
+
+class _BackwardHookFunction(Function):
+    """The identity on some tensors, whose backward hands their gradients (together,
+    as one autograd node sees them) to ``on_grads``, which returns those to pass on."""
+
+    @staticmethod
+    def forward(ctx: Any, on_grads: Callable[[tuple], tuple], *tensors: Tensor) -> tuple:
+        ctx.on_grads = on_grads
+        return tensors
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Tensor) -> tuple:
+        return (None, *ctx.on_grads(grads))
+
+
+def _identity(tensors: list[Tensor], on_grads: Callable[[tuple], tuple]) -> tuple:
+    """``tensors`` through one ``_BackwardHookFunction``. Tensors of several dtypes pass
+    in the dtype they promote to (a Function packs its outputs into one tensor), and
+    ``on_grads`` sees and returns gradients in the tensors' own dtypes: each round trip
+    is exact, a wider float holding every value of a narrower one."""
+    dtypes = [t.dtype for t in tensors]
+    if len(set(dtypes)) == 1:
+        return _BackwardHookFunction.apply(on_grads, *tensors)
+    wide = functools.reduce(promote_types, dtypes)
+
+    def on_wide(grads: tuple) -> tuple:
+        return on_grads(tuple(g.to(d) for g, d in zip(grads, dtypes)))
+    views = _BackwardHookFunction.apply(on_wide, *(t.to(wide) for t in tensors))
+    return tuple(v.to(d) for v, d in zip(views, dtypes))
+
+
+def _hook_name(hook: Callable) -> str:
+    return getattr(hook, "__name__", repr(hook))
+
+
+class _BackwardHooks:
+    """One call's full backward hooks and pre-hooks (PyTorch's ``BackwardHook``).
+
+    The tensor inputs that require grad enter ``forward`` through one identity node,
+    and the tensor outputs that require grad leave through another. In the backward the
+    output node runs first (everything the caller did with the outputs feeds it): it
+    gets the output gradients together, runs the pre-hooks and keeps the result; the
+    input node runs after the whole of the module's backward and gets the input
+    gradients together: it runs the full hooks with those and the kept output
+    gradients, and passes on what they return. A pass that reaches the inputs without
+    going through the outputs runs no hook, as in PyTorch."""
+
+    def __init__(self, module: Module, hooks: list[Callable], pre_hooks: list[Callable]):
+        self.module = module
+        self.hooks = hooks
+        self.pre_hooks = pre_hooks
+        self.n_inputs = 0
+        # positions of the inputs wrapped (None: none requires grad), their shapes and
+        # the views forward got, with their versions then
+        self.input_index: list[int] | None = None
+        self.input_shapes: list[tuple[int, ...]] = []
+        self.views: list[tuple[Tensor, int]] = []
+        self.n_outputs = 0
+        self.output_index: list[int] = []
+        self.output_shapes: list[tuple[int, ...]] = []
+        # per wrapped output, whether this pass has given it a gradient (the output node
+        # gets zeros for one that got none, which the hooks must see as None)
+        self.reached: list[bool] = []
+        self.grad_outputs: tuple | None = None
+
+    def wrap_inputs(self, args: tuple) -> tuple:
+        """``args`` with the tensors that require grad replaced by identity views."""
+        self.n_inputs = len(args)
+        index = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
+        if not index or not self.hooks:
+            return args
+        self.input_index = index
+        self.input_shapes = [args[i].shape for i in index]
+        views = _identity([args[i] for i in index], self._on_grad_inputs)
+        self.views = [(v, v._version) for v in views]
+        out = list(args)
+        for i, v in zip(index, views):
+            out[i] = v
+        return tuple(out)
+
+    def check_inputs_unwritten(self) -> None:
+        """An in-place write by ``forward`` into an input view would not reach the
+        caller's tensor (and would bypass the input node): refused, as PyTorch does."""
+        for k, (view, version) in enumerate(self.views):
+            if view._version != version:
+                raise RuntimeError(
+                    f"{type(self.module).__name__}: forward modified its input "
+                    f"{self.input_index[k]} in place, which a module with full backward "
+                    "hooks may not do (its forward sees its inputs through an identity, "
+                    "as in PyTorch); compute out of place (inplace=False) or clone the "
+                    "input first")
+        self.views = []
+
+    def wrap_output(self, output: Any) -> Any:
+        """``output`` (a Tensor or a tuple) with the tensors that require grad replaced
+        by identity views."""
+        single = isinstance(output, Tensor)
+        if not single and not isinstance(output, tuple):
+            warnings.warn(f"{type(self.module).__name__}: for backward hooks to be called, "
+                          "module output should be a Tensor or a tuple of Tensors but "
+                          f"received {type(output).__name__}", stacklevel=4)
+            return output
+        outs = (output,) if single else output
+        self.n_outputs = len(outs)
+        index = [k for k, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad]
+        if not index:
+            return output
+        self.output_index = index
+        self.output_shapes = [outs[k].shape for k in index]
+        self.reached = [len(index) == 1] * len(index)
+        views = _identity([outs[k] for k in index], self._on_grad_outputs)
+        if len(index) > 1:
+            for j, v in enumerate(views):
+                v.register_hook(functools.partial(self._reach, j))
+        new = list(outs)
+        for k, v in zip(index, views):
+            new[k] = v
+        if single:
+            return new[0]
+        return tuple(new) if type(output) is tuple else type(output)(*new)
+
+    def _reach(self, j: int, grad: Tensor) -> None:
+        self.reached[j] = True
+
+    def _on_grad_outputs(self, grads: tuple) -> tuple:
+        go: tuple = self._spread(self.n_outputs, self.output_index,
+                                 [g if hit else None for g, hit in zip(grads, self.reached)])
+        if len(self.output_index) > 1:
+            self.reached = [False] * len(self.output_index)
+        for hook in self.pre_hooks:
+            result = hook(self.module, go)
+            if result is not None:
+                result = (result,) if isinstance(result, Tensor) else result
+                go = self._replacement(hook, "pre-hook", "grad_output", result, self.n_outputs)
+        if self.hooks and self.input_index is None:
+            warnings.warn(f"{type(self.module).__name__}: full backward hook is firing when "
+                          "gradients are computed with respect to module outputs since no "
+                          "inputs require gradients", stacklevel=2)
+            gi = (None,) * self.n_inputs
+            for hook in self.hooks:
+                result = hook(self.module, gi, go)
+                if result is not None and not (isinstance(result, tuple) and
+                                               all(r is None for r in result)):
+                    raise RuntimeError(
+                        f"{type(self.module).__name__}: backward hook {_hook_name(hook)!r} "
+                        "returned gradients, but no input of this call requires gradient: "
+                        "it should return None or None for all gradients")
+        elif self.hooks:
+            self.grad_outputs = go
+        return self._gather(go, self.output_index, self.output_shapes, "pre-hook",
+                            "output")
+
+    def _on_grad_inputs(self, grads: tuple) -> tuple:
+        if self.grad_outputs is None:
+            return grads
+        gi = self._spread(self.n_inputs, self.input_index, list(grads))
+        for hook in self.hooks:
+            result = hook(self.module, gi, self.grad_outputs)
+            if result is not None:
+                gi = self._replacement(hook, "hook", "grad_input", result, self.n_inputs)
+        self.grad_outputs = None
+        return self._gather(gi, self.input_index, self.input_shapes, "hook", "input")
+
+    @staticmethod
+    def _spread(n: int, index: list[int], values: list[Any]) -> tuple:
+        """``n`` entries: ``values`` at positions ``index``, None elsewhere."""
+        out: list[Any] = [None] * n
+        for k, v in zip(index, values):
+            out[k] = v
+        return tuple(out)
+
+    def _replacement(self, hook: Callable, kind: str, what: str, result: Any,
+                     n: int) -> tuple:
+        if not isinstance(result, (tuple, list)):
+            raise TypeError(f"{type(self.module).__name__}: backward {kind} "
+                            f"{_hook_name(hook)!r} must return None or a tuple of {n} "
+                            f"gradients (its {what}), got {type(result).__name__}")
+        if len(result) != n:
+            raise RuntimeError(f"{type(self.module).__name__}: backward {kind} "
+                               f"{_hook_name(hook)!r} returned an invalid number of {what}, "
+                               f"got {len(result)}, but expected {n}")
+        return tuple(result)
+
+    def _gather(self, grads: tuple, index: list[int], shapes: list[tuple[int, ...]],
+                kind: str, what: str) -> tuple:
+        """The entries of ``grads`` at ``index``, each None or a tensor of its shape."""
+        out = []
+        for k, shape in zip(index, shapes):
+            g = grads[k]
+            if g is not None and (not isinstance(g, Tensor) or g.shape != shape):
+                raise RuntimeError(
+                    f"{type(self.module).__name__}: a backward {kind} replaced the gradient "
+                    f"of {what} {k} (shape {shape}) with "
+                    f"{getattr(g, 'shape', type(g).__name__)}; a replacement must be None "
+                    "or a tensor of the same shape")
+            out.append(g)
+        return tuple(out)

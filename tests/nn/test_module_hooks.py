@@ -45,7 +45,7 @@ def test_hooks_with_kwargs_and_always_call():
         m(nv.tensor([1.0]))
 
 
-def test_a_forward_hook_collects_features_and_backward_hooks_point_to_tensor_hooks():
+def test_a_forward_hook_collects_features_and_the_old_backward_hook_is_refused():
     net = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 1))
     feats, grads = {}, []
 
@@ -55,8 +55,8 @@ def test_a_forward_hook_collects_features_and_backward_hooks_point_to_tensor_hoo
     net[1].register_forward_hook(keep)
     net(nv.ones(2, 4)).sum().backward()
     assert feats["hidden"].shape == (2, 3) and grads == [(2, 3)]
-    with pytest.raises(NotImplementedError, match="register_hook"):
-        net.register_full_backward_hook(lambda m, gi, go: None)
+    with pytest.raises(NotImplementedError, match="register_full_backward_hook"):
+        net.register_backward_hook(lambda m, gi, go: None)
     with pytest.raises(TypeError, match="callable"):
         net.register_forward_hook(None)
 

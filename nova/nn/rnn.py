@@ -11,8 +11,16 @@ h' = (1 - z) n + z h; RNN h' = act(W_ih x + b_ih + W_hh h + b_hh).
 Nova records a static trace, so a sequence layer unrolls its time loop in Python over
 the (static) sequence length: one compile per length, then replays. The input
 projection of all time steps is ONE matmul, (T, N, H_in) by (H_in, gates), before the
-loop; only the hidden projection ``h W_hh^T`` runs per step. ``PackedSequence``
-(sequences of different lengths in one batch) is not supported: pass padded input.
+loop; only the hidden projection ``h W_hh^T`` runs per step.
+
+A ``PackedSequence`` input (``nv.nn.utils.rnn``) runs the same recurrence on its
+sequences padded to the longest, in sorted order, with the state updated only where a
+sequence is still running (``h = where(running, h_new, h)``): each sequence's final
+state is the one at its own last step, and the reverse direction, which walks the
+padding first with its state held at h_0, starts at each sequence's own last element.
+Steps where every sequence runs need no mask, so equal lengths run as padded input.
+The output is packed again; h_n comes back in the batch's original order. The lengths
+shape the graph: each distinct set of them compiles once, then replays.
 """
 from __future__ import annotations
 
@@ -25,6 +33,8 @@ from nova.nn import functional as F
 from nova.nn import init
 from nova.nn.module import Module
 from nova.nn.parameter import Parameter
+from nova.nn.utils import rnn as rnn_utils
+from nova.nn.utils.rnn import PackedSequence
 from nova.tensor import ops
 from nova.tensor.creation import zeros
 from nova.tensor.movement import cat, stack
@@ -58,14 +68,19 @@ def _step(mode: str, gx: Tensor, state: State, w_hh: Tensor, b_hh: Tensor | None
 
 def _run_direction(mode: str, x: Tensor, state: State, w_ih: Tensor, w_hh: Tensor,
                    b_ih: Tensor | None, b_hh: Tensor | None, w_hr: Tensor | None,
-                   reverse: bool) -> tuple[Tensor, State]:
+                   reverse: bool, running: list[Tensor | None] | None = None
+                   ) -> tuple[Tensor, State]:
     """One layer in one direction over x (T, N, H_in): its outputs (T, N, H_out), in the
-    input's time order, and its last state."""
+    input's time order, and its last state. ``running[t]``, a (N, 1) bool mask (None:
+    all), keeps the state of the sequences that ended before step t as it was."""
     gx = F.linear(x, w_ih, b_ih)  # every step's input projection in one matmul
     steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
     outs: list[Tensor | None] = [None] * x.shape[0]
     for t in steps:
-        state = _step(mode, gx[t], state, w_hh, b_hh, w_hr)
+        new = _step(mode, gx[t], state, w_hh, b_hh, w_hr)
+        mask = None if running is None else running[t]
+        state = new if mask is None else tuple(ops.where(mask, n, s)
+                                               for n, s in zip(new, state))
         outs[t] = state[0]
     return stack(outs), state
 
@@ -190,10 +205,14 @@ class RNNBase(Module):
             state.append(t if batched else t.unsqueeze(1))
         return tuple(state)
 
-    def forward(self, input: Tensor, hx: Any = None) -> tuple[Tensor, Any]:
-        """input (L, N, H_in) ((N, L, H_in) with batch_first) or unbatched (L, H_in);
-        returns (output, h_n) -- (output, (h_n, c_n)) for an LSTM -- with output
-        (L, N, D * H_out) and h_n (D * num_layers, N, H_out) (unbatched: no N dim)."""
+    def forward(self, input: Tensor | PackedSequence,
+                hx: Any = None) -> tuple[Tensor | PackedSequence, Any]:
+        """input (L, N, H_in) ((N, L, H_in) with batch_first), unbatched (L, H_in) or a
+        PackedSequence; returns (output, h_n) -- (output, (h_n, c_n)) for an LSTM -- with
+        output (L, N, D * H_out) (packed for packed input) and h_n
+        (D * num_layers, N, H_out) (unbatched: no N dim)."""
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
         name = type(self).__name__
         if not isinstance(input, Tensor) or input.ndim not in (2, 3):
             raise ValueError(f"{name}: expected input to be 2-D (L, H_in) or 3-D "
@@ -210,7 +229,42 @@ class RNNBase(Module):
         if x.shape[0] == 0:
             raise RuntimeError(f"{name}: expected a sequence length larger than 0, got input "
                                f"of shape {input.shape}")
-        state = self._initial_state(hx, x, batched)
+        x, h_n = self._layers(x, self._initial_state(hx, x, batched))
+        if batched and self.batch_first:
+            x = x.transpose(0, 1)
+        if not batched:
+            x, h_n = x.squeeze(1), tuple(h.squeeze(1) for h in h_n)
+        return x, (h_n if self.mode == "LSTM" else h_n[0])
+
+    def _forward_packed(self, input: PackedSequence,
+                        hx: Any) -> tuple[PackedSequence, Any]:
+        """A PackedSequence through the layers: hx and h_n in the batch's original
+        order, the output packed like the input (``batch_first`` does not apply)."""
+        name = type(self).__name__
+        data = input.data
+        if not isinstance(data, Tensor) or data.ndim != 2:
+            raise RuntimeError(f"{name}: packed input data must have 2 dimensions "
+                               f"(sum of lengths, H_in), got "
+                               f"{data.shape if isinstance(data, Tensor) else type(data)}")
+        _check_dtype(name, "input", data, self.weight_ih_l0)
+        if data.shape[1] != self.input_size:
+            raise RuntimeError(f"{name}: input.size(-1) must be equal to input_size. Expected "
+                               f"{self.input_size}, got packed data of shape {data.shape}")
+        x, running, lengths = rnn_utils._pad_for_rnn(input, name)
+        state = self._initial_state(hx, x, True)
+        if hx is not None and input.sorted_indices is not None:   # hx: the batch's order
+            state = tuple(rnn_utils._take(s, 1, input.sorted_indices) for s in state)
+        x, h_n = self._layers(x, state, running)
+        if input.unsorted_indices is not None:
+            h_n = tuple(rnn_utils._take(h, 1, input.unsorted_indices) for h in h_n)
+        out = PackedSequence(rnn_utils._pack_for_rnn(x, lengths), input.batch_sizes,
+                             input.sorted_indices, input.unsorted_indices)
+        return out, (h_n if self.mode == "LSTM" else h_n[0])
+
+    def _layers(self, x: Tensor, state: State,
+                running: list[Tensor | None] | None = None) -> tuple[Tensor, State]:
+        """Every layer and direction over x (T, N, H_in) from ``state`` (each
+        (D * num_layers, N, size)): the last layer's output and the final states."""
         directions = 2 if self.bidirectional else 1
         finals: list[list[Tensor]] = [[] for _ in state]
         for layer in range(self.num_layers):
@@ -219,19 +273,14 @@ class RNNBase(Module):
                 row = layer * directions + direction
                 out, last = _run_direction(self.mode, x, tuple(s[row] for s in state),
                                            *self._layer_weights(layer, direction),
-                                           reverse=direction == 1)
+                                           reverse=direction == 1, running=running)
                 outs.append(out)
                 for final, s in zip(finals, last):
                     final.append(s)
             x = cat(outs, -1)
             if self.dropout and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, True)
-        if batched and self.batch_first:
-            x = x.transpose(0, 1)
-        h_n = tuple(stack(final) for final in finals)
-        if not batched:
-            x, h_n = x.squeeze(1), tuple(h.squeeze(1) for h in h_n)
-        return x, (h_n if self.mode == "LSTM" else h_n[0])
+        return x, tuple(stack(final) for final in finals)
 
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"

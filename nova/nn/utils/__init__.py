@@ -1,7 +1,7 @@
 """``nv.nn.utils``: PyTorch's ``torch.nn.utils``.
 
 Gradient clipping and norms (recorded into the step, no host round trip), parameters
-as one vector, sequence padding (``rnn``), parametrizations (``parametrize``,
+as one vector, sequence padding and packing (``rnn``), parametrizations (``parametrize``,
 ``parametrizations.weight_norm`` / ``spectral_norm``), the older hook-based
 ``weight_norm``, BatchNorm folding (``fuse_*``) and ``skip_init``.
 """

@@ -11,6 +11,7 @@ from nova.autograd.engine import backward, grad  # noqa: E402  (after grad_mode:
 from nova.autograd.gradcheck import GradcheckError, gradcheck  # noqa: E402
 from nova.autograd.function import Function, FunctionCtx  # noqa: E402
 from nova.autograd import hooks as _hooks  # noqa: E402
+from nova.autograd import functional  # noqa: E402,F401  (nv.autograd.functional)
 from nova.tensor.tensor import Tensor as _Tensor  # noqa: E402
 
 # Tensor's hook methods live with the engine that calls them (tensor sits below autograd).

@@ -29,14 +29,20 @@ from nova.tensor.trace import Node, live_pending
 class _View:
     """How a view tensor relates to its base tensor. ``storage`` is the base's storage
     token when the view was made: ``base.data = other`` gives the base a new one, and a
-    view of the old storage is cut off (PyTorch's views keep the old storage)."""
+    view of the old storage is cut off (PyTorch's views keep the old storage).
 
-    __slots__ = ("base", "version", "derive", "write_back", "op", "storage")
+    ``version`` is the base's ``_version`` and ``seen`` the base's node when this view
+    last derived from it. A base that is itself a view changes without an in-place op
+    of its own when its base changes (``x[0][1:]`` after ``x.add_(1)``): it re-derives,
+    and ``seen`` tells the view below (``Tensor.node``)."""
+
+    __slots__ = ("base", "version", "seen", "derive", "write_back", "op", "storage")
 
     def __init__(self, base: Tensor, derive: Callable[[Tensor], Tensor],
                  write_back: Callable[[Tensor, Tensor], Tensor] | None, op: str):
         self.base = base
         self.version = base._version
+        self.seen = base.node
         self.derive = derive
         self.write_back = write_back
         self.op = op
@@ -48,6 +54,7 @@ class _Gone:
     saw (so it never re-derives) and writes that go nowhere."""
 
     __slots__ = ("_version", "_storage")
+    _view = None        # (not a view: nothing above it can change)
 
     def __init__(self, version: int, storage: Any):
         self._version, self._storage = version, storage
@@ -69,6 +76,7 @@ class _AliasView(_View):
                  write_back: Callable[[Tensor, Tensor], Tensor], op: str):
         self._base_ref = weakref.ref(root)
         self.version = root._version
+        self.seen = root.node
         self.derive = derive
         self.write_back = write_back
         self.op = op
@@ -123,17 +131,22 @@ class Tensor:
 
     @property
     def node(self) -> Node:
-        """The current node, re-derived from the base if the base changed in place."""
+        """The current node, re-derived from the base if the base changed: in place, or,
+        for a base that is a view itself, by re-deriving from a base that did (its node
+        is then another than the one this view saw)."""
         v = self._view
-        if v is not None and v.base._version != v.version:
-            if getattr(v.base, "_storage", None) is not v.storage:
-                self._view = None        # the base took new storage: this view keeps its own
-                return self._node
-            fresh = v.derive(v.base)
-            self._node, self._grad_fn = fresh.node, fresh._grad_fn
-            v.version = v.base._version
-            if not self._node.realized:
-                live_pending.live.add(self)
+        if v is not None:
+            base = v.base
+            if base._version != v.version or \
+                    (base._view is not None and base.node is not v.seen):
+                if getattr(base, "_storage", None) is not v.storage:
+                    self._view = None    # the base took new storage: this view keeps its own
+                    return self._node
+                fresh = v.derive(base)
+                self._node, self._grad_fn = fresh.node, fresh._grad_fn
+                v.version, v.seen = base._version, base._node
+                if not self._node.realized:
+                    live_pending.live.add(self)
         return self._node
 
     def _assign(self, value: Tensor, op: str) -> Tensor:
@@ -165,7 +178,7 @@ class Tensor:
                     base._write_outside_autograd(whole, op)
             else:
                 base._assign(v.write_back(base, value), op)
-            v.version = base._version
+            v.version, v.seen = base._version, getattr(base, "_node", None)
         if self._node.device == "cuda" and value.node.device is None and \
                 not value.node.realized:
             value.node.device = "cuda"   # a constant written into a GPU tensor stays there
@@ -189,7 +202,7 @@ class Tensor:
             with _grad_mode.no_grad():
                 whole = v.write_back(v.base, Tensor._wrap(value.node))
             v.base._write_outside_autograd(whole, op)
-            v.version = v.base._version
+            v.version, v.seen = v.base._version, v.base._node
             self._node = value.node
             self._version += 1
             if not self._node.realized:

@@ -73,6 +73,44 @@ def test_views_of_views_and_split_parts():
     assert_close(a, ref[:2])
 
 
+def test_views_of_views_see_in_place_updates_of_their_root_and_write_current_values():
+    """Regression: a view of a view compared only its direct base's version, and a
+    middle view re-derives without an in-place op of its own, so ``x[0][1:]`` kept the
+    values from before ``x.add_(1)``, and writing through it put them back into x."""
+    x = nv.arange(6.0).view(2, 3)
+    v, t, e = x[0][1:], x.t()[0], x[:1].expand(2, 3)
+    u = x[0].unsqueeze(0)
+    x.add_(1)
+    assert v.tolist() == [2.0, 3.0] and t.tolist() == [1.0, 4.0]
+    x[0, 0] = 9.0
+    assert e.tolist() == [[9.0, 2.0, 3.0]] * 2 and u.tolist() == [[9.0, 2.0, 3.0]]
+    y = nv.zeros(4, 4)
+    c = y[1:][1:][0]                      # three levels; the write goes up all of them
+    y.add_(1)
+    c.mul_(10).add_(5)
+    ref = np.ones((4, 4))
+    ref[2] = 15
+    assert_close(y, ref)
+    assert_close(c, ref[2])
+    lin = nv.nn.Linear(3, 2)               # optimizer updates reach rows of .data/.detach()
+    opt = nv.optim.SGD(lin.parameters(), lr=1.0)
+    with nv.no_grad():
+        lin.weight.fill_(1.0)
+    rows = lin.weight.data[0], lin.weight.detach()[1]
+    lin(nv.ones(1, 3)).sum().backward()
+    opt.step()
+    assert rows[0].tolist() == [0.0] * 3 and rows[1].tolist() == [0.0] * 3
+
+
+def test_gradients_flow_through_a_view_of_a_view_after_its_root_changed():
+    w = nv.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+    x = (w * 1).view(2, 2)
+    v = x[1][1:]                          # w[3]
+    x.mul_(3)
+    v.sum().mul(2).backward()
+    assert w.grad.tolist() == [0.0, 0.0, 0.0, 6.0]
+
+
 def test_expanded_views_cannot_be_written():
     x = nv.zeros(1, 3)
     with pytest.raises(RuntimeError, match="add_: cannot write in place into the result of "

@@ -153,7 +153,30 @@ def operands(op: str, *args: Any, dtype: dt.DType | None = None) -> list[Tensor]
 
 def _binary(prim_name: str, op: str, a: Any, b: Any, dtype: dt.DType | None = None) -> Tensor:
     x, y = operands(op, a, b, dtype=dtype)
+    if x.dtype in _HALF_FLOATS and prim_name in ("mul", "div") and \
+            _half_loses(a if isinstance(b, Tensor) else b, x.dtype):
+        x32, y32 = operands(op, a, b, dtype=dt.float32)
+        return cast(prim(prim_name, [x32, y32], {}, x.shape, dt.float32), x.dtype)
     return prim(prim_name, [x, y], {}, x.shape, x.dtype)
+
+
+_HALF_FLOATS = (dt.float16, dt.bfloat16)
+
+
+def _half_loses(value: Any, dtype: dt.DType) -> bool:
+    """Whether a Python float meeting a float16/bfloat16 tensor is not exactly a value
+    of that dtype. Then a product or quotient runs in float32 and rounds once, as
+    PyTorch's (its mul and div keep the scalar at float32 precision: bfloat16
+    1.359375 * 3.3 is 4.5 there, where 3.3 rounded to bfloat16 first gives 4.46875;
+    its add and sub round the scalar to the tensor's dtype first, as Nova does)."""
+    if type(value) is not builtins.float:
+        return False
+    f = np.float32(value)
+    if builtins.float(f) != value:
+        return True
+    if dtype == dt.float16:
+        return builtins.float(np.float16(f)) != value
+    return builtins.bool(f.view(np.uint32) & 0xFFFF)
 
 
 # ---------------------------------------------------------------- arithmetic
@@ -166,8 +189,31 @@ def _scaled(op: str, a: Any, b: Any, alpha: Any) -> Any:
     return mul(b, alpha)
 
 
+def _widened(op: str, a: Any, b: Any, alpha: Any) -> Tensor | None:
+    """``a + alpha * b`` (``-`` for sub) of a float16/bfloat16 result as PyTorch computes
+    it: alpha rounded to that dtype, the rest in float32, rounded once; else None."""
+    common = promote(op, a, b)
+    if common not in _HALF_FLOATS or not _is_scalar(alpha):
+        return None
+    alpha = _rounded_to(builtins.float(alpha), common)
+    x, y = (cast(v, dt.float32) if isinstance(v, Tensor) else v for v in (a, b))
+    return cast(_binary(op, op, x, mul(y, alpha)), common)
+
+
+def _rounded_to(value: builtins.float, dtype: dt.DType) -> builtins.float:
+    """``value`` rounded to float16/bfloat16 (to nearest, ties to even)."""
+    if dtype == dt.float16:
+        return builtins.float(np.float16(value))
+    bits = builtins.int(np.float32(value).view(np.uint32))
+    if (bits & 0x7F800000) != 0x7F800000:            # finite: round the low 16 bits off
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return builtins.float(np.uint32(bits).view(np.float32))
+
+
 def add(a: Any, b: Any, alpha: Any = 1) -> Tensor:
     if alpha != 1:
+        if (wide := _widened("add", a, b, alpha)) is not None:
+            return wide
         b = _scaled("add", a, b, alpha)
     return _binary("add", "add", a, b)
 
@@ -177,6 +223,8 @@ def sub(a: Any, b: Any, alpha: Any = 1) -> Tensor:
         raise TypeError("sub: subtraction of two bool tensors is not supported; use "
                         "logical_xor or ~ instead")
     if alpha != 1:
+        if (wide := _widened("sub", a, b, alpha)) is not None:
+            return wide
         b = _scaled("sub", a, b, alpha)
     return _binary("sub", "sub", a, b)
 

@@ -140,6 +140,33 @@ def test_storage_floats_compute_in_float32_and_round(dtype):
         nv.float16 if dtype == nv.float16 else nv.float32)
 
 
+def _to_bfloat16(x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to bfloat16 (to nearest, ties to even), as float32."""
+    bits = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32)
+
+
+@pytest.mark.parametrize("dtype", [nv.float16, nv.bfloat16])
+def test_half_floats_times_a_python_float_round_once_as_pytorch(dtype):
+    """Regression: ``h * 3.3`` rounded 3.3 to the tensor's dtype first (bfloat16
+    1.359375 * 3.3 gave 4.46875, PyTorch 4.5). PyTorch's mul and div keep the scalar at
+    float32 precision and round the result once; add and sub round the scalar first;
+    ``add(a, b, alpha=)`` rounds alpha, then computes in float32 and rounds once."""
+    rnd = (lambda v: v.astype(np.float16).astype(np.float32)) if dtype == nv.float16 \
+        else _to_bfloat16
+    x = rnd(np.random.default_rng(0).standard_normal(256).astype(np.float32))
+    t = nv.tensor(x, dtype=dtype)
+    c, c_r = np.float32(3.3), rnd(np.array([3.3], np.float32))[0]
+    outs = [t * 3.3, t / 3.3, 3.3 * t, t + 3.3, t - 3.3, nv.add(t, t, alpha=3.3)]
+    nv.realize(*outs)
+    want = [rnd(x * c), rnd(x / c), rnd(x * c), rnd(x + c_r), rnd(x - c_r), rnd(x + x * c_r)]
+    for got, ref in zip(outs, want):
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got.float().numpy(), ref)
+    assert (nv.tensor([1.359375], dtype=nv.bfloat16) * 3.3).item() == 4.5
+
+
 def test_type_promotion_table():
     f32, f16 = nv.zeros(2), nv.zeros(2, dtype=nv.float16)
     i32, i64, b = nv.zeros(2, dtype=nv.int32), nv.zeros(2, dtype=nv.int64), nv.zeros(2, dtype=nv.bool)

@@ -322,6 +322,19 @@ class Emitter(Frame, ScalarEmitter[ir.Value]):
         self.store(self.emit(self.root, self.delinearize(flat, shape)), self.out_ptr, flat,
                    dtype.mlir)
 
+    def store_root_at(self, idx: list[ir.Value], shape: Sequence[int]) -> None:
+        """``store_root`` at the multi-index ``idx`` of the loops' ``shape``: where that
+        is the output's own shape the root is emitted at ``idx`` itself, with no
+        delinearizing of the offset (LLVM keeps the division and remainder by each
+        extent that are not powers of two: a layer norm's store pass over 768 columns
+        ran a udiv/urem pair per element and stayed scalar)."""
+        out_shape, dtype = self.plan.out
+        flat = self.linear(idx, shape)
+        if tuple(out_shape) != tuple(shape):
+            self.store_root(flat)
+            return
+        self.store(self.emit(self.root, list(idx)), self.out_ptr, flat, dtype.mlir)
+
     def load(self, ptr: ir.Value, offset: ir.Value, mlir: str) -> ir.Value:
         return self.widen(self.tagged(self.b.load(self.b.gep(ptr, [offset]))), mlir)
 

@@ -178,24 +178,39 @@ def full(size: Sequence[int], fill_value: Any, *, dtype: Any = None, device: Any
                    requires_grad)
 
 
-def zeros(*size: Any, dtype: Any = None, device: Any = None,
-          requires_grad: bool = False) -> Tensor:
+def _size(op: str, sizes: tuple, size: Sequence[int] | None) -> tuple[int, ...]:
+    """The shape given to a factory as ``op(2, 3)``, ``op((2, 3))`` or, as in PyTorch,
+    ``op(size=(2, 3))`` (a tuple or list, not both forms at once)."""
+    if size is None:
+        return shape_arg(sizes, op)
+    if sizes:
+        raise TypeError(f"{op}: got sizes both as positional arguments {sizes!r} and as "
+                        f"size={size!r}; pass one of them")
+    if not isinstance(size, (tuple, list)):
+        raise TypeError(f"{op}: argument 'size' must be a tuple of ints, got "
+                        f"{type(size).__name__} {size!r}")
+    return shape_arg((size,), op)
+
+
+def zeros(*sizes: Any, size: Sequence[int] | None = None, dtype: Any = None,
+          device: Any = None, requires_grad: bool = False) -> Tensor:
     where = check_device(device, "zeros")
-    return _finish(_place(full_const(0, shape_arg(size, "zeros"), _dtype(dtype)), where),
-                   requires_grad)
+    shape = _size("zeros", sizes, size)
+    return _finish(_place(full_const(0, shape, _dtype(dtype)), where), requires_grad)
 
 
-def ones(*size: Any, dtype: Any = None, device: Any = None,
-         requires_grad: bool = False) -> Tensor:
+def ones(*sizes: Any, size: Sequence[int] | None = None, dtype: Any = None,
+         device: Any = None, requires_grad: bool = False) -> Tensor:
     where = check_device(device, "ones")
-    return _finish(_place(full_const(1, shape_arg(size, "ones"), _dtype(dtype)), where),
-                   requires_grad)
+    shape = _size("ones", sizes, size)
+    return _finish(_place(full_const(1, shape, _dtype(dtype)), where), requires_grad)
 
 
-def empty(*size: Any, dtype: Any = None, device: Any = None,
-          requires_grad: bool = False) -> Tensor:
+def empty(*sizes: Any, size: Sequence[int] | None = None, dtype: Any = None,
+          device: Any = None, requires_grad: bool = False) -> Tensor:
     """Uninitialized memory in PyTorch; zeros here, since lazily it costs nothing more."""
-    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+    return zeros(_size("empty", sizes, size), dtype=dtype, device=device,
+                 requires_grad=requires_grad)
 
 
 def _like(x: Tensor, dtype: Any) -> tuple[tuple[int, ...], dt.DType]:
@@ -316,20 +331,20 @@ def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None,
     return _finish(_place(out, where), requires_grad)
 
 
-def rand(*size: Any, dtype: Any = None, generator: Any = None, device: Any = None,
-         requires_grad: bool = False) -> Tensor:
+def rand(*sizes: Any, size: Sequence[int] | None = None, dtype: Any = None,
+         generator: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """Uniform in [0, 1) from the counter-based generator."""
     where = check_device(device, "rand")
-    return _finish(_place(rnd.uniform(shape_arg(size, "rand"), _dtype(dtype), generator), where),
-                   requires_grad)
+    shape = _size("rand", sizes, size)
+    return _finish(_place(rnd.uniform(shape, _dtype(dtype), generator), where), requires_grad)
 
 
-def randn(*size: Any, dtype: Any = None, generator: Any = None, device: Any = None,
-          requires_grad: bool = False) -> Tensor:
+def randn(*sizes: Any, size: Sequence[int] | None = None, dtype: Any = None,
+          generator: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """Standard normal (Box-Muller) from the counter-based generator."""
     where = check_device(device, "randn")
-    return _finish(_place(rnd.normal(shape_arg(size, "randn"), _dtype(dtype), generator), where),
-                   requires_grad)
+    shape = _size("randn", sizes, size)
+    return _finish(_place(rnd.normal(shape, _dtype(dtype), generator), where), requires_grad)
 
 
 def randperm(n: int, *, generator: Any = None, dtype: Any = None, device: Any = None,
@@ -346,14 +361,21 @@ def randperm(n: int, *, generator: Any = None, dtype: Any = None, device: Any = 
     return _finish(_place(tensor(perm, dtype=target), where), requires_grad)
 
 
-def randint(low: int, high: Any = None, size: Any = None, *, dtype: Any = None,
+def randint(low: int = 0, high: Any = None, size: Any = None, *, dtype: Any = None,
             generator: Any = None, device: Any = None) -> Tensor:
-    """``randint(high, size)`` or ``randint(low, high, size)``: integers in [low, high)."""
+    """``randint(high, size)`` or ``randint(low, high, size)``: integers in [low, high).
+    As in PyTorch, ``size`` may be a keyword (``randint(5, size=(3,))``, ``high`` the
+    one integer given) and ``low`` defaults to 0 (``randint(high=5, size=(3,))``)."""
     where = check_device(device, "randint")
     if size is None:
         if high is None or not isinstance(high, (tuple, list)):
             raise TypeError("randint: expected randint(high, size) or randint(low, high, size)")
         low, high, size = 0, low, high
+    elif high is None:
+        low, high = 0, low
+    if not isinstance(size, (tuple, list)):
+        raise TypeError(f"randint: argument 'size' must be a tuple of ints, got "
+                        f"{type(size).__name__} {size!r}")
     target = _dtype(dtype, dt.int64)
     low, high = int(low), int(high)
     if target.category == dt.INT and high > low:   # (high <= low: integers() says why)

@@ -270,13 +270,14 @@ def _result_shape(y: Tensor, a: _Advanced) -> tuple[int, ...]:
 
 
 def _advanced_put(op: str, y: Tensor, advanced, value: Any,
-                  accumulate: bool = False) -> Tensor:
+                  accumulate: bool = False, drop_leading_ones: bool = False) -> Tensor:
     """``y`` with the indexed elements set to ``value`` (``accumulate``: ``value`` added
     to them). An element named twice is written once, the last value winning, as in
-    numpy (PyTorch leaves it undefined); with ``accumulate`` every value counts."""
+    numpy (PyTorch leaves it undefined); with ``accumulate`` every value counts.
+    ``drop_leading_ones``: see ``_value_as``."""
     a = _linearize(op, y, advanced)
     target = _result_shape(y, a)
-    v = _value_as(op, value, target, y.dtype)
+    v = _value_as(op, value, target, y.dtype, drop_leading_ones)
     if _adjacent(a.dims) and a.dims[0] > 0:  # bring the index dims to the front
         nb, p = len(a.bshape), a.dims[0]
         order = tuple(range(p, p + nb)) + tuple(range(p)) + tuple(range(p + nb, v.ndim))
@@ -295,16 +296,34 @@ def _advanced_put(op: str, y: Tensor, advanced, value: Any,
 _NUMBERS = (builtins.int, builtins.float, builtins.bool, np.number, np.bool_)
 
 
-def _value_as(op: str, value: Any, shape: tuple[int, ...], dtype: dt.DType) -> Tensor:
+def _without_leading_ones(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``shape`` with its leading size-1 dims dropped (PyTorch's ``slicePrefix1sSize``)."""
+    k = 0
+    while k < len(shape) and shape[k] == 1:
+        k += 1
+    return shape[k:]
+
+
+def _value_as(op: str, value: Any, shape: tuple[int, ...], dtype: dt.DType,
+              drop_leading_ones: bool = False) -> Tensor:
+    """``value`` cast to ``dtype`` and broadcast to the indexed ``shape``.
+
+    ``drop_leading_ones`` (``x[index] = value``): a value with more dims than ``shape``
+    loses its leading size-1 dims first, as PyTorch's ``__setitem__`` does, so
+    ``out[t] = o`` with ``o`` of shape (1, 2, 4) fills a (2, 4) window; ``index_put_``
+    keeps the strict broadcast, as in PyTorch."""
     if isinstance(value, Tensor):
-        if broadcast_shapes(op, value.shape, shape) != shape:
+        v = value
+        if drop_leading_ones and v.ndim > len(shape):
+            v = prim("reshape", [v], {}, _without_leading_ones(v.shape), v.dtype)
+        if v.ndim > len(shape) or broadcast_shapes(op, v.shape, shape) != shape:
             raise ValueError(f"{op}: value of shape {value.shape} cannot be broadcast to the "
                              f"indexed shape {shape}")
-        return broadcast_to(ops.cast(value, dtype), shape, op)
+        return broadcast_to(ops.cast(v, dtype), shape, op)
     if isinstance(value, _NUMBERS):
         return full_const(value, shape, dtype)
     from nova.tensor.creation import tensor
-    return _value_as(op, tensor(value, dtype=dtype), shape, dtype)
+    return _value_as(op, tensor(value, dtype=dtype), shape, dtype, drop_leading_ones)
 
 
 def getitem(x: Tensor, index: Any) -> Tensor:
@@ -347,14 +366,15 @@ def _masked_put(x: Tensor, index: Any, value: Any) -> Tensor | None:
     if not isinstance(value, Tensor):
         from nova.tensor.creation import tensor
         value = tensor(value, dtype=x.dtype)
-    if value.numel() == 1 and value.ndim > len(rest):
-        value = value.reshape(())
-    if value.ndim > len(rest) or broadcast_shapes(op, value.shape, rest) != rest:
+    kept = _without_leading_ones(value.shape) if value.ndim > len(rest) else value.shape
+    if len(kept) > len(rest) or broadcast_shapes(op, kept, rest) != rest:
         raise IndexError(f"{op}: x[mask] = value with a value of shape {value.shape} needs "
                          f"one value per selected element, a count that depends on the "
                          f"mask's data ({mask.shape} into {x.shape}), which Nova's static "
                          f"shapes cannot express; assign a value broadcastable to {rest} "
                          "(the same for every selected element), or use nv.where")
+    if kept != value.shape:        # PyTorch drops a value's leading size-1 dims
+        value = value.reshape(kept)
     shaped = mask.reshape((1,) * lead + mask.shape + (1,) * len(rest))
     return ops.where(shaped, ops.cast(value, x.dtype), x)
 
@@ -394,9 +414,11 @@ def setitem(x: Tensor, index: Any, value: Any) -> None:
         x._assign(on_host, "__setitem__")
         return
     if p.advanced:
-        new_window = _advanced_put("__setitem__", _basic(x, p), p.advanced, value)
+        new_window = _advanced_put("__setitem__", _basic(x, p), p.advanced, value,
+                                   drop_leading_ones=True)
     else:
-        new_window = _value_as("__setitem__", value, p.out_shape, x.dtype)
+        new_window = _value_as("__setitem__", value, p.out_shape, x.dtype,
+                               drop_leading_ones=True)
     x._assign(_basic_put(x, p, new_window), "__setitem__")
 
 

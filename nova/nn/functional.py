@@ -257,15 +257,36 @@ def _reduce(op: str, loss: Tensor, reduction: str, weight_sum: Tensor | None = N
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, *,
                   ignore_index: int = -100, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> Tensor:
-    """Softmax cross entropy over class dim 1 of ``input`` (N, C) or (N, C, d1, ...) with
-    integer class ``target`` (N,) or (N, d1, ...). Targets equal to ``ignore_index``
-    contribute nothing and are left out of the mean. ``weight`` (C,) weighs each
-    sample by its target's class (the mean divides by the weights' sum) and, with
-    ``label_smoothing``, each class of the smoothing term, as PyTorch does."""
-    input, target = _class_targets("cross_entropy", full_precision(input), target)
-    c_dim = 1
+    """Softmax cross entropy over class dim 1 of ``input`` (N, C) or (N, C, d1, ...), or
+    dim 0 of one sample (C,).
+
+    ``target`` holds either class indices (integers, of shape (N,) or (N, d1, ...)), or,
+    when it has ``input``'s shape, class probabilities (floats: mixup, distillation),
+    as in PyTorch; see ``_cross_entropy_indices`` and ``_cross_entropy_probs``. A 1-D
+    input with ``reduction='none'`` gives a 0-d loss."""
+    if not isinstance(input, Tensor) or not isinstance(target, Tensor):
+        raise TypeError("cross_entropy: input and target must be Tensors")
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    single = input.ndim == 1
+    if target.shape == input.shape:
+        loss = _cross_entropy_probs(full_precision(input), full_precision(target), weight,
+                                    ignore_index, reduction, label_smoothing)
+    else:
+        loss = _cross_entropy_indices(full_precision(input), target, weight, ignore_index,
+                                      reduction, label_smoothing)
+    return loss.reshape(()) if single and reduction == "none" else loss
+
+
+def _cross_entropy_indices(input: Tensor, target: Tensor, weight: Tensor | None,
+                           ignore_index: int, reduction: str,
+                           label_smoothing: float) -> Tensor:
+    """Class-index targets. Targets equal to ``ignore_index`` contribute nothing and are
+    left out of the mean. ``weight`` (C,) weighs each sample by its target's class
+    (the mean divides by the weights' sum) and, with ``label_smoothing``, each class of
+    the smoothing term, as PyTorch does."""
+    input, target = _class_targets("cross_entropy", input, target)
+    c_dim = 1
     logp = ops.log_softmax(input, c_dim)
     valid = ops.ne(target, ignore_index)
     safe = ops.where(valid, target, 0)
@@ -292,8 +313,39 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, *
     return _reduce("cross_entropy", combined, reduction)
 
 
+def _cross_entropy_probs(input: Tensor, target: Tensor, weight: Tensor | None,
+                         ignore_index: int, reduction: str, label_smoothing: float) -> Tensor:
+    """Class-probability targets (``target`` of ``input``'s shape), as PyTorch computes
+    them: per sample, -sum_c w_c t_c log_softmax(input)_c, where ``label_smoothing``
+    mixes the target with the uniform distribution, t (1 - ls) + ls / C. Unlike class
+    indices, the mean divides by the number of samples (N d1 ...), not by the weights,
+    and there is nothing to ignore: PyTorch refuses a non-negative ``ignore_index``."""
+    op = "cross_entropy"
+    if input.ndim < 1 or not input.dtype.is_floating_point:
+        raise ValueError(f"{op}: input must be a floating-point tensor of shape (C,) or "
+                         f"(N, C, ...), got {input.dtype.name} of shape {input.shape}")
+    if not target.dtype.is_floating_point:
+        raise TypeError(f"{op}: a target of the input's shape {input.shape} holds class "
+                        f"probabilities and must be floating point, got {target.dtype.name} "
+                        f"(class indices have shape {input.shape[:1] + input.shape[2:]})")
+    if ignore_index >= 0:
+        raise ValueError(f"{op}: ignore_index={ignore_index} is not supported with "
+                         f"class-probability targets (target of the input's shape "
+                         f"{input.shape}); leave it at its default (-100)")
+    if input.ndim == 1:
+        input, target = input.unsqueeze(0), target.unsqueeze(0)
+    classes = input.shape[1]
+    if label_smoothing > 0.0:
+        target = ops.add(ops.mul(target, 1.0 - label_smoothing), label_smoothing / classes)
+    shaped = _class_weights(op, weight, classes, input.ndim)
+    if shaped is not None:
+        target = ops.mul(target, shaped)
+    loss = ops.neg(ops.sum(ops.mul(ops.log_softmax(input, 1), target), 1))
+    return _reduce(op, loss, reduction)
+
+
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    input, target = _check_pair("mse_loss", input, target)
+    input, target = _broadcast_pair("mse_loss", input, target)
     d = ops.sub(input, target)
     return _reduce("mse_loss", ops.mul(d, d), reduction)
 
@@ -309,11 +361,32 @@ def _check_pair(op: str, input: Tensor, target: Tensor) -> tuple[Tensor, Tensor]
     return full_precision(input), full_precision(target)
 
 
+def _broadcast_pair(op: str, input: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
+    """Like ``_check_pair`` for the losses that PyTorch lets broadcast (``mse_loss``,
+    ``l1_loss``, ``smooth_l1_loss``, ``huber_loss``): a target of another shape warns, as
+    PyTorch does (a (N, 1) prediction against a (N,) target gives an (N, N) loss, rarely
+    what was meant), then broadcasts; shapes that do not broadcast are an error."""
+    if not isinstance(input, Tensor) or not isinstance(target, Tensor):
+        raise TypeError(f"{op}: input and target must be Tensors")
+    if input.shape != target.shape:
+        pairs = zip(reversed(input.shape), reversed(target.shape))
+        if not all(a == b or a == 1 or b == 1 for a, b in pairs):
+            raise ValueError(f"{op}: input {input.shape} and target {target.shape} must have "
+                             "the same shape (or, as PyTorch allows with a warning, shapes "
+                             "that broadcast together)")
+        # PyTorch's text, so filters written for it (they match its start) still apply
+        warnings.warn(f"Using a target size {target.shape} that is different to the input "
+                      f"size {input.shape}. This will likely lead to incorrect results due "
+                      f"to broadcasting. Please ensure they have the same size. (in {op})",
+                      UserWarning, stacklevel=3)
+    return full_precision(input), full_precision(target)
+
+
 def _class_targets(op: str, input: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
     """(input, target) as (N, C, ...) and (N, ...): a 1-D input is one sample."""
     if input.ndim < 1 or not input.dtype.is_floating_point:
-        raise ValueError(f"{op}: input must be floating point, got {input.dtype.name} of "
-                         f"shape {input.shape}")
+        raise ValueError(f"{op}: input must be a floating-point tensor of shape (C,) or "
+                         f"(N, C, ...), got {input.dtype.name} of shape {input.shape}")
     if target.dtype not in (dt.int32, dt.int64):
         raise TypeError(f"{op}: target must hold class indices (int32/int64), got "
                         f"{target.dtype.name}")
@@ -341,6 +414,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
     """Negative log-likelihood of class ``target`` under log-probabilities ``input``
     (N, C) or (N, C, d1, ...). With ``weight``, each sample counts ``weight[target]``
     and the mean divides by their sum; ``ignore_index`` targets count 0."""
+    single = input.ndim == 1
     input, target = _class_targets("nll_loss", full_precision(input), target)
     valid = ops.ne(target, ignore_index)
     safe = ops.where(valid, target, 0)
@@ -349,19 +423,20 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
     if weight is not None:
         _class_weights("nll_loss", weight, input.shape[1], input.ndim)
         w = ops.mul(w, weight[safe])
-    return _reduce("nll_loss", ops.mul(picked, w), reduction,
+    loss = _reduce("nll_loss", ops.mul(picked, w), reduction,
                    ops.sum(w) if reduction == "mean" else None)
+    return loss.reshape(()) if single and reduction == "none" else loss
 
 
 def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    input, target = _check_pair("l1_loss", input, target)
+    input, target = _broadcast_pair("l1_loss", input, target)
     return _reduce("l1_loss", ops.abs(ops.sub(input, target)), reduction)
 
 
 def smooth_l1_loss(input: Tensor, target: Tensor, reduction: str = "mean",
                    beta: float = 1.0) -> Tensor:
     """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta = 0: L1)."""
-    input, target = _check_pair("smooth_l1_loss", input, target)
+    input, target = _broadcast_pair("smooth_l1_loss", input, target)
     if beta < 0:
         raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
     d = ops.abs(ops.sub(input, target))
@@ -374,7 +449,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, reduction: str = "mean",
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean",
                delta: float = 1.0) -> Tensor:
     """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta)."""
-    input, target = _check_pair("huber_loss", input, target)
+    input, target = _broadcast_pair("huber_loss", input, target)
     if delta <= 0:
         raise ValueError(f"huber_loss: delta must be > 0, got {delta}")
     d = ops.abs(ops.sub(input, target))

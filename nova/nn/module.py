@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections import OrderedDict
+from collections import OrderedDict, namedtuple
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,6 +23,21 @@ from nova.core.hooks import RemovableHandle
 
 class StateDictError(RuntimeError):
     """``load_state_dict`` found missing, unexpected or mis-shaped entries."""
+
+
+class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+    """What ``load_state_dict`` returns, as in PyTorch: a named pair that still unpacks
+    as ``missing, unexpected = ...``, shown as ``<All keys matched successfully>`` when
+    both lists are empty."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
+
+    __str__ = __repr__
 
 
 class Module:
@@ -306,9 +321,11 @@ class Module:
                     slots[f"{mname}.{name}" if mname else name] = (m, name, "buffer")
         return slots
 
-    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True):
+    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True
+                        ) -> _IncompatibleKeys:
         """Copy values in (under no_grad). Mis-shaped keys always raise; missing and
-        unexpected keys raise when ``strict``. Returns (missing_keys, unexpected_keys)."""
+        unexpected keys raise when ``strict``. Returns the named pair
+        ``(missing_keys, unexpected_keys)``, as PyTorch does."""
         slots = self._named_state_slots()
         missing = [k for k in slots if k not in state_dict]
         unexpected = [k for k in state_dict if k not in slots]
@@ -340,7 +357,7 @@ class Module:
                     value = tensor(value)
                 target = m._parameters[name] if kind == "param" else m._buffers[name]
                 target.copy_(value)
-        return missing, unexpected
+        return _IncompatibleKeys(missing, unexpected)
 
     # ------------------------------------------------------------ calling, printing
 

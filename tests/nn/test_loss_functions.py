@@ -251,3 +251,78 @@ def test_an_infinite_norm_or_variance_is_clamped_without_nan():
     m = nn.Sequential(nn.BatchNorm1d(2))
     m.register_buffer("own", nv.zeros(1))
     assert len(list(m.buffers(recurse=False))) == 1 and len(list(m.buffers())) == 4
+
+
+def _log_softmax(x, axis):
+    m = x.max(axis, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis, keepdims=True))
+
+
+def _soft_ce(x, t, w, ls):
+    """PyTorch's probability-target cross entropy per sample (class dim 1)."""
+    c = x.shape[1]
+    t = t * (1 - ls) + ls / c
+    wb = np.ones(c) if w is None else w
+    return -(_log_softmax(x, 1) * t * wb.reshape((1, c) + (1,) * (x.ndim - 2))).sum(1)
+
+
+def test_cross_entropy_with_class_probability_targets():
+    """Mixup / distillation targets: a float target of the input's shape. The mean
+    divides by the number of samples, not by the class weights."""
+    xk, pk = RNG.standard_normal((2, 3, 2, 2)), RNG.random((2, 3, 2, 2))
+    got = {r: F.cross_entropy(nv.tensor(X), nv.tensor(P), nv.tensor(W), reduction=r,
+                              label_smoothing=0.2) for r in ("none", "sum", "mean")}
+    got["plain"] = F.cross_entropy(nv.tensor(X), nv.tensor(P))
+    got["kdim"] = F.cross_entropy(nv.tensor(xk), nv.tensor(pk), nv.tensor(W[:3]))
+    got["one"] = F.cross_entropy(nv.tensor(X[0]), nv.tensor(P[0]), reduction="none")
+    got["index_one"] = F.cross_entropy(nv.tensor(X[0]), nv.tensor(2), reduction="none")
+    got["nll_one"] = F.nll_loss(nv.tensor(X[0]), nv.tensor(2), reduction="none")
+    got["module"] = nn.CrossEntropyLoss(nv.tensor(W), label_smoothing=0.2)(nv.tensor(X),
+                                                                            nv.tensor(P))
+    got["empty"] = F.cross_entropy(nv.zeros(0, 5), nv.zeros(0, 5))
+    nv.realize(*got.values())
+    per = _soft_ce(X, P, W, 0.2)
+    for r, want in (("none", per), ("sum", per.sum()), ("mean", per.sum() / 4),
+                    ("module", per.sum() / 4), ("plain", _soft_ce(X, P, None, 0.0).mean()),
+                    ("kdim", _soft_ce(xk, pk, W[:3], 0.0).mean()),
+                    ("one", _soft_ce(X[:1], P[:1], None, 0.0)[0]),
+                    ("index_one", -_log_softmax(X[0], 0)[2]), ("nll_one", -X[0, 2])):
+        assert_close(got[r], want, rtol=1e-13, atol=0), r
+    assert math.isnan(got["empty"].item())
+    assert gradcheck(lambda a, t: (
+        F.cross_entropy(a, t, nv.tensor(W[:3]), reduction="none", label_smoothing=0.1),
+        F.cross_entropy(a[0], t[0].softmax(0))), [xk[:, :, :1], pk[:, :, :1]])
+    with pytest.raises(TypeError, match=r"cross_entropy: a target of the input's shape "
+                                        r"\(4, 5\) holds class probabilities"):
+        F.cross_entropy(nv.tensor(X), nv.ones(4, 5, dtype=nv.int64))
+    with pytest.raises(ValueError, match="ignore_index=0 is not supported with class-prob"):
+        F.cross_entropy(nv.tensor(X), nv.tensor(P), ignore_index=0)
+    with pytest.raises(ValueError, match=r"cross_entropy: weight must have shape \(5,\)"):
+        F.cross_entropy(nv.tensor(X), nv.tensor(P), nv.ones(4))
+
+
+def test_pointwise_losses_broadcast_a_target_of_another_shape_with_a_warning():
+    """PyTorch's mse_loss, l1_loss, smooth_l1_loss and huber_loss warn and broadcast
+    ((4, 1) against (4,) is a (4, 4) loss); the binary cross entropies refuse."""
+    a, b = X[:, :1], Y[0, :4]
+    d = np.abs(a - b)
+    with pytest.warns(UserWarning, match=r"^Using a target size \(4,\) that is different "
+                                         r"to the input size \(4, 1\).*\(in mse_loss\)"):
+        mse = F.mse_loss(nv.tensor(a), nv.tensor(b))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = [nn.MSELoss(reduction="sum")(nv.tensor(a), nv.tensor(b)),
+               F.l1_loss(nv.tensor(a), nv.tensor(b), reduction="none"),
+               F.smooth_l1_loss(nv.tensor(a), nv.tensor(b), reduction="none", beta=0.5),
+               F.huber_loss(nv.tensor(a), nv.tensor(b), reduction="none", delta=0.5)]
+    assert len(caught) == 4 and all("Using a target size" in str(w.message) for w in caught)
+    nv.realize(mse, *got)
+    wants = [(d * d).mean(), (d * d).sum(), d, np.where(d < 0.5, d * d, d - 0.25),
+             np.where(d < 0.5, 0.5 * d * d, 0.5 * (d - 0.25))]
+    for g, w in zip([mse, *got], wants):
+        assert_close(g, w, rtol=1e-13, atol=0)
+    with pytest.raises(ValueError, match=r"mse_loss: input \(3,\) and target \(4,\) must "
+                                         r"have the same shape \(or.*broadcast together"):
+        F.mse_loss(nv.zeros(3), nv.zeros(4))
+    with pytest.raises(ValueError, match=r"binary_cross_entropy: input \(4, 1\) and target"):
+        F.binary_cross_entropy(nv.tensor(a).sigmoid(), nv.tensor(b))

@@ -56,7 +56,9 @@ def test_state_dict_round_trip_and_errors():
     assert list(sd) == ["scale", "running", "fc1.weight", "fc1.bias", "blocks.0.weight",
                         "blocks.0.bias", "heads.out.weight"]
     assert "scratch" not in sd  # non-persistent buffer
-    b.load_state_dict(sd)
+    matched = b.load_state_dict(sd)
+    assert repr(matched) == str(matched) == "<All keys matched successfully>"
+    assert matched.missing_keys == [] and matched.unexpected_keys == []
     for (n, p), (_, q) in zip(a.named_parameters(), b.named_parameters()):
         np.testing.assert_array_equal(p.numpy(), q.numpy())
     bad = dict(sd)
@@ -69,8 +71,12 @@ def test_state_dict_round_trip_and_errors():
     assert "size mismatch for fc1.weight: checkpoint (5, 3) vs model (4, 3)" in msg
     assert "missing keys: scale" in msg and "unexpected keys: extra" in msg
     del bad["fc1.weight"]
-    missing, unexpected = b.load_state_dict(bad, strict=False)
+    result = b.load_state_dict(bad, strict=False)
+    missing, unexpected = result          # PyTorch's named pair still unpacks
     assert missing == ["scale", "fc1.weight"] and unexpected == ["extra"]
+    assert result.missing_keys is missing and result.unexpected_keys is unexpected
+    assert repr(result) == ("_IncompatibleKeys(missing_keys=['scale', 'fc1.weight'], "
+                            "unexpected_keys=['extra'])")
 
 
 def test_tied_parameters_are_counted_once_and_stay_tied():

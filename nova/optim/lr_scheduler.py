@@ -49,6 +49,7 @@ class LRScheduler:
             g.setdefault("initial_lr", g["lr"])
         self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
         self.last_epoch = last_epoch
+        self._step_count = 0         # step() calls, the constructor's included (PyTorch's)
         peers = _peers(optimizer)
         peers.append(weakref.ref(self))
         if len(peers) > 1:           # stepped together: they compose (module docstring)
@@ -66,6 +67,7 @@ class LRScheduler:
 
     def step(self) -> None:
         capture_log.action("sched_step", self)
+        self._step_count += 1
         self.last_epoch += 1
         if self._chained:
             self._last_lr = self._chain_lr([g["lr"] for g in self.optimizer.param_groups],
@@ -79,12 +81,16 @@ class LRScheduler:
         return list(self._last_lr)
 
     def state_dict(self) -> dict[str, Any]:
+        """The scheduler's attributes (``last_epoch``, ``base_lrs``, ``_last_lr``,
+        ``_step_count`` and its own settings), as PyTorch's ``__dict__`` less the
+        optimizer; functions and other schedulers are left out (``_unsaved``)."""
         return {k: v for k, v in self.__dict__.items() if k not in self._unsaved}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore the position in the schedule and write its rate into the groups. In
         a chain the rate depends on the other schedulers: the ``ChainedScheduler``
-        restores it."""
+        restores it. A state without a key (saved by an older Nova: no ``_step_count``)
+        leaves that attribute as it is."""
         self.__dict__.update(state)
         if self._chained:
             return
@@ -322,7 +328,9 @@ class MultiplicativeLR(LRScheduler):
 class CosineAnnealingWarmRestarts(LRScheduler):
     """Cosine annealing restarted every ``T_i`` epochs, ``T_0`` first, each period
     ``T_mult`` times the last: ``eta_min + (base - eta_min)(1 + cos(pi T_cur / T_i)) / 2``
-    (SGDR; the closed form of PyTorch's integer-epoch schedule)."""
+    (SGDR; the closed form of PyTorch's integer-epoch schedule). ``T_cur`` (epochs since
+    the last restart) and ``T_i`` (the current period) are attributes, kept at
+    ``last_epoch``'s position by ``step`` and ``load_state_dict``, as in PyTorch."""
 
     def __init__(self, optimizer: Optimizer, T_0: int, T_mult: int = 1, eta_min: float = 0.0,
                  last_epoch: int = -1):
@@ -332,17 +340,31 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         self.T_0, self.T_mult, self.eta_min = T_0, T_mult, eta_min
         super().__init__(optimizer, last_epoch)
 
-    def lr_at(self, epoch: int) -> list[float]:
+    def _position(self, epoch: int) -> tuple[int, int]:
+        """(T_cur, T_i) at ``epoch``: the epochs since the last restart and the period."""
         if self.T_mult == 1:
-            t_cur, t_i = epoch % self.T_0, self.T_0
-        else:
-            n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
-            t_cur = epoch - self.T_0 * (self.T_mult ** n - 1) // (self.T_mult - 1)
-            t_i = self.T_0 * self.T_mult ** n
-            if t_cur >= t_i:            # float log landed one period short
-                t_cur, t_i = t_cur - t_i, t_i * self.T_mult
+            return epoch % self.T_0, self.T_0
+        n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+        t_cur = epoch - self.T_0 * (self.T_mult ** n - 1) // (self.T_mult - 1)
+        t_i = self.T_0 * self.T_mult ** n
+        if t_cur >= t_i:            # float log landed one period short
+            t_cur, t_i = t_cur - t_i, t_i * self.T_mult
+        return t_cur, t_i
+
+    def lr_at(self, epoch: int) -> list[float]:
+        t_cur, t_i = self._position(epoch)
         c = (1 + math.cos(math.pi * t_cur / t_i)) / 2
         return [self.eta_min + (base - self.eta_min) * c for base in self.base_lrs]
+
+    def step(self) -> None:
+        super().step()
+        self.T_cur, self.T_i = self._position(self.last_epoch)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the position (``T_cur`` and ``T_i`` follow ``last_epoch``, also from
+        a state saved without them)."""
+        super().load_state_dict(state)
+        self.T_cur, self.T_i = self._position(self.last_epoch)
 
 
 class SequentialLR(LRScheduler):
@@ -710,6 +732,7 @@ class OneCycleLR(_MomentumSchedule):
         of the next optimizer step. Raises ``ValueError`` past ``total_steps``, with
         ``last_epoch`` already advanced, as PyTorch does."""
         capture_log.action("sched_step", self)
+        self._step_count += 1
         self.last_epoch += 1
         lrs, moms = self._at(self.last_epoch)
         self._write(lrs, moms)
@@ -831,6 +854,7 @@ class CyclicLR(_MomentumSchedule):
         """Advance one training step: the rate and (with ``cycle_momentum``) the momentum
         of the next optimizer step."""
         capture_log.action("sched_step", self)
+        self._step_count += 1
         self.last_epoch += 1
         self._write(*self._at(self.last_epoch))
 

@@ -299,3 +299,36 @@ def test_schedulers_stepped_together_compose_as_pytorchs():
         seen.append(round(o.param_groups[0]["lr"], 6))
         seq.step()
     assert seen == [0.1, 0.55, 1.0, 0.853553, 0.5, 0.146447]
+
+
+def test_state_dicts_carry_pytorchs_step_count_and_warm_restart_position():
+    """``_step_count`` (the constructor's step included) in every state dict;
+    CosineAnnealingWarmRestarts' ``T_cur`` (epochs since the restart) and ``T_i`` (the
+    period, ``T_0 * T_mult ** k``) as attributes and entries; a state saved without them
+    (an older Nova) still restores the position."""
+    s = sched.CosineAnnealingWarmRestarts(_sgd(), T_0=2, T_mult=3, eta_min=0.1)
+    positions = []
+    for _ in range(9):
+        positions.append((s.last_epoch, s.T_cur, s.T_i))
+        s.step()
+    # periods of 2 then 6 epochs: restarts at epochs 2 and 8
+    assert positions == [(0, 0, 2), (1, 1, 2), (2, 0, 6), (3, 1, 6), (4, 2, 6), (5, 3, 6),
+                         (6, 4, 6), (7, 5, 6), (8, 0, 18)]
+    sd = s.state_dict()
+    assert (sd["T_cur"], sd["T_i"], sd["_step_count"], sd["last_epoch"]) == (1, 18, 10, 9)
+    assert sd["base_lrs"] == [1.0] and sd["_last_lr"] == s.get_last_lr()
+    fresh = sched.CosineAnnealingWarmRestarts(_sgd(), T_0=2, T_mult=3, eta_min=0.1)
+    fresh.load_state_dict(sd)
+    assert (fresh.T_cur, fresh.T_i, fresh._step_count) == (1, 18, 10)
+    old = {k: v for k, v in sd.items() if k not in ("T_cur", "T_i", "_step_count")}
+    fresh = sched.CosineAnnealingWarmRestarts(_sgd(), T_0=2, T_mult=3, eta_min=0.1)
+    fresh.load_state_dict(old)
+    assert (fresh.T_cur, fresh.T_i, fresh.last_epoch) == (1, 18, 9)
+    assert fresh.optimizer.param_groups[0]["lr"] == pytest.approx(
+        0.1 + 0.9 * (1 + math.cos(math.pi / 18)) / 2, rel=1e-15)
+    opt = _sgd(momentum=0.9)
+    for s in (sched.StepLR(_sgd(), 2), sched.CyclicLR(opt, 0.1, 1.0, step_size_up=2),
+              sched.OneCycleLR(_sgd(momentum=0.9), 1.0, total_steps=5)):
+        s.step()
+        s.step()
+        assert s._step_count == 3 and s.state_dict()["_step_count"] == 3, type(s).__name__

@@ -40,6 +40,32 @@ builtin.module {
   }
 }"""
 
+# two rows against a matrix read along K: a reduction over (N, M, K), transposed back;
+# five rows stay a GEMM
+FEW_ROWS = """\
+builtin.module {
+  func.func @step(%x: tensor<2x6xf32>, %w: tensor<5x6xf32>, %z: tensor<5x6xf32>) -> (tensor<2x5xf32>, tensor<5x5xf32>) {
+    %wt = nova.transpose %w perm = [1, 0] : tensor<5x6xf32> -> tensor<6x5xf32>
+    %y = nova.matmul %x, %wt : tensor<2x6xf32>, tensor<6x5xf32> -> tensor<2x5xf32>
+    %g = nova.matmul %z, %wt : tensor<5x6xf32>, tensor<6x5xf32> -> tensor<5x5xf32>
+    func.return %y, %g : tensor<2x5xf32>, tensor<5x5xf32>
+  }
+}"""
+
+FEW_ROWS_AFTER = """\
+builtin.module {
+  func.func @step(%x: tensor<2x6xf32>, %w: tensor<5x6xf32>, %z: tensor<5x6xf32>) -> (tensor<2x5xf32>, tensor<5x5xf32>) {
+    %wt = nova.transpose %w perm = [1, 0] : tensor<5x6xf32> -> tensor<6x5xf32>
+    %0 = nova.broadcast_in_dim %w dims = [0, 2] : tensor<5x6xf32> -> tensor<5x2x6xf32>
+    %1 = nova.broadcast_in_dim %x dims = [1, 2] : tensor<2x6xf32> -> tensor<5x2x6xf32>
+    %2 = nova.mul %0, %1 : tensor<5x2x6xf32>
+    %3 = nova.reduce_sum %2 axes = [2] : tensor<5x2x6xf32> -> tensor<5x2xf32>
+    %y = nova.transpose %3 perm = [1, 0] : tensor<5x2xf32> -> tensor<2x5xf32>
+    %g = nova.matmul %z, %wt : tensor<5x6xf32>, tensor<6x5xf32> -> tensor<5x5xf32>
+    func.return %y, %g : tensor<2x5xf32>, tensor<5x5xf32>
+  }
+}"""
+
 # kept: a row vector times a row-major matrix (a column reduction would walk K with a
 # stride), a matrix read transposed times a column, a float16 product, a real GEMM
 KEPT = """\
@@ -72,6 +98,18 @@ def test_matrix_vector_and_outer_products_become_reductions_and_products():
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
 
+def test_a_few_rows_against_a_matrix_read_along_k_become_a_reduction():
+    module = parse_module(FEW_ROWS)
+    fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    rs = np.random.RandomState(0)
+    args = [rs.randn(*a.type.get_shape()).astype(np.float32) for a in fn.body.block.args]
+    before = _run(module, args)
+    out = vector_products(module)
+    assert str(out) == FEW_ROWS_AFTER
+    for got, want in zip(_run(out, args), before):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
 def test_products_read_against_their_layout_half_floats_and_gemms_stay():
     module = parse_module(KEPT)
     assert str(vector_products(module)) == KEPT
@@ -82,7 +120,7 @@ def test_one_row_linear_dot_and_mv_with_gradients_match_float64(batch):
     """End to end on the cpu engine: the products the pass rewrites (a one-row Linear,
     its weight gradient, dot, mv, a batched row-times-transposed product)."""
     rs = np.random.RandomState(1)
-    xs = rs.randn(*batch, 1, 70).astype(np.float32)
+    xs = rs.randn(*batch, 3 if batch else 1, 70).astype(np.float32)   # 3: a few rows
     ws = rs.randn(*batch, 33, 70).astype(np.float32)
     u, v = rs.randn(300).astype(np.float32), rs.randn(300).astype(np.float32)
     m = rs.randn(40, 300).astype(np.float32)

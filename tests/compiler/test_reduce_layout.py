@@ -1,12 +1,10 @@
 """Reductions of transposed values (``nova.compiler.passes.reduce_layout``): input IR and
 the IR it becomes, the values unchanged (to rounding), and what is left alone."""
 import numpy as np
-from xdsl.dialects import func
 
 import nova as nv
 from nova.compiler.passes import reduce_in_layout
-from nova.runtime.interpreter import compile_function
-from tests.compiler.parsing import parse_module
+from tests.compiler.parsing import assert_rewrites, parse_module
 
 TRANSPOSED = """\
 builtin.module {
@@ -53,21 +51,8 @@ builtin.module {
 }"""
 
 
-def _run(module, args):
-    fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
-    return compile_function(fn)(args)
-
-
 def test_reductions_of_transposed_values_reduce_what_the_transpose_reads():
-    module = parse_module(TRANSPOSED)
-    fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
-    rs = np.random.RandomState(0)
-    args = [rs.randn(*a.type.get_shape()).astype(np.float32) for a in fn.body.block.args]
-    before = _run(module, args)
-    out = reduce_in_layout(module)
-    assert str(out) == TRANSPOSED_AFTER
-    for got, want in zip(_run(out, args), before):
-        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    assert_rewrites(reduce_in_layout, TRANSPOSED, TRANSPOSED_AFTER)
 
 
 def test_a_transposed_value_read_twice_and_plain_reductions_are_left_alone():

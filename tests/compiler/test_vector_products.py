@@ -2,12 +2,10 @@
 and the IR it becomes, the values unchanged (to rounding), and what stays a GEMM."""
 import numpy as np
 import pytest
-from xdsl.dialects import func
 
 import nova as nv
 from nova.compiler.passes import vector_products
-from nova.runtime.interpreter import compile_function
-from tests.compiler.parsing import parse_module
+from tests.compiler.parsing import assert_rewrites, parse_module
 
 VECTORS = """\
 builtin.module {
@@ -81,33 +79,12 @@ builtin.module {
 }"""
 
 
-def _run(module, args):
-    fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
-    return compile_function(fn)(args)
-
-
 def test_matrix_vector_and_outer_products_become_reductions_and_products():
-    module = parse_module(VECTORS)
-    fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
-    rs = np.random.RandomState(0)
-    args = [rs.randn(*a.type.get_shape()).astype(np.float32) for a in fn.body.block.args]
-    before = _run(module, args)
-    out = vector_products(module)
-    assert str(out) == VECTORS_AFTER
-    for got, want in zip(_run(out, args), before):
-        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    assert_rewrites(vector_products, VECTORS, VECTORS_AFTER)
 
 
 def test_a_few_rows_against_a_matrix_read_along_k_become_a_reduction():
-    module = parse_module(FEW_ROWS)
-    fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
-    rs = np.random.RandomState(0)
-    args = [rs.randn(*a.type.get_shape()).astype(np.float32) for a in fn.body.block.args]
-    before = _run(module, args)
-    out = vector_products(module)
-    assert str(out) == FEW_ROWS_AFTER
-    for got, want in zip(_run(out, args), before):
-        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    assert_rewrites(vector_products, FEW_ROWS, FEW_ROWS_AFTER)
 
 
 def test_products_read_against_their_layout_half_floats_and_gemms_stay():

@@ -33,6 +33,7 @@ from nova.autograd.grad_mode import enable_grad, no_grad
 from nova.core import dtypes as dt
 from nova.optim import _checks
 from nova.optim.optimizer import Optimizer, zeros_state
+from nova.tensor.arrays import dot
 from nova.tensor.creation import zeros
 from nova.tensor.function_template import stamped
 from nova.tensor.movement import cat
@@ -53,11 +54,6 @@ def _host_tensor(values: Any, dtype: dt.DType) -> Tensor:
     return Tensor._wrap(buffer_node(np.asarray(values, dtype=dtype.np), dtype, None))
 
 
-def _dot(a: Tensor, b: Tensor) -> Tensor:
-    """The inner product of two flat vectors as one reduction kernel (``torch.dot``'s
-    value; ``nv.dot`` goes through a 1 x n by n x 1 matmul, whose CPU kernel does not
-    spread a single output over threads)."""
-    return (a * b).sum()
 
 
 class _Point(NamedTuple):
@@ -170,11 +166,11 @@ def _two_loop(g: Tensor, h_diag: Tensor, *history: Tensor) -> Tensor:
     q = -g
     al: list[Tensor] = [None] * m  # type: ignore[list-item]
     for i in range(m - 1, -1, -1):
-        al[i] = _dot(stps[i], q) * rho[i]
+        al[i] = dot(stps[i], q) * rho[i]
         q = q - al[i] * dirs[i]
     r = q * h_diag
     for i in range(m):
-        be = _dot(dirs[i], r) * rho[i]
+        be = dot(dirs[i], r) * rho[i]
         r = r + (al[i] - be) * stps[i]
     return r
 
@@ -247,7 +243,7 @@ class LBFGS(Optimizer):
             value = closure()
         g = self._flat_grad()
         gmax = g.abs().max()
-        gtd = None if d is None else _dot(g, d)
+        gtd = None if d is None else dot(g, d)
         realize(*[v for v in (value, g, gmax, gtd) if isinstance(v, Tensor)])
         return value, _Point(t, float(value), g, float("nan") if gtd is None else gtd.item(),
                              gmax.item())
@@ -267,7 +263,7 @@ class LBFGS(Optimizer):
         dirs, stps = pads[:missing] + dirs, pads[missing:] + stps
         rho = [_host_tensor(v, g.dtype) for v in [0.0] * missing + ro]
         r = _two_loop(g, _host_tensor(h_diag, g.dtype), *rho, *dirs, *stps)
-        gtd, dmax = _dot(g, r), r.abs().max()
+        gtd, dmax = dot(g, r), r.abs().max()
         realize(r, gtd, dmax)
         return r, gtd.item(), dmax.item()
 
@@ -324,13 +320,13 @@ class LBFGS(Optimizer):
             if state["n_iter"] == 1:             # the first iteration ever: steepest descent
                 dirs, stps, ro, h_diag = [], [], [], 1.0
                 d = -g
-                gtd_t, g_l1 = _dot(g, d), g.abs().sum()
+                gtd_t, g_l1 = dot(g, d), g.abs().sum()
                 realize(d, gtd_t, g_l1)
                 gtd, dmax = gtd_t.item(), here.gmax
                 t = float(min(1.0, scalar(1.0) / scalar(g_l1.item())) * scalar(lr))
             else:
                 y, s = g - prev_g, d * _host_tensor(t, d.dtype)
-                ys_t, yy_t = _dot(y, s), _dot(y, y)
+                ys_t, yy_t = dot(y, s), dot(y, y)
                 realize(y, s, ys_t, yy_t)
                 ys = ys_t.item()
                 if ys > 1e-10:                   # curvature condition: remember (s, y)

@@ -19,14 +19,17 @@ the same with any number of workers.
 from __future__ import annotations
 
 import bisect
+import copy
 import math
 import multiprocessing as mp
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (Callable, Iterable, Iterator, Mapping, MutableMapping,
+                             MutableSequence, Sequence)
 from multiprocessing.context import BaseContext
 from typing import Any, Generic, TypeVar
 
 import numpy as np
 
+from nova.core.dtypes import float64
 from nova.tensor.creation import tensor as _tensor
 from nova.tensor.movement import stack as _stack
 from nova.tensor.random import Generator, default_generator, host_permutation, host_uniform
@@ -36,10 +39,11 @@ from nova.utils.data_workers import WorkerPool, get_worker_info, map_batches, st
 
 T_co = TypeVar("T_co", covariant=True)
 
-__all__ = ["BatchSampler", "ConcatDataset", "DataLoader", "Dataset", "DistributedSampler",
-           "IterableDataset",
-           "RandomSampler", "Sampler", "SequentialSampler", "Subset", "SubsetRandomSampler",
-           "TensorDataset", "default_collate", "get_worker_info", "random_split"]
+__all__ = ["BatchSampler", "ChainDataset", "ConcatDataset", "DataLoader", "Dataset",
+           "DistributedSampler", "IterableDataset", "RandomSampler", "Sampler",
+           "SequentialSampler", "StackDataset", "Subset", "SubsetRandomSampler",
+           "TensorDataset", "WeightedRandomSampler", "default_collate", "default_convert",
+           "get_worker_info", "random_split"]
 
 
 def _start_context(spec: str | BaseContext | None, num_workers: int) -> BaseContext | None:
@@ -81,6 +85,61 @@ class IterableDataset(Dataset[T_co]):
 
     def __iter__(self) -> Iterator[T_co]:
         raise NotImplementedError(f"{type(self).__name__} must define __iter__")
+
+    def __add__(self, other: Dataset) -> ChainDataset:
+        return ChainDataset([self, other])
+
+
+class ChainDataset(IterableDataset):
+    """The streams of ``datasets`` one after another, chained as they are iterated (no
+    sample is read ahead). ``datasets`` is kept as given and iterated each epoch, as
+    PyTorch does: a one-shot iterator of datasets chains once."""
+
+    def __init__(self, datasets: Iterable[Dataset]):
+        self.datasets = datasets
+
+    def __iter__(self) -> Iterator[Any]:
+        for i, d in enumerate(self.datasets):
+            yield from _chained(d, i)
+
+    def __len__(self) -> int:
+        return sum(len(_chained(d, i)) for i, d in enumerate(self.datasets))
+
+
+def _chained(dataset: Any, position: int) -> IterableDataset:
+    """``dataset``, checked to be a stream (PyTorch asserts the same)."""
+    if not isinstance(dataset, IterableDataset):
+        raise TypeError(f"ChainDataset only supports IterableDataset, got a "
+                        f"{type(dataset).__name__} at position {position}")
+    return dataset
+
+
+class StackDataset(Dataset[Any]):
+    """Datasets of the same length side by side: ``StackDataset(a, b)[i]`` is
+    ``(a[i], b[i])``, ``StackDataset(x=a, y=b)[i]`` is ``{"x": a[i], "y": b[i]}``."""
+
+    def __init__(self, *args: Dataset, **kwargs: Dataset):
+        if args and kwargs:
+            raise ValueError("StackDataset: supported either tuple-like (via args) or "
+                             "dict-like (via kwargs) samples, but both were given")
+        if not args and not kwargs:
+            raise ValueError("StackDataset: at least one dataset should be passed")
+        parts = list(args) if args else list(kwargs.values())
+        lengths = [len(d) for d in parts]
+        if len(set(lengths)) != 1:
+            names = [str(i) for i in range(len(args))] if args else list(kwargs)
+            raise ValueError("StackDataset: size mismatch between datasets: " +
+                             ", ".join(f"{k}: {n}" for k, n in zip(names, lengths)))
+        self.datasets: tuple | dict = args if args else kwargs
+        self._length = lengths[0]
+
+    def __getitem__(self, index: int) -> tuple | dict:
+        if isinstance(self.datasets, dict):
+            return {k: d[index] for k, d in self.datasets.items()}
+        return tuple(d[index] for d in self.datasets)
+
+    def __len__(self) -> int:
+        return self._length
 
 
 def _host(t: Tensor) -> np.ndarray:
@@ -296,6 +355,101 @@ class SubsetRandomSampler(Sampler[int]):
         return len(self.indices)
 
 
+class WeightedRandomSampler(Sampler[int]):
+    """``num_samples`` indices into ``weights``, index ``i`` drawn with probability
+    ``weights[i] / sum(weights)`` (the weights need not sum to one); without
+    ``replacement`` an index is drawn at most once, each draw among those left in
+    proportion to their weights. Every epoch draws anew from ``generator`` (default:
+    Nova's default generator), one host draw per epoch:
+
+    - with replacement, ``num_samples`` float64 uniforms ``u`` and index ``i`` where
+      ``cumsum(w)[i-1] <= u * sum(w) < cumsum(w)[i]`` (inverse-CDF; a zero weight's
+      interval is empty);
+    - without, one uniform ``u_i`` per index and the ``num_samples`` smallest
+      exponential arrival times ``-log1p(-u_i) / w_i`` (Efraimidis-Spirakis: the same
+      law as successive draws with the chosen weight removed).
+
+    The indices differ from PyTorch's (another generator), their distribution does not.
+    As PyTorch's, the weights are checked when drawn (``sampler.weights`` may be
+    replaced between epochs): negative, infinite or NaN weights, an all-zero sum, or
+    fewer non-zero weights than ``num_samples`` without replacement raise RuntimeError
+    (PyTorch's CPU draw picks zero-weight indices in that last case, its CUDA one
+    raises)."""
+
+    def __init__(self, weights: Sequence[float] | Tensor | np.ndarray, num_samples: int,
+                 replacement: bool = True, generator: Generator | None = None):
+        if not isinstance(num_samples, int) or isinstance(num_samples, bool) \
+                or num_samples <= 0:
+            raise ValueError(f"WeightedRandomSampler: num_samples should be a positive "
+                             f"integer value, but got num_samples={num_samples!r}")
+        if not isinstance(replacement, bool):
+            raise ValueError(f"WeightedRandomSampler: replacement should be a boolean "
+                             f"value, but got replacement={replacement!r}")
+        w = _weights_array(weights)
+        if w.ndim != 1:
+            raise ValueError(f"WeightedRandomSampler: weights should be a 1d sequence but "
+                             f"given weights have shape {w.shape}")
+        self.weights = _tensor(w, dtype=float64)
+        self.num_samples, self.replacement, self.generator = num_samples, replacement, generator
+
+    def __iter__(self) -> Iterator[int]:
+        w = _checked_weights(_weights_array(self.weights), self.num_samples,
+                             self.replacement)
+        w = w / w.max()         # (the same law; a sum of huge weights stays finite)
+        if self.replacement:
+            cdf = np.cumsum(w)
+            u = host_uniform(self.num_samples, self.generator)
+            idx = np.searchsorted(cdf, u * cdf[-1], side="right")
+            # u * sum rounded up to the sum: the last index with a weight
+            idx = np.minimum(idx, np.flatnonzero(w)[-1])
+        else:
+            u = host_uniform(len(w), self.generator)
+            with np.errstate(divide="ignore"):
+                arrival = np.where(w > 0, -np.log1p(-u) / w, np.inf)
+            idx = np.argsort(arrival, kind="stable")[:self.num_samples]
+        yield from idx.tolist()
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
+def _weights_array(weights: Any) -> np.ndarray:
+    """``weights`` (a tensor, an array or a sequence of numbers) as float64 values."""
+    if isinstance(weights, Tensor):
+        return _host(weights).astype(np.float64)
+    try:
+        return np.asarray(weights, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"WeightedRandomSampler: weights should be a sequence of numbers, "
+                        f"got {type(weights).__name__} ({e})") from None
+
+
+def _checked_weights(w: np.ndarray, num_samples: int, replacement: bool) -> np.ndarray:
+    """``w`` if it is a distribution ``num_samples`` draws can be taken from (the checks
+    of ``torch.multinomial``), else RuntimeError."""
+    where = "WeightedRandomSampler: invalid multinomial distribution"
+    if w.ndim != 1 or w.size == 0:
+        raise RuntimeError(f"WeightedRandomSampler: weights should be a non-empty 1d "
+                           f"sequence, got shape {w.shape}")
+    if not np.isfinite(w).all():
+        raise RuntimeError(f"{where} (encountering probability entry = infinity or NaN)")
+    if (w < 0).any():
+        raise RuntimeError(f"{where} (encountering probability entry < 0)")
+    if not w.max() > 0:       # (non-negative: a positive sum; max does not overflow)
+        raise RuntimeError(f"{where} (sum of probabilities <= 0)")
+    if not replacement:
+        if num_samples > w.size:
+            raise RuntimeError(f"WeightedRandomSampler: cannot sample n_sample > "
+                               f"prob_dist.size(-1) samples without replacement "
+                               f"({num_samples} > {w.size})")
+        nonzero = int(np.count_nonzero(w))
+        if num_samples > nonzero:
+            raise RuntimeError(f"{where} (with replacement=False, not enough non-zero "
+                               f"weights to sample: num_samples={num_samples}, "
+                               f"{nonzero} non-zero)")
+    return w
+
+
 class DistributedSampler(Sampler[int]):
     """This rank's share of ``dataset`` (``torch.utils.data.distributed``'s sampler):
     the indices, shuffled with ``seed + epoch`` when ``shuffle`` (call ``set_epoch``
@@ -500,7 +654,7 @@ class DataLoader(Generic[T_co]):
         self.sampler, self.batch_sampler = sampler, batch_sampler
         self._auto_collation = batch_size is not None or batch_sampler is not None
         self.collate_fn = collate_fn if collate_fn is not None else (
-            default_collate if self._auto_collation else _convert)
+            default_collate if self._auto_collation else default_convert)
         self._custom_collate = collate_fn is not None
         self._pool: WorkerPool | None = None      # persistent_workers: kept across epochs
         self._pool_busy = False                     # an iterator is using it
@@ -612,19 +766,41 @@ class DataLoader(Generic[T_co]):
         return len(self.batch_sampler) if self._auto_collation else len(self.sampler)
 
 
-def _convert(sample: Any) -> Any:
-    """Without auto-batching (``batch_size=None``): numpy arrays and numbers become
-    tensors, containers are converted field by field, the rest passes through."""
-    if isinstance(sample, Tensor):
-        return sample
-    if isinstance(sample, np.ndarray) and sample.dtype.kind not in "OSUV":
-        return _tensor(sample)
-    if isinstance(sample, np.generic):
-        return _tensor(np.asarray(sample))
-    if isinstance(sample, Mapping):
-        return {k: _convert(v) for k, v in sample.items()}
-    if isinstance(sample, tuple) and hasattr(sample, "_fields"):
-        return type(sample)(*(_convert(v) for v in sample))
-    if isinstance(sample, (list, tuple)):
-        return type(sample)(_convert(v) for v in sample)
-    return sample
+def default_convert(data: Any) -> Any:
+    """PyTorch's ``default_convert``, the loader's ``collate_fn`` without auto-batching
+    (``batch_size=None``): numpy arrays and numpy scalars become tensors (arrays of
+    strings or objects stay as they are), mappings, named tuples and sequences are
+    converted field by field keeping their type where it can be rebuilt (a plain tuple
+    becomes a list, as in PyTorch), everything else passes through."""
+    if isinstance(data, Tensor):
+        return data
+    if isinstance(data, np.ndarray):
+        return data if data.dtype.kind in "SUO" else _tensor(data)
+    if isinstance(data, np.generic) and not isinstance(data, (np.str_, np.bytes_)):
+        return _tensor(np.asarray(data))
+    if isinstance(data, Mapping):
+        converted = {k: default_convert(data[k]) for k in data}
+        try:
+            if isinstance(data, MutableMapping):   # a copy keeps the mapping's extras
+                clone = copy.copy(data)
+                clone.update(converted)
+                return clone
+            return type(data)(converted)
+        except TypeError:
+            return converted
+    if isinstance(data, tuple) and hasattr(data, "_fields"):     # a named tuple
+        return type(data)(*(default_convert(d) for d in data))
+    if isinstance(data, tuple):
+        return [default_convert(d) for d in data]
+    if isinstance(data, Sequence) and not isinstance(data, (str, bytes)):
+        converted_items = [default_convert(d) for d in data]
+        try:
+            if isinstance(data, MutableSequence):
+                clone = copy.copy(data)
+                for i, d in enumerate(converted_items):
+                    clone[i] = d
+                return clone
+            return type(data)(converted_items)
+        except TypeError:                       # (a range, a type without such a copy)
+            return converted_items
+    return data

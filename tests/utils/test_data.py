@@ -169,8 +169,8 @@ def test_map_style_custom_dataset_collate_fn_and_batch_sampler():
     assert list(sampler) == [[0, 1], [2, 3], [4]] and len(sampler) == 3
     by_batches = DataLoader(Squares(), batch_sampler=[[6, 0], [3]])
     assert [b[0].numpy().tolist() for b in by_batches] == [[6, 0], [3]]
-    single = list(DataLoader(Squares(), batch_size=None))       # no auto-batching
-    assert len(single) == 7 and single[2] == (2, 4.0)
+    single = list(DataLoader(Squares(), batch_size=None))       # no auto-batching:
+    assert len(single) == 7 and single[2] == [2, 4.0]     # default_convert, as PyTorch's
 
 
 def test_iterable_datasets_batch_as_they_stream():

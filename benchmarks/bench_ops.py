@@ -114,6 +114,14 @@ def cases(rows: int, cols: int):
     tt = nv.tensor(t)
     yield ("cross_entropy fwd+bwd (x in; dx out)", 2 * nbytes,
            nova_fb(lambda a: F.cross_entropy(a, tt)), lambda: _np_ce_fb(x, t))
+    v = rng.standard_normal(cols).astype(np.float32)
+    # one row against a matrix read along K (passes.vector_products: a row reduction,
+    # not a GEMM) and row sums read through a transpose (passes.reduce_layout)
+    yield ("one row @ x.T (x in)", nbytes,
+           lambda: nv.realize(nv.from_numpy(v)[None] @ nv.from_numpy(x).T),
+           lambda: v[None] @ x.T)
+    yield ("x.T.sum(0) (x in)", nbytes,
+           lambda: nv.realize(nv.from_numpy(x).T.sum(0)), lambda: x.T.sum(0))
 
 
 # Unary float32 ops (one input read, one output written), with ``x + 1`` as the

@@ -54,11 +54,12 @@ def test_main_prints_every_labeled_line(capsys, monkeypatch):
     monkeypatch.setattr(bench_ops, "ATTENTION_SHAPES", ((2, 2, 16, 8),))
     rows = bench_ops.main(["--rows", "64", "--cols", "64", "--reps", "1",
                            "--unary-elements", "4096"])
-    assert len(rows) == 4 and all(r["nova_gbs"] > 0 for r in rows)
+    assert len(rows) == 6 and all(r["nova_gbs"] > 0 for r in rows)
     out = capsys.readouterr().out
     for label in ("replay overhead, no recording:", "end-to-end, recording included:",
                   "per-step overhead (call time minus kernel time)", "nv.compile",
                   "uncompiled", "thread hand-off:", "unary float32 op", "gelu (erf)",
+                  "one row @ x.T (x in)", "x.T.sum(0) (x in)",
                   "causal attention fwd+bwd 2x2x16x8 (B, H, T, E): nova fused",
                   "causal attention fwd+bwd 2x2x16x8 (B, H, T, E, dropout 0.1): nova fused"):
         assert label in out

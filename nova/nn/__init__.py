@@ -43,6 +43,14 @@ from nova.nn.transformer import (
 )
 from nova.nn.conv_transpose import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from nova.nn.parallel import DataParallel
+from nova.nn.unpool import (
+    LPPool1d, LPPool2d, LPPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d,
+)
+from nova.nn.embedding_bag import EmbeddingBag
+from nova.nn.more_losses import MultiLabelMarginLoss, TripletMarginWithDistanceLoss
+from nova.nn.lazy import (
+    LazyConv1d, LazyConv2d, LazyConv3d, LazyLinear, UninitializedParameter,
+)
 
 __all__ = ["Module", "Parameter", "StateDictError", "Linear", "Embedding", "LayerNorm",
            "RMSNorm", "Dropout", "GELU", "ReLU", "SiLU", "Tanh", "Identity", "Sequential",
@@ -70,4 +78,8 @@ __all__ = ["Module", "Parameter", "StateDictError", "Linear", "Embedding", "Laye
            "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
            "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
            "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
-           "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "DataParallel"]
+           "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "DataParallel",
+           "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "LPPool1d", "LPPool2d", "LPPool3d",
+           "EmbeddingBag", "TripletMarginWithDistanceLoss", "MultiLabelMarginLoss"]
+__all__ += ["LazyLinear", "LazyConv1d", "LazyConv2d", "LazyConv3d",
+            "UninitializedParameter"]

@@ -684,6 +684,14 @@ from nova.nn.loss_functions import (  # noqa: E402  (they import _reduce from he
     margin_ranking_loss, multi_margin_loss, multilabel_soft_margin_loss, poisson_nll_loss,
     soft_margin_loss, triplet_margin_loss,
 )
+from nova.nn.sampling import affine_grid, grid_sample  # noqa: E402
+from nova.nn.unpool import (  # noqa: E402
+    lp_pool1d, lp_pool2d, lp_pool3d, max_unpool1d, max_unpool2d, max_unpool3d,
+)
+from nova.nn.embedding_bag import embedding_bag  # noqa: E402
+from nova.nn.more_losses import (  # noqa: E402
+    multilabel_margin_loss, triplet_margin_with_distance_loss,
+)
 
 __all__ = ["linear", "dropout", "pad", "layer_norm", "rms_norm", "cross_entropy", "mse_loss",
            "nll_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
@@ -704,4 +712,6 @@ __all__ = ["linear", "dropout", "pad", "layer_norm", "rms_norm", "cross_entropy"
            "hinge_embedding_loss", "soft_margin_loss", "multilabel_soft_margin_loss",
            "multi_margin_loss", "triplet_margin_loss", "poisson_nll_loss",
            "gaussian_nll_loss", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
-           "multi_head_attention_forward"]
+           "multi_head_attention_forward", "affine_grid", "grid_sample", "max_unpool1d",
+           "max_unpool2d", "max_unpool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d",
+           "embedding_bag", "triplet_margin_with_distance_loss", "multilabel_margin_loss"]

@@ -59,6 +59,10 @@ from nova.tensor.products import (
     vdot,
 )
 from nova.tensor.statistics import corrcoef, cov, histc, isin, kthvalue, nanmedian, take
+from nova.tensor.more_ops import (
+    bitwise_left_shift, bitwise_right_shift, combinations, gcd, index_reduce, lcm, mode,
+    scatter_reduce, vander,
+)
 from nova.tensor.compat import (
     as_tensor, asarray, bernoulli, broadcast_shapes, broadcast_to, equal, fliplr, flipud,
     positive, result_type, rsub, scalar_tensor, swapdims,

@@ -656,6 +656,71 @@ class Tensor:
     def masked_fill_(self, mask: Tensor, value: Any) -> Tensor:
         return self._assign(_ops.masked_fill(self, mask, value), "masked_fill_")
 
+    # ------------------------------------------------------------ more of torch's methods
+    # (nova/tensor/more_ops.py)
+
+    def __contains__(self, element: Any) -> bool:
+        return _more_ops.contains(self, element)
+
+    def __lshift__(self, o): return _more_ops.bitwise_left_shift(self, o)
+    def __rlshift__(self, o): return _more_ops.bitwise_left_shift(o, self)
+    def __rshift__(self, o): return _more_ops.bitwise_right_shift(self, o)
+    def __rrshift__(self, o): return _more_ops.bitwise_right_shift(o, self)
+    def __ilshift__(self, o): return self.bitwise_left_shift_(o)
+    def __irshift__(self, o): return self.bitwise_right_shift_(o)
+
+    def bitwise_left_shift(self, other: Any) -> Tensor:
+        return _more_ops.bitwise_left_shift(self, other)
+
+    def bitwise_right_shift(self, other: Any) -> Tensor:
+        return _more_ops.bitwise_right_shift(self, other)
+
+    def bitwise_left_shift_(self, other: Any) -> Tensor:
+        return self._assign(_more_ops.bitwise_left_shift(self, other), "bitwise_left_shift_")
+
+    def bitwise_right_shift_(self, other: Any) -> Tensor:
+        return self._assign(_more_ops.bitwise_right_shift(self, other), "bitwise_right_shift_")
+
+    def gcd(self, other: Tensor) -> Tensor:
+        return _more_ops.gcd(self, other)
+
+    def lcm(self, other: Tensor) -> Tensor:
+        return _more_ops.lcm(self, other)
+
+    def gcd_(self, other: Tensor) -> Tensor:
+        return self._assign(_more_ops.gcd(self, other), "gcd_")
+
+    def lcm_(self, other: Tensor) -> Tensor:
+        return self._assign(_more_ops.lcm(self, other), "lcm_")
+
+    def mode(self, dim: int = -1, keepdim: bool = False) -> Any:
+        return _more_ops.mode(self, dim, keepdim)
+
+    def unfold(self, dimension: int, size: int, step: int) -> Tensor:
+        return _more_ops.unfold(self, dimension, size, step)
+
+    def scatter_reduce(self, dim: int, index: Tensor, src: Tensor, reduce: str, *,
+                       include_self: bool = True) -> Tensor:
+        return _more_ops.scatter_reduce(self, dim, index, src, reduce,
+                                        include_self=include_self)
+
+    def scatter_reduce_(self, dim: int, index: Tensor, src: Tensor, reduce: str, *,
+                        include_self: bool = True) -> Tensor:
+        return self._assign(_more_ops.scatter_reduce(self, dim, index, src, reduce,
+                                                     include_self=include_self),
+                            "scatter_reduce_")
+
+    def index_reduce(self, dim: int, index: Tensor, source: Tensor, reduce: str, *,
+                     include_self: bool = True) -> Tensor:
+        return _more_ops.index_reduce(self, dim, index, source, reduce,
+                                      include_self=include_self)
+
+    def index_reduce_(self, dim: int, index: Tensor, source: Tensor, reduce: str, *,
+                      include_self: bool = True) -> Tensor:
+        return self._assign(_more_ops.index_reduce(self, dim, index, source, reduce,
+                                                   include_self=include_self),
+                            "index_reduce_")
+
 
 # The view ops of ``detach()`` and ``.data``: writes through them reach the base outside
 # autograd (``Tensor._write_outside_autograd``).
@@ -725,6 +790,7 @@ from nova.tensor import arrays as _arrays  # noqa: E402
 from nova.tensor import special as _special  # noqa: E402
 from nova.tensor import products as _products  # noqa: E402
 from nova.tensor import statistics as _statistics  # noqa: E402
+from nova.tensor import more_ops as _more_ops  # noqa: E402
 
 # Methods that are the module-level ops with the tensor first (``x.exp()``, ``x.sum(1)``).
 for _mod in (_ops, _movement, _sorting, _numeric, _scan, _elementary, _arrays, _special,

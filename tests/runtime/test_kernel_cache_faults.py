@@ -23,7 +23,7 @@ from nova.runtime import disk_cache, elf, kernel_cache
 from nova.runtime.debug_dir import UnsafeDirectoryError, debug_directory, write_debug_file
 
 X = (np.arange(15, dtype=np.float32).reshape(3, 5) - 7) / 4
-EXPECTED = [np.sin(X) * 2 + 1, X @ X.T, X.sum(-1)]
+EXPECTED = [np.sin(X) * 2 + 1, X.T @ X, X.sum(-1)]   # (5 rows: a GEMM, not a reduction)
 
 SCRIPT = """
 import json, warnings
@@ -34,7 +34,7 @@ x = (np.arange(15, dtype=np.float32).reshape(3, 5) - 7) / 4
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     t = nv.tensor(x)
-    results = [(t.double().sin() * 2 + 1).numpy(), (t @ t.T).numpy(), t.sum(-1).numpy()]
+    results = [(t.double().sin() * 2 + 1).numpy(), (t.T @ t).numpy(), t.sum(-1).numpy()]
 print(json.dumps({"results": [r.tolist() for r in results], "stats": vars(KERNELS.stats),
                   "warnings": [str(w.message) for w in caught]}))
 """
@@ -127,7 +127,7 @@ def _support(cache: Path, which: str = "thread pool") -> Path:
 
 def test_the_thread_pool_and_driver_load_from_the_cache_once_compiled(pristine, cache):
     """The runtime's own native code (thread pool and step driver; the tiled GEMMs'
-    shared driver, which ``X @ X.T`` calls) is compiled once and then read from the
+    shared driver, which ``X.T @ X`` calls) is compiled once and then read from the
     cache like a kernel: no process compiles it again."""
     first = _run(pristine.parent / "fresh")["stats"]
     assert (first["support_compiled"], first["support_hits"]) == (2, 0)

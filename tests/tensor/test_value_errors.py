@@ -140,7 +140,7 @@ def test_python_ints_beyond_64_bits_raise_in_binary_ops(value, dtype):
     (lambda: nv.zeros(-1), r"zeros: sizes must be non-negative, got \(-1,\)"),
     (lambda: nv.ones(2, -3), r"ones: sizes must be non-negative"),
     (lambda: nv.full((2, -3), 1), r"full: sizes must be non-negative, got \(2, -3\)"),
-    (lambda: nv.empty(-2), r"zeros: sizes must be non-negative"),
+    (lambda: nv.empty(-2), r"empty: sizes must be non-negative"),
     (lambda: nv.rand(2, -1), r"rand: sizes must be non-negative"),
     (lambda: nv.randn(-1), r"randn: sizes must be non-negative"),
     (lambda: nv.randint(0, 10, (-1,)), r"randint: sizes must be non-negative"),

@@ -59,7 +59,7 @@ def test_main_prints_every_labeled_line(capsys, monkeypatch):
     for label in ("replay overhead, no recording:", "end-to-end, recording included:",
                   "per-step overhead (call time minus kernel time)", "nv.compile",
                   "uncompiled", "thread hand-off:", "unary float32 op", "gelu (erf)",
-                  "one row @ x.T (x in)", "x.T.sum(0) (x in)",
+                  "one row @ w.T (w square in)", "w.T.sum(0) (w square in)",
                   "causal attention fwd+bwd 2x2x16x8 (B, H, T, E): nova fused",
                   "causal attention fwd+bwd 2x2x16x8 (B, H, T, E, dropout 0.1): nova fused"):
         assert label in out

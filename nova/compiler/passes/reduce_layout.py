@@ -20,13 +20,11 @@ not bit for bit).
 """
 from __future__ import annotations
 
-from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
-from xdsl.transforms.dead_code_elimination import dce
 
 from nova.compiler import dialect as nd
-from nova.compiler.passes.checks import verified_after_pass
+from nova.compiler.passes.checks import replace_each
 
 
 def _sole_reader(v: SSAValue) -> bool:
@@ -113,11 +111,13 @@ def _in_order(op: nd.BroadcastInDimOp, perm: tuple[int, ...], before: Operation)
     return t.result
 
 
-def _rewrite(red: Operation) -> bool:
+def _rewritten(red: Operation) -> SSAValue | None:
+    """The reduction over what ``red``'s transpose reads (then transposed, where its
+    dims come out in another order), built before ``red``; None where it stays."""
     x = red.operands[0]
     perm = _found_perm(x)
     if perm is None or perm == tuple(range(len(perm))) or not _can_untranspose(x, perm, True):
-        return False
+        return None
     axes = tuple(red.axes.get_values())
     kept = [d for d in range(len(perm)) if d not in axes]
     new_axes = sorted(perm[a] for a in axes)
@@ -138,20 +138,9 @@ def _rewrite(red: Operation) -> bool:
                                   attributes=dict(red.attributes))
         red.parent.insert_op_before(t, red)
         result = t.result
-    red.results[0].replace_all_uses_with(result)
-    red.detach()
-    red.erase()
-    return True
+    return result
 
 
 def reduce_in_layout(module: ModuleOp) -> ModuleOp:
-    """Rewrite every reduction of a transposed value (module docstring) in place; the
-    module is re-verified when anything changed."""
-    fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
-    changed = False
-    for red in [op for op in fn.body.block.ops if isinstance(op, nd.ReduceOp)]:
-        changed |= _rewrite(red)
-    if not changed:
-        return module
-    dce(module)
-    return verified_after_pass(module)
+    """Rewrite every reduction of a transposed value (module docstring) in place."""
+    return replace_each(module, nd.ReduceOp, _rewritten)

@@ -25,13 +25,11 @@ instead of the GEMM's (so equal to rounding, not bit for bit).
 """
 from __future__ import annotations
 
-from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
-from xdsl.transforms.dead_code_elimination import dce
 
 from nova.compiler import dialect as nd
-from nova.compiler.passes.checks import verified_after_pass
+from nova.compiler.passes.checks import replace_each
 
 _FLOATS = ("f32", "f64")
 
@@ -139,19 +137,6 @@ def _rewritten(op: nd.MatmulOp) -> SSAValue | None:
 
 
 def vector_products(module: ModuleOp) -> ModuleOp:
-    """Rewrite every matrix-vector and outer product (module docstring) in place; the
-    module is re-verified when anything changed."""
-    fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
-    changed = False
-    for op in [o for o in fn.body.block.ops if isinstance(o, nd.MatmulOp)]:
-        value = _rewritten(op)
-        if value is None:
-            continue
-        op.result.replace_all_uses_with(value)
-        op.detach()
-        op.erase()
-        changed = True
-    if not changed:
-        return module
-    dce(module)
-    return verified_after_pass(module)
+    """Rewrite every matrix-vector, few-row and outer product (module docstring) in
+    place."""
+    return replace_each(module, nd.MatmulOp, _rewritten)

@@ -29,7 +29,7 @@ from xdsl.dialects.builtin import (
     TensorType,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, Operation
+from xdsl.ir import Attribute, Dialect, Operation, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     VarConstraint,
@@ -639,6 +639,24 @@ class TransposeOp(IRDLOperation):
             _fail(self, f"perm {list(perm)} is not a permutation of rank {len(src)}")
         if shape_of(self.result) != tuple(src[p] for p in perm):
             _fail(self, f"result {shape_of(self.result)} != {src} permuted by {list(perm)}")
+
+
+def viewed_dim(value: SSAValue, dim: int) -> tuple[SSAValue, int] | None:
+    """The value that reading ``value`` along ``dim`` reads through transposes and
+    broadcasts, and the dim of it that read walks; None where a broadcast repeats
+    along ``dim`` (the read stands still there)."""
+    while True:
+        owner = value.owner
+        if isinstance(owner, TransposeOp):
+            dim = owner.perm.get_values()[dim]
+        elif isinstance(owner, BroadcastInDimOp):
+            dims = owner.dims.get_values()
+            if dim not in dims or shape_of(owner.input)[dims.index(dim)] == 1:
+                return None
+            dim = dims.index(dim)
+        else:
+            return value, dim
+        value = owner.operands[0]
 
 
 def swaps_last_two(op: object) -> bool:

@@ -28,9 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from nova.autograd.grad_mode import no_grad
 from nova.core import dtypes as dt
-from nova.nn import init
+from nova.nn.embedding_table import checked_padding_idx, given_table, init_table
 from nova.nn.module import Module
 from nova.nn.parameter import Parameter
 from nova.tensor import ops
@@ -250,11 +249,7 @@ class EmbeddingBag(Module):
                  padding_idx: int | None = None, device: Any = None, dtype: Any = None):
         super().__init__()
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        if padding_idx is not None:
-            if not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(f"EmbeddingBag: padding_idx {padding_idx} must be within "
-                                 f"num_embeddings {num_embeddings}")
-            padding_idx %= num_embeddings
+        padding_idx = checked_padding_idx("EmbeddingBag", padding_idx, num_embeddings)
         self.max_norm, self.norm_type = max_norm, norm_type
         self.scale_grad_by_freq, self.mode, self.sparse = scale_grad_by_freq, mode, sparse
         self.include_last_offset, self.padding_idx = include_last_offset, padding_idx
@@ -263,16 +258,11 @@ class EmbeddingBag(Module):
                                           device=device))
             self.reset_parameters()
         else:
-            if tuple(_weight.shape) != (num_embeddings, embedding_dim):
-                raise ValueError(f"EmbeddingBag: _weight of shape {tuple(_weight.shape)} "
-                                 f"does not match ({num_embeddings}, {embedding_dim})")
-            self.weight = Parameter(_weight.detach().clone())
+            self.weight = given_table("EmbeddingBag", _weight, num_embeddings, embedding_dim,
+                                      requires_grad=True)
 
     def reset_parameters(self) -> None:
-        init.normal_(self.weight)
-        if self.padding_idx is not None:
-            with no_grad():
-                self.weight[self.padding_idx] = 0.0
+        init_table(self.weight, self.padding_idx)
 
     @classmethod
     def from_pretrained(cls, embeddings: Tensor, freeze: bool = True,

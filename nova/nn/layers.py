@@ -8,9 +8,9 @@ from typing import Any
 
 from nova.nn import functional as F
 from nova.nn import init
-from nova.autograd.grad_mode import no_grad
 from nova.nn.activation import _InplaceActivation
 from nova.nn.interpolate import Upsample
+from nova.nn.embedding_table import checked_padding_idx, given_table, init_table
 from nova.nn.module import Module
 from nova.nn.parameter import Parameter
 from nova.tensor.creation import ones, zeros
@@ -52,25 +52,16 @@ class Embedding(Module):
                  _freeze: bool = False, device: Any = None, dtype: Any = None):
         super().__init__()
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        if padding_idx is not None:
-            if not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(f"Embedding: padding_idx {padding_idx} must be within "
-                                 f"num_embeddings {num_embeddings}")
-            padding_idx %= num_embeddings
+        padding_idx = checked_padding_idx("Embedding", padding_idx, num_embeddings)
         self.padding_idx, self.max_norm, self.norm_type = padding_idx, max_norm, norm_type
         self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
         if _weight is None:
             self.weight = Parameter(zeros(num_embeddings, embedding_dim, dtype=dtype,
                                           device=device), requires_grad=not _freeze)
-            init.normal_(self.weight)
-            if padding_idx is not None:
-                with no_grad():
-                    self.weight[padding_idx] = 0.0
+            init_table(self.weight, padding_idx)
         else:
-            if tuple(_weight.shape) != (num_embeddings, embedding_dim):
-                raise ValueError(f"Embedding: _weight of shape {tuple(_weight.shape)} does not "
-                                 f"match ({num_embeddings}, {embedding_dim})")
-            self.weight = Parameter(_weight.detach().clone(), requires_grad=not _freeze)
+            self.weight = given_table("Embedding", _weight, num_embeddings, embedding_dim,
+                                      requires_grad=not _freeze)
 
     @classmethod
     def from_pretrained(cls, embeddings: Tensor, freeze: bool = True,

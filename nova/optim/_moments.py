@@ -1,5 +1,6 @@
 """What Adam, NAdam and RAdam share: their beta scalars, the weight decay before the
-update (decoupled or L2) and the in-place first and second moments."""
+update (decoupled or L2: its scalar and what of it is structure) and the in-place first
+and second moments."""
 from __future__ import annotations
 
 from typing import Any
@@ -15,6 +16,23 @@ def beta_scalars(opt: Optimizer, scalars: dict[str, Any], b1: float, b2: float) 
     scalars["1 - beta1"] = opt._scalar("1 - beta1", 1.0 - b1)
     scalars["beta2"] = opt._scalar("beta2", b2)
     scalars["1 - beta2"] = opt._scalar("1 - beta2", 1.0 - b2)
+
+
+def decay_scalar(opt: Optimizer, scalars: dict[str, Any], lr: float, wd: float,
+                 decoupled: bool) -> None:
+    """Draw the decoupled decay ``1 - lr wd`` as a runtime scalar into ``scalars`` (where
+    there is one)."""
+    if wd and decoupled:
+        scalars["decay"] = opt._scalar("decay", 1.0 - lr * wd)
+
+
+def decay_baked(baked: dict[str, Any], group: dict[str, Any], decoupled: bool
+                ) -> dict[str, Any]:
+    """``baked`` with a decoupled decay's value replaced by whether there is one: the
+    value is a runtime scalar (``decay_scalar``), not structure."""
+    if decoupled:
+        baked["weight_decay"] = bool(group["weight_decay"])
+    return baked
 
 
 def decayed_moments(p: Tensor, g: Tensor, wd: float, decoupled: bool,

@@ -5,7 +5,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from nova.optim._moments import beta_scalars, decayed_moments
+from nova.optim._moments import beta_scalars, decay_baked, decay_scalar, decayed_moments
 from nova.optim.optimizer import Optimizer, zeros_state
 from nova.tensor import ops
 from nova.tensor.tensor import Tensor
@@ -66,8 +66,7 @@ class Adam(Optimizer):
                 self._drawn.extend(scalars.items())
             return scalars
         scalars = {}
-        if wd and self.decoupled:
-            scalars["decay"] = self._scalar("decay", 1.0 - lr * wd)
+        decay_scalar(self, scalars, lr, wd, self.decoupled)
         scalars["step_size"] = self._scalar("step_size", lr / (1.0 - b1 ** t))
         scalars["bias_correction2_sqrt"] = self._scalar("bias_correction2_sqrt",
                                                         math.sqrt(1.0 - b2 ** t))
@@ -77,10 +76,7 @@ class Adam(Optimizer):
 
     def _baked(self, group: dict[str, Any]) -> dict[str, Any]:
         """AdamW's decay is a runtime scalar: only whether there is one is structure."""
-        baked = super()._baked(group)
-        if self.decoupled:
-            baked["weight_decay"] = bool(group["weight_decay"])
-        return baked
+        return decay_baked(super()._baked(group), group, self.decoupled)
 
     def _update(self, group: dict[str, Any], p: Tensor, grad: Tensor,
                 state: dict[str, Any]) -> None:

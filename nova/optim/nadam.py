@@ -5,7 +5,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from nova.optim import _checks
-from nova.optim._moments import beta_scalars, decayed_moments
+from nova.optim._moments import beta_scalars, decay_baked, decay_scalar, decayed_moments
 from nova.optim.optimizer import Optimizer, zeros_state
 from nova.tensor import ops
 from nova.tensor.tensor import Tensor
@@ -55,8 +55,7 @@ class NAdam(Optimizer):
         state["mu_product"] *= mu
         mu_product = state["mu_product"]
         scalars = {}
-        if wd and group["decoupled_weight_decay"]:
-            scalars["decay"] = self._scalar("decay", 1.0 - lr * wd)
+        decay_scalar(self, scalars, lr, wd, group["decoupled_weight_decay"])
         beta_scalars(self, scalars, b1, b2)
         scalars["bias_correction2_sqrt"] = self._scalar("bias_correction2_sqrt",
                                                         (1.0 - b2 ** t) ** 0.5)
@@ -67,10 +66,7 @@ class NAdam(Optimizer):
 
     def _baked(self, group: dict[str, Any]) -> dict[str, Any]:
         """Decoupled decay is a runtime scalar: only whether there is one is structure."""
-        baked = super()._baked(group)
-        if group["decoupled_weight_decay"]:
-            baked["weight_decay"] = bool(group["weight_decay"])
-        return baked
+        return decay_baked(super()._baked(group), group, group["decoupled_weight_decay"])
 
     def _update(self, group: dict[str, Any], p: Tensor, grad: Tensor,
                 state: dict[str, Any]) -> None:

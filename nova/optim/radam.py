@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from nova.optim import _checks
-from nova.optim._moments import beta_scalars, decayed_moments
+from nova.optim._moments import beta_scalars, decay_baked, decay_scalar, decayed_moments
 from nova.optim.optimizer import Optimizer, zeros_state
 from nova.tensor import ops
 from nova.tensor.tensor import Tensor
@@ -64,8 +64,7 @@ class RAdam(Optimizer):
         else:
             adaptive = 0.0          # (unused: the step takes the other branch)
         scalars = {}
-        if wd and group["decoupled_weight_decay"]:
-            scalars["decay"] = self._scalar("decay", 1.0 - lr * wd)
+        decay_scalar(self, scalars, lr, wd, group["decoupled_weight_decay"])
         beta_scalars(self, scalars, b1, b2)
         scalars["rectified"] = self._scalar("rectified", 1.0 if rectified else 0.0)
         scalars["adaptive_step"] = self._scalar("adaptive_step", adaptive)
@@ -74,10 +73,7 @@ class RAdam(Optimizer):
 
     def _baked(self, group: dict[str, Any]) -> dict[str, Any]:
         """Decoupled decay is a runtime scalar: only whether there is one is structure."""
-        baked = super()._baked(group)
-        if group["decoupled_weight_decay"]:
-            baked["weight_decay"] = bool(group["weight_decay"])
-        return baked
+        return decay_baked(super()._baked(group), group, group["decoupled_weight_decay"])
 
     def _update(self, group: dict[str, Any], p: Tensor, grad: Tensor,
                 state: dict[str, Any]) -> None:

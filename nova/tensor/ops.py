@@ -169,14 +169,7 @@ def _half_loses(value: Any, dtype: dt.DType) -> bool:
     PyTorch's (its mul and div keep the scalar at float32 precision: bfloat16
     1.359375 * 3.3 is 4.5 there, where 3.3 rounded to bfloat16 first gives 4.46875;
     its add and sub round the scalar to the tensor's dtype first, as Nova does)."""
-    if type(value) is not builtins.float:
-        return False
-    f = np.float32(value)
-    if builtins.float(f) != value:
-        return True
-    if dtype == dt.float16:
-        return builtins.float(np.float16(f)) != value
-    return builtins.bool(f.view(np.uint32) & 0xFFFF)
+    return type(value) is builtins.float and _rounded_to(value, dtype) != value
 
 
 # ---------------------------------------------------------------- arithmetic
@@ -201,13 +194,11 @@ def _widened(op: str, a: Any, b: Any, alpha: Any) -> Tensor | None:
 
 
 def _rounded_to(value: builtins.float, dtype: dt.DType) -> builtins.float:
-    """``value`` rounded to float16/bfloat16 (to nearest, ties to even)."""
-    if dtype == dt.float16:
-        return builtins.float(np.float16(value))
-    bits = builtins.int(np.float32(value).view(np.uint32))
-    if (bits & 0x7F800000) != 0x7F800000:            # finite: round the low 16 bits off
-        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-    return builtins.float(np.uint32(bits).view(np.float32))
+    """``value`` rounded to float16 (from the double) or bfloat16 (through float32), to
+    nearest, ties to even: numpy's and ml_dtypes' conversions (``dtype.np``)."""
+    with np.errstate(over="ignore"):               # (beyond the range: inf, as rounding gives)
+        source = value if dtype == dt.float16 else np.float32(value)
+        return builtins.float(np.asarray(source).astype(dtype.np))
 
 
 def add(a: Any, b: Any, alpha: Any = 1) -> Tensor:

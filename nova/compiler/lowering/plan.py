@@ -185,24 +185,13 @@ def contraction(fusion: nd.FusionOp) -> Operation | None:
 def unit_stride_in(value: SSAValue, dim: int) -> bool | None:
     """Whether reading ``value`` along ``dim`` walks a buffer with unit stride, following
     movement ops back to a block argument (None when it is computed, not a view)."""
-    while True:
-        owner = value.owner
-        if not isinstance(owner, Operation):
-            return dim == len(_shape(value)) - 1
-        if isinstance(owner, nd.TransposeOp):
-            dim = owner.perm.get_values()[dim]
-        elif isinstance(owner, nd.BroadcastInDimOp):
-            dims = owner.dims.get_values()
-            if dim not in dims:
-                return False
-            src = owner.input
-            k = dims.index(dim)
-            if _shape(src)[k] == 1:
-                return False
-            dim = k
-        else:
-            return None
-        value = owner.operands[0]
+    viewed = nd.viewed_dim(value, dim)
+    if viewed is None:
+        return False
+    source, dim = viewed
+    if isinstance(source.owner, Operation):
+        return None
+    return dim == len(_shape(source)) - 1
 
 
 def _structure(fusion: nd.FusionOp) -> tuple[Schedule, tuple | None]:

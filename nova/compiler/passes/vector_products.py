@@ -90,18 +90,8 @@ def _walks_last_dim(value: SSAValue, dim: int) -> bool:
     """Whether reading ``value`` along ``dim`` walks what it views along that one's last
     dim: every value is laid out row-major (a buffer, a computed value, a reshape), so
     only transposes and broadcasts on the way move the dim."""
-    while True:
-        owner = value.owner
-        if isinstance(owner, nd.TransposeOp):
-            dim = owner.perm.get_values()[dim]
-        elif isinstance(owner, nd.BroadcastInDimOp):
-            dims = owner.dims.get_values()
-            if dim not in dims or nd.shape_of(owner.input)[dims.index(dim)] == 1:
-                return False
-            dim = dims.index(dim)
-        else:
-            return dim == len(nd.shape_of(value)) - 1
-        value = owner.operands[0]
+    viewed = nd.viewed_dim(value, dim)
+    return viewed is not None and viewed[1] == len(nd.shape_of(viewed[0])) - 1
 
 
 def _rewritten(op: nd.MatmulOp) -> SSAValue | None:

@@ -121,6 +121,18 @@ def _arith(f: Callable[..., np.ndarray], on_bool: Kernel | None = None,
     return meaning
 
 
+def _ieee_maximum(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """IEEE 754-2019 ``maximum``: NaN propagates and +0 is above -0, whatever the operand
+    order (np.maximum returns its second operand on a tie of zeros), as LLVM's
+    ``llvm.maximum``, MLIR's ``arith.maximumf`` and the CUDA prelude's ``nv_max``."""
+    return np.where(x == y, np.where(np.signbit(x), y, x), np.maximum(x, y))
+
+
+def _ieee_minimum(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """IEEE 754-2019 ``minimum``: NaN propagates and -0 is below +0 (see _ieee_maximum)."""
+    return np.where(x == y, np.where(np.signbit(y), y, x), np.minimum(x, y))
+
+
 def _constant(op: nd.ConstantOp) -> Kernel:
     shape, store, value = nd.shape_of(op.result), _dtype_of(op.result).np, _scalar(op.value)
     return lambda: np.full(shape, value, dtype=store)
@@ -355,8 +367,8 @@ MEANINGS: dict[type[Operation], Meaning] = {
     nd.SubOp: _arith(np.subtract),
     nd.MulOp: _arith(np.multiply, on_bool=np.logical_and),
     nd.DivOp: _arith(np.divide, on_int=_int_div),
-    nd.MaximumOp: _arith(np.maximum, on_bool=np.logical_or),
-    nd.MinimumOp: _arith(np.minimum, on_bool=np.logical_and),
+    nd.MaximumOp: _arith(_ieee_maximum, on_bool=np.logical_or),
+    nd.MinimumOp: _arith(_ieee_minimum, on_bool=np.logical_and),
     nd.PowOp: _arith(np.power, on_int=_int_pow),
     nd.RemOp: _arith(np.fmod),
     # (in float64, rounded once: numpy's float32 arctan2 is an ulp off at times)

@@ -26,6 +26,7 @@ import numpy as np
 
 from nova.compiler.targets.cuda.codegen import CudaKernel
 from nova.compiler.targets.cuda.emit import STORAGE
+from nova.compiler.targets.cuda.prelude import FLOAT_MIN_MAX
 from nova.compiler.lowering.plan import KernelPlan
 
 EMU_PRELUDE = r"""
@@ -90,10 +91,9 @@ inline unsigned short nv_bf16_store(float f) {
 }
 inline float nv_f16_round(float f) { return nv_f16_load(nv_f16_store(f)); }
 inline float nv_bf16_round(float f) { return nv_bf16_load(nv_bf16_store(f)); }
-inline float nv_max(float a, float b) { return (a != a || b != b) ? a + b : fmaxf(a, b); }
-inline float nv_min(float a, float b) { return (a != a || b != b) ? a + b : fminf(a, b); }
-inline double nv_max(double a, double b) { return (a != a || b != b) ? a + b : fmax(a, b); }
-inline double nv_min(double a, double b) { return (a != a || b != b) ? a + b : fmin(a, b); }
+inline bool nv_signbit(float a) { return std::signbit(a); }
+inline bool nv_signbit(double a) { return std::signbit(a); }
+""" + FLOAT_MIN_MAX + r"""
 inline int nv_max(int a, int b) { return a > b ? a : b; }
 inline int nv_min(int a, int b) { return a < b ? a : b; }
 inline i64 nv_max(i64 a, i64 b) { return a > b ? a : b; }

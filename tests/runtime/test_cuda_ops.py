@@ -156,6 +156,24 @@ def test_op_family_matches_the_interpreter(on_device, family):
                                           dict(rtol=1e-2, atol=1e-2)))
 
 
+def test_maximum_and_minimum_order_signed_zeros_as_the_interpreter(on_device):
+    """``nv_max``/``nv_min`` are IEEE 754-2019's (fmaxf may return either zero): the
+    signs of zero agree with the interpreter's, which the tolerance above cannot see."""
+    a = np.array([0.0, -0.0, 0.0, -0.0, np.nan, -0.0, -1.0, 3.0], np.float32)
+    b = np.array([-0.0, 0.0, 0.0, -0.0, -0.0, np.nan, -0.0, 3.0], np.float32)
+
+    def run(device):
+        x, y = nv.tensor(a, device=device), nv.tensor(b, device=device)
+        return [o.numpy() for o in (nv.maximum(x, y), nv.minimum(x, y),
+                                    nv.maximum(x.double(), y.double()))]
+    with nv.engine("interp"):
+        ref = run("cpu")
+    for g, r in zip(run("cuda"), ref):
+        np.testing.assert_array_equal(g, r)
+        np.testing.assert_array_equal(np.signbit(g), np.signbit(r))
+    assert np.signbit(ref[0]).tolist() == [False, False, False, True, False, False, True, False]
+
+
 def _grads(device: str) -> list[np.ndarray]:
     v = _inputs(1)
     x = nv.tensor(v["x"], device=device, requires_grad=True)

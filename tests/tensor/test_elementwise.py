@@ -241,3 +241,25 @@ def test_expm1_and_log1p_keep_tiny_arguments_exact(dtype):
         want_log1p, want_expm1 = np.log1p(special), np.expm1(special)
     np.testing.assert_array_equal(nv.log1p(nv.tensor(special)).numpy(), want_log1p)
     np.testing.assert_array_equal(nv.expm1(nv.tensor(special)).numpy(), want_expm1)
+
+
+def test_maximum_and_minimum_order_signed_zeros_on_every_engine():
+    """IEEE 754-2019: max(+0, -0) is +0 and min is -0 in either operand order, NaN wins;
+    the engines used to disagree (numpy's tie returns the second operand, LLVM's
+    ``maximum`` orders the zeros). 64 elements reach the CPU's vector loop too."""
+    pairs = [(0.0, -0.0), (-0.0, 0.0), (0.0, 0.0), (-0.0, -0.0), (np.nan, -0.0),
+             (-0.0, np.nan), (-1.0, -0.0), (2.5, 2.5)]
+    a = np.array([p[0] for p in pairs] * 8, np.float32)
+    b = np.array([p[1] for p in pairs] * 8, np.float32)
+    hi, lo = nv.maximum(nv.tensor(a), nv.tensor(b)), nv.minimum(nv.tensor(a), nv.tensor(b))
+    nv.realize(hi, lo)
+    both_zero = (a == 0) & (b == 0)
+    want_hi = np.where(both_zero, np.float32(0.0) * np.where(np.signbit(a) & np.signbit(b), -1, 1),
+                       np.fmax(a, b))
+    want_lo = np.where(both_zero, np.float32(0.0) * np.where(np.signbit(a) | np.signbit(b), -1, 1),
+                       np.fmin(a, b))
+    nan = np.isnan(a) | np.isnan(b)
+    want_hi[nan], want_lo[nan] = np.nan, np.nan
+    for got, want in ((hi.numpy(), want_hi), (lo.numpy(), want_lo)):
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))

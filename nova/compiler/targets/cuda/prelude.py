@@ -15,6 +15,26 @@ from nova.core.philox import MULTIPLIERS, ROUNDS, WEYL
 
 (M0, M1), (W0, W1) = MULTIPLIERS, WEYL
 
+FLOAT_MIN_MAX = r"""
+/* maximum/minimum are IEEE 754-2019's: NaN propagates (fmaxf would drop it) and -0 < +0
+   (fmaxf may return either zero), as llvm.maximum on the CPU and the interpreter. Shared
+   with the emulator (tests/compiler/cuda_emulator.py), which defines nv_signbit itself. */
+template <typename T> __device__ __forceinline__ T nv_fmax(T a, T b) {
+  if (a != a || b != b) return a + b;
+  if (a == b) return nv_signbit(a) ? b : a;
+  return a > b ? a : b;
+}
+template <typename T> __device__ __forceinline__ T nv_fmin(T a, T b) {
+  if (a != a || b != b) return a + b;
+  if (a == b) return nv_signbit(b) ? b : a;
+  return a < b ? a : b;
+}
+__device__ __forceinline__ float nv_max(float a, float b) { return nv_fmax(a, b); }
+__device__ __forceinline__ float nv_min(float a, float b) { return nv_fmin(a, b); }
+__device__ __forceinline__ double nv_max(double a, double b) { return nv_fmax(a, b); }
+__device__ __forceinline__ double nv_min(double a, double b) { return nv_fmin(a, b); }
+"""
+
 PRELUDE = r"""
 typedef long long i64;
 typedef unsigned long long u64;
@@ -38,11 +58,9 @@ __device__ __forceinline__ unsigned short nv_bf16_store(float f) {
 __device__ __forceinline__ float nv_f16_round(float f) { return nv_f16_load(nv_f16_store(f)); }
 __device__ __forceinline__ float nv_bf16_round(float f) { return nv_bf16_load(nv_bf16_store(f)); }
 
-/* maximum/minimum propagate NaN (fmaxf would drop it), as the interpreter's np.maximum. */
-__device__ __forceinline__ float nv_max(float a, float b) { return (a != a || b != b) ? a + b : fmaxf(a, b); }
-__device__ __forceinline__ float nv_min(float a, float b) { return (a != a || b != b) ? a + b : fminf(a, b); }
-__device__ __forceinline__ double nv_max(double a, double b) { return (a != a || b != b) ? a + b : fmax(a, b); }
-__device__ __forceinline__ double nv_min(double a, double b) { return (a != a || b != b) ? a + b : fmin(a, b); }
+__device__ __forceinline__ bool nv_signbit(float a) { return __float_as_int(a) < 0; }
+__device__ __forceinline__ bool nv_signbit(double a) { return __double_as_longlong(a) < 0; }
+""" + FLOAT_MIN_MAX + r"""
 __device__ __forceinline__ int nv_max(int a, int b) { return a > b ? a : b; }
 __device__ __forceinline__ int nv_min(int a, int b) { return a < b ? a : b; }
 __device__ __forceinline__ i64 nv_max(i64 a, i64 b) { return a > b ? a : b; }

@@ -4,6 +4,7 @@ import pytest
 
 import nova as nv
 from models.gpt import GPT, preset
+from nova.compiler import dialect as nd
 from nova.compiler.passes import rematerialize
 from nova.compiler.passes.remat import choose_saved
 from nova.runtime.cache import CACHE
@@ -51,8 +52,9 @@ def test_off_and_small_values_are_left_alone():
     assert str(rematerialize(parse_module(small), "default")) == small
 
 
-# The backward reads the product p = a b (256 KiB from 2 x 8 KiB operands). Default
-# remat never recomputes a contraction, so p is kept; aggressive recomputes it.
+# The backward reads e = exp(p) of the product p = a b (256 KiB from 2 x 8 KiB
+# operands). Default remat never recomputes a contraction, so p or e is kept;
+# aggressive recomputes both from the arguments.
 MATMUL = """\
 builtin.module {
   func.func @step(%a: tensor<256x8xf32>, %b: tensor<8x256xf32>, %dy: tensor<256x256xf32>) -> (tensor<f32>, tensor<256x256xf32>) {
@@ -70,7 +72,9 @@ def test_min_cut_keeps_contractions_unless_aggressive():
     fn = next(iter(module.ops))
     saved, needed = choose_saved(fn, "default")
     assert [v.name_hint for v in needed] == ["e"]
-    assert [v.name_hint for v in saved] == ["p"]      # cheaper than e? equal: p is upstream
+    # p and e tie (equal bytes): of the minimum cuts, the one nearest the backward keeps
+    # e, so nothing is recomputed and p's only reader, exp, can be its epilogue
+    assert [v.name_hint for v in saved] == ["e"]
     saved, _ = choose_saved(fn, "aggressive")
     assert saved == set()                              # recompute from the arguments
     out = str(rematerialize(module, "aggressive"))
@@ -124,3 +128,31 @@ def test_remat_lowers_the_planned_peak():
     assert arenas["default"] < 0.75 * arenas["off"]
     assert arenas["aggressive"] < arenas["default"]
     assert "remat=aggressive" in CACHE.stats.miss_log[-1].engine
+
+
+# A product and its bias add tie (equal bytes). Keeping the bare product p would leave
+# it two readers -- the forward's add and the backward's recomputed add -- so neither
+# could be its epilogue: two elementwise kernels. Keeping the sum h makes the add p's
+# epilogue and recomputes nothing.
+BIAS = """\
+builtin.module {
+  func.func @step(%a: tensor<256x64xf32>, %w: tensor<64x256xf32>, %bias: tensor<256xf32>, %dy: tensor<256x256xf32>) -> (tensor<f32>, tensor<256x256xf32>) {
+    %p = nova.matmul %a, %w : tensor<256x64xf32>, tensor<64x256xf32> -> tensor<256x256xf32>
+    %b = nova.broadcast_in_dim %bias dims = [1] : tensor<256xf32> -> tensor<256x256xf32>
+    %h = nova.add %p, %b : tensor<256x256xf32>
+    %s = nova.reduce_sum %h axes = [0, 1] : tensor<256x256xf32> -> tensor<f32>
+    %g = nova.mul %dy, %h {nova.backward} : tensor<256x256xf32>
+    func.return %s, %g : tensor<f32>, tensor<256x256xf32>
+  }
+}"""
+
+
+def test_a_tie_keeps_the_later_value_so_the_bias_add_is_the_products_epilogue():
+    from nova.compiler.passes.fusion import fuse
+    module = parse_module(BIAS)
+    saved, needed = choose_saved(next(iter(module.ops)), "default")
+    assert [v.name_hint for v in saved] == ["h"] and [v.name_hint for v in needed] == ["h"]
+    out = rematerialize(module, "default")
+    assert str(out) == BIAS                      # nothing recomputed
+    kinds = [op.kind.data for op in fuse(out, "cpu").walk() if isinstance(op, nd.FusionOp)]
+    assert sorted(kinds) == ["elementwise", "matmul", "reduce"]   # the add is in the matmul

@@ -151,9 +151,16 @@ def choose_saved(fn: func.FuncOp, mode: str) -> tuple[set[SSAValue], set[SSAValu
     residual = (graph - flow.flow).tocsr()
     residual.data = np.where(residual.data > 0, residual.data, 0)
     residual.eliminate_zeros()
-    reach = set(breadth_first_order(residual, source, directed=True,
-                                    return_predecessors=False).tolist())
-    saved = {v for v, i in index.items() if 2 * i in reach and 2 * i + 1 not in reach
+    # Of the minimum cuts, the one nearest the sink: the nodes that still reach the sink
+    # through unsaturated edges are on its side. Where a chain of equal-sized values
+    # ties (a product and its bias add), this keeps the later value, so the backward
+    # recomputes nothing it need not and the forward's product has one reader left, its
+    # epilogue (the cut nearest the source kept the bare product, whose two readers
+    # then each needed a kernel of their own: the bias add in the forward and again
+    # before the backward's reader).
+    to_sink = set(breadth_first_order(residual.T.tocsr(), sink, directed=True,
+                                      return_predecessors=False).tolist())
+    saved = {v for v, i in index.items() if 2 * i not in to_sink and 2 * i + 1 in to_sink
              and isinstance(v.owner, Operation) and v not in results}
     return saved, needed
 

@@ -13,6 +13,9 @@ from typing import Any
 import numpy as np
 
 from nova.core import dtypes as dt
+# the softplus of every distribution: nn.functional.softplus's threshold (x itself above 20,
+# an error of exp(-20) that float64 sees) is not wanted here
+from nova.nn.functional import log1p_exp as softplus
 from nova.tensor import ops
 from nova.tensor.creation import rand, tensor
 from nova.tensor.grad_mode import enable_grad
@@ -90,13 +93,6 @@ def probs_to_logits(probs: Tensor, is_binary: bool = False) -> Tensor:
     if is_binary:
         return clamped.log() - (-clamped).log1p()
     return clamped.log()
-
-
-def softplus(x: Tensor) -> Tensor:
-    """``log(1 + exp(x))`` to full precision for every ``x``: ``max(x, 0) +
-    log1p(exp(-|x|))`` (no threshold switch: ``nn.functional.softplus`` returns ``x``
-    above 20, an error of ``exp(-20)`` that float64 sees)."""
-    return ops.relu(x) + (-x.abs()).exp().log1p()
 
 
 def standard_uniform(shape: tuple[int, ...], like: Tensor) -> Tensor:

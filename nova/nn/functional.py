@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from nova.autograd.function import Function
 from nova.core import dtypes as dt
 from nova.tensor import ops
 from nova.tensor.autocast_state import full_precision, lowered
@@ -458,14 +459,57 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean",
     return _reduce("huber_loss", loss, reduction)
 
 
+class _BinaryCrossEntropy(Function):
+    """PyTorch's elementwise binary cross entropy of probabilities ``p`` and targets
+    ``y``, with its gradient rule rather than the derivative of its forward: each log is
+    clamped at -100 (a finite loss at p = 0 or 1), and the gradient for ``p`` is
+    ``(p - y) / max(p (1 - p), 1e-12)``: finite everywhere (0 for a saturated correct
+    prediction, +-1e12 for a saturated wrong one) where the clamped logs' derivative
+    is 0 * inf = NaN at p = 0 or 1, and exact for a soft target near ``p``, where
+    that derivative's ``-y / p + (1 - y) / (1 - p)`` cancels (p = 0.3, y = 0.3000001
+    in float32: 30% off). The gradient for ``y`` is the forward's, ``log(1 - p) -
+    log(p)`` with the clamped logs. A half-precision gradient is computed in float32
+    and rounded once (float16 cannot hold the 1e-12: PyTorch's float16 kernel gives
+    NaN for p = y = 1). The backward is Python, so ``nv.compile`` records a step that
+    runs it every call."""
+
+    @staticmethod
+    def forward(ctx: Any, input: Tensor, target: Tensor) -> Tensor:
+        ctx.save_for_backward(input, target)
+        log_p, log_q = _clamped_logs(input)
+        return ops.neg(ops.add(ops.mul(target, log_p), ops.mul(ops.sub(1.0, target), log_q)))
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        input, target = ctx.saved_tensors
+        if input.dtype in (dt.float16, dt.bfloat16):
+            input, target, grad = (ops.cast(t, dt.float32) for t in (input, target, grad))
+        grad_input = grad_target = None
+        if ctx.needs_input_grad[0]:
+            spread = ops.maximum(ops.mul(input, ops.sub(1.0, input)), 1e-12)
+            grad_input = ops.div(ops.mul(grad, ops.sub(input, target)), spread)
+        if ctx.needs_input_grad[1]:
+            log_p, log_q = _clamped_logs(input)
+            grad_target = ops.mul(grad, ops.sub(log_q, log_p))
+        return grad_input, grad_target
+
+
+def _clamped_logs(p: Tensor) -> tuple[Tensor, Tensor]:
+    """``log(p)`` and ``log(1 - p)``, each at least -100 (PyTorch's clamp)."""
+    return ops.maximum(ops.log(p), -100.0), ops.maximum(ops.log1p(ops.neg(p)), -100.0)
+
+
 def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
                          reduction: str = "mean") -> Tensor:
-    """-(y log p + (1 - y) log(1 - p)) for probabilities ``input``; each log is clamped
-    at -100, as PyTorch does, so p = 0 or 1 gives a finite loss."""
+    """-(y log p + (1 - y) log(1 - p)) for probabilities ``input``, with PyTorch's
+    clamp of each log at -100 and its gradient ``(p - y) / max(p (1 - p), 1e-12)``
+    (finite at p = 0 and 1; see ``_BinaryCrossEntropy``). ``log(1 - p)`` is
+    ``log1p(-p)``: for p below float32's epsilon PyTorch's ``log(1 - p)`` is 0. A
+    ``weight`` (PyTorch refuses to differentiate it) gets the unweighted loss as its
+    gradient. Nova does not read ``input`` on the host, so a value outside [0, 1] gives
+    NaN instead of PyTorch's error."""
     input, target = _check_pair("binary_cross_entropy", input, target)
-    log_p = ops.maximum(ops.log(input), -100.0)
-    log_q = ops.maximum(ops.log1p(ops.neg(input)), -100.0)
-    loss = ops.neg(ops.add(ops.mul(target, log_p), ops.mul(ops.sub(1.0, target), log_q)))
+    loss = _BinaryCrossEntropy.apply(input, target)
     if weight is not None:
         loss = ops.mul(loss, weight)
     return _reduce("binary_cross_entropy", loss, reduction)
@@ -475,17 +519,17 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
                                      weight: Tensor | None = None, reduction: str = "mean",
                                      pos_weight: Tensor | None = None) -> Tensor:
     """The binary cross entropy of sigmoid(``input``), computed stably from the logits:
-    (1 - y) x + (1 + (pw - 1) y) softplus(-x), with softplus(-x) = log1p(exp(-|x|)) +
-    max(-x, 0); ``pos_weight`` (broadcast along the last dim) weighs the positives. The
-    linear terms are summed first: they cancel exactly for a confident correct
-    prediction (x = -30, y = 0), which leaves the small log1p term all its digits
-    (added last, as PyTorch does not, it lost 1.3% at x = -30 in float64)."""
+    (1 - y) x + (1 + (pw - 1) y) softplus(-x), with softplus split as in
+    ``_softplus_parts``; ``pos_weight`` (broadcast along the last dim) weighs the
+    positives. The linear terms are summed first: they cancel exactly for a confident
+    correct prediction (x = -30, y = 0), which leaves the small log1p term all its
+    digits (added last, as PyTorch does not, it lost 1.3% at x = -30 in float64)."""
     input, target = _check_pair("binary_cross_entropy_with_logits", input, target)
     scale = 1.0 if pos_weight is None else ops.add(ops.mul(ops.sub(pos_weight, 1.0), target),
                                                    1.0)
-    linear = ops.add(ops.mul(ops.sub(1.0, target), input),
-                     ops.mul(scale, ops.relu(ops.neg(input))))
-    loss = ops.add(linear, ops.mul(scale, ops.log1p(ops.exp(ops.neg(ops.abs(input))))))
+    ramp, tail = _softplus_parts(ops.neg(input))
+    linear = ops.add(ops.mul(ops.sub(1.0, target), input), ops.mul(scale, ramp))
+    loss = ops.add(linear, ops.mul(scale, tail))
     if weight is not None:
         loss = ops.mul(loss, weight)
     return _reduce("binary_cross_entropy_with_logits", loss, reduction)
@@ -515,11 +559,33 @@ def elu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     return inplace_result("elu", x, elu_form(ops._as_float("elu", x), alpha), inplace)
 
 
+def _softplus_parts(x: Tensor) -> tuple[Tensor, Tensor]:
+    """``log(1 + exp(x))`` as ``max(x, 0)`` and ``log1p(exp(-|x|))``, to full precision
+    for every ``x``, written so the sum's derivative is ``sigmoid(x)`` at 0 too: the
+    usual ``relu(x) + log1p(exp(-abs(x)))`` has gradient 0 + 0 there (both kinks
+    differentiate to 0 at 0), half the true 0.5. Both pieces branch on the same
+    ``x > 0``, so the one at 0 takes the ``-x`` side of ``|x|``: 0 + sigmoid(0).
+    Every branch's derivative is finite (``exp`` only sees ``-|x| <= 0``), so the
+    unselected side of each ``where`` contributes an exact 0."""
+    positive = ops.gt(x, 0)
+    ramp = ops.where(positive, x, 0.0)
+    return ramp, ops.log1p(ops.exp(ops.neg(ops.where(positive, x, ops.neg(x)))))
+
+
+def log1p_exp(x: Tensor) -> Tensor:
+    """``log(1 + exp(x))`` to full precision for every ``x`` with derivative
+    ``sigmoid(x)`` everywhere (no threshold switch, unlike ``softplus``): the one
+    definition of a stable softplus that ``softplus``, ``logsigmoid``, the losses built
+    on them and ``nova.distributions`` share."""
+    ramp, tail = _softplus_parts(x)
+    return ops.add(ramp, tail)
+
+
 def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
-    """log(1 + exp(beta x)) / beta, and x itself where beta x > ``threshold`` (PyTorch)."""
+    """log(1 + exp(beta x)) / beta, and x itself where beta x > ``threshold`` (PyTorch);
+    the gradient is sigmoid(beta x) (1 where thresholded), 0.5 at 0."""
     bx = ops.mul(x, beta)
-    smooth = ops.div(ops.add(ops.log1p(ops.exp(ops.neg(ops.abs(bx)))), ops.relu(bx)), beta)
-    return ops.where(ops.gt(bx, threshold), x, smooth)
+    return ops.where(ops.gt(bx, threshold), x, ops.div(log1p_exp(bx), beta))
 
 
 def mish(x: Tensor, inplace: bool = False) -> Tensor:
@@ -527,7 +593,10 @@ def mish(x: Tensor, inplace: bool = False) -> Tensor:
 
 
 def logsigmoid(x: Tensor) -> Tensor:
-    return ops.neg(softplus(ops.neg(x)))
+    """log(sigmoid(x)) = 0 - log(1 + exp(-x)), without ``softplus``'s threshold (as
+    PyTorch: past -20 it is x - exp(x), not x, in float64); gradient sigmoid(-x). (0 -,
+    not a negation: where the log underflows, x = inf, the result is +0 as PyTorch's.)"""
+    return ops.sub(0.0, log1p_exp(ops.neg(x)))
 
 
 @stamped

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import operator
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -346,16 +347,83 @@ class Identity(Module):
 
 
 class _IndexedModules(Module):
-    """Children kept in order and reachable by position (Sequential, ModuleList)."""
+    """Children kept in order and reached by position (Sequential, ModuleList): named
+    ``"0"``, ``"1"``, ... (a Sequential built from an OrderedDict keeps its names until
+    a deletion or insertion renumbers them, as PyTorch's)."""
 
-    def __getitem__(self, i: int) -> Module:
-        return list(self._modules.values())[i]
+    def _key(self, i: int) -> str:
+        """The registered name at position ``i`` (negative: from the end)."""
+        n = len(self._modules)
+        i = operator.index(i)
+        if not -n <= i < n:
+            raise IndexError(f"{type(self).__name__}: index {i} is out of range for "
+                             f"{n} modules")
+        return list(self._modules)[i]
+
+    def _sliced(self, items: list[tuple[str, Module]]) -> _IndexedModules:
+        """A new container of this class holding ``items`` (defined by each class)."""
+        raise NotImplementedError(f"{type(self).__name__} does not define slicing")
+
+    def __getitem__(self, i: int | slice) -> Any:
+        """The module at position ``i``; a slice: a new container of the same class
+        holding the same modules."""
+        if isinstance(i, slice):
+            return self._sliced(list(self._modules.items())[i])
+        return self._modules[self._key(i)]
+
+    def __setitem__(self, i: int, module: Module) -> None:
+        setattr(self, self._key(i), module)
+
+    def __delitem__(self, i: int | slice) -> None:
+        """Remove the module(s) at ``i``; the rest are renumbered from ``"0"``."""
+        keys = list(self._modules)[i] if isinstance(i, slice) else [self._key(i)]
+        for k in keys:
+            del self._modules[k]
+        self._renumber(list(self._modules.values()))
+
+    def _renumber(self, modules: list[Module]) -> None:
+        self._modules.clear()
+        self._modules.update((str(j), m) for j, m in enumerate(modules))
 
     def __len__(self) -> int:
         return len(self._modules)
 
     def __iter__(self) -> Iterator[Module]:
         return iter(self._modules.values())
+
+    def append(self, module: Module) -> _IndexedModules:
+        self.add_module(str(len(self._modules)), module)
+        return self
+
+    def extend(self, modules: Iterable[Module]) -> _IndexedModules:
+        if not isinstance(modules, Iterable):
+            raise TypeError(f"{type(self).__name__}.extend: expected an iterable of "
+                            f"modules, got {type(modules).__name__}")
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index: int, module: Module) -> _IndexedModules:
+        """Put ``module`` before position ``index`` (``-len <= index <= len``); all
+        modules are renumbered from ``"0"``."""
+        if not isinstance(module, Module):
+            raise TypeError(f"{type(self).__name__}.insert: {type(module).__name__} is "
+                            "not a Module subclass")
+        n = len(self._modules)
+        index = operator.index(index)
+        if not -n <= index <= n:
+            raise IndexError(f"{type(self).__name__}.insert: index {index} is out of "
+                             f"range for {n} modules")
+        modules = list(self._modules.values())
+        modules.insert(index, module)
+        self._renumber(modules)
+        return self
+
+    def pop(self, i: int | slice) -> Any:
+        """``self[i]``, removed (the rest renumbered)."""
+        found = self[i]
+        del self[i]
+        return found
 
 
 class Sequential(_IndexedModules):
@@ -368,6 +436,21 @@ class Sequential(_IndexedModules):
             for i, m in enumerate(modules):
                 self.add_module(str(i), m)
 
+    def _sliced(self, items: list[tuple[str, Module]]) -> Sequential:
+        return type(self)(OrderedDict(items))
+
+    def __add__(self, other: Sequential) -> Sequential:
+        if not isinstance(other, Sequential):
+            raise ValueError(f"Sequential +: expected a Sequential, got "
+                             f"{type(other).__name__}")
+        return Sequential(*self, *other)
+
+    def __iadd__(self, other: Sequential) -> Sequential:
+        if not isinstance(other, Sequential):
+            raise ValueError(f"Sequential +=: expected a Sequential, got "
+                             f"{type(other).__name__}")
+        return self.extend(list(other))
+
     def forward(self, x: Any) -> Any:
         for m in self._modules.values():
             x = m(x)
@@ -377,30 +460,33 @@ class Sequential(_IndexedModules):
 class ModuleList(_IndexedModules):
     def __init__(self, modules: Iterable[Module] | None = None):
         super().__init__()
-        for m in modules or []:
-            self.append(m)
+        if modules is not None:
+            self.extend(modules)
 
-    def append(self, module: Module) -> ModuleList:
-        self.add_module(str(len(self._modules)), module)
-        return self
+    def _sliced(self, items: list[tuple[str, Module]]) -> ModuleList:
+        return type(self)([m for _, m in items])
 
-    def extend(self, modules: Iterable[Module]) -> ModuleList:
-        for m in modules:
-            self.append(m)
-        return self
+    def __add__(self, other: Iterable[Module]) -> ModuleList:
+        return ModuleList(list(self)).extend(other)
+
+    def __iadd__(self, modules: Iterable[Module]) -> ModuleList:
+        return self.extend(modules)
 
 
 class ModuleDict(Module):
-    def __init__(self, modules: dict[str, Module] | None = None):
+    def __init__(self, modules: Any = None):
         super().__init__()
-        for k, m in (modules or {}).items():
-            self.add_module(k, m)
+        if modules is not None:
+            self.update(modules)
 
     def __getitem__(self, key: str) -> Module:
         return self._modules[key]
 
     def __setitem__(self, key: str, module: Module) -> None:
         self.add_module(key, module)
+
+    def __delitem__(self, key: str) -> None:
+        del self._modules[key]
 
     def __contains__(self, key: str) -> bool:
         return key in self._modules
@@ -419,6 +505,28 @@ class ModuleDict(Module):
 
     def items(self):
         return self._modules.items()
+
+    def pop(self, key: str) -> Module:
+        return self._modules.pop(key)
+
+    def clear(self) -> None:
+        self._modules.clear()
+
+    def update(self, modules: Any) -> None:
+        """Add (or replace, in place) the modules of a mapping, in its order, or of an
+        iterable of ``(key, module)`` pairs."""
+        if isinstance(modules, Mapping):
+            items = list(modules.items())
+        elif isinstance(modules, Iterable):
+            items = [tuple(kv) for kv in modules]
+            if any(len(kv) != 2 for kv in items):
+                raise ValueError("ModuleDict.update: expected a mapping or an iterable of "
+                                 "(key, module) pairs")
+        else:
+            raise TypeError(f"ModuleDict.update: expected a mapping or an iterable of "
+                            f"(key, module) pairs, got {type(modules).__name__}")
+        for k, m in items:
+            self[k] = m
 
 
 def _as_parameter(container: str, value: Any) -> Parameter:

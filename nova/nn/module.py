@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import warnings
 from collections import OrderedDict, namedtuple
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from nova.autograd.function import Function
@@ -46,29 +46,56 @@ class Module:
     def __init__(self) -> None:
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent_buffers_set", set())
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "training", True)
 
     # ------------------------------------------------------------ registration
 
     def __setattr__(self, name: str, value: Any) -> None:
+        """PyTorch's rules: a Parameter registers as a parameter, a Module as a child;
+        a registered parameter (child) name takes only a Parameter (Module) or None,
+        a registered buffer name a Tensor or None; anything else is a plain attribute.
+        A name assigned again keeps its place in ``named_parameters``/``state_dict``
+        order (tying ``b.weight = a.weight`` leaves ``b``'s order alone)."""
         if "_parameters" not in self.__dict__:
             raise AttributeError(f"{type(self).__name__}: call super().__init__() before "
                                  "assigning attributes")
-        for table in (self._parameters, self._buffers, self._modules):
-            table.pop(name, None)
         if isinstance(value, Parameter):
-            self._parameters[name] = value
+            self._remove_entry(name, keep="_parameters")
+            self.register_parameter(name, value)
+        elif name in self._parameters:
+            if value is not None:
+                raise TypeError(f"{type(self).__name__}: cannot assign "
+                                f"'{type(value).__name__}' as parameter '{name}' "
+                                "(nn.Parameter or None expected)")
+            self._parameters[name] = None
         elif isinstance(value, Module):
+            self._remove_entry(name, keep="_modules")
             self._modules[name] = value
-        elif name in self.__dict__.get("_buffer_names", ()) and (value is None or
-                                                                  isinstance(value, Tensor)):
+        elif name in self._modules:
+            if value is not None:
+                raise TypeError(f"{type(self).__name__}: cannot assign "
+                                f"'{type(value).__name__}' as child module '{name}' "
+                                "(nn.Module or None expected)")
+            self._modules[name] = None
+        elif name in self._buffers:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"{type(self).__name__}: cannot assign "
+                                f"'{type(value).__name__}' as buffer '{name}' "
+                                "(Tensor or None expected)")
             self._buffers[name] = value
-            return
         else:
             object.__setattr__(self, name, value)
-            return
+
+    def _remove_entry(self, name: str, keep: str) -> None:
+        """Forget ``name`` everywhere but in the table ``keep`` (where assigning keeps
+        its place), before it is registered there."""
         self.__dict__.pop(name, None)
+        for table in ("_parameters", "_buffers", "_modules"):
+            if table != keep:
+                self.__dict__[table].pop(name, None)
+        self._non_persistent_buffers_set.discard(name)
 
     def __getattr__(self, name: str) -> Any:
         for table in ("_parameters", "_buffers", "_modules"):
@@ -81,31 +108,48 @@ class Module:
         for table in (self._parameters, self._buffers, self._modules):
             if name in table:
                 del table[name]
+                self._non_persistent_buffers_set.discard(name)
                 return
         object.__delattr__(self, name)
 
+    def _check_new_name(self, op: str, kind: str, name: Any, table: dict) -> None:
+        """PyTorch's checks on a name being registered as a ``kind`` in ``table``: a
+        non-empty string without '.', not already another attribute."""
+        if not isinstance(name, str):
+            raise TypeError(f"{op}: {kind} name should be a string, got {type(name).__name__}")
+        if "." in name or not name:
+            raise KeyError(f"{op}: {kind} name must be a non-empty string without '.', "
+                           f"got {name!r}")
+        if name not in table and hasattr(self, name):
+            raise KeyError(f"{op}: attribute '{name}' already exists")
+
     def register_parameter(self, name: str, param: Parameter | None) -> None:
+        """Register ``param`` (or None: a declared, absent parameter) as ``name``; a
+        name already registered keeps its place in the order."""
         if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"register_parameter: {name} must be a Parameter, got "
-                            f"{type(param).__name__}")
+            raise TypeError(f"register_parameter: cannot assign '{type(param).__name__}' "
+                            f"object to parameter '{name}' (nn.Parameter or None required)")
+        self._check_new_name("register_parameter", "parameter", name, self._parameters)
         self._parameters[name] = param
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """Register ``tensor`` (or None) as buffer ``name``: module state that is not
+        trained, in ``state_dict`` unless ``persistent=False``."""
         if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"register_buffer: {name} must be a Tensor or None, got "
-                            f"{type(tensor).__name__}")
-        names = self.__dict__.setdefault("_buffer_names", set())
-        names.add(name)
-        if not persistent:
-            self.__dict__.setdefault("_non_persistent", set()).add(name)
+            raise TypeError(f"register_buffer: cannot assign '{type(tensor).__name__}' "
+                            f"object to buffer '{name}' (Tensor or None required)")
+        self._check_new_name("register_buffer", "buffer", name, self._buffers)
         self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers_set.discard(name)
+        else:
+            self._non_persistent_buffers_set.add(name)
 
     def add_module(self, name: str, module: Module | None) -> None:
+        """Register ``module`` (or None) as child ``name``."""
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"add_module: {type(module).__name__} is not a Module subclass")
-        if not isinstance(name, str) or "." in name or not name:
-            raise KeyError(f"add_module: module name must be a non-empty string without "
-                           f"'.', got {name!r}")
+        self._check_new_name("add_module", "module", name, self._modules)
         self._modules[name] = module
 
     register_module = add_module
@@ -147,10 +191,10 @@ class Module:
         if isinstance(memo, str):
             memo, prefix = None, memo
         memo = set() if memo is None else memo
+        if self in memo:
+            return
         if remove_duplicate:
-            if id(self) in memo:
-                return
-            memo.add(id(self))
+            memo.add(self)
         yield prefix, self
         for name, m in self._modules.items():
             if m is not None:
@@ -162,8 +206,12 @@ class Module:
             yield m
 
     def named_children(self) -> Iterator[tuple[str, Module]]:
+        """The direct children by name; a child registered under several names once,
+        under its first (as PyTorch's)."""
+        memo: set[Module] = set()
         for name, m in self._modules.items():
-            if m is not None:
+            if m is not None and m not in memo:
+                memo.add(m)
                 yield name, m
 
     def children(self) -> Iterator[Module]:
@@ -295,38 +343,46 @@ class Module:
 
     # ------------------------------------------------------------ state
 
-    def state_dict(self, prefix: str = "") -> OrderedDict:
-        """Parameters and persistent buffers by dotted name (tied weights once per
-        name they are registered under, as in PyTorch)."""
-        out: OrderedDict = OrderedDict()
-        for mname, m in self.named_modules(prefix=prefix):
-            skip = m.__dict__.get("_non_persistent", set())
-            for name, p in m._parameters.items():
-                if p is not None:
-                    out[f"{mname}.{name}" if mname else name] = p.detach()
-            for name, b in m._buffers.items():
-                if b is not None and name not in skip:
-                    out[f"{mname}.{name}" if mname else name] = b.detach()
+    def state_dict(self, *, destination: dict | None = None, prefix: str = "",
+                   keep_vars: bool = False) -> OrderedDict:
+        """Parameters and persistent buffers by dotted name, ``prefix`` put before each
+        (``prefix="model."``). Every name counts: a module or tensor registered under
+        two names is saved under both, as PyTorch's, so checkpoints load either way.
+        Values are ``detach()``ed aliases (they follow later in-place updates, outside
+        autograd), the registered tensors themselves with ``keep_vars=True``. Entries
+        go into ``destination`` when given (and it is returned). Keyword-only:
+        PyTorch's deprecated positional form took ``destination`` first."""
+        out = OrderedDict() if destination is None else destination
+        for key, m, name, kind in self._state_entries(prefix):
+            value = m._parameters[name] if kind == "param" else m._buffers[name]
+            out[key] = value if keep_vars else value.detach()
         return out
 
-    def _named_state_slots(self) -> dict[str, tuple[Module, str, str]]:
-        slots = {}
-        for mname, m in self.named_modules():
-            skip = m.__dict__.get("_non_persistent", set())
-            for name, p in m._parameters.items():
-                if p is not None:
-                    slots[f"{mname}.{name}" if mname else name] = (m, name, "param")
-            for name, b in m._buffers.items():
-                if b is not None and name not in skip:
-                    slots[f"{mname}.{name}" if mname else name] = (m, name, "buffer")
-        return slots
+    def _state_entries(self, prefix: str = "") -> Iterator[tuple[str, Module, str, str]]:
+        """``(key, module, name, "param" | "buffer")`` of every state dict entry:
+        this module's parameters, then its persistent buffers, then each child's under
+        ``prefix + child_name + "."``, every registered name walked (no deduplication),
+        as PyTorch's ``state_dict``/``load_state_dict``."""
+        for name, p in self._parameters.items():
+            if p is not None:
+                yield prefix + name, self, name, "param"
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent_buffers_set:
+                yield prefix + name, self, name, "buffer"
+        for cname, child in self._modules.items():
+            if child is not None:
+                yield from child._state_entries(f"{prefix}{cname}.")
 
     def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True
                         ) -> _IncompatibleKeys:
         """Copy values in (under no_grad). Mis-shaped keys always raise; missing and
         unexpected keys raise when ``strict``. Returns the named pair
-        ``(missing_keys, unexpected_keys)``, as PyTorch does."""
-        slots = self._named_state_slots()
+        ``(missing_keys, unexpected_keys)``, as PyTorch does. Every registered name is
+        a key: a module shared under two names loads both (the later wins)."""
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"load_state_dict: expected state_dict to be dict-like, got "
+                            f"{type(state_dict).__name__}")
+        slots = {key: (m, name, kind) for key, m, name, kind in self._state_entries()}
         missing = [k for k in slots if k not in state_dict]
         unexpected = [k for k in state_dict if k not in slots]
         mismatched = []

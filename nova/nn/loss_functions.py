@@ -18,7 +18,7 @@ from typing import Any
 
 from nova.core import dtypes as dt
 from nova.nn.distance import pairwise_distance
-from nova.nn.functional import _reduce, logsigmoid, softplus
+from nova.nn.functional import _reduce, log1p_exp, logsigmoid
 from nova.tensor import ops
 from nova.tensor.elementary import xlogy
 from nova.tensor.tensor import Tensor
@@ -141,7 +141,7 @@ def soft_margin_loss(input: Tensor, target: Tensor, size_average: bool | None = 
     input)."""
     reduction = legacy_reduction(size_average, reduce, reduction)
     x, t = _floats("soft_margin_loss", input, target)
-    return _reduce("soft_margin_loss", softplus(ops.neg(ops.mul(t, x))), reduction)
+    return _reduce("soft_margin_loss", log1p_exp(ops.neg(ops.mul(t, x))), reduction)
 
 
 def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,

@@ -228,3 +228,12 @@ def test_gradients_match_pytorch():
 
     for got, expected in zip(run(nv, F), run(torch, torch.nn.functional)):
         assert_close(got, expected, rtol=1e-6, atol=0)
+
+
+def test_soft_margin_loss_has_no_threshold_switch():
+    """``softplus``'s threshold (x itself past 20) is not PyTorch's soft margin loss,
+    ``log(1 + exp(-y x))``: in float64 the switch loses exp(-25) at x = -25."""
+    x = nv.tensor(np.array([-25.0, 30.0], np.float64))
+    got = F.soft_margin_loss(x, nv.tensor(np.array([1.0, -1.0])), reduction="none").numpy()
+    want = np.array([25.0, 30.0]) + np.log1p(np.exp([-25.0, -30.0]))
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-14)   # the switch: 1.4e-11 off

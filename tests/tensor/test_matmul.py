@@ -292,3 +292,24 @@ def test_a_computed_b_is_packed_into_the_shared_panel_by_its_kernel(monkeypatch,
         nv.debug.reset_cache()
     ref = np.maximum(a.astype(np.float64) @ b.astype(np.float64), 0)
     assert np.abs(got - ref).max() / np.abs(ref).max() < 5e-4
+
+
+def test_products_of_computed_operands():
+    """Pointwise-computed operands (the CPU GEMM packs them through its prologue, not
+    from a stored value): left, right through a transpose, batched, both at once, odd
+    sizes that leave partial register tiles and K blocks."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((37, 45)).astype(np.float32)
+    s = rng.standard_normal((37, 1)).astype(np.float32)
+    g = rng.standard_normal(45).astype(np.float32)
+    w = rng.standard_normal((29, 45)).astype(np.float32)
+    q = rng.standard_normal((3, 19, 24)).astype(np.float32)
+    k = rng.standard_normal((3, 21, 24)).astype(np.float32)
+    ta, ts, tg, tw, tq, tk = map(nv.tensor, (a, s, g, w, q, k))
+    outs = [(ta * ts * tg) @ tw.T, ta @ (tw * 2.0 - 1.0).T,
+            (tq * 0.5) @ (tk + 1.0).transpose(1, 2), (ta * tg) @ (tw * tw).T]
+    nv.realize(*outs)
+    want = [(a * s * g) @ w.T, a @ (w * 2 - 1).T, (q * 0.5) @ (k + 1).transpose(0, 2, 1),
+            (a * g) @ (w * w).T]
+    for o, r in zip(outs, want):
+        np.testing.assert_allclose(o.numpy(), r, rtol=2e-5, atol=2e-4)

@@ -17,6 +17,10 @@ Otherwise its value is materialized and it roots a kernel of its own. So:
 - a matmul absorbs movement ops on its operands (transposed operands are read in place)
   and its elementwise epilogue (bias, activation, residual, scale), except the ops the
   target's ``FusionPolicy`` keeps out of epilogues (the CPU's: ``Expensive`` ones);
+  where the target packs computed operands (the CPU), also the cheap pointwise ops that
+  compute an operand at its own size and feed nothing else -- a prologue, evaluated as
+  the operand is packed (layer norm's scale and shift before the next projection, in
+  the forward and where the backward recomputes it), so that value is never stored;
 - ``scatter_add`` and ``scatter`` are kernels of their own, and a collective
   (``all_reduce_start``/``_wait``) is a kernel of one op (the communication library
   takes whole buffers);
@@ -180,9 +184,17 @@ def _can_join(op: Operation, k: Kernel, policy: FusionPolicy) -> bool:
         # kernel of its own.
         return _pointwise(op) and n == k.numel
     if k.kind == "matmul":
-        # Only the epilogue (output-sized) may join; operands take movement ops only.
-        return (n == k.numel and k.contraction is not None and not _feeds_operand(op, k)
-                and policy.epilogue_admits(op))
+        if k.contraction is None:
+            return False
+        fed = _operand_fed(op, k)
+        if fed is not None:
+            # a prologue: computed while the GEMM packs that operand (possibly once per
+            # panel of the other), so only where the target packs computed operands,
+            # only cheap pointwise ops, and only at the operand's own size (a smaller
+            # value broadcast into it would be recomputed per element)
+            return (policy.operand_prologues and _pointwise(op) and n == _numel(fed)
+                    and policy.epilogue_admits(op))
+        return n == k.numel and policy.epilogue_admits(op)
     return False
 
 
@@ -257,20 +269,21 @@ def _shape_of(v: SSAValue) -> tuple[int, ...]:
     return tuple(v.type.get_shape())
 
 
-def _feeds_operand(op: Operation, k: Kernel) -> bool:
-    """Whether ``op`` is (transitively, within k) an operand of k's matmul."""
-    mm = k.contraction
-    frontier = [mm.operands[0].owner, mm.operands[1].owner]
-    seen = set()
-    while frontier:
-        o = frontier.pop()
-        if o is op:
-            return True
-        if not isinstance(o, Operation) or id(o) in seen or all(o is not m for m in k.ops):
-            continue
-        seen.add(id(o))
-        frontier += [v.owner for v in o.operands]
-    return False
+def _operand_fed(op: Operation, k: Kernel) -> SSAValue | None:
+    """The operand of k's matmul that ``op`` (transitively, within k) computes, if any."""
+    members = {id(m) for m in k.ops}
+    for operand in k.contraction.operands[:2]:
+        frontier = [operand.owner]
+        seen: set[int] = set()
+        while frontier:
+            o = frontier.pop()
+            if o is op:
+                return operand
+            if not isinstance(o, Operation) or id(o) in seen or id(o) not in members:
+                continue
+            seen.add(id(o))
+            frontier += [v.owner for v in o.operands]
+    return None
 
 
 def _source(v: SSAValue) -> SSAValue:

@@ -40,9 +40,16 @@ class FusionPolicy:
     runs tile by tile between the product's FMAs (the CPU's register tile), such ops
     cost more there than in an elementwise kernel of their own, so fusion starts a new
     kernel at them instead.
+
+    ``operand_prologues``: whether a contraction may compute an operand from pointwise
+    ops as it packs it (the CPU GEMM packs every operand into micro-panels, through a
+    callback where the operand is computed) instead of reading it stored. The CUDA GEMM
+    would lose its asynchronous copies of that operand and recompute it per block column,
+    unmeasured on a GPU so far: off there.
     """
 
     expensive_epilogues: bool
+    operand_prologues: bool = False
 
     def epilogue_admits(self, op: Operation) -> bool:
         """Whether ``op`` may run in a contraction's epilogue on this target."""

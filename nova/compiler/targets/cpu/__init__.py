@@ -98,7 +98,7 @@ class CpuTarget(Target):
 
     @property
     def fusion_policy(self) -> FusionPolicy:
-        return FusionPolicy(expensive_epilogues=False)
+        return FusionPolicy(expensive_epilogues=False, operand_prologues=True)
 
     def schedule(self, plan: KernelPlan) -> KernelPlan:
         """The neutral structure refined by the host: interleaved vector loops, blocked

@@ -91,6 +91,18 @@ def _recomputable(op: Operation, mode: str) -> bool:
     return False
 
 
+def _keep_cost(op: Operation, v: SSAValue) -> int:
+    """The capacity of keeping ``v``: its bytes (in 128-byte units, so any realistic
+    step fits int32), doubled so that a tie between equal-sized cuts can be broken by
+    one unit: an ``Expensive`` elementwise value (an ``exp``, an ``erf``) costs one more.
+    Its readers in the forward are usually kernels that compute it on the fly (the sum
+    of a softmax's exponentials), so keeping it would store one more buffer, where
+    keeping an equal-sized cheap value next to it (``logits - max``, which fusion
+    recomputes in each reader from the stored logits) stores nothing new."""
+    units = 2 * (value_nbytes(v) // (2 * _UNIT) + 1)
+    return units + 1 if op.has_trait(nd.Expensive) else units
+
+
 def backward_ops(fn: func.FuncOp) -> set[Operation]:
     """Ops marked as backward, and every op that depends on one."""
     result: set[Operation] = set()
@@ -135,7 +147,7 @@ def choose_saved(fn: func.FuncOp, mode: str) -> tuple[set[SSAValue], set[SSAValu
         elif _folded(op):
             cap = _INF
         else:
-            cap = value_nbytes(v) // _UNIT + 1
+            cap = _keep_cost(op, v)
         edge(2 * i, 2 * i + 1, cap)
         if op is None or not _recomputable(op, mode):
             edge(source, 2 * i, _INF)

@@ -9,8 +9,10 @@ op class) or giving it the ``NonDifferentiable`` trait.
 
 Conventions at non-differentiable points follow PyTorch:
 - ``maximum``/``minimum`` split the gradient evenly between tied operands;
-- ``reduce_max`` (``amax``/``amin``, and so ``max(dim)``/``min(dim)`` values) splits it
-  evenly among tied maxima (PyTorch's ``max(dim)`` routes it to the returned index);
+- ``reduce_max`` (``amax``/``amin``) splits it evenly among tied maxima (``max(dim)``/
+  ``min(dim)`` gather their values at the returned index, which so takes it all, as in
+  PyTorch);
+- ``atan2`` has gradient 0 at the origin;
 - ``relu`` is ``where(x <= 0, 0, x)``, so its gradient at 0 is 0;
 - ``abs`` has gradient 0 at 0; ``pow`` gives 0 for the exponent where the base is 0
   and the exponent is >= 0, and 0 for the base where the exponent is 0.
@@ -77,9 +79,13 @@ class Rule:
 
 
 def _atan2_back(ctx: Context, g: Tensor) -> Grads:
-    """atan2(y, x): d/dy = x / (x^2 + y^2), d/dx = -y / (x^2 + y^2)."""
+    """atan2(y, x): d/dy = x / (x^2 + y^2), d/dx = -y / (x^2 + y^2); 0 at the origin,
+    where both are undefined (PyTorch's convention; the formula gave 0 * inf = NaN).
+    The quotient sees 1 there, so a second derivative is finite too."""
     y, x = ctx.x(0), ctx.x(1)
-    scale = ops.div(g, ops.add(ops.mul(x, x), ops.mul(y, y)))
+    origin = ops.logical_and(ops.eq(x, 0), ops.eq(y, 0))
+    r2 = ops.where(origin, 1.0, ops.add(ops.mul(x, x), ops.mul(y, y)))
+    scale = ops.where(origin, 0.0, ops.div(g, r2))
     return (ops.mul(scale, x) if ctx.needs(0) else None,
             ops.neg(ops.mul(scale, y)) if ctx.needs(1) else None)
 

@@ -214,6 +214,9 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
 
 def _normalized_axes(op: str, x: Tensor, normalized_shape: Any) -> tuple[int, ...]:
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if not shape:
+        raise ValueError(f"{op}: normalized_shape must have at least one dim (PyTorch's "
+                         f"'at least 1-dimensional'), got () for input {x.shape}")
     if x.shape[x.ndim - len(shape):] != shape or len(shape) > x.ndim:
         raise ValueError(f"{op}: normalized_shape {shape} does not match the trailing dims of "
                          f"input {x.shape}")
@@ -223,26 +226,31 @@ def _normalized_axes(op: str, x: Tensor, normalized_shape: Any) -> tuple[int, ..
 @stamped
 def layer_norm(x: Tensor, normalized_shape: Any, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+    """A float16/bfloat16 ``x`` is normalized in float32 and rounded once, as PyTorch's
+    kernels accumulate (in the half dtype the squares overflow past 256)."""
     axes = _normalized_axes("layer_norm", x, normalized_shape)
-    x = full_precision(x, cuda_only=True)
-    mu = ops.mean(x, axes, keepdim=True)
-    centered = ops.sub(x, mu)
-    var = ops.mean(ops.mul(centered, centered), axes, keepdim=True)
-    out = ops.mul(centered, ops.rsqrt(ops.add(var, eps)))
-    if weight is not None:
-        out = ops.mul(out, weight)
-    if bias is not None:
-        out = ops.add(out, bias)
-    return out
+
+    def normalized(x: Tensor) -> Tensor:
+        mu = ops.mean(x, axes, keepdim=True)
+        centered = ops.sub(x, mu)
+        var = ops.mean(ops.mul(centered, centered), axes, keepdim=True)
+        out = ops.mul(centered, ops.rsqrt(ops.add(var, eps)))
+        if weight is not None:
+            out = ops.mul(out, weight)
+        return out if bias is None else ops.add(out, bias)
+    return ops._in_float32(full_precision(x, cuda_only=True), normalized)
 
 
 def rms_norm(x: Tensor, normalized_shape: Any, weight: Tensor | None = None,
              eps: float | None = None) -> Tensor:
+    """In float32 for a half ``x``, rounded once (as ``layer_norm``)."""
     axes = _normalized_axes("rms_norm", x, normalized_shape)
-    x = full_precision(x, cuda_only=True)
     eps = 1e-6 if eps is None else eps
-    out = ops.mul(x, ops.rsqrt(ops.add(ops.mean(ops.mul(x, x), axes, keepdim=True), eps)))
-    return out if weight is None else ops.mul(out, weight)
+
+    def normalized(x: Tensor) -> Tensor:
+        out = ops.mul(x, ops.rsqrt(ops.add(ops.mean(ops.mul(x, x), axes, keepdim=True), eps)))
+        return out if weight is None else ops.mul(out, weight)
+    return ops._in_float32(full_precision(x, cuda_only=True), normalized)
 
 
 def _reduce(op: str, loss: Tensor, reduction: str, weight_sum: Tensor | None = None) -> Tensor:

@@ -36,7 +36,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
                          f"{getattr(input, 'shape', type(input).__name__)}")
     if not input.dtype.is_floating_point:
         raise TypeError(f"batch_norm: expected floating point input, got {input.dtype.name}")
-    input = full_precision(input, cuda_only=True)
+    input, narrow = _widened(full_precision(input, cuda_only=True))
     c = input.shape[1]
     for name, t in (("running_mean", running_mean), ("running_var", running_var),
                     ("weight", weight), ("bias", bias)):
@@ -68,7 +68,17 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         mean = running_mean.reshape(shape)
         centered = ops.sub(input, mean)
         var = running_var.reshape(shape)
-    return _scale_shift(ops.mul(centered, ops.rsqrt(ops.add(var, eps))), weight, bias, shape)
+    return narrow(_scale_shift(ops.mul(centered, ops.rsqrt(ops.add(var, eps))), weight, bias,
+                               shape))
+
+
+def _widened(x: Tensor) -> tuple[Tensor, Any]:
+    """``x`` in float32 when it is float16/bfloat16, and the function that rounds a
+    result back to ``x``'s dtype: the norms accumulate their statistics in float32, as
+    PyTorch's kernels do (in float16 the squares of a variance overflow past 256)."""
+    if x.dtype not in (dt.float16, dt.bfloat16):
+        return x, lambda out: out
+    return ops.cast(x, dt.float32), lambda out: ops.cast(out, x.dtype)
 
 
 def _scale_shift(out: Tensor, weight: Tensor | None, bias: Tensor | None,
@@ -96,17 +106,13 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None,
     for name, t in (("weight", weight), ("bias", bias)):
         if t is not None and t.shape != (c,):
             raise ValueError(f"group_norm: {name} must have shape ({c},), got {t.shape}")
-    grouped = full_precision(input, cuda_only=True).reshape(n, num_groups, -1)
+    x, narrow = _widened(full_precision(input, cuda_only=True))
+    grouped = x.reshape(n, num_groups, -1)
     mean = ops.mean(grouped, 2, keepdim=True)
     centered = ops.sub(grouped, mean)
     var = ops.mean(ops.mul(centered, centered), 2, keepdim=True)
     out = ops.mul(centered, ops.rsqrt(ops.add(var, eps))).reshape(input.shape)
-    shape = _channel_shape(input)
-    if weight is not None:
-        out = ops.mul(out, weight.reshape(shape))
-    if bias is not None:
-        out = ops.add(out, bias.reshape(shape))
-    return out
+    return narrow(_scale_shift(out, weight, bias, _channel_shape(input)))
 
 
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
@@ -230,7 +236,7 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None,
         if t is not None and t.shape != (c,):
             raise ValueError(f"instance_norm: {name} must have shape ({c},) for input "
                              f"{input.shape}, got {t.shape}")
-    x = full_precision(input, cuda_only=True)
+    x, narrow = _widened(full_precision(input, cuda_only=True))
     shape = _channel_shape(x)
     if use_input_stats:
         count = x.numel() // (n * c) if n * c else 0
@@ -254,7 +260,8 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None,
                              "use_input_stats=False")
         centered = ops.sub(x, running_mean.reshape(shape))
         var = running_var.reshape(shape)
-    return _scale_shift(ops.mul(centered, ops.rsqrt(ops.add(var, eps))), weight, bias, shape)
+    return narrow(_scale_shift(ops.mul(centered, ops.rsqrt(ops.add(var, eps))), weight, bias,
+                               shape))
 
 
 class _InstanceNorm(Module):

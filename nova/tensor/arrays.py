@@ -457,7 +457,9 @@ def std_mean(x: Tensor, dim: Any = None, *, correction: Any = 1,
 
 def aminmax(x: Tensor, *, dim: builtins.int | None = None,
             keepdim: builtins.bool = False) -> tuple[Tensor, Tensor]:
-    """``(min, max)`` (``torch.aminmax``)."""
+    """``(min, max)`` (``torch.aminmax``), over one dim or all of them."""
+    if dim is not None and not isinstance(dim, (builtins.int, np.integer)):
+        raise TypeError(f"aminmax: dim must be an int or None, got {dim!r}")
     return _MinMax(ops.amin(x, dim, keepdim), ops.amax(x, dim, keepdim))
 
 
@@ -541,13 +543,25 @@ def index_copy(x: Tensor, dim: builtins.int, index: Tensor, source: Tensor) -> T
 
 def index_fill(x: Tensor, dim: builtins.int, index: Tensor, value: Any) -> Tensor:
     """``x`` with the slices at ``index`` along ``dim`` set to ``value``
-    (``torch.index_fill``)."""
+    (``torch.index_fill``). Negative indices count from the end; one outside ``[-n, n)``
+    is an IndexError, at this line when its values are known, else when the step runs
+    (``wrap_index``'s check, as for ``x[index]``) -- never a silently skipped slice."""
     ops._check_tensor("index_fill", x)
+    if not isinstance(index, Tensor) or index.dtype not in (dt.int32, dt.int64):
+        raise IndexError(f"index_fill: index must be an int32 or int64 tensor, got "
+                         f"{getattr(getattr(index, 'dtype', None), 'name', type(index).__name__)}")
+    if index.ndim > 1:
+        raise RuntimeError(f"index_fill: index must be 0-D or 1-D, got shape {index.shape}")
+    if isinstance(value, Tensor) and value.ndim != 0:
+        raise RuntimeError(f"index_fill: value must be a number or a 0-D tensor, got shape "
+                           f"{value.shape}")
     d = normalize_dim("index_fill", dim, x.ndim, x.shape)
-    n = x.shape[d]
-    hits = ops.eq(movement.reshape(ops.cast(index, dt.int64), (-1, 1)),
-                  tensor(np.arange(n, dtype=np.int64), device=x.device))
-    mask = movement.reshape(ops.amax(hits, 0), (n,) + (1,) * (x.ndim - d - 1))
+    n = x.shape[d] if x.ndim else 1
+    ops.check_index_values("index_fill", index, d, x.shape, negative=True)
+    flat = movement.reshape(index, (-1,))
+    wrapped = ops.prim("wrap_index", [flat], {"size": n, "dim": d}, flat.shape, flat.dtype)
+    hit = ops.scatter(ops.full_const(False, (n,), dt.bool_), 0, wrapped, True)
+    mask = movement.reshape(hit, (n,) + (1,) * (x.ndim - d - 1) if x.ndim else ())
     return ops.where(mask, value, x)
 
 

@@ -220,10 +220,13 @@ def logit(x: Tensor, eps: float | None = None) -> Tensor:
 
 
 def sinc(x: Tensor) -> Tensor:
-    """``sin(pi x) / (pi x)``, 1 at 0 (``torch.sinc``)."""
+    """``sin(pi x) / (pi x)``, 1 at 0 (``torch.sinc``). The quotient sees 1 where ``x``
+    is 0, so its unselected branch has a finite derivative and the gradient at 0 is 0
+    (the true slope; the bare quotient gave 0 * inf = NaN)."""
     x = _float_arg("sinc", x)
-    px = ops.mul(x, math.pi)
-    return ops.where(ops.eq(x, 0), 1.0, ops.div(ops.sin(px), px))
+    zero = ops.eq(x, 0)
+    px = ops.mul(ops.where(zero, 1.0, x), math.pi)
+    return ops.where(zero, 1.0, ops.div(ops.sin(px), px))
 
 
 def deg2rad(x: Tensor) -> Tensor:
@@ -335,19 +338,21 @@ def clamp_max(x: Tensor, max: Any) -> Tensor:  # noqa: A002 (torch's name)
 
 def fmax(a: Tensor, b: Any) -> Tensor:
     """Elementwise maximum ignoring NaN: the other operand where one is NaN
-    (``torch.fmax``)."""
+    (``torch.fmax``). ``a`` wins ties (and is NaN only if both are), so it takes the
+    whole gradient there, as in PyTorch (``maximum`` splits it)."""
     x, y = ops.operands("fmax", a, b)
     if not x.dtype.is_floating_point:
         return ops.maximum(x, y)
-    return ops.where(ops.isnan(x), y, ops.where(ops.isnan(y), x, ops.maximum(x, y)))
+    return ops.where(ops.logical_or(ops.ge(x, y), ops.isnan(y)), x, y)
 
 
 def fmin(a: Tensor, b: Any) -> Tensor:
-    """Elementwise minimum ignoring NaN (``torch.fmin``)."""
+    """Elementwise minimum ignoring NaN (``torch.fmin``); ``a`` wins ties, as in
+    ``fmax``."""
     x, y = ops.operands("fmin", a, b)
     if not x.dtype.is_floating_point:
         return ops.minimum(x, y)
-    return ops.where(ops.isnan(x), y, ops.where(ops.isnan(y), x, ops.minimum(x, y)))
+    return ops.where(ops.logical_or(ops.le(x, y), ops.isnan(y)), x, y)
 
 
 def float_power(a: Any, b: Any) -> Tensor:
@@ -375,15 +380,21 @@ def nansum(x: Tensor, dim: Any = None, keepdim: builtins.bool = False, *,
 
 def nanmean(x: Tensor, dim: Any = None, keepdim: builtins.bool = False, *,
             dtype: Any = None) -> Tensor:
-    """``mean`` over the non-NaN elements (``torch.nanmean``; NaN where all are)."""
+    """``mean`` over the non-NaN elements (``torch.nanmean``; NaN where all are);
+    float16/bfloat16 in float32, rounded once, as ``mean`` (PyTorch divides a half
+    ``nansum``, so its ``nanmean`` of 1024 float16 hundreds is inf; Nova's is 100)."""
     ops._check_tensor("nanmean", x)
     if dtype is not None:
         x = ops.cast(x, dt.get_dtype(dtype))
     if not x.dtype.is_floating_point:
         raise TypeError(f"nanmean: input dtype must be floating point, got {x.dtype.name}")
-    keep = ops.logical_not(ops.isnan(x))
-    total = ops.sum(ops.where(keep, x, 0.0), dim, keepdim)
-    return ops.div(total, ops.sum(ops.cast(keep, x.dtype), dim, keepdim))
+
+    def evaluate(w: Tensor) -> Tensor:
+        keep = ops.logical_not(ops.isnan(w))
+        total = ops.sum(ops.where(keep, w, 0.0), dim, keepdim)
+        return ops.div(total, ops.sum(ops.cast(keep, w.dtype), dim, keepdim))
+
+    return ops._in_float32(x, evaluate)
 
 
 TENSOR_METHODS = (

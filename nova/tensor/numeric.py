@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nova.core import dtypes as dt
-from nova.core.shapes import normalize_dim, normalize_dims
+from nova.core.shapes import normalize_dim
 from nova.tensor import ops
 from nova.tensor.ops import prim
 from nova.tensor.tensor import Tensor
@@ -167,26 +167,39 @@ def _truth(op: str, x: Tensor) -> Tensor:
     return x if x.dtype == dt.bool_ else ops.ne(x, 0)
 
 
+def _no_dims(dim: Any) -> builtins.bool:
+    """Whether ``dim`` is an empty tuple or list: PyTorch's ``any``/``all`` then reduce
+    nothing (the elementwise truth), where its ``sum`` and the other reductions reduce
+    every dim."""
+    return isinstance(dim, (tuple, list)) and not dim
+
+
 def any(x: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor:  # noqa: A001
     """Whether any element (along ``dim``) is nonzero; NaN counts as nonzero."""
-    return ops.amax(_truth("any", x), dim, keepdim)
+    truth = _truth("any", x)
+    return truth if _no_dims(dim) else ops.amax(truth, dim, keepdim)
 
 
 def all(x: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor:  # noqa: A001
     """Whether every element (along ``dim``) is nonzero."""
-    return ops.logical_not(ops.amax(ops.logical_not(_truth("all", x)), dim, keepdim))
+    truth = _truth("all", x)
+    return truth if _no_dims(dim) else ops.logical_not(ops.amax(ops.logical_not(truth), dim,
+                                                                keepdim))
 
 
 def count_nonzero(x: Tensor, dim: Any = None) -> Tensor:
-    """The number of nonzero elements (along ``dim``), int64."""
+    """The number of nonzero elements (along ``dim``; all of them for None or an empty
+    tuple), int64."""
     return ops.sum(ops.cast(_truth("count_nonzero", x), dt.int64), dim)
 
 
 def vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: builtins.bool = False,
                 *, dtype: Any = None) -> Tensor:
     """``torch.linalg.vector_norm``: ``(sum |x|**ord)**(1/ord)`` over ``dim`` (all dims
-    by default); ``inf``/``-inf`` the largest/smallest ``|x|``, ``0`` the number of
-    nonzero elements. Integer inputs compute in float32."""
+    for None or an empty tuple); ``inf``/``-inf`` the largest/smallest ``|x|``, ``0``
+    the number of nonzero elements. Integer inputs compute in float32; float16 and
+    bfloat16 do too, rounded once (as PyTorch: their squares overflowed at 256, and
+    ``full((1024,), 100.0, float16).norm()`` was inf, not 3200)."""
     ops._check_tensor("vector_norm", x)
     if isinstance(ord, builtins.bool) or not isinstance(ord, (builtins.int, builtins.float)):
         raise TypeError(f"vector_norm: ord must be a number (inf included), got {ord!r}")
@@ -194,7 +207,11 @@ def vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: builtins.bool
         x = ops.cast(x, dt.get_dtype(dtype))
     if not x.dtype.is_floating_point:
         x = ops.cast(x, dt.DEFAULT_FLOAT)
-    dims = None if dim is None else normalize_dims("vector_norm", dim, x.ndim, x.shape)
+    dims = ops.reduction_axes("vector_norm", dim, x.ndim, x.shape)
+    return ops._in_float32(x, lambda w: _vector_norm(w, float(ord), dims, keepdim))
+
+
+def _vector_norm(x: Tensor, ord: float, dims: tuple[int, ...], keepdim: builtins.bool) -> Tensor:
     a = ops.abs(x)
     if ord == math.inf:
         return ops.amax(a, dims, keepdim)
@@ -205,24 +222,15 @@ def vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: builtins.bool
     if ord == 1:
         return ops.sum(a, dims, keepdim)
     if ord == 2:
-        return _root_at_zero(ops.sum(ops.mul(x, x), dims, keepdim), ops.sqrt)
+        return ops._root_at_zero(ops.sum(ops.mul(x, x), dims, keepdim), ops.sqrt)
     if ord < 1:     # |x|**ord has an infinite slope at 0: PyTorch's gradient there is 0
         zero = ops.eq(a, 0)
         powers = ops.where(zero, 0.0 if ord > 0 else math.inf,
-                           ops.pow(ops.where(zero, 1.0, a), float(ord)))
+                           ops.pow(ops.where(zero, 1.0, a), ord))
     else:
-        powers = ops.pow(a, float(ord))
-    return _root_at_zero(ops.sum(powers, dims, keepdim), lambda s: ops.pow(s, 1.0 / ord),
-                         0.0 if ord > 0 else math.inf)
-
-
-def _root_at_zero(total: Tensor, root, at_zero: float = 0.0) -> Tensor:
-    """``root(total)`` whose gradient is 0, not NaN, where ``total`` is 0 (a zero
-    vector's norm: the root's slope there is infinite and the sum's is 0), as PyTorch's
-    norm gives; the value is unchanged (``at_zero``: ``root(0)``, inf for a negative
-    order's root)."""
-    zero = ops.eq(total, 0)
-    return ops.where(zero, at_zero, root(ops.where(zero, 1.0, total)))
+        powers = ops.pow(a, ord)
+    return ops._root_at_zero(ops.sum(powers, dims, keepdim), lambda s: ops.pow(s, 1.0 / ord),
+                             0.0 if ord > 0 else math.inf)
 
 
 def norm(x: Tensor, p: Any = "fro", dim: Any = None, keepdim: builtins.bool = False,

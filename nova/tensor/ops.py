@@ -11,7 +11,7 @@ import builtins
 import math
 import operator
 from collections import namedtuple
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -354,7 +354,8 @@ def _as_float(op: str, x: Any) -> Tensor:
 
 def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
     """Limit to [min, max] (``max`` wins if min > max). Written with ``where`` so the
-    gradient passes where min <= x <= max (inclusive) and NaN propagates, as in PyTorch."""
+    gradient passes where min <= x <= max (inclusive) and NaN propagates, as in PyTorch:
+    a NaN in ``x`` stays, and so does a NaN bound (``clamp(x, min=nan)`` is all NaN)."""
     _check_tensor("clamp", x)
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
@@ -364,10 +365,20 @@ def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
                 dt.operand_scalar(bound, x.dtype, "clamp")
     out = x
     if min is not None:
-        out = _select("clamp", lt(out, min), min, out)
+        out = _select("clamp", _beyond("lt", out, min), min, out)
     if max is not None:
-        out = _select("clamp", gt(out, max), max, out)
+        out = _select("clamp", _beyond("gt", out, max), max, out)
     return out
+
+
+def _beyond(direction: str, x: Tensor, bound: Any) -> Tensor:
+    """Where clamp replaces ``x`` by ``bound``: ``x`` past it, or the bound NaN."""
+    past = _compare(direction, x, bound)
+    if isinstance(bound, Tensor):
+        return logical_or(past, isnan(bound)) if bound.dtype.is_floating_point else past
+    if isinstance(bound, (builtins.float, np.floating)) and math.isnan(bound):
+        return full_const(True, past.shape, dt.bool_)
+    return past
 
 
 clip = clamp
@@ -538,9 +549,30 @@ def allclose(a: Tensor, b: Tensor, rtol: float = 1e-5, atol: float = 1e-8) -> bu
 
 # ---------------------------------------------------------------- reductions
 
+def reduction_axes(op: str, dim: Any, ndim: builtins.int,
+                   shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The axes a reduction's ``dim`` names, sorted: every axis for ``None`` and, as in
+    PyTorch's reductions, for an empty tuple or list too (``x.sum(())`` is ``x.sum()``).
+    (``normalize_dims`` keeps ``()`` as no axes: that is right for its other users.)"""
+    if isinstance(dim, (tuple, list)) and not dim:
+        dim = None
+    return normalize_dims(op, dim, ndim, shape)
+
+
+def _in_float32(x: Tensor, fn: Callable[[Tensor], Tensor]) -> Tensor:
+    """``fn(x)``, evaluated on float16/bfloat16 ``x`` in float32 and rounded once to
+    ``x``'s dtype, as PyTorch's reductions accumulate the half types: in the half dtype
+    itself, ``full((1024,), 100.0, float16).mean()`` was inf (its sum, 102400, is past
+    float16's 65504 before the division) and a variance's squares overflow at 256.
+    Other dtypes are ``fn(x)`` as they are."""
+    if x.dtype not in _HALF_FLOATS:
+        return fn(x)
+    return cast(fn(cast(x, dt.float32)), x.dtype)
+
+
 def _reduce(prim_name: str, op: str, x: Tensor, dim: Any, keepdim: builtins.bool) -> Tensor:
     _check_tensor(op, x)
-    axes = normalize_dims(op, dim, x.ndim, x.shape)
+    axes = reduction_axes(op, dim, x.ndim, x.shape)
     out_shape = tuple(n for i, n in enumerate(x.shape) if i not in axes)
     r = prim(prim_name, [x], {"axes": axes}, out_shape, x.dtype) if axes else x
     if keepdim:
@@ -550,7 +582,9 @@ def _reduce(prim_name: str, op: str, x: Tensor, dim: Any, keepdim: builtins.bool
 
 
 def sum(x: Tensor, dim: Any = None, keepdim: builtins.bool = False, *, dtype: Any = None) -> Tensor:
-    """Sum over ``dim`` (all dims if None); bool and integer inputs sum in int64."""
+    """Sum over ``dim`` (all dims if None or empty); bool and integer inputs sum in
+    int64. (The ``reduce_sum`` primitive accumulates float16/bfloat16 widely and
+    rounds once, as PyTorch's sum: only a sum the dtype cannot hold is inf.)"""
     _check_tensor("sum", x)
     if dtype is not None:
         x = cast(x, dt.get_dtype(dtype))
@@ -560,15 +594,18 @@ def sum(x: Tensor, dim: Any = None, keepdim: builtins.bool = False, *, dtype: An
 
 
 def mean(x: Tensor, dim: Any = None, keepdim: builtins.bool = False, *, dtype: Any = None) -> Tensor:
+    """Mean over ``dim`` (all dims if None or empty); float16/bfloat16 in float32,
+    rounded once (``_in_float32``)."""
     _check_tensor("mean", x)
     if dtype is not None:
         x = cast(x, dt.get_dtype(dtype))
     if not x.dtype.is_floating_point:
         raise TypeError(f"mean: input dtype must be floating point, got {x.dtype.name}; "
                         "call .float() first")
-    axes = normalize_dims("mean", dim, x.ndim, x.shape)
+    axes = reduction_axes("mean", dim, x.ndim, x.shape)
     count = numel(tuple(x.shape[a] for a in axes))
-    return mul(_reduce("reduce_sum", "mean", x, axes, keepdim), 1.0 / count if count else math.nan)
+    return _in_float32(x, lambda w: mul(_reduce("reduce_sum", "mean", w, axes, keepdim),
+                                        1.0 / count if count else math.nan))
 
 
 def _check_nonempty(op: str, x: Tensor, axes: tuple[int, ...]) -> None:
@@ -577,8 +614,10 @@ def _check_nonempty(op: str, x: Tensor, axes: tuple[int, ...]) -> None:
 
 
 def amax(x: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor:
+    """The largest value over ``dim`` (all dims if None or empty); a gradient is split
+    evenly among tied maxima (PyTorch's ``amax`` rule; ``max(dim)`` differs)."""
     _check_tensor("amax", x)
-    _check_nonempty("amax", x, normalize_dims("amax", dim, x.ndim, x.shape))
+    _check_nonempty("amax", x, reduction_axes("amax", dim, x.ndim, x.shape))
     return _reduce("reduce_max", "amax", x, dim, keepdim)
 
 
@@ -600,7 +639,7 @@ def max(x: Tensor, dim: Any = None, keepdim: builtins.bool = False):
         return maximum(x, dim)
     if dim is None:
         return amax(x)
-    return MaxResult(amax(x, dim, keepdim), argmax(x, dim, keepdim))
+    return MaxResult(*_extreme_at_index("max", x, dim, keepdim, True))
 
 
 def min(x: Tensor, dim: Any = None, keepdim: builtins.bool = False):
@@ -608,7 +647,24 @@ def min(x: Tensor, dim: Any = None, keepdim: builtins.bool = False):
         return minimum(x, dim)
     if dim is None:
         return amin(x)
-    return MinResult(amin(x, dim, keepdim), argmin(x, dim, keepdim))
+    return MinResult(*_extreme_at_index("min", x, dim, keepdim, False))
+
+
+def _extreme_at_index(op: str, x: Tensor, dim: Any, keepdim: builtins.bool,
+                      largest: builtins.bool) -> tuple[Tensor, Tensor]:
+    """``max(x, dim)``/``min(x, dim)``: the indices of the first extreme, and the values
+    gathered at them, so the whole gradient goes to the returned index as in PyTorch
+    (``amax``'s rule would split it among ties: ``[1, 3, 3]`` gave ``[0, .5, .5]``)."""
+    index = _arg_extreme(op, x, dim, True, largest)
+    if x.ndim == 0:
+        return x, index
+    d = normalize_dim(op, dim, x.ndim, x.shape)
+    values = gather(x, d, index)
+    if keepdim:
+        return values, index
+    shape = x.shape[:d] + x.shape[d + 1:]
+    return prim("reshape", [values], {}, shape, x.dtype), prim("reshape", [index], {}, shape,
+                                                                 index.dtype)
 
 
 def _arg_extreme(op: str, x: Tensor, dim: Any, keepdim: builtins.bool, largest: builtins.bool) -> Tensor:
@@ -643,16 +699,21 @@ def argmin(x: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor
 
 def var(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: builtins.bool = False, *,
         correction: Any = None) -> Tensor:
-    """Variance with Bessel's ``correction`` (default 1; ``unbiased=False`` means 0)."""
+    """Variance with Bessel's ``correction`` (default 1; ``unbiased=False`` means 0) over
+    ``dim`` (all dims if None or empty); float16/bfloat16 in float32, rounded once."""
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
     x = _float_only("var", x)
-    axes = normalize_dims("var", dim, x.ndim, x.shape)
+    axes = reduction_axes("var", dim, x.ndim, x.shape)
     n = numel(tuple(x.shape[a] for a in axes))
-    centered = sub(x, mean(x, axes, keepdim=True))
     denom = builtins.max(n - correction, 0)
-    total = sum(mul(centered, centered), axes, keepdim)
-    return mul(total, 1.0 / denom) if denom else div(total, 0.0)
+
+    def evaluate(w: Tensor) -> Tensor:
+        centered = sub(w, mean(w, axes, keepdim=True))
+        total = sum(mul(centered, centered), axes, keepdim)
+        return mul(total, 1.0 / denom) if denom else div(total, 0.0)
+
+    return _in_float32(x, evaluate)
 
 
 def std(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: builtins.bool = False, *,
@@ -660,16 +721,33 @@ def std(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: builtins.bool
     """``sqrt(var)``, of ``x`` scaled by its largest magnitude ``s`` (no gradient) and
     scaled back: ``s * std(x / s)`` is the same function, and its squares can neither
     overflow (float32 values past 1.8e19: ``std([1e30, -1e30])`` was inf, PyTorch's
-    1.4e30) nor underflow."""
+    1.4e30) nor underflow. Where the result is 0 (constant data) the gradient is 0, as
+    PyTorch's, not sqrt's infinite slope times var's zero (NaN). Float16/bfloat16 in
+    float32, rounded once."""
     x = _float_only("std", x)
-    axes = normalize_dims("std", dim, x.ndim, x.shape)
-    s = unaliased_detach(amax(abs(x), axes, keepdim=True))
-    s = where(eq(s, 0), 1.0, s)
-    out = mul(sqrt(var(div(x, s), axes, unbiased, True, correction=correction)), s)
-    if keepdim:
-        return out
-    shape = tuple(n for k, n in enumerate(out.shape) if k not in axes)
-    return prim("reshape", [out], {}, shape, out.dtype)
+    axes = reduction_axes("std", dim, x.ndim, x.shape)
+
+    def evaluate(w: Tensor) -> Tensor:
+        s = unaliased_detach(amax(abs(w), axes, keepdim=True))
+        s = where(eq(s, 0), 1.0, s)
+        v = var(div(w, s), axes, unbiased, True, correction=correction)
+        out = mul(_root_at_zero(v, sqrt), s)
+        if keepdim:
+            return out
+        shape = tuple(n for k, n in enumerate(out.shape) if k not in axes)
+        return prim("reshape", [out], {}, shape, out.dtype)
+
+    return _in_float32(x, evaluate)
+
+
+def _root_at_zero(total: Tensor, root, at_zero: builtins.float = 0.0) -> Tensor:
+    """``root(total)`` whose gradient is 0, not NaN, where ``total`` is 0 (a zero
+    vector's norm, a constant's std: the root's slope there is infinite and the sum's
+    is 0), as PyTorch's norm and std give; the value is unchanged (``at_zero``:
+    ``root(0)``, inf for a negative order's root). The root sees 1 there, so neither
+    branch of the ``where`` has an infinite derivative."""
+    zero = eq(total, 0)
+    return where(zero, at_zero, root(where(zero, 1.0, total)))
 
 
 def _float_only(op: str, x: Any) -> Tensor:
@@ -691,7 +769,7 @@ def _row_shift(x: Tensor, dims: Any) -> Tensor:
 def logsumexp(x: Tensor, dim: Any, keepdim: builtins.bool = False) -> Tensor:
     """log(sum(exp(x))) computed stably around the max (rows of -inf give -inf)."""
     x = _as_float("logsumexp", x)
-    axes = normalize_dims("logsumexp", dim, x.ndim, x.shape)
+    axes = reduction_axes("logsumexp", dim, x.ndim, x.shape)
     m = _row_shift(x, axes)
     m = where(isinf(m), 0.0, m)
     s = log(sum(exp(sub(x, m)), axes, keepdim=True))

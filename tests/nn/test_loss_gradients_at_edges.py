@@ -237,3 +237,35 @@ def test_soft_margin_loss_has_no_threshold_switch():
     got = F.soft_margin_loss(x, nv.tensor(np.array([1.0, -1.0])), reduction="none").numpy()
     want = np.array([25.0, 30.0]) + np.log1p(np.exp([-25.0, -30.0]))
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-14)   # the switch: 1.4e-11 off
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_norms_of_half_inputs_accumulate_in_float32(dtype):
+    """Values past 256 square past float16's range: the norms compute their statistics
+    (and the normalized output) in float32 and round once, as PyTorch's kernels do."""
+    half = getattr(nv, dtype)
+    x64 = np.arange(2 * 4 * 512, dtype=np.float64).reshape(2, 4, 512) % 1021
+    x = nv.tensor(x64).to(half)
+    xr = x.double().numpy()                 # the half values, exactly
+
+    def standardize(a, axes):
+        c = a - a.mean(axes, keepdims=True)
+        return c / np.sqrt((c * c).mean(axes, keepdims=True) + 1e-5)
+    bn = nv.nn.BatchNorm1d(4).to(half)
+    outs = [F.layer_norm(x, (512,)), F.rms_norm(x, (512,)), F.group_norm(x, 2),
+            F.instance_norm(x), bn(x)]
+    wants = [standardize(xr, 2),
+             xr / np.sqrt((xr * xr).mean(2, keepdims=True) + 1e-6),
+             standardize(xr.reshape(2, 2, -1), 2).reshape(xr.shape),
+             standardize(xr, 2), standardize(xr, (0, 2))]
+    nv.realize(*outs, bn.running_mean, bn.running_var)
+    for o, w in zip(outs, wants):
+        assert o.dtype == half
+        got = o.double().numpy()
+        assert np.isfinite(got).all()
+        np.testing.assert_allclose(got, w, rtol=2e-2 if dtype == "bfloat16" else 2e-3,
+                                   atol=1e-2)
+    np.testing.assert_allclose(bn.running_mean.double().numpy(),
+                               0.1 * xr.mean((0, 2)), rtol=1e-2)
+    with pytest.raises(ValueError, match="normalized_shape must have at least one dim"):
+        F.layer_norm(x, ())

@@ -279,3 +279,20 @@ def test_matches_torch_where_installed():
         if lib is torch:
             want = got
     assert str(got) == str(want)
+
+
+def test_sinc_has_its_true_derivatives_at_and_near_zero():
+    """The first derivative at 0 is 0 and the second -pi^2/3 (PyTorch: NaN); values on
+    both sides of the series' switch at 1e-3 agree with the quotient in float64."""
+    x = nv.tensor(np.array([0.0, 9.9e-4, 1.01e-3, -0.4, 2.5]), requires_grad=True)
+    y = nv.sinc(x)
+    (g,) = nv.autograd.grad(y.sum(), [x], create_graph=True)
+    (h,) = nv.autograd.grad(g.sum(), [x])
+    xs = np.array([0.0, 9.9e-4, 1.01e-3, -0.4, 2.5])
+    px = np.pi * np.where(xs == 0, 1.0, xs)
+    want = np.where(xs == 0, 1.0, np.sin(px) / px)
+    np.testing.assert_allclose(y.detach().numpy(), want, rtol=1e-15)
+    assert g.detach().numpy()[0] == 0.0
+    np.testing.assert_allclose(h.numpy()[0], -np.pi ** 2 / 3, rtol=1e-12)
+    dq = (np.cos(px) * px - np.sin(px)) / (px * xs + (xs == 0))   # d/dx of the quotient
+    np.testing.assert_allclose(g.detach().numpy()[1:], dq[1:], rtol=1e-9)

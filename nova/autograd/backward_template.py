@@ -14,10 +14,11 @@ The slots are the nodes the pass read from outside: the seeds (the outputs' upst
 gradients), the values the GradFns saved, and the leaves' gradients from before the
 pass. A later backward with the same :func:`structure` key stamps the nodes directly
 from this call's slots as one ``call`` node (``nova.tensor.node_template.CallTemplate``),
-sets the leaves' ``.grad`` to its results and releases the GradFns as the rules would
-have; the first pass's gradients are replaced by its call's results too, so every pass
-of a structure gives the same key. Inlined for the compiler, the call is the nodes the
-rules record, in the same order: the step's IR is the recorded pass's.
+gives the leaves' ``.grad`` its results (into an existing ``.grad`` in place, as the
+engine accumulates) and releases the GradFns as the rules would have; the first pass's
+gradients are rebound to its call's results too, so every pass of a structure gives
+the same key. Inlined for the compiler, the call is the nodes the rules record, in the
+same order: the step's IR is the recorded pass's.
 
 The key numbers the slots by node identity (first occurrence), so it also pins down
 which slots hold one node: a pass in which two GradFns saved the same constant and one
@@ -42,7 +43,7 @@ from nova.tensor.node_template import CallTemplate, capture_steps
 from nova.tensor.tape import GradFn
 from nova.autograd.graph import FUNCTION
 from nova.tensor.tensor import Tensor
-from nova.tensor.trace import Node
+from nova.tensor.trace import Node, live_pending
 
 # Templates by key, least recently used first; None marks a structure that cannot be
 # stamped (recorded as written every time, without trying again). Bounded: a program
@@ -191,7 +192,7 @@ class BackwardTemplate:
         _, index, order = captured
         template = BackwardTemplate(CallTemplate(order, index, [index[id(n)] for n in finals]),
                                     tuple([r is not None for r in results]), tuple(ran))
-        template._set_grads(st, None)
+        template._set_grads(st, None, recorded=True)
         return template
 
     def stamp(self, st: Structure, retain_graph: bool, reached: set[int] | None) -> None:
@@ -208,12 +209,27 @@ class BackwardTemplate:
                 fn.out_node = None
                 fn.released = True
 
-    def _set_grads(self, st: Structure, reached: set[int] | None) -> None:
+    def _set_grads(self, st: Structure, reached: set[int] | None,
+                   recorded: bool = False) -> None:
         """Give the leaves the pass touches their gradients: the call's results over
-        ``st``'s slots (``reached`` receives their ids)."""
+        ``st``'s slots (``reached`` receives their ids). A leaf without a ``.grad``
+        gets a new tensor; one with a ``.grad`` has it updated in place, as the
+        engine's accumulation does (``engine._accumulate_grad``). ``recorded``: the pass
+        over ``st`` was just recorded, so those ``.grad`` hold their sums already: each
+        is rebound to its call result, the same value, without a second version step
+        (one that is a view keeps the sum as recorded: a view re-derives its node)."""
         results = iter(self.call.stamp(st.slots))
-        for leaf, touched in zip(st.leaves, self.touched):
+        before = st.key[3]
+        for k, (leaf, touched) in enumerate(zip(st.leaves, self.touched)):
             if touched:
-                leaf.grad = Tensor._wrap(next(results))
+                node = next(results)
+                g = leaf.grad
+                if before[k] is None:
+                    leaf.grad = Tensor._wrap(node)
+                elif not recorded:
+                    g._assign(Tensor._wrap(node), "add_")
+                elif g._view is None:
+                    g._node = node
+                    live_pending.add(g)
                 if reached is not None:
                     reached.add(id(leaf))

@@ -104,6 +104,41 @@ def _accumulate(store: dict[int, Tensor], key: int, g: Tensor) -> None:
     store[key] = g if prev is None else ops.add(prev, g)
 
 
+def _owned(g: Tensor, create_graph: bool) -> Tensor:
+    """A handle on ``g``'s value that no other tensor is, to become a ``.grad``: a rule
+    may pass one gradient to several inputs, and a seed is the caller's tensor, so
+    without it two ``.grad`` (or a ``.grad`` and a seed) would be one tensor, and an
+    in-place update of one would change the other. With ``create_graph`` it keeps
+    ``g``'s history (a clone, as PyTorch's)."""
+    if not create_graph:
+        return unaliased_detach(g)
+    with grad_mode.enable_grad():
+        return g.clone()
+
+
+def _accumulate_grad(t: Tensor, g: Tensor, create_graph: bool) -> None:
+    """Add the gradient ``g`` into ``t.grad`` as PyTorch's AccumulateGrad does: the first
+    gradient becomes ``.grad``; a later one is added into that same tensor in place
+    (one version step), so a reference held to ``.grad`` -- a clipping helper's, an
+    optimizer's -- sees the sum. With ``create_graph`` the sum replaces ``.grad``
+    instead, a new tensor carrying both histories (PyTorch does the same)."""
+    prev = t.grad
+    if prev is None:
+        t.grad = _owned(g, create_graph)
+    elif create_graph:
+        t.grad = ops.add(prev, g)
+    else:
+        with grad_mode.no_grad():
+            prev.add_(g)
+
+
+def _retain(t: Tensor, g: Tensor, create_graph: bool) -> None:
+    """Give a non-leaf that called ``retain_grad`` the gradient ``g``: a tensor of its
+    own the first time, then the out-of-place sum, a new tensor (PyTorch's
+    ``retain_grad`` hook accumulates so, unlike a leaf's ``.grad``)."""
+    t.grad = _owned(g, create_graph) if t.grad is None else ops.add(t.grad, g)
+
+
 def _run(outputs: list[Tensor], grads: list[Tensor], retain_graph: bool, create_graph: bool,
          capture: list[Tensor] | None, reached: set[int] | None = None) -> dict[int, Tensor]:
     """Propagate; leaf gradients go to ``.grad`` unless ``capture`` names the inputs
@@ -178,8 +213,7 @@ def _propagate(outputs: list[Tensor], grads: list[Tensor], order: list[graph.Gra
                 prev = held.get(id(leaf))
                 held[id(leaf)] = (leaf, g if prev is None else ops.add(prev[1], g))
                 return
-            g = g if create_graph else unaliased_detach(g)
-            leaf.grad = g if leaf.grad is None else ops.add(leaf.grad, g)
+            _accumulate_grad(leaf, g, create_graph)
 
     with grad_mode.set_grad_enabled(create_graph), recording_backward():
         for out, g in zip(outputs, grads):
@@ -196,7 +230,7 @@ def _propagate(outputs: list[Tensor], grads: list[Tensor], order: list[graph.Gra
                 for ref in fn.retained:
                     t = ref()
                     if t is not None and t._grad_fn is fn:
-                        t.grad = g if t.grad is None else ops.add(t.grad, g)
+                        _retain(t, g, create_graph)
             if fn.released:
                 raise RuntimeError(f"{fn.name()}: trying to backward through the graph a second "
                                    "time; pass retain_graph=True to the first backward call")
@@ -212,8 +246,7 @@ def _propagate(outputs: list[Tensor], grads: list[Tensor], order: list[graph.Gra
             if want is not None:
                 captured[id(leaf)] = g
                 continue
-            g = g if create_graph else unaliased_detach(g)
-            leaf.grad = g if leaf.grad is None else ops.add(leaf.grad, g)
+            _accumulate_grad(leaf, g, create_graph)
             hooks.run_post_accumulate_hooks(leaf)
     return captured
 
@@ -270,8 +303,7 @@ def _backward(tensors: Sequence[Tensor], grad_tensors: Sequence[Any] | None,
             g = got.get(id(t._grad_edge()))
             if g is not None:
                 reached.add(id(t))
-                g = g if create_graph else unaliased_detach(g)
-                t.grad = g if t.grad is None else ops.add(t.grad, g)
+                _accumulate_grad(t, g, create_graph)
                 if hooks.any_hooks() and t._grad_fn is None:
                     hooks.run_post_accumulate_hooks(t)
         return

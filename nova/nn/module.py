@@ -17,7 +17,7 @@ from nova.nn.parameter import Parameter
 from nova.tensor.device import check_device
 from nova.tensor.device import device as Device
 from nova.core.dtypes import bfloat16, float16, float32, float64, promote_types
-from nova.tensor.tensor import Tensor
+from nova.tensor.tensor import Tensor, clear_grad
 from nova.core.hooks import RemovableHandle
 
 
@@ -264,13 +264,7 @@ class Module:
         """Clear the parameters' gradients; then a step an optimizer left waiting runs
         (``Optimizer.zero_grad``)."""
         for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                from nova.tensor.creation import zeros_like
-                p.grad = zeros_like(p.grad)
+            clear_grad(p, set_to_none)
         from nova.tensor.realize import realize_deferred
         realize_deferred()
 

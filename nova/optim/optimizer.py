@@ -25,7 +25,7 @@ from nova.core import dtypes as dt
 from nova.tensor import capture_log
 from nova.tensor.creation import tensor
 from nova.tensor.realize import end_of_step, mark_role, realize, realize_deferred
-from nova.tensor.tensor import Tensor
+from nova.tensor.tensor import Tensor, clear_grad
 from nova.tensor.trace import buffer_node, live_pending
 from nova.optim.update_template import ONE_OFF, UpdateTemplate, template_key
 
@@ -115,12 +115,7 @@ class Optimizer:
             capture_log.action("zero_grad", self)
         for g in self.param_groups:
             for p in g["params"]:
-                if p.grad is not None:
-                    if set_to_none:
-                        p.grad = None
-                    else:
-                        from nova.tensor.creation import zeros_like
-                        p.grad = zeros_like(p.grad)
+                clear_grad(p, set_to_none)
         realize_deferred()
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:

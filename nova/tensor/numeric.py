@@ -70,7 +70,8 @@ def sign(x: Tensor) -> Tensor:
     ops._check_tensor("sign", x)
     if x.dtype == dt.bool_:
         return x.clone()
-    return ops.sub(ops.cast(ops.gt(x, 0), x.dtype), ops.cast(ops.lt(x, 0), x.dtype))
+    return ops.zero_gradient_to(
+        ops.sub(ops.cast(ops.gt(x, 0), x.dtype), ops.cast(ops.lt(x, 0), x.dtype)), x)
 
 
 def _fmod_float(x: Tensor, y: Tensor) -> Tensor:

@@ -384,6 +384,19 @@ def _beyond(direction: str, x: Tensor, bound: Any) -> Tensor:
 clip = clamp
 
 
+def zero_gradient_to(out: Tensor, *inputs: Any) -> Tensor:
+    """``out`` unchanged, with a zero gradient to each of ``inputs`` that requires grad.
+    PyTorch records a GradFn for ops whose derivative is zero almost everywhere
+    (``sign``, ``copysign``'s sign operand), so their ``.grad`` is zeros, not None, and
+    an optimizer still applies weight decay and momentum to such a parameter. A
+    ``where`` on a constant False condition: the value is ``out``'s, bit for bit."""
+    if grad_mode.STATE.enabled:
+        for x in inputs:
+            if isinstance(x, Tensor) and x.requires_grad:
+                out = where(full_const(False, out.shape, dt.bool_), x, out)
+    return out
+
+
 def where(cond: Tensor, a: Any, b: Any) -> Tensor:
     """``a`` where ``cond`` else ``b``; a number must fit the result dtype (PyTorch
     raises for ``where(c, int32_tensor, 2**40)``)."""

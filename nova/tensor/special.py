@@ -51,7 +51,7 @@ from typing import Any
 import ml_dtypes
 
 from nova.core import dtypes as dt
-from nova.tensor import ops
+from nova.tensor import grad_mode, ops, tape
 from nova.tensor.elementary import _in_float64
 from nova.tensor.tensor import Tensor
 
@@ -594,7 +594,7 @@ def copysign(a: Any, b: Any) -> Tensor:
     x, y = ops.operands("copysign", a, b,
                         dtype=common if common.is_floating_point else dt.float32)
     mag = ops.abs(x)
-    return ops.where(signbit(y), ops.neg(mag), mag)
+    return ops.zero_gradient_to(ops.where(signbit(y), ops.neg(mag), mag), y)
 
 
 _Frexp = namedtuple("frexp", ["mantissa", "exponent"])
@@ -651,8 +651,8 @@ def nextafter(a: Any, b: Any) -> Tensor:
     """The next value of ``a``'s float dtype after ``a`` toward ``b`` (``torch.nextafter``);
     ``b`` where they are equal, NaN where either is NaN. Exact: ``a`` plus or minus its
     spacing (from ``frexp``; half of it below a power of two going toward zero, never
-    less than the smallest subnormal). Not differentiable (no gradient flows), as in
-    PyTorch."""
+    less than the smallest subnormal). The gradient is PyTorch's: 1 for ``a``, 0 for
+    ``b``."""
     common = ops.promote("nextafter", a, b)
     if not common.is_floating_point:
         raise TypeError(f"nextafter: expected floating point operands, got {common.name}")
@@ -675,8 +675,14 @@ def nextafter(a: Any, b: Any) -> Tensor:
     top = ops.full_const(float(info.max), x.shape, dt.float64)     # (toward a finite y)
     out = ops.where(ops.isinf(x), ops.mul(ops.neg(toward), top), out)
     out = ops.where(ops.eq(x, y), y, out)
-    return ops.cast(ops.where(ops.logical_or(ops.isnan(x), ops.isnan(y)), math.nan, out),
-                    common)
+    out = ops.cast(ops.where(ops.logical_or(ops.isnan(x), ops.isnan(y)), math.nan, out),
+                   common)
+    if grad_mode.STATE.enabled and isinstance(a, Tensor) and a.requires_grad:
+        # the value computed above, with an identity gradient to ``a`` (broadcast and
+        # cast as the value was)
+        through = ops.cast(ops.broadcast_to(a, out.shape), out.dtype)
+        out = Tensor._wrap(out.node, grad_fn=tape.alias_fn(through._grad_edge(), out.node))
+    return ops.zero_gradient_to(out, b)
 
 
 Tensor.polygamma = _polygamma_method

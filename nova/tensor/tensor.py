@@ -143,7 +143,10 @@ class Tensor:
                     self._view = None    # the base took new storage: this view keeps its own
                     return self._node
                 fresh = v.derive(base)
+                old_fn = self._grad_fn
                 self._node, self._grad_fn = fresh.node, fresh._grad_fn
+                if old_fn is not None and old_fn.retained:
+                    _carry_retained(self, old_fn)
                 v.version, v.seen = base._version, base._node
                 if not self._node.realized:
                     live_pending.live.add(self)
@@ -182,8 +185,11 @@ class Tensor:
         if self._node.device == "cuda" and value.node.device is None and \
                 not value.node.realized:
             value.node.device = "cuda"   # a constant written into a GPU tensor stays there
+        old_fn = self._grad_fn
         self._node = value.node
         self._grad_fn = value._grad_fn
+        if old_fn is not None and old_fn.retained:
+            _carry_retained(self, old_fn)
         self._version += 1
         if not self._node.realized:
             live_pending.live.add(self)
@@ -507,8 +513,12 @@ class Tensor:
 
     # ------------------------------------------------------------ autograd
 
+    # (the three below read ``node`` first for a view: one whose base was updated in
+    # place since re-derives, and takes the history of the base's new value)
     @property
     def requires_grad(self) -> bool:
+        if self._view is not None:
+            self.node
         return self._requires_grad or self._grad_fn is not None
 
     @requires_grad.setter
@@ -529,21 +539,30 @@ class Tensor:
 
     @property
     def is_leaf(self) -> bool:
+        if self._view is not None:
+            self.node
         return self._grad_fn is None
 
     @property
     def grad_fn(self) -> Any:
+        if self._view is not None:
+            self.node
         return self._grad_fn
 
     def retain_grad(self) -> None:
-        """Keep ``.grad`` for this non-leaf tensor after backward."""
-        import weakref
-        if self._grad_fn is None:
+        """Keep ``.grad`` for this non-leaf tensor after backward (a leaf keeps it
+        anyway; calling it again changes nothing). As in PyTorch, it stays with the
+        tensor through in-place ops: the gradient kept is that of its value when
+        backward runs (``_carry_retained``)."""
+        self.node               # (a view of a base updated in place: its history now)
+        fn = self._grad_fn
+        if fn is None:
             if not self._requires_grad:
                 raise RuntimeError("retain_grad: can't retain_grad on a tensor that has "
                                    "requires_grad=False")
             return
-        self._grad_fn.retained.append(weakref.ref(self))
+        if not any(r() is self for r in fn.retained):
+            fn.retained.append(weakref.ref(self))
 
     def backward(self, gradient: Tensor | None = None, retain_graph: bool | None = None,
                  create_graph: bool = False, inputs: Any = None) -> None:
@@ -722,6 +741,22 @@ class Tensor:
                             "index_reduce_")
 
 
+def _carry_retained(t: Tensor, old_fn: Any) -> None:
+    """``t`` got a new history (an in-place op, or a view re-deriving from a base
+    updated in place): if it called ``retain_grad``, move that from ``old_fn`` to its
+    GradFn now, as PyTorch moves its retains-grad hook, so ``t.grad`` is the gradient
+    of ``t``'s current value (not of the value it replaced). A history taken away (an
+    update under ``no_grad``) keeps the old registration, which backward then skips."""
+    new_fn = t._grad_fn
+    if new_fn is None or new_fn is old_fn:
+        return
+    mine = [r for r in old_fn.retained if r() is t]
+    if mine:
+        old_fn.retained = [r for r in old_fn.retained if r() is not t]
+        if not any(r() is t for r in new_fn.retained):
+            new_fn.retained.append(mine[0])
+
+
 # The view ops of ``detach()`` and ``.data``: writes through them reach the base outside
 # autograd (``Tensor._write_outside_autograd``).
 _DETACHED_ALIASES = frozenset({"detach", "data"})
@@ -764,6 +799,24 @@ def _detached_alias(t: Tensor, op: str) -> Tensor:
 
 def _no_history(base: Tensor) -> Tensor:
     return Tensor._wrap(base.node)
+
+
+def clear_grad(t: Tensor, set_to_none: bool) -> None:
+    """What ``zero_grad`` does to one parameter, as PyTorch does it: drop ``t.grad``, or
+    zero that same tensor in place (its history dropped first), so a reference held to
+    ``t.grad`` sees the zeros rather than keeping the old gradient."""
+    g = t.grad
+    if g is None:
+        return
+    if set_to_none:
+        t.grad = None
+        return
+    if g.grad_fn is not None:
+        g.detach_()
+    else:
+        g.requires_grad_(False)
+    with _grad_mode.no_grad():
+        g.zero_()
 
 
 def unaliased_detach(t: Tensor) -> Tensor:

@@ -17,7 +17,7 @@ engine hands the GradFn one gradient -- the slices' gradients, summed in place -
 The backward is Python that may read anything ``ctx`` holds (Python numbers that
 differ from call to call), so a pass through a custom Function is recorded as written,
 never stamped from a template, and an ``nv.compile`` call that runs one records every
-time.
+time -- unless the class promises ``pure_backward`` (``Function``).
 """
 from __future__ import annotations
 
@@ -66,7 +66,17 @@ class FunctionCtx:
 
 
 class Function:
-    """Base class of custom differentiable operations (see the module docstring)."""
+    """Base class of custom differentiable operations (see the module docstring).
+
+    ``pure_backward``: a promise that ``backward`` only builds Nova ops from what
+    ``ctx`` saved and the incoming gradients, with Python values that the call's
+    structure fixes (``needs_input_grad``, constants) -- no side effects, no host
+    reads. Then a replay of an ``nv.compile`` step, which reuses the ops its recorded
+    calls made, computes what calling ``backward`` again would, and the call need not
+    be recorded every time. False by default (a user's backward may print, count or
+    read values); Nova's own Functions whose backward is such a formula set it."""
+
+    pure_backward: bool = False
 
     @staticmethod
     def forward(ctx: FunctionCtx, *args: Any, **kwargs: Any) -> Any:
@@ -152,8 +162,10 @@ def _call_backward(cls: type, ctx: FunctionCtx, args: tuple,
                    layout: list[Any], g: Tensor) -> tuple[Tensor | None, ...]:
     """``cls.backward`` on the packed gradient ``g`` (one gradient per output, as
     ``layout`` says), its result as one gradient per tensor input (of the GradFn)."""
-    capture_log.refuse(f"a custom autograd.Function ({cls.__name__}) ran its backward "
-                       "(Python a replay would not run)")
+    if not cls.pure_backward:
+        capture_log.refuse(f"a custom autograd.Function ({cls.__name__}) ran its backward "
+                           "(Python a replay would not run; a backward that only builds "
+                           "ops may set pure_backward = True)")
     if len(shapes) == 1:
         pieces = [g]
     else:

@@ -478,8 +478,10 @@ class _BinaryCrossEntropy(Function):
     in float32: 30% off). The gradient for ``y`` is the forward's, ``log(1 - p) -
     log(p)`` with the clamped logs. A half-precision gradient is computed in float32
     and rounded once (float16 cannot hold the 1e-12: PyTorch's float16 kernel gives
-    NaN for p = y = 1). The backward is Python, so ``nv.compile`` records a step that
-    runs it every call."""
+    NaN for p = y = 1). The backward is a formula of saved tensors (``pure_backward``),
+    so ``nv.compile`` replays a step that runs it."""
+
+    pure_backward = True
 
     @staticmethod
     def forward(ctx: Any, input: Tensor, target: Tensor) -> Tensor:

@@ -223,36 +223,43 @@ def test_a_linear_head_with_cross_entropy_stores_only_the_logits_and_their_gradi
     np.testing.assert_allclose(got[2], dz.T @ x64, rtol=1e-4, atol=1e-6)
 
 
-# Layer norm's scale and shift (xc * rstd * g) before a projection: a cheap pointwise
-# chain at the operand's own size that nothing else reads. exp is Expensive, and the
-# broadcast rstd is smaller than the operand (computed per element it would be
-# recomputed per row), so neither joins.
+# Layer norm's scale and shift (xc * rstd * g) as the B operand of a weight gradient
+# (a^T y): a cheap pointwise chain at the operand's own size reading one stored value.
+# The same chain as an A operand, an exp (Expensive), a product of two operand-sized
+# values and the per-row rsqrt (smaller than the operand: recomputed per element) stay
+# out.
 PROLOGUE = """\
 builtin.module {
-  func.func @step(%xc: tensor<64x32xf32>, %r: tensor<64x1xf32>, %g: tensor<32xf32>, %w: tensor<32x16xf32>) -> (tensor<64x16xf32>, tensor<64x16xf32>, tensor<64x16xf32>) {
+  func.func @step(%xc: tensor<64x32xf32>, %r: tensor<64x1xf32>, %g: tensor<32xf32>, %a: tensor<16x64xf32>, %w: tensor<32x16xf32>, %v: tensor<64x32xf32>) -> (tensor<16x32xf32>, tensor<64x16xf32>, tensor<16x32xf32>, tensor<16x32xf32>, tensor<16x32xf32>) {
     %rb = nova.broadcast_in_dim %r dims = [0, 1] : tensor<64x1xf32> -> tensor<64x32xf32>
     %y = nova.mul %xc, %rb : tensor<64x32xf32>
     %gb = nova.broadcast_in_dim %g dims = [1] : tensor<32xf32> -> tensor<64x32xf32>
     %z = nova.mul %y, %gb : tensor<64x32xf32>
-    %mm = nova.matmul %z, %w : tensor<64x32xf32>, tensor<32x16xf32> -> tensor<64x16xf32>
+    %mm = nova.matmul %a, %z : tensor<16x64xf32>, tensor<64x32xf32> -> tensor<16x32xf32>
+    %y2 = nova.mul %xc, %rb : tensor<64x32xf32>
+    %ma = nova.matmul %y2, %w : tensor<64x32xf32>, tensor<32x16xf32> -> tensor<64x16xf32>
     %e = nova.exp %xc : tensor<64x32xf32>
-    %me = nova.matmul %e, %w : tensor<64x32xf32>, tensor<32x16xf32> -> tensor<64x16xf32>
+    %me = nova.matmul %a, %e : tensor<16x64xf32>, tensor<64x32xf32> -> tensor<16x32xf32>
+    %p = nova.mul %xc, %v : tensor<64x32xf32>
+    %mp = nova.matmul %a, %p : tensor<16x64xf32>, tensor<64x32xf32> -> tensor<16x32xf32>
     %rs = nova.rsqrt %r : tensor<64x1xf32>
     %rsb = nova.broadcast_in_dim %rs dims = [0, 1] : tensor<64x1xf32> -> tensor<64x32xf32>
-    %mr = nova.matmul %rsb, %w : tensor<64x32xf32>, tensor<32x16xf32> -> tensor<64x16xf32>
-    func.return %mm, %me, %mr : tensor<64x16xf32>, tensor<64x16xf32>, tensor<64x16xf32>
+    %mr = nova.matmul %a, %rsb : tensor<16x64xf32>, tensor<64x32xf32> -> tensor<16x32xf32>
+    func.return %mm, %ma, %me, %mp, %mr : tensor<16x32xf32>, tensor<64x16xf32>, tensor<16x32xf32>, tensor<16x32xf32>, tensor<16x32xf32>
   }
 }"""
 
 
-def test_a_cheap_pointwise_operand_is_the_cpu_gemms_prologue():
-    """On the CPU the scale-and-shift chain is computed as the GEMM packs its operand
-    (one kernel, the chain never stored); exp and the per-row rsqrt stay kernels of
-    their own. The CUDA GEMM reads stored operands only."""
+def test_a_cheap_pointwise_b_operand_is_the_cpu_gemms_prologue():
+    """On the CPU the scale-and-shift chain is computed as the GEMM packs B (one kernel,
+    the chain never stored); the rest stay kernels of their own. The CUDA GEMM reads
+    stored operands only."""
     module = parse_module(PROLOGUE)
     assert _kernels(fuse(module, "cpu")) == [
         ("matmul", ["broadcast_in_dim", "mul", "broadcast_in_dim", "mul", "matmul"]),
+        ("elementwise", ["broadcast_in_dim", "mul"]), ("matmul", ["matmul"]),
         ("elementwise", ["exp"]), ("matmul", ["matmul"]),
+        ("elementwise", ["mul"]), ("matmul", ["matmul"]),
         ("elementwise", ["rsqrt"]), ("matmul", ["broadcast_in_dim", "matmul"])]
     cuda = _kernels(fuse(module, "cuda"))
     assert cuda[:2] == [("elementwise", ["broadcast_in_dim", "mul", "broadcast_in_dim", "mul"]),

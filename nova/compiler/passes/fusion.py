@@ -18,9 +18,9 @@ Otherwise its value is materialized and it roots a kernel of its own. So:
   and its elementwise epilogue (bias, activation, residual, scale), except the ops the
   target's ``FusionPolicy`` keeps out of epilogues (the CPU's: ``Expensive`` ones);
   where the target packs computed operands (the CPU), also the cheap pointwise ops that
-  compute an operand at its own size and feed nothing else -- a prologue, evaluated as
-  the operand is packed (layer norm's scale and shift before the next projection, in
-  the forward and where the backward recomputes it), so that value is never stored;
+  compute its B operand at its own size from one such stored value and feed nothing
+  else -- a prologue, evaluated as B is packed (layer norm's scale and shift where the
+  backward recomputes it for a weight gradient), so that value is never stored;
 - ``scatter_add`` and ``scatter`` are kernels of their own, and a collective
   (``all_reduce_start``/``_wait``) is a kernel of one op (the communication library
   takes whole buffers);
@@ -188,12 +188,7 @@ def _can_join(op: Operation, k: Kernel, policy: FusionPolicy) -> bool:
             return False
         fed = _operand_fed(op, k)
         if fed is not None:
-            # a prologue: computed while the GEMM packs that operand (possibly once per
-            # panel of the other), so only where the target packs computed operands,
-            # only cheap pointwise ops, and only at the operand's own size (a smaller
-            # value broadcast into it would be recomputed per element)
-            return (policy.operand_prologues and _pointwise(op) and n == _numel(fed)
-                    and policy.epilogue_admits(op))
+            return _prologue_admits(op, fed, k, policy)
         return n == k.numel and policy.epilogue_admits(op)
     return False
 
@@ -267,6 +262,22 @@ def _row_compatible(k: Kernel, red: Operation) -> bool:
 
 def _shape_of(v: SSAValue) -> tuple[int, ...]:
     return tuple(v.type.get_shape())
+
+
+def _prologue_admits(op: Operation, fed: SSAValue, k: Kernel, policy: FusionPolicy) -> bool:
+    """Whether ``op``, computing the operand ``fed`` of k's matmul, may be evaluated as
+    the GEMM packs it: where the target packs computed operands, a cheap pointwise op
+    at the operand's own size (a smaller value broadcast into it would be recomputed per
+    element) reading at most one operand-sized value (so the chain reads what the
+    stored operand would have cost, never more: GELU's final product of x/2 and
+    1 + erf, erf stored apart, would read two), and only for B -- the CPU GEMM packs
+    B's NR-wide lines along its rows, consecutive elements, which LLVM vectorizes, but
+    A's MR-tall lines across rows, element by element (measured on the small GPT: a
+    layer norm as A's prologue cost its QKV product 1.4 ms, as B's nothing)."""
+    n = _numel(op.results[0])
+    wide = sum(1 for v in op.operands if _numel(_source(v)) == n)
+    return (policy.operand_prologues and fed is k.contraction.operands[1] and _pointwise(op)
+            and n == _numel(fed) and wide <= 1 and policy.epilogue_admits(op))
 
 
 def _operand_fed(op: Operation, k: Kernel) -> SSAValue | None:

@@ -90,7 +90,8 @@ def test_fusion_policies():
     fn = next(iter(module.ops))
     ops = {op.results[0].name_hint: op for op in fn.body.block.ops if op.results}
     cpu, cuda = get_target("cpu").fusion_policy, get_target("cuda").fusion_policy
-    assert cpu == FusionPolicy(expensive_epilogues=False) and cuda.expensive_epilogues
+    assert cpu == FusionPolicy(expensive_epilogues=False, operand_prologues=True)
+    assert cuda.expensive_epilogues and not cuda.operand_prologues
     assert not cpu.epilogue_admits(ops["e"]) and cpu.epilogue_admits(ops["h"])
     assert cuda.epilogue_admits(ops["e"]) and cuda.epilogue_admits(ops["h"])
 

@@ -39,7 +39,7 @@ def rss_mib():
 def step(n):    # four kernels per shape (x read transposed: no kernel is flat, so shared)
     x = nv.tensor(np.linspace(-1, 1, 6 * n, dtype=np.float32).reshape(6, n)).transpose(0, 1)
     y = (x * 1.5 + 0.5).exp()
-    return (y / y.sum(-1, keepdim=True)).max(-1).values.sum().item()
+    return (y / y.sum(-1, keepdim=True)).amax(-1).sum().item()
 
 nv.debug.set_step_cache_limit(0)       # keep only the KEEP_RECENT most recent
 warnings.simplefilter("ignore")          # the recompile warning, expected here

@@ -51,6 +51,10 @@ def _numpy_ints_dtype(op: str, arr: np.ndarray, stacklevel: int = 3) -> dt.DType
 def _infer_dtype(data: Any, arr: np.ndarray) -> dt.DType:
     if isinstance(data, np.ndarray) or isinstance(data, np.generic):
         return _numpy_ints_dtype("tensor", arr, stacklevel=4)
+    if isinstance(data, (list, tuple)) and arr.dtype.kind in "biuf":
+        inferred = _sequence_dtype(data)
+        if inferred is not None:
+            return inferred
     if arr.dtype.kind == "b":
         return dt.bool_
     if arr.dtype.kind in "iu":
@@ -59,6 +63,36 @@ def _infer_dtype(data: Any, arr: np.ndarray) -> dt.DType:
         return dt.DEFAULT_FLOAT
     raise TypeError(f"tensor: cannot build a tensor from {type(data).__name__} holding "
                     f"{arr.dtype}; expected numbers, bools, nested lists or numpy arrays")
+
+
+def _sequence_dtype(data: list | tuple) -> dt.DType | None:
+    """PyTorch's inference for a nested sequence holding numpy scalars: each element's
+    own type -- a numpy scalar its dtype, a Python float the default dtype, an int
+    int64, a bool bool -- promoted together (``[np.float64(1.5), 2.0]`` is float64,
+    ``[np.float16(1), 2.0]`` float32). None when it holds no numpy scalar: the array's
+    kind decides, as for plain Python numbers."""
+    types: set[type] = set()
+    stack: list[Any] = [data]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (list, tuple)):
+            stack.extend(x)
+        else:
+            types.add(type(x))
+    if not any(issubclass(t, np.generic) for t in types):
+        return None
+    out: dt.DType | None = None
+    for t in types:
+        if issubclass(t, np.generic):
+            d = dt.from_numpy_dtype(np.dtype(t), "tensor")
+        elif issubclass(t, bool):
+            d = dt.bool_
+        elif issubclass(t, int):
+            d = dt.int64
+        else:
+            d = dt.DEFAULT_FLOAT
+        out = d if out is None else dt.promote_types(out, d)
+    return out
 
 
 def _to_numpy(data: Any) -> np.ndarray:

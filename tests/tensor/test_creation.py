@@ -157,3 +157,17 @@ def test_uint64_values_past_int64_are_refused_not_wrapped():
     with pytest.raises(ValueError, match="tensor: uint64 values"):
         nv.tensor(np.array([2 ** 63], np.uint64))
     assert nv.from_numpy(np.array([2 ** 63 - 1], np.uint64)).tolist() == [2 ** 63 - 1]
+
+
+def test_a_list_of_numpy_scalars_keeps_their_dtype_as_pytorch():
+    """Each element's own type promoted (PyTorch's rule): a numpy float64 (what
+    ``np.mean`` returns) makes the tensor float64, a Python float alone float32."""
+    cases = [([np.float64(1.5), 2.0], nv.float64), ([[np.float64(1.5)], [2.0]], nv.float64),
+             ([np.float32(1.5), 2.0], nv.float32), ([np.float16(1.0), 2.0], nv.float32),
+             ([np.int32(3), 2], nv.int64), ([1, np.float64(2.0)], nv.float64),
+             ([np.bool_(True), False], nv.bool), ([np.int64(2), 3.5], nv.float32),
+             ([1.5, 2.0], nv.float32), ([1, 2], nv.int64)]
+    for data, want in cases:
+        t = nv.tensor(data)
+        assert t.dtype == want, data
+        np.testing.assert_array_equal(t.numpy(), np.array(data, dtype=want.np))

@@ -196,6 +196,19 @@ def test_ddp_in_a_world_of_one_trains_bit_identically_to_the_plain_model(world):
     assert list(net.state_dict())[0].startswith("module.")
 
 
+def test_ddp_keeps_each_grad_tensor_across_accumulation_and_the_reduction(world):
+    """As PyTorch's DDP: the all-reduce writes the mean into the existing ``p.grad``, so
+    a reference held from a ``no_sync`` backward follows the synced sum."""
+    lin = nv.nn.Linear(2, 1)
+    net = DDP(lin)
+    x = nv.tensor([[1.0, 2.0]])
+    with net.no_sync():
+        net(x).sum().backward()
+    held = lin.weight.grad
+    net(x).sum().backward()
+    assert lin.weight.grad is held and held.tolist() == [[2.0, 4.0]]
+
+
 def test_distributed_sampler_splits_pads_and_shuffles_like_pytorchs():
     data = list(range(10))
     parts = [list(DistributedSampler(data, 3, r, shuffle=False)) for r in range(3)]

@@ -132,7 +132,11 @@ class DistributedDataParallel(Module):
                 at = 0
                 for p in bucket:
                     n = p.numel()
-                    p.grad = total[at:at + n].reshape(p.shape)
+                    mean = total[at:at + n].reshape(p.shape)
+                    if p.grad is None:
+                        p.grad = mean
+                    else:       # the same tensor, as PyTorch's DDP: a held p.grad follows
+                        p.grad.copy_(mean)
                     at += n
 
     def extra_repr(self) -> str:

@@ -169,10 +169,12 @@ def broadcast_tensors(*tensors: Tensor) -> list[Tensor]:
     return [expand(t, shape) for t in tensors]
 
 
-def contiguous(x: Tensor) -> Tensor:
-    """A new handle on the same values (layout is the compiler's business in Nova).
-    Unlike PyTorch it never aliases ``x``: in-place ops on it do not reach ``x``."""
-    return x.clone()
+def contiguous(x: Tensor, memory_format: Any = None) -> Tensor:
+    """``x`` itself when it is not a view, as PyTorch returns a contiguous tensor (so an
+    in-place op on the result reaches ``x``); a copy of a view (layout is the compiler's
+    business in Nova: a view is copied even where PyTorch's strides would let it alias,
+    a row slice ``x[1:]``)."""
+    return x if x._view is None else x.clone()
 
 
 def _check_seq(op: str, tensors: Sequence[Tensor]) -> list[Tensor]:

@@ -230,3 +230,15 @@ def test_aliases_keep_no_graph_alive_and_data_assignment_keeps_old_snapshots():
     p.data = nv.zeros(5)
     p.data.add_(1.0)
     assert snap.tolist() == [1.0] * 3 and view.tolist() == [1.0] * 3 and p.tolist() == [1.0] * 5
+
+
+def test_contiguous_is_the_tensor_itself_unless_it_is_a_view():
+    """As PyTorch's for a contiguous tensor: ``y = x.contiguous()`` is ``x``, so writes
+    through either are seen by both; a transposed view is copied."""
+    x = nv.zeros(2, 3)
+    y = x.contiguous()
+    assert y is x
+    y[0, 0] = 1.0
+    t = x.t().contiguous()
+    x[0, 1] = 5.0
+    assert x.tolist()[0][:2] == [1.0, 5.0] and t.tolist()[1][0] == 0.0

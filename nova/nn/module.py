@@ -65,28 +65,27 @@ class Module:
             self._remove_entry(name, keep="_parameters")
             self.register_parameter(name, value)
         elif name in self._parameters:
-            if value is not None:
-                raise TypeError(f"{type(self).__name__}: cannot assign "
-                                f"'{type(value).__name__}' as parameter '{name}' "
-                                "(nn.Parameter or None expected)")
-            self._parameters[name] = None
+            self._parameters[name] = self._assignable(name, value, None, "parameter",
+                                                      "nn.Parameter")
         elif isinstance(value, Module):
             self._remove_entry(name, keep="_modules")
             self._modules[name] = value
         elif name in self._modules:
-            if value is not None:
-                raise TypeError(f"{type(self).__name__}: cannot assign "
-                                f"'{type(value).__name__}' as child module '{name}' "
-                                "(nn.Module or None expected)")
-            self._modules[name] = None
+            self._modules[name] = self._assignable(name, value, None, "child module",
+                                                   "nn.Module")
         elif name in self._buffers:
-            if value is not None and not isinstance(value, Tensor):
-                raise TypeError(f"{type(self).__name__}: cannot assign "
-                                f"'{type(value).__name__}' as buffer '{name}' "
-                                "(Tensor or None expected)")
-            self._buffers[name] = value
+            self._buffers[name] = self._assignable(name, value, Tensor, "buffer", "Tensor")
         else:
             object.__setattr__(self, name, value)
+
+    def _assignable(self, name: str, value: Any, allowed: type | None, kind: str,
+                    expected: str) -> Any:
+        """``value`` if it may replace the registered ``kind`` ``name`` -- None, or an
+        instance of ``allowed`` -- else PyTorch's TypeError."""
+        if value is not None and (allowed is None or not isinstance(value, allowed)):
+            raise TypeError(f"{type(self).__name__}: cannot assign '{type(value).__name__}' "
+                            f"as {kind} '{name}' ({expected} or None expected)")
+        return value
 
     def _remove_entry(self, name: str, keep: str) -> None:
         """Forget ``name`` everywhere but in the table ``keep`` (where assigning keeps

@@ -21,19 +21,6 @@ def fresh_templates():
     bt.clear()
 
 
-@pytest.fixture
-def stamps(monkeypatch):
-    """How many passes were stamped from a template."""
-    count = [0]
-    stamp = bt.BackwardTemplate.stamp
-
-    def counting(self, *args):
-        count[0] += 1
-        return stamp(self, *args)
-    monkeypatch.setattr(bt.BackwardTemplate, "stamp", counting)
-    return count
-
-
 def _backward_calls(graph) -> int:
     """The graph's ``call`` nodes whose body is a backward pass (its steps marked
     backward; a stamped composite function's, the forward softmax's, are not)."""

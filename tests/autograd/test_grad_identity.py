@@ -19,19 +19,6 @@ import nova as nv
 from nova.autograd import backward_template as bt
 
 
-@pytest.fixture
-def stamps(monkeypatch):
-    """How many backward passes were stamped from a template."""
-    count = [0]
-    stamp = bt.BackwardTemplate.stamp
-
-    def counting(self, *args):
-        count[0] += 1
-        return stamp(self, *args)
-    monkeypatch.setattr(bt.BackwardTemplate, "stamp", counting)
-    return count
-
-
 def test_accumulation_adds_into_the_grad_tensor_in_place(stamps):
     bt.clear()
     x = nv.ones(2, requires_grad=True)

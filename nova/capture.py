@@ -743,8 +743,8 @@ def _redo_events(events: list[tuple]) -> list[np.ndarray]:
         elif kind == "opt_step":
             if pending_scalars:
                 raise _Rerecord("the optimizer's runtime scalars changed")
-            pending_scalars = [(n, np.array(v, dtype=np.float32))
-                               for n, v in owner._host_step(detail)]
+            pending_scalars = [(n, np.array(v, dtype=d.np))
+                               for n, v, d in owner._host_step(detail)]
         elif kind == "zero_grad":
             owner.zero_grad(set_to_none=True)
         elif kind == "sched_step":

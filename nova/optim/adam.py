@@ -58,7 +58,7 @@ class Adam(Optimizer):
         # Every parameter of a step usually has the same step count and group values:
         # then its scalars are the previous parameter's, drawn again in the same order
         # (what _scalar would give, 7 calls later; 76 times a medium GPT step).
-        key = (t, lr, wd, b1, b2)
+        key = (t, lr, wd, b1, b2, self._scalar_dtype)
         memo = self._host_memo
         if memo is not None and memo[0] == key and memo[1] is self._scalars:
             scalars = memo[2]

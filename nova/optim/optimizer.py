@@ -30,11 +30,19 @@ from nova.tensor.trace import buffer_node, live_pending
 from nova.optim.update_template import ONE_OFF, UpdateTemplate, template_key
 
 
-def runtime_scalar(value: float) -> Tensor:
-    """A float32 0-d tensor holding ``value``: a step input, never a baked constant.
-    A host value without a device, so it serves a step on any device (a CUDA step
-    uploads all such values of a step in one copy)."""
-    return Tensor._wrap(buffer_node(np.array(value, dtype=np.float32), dt.float32, None))
+def runtime_scalar(value: float, dtype: dt.DType = dt.float32) -> Tensor:
+    """A 0-d tensor holding ``value``: a step input, never a baked constant. A host
+    value without a device, so it serves a step on any device (a CUDA step uploads all
+    such values of a step in one copy)."""
+    return Tensor._wrap(buffer_node(np.array(value, dtype=dtype.np), dtype, None))
+
+
+def scalar_dtype(p: Tensor) -> dt.DType:
+    """The dtype of the runtime scalars updating ``p``: float64 for a float64 parameter
+    (its hyperparameters at full precision, as PyTorch's Python floats: in float32 an
+    SGD step of a float64 parameter was 1e-8 off), float32 for the others (PyTorch's
+    kernels compute float32 and the half types in float32)."""
+    return dt.float64 if p.dtype == dt.float64 else dt.float32
 
 
 def zeros_state(p: Tensor) -> Tensor:
@@ -62,6 +70,9 @@ class Optimizer:
     # Group entries that enter the step only as runtime scalars; every other entry of
     # ``defaults`` is taken to be compiled in as a constant (``_baked``).
     _runtime_hparams: frozenset[str] = frozenset({"lr"})
+    # The dtype of the runtime scalars being drawn: the updated parameter's
+    # (``scalar_dtype``), set before each update and each replayed host update.
+    _scalar_dtype: dt.DType = dt.float32
 
     # Whether this class's ``_update`` may be recorded once per structure and stamped
     # after (``update_template``): its recorded nodes follow only from ``_baked``, the
@@ -162,6 +173,7 @@ class Optimizer:
         as that structure's template when it can be one). ``baked``: the group's
         ``_baked_key`` (None: no template)."""
         group, grad, state = self.param_groups[gi], p.grad, self.state.setdefault(p, {})
+        self._scalar_dtype = scalar_dtype(p)
         key = None if baked is None else template_key(gi, baked, p, grad, state)
         if key is None:
             self._update(group, p, grad, state)
@@ -195,11 +207,12 @@ class Optimizer:
         return {}
 
     def _scalar(self, name: str, value: float) -> Tensor | None:
-        """``runtime_scalar(value)``, shared by every parameter of this step that needs the
+        """``runtime_scalar(value)`` in the dtype of the parameter being updated
+        (``scalar_dtype``), shared by every parameter of this step that needs the
         same quantity (``name``) with the same value: one step input instead of one per
         parameter (a GPT step had ~100 of them), and fewer nodes to record and hash.
         While ``_host_step`` replays, it only collects the distinct (name, value) pairs."""
-        key = (name, float(value))
+        key = (name, float(value), self._scalar_dtype)
         if self._collecting is not None:
             if key not in self._scalars:
                 self._scalars[key] = None
@@ -207,7 +220,7 @@ class Optimizer:
             return None
         t = self._scalars.get(key)
         if t is None:
-            t = self._scalars[key] = runtime_scalar(value)
+            t = self._scalars[key] = runtime_scalar(value, self._scalar_dtype)
             capture_log.fresh("scalar", self, t.node, name)
         if self._drawn is not None:
             self._drawn.append((name, t))
@@ -238,6 +251,7 @@ class Optimizer:
         self._scalars, self._collecting = {}, []
         try:
             for gi, p in event.updated:
+                self._scalar_dtype = scalar_dtype(p)
                 self._host_update(self.param_groups[gi], self.state[p])
             return self._collecting
         finally:

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from nova.core import dtypes as dt
 from nova.nn.convolution import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
 from nova.nn.module import Module
 from nova.tensor import ops
@@ -65,45 +66,45 @@ def _gather_dim(x: Tensor, axis: int, index: np.ndarray) -> Tensor:
     return ops.gather(x, axis, idx.expand(*full))
 
 
-def _scale(n_in: int, n_out: int, scale: float | None) -> np.float32:
-    """PyTorch's float32 scale: 1 / scale_factor (rounded from double) or in / out
-    (divided in float32)."""
-    return np.float32(scale) if scale is not None else np.float32(n_in) / np.float32(n_out)
+def _scale(n_in: int, n_out: int, scale: float | None, ct: type = np.float32) -> Any:
+    """PyTorch's scale in its compute type ``ct`` (float32, or float64 for float64
+    input): 1 / scale_factor (rounded from double) or in / out (divided in ``ct``)."""
+    return ct(scale) if scale is not None else ct(n_in) / ct(n_out)
 
 
 def _source(n_in: int, n_out: int, scale: float | None, align_corners: bool,
-            cubic: bool = False) -> np.ndarray:
+            cubic: bool = False, ct: type = np.float32) -> np.ndarray:
     """The float source coordinate of each output position (linear and cubic modes),
-    float32 as PyTorch's CPU kernels compute it for float32 inputs; only the linear
-    modes clamp it at 0."""
+    in ``ct`` as PyTorch's CPU kernels compute it (float32 for the float32 and half
+    inputs, float64 for float64); only the linear modes clamp it at 0."""
     dst = np.arange(n_out, dtype=np.float64)
     if align_corners:
-        ratio = np.float32(n_in - 1) / np.float32(n_out - 1) if n_out > 1 else np.float32(0)
-        return (ratio * dst.astype(np.float32)).astype(np.float64)
-    s = _scale(n_in, n_out, scale)
-    src = (np.float32(s) * (dst.astype(np.float32) + np.float32(0.5)) - np.float32(0.5))
+        ratio = ct(n_in - 1) / ct(n_out - 1) if n_out > 1 else ct(0)
+        return (ratio * dst.astype(ct)).astype(np.float64)
+    s = _scale(n_in, n_out, scale, ct)
+    src = (ct(s) * (dst.astype(ct) + ct(0.5)) - ct(0.5))
     return (src if cubic else np.maximum(src, 0.0)).astype(np.float64)
 
 
-def _cubic_taps(n_in: int, n_out: int, scale: float | None, align_corners: bool
-                ) -> tuple[np.ndarray, np.ndarray]:
+def _cubic_taps(n_in: int, n_out: int, scale: float | None, align_corners: bool,
+                ct: type = np.float32) -> tuple[np.ndarray, np.ndarray]:
     """The four source positions ``(n_out, 4)`` (clamped to the input, as PyTorch reads
-    the border) and their cubic convolution weights (float32, PyTorch's formulas) of
+    the border) and their cubic convolution weights (in ``ct``, PyTorch's formulas) of
     each output position."""
-    real = _source(n_in, n_out, scale, align_corners, cubic=True).astype(np.float32)
+    real = _source(n_in, n_out, scale, align_corners, cubic=True, ct=ct).astype(ct)
     index = np.minimum(np.floor(real).astype(np.int64), n_in - 1)
-    t = np.clip(real - index.astype(np.float32), np.float32(0), np.float32(1))
-    a = np.float32(CUBIC_A)
+    t = np.clip(real - index.astype(ct), ct(0), ct(1))
+    a = ct(CUBIC_A)
 
     def near(x):      # |x| <= 1
-        return ((a + np.float32(2)) * x - (a + np.float32(3))) * x * x + np.float32(1)
+        return ((a + ct(2)) * x - (a + ct(3))) * x * x + ct(1)
 
     def far(x):       # 1 < |x| < 2
-        return ((a * x - np.float32(5) * a) * x + np.float32(8) * a) * x - np.float32(4) * a
-    one = np.float32(1)
-    weights = np.stack([far(t + one), near(t), near(one - t), far(np.float32(2) - t)], 1)
+        return ((a * x - ct(5) * a) * x + ct(8) * a) * x - ct(4) * a
+    one = ct(1)
+    weights = np.stack([far(t + one), near(t), near(one - t), far(ct(2) - t)], 1)
     taps = np.clip(index[:, None] + np.arange(-1, 3), 0, n_in - 1)
-    return taps, weights.astype(np.float32)
+    return taps, weights.astype(ct)
 
 
 def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
@@ -136,11 +137,12 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
         return (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[nd - 1](
             input, out_size)
     x = input
+    ct = np.float64 if input.dtype == dt.float64 else np.float32   # PyTorch's opmath type
     if mode == "bicubic":
         # The last dim first: PyTorch sums each row's four taps, then the rows' results.
         for d in reversed(range(nd)):
             n_in, n_out, axis = input.shape[2 + d], out_size[d], 2 + d
-            taps, weights = _cubic_taps(n_in, n_out, scales[d], bool(align_corners))
+            taps, weights = _cubic_taps(n_in, n_out, scales[d], bool(align_corners), ct)
             shape = [1] * x.ndim
             shape[axis] = n_out
             terms = [ops.mul(_gather_dim(x, axis, taps[:, j]),
@@ -156,14 +158,14 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
             pos = dst * s if mode == "nearest" else (dst + np.float32(0.5)) * s
             x = _gather_dim(x, axis, np.minimum(np.floor(pos).astype(np.int64), n_in - 1))
             continue
-        src = _source(n_in, n_out, scale, bool(align_corners))
+        src = _source(n_in, n_out, scale, bool(align_corners), ct=ct)
         lo = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
         hi = np.minimum(lo + 1, n_in - 1)
-        t = (src - lo).astype(np.float32)
+        t = (src - lo).astype(ct)
         shape = [1] * x.ndim
         shape[axis] = n_out
         w1 = tensor(t.reshape(shape), dtype=x.dtype, device=x.device)
-        w0 = tensor((np.float32(1.0) - t).reshape(shape), dtype=x.dtype, device=x.device)
+        w0 = tensor((ct(1.0) - t).reshape(shape), dtype=x.dtype, device=x.device)
         x = ops.add(ops.mul(_gather_dim(x, axis, lo), w0), ops.mul(_gather_dim(x, axis, hi), w1))
     return x
 

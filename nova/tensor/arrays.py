@@ -472,8 +472,7 @@ def bucketize(input: Any, boundaries: Tensor, *, out_int32: builtins.bool = Fals
         raise ValueError(f"bucketize: boundaries must be a 1-D tensor, got "
                          f"{getattr(boundaries, 'shape', boundaries)}")
     v = input if isinstance(input, Tensor) else tensor(input)
-    below = (ops.le if right else ops.lt)(boundaries, movement.unsqueeze(v, -1))
-    return ops.sum(below, -1, dtype=dt.int32 if out_int32 else dt.int64)
+    return _insertion_points(boundaries, v, right, dt.int32 if out_int32 else dt.int64)
 
 
 def searchsorted(sorted_sequence: Tensor, values: Any, *, out_int32: builtins.bool = False,
@@ -496,9 +495,21 @@ def searchsorted(sorted_sequence: Tensor, values: Any, *, out_int32: builtins.bo
         raise ValueError(f"searchsorted: sorted_sequence {sorted_sequence.shape} and values "
                          f"{v.shape} must agree in all dims but the last")
     seq = sorted_sequence if sorted_sequence.ndim == 1 else movement.unsqueeze(sorted_sequence, -2)
-    below = (ops.le if right else ops.lt)(seq, movement.unsqueeze(v, -1))
-    out = ops.sum(below, -1, dtype=dt.int32 if out_int32 else dt.int64)
+    out = _insertion_points(seq, v, right, dt.int32 if out_int32 else dt.int64)
     return movement.reshape(out, ()) if scalar else out
+
+
+def _insertion_points(seq: Tensor, v: Tensor, right: builtins.bool, dtype: dt.DType) -> Tensor:
+    """Where PyTorch's binary search over the last dim of ``seq`` puts each ``v``: the
+    first entry ``>= v`` (``> v`` with ``right``), or the length when there is none --
+    the count of entries below ``v`` where one exists (NaN entries, sorted last, are
+    never below), the length where none does: a NaN value goes past everything (the
+    plain count put it at 0)."""
+    at = movement.unsqueeze(v, -1)
+    below = (ops.le if right else ops.lt)(seq, at)
+    reached = ops.gt(ops.sum((ops.gt if right else ops.ge)(seq, at), -1), 0)
+    count = ops.sum(below, -1, dtype=dtype)
+    return ops.where(reached, count, ops.full_const(seq.shape[-1], count.shape, dtype))
 
 
 def clone(x: Tensor) -> Tensor:

@@ -296,3 +296,16 @@ def test_sinc_has_its_true_derivatives_at_and_near_zero():
     np.testing.assert_allclose(h.numpy()[0], -np.pi ** 2 / 3, rtol=1e-12)
     dq = (np.cos(px) * px - np.sin(px)) / (px * xs + (xs == 0))   # d/dx of the quotient
     np.testing.assert_allclose(g.detach().numpy()[1:], dq[1:], rtol=1e-9)
+
+
+def test_searchsorted_and_bucketize_place_nan_as_pytorchs_binary_search():
+    """A NaN value goes past every entry (it was put at 0); a NaN entry, sorted last, is
+    never below a value, and a value no entry reaches goes to the end (PyTorch 2.13)."""
+    nan = math.nan
+    seq = nv.tensor([1.0, 2.0, nan])
+    vals = nv.tensor([nan, 2.0, 5.0, 0.0])
+    outs = [nv.searchsorted(seq, vals), nv.searchsorted(seq, vals, right=True),
+            nv.searchsorted(nv.tensor([1.0, 2.0, 3.0]), nv.tensor([nan, 2.0])),
+            nv.bucketize(nv.tensor([nan, 1.5]), nv.tensor([1.0, 2.0]), right=True)]
+    nv.realize(*outs)
+    assert [o.tolist() for o in outs] == [[3, 1, 3, 0], [3, 3, 3, 0], [3, 1], [2, 1]]

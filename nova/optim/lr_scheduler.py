@@ -1,23 +1,25 @@
-"""Learning-rate schedules. Each epoch-driven scheduler has a closed form
-``lr_at(epoch)``, so ``SequentialLR`` composes them exactly and the values are easy to
-test; ``step()`` writes the new rate into the optimizer's groups, from where it enters
-the next step as a runtime input (no recompile). ``OneCycleLR`` and ``CyclicLR`` also
-write the momentum (SGD's and RMSprop's ``momentum``, Adam's ``betas[0]``), a runtime
-input too. ``ReduceLROnPlateau`` is driven by a metric instead of a closed form.
+"""Learning-rate schedules. ``step()`` updates the rate in the optimizer's groups, from
+where it enters the next step as a runtime input (no recompile), by PyTorch's recursive
+rule (``_chain_lr``, its ``get_lr``): the schedules PyTorch computes from each group's
+current rate (``StepLR``, ``MultiStepLR``, ``ExponentialLR``, ``ConstantLR``,
+``LinearLR``, ``PolynomialLR``, ``MultiplicativeLR``, ``CosineAnnealingLR``) scale that
+rate, so a rate changed by hand between steps, or a group added later, is decayed from
+there as PyTorch does; the others (``LambdaLR``, ``CosineAnnealingWarmRestarts``,
+``OneCycleLR``, ``CyclicLR``) set it from their base rates. Every epoch-driven scheduler
+also has a closed form ``lr_at(epoch)`` (the same rates when nothing else touches
+them), which ``SequentialLR`` composes (it runs one at a time) and ``load_state_dict``
+writes. ``OneCycleLR`` and ``CyclicLR`` also write the momentum (SGD's and RMSprop's
+``momentum``, Adam's ``betas[0]``), a runtime input too. ``ReduceLROnPlateau`` is driven
+by a metric instead of a closed form.
 
-A scheduler in a ``ChainedScheduler`` follows PyTorch's recursive rule instead
-(``_chain_lr``): it updates the rate the schedulers before it left in the groups, which
-is how PyTorch composes them. So do two or more schedulers built on one optimizer and
-stepped one after the other (``ConstantLR`` warmup then ``ExponentialLR``, as PyTorch's
-docs show): the second one's construction switches them all to that rule, so they
-compose as in PyTorch instead of the last one overwriting the others. The schedulers a
-``SequentialLR`` takes over go back to their closed forms (it runs one at a time)."""
+Two schedulers built on one optimizer and stepped one after the other (``ConstantLR``
+warmup then ``ExponentialLR``, as PyTorch's docs show) compose as in PyTorch, each
+updating the rate the one before it left; so do those of a ``ChainedScheduler``."""
 from __future__ import annotations
 
 import bisect
 import math
 import warnings
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, SupportsFloat
 
@@ -29,10 +31,14 @@ from nova.tensor import capture_log
 class LRScheduler:
     # Entries of ``__dict__`` that ``state_dict`` leaves out: the optimizer, functions,
     # other schedulers (saved by their own state dicts), caches.
-    _unsaved: tuple[str, ...] = ("optimizer", "lr_lambdas", "schedulers", "_chained")
-    # Set by ``ChainedScheduler``: ``step()`` then applies ``_chain_lr`` to the groups'
-    # current rates instead of writing ``lr_at``.
-    _chained: bool = False
+    _unsaved: tuple[str, ...] = ("optimizer", "lr_lambdas", "schedulers", "_chained",
+                                 "_in_chain")
+    # ``step()`` applies ``_chain_lr`` to the groups' current rates (PyTorch's rule);
+    # ``SequentialLR`` clears it for the schedulers it runs (they write ``lr_at``).
+    _chained: bool = True
+    # Set by ``ChainedScheduler``: the chain, not this scheduler, restores the rate a
+    # loaded state implies.
+    _in_chain: bool = False
 
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1):
         self._attach(optimizer, last_epoch)
@@ -50,11 +56,6 @@ class LRScheduler:
         self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
         self.last_epoch = last_epoch
         self._step_count = 0         # step() calls, the constructor's included (PyTorch's)
-        peers = _peers(optimizer)
-        peers.append(weakref.ref(self))
-        if len(peers) > 1:           # stepped together: they compose (module docstring)
-            for r in peers:
-                r()._chained = True
 
     def lr_at(self, epoch: int) -> list[float]:
         raise NotImplementedError
@@ -92,19 +93,11 @@ class LRScheduler:
         restores it. A state without a key (saved by an older Nova: no ``_step_count``)
         leaves that attribute as it is."""
         self.__dict__.update(state)
-        if self._chained:
+        if self._in_chain:
             return
         self._last_lr = self.lr_at(self.last_epoch)
         for g, lr in zip(self.optimizer.param_groups, self._last_lr):
             g["lr"] = lr
-
-
-def _peers(optimizer: Optimizer) -> list:
-    """Weak references to the live schedulers stepping ``optimizer`` on their own (not
-    inside a ``SequentialLR``), kept on the optimizer."""
-    peers = optimizer.__dict__.setdefault("_lr_schedulers", [])
-    peers[:] = [r for r in peers if r() is not None]
-    return peers
 
 
 class LambdaLR(LRScheduler):
@@ -382,9 +375,6 @@ class SequentialLR(LRScheduler):
                 raise ValueError("SequentialLR: all schedulers must belong to the optimizer")
         self.schedulers = list(schedulers)
         self.milestones = list(milestones)
-        owned = {id(sch) for sch in self.schedulers}
-        peers = _peers(optimizer)
-        peers[:] = [r for r in peers if id(r()) not in owned]   # run by this one now
         for sch in self.schedulers:
             sch._chained = False
         super().__init__(optimizer, last_epoch)
@@ -870,8 +860,8 @@ class ChainedScheduler(LRScheduler):
     rule (``_chain_lr``): ``ConstantLR``, ``LinearLR``, ``StepLR``, ``MultiStepLR``,
     ``ExponentialLR``, ``PolynomialLR``, ``MultiplicativeLR`` and ``CosineAnnealingLR``
     scale it; ``LambdaLR``, ``CosineAnnealingWarmRestarts``, ``OneCycleLR`` and
-    ``CyclicLR`` set it from their base rates. (Chaining switches the schedulers to
-    that rule; alone, each writes its closed form, the same rates.)
+    ``CyclicLR`` set it from their base rates. (Every scheduler steps by that rule,
+    chained or not.)
 
     Building the schedulers one after another makes each write its own rate in Nova
     (PyTorch's constructors compose them), so when every scheduler is at epoch 0 the
@@ -901,7 +891,7 @@ class ChainedScheduler(LRScheduler):
         self.optimizer = optimizer
         self._schedulers = schedulers
         for s in schedulers:
-            s._chained = True
+            s._chained = s._in_chain = True
         if all(s.last_epoch == 0 for s in schedulers):
             lrs = [g["initial_lr"] for g in optimizer.param_groups]
             for s in schedulers:

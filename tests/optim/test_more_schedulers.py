@@ -332,3 +332,23 @@ def test_state_dicts_carry_pytorchs_step_count_and_warm_restart_position():
         s.step()
         s.step()
         assert s._step_count == 3 and s.state_dict()["_step_count"] == 3, type(s).__name__
+
+
+def test_a_rate_set_by_hand_and_a_group_added_later_decay_as_in_pytorch():
+    """Schedulers scale each group's current rate (PyTorch's recursive get_lr): a rate
+    set by hand between steps is decayed from there, and a group added after the
+    scheduler is decayed too (the closed form from the base rates overwrote both)."""
+    import nova as nv
+    p, q = nv.zeros(1, requires_grad=True), nv.zeros(1, requires_grad=True)
+    opt = nv.optim.SGD([p], lr=1.0)
+    s = sched.StepLR(opt, 2, 0.5)
+    rates = []
+    for k in range(6):
+        if k == 1:
+            opt.param_groups[0]["lr"] = 0.2
+        if k == 2:
+            opt.add_param_group({"params": [q], "lr": 0.08})
+        rates.append([g["lr"] for g in opt.param_groups])
+        s.step()
+    # torch 2.13: [1.0], [0.2], [0.1, 0.08], [0.1, 0.08], [0.05, 0.04], [0.05, 0.04]
+    assert rates == [[1.0], [0.2], [0.1, 0.08], [0.1, 0.08], [0.05, 0.04], [0.05, 0.04]]

@@ -92,9 +92,9 @@ def _recomputable(op: Operation, mode: str) -> bool:
 
 
 def _keep_cost(op: Operation, v: SSAValue) -> int:
-    """The capacity of keeping ``v``: its bytes (in 128-byte units, so any realistic
-    step fits int32), doubled so that a tie between equal-sized cuts can be broken by
-    one unit: an ``Expensive`` elementwise value (an ``exp``, an ``erf``) costs one more.
+    """The capacity of keeping ``v``: its bytes in ``_UNIT``s, counted two per 2 x
+    ``_UNIT`` bytes so that a tie between equal-sized cuts can be broken by one unit:
+    an ``Expensive`` elementwise value (an ``exp``, an ``erf``) costs one more.
     Its readers in the forward are usually kernels that compute it on the fly (the sum
     of a softmax's exponentials), so keeping it would store one more buffer, where
     keeping an equal-sized cheap value next to it (``logits - max``, which fusion

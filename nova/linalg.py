@@ -1,4 +1,6 @@
-"""``nova.linalg``: the vector norm under PyTorch's ``torch.linalg`` name."""
+"""``nova.linalg``: the vector norm and the matrix power under PyTorch's ``torch.linalg``
+names."""
 from nova.tensor.numeric import norm, vector_norm
+from nova.tensor.products import matrix_power
 
-__all__ = ["norm", "vector_norm"]
+__all__ = ["matrix_power", "norm", "vector_norm"]

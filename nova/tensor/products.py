@@ -120,7 +120,9 @@ def matrix_power(input: Tensor, n: builtins.int) -> Tensor:
                                   "which Nova does not provide")
     if n == 0:         # (a tensor of its own, as every result here: never a view)
         identity = eye(input.shape[-1], dtype=input.dtype, device=input.device)
-        return movement.expand(identity, *input.shape).clone()
+        # the identity depends on ``input`` with derivative zero: its gradient is zeros,
+        # as PyTorch's, not None
+        return ops.zero_gradient_to(movement.expand(identity, *input.shape).clone(), input)
     if n == 1:
         return input.clone()
     result, square = None, input

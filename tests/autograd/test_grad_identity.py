@@ -226,3 +226,12 @@ def test_zero_grad_without_set_to_none_zeroes_the_same_tensor(owner):
     assert lin.weight.grad is g and g.tolist() == [[0.0, 0.0]]
     lin(x).sum().backward()
     assert lin.weight.grad is g and g.tolist() == [[1.0, 2.0]]
+
+
+def test_matrix_power_zero_gives_a_zero_gradient():
+    """The identity of ``matrix_power(m, 0)`` has derivative zero: ``m.grad`` is zeros
+    (PyTorch), not None (an optimizer would skip the parameter)."""
+    m = nv.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    out = nv.linalg.matrix_power(m, 0)
+    out.sum().backward()
+    assert out.tolist() == [[1.0, 0.0], [0.0, 1.0]] and m.grad.tolist() == [[0.0, 0.0]] * 2

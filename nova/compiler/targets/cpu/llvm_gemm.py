@@ -41,11 +41,17 @@ def _declared(module: ir.Module, name: str, ty: ir.FunctionType) -> ir.Function:
     return module.globals.get(name) or ir.Function(module, ty, name=name)
 
 
-def _store_with_product(e: Emitter, product: SSAValue, value: ir.Value, flat: ir.Value) -> None:
+def _store_with_product(e: Emitter, product: SSAValue, value: ir.Value, flat: ir.Value,
+                        at: list[ir.Value] | None = None) -> None:
     """Run the fused epilogue at output offset ``flat`` with the product's element there
-    being ``value`` (the accumulated sum), and store the kernel's root."""
+    being ``value`` (the accumulated sum), and store the kernel's root; ``at``: that
+    offset's multi-index in the output's shape, where the caller has it (no
+    delinearizing of ``flat``)."""
     e.override[id(product)] = lambda _idx: value
-    e.store_root(flat)
+    if at is None:
+        e.store_root(flat)
+    else:
+        e.store_root_at(at, e.plan.out[0])
     del e.override[id(product)]
 
 
@@ -1093,12 +1099,8 @@ class TiledKernel:
                     e.cache = {}
                     off = b.add(b.add(row0, b.mul(r, c64(n))), b.add(j, jj))
                     value = e.tagged(b.load(b.gep(tile, [b.add(b.mul(r, c64(nr)), jj)])))
-                    e.override[id(self.product)] = lambda _idx: value
-                    if by_row:
-                        e.store_root_at(lead + [b.add(j, jj)], out_shape)
-                    else:
-                        e.store_root(off)
-                    del e.override[id(self.product)]
+                    _store_with_product(e, self.product, value, off,
+                                        lead + [b.add(j, jj)] if by_row else None)
                 e.loops.range(c64(0), n_cols, per_col, "ej", e.not_unrolled(full))
             e.loops.range(c64(0), n_rows, per_row, "er", e.not_unrolled(full))
 

@@ -12,6 +12,21 @@ source (clamped to the border) with PyTorch's cubic convolution weights (``A = -
 the last dim first as PyTorch sums them. The reads are gathers along the dim, so an inf or NaN stays in the pixels that
 read it (a matrix product would spread it along the row through 0 * inf), and the
 gradient is the gathers' own scatter-add. ``area`` is ``adaptive_avg_pool``.
+
+As PyTorch's CPU kernels do, the linear modes (and 2-D ``nearest``) copy a dim whose
+output size equals its input size, whatever its scale factor (``scale_factor=1.1`` on
+5 pixels gives 5 pixels, unchanged); bicubic, ``nearest-exact`` and 1-D/3-D
+``nearest`` resample it with the factor's scale.
+
+``antialias=True`` (bilinear, bicubic and ``lanczos``, 4-D input, as in PyTorch) is
+PIL's resampling filter, per dim, last dim first, for dims whose size changes: output
+``i`` is the normalized sum of its window's pixels ``j`` in
+``[int(c - support + 0.5), int(c + support + 0.5))`` (clipped to the input) weighted
+``filter((j - c + 0.5) / max(scale, 1))``, ``c = scale (i + 0.5)``, with ``support`` the
+filter's half width (1 triangle, 2 cubic with ``A = -0.5``, 3 Lanczos) times
+``max(scale, 1)``: downsampling averages every pixel it covers. Weights are computed in
+float64 and rounded once (PyTorch computes a float32 input's in float32: results agree
+to a few ulp). Each tap is a gather, masked where a window is shorter than the widest.
 """
 from __future__ import annotations
 
@@ -28,8 +43,10 @@ from nova.tensor.creation import tensor
 from nova.tensor.tensor import Tensor
 
 _MODES = {"nearest": None, "nearest-exact": None, "linear": 1, "bilinear": 2,
-          "bicubic": 2, "trilinear": 3, "area": None}
+          "bicubic": 2, "trilinear": 3, "area": None, "lanczos": 2}
+_ANTIALIAS_MODES = ("bilinear", "bicubic", "lanczos")
 CUBIC_A = -0.75      # PyTorch's (and OpenCV's) cubic convolution coefficient
+AA_CUBIC_A = -0.5    # Keys' coefficient, which PyTorch's (and PIL's) antialias filter uses
 
 
 def _sizes(op: str, x: Tensor, nd: int, size: Any, scale_factor: Any,
@@ -107,11 +124,90 @@ def _cubic_taps(n_in: int, n_out: int, scale: float | None, align_corners: bool,
     return taps, weights.astype(ct)
 
 
+def _triangle(x: np.ndarray) -> np.ndarray:
+    return np.maximum(1.0 - np.abs(x), 0.0)
+
+
+def _keys_cubic(x: np.ndarray) -> np.ndarray:
+    a, x = AA_CUBIC_A, np.abs(x)
+    near = ((a + 2) * x - (a + 3)) * x * x + 1
+    far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return np.where(x < 1, near, np.where(x < 2, far, 0.0))
+
+
+def _lanczos3(x: np.ndarray) -> np.ndarray:
+    return np.where(np.abs(x) < 3, np.sinc(x) * np.sinc(x / 3), 0.0)
+
+
+# mode -> (the filter, its half width at scale 1)
+_AA_FILTERS = {"bilinear": (_triangle, 1), "bicubic": (_keys_cubic, 2),
+               "lanczos": (_lanczos3, 3)}
+
+
+def _antialias_taps(n_in: int, n_out: int, scale: float | None, align_corners: bool,
+                    mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """PyTorch's antialiasing taps of one dim (module docstring): ``(n_out, K)`` source
+    indices and float64 weights, K the widest window; a window's unused taps read its
+    first pixel with weight 0 and are masked out by the caller (weight 0 exactly)."""
+    if align_corners:
+        s = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    else:
+        s = scale if scale is not None else n_in / n_out
+    filt, half = _AA_FILTERS[mode]
+    support = half * s if s >= 1.0 else float(half)
+    inverse = 1.0 / s if s >= 1.0 else 1.0
+    center = s * (np.arange(n_out) + 0.5)
+    lo = np.maximum((center - support + 0.5).astype(np.int64), 0)
+    hi = np.minimum((center + support + 0.5).astype(np.int64), n_in)
+    k = int((hi - lo).max())
+    j = lo[:, None] + np.arange(k)
+    inside = j < hi[:, None]
+    w = np.where(inside, filt((j - center[:, None] + 0.5) * inverse), 0.0)
+    total = w.sum(1, keepdims=True)
+    w = np.divide(w, total, out=np.zeros_like(w), where=total != 0)
+    return np.where(inside, j, lo[:, None]), np.where(inside, w, np.nan)
+
+
+def _antialias(x: Tensor, out_size: tuple[int, ...], scales: tuple[float | None, ...],
+               mode: str, align_corners: bool) -> Tensor:
+    """Resample each changed dim, the last first, with its antialiasing taps; a tap is
+    summed only where it lies in its window (``where``, so an inf or NaN outside the
+    window stays out, as in PyTorch)."""
+    ct = np.float64 if x.dtype == dt.float64 else np.float32
+    for d in reversed(range(len(out_size))):
+        axis, n_out = 2 + d, out_size[d]
+        n_in = x.shape[axis]
+        if n_in == n_out:
+            continue
+        taps, weights = _antialias_taps(n_in, n_out, scales[d], align_corners, mode)
+        shape = [1] * x.ndim
+        shape[axis] = n_out
+        total = None
+        for t in range(taps.shape[1]):
+            inside = ~np.isnan(weights[:, t])
+            w = tensor(np.where(inside, weights[:, t], 0.0).astype(ct).reshape(shape),
+                       dtype=x.dtype, device=x.device)
+            term = ops.mul(_gather_dim(x, axis, taps[:, t]), w)
+            if not inside.all():
+                keep = tensor(inside.reshape(shape), device=x.device)
+                term = ops.where(keep, term, ops.full_const(0.0, (), x.dtype))
+            total = term if total is None else ops.add(total, term)
+        x = total
+    return x
+
+
+def _copies_equal_sizes(mode: str, nd: int) -> bool:
+    """Whether PyTorch's CPU kernel copies a dim whose size does not change, ignoring
+    its scale factor (module docstring; measured against torch 2.13)."""
+    return mode in ("linear", "bilinear", "trilinear") or (mode == "nearest" and nd == 2)
+
+
 def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
                 mode: str = "nearest", align_corners: bool | None = None,
                 recompute_scale_factor: bool | None = None, antialias: bool = False) -> Tensor:
     """``torch.nn.functional.interpolate`` for ``nearest``, ``nearest-exact``,
-    ``linear``/``bilinear``/``trilinear``, ``bicubic`` and ``area`` (module docstring)."""
+    ``linear``/``bilinear``/``trilinear``, ``bicubic`` and ``area``, and with
+    ``antialias=True`` for ``bilinear``, ``bicubic`` and ``lanczos`` (module docstring)."""
     op = "interpolate"
     if not isinstance(input, Tensor):
         raise TypeError(f"{op}: expected a Tensor, got {type(input).__name__}")
@@ -127,8 +223,13 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
     if align_corners is not None and want is None:
         raise ValueError(f"{op}: align_corners only applies to the linear and cubic modes, "
                          f"not {mode!r}")
-    if antialias:
-        raise ValueError(f"{op}: antialias=True is not implemented")
+    if antialias and (mode not in _ANTIALIAS_MODES or nd != 2):
+        raise ValueError(f"{op}: antialias=True needs mode 'bilinear', 'bicubic' or "
+                         f"'lanczos' and a 4-D input, got mode {mode!r} and {input.shape}")
+    if mode == "lanczos" and not antialias:
+        raise ValueError(f"{op}: mode 'lanczos' needs antialias=True")
+    if mode == "lanczos" and align_corners:
+        raise ValueError(f"{op}: mode 'lanczos' does not support align_corners=True")
     if not input.dtype.is_floating_point and mode not in ("nearest", "nearest-exact"):
         raise TypeError(f"{op}: mode {mode!r} needs a floating point input, got "
                         f"{input.dtype.name}")
@@ -136,6 +237,11 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
     if mode == "area":
         return (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[nd - 1](
             input, out_size)
+    if antialias:
+        return _antialias(input, out_size, scales, mode, bool(align_corners))
+    if _copies_equal_sizes(mode, nd):
+        scales = tuple(None if n_in == n_out else s
+                       for n_in, n_out, s in zip(input.shape[2:], out_size, scales))
     x = input
     ct = np.float64 if input.dtype == dt.float64 else np.float32   # PyTorch's opmath type
     if mode == "bicubic":
@@ -152,6 +258,8 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
         return x
     for d, (n_in, n_out, scale) in enumerate(zip(input.shape[2:], out_size, scales)):
         axis = 2 + d
+        if n_in == n_out and (scale is None or align_corners):
+            continue      # a scale of 1: every output reads its own pixel
         if mode in ("nearest", "nearest-exact"):
             s = _scale(n_in, n_out, scale)
             dst = np.arange(n_out, dtype=np.float32)

@@ -1,7 +1,8 @@
 """F.interpolate / nn.Upsample on both engines: PyTorch's source-index rules written
 into the test (nearest, nearest-exact, linear and bicubic with and without
-align_corners, scale factors kept or recomputed, area), infinities staying where they are read, gradients
-by float64 finite differences, PyTorch where installed, and the errors."""
+align_corners, scale factors kept or recomputed, area, the antialiasing filters, dims
+whose size does not change), infinities staying where they are read, gradients by
+float64 finite differences, PyTorch where installed, and the errors."""
 import numpy as np
 import pytest
 
@@ -132,7 +133,13 @@ def test_against_pytorch():
                recompute_scale_factor=True), dict(scale_factor=2.5, mode="nearest"),
                dict(size=(8, 11), mode="nearest-exact"), dict(size=(2, 3), mode="area"),
                dict(size=(9, 4), mode="bicubic"), dict(scale_factor=2.5, mode="bicubic",
-               align_corners=True), dict(scale_factor=(0.5, 1.5), mode="bicubic")]:
+               align_corners=True), dict(scale_factor=(0.5, 1.5), mode="bicubic"),
+               dict(size=(2, 9), mode="bilinear", antialias=True),
+               dict(scale_factor=(0.4, 0.8), mode="bicubic", antialias=True,
+                    align_corners=True),
+               dict(size=(3, 3), mode="lanczos", antialias=True),
+               dict(scale_factor=(1.1, 0.6), mode="bilinear"),
+               dict(scale_factor=(1.1, 1.8), mode="nearest")]:
         a = nv.tensor(x, requires_grad=True)
         t = torch.tensor(x, requires_grad=True)
         ya, yt = F.interpolate(a, **kw), torch.nn.functional.interpolate(t, **kw)
@@ -140,7 +147,7 @@ def test_against_pytorch():
         (ya * nv.tensor(w)).sum().backward()
         (yt * torch.tensor(w)).sum().backward()
         # bicubic's negative weights cancel: a few float32 ulps of the inputs' size
-        atol = 1e-5 if kw["mode"] == "bicubic" else 1e-6
+        atol = 1e-5 if kw["mode"] in ("bicubic", "lanczos") or "antialias" in kw else 1e-6
         np.testing.assert_allclose(ya.numpy(), yt.detach().numpy(), rtol=1e-5, atol=atol)
         np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-5, atol=1e-5)
 
@@ -151,8 +158,15 @@ def test_errors_name_the_op_and_arguments():
         F.interpolate(x)
     with pytest.raises(ValueError, match=r"mode 'bicubic' needs a 4-D input"):
         F.interpolate(nv.zeros(1, 1, 4), size=2, mode="bicubic")
-    with pytest.raises(ValueError, match=r"mode 'lanczos' is not one of"):
+    with pytest.raises(ValueError, match=r"mode 'cubic' is not one of"):
+        F.interpolate(x, size=2, mode="cubic")
+    with pytest.raises(ValueError, match=r"mode 'lanczos' needs antialias=True"):
         F.interpolate(x, size=2, mode="lanczos")
+    with pytest.raises(ValueError, match=r"antialias=True needs mode 'bilinear', 'bicubic' "
+                                         r"or 'lanczos' and a 4-D input, got mode 'nearest'"):
+        F.interpolate(x, size=2, antialias=True)
+    with pytest.raises(ValueError, match=r"antialias=True .* got mode 'linear' and \(1, 1, 4\)"):
+        F.interpolate(nv.zeros(1, 1, 4), size=2, mode="linear", antialias=True)
     with pytest.raises(ValueError, match=r"mode 'linear' needs a 3-D input"):
         F.interpolate(x, size=2, mode="linear")
     with pytest.raises(ValueError, match="align_corners only applies to the linear and cubic modes"):
@@ -175,3 +189,80 @@ def test_float64_input_blends_with_float64_weights():
     rows = _linear_1d(y.transpose(0, 1, 3, 2), 8, 1 / 1.7, False).transpose(0, 1, 3, 2)
     ref = _linear_1d(rows, 11, 1 / 1.7, False)
     np.testing.assert_allclose(lin, ref, rtol=1e-13, atol=1e-14)
+
+
+def _antialias_1d(x, n_out, mode, align, scale=None):
+    """PyTorch's (PIL's) antialiasing resize of the last axis by its formulas, in
+    float64: output i averages the window around c = s (i + 0.5), half width
+    support = h max(s, 1) (h = 1 triangle, 2 Keys cubic A = -0.5, 3 Lanczos), the taps
+    weighted filter((j - c + 0.5) / max(s, 1)) and normalized to sum 1."""
+    n = x.shape[-1]
+    s = ((n - 1) / (n_out - 1) if n_out > 1 else 0.0) if align else (scale or n / n_out)
+
+    def filt(t):
+        t = abs(t)
+        if mode == "bilinear":
+            return max(1 - t, 0.0)
+        if mode == "bicubic":
+            a = -0.5
+            return ((a + 2) * t - (a + 3)) * t * t + 1 if t < 1 else \
+                ((a * t - 5 * a) * t + 8 * a) * t - 4 * a if t < 2 else 0.0
+        return 1.0 if t == 0 else (np.sinc(t) * np.sinc(t / 3) if t < 3 else 0.0)
+    h = {"bilinear": 1, "bicubic": 2, "lanczos": 3}[mode]
+    support, inv = (h * s, 1 / s) if s >= 1 else (h, 1.0)
+    out = np.zeros(x.shape[:-1] + (n_out,))
+    for i in range(n_out):
+        c = s * (i + 0.5)
+        js = range(max(int(c - support + 0.5), 0), min(int(c + support + 0.5), n))
+        w = np.array([filt((j - c + 0.5) * inv) for j in js])
+        out[..., i] = sum(wj / w.sum() * x[..., j] for wj, j in zip(w, js))
+    return out
+
+
+@pytest.mark.parametrize("mode,align", [("bilinear", False), ("bicubic", True),
+                                        ("lanczos", False)])
+def test_antialias_averages_each_window_with_pils_filters(mode, align):
+    x = RNG.standard_normal((1, 2, 9, 12))
+    got = F.interpolate(nv.tensor(x), size=(4, 17), mode=mode, antialias=True,
+                        align_corners=align)
+    ref = _antialias_1d(x, 17, mode, align)                    # the last dim first
+    ref = np.swapaxes(_antialias_1d(np.swapaxes(ref, 2, 3), 4, mode, align), 2, 3)
+    np.testing.assert_allclose(got.numpy(), ref, rtol=1e-12, atol=1e-13)
+    single = F.interpolate(nv.tensor(x.astype(np.float32)), size=(4, 17), mode=mode,
+                           antialias=True, align_corners=align)
+    assert single.dtype == nv.float32
+    assert_close(single, ref, rtol=1e-5, atol=2e-6)
+    # a downsampling window covers every pixel it averages: an inf stays in its windows
+    y = np.ones((1, 1, 2, 16))
+    y[0, 0, 0, 5] = np.inf
+    far = F.interpolate(nv.tensor(y), size=(2, 4), mode=mode, antialias=True).numpy()
+    assert np.isinf(far[0, 0, 0]).sum() >= 1 and np.isfinite(far[0, 0, 1]).all()
+
+
+def test_antialias_gradients_and_unchanged_dims():
+    x = RNG.standard_normal((1, 1, 5, 7))
+    assert gradcheck(lambda a: F.interpolate(a, size=(3, 2), mode="bicubic",
+                                             antialias=True), [x])
+    same = F.interpolate(nv.tensor(x), size=(5, 3), mode="lanczos", antialias=True)
+    np.testing.assert_allclose(same.numpy(), _antialias_1d(x, 3, "lanczos", False),
+                               rtol=1e-12)
+
+
+def test_a_dim_of_unchanged_size_is_copied_by_the_linear_modes_and_2d_nearest():
+    """PyTorch's CPU kernels copy such a dim whatever the scale factor: bilinear with
+    scale_factor 1.1 on 5 pixels resampled them at scale 1/1.1. Bicubic and 1-D nearest
+    do resample (PyTorch's values)."""
+    x = RNG.standard_normal((1, 1, 5, 5)).astype(np.float32)
+    for mode in ("bilinear", "nearest"):
+        np.testing.assert_array_equal(
+            F.interpolate(nv.tensor(x), scale_factor=1.1, mode=mode).numpy(), x)
+    line = nv.tensor(x[0])
+    np.testing.assert_array_equal(
+        F.interpolate(line, scale_factor=1.1, mode="linear").numpy(), x[0])
+    rows = np.floor(np.arange(5, dtype=np.float32) * np.float32(1 / 1.1)).astype(int)
+    np.testing.assert_array_equal(
+        F.interpolate(line, scale_factor=1.1, mode="nearest").numpy(), x[0][..., rows])
+    cubic = F.interpolate(nv.tensor(x), scale_factor=1.1, mode="bicubic")
+    ref = _cubic_1d(x.astype(np.float64), 5, 1 / 1.1, False)
+    ref = np.swapaxes(_cubic_1d(np.swapaxes(ref, 2, 3), 5, 1 / 1.1, False), 2, 3)
+    assert_close(cubic, ref, rtol=1e-5, atol=1e-5)

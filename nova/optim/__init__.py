@@ -1,8 +1,8 @@
 """``nv.optim``: optimizers whose ``step()`` realizes the whole training step.
 
 ``LBFGS`` is the exception: its ``step(closure)`` re-evaluates the closure inside a line
-search and decides on the host from each loss. PyTorch's ``SparseAdam`` (sparse
-gradients) is not provided."""
+search and decides on the host from each loss. ``SparseAdam`` finds the rows a sparse
+gradient would hold from the dense gradient's values (``nova/optim/sparse_adam.py``)."""
 from nova.optim import lr_scheduler
 from nova.optim.adadelta import Adadelta
 from nova.optim.adam import Adam, AdamW
@@ -15,6 +15,7 @@ from nova.optim.radam import RAdam
 from nova.optim.rmsprop import Adagrad, RMSprop
 from nova.optim.rprop import Rprop
 from nova.optim.sgd import SGD
+from nova.optim.sparse_adam import SparseAdam
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "NAdam", "RAdam",
-           "Adamax", "Adadelta", "Rprop", "ASGD", "LBFGS", "lr_scheduler"]
+           "Adamax", "Adadelta", "Rprop", "ASGD", "LBFGS", "SparseAdam", "lr_scheduler"]

@@ -21,13 +21,22 @@ detection. Every failure is a :class:`CheckpointError` naming the file and what 
 wrong. Tensors are read straight into their own arrays, so loading holds one copy of the
 data (not the whole file plus copies).
 
-Writes go to a temporary file beside the target (its name carries the writer's host and
-pid), fsynced and renamed into place, so a crash never leaves a half-written checkpoint;
-the next save of the same target removes temporary files whose writer is dead.
+Writes to a path go to a temporary file beside the target (its name carries the
+writer's host and pid), fsynced and renamed into place, so a crash never leaves a
+half-written checkpoint; the next save of the same target removes temporary files whose
+writer is dead. ``save``/``load`` also take a binary file object, as torch's do: the
+same bytes and checks, but a write to a file object is not atomic (nothing can rename it
+into place), and it reads the tensors twice (the header's data digest comes first).
+
+``load`` tells the formats apart by their first bytes: a zip archive is a PyTorch
+checkpoint (``torch.save`` since 1.6), read without torch by
+:mod:`nova.serialization_torch`; anything else must be safetensors.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import math
 import os
@@ -36,7 +45,7 @@ import secrets
 import socket
 import struct
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
@@ -70,6 +79,9 @@ _HEADER_DEPTH = 3             # {name: {"shape": [..]}}: a safetensors header is
 _STRUCTURE_DEPTH = 3 * _MAX_NESTING + 1   # a dict level is 3 JSON levels when encoded
 _MAX_RANK = 64                # numpy's limit on dimensions
 _TMP_MARK = ".nova-tmp."
+_ZIP_MAGIC = b"PK\x03\x04"             # a zip archive: torch.save since PyTorch 1.6
+# torch.save(..., _use_new_zipfile_serialization=False) starts with this pickled number.
+_TORCH_LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"
 
 
 class CheckpointError(ValueError):
@@ -79,22 +91,64 @@ class CheckpointError(ValueError):
 # ----------------------------------------------------------------------------- save
 
 
-def save(obj: Any, path: str | os.PathLike) -> None:
+def save(obj: Any, f: str | os.PathLike | BinaryIO) -> None:
     """Write ``obj`` (a state dict, or nested dicts/lists/tuples of tensors, numbers,
-    strings and None) to ``path`` as a safetensors file.
+    strings and None) to ``f`` as a safetensors file.
 
     Tensors get their dotted path as name (a flat state dict keeps its keys exactly), so
     ``safetensors.numpy.load_file(path)`` returns them; ``nv.load`` restores the whole
     object, each tensor on the device it was saved from (see ``map_location``).
-    The write is atomic: readers see the old file or the complete new one.
+
+    ``f`` is a path or, as for ``torch.save``, a binary file object (``io.BytesIO``,
+    ``open(path, "wb")``) written from its current position. A write to a path is
+    atomic: readers see the old file or the complete new one. A write to a file object
+    is not (a failure leaves a partial checkpoint there, which ``load`` rejects).
     """
-    path = os.fspath(path)
+    if not _is_path(f):
+        _check_file_object(f, "save", "write")
     named: list[tuple[str, Tensor]] = []
     structure = _encode(obj, named, set(), "", 0)
     if named:
         realize(*[t for _, t in named])   # one step for everything still pending
     entries = _plan_entries(named)
     structure_json = json.dumps(structure, separators=(",", ":"))
+    if _is_path(f):
+        _save_to_path(os.fsdecode(f), named, entries, structure_json)
+    else:
+        _save_to_file_object(f, named, entries, structure_json)
+
+
+def _is_path(f: Any) -> bool:
+    return isinstance(f, (str, bytes, os.PathLike))
+
+
+def _check_file_object(f: Any, op: str, method: str) -> None:
+    """``f`` must be a binary file object with ``method`` (``read``/``write``)."""
+    if isinstance(f, io.TextIOBase):
+        raise TypeError(f"{op}: f is a text file; open it in binary mode "
+                        f"('{'rb' if method == 'read' else 'wb'}'), as for torch.{op}")
+    if not callable(getattr(f, method, None)):
+        raise TypeError(f"{op}: f must be a path (str or os.PathLike) or a binary file "
+                        f"object with {method}(), got {type(f).__name__}")
+
+
+def _save_to_file_object(f: BinaryIO, named: list[tuple[str, Tensor]],
+                         entries: dict[str, dict[str, Any]], structure_json: str) -> None:
+    """The header, whose data digest needs every tensor's bytes, then the bytes: two
+    passes over the tensors, so that ``f`` need not be seekable (a pipe, a socket)."""
+    digest = hashlib.sha256()
+    for raw in _tensor_bytes(named):
+        digest.update(raw)
+    head = _header_bytes(entries, structure_json, digest.hexdigest(), _ZERO_DIGEST)
+    f.write(_with_header_digest(head))
+    for raw in _tensor_bytes(named):
+        f.write(raw)
+
+
+def _save_to_path(path: str, named: list[tuple[str, Tensor]],
+                  entries: dict[str, dict[str, Any]], structure_json: str) -> None:
+    """Written beside ``path`` with placeholder digests, which are filled in once the
+    data is written, fsynced, then renamed onto ``path``."""
     head = _header_bytes(entries, structure_json, _ZERO_DIGEST, _ZERO_DIGEST)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
@@ -207,14 +261,19 @@ def _with_header_digest(head: bytes) -> bytes:
 
 
 def _write_data(f: BinaryIO, named: list[tuple[str, Tensor]]) -> str:
-    """Stream each tensor's bytes to ``f`` (one host copy at a time); their SHA-256."""
+    """Stream each tensor's bytes to ``f``; their SHA-256."""
     digest = hashlib.sha256()
+    for raw in _tensor_bytes(named):
+        f.write(raw)
+        digest.update(raw)
+    return digest.hexdigest()
+
+
+def _tensor_bytes(named: list[tuple[str, Tensor]]) -> Iterator[memoryview]:
+    """Each tensor's little-endian bytes, one host copy at a time."""
     for _, t in named:
         arr = np.ascontiguousarray(t.numpy(), dtype=t.dtype.np.newbyteorder("<"))
-        raw = arr.reshape(-1).view(np.uint8)
-        f.write(raw.data)
-        digest.update(raw.data)
-    return digest.hexdigest()
+        yield arr.reshape(-1).view(np.uint8).data
 
 
 def _temp_path(path: str) -> str:
@@ -301,13 +360,21 @@ class _Entry(NamedTuple):
 Placement = Callable[[str, "np.ndarray", dt.DType, str], Tensor]
 
 
-def load(path: str | os.PathLike, map_location: Any = None) -> Any:
-    """Read a checkpoint written by ``nv.save``, or any safetensors file.
+def load(f: str | os.PathLike | BinaryIO, map_location: Any = None, *,
+         weights_only: bool | None = None, mmap: bool | None = None) -> Any:
+    """Read a checkpoint written by ``nv.save``, any safetensors file, or a PyTorch
+    checkpoint written by ``torch.save`` (1.6 and later; torch is not needed).
 
     Returns what ``save`` was given; a safetensors file written by another tool comes
     back as a dict name -> tensor in file order. Files of the previous Nova format
     (``nova-checkpoint-1``) still load, with a warning: their checksum covers only the
-    tensor bytes, so saving them again protects the header too.
+    tensor bytes, so saving them again protects the header too. A PyTorch checkpoint
+    comes back with its nesting (OrderedDicts included) and Nova tensors; see
+    :mod:`nova.serialization_torch` for what it may hold.
+
+    ``f`` is a path or, as for ``torch.load``, a seekable binary file object
+    (``io.BytesIO``, ``open(path, "rb")``) read from its current position; messages
+    name it by its ``name`` attribute, or as ``<file-like object>``.
 
     ``map_location`` follows ``torch.load``:
 
@@ -322,44 +389,112 @@ def load(path: str | os.PathLike, map_location: Any = None) -> Any:
     Anything else raises TypeError (ValueError for an unknown device name), before the
     file is read. Every problem with the file itself raises :class:`CheckpointError`
     naming the file and what is wrong; nothing is returned unless every check passed.
+
+    ``weights_only`` and ``mmap`` are accepted for ``torch.load`` calls: Nova always
+    loads as ``weights_only=True`` does (``False`` enables nothing more), and reads the
+    tensors into memory whatever ``mmap`` says.
     """
     place = _placement(map_location)
-    path = os.fspath(path)
-    kind, structure, layout, arrays = _read_checked(path)
+    for flag, value in (("weights_only", weights_only), ("mmap", mmap)):
+        if value is not None and not isinstance(value, bool):
+            raise TypeError(f"load: {flag} must be a bool or None, got "
+                            f"{type(value).__name__}")
+    with _source(f) as src:
+        magic = _read_exact(src.f, min(src.size, 16))
+        src.f.seek(src.base)
+        if magic.startswith(_ZIP_MAGIC) and magic[8:9] != b"{":
+            # (a safetensors header of 0x04034B50 bytes starts the same, then has "{")
+            from nova.serialization_torch import load_torch   # it imports this module
+            return load_torch(src.f, src.name, src.base + src.size, place)
+        if magic.startswith(_TORCH_LEGACY_MAGIC):
+            raise CheckpointError(
+                f"load: {src.name} is in PyTorch's legacy format (torch.save before 1.6, "
+                "or _use_new_zipfile_serialization=False), which Nova does not read; "
+                "convert it with torch: torch.save(torch.load(old, weights_only=True), "
+                "new) writes the zip format that nv.load reads")
+        kind, structure, layout, arrays = _read_checked(src)
     if kind is None:
-        return {name: place(f"{path}: tensor {name!r}", arr, layout[name].dtype, "cpu")
+        return {name: place(f"{src.name}: tensor {name!r}", arr, layout[name].dtype, "cpu")
                 for name, arr in arrays.items()}
-    return _Decoder(arrays, layout, place, path).run(structure)
+    return _Decoder(arrays, layout, place, src.name).run(structure)
 
 
-def _read_checked(path: str) -> tuple[str | None, Any, dict[str, _Entry],
-                                      dict[str, np.ndarray]]:
+class _Source(NamedTuple):
+    """An open checkpoint: the stream, its name for messages, and where in the stream
+    it starts and how many bytes follow."""
+    f: BinaryIO
+    name: str
+    base: int
+    size: int
+
+
+@contextlib.contextmanager
+def _source(f: Any) -> Iterator[_Source]:
+    """``f`` opened (a path, closed again after) or taken as it is (a file object,
+    left open at wherever reading stopped)."""
+    if _is_path(f):
+        path = os.fsdecode(f)
+        try:
+            stream = open(path, "rb")
+        except OSError as e:
+            raise CheckpointError(f"load: cannot read {path}: {e.strerror}") from None
+        with stream:
+            yield _Source(stream, path, 0, os.fstat(stream.fileno()).st_size)
+        return
+    _check_file_object(f, "load", "read")
+    name = getattr(f, "name", None)
+    name = name if isinstance(name, str) else "<file-like object>"
+    try:
+        base = f.tell()
+        f.seek(0, os.SEEK_END)
+        end = f.tell()
+        f.seek(base)
+    except (AttributeError, OSError, ValueError) as e:
+        raise io.UnsupportedOperation(
+            f"load: cannot seek in {name} ({type(e).__name__}: {e}); as for torch.load, "
+            "the file must be seekable: read it into an io.BytesIO first") from None
+    if end <= base and base > 0:
+        raise CheckpointError(f"load: {name} has no bytes after its position {base}; to "
+                              "load what was just written to it, seek(0) first")
+    yield _Source(f, name, base, end - base)
+
+
+def _read_exact(f: BinaryIO, n: int) -> bytes:
+    """``n`` bytes (fewer only at the end of the stream): a raw file object's ``read``
+    may return less than asked."""
+    parts, left = [], n
+    while left:
+        part = f.read(left)
+        if not part:
+            break
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
+
+
+def _read_checked(src: _Source) -> tuple[str | None, Any, dict[str, _Entry],
+                                         dict[str, np.ndarray]]:
     """The file's kind (FORMAT, LEGACY_FORMAT or None: another tool's), its structure,
     tensor layout and tensor arrays in file order, after every check on the bytes: the
     header against its size limit, depth and checksum before its offsets are trusted,
     the offsets against the file's length before any data is read."""
-    try:
-        f = open(path, "rb")
-    except OSError as e:
-        raise CheckpointError(f"load: cannot read {path}: {e.strerror}") from None
-    with f:
-        size = os.fstat(f.fileno()).st_size
-        raw = _read_header(f, path, size)
-        header = _parse_json(raw[8:], path, "header", _HEADER_DEPTH, strict=True)
-        if not isinstance(header, dict):
-            raise CheckpointError(f"load: {path}: the header is a JSON "
-                                  f"{type(header).__name__}, not an object")
-        meta = _metadata(header.pop("__metadata__", {}), path)
-        kind = _kind(meta, path)
-        if kind == FORMAT:
-            _check_header_digest(raw, meta[_HEADER_KEY], path)
-        layout = _layout(header, size - len(raw), path)
-        structure = None
-        if kind is not None:
-            text = meta[_STRUCTURE_KEY if kind == FORMAT else "structure"]
-            structure = _parse_json(text.encode(), path, "structure", _STRUCTURE_DEPTH,
-                                    strict=False)
-        arrays, digest = _read_data(f, len(raw), layout, path)
+    f, path, size = src.f, src.name, src.size
+    raw = _read_header(f, path, size)
+    header = _parse_json(raw[8:], path, "header", _HEADER_DEPTH, strict=True)
+    if not isinstance(header, dict):
+        raise CheckpointError(f"load: {path}: the header is a JSON "
+                              f"{type(header).__name__}, not an object")
+    meta = _metadata(header.pop("__metadata__", {}), path)
+    kind = _kind(meta, path)
+    if kind == FORMAT:
+        _check_header_digest(raw, meta[_HEADER_KEY], path)
+    layout = _layout(header, size - len(raw), path)
+    structure = None
+    if kind is not None:
+        text = meta[_STRUCTURE_KEY if kind == FORMAT else "structure"]
+        structure = _parse_json(text.encode(), path, "structure", _STRUCTURE_DEPTH,
+                                strict=False)
+    arrays, digest = _read_data(f, src.base + len(raw), layout, path)
     if kind is not None and digest != meta[_DATA_KEY if kind == FORMAT else "sha256"]:
         what = "tensor data" if kind == FORMAT else "tensor data (old format)"
         raise CheckpointError(f"load: {path} is corrupted: the {what} does not match its "
@@ -372,14 +507,17 @@ def _read_header(f: BinaryIO, path: str, size: int) -> bytes:
     """The length prefix and the header, after checking both against the file size."""
     if size < 8:
         raise CheckpointError(f"load: {path} is truncated ({size} bytes; no header)")
-    (n,) = struct.unpack("<Q", f.read(8))
+    (n,) = struct.unpack("<Q", _read_exact(f, 8))
     if n > _MAX_HEADER:
         raise CheckpointError(f"load: {path} is corrupted or not a safetensors file: its "
                               f"header claims {n} bytes, more than the {_MAX_HEADER} allowed")
     if 8 + n > size:
         raise CheckpointError(f"load: {path} is truncated: its header claims {n} bytes, "
                               f"the file has {size - 8} after the length")
-    return struct.pack("<Q", n) + f.read(n)
+    head = _read_exact(f, n)
+    if len(head) != n:
+        raise CheckpointError(f"load: {path} is truncated: it shrank while being read")
+    return struct.pack("<Q", n) + head
 
 
 def _parse_json(raw: bytes, path: str, what: str, max_depth: int, strict: bool) -> Any:
@@ -455,7 +593,7 @@ def _kind(meta: dict[str, str], path: str) -> str | None:
                                   "'structure' or 'sha256'")
         warnings.warn(f"load: {path} is in the old {LEGACY_FORMAT} format, whose checksum "
                       "covers only the tensor bytes, not the header; nv.save it again to "
-                      "protect the whole file", UserWarning, stacklevel=3)
+                      "protect the whole file", UserWarning, stacklevel=4)
         return LEGACY_FORMAT
     return None
 
@@ -531,13 +669,14 @@ def _read_data(f: BinaryIO, start: int, layout: dict[str, _Entry],
     digest = hashlib.sha256()
     arrays: dict[str, np.ndarray] = {}
     f.seek(start)
+    readinto = getattr(f, "readinto", None) or (lambda view: _read_into(f, view))
     for e in sorted(layout.values(), key=lambda e: (e.begin, e.end)):
         arr = np.empty(e.shape, e.dtype.np.newbyteorder("<"))
         raw = arr.reshape(-1).view(np.uint8)
         view = memoryview(raw)
         done = 0
         while done < len(view):
-            got = f.readinto(view[done:])
+            got = readinto(view[done:])
             if not got:
                 raise CheckpointError(f"load: {path} is truncated: it shrank while being "
                                       f"read (tensor {e.name!r})")
@@ -545,6 +684,13 @@ def _read_data(f: BinaryIO, start: int, layout: dict[str, _Entry],
         digest.update(raw)
         arrays[e.name] = arr
     return arrays, digest.hexdigest()
+
+
+def _read_into(f: BinaryIO, view: memoryview) -> int:
+    """``readinto`` for a file object that has only ``read``."""
+    data = f.read(len(view))
+    view[:len(data)] = data
+    return len(data)
 
 
 def _check_bools(arrays: dict[str, np.ndarray], path: str) -> None:
@@ -645,7 +791,7 @@ def _location_key(spec: Any) -> str:
 def _on_saved_device(what: str, arr: np.ndarray, dtype: dt.DType, location: str) -> Tensor:
     try:
         target = check_device(location, "load")
-    except RuntimeError as e:
+    except (RuntimeError, ValueError) as e:     # no GPU; a device Nova lacks (mps)
         reason = str(e).removeprefix("load: ")
         raise RuntimeError(f"load: {what} was saved on {location}, but {reason}; pass "
                            "map_location='cpu' to load it on the CPU") from None

@@ -1,7 +1,9 @@
 """nv.save / nv.load: round trips, real tensor names readable by the safetensors library,
-files of other tools and of the old format, map_location, atomic writes and clear errors.
-Hostile and damaged files are in test_checkpoint_faults.py."""
+files of other tools and of the old format, file objects, map_location, atomic writes and
+clear errors. Hostile and damaged files are in test_checkpoint_faults.py; PyTorch's own
+format in test_serialization_torch_format.py."""
 import hashlib
+import io
 import json
 import os
 import struct
@@ -190,6 +192,77 @@ def test_truncated_corrupted_and_foreign_files_raise_naming_the_file(tmp_path):
     assert "truncated" in messages["tiny"]
     with pytest.raises(nv.CheckpointError, match="cannot read"):
         nv.load(tmp_path / "missing.safetensors")
+
+
+def test_save_and_load_through_file_objects_as_torch_does(tmp_path):
+    path = tmp_path / "ck.safetensors"
+    nv.save(_payload(), path)
+    blob = path.read_bytes()
+    buf = io.BytesIO()
+    nv.save(_payload(), buf)
+    assert buf.getvalue() == blob                 # the same file, checksums included
+    with open(tmp_path / "f.safetensors", "wb") as f:
+        nv.save(_payload(), f)
+    assert (tmp_path / "f.safetensors").read_bytes() == blob
+    read, write = os.pipe()                       # a write needs no seeking
+    with open(write, "wb") as f:
+        nv.save({"w": nv.ones(2)}, f)
+    with open(read, "rb") as f:
+        piped = f.read()
+    assert safetensors_numpy.load(piped)["w"].tolist() == [1.0, 1.0]
+    with open(path, "rb") as f:
+        from_file = nv.load(f)
+    shifted = io.BytesIO(b"prefix" + blob)        # read from the current position
+    shifted.seek(6)
+    for back in (nv.load(io.BytesIO(blob)), from_file, nv.load(shifted)):
+        assert back["opt"]["param_groups"][0]["betas"] == (0.9, 0.95)
+        np.testing.assert_array_equal(back["model"]["w"].numpy(),
+                                      np.arange(6, dtype=np.float32).reshape(2, 3))
+        assert back["model"]["h"].dtype == nv.bfloat16
+
+
+def test_file_objects_get_the_same_checks_and_are_named_in_errors(tmp_path):
+    buf = io.BytesIO()
+    nv.save(_payload(), buf)
+    blob = buf.getvalue()
+    flipped = blob[:-3] + bytes([blob[-3] ^ 0xFF]) + blob[-2:]
+    for bad, why in ((blob[:-5], "truncated"), (blob[:4], "truncated"), (flipped, "checksum"),
+                     (b"", "truncated"), (b"PK\x03\x04 not a zip", "damaged zip")):
+        with pytest.raises(nv.CheckpointError, match=f"<file-like object>.*{why}"):
+            nv.load(io.BytesIO(bad))
+    with pytest.raises(nv.CheckpointError, match="<file-like object> has no bytes after its "
+                                                 f"position {len(blob)}; .* seek\\(0\\) first"):
+        nv.load(buf)                              # just written: at its end
+    path = tmp_path / "bad.safetensors"
+    path.write_bytes(blob[:-5])
+    with open(path, "rb") as f, pytest.raises(nv.CheckpointError,
+                                              match=f"load: {path} is truncated"):
+        nv.load(f)
+
+
+def test_file_arguments_torch_rejects_are_rejected(tmp_path):
+    path = tmp_path / "ck.safetensors"
+    with open(path, "w") as f, pytest.raises(TypeError, match=r"f is a text file; open it in "
+                                                               r"binary mode \('wb'\)"):
+        nv.save({"w": nv.ones(1)}, f)
+    nv.save({"w": nv.ones(1)}, path)
+    with open(path) as f, pytest.raises(TypeError, match=r"binary mode \('rb'\)"):
+        nv.load(f)
+    with pytest.raises(TypeError, match="save: f must be a path .* or a binary file object "
+                                        r"with write\(\), got int"):
+        nv.save({"w": nv.ones(1)}, 3)
+    with pytest.raises(TypeError, match=r"load: f must be a path .*with read\(\), got list"):
+        nv.load([])
+    read, write = os.pipe()
+    os.write(write, path.read_bytes())
+    os.close(write)
+    with open(read, "rb") as f, pytest.raises(io.UnsupportedOperation, match="must be "
+                                              "seekable: read it into an io.BytesIO first"):
+        nv.load(f)
+    back = nv.load(path, map_location="cpu", weights_only=True, mmap=False)
+    assert back["w"].tolist() == [1.0]
+    with pytest.raises(TypeError, match="load: weights_only must be a bool or None, got str"):
+        nv.load(path, weights_only="yes")
 
 
 def test_map_location_places_tensors_as_torch_load_does(tmp_path):

@@ -50,6 +50,8 @@ from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 
+from nova.checkpoint_common import MAX_HEADER, MAX_NESTING, MAX_RANK, CheckpointError, \
+    Placement
 from nova.core import dtypes as dt
 from nova.tensor.creation import from_numpy, tensor
 from nova.tensor.device import check_device
@@ -73,19 +75,12 @@ _BY_CODE = {v: k for k, v in _CODES.items()}
 # Standard safetensors dtypes Nova has no dtype for (named as such in the error).
 _FOREIGN_CODES = {"U8", "I8", "U16", "I16", "U32", "U64", "F8_E4M3", "F8_E5M2", "F6_E2M3",
                   "F6_E3M2", "F4", "F8_E8M0", "C64"}
-_MAX_HEADER = 100_000_000     # the safetensors library's own limit
-_MAX_NESTING = 100            # containers inside containers, in what save accepts
 _HEADER_DEPTH = 3             # {name: {"shape": [..]}}: a safetensors header is this deep
-_STRUCTURE_DEPTH = 3 * _MAX_NESTING + 1   # a dict level is 3 JSON levels when encoded
-_MAX_RANK = 64                # numpy's limit on dimensions
+_STRUCTURE_DEPTH = 3 * MAX_NESTING + 1   # a dict level is 3 JSON levels when encoded
 _TMP_MARK = ".nova-tmp."
 _ZIP_MAGIC = b"PK\x03\x04"             # a zip archive: torch.save since PyTorch 1.6
 # torch.save(..., _use_new_zipfile_serialization=False) starts with this pickled number.
 _TORCH_LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"
-
-
-class CheckpointError(ValueError):
-    """A checkpoint file is missing, truncated, corrupted or not a valid safetensors file."""
 
 
 # ----------------------------------------------------------------------------- save
@@ -177,9 +172,9 @@ def _encode(obj: Any, named: list[tuple[str, Tensor]], used: set[str], where: st
             depth: int) -> Any:
     """The JSON structure of ``obj``; tensors are replaced by references to their
     names (the dotted path of keys and indices leading to them) and collected."""
-    if depth > _MAX_NESTING:
-        raise ValueError(f"save: containers nested more than {_MAX_NESTING} levels deep "
-                         f"(at {where!r}); checkpoints hold at most {_MAX_NESTING}")
+    if depth > MAX_NESTING:
+        raise ValueError(f"save: containers nested more than {MAX_NESTING} levels deep "
+                         f"(at {where!r}); checkpoints hold at most {MAX_NESTING}")
     if isinstance(obj, Tensor):
         name = _unique_name(where or "tensor", used)
         named.append((name, obj))
@@ -356,9 +351,6 @@ class _Entry(NamedTuple):
     end: int
 
 
-# (which tensor, for messages; its bytes; its dtype; its saved location) -> the Tensor
-Placement = Callable[[str, "np.ndarray", dt.DType, str], Tensor]
-
 
 def load(f: str | os.PathLike | BinaryIO, map_location: Any = None, *,
          weights_only: bool | None = None, mmap: bool | None = None) -> Any:
@@ -508,9 +500,9 @@ def _read_header(f: BinaryIO, path: str, size: int) -> bytes:
     if size < 8:
         raise CheckpointError(f"load: {path} is truncated ({size} bytes; no header)")
     (n,) = struct.unpack("<Q", _read_exact(f, 8))
-    if n > _MAX_HEADER:
+    if n > MAX_HEADER:
         raise CheckpointError(f"load: {path} is corrupted or not a safetensors file: its "
-                              f"header claims {n} bytes, more than the {_MAX_HEADER} allowed")
+                              f"header claims {n} bytes, more than the {MAX_HEADER} allowed")
     if 8 + n > size:
         raise CheckpointError(f"load: {path} is truncated: its header claims {n} bytes, "
                               f"the file has {size - 8} after the length")
@@ -640,10 +632,10 @@ def _entry(name: str, e: Any, data_len: int, path: str) -> _Entry:
         raise CheckpointError(f"{where} has dtype {code!r:.40} ({why}); Nova reads "
                               f"{sorted(_BY_CODE)}")
     dtype = _BY_CODE[code]
-    if (not isinstance(shape, list) or len(shape) > _MAX_RANK
+    if (not isinstance(shape, list) or len(shape) > MAX_RANK
             or not all(type(s) is int and s >= 0 for s in shape)):
         raise CheckpointError(f"{where} has a malformed shape {shape!r:.200}; expected at "
-                              f"most {_MAX_RANK} non-negative integers")
+                              f"most {MAX_RANK} non-negative integers")
     if (not isinstance(offsets, list) or len(offsets) != 2
             or not all(type(o) is int for o in offsets) or not 0 <= offsets[0] <= offsets[1]):
         raise CheckpointError(f"{where} has malformed data_offsets {offsets!r:.200}; "

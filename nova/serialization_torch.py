@@ -64,7 +64,7 @@ import numpy as np
 
 from nova.core import dtypes as dt
 from nova.nn.parameter import Parameter
-from nova.serialization import _MAX_HEADER, _MAX_NESTING, _MAX_RANK, CheckpointError, \
+from nova.checkpoint_common import MAX_HEADER, MAX_NESTING, MAX_RANK, CheckpointError, \
     Placement
 from nova.tensor.creation import NarrowIntegerWarning
 from nova.tensor.device import device as Device
@@ -347,7 +347,7 @@ class _Archive:
                                   f"({info.compress_size} in the file), beyond its end")
 
     def load(self, place: Placement) -> Any:
-        pickled = self.read(f"{self.prefix}/data.pkl", _MAX_HEADER)
+        pickled = self.read(f"{self.prefix}/data.pkl", MAX_HEADER)
         unpickler = _Unpickler(io.BytesIO(pickled), self.name)
         try:
             graph = unpickler.load()
@@ -415,8 +415,8 @@ class _Converter:
             return self.memo[id(obj)]
         if id(obj) in self.active:
             raise self.fail(where, "contains itself (a cycle); checkpoints are trees")
-        if depth > _MAX_NESTING:
-            raise self.fail(where, f"is nested more than {_MAX_NESTING} levels deep")
+        if depth > MAX_NESTING:
+            raise self.fail(where, f"is nested more than {MAX_NESTING} levels deep")
         self.active.add(id(obj))
         out = self._convert(obj, where, depth)
         self.active.discard(id(obj))
@@ -529,13 +529,13 @@ class _Converter:
     def _shape(self, ref: _TensorRef, where: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
         size, stride, offset = ref.size, ref.stride, ref.offset
         ok = (type(size) in (tuple, list) and type(stride) in (tuple, list)
-              and len(size) == len(stride) <= _MAX_RANK
+              and len(size) == len(stride) <= MAX_RANK
               and all(type(s) is int and s >= 0 for s in (*size, *stride))
               and type(offset) is int and offset >= 0)
         if not ok:
             raise self.fail(where, f"has a malformed view: offset {offset!r:.40}, size "
                             f"{size!r:.100}, stride {stride!r:.100}; expected non-negative "
-                            f"ints, at most {_MAX_RANK} dimensions", "tensor ")
+                            f"ints, at most {MAX_RANK} dimensions", "tensor ")
         return tuple(size), tuple(stride)
 
     def _values(self, ref: _TensorRef, storage: _Storage, storage_itemsize: int,

@@ -48,6 +48,8 @@ from nova.nn.unpool import (
 )
 from nova.nn.embedding_bag import EmbeddingBag
 from nova.nn.more_losses import MultiLabelMarginLoss, TripletMarginWithDistanceLoss
+from nova.nn.adaptive import AdaptiveLogSoftmaxWithLoss
+from nova.nn.ctc import CTCLoss
 from nova.nn.lazy import (
     LazyConv1d, LazyConv2d, LazyConv3d, LazyLinear, UninitializedParameter,
 )
@@ -83,3 +85,4 @@ __all__ = ["Module", "Parameter", "StateDictError", "Linear", "Embedding", "Laye
            "EmbeddingBag", "TripletMarginWithDistanceLoss", "MultiLabelMarginLoss"]
 __all__ += ["LazyLinear", "LazyConv1d", "LazyConv2d", "LazyConv3d",
             "UninitializedParameter"]
+__all__ += ["AdaptiveLogSoftmaxWithLoss", "CTCLoss"]

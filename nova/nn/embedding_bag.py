@@ -17,7 +17,7 @@ not). ``max`` sends each feature's gradient to the bag's first maximum (NaN coun
 as the largest, as ``max_pool``; PyTorch's loop keeps a NaN only when it comes first).
 Indices must lie in ``[0, num_embeddings)``; a negative one is an error, as in PyTorch
 (not a wrap). ``max_norm`` (an in-place renorm of the weight) and
-``scale_grad_by_freq`` are refused, as ``F.embedding`` refuses them; ``sparse`` is
+``scale_grad_by_freq`` are refused here (``F.embedding`` has both); ``sparse`` is
 accepted (Nova's gradients are dense, and so the same values).
 """
 from __future__ import annotations

@@ -709,26 +709,91 @@ def _pad_constant(x: Tensor, widths: list[tuple[int, int]], value: Any) -> Tenso
                     shape, x.dtype)
 
 
+class _ScaleGradByFreq(Function):
+    """The looked-up rows unchanged (the same value, bit for bit), their gradient
+    divided by ``counts``: each position's number of occurrences of its index in the
+    mini-batch (``scale_grad_by_freq``). The backward is a formula of the saved counts
+    (``pure_backward``), so ``nv.compile`` replays a step that runs it."""
+
+    pure_backward = True
+
+    @staticmethod
+    def forward(ctx: Any, rows: Tensor, counts: Tensor) -> Tensor:
+        ctx.save_for_backward(counts)
+        return rows
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
+        (counts,) = ctx.saved_tensors
+        return ops.div(grad, counts), None
+
+
+def _wrapped_indices(input: Tensor, n: int) -> Tensor:
+    """``input`` flattened, a negative index counted from the end as ``weight[input]``
+    counts it."""
+    flat = input.reshape(-1)
+    return ops.where(ops.lt(flat, 0), ops.add(flat, n), flat)
+
+
+def _index_counts(input: Tensor, n: int, dtype: Any) -> Tensor:
+    """For every position of ``input``, how often its index occurs in ``input``, shaped
+    ``input.shape + (1,)`` to divide the rows' gradient (counted in float32 at least:
+    float16 holds integers exactly only up to 2048)."""
+    flat = _wrapped_indices(input, n)
+    dtype = dtype if dtype.itemsize >= 4 else dt.float32
+    counts = ops.scatter_add(ops.full_const(0.0, (n,), dtype), 0, flat,
+                             ops.full_const(1.0, flat.shape, dtype))
+    return ops.gather(counts, 0, flat).reshape(input.shape + (1,))
+
+
+def _renorm_looked_up_(weight: Tensor, input: Tensor, max_norm: float,
+                       norm_type: float) -> None:
+    """PyTorch's ``embedding_renorm_``: each row of ``weight`` that ``input`` looks up
+    and whose ``norm_type``-norm exceeds ``max_norm`` is scaled in place by ``max_norm /
+    (norm + 1e-7)``. The norm and the scale are taken in float64, the scale rounded
+    once to the weight's dtype. The write goes through ``weight.detach()``: outside
+    autograd, as PyTorch's ``no_grad`` update, so a leaf stays a leaf (and a non-leaf
+    keeps its history) and the lookup's gradient reaches the renormed rows."""
+    from nova.tensor.grad_mode import no_grad
+    from nova.tensor.numeric import vector_norm
+    n, d = weight.shape
+    with no_grad():
+        flat = _wrapped_indices(input, n)
+        where = flat.unsqueeze(1).expand(flat.shape[0], d)
+        rows = ops.gather(weight, 0, where)
+        norms = vector_norm(ops.cast(rows, dt.float64), norm_type, 1, keepdim=True)
+        scale = ops.where(ops.gt(norms, max_norm), ops.div(max_norm, ops.add(norms, 1e-7)),
+                          1.0)
+        renormed = ops.mul(rows, ops.cast(scale, weight.dtype))
+        weight.detach().copy_(ops.scatter(weight, 0, where, renormed))
+
+
 def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
               max_norm: float | None = None, norm_type: float = 2.0,
               scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
     """Rows of ``weight`` at ``input`` (``torch.nn.functional.embedding``); positions
-    holding ``padding_idx`` contribute no gradient to its row. ``sparse`` is accepted
-    (Nova's gradients are dense, and so the same values); ``max_norm`` (an in-place
-    renorm of the rows looked up) and ``scale_grad_by_freq`` are refused."""
+    holding ``padding_idx`` contribute no gradient to its row. With ``max_norm`` the
+    rows looked up are first renormed in place to a ``norm_type``-norm of at most
+    ``max_norm`` (``weight`` itself changes, as in PyTorch; see ``_renorm_looked_up_``).
+    ``scale_grad_by_freq`` divides each row's gradient by the number of times its index
+    occurs in ``input`` (the values are unchanged). ``sparse`` is accepted (Nova's
+    gradients are dense, and so the same values)."""
     if input.dtype not in (dt.int32, dt.int64):
         raise TypeError(f"embedding: indices must be int32 or int64, got {input.dtype.name}")
-    if max_norm is not None or scale_grad_by_freq:
-        raise NotImplementedError("embedding: max_norm and scale_grad_by_freq are not "
-                                  "provided (renorm the weight with nv.renorm, or scale the "
-                                  "loss instead)")
-    rows = weight[input]
-    if padding_idx is None:
-        return rows
     n = weight.shape[0]
-    if not -n <= padding_idx < n:
+    if padding_idx is not None and not -n <= padding_idx < n:
         raise ValueError(f"embedding: padding_idx {padding_idx} must be within "
                          f"num_embeddings {n}")
+    if max_norm is not None:
+        if weight.ndim != 2:
+            raise ValueError(f"embedding: max_norm needs a 2-D weight, got shape "
+                             f"{tuple(weight.shape)}")
+        _renorm_looked_up_(weight, input, max_norm, norm_type)
+    rows = weight[input]
+    if scale_grad_by_freq:
+        rows = _ScaleGradByFreq.apply(rows, _index_counts(input, n, rows.dtype))
+    if padding_idx is None:
+        return rows
     pad = ops.eq(input, padding_idx % n).unsqueeze(-1)
     return ops.where(pad, unaliased_detach(rows), rows)
 
@@ -771,8 +836,10 @@ from nova.nn.embedding_bag import embedding_bag  # noqa: E402
 from nova.nn.more_losses import (  # noqa: E402
     multilabel_margin_loss, triplet_margin_with_distance_loss,
 )
+from nova.nn.ctc import ctc_loss  # noqa: E402
 
 __all__ = ["linear", "dropout", "pad", "layer_norm", "rms_norm", "cross_entropy", "mse_loss",
+           "ctc_loss",
            "nll_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "leaky_relu", "elu", "softplus", "mish",
            "logsigmoid",

@@ -44,7 +44,10 @@ class Linear(Module):
 
 class Embedding(Module):
     """A lookup table of ``num_embeddings`` vectors, initialized N(0, 1); the
-    ``padding_idx`` row starts at zero and gets no gradient (``F.embedding``)."""
+    ``padding_idx`` row starts at zero and gets no gradient (``F.embedding``). With
+    ``max_norm`` each forward renorms the rows it looks up in ``weight`` itself (in
+    place, as PyTorch); ``scale_grad_by_freq`` divides a row's gradient by its index's
+    count in the mini-batch."""
 
     def __init__(self, num_embeddings: int, embedding_dim: int,
                  padding_idx: int | None = None, max_norm: float | None = None,
@@ -85,6 +88,14 @@ class Embedding(Module):
         s = f"{self.num_embeddings}, {self.embedding_dim}"
         if self.padding_idx is not None:
             s += f", padding_idx={self.padding_idx}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            s += f", norm_type={self.norm_type}"
+        if self.scale_grad_by_freq:
+            s += f", scale_grad_by_freq={self.scale_grad_by_freq}"
+        if self.sparse:
+            s += ", sparse=True"
         return s
 
 

@@ -118,7 +118,10 @@ def test_embedding_takes_pytorchs_arguments():
     f = nn.Embedding.from_pretrained(w)
     assert not f.weight.requires_grad and f(nv.tensor([2])).tolist() == [[4.0, 5.0]]
     assert nn.Embedding.from_pretrained(w, freeze=False).weight.requires_grad
-    with pytest.raises(NotImplementedError, match="max_norm"):
-        nn.Embedding(4, 2, max_norm=1.0)(nv.tensor([1]))
+    m = nn.Embedding(4, 2, max_norm=1.0)
+    with nv.no_grad():
+        m.weight.copy_(nv.tensor([[3.0, 4.0]] * 4))
+    m(nv.tensor([1]))          # renorms the row looked up in place, as PyTorch
+    assert np.allclose(m.weight.numpy()[1], [0.6, 0.8]) and m.weight.tolist()[0] == [3.0, 4.0]
     assert nn.Linear(2, 3, device="cpu", dtype=nv.float64).weight.dtype == nv.float64
     assert nn.LayerNorm(4, dtype=nv.float64).bias.dtype == nv.float64

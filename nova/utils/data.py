@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import copy
+import itertools
 import math
 import multiprocessing as mp
 from collections.abc import (Callable, Iterable, Iterator, Mapping, MutableMapping,
@@ -228,23 +229,23 @@ class ConcatDataset(Dataset[T_co]):
         for d in self.datasets:
             if isinstance(d, IterableDataset):
                 raise TypeError("ConcatDataset does not support IterableDataset")
-        self.cumulative_sizes = list(np.cumsum([len(d) for d in self.datasets]))
+        self.cumulative_sizes = list(itertools.accumulate(len(d) for d in self.datasets))
 
     def __len__(self) -> int:
-        return int(self.cumulative_sizes[-1])
+        return self.cumulative_sizes[-1]
 
     def __getitem__(self, index: int) -> T_co:
         if index < 0:
-            if -index > len(self):
-                raise IndexError(f"ConcatDataset: index {index} out of range for length "
-                                 f"{len(self)}")
+            if -index > len(self):     # ValueError, as PyTorch's
+                raise ValueError(f"ConcatDataset: absolute value of index {index} should "
+                                 f"not exceed dataset length {len(self)}")
             index += len(self)
         k = bisect.bisect_right(self.cumulative_sizes, index)
         if k == len(self.datasets):
             raise IndexError(f"ConcatDataset: index {index} out of range for length "
                              f"{len(self)}")
         start = self.cumulative_sizes[k - 1] if k else 0
-        return self.datasets[k][index - int(start)]
+        return self.datasets[k][index - start]
 
 
 def random_split(dataset: Dataset[T_co], lengths: Sequence[int | float],
@@ -565,7 +566,7 @@ def default_collate(batch: Sequence[Any]) -> Any:
     if isinstance(elem, float):
         return _tensor(np.array(batch, dtype=np.float64))
     if isinstance(elem, (str, bytes)):
-        return list(batch)
+        return batch      # as given: a tuple when it is a field of a batch of tuples
     if isinstance(elem, Mapping):
         collated = {key: default_collate([d[key] for d in batch]) for key in elem}
         try:
@@ -573,13 +574,13 @@ def default_collate(batch: Sequence[Any]) -> Any:
         except TypeError:
             return collated
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):    # a named tuple
-        return type(elem)(*(default_collate(list(s)) for s in zip(*batch)))
+        return type(elem)(*(default_collate(s) for s in zip(*batch)))
     if isinstance(elem, Sequence):
         size = len(elem)
         if any(len(b) != size for b in batch):
             raise RuntimeError("default_collate: each element in list of batch should be "
                                "of equal size")
-        return [default_collate(list(s)) for s in zip(*batch)]   # a list, as torch's
+        return [default_collate(s) for s in zip(*batch)]   # a list, as torch's
     raise TypeError(f"default_collate: batch must contain tensors, numpy arrays, numbers, "
                     f"dicts or lists; found {type(elem).__name__}")
 

@@ -141,6 +141,8 @@ def test_default_collate_follows_torch():
     assert isinstance(out["e"], Point) and out["e"].y.dtype == nv.float64
     assert isinstance(out["f"], list) and out["f"][1].numpy().tolist() == [2, 2]
     assert out["g"].dtype == nv.bool
+    pairs = default_collate([(1, "s"), (2, "t")])     # strings keep the batch's tuple
+    assert pairs[1] == ("s", "t") and default_collate(["a", "b"]) == ["a", "b"]
     stacked = default_collate([nv.tensor([1.0, 2.0]), nv.tensor([3.0, 4.0])])
     assert stacked.shape == (2, 2) and stacked.numpy().tolist() == [[1, 2], [3, 4]]
     pending = default_collate([nv.tensor([1.0]) * 2, nv.tensor([3.0]) * 2])   # not realized
@@ -192,8 +194,9 @@ def test_subset_and_concat_index_like_torch():
     assert cat[-1] == 13 and cat[-7] == 0
     with pytest.raises(IndexError):
         cat[7]
-    with pytest.raises(IndexError):
-        cat[-8]
+    with pytest.raises(ValueError, match="absolute value of index -8 should not exceed"):
+        cat[-8]                                  # PyTorch's ValueError
+    assert cat.cumulative_sizes == [3, 7] and type(cat.cumulative_sizes[0]) is int
     sub = Subset(b, [3, 0])
     assert len(sub) == 2 and (sub[0], sub[1]) == (13, 10)
 

@@ -612,8 +612,20 @@ def logsigmoid(x: Tensor) -> Tensor:
 @stamped
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
                                  attn_mask: Tensor | None = None, dropout_p: float = 0.0,
-                                 is_causal: bool = False, scale: float | None = None) -> Tensor:
-    """softmax(q k^T * scale + mask) v over the last two dims (batch dims broadcast)."""
+                                 is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False) -> Tensor:
+    """softmax(q k^T * scale + mask) v over the last two dims (batch dims broadcast).
+    ``enable_gqa``: grouped-query attention, as PyTorch's: key and value with fewer heads
+    (dim -3) than the query, a divisor of its count, each serve that many query heads in
+    turn (``repeat_interleave`` along the heads)."""
+    if enable_gqa and query.ndim >= 3 and key.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+        hq, hk, hv = query.shape[-3], key.shape[-3], value.shape[-3]
+        if hk != hv or hq % hk:
+            raise ValueError(f"scaled_dot_product_attention: enable_gqa needs key and value "
+                             f"with the same number of heads dividing the query's, got "
+                             f"query {query.shape}, key {key.shape}, value {value.shape}")
+        key = key.repeat_interleave(hq // hk, -3)
+        value = value.repeat_interleave(hq // hk, -3)
     if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
         raise ValueError(f"scaled_dot_product_attention: query {query.shape}, key {key.shape} "
                          f"and value {value.shape} do not fit (..., L, E), (..., S, E), (..., S, Ev)")

@@ -31,7 +31,10 @@ class Adam(Optimizer):
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, amsgrad: bool = False, *, maximize: bool = False,
                  foreach: bool | None = None, capturable: bool = False,
-                 differentiable: bool = False, fused: bool | None = None):
+                 differentiable: bool = False, fused: bool | None = None,
+                 decoupled_weight_decay: bool = False):
+        if decoupled_weight_decay:    # PyTorch 2.6+: Adam(..., decoupled_weight_decay=True) is AdamW
+            self.decoupled = True
         # foreach / fused / capturable choose among PyTorch's kernels for one update;
         # Nova compiles the whole step into fused kernels either way, so they are
         # accepted and change nothing. differentiable is another algorithm.

@@ -426,3 +426,22 @@ def test_sdpa_gives_a_query_that_sees_no_key_zero_weights_and_finite_gradients()
         assert (out.numpy()[:, :, 2] == 0).all()
         assert all(np.isfinite(t.grad.numpy()).all() for t in leaves)
         assert (leaves[0].grad.numpy()[:, :, 2] == 0).all()
+
+
+def test_sdpa_grouped_query_attention_repeats_each_key_head_for_its_query_heads():
+    """enable_gqa (PyTorch 2.5+): 4 query heads over 2 key/value heads read heads
+    0, 0, 1, 1; gradients reach the shared heads summed."""
+    rng = np.random.default_rng(5)
+    q = rng.standard_normal((1, 4, 3, 2))
+    k, v = rng.standard_normal((1, 2, 3, 2)), rng.standard_normal((1, 2, 3, 2))
+    out = nn.functional.scaled_dot_product_attention(nv.tensor(q), nv.tensor(k), nv.tensor(v),
+                                                     is_causal=True, enable_gqa=True)
+    full = nn.functional.scaled_dot_product_attention(
+        nv.tensor(q), nv.tensor(np.repeat(k, 2, 1)), nv.tensor(np.repeat(v, 2, 1)),
+        is_causal=True)
+    np.testing.assert_array_equal(out.numpy(), full.numpy())
+    assert gradcheck(lambda a, b, c: nn.functional.scaled_dot_product_attention(
+        a, b, c, enable_gqa=True), [q, k, v])
+    with pytest.raises(ValueError, match="enable_gqa needs key and value with the same"):
+        nn.functional.scaled_dot_product_attention(nv.tensor(q), nv.tensor(q[:, :3]),
+                                                   nv.tensor(q[:, :3]), enable_gqa=True)

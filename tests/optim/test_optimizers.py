@@ -239,3 +239,22 @@ def test_parameters_at_different_step_counts_and_groups_get_their_own_scalars():
     np.testing.assert_allclose(c.numpy(), _adamw_reference(c0, grads["c"], 0.05, 0.8, 0.99,
                                                             0.01), rtol=2e-6)
     assert [opt.state[p]["step"] for p in (a, b, c)] == [5, 4, 5]
+
+
+def test_adam_with_decoupled_weight_decay_is_adamw():
+    """PyTorch 2.6+'s ``Adam(..., decoupled_weight_decay=True)``: AdamW's update (it
+    was a TypeError); plain Adam's L2 decay differs."""
+    finals = []
+    for make in (lambda p: nv.optim.Adam([p], lr=0.1, weight_decay=0.3,
+                                         decoupled_weight_decay=True),
+                 lambda p: nv.optim.AdamW([p], lr=0.1, weight_decay=0.3),
+                 lambda p: nv.optim.Adam([p], lr=0.1, weight_decay=0.3)):
+        p = nn.Parameter(nv.tensor([1.0, -2.0, 0.5]))
+        opt = make(p)
+        for _ in range(3):
+            (p * p * p).sum().backward()
+            opt.step()
+            opt.zero_grad()
+        finals.append(p.numpy())
+    np.testing.assert_array_equal(finals[0], finals[1])
+    assert not np.allclose(finals[0], finals[2])

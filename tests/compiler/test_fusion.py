@@ -264,3 +264,48 @@ def test_a_cheap_pointwise_b_operand_is_the_cpu_gemms_prologue():
     cuda = _kernels(fuse(module, "cuda"))
     assert cuda[:2] == [("elementwise", ["broadcast_in_dim", "mul", "broadcast_in_dim", "mul"]),
                         ("matmul", ["matmul"])]
+
+
+# A doubling scan (Hillis-Steele, as cummax and logcumsumexp build it): level k adds the
+# value shifted by 2^k. Fused whole, exp(x) would be evaluated at 32 distinct indices per
+# output element (each level doubles the count below it), its code 32 times over.
+DOUBLING = """\
+builtin.module {
+  func.func @step(%x: tensor<32xf32>) -> (tensor<32xf32>) {
+    %y0 = nova.exp %x : tensor<32xf32>
+    %s0 = nova.slice %y0 start = [0] limit = [31] stride = [1] : tensor<32xf32> -> tensor<31xf32>
+    %c0 = nova.constant 0.000000e+00 : f32 : tensor<1xf32>
+    %d0 = nova.concat %c0, %s0 dim = 0 : i64 : tensor<1xf32>, tensor<31xf32> -> tensor<32xf32>
+    %y1 = nova.add %y0, %d0 : tensor<32xf32>
+    %s1 = nova.slice %y1 start = [0] limit = [30] stride = [1] : tensor<32xf32> -> tensor<30xf32>
+    %c1 = nova.constant 0.000000e+00 : f32 : tensor<2xf32>
+    %d1 = nova.concat %c1, %s1 dim = 0 : i64 : tensor<2xf32>, tensor<30xf32> -> tensor<32xf32>
+    %y2 = nova.add %y1, %d1 : tensor<32xf32>
+    %s2 = nova.slice %y2 start = [0] limit = [28] stride = [1] : tensor<32xf32> -> tensor<28xf32>
+    %c2 = nova.constant 0.000000e+00 : f32 : tensor<4xf32>
+    %d2 = nova.concat %c2, %s2 dim = 0 : i64 : tensor<4xf32>, tensor<28xf32> -> tensor<32xf32>
+    %y3 = nova.add %y2, %d2 : tensor<32xf32>
+    %s3 = nova.slice %y3 start = [0] limit = [24] stride = [1] : tensor<32xf32> -> tensor<24xf32>
+    %c3 = nova.constant 0.000000e+00 : f32 : tensor<8xf32>
+    %d3 = nova.concat %c3, %s3 dim = 0 : i64 : tensor<8xf32>, tensor<24xf32> -> tensor<32xf32>
+    %y4 = nova.add %y3, %d3 : tensor<32xf32>
+    %s4 = nova.slice %y4 start = [0] limit = [16] stride = [1] : tensor<32xf32> -> tensor<16xf32>
+    %c4 = nova.constant 0.000000e+00 : f32 : tensor<16xf32>
+    %d4 = nova.concat %c4, %s4 dim = 0 : i64 : tensor<16xf32>, tensor<16xf32> -> tensor<32xf32>
+    %y5 = nova.add %y4, %d4 : tensor<32xf32>
+    func.return %y5 : tensor<32xf32>
+  }
+}"""
+
+
+def test_an_op_read_at_more_than_max_evaluations_indices_is_stored():
+    """The levels' shifted reads of y1 .. y4 stay in one kernel (at most 16 indices
+    each), exp(x), read at 32, is stored: cummax over 512 elements compiled for 96 s
+    when every level fused into one kernel."""
+    import nova.compiler.passes.fusion as fusion
+    fused = str(fuse(parse_module(DOUBLING)))
+    kernels = fused.split('"nova.fusion"')[1:]
+    assert len(kernels) == 2 and "nova.exp" in kernels[0] and "nova.exp" not in kernels[1]
+    assert kernels[0].count("nova.") == 2          # exp and its yield
+    assert kernels[1].count("nova.add") == 5 and kernels[1].count("nova.concat") == 5
+    assert fusion.MAX_EVALUATIONS == 16

@@ -30,7 +30,13 @@ Otherwise its value is materialized and it roots a kernel of its own. So:
   consumers' kernel could not take that contraction (it has one already, or reads the
   op through a transpose), roots a kernel of its own with the contraction, as its
   epilogue (``_roots_own_epilogue``): a chain of partial sums ``acc = p_c + acc``
-  then keeps one partial alive at a time, not all of them.
+  then keeps one partial alive at a time, not all of them;
+- an op that a kernel would evaluate at more than ``MAX_EVALUATIONS`` distinct indices
+  per output element (``_evaluations``: it reaches the root along several paths
+  through index-changing movement ops, as a value read shifted by 1, 2, 4, ... in a
+  doubling scan) roots a kernel of its own: duplicated, each level of such a chain
+  doubles the work and the code of every level below it (``cummax`` over 512
+  elements compiled for 96 s).
 
 Each kernel has exactly one output, its root. An op whose consumers are all in kernel K
 joins K, so the only value leaving K is the root's; this also makes the kernel graph
@@ -78,11 +84,19 @@ def _numel(v: SSAValue) -> int:
     return n
 
 
+# At most this many evaluations of one op per output element of a kernel (distinct
+# indices: a 3x3 window stack reads a computed value at 9, a 4x4 one at 16); past it
+# the op is stored and read instead.
+MAX_EVALUATIONS = 16
+
+
 @dataclass
 class Kernel:
     kind: str
     root: Operation
     ops: list[Operation] = field(default_factory=list)
+    # id(op) -> how many distinct indices of op the kernel evaluates per output element
+    evaluations: dict[int, int] = field(default_factory=dict)
     contraction: Operation | None = None   # the reduce/matmul/scatter op, if any
     row_shape: tuple[int, ...] | None = None   # ``rows`` kernels: the reductions' input
     row_axes: tuple[int, ...] = ()             # ``rows`` kernels: the reduced suffix
@@ -373,6 +387,34 @@ def _roots_own_epilogue(op: Operation, homes: list[Kernel], policy: FusionPolicy
     return False
 
 
+def _evaluations(op: Operation, k: Kernel) -> int:
+    """How many distinct indices of ``op`` kernel k would evaluate per output element if
+    ``op`` joined it, from its consumers' counts: consumers reading ``op`` at their own
+    index (pointwise ops, reductions) evaluate it where they are evaluated, so their
+    counts overlap (the largest is taken; LLVM shares equal index expressions); each
+    other consumer (a slice, a concat, a pad, a transpose, a gather) reads it at
+    indices of its own, so those counts add up."""
+    same, moved = 0, 0
+    seen: set[int] = set()
+    for u in op.results[0].uses:
+        c = u.operation
+        e = k.evaluations.get(id(c))
+        if e is None or id(c) in seen:
+            continue
+        seen.add(id(c))
+        if _pointwise(c) or _is_reduction(c):
+            same = max(same, e)
+        else:
+            moved += e
+    return max(same + moved, 1)
+
+
+def _within_evaluations(op: Operation, homes: list[Kernel]) -> bool:
+    """Whether joining ``homes`` keeps ``op`` within ``MAX_EVALUATIONS`` in each (free
+    ops, index arithmetic, always are: their count passes on to what they read)."""
+    return _free(op) or all(_evaluations(op, h) <= MAX_EVALUATIONS for h in homes)
+
+
 def group(fn: func.FuncOp, policy: FusionPolicy) -> list[Kernel]:
     """Assign every op of ``fn`` to kernels; kernels in topological order.
 
@@ -414,12 +456,14 @@ def group(fn: func.FuncOp, policy: FusionPolicy) -> list[Kernel]:
                 kernels.append(joined[0])
         elif homes and (len(homes) == 1 or _free(op) or _repeatable(op, homes)) and \
                 all(_can_join(op, h, policy) for h in homes) and \
-                not _roots_own_epilogue(op, homes, policy):
+                not _roots_own_epilogue(op, homes, policy) and \
+                _within_evaluations(op, homes):
             joined = homes
         else:
             joined = [Kernel("elementwise", op)]
             kernels.append(joined[0])
         for k in joined:
+            k.evaluations[id(op)] = _evaluations(op, k) if k.root is not op else 1
             k.ops.append(op)
         homes_of[id(op)] = joined
     for k in kernels:

@@ -27,7 +27,7 @@ from nova.tensor.movement import (
     reshape, split, squeeze, stack, swapaxes, t, transpose, unbind, unflatten, unsqueeze,
 )
 from nova.tensor.ops import (
-    abs, add, allclose, amax, amin, argmax, argmin, bitwise_and, bitwise_not, bitwise_or,
+    abs, add, amax, amin, argmax, argmin, bitwise_and, bitwise_not, bitwise_or,
     bitwise_xor, bmm, clamp, clip, cos, eq, erf,
     exp, expm1, gather, ge, gelu, gt, isinf, isnan, le, log, log1p, log_softmax,
     logical_and, logical_not, logical_or, logical_xor, logsumexp, lt, masked_fill, matmul, max, maximum, mean, min,
@@ -50,7 +50,10 @@ from nova.tensor.arrays import (
     take_along_dim, tensor_split, tile, trace, tril_indices, triu_indices, var_mean, vsplit,
     vstack, index_add, index_copy, index_fill, cross, rot90, median, quantile, nonzero,
     argwhere, masked_select, unique, unique_consecutive, bincount, block_diag,
-    cartesian_prod, trapezoid, trapz, logspace,
+    cartesian_prod, trapezoid, trapz, logspace, allclose, nanquantile, conj, conj_physical,
+    resolve_conj, resolve_neg, is_conj, is_neg, isreal, real, imag, adjoint, hardshrink,
+    prelu, masked_scatter, diagonal_scatter, select_scatter, slice_scatter, put, histogram,
+    matrix_exp,
 )
 from nova.tensor.einsum import einsum
 from nova.tensor.special import *  # noqa: F401,F403 (its __all__: torch's names)
@@ -91,7 +94,7 @@ from nova.runtime.engine import engine, get_engine, get_remat, set_engine, set_r
 from nova.runtime.memory_plan import NovaOutOfMemoryError
 from nova.runtime.threads import get_num_threads, set_num_threads
 from nova.serialization import CheckpointError, load, save
-from nova.tensor.tensor import Tensor
+from nova.tensor.tensor import Tensor, layout, strided
 from nova.capture import CaptureError, compile  # noqa: A001 (torch.compile's name)
 
 # torch's other names for the same functions

@@ -51,8 +51,12 @@ from nova.nn.more_losses import MultiLabelMarginLoss, TripletMarginWithDistanceL
 from nova.nn.adaptive import AdaptiveLogSoftmaxWithLoss
 from nova.nn.ctc import CTCLoss
 from nova.nn.lazy import (
-    LazyConv1d, LazyConv2d, LazyConv3d, LazyLinear, UninitializedParameter,
+    LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyConv1d, LazyConv2d, LazyConv3d,
+    LazyConvTranspose1d, LazyConvTranspose2d, LazyConvTranspose3d, LazyInstanceNorm1d,
+    LazyInstanceNorm2d, LazyInstanceNorm3d, LazyLinear, UninitializedBuffer,
+    UninitializedParameter,
 )
+from nova.nn.more_modules import Buffer
 
 __all__ = ["Module", "Parameter", "StateDictError", "Linear", "Embedding", "LayerNorm",
            "RMSNorm", "Dropout", "GELU", "ReLU", "SiLU", "Tanh", "Identity", "Sequential",
@@ -86,3 +90,7 @@ __all__ = ["Module", "Parameter", "StateDictError", "Linear", "Embedding", "Laye
 __all__ += ["LazyLinear", "LazyConv1d", "LazyConv2d", "LazyConv3d",
             "UninitializedParameter"]
 __all__ += ["AdaptiveLogSoftmaxWithLoss", "CTCLoss"]
+__all__ += ["Buffer", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d",
+            "LazyInstanceNorm1d", "LazyInstanceNorm2d", "LazyInstanceNorm3d",
+            "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d",
+            "UninitializedBuffer"]

@@ -20,10 +20,16 @@ import ml_dtypes
 
 from nova.core import dtypes as dt
 from nova.core.shapes import normalize_dim
-from nova.nn.functional import elu_form, inplace_result
+from nova.nn.convolution import (
+    adaptive_max_pool1d, adaptive_max_pool2d, adaptive_max_pool3d, max_pool1d, max_pool2d,
+    max_pool3d,
+)
+from nova.nn.functional import elu, elu_form, inplace_result, leaky_relu, relu
+from nova.nn.interpolate import interpolate
 from nova.nn.module import Module
 from nova.nn.parameter import Parameter
 from nova.tensor import ops
+from nova.tensor.arrays import hardshrink, prelu  # (also Tensor methods, so defined there)
 from nova.tensor.creation import full, rand
 from nova.tensor.tensor import Tensor
 
@@ -107,22 +113,6 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
     return ops.mul(a, ops.sigmoid(b))
 
 
-def prelu(input: Tensor, weight: Tensor) -> Tensor:
-    """``x if x > 0 else weight * x``, one slope per channel (dim 1; an input of fewer
-    than 2 dims has one channel) or one for all. The gradient at 0 is the slope, as
-    PyTorch's."""
-    ops._check_tensor("prelu", input)
-    ops._check_tensor("prelu", weight)
-    channels = input.shape[1] if input.ndim >= 2 else 1
-    if weight.ndim > 1 or weight.numel() not in (1, channels):
-        raise ValueError(f"prelu: weight of shape {weight.shape} must have 1 or {channels} "
-                         f"elements (one per channel of input {input.shape})")
-    x = _floating("prelu", input)
-    w = weight.reshape(()) if weight.numel() == 1 else \
-        weight.reshape((channels,) + (1,) * (input.ndim - 2))
-    return ops.where(ops.gt(x, 0), x, ops.mul(x, w))
-
-
 def rrelu(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
           training: bool = False, inplace: bool = False) -> Tensor:
     """Leaky ReLU whose negative slope is ``(lower + upper) / 2`` in evaluation and,
@@ -156,12 +146,6 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     return ops.where(ops.le(ops.abs(x), lambd), 0.0, shifted)
 
 
-def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
-    """``x`` where ``|x| > lambd``, else 0."""
-    x = _floating("hardshrink", input)
-    return ops.where(ops.le(ops.abs(x), lambd), 0.0, x)
-
-
 # x - tanh(x) = sum_k c_k x^(2k+1) (k >= 1); below _TANHSHRINK_SERIES the series replaces
 # the subtraction, whose cancellation would lose the small result's digits
 _TANHSHRINK_COEFFS = (1 / 3, -2 / 15, 17 / 315, -62 / 2835, 1382 / 155925)
@@ -189,6 +173,9 @@ def threshold(input: Tensor, threshold: float, value: float, inplace: bool = Fal
     ops._check_tensor("threshold", input)
     return inplace_result("threshold", input, ops.where(ops.le(input, threshold), value, input),
                           inplace)
+
+
+_threshold = threshold     # (``threshold_``'s own argument takes the name)
 
 
 def implicit_softmax_dim(op: str, ndim: int) -> int:
@@ -243,6 +230,105 @@ def _inplace_repr(inplace: bool) -> str:
 
 def _join(*parts: str) -> str:
     return ", ".join(p for p in parts if p)
+
+
+# ---------------------------------------------------------------- in-place forms
+# ``F.relu_(x)`` and the rest: ``x`` rebound to the result and returned, as PyTorch's
+# (``inplace_result``: views of ``x`` see it, gradients flow through a non-leaf, a leaf
+# that requires grad is refused with PyTorch's error)
+
+def relu_(input: Tensor) -> Tensor:
+    return relu(input, inplace=True)
+
+
+def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    return elu(input, alpha, inplace=True)
+
+
+def selu_(input: Tensor) -> Tensor:
+    return selu(input, inplace=True)
+
+
+def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    return celu(input, alpha, inplace=True)
+
+
+def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    return _threshold(input, threshold, value, inplace=True)
+
+
+def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3,
+           training: bool = False) -> Tensor:
+    return rrelu(input, lower, upper, training, inplace=True)
+
+
+# ---------------------------------------------------------------- torch's other names
+# (deprecated aliases and the always-indexed pools, kept here while interpolate.py and
+# convolution.py are the functions' homes)
+
+def upsample_nearest(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:
+    """``interpolate(..., mode="nearest")``, with PyTorch's deprecation warning."""
+    warnings.warn("`nn.functional.upsample_nearest` is deprecated. Use "
+                  "`nn.functional.interpolate` instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:
+    """``interpolate(..., mode="bilinear", align_corners=True)`` (PyTorch's choice for
+    this old name), with its deprecation warning."""
+    warnings.warn("`nn.functional.upsample_bilinear` is deprecated. Use "
+                  "`nn.functional.interpolate` instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+def max_pool1d_with_indices(input: Tensor, kernel_size: Any, stride: Any = None,
+                            padding: Any = 0, dilation: Any = 1, ceil_mode: bool = False,
+                            return_indices: bool = False) -> tuple[Tensor, Tensor]:
+    """``max_pool1d(..., return_indices=True)``: ``(output, indices)`` whatever
+    ``return_indices`` says, as PyTorch's."""
+    return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool2d_with_indices(input: Tensor, kernel_size: Any, stride: Any = None,
+                            padding: Any = 0, dilation: Any = 1, ceil_mode: bool = False,
+                            return_indices: bool = False) -> tuple[Tensor, Tensor]:
+    """``max_pool2d(..., return_indices=True)``: ``(output, indices)`` whatever
+    ``return_indices`` says, as PyTorch's."""
+    return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool3d_with_indices(input: Tensor, kernel_size: Any, stride: Any = None,
+                            padding: Any = 0, dilation: Any = 1, ceil_mode: bool = False,
+                            return_indices: bool = False) -> tuple[Tensor, Tensor]:
+    """``max_pool3d(..., return_indices=True)``: ``(output, indices)`` whatever
+    ``return_indices`` says, as PyTorch's."""
+    return max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def adaptive_max_pool1d_with_indices(input: Tensor, output_size: Any,
+                                     return_indices: bool = False) -> tuple[Tensor, Tensor]:
+    """``adaptive_max_pool1d(..., return_indices=True)``, as PyTorch's."""
+    return adaptive_max_pool1d(input, output_size, True)
+
+
+def adaptive_max_pool2d_with_indices(input: Tensor, output_size: Any,
+                                     return_indices: bool = False) -> tuple[Tensor, Tensor]:
+    """``adaptive_max_pool2d(..., return_indices=True)``, as PyTorch's."""
+    return adaptive_max_pool2d(input, output_size, True)
+
+
+def adaptive_max_pool3d_with_indices(input: Tensor, output_size: Any,
+                                     return_indices: bool = False) -> tuple[Tensor, Tensor]:
+    """``adaptive_max_pool3d(..., return_indices=True)``, as PyTorch's."""
+    return adaptive_max_pool3d(input, output_size, True)
 
 
 class Hardtanh(Module):
@@ -420,4 +506,8 @@ __all__ = ["hardtanh", "relu6", "hardsigmoid", "hardswish", "selu", "celu", "glu
            "rrelu", "softsign", "softshrink", "hardshrink", "tanhshrink", "threshold",
            "softmin", "gumbel_softmax", "Hardtanh", "ReLU6", "Hardswish", "Hardsigmoid",
            "SELU", "CELU", "GLU", "PReLU", "RReLU", "Softsign", "Tanhshrink", "Softshrink",
-           "Hardshrink", "Threshold", "Softmin", "Softmax2d"]
+           "Hardshrink", "Threshold", "Softmin", "Softmax2d", "relu_", "leaky_relu_", "elu_",
+           "selu_", "celu_", "hardtanh_", "threshold_", "rrelu_", "upsample_nearest",
+           "upsample_bilinear", "max_pool1d_with_indices", "max_pool2d_with_indices",
+           "max_pool3d_with_indices", "adaptive_max_pool1d_with_indices",
+           "adaptive_max_pool2d_with_indices", "adaptive_max_pool3d_with_indices"]

@@ -827,9 +827,12 @@ from nova.nn.normalization import (  # noqa: E402
     batch_norm, group_norm, instance_norm, local_response_norm, normalize,
 )
 from nova.nn.activation import (  # noqa: E402  (they import inplace_result from here)
-    celu, glu, gumbel_softmax, hardshrink, hardsigmoid, hardswish, hardtanh,
-    implicit_softmax_dim, prelu, relu6, rrelu, selu, softmin, softshrink, softsign,
-    tanhshrink, threshold,
+    adaptive_max_pool1d_with_indices, adaptive_max_pool2d_with_indices,
+    adaptive_max_pool3d_with_indices, celu, celu_, elu_, glu, gumbel_softmax, hardshrink,
+    hardsigmoid, hardswish, hardtanh, hardtanh_, implicit_softmax_dim, leaky_relu_,
+    max_pool1d_with_indices, max_pool2d_with_indices, max_pool3d_with_indices, prelu,
+    relu_, relu6, rrelu, rrelu_, selu, selu_, softmin, softshrink, softsign, tanhshrink,
+    threshold, threshold_, upsample_bilinear, upsample_nearest,
 )
 from nova.nn.distance import cosine_similarity, pairwise_distance, pdist  # noqa: E402
 from nova.nn.fold import fold, unfold  # noqa: E402
@@ -851,7 +854,11 @@ from nova.nn.more_losses import (  # noqa: E402
 from nova.nn.ctc import ctc_loss  # noqa: E402
 
 __all__ = ["linear", "dropout", "pad", "layer_norm", "rms_norm", "cross_entropy", "mse_loss",
-           "ctc_loss",
+           "ctc_loss", "relu_", "leaky_relu_", "elu_", "selu_", "celu_", "hardtanh_",
+           "threshold_", "rrelu_", "upsample_nearest", "upsample_bilinear",
+           "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices",
+           "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
+           "adaptive_max_pool3d_with_indices",
            "nll_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "leaky_relu", "elu", "softplus", "mish",
            "logsigmoid",

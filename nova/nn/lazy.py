@@ -1,21 +1,26 @@
-"""Lazy modules (``torch.nn.modules.lazy``): ``LazyLinear`` and ``LazyConv1d/2d/3d``
-take their input size (``in_features``, ``in_channels``) from the first input.
+"""Lazy modules (``torch.nn.modules.lazy``): ``LazyLinear``, ``LazyConv1d/2d/3d``,
+``LazyConvTranspose1d/2d/3d``, ``LazyBatchNorm1d/2d/3d`` and ``LazyInstanceNorm1d/2d/3d``
+take their input size (``in_features``, ``in_channels``, ``num_features``) from the
+first input.
 
-Until that first call their parameters are ``UninitializedParameter``s: they have a
-dtype, a device and ``requires_grad`` (so ``model.to(...)``, ``model.double()``,
-``requires_grad_`` and building an optimizer work, as in PyTorch) but no shape, and
-reading their shape or values, or computing with them, raises PyTorch's error. The
-first call materializes them in place (the same objects: an optimizer built before
-holds them), initializes them as ``Linear``/``ConvNd`` do (the same draws from the
-default generator, so under one ``nv.manual_seed`` a lazy layer gets the values the
-eager one would), and the module becomes a plain ``Linear``/``ConvNd``
-(``cls_to_become``).
+Until that first call their parameters are ``UninitializedParameter``s (and a lazy
+norm's running statistics ``UninitializedBuffer``s): they have a dtype, a device and
+``requires_grad`` (so ``model.to(...)``, ``model.double()``, ``requires_grad_`` and
+building an optimizer work, as in PyTorch) but no shape, and reading their shape or
+values, or computing with them, raises PyTorch's error. The first call materializes
+them in place (the same objects: an optimizer built before holds them), initializes
+them as the eager module does (the same draws from the default generator, so under one
+``nv.manual_seed`` a lazy layer gets the values the eager one would), and the module
+becomes its eager class (``cls_to_become``).
 
 Deviations: before the first call ``state_dict()`` holds empty tensors for the
 uninitialized parameters (PyTorch holds the ``UninitializedParameter``s), and
 ``load_state_dict`` does not materialize them from the checkpoint's shapes (PyTorch
 does, through a load hook): it raises the uninitialized-shape error; run one forward
-first.
+first. A materialized ``UninitializedBuffer`` is an ``nn.Buffer`` (PyTorch's becomes a
+plain tensor; Nova's cannot drop the subclass's slot). A lazy instance norm takes
+``num_features`` from the channel dim of an unbatched input too (PyTorch reads dim 1,
+the length, and then fails).
 """
 from __future__ import annotations
 
@@ -24,15 +29,24 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from nova.core import dtypes as dt
 from nova.nn import init
 from nova.nn.conv_layers import Conv1d, Conv2d, Conv3d
+from nova.nn.conv_transpose import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from nova.nn.layers import Linear
 from nova.nn.module import Module
+from nova.nn.more_modules import Buffer
+from nova.nn.normalization import (
+    BatchNorm1d, BatchNorm2d, BatchNorm3d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,
+)
 from nova.nn.parameter import Parameter
-from nova.tensor.creation import zeros
+from nova.tensor.creation import tensor, zeros
 from nova.tensor.tensor import Tensor
 
-__all__ = ["LazyConv1d", "LazyConv2d", "LazyConv3d", "LazyLinear", "LazyModuleMixin",
+__all__ = ["LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyConv1d",
+           "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d",
+           "LazyConvTranspose3d", "LazyInstanceNorm1d", "LazyInstanceNorm2d",
+           "LazyInstanceNorm3d", "LazyLinear", "LazyModuleMixin", "UninitializedBuffer",
            "UninitializedParameter"]
 
 
@@ -41,15 +55,53 @@ class UninitializedParameterError(ValueError, RuntimeError):
     one, and a RuntimeError, as it raises for reading its shape."""
 
 
-# What an uninitialized parameter answers: what moving, freezing and collecting
-# parameters read (``Module.to``, ``requires_grad_``, ``zero_grad``, optimizers), and
-# ``materialize``. Private names (the Tensor's own plumbing) pass too.
+# What an uninitialized parameter or buffer answers: what moving, freezing and
+# collecting them read (``Module.to``, ``requires_grad_``, ``zero_grad``, optimizers,
+# buffer registration), and ``materialize``. Private names (the Tensor's own plumbing)
+# pass too.
 _USABLE = frozenset({"cls_to_become", "detach", "device", "dtype", "grad", "grad_fn",
-                     "is_cuda", "is_leaf", "materialize", "node", "requires_grad",
-                     "requires_grad_"})
+                     "is_cuda", "is_leaf", "materialize", "node", "persistent",
+                     "requires_grad", "requires_grad_"})
 
 
-class UninitializedParameter(Parameter):
+class _UninitializedTensor:
+    """What ``UninitializedParameter`` and ``UninitializedBuffer`` share
+    (``torch.nn.parameter.UninitializedTensorMixin``): a tensor without a shape until
+    ``materialize``, which refuses everything else."""
+
+    __slots__ = ()
+    cls_to_become: type
+
+    def __getattribute__(self, name: str) -> Any:
+        if name.startswith("_") or name in _USABLE:
+            return object.__getattribute__(self, name)
+        if name == "shape":
+            raise UninitializedParameterError(
+                "Can't access the shape of an uninitialized parameter or buffer. This error "
+                "usually happens when a lazy module is used before its first forward (or "
+                "in load_state_dict); call `forward` with a dummy batch to initialize the "
+                "parameters first")
+        raise UninitializedParameterError(
+            f"Attempted to use an uninitialized parameter in {name}. This error happens "
+            f"when you are using a LazyModule or explicitly manipulating "
+            f"{type(self).__name__} objects. When using LazyModules call `forward` with a "
+            f"dummy batch to initialize the parameters before calling nova functions")
+
+    def materialize(self, shape: int | Sequence[int], device: Any = None,
+                    dtype: Any = None) -> None:
+        """Give this tensor ``shape`` (values zero until its module initializes them),
+        of ``dtype`` on ``device`` (default: its own), and make it a
+        ``cls_to_become``, in place."""
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        self.data = zeros(*shape, dtype=self.dtype if dtype is None else dtype,
+                          device=self.device if device is None else device)
+        self.__class__ = self.cls_to_become
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}>"
+
+
+class UninitializedParameter(_UninitializedTensor, Parameter):
     """A parameter whose shape is not known yet (``torch.nn.UninitializedParameter``):
     a lazy module's until its first call, when ``materialize`` gives it a shape and
     turns it into a plain ``Parameter`` (``cls_to_become``), keeping its identity."""
@@ -65,34 +117,6 @@ class UninitializedParameter(Parameter):
     def __init__(self, requires_grad: bool = True, device: Any = None, dtype: Any = None):
         """All set up by ``__new__``."""
 
-    def __getattribute__(self, name: str) -> Any:
-        if name.startswith("_") or name in _USABLE:
-            return object.__getattribute__(self, name)
-        if name == "shape":
-            raise UninitializedParameterError(
-                "Can't access the shape of an uninitialized parameter. This error usually "
-                "happens when a lazy module is used before its first forward (or in "
-                "load_state_dict); call `forward` with a dummy batch to initialize the "
-                "parameters first")
-        raise UninitializedParameterError(
-            f"Attempted to use an uninitialized parameter in {name}. This error happens "
-            f"when you are using a LazyModule or explicitly manipulating "
-            f"UninitializedParameter objects. When using LazyModules call `forward` with a "
-            f"dummy batch to initialize the parameters before calling nova functions")
-
-    def materialize(self, shape: int | Sequence[int], device: Any = None,
-                    dtype: Any = None) -> None:
-        """Give this parameter ``shape`` (values zero until its module initializes
-        them), of ``dtype`` on ``device`` (default: its own), and make it a
-        ``cls_to_become``, in place."""
-        shape = (shape,) if isinstance(shape, int) else tuple(shape)
-        self.data = zeros(*shape, dtype=self.dtype if dtype is None else dtype,
-                          device=self.device if device is None else device)
-        self.__class__ = self.cls_to_become
-
-    def __repr__(self) -> str:
-        return "<UninitializedParameter>"
-
     def __deepcopy__(self, memo: dict) -> UninitializedParameter:
         if id(self) in memo:
             return memo[id(self)]
@@ -101,19 +125,51 @@ class UninitializedParameter(Parameter):
         return new
 
 
+class UninitializedBuffer(_UninitializedTensor, Buffer):
+    """A buffer whose shape is not known yet (``torch.nn.UninitializedBuffer``): an
+    ``nn.Buffer``, so assigning it to a module attribute registers it (persistent as
+    given); ``materialize`` turns it into a plain ``nn.Buffer``."""
+
+    __slots__ = ()
+    cls_to_become = Buffer
+
+    def __new__(cls, requires_grad: bool = False, device: Any = None, dtype: Any = None,
+                persistent: bool = True) -> UninitializedBuffer:
+        b = super().__new__(cls, zeros(0, dtype=dtype, device=device), persistent=persistent)
+        if requires_grad:
+            b.requires_grad_()
+        return b
+
+    def __init__(self, requires_grad: bool = False, device: Any = None, dtype: Any = None,
+                 persistent: bool = True):
+        """All set up by ``__new__``."""
+
+    def __deepcopy__(self, memo: dict) -> UninitializedBuffer:
+        if id(self) in memo:
+            return memo[id(self)]
+        new = UninitializedBuffer(self.requires_grad, self.device, self.dtype,
+                                  self.persistent)
+        memo[id(self)] = new
+        return new
+
+
 class LazyModuleMixin:
-    """A module whose parameters are ``UninitializedParameter``s until its first call,
-    which runs ``initialize_parameters(*args, **kwargs)`` (defined by the module: it
-    materializes and initializes them from the input) before ``forward``, then turns
-    the module into a ``cls_to_become`` if one is set. Put it first in the bases:
-    ``class MyLazy(LazyModuleMixin, Module)``."""
+    """A module whose parameters (and buffers) are ``UninitializedParameter``s
+    (``UninitializedBuffer``s) until its first call, which runs
+    ``initialize_parameters(*args, **kwargs)`` (defined by the module: it materializes
+    and initializes them from the input) before ``forward``, then turns the module into
+    a ``cls_to_become`` if one is set (on the first call even when nothing was left to
+    initialize, as PyTorch's). Put it first in the bases: ``class MyLazy(LazyModuleMixin,
+    Module)``."""
 
     cls_to_become: type[Module] | None = None
 
     def has_uninitialized_params(self) -> bool:
-        """Whether one of this module's own parameters is still uninitialized."""
+        """Whether one of this module's own parameters or buffers is still
+        uninitialized."""
         return any(isinstance(p, UninitializedParameter)
-                   for p in self._parameters.values())
+                   for p in self._parameters.values()) or \
+            any(isinstance(b, UninitializedBuffer) for b in self._buffers.values())
 
     def initialize_parameters(self, *args: Any, **kwargs: Any) -> None:
         raise NotImplementedError(f"{type(self).__name__} must define "
@@ -127,8 +183,8 @@ class LazyModuleMixin:
             if self.has_uninitialized_params():
                 raise RuntimeError(f"module {type(self).__name__} has not been fully "
                                    "initialized by initialize_parameters")
-            if self.cls_to_become is not None:
-                self.__class__ = self.cls_to_become
+        if self.cls_to_become is not None:
+            self.__class__ = self.cls_to_become
         return Module.__call__(self, *args, **kwargs)
 
 
@@ -222,11 +278,13 @@ class _LazyConvMixin(LazyModuleMixin):
             raise ValueError(f"{name}: in_channels ({channels}) must be divisible by groups "
                              f"({self.groups})")
         self.in_channels = channels
-        self.weight.materialize((self.out_channels, channels // self.groups,
-                                 *self.kernel_size))
+        self.weight.materialize(self._weight_shape())
         if self.bias is not None:
             self.bias.materialize((self.out_channels,))
         self.reset_parameters()
+
+    def _weight_shape(self) -> tuple[int, ...]:
+        return (self.out_channels, self.in_channels // self.groups, *self.kernel_size)
 
 
 class LazyConv1d(_LazyConvMixin, Conv1d):
@@ -266,3 +324,168 @@ class LazyConv3d(_LazyConvMixin, Conv3d):
                  padding_mode: str = "zeros", device: Any = None, dtype: Any = None):
         self._lazy_init(Conv3d, out_channels, kernel_size, stride, padding, dilation, groups,
                         bias, padding_mode, device, dtype)
+
+
+class _LazyConvTransposeMixin(_LazyConvMixin):
+    """``in_channels`` from the first input, for a transposed convolution, whose weight
+    is ``(in_channels, out_channels / groups, *kernel_size)``."""
+
+    def _lazy_init_transposed(self, eager: type, out_channels: int, kernel_size: Any,
+                              stride: Any, padding: Any, output_padding: Any, groups: int,
+                              bias: bool, dilation: Any, padding_mode: str, device: Any,
+                              dtype: Any) -> None:
+        if groups < 1 or out_channels % groups:
+            raise ValueError(f"{type(self).__name__}: out_channels ({out_channels}) must be "
+                             f"divisible by groups ({groups})")
+        _quietly(eager.__init__, self, 0, 0, kernel_size, stride, padding, output_padding,
+                 groups, False, dilation, padding_mode, device, dtype)
+        self.out_channels = out_channels
+        _lazy_parameters(self, bias, device, dtype)
+
+    def _weight_shape(self) -> tuple[int, ...]:
+        return (self.in_channels, self.out_channels // self.groups, *self.kernel_size)
+
+
+class LazyConvTranspose1d(_LazyConvTransposeMixin, ConvTranspose1d):
+    """``ConvTranspose1d`` with ``in_channels`` taken from the first input
+    (``torch.nn.LazyConvTranspose1d``); a ``ConvTranspose1d`` after that call."""
+
+    cls_to_become = ConvTranspose1d
+
+    def __init__(self, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, output_padding: Any = 0, groups: int = 1,
+                 bias: bool = True, dilation: Any = 1, padding_mode: str = "zeros",
+                 device: Any = None, dtype: Any = None):
+        self._lazy_init_transposed(ConvTranspose1d, out_channels, kernel_size, stride,
+                                   padding, output_padding, groups, bias, dilation,
+                                   padding_mode, device, dtype)
+
+
+class LazyConvTranspose2d(_LazyConvTransposeMixin, ConvTranspose2d):
+    """``ConvTranspose2d`` with ``in_channels`` taken from the first input
+    (``torch.nn.LazyConvTranspose2d``); a ``ConvTranspose2d`` after that call."""
+
+    cls_to_become = ConvTranspose2d
+
+    def __init__(self, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, output_padding: Any = 0, groups: int = 1,
+                 bias: bool = True, dilation: Any = 1, padding_mode: str = "zeros",
+                 device: Any = None, dtype: Any = None):
+        self._lazy_init_transposed(ConvTranspose2d, out_channels, kernel_size, stride,
+                                   padding, output_padding, groups, bias, dilation,
+                                   padding_mode, device, dtype)
+
+
+class LazyConvTranspose3d(_LazyConvTransposeMixin, ConvTranspose3d):
+    """``ConvTranspose3d`` with ``in_channels`` taken from the first input
+    (``torch.nn.LazyConvTranspose3d``); a ``ConvTranspose3d`` after that call."""
+
+    cls_to_become = ConvTranspose3d
+
+    def __init__(self, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, output_padding: Any = 0, groups: int = 1,
+                 bias: bool = True, dilation: Any = 1, padding_mode: str = "zeros",
+                 device: Any = None, dtype: Any = None):
+        self._lazy_init_transposed(ConvTranspose3d, out_channels, kernel_size, stride,
+                                   padding, output_padding, groups, bias, dilation,
+                                   padding_mode, device, dtype)
+
+
+class _LazyNormMixin(LazyModuleMixin):
+    """``num_features`` from the first input's channel dim
+    (``torch.nn.modules.batchnorm._LazyNormBase``), with PyTorch's constructor: the
+    eager one's without ``num_features``, and its defaults for every lazy norm,
+    instance norms included: ``affine=True``, ``track_running_stats=True``."""
+
+    def __init__(self, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
+                 track_running_stats: bool = True, device: Any = None, dtype: Any = None,
+                 *, bias: bool = True) -> None:
+        self.cls_to_become.__init__(self, 0, eps, momentum, False, False, dtype)
+        self.affine, self.track_running_stats = affine, track_running_stats
+        if affine:
+            self.weight = UninitializedParameter(device=device, dtype=dtype)
+            if bias:
+                self.bias = UninitializedParameter(device=device, dtype=dtype)
+        if track_running_stats:
+            self.running_mean = UninitializedBuffer(device=device, dtype=dtype)
+            self.running_var = UninitializedBuffer(device=device, dtype=dtype)
+            self.num_batches_tracked = tensor(0, dtype=dt.int64, device=device)
+
+    def _channel_dim(self, input: Tensor) -> int:
+        raise NotImplementedError
+
+    def initialize_parameters(self, input: Tensor) -> None:
+        if not self.has_uninitialized_params():
+            return
+        channels = input.shape[self._channel_dim(input)]
+        self.num_features = channels
+        if self.affine:
+            self.weight.materialize((channels,))
+            init.ones_(self.weight)
+            if self.bias is not None:
+                self.bias.materialize((channels,))
+        if self.track_running_stats:
+            self.running_mean.materialize((channels,))
+            self.running_var.materialize((channels,))
+            init.ones_(self.running_var)           # (the mean stays zero, as reset)
+
+
+class _LazyBatchNormMixin(_LazyNormMixin):
+    def _channel_dim(self, input: Tensor) -> int:
+        if not isinstance(input, Tensor) or input.ndim not in self._dims:
+            raise ValueError(f"{type(self).__name__}: expected a "
+                             f"{' or '.join(f'{d}-D' for d in self._dims)} input, got "
+                             f"{getattr(input, 'shape', type(input).__name__)}")
+        return 1
+
+
+class _LazyInstanceNormMixin(_LazyNormMixin):
+    def _channel_dim(self, input: Tensor) -> int:
+        nd = self._spatial
+        if not isinstance(input, Tensor) or input.ndim not in (nd + 1, nd + 2):
+            raise ValueError(f"{type(self).__name__}: expected a {nd + 1}-D (unbatched) or "
+                             f"{nd + 2}-D input, got "
+                             f"{getattr(input, 'shape', type(input).__name__)}")
+        return input.ndim - nd - 1
+
+
+class LazyBatchNorm1d(_LazyBatchNormMixin, BatchNorm1d):
+    """``BatchNorm1d`` with ``num_features`` taken from the first input's dim 1
+    (``torch.nn.LazyBatchNorm1d``); a ``BatchNorm1d`` after that call."""
+
+    cls_to_become = BatchNorm1d
+
+
+class LazyBatchNorm2d(_LazyBatchNormMixin, BatchNorm2d):
+    """``BatchNorm2d`` with ``num_features`` taken from the first input's dim 1
+    (``torch.nn.LazyBatchNorm2d``); a ``BatchNorm2d`` after that call."""
+
+    cls_to_become = BatchNorm2d
+
+
+class LazyBatchNorm3d(_LazyBatchNormMixin, BatchNorm3d):
+    """``BatchNorm3d`` with ``num_features`` taken from the first input's dim 1
+    (``torch.nn.LazyBatchNorm3d``); a ``BatchNorm3d`` after that call."""
+
+    cls_to_become = BatchNorm3d
+
+
+class LazyInstanceNorm1d(_LazyInstanceNormMixin, InstanceNorm1d):
+    """``InstanceNorm1d`` with ``num_features`` taken from the first input's channel
+    dim (``torch.nn.LazyInstanceNorm1d``); an ``InstanceNorm1d`` after that call."""
+
+    cls_to_become = InstanceNorm1d
+
+
+class LazyInstanceNorm2d(_LazyInstanceNormMixin, InstanceNorm2d):
+    """``InstanceNorm2d`` with ``num_features`` taken from the first input's channel
+    dim (``torch.nn.LazyInstanceNorm2d``); an ``InstanceNorm2d`` after that call."""
+
+    cls_to_become = InstanceNorm2d
+
+
+class LazyInstanceNorm3d(_LazyInstanceNormMixin, InstanceNorm3d):
+    """``InstanceNorm3d`` with ``num_features`` taken from the first input's channel
+    dim (``torch.nn.LazyInstanceNorm3d``); an ``InstanceNorm3d`` after that call."""
+
+    cls_to_become = InstanceNorm3d

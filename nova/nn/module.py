@@ -1,7 +1,7 @@
 """``nv.nn.Module``: parameters, buffers and children, PyTorch-style.
 
-Attribute assignment registers Parameters and Modules; ``register_buffer`` registers
-non-trainable state. ``state_dict``/``load_state_dict`` use dotted names as in PyTorch.
+Attribute assignment registers Parameters, Modules and ``nn.Buffer``s; ``register_buffer``
+registers non-trainable state. ``state_dict``/``load_state_dict`` use dotted names as in PyTorch.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 
 from nova.autograd.function import Function
 from nova.autograd.grad_mode import is_grad_enabled, no_grad
+from nova.nn.more_modules import Buffer
 from nova.nn.parameter import Parameter
 from nova.tensor.device import check_device
 from nova.tensor.device import device as Device
@@ -53,9 +54,10 @@ class Module:
     # ------------------------------------------------------------ registration
 
     def __setattr__(self, name: str, value: Any) -> None:
-        """PyTorch's rules: a Parameter registers as a parameter, a Module as a child;
-        a registered parameter (child) name takes only a Parameter (Module) or None,
-        a registered buffer name a Tensor or None; anything else is a plain attribute.
+        """PyTorch's rules: a Parameter registers as a parameter, a Module as a child,
+        an ``nn.Buffer`` as a buffer (persistent as it says); a registered parameter
+        (child) name takes only a Parameter (Module) or None, a registered buffer name a
+        Tensor or None; anything else is a plain attribute.
         A name assigned again keeps its place in ``named_parameters``/``state_dict``
         order (tying ``b.weight = a.weight`` leaves ``b``'s order alone)."""
         if "_parameters" not in self.__dict__:
@@ -73,6 +75,8 @@ class Module:
         elif name in self._modules:
             self._modules[name] = self._assignable(name, value, None, "child module",
                                                    "nn.Module")
+        elif isinstance(value, Buffer):
+            self.register_buffer(name, value, value.persistent)
         elif name in self._buffers:
             self._buffers[name] = self._assignable(name, value, Tensor, "buffer", "Tensor")
         else:

@@ -3,8 +3,11 @@ semantics (``prod``, ``roll``, ``diff``, ``tile``, ``repeat_interleave``, ``move
 ``meshgrid``, the ``*stack`` and ``*split`` families, ``diag``/``diagonal``/``trace``,
 ``outer``/``dot``/``mv``/``kron``, ``index_select``, ``take_along_dim``, ``addmm``...),
 ``index_add``/``index_copy``/``index_fill``, ``cross``, ``rot90``, ``median``,
-``quantile``...), written over views, ``cat``, ``gather``, ``scatter``, ``sort`` and
-``matmul``, so they fuse like the rest and differentiate by their parts' rules.
+``quantile``/``nanquantile``, the scatters into copies (``masked_scatter``,
+``diagonal/select/slice_scatter``, ``put``), ``histogram``, ``matrix_exp``, the
+complex-number API of real tensors (``conj``, ``real``, ``adjoint``...)), written over
+views, ``cat``, ``gather``, ``scatter``, ``sort`` and ``matmul``, so they fuse like the
+rest and differentiate by their parts' rules.
 ``prod`` is the last running product of ``cumprod`` (whose gradient is zero-safe).
 Shapes are static: ``repeat_interleave`` takes an int or a host sequence of repeats,
 never a tensor of them, and the functions whose result size depends on the data
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import warnings
 from collections import namedtuple
 from collections.abc import Sequence
 from typing import Any
@@ -713,17 +717,7 @@ def quantile(x: Tensor, q: Any, dim: builtins.int | None = None, keepdim: builti
     neighbours by ``interpolation`` (linear, lower, higher, nearest, midpoint); NaN
     where the slice holds one. A sequence or 1-D tensor of ``q`` adds a leading dim."""
     from nova.tensor.sorting import sort
-    if interpolation not in ("linear", "lower", "higher", "nearest", "midpoint"):
-        raise ValueError(f"quantile: interpolation must be linear, lower, higher, nearest or "
-                         f"midpoint, got {interpolation!r}")
-    ops._check_tensor("quantile", x)
-    if not x.dtype.is_floating_point:
-        raise TypeError(f"quantile: input dtype must be floating point, got {x.dtype.name}")
-    qs = q.tolist() if isinstance(q, Tensor) else q
-    scalar = not isinstance(qs, (list, tuple))
-    qs = [float(qs)] if scalar else [float(v) for v in qs]
-    if any(not 0.0 <= v <= 1.0 for v in qs):
-        raise ValueError(f"quantile: q must lie in [0, 1], got {qs}")
+    qs, scalar = _quantile_args("quantile", x, q, interpolation)
     if dim is None:
         x, d, out_keep = movement.reshape(x, -1), 0, False
     else:
@@ -760,6 +754,504 @@ def logspace(start: float, end: float, steps: builtins.int, base: float = 10.0, 
     return ops.cast(out, dt.get_dtype(dtype) if dtype is not None else dt.DEFAULT_FLOAT)
 
 
+def nanquantile(x: Tensor, q: Any, dim: builtins.int | None = None,
+                keepdim: builtins.bool = False, *, interpolation: str = "linear") -> Tensor:
+    """``quantile`` over the values that are not NaN (``torch.nanquantile``): per slice
+    the rank ``q (k - 1)`` among its ``k`` sorted non-NaN values (NaN sorts last),
+    computed in ``x``'s dtype as PyTorch computes it (so ``lower``/``higher``/``nearest``
+    pick the same neighbour), then ``lerp`` of the neighbours in float64, rounded once;
+    NaN where a slice holds no number."""
+    from nova.tensor.elementary import lerp
+    from nova.tensor.numeric import ceil, floor, round
+    from nova.tensor.sorting import sort
+    qs, scalar = _quantile_args("nanquantile", x, q, interpolation)
+    if dim is None:
+        x, d, out_keep = movement.reshape(x, -1), 0, False
+    else:
+        d, out_keep = normalize_dim("nanquantile", dim, x.ndim, x.shape), keepdim
+    ordered = sort(x, d).values
+    count = ops.sum(ops.logical_not(ops.isnan(x)), d, keepdim=True, dtype=dt.int64)
+    last = ops.cast(ops.maximum(ops.sub(count, 1), 0), x.dtype)  # (no number: rank 0, NaN)
+    outs = []
+    for v in qs:
+        rank = ops.mul(last, ops.full_const(v, (), x.dtype))
+        rank = {"lower": floor, "higher": ceil, "nearest": round}.get(interpolation,
+                                                                      lambda r: r)(rank)
+        below = ops.cast(rank, dt.int64)
+        val = ops.gather(ordered, d, below)
+        if interpolation in ("linear", "midpoint"):
+            weight = ops.sub(rank, ops.cast(below, x.dtype)) if interpolation == "linear" \
+                else ops.full_const(0.5, rank.shape, x.dtype)
+            above = ops.gather(ordered, d, ops.cast(ceil(rank), dt.int64))
+            val = ops.cast(lerp(*(ops.cast(t_, dt.float64) for t_ in (val, above, weight))),
+                           x.dtype)
+        outs.append(val if out_keep else movement.squeeze(val, d))
+    return outs[0] if scalar else movement.stack(outs, 0)
+
+
+def _quantile_args(op: str, x: Tensor, q: Any, interpolation: str
+                   ) -> tuple[list[float], builtins.bool]:
+    """``q`` as a list of floats in [0, 1] and whether it was one number; raises as
+    ``quantile`` does for a bad ``interpolation``, ``q`` or dtype."""
+    if interpolation not in ("linear", "lower", "higher", "nearest", "midpoint"):
+        raise ValueError(f"{op}: interpolation must be linear, lower, higher, nearest or "
+                         f"midpoint, got {interpolation!r}")
+    ops._check_tensor(op, x)
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"{op}: input dtype must be floating point, got {x.dtype.name}")
+    qs = q.tolist() if isinstance(q, Tensor) else q
+    scalar = not isinstance(qs, (list, tuple))
+    qs = [float(qs)] if scalar else [float(v) for v in qs]
+    if any(not 0.0 <= v <= 1.0 for v in qs):
+        raise ValueError(f"{op}: q must lie in [0, 1], got {qs}")
+    return qs, scalar
+
+
+# ---------------------------------------------------------------- torch's complex-number API
+# Nova has no complex dtypes: every tensor is real, so its conjugate, real part and
+# resolved forms are the tensor itself, as PyTorch returns them for real dtypes.
+
+def conj(input: Tensor) -> Tensor:
+    """``input`` itself (``torch.conj`` of a real tensor)."""
+    ops._check_tensor("conj", input)
+    return input
+
+
+def conj_physical(input: Tensor) -> Tensor:
+    """``input`` itself (``torch.conj_physical`` of a real tensor)."""
+    ops._check_tensor("conj_physical", input)
+    return input
+
+
+def resolve_conj(input: Tensor) -> Tensor:
+    """``input`` itself: a real tensor is never a lazy conjugate."""
+    ops._check_tensor("resolve_conj", input)
+    return input
+
+
+def resolve_neg(input: Tensor) -> Tensor:
+    """``input`` itself: Nova has no lazy negation bit."""
+    ops._check_tensor("resolve_neg", input)
+    return input
+
+
+def is_conj(input: Tensor) -> builtins.bool:
+    ops._check_tensor("is_conj", input)
+    return False
+
+
+def is_neg(input: Tensor) -> builtins.bool:
+    ops._check_tensor("is_neg", input)
+    return False
+
+
+def real(input: Tensor) -> Tensor:
+    """``input`` itself: the real part of a real tensor (``torch.real``)."""
+    ops._check_tensor("real", input)
+    return input
+
+
+def imag(input: Tensor) -> Tensor:
+    """Refused, with PyTorch's error: a real tensor has no imaginary part to view."""
+    ops._check_tensor("imag", input)
+    raise RuntimeError(f"imag: imag is not implemented for tensors with non-complex dtypes "
+                       f"(got {input.dtype.name})")
+
+
+def isreal(input: Tensor) -> Tensor:
+    """All True, of ``input``'s shape (``torch.isreal``: every real value is real)."""
+    from nova.tensor.creation import ones
+    ops._check_tensor("isreal", input)
+    return ones(input.shape, dtype=dt.bool_, device=input.device)
+
+
+def matrix_transpose(x: Tensor, name: str) -> Tensor:
+    """The last two dims swapped: ``x.mT``, ``x.mH``, ``x.adjoint()`` (``name``), which
+    need a matrix or a batch of them; a 0-d tensor is itself, with PyTorch's
+    deprecation warning."""
+    if x.ndim == 0:
+        warnings.warn(f"{name} is deprecated on 0-D tensors; it is the identity in these "
+                      "cases", UserWarning, stacklevel=3)
+        return movement.permute(x)
+    if x.ndim == 1:
+        raise ValueError(f"{name} is only supported on matrices or batches of matrices. Got "
+                         f"1-D tensor of shape {x.shape}")
+    return movement.transpose(x, -2, -1)
+
+
+def adjoint(input: Tensor) -> Tensor:
+    """The conjugate transpose of the last two dims: their transpose for real tensors
+    (``torch.adjoint``)."""
+    ops._check_tensor("adjoint", input)
+    return matrix_transpose(input, "adjoint()")
+
+
+def matrix_H(x: Tensor) -> Tensor:
+    """``x.H``: the conjugate transpose of a matrix (2-D only, as PyTorch's)."""
+    if x.ndim not in (0, 2):
+        hint = "; for batches of matrices, consider using tensor.mH" if x.ndim > 2 else ""
+        raise ValueError(f"tensor.H is only supported on matrices (2-D tensors). Got "
+                         f"{x.ndim}-D tensor of shape {x.shape}{hint}")
+    return matrix_transpose(x, "tensor.H")
+
+
+# ---------------------------------------------------------------- activations as methods
+# (``torch.Tensor.hardshrink``/``prelu``; ``nv.nn.functional``'s are these)
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """``x`` where ``|x| > lambd``, else 0 (integers compute in the default float
+    dtype)."""
+    x = ops._as_float("hardshrink", input)
+    return ops.where(ops.le(ops.abs(x), lambd), 0.0, x)
+
+
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
+    """``x if x > 0 else weight * x``, one slope per channel (dim 1; an input of fewer
+    than 2 dims has one channel) or one for all. The gradient at 0 is the slope, as
+    PyTorch's."""
+    ops._check_tensor("prelu", input)
+    ops._check_tensor("prelu", weight)
+    channels = input.shape[1] if input.ndim >= 2 else 1
+    if weight.ndim > 1 or weight.numel() not in (1, channels):
+        raise ValueError(f"prelu: weight of shape {weight.shape} must have 1 or {channels} "
+                         f"elements (one per channel of input {input.shape})")
+    x = ops._as_float("prelu", input)
+    w = movement.reshape(weight, ()) if weight.numel() == 1 else \
+        movement.reshape(weight, (channels,) + (1,) * (input.ndim - 2))
+    return ops.where(ops.gt(x, 0), x, ops.mul(x, w))
+
+
+# ---------------------------------------------------------------- scatters into copies
+
+def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
+    """``input`` (broadcast with the bool ``mask``) whose elements where ``mask`` holds
+    are replaced, in row-major order, by ``source``'s first elements
+    (``torch.masked_scatter``). Each such element takes the ``source`` element at its
+    rank among the True positions (a cumulative count), so the shapes stay static;
+    ``source`` needs at least as many elements as ``mask`` has True values: checked here
+    when the mask's values are known, otherwise by the gather's kernel when the step
+    runs."""
+    from nova.tensor.creation import zeros
+    for t_ in (input, mask, source):
+        ops._check_tensor("masked_scatter", t_)
+    if mask.dtype != dt.bool_:
+        raise TypeError(f"masked_scatter: mask must be a bool tensor, got {mask.dtype.name}")
+    if source.dtype != input.dtype:
+        raise TypeError(f"masked_scatter: expected input and source to have the same dtype, "
+                        f"got {input.dtype.name} and {source.dtype.name}")
+    shape = broadcast_shapes("masked_scatter", input.shape, mask.shape)
+    known = ops.known_index_values(mask)
+    if known is not None and known.size:     # (broadcasting repeats each element alike)
+        needed = builtins.int(known.sum()) * (math.prod(shape) // known.size)
+        if needed > source.numel():
+            raise RuntimeError(f"masked_scatter: the number of elements of source "
+                               f"({source.numel()}) is less than the number of True values "
+                               f"in mask ({needed})")
+    flat_mask = movement.reshape(movement.expand(mask, shape), -1)
+    rank = scan.cumsum(ops.cast(flat_mask, dt.int64), 0)          # 1 at the first True
+    src = movement.reshape(source, -1)
+    if src.shape[0]:
+        rank = ops.sub(rank, 1)
+    else:        # (no element to take: any True reads past this one placeholder)
+        src = zeros(1, dtype=input.dtype, device=input.device)
+    picked = ops.gather(src, 0, ops.where(flat_mask, rank, 0))
+    whole = movement.reshape(movement.expand(input, shape), -1)
+    return movement.reshape(ops.where(flat_mask, picked, whole), shape)
+
+
+def _scatter_into(op: str, input: Tensor, src: Tensor, part: Any) -> Tensor:
+    """A copy of ``input`` with the view ``part(copy)`` overwritten by ``src`` (cast to
+    ``input``'s dtype, as ``copy_``), which must have that view's shape exactly."""
+    ops._check_tensor(op, input)
+    ops._check_tensor(op, src)
+    out = input.clone()
+    target = part(out)
+    if src.shape != target.shape:
+        raise ValueError(f"{op}: expected src to have a size equal to the slice of input: "
+                         f"src has shape {src.shape}, the slice {target.shape} (input "
+                         f"{input.shape})")
+    target.copy_(src)
+    return out
+
+
+def diagonal_scatter(input: Tensor, src: Tensor, offset: builtins.int = 0,
+                     dim1: builtins.int = 0, dim2: builtins.int = 1) -> Tensor:
+    """A copy of ``input`` with ``diagonal(offset, dim1, dim2)`` replaced by ``src``
+    (``torch.diagonal_scatter``)."""
+    return _scatter_into("diagonal_scatter", input, src,
+                         lambda out: diagonal(out, offset, dim1, dim2))
+
+
+def select_scatter(input: Tensor, src: Tensor, dim: builtins.int,
+                   index: builtins.int) -> Tensor:
+    """A copy of ``input`` with ``select(dim, index)`` replaced by ``src``
+    (``torch.select_scatter``)."""
+    ops._check_tensor("select_scatter", input)
+    d = normalize_dim("select_scatter", dim, input.ndim, input.shape)
+    n = input.shape[d]
+    if not -n <= index < n:
+        raise IndexError(f"select_scatter: index {index} is out of range for dim {d} of "
+                         f"size {n} (input {input.shape})")
+    return _scatter_into("select_scatter", input, src,
+                         lambda out: out[(slice(None),) * d + (index,)])
+
+
+def slice_scatter(input: Tensor, src: Tensor, dim: builtins.int = 0,
+                  start: builtins.int | None = None, end: builtins.int | None = None,
+                  step: builtins.int = 1) -> Tensor:
+    """A copy of ``input`` with ``input[..., start:end:step, ...]`` (in ``dim``)
+    replaced by ``src`` (``torch.slice_scatter``)."""
+    ops._check_tensor("slice_scatter", input)
+    if step <= 0:
+        raise ValueError(f"slice_scatter: slice step must be positive, got {step}")
+    d = normalize_dim("slice_scatter", dim, input.ndim, input.shape)
+    return _scatter_into("slice_scatter", input, src,
+                         lambda out: out[(slice(None),) * d + (slice(start, end, step),)])
+
+
+def put(input: Tensor, index: Tensor, source: Tensor,
+        accumulate: builtins.bool = False) -> Tensor:
+    """A copy of ``input`` with the elements at ``index`` into its flattened form
+    (negative counting from the end) set to ``source``'s, or incremented by them with
+    ``accumulate`` (``torch.put``); ``index`` and ``source`` have any shapes of one
+    element count."""
+    from nova.tensor.indexing import _index_put_value
+    for t_ in (input, index, source):
+        ops._check_tensor("put", t_)
+    if index.dtype.category != dt.INT:
+        raise TypeError(f"put: index must be an integer tensor, got {index.dtype.name}")
+    if source.dtype != input.dtype:
+        raise TypeError(f"put: input and source must have the same dtype, got "
+                        f"{input.dtype.name} and {source.dtype.name}")
+    if source.numel() != index.numel():
+        raise IndexError(f"put: expected source and index to have the same number of "
+                         f"elements, got {source.numel()} (source {source.shape}) and "
+                         f"{index.numel()} (index {index.shape})")
+    flat = _index_put_value("put", movement.reshape(input, -1),
+                            (movement.reshape(index, -1),), movement.reshape(source, -1),
+                            accumulate)
+    return movement.reshape(flat, input.shape)
+
+
+# ---------------------------------------------------------------- histogram
+
+_Histogram = namedtuple("histogram", ["hist", "bin_edges"])
+
+
+def histogram(input: Tensor, bins: Any, *, range: Sequence[float] | None = None,
+              weight: Tensor | None = None, density: builtins.bool = False) -> Any:
+    """``(hist, bin_edges)`` of ``input``'s elements (flattened), as
+    ``torch.histogram``: ``bins`` equal bins over ``range`` (default: the data's min
+    and max, widened by 0.5 each way if equal; (0, 1) for no data) or the edges of a
+    1-D tensor ``bins``. Bin ``i`` holds ``edges[i] <= x < edges[i+1]``, the last one its
+    right edge too; elements outside, and NaN, are not counted. The edges are computed
+    in ``input``'s dtype by the formula of PyTorch's ``linspace`` (from the low end in
+    the first half, from the high end in the second: both ends exact; PyTorch's
+    vectorized kernel can differ in the last bit), and an element's bin is found as
+    PyTorch finds it (linear interpolation, then a search among the neighbouring
+    edges), so the bins always agree with the edges returned. ``weight`` (of
+    ``input``'s shape) counts each element by its weight; ``density`` divides by the
+    total and the bin widths.
+
+    Deviation: without ``range``, PyTorch raises when the data hold an infinity or NaN
+    (its min or max is not finite); Nova cannot see the values while recording and
+    takes the range of the finite elements (as ``nv.histc`` does)."""
+    op = "histogram"
+    ops._check_tensor(op, input)
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"{op}: input must be floating point, got {input.dtype.name}")
+    x = movement.reshape(input, -1)
+    if weight is not None:
+        ops._check_tensor(op, weight)
+        if weight.shape != input.shape:
+            raise ValueError(f"{op}: weight must have input's shape {input.shape}, got "
+                             f"{weight.shape}")
+        if weight.dtype != input.dtype:
+            raise TypeError(f"{op}: weight must have input's dtype {input.dtype.name}, got "
+                            f"{weight.dtype.name}")
+        weight = movement.reshape(weight, -1)
+    if isinstance(bins, Tensor):
+        if range is not None:
+            raise TypeError(f"{op}: range cannot be given with a tensor of bin edges")
+        if bins.ndim != 1 or bins.shape[0] < 1:
+            raise ValueError(f"{op}: bins tensor should have one dimension and at least one "
+                             f"edge, got shape {bins.shape}")
+        if bins.dtype != input.dtype:
+            raise TypeError(f"{op}: input and bins should have the same dtype, got "
+                            f"{input.dtype.name} and {bins.dtype.name}")
+        edges = bins
+        index = ops.sub(ops.sum(ops.le(edges, movement.unsqueeze(x, -1)), -1,
+                                dtype=dt.int64), 1)
+    else:
+        if isinstance(bins, builtins.bool) or not isinstance(bins, builtins.int) or bins <= 0:
+            raise ValueError(f"{op}: bins must be a positive int or a 1-D tensor, got {bins!r}")
+        lo, hi = _histogram_range(op, x, range)
+        edges = _linspace_like_torch(lo, hi, bins, input.dtype)
+        lo, hi = edges[0], edges[-1]
+        estimate = ops.div(ops.mul(ops.sub(x, lo), float(bins)), ops.sub(hi, lo))
+        index = _local_search(edges, x, ops.cast(ops.clamp(ops.where(
+            ops.isnan(estimate), 0.0, estimate), 0, bins), dt.int64))
+    count = edges.shape[0] - 1
+    inside = ops.logical_and(ops.ge(x, edges[0]), ops.le(x, edges[-1]))
+    index = ops.where(ops.lt(index, count - 1), index, builtins.max(count - 1, 0))
+    amount = ops.cast(inside, input.dtype) if weight is None else \
+        ops.where(inside, weight, 0.0)
+    from nova.tensor.creation import zeros
+    hist = zeros(count, dtype=input.dtype, device=input.device)
+    if count:
+        hist = ops.scatter_add(hist, 0, ops.where(inside, index, 0), amount)
+    if density:
+        hist = ops.div(ops.div(hist, ops.sum(hist)), ops.sub(edges[1:], edges[:-1]))
+    return _Histogram(hist, edges)
+
+
+def _histogram_range(op: str, x: Tensor, range: Any) -> tuple[Tensor, Tensor]:
+    """``torch.histogram``'s outer edges as float64 0-d tensors: ``range``, or the
+    finite data's min and max ((0, 1) for no element), widened by 0.5 each way when
+    equal."""
+    if range is not None:
+        lo_v, hi_v = (builtins.float(v) for v in range)
+        if lo_v > hi_v:
+            raise ValueError(f"{op}: min should not exceed max, got range ({lo_v}, {hi_v})")
+        if not (math.isfinite(lo_v) and math.isfinite(hi_v)):
+            raise ValueError(f"{op}: range [{lo_v}, {hi_v}] is not finite")
+        lo, hi = ops.full_const(lo_v, (), dt.float64), ops.full_const(hi_v, (), dt.float64)
+    elif x.shape[0] == 0:
+        lo, hi = ops.full_const(0.0, (), dt.float64), ops.full_const(1.0, (), dt.float64)
+    else:
+        w = ops.cast(x, dt.float64)
+        finite = ops.lt(ops.abs(w), math.inf)
+        lo = ops.amin(ops.where(finite, w, math.inf))
+        hi = ops.amax(ops.where(finite, w, -math.inf))
+        none = ops.logical_not(ops.lt(lo, math.inf))            # no finite element
+        lo, hi = ops.where(none, 0.0, lo), ops.where(none, 0.0, hi)
+    point = ops.eq(lo, hi)
+    return ops.where(point, ops.sub(lo, 0.5), lo), ops.where(point, ops.add(hi, 0.5), hi)
+
+
+def _linspace_like_torch(lo: Tensor, hi: Tensor, bins: builtins.int,
+                         dtype: dt.DType) -> Tensor:
+    """``bins + 1`` edges from ``lo`` to ``hi`` (0-d tensors) as PyTorch's CPU
+    ``linspace`` computes them in ``dtype``: ``lo + step i`` in the first half, ``hi -
+    step (bins - i)`` in the second, ``step = (hi - lo) / bins``."""
+    from nova.tensor.creation import arange
+    lo, hi = ops.cast(lo, dtype), ops.cast(hi, dtype)
+    step = ops.div(ops.sub(hi, lo), float(bins))
+    i = arange(bins + 1, dtype=dtype)
+    first = ops.add(lo, ops.mul(step, i))
+    second = ops.sub(hi, ops.mul(step, ops.sub(float(bins), i)))
+    return ops.where(ops.lt(i, float((bins + 1) // 2)), first, second)
+
+
+def _local_search(edges: Tensor, x: Tensor, estimate: Tensor) -> Tensor:
+    """PyTorch's correction of an interpolated bin ``estimate``: the last edge ``<= x``
+    among ``edges[estimate - 1 : estimate + 2]`` (an upper bound over that window),
+    so the bin agrees with the edges returned."""
+    n = edges.shape[0]
+    start = ops.maximum(ops.sub(estimate, 1), 0)
+    stop = ops.minimum(ops.add(estimate, 2), n)
+    found = ops.sub(start, 1)
+    for k in builtins.range(3):
+        at = ops.add(start, k)
+        edge = ops.gather(edges, 0, ops.minimum(at, n - 1))
+        found = ops.add(found, ops.cast(ops.logical_and(ops.lt(at, stop), ops.le(edge, x)),
+                                        dt.int64))
+    return found
+
+
+# ---------------------------------------------------------------- matrix exponential
+
+# Bader, Blanes and Casas (2019), "Computing the matrix exponential with an optimized
+# Taylor polynomial approximation": the degree-18 Taylor polynomial in 5 products
+# (``_taylor18``), accurate to float64's unit roundoff for a 1-norm up to ``_THETA18``.
+_TAYLOR18 = (
+    (0.0, -1.00365581030144618291e-01, -8.02924648241156932449e-03,
+     -8.92138498045729985177e-04, 0.0),
+    (0.0, 3.97849749499645077844e-01, 1.36783778460411720168e+00,
+     4.98289622525382669416e-01, -6.37898194594723280150e-04),
+    (-1.09676396052962061844e+01, 1.68015813878906206114e+00, 5.71779846478865511061e-02,
+     -6.98210122488052056106e-03, 3.34975017086070470649e-05),
+    (-9.04316832390810593223e-02, -6.76404519071381882256e-02, 6.75961301770459654925e-02,
+     2.95552570429315521194e-02, -1.39180257516060693404e-05),
+    (0.0, 0.0, -9.23364619367118555360e-02, -1.69364939002081722752e-02,
+     -1.40086798182036094347e-05),
+)
+_THETA18 = 1.090863719290036
+# Squarings the graph holds (each applied where a matrix's scaling needs it): a 1-norm
+# up to _THETA18 * 2**_MAX_SQUARINGS (about 4.7e9); beyond it the result is NaN.
+_MAX_SQUARINGS = 32
+
+
+def _taylor18(a: Tensor) -> Tensor:
+    from nova.tensor.creation import eye
+    n = a.shape[-1]
+    ident = eye(n, dtype=a.dtype, device=a.device)
+    a2 = ops.matmul(a, a)
+    a3 = ops.matmul(a2, a)
+    a6 = ops.matmul(a3, a3)
+    powers = (ident, a, a2, a3, a6)
+    b = []
+    for row in _TAYLOR18:
+        acc = None
+        for c, p in zip(row, powers):
+            if c:
+                term = ops.mul(p, c)
+                acc = term if acc is None else ops.add(acc, term)
+        b.append(acc)
+    a9 = ops.add(ops.matmul(b[0], b[4]), b[3])
+    return ops.add(b[1], ops.matmul(ops.add(b[2], a9), a9))
+
+
+def matrix_exp(A: Tensor) -> Tensor:
+    """``exp(A)`` of a square matrix or a batch of them (``torch.matrix_exp``), by
+    scaling and squaring: ``A / 2^s`` with the smallest ``s`` that brings its 1-norm
+    under ``_THETA18``, the degree-18 Taylor approximant of Bader, Blanes and Casas (the
+    one PyTorch uses; a Pade approximant would need a linear solve, which Nova lacks),
+    then ``s`` squarings. Computed in float64 and rounded once to ``A``'s dtype.
+
+    Shapes are static, so the graph holds ``_MAX_SQUARINGS`` squarings and each matrix
+    of a batch takes the result after its own ``s`` of them; a matrix whose norm needs
+    more (above ~4.7e9) gets NaN (PyTorch's own result there is mostly NaN or inf too).
+    The gradient is autograd's through these products (``s`` is a constant of the
+    data: its derivative is zero)."""
+    from nova.tensor.elementary import exp2, log2
+    from nova.tensor.numeric import ceil
+    from nova.tensor.tensor import unaliased_detach
+    ops._check_tensor("matrix_exp", A)
+    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
+        raise ValueError(f"matrix_exp: A must be a square matrix or a batch of square "
+                         f"matrices, got shape {A.shape}")
+    if not A.dtype.is_floating_point:
+        raise TypeError(f"matrix_exp: expected a floating point tensor, got {A.dtype.name}")
+    if A.numel() == 0:
+        return A.clone()
+    a = ops.cast(A, dt.float64)
+    if A.shape[-1] == 1:
+        return ops.cast(ops.exp(a), A.dtype)
+    norm = ops.amax(ops.sum(ops.abs(unaliased_detach(a)), -2, keepdim=True), -1, keepdim=True)
+    s = ops.maximum(ceil(log2(ops.div(norm, _THETA18))), 0.0)
+    out = _taylor18(ops.mul(a, exp2(ops.neg(ops.minimum(s, float(_MAX_SQUARINGS))))))
+    left = s                     # (a countdown, so every squaring is the same kernel)
+    for _ in builtins.range(_MAX_SQUARINGS):
+        out = ops.where(ops.gt(left, 0.0), ops.matmul(out, out), out)
+        left = ops.sub(left, 1.0)
+    out = ops.where(ops.gt(left, 0.0), math.nan, out)
+    return ops.cast(out, A.dtype)
+
+
+# ---------------------------------------------------------------- allclose
+
+def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
+             equal_nan: builtins.bool = False) -> builtins.bool:
+    """Whether every element of ``input`` is ``isclose`` to ``other``'s
+    (``torch.allclose``; realizes both)."""
+    from nova.tensor.elementary import isclose
+    from nova.tensor.numeric import all
+    ops._check_tensor("allclose", input)
+    ops._check_tensor("allclose", other)
+    return builtins.bool(all(isclose(input, other, rtol, atol, equal_nan)).item())
+
+
 def _data_dependent(name: str, hint: str):
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise TypeError(f"{name}: the result's size depends on the tensor's values, which "
@@ -787,7 +1279,10 @@ TENSOR_METHODS = (
     "index_select", "take_along_dim", "addmm", "addmv", "baddbmm", "aminmax",
     "tensor_split", "hsplit", "vsplit", "index_add", "index_copy", "index_fill", "cross",
     "rot90", "median", "quantile", "nonzero", "argwhere", "masked_select", "unique",
-    "unique_consecutive", "bincount",
+    "unique_consecutive", "bincount", "nanquantile", "conj", "conj_physical",
+    "resolve_conj", "resolve_neg", "is_conj", "is_neg", "isreal", "adjoint", "hardshrink",
+    "prelu", "masked_scatter", "diagonal_scatter", "select_scatter", "slice_scatter", "put",
+    "histogram", "matrix_exp", "allclose",
 )
 
 __all__ = list(TENSOR_METHODS) + [
@@ -795,4 +1290,5 @@ __all__ = list(TENSOR_METHODS) + [
     "dstack", "column_stack", "tril_indices", "triu_indices", "var_mean", "std_mean",
     "bucketize", "searchsorted", "clone", "detach", "numel", "is_tensor",
     "is_floating_point", "block_diag", "cartesian_prod", "trapezoid", "trapz", "logspace",
+    "real", "imag",
 ]

@@ -293,8 +293,8 @@ def split_with_sizes(self: Tensor, split_sizes: Sequence[builtins.int],
 # ---------------------------------------------------------------- the in-place family
 
 # Methods whose in-place form is ``self._assign(self.method(...))``: every elementwise
-# method whose result has ``self``'s shape. (Shape-changing ones -- ``t_``,
-# ``squeeze_`` -- are not in-place in Nova's sense and are not generated.)
+# method whose result has ``self``'s shape. (The shape-changing ones -- ``t_``,
+# ``squeeze_`` -- restride the tensor instead: ``Tensor._restride``.)
 INPLACE_OF = (
     "abs", "absolute", "acos", "acosh", "arccos", "arccosh", "arcsin", "arcsinh", "arctan",
     "arctan2", "arctanh", "asin", "asinh", "atan", "atan2", "atanh", "addcdiv", "addcmul",

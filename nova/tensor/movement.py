@@ -285,3 +285,78 @@ TENSOR_METHODS = (
     "unsqueeze", "squeeze", "expand", "expand_as", "contiguous", "narrow", "split", "chunk",
     "unbind", "repeat",
 )
+
+
+# ---------------------------------------------------------------- in-place shape ops
+# (``Tensor._restride``: the handle changes shape, the elements stay where they are)
+
+def _permute_prim(x: Tensor, perm: tuple[int, ...]) -> Tensor:
+    return prim("transpose", [x], {"perm": perm}, tuple([x.shape[i] for i in perm]), x.dtype)
+
+
+def _restride_reshape(x: Tensor, shape: tuple[int, ...], op: str) -> Tensor:
+    before = x.shape
+    return x._restride(lambda b: _reshape_prim(b, shape), lambda v: _reshape_prim(v, before),
+                       op)
+
+
+def _restride_swap(x: Tensor, dim0: int, dim1: int, op: str) -> Tensor:
+    perm = list(range(x.ndim))
+    a = normalize_dim(op, dim0, x.ndim, x.shape)
+    b = normalize_dim(op, dim1, x.ndim, x.shape)
+    perm[a], perm[b] = perm[b], perm[a]
+    perm = tuple(perm)       # (a swap is its own inverse)
+    return x._restride(lambda t_: _permute_prim(t_, perm), lambda v: _permute_prim(v, perm),
+                       op)
+
+
+def squeeze_(x: Tensor, dim: Any = None) -> Tensor:
+    """In-place ``squeeze``: ``x`` itself loses its size-1 dims (those of ``dim``, an
+    int or a tuple, if given), as ``torch.Tensor.squeeze_``."""
+    if dim is None:
+        shape = tuple(n for n in x.shape if n != 1)
+    else:
+        dims = [dim] if isinstance(dim, int) else list(dim)
+        ds = {normalize_dim("squeeze_", d, x.ndim, x.shape) for d in dims}
+        shape = tuple(n for i, n in enumerate(x.shape) if not (i in ds and n == 1))
+    return _restride_reshape(x, shape, "squeeze_")
+
+
+def unsqueeze_(x: Tensor, dim: int) -> Tensor:
+    """In-place ``unsqueeze``: ``x`` itself gains a size-1 dim at ``dim``."""
+    d = normalize_dim("unsqueeze_", dim, x.ndim + 1)
+    return _restride_reshape(x, x.shape[:d] + (1,) + x.shape[d:], "unsqueeze_")
+
+
+def transpose_(x: Tensor, dim0: int, dim1: int) -> Tensor:
+    """In-place ``transpose``: ``x`` itself has ``dim0`` and ``dim1`` swapped."""
+    if x.ndim == 0:
+        return _restride_reshape(x, (), "transpose_")
+    return _restride_swap(x, dim0, dim1, "transpose_")
+
+
+def swapaxes_(x: Tensor, axis0: int, axis1: int) -> Tensor:
+    """``transpose_`` under NumPy's name (``torch.Tensor.swapaxes_``)."""
+    if x.ndim == 0:
+        return _restride_reshape(x, (), "swapaxes_")
+    return _restride_swap(x, axis0, axis1, "swapaxes_")
+
+
+def swapdims_(x: Tensor, dim0: int, dim1: int) -> Tensor:
+    """``transpose_`` under its other name (``torch.Tensor.swapdims_``)."""
+    if x.ndim == 0:
+        return _restride_reshape(x, (), "swapdims_")
+    return _restride_swap(x, dim0, dim1, "swapdims_")
+
+
+def t_(x: Tensor) -> Tensor:
+    """In-place ``t``: a matrix transposed in place; 0-d and 1-d tensors unchanged."""
+    if x.ndim > 2:
+        raise ValueError(f"t_: expects a tensor with <= 2 dims, but self is {x.ndim}-D "
+                         f"(shape {x.shape})")
+    if x.ndim < 2:
+        return _restride_reshape(x, x.shape, "t_")
+    return _restride_swap(x, 0, 1, "t_")
+
+
+RESTRIDE_METHODS = ("squeeze_", "unsqueeze_", "transpose_", "swapaxes_", "swapdims_", "t_")

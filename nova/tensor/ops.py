@@ -556,10 +556,6 @@ def isinf(x: Tensor) -> Tensor:
     return eq(abs(x), math.inf)
 
 
-def allclose(a: Tensor, b: Tensor, rtol: float = 1e-5, atol: float = 1e-8) -> builtins.bool:
-    return builtins.bool(np.allclose(a.numpy(), b.numpy(), rtol=rtol, atol=atol))
-
-
 # ---------------------------------------------------------------- reductions
 
 def reduction_axes(op: str, dim: Any, ndim: builtins.int,

@@ -34,9 +34,13 @@ class _View:
     ``version`` is the base's ``_version`` and ``seen`` the base's node when this view
     last derived from it. A base that is itself a view changes without an in-place op
     of its own when its base changes (``x[0][1:]`` after ``x.add_(1)``): it re-derives,
-    and ``seen`` tells the view below (``Tensor.node``)."""
+    and ``seen`` tells the view below (``Tensor.node``).
 
-    __slots__ = ("base", "version", "seen", "derive", "write_back", "op", "storage")
+    The base knows its live views (weakly, ``_note_view``): an in-place shape op on it
+    (``t_``, ``unsqueeze_``: ``Tensor._restride``) moves them to the storage they view."""
+
+    __slots__ = ("base", "version", "seen", "derive", "write_back", "op", "storage",
+                 "__weakref__")
 
     def __init__(self, base: Tensor, derive: Callable[[Tensor], Tensor],
                  write_back: Callable[[Tensor, Tensor], Tensor] | None, op: str):
@@ -47,6 +51,29 @@ class _View:
         self.write_back = write_back
         self.op = op
         self.storage = getattr(base, "_storage", None)
+        _note_view(base, self)
+
+
+def _note_view(base: Tensor, view: _View) -> None:
+    """Remember ``view`` among ``base``'s views: weak references (``live_views`` reads
+    those still alive), the dead ones dropped whenever the list reaches a power of
+    two, so a base viewed again and again (``p.detach()`` every step) keeps a short
+    list at an amortized constant cost."""
+    ref = weakref.ref(view)
+    try:
+        refs = base._views
+    except AttributeError:
+        base._views = [ref]
+        return
+    refs.append(ref)
+    n = len(refs)
+    if n >= 8 and not n & (n - 1):
+        refs[:] = [r for r in refs if r() is not None]
+
+
+def live_views(t: Tensor) -> list[_View]:
+    """The views of ``t`` that are still alive."""
+    return [v for v in (r() for r in getattr(t, "_views", ())) if v is not None]
 
 
 class _Gone:
@@ -81,6 +108,7 @@ class _AliasView(_View):
         self.write_back = write_back
         self.op = op
         self.storage = getattr(root, "_storage", None)
+        _note_view(root, self)
 
     @property
     def base(self) -> Any:
@@ -91,10 +119,11 @@ class _AliasView(_View):
 class Tensor:
     """A lazy n-dimensional array with PyTorch semantics."""
 
-    # (set only when used: ``_storage`` by the ``.data`` setter, see ``_View``; the
-    # hook tables by nova.autograd.hooks)
+    # (set only when used: ``_storage`` by the ``.data`` setter, see ``_View``;
+    # ``_views`` by the first view made of this tensor; the hook tables by
+    # nova.autograd.hooks)
     __slots__ = ("_node", "_view", "_version", "_grad_fn", "_requires_grad", "grad",
-                 "_storage", "_grad_hooks", "_post_hooks", "__weakref__")
+                 "_storage", "_views", "_grad_hooks", "_post_hooks", "__weakref__")
     __array_priority__ = 1000  # make ``ndarray op Tensor`` defer to Tensor's reflected op
 
     def __init__(self, data: Any = None, *, dtype: Any = None):
@@ -218,6 +247,61 @@ class Tensor:
                 self._assign(Tensor._wrap(value.node), op)
         self._grad_fn = fn
 
+    def _restride(self, forward: Callable[[Tensor], Tensor],
+                  inverse: Callable[[Tensor], Tensor], op: str) -> Tensor:
+        """An in-place shape op (``t_``, ``squeeze_``...): this handle shows
+        ``forward(value)`` from now on, as PyTorch's metadata change, while the
+        elements stay where they were for everything that shares them.
+
+        A tensor that is no view and has no live views is simply rebound. Otherwise
+        what it held moves to a hidden storage tensor, which takes its place as the base
+        of its earlier views (they keep their shape and values, as in PyTorch, and see
+        later writes through either side) and as the view of its own base; this handle
+        becomes a view of that storage through ``forward`` (written back through
+        ``inverse``). Refused, as PyTorch refuses it, under grad mode for a leaf that
+        requires grad or a view of one; and for such a leaf under ``no_grad`` while
+        views of it with autograd history are alive (their history would no longer
+        reach the leaf: PyTorch's views keep it)."""
+        root = self
+        while root._view is not None and root._view.op not in _DETACHED_ALIASES and \
+                not isinstance(root._view.base, _Gone):
+            root = root._view.base
+        if root._requires_grad and _grad_mode.STATE.enabled:
+            what = "a leaf tensor" if root is self else "a view of a leaf tensor"
+            raise RuntimeError(f"{op}: {what} that requires grad is being used in an "
+                               "in-place operation; wrap the update in nv.no_grad()")
+        self.node                      # a view: up to date with its base first
+        views = live_views(self)
+        if self._requires_grad and any(v.op not in _DETACHED_ALIASES for v in views):
+            raise RuntimeError(f"{op}: cannot change the shape of a leaf tensor that "
+                               "requires grad in place while views of it with autograd "
+                               "history are alive; delete them first")
+        if self._view is not None or views:
+            storage = Tensor._wrap(self._node, self._view, self._grad_fn)
+            storage._version = self._version
+            if hasattr(self, "_storage"):
+                storage._storage = self._storage
+            if views:
+                storage._views = self._views
+                del self._views
+            for v in views:
+                if isinstance(v, _AliasView):
+                    v._base_ref = weakref.ref(storage)
+                else:
+                    v.base = storage
+            self._view = _View(storage, forward, lambda s, value: inverse(value), op)
+            value = forward(storage)
+        else:
+            value = forward(self)
+        old_fn = self._grad_fn
+        self._node, self._grad_fn = value.node, value._grad_fn
+        if old_fn is not None and old_fn.retained:
+            _carry_retained(self, old_fn)
+        self._version += 1
+        if not self._node.realized:
+            live_pending.live.add(self)
+        return self
+
     # ------------------------------------------------------------ properties
 
     # shape, dtype and ndim are read many times per recorded op: they check the view
@@ -280,7 +364,72 @@ class Tensor:
 
     @property
     def mT(self) -> Tensor:
-        return self.transpose(-2, -1)
+        return _arrays.matrix_transpose(self, "tensor.mT")
+
+    @property
+    def mH(self) -> Tensor:
+        """``mT``: the conjugate of a real tensor is itself."""
+        return _arrays.matrix_transpose(self, "tensor.mH")
+
+    @property
+    def H(self) -> Tensor:
+        """A matrix's conjugate transpose: its transpose (2-D only, as PyTorch's)."""
+        return _arrays.matrix_H(self)
+
+    @property
+    def real(self) -> Tensor:
+        """The tensor itself (every Nova dtype is real); assigning copies into it."""
+        return self
+
+    @real.setter
+    def real(self, value: Any) -> None:
+        if isinstance(value, Tensor):
+            self.copy_(value)
+        else:
+            self.fill_(value)
+
+    @property
+    def imag(self) -> Tensor:
+        return _arrays.imag(self)
+
+    # ------------------------------------------------------------ what torch code asks of
+    # storage: Nova values are dense, on the CPU or the GPU, never sparse, quantized,
+    # nested or meta; no tensor is an inference tensor (``nv.inference_mode`` makes
+    # ordinary ones, see ``nova/tensor/grad_mode.py``)
+
+    @property
+    def layout(self) -> layout:
+        return strided
+
+    is_sparse = is_sparse_csr = is_quantized = is_meta = is_nested = property(
+        lambda self: False)
+
+    def is_inference(self) -> bool:
+        return False
+
+    def is_pinned(self) -> bool:
+        return False
+
+    def pin_memory(self) -> Tensor:
+        """``self``: Nova copies a host tensor to the GPU from wherever it lives, so
+        there is nothing to pin (PyTorch returns a pinned copy). A GPU tensor is refused,
+        as PyTorch refuses it."""
+        if self.node.device == "cuda":
+            raise RuntimeError("pin_memory: cannot pin a CUDA tensor; only CPU tensors can "
+                               "be pinned")
+        return self
+
+    def share_memory_(self) -> Tensor:
+        """``self``. Nova values are immutable, so a forked process (a DataLoader worker)
+        reads a tensor's values as they were at the fork without moving them to shared
+        memory. Unlike PyTorch's, an in-place update made in another process is not
+        seen by this one (no Hogwild-style training across processes)."""
+        return self
+
+    def is_shared(self) -> bool:
+        """True for a GPU tensor (as PyTorch's), False on the CPU: Nova puts nothing in
+        shared memory (``share_memory_``)."""
+        return self.node.device == "cuda"
 
     # ------------------------------------------------------------ host access
 
@@ -675,6 +824,34 @@ class Tensor:
     def masked_fill_(self, mask: Tensor, value: Any) -> Tensor:
         return self._assign(_ops.masked_fill(self, mask, value), "masked_fill_")
 
+    def masked_scatter_(self, mask: Tensor, source: Tensor) -> Tensor:
+        return self._assign(_arrays.masked_scatter(self, mask, source), "masked_scatter_")
+
+    def put_(self, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
+        return self._assign(_arrays.put(self, index, source, accumulate), "put_")
+
+    def nextafter_(self, other: Any) -> Tensor:
+        return self._assign(_special.nextafter(self, other), "nextafter_")
+
+    def addmm_(self, mat1: Tensor, mat2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
+        return self._assign(_arrays.addmm(self, mat1, mat2, beta=beta, alpha=alpha), "addmm_")
+
+    def addmv_(self, mat: Tensor, vec: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
+        return self._assign(_arrays.addmv(self, mat, vec, beta=beta, alpha=alpha), "addmv_")
+
+    def baddbmm_(self, batch1: Tensor, batch2: Tensor, *, beta: Any = 1,
+                 alpha: Any = 1) -> Tensor:
+        return self._assign(_arrays.baddbmm(self, batch1, batch2, beta=beta, alpha=alpha),
+                            "baddbmm_")
+
+    def addbmm_(self, batch1: Tensor, batch2: Tensor, *, beta: Any = 1,
+                alpha: Any = 1) -> Tensor:
+        return self._assign(_products.addbmm(self, batch1, batch2, beta=beta, alpha=alpha),
+                            "addbmm_")
+
+    def addr_(self, vec1: Tensor, vec2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
+        return self._assign(_products.addr(self, vec1, vec2, beta=beta, alpha=alpha), "addr_")
+
     # ------------------------------------------------------------ more of torch's methods
     # (nova/tensor/more_ops.py)
 
@@ -739,6 +916,25 @@ class Tensor:
         return self._assign(_more_ops.index_reduce(self, dim, index, source, reduce,
                                                    include_self=include_self),
                             "index_reduce_")
+
+
+class layout:
+    """How a tensor's elements are stored (``torch.layout``). Nova has one kind,
+    ``nv.strided`` (dense; where each element lives is the compiler's choice)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"nova.{self.name}"
+
+    def __reduce__(self) -> str:
+        return self.name      # (unpickles as this module's object of that name)
+
+
+strided = layout("strided")
 
 
 def _carry_retained(t: Tensor, old_fn: Any) -> None:
@@ -850,6 +1046,9 @@ for _mod in (_ops, _movement, _sorting, _numeric, _scan, _elementary, _arrays, _
              _products, _statistics):
     for _name in _mod.TENSOR_METHODS:
         setattr(Tensor, _name, getattr(_mod, _name))
+# The in-place shape ops (``x.t_()``, ``x.unsqueeze_(0)``: ``Tensor._restride``).
+for _name in _movement.RESTRIDE_METHODS:
+    setattr(Tensor, _name, getattr(_movement, _name))
 
 # Then factory methods, layout queries, aliases and the generated in-place forms, which
 # wrap the methods above.

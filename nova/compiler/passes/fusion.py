@@ -95,8 +95,9 @@ class Kernel:
     kind: str
     root: Operation
     ops: list[Operation] = field(default_factory=list)
-    # id(op) -> how many distinct indices of op the kernel evaluates per output element
-    evaluations: dict[int, int] = field(default_factory=dict)
+    # id(op) -> the distinct indices of op the kernel evaluates per output element
+    # (``_evaluations``)
+    evaluations: dict[int, frozenset[tuple[int, ...]]] = field(default_factory=dict)
     contraction: Operation | None = None   # the reduce/matmul/scatter op, if any
     row_shape: tuple[int, ...] | None = None   # ``rows`` kernels: the reductions' input
     row_axes: tuple[int, ...] = ()             # ``rows`` kernels: the reduced suffix
@@ -387,32 +388,34 @@ def _roots_own_epilogue(op: Operation, homes: list[Kernel], policy: FusionPolicy
     return False
 
 
-def _evaluations(op: Operation, k: Kernel) -> int:
-    """How many distinct indices of ``op`` kernel k would evaluate per output element if
-    ``op`` joined it, from its consumers' counts: consumers reading ``op`` at their own
-    index (pointwise ops, reductions) evaluate it where they are evaluated, so their
-    counts overlap (the largest is taken; LLVM shares equal index expressions); each
-    other consumer (a slice, a concat, a pad, a transpose, a gather) reads it at
-    indices of its own, so those counts add up."""
-    same, moved = 0, 0
-    seen: set[int] = set()
+def _evaluations(op: Operation, k: Kernel) -> frozenset[tuple[int, ...]]:
+    """The distinct indices at which kernel k would evaluate ``op`` per output element
+    if ``op`` joined it, each named by the path of movement ops between ``op`` and the
+    root that maps the root's index to it: a consumer reading ``op`` at its own index (a
+    pointwise op, a reduction) evaluates it at that consumer's indices; any other (a
+    slice, a concat, a pad, a transpose, a gather) at indices of its own, one more step
+    on each of the consumer's paths. (LLVM shares equal index expressions; a value read
+    at j and at j + 8 is computed twice.)"""
+    paths: set[tuple[int, ...]] = set()
     for u in op.results[0].uses:
         c = u.operation
-        e = k.evaluations.get(id(c))
-        if e is None or id(c) in seen:
+        through = k.evaluations.get(id(c))
+        if through is None:
             continue
-        seen.add(id(c))
         if _pointwise(c) or _is_reduction(c):
-            same = max(same, e)
+            paths |= through
         else:
-            moved += e
-    return max(same + moved, 1)
+            paths |= {p + (id(c),) for p in through}
+    return frozenset(paths) if paths else _AT_ROOT
+
+
+_AT_ROOT = frozenset({()})
 
 
 def _within_evaluations(op: Operation, homes: list[Kernel]) -> bool:
     """Whether joining ``homes`` keeps ``op`` within ``MAX_EVALUATIONS`` in each (free
-    ops, index arithmetic, always are: their count passes on to what they read)."""
-    return _free(op) or all(_evaluations(op, h) <= MAX_EVALUATIONS for h in homes)
+    ops, index arithmetic, always are: their paths pass on to what they read)."""
+    return _free(op) or all(len(_evaluations(op, h)) <= MAX_EVALUATIONS for h in homes)
 
 
 def group(fn: func.FuncOp, policy: FusionPolicy) -> list[Kernel]:
@@ -463,7 +466,7 @@ def group(fn: func.FuncOp, policy: FusionPolicy) -> list[Kernel]:
             joined = [Kernel("elementwise", op)]
             kernels.append(joined[0])
         for k in joined:
-            k.evaluations[id(op)] = _evaluations(op, k) if k.root is not op else 1
+            k.evaluations[id(op)] = _evaluations(op, k) if k.root is not op else _AT_ROOT
             k.ops.append(op)
         homes_of[id(op)] = joined
     for k in kernels:

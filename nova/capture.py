@@ -16,26 +16,49 @@ results went. A result goes to a *place*: a tensor that existed before the call 
 updated in place (a parameter, an optimizer moment, a module buffer), or a slot of a
 container that existed before the call (``p.grad``, a dict entry), or the return value.
 A step argument comes from a place too, or from the call's inputs, a fresh host value,
-or an earlier step of the same call. Places are found once, by scanning the live
-objects (``gc``) before and after a recorded call.
+or an earlier step of the same call; a gradient from before the call (another
+function's ``backward``) is read from its ``.grad`` slot as the call begins. Places
+are found once, by scanning the live objects (``gc``) before and after a recorded call.
 
 **When it replays.** Call 1 is recorded; from call 2 on, a recorded call is compared
 with the one before: same steps (structural keys), same places, same events. When they
-agree, the next call replays. Each replay checks its guards first -- the inputs'
-shapes, dtypes, devices and ``requires_grad``, Python arguments by value (objects by
-identity), grad mode, engine and remat mode, every place still holding a realized
-value of the captured shape and dtype, every container still holding the captured
-parameter objects, every module's ``training`` flag -- and a failed guard records that
-call again and says why (``nv.debug.cache_stats()``).
+agree, the next call replays. A replay is valid only while everything the recorded
+call started from is unchanged, so each replay checks its guards first:
+
+- the inputs' shapes, dtypes, devices and ``requires_grad``, Python arguments by value
+  (objects by identity), grad mode, engine and remat mode;
+- the global names and closure variables the function reads (and those of the plain
+  functions it reads from them), by identity, numbers and strings by value;
+- every module's Python settings (``training``, ``Dropout.p``, ``eps``: attributes
+  holding numbers, strings, None or tuples of them);
+- every place a step reads still holding a realized tensor of the captured shape,
+  dtype, device and ``requires_grad``;
+- every slot (a dict or list entry, a module's ``_parameters`` or ``_modules`` entry, a
+  closure cell, an attribute of the user's object) that held a tensor the call read or
+  rebound, a module, or an optimizer, scheduler or generator the call used, still
+  holding that object;
+- whether the ``.grad`` of each tensor the call's ``backward`` wrote, and of each
+  parameter of the optimizers it stepped, was None (``backward`` adds to a gradient
+  that is there, ``step()`` skips a parameter without one);
+- and, as the optimizer's host step is replayed, its parameter groups (a group added
+  or edited), each updated parameter's state dict (``load_state_dict``, ``opt.state =
+  ...``, ``opt.state.clear()``) and the hyperparameters compiled in as constants.
+
+A failed guard records that call again and says why (``nv.debug.cache_stats()``).
 
 **What cannot be captured** and runs recorded every call, with one ``RecompileWarning``
 naming the reason and the line: reading a value on the host inside the function
 (``item()``, ``numpy()``, ``print``, ``bool(t)``: the Python using it would not run
 again), results stored in containers the call itself created, values
 from numpy made inside the function (pass tensors instead), and calls that never
-agree twice. What Nova cannot see is the user's own Python state: a Python number read
-from a global or closure (not an argument) is baked in when the function is recorded,
-as with ``jax.jit`` -- make it an argument, or a tensor.
+agree twice. What Nova cannot see is the user's Python state beyond the guards above:
+a number or string reached through an object that is not a module (``cfg.scale``,
+``self.lr`` of the user's class, an item of a global list or dict), a global read by a
+method rather than by a plain function, and hooks registered or removed between calls,
+are baked in when the function is recorded, as with ``jax.jit`` -- make such a value
+an argument, or a tensor. The Python a replay
+skips does not run: a global or closure variable that the function itself rebinds
+and reads (a counter) differs at every call, so such a function records every call.
 
 **On a GPU** a replay runs the same way: the step's host arguments (random keys,
 optimizer scalars) are uploaded per call, as realization uploads them, and the cuda
@@ -53,9 +76,11 @@ recorded, so it fails exactly as the uncompiled function would.
 from __future__ import annotations
 
 import contextlib
+import dis
 import functools
 import gc
 import inspect
+import operator
 import sys
 import threading
 import warnings
@@ -63,7 +88,9 @@ import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import repeat
 from operator import attrgetter
+from types import CellType, FunctionType
 from typing import Any
 
 import numpy as np
@@ -83,6 +110,7 @@ from nova.tensor.tensor import Tensor
 from nova.tensor.trace import Node, RealizationError
 
 _node_of = attrgetter("_node")    # a tensor's current node, as the replay rebinds it
+_grad_of = attrgetter("grad")
 
 MAX_RECORDED_CALLS = 6     # recorded calls that never agree twice: give up capturing
 MAX_ENTRIES = 8            # guard keys kept per function (as torch.compile's cache size)
@@ -96,11 +124,12 @@ class CaptureError(RuntimeError):
 # ---------------------------------------------------------------- places
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Place:
     """Where a value lives between calls: ``kind`` "tensor" (``owner`` is a tensor
-    rebound in place), "item" (``owner[key]``, a dict or list) or "attr"
-    (``getattr(owner, key)``, a tensor's ``grad`` slot)."""
+    rebound in place), "item" (``owner[key]``, a dict or list), "attr"
+    (``getattr(owner, key)``, a tensor's ``grad`` slot) or "cell" (a closure cell's
+    contents)."""
 
     kind: str
     owner: Any
@@ -118,6 +147,8 @@ class Place:
             return f"tensor {tuple(self.owner.shape)}"
         if self.kind == "attr":
             return f"{type(self.owner).__name__}.{self.key}"
+        if self.kind == "cell":
+            return "a closure cell"
         return f"{type(self.owner).__name__}[{self.key!r}]"
 
 
@@ -127,9 +158,16 @@ def _read(kind: str, owner: Any, key: Any) -> Any:
         return owner
     if kind == "attr":
         return getattr(owner, key, None)
+    if kind == "cell":
+        try:
+            return owner.cell_contents
+        except ValueError:        # emptied (``del`` in the enclosing function)
+            return None
+    if isinstance(owner, dict):   # (dict.get: a defaultdict makes no entry)
+        return dict.get(owner, key)
     try:
         return owner[key]
-    except (KeyError, IndexError):
+    except IndexError:
         return None
 
 
@@ -179,14 +217,18 @@ def _instances(cls: type, collect: bool = False, frozen_at: int | None = None
     return [o for o in found if type(o) in kinds]
 
 
-def _slots_holding(targets: dict[int, Tensor], ignore: set[int]
+def _slots_holding(targets: dict[int, Any], ignore: set[int], guarding: bool = False
                    ) -> tuple[dict[int, list[Place]], dict[int, list[str]]]:
-    """For each target tensor (by id): the container slots that hold it -- dict values
+    """For each target (by id): the container slots that hold it -- dict values
     (an object's ``__dict__`` is one), list items, a tensor's ``grad`` -- and what else
     holds it that a replay could not update (a tuple, a closure cell), by type name.
     ``ignore``: ids of the caller's own containers. Whether a container outlives the
     call is not asked here: a replay needs two consecutive calls to put their results
-    in the same containers (``_Capture.agrees_with``), which one made per call fails."""
+    in the same containers (``_Capture.agrees_with``), which one made per call fails.
+    The targets are tensors, unless ``guarding``: then the slots are for guards only
+    (never written by a replay), targets may be any objects (modules, optimizers),
+    and the slots of dict and list subclasses (a module's ``_parameters`` and
+    ``_modules``), closure cells and the attributes of the user's objects count too."""
     found: dict[int, list[Place]] = {k: [] for k in targets}
     elsewhere: dict[int, list[str]] = {k: [] for k in targets}
     if not targets:
@@ -200,11 +242,13 @@ def _slots_holding(targets: dict[int, Tensor], ignore: set[int]
         if isinstance(ref, tuple) and len(ref) == len(objects) and all(
                 a is b for a, b in zip(ref, objects)):
             continue                       # the argument tuple of this very call
-        if type(ref) is dict:
+        if type(ref) is dict or (guarding and isinstance(ref, dict)):
             for key, value in ref.items():
                 if id(value) in targets and value is targets[id(value)]:
                     found[id(value)].append(Place("item", ref, key))
-        elif type(ref) is list:
+        elif guarding and type(ref) is CellType:
+            found[id(ref.cell_contents)].append(Place("cell", ref))
+        elif type(ref) is list or (guarding and isinstance(ref, list)):
             for i, value in enumerate(ref):
                 if id(value) in targets and value is targets[id(value)]:
                     found[id(value)].append(Place("item", ref, i))
@@ -212,10 +256,146 @@ def _slots_holding(targets: dict[int, Tensor], ignore: set[int]
                 id(ref.grad) in targets and ref.grad is targets[id(ref.grad)]:
             found[id(ref.grad)].append(Place("attr", ref, "grad"))
         else:
+            attrs = _instance_dict(ref) if guarding else None
             for o in gc.get_referents(ref):
                 if id(o) in targets and o is targets[id(o)]:
                     elsewhere[id(o)].append(type(ref).__name__)
+            for key, value in (attrs or {}).items():    # the user's object's attributes
+                if id(value) in targets and value is targets[id(value)]:
+                    found[id(value)].append(Place("item", attrs, key))
     return found, elsewhere
+
+
+def _instance_dict(obj: Any) -> dict | None:
+    """``obj.__dict__`` where it has one, for an object of the user's (Nova's own hold
+    what they hold for their own bookkeeping; not a class's, not a bound method's
+    function's), else None."""
+    if isinstance(obj, type) or type(obj).__module__.partition(".")[0] == "nova":
+        return None
+    try:
+        d = object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        return None
+    return d if type(d) is dict else None
+
+
+# ---------------------------------------------------------------- names a function reads
+
+
+_SCALARS = (bool, int, float, complex, str, bytes)   # guarded by value, not identity
+_MISSING = object()
+
+
+@functools.lru_cache(maxsize=256)
+def _global_loads(code: Any) -> tuple[str, ...]:
+    """The global names ``code`` reads (its nested functions', lambdas' and
+    comprehensions' too), once each: its ``LOAD_GLOBAL``s, not its attribute names
+    (``opt.step()`` reads no global ``step``)."""
+    names: dict[str, None] = {}
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        for ins in dis.get_instructions(c):
+            if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+                names[ins.argval] = None
+        stack += [k for k in c.co_consts if isinstance(k, type(code))]
+    return tuple(names)
+
+
+def _names_read(fn: Callable) -> list[tuple[str, Any, str, Any]]:
+    """What ``fn``'s Python finds now under the global names its code reads and in its
+    closure cells: (kind "global" or "cell", the globals dict or the cell, the name,
+    the value). Plain functions found there (helpers outside Nova) are followed, so
+    the names they read count too. The objects reached from these -- an attribute
+    of a global object, an item of a global list -- are not: Nova's own objects among
+    them are guarded where they are held (``_Recorder._analyse``)."""
+    out: list[tuple[str, Any, str, Any]] = []
+    seen: set[int] = set()
+    f = getattr(fn, "__func__", fn)                   # a bound method's function
+    while isinstance(f, functools.partial):
+        f = getattr(f.func, "__func__", f.func)
+    if not isinstance(f, FunctionType):                # a callable object
+        f = getattr(type(f), "__call__", None)
+    stack = [f] if isinstance(f, FunctionType) else []
+    while stack:
+        f = stack.pop()
+        if id(f) in seen or (f.__module__ or "").partition(".")[0] == "nova":
+            continue
+        seen.add(id(f))
+        g = f.__globals__
+        found = [("global", g, name, g.get(name, _MISSING))
+                 for name in _global_loads(f.__code__)]
+        for name, cell in zip(f.__code__.co_freevars, f.__closure__ or ()):
+            try:
+                found.append(("cell", cell, name, cell.cell_contents))
+            except ValueError:          # not assigned yet: the call raises NameError
+                continue
+        for entry in found:
+            if entry[3] is _MISSING:
+                continue                # a builtin
+            out.append(entry)
+            if isinstance(entry[3], FunctionType):
+                stack.append(entry[3])
+    return list({(id(o), name): (k, o, name, v) for k, o, name, v in out}.values())
+
+
+def _settings(modules: list[Any]) -> list[tuple[Any, str, Any]]:
+    """Each module's Python settings: its attributes holding a number, a string, None
+    or a tuple of them (``training``, ``Dropout.p``, ``LayerNorm.eps``), which its
+    ``forward`` reads as constants of the steps it records."""
+    return [(m, k, v) for m in modules for k, v in vars(m).items() if _is_setting(v)]
+
+
+def _is_setting(value: Any) -> bool:
+    return value is None or type(value) in _SCALARS or (type(value) is tuple and all(
+        v is None or type(v) in _SCALARS for v in value))
+
+
+def _pin_failed(place: Place, obj: Any) -> None:
+    """Raise ``_Rerecord``: ``place`` no longer holds ``obj``."""
+    if isinstance(obj, Tensor):
+        raise _Rerecord(f"{place.describe()} holds another tensor object than when "
+                        "captured")
+    raise _Rerecord(f"{place.describe()} holds another object than the "
+                    f"{type(obj).__name__} it held when captured")
+
+
+def _place_failed(t: Any, place: Place, shape: tuple, dtype_name: str, device: str,
+                  grad: bool) -> None:
+    """Raise ``_Rerecord``: ``place`` holds ``t``, not a realized tensor of the captured
+    shape, dtype name, device and ``requires_grad``."""
+    where = place.describe()
+    if not isinstance(t, Tensor):
+        raise _Rerecord(f"{where} holds no tensor")
+    n = t.node
+    if n.buffer is None:
+        raise _Rerecord(f"{where} holds a pending value (changed outside the function "
+                        "since the last call)")
+    if n.shape != shape or n.dtype.name != dtype_name or n.device != device:
+        raise _Rerecord(f"{where} is now {n.shape} {n.dtype.name} on {n.device}, was "
+                        f"{shape} {dtype_name} on {device}")
+    raise _Rerecord(f"{where}: requires_grad changed {grad} -> {t._requires_grad}")
+
+
+def _name_changed(kind: str, owner: Any, name: str, then: Any) -> str | None:
+    """How the global or closure variable ``name`` (``_names_read``) changed since it
+    held ``then``, or None: another object, or for a number or string another value."""
+    if kind == "global":
+        now = owner.get(name, _MISSING)
+    else:
+        try:
+            now = owner.cell_contents
+        except ValueError:
+            now = _MISSING
+    if now is then or (type(then) in _SCALARS and type(now) is type(then)
+                       and now == then and repr(now) == repr(then)):
+        return None
+    what = "global" if kind == "global" else "closure variable"
+    if now is _MISSING:
+        return f"{what} {name} was deleted"
+    if type(then) in _SCALARS and type(now) in _SCALARS:
+        return f"{what} {name} changed {then!r} -> {now!r}"
+    return f"{what} {name} changed (another {type(now).__name__} object)"
 
 
 # ---------------------------------------------------------------- the captured call
@@ -229,7 +409,9 @@ class _Source:
 
     kind: str
     where: Any
-    sig: tuple = ()        # the node's (shape, dtype name) at capture
+    # a place's: the node's (shape, dtype name, device) at capture, and the
+    # ``requires_grad`` of the tensor the call read there
+    sig: tuple = ()
 
 
 @dataclass
@@ -253,8 +435,16 @@ class _Capture:
     roles: list[list[str]]                   # each output's (shape, dtype)
     out_meta: list[list[tuple]]
     versions: dict[int, tuple[Tensor, int]]  # id -> (tensor place, _version delta)
-    guards: list[tuple[Place, Tensor]]       # containers that must still hold a tensor
-    modes: list[tuple[Any, bool]]            # (module, training) at capture
+    guards: list[tuple[Place, Any]]          # slots that must still hold an object
+    # (module, attribute, value) as the call began: every module's Python settings
+    # (``_settings``: ``training``, ``Dropout.p``, ``eps``, ...)
+    settings: list[tuple[Any, str, Any]]
+    # (tensor, whether its ``grad`` was None when the call began), for the gradient
+    # slots the call wrote and the parameters of the optimizers it stepped
+    empty_grads: list[tuple[Tensor, bool]] = field(default_factory=list)
+    # the global names and closure cells the function reads, as the call found them
+    # (``_names_read``)
+    names: list[tuple[str, Any, str, Any]] = field(default_factory=list)
     why: str | None = None        # why no call of this kind can be replayed
     unusable: str | None = None   # why this call cannot serve (the next may)
     # Per tensor of the return value: ("out", step, output), ("input", i), or
@@ -314,6 +504,41 @@ def _build(template: Any, tensors: list[Tensor]) -> Any:
     return kind(_build(v, tensors) for v in body)
 
 
+@dataclass(slots=True)
+class _Before:
+    """What the recorder saw as the call began: the live tensors and, per tensor (by
+    id), its ``_version`` and ``requires_grad``, whether it had a ``.grad``
+    (``had_grad``) and whether it was one (``grad_of``: the gradient's id -> its
+    tensor, None when two shared it); which tensors held each realized node (by the
+    node's id); the live modules and their settings (``_settings``)."""
+
+    tensors: list[Tensor]
+    versions: dict[int, int] = field(default_factory=dict)
+    flags: dict[int, bool] = field(default_factory=dict)
+    had_grad: set[int] = field(default_factory=set)
+    grad_of: dict[int, Tensor | None] = field(default_factory=dict)
+    held: dict[int, list[Tensor]] = field(default_factory=dict)
+    modules: list[Any] = field(default_factory=list)
+    settings: list[tuple[Any, str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def take(cls) -> _Before:
+        from nova.nn.module import Module
+        before = cls(_instances(Tensor))
+        before.modules = _instances(Module)
+        before.settings = _settings(before.modules)
+        for t in before.tensors:
+            before.versions[id(t)] = t._version
+            before.flags[id(t)] = t._requires_grad
+            g = t.grad
+            if g is not None:
+                before.had_grad.add(id(t))
+                before.grad_of[id(g)] = None if id(g) in before.grad_of else t
+            if t._view is None and t._node.realized:
+                before.held.setdefault(id(t._node), []).append(t)
+        return before
+
+
 class _Recorder:
     """Record one call with the capture hooks active, and analyse it."""
 
@@ -322,15 +547,9 @@ class _Recorder:
 
     def run(self, fn: Callable, args: tuple, kwargs: dict,
             inputs: list[Tensor]) -> tuple[Any, _Capture]:
-        pre_tensors = _instances(Tensor)
-        from nova.nn.module import Module
-        modes = [(o, o.training) for o in _instances(Module)]
-        versions = {id(t): t._version for t in pre_tensors}
+        names = _names_read(fn)
+        before = _Before.take()
         input_nodes = {id(t.node): i for i, t in enumerate(inputs)}
-        held_before: dict[int, list[Tensor]] = {}
-        for t in pre_tensors:
-            if t._view is None and t._node.realized:
-                held_before.setdefault(id(t._node), []).append(t)
         log = CaptureLog()
         frozen_at = freezes()
         # The call's compiles settle the collector after the scan for its results, not
@@ -345,17 +564,18 @@ class _Recorder:
                     realize()              # what the call left pending is part of it
                 finally:
                     ACTIVE.reset(token)
-            capture = self._analyse(log, out, inputs, input_nodes, held_before, versions,
-                                    pre_tensors, modes, frozen_at)
+            capture = self._analyse(log, out, inputs, input_nodes, before, frozen_at)
+            capture.names = names
         finally:
             if deferred:
                 settle_garbage_collector()
         return out, capture
 
     def _analyse(self, log: CaptureLog, out: Any, inputs: list[Tensor],
-                 input_nodes: dict[int, int], held_before: dict[int, list[Tensor]],
-                 versions: dict[int, int], pre_tensors: list[Tensor],
-                 modes: list, frozen_at: int | None = None) -> _Capture:
+                 input_nodes: dict[int, int], before: _Before,
+                 frozen_at: int | None = None) -> _Capture:
+        pre_tensors, versions, held_before = before.tensors, before.versions, before.held
+        flags, grad_of = before.flags, before.grad_of
         returned: list[Tensor] = []
         containers: list[int] = []          # ids of the return value's own containers
         try:
@@ -369,7 +589,7 @@ class _Recorder:
         capture = _Capture(None, [], events, template,
                            [s.exe for s in steps], [s.roles for s in steps],
                            [[(n.shape, n.dtype) for n in s.out_nodes] for s in steps],
-                           {}, [], modes)
+                           {}, [], before.settings)
         if log.refused:
             capture.why = log.refused
             return capture
@@ -444,39 +664,72 @@ class _Recorder:
         sources: list[list[_Source]] = []
         post_ids = {id(t) for t in post}
         read_from: dict[int, Tensor] = {}
+        held: list[Tensor] = []
         for s, st in enumerate(steps):
             srcs = []
             for node in st.arg_nodes:
                 sig = (node.shape, node.dtype.name, node.device)
                 if id(node) in input_nodes:
                     srcs.append(_Source("input", input_nodes[id(node)], sig))
-                elif id(node) in fresh_index:
+                    continue
+                if id(node) in fresh_index:
                     srcs.append(_Source("fresh", fresh_index[id(node)], sig))
-                elif id(node) in out_index and out_index[id(node)][0] < s:
+                    continue
+                if id(node) in out_index and out_index[id(node)][0] < s:
                     srcs.append(_Source("step", out_index[id(node)], sig))
-                elif id(node) in prev_places and prev_places[id(node)]:
-                    srcs.append(_Source("place", prev_places[id(node)][0], sig))
+                    continue
+                # the tensors from before the call that held the value as it began
+                held = [t for t in held_before.get(id(node), ()) if id(t) in post_ids]
+                if id(node) in prev_places and prev_places[id(node)]:
+                    place = prev_places[id(node)][0]
+                    read = place.owner if place.kind == "tensor" else next(iter(held), None)
+                    grad = read is not None and flags.get(id(read), read._requires_grad)
+                    srcs.append(_Source("place", place, (*sig, grad)))
+                elif not held:
+                    capture.unusable = (
+                        f"step argument {node.shape} {node.dtype.name} is a value the "
+                        "call made on the host (from numpy or a realized tensor's "
+                        "data): pass it as an argument")
+                    return capture
                 else:
-                    holder = next((t for t in held_before.get(id(node), ())
-                                   if id(t) in post_ids), None)
-                    if holder is None:
-                        capture.unusable = (
-                            f"step argument {node.shape} {node.dtype.name} is a value the "
-                            "call made on the host (from numpy or a realized tensor's "
-                            "data): pass it as an argument")
-                        return capture
-                    srcs.append(_Source("place", Place("tensor", holder), sig))
-                    read_from[id(holder)] = holder
+                    # A gradient from before the call (another function's backward
+                    # left it) is read from its ``.grad`` slot, which the next call
+                    # finds holding the next gradient; anything else from the tensor
+                    # itself, whose containers are guarded below.
+                    holder = next((t for t in held if grad_of.get(id(t)) is not None),
+                                  held[0])
+                    owner = grad_of.get(id(holder))
+                    place = Place("attr", owner, "grad") if owner is not None else \
+                        Place("tensor", holder)
+                    srcs.append(_Source("place", place, (*sig, flags[id(holder)])))
+                    if owner is None:
+                        read_from[id(holder)] = holder
             sources.append(srcs)
         capture.sources = sources
-        # Guard the containers of every tensor read or rebound (a parameter replaced by
-        # another object between calls would otherwise be missed).
+        # Guard where every tensor read or rebound is held (a parameter replaced by
+        # another object between calls would otherwise be missed), and where every
+        # module and the call's optimizers, schedulers and generators are held (a layer
+        # replaced, ``trainer.opt = SGD(...)``): each slot must hold the same object.
         watched = {**tensor_places, **read_from}
         watched = {k: t for k, t in watched.items() if k in pre_by_id}
+        targets = {**watched, **{id(m): m for m in before.modules},
+                   **{id(e[1]): e[1] for e in capture.events}}
         mine = {id(held_before), id(pre_by_id), id(tensor_places), id(read_from),
-                id(watched), *map(id, held_before.values())}   # this function's own
-        for k, places in _slots_holding(watched, ignore | mine)[0].items():
-            capture.guards += [(p, watched[k]) for p in places]
+                id(watched), id(targets), id(held), id(grad_of), id(before.modules),
+                *map(id, held_before.values())}
+        for k, places in _slots_holding(targets, ignore | mine, guarding=True)[0].items():
+            capture.guards += [(p, targets[k]) for p in places]
+        # Whether each gradient slot the call wrote, or an optimizer it stepped could
+        # read, was empty when the call began: ``backward`` accumulates into a gradient
+        # that is there and ``step`` updates only parameters that have one.
+        grad_slots = {id(p.owner): p.owner for r in results for p in r.places
+                      if p.kind == "attr" and p.key == "grad"}
+        for kind, owner, _ in capture.events:
+            if kind == "opt_step":
+                grad_slots.update((id(p), p) for g in owner.param_groups
+                                  for p in g["params"])
+        capture.empty_grads = [(t, k not in before.had_grad) for k, t in grad_slots.items()
+                               if k in pre_by_id]
         return capture
 
 
@@ -496,7 +749,23 @@ class _Replay:
         self.name = fn_name
         self.exes, self.roles, self.out_meta = capture.exes, capture.roles, capture.out_meta
         c = capture
-        self._guards = [(p.kind, p.owner, p.key, t, p) for p, t in c.guards]
+        # The guards, each kind flattened so that a replay checks it in one pass in C
+        # (``map``): a replay's guard check is most of its Python.
+        self._globals = [(g, name, v) for kind, g, name, v in c.names if kind == "global"]
+        self._cells = [(cell, name, v) for kind, cell, name, v in c.names if kind == "cell"]
+        self._settings = (tuple(m.__dict__ for m, _, _ in c.settings),
+                          tuple(k for _, k, _ in c.settings),
+                          tuple(v for _, _, v in c.settings))
+        items = [(p, t) for p, t in c.guards if p.kind == "item"]
+        in_dicts = [(p, t) for p, t in items if isinstance(p.owner, dict)]
+        in_lists = [(p, t) for p, t in items if not isinstance(p.owner, dict)]
+        self._pins = [(tuple(p.owner for p, _ in pins), tuple(p.key for p, _ in pins),
+                       tuple(t for _, t in pins), tuple(p for p, _ in pins))
+                      for pins in (in_dicts, in_lists)]
+        self._other_pins = [(p.kind, p.owner, p.key, t, p) for p, t in c.guards
+                            if p.kind != "item"]
+        self._grads_set = tuple(t for t, empty in c.empty_grads if not empty)
+        self._grads_none = tuple(t for t, empty in c.empty_grads if empty)
         # A place read as (kind, owner, key); one a guard pins (a container that must
         # still hold the captured tensor object) is read as that tensor, since the
         # guards are checked first.
@@ -504,15 +773,40 @@ class _Replay:
 
         def read_as(place: Place) -> tuple[str, Any, Any]:
             t = pinned.get((place.kind, id(place.owner), place.key))
-            return ("tensor", t, None) if t is not None else \
+            return ("tensor", t, None) if isinstance(t, Tensor) else \
                 (place.kind, place.owner, place.key)
-        # Per step, per argument: (kind, where), where a place is read as above.
-        self._plans = [[(src.kind, read_as(src.where) if src.kind == "place" else src.where)
-                        for src in srcs] for srcs in c.sources]
-        self._places = [(*read_as(src.where), *src.sig, src.where)
-                        for srcs in c.sources for src in srcs if src.kind == "place"]
+        # Each place a step argument is read from, once, with the signature it must
+        # have: the tensors themselves (``_tensors``: a tensor rebound in place, or one
+        # a guard pins), then the slots read as above (``_slots``). The guards read them
+        # all as the call begins (``_checked``), before its events run: a
+        # ``zero_grad()`` in the call empties a ``.grad`` slot that it read as it began.
+        places: dict[tuple, tuple] = {}
+        for srcs in c.sources:
+            for src in srcs:
+                if src.kind == "place":
+                    read = read_as(src.where)
+                    places.setdefault((read[0], id(read[1]), read[2]),
+                                      (*read, *src.sig, src.where))
+        self._tensors = [(owner, *rest) for kind, owner, _, *rest in places.values()
+                         if kind == "tensor"]
+        self._slots = [p for p in places.values() if p[0] != "tensor"]
+        at = {k: i for i, k in enumerate([k for k in places if k[0] == "tensor"]
+                                         + [k for k in places if k[0] != "tensor"])}
+        # Per step, per argument: (kind, where); a place's ``where`` is its index in
+        # the tensors ``_checked`` returns (``_tensors``', then ``_slots``').
+        self._plans = []
+        for srcs in c.sources:
+            plan = []
+            for src in srcs:
+                if src.kind != "place":
+                    plan.append((src.kind, src.where))
+                    continue
+                read = read_as(src.where)
+                plan.append(("place", at[(read[0], id(read[1]), read[2])]))
+            self._plans.append(plan)
         # The tensors a replay rebinds (one entry per place: a tensor twice, counts twice).
-        self._rebinding = [p.owner for r in c.results for p in r.places if p.kind == "tensor"]
+        self._rebinding = tuple(p.owner for r in c.results for p in r.places
+                                if p.kind == "tensor")
         # Per result: where it comes from, its type, the tensors rebound to it (with
         # their ``_version`` deltas) and its container places.
         self._binds = []
@@ -523,32 +817,75 @@ class _Replay:
             slots = [(p.kind, p.owner, p.key) for p in r.places if p.kind != "tensor"]
             self._binds.append((r.step, r.output, shape, dtype, rebound, slots))
 
-    def check(self) -> str | None:
-        """Why this call cannot replay (a guard failed), or None."""
-        for module, mode in self.c.modes:
-            if module.training != mode:
-                return (f"{type(module).__name__}.training changed to {module.training} "
-                        "(train()/eval())")
-        for kind, owner, key, tensor, place in self._guards:
-            if _read(kind, owner, key) is not tensor:
-                return f"{place.describe()} holds another tensor object than when captured"
-        for kind, owner, key, shape, dtype_name, device, place in self._places:
-            t = owner if kind == "tensor" else _read(kind, owner, key)
-            if not isinstance(t, Tensor):
-                return f"{place.describe()} holds no tensor"
+    def _checked(self) -> list[Tensor]:
+        """The tensors the step arguments are read from (``_tensors``, then what
+        ``_slots`` hold) as the call begins; raises ``_Rerecord`` saying which guard
+        failed."""
+        for g, name, then in self._globals:
+            if g.get(name, _MISSING) is not then:
+                why = _name_changed("global", g, name, then)
+                if why is not None:
+                    raise _Rerecord(why)
+        for cell, name, then in self._cells:
+            why = _name_changed("cell", cell, name, then)    # (a cell may be emptied)
+            if why is not None:
+                raise _Rerecord(why)
+        dicts, keys, values = self._settings
+        if not all(map(operator.is_, map(dict.get, dicts, keys), values)):
+            for module, name, then in self.c.settings:       # (equal new values pass)
+                now = module.__dict__.get(name, _MISSING)
+                if now is then or (type(now) is type(then) and now == then
+                                   and repr(now) == repr(then)):
+                    continue
+                if name == "training":
+                    raise _Rerecord(f"{type(module).__name__}.training changed to {now} "
+                                    "(train()/eval())")
+                raise _Rerecord(f"{type(module).__name__}.{name} changed {then!r} -> "
+                                f"{'(deleted)' if now is _MISSING else repr(now)}")
+        for (owners, keys, objs, places), get in zip(self._pins,
+                                                     (dict.get, operator.getitem)):
+            try:
+                same = all(map(operator.is_, map(get, owners, keys), objs))
+            except IndexError:                  # a pinned list got shorter
+                same = False
+            if not same:
+                i = next(i for i, (o, k, t) in enumerate(zip(owners, keys, objs))
+                         if _read("item", o, k) is not t)
+                _pin_failed(places[i], objs[i])
+        for kind, owner, key, obj, place in self._other_pins:
+            if _read(kind, owner, key) is not obj:
+                _pin_failed(place, obj)
+        if any(map(operator.is_, map(_grad_of, self._grads_set), repeat(None))) or \
+                any(map(operator.is_not, map(_grad_of, self._grads_none), repeat(None))):
+            empty = set(map(id, self._grads_none))
+            t = next(t for t in self._grads_set + self._grads_none
+                     if (t.grad is None) != (id(t) in empty))
+            raise _Rerecord(f"the .grad of a tensor {tuple(t.shape)} is "
+                            f"{'None' if t.grad is None else 'set'}, was "
+                            f"{'set' if t.grad is None else 'None'} when captured")
+        held: list[Tensor] = []
+        append = held.append
+        for t, shape, dtype_name, device, grad, place in self._tensors:
             n = t.node
-            if n.buffer is None:
-                return (f"{place.describe()} holds a pending value (changed "
-                        "outside the function since the last call)")
-            if n.shape != shape or n.dtype.name != dtype_name or n.device != device:
-                return (f"{place.describe()} is now {n.shape} {n.dtype.name} "
-                        f"on {n.device}, was {shape} {dtype_name} on {device}")
-        return None
+            if n.buffer is None or n.shape != shape or n.dtype.name != dtype_name or \
+                    n.device != device or t._requires_grad != grad:
+                _place_failed(t, place, shape, dtype_name, device, grad)
+            append(t)
+        for kind, owner, key, shape, dtype_name, device, grad, place in self._slots:
+            t = _read(kind, owner, key)
+            n = t.node if isinstance(t, Tensor) else None
+            if n is None or n.buffer is None or n.shape != shape or \
+                    n.dtype.name != dtype_name or n.device != device or \
+                    t._requires_grad != grad:
+                _place_failed(t, place, shape, dtype_name, device, grad)
+            append(t)
+        return held
 
     def run(self, inputs: list[Tensor]) -> Any:
-        """Replay the call on ``inputs`` (guards checked). Raises ``_Rerecord`` after
-        undoing the Python-side state when the call must run recorded instead."""
+        """Replay the call on ``inputs``. Raises ``_Rerecord`` when a guard fails, or
+        after undoing the Python-side state when the call must run recorded instead."""
         c = self.c
+        held = self._checked()
         with deferred_interrupt():
             undo = _snapshot(c.events)
             try:
@@ -559,7 +896,7 @@ class _Replay:
             results: list[list[Any]] = []
             overwritten = False      # some donated buffer holds a result by now
             for s, exe in enumerate(self.exes):
-                nodes = self._arguments(self._plans[s], inputs, fresh, results)
+                nodes = self._arguments(self._plans[s], inputs, fresh, results, held)
                 buffers = [n.buffer if isinstance(n, Node) else n for n in nodes]
                 host = c.host_args[s]
                 if host:
@@ -584,13 +921,13 @@ class _Replay:
 
     @staticmethod
     def _arguments(plan: list[tuple[str, Any]], inputs: list[Tensor], fresh: list[Any],
-                   results: list[list[Any]]) -> list[Any]:
+                   results: list[list[Any]], held: list[Tensor]) -> list[Any]:
         """A step's argument nodes (or fresh host arrays), in order, from its plan."""
         nodes: list[Any] = []
         append = nodes.append
         for kind, where in plan:
             if kind == "place":
-                append((where[1] if where[0] == "tensor" else _read(*where)).node)
+                append(held[where].node)
             elif kind == "input":
                 append(inputs[where].node)
             elif kind == "fresh":
@@ -825,15 +1162,13 @@ class CompiledFunction:
             entry = self._entry(key)
             self._last_key = key
             if entry.replay is not None:
-                why = entry.replay.check()
-                if why is None:
-                    try:
-                        out = entry.replay.run(inputs)
-                        self.replays += 1
-                        CACHE.stats.replays += 1
-                        return out
-                    except _Rerecord as e:
-                        why = str(e)
+                try:
+                    out = entry.replay.run(inputs)
+                    self.replays += 1
+                    CACHE.stats.replays += 1
+                    return out
+                except _Rerecord as e:
+                    why = str(e)
                 _note(self.name, f"re-recorded: {why}")
                 entry.replay, entry.capture, entry.tries = None, None, 0
             if entry.refused is not None:

@@ -10,13 +10,17 @@ bias corrections) enter the step as 0-d tensors, i.e. runtime inputs, so a sched
 The other hyperparameters (``eps``, L2 ``weight_decay``, ``nesterov``, ...) are written
 into the compiled step as constants: changing one recompiles (the constant is part of
 the cache key). An ``nv.compile`` replay runs the recorded executables without
-recording, so each recorded ``step()`` notes those values (``_baked``) and a replay
-that finds one changed is recorded again instead of running a stale constant.
+recording, so each recorded ``step()`` notes those values (``_baked``), its parameter
+groups and its parameters' state dicts (``StepEvent``), and a replay that finds one
+changed (``add_param_group``, ``load_state_dict``, the state reset) is recorded again
+instead of running a stale constant or updating state that is no longer this
+optimizer's.
 """
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 import numpy as np
 
@@ -54,12 +58,16 @@ def zeros_state(p: Tensor) -> Tensor:
 
 class StepEvent(NamedTuple):
     """What a recorded ``step()`` tells ``nv.compile``'s replay (the "opt_step" event):
-    the (group index, parameter) pairs it updated, and per updated group the
-    hyperparameters it compiled in as constants (``Optimizer._baked``), which the
-    replay checks are unchanged before running the recorded executables."""
+    the (group index, parameter) pairs it updated, per updated group the
+    hyperparameters it compiled in as constants (``Optimizer._baked``), the groups it
+    went through (each group, its ``params`` list and their contents) and each updated
+    parameter's state dict. The replay checks all are unchanged before running the
+    recorded executables (``_host_step``)."""
 
     updated: list[tuple[int, Tensor]]
     baked: dict[int, dict[str, Any]]
+    groups: list[tuple[dict[str, Any], list[Tensor], tuple[Tensor, ...]]]
+    states: list[dict[str, Any]]         # per updated parameter, once the step recorded
 
 
 class Optimizer:
@@ -147,11 +155,14 @@ class Optimizer:
         updated = [(gi, p) for gi, group in enumerate(self.param_groups)
                    for p in group["params"] if p.grad is not None]
         baked = {gi: self._baked(self.param_groups[gi]) for gi in {gi for gi, _ in updated}}
-        capture_log.action("opt_step", self, StepEvent(updated, baked))
+        event = StepEvent(updated, baked, [(g, g["params"], tuple(g["params"]))
+                                           for g in self.param_groups], [])
+        capture_log.action("opt_step", self, event)
         keys = {gi: self._baked_key(b) for gi, b in baked.items()}
         with no_grad():
             for gi, p in updated:
                 self._update_param(gi, keys[gi], p)
+        event.states.extend(self.state[p] for _, p in updated)
         end_of_step()
         return loss
 
@@ -237,25 +248,48 @@ class Optimizer:
     def _host_step(self, event: StepEvent) -> list[tuple[str, float]]:
         """The host side of a recorded ``step()`` (``event``): every ``_host_update``,
         and the distinct runtime scalars in the order the recorded step drew them
-        (``nv.compile``'s replay). A hyperparameter the recorded step compiled in that
-        has changed since makes the call run recorded (a stale constant otherwise)."""
-        for gi, then in event.baked.items():
-            now = self._baked(self.param_groups[gi])
-            if now != then:
-                from nova.capture import _Rerecord   # (only a replay calls _host_step)
-                changed = ", ".join(f"{k} {then.get(k)!r} -> {now.get(k)!r}"
-                                    for k in sorted(set(then) | set(now))
-                                    if then.get(k) != now.get(k))
-                raise _Rerecord(f"{type(self).__name__}: parameter group {gi} changed "
-                                f"{changed}, compiled into the recorded step as a constant")
+        (``nv.compile``'s replay). The call runs recorded instead where the recorded
+        step is no longer what ``step()`` would do: its parameter groups changed
+        (``_replay_changes``), or a parameter's state dict is another one
+        (``load_state_dict`` and ``self.state = ...`` replace them,
+        ``self.state.clear()`` drops them: the replay would update the old state)."""
+        why = self._replay_changes(event)
+        if why is not None:
+            _record_instead(f"{type(self).__name__}: {why}")
         self._scalars, self._collecting = {}, []
+        states = self.state
         try:
-            for gi, p in event.updated:
+            for (gi, p), state in zip(event.updated, event.states):
+                if states.get(p) is not state:
+                    _record_instead(f"{type(self).__name__}: a parameter's state is another "
+                                    "dict than when the step was recorded (load_state_dict, "
+                                    "or the state reset)")
                 self._scalar_dtype = scalar_dtype(p)
-                self._host_update(self.param_groups[gi], self.state[p])
+                self._host_update(self.param_groups[gi], state)
             return self._collecting
         finally:
             self._scalars, self._collecting = {}, None
+
+    def _replay_changes(self, event: StepEvent) -> str | None:
+        """What changed since the recorded ``step()`` (``event``) in its parameter
+        groups, or None: a group added (``add_param_group``) or replaced, a group's
+        ``params`` edited, or a hyperparameter the step compiled in as a constant."""
+        groups = self.param_groups
+        if len(groups) != len(event.groups) or not all(
+                g is groups[i] and g["params"] is params and len(params) == len(ps)
+                and all(map(operator.is_, params, ps))
+                for i, (g, params, ps) in enumerate(event.groups)):
+            return ("its parameter groups changed since the step was recorded "
+                    "(add_param_group, or a group's params)")
+        for gi, then in event.baked.items():
+            now = self._baked(groups[gi])
+            if now != then:
+                changed = ", ".join(f"{k} {then.get(k)!r} -> {now.get(k)!r}"
+                                    for k in sorted(set(then) | set(now))
+                                    if then.get(k) != now.get(k))
+                return (f"parameter group {gi} changed {changed}, compiled into the "
+                        "recorded step as a constant")
+        return None
 
     def _host_snapshot(self) -> Callable[[], None]:
         """Undo for what ``_host_step`` and ``zero_grad`` change: the groups'
@@ -343,6 +377,12 @@ class Optimizer:
             lines.append(f"Parameter Group {i}")
             lines += [f"    {k}: {v}" for k, v in sorted(g.items()) if k != "params"]
         return "\n".join(lines + [")"])
+
+
+def _record_instead(why: str) -> NoReturn:
+    """Make the ``nv.compile`` replay running ``_host_step`` record the call instead."""
+    from nova.capture import _Rerecord   # (only a replay calls _host_step)
+    raise _Rerecord(why)
 
 
 class _Required:

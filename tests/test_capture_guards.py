@@ -1,0 +1,338 @@
+"""``nv.compile`` guards: Python-visible state changed between calls makes the next
+call record again instead of replaying what it no longer does.
+
+Each test runs one training program uncompiled and compiled, changes something
+between calls once the compiled step replays, and compares the numbers. The
+uncompiled program is the reference: a replay must never give another number.
+"""
+from __future__ import annotations
+
+import collections
+import copy
+
+import numpy as np
+import pytest
+
+import nova as nv
+
+rng = np.random.default_rng(5)
+XS = [rng.standard_normal((8, 4)).astype(np.float32) for _ in range(10)]
+
+
+def _layers() -> nv.nn.Sequential:
+    nv.manual_seed(0)
+    return nv.nn.Sequential(nv.nn.Linear(4, 4), nv.nn.Linear(4, 1))
+
+
+def _loss(m, x):
+    return m(x).square().mean()
+
+
+def _twin(program, *args) -> str:
+    """``program(compiled, *args)`` returns (arrays, compiled functions): the compiled
+    run must give the uncompiled run's arrays, and each of its functions must have
+    replayed (one recorded every call would match trivially). Returns what the
+    compiled run noted in ``nv.debug.cache_stats()``'s log (why it recorded again)."""
+    want, _ = program(False, *args)
+    start = len(nv.debug.cache_stats().compile_log)
+    got, fns = program(True, *args)
+    for a, b in zip(want, got, strict=True):
+        np.testing.assert_allclose(np.asarray(b, np.float64), np.asarray(a, np.float64),
+                                   rtol=1e-5, atol=1e-7)
+    assert all(f.replays > 0 for f in fns), [f.replays for f in fns]
+    return "\n".join(nv.debug.cache_stats().compile_log[start:])
+
+
+def _weights(m) -> list[np.ndarray]:
+    return [p.detach().numpy() for p in m.parameters()]
+
+
+# ---------------------------------------------------------------- gradients
+
+
+def _split_steps(compiled: bool):
+    """``loss.backward()`` and ``opt.step(); opt.zero_grad()`` compiled apart and
+    called alternately: the step reads the gradient the other function left."""
+    m = _layers()
+    o = nv.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+
+    def fwd_bwd(x):
+        loss = _loss(m, x)
+        loss.backward()
+        return loss
+
+    def opt_step():
+        o.step()
+        o.zero_grad()
+    if compiled:
+        fwd_bwd, opt_step = nv.compile(fwd_bwd), nv.compile(opt_step)
+    losses = []
+    for x in XS[:7]:
+        losses.append(fwd_bwd(nv.tensor(x)).item())
+        opt_step()
+    return [losses, *_weights(m)], [fwd_bwd, opt_step] if compiled else []
+
+
+def test_a_step_compiled_apart_from_backward_reads_each_new_gradient():
+    assert "re-recorded" not in _twin(_split_steps)   # each reads p.grad as it begins
+
+
+def _accumulate_after_replays(compiled: bool):
+    """A compiled backward recorded with empty ``p.grad`` then called twice without
+    ``zero_grad``: the second call adds to the gradient, as uncompiled."""
+    m = _layers()
+    o = nv.optim.SGD(m.parameters(), lr=0.1)
+
+    def fwd_bwd(x):
+        _loss(m, x).backward()
+    fn = nv.compile(fwd_bwd) if compiled else fwd_bwd
+    for x in XS[:4]:
+        fn(nv.tensor(x))
+        o.step()
+        o.zero_grad()
+    fn(nv.tensor(XS[4]))
+    fn(nv.tensor(XS[5]))            # accumulates into the gradient of the call before
+    return [p.grad.numpy() for p in m.parameters()], [fn] if compiled else []
+
+
+def test_a_gradient_left_from_the_call_before_is_accumulated_not_replaced():
+    assert "is set, was None when captured" in _twin(_accumulate_after_replays)
+
+
+# ---------------------------------------------------------------- parameters
+
+
+def _toggle_requires_grad(compiled: bool, start_frozen: bool):
+    m = _layers()
+    o = nv.optim.SGD(m.parameters(), lr=0.1)
+    m[0].requires_grad_(not start_frozen)
+
+    def step(x):
+        o.zero_grad()
+        loss = _loss(m, x)
+        loss.backward()
+        o.step()
+        return loss
+    fn = nv.compile(step) if compiled else step
+    losses = []
+    for i, x in enumerate(XS[:7]):
+        if i == 4:
+            m[0].requires_grad_(start_frozen)
+        losses.append(fn(nv.tensor(x)).item())
+    grads_none = [float(p.grad is None) for p in m.parameters()]
+    return [losses, grads_none, *_weights(m)], [fn] if compiled else []
+
+
+@pytest.mark.parametrize("start_frozen", [False, True], ids=["freeze", "unfreeze"])
+def test_requires_grad_changed_on_parameters_records_again(start_frozen):
+    assert "requires_grad changed" in _twin(_toggle_requires_grad, start_frozen)
+
+
+def _replace_in_module(compiled: bool, what: str):
+    """A parameter, or a whole layer, replaced in the model only (the optimizer keeps
+    the old parameters, so the new ones are used but not trained)."""
+    m = _layers()
+    o = nv.optim.SGD(m.parameters(), lr=0.1)
+
+    def step(x):
+        o.zero_grad()
+        loss = _loss(m, x)
+        loss.backward()
+        o.step()
+        return loss
+    fn = nv.compile(step) if compiled else step
+    losses = []
+    for i, x in enumerate(XS[:7]):
+        if i == 4 and what == "parameter":
+            m[1].weight = nv.nn.Parameter(m[1].weight.detach() * 2.0)
+        elif i == 4:
+            nv.manual_seed(3)
+            m[1] = nv.nn.Linear(4, 1)
+        losses.append(fn(nv.tensor(x)).item())
+    return [losses, *_weights(m)], [fn] if compiled else []
+
+
+@pytest.mark.parametrize("what", ["parameter", "layer"])
+def test_a_parameter_or_layer_replaced_in_the_model_only_records_again(what):
+    assert "holds another" in _twin(_replace_in_module, what)
+
+
+def _module_setting(compiled: bool):
+    """A module's Python setting (``Dropout.p``), which the recorded steps hold as a
+    constant, changed between calls."""
+    nv.manual_seed(0)
+    m = nv.nn.Sequential(nv.nn.Linear(4, 4), nv.nn.Dropout(0.5), nv.nn.Linear(4, 1))
+
+    def forward(x):
+        return m(x).sum()
+    fn = nv.compile(forward) if compiled else forward
+    out = []
+    for i, x in enumerate(XS[:7]):
+        if i == 4:
+            m[1].p = 0.25
+        out.append(fn(nv.tensor(x)).item())
+    return [out], [fn] if compiled else []
+
+
+def test_a_module_setting_changed_between_calls_records_again():
+    assert "Dropout.p changed 0.5 -> 0.25" in _twin(_module_setting)
+
+
+# ---------------------------------------------------------------- the optimizer
+
+
+def _optimizer_change(compiled: bool, change: str):
+    """Optimizer state or structure changed between calls: a parameter group added,
+    the state rewound to a snapshot, or the state dropped (``o.state = ...``,
+    ``o.state.clear()``)."""
+    m = _layers()
+    if change == "add_param_group":
+        o = nv.optim.SGD(m[0].parameters(), lr=0.1)
+    elif change == "rewind":
+        o = nv.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    else:
+        o = nv.optim.Adam(m.parameters(), lr=0.01)
+
+    def step(x):
+        o.zero_grad()
+        loss = _loss(m, x)
+        loss.backward()
+        o.step()
+        return loss
+    fn = nv.compile(step) if compiled else step
+    out, snap = [], None
+    for i, x in enumerate(XS[:8]):
+        if i == 3:
+            snap = copy.deepcopy(o.state_dict())
+        if i == 5:
+            if change == "add_param_group":
+                o.add_param_group({"params": m[1].parameters(), "lr": 0.3})
+            elif change == "rewind":
+                o.load_state_dict(snap)
+            elif change == "assign":
+                o.state = collections.defaultdict(dict)
+            else:
+                o.state.clear()
+        out.append(fn(nv.tensor(x)).item())
+        if i == 5:
+            out.append(float(m[1].weight.grad is None))
+    state = [v.numpy() for s in o.state.values() for v in s.values()
+             if isinstance(v, nv.Tensor)]
+    return [out, *_weights(m), *state], [fn] if compiled else []
+
+
+@pytest.mark.parametrize("change", ["add_param_group", "rewind", "assign", "clear"])
+def test_optimizer_groups_and_state_changed_between_calls_record_again(change):
+    why = "parameter groups changed" if change == "add_param_group" else \
+        "state is another dict"
+    assert why in _twin(_optimizer_change, change)
+
+
+# ---------------------------------------------------------------- names the step reads
+
+
+OPT = None      # the global optimizer of ``_global_optimizer``
+SCALE = 1.0     # a global number
+
+
+def _global_optimizer(compiled: bool):
+    """The step reads the optimizer from a global, replaced by another one."""
+    global OPT
+    m = _layers()
+    OPT = nv.optim.Adam(m.parameters(), lr=0.01)
+
+    def step(x):
+        OPT.zero_grad()
+        loss = _loss(m, x) * SCALE
+        loss.backward()
+        OPT.step()
+        return loss
+    fn = nv.compile(step) if compiled else step
+    losses = []
+    for i, x in enumerate(XS[:8]):
+        if i == 4:
+            OPT = nv.optim.SGD(m.parameters(), lr=0.5)
+        losses.append(fn(nv.tensor(x)).item())
+    return [losses, *_weights(m)], [fn] if compiled else []
+
+
+def test_a_global_optimizer_replaced_records_again():
+    assert "global OPT changed" in _twin(_global_optimizer)
+
+
+def _rebound_names(compiled: bool):
+    """A closure variable (the model) and a global number rebound between calls."""
+    global SCALE
+    SCALE = 1.0
+    m, other = _layers(), nv.nn.Sequential(nv.nn.Linear(4, 1))
+
+    def evaluate(x):
+        return m(x).sum() * SCALE
+    fn = nv.compile(evaluate) if compiled else evaluate
+    out = []
+    with nv.no_grad():
+        for i, x in enumerate(XS[:9]):
+            if i == 3:
+                SCALE = 2.0
+            if i == 6:
+                m = other
+            out.append(fn(nv.tensor(x)).item())
+    return [out], [fn] if compiled else []
+
+
+def test_a_rebound_global_or_closure_variable_records_again():
+    log = _twin(_rebound_names)
+    assert "global SCALE changed" in log and "closure variable m changed" in log
+
+
+class _Trainer:
+    """A step method reading the optimizer from an attribute."""
+
+    def __init__(self):
+        self.model = _layers()
+        self.opt = nv.optim.Adam(self.model.parameters(), lr=0.01)
+
+    def step(self, x):
+        self.opt.zero_grad()
+        loss = _loss(self.model, x)
+        loss.backward()
+        self.opt.step()
+        return loss
+
+
+def _attribute_optimizer(compiled: bool):
+    t = _Trainer()
+    fn = nv.compile(t.step) if compiled else t.step
+    losses = []
+    for i, x in enumerate(XS[:8]):
+        if i == 4:
+            t.opt = nv.optim.SGD(t.model.parameters(), lr=0.5)
+        losses.append(fn(nv.tensor(x)).item())
+    return [losses, *_weights(t.model)], [fn] if compiled else []
+
+
+def test_an_optimizer_replaced_on_an_attribute_records_again():
+    assert "holds another object than the Adam" in _twin(_attribute_optimizer)
+
+
+class _Holder:
+    """The user's own object, holding a tensor the compiled function reads."""
+
+
+def _attribute_tensor(compiled: bool):
+    h = _Holder()
+    h.w = nv.tensor(np.ones(4, np.float32))
+
+    def fn(x):
+        return (x * h.w).sum()
+    f = nv.compile(fn) if compiled else fn
+    out = []
+    for i in range(6):
+        if i == 3:
+            h.w = nv.tensor(np.full(4, 2.0, np.float32))
+        out.append(f(nv.tensor(XS[i][0])).item())
+    return [out], [f] if compiled else []
+
+
+def test_a_tensor_replaced_on_the_users_object_records_again():
+    assert "holds another tensor object" in _twin(_attribute_tensor)

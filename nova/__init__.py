@@ -103,6 +103,7 @@ multiply, subtract, negative, true_divide = mul, sub, neg, div
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 absolute, fix, sgn = abs, trunc, sign
 arccosh, arcsinh, arctanh = acosh, asinh, atanh
+det, logdet, slogdet, inverse = linalg.det, linalg.logdet, linalg.slogdet, linalg.inv
 
 # The legacy tensor types (torch.FloatTensor ...: constructors and isinstance tests)
 FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor = (

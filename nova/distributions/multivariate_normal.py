@@ -1,44 +1,70 @@
-"""``MultivariateNormal(loc, scale_tril=...)``: the Gaussian over vectors, from a
-lower-triangular factor of its covariance.
+"""``MultivariateNormal(loc, covariance_matrix=... | precision_matrix=... | scale_tril=...)``:
+the Gaussian over vectors.
 
-Only ``scale_tril`` is accepted: the ``covariance_matrix`` and ``precision_matrix``
-forms need a Cholesky factorization, which Nova does not have yet. Triangular solves
-are a blocked forward substitution written with slices and matmuls (``solve_lower``),
-so they are differentiable and stay in the lazy graph; the graph grows linearly with
-the event size ``n`` (about 4n nodes per solve), which suits the small ``n`` (up to a
-few dozen) such distributions usually have."""
+Everything is computed from the lower-triangular factor ``L`` of the covariance
+(``scale_tril`` as given, else ``nv.linalg.cholesky`` of ``covariance_matrix``, or of the
+flipped ``precision_matrix`` as PyTorch does), with ``nv.linalg.solve_triangular`` for
+the solves. A ``covariance_matrix`` or ``precision_matrix`` that is not positive-definite
+raises ``nv.linalg.LinAlgError`` from the Cholesky factorization, which needs the values:
+building the distribution from one of them realizes the pending work (as PyTorch's
+reads them back), so inside an ``nv.compile`` function pass ``scale_tril``. With
+validation on, a covariance or precision the host already knows is checked first
+(symmetric and positive-definite) and a bad one raises ``ValueError``, as PyTorch's
+``constraints.positive_definite``."""
 from __future__ import annotations
 
 import math
 from typing import Any
 
+import numpy as np
+
+from nova import linalg
 from nova.core.shapes import broadcast_shapes
 from nova.distributions import constraints
 from nova.distributions.distribution import Distribution
 from nova.distributions.utils import lazy_property
 from nova.tensor.creation import eye, randn
-from nova.tensor.movement import cat
+from nova.tensor.elementary import isclose
+from nova.tensor.numeric import flip
 from nova.tensor.tensor import Tensor
 
 __all__ = ["MultivariateNormal"]
 
 
-def solve_lower(L: Tensor, B: Tensor) -> Tensor:
-    """``X`` with ``L @ X = B`` for lower-triangular ``L`` (..., n, n) and ``B`` (..., n,
-    k), batch dims broadcast: forward substitution by halves, ``X1 = L11^-1 B1`` and
-    ``X2 = L22^-1 (B2 - L21 X1)``, down to divisions by the diagonal."""
-    n = L.shape[-1]
-    if n == 1:
-        return B / L
-    h = n // 2
-    x1 = solve_lower(L[..., :h, :h], B[..., :h, :])
-    x2 = solve_lower(L[..., h:, h:], B[..., h:, :] - L[..., h:, :h] @ x1)
-    return cat([x1, x2], -2)
+class _PositiveDefinite(constraints.Constraint):
+    """Symmetric (to ``atol=1e-6``) positive-definite square matrices, as PyTorch's
+    ``constraints.positive_definite``; host values are checked with numpy (a
+    symmetric matrix is positive-definite when its eigenvalues are), tensors with
+    ``cholesky_ex``'s ``info``."""
+
+    event_dim = 2
+
+    def check(self, value: Any) -> Any:
+        if isinstance(value, np.ndarray):
+            if value.shape[-1] != value.shape[-2]:
+                return np.zeros(value.shape[:-2], dtype=bool)
+            symmetric = np.isclose(value, np.swapaxes(value, -1, -2), atol=1e-6).all((-2, -1))
+            return symmetric & (np.linalg.eigvalsh(value) > 0).all(-1)
+        symmetric = isclose(value, value.mT, atol=1e-6).all(-1).all(-1)
+        return symmetric & (linalg.cholesky_ex(value).info == 0)
+
+
+positive_definite = _PositiveDefinite()
+
+
+def _precision_to_scale_tril(P: Tensor) -> Tensor:
+    """The lower factor of ``P^-1``, without inverting ``P``: with ``J`` the reversal,
+    ``chol(J P J) = J U J`` for ``P = U U^T``, ``U`` upper-triangular, so ``L = U^-T``
+    (PyTorch's formula)."""
+    Lf = linalg.cholesky(flip(P, (-2, -1)))
+    L_inv = flip(Lf, (-2, -1)).mT
+    return linalg.solve_triangular(L_inv, eye(P.shape[-1], dtype=P.dtype, device=P.device),
+                                   upper=False)
 
 
 def _batch_mahalanobis(L: Tensor, x: Tensor) -> Tensor:
     """``x^T (L L^T)^-1 x`` over the last dim of ``x``, batch dims broadcast."""
-    return solve_lower(L, x.unsqueeze(-1)).squeeze(-1).pow(2).sum(-1)
+    return linalg.solve_triangular(L, x.unsqueeze(-1), upper=False).squeeze(-1).pow(2).sum(-1)
 
 
 def _half_log_det(L: Tensor) -> Tensor:
@@ -46,11 +72,15 @@ def _half_log_det(L: Tensor) -> Tensor:
 
 
 class MultivariateNormal(Distribution):
-    """The multivariate normal distribution with mean ``loc`` and covariance
-    ``scale_tril @ scale_tril.mT`` (``scale_tril`` lower-triangular with a positive
-    diagonal; leading dims of either argument are batch dims)."""
+    """The multivariate normal distribution with mean ``loc`` and covariance given by
+    exactly one of ``covariance_matrix``, ``precision_matrix`` (its inverse) or
+    ``scale_tril`` (lower-triangular with a positive diagonal, covariance ``scale_tril
+    @ scale_tril.mT``); leading dims of either argument are batch dims."""
 
-    arg_constraints = {"loc": constraints.real_vector, "scale_tril": constraints.lower_cholesky}
+    arg_constraints = {"loc": constraints.real_vector,
+                       "covariance_matrix": positive_definite,
+                       "precision_matrix": positive_definite,
+                       "scale_tril": constraints.lower_cholesky}
     support = constraints.real_vector
     has_rsample = True
 
@@ -59,41 +89,48 @@ class MultivariateNormal(Distribution):
                  validate_args: bool | None = None):
         if not isinstance(loc, Tensor) or loc.ndim < 1:
             raise ValueError("loc must be at least one-dimensional.")
-        given = [covariance_matrix is not None, precision_matrix is not None,
-                 scale_tril is not None]
-        if sum(given) != 1:
+        given = {name: m for name, m in (("covariance_matrix", covariance_matrix),
+                                         ("precision_matrix", precision_matrix),
+                                         ("scale_tril", scale_tril)) if m is not None}
+        if len(given) != 1:
             raise ValueError("Exactly one of covariance_matrix or precision_matrix or "
                              "scale_tril may be specified.")
-        if scale_tril is None:
-            name = "covariance_matrix" if given[0] else "precision_matrix"
-            raise NotImplementedError(
-                f"MultivariateNormal: {name} needs a Cholesky factorization, which Nova "
-                "does not have yet; pass its lower-triangular factor as scale_tril")
-        if scale_tril.ndim < 2 or scale_tril.shape[-1] != scale_tril.shape[-2]:
-            raise ValueError(f"scale_tril must be a square matrix with optional leading batch "
-                             f"dimensions, got shape {scale_tril.shape}")
-        if scale_tril.shape[-1] != loc.shape[-1]:
-            raise ValueError(f"MultivariateNormal: loc of shape {loc.shape} and scale_tril of "
-                             f"shape {scale_tril.shape} disagree on the event size")
-        batch_shape = broadcast_shapes("MultivariateNormal", scale_tril.shape[:-2],
-                                       loc.shape[:-1])
-        self.scale_tril = scale_tril.expand(batch_shape + (-1, -1))
+        (name, matrix), = given.items()
+        if matrix.ndim < 2 or matrix.shape[-1] != matrix.shape[-2]:
+            raise ValueError(f"{name} must be a square matrix with optional leading batch "
+                             f"dimensions, got shape {matrix.shape}")
+        if matrix.shape[-1] != loc.shape[-1]:
+            raise ValueError(f"MultivariateNormal: loc of shape {loc.shape} and {name} of "
+                             f"shape {matrix.shape} disagree on the event size")
+        batch_shape = broadcast_shapes("MultivariateNormal", matrix.shape[:-2], loc.shape[:-1])
+        setattr(self, name, matrix.expand(batch_shape + (-1, -1)))
         self.loc = loc.expand(batch_shape + (-1,))
         super().__init__(batch_shape, self.loc.shape[-1:], validate_args=validate_args)
-        self._unbroadcasted_scale_tril = scale_tril
+        if scale_tril is not None:
+            self._unbroadcasted_scale_tril = scale_tril
+        elif covariance_matrix is not None:
+            self._unbroadcasted_scale_tril = linalg.cholesky(covariance_matrix)
+        else:
+            self._unbroadcasted_scale_tril = _precision_to_scale_tril(precision_matrix)
 
     def expand(self, batch_shape: Any, _instance: Any = None) -> MultivariateNormal:
         new = self._get_checked_instance(MultivariateNormal, _instance)
         batch_shape = tuple(batch_shape)
         new.loc = self.loc.expand(batch_shape + self.event_shape)
         new._unbroadcasted_scale_tril = self._unbroadcasted_scale_tril
-        new.scale_tril = self.scale_tril.expand(batch_shape + self.event_shape * 2)
+        for name in ("covariance_matrix", "scale_tril", "precision_matrix"):
+            if name in self.__dict__:
+                setattr(new, name, self.__dict__[name].expand(batch_shape + self.event_shape * 2))
         Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
 
     def _matrix_shape(self) -> tuple[int, ...]:
         return self._batch_shape + self._event_shape * 2
+
+    @lazy_property
+    def scale_tril(self) -> Tensor:
+        return self._unbroadcasted_scale_tril.expand(self._matrix_shape())
 
     @lazy_property
     def covariance_matrix(self) -> Tensor:
@@ -103,7 +140,8 @@ class MultivariateNormal(Distribution):
     @lazy_property
     def precision_matrix(self) -> Tensor:
         L = self._unbroadcasted_scale_tril
-        inverse = solve_lower(L, eye(L.shape[-1], dtype=L.dtype, device=L.device))
+        inverse = linalg.solve_triangular(L, eye(L.shape[-1], dtype=L.dtype, device=L.device),
+                                          upper=False)
         return (inverse.mT @ inverse).expand(self._matrix_shape())
 
     @property
@@ -147,6 +185,6 @@ def kl_multivariate_normal(p: MultivariateNormal, q: MultivariateNormal) -> Tens
     lp, lq = p._unbroadcasted_scale_tril, q._unbroadcasted_scale_tril
     n = p.event_shape[0]
     half_term1 = _half_log_det(lq) - _half_log_det(lp)
-    term2 = solve_lower(lq, lp).pow(2).sum((-2, -1))
+    term2 = linalg.solve_triangular(lq, lp, upper=False).pow(2).sum((-2, -1))
     term3 = _batch_mahalanobis(lq, q.loc - p.loc)
     return half_term1 + 0.5 * (term2 + term3 - n)

@@ -123,8 +123,8 @@ def test_argument_errors():
         D.Normal([0.0], 1.0)
     with pytest.raises(ValueError, match="Exactly one of covariance_matrix"):
         D.MultivariateNormal(f64([0.0]))
-    with pytest.raises(NotImplementedError, match="needs a Cholesky factorization"):
-        D.MultivariateNormal(f64([0.0, 0.0]), covariance_matrix=f64(np.eye(2)))
+    built = D.MultivariateNormal(f64([0.0, 0.0]), covariance_matrix=f64(np.eye(2) * 4.0))
+    assert np.allclose(built.scale_tril.numpy(), np.eye(2) * 2.0)   # its Cholesky factor
     with pytest.raises(ValueError, match="disagree on the event size"):
         D.MultivariateNormal(f64([0.0, 0.0]), scale_tril=f64(np.eye(3)))
     with pytest.raises(ValueError, match="Independent: reinterpreted_batch_ndims"):

@@ -154,9 +154,11 @@ def _reduce_max_back(ctx: Context, g: Tensor) -> Grads:
     src, axes = ctx.shape(0), ctx.attrs["axes"]
     kept = tuple(d for d in range(len(src)) if d not in axes)
     spread = lambda t: ops.prim("broadcast_in_dim", [t], {"dims": kept}, src, t.dtype)  # noqa: E731
-    hit = ops.eq(x, spread(y))
-    count = ops.sum(ops.cast(hit, g.dtype), axes)
-    return (ops.where(hit, spread(ops.div(g, count)), 0.0),)
+    # PyTorch's (g / count) * hit: the gradient is shared among the elements equal to
+    # the maximum, and a slice whose maximum is NaN (no element equals it, count 0)
+    # gets NaN everywhere, not a silent 0
+    hit = ops.cast(ops.eq(x, spread(y)), g.dtype)
+    return (ops.mul(spread(ops.div(g, ops.sum(hit, axes))), hit),)
 
 
 def _transpose_back(ctx: Context, g: Tensor) -> Grads:

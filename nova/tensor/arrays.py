@@ -242,6 +242,12 @@ def tensor_split(x: Tensor, indices_or_sections: Any, dim: builtins.int = 0) -> 
     one larger) or at the given indices (``torch.tensor_split``)."""
     d = normalize_dim("tensor_split", dim, x.ndim, x.shape)
     size = x.shape[d]
+    if isinstance(indices_or_sections, Tensor):     # a 0-d count or a 1-D list of indices
+        t = indices_or_sections
+        if t.dtype != dt.int64 or t.ndim > 1:
+            raise TypeError(f"tensor_split: a tensor indices_or_sections must be a 0-d or "
+                            f"1-D int64 tensor, got {t.dtype.name} of shape {t.shape}")
+        indices_or_sections = t.item() if t.ndim == 0 else t.tolist()
     if isinstance(indices_or_sections, (builtins.int, np.integer)):
         n = builtins.int(indices_or_sections)
         if n <= 0:
@@ -406,9 +412,17 @@ def index_select(x: Tensor, dim: builtins.int, index: Tensor) -> Tensor:
 
 def take_along_dim(x: Tensor, indices: Tensor, dim: builtins.int | None = None) -> Tensor:
     """``gather`` with ``indices`` broadcast against ``x`` outside ``dim``; the flattened
-    ``x`` when ``dim`` is None (``torch.take_along_dim``)."""
+    ``x`` when ``dim`` is None (``torch.take_along_dim``). Unlike ``gather``'s, negative
+    indices count from the end, as PyTorch's do here."""
+    ops._check_tensor("take_along_dim", x)
+    ops._check_tensor("take_along_dim", indices)
+    if indices.dtype not in (dt.int32, dt.int64):
+        raise TypeError(f"take_along_dim: indices must be int32 or int64, got "
+                        f"{indices.dtype.name}")
     if dim is None:
-        return ops.gather(movement.reshape(x, -1), 0, movement.reshape(indices, -1))
+        flat = movement.reshape(x, -1)
+        return ops.gather(flat, 0, _wrapped("take_along_dim", movement.reshape(indices, -1),
+                                            0, flat.shape))
     d = normalize_dim("take_along_dim", dim, x.ndim, x.shape)
     if indices.ndim != x.ndim:
         raise ValueError(f"take_along_dim: input {x.shape} and indices {indices.shape} must "
@@ -416,7 +430,15 @@ def take_along_dim(x: Tensor, indices: Tensor, dim: builtins.int | None = None) 
     shape = tuple(builtins.max(p, q) for p, q in zip(x.shape, indices.shape))
     xs = movement.expand(x, shape[:d] + (x.shape[d],) + shape[d + 1:])
     ix = movement.expand(indices, shape[:d] + (indices.shape[d],) + shape[d + 1:])
-    return ops.gather(xs, d, ix)
+    return ops.gather(xs, d, _wrapped("take_along_dim", ix, d, x.shape))
+
+
+def _wrapped(op: str, index: Tensor, d: builtins.int, shape: tuple[builtins.int, ...]) -> Tensor:
+    """``index`` into dim ``d`` of ``shape`` with its negative values counted from the
+    end, each checked to lie in ``[-n, n)`` (here when known, else by the kernel)."""
+    ops.check_index_values(op, index, d, shape, negative=True)
+    return ops.prim("wrap_index", [index], {"size": shape[d], "dim": d}, index.shape,
+                    index.dtype)
 
 
 def addmm(input: Any, mat1: Tensor, mat2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
@@ -635,7 +657,9 @@ def rot90(x: Tensor, k: builtins.int = 1, dims: Sequence[builtins.int] = (0, 1))
 
 def block_diag(*tensors: Tensor) -> Tensor:
     """The 0-D, 1-D and 2-D ``tensors`` along the diagonal of one zero matrix
-    (``torch.block_diag``)."""
+    (``torch.block_diag``; none: an empty (1, 0) matrix of the default dtype, as there)."""
+    if not tensors:
+        return ops.full_const(0, (1, 0), dt.DEFAULT_FLOAT)
     mats = [movement.reshape(t, (1, 1)) if t.ndim == 0 else
             movement.reshape(t, (1, -1)) if t.ndim == 1 else t for t in tensors]
     if any(m.ndim != 2 for m in mats):
@@ -690,21 +714,26 @@ _ValuesIndices = namedtuple("median", ["values", "indices"])
 def median(x: Tensor, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Any:
     """The lower median (``torch.median``: the ``(n - 1) // 2``-th smallest; NaN if the
     slice has one, with the index of its first NaN); with ``dim``, ``(values,
-    indices)``, the index of that element."""
+    indices)``, the index of that element, which takes the whole gradient; without, the
+    gradient is shared by the elements equal to the median (the NaNs if it is NaN), as
+    in PyTorch."""
     from nova.tensor.sorting import sort
     ops._check_tensor("median", x)
     if dim is None:
-        return median(movement.reshape(x, -1), 0).values
+        return ops.shared_by_ties(x, median(movement.reshape(x, -1), 0).values)
+    if x.ndim == 0:                     # as a 1-element vector, as PyTorch
+        normalize_dim("median", dim, 1)
+        one = median(movement.reshape(x, 1), 0)
+        return _ValuesIndices(movement.reshape(one.values, ()),
+                              movement.reshape(one.indices, ()))
     d = normalize_dim("median", dim, x.ndim, x.shape)
-    ordered = sort(x, d, stable=True)
     at = (x.shape[d] - 1) // 2
-    values = movement.narrow(ordered.values, d, at, 1)
-    indices = movement.narrow(ordered.indices, d, at, 1)
+    indices = movement.narrow(sort(x, d, stable=True).indices, d, at, 1)
     if x.dtype.is_floating_point:       # (the sort puts NaN last: it would be skipped)
         nan = ops.cast(ops.isnan(x), dt.int32)
         has_nan = ops.gt(ops.amax(nan, d, keepdim=True), 0)
-        values = ops.where(has_nan, math.nan, values)
         indices = ops.where(has_nan, ops.argmax(nan, d, keepdim=True), indices)
+    values = ops.gather(x, d, indices)
     if not keepdim:
         values, indices = movement.squeeze(values, d), movement.squeeze(indices, d)
     return _ValuesIndices(values, indices)
@@ -715,7 +744,8 @@ def quantile(x: Tensor, q: Any, dim: builtins.int | None = None, keepdim: builti
     """The ``q``-th quantiles along ``dim`` (the flattened tensor if None;
     ``torch.quantile``): the sorted values at positions ``q (n - 1)``, between
     neighbours by ``interpolation`` (linear, lower, higher, nearest, midpoint); NaN
-    where the slice holds one. A sequence or 1-D tensor of ``q`` adds a leading dim."""
+    where the slice holds one: its last NaN, which takes the gradient, as in PyTorch. A
+    sequence or 1-D tensor of ``q`` adds a leading dim."""
     from nova.tensor.sorting import sort
     qs, scalar = _quantile_args("quantile", x, q, interpolation)
     if dim is None:
@@ -725,6 +755,7 @@ def quantile(x: Tensor, q: Any, dim: builtins.int | None = None, keepdim: builti
     n = x.shape[d]
     ordered = sort(x, d).values
     has_nan = ops.amax(ops.isnan(x), d, keepdim=True)
+    last = movement.narrow(ordered, d, n - 1, 1)       # (NaN sorts last, stably)
     outs = []
     for v in qs:
         pos = v * (n - 1)
@@ -740,7 +771,7 @@ def quantile(x: Tensor, q: Any, dim: builtins.int | None = None, keepdim: builti
         a = movement.narrow(ordered, d, lo, 1)
         val = a if hi == lo or frac == 0.0 else \
             ops.add(a, ops.mul(ops.sub(movement.narrow(ordered, d, hi, 1), a), frac))
-        val = ops.where(has_nan, math.nan, val)
+        val = ops.where(has_nan, last, val)
         outs.append(val if out_keep else movement.squeeze(val, d))
     return outs[0] if scalar else movement.stack(outs, 0)
 

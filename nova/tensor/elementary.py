@@ -267,9 +267,14 @@ def lerp(start: Tensor, end: Any, weight: Any) -> Tensor:
 
 
 def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) -> Tensor:
-    """``input + value * tensor1 * tensor2`` (``torch.addcmul``)."""
-    prod = ops.mul(tensor1, tensor2)
-    return ops.add(input, prod if value == 1 else ops.mul(prod, value))
+    """``input + value * tensor1 * tensor2`` (``torch.addcmul``), in the three tensors'
+    common dtype: ``value`` does not widen it, and for an integer result it is
+    truncated to an int, as PyTorch converts it."""
+    common = ops.promote("addcmul", input, tensor1, tensor2)
+    prod = ops.mul(ops.cast(tensor1, common), ops.cast(tensor2, common))
+    if value != 1:
+        prod = ops.mul(prod, value if common.is_floating_point else int(value))
+    return ops.add(input, prod)
 
 
 def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) -> Tensor:

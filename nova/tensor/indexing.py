@@ -15,6 +15,11 @@ arrays, tensors made from them) are checked here, at the user's line; computed i
 when the step runs. Assigning through repeated indices writes once per element, the last
 value winning, as numpy does.
 
+One boolean mask among basic entries has a data-dependent result shape, but writing
+through it does not: ``x[1:3, mask] = v`` and ``index_put_((mask,), v)`` are a ``where``
+over the window when ``v`` is the same for every selected element, and ``x[mask]``
+gives a ``MaskedSelection``, which only ``x[mask] += v`` and its kin can use.
+
 A basic index of a tensor already realized on the host, with no gradient to record, is
 read straight from its buffer into a new realized leaf (still a view of the tensor, as
 above): iterating a realized tensor or reading ``int(t[i])`` compiles nothing.
@@ -51,6 +56,14 @@ class ParsedIndex:
         return tuple(-(-(b - a) // s) for a, b, s in zip(self.starts, self.limits, self.steps))
 
 
+def mask_read_error(op: str, mask_shape: tuple[int, ...], shape: tuple[int, ...]) -> IndexError:
+    """The refusal of a boolean-mask read (the one text for it: a mask among integer
+    indices, and any use of ``x[mask]`` but ``x[mask] op= v``, see ``MaskedSelection``)."""
+    return IndexError(f"{op}: boolean mask indexing of shape {mask_shape} into {shape} has a "
+                      "data-dependent result shape, which Nova's static shapes cannot "
+                      "express; use masked_fill or where instead")
+
+
 def _as_index_tensor(op: str, entry: Any, shape: tuple[int, ...]) -> Tensor:
     if isinstance(entry, Tensor):
         t = entry
@@ -61,9 +74,7 @@ def _as_index_tensor(op: str, entry: Any, shape: tuple[int, ...]) -> Tensor:
         from nova.tensor.creation import from_numpy
         t = from_numpy(arr.astype(np.int64) if arr.dtype.kind != "b" else arr)
     if t.dtype == dt.bool_:
-        raise IndexError(f"{op}: boolean mask indexing of shape {t.shape} into {shape} has a "
-                         "data-dependent result shape, which Nova's static shapes cannot "
-                         "express; use masked_fill or where instead")
+        raise mask_read_error(op, t.shape, shape)
     if t.dtype not in (dt.int32, dt.int64):
         raise IndexError(f"{op}: tensors used as indices must be int32 or int64, got "
                          f"{t.dtype.name} of shape {t.shape}")
@@ -326,7 +337,10 @@ def _value_as(op: str, value: Any, shape: tuple[int, ...], dtype: dt.DType,
     return _value_as(op, tensor(value, dtype=dtype), shape, dtype, drop_leading_ones)
 
 
-def getitem(x: Tensor, index: Any) -> Tensor:
+def getitem(x: Tensor, index: Any) -> Tensor | MaskedSelection:
+    masked = _mask_index("__getitem__", x.shape, index)
+    if masked is not None:
+        return MaskedSelection(x, index, masked)
     p = parse_index("__getitem__", x.shape, index)
     if p.advanced:
         return _advanced_get("__getitem__", _basic(x, p), p.advanced)
@@ -346,37 +360,177 @@ def _bool_mask(entry: Any) -> Tensor | None:
     return None
 
 
-def _masked_put(x: Tensor, index: Any, value: Any) -> Tensor | None:
-    """``x[..., mask] = value`` (a boolean mask after full slices ``:``, nothing after
-    it) as ``where(mask, value, x)`` when ``value`` is the same for every selected
-    element (it broadcasts to the dims after the mask's): then the result has ``x``'s
-    static shape, whatever the mask holds. None when ``index`` is not of that form."""
+def _is_basic(entry: Any) -> bool:
+    """An int, slice, None or Ellipsis (a bool is not: ``parse_index`` refuses it)."""
+    return entry is None or entry is Ellipsis or isinstance(entry, slice) or (
+        isinstance(entry, (builtins.int, np.integer)) and
+        not isinstance(entry, (builtins.bool, np.bool_)))
+
+
+@dataclass(frozen=True)
+class _MaskIndex:
+    """An index of basic entries and one boolean mask. ``basic`` reads the window that
+    holds every candidate element (the mask's dims whole), in which the mask's dims
+    start at ``at``. PyTorch's result has the window's shape with the mask's dims
+    replaced by one of the selected count, which depends on the mask's data; a value
+    that is the same along that dim (``size1``: the count as 1) fits any count."""
+
+    basic: ParsedIndex
+    mask: Tensor
+    at: int
+
+    @property
+    def size1(self) -> tuple[int, ...]:
+        w = self.basic.out_shape
+        return w[:self.at] + (1,) + w[self.at + self.mask.ndim:]
+
+    def where(self, selected: Tensor, window: Tensor) -> Tensor:
+        """``selected`` at the mask's True elements, ``window`` elsewhere."""
+        rest = self.basic.out_shape[self.at + self.mask.ndim:]
+        shaped = self.mask.reshape((1,) * self.at + self.mask.shape + (1,) * len(rest))
+        return ops.where(shaped, selected, window)
+
+    def spread(self, op: str, value: Tensor, drop_leading_ones: bool = False) -> Tensor:
+        """``value`` (a tensor of the same value for every selected element: broadcastable
+        to ``size1``) with the selected dim turned into the mask's dims, so that it
+        broadcasts against the window. A 0-d value is returned as it is (it keeps its
+        place in type promotion)."""
+        if value.ndim == 0:
+            return value
+        kept = _without_leading_ones(value.shape) \
+            if drop_leading_ones and value.ndim > len(self.size1) else value.shape
+        if len(kept) > len(self.size1) or \
+                broadcast_shapes(op, kept, self.size1) != self.size1:
+            fits = self.size1[1:] if self.at == 0 else self.size1
+            raise IndexError(
+                f"{op}: x[mask] with a value of shape {value.shape} needs one value per "
+                f"selected element, a count that depends on the mask's data "
+                f"({self.mask.shape} into the window {self.basic.out_shape}), which Nova's "
+                f"static shapes cannot express; use a value broadcastable to {fits} (the "
+                "same for every selected element), or nv.where")
+        full = (1,) * (len(self.size1) - len(kept)) + kept
+        return value.reshape(full[:self.at] + (1,) * self.mask.ndim + full[self.at + 1:])
+
+
+def _mask_index(op: str, shape: tuple[int, ...], index: Any) -> _MaskIndex | None:
+    """``index`` as a ``_MaskIndex`` when it is one boolean mask among basic entries
+    (``x[m]``, ``x[1:3, m]``, ``x[..., m, 0]``), else None (a mask among integer
+    indices stays refused by ``parse_index``). Checks the mask's shape against the
+    dims it covers."""
     entries = list(index) if isinstance(index, tuple) else [index]
     masks = [k for k, e in enumerate(entries) if _bool_mask(e) is not None]
-    if len(masks) != 1 or masks[0] != len(entries) - 1 or \
-            not all(isinstance(e, slice) and e == slice(None) for e in entries[:-1]):
+    if len(masks) != 1 or not all(_is_basic(e) for k, e in enumerate(entries)
+                                  if k != masks[0]):
         return None
-    op, lead = "__setitem__", masks[0]
-    mask = _bool_mask(entries[-1])
-    span = x.shape[lead:lead + mask.ndim]
-    if mask.shape != span:
+    k = masks[0]
+    mask = _bool_mask(entries[k])
+    whole = entries[:k] + [slice(None)] * mask.ndim + entries[k + 1:]
+    basic = parse_index(op, shape, tuple(whole))
+    consumed = builtins.sum(e is not None and e is not Ellipsis for e in whole)
+    in_dim = at = 0
+    for e in entries[:k]:
+        span = len(shape) - consumed if e is Ellipsis else 1
+        in_dim += 0 if e is None else span
+        at += 0 if isinstance(e, (builtins.int, np.integer)) else span
+    covered = shape[in_dim:in_dim + mask.ndim]
+    if mask.shape != covered:
         raise IndexError(f"{op}: the shape of the mask {mask.shape} does not match the "
-                         f"indexed dims {span} of tensor {x.shape} (from dim {lead})")
-    rest = x.shape[lead + mask.ndim:]
+                         f"indexed dims {covered} of tensor {shape} (from dim {in_dim})")
+    return _MaskIndex(basic, mask, at)
+
+
+def _masked_put(op: str, x: Tensor, m: _MaskIndex, value: Any, accumulate: bool = False,
+                drop_leading_ones: bool = False) -> Tensor:
+    """``x`` with ``value`` written at (``accumulate``: added to) the elements the mask
+    selects: ``where(mask, value, window)`` in the window, of static shape whatever the
+    mask holds, since ``value`` is the same for every selected element."""
     if not isinstance(value, Tensor):
         from nova.tensor.creation import tensor
         value = tensor(value, dtype=x.dtype)
-    kept = _without_leading_ones(value.shape) if value.ndim > len(rest) else value.shape
-    if len(kept) > len(rest) or broadcast_shapes(op, kept, rest) != rest:
-        raise IndexError(f"{op}: x[mask] = value with a value of shape {value.shape} needs "
-                         f"one value per selected element, a count that depends on the "
-                         f"mask's data ({mask.shape} into {x.shape}), which Nova's static "
-                         f"shapes cannot express; assign a value broadcastable to {rest} "
-                         "(the same for every selected element), or use nv.where")
-    if kept != value.shape:        # PyTorch drops a value's leading size-1 dims
-        value = value.reshape(kept)
-    shaped = mask.reshape((1,) * lead + mask.shape + (1,) * len(rest))
-    return ops.where(shaped, ops.cast(value, x.dtype), x)
+    v = ops.cast(m.spread(op, value, drop_leading_ones), x.dtype)
+    window = _basic(x, m.basic)
+    return _basic_put(x, m.basic, m.where(ops.add(window, v) if accumulate else v, window))
+
+
+class MaskedSelection:
+    """What ``x[mask]`` gives (one boolean mask among ints and slices): a stand-in for
+    the selected elements, whose count depends on the mask's data, so that no tensor can
+    hold them. It serves the augmented assignment ``x[mask] += v`` (and ``-= *= /= //=
+    %= **= &= |= ^=``), which Python runs as ``s = x[mask]; s += v; x[mask] = s``: the
+    update is applied to a snapshot of the whole window (elements the mask leaves out
+    hold 1 there, so that no NaN from them reaches a gradient), and assigning ``s`` to a
+    tensor of ``x``'s shape through the same index writes ``where(mask, s, window)``.
+    ``v`` must be the same for every selected element (broadcastable to the selection
+    with its data-dependent dim as 1). Any other use raises the data-dependent-shape
+    error (``mask_read_error``)."""
+
+    __slots__ = ("_entries", "_shape", "_index", "_values")
+
+    def __init__(self, x: Tensor, index: Any, m: _MaskIndex):
+        self._entries = list(index) if isinstance(index, tuple) else [index]
+        self._shape, self._index = x.shape, m
+        window = _basic(x, m.basic)
+        self._values = m.where(window, full_const(1, (), x.dtype))
+
+    def _error(self) -> IndexError:
+        return mask_read_error("__getitem__", self._index.mask.shape, self._shape)
+
+    def _update(self, method: str, value: Any) -> MaskedSelection:
+        if isinstance(value, MaskedSelection):
+            raise value._error()
+        if isinstance(value, Tensor):
+            value = self._index.spread(method, value)
+        self._values = getattr(self._values, method)(value)
+        return self
+
+    def written_into(self, x: Tensor, index: Any) -> Tensor:
+        """``x`` with this selection written back through ``index`` (the index it was
+        read with, into a tensor of the shape it was read from), else the error."""
+        entries = list(index) if isinstance(index, tuple) else [index]
+        same = x.shape == self._shape and len(entries) == len(self._entries) and all(
+            a is b or (_is_basic(a) and _is_basic(b) and a == b)
+            for a, b in zip(entries, self._entries))
+        if not same:
+            raise self._error()
+        m = self._index
+        return _basic_put(x, m.basic, m.where(ops.cast(self._values, x.dtype),
+                                              _basic(x, m.basic)))
+
+    def __repr__(self) -> str:
+        return (f"<nova x[mask] of a tensor of shape {self._shape}: usable only as "
+                "x[mask] += v and the like>")
+
+    def __getattr__(self, name: str) -> Any:
+        raise self._error()
+
+
+def _in_place(method: str):
+    def update(self: MaskedSelection, value: Any) -> MaskedSelection:
+        return self._update(method, value)
+    update.__name__ = update.__qualname__ = method
+    return update
+
+
+def _refused(name: str):
+    def refuse(self: MaskedSelection, *args: Any, **kwargs: Any) -> Any:
+        raise self._error()
+    refuse.__name__ = refuse.__qualname__ = name
+    return refuse
+
+
+for _name in ("__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__",
+              "__imod__", "__ipow__", "__iand__", "__ior__", "__ixor__"):
+    setattr(MaskedSelection, _name, _in_place(_name))
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and",
+              "or", "xor", "lshift", "rshift"):
+    setattr(MaskedSelection, f"__{_name}__", _refused(f"__{_name}__"))
+    setattr(MaskedSelection, f"__r{_name}__", _refused(f"__r{_name}__"))
+for _name in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__neg__",
+              "__pos__", "__abs__", "__invert__", "__bool__", "__len__", "__iter__",
+              "__contains__", "__getitem__", "__setitem__", "__array__", "__float__",
+              "__int__", "__index__", "__complex__", "__str__", "__format__"):
+    setattr(MaskedSelection, _name, _refused(_name))
+MaskedSelection.__hash__ = None        # (it defines __eq__)
 
 
 def _host_put(x: Tensor, p: ParsedIndex, value: Any) -> Tensor | None:
@@ -404,9 +558,13 @@ def _host_put(x: Tensor, p: ParsedIndex, value: Any) -> Tensor | None:
 
 
 def setitem(x: Tensor, index: Any, value: Any) -> None:
-    masked = _masked_put(x, index, value)
+    if isinstance(value, MaskedSelection):           # x[mask] += v, y[mask] = x[mask]
+        x._assign(value.written_into(x, index), "__setitem__")
+        return
+    masked = _mask_index("__setitem__", x.shape, index)
     if masked is not None:
-        x._assign(masked, "__setitem__")
+        x._assign(_masked_put("__setitem__", x, masked, value, drop_leading_ones=True),
+                  "__setitem__")
         return
     p = parse_index("__setitem__", x.shape, index)
     on_host = _host_put(x, p, value)
@@ -422,9 +580,9 @@ def setitem(x: Tensor, index: Any, value: Any) -> None:
     x._assign(_basic_put(x, p, new_window), "__setitem__")
 
 
-def _index_put_parts(op: str, x: Tensor, indices: Any, values: Any) -> ParsedIndex:
-    """Check ``index_put``'s arguments as PyTorch does: a tuple of integer index tensors
-    (None keeps a dim whole) and a tensor of ``x``'s dtype."""
+def _index_put_index(op: str, x: Tensor, indices: Any, values: Any) -> tuple:
+    """Check ``index_put``'s arguments as PyTorch does: a tuple of index tensors (None
+    keeps a dim whole) and a tensor of ``x``'s dtype; the index they make."""
     if not isinstance(indices, (tuple, list)):
         raise TypeError(f"{op}: indices must be a tuple of tensors, got "
                         f"{type(indices).__name__}")
@@ -437,12 +595,16 @@ def _index_put_parts(op: str, x: Tensor, indices: Any, values: Any) -> ParsedInd
     if values.dtype != x.dtype:
         raise TypeError(f"{op}: values of dtype {values.dtype.name} must match the "
                         f"destination's dtype {x.dtype.name}")
-    return parse_index(op, x.shape, tuple(slice(None) if i is None else i for i in indices))
+    return tuple(slice(None) if i is None else i for i in indices)
 
 
 def _index_put_value(op: str, x: Tensor, indices: Any, values: Tensor,
                      accumulate: bool) -> Tensor:
-    p = _index_put_parts(op, x, indices, values)
+    index = _index_put_index(op, x, indices, values)
+    masked = _mask_index(op, x.shape, index)
+    if masked is not None:
+        return _masked_put(op, x, masked, values, accumulate)
+    p = parse_index(op, x.shape, index)
     if p.advanced:
         return _advanced_put(op, x, p.advanced, values, accumulate)
     whole = broadcast_to(values, x.shape, op)   # no index tensor: every element

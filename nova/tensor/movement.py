@@ -257,8 +257,9 @@ def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     if chunks <= 0:
         raise ValueError(f"chunk: chunks must be positive, got {chunks}")
     d = normalize_dim("chunk", dim, x.ndim, x.shape)
-    size = -(-x.shape[d] // chunks) if x.shape[d] else 1
-    return split(x, builtins.max(size, 1), d)
+    if x.shape[d] == 0:             # ``chunks`` empty pieces, as PyTorch
+        return split(x, [0] * chunks, d)
+    return split(x, -(-x.shape[d] // chunks), d)
 
 
 def unbind(x: Tensor, dim: int = 0) -> tuple[Tensor, ...]:

@@ -647,7 +647,7 @@ def max(x: Tensor, dim: Any = None, keepdim: builtins.bool = False):
     if isinstance(dim, Tensor):
         return maximum(x, dim)
     if dim is None:
-        return amax(x)
+        return shared_by_ties(x, amax(x))
     return MaxResult(*_extreme_at_index("max", x, dim, keepdim, True))
 
 
@@ -655,8 +655,26 @@ def min(x: Tensor, dim: Any = None, keepdim: builtins.bool = False):
     if isinstance(dim, Tensor):
         return minimum(x, dim)
     if dim is None:
-        return amin(x)
+        return shared_by_ties(x, amin(x))
     return MinResult(*_extreme_at_index("min", x, dim, keepdim, False))
+
+
+def shared_by_ties(x: Tensor, value: Tensor) -> Tensor:
+    """``value`` (0-d: one of ``x``'s elements, as ``max()``, ``min()`` or ``median()``
+    of all of ``x``) with PyTorch's gradient for such a reduction: shared evenly by the
+    elements equal to it, or by the NaNs when it is NaN (``amax``'s rule gives a NaN
+    nothing). The value is ``value``'s bit for bit: a finite one minus a zero made of
+    ``v - v`` of the tied elements (subtracting keeps a zero's sign), an infinite or NaN
+    one the sum of the ties each divided by their count. Only built when ``x`` takes a
+    gradient."""
+    if not (grad_mode.STATE.enabled and x.requires_grad and x.dtype.is_floating_point):
+        return value
+    v = unaliased_detach(value)
+    tied = logical_or(eq(x, v), logical_and(isnan(x), isnan(v)))
+    count = sum(cast(tied, x.dtype))
+    zero = div(sum(where(tied, sub(unaliased_detach(x), x), 0.0)), count)
+    ties = sum(where(tied, div(x, count), 0.0))
+    return where(lt(abs(v), math.inf), sub(v, zero), ties)
 
 
 def _extreme_at_index(op: str, x: Tensor, dim: Any, keepdim: builtins.bool,

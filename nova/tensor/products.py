@@ -16,8 +16,8 @@ from typing import Any
 
 from nova.core import dtypes as dt
 from nova.core.shapes import normalize_dim
-from nova.tensor import movement, numeric, ops
-from nova.tensor.tensor import Tensor
+from nova.tensor import grad_mode, movement, numeric, ops
+from nova.tensor.tensor import Tensor, unaliased_detach
 
 
 def _dims_list(op: str, dims: Any, ndim: builtins.int, shape: tuple) -> list[builtins.int]:
@@ -156,7 +156,30 @@ def cdist(x1: Tensor, x2: Tensor, p: Any = 2.0,
     if p < 0:
         raise ValueError(f"cdist: p must be >= 0, got {p}")
     diff = ops.sub(movement.unsqueeze(x1, -2), movement.unsqueeze(x2, -3))
-    return numeric.vector_norm(diff, p, -1)
+    if x1.shape[-1] == 0:         # no coordinates: every distance is 0 (amax would refuse)
+        return ops.sum(diff, -1)
+    if p == math.inf:
+        return _chebyshev(diff)
+    dist = numeric.vector_norm(diff, p, -1)
+    if p == 0:                   # a count, with PyTorch's zero gradient to x1 and x2
+        return ops.zero_gradient_to(dist, ops.sum(diff, -1))
+    return dist
+
+
+def _chebyshev(diff: Tensor) -> Tensor:
+    """``max |diff|`` over the last dim with PyTorch's ``cdist`` gradient: the whole of
+    it to every coordinate at the maximum (``vector_norm``'s, as ``amax``'s, shares it
+    among them). A finite distance is the maximum minus a zero made of ``a - a`` at the
+    tied coordinates; an infinite or NaN one keeps ``vector_norm``'s gradient (PyTorch's
+    is NaN there)."""
+    dist = numeric.vector_norm(diff, math.inf, -1)
+    if not (grad_mode.STATE.enabled and diff.requires_grad):
+        return dist
+    a = ops.abs(diff)
+    d, ad = unaliased_detach(dist), unaliased_detach(a)
+    tied = ops.eq(ad, movement.unsqueeze(d, -1))
+    zero = ops.sum(ops.where(tied, ops.sub(ad, a), 0.0), -1)
+    return ops.where(ops.lt(ops.abs(d), math.inf), ops.sub(d, zero), dist)
 
 
 def dist(input: Tensor, other: Tensor, p: Any = 2) -> Tensor:
@@ -202,7 +225,7 @@ def diag_embed(input: Tensor, offset: builtins.int = 0, dim1: builtins.int = -2,
     values = movement.unsqueeze(padded, -1 if offset >= 0 else -2)
     on = ops.eq(ops.sub(movement.reshape(arange(n), (1, n)),
                         movement.reshape(arange(n), (n, 1))), offset)
-    mats = ops.where(on, values, 0)                         # (..., n, n): rows, columns
+    mats = ops.where(on, values, ops.full_const(0, (), input.dtype))  # (..., n, n): rows, cols
     rest = iter(range(input.ndim - 1))
     rows, cols = input.ndim - 1, input.ndim
     order = [rows if i == d1 else cols if i == d2 else next(rest) for i in range(out_ndim)]

@@ -45,7 +45,9 @@ def kthvalue(input: Tensor, k: builtins.int, dim: builtins.int = -1,
 def nanmedian(input: Tensor, dim: builtins.int | None = None,
               keepdim: builtins.bool = False) -> Any:
     """The lower median of the non-NaN elements (``torch.nanmedian``); NaN where a
-    slice holds nothing else. With ``dim``, ``(values, indices)``."""
+    slice holds nothing else. With ``dim``, ``(values, indices)``, the index taking the
+    whole gradient; without, the elements equal to the median share it (the NaNs if it
+    is NaN), as in PyTorch."""
     from nova.tensor.sorting import sort
     ops._check_tensor("nanmedian", input)
     if not input.dtype.is_floating_point:
@@ -56,7 +58,7 @@ def nanmedian(input: Tensor, dim: builtins.int | None = None,
         if input.numel() == 0:
             from nova.tensor.creation import full
             return full((), math.nan, dtype=input.dtype, device=input.device)
-        return nanmedian(movement.reshape(input, -1), 0).values
+        return ops.shared_by_ties(input, nanmedian(movement.reshape(input, -1), 0).values)
     x = input if input.ndim else movement.reshape(input, 1)
     d = normalize_dim("nanmedian", dim, x.ndim, x.shape)
     if x.shape[d] == 0:

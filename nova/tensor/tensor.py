@@ -561,14 +561,20 @@ class Tensor:
     # ------------------------------------------------------------ conversion
 
     def to(self, *args: Any, **kwargs: Any) -> Tensor:
-        """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other_tensor)``."""
+        """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other_tensor)``.
+        As PyTorch, ``self`` itself when nothing changes, unless ``copy=True``, which
+        always gives a new tensor (an in-place write to it leaves ``self`` alone)."""
         target_dtype = kwargs.pop("dtype", None)
         target_device = kwargs.pop("device", None)
-        kwargs.pop("copy", None)
+        flags = [a for a in args if isinstance(a, bool)]    # (non_blocking, copy), as torch
+        if len(flags) > 2:
+            raise TypeError(f"to: at most two positional flags (non_blocking, copy), got "
+                            f"{len(flags)}")
+        fresh = kwargs.pop("copy", len(flags) == 2 and flags[1])
         kwargs.pop("non_blocking", None)
         if kwargs:
             raise TypeError(f"to: unexpected arguments {sorted(kwargs)}")
-        for a in args:
+        for a in (a for a in args if not isinstance(a, bool)):
             if isinstance(a, Tensor):    # its dtype and device, as torch
                 target_dtype, target_device = a.dtype, a.device
             elif isinstance(a, device) or (isinstance(a, str) and
@@ -582,7 +588,7 @@ class Tensor:
             target = check_device(target_device, "to")
             if target.type != (self.node.device or "cpu"):
                 out = _move(out, target.type)
-        return out
+        return out.clone() if fresh and out is self else out
 
     def cuda(self, device: Any = None) -> Tensor:
         """A copy on the GPU (``self`` if already there)."""
@@ -772,7 +778,7 @@ class Tensor:
     def __ior__(self, o): return self._assign(_ops.bitwise_or(self, o), "bitwise_or_")
     def __ixor__(self, o): return self._assign(_ops.bitwise_xor(self, o), "bitwise_xor_")
 
-    def __getitem__(self, index: Any) -> Tensor:
+    def __getitem__(self, index: Any) -> Tensor | _indexing.MaskedSelection:
         return _indexing.getitem(self, index)
 
     def __setitem__(self, index: Any, value: Any) -> None:

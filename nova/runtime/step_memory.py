@@ -137,7 +137,8 @@ def allocate_arena(plan: MemoryPlan, report: MemoryReport, allocate: Callable[[i
 def cut_arena(arena: Any, plan: MemoryPlan, steps: Sequence[Any]
               ) -> tuple[dict[int, Any], list[Any]]:
     """Each intermediate's view of the arena (by slot, in its step's ``storage`` dtype)
-    and each step's scratch view (by position in plan order; None without scratch)."""
+    and each step's scratch view (by position in plan order; None without scratch, an
+    empty view for a scratch of no bytes)."""
     views = {st.out: _view(arena, plan.offsets[st.out], st.shape, st.storage)
              for st in steps if st.out in plan.offsets}
     scratch: list[Any] = [None] * len(steps)
@@ -145,6 +146,11 @@ def cut_arena(arena: Any, plan: MemoryPlan, steps: Sequence[Any]
     for k, off in plan.scratch_offsets.items():
         p = position[k]
         scratch[p] = _view(arena, off, *steps[p].scratch)
+    for p, st in enumerate(steps):
+        if st.scratch is not None and scratch[p] is None:
+            # a scratch of no bytes (a size-0 dim) has no place in the plan: an empty view
+            assert nbytes(*st.scratch) == 0, f"kernel {p}'s scratch has no arena offset"
+            scratch[p] = _view(arena, 0, *st.scratch)
     return views, scratch
 
 

@@ -188,3 +188,17 @@ def test_planned_order_and_arena_give_the_program_order_results():
     check_arena(planned.memory_plan, planned.uses)
     for a, b in zip(planned(graph.arg_buffers), in_order(graph.arg_buffers)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_kernel_whose_scratch_has_no_bytes_runs():
+    """A size-0 dim gives a kernel's scratch no bytes, so no place in the arena: the
+    step failed binding it ('NoneType' has no 'ctypes') and was rerun in pieces with a
+    warning; it now gets an empty view."""
+    import warnings
+
+    import nova as nv
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        x = nv.zeros(2, 0, requires_grad=True)
+        x.unsqueeze(-2).expand(2, 3, 0).sum(-1).sum().backward()
+        assert x.grad.numpy().shape == (2, 0)       # realized: the step runs

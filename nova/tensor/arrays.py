@@ -19,7 +19,7 @@ import builtins
 import math
 import warnings
 from collections import namedtuple
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -842,44 +842,33 @@ def _quantile_args(op: str, x: Tensor, q: Any, interpolation: str
 # Nova has no complex dtypes: every tensor is real, so its conjugate, real part and
 # resolved forms are the tensor itself, as PyTorch returns them for real dtypes.
 
-def conj(input: Tensor) -> Tensor:
-    """``input`` itself (``torch.conj`` of a real tensor)."""
-    ops._check_tensor("conj", input)
-    return input
+def _itself(name: str, doc: str) -> Callable[[Tensor], Tensor]:
+    """A function of a real tensor that returns the tensor itself, as PyTorch's does."""
+    def itself(input: Tensor) -> Tensor:
+        ops._check_tensor(name, input)
+        return input
+    itself.__name__ = itself.__qualname__ = name
+    itself.__doc__ = doc
+    return itself
 
 
-def conj_physical(input: Tensor) -> Tensor:
-    """``input`` itself (``torch.conj_physical`` of a real tensor)."""
-    ops._check_tensor("conj_physical", input)
-    return input
+def _never(name: str) -> Callable[[Tensor], builtins.bool]:
+    """A test that a real tensor never passes (``is_conj``, ``is_neg``)."""
+    def never(input: Tensor) -> builtins.bool:
+        ops._check_tensor(name, input)
+        return False
+    never.__name__ = never.__qualname__ = name
+    return never
 
 
-def resolve_conj(input: Tensor) -> Tensor:
-    """``input`` itself: a real tensor is never a lazy conjugate."""
-    ops._check_tensor("resolve_conj", input)
-    return input
-
-
-def resolve_neg(input: Tensor) -> Tensor:
-    """``input`` itself: Nova has no lazy negation bit."""
-    ops._check_tensor("resolve_neg", input)
-    return input
-
-
-def is_conj(input: Tensor) -> builtins.bool:
-    ops._check_tensor("is_conj", input)
-    return False
-
-
-def is_neg(input: Tensor) -> builtins.bool:
-    ops._check_tensor("is_neg", input)
-    return False
-
-
-def real(input: Tensor) -> Tensor:
-    """``input`` itself: the real part of a real tensor (``torch.real``)."""
-    ops._check_tensor("real", input)
-    return input
+conj = _itself("conj", "``input`` itself (``torch.conj`` of a real tensor).")
+conj_physical = _itself("conj_physical", "``input`` itself (``torch.conj_physical`` of a real "
+                        "tensor).")
+resolve_conj = _itself("resolve_conj", "``input`` itself: a real tensor is never a lazy "
+                       "conjugate.")
+resolve_neg = _itself("resolve_neg", "``input`` itself: Nova has no lazy negation bit.")
+real = _itself("real", "``input`` itself: the real part of a real tensor (``torch.real``).")
+is_conj, is_neg = _never("is_conj"), _never("is_neg")
 
 
 def imag(input: Tensor) -> Tensor:

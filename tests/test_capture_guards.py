@@ -16,6 +16,17 @@ import pytest
 import nova as nv
 
 rng = np.random.default_rng(5)
+
+
+@pytest.fixture(autouse=True)
+def interpreted():
+    """The guards are the capture's, whatever runs the steps: the interpreter runs
+    these tiny ones without compiling a kernel (tests/test_capture.py covers the
+    compiled engines' replays)."""
+    with nv.engine("interp"):
+        yield
+
+
 XS = [rng.standard_normal((8, 4)).astype(np.float32) for _ in range(10)]
 
 

@@ -37,6 +37,8 @@ call started from is unchanged, so each replay checks its guards first:
   closure cell, an attribute of the user's object) that held a tensor the call read or
   rebound, a module, or an optimizer, scheduler or generator the call used, still
   holding that object;
+- that no hook (a module's or a tensor's) was registered or removed since the call
+  before ended;
 - whether the ``.grad`` of each tensor the call's ``backward`` wrote, and of each
   parameter of the optimizers it stepped, was None (``backward`` adds to a gradient
   that is there, ``step()`` skips a parameter without one);
@@ -53,9 +55,8 @@ again), results stored in containers the call itself created, values
 from numpy made inside the function (pass tensors instead), and calls that never
 agree twice. What Nova cannot see is the user's Python state beyond the guards above:
 a number or string reached through an object that is not a module (``cfg.scale``,
-``self.lr`` of the user's class, an item of a global list or dict), a global read by a
-method rather than by a plain function, and hooks registered or removed between calls,
-are baked in when the function is recorded, as with ``jax.jit`` -- make such a value
+``self.lr`` of the user's class, an item of a global list or dict), and a global read by a
+method rather than by a plain function, are baked in when the function is recorded, as with ``jax.jit`` -- make such a value
 an argument, or a tensor. The Python a replay
 skips does not run: a global or closure variable that the function itself rebinds
 and reads (a counter) differs at every call, so such a function records every call.
@@ -96,6 +97,7 @@ from typing import Any
 import numpy as np
 
 from nova import config
+from nova.core import hooks
 from nova.core.lru import LRU
 from nova.runtime.cache import (CACHE, RecompileWarning, freeze, freezes,
                                 settle_garbage_collector, settling_deferred)
@@ -1105,6 +1107,7 @@ class _Entry:
     replay: _Replay | None = None
     refused: str | None = None
     tries: int = 0
+    hooks_at: int = -1      # ``hooks.generation()`` as this key's last call ended
 
 
 class CompiledFunction:
@@ -1163,9 +1166,13 @@ class CompiledFunction:
             self._last_key = key
             if entry.replay is not None:
                 try:
+                    if hooks.generation() != entry.hooks_at:
+                        raise _Rerecord("a hook was registered or removed since the "
+                                        "last call")
                     out = entry.replay.run(inputs)
                     self.replays += 1
                     CACHE.stats.replays += 1
+                    entry.hooks_at = hooks.generation()
                     return out
                 except _Rerecord as e:
                     why = str(e)
@@ -1200,6 +1207,7 @@ class CompiledFunction:
         entry.calls += 1
         entry.tries += 1
         out, capture = _Recorder(entry.capture).run(self.fn, args, kwargs, inputs)
+        entry.hooks_at = hooks.generation()
         if capture.why is not None:
             if self.fullgraph:
                 raise CaptureError(f"nv.compile({self.name}, fullgraph=True): cannot replay: "

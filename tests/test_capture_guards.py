@@ -347,3 +347,57 @@ def _attribute_tensor(compiled: bool):
 
 def test_a_tensor_replaced_on_the_users_object_records_again():
     assert "holds another tensor object" in _twin(_attribute_tensor)
+
+
+# ---------------------------------------------------------------- hooks
+
+
+def _hooks_between_calls(compiled: bool, kind: str):
+    """A hook registered after the step replays, and removed later: a replay skips
+    the Python that would run it, so each change must record again."""
+    m = _layers()
+    o = nv.optim.SGD(m.parameters(), lr=0.1)
+
+    def step(x):
+        o.zero_grad()
+        loss = _loss(m, x)
+        loss.backward()
+        o.step()
+        return loss
+    fn = nv.compile(step) if compiled else step
+    losses, handle = [], None
+    for i, x in enumerate(XS[:8]):
+        if i == 3:
+            if kind == "forward":           # scales the first layer's output
+                handle = m[0].register_forward_hook(lambda mod, args, out: out * 2.0)
+            else:                           # scales the gradient of a weight
+                handle = m[1].weight.register_hook(lambda g: g * 3.0)
+        if i == 6:
+            handle.remove()
+            handle.remove()                 # (a second remove changes nothing)
+        losses.append(fn(nv.tensor(x)).item())
+    return [losses, *_weights(m)], [fn] if compiled else []
+
+
+@pytest.mark.parametrize("kind", ["forward", "tensor"])
+def test_hooks_registered_or_removed_between_calls_record_again(kind):
+    log = _twin(_hooks_between_calls, kind)
+    # (a tensor hook running in backward then makes the step record every call)
+    assert log.count("a hook was registered or removed") == (2 if kind == "forward" else 1), log
+
+
+def test_hooks_a_function_registers_itself_do_not_stop_replays():
+    """A function that registers and removes a hook on each call changes the count
+    while recording; its replays (which skip that Python) still replay."""
+    m = _layers()
+
+    def fwd(x):
+        h = m[0].register_forward_hook(lambda mod, args, out: out + 1.0)
+        y = m(x)
+        h.remove()
+        return y
+    fn = nv.compile(fwd)
+    got = [fn(nv.tensor(x)).numpy() for x in XS[:5]]
+    want = [fwd(nv.tensor(x)).numpy() for x in XS[:5]]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert fn.replays >= 2

@@ -8,18 +8,29 @@ from collections.abc import Callable
 from typing import Any
 
 _ids = itertools.count()
+_changes = [0]
+
+
+def generation() -> int:
+    """How many times a hook has been registered or removed, anywhere: ``nv.compile``
+    replays only while this is what it was when its call last ended, since a replay
+    skips the Python that would run a hook added (or not run one removed) since."""
+    return _changes[0]
 
 
 class RemovableHandle:
     """``remove()`` takes the hook off (a second call does nothing); usable as a
-    context manager that removes it on exit. ``id`` is unique per registration."""
+    context manager that removes it on exit. ``id`` is unique per registration.
+    ``remove`` pops the hook from its table and returns it (None if already gone)."""
 
     def __init__(self, remove: Callable[[int], None]):
         self.id = next(_ids)
         self._remove = remove
+        _changes[0] += 1
 
     def remove(self) -> None:
-        self._remove(self.id)
+        if self._remove(self.id) is not None:
+            _changes[0] += 1
 
     def __enter__(self) -> RemovableHandle:
         return self

@@ -16,9 +16,12 @@ length; where it is less, PyTorch's ``mean`` and ``max`` kernels and its
 not). ``max`` sends each feature's gradient to the bag's first maximum (NaN counting
 as the largest, as ``max_pool``; PyTorch's loop keeps a NaN only when it comes first).
 Indices must lie in ``[0, num_embeddings)``; a negative one is an error, as in PyTorch
-(not a wrap). ``max_norm`` (an in-place renorm of the weight) and
-``scale_grad_by_freq`` are refused here (``F.embedding`` has both); ``sparse`` is
-accepted (Nova's gradients are dense, and so the same values).
+(not a wrap). ``max_norm`` first renorms, in place, every row of the weight that
+``input`` names (all of ``input``, as PyTorch's ``embedding_renorm_``: entries past
+the last bag and ``padding_idx`` rows too), as ``F.embedding`` does; with
+``scale_grad_by_freq`` each looked-up row's gradient is divided by how often its index
+occurs in ``input`` (``sum`` and ``mean``). ``sparse`` is accepted (Nova's gradients
+are dense, and so the same values).
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ import numpy as np
 
 from nova.core import dtypes as dt
 from nova.nn.embedding_table import checked_padding_idx, given_table, init_table
+from nova.nn.functional import _index_counts, _renorm_looked_up_, _ScaleGradByFreq
 from nova.nn.module import Module
 from nova.nn.parameter import Parameter
 from nova.tensor import ops
@@ -40,13 +44,15 @@ _MODES = ("sum", "mean", "max")
 _INDEX_DTYPES = (dt.int32, dt.int64)
 
 
-def _rows(weight: Tensor, index: Tensor) -> Tensor:
+def _rows(weight: Tensor, index: Tensor, freq: Tensor | None = None) -> Tensor:
     """``weight``'s rows at ``index`` (any shape), through a gather, which rejects an
-    index outside ``[0, num_embeddings)`` (``weight[index]`` would wrap a negative one)."""
+    index outside ``[0, num_embeddings)`` (``weight[index]`` would wrap a negative one);
+    their gradient divided by ``freq`` (``index.shape + (1,)``) when given."""
     d = weight.shape[1]
     flat = index.reshape(-1, 1)
     rows = ops.gather(weight, 0, flat.expand(flat.shape[0], d))
-    return rows.reshape(index.shape + (d,))
+    rows = rows.reshape(index.shape + (d,))
+    return rows if freq is None else _ScaleGradByFreq.apply(rows, freq)
 
 
 def _reduce_bags(rows: Tensor, keep: Tensor | None, mode: str,
@@ -106,15 +112,15 @@ def _host_offsets(offsets: Tensor, length: int, include_last_offset: bool
 
 
 def _segment_bags(input: Tensor, weight: Tensor, starts: np.ndarray, ends: np.ndarray,
-                  mode: str, per_sample_weights: Tensor | None, padding_idx: int | None
-                  ) -> Tensor:
+                  mode: str, per_sample_weights: Tensor | None, padding_idx: int | None,
+                  freq: Tensor | None) -> Tensor:
     """``sum``/``mean`` of a 1-D input's bags: every row added into its bag by a
     scatter-add over the host-computed bag id of each position."""
     b, d = len(starts), weight.shape[1]
     used = int(ends[-1]) if b else 0
     bag = np.repeat(np.arange(b), ends - starts)
     idx = input[:used]
-    rows = _rows(weight, idx)
+    rows = _rows(weight, idx, None if freq is None else freq[:used])
     if per_sample_weights is not None:
         rows = ops.mul(rows, per_sample_weights[:used].unsqueeze(1))
     keep = None if padding_idx is None else ops.ne(idx, padding_idx)
@@ -161,10 +167,6 @@ def _check_args(input: Tensor, weight: Tensor, offsets: Tensor | None, max_norm:
                          "the frequency")
     if mode == "max" and sparse:
         raise ValueError("embedding_bag: max mode does not support sparse weights")
-    if max_norm is not None or scale_grad_by_freq:
-        raise NotImplementedError("embedding_bag: max_norm and scale_grad_by_freq are not "
-                                  "provided (renorm the weight with nv.renorm, or scale the "
-                                  "loss instead)")
     if weight.ndim != 2:
         raise ValueError(f"embedding_bag: weight has to be a 2-D tensor, got shape "
                          f"{weight.shape}")
@@ -229,13 +231,18 @@ def embedding_bag(input: Tensor, weight: Tensor, offsets: Tensor | None = None,
         weight, input = input, weight
     padding_idx = _check_args(input, weight, offsets, max_norm, scale_grad_by_freq, mode,
                               sparse, per_sample_weights, padding_idx)
+    if max_norm is not None:
+        _renorm_looked_up_(weight, input, max_norm, norm_type)
+    freq = _index_counts(input, weight.shape[0], weight.dtype) if scale_grad_by_freq \
+        else None
     if input.ndim == 2:
         keep = None if padding_idx is None else ops.ne(input, padding_idx)
-        return _reduce_bags(_rows(weight, input), keep, mode, per_sample_weights)
+        return _reduce_bags(_rows(weight, input, freq), keep, mode, per_sample_weights)
     starts, ends = _host_offsets(offsets, input.shape[0], include_last_offset)
     if mode == "max":
         return _padded_bags(input, weight, starts, ends, padding_idx)
-    return _segment_bags(input, weight, starts, ends, mode, per_sample_weights, padding_idx)
+    return _segment_bags(input, weight, starts, ends, mode, per_sample_weights, padding_idx,
+                         freq)
 
 
 class EmbeddingBag(Module):

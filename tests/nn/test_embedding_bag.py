@@ -103,8 +103,6 @@ def test_errors():
         F.embedding_bag(inp, w, nv.tensor([0]), mode="min")
     with pytest.raises(ValueError, match="max mode does not support sparse"):
         F.embedding_bag(inp, w, nv.tensor([0]), mode="max", sparse=True)
-    with pytest.raises(NotImplementedError, match="max_norm and scale_grad_by_freq"):
-        F.embedding_bag(inp, w, nv.tensor([0]), max_norm=1.0)
     with pytest.raises(NotImplementedError, match="per_sample_weights is only supported for "
                                                   "mode='sum'"):
         F.embedding_bag(inp, w, nv.tensor([0]), per_sample_weights=nv.tensor(PSW))
@@ -139,3 +137,36 @@ def test_errors():
         F.embedding_bag(nv.tensor([1, -1]), w, nv.tensor([0]))
     with pytest.warns(UserWarning, match="Argument order of nn.functional.embedding_bag"):
         F.embedding_bag(w, inp.reshape(2, 4))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+@pytest.mark.parametrize("two_d", [False, True], ids=["offsets", "2d"])
+def test_max_norm_and_scale_grad_by_freq(mode, two_d):
+    """``max_norm`` renorms the weight in place (every row ``input`` names) before the
+    lookup, as PyTorch's; ``scale_grad_by_freq`` divides each row's gradient by its
+    index's count in ``input``, as ``F.embedding``'s (PyTorch's CPU ``embedding_bag``
+    divides by another index's count: README's deviations)."""
+    torch = pytest.importorskip("torch")
+    w0 = W.astype(np.float64) * 3.0
+    inp = INPUT.reshape(4, 2) if two_d else INPUT
+    offs = [0, 2, 4, 6] if two_d else list(OFFSETS)
+    upstream = RNG.standard_normal((len(offs), 3))
+    got_w = nv.tensor(w0, requires_grad=True)
+    want_w = torch.tensor(w0)
+    args = dict(max_norm=1.5, norm_type=3.0, mode=mode, padding_idx=2)
+    got = F.embedding_bag(nv.tensor(inp), got_w, None if two_d else nv.tensor(OFFSETS),
+                          scale_grad_by_freq=True, **args)
+    want = torch.nn.functional.embedding_bag(
+        torch.tensor(inp), want_w, None if two_d else torch.tensor(OFFSETS), **args)
+    (got * nv.tensor(upstream)).sum().backward()
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(got_w.detach().numpy(), want_w.numpy(), rtol=1e-12)
+    assert not np.allclose(want_w.numpy(), w0)              # (some rows were renormed)
+    flat, counts = INPUT, np.bincount(INPUT, minlength=6)
+    grad = np.zeros_like(w0)
+    for b, bag in enumerate(split(np.arange(len(flat)), offs)):
+        kept = [p for p in bag if flat[p] != 2]
+        for p in kept:
+            share = 1.0 / max(len(kept), 1) if mode == "mean" else 1.0
+            grad[flat[p]] += upstream[b] * share / counts[flat[p]]
+    np.testing.assert_allclose(got_w.grad.numpy(), grad, rtol=1e-12)

@@ -3,6 +3,7 @@ conditions; the messages name the optimizer and the offending value)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 
 def nonnegative(name: str, **values: float) -> None:
@@ -20,12 +21,20 @@ def betas(name: str, values: Sequence[float]) -> tuple[float, float]:
     return (values[0], values[1])
 
 
-def kernel_flags(name: str, differentiable: bool) -> None:
-    """``foreach`` / ``fused`` / ``capturable`` choose among PyTorch's kernels for one
-    update; Nova compiles the whole step into fused kernels either way, so they are
-    accepted and change nothing (the callers drop them). ``differentiable=True``
+# Group entries that only choose among PyTorch's kernels (``Optimizer._baked`` leaves
+# them out: they change nothing in Nova's step).
+KERNEL_FLAGS = frozenset({"foreach", "fused", "capturable", "differentiable"})
+
+
+def kernel_flags(name: str, differentiable: bool, **flags: bool | None) -> dict[str, Any]:
+    """The group entries PyTorch keeps for ``foreach`` / ``fused`` / ``capturable``
+    (those its optimizer ``name`` takes, in ``flags``) and ``differentiable``. The first
+    three choose among PyTorch's kernels for one update; Nova compiles the whole step
+    into fused kernels either way, so they are kept in ``param_groups`` as given (a
+    script or a checkpoint reads them) and change nothing. ``differentiable=True``
     (autograd through the update) is another algorithm: the update is recorded under
     ``no_grad``."""
     if differentiable:
         raise NotImplementedError(f"{name}: differentiable=True is not supported (the "
                                   "update is recorded without autograd)")
+    return {**flags, "differentiable": differentiable}

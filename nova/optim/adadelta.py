@@ -22,13 +22,13 @@ class Adadelta(Optimizer):
                  eps: float = 1e-6, weight_decay: float = 0.0,
                  foreach: bool | None = None, *, capturable: bool = False,
                  maximize: bool = False, differentiable: bool = False):
-        _checks.kernel_flags("Adadelta", differentiable)
-        del foreach, capturable
+        flags = _checks.kernel_flags("Adadelta", differentiable, foreach=foreach,
+                                     capturable=capturable)
         _checks.nonnegative("Adadelta", lr=lr, eps=eps, weight_decay=weight_decay)
         if not 0.0 <= rho <= 1.0:
             raise ValueError(f"Adadelta: invalid rho={rho} (must be in [0, 1])")
         super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay,
-                                      maximize=maximize))
+                                      maximize=maximize, **flags))
 
     def _host_update(self, group: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         state["step"] += 1

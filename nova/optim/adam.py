@@ -5,6 +5,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from nova.optim import _checks
 from nova.optim._moments import beta_scalars, decay_baked, decay_scalar, decayed_moments
 from nova.optim.optimizer import Optimizer, zeros_state
 from nova.tensor import ops
@@ -33,15 +34,8 @@ class Adam(Optimizer):
                  foreach: bool | None = None, capturable: bool = False,
                  differentiable: bool = False, fused: bool | None = None,
                  decoupled_weight_decay: bool = False):
-        if decoupled_weight_decay:    # PyTorch 2.6+: Adam(..., decoupled_weight_decay=True) is AdamW
-            self.decoupled = True
-        # foreach / fused / capturable choose among PyTorch's kernels for one update;
-        # Nova compiles the whole step into fused kernels either way, so they are
-        # accepted and change nothing. differentiable is another algorithm.
-        if differentiable:
-            raise NotImplementedError(f"{type(self).__name__}: differentiable=True is not "
-                                      "supported")
-        del foreach, capturable, fused
+        flags = _checks.kernel_flags(type(self).__name__, differentiable, foreach=foreach,
+                                     capturable=capturable, fused=fused)
         if lr < 0 or eps < 0 or weight_decay < 0:
             raise ValueError(f"{type(self).__name__}: invalid lr={lr}, eps={eps} or "
                              f"weight_decay={weight_decay} (all must be >= 0)")
@@ -49,7 +43,9 @@ class Adam(Optimizer):
             raise ValueError(f"{type(self).__name__}: betas must be in [0, 1), got {betas}")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, amsgrad=bool(amsgrad),
-                                      maximize=maximize))
+                                      maximize=maximize, **flags,
+                                      decoupled_weight_decay=bool(decoupled_weight_decay
+                                                                  or self.decoupled)))
         # (step key, the step's scalar table, scalars): see _host_update
         self._host_memo: tuple[tuple, dict, dict[str, Any]] | None = None
 
@@ -61,7 +57,8 @@ class Adam(Optimizer):
         # Every parameter of a step usually has the same step count and group values:
         # then its scalars are the previous parameter's, drawn again in the same order
         # (what _scalar would give, 7 calls later; 76 times a medium GPT step).
-        key = (t, lr, wd, b1, b2, self._scalar_dtype)
+        decoupled = group["decoupled_weight_decay"]
+        key = (t, lr, wd, b1, b2, decoupled, self._scalar_dtype)
         memo = self._host_memo
         if memo is not None and memo[0] == key and memo[1] is self._scalars:
             scalars = memo[2]
@@ -69,7 +66,7 @@ class Adam(Optimizer):
                 self._drawn.extend(scalars.items())
             return scalars
         scalars = {}
-        decay_scalar(self, scalars, lr, wd, self.decoupled)
+        decay_scalar(self, scalars, lr, wd, decoupled)
         scalars["step_size"] = self._scalar("step_size", lr / (1.0 - b1 ** t))
         scalars["bias_correction2_sqrt"] = self._scalar("bias_correction2_sqrt",
                                                         math.sqrt(1.0 - b2 ** t))
@@ -79,7 +76,7 @@ class Adam(Optimizer):
 
     def _baked(self, group: dict[str, Any]) -> dict[str, Any]:
         """AdamW's decay is a runtime scalar: only whether there is one is structure."""
-        return decay_baked(super()._baked(group), group, self.decoupled)
+        return decay_baked(super()._baked(group), group, group["decoupled_weight_decay"])
 
     def _update(self, group: dict[str, Any], p: Tensor, grad: Tensor,
                 state: dict[str, Any]) -> None:
@@ -92,7 +89,8 @@ class Adam(Optimizer):
             if amsgrad:
                 state["max_exp_avg_sq"] = zeros_state(p)
         s = self._host_update(group, state)
-        p, g, m, v = decayed_moments(p, g, group["weight_decay"], self.decoupled, state, s)
+        p, g, m, v = decayed_moments(p, g, group["weight_decay"],
+                                     group["decoupled_weight_decay"], state, s)
         if amsgrad:         # the largest second moment so far (PyTorch's AMSGrad)
             v = state["max_exp_avg_sq"].copy_(ops.maximum(state["max_exp_avg_sq"], v))
         denom = ops.sqrt(v) / s["bias_correction2_sqrt"] + group["eps"]

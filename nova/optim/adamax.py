@@ -26,11 +26,11 @@ class Adamax(Optimizer):
                  weight_decay: float = 0.0, foreach: bool | None = None, *,
                  maximize: bool = False, differentiable: bool = False,
                  capturable: bool = False):
-        _checks.kernel_flags("Adamax", differentiable)
-        del foreach, capturable
+        flags = _checks.kernel_flags("Adamax", differentiable, foreach=foreach,
+                                     capturable=capturable)
         _checks.nonnegative("Adamax", lr=lr, eps=eps, weight_decay=weight_decay)
         super().__init__(params, dict(lr=lr, betas=_checks.betas("Adamax", betas), eps=eps,
-                                      weight_decay=weight_decay, maximize=maximize))
+                                      weight_decay=weight_decay, maximize=maximize, **flags))
 
     def _host_update(self, group: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         b1, b2 = group["betas"]

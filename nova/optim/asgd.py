@@ -24,16 +24,17 @@ class ASGD(Optimizer):
 
     _stamp_updates = True
     _runtime_hparams = frozenset({"lr", "lambd", "alpha", "t0"})
+    _host_state = frozenset({"step", "eta", "mu"})
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-2, lambd: float = 1e-4,
                  alpha: float = 0.75, t0: float = 1e6, weight_decay: float = 0.0,
                  foreach: bool | None = None, maximize: bool = False,
                  differentiable: bool = False, capturable: bool = False):
-        _checks.kernel_flags("ASGD", differentiable)
-        del foreach, capturable
+        flags = _checks.kernel_flags("ASGD", differentiable, foreach=foreach,
+                                     capturable=capturable)
         _checks.nonnegative("ASGD", lr=lr, weight_decay=weight_decay)
         super().__init__(params, dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0,
-                                      weight_decay=weight_decay, maximize=maximize))
+                                      weight_decay=weight_decay, maximize=maximize, **flags))
 
     def _host_update(self, group: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         lr, lambd = group["lr"], group["lambd"]

@@ -28,6 +28,7 @@ class NAdam(Optimizer):
 
     _stamp_updates = True
     _runtime_hparams = frozenset({"lr", "betas", "momentum_decay"})
+    _host_state = frozenset({"step", "mu_product"})
 
     def __init__(self, params: Iterable[Any], lr: float = 2e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
@@ -35,15 +36,15 @@ class NAdam(Optimizer):
                  decoupled_weight_decay: bool = False, *, foreach: bool | None = None,
                  maximize: bool = False, capturable: bool = False,
                  differentiable: bool = False):
-        _checks.kernel_flags("NAdam", differentiable)
-        del foreach, capturable
+        flags = _checks.kernel_flags("NAdam", differentiable, foreach=foreach,
+                                     capturable=capturable)
         _checks.nonnegative("NAdam", lr=lr, eps=eps, weight_decay=weight_decay,
                             momentum_decay=momentum_decay)
         super().__init__(params, dict(lr=lr, betas=_checks.betas("NAdam", betas), eps=eps,
                                       weight_decay=weight_decay,
                                       momentum_decay=momentum_decay,
                                       decoupled_weight_decay=decoupled_weight_decay,
-                                      maximize=maximize))
+                                      maximize=maximize, **flags))
 
     def _host_update(self, group: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         b1, b2 = group["betas"]

@@ -26,6 +26,7 @@ import numpy as np
 
 from nova.autograd.grad_mode import no_grad
 from nova.core import dtypes as dt
+from nova.optim._checks import KERNEL_FLAGS
 from nova.tensor import capture_log
 from nova.tensor.creation import tensor
 from nova.tensor.realize import end_of_step, mark_role, realize, realize_deferred
@@ -78,6 +79,9 @@ class Optimizer:
     # Group entries that enter the step only as runtime scalars; every other entry of
     # ``defaults`` is taken to be compiled in as a constant (``_baked``).
     _runtime_hparams: frozenset[str] = frozenset({"lr"})
+    # Per-parameter state entries kept on the host as Python numbers (PyTorch keeps
+    # them as 0-d tensors: ``load_state_dict`` of a PyTorch checkpoint converts them).
+    _host_state: frozenset[str] = frozenset({"step"})
     # The dtype of the runtime scalars being drawn: the updated parameter's
     # (``scalar_dtype``), set before each update and each replayed host update.
     _scalar_dtype: dt.DType = dt.float32
@@ -243,7 +247,7 @@ class Optimizer:
         while they are unchanged. By default every hyperparameter of ``defaults``
         except ``_runtime_hparams``; subclasses add structural facts (``momentum != 0``)."""
         return {k: group[k] for k in self.defaults
-                if k not in self._runtime_hparams and k in group}
+                if k not in self._runtime_hparams and k not in KERNEL_FLAGS and k in group}
 
     def _host_step(self, event: StepEvent) -> list[tuple[str, float]]:
         """The host side of a recorded ``step()`` (``event``): every ``_host_update``,
@@ -360,7 +364,13 @@ class Optimizer:
                 raise ValueError(f"{name}.load_state_dict: state for unknown parameter {i}")
             restored = {}
             for k, v in entries.items():
-                if isinstance(v, Tensor):
+                if k in self._host_state and isinstance(v, Tensor):
+                    if v.numel() != 1:
+                        raise ValueError(f"{name}.load_state_dict: state {k!r} of parameter "
+                                         f"{i} must be a number, got a tensor of shape "
+                                         f"{tuple(v.shape)}")
+                    v = int(v.item()) if k == "step" else float(v.item())
+                elif isinstance(v, Tensor):
                     if v.shape != p.shape:
                         raise ValueError(f"{name}.load_state_dict: state {k!r} of parameter {i} "
                                          f"has shape {v.shape}, the parameter has {p.shape}")

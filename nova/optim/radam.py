@@ -39,13 +39,13 @@ class RAdam(Optimizer):
                  weight_decay: float = 0.0, decoupled_weight_decay: bool = False, *,
                  foreach: bool | None = None, maximize: bool = False,
                  capturable: bool = False, differentiable: bool = False):
-        _checks.kernel_flags("RAdam", differentiable)
-        del foreach, capturable
+        flags = _checks.kernel_flags("RAdam", differentiable, foreach=foreach,
+                                     capturable=capturable)
         _checks.nonnegative("RAdam", lr=lr, eps=eps, weight_decay=weight_decay)
         super().__init__(params, dict(lr=lr, betas=_checks.betas("RAdam", betas), eps=eps,
                                       weight_decay=weight_decay,
                                       decoupled_weight_decay=decoupled_weight_decay,
-                                      maximize=maximize))
+                                      maximize=maximize, **flags))
 
     def _host_update(self, group: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         b1, b2 = group["betas"]

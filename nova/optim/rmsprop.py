@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from nova.optim import _checks
 from nova.optim.optimizer import Optimizer, zeros_state
 from nova.tensor import ops
 from nova.tensor.tensor import Tensor
@@ -21,13 +22,18 @@ class RMSprop(Optimizer):
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-2, alpha: float = 0.99,
                  eps: float = 1e-8, weight_decay: float = 0.0, momentum: float = 0.0,
-                 centered: bool = False, maximize: bool = False):
+                 centered: bool = False, capturable: bool = False,
+                 foreach: bool | None = None, maximize: bool = False,
+                 differentiable: bool = False):
+        flags = _checks.kernel_flags("RMSprop", differentiable, foreach=foreach,
+                                     capturable=capturable)
         if lr < 0 or eps < 0 or weight_decay < 0 or momentum < 0 or not 0 <= alpha <= 1:
             raise ValueError(f"RMSprop: invalid lr={lr}, alpha={alpha}, eps={eps}, "
                              f"weight_decay={weight_decay} or momentum={momentum} (all >= 0, "
                              "alpha <= 1)")
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
-                                      momentum=momentum, centered=centered, maximize=maximize))
+                                      momentum=momentum, centered=centered, maximize=maximize,
+                                      **flags))
 
     def _host_update(self, group: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         state["step"] += 1
@@ -78,7 +84,10 @@ class Adagrad(Optimizer):
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-2, lr_decay: float = 0.0,
                  weight_decay: float = 0.0, initial_accumulator_value: float = 0.0,
-                 eps: float = 1e-10, maximize: bool = False):
+                 eps: float = 1e-10, foreach: bool | None = None, *,
+                 maximize: bool = False, differentiable: bool = False,
+                 fused: bool | None = None):
+        flags = _checks.kernel_flags("Adagrad", differentiable, foreach=foreach, fused=fused)
         if lr < 0 or lr_decay < 0 or weight_decay < 0 or initial_accumulator_value < 0 or \
                 eps < 0:
             raise ValueError(f"Adagrad: invalid lr={lr}, lr_decay={lr_decay}, weight_decay="
@@ -86,7 +95,7 @@ class Adagrad(Optimizer):
                              f"{initial_accumulator_value} or eps={eps} (all must be >= 0)")
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value,
-                                      eps=eps, maximize=maximize))
+                                      eps=eps, maximize=maximize, **flags))
 
     def _host_update(self, group: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         state["step"] += 1

@@ -37,8 +37,8 @@ class Rprop(Optimizer):
                  step_sizes: tuple[float, float] = (1e-6, 50), *, capturable: bool = False,
                  foreach: bool | None = None, maximize: bool = False,
                  differentiable: bool = False):
-        _checks.kernel_flags("Rprop", differentiable)
-        del foreach, capturable
+        flags = _checks.kernel_flags("Rprop", differentiable, foreach=foreach,
+                                     capturable=capturable)
         _checks.nonnegative("Rprop", lr=lr)
         if len(etas) != 2 or not 0.0 < etas[0] < 1.0 < etas[1]:
             raise ValueError(f"Rprop: invalid etas={tuple(etas)} (need 0 < etaminus < 1 < "
@@ -47,7 +47,7 @@ class Rprop(Optimizer):
             raise ValueError(f"Rprop: step_sizes must be (min, max), got {step_sizes}")
         super().__init__(params, dict(lr=lr, etas=(etas[0], etas[1]),
                                       step_sizes=(step_sizes[0], step_sizes[1]),
-                                      maximize=maximize))
+                                      maximize=maximize, **flags))
 
     def _host_update(self, group: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         state["step"] += 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from nova.optim import _checks
 from nova.optim.optimizer import Optimizer, zeros_state
 from nova.tensor.tensor import Tensor
 
@@ -21,7 +22,9 @@ class SGD(Optimizer):
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, momentum: float = 0.0,
                  dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
-                 maximize: bool = False):
+                 maximize: bool = False, foreach: bool | None = None,
+                 differentiable: bool = False, fused: bool | None = None):
+        flags = _checks.kernel_flags("SGD", differentiable, foreach=foreach, fused=fused)
         if lr < 0 or momentum < 0 or weight_decay < 0:
             raise ValueError(f"SGD: invalid hyperparameters lr={lr}, momentum={momentum}, "
                              f"weight_decay={weight_decay} (all must be >= 0)")
@@ -29,7 +32,7 @@ class SGD(Optimizer):
             raise ValueError("SGD: nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov,
-                                      maximize=maximize))
+                                      maximize=maximize, **flags))
 
     def _host_update(self, group: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         scalars = {}

@@ -305,7 +305,8 @@ def test_argument_errors():
     nv.optim.ASGD([p], 0.01, 1e-4, 0.75, 1e6, 0.0, None, False, False, True)
     assert nv.optim.NAdam([p]).defaults == dict(
         lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, momentum_decay=4e-3,
-        decoupled_weight_decay=False, maximize=False)
+        decoupled_weight_decay=False, maximize=False, foreach=None, capturable=False,
+        differentiable=False)
 
 
 @pytest.mark.parametrize("name,hp", [

@@ -13,7 +13,8 @@ Deviations from PyTorch, forced by laziness or by what exists:
   realizes it. Every rank must record the same collectives in the same order (as in
   PyTorch); the next realization on a rank computes every collective it recorded, even
   one whose result nobody holds. ``all_reduce`` is not differentiable (as
-  ``torch.distributed.all_reduce``): it is recorded with grad off.
+  ``torch.distributed.all_reduce``): it is recorded with grad off;
+  ``nova.distributed.nn.functional.all_reduce`` is.
 - ``broadcast``, ``all_gather`` and ``barrier`` are blocking host collectives: they
   realize their tensors first.
 - ``backend="nccl"`` (CuPy's NCCL; ranks from mpiexec, which shares NCCL's id over MPI)
@@ -321,7 +322,9 @@ def all_reduce(tensor: Tensor, op: str = ReduceOp.SUM, group: ProcessGroup | Non
 
 
 def _host(tensor: Tensor) -> np.ndarray:
-    return np.ascontiguousarray(tensor.numpy())
+    # (ascontiguousarray makes a 0-d array 1-d: a 0-d buffer such as BatchNorm's
+    # num_batches_tracked would come back as shape (1,))
+    return np.ascontiguousarray(tensor.numpy()).reshape(tensor.shape)
 
 
 def _set(tensor: Tensor, array: np.ndarray, op: str) -> None:

@@ -36,6 +36,7 @@ from nova.nn.normalization import (
     InstanceNorm3d, LocalResponseNorm,
 )
 from nova.nn.parameter import Parameter
+from nova.nn.sync_batchnorm import SyncBatchNorm
 from nova.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from nova.nn.transformer import (
     MultiheadAttention, Transformer, TransformerDecoder, TransformerDecoderLayer,
@@ -94,3 +95,4 @@ __all__ += ["Buffer", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d",
             "LazyInstanceNorm1d", "LazyInstanceNorm2d", "LazyInstanceNorm3d",
             "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d",
             "UninitializedBuffer"]
+__all__ += ["SyncBatchNorm"]

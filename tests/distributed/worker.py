@@ -14,6 +14,7 @@ import nova as nv
 import nova.distributed as dist
 from models.gpt import GPT, preset
 from nova.nn.parallel import DistributedDataParallel as DDP
+from nova.nn.sync_batchnorm import SyncBatchNorm
 
 BATCH, BLOCK, STEPS = 8, 16, 4
 
@@ -162,6 +163,84 @@ def mismatch(out: str) -> None:
     t.numpy()
 
 
+# rank r's samples of SyncBatchNorm's global batches: uneven, then none on rank 0
+SYNC_SHARES, SYNC_SHARES2 = (2, 3), (0, 5)
+
+
+def sync_batchnorm_data() -> dict[str, np.ndarray]:
+    """The global batches of the SyncBatchNorm test (the same on every rank): two
+    training steps' inputs, the gradient of the first output, the affine parameters,
+    and a small MLP's batch for the DDP run."""
+    rng = np.random.default_rng(11)
+    scale = np.array([1.0, 3.0, 0.5])[:, None]
+    return {"x": rng.standard_normal((5, 3, 4)) * scale + 2.0,
+            "x2": rng.standard_normal((5, 3, 4)) * scale - 1.0,
+            "g": rng.standard_normal((5, 3, 4)), "w": rng.standard_normal(3),
+            "b": rng.standard_normal(3), "mlp_x": rng.standard_normal((8, 4)),
+            "mlp_y": rng.standard_normal((8, 1))}
+
+
+def sync_bn_mlp(sync: bool):
+    """Linear, BatchNorm1d, Tanh, Linear in float64; with ``sync`` its BatchNorm
+    converted by ``SyncBatchNorm.convert_sync_batchnorm``."""
+    nv.manual_seed(21)
+    model = nv.nn.Sequential(nv.nn.Linear(4, 6), nv.nn.BatchNorm1d(6, momentum=0.5),
+                             nv.nn.Tanh(), nv.nn.Linear(6, 1)).to(nv.float64)
+    return SyncBatchNorm.convert_sync_batchnorm(model) if sync else model
+
+
+def train_sync_bn_mlp(model, x: np.ndarray, y: np.ndarray, ddp: bool) -> dict[str, np.ndarray]:
+    """2 SGD steps of ``model`` (in DDP when ``ddp``) on ``x, y`` (this rank's share),
+    mean squared error; the final state."""
+    net = DDP(model) if ddp else model
+    opt = nv.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(2):
+        loss = ((net(nv.tensor(x)) - nv.tensor(y)) ** 2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    return {k: v.numpy() for k, v in model.state_dict().items()}
+
+
+def sync_batchnorm(out: str) -> None:
+    """SyncBatchNorm with each rank holding its share of a global batch: two training
+    forwards (the first differentiated, the second with rank 0 holding no samples),
+    one in evaluation (which must exchange nothing); the differentiable all_reduce;
+    DDP over a converted MLP."""
+    from nova.distributed.nn import functional as dnn
+    from nova.tensor.trace import live_pending
+    rank = dist.get_rank()
+    d = sync_batchnorm_data()
+    lo = sum(SYNC_SHARES[:rank])
+    part = slice(lo, lo + SYNC_SHARES[rank])
+    bn = SyncBatchNorm(3, momentum=0.3, dtype=nv.float64)
+    with nv.no_grad():
+        bn.weight.copy_(nv.tensor(d["w"]))
+        bn.bias.copy_(nv.tensor(d["b"]))
+    x = nv.tensor(d["x"][part], requires_grad=True)
+    y = bn(x)
+    (y * nv.tensor(d["g"][part])).sum().backward()
+    lo2 = sum(SYNC_SHARES2[:rank])
+    y2 = bn(nv.tensor(d["x2"][lo2:lo2 + SYNC_SHARES2[rank]]))
+    nv.realize()
+    bn.eval()
+    ye = bn(nv.tensor(d["x2"][part]))
+    eval_collectives = len(live_pending.required)
+    a = nv.tensor(np.arange(3.0) * (rank + 1), requires_grad=True)
+    summed = dnn.all_reduce(a * 2.0)
+    avg = dnn.all_reduce(a, dist.ReduceOp.AVG)
+    ((summed * nv.tensor([1.0, 2.0, 3.0]) * (rank + 1)).sum() + (avg * avg).sum()).backward()
+    m = d["mlp_x"].shape[0] // 2
+    mlp = train_sync_bn_mlp(sync_bn_mlp(True), d["mlp_x"][rank * m:(rank + 1) * m],
+                            d["mlp_y"][rank * m:(rank + 1) * m], ddp=True)
+    np.savez(os.path.join(out, f"rank{rank}.npz"), y=y.numpy(), y2=y2.numpy(),
+             ye=ye.numpy(), x_grad=x.grad.numpy(), w_grad=bn.weight.grad.numpy(),
+             b_grad=bn.bias.grad.numpy(), running_mean=bn.running_mean.numpy(),
+             running_var=bn.running_var.numpy(), batches=bn.num_batches_tracked.numpy(),
+             eval_collectives=eval_collectives, summed=summed.numpy(), avg=avg.numpy(),
+             a_grad=a.grad.numpy(), **{f"mlp/{k}": v for k, v in mlp.items()})
+
+
 def main(argv: list[str]) -> None:
     mode, out = argv[0], argv[1]
     if mode == "single":
@@ -174,7 +253,7 @@ def main(argv: list[str]) -> None:
         {"ddp": lambda o: train(o, ddp=True),
          "ddp-accumulate": lambda o: train(o, ddp=True, accumulate=2),
          "collectives": collectives, "cuda-emulated": cuda_emulated, "hang": hang, "die": die,
-         "mismatch": mismatch}[mode](out)
+         "mismatch": mismatch, "sync-batchnorm": sync_batchnorm}[mode](out)
     finally:
         if mode not in ("hang", "die", "mismatch"):
             dist.destroy_process_group()

@@ -1,6 +1,9 @@
 """``nv.distributions``: probability distributions with ``torch.distributions``' names,
 constructor arguments and semantics (batch and event shapes, ``sample``/``rsample``,
-``log_prob``, ``entropy``, ``cdf``/``icdf``, ``expand``, ``kl_divergence``).
+``log_prob``, ``entropy``, ``cdf``/``icdf``, ``expand``, ``kl_divergence``), the
+transforms they are built from (``transforms``, every one also exported here, as
+PyTorch's) and ``biject_to``/``transform_to``, which map a constraint to a transform
+from the unconstrained reals.
 
 Sampling draws from Nova's generator (``nv.manual_seed`` makes it reproducible) inside
 the lazy graph; ``rsample`` is differentiable with respect to the parameters.
@@ -10,6 +13,7 @@ from nova.distributions import constraints, transforms
 from nova.distributions.bernoulli import Bernoulli
 from nova.distributions.categorical import Categorical
 from nova.distributions.cauchy import Cauchy
+from nova.distributions.constraint_registry import biject_to, transform_to
 from nova.distributions.distribution import Distribution
 from nova.distributions.exponential import Exponential
 from nova.distributions.gumbel import Gumbel
@@ -22,13 +26,22 @@ from nova.distributions.normal import Normal
 from nova.distributions.one_hot_categorical import OneHotCategorical
 from nova.distributions.transformed_distribution import TransformedDistribution
 from nova.distributions.transforms import (
-    AffineTransform, ExpTransform, SigmoidTransform, Transform,
+    AbsTransform, AffineTransform, CatTransform, ComposeTransform,
+    CumulativeDistributionTransform, ExpTransform, IndependentTransform,
+    LowerCholeskyTransform, PositiveDefiniteTransform, PowerTransform, ReshapeTransform,
+    SigmoidTransform, SoftmaxTransform, SoftplusTransform, StackTransform,
+    StickBreakingTransform, TanhTransform, Transform, identity_transform,
 )
 from nova.distributions.uniform import Uniform
 
 __all__ = [
-    "AffineTransform", "Bernoulli", "Categorical", "Cauchy", "Distribution", "ExpTransform",
-    "Exponential", "Gumbel", "Independent", "Laplace", "LogNormal", "MultivariateNormal",
-    "Normal", "OneHotCategorical", "SigmoidTransform", "Transform", "TransformedDistribution",
-    "Uniform", "constraints", "kl_divergence", "register_kl", "transforms",
+    "AbsTransform", "AffineTransform", "Bernoulli", "CatTransform", "Categorical", "Cauchy",
+    "ComposeTransform", "CumulativeDistributionTransform", "Distribution", "ExpTransform",
+    "Exponential", "Gumbel", "Independent", "IndependentTransform", "Laplace", "LogNormal",
+    "LowerCholeskyTransform", "MultivariateNormal", "Normal", "OneHotCategorical",
+    "PositiveDefiniteTransform", "PowerTransform", "ReshapeTransform", "SigmoidTransform",
+    "SoftmaxTransform", "SoftplusTransform", "StackTransform", "StickBreakingTransform",
+    "TanhTransform", "Transform", "TransformedDistribution", "Uniform", "biject_to",
+    "constraints", "identity_transform", "kl_divergence", "register_kl", "transform_to",
+    "transforms",
 ]

@@ -12,15 +12,20 @@ from typing import Any
 
 import numpy as np
 
+from nova import linalg
 from nova.distributions.utils import known_values
+from nova.tensor import movement
+from nova.tensor.creation import full, tensor
+from nova.tensor.elementary import isclose
 from nova.tensor.tensor import Tensor
 
 __all__ = [
-    "Constraint", "boolean", "dependent", "dependent_property", "greater_than",
+    "Constraint", "boolean", "cat", "dependent", "dependent_property", "greater_than",
     "greater_than_eq", "half_open_interval", "independent", "integer_interval", "interval",
     "is_dependent", "less_than", "lower_cholesky", "lower_triangular", "nonnegative",
-    "nonnegative_integer", "one_hot", "positive", "positive_integer", "real", "real_vector",
-    "simplex", "unit_interval",
+    "nonnegative_integer", "one_hot", "positive", "positive_definite", "positive_integer",
+    "positive_semidefinite", "real", "real_vector", "simplex", "square", "stack",
+    "symmetric", "unit_interval",
 ]
 
 
@@ -311,6 +316,158 @@ class _LowerCholesky(Constraint):
         return _lower_triangular(value) & (value.diagonal(0, -2, -1) > 0).all(-1)
 
 
+def _matrix_events(value: Any, valid: Any) -> Any:
+    """``valid`` (one bool for all) as an array or tensor of ``value``'s batch shape
+    (all but its two rightmost dims)."""
+    shape = tuple(value.shape[:-2])
+    if isinstance(value, Tensor):
+        return full(shape, bool(valid), dtype=bool, device=value.device)
+    return np.full(shape, bool(valid))
+
+
+class _Square(Constraint):
+    """Square matrices (a property of the shape alone)."""
+
+    event_dim = 2
+
+    def check(self, value: Any) -> Any:
+        return _matrix_events(value, value.shape[-2] == value.shape[-1])
+
+
+class _Symmetric(_Square):
+    """Symmetric square matrices, to ``isclose(value, value.mT, atol=1e-6)``."""
+
+    def check(self, value: Any) -> Any:
+        if value.shape[-2] != value.shape[-1]:
+            return super().check(value)
+        if isinstance(value, Tensor):
+            return isclose(value, value.mT, atol=1e-6).all(-1).all(-1)
+        return np.isclose(value, np.swapaxes(value, -1, -2), atol=1e-6).all((-2, -1))
+
+
+def _host_positive_definite(value: np.ndarray) -> np.ndarray:
+    """Whether each matrix's Cholesky factorization (of its lower triangle, as
+    LAPACK's) succeeds."""
+    flat = value.reshape((-1,) + value.shape[-2:])
+    ok = np.empty(len(flat), dtype=bool)
+    for i, matrix in enumerate(flat):
+        try:
+            np.linalg.cholesky(np.tril(matrix) + np.tril(matrix, -1).T)
+            ok[i] = True
+        except np.linalg.LinAlgError:
+            ok[i] = False
+    return ok.reshape(value.shape[:-2])
+
+
+class _PositiveDefinite(_Symmetric):
+    """Symmetric positive-definite matrices: symmetric, and the Cholesky
+    factorization succeeds (``linalg.cholesky_ex``'s ``info`` is 0, lazily for a
+    tensor). Each matrix is judged on its own (PyTorch returns the symmetry check alone
+    as soon as one matrix of the batch is not symmetric)."""
+
+    def check(self, value: Any) -> Any:
+        symmetric = super().check(value)
+        if value.shape[-2] != value.shape[-1]:
+            return symmetric
+        if isinstance(value, Tensor):
+            return symmetric & (linalg.cholesky_ex(value).info == 0)
+        return symmetric & _host_positive_definite(np.asarray(value))
+
+
+class _PositiveSemidefinite(_Symmetric):
+    """Symmetric positive-semidefinite matrices: symmetric with eigenvalues >= 0.
+    Nova has no eigenvalue decomposition, so a tensor's check reads its values (one
+    realization, as PyTorch's check reads them back) and runs numpy's ``eigvalsh``."""
+
+    def check(self, value: Any) -> Any:
+        symmetric = super().check(value)
+        if value.shape[-2] != value.shape[-1]:
+            return symmetric
+        host = value.detach().numpy() if isinstance(value, Tensor) else np.asarray(value)
+        semidefinite = (np.linalg.eigvalsh(host) >= 0).all(-1)
+        if isinstance(value, Tensor):
+            return symmetric & tensor(semidefinite, device=value.device)
+        return symmetric & semidefinite
+
+
+def _check_constraints(op: str, cseq: Any) -> list[Constraint]:
+    cseq = list(cseq)
+    for i, c in enumerate(cseq):
+        if not isinstance(c, Constraint):
+            raise TypeError(f"{op}: element {i} of cseq is a {type(c).__name__}, not a "
+                            "Constraint")
+    return cseq
+
+
+def _check_dim(op: str, value: Any, dim: int) -> None:
+    if not -value.ndim <= dim < value.ndim:
+        raise IndexError(f"{op}: dim {dim} is out of range for a value of shape "
+                         f"{tuple(value.shape)}")
+
+
+class _Cat(Constraint):
+    """The constraints ``cseq`` on consecutive slices along ``dim`` of lengths
+    ``lengths`` (1 each by default), as ``torch.cat`` joins them."""
+
+    def __init__(self, cseq: Any, dim: int = 0, lengths: Any = None):
+        self.cseq = _check_constraints("constraints.cat", cseq)
+        self.lengths = [1] * len(self.cseq) if lengths is None else list(lengths)
+        if len(self.lengths) != len(self.cseq):
+            raise ValueError(f"constraints.cat: {len(self.lengths)} lengths for "
+                             f"{len(self.cseq)} constraints")
+        self.dim = dim
+
+    @property
+    def is_discrete(self) -> bool:  # type: ignore[override]
+        return any(c.is_discrete for c in self.cseq)
+
+    @property
+    def event_dim(self) -> int:  # type: ignore[override]
+        return max(c.event_dim for c in self.cseq)
+
+    def check(self, value: Any) -> Any:
+        _check_dim("constraints.cat", value, self.dim)
+        checks, start = [], 0
+        for constraint, length in zip(self.cseq, self.lengths):
+            if isinstance(value, Tensor):
+                part = movement.narrow(value, self.dim, start, length)
+            else:
+                part = np.take(value, range(start, start + length), axis=self.dim)
+            checks.append(constraint.check(part))
+            start += length
+        if isinstance(value, Tensor):
+            return movement.cat(checks, self.dim)
+        return np.concatenate(checks, self.dim)
+
+
+class _Stack(Constraint):
+    """The constraints ``cseq`` on the slices ``value.select(dim, i)``, as
+    ``torch.stack`` joins them."""
+
+    def __init__(self, cseq: Any, dim: int = 0):
+        self.cseq = _check_constraints("constraints.stack", cseq)
+        self.dim = dim
+
+    @property
+    def is_discrete(self) -> bool:  # type: ignore[override]
+        return any(c.is_discrete for c in self.cseq)
+
+    @property
+    def event_dim(self) -> int:  # type: ignore[override]
+        dim = max(c.event_dim for c in self.cseq)
+        if self.dim + dim < 0:
+            dim += 1
+        return dim
+
+    def check(self, value: Any) -> Any:
+        _check_dim("constraints.stack", value, self.dim)
+        if isinstance(value, Tensor):
+            parts = [value.select(self.dim, i) for i in range(value.shape[self.dim])]
+            return movement.stack([c.check(v) for v, c in zip(parts, self.cseq)], self.dim)
+        parts = [np.take(value, i, axis=self.dim) for i in range(value.shape[self.dim])]
+        return np.stack([c.check(v) for v, c in zip(parts, self.cseq)], self.dim)
+
+
 dependent = _Dependent()
 dependent_property = _DependentProperty
 independent = _IndependentConstraint
@@ -332,3 +489,9 @@ half_open_interval = _HalfOpenInterval
 simplex = _Simplex()
 lower_triangular = _LowerTriangular()
 lower_cholesky = _LowerCholesky()
+square = _Square()
+symmetric = _Symmetric()
+positive_semidefinite = _PositiveSemidefinite()
+positive_definite = _PositiveDefinite()
+cat = _Cat
+stack = _Stack

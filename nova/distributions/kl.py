@@ -1,6 +1,13 @@
 """``kl_divergence(p, q)`` and ``register_kl``: closed-form KL divergences, dispatched
 on the pair of distribution types (``torch.distributions.kl``'s rules: the most
-specific registered pair by subclass wins; an ambiguity warns)."""
+specific registered pair by subclass wins; an ambiguity warns).
+
+Every pair PyTorch registers among Nova's families, with PyTorch's formulas: each
+family with itself, and across families Normal, Laplace, Gumbel, Exponential and
+Uniform against Normal, Gumbel and (for Uniform) Exponential; a pair whose ``q``
+gives zero density where ``p`` has mass (Normal -> Exponential or -> Uniform, the
+real-line families -> Exponential or Uniform, Exponential -> Uniform) is ``inf``
+throughout, as PyTorch's."""
 from __future__ import annotations
 
 import math
@@ -24,6 +31,7 @@ from nova.distributions.transformed_distribution import TransformedDistribution
 from nova.distributions.uniform import Uniform
 from nova.distributions.utils import euler_constant, softplus, sum_rightmost
 from nova.tensor import ops
+from nova.tensor.creation import full_like
 from nova.tensor.special import lgamma
 from nova.tensor.tensor import Tensor
 
@@ -201,3 +209,124 @@ def _kl_transformed_transformed(p: TransformedDistribution,
                                   f"needs equal event shapes, got {p.event_shape} and "
                                   f"{q.event_shape}")
     return kl_divergence(p.base_dist, q.base_dist)
+
+
+# ---------------------------------------------------------------- across families
+
+
+def _infinite_like(value: Tensor) -> Tensor:
+    """``inf`` in ``value``'s shape and dtype: KL(p || q) where ``q`` is zero on a part
+    of ``p``'s support."""
+    return full_like(value, math.inf)
+
+
+@register_kl(Exponential, Uniform)
+def _kl_exponential_infinity(p: Exponential, q: Distribution) -> Tensor:
+    return _infinite_like(p.rate)
+
+
+@register_kl(Exponential, Gumbel)
+def _kl_exponential_gumbel(p: Exponential, q: Gumbel) -> Tensor:
+    scale_rate_prod = p.rate * q.scale
+    loc_scale_ratio = q.loc / q.scale
+    t1 = scale_rate_prod.log() - 1
+    t2 = loc_scale_ratio.exp() * scale_rate_prod / (scale_rate_prod + 1)
+    t3 = scale_rate_prod.reciprocal()
+    return t1 - loc_scale_ratio + t2 + t3
+
+
+@register_kl(Exponential, Normal)
+def _kl_exponential_normal(p: Exponential, q: Normal) -> Tensor:
+    var_normal = q.scale.pow(2)
+    rate_sqr = p.rate.pow(2)
+    t1 = 0.5 * (rate_sqr * var_normal * 2 * math.pi).log()
+    t2 = rate_sqr.reciprocal()
+    t3 = q.loc / p.rate
+    t4 = q.loc.pow(2) * 0.5
+    return t1 - 1 + (t2 - t3 + t4) / var_normal
+
+
+@register_kl(Gumbel, Exponential)
+@register_kl(Gumbel, Uniform)
+def _kl_gumbel_infinity(p: Gumbel, q: Distribution) -> Tensor:
+    return _infinite_like(p.loc)
+
+
+@register_kl(Gumbel, Normal)
+def _kl_gumbel_normal(p: Gumbel, q: Normal) -> Tensor:
+    param_ratio = p.scale / q.scale
+    t1 = (param_ratio / math.sqrt(2 * math.pi)).log()
+    t2 = (math.pi * param_ratio * 0.5).pow(2) / 3
+    t3 = ((p.loc + p.scale * euler_constant - q.loc) / q.scale).pow(2) * 0.5
+    return -t1 + t2 + t3 - (euler_constant + 1)
+
+
+@register_kl(Laplace, Exponential)
+@register_kl(Laplace, Uniform)
+def _kl_laplace_infinity(p: Laplace, q: Distribution) -> Tensor:
+    return _infinite_like(p.loc)
+
+
+@register_kl(Laplace, Normal)
+def _kl_laplace_normal(p: Laplace, q: Normal) -> Tensor:
+    var_normal = q.scale.pow(2)
+    scale_sqr_var_ratio = p.scale.pow(2) / var_normal
+    t1 = 0.5 * (2 * scale_sqr_var_ratio / math.pi).log()
+    t2 = 0.5 * p.loc.pow(2)
+    t3 = p.loc * q.loc
+    t4 = 0.5 * q.loc.pow(2)
+    return -t1 + scale_sqr_var_ratio + (t2 - t3 + t4) / var_normal - 1
+
+
+@register_kl(Normal, Exponential)
+@register_kl(Normal, Uniform)
+def _kl_normal_infinity(p: Normal, q: Distribution) -> Tensor:
+    return _infinite_like(p.loc)
+
+
+@register_kl(Normal, Gumbel)
+def _kl_normal_gumbel(p: Normal, q: Gumbel) -> Tensor:
+    mean_scale_ratio = p.loc / q.scale
+    var_scale_sqr_ratio = (p.scale / q.scale).pow(2)
+    loc_scale_ratio = q.loc / q.scale
+    t1 = var_scale_sqr_ratio.log() * 0.5
+    t2 = mean_scale_ratio - loc_scale_ratio
+    t3 = (-mean_scale_ratio + 0.5 * var_scale_sqr_ratio + loc_scale_ratio).exp()
+    return -t1 + t2 + t3 - (0.5 * (1 + math.log(2 * math.pi)))
+
+
+@register_kl(Normal, Laplace)
+def _kl_normal_laplace(p: Normal, q: Laplace) -> Tensor:
+    loc_diff = p.loc - q.loc
+    scale_ratio = p.scale / q.scale
+    loc_diff_scale_ratio = loc_diff / p.scale
+    t1 = scale_ratio.log()
+    t2 = math.sqrt(2 / math.pi) * p.scale * (-0.5 * loc_diff_scale_ratio.pow(2)).exp()
+    t3 = loc_diff * (math.sqrt(0.5) * loc_diff_scale_ratio).erf()
+    return -t1 + (t2 + t3) / q.scale - (0.5 * (1 + math.log(0.5 * math.pi)))
+
+
+@register_kl(Uniform, Exponential)
+def _kl_uniform_exponential(p: Uniform, q: Exponential) -> Tensor:
+    """Infinite where the uniform reaches below 0, outside the exponential's support."""
+    result = q.rate * (p.high + p.low) / 2 - ((p.high - p.low) * q.rate).log()
+    return _infinite_where(p.low < q.support.lower_bound, result)
+
+
+@register_kl(Uniform, Gumbel)
+def _kl_uniform_gumbel(p: Uniform, q: Gumbel) -> Tensor:
+    common_term = q.scale / (p.high - p.low)
+    high_loc_diff = (p.high - q.loc) / q.scale
+    low_loc_diff = (p.low - q.loc) / q.scale
+    t1 = common_term.log() + 0.5 * (high_loc_diff + low_loc_diff)
+    t2 = common_term * ((-high_loc_diff).exp() - (-low_loc_diff).exp())
+    return t1 - t2
+
+
+@register_kl(Uniform, Normal)
+def _kl_uniform_normal(p: Uniform, q: Normal) -> Tensor:
+    common_term = p.high - p.low
+    t1 = (math.sqrt(math.pi * 2) * q.scale / common_term).log()
+    t2 = common_term.pow(2) / 12
+    t3 = ((p.high + p.low - 2 * q.loc) / 2).pow(2)
+    return t1 + 0.5 * (t2 + t3) / q.scale.pow(2)

@@ -7,28 +7,13 @@ from typing import Any
 from nova.distributions import constraints
 from nova.distributions.distribution import Distribution
 from nova.distributions.independent import Independent
-from nova.distributions.transforms import Transform
+from nova.distributions.transforms import ComposeTransform, Transform
 from nova.distributions.utils import sum_rightmost
 from nova.tensor import ops
 from nova.tensor.grad_mode import no_grad
 from nova.tensor.tensor import Tensor
 
 __all__ = ["TransformedDistribution"]
-
-
-def _chain_dims(transforms: list[Transform]) -> tuple[int, int]:
-    """The event dims of the chain's domain and codomain (``ComposeTransform``'s rule:
-    a transform that couples k dims makes every later step see at least k)."""
-    if not transforms:
-        return 0, 0
-    domain = transforms[-1].codomain.event_dim
-    for t in reversed(transforms):
-        domain = max(domain + t.domain.event_dim - t.codomain.event_dim, t.domain.event_dim)
-    codomain = transforms[0].domain.event_dim
-    for t in transforms:
-        codomain = max(codomain + t.codomain.event_dim - t.domain.event_dim,
-                       t.codomain.event_dim)
-    return domain, codomain
 
 
 class TransformedDistribution(Distribution):
@@ -52,16 +37,13 @@ class TransformedDistribution(Distribution):
             raise ValueError(f"transforms must be a Transform or list, but was {transforms!r}")
         base_shape = base_distribution.batch_shape + base_distribution.event_shape
         base_event_dim = len(base_distribution.event_shape)
-        domain_dim, codomain_dim = _chain_dims(self.transforms)
+        chain = ComposeTransform(self.transforms)
+        domain_dim, codomain_dim = chain.domain.event_dim, chain.codomain.event_dim
         if len(base_shape) < domain_dim:
             raise ValueError(f"base_distribution needs to have shape with size at least "
                              f"{domain_dim}, but got {base_shape}.")
-        forward_shape = base_shape
-        for t in self.transforms:
-            forward_shape = t.forward_shape(forward_shape)
-        expanded_base_shape = forward_shape
-        for t in reversed(self.transforms):
-            expanded_base_shape = t.inverse_shape(expanded_base_shape)
+        forward_shape = chain.forward_shape(base_shape)
+        expanded_base_shape = chain.inverse_shape(forward_shape)
         if base_shape != expanded_base_shape:
             base_distribution = base_distribution.expand(
                 expanded_base_shape[:len(expanded_base_shape) - base_event_dim])

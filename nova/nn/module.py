@@ -41,6 +41,27 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
     __str__ = __repr__
 
 
+_EXTRA_STATE_KEY_SUFFIX = "_extra_state"
+
+
+class _HookResultError(RuntimeError, AssertionError):
+    """A load_state_dict post-hook returned a value: PyTorch raises AssertionError,
+    Nova's errors are RuntimeErrors; this is both."""
+
+
+def _hooks(module: Module, table: str) -> list[Any]:
+    """The entries of ``module``'s hook ``table`` (none until one is registered), as a
+    list, so a hook may add or remove hooks while they run."""
+    return list((getattr(module, table) or {}).values())
+
+
+def _callable(hook: Any, kind: str) -> Callable:
+    if not callable(hook):
+        raise TypeError(f"register_{kind.replace(' ', '_')}_hook: hook must be callable, "
+                        f"got {type(hook).__name__}")
+    return hook
+
+
 class Module:
     """Base class of every layer and model."""
 
@@ -340,77 +361,251 @@ class Module:
 
     # ------------------------------------------------------------ state
 
+    # The layout version of this module's own state_dict entries, saved in the
+    # ``_metadata`` of every ``state_dict()`` and read back by ``_load_from_state_dict``
+    # (BatchNorm's is 2: ``num_batches_tracked`` arrived then), as PyTorch's.
+    _version: int = 1
+
+    def get_extra_state(self) -> Any:
+        """Override (with ``set_extra_state``) to save any object besides the tensors:
+        ``state_dict`` then holds it under ``<prefix>_extra_state``. Never called on a
+        module that does not override it."""
+        raise RuntimeError(f"{type(self).__name__}.get_extra_state: reached Module's own "
+                           "get_extra_state, which state_dict never calls; override it "
+                           "together with set_extra_state")
+
+    def set_extra_state(self, state: Any) -> None:
+        """Override (with ``get_extra_state``) to restore what ``get_extra_state``
+        returned: ``load_state_dict`` passes the ``<prefix>_extra_state`` entry."""
+        raise RuntimeError(f"{type(self).__name__}.set_extra_state: reached Module's own "
+                           "set_extra_state, which load_state_dict never calls; override it "
+                           "together with get_extra_state")
+
+    def _has_extra_state(self, method: str) -> bool:
+        """Whether the class overrides ``method`` (``get_extra_state`` or
+        ``set_extra_state``): only then is ``_extra_state`` a key, as in PyTorch."""
+        return getattr(type(self), method, None) is not getattr(Module, method)
+
     def state_dict(self, *, destination: dict | None = None, prefix: str = "",
                    keep_vars: bool = False) -> OrderedDict:
         """Parameters and persistent buffers by dotted name, ``prefix`` put before each
-        (``prefix="model."``). Every name counts: a module or tensor registered under
+        (``prefix="model."``), and ``<prefix>_extra_state`` for a module overriding
+        ``get_extra_state``. Every name counts: a module or tensor registered under
         two names is saved under both, as PyTorch's, so checkpoints load either way.
         Values are ``detach()``ed aliases (they follow later in-place updates, outside
         autograd), the registered tensors themselves with ``keep_vars=True``. Entries
-        go into ``destination`` when given (and it is returned). Keyword-only:
-        PyTorch's deprecated positional form took ``destination`` first."""
-        out = OrderedDict() if destination is None else destination
-        for key, m, name, kind in self._state_entries(prefix):
-            value = m._parameters[name] if kind == "param" else m._buffers[name]
-            out[key] = value if keep_vars else value.detach()
-        return out
+        go into ``destination`` when given (and it is returned). A new dict carries
+        PyTorch's ``_metadata`` (``{module_path: {"version": ...}}``), which
+        ``load_state_dict`` reads. Each module runs its state-dict pre-hooks, saves
+        its own entries (``_save_to_state_dict``), its children's, then its post-hooks.
+        Keyword-only: PyTorch's deprecated positional form took ``destination`` first."""
+        if destination is None:
+            destination = OrderedDict()
+            destination._metadata = OrderedDict()
+        local_metadata = {"version": self._version}
+        if hasattr(destination, "_metadata"):
+            destination._metadata[prefix[:-1]] = local_metadata
+        for hook in _hooks(self, "_state_dict_pre_hooks"):
+            hook(self, prefix, keep_vars)
+        self._save_to_state_dict(destination, prefix, keep_vars)
+        for name, child in self._modules.items():
+            if child is not None:
+                child.state_dict(destination=destination, prefix=f"{prefix}{name}.",
+                                 keep_vars=keep_vars)
+        for hook, public in _hooks(self, "_state_dict_hooks"):
+            result = hook(self, destination, prefix, local_metadata)
+            if public and result is not None:
+                raise RuntimeError(f"{type(self).__name__}: state_dict post-hook "
+                                   f"{_hook_name(hook)!r} must return None (modify the "
+                                   "state_dict in place)")
+            if result is not None:      # (the private form: kept by the root call only)
+                destination = result
+        return destination
 
-    def _state_entries(self, prefix: str = "") -> Iterator[tuple[str, Module, str, str]]:
-        """``(key, module, name, "param" | "buffer")`` of every state dict entry:
-        this module's parameters, then its persistent buffers, then each child's under
-        ``prefix + child_name + "."``, every registered name walked (no deduplication),
-        as PyTorch's ``state_dict``/``load_state_dict``."""
+    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
+        """This module's own entries (not its children's) into ``destination``; a
+        subclass may override it, as in PyTorch."""
         for name, p in self._parameters.items():
             if p is not None:
-                yield prefix + name, self, name, "param"
+                destination[prefix + name] = p if keep_vars else p.detach()
         for name, b in self._buffers.items():
             if b is not None and name not in self._non_persistent_buffers_set:
-                yield prefix + name, self, name, "buffer"
-        for cname, child in self._modules.items():
-            if child is not None:
-                yield from child._state_entries(f"{prefix}{cname}.")
+                destination[prefix + name] = b if keep_vars else b.detach()
+        if self._has_extra_state("get_extra_state"):
+            destination[prefix + _EXTRA_STATE_KEY_SUFFIX] = self.get_extra_state()
 
-    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True
-                        ) -> _IncompatibleKeys:
-        """Copy values in (under no_grad). Mis-shaped keys always raise; missing and
-        unexpected keys raise when ``strict``. Returns the named pair
-        ``(missing_keys, unexpected_keys)``, as PyTorch does. Every registered name is
-        a key: a module shared under two names loads both (the later wins)."""
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
+                        assign: bool = False) -> _IncompatibleKeys:
+        """Load ``state_dict`` into this module and its children, as PyTorch's: each
+        module's ``_load_from_state_dict`` (its load pre-hooks, then its parameters,
+        persistent buffers and extra state) gets the entries under its prefix and its
+        ``_metadata`` entry, then its children load, then its load post-hooks run with
+        the keys found so far. Values copy in under no_grad; with ``assign=True`` they
+        replace the module's tensors instead (their dtype and device kept; a parameter
+        stays a Parameter with the module's ``requires_grad``), so build the optimizer
+        after. Arrays (numpy) and numbers are taken as tensors (PyTorch refuses them).
+        Missing and unexpected keys raise ``StateDictError`` when ``strict``; mis-shaped
+        entries and errors that hooks report always do, after every other entry
+        loaded. Returns the named pair ``(missing_keys, unexpected_keys)``."""
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"load_state_dict: expected state_dict to be dict-like, got "
                             f"{type(state_dict).__name__}")
-        slots = {key: (m, name, kind) for key, m, name, kind in self._state_entries()}
-        missing = [k for k in slots if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in slots]
-        mismatched = []
-        for k, (m, name, kind) in slots.items():
-            if k in state_dict:
-                value = state_dict[k]
-                target = m._parameters[name] if kind == "param" else m._buffers[name]
-                vshape = tuple(getattr(value, "shape", ()))
-                if vshape != target.shape:
-                    mismatched.append(f"{k}: checkpoint {vshape} vs model {target.shape}")
+        missing: list[str] = []
+        unexpected: list[str] = []
+        errors: list[str] = []
+        metadata = getattr(state_dict, "_metadata", None)
+        state_dict = OrderedDict(state_dict)     # (hooks may edit this copy)
+        if metadata is not None:
+            state_dict._metadata = metadata
+
+        def load(module: Module, local_state: dict, prefix: str) -> None:
+            local_metadata = dict(metadata.get(prefix[:-1], {})) if metadata is not None \
+                else {}
+            if assign:
+                local_metadata["assign_to_params_buffers"] = True
+            module._load_from_state_dict(local_state, prefix, local_metadata, True,
+                                         missing, unexpected, errors)
+            for name, child in module._modules.items():
+                if child is not None:
+                    child_prefix = f"{prefix}{name}."
+                    load(child, {k: v for k, v in local_state.items()
+                                 if k.startswith(child_prefix)}, child_prefix)
+            incompatible = _IncompatibleKeys(missing, unexpected)
+            for hook in _hooks(module, "_load_state_dict_post_hooks"):
+                if hook(module, incompatible) is not None:
+                    raise _HookResultError(
+                        f"{type(module).__name__}: load_state_dict post-hook "
+                        f"{_hook_name(hook)!r} returned a value; it must return None and "
+                        "edit incompatible_keys.missing_keys/unexpected_keys in place")
+
+        load(self, state_dict, "")
         problems = []
-        if mismatched:
-            problems.append("size mismatch for " + "; ".join(mismatched))
         if strict and missing:
             problems.append("missing keys: " + ", ".join(missing))
         if strict and unexpected:
             problems.append("unexpected keys: " + ", ".join(unexpected))
+        problems += errors
         if problems:
             raise StateDictError(f"load_state_dict for {type(self).__name__}: "
                                  + " | ".join(problems))
-        with no_grad():
-            for k, (m, name, kind) in slots.items():
-                if k not in state_dict:
-                    continue
-                value = state_dict[k]
-                if not isinstance(value, Tensor):
-                    from nova.tensor.creation import tensor
-                    value = tensor(value)
-                target = m._parameters[name] if kind == "param" else m._buffers[name]
-                target.copy_(value)
         return _IncompatibleKeys(missing, unexpected)
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str,
+                              local_metadata: dict[str, Any], strict: bool,
+                              missing_keys: list[str], unexpected_keys: list[str],
+                              error_msgs: list[str]) -> None:
+        """Load this module's own entries (not its children's) from ``state_dict``
+        (the entries under ``prefix``, a copy a subclass may edit before calling this,
+        as BatchNorm does for old checkpoints), PyTorch's per-module step: the load
+        pre-hooks run, then each parameter and persistent buffer loads, then the
+        extra state; with ``strict`` what is absent goes to ``missing_keys`` and what
+        no parameter, buffer or child claims to ``unexpected_keys``. Problems go to
+        ``error_msgs``, raised together by ``load_state_dict``. ``local_metadata`` is
+        this module's ``_metadata`` entry (``version``), with
+        ``assign_to_params_buffers`` for ``assign=True``."""
+        for hook, with_module in _hooks(self, "_load_state_dict_pre_hooks"):
+            args = (state_dict, prefix, local_metadata, strict, missing_keys,
+                    unexpected_keys, error_msgs)
+            hook(self, *args) if with_module else hook(*args)
+        local_state = {name: t for name, t in self._parameters.items() if t is not None}
+        local_state.update((name, t) for name, t in self._buffers.items()
+                           if t is not None and name not in self._non_persistent_buffers_set)
+        assign = bool(local_metadata.get("assign_to_params_buffers", False))
+        for name, target in local_state.items():
+            key = prefix + name
+            if key in state_dict:
+                self._load_entry(name, key, target, state_dict[key], assign, error_msgs)
+            elif strict:
+                missing_keys.append(key)
+        extra_key = prefix + _EXTRA_STATE_KEY_SUFFIX
+        if self._has_extra_state("set_extra_state"):
+            if extra_key in state_dict:
+                self.set_extra_state(state_dict[extra_key])
+            elif strict:
+                missing_keys.append(extra_key)
+        elif strict and extra_key in state_dict:
+            unexpected_keys.append(extra_key)
+        if strict:
+            for key in state_dict:
+                if not key.startswith(prefix) or key == extra_key:
+                    continue
+                head, dotted, _ = key[len(prefix):].partition(".")
+                if head not in (self._modules if dotted else local_state):
+                    unexpected_keys.append(key)
+
+    def _load_entry(self, name: str, key: str, target: Tensor, value: Any, assign: bool,
+                    error_msgs: list[str]) -> None:
+        """Copy (``assign``: put) checkpoint ``value`` into this module's parameter or
+        buffer ``name`` (``target``), or say in ``error_msgs`` why not."""
+        if not isinstance(value, Tensor):
+            from nova.tensor.creation import tensor
+            try:
+                value = tensor(value)
+            except (TypeError, ValueError) as e:
+                error_msgs.append(f'while copying the parameter named "{key}": expected a '
+                                  f"Tensor (or an array) from the checkpoint, got "
+                                  f"{type(value).__name__} ({e})")
+                return
+        shape = target.shape        # (a lazy module's uninitialized tensor raises here)
+        if len(shape) == 0 and value.shape == (1,):     # PyTorch 0.3 saved scalars so
+            value = value[0]
+        if value.shape != shape:
+            error_msgs.append(f"size mismatch for {key}: checkpoint {value.shape} vs "
+                              f"model {shape}")
+            return
+        with no_grad():
+            if not assign:
+                target.copy_(value)
+                return
+            if isinstance(target, Parameter):
+                if isinstance(value, Parameter):
+                    value.requires_grad_(target.requires_grad)
+                else:
+                    value = Parameter(value.detach(), requires_grad=target.requires_grad)
+            setattr(self, name, value)
+
+    # ------------------------------------------------------------ state-dict hooks
+
+    def register_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """Call ``hook(module, prefix, keep_vars)`` as ``state_dict`` begins on this
+        module (before its entries are saved)."""
+        return self._add_hook("_state_dict_pre_hooks", _callable(hook, "state_dict pre"),
+                              False)
+
+    def register_state_dict_post_hook(self, hook: Callable) -> RemovableHandle:
+        """Call ``hook(module, state_dict, prefix, local_metadata)`` once this module's
+        entries and its children's are in ``state_dict``; it may edit ``state_dict``
+        (and ``local_metadata``) in place and must return None."""
+        return self._add_hook("_state_dict_hooks",
+                              (_callable(hook, "state_dict post"), True), False)
+
+    def _register_state_dict_hook(self, hook: Callable) -> RemovableHandle:
+        """PyTorch's private form of ``register_state_dict_post_hook``: a returned dict
+        replaces the result, when this module is the one ``state_dict`` was called on."""
+        return self._add_hook("_state_dict_hooks",
+                              (_callable(hook, "state_dict post"), False), False)
+
+    def register_load_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """Call ``hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
+        unexpected_keys, error_msgs)`` as this module's ``_load_from_state_dict``
+        begins; it may edit ``state_dict`` (this module's copy) and the lists."""
+        return self._register_load_state_dict_pre_hook(hook, with_module=True)
+
+    def _register_load_state_dict_pre_hook(self, hook: Callable,
+                                           with_module: bool = False) -> RemovableHandle:
+        """PyTorch's private form: without ``with_module`` the hook is not passed the
+        module (``hook(state_dict, prefix, ...)``)."""
+        return self._add_hook("_load_state_dict_pre_hooks",
+                              (_callable(hook, "load_state_dict pre"), bool(with_module)),
+                              False)
+
+    def register_load_state_dict_post_hook(self, hook: Callable) -> RemovableHandle:
+        """Call ``hook(module, incompatible_keys)`` once this module and its children
+        have loaded; it may edit ``incompatible_keys.missing_keys`` and
+        ``.unexpected_keys`` in place (which ``strict`` then judges) and must return
+        None."""
+        return self._add_hook("_load_state_dict_post_hooks",
+                              _callable(hook, "load_state_dict post"), False)
 
     # ------------------------------------------------------------ calling, printing
 
@@ -424,6 +619,13 @@ class Module:
     _forward_hooks: OrderedDict | None = None
     _backward_hooks: OrderedDict | None = None
     _backward_pre_hooks: OrderedDict | None = None
+    # State-dict hooks by handle id, None until one is registered: pre-hooks, the hook;
+    # post-hooks, (hook, registered through the public API); load pre-hooks, (hook,
+    # with_module); load post-hooks, the hook.
+    _state_dict_pre_hooks: OrderedDict | None = None
+    _state_dict_hooks: OrderedDict | None = None
+    _load_state_dict_pre_hooks: OrderedDict | None = None
+    _load_state_dict_post_hooks: OrderedDict | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._forward_pre_hooks or self._forward_hooks or self._backward_hooks or \

@@ -149,6 +149,25 @@ class _BatchNorm(Module):
             self.register_buffer("running_var", None)
             self.register_buffer("num_batches_tracked", None)
 
+    # state_dict layout version 2: ``num_batches_tracked`` is saved (PyTorch 0.4.1 on)
+    _version = 2
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str,
+                              local_metadata: dict[str, Any], strict: bool,
+                              missing_keys: list[str], unexpected_keys: list[str],
+                              error_msgs: list[str]) -> None:
+        """A checkpoint older than version 2 (or without ``_metadata``: converted or
+        hand-made) may lack ``num_batches_tracked``: the module keeps its own (0 for
+        a fresh one), rather than reporting it missing, as PyTorch's ``_NormBase``."""
+        version = local_metadata.get("version", None)
+        key = prefix + "num_batches_tracked"
+        if (version is None or version < 2) and self.track_running_stats and \
+                key not in state_dict:
+            state_dict[key] = self.num_batches_tracked \
+                if self.num_batches_tracked is not None else tensor(0, dtype=dt.int64)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
+                                      missing_keys, unexpected_keys, error_msgs)
+
     def reset_running_stats(self) -> None:
         if self.track_running_stats:
             with no_grad():

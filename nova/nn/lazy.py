@@ -13,14 +13,27 @@ them as the eager module does (the same draws from the default generator, so und
 ``nv.manual_seed`` a lazy layer gets the values the eager one would), and the module
 becomes its eager class (``cls_to_become``).
 
-Deviations: before the first call ``state_dict()`` holds empty tensors for the
-uninitialized parameters (PyTorch holds the ``UninitializedParameter``s), and
-``load_state_dict`` does not materialize them from the checkpoint's shapes (PyTorch
-does, through a load hook): it raises the uninitialized-shape error; run one forward
-first. A materialized ``UninitializedBuffer`` is an ``nn.Buffer`` (PyTorch's becomes a
-plain tensor; Nova's cannot drop the subclass's slot). A lazy instance norm takes
-``num_features`` from the channel dim of an unbatched input too (PyTorch reads dim 1,
-the length, and then fails).
+``load_state_dict`` before the first call materializes them from the checkpoint, as
+PyTorch's load hook (``_lazy_load_hook``) does: a module saved initialized or not loads
+into one initialized or not. The module stays lazy until its first call, which then
+only turns it into its eager class.
+
+Deviations: before the first call ``state_dict()`` holds empty tensors of shape
+``(0,)`` for the uninitialized parameters (PyTorch holds the
+``UninitializedParameter``s); ``load_state_dict`` takes such an entry as an
+uninitialized one. The built-in lazy modules take the inferred size
+(``in_features``, ``in_channels``, ``num_features``) from the checkpoint and
+materialize every uninitialized tensor with the shape the first call would give it (a
+custom ``LazyModuleMixin`` module follows PyTorch's rule: each tensor with an entry
+takes the entry's shape), so an entry whose shape disagrees with the constructor's
+arguments is a size mismatch (PyTorch materializes each tensor with its entry's shape,
+whatever it is, and leaves the size 0: a lazy convolution or norm keeps it, and a
+loaded ``LazyInstanceNorm`` then fails its first call); a tensor the checkpoint lacks
+(``strict=False``) is initialized as the first call would (PyTorch leaves it
+uninitialized). A materialized ``UninitializedBuffer`` is an ``nn.Buffer`` (PyTorch's
+becomes a plain tensor; Nova's cannot drop the subclass's slot). A lazy instance norm
+takes ``num_features`` from the channel dim of an unbatched input too (PyTorch reads
+dim 1, the length, and then fails).
 """
 from __future__ import annotations
 
@@ -28,6 +41,8 @@ import math
 import warnings
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from nova.core import dtypes as dt
 from nova.nn import init
@@ -187,6 +202,125 @@ class LazyModuleMixin:
             self.__class__ = self.cls_to_become
         return Module.__call__(self, *args, **kwargs)
 
+    def _uninitialized_names(self) -> list[str]:
+        """This module's own parameters and buffers that are still uninitialized."""
+        return [name for name, t in (*self._parameters.items(), *self._buffers.items())
+                if isinstance(t, _UninitializedTensor)]
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str,
+                              local_metadata: dict[str, Any], strict: bool,
+                              missing_keys: list[str], unexpected_keys: list[str],
+                              error_msgs: list[str]) -> None:
+        """Run ``_lazy_load_hook`` first (PyTorch registers it as the first load
+        pre-hook, and removes it at the first call, when this module becomes its eager
+        class here); a tensor it leaves uninitialized loads nothing from an
+        uninitialized entry and is not reported missing for it, as in PyTorch."""
+        if self.has_uninitialized_params():
+            self._lazy_load_hook(state_dict, prefix, local_metadata, strict, missing_keys,
+                                 unexpected_keys, error_msgs)
+        skipped = [prefix + name for name in self._uninitialized_names()
+                   if prefix + name in state_dict]
+        for key in skipped:
+            del state_dict[key]
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
+                                      missing_keys, unexpected_keys, error_msgs)
+        if skipped:
+            missing_keys[:] = [key for key in missing_keys if key not in skipped]
+
+    def _lazy_load_hook(self, state_dict: dict[str, Any], prefix: str,
+                        local_metadata: dict[str, Any], strict: bool,
+                        missing_keys: list[str], unexpected_keys: list[str],
+                        error_msgs: list[str]) -> None:
+        """Materialize the uninitialized tensors that the checkpoint has an initialized
+        entry for (PyTorch's ``_lazy_load_hook``), through
+        ``_materialize_from_checkpoint``; a ValueError it raises goes to
+        ``error_msgs``, those tensors left uninitialized."""
+        names = self._uninitialized_names()
+        shapes = {name: _entry_shape(state_dict[prefix + name]) for name in names
+                  if prefix + name in state_dict
+                  and not _is_uninitialized_entry(state_dict[prefix + name])}
+        if not shapes:
+            return
+        try:
+            self._materialize_from_checkpoint(shapes, names)
+        except ValueError as e:
+            error_msgs.append(f"{type(self).__name__} ({prefix or 'the root module'}): "
+                              f"cannot materialize its uninitialized parameters from the "
+                              f"checkpoint: {e}")
+
+    def _materialize_from_checkpoint(self, shapes: dict[str, tuple[int, ...]],
+                                     names: list[str]) -> None:
+        """PyTorch's rule for any lazy module: each uninitialized tensor with an
+        entry (``shapes``, by name) takes the entry's shape; the others (of
+        ``names``) stay uninitialized until the first call."""
+        for name, shape in shapes.items():
+            target = self._parameters.get(name)
+            _materialize_if_lazy(target if target is not None else self._buffers[name], shape)
+
+
+class _InferredSizeMixin(LazyModuleMixin):
+    """The built-in lazy modules, which infer one size (``in_features``,
+    ``in_channels``, ``num_features``) that gives every tensor its shape: loading
+    infers it from the checkpoint as the first call does from the input."""
+
+    def _materialize_from_checkpoint(self, shapes: dict[str, tuple[int, ...]],
+                                     names: list[str]) -> None:
+        """Every uninitialized tensor takes the shape the size read from the entries
+        gives it (so a mis-shaped entry is a size mismatch as it loads); when the
+        checkpoint lacks one, they are all initialized as the first call would, before
+        the entries load over them."""
+        self._materialize(self._size_from_checkpoint(shapes))
+        if any(name not in shapes for name in names):
+            self._initialize_values()
+
+    def _size_from_checkpoint(self, shapes: dict[str, tuple[int, ...]]) -> int:
+        """The size ``initialize_parameters`` infers from the input, read from the
+        shapes of the checkpoint's entries for the uninitialized tensors (by name); a
+        ValueError says why it cannot be."""
+        raise NotImplementedError(f"{type(self).__name__} must define "
+                                  "_size_from_checkpoint(shapes)")
+
+    def _materialize(self, size: int) -> None:
+        """Give every uninitialized tensor the shape ``size`` implies (and set the
+        size attribute)."""
+        raise NotImplementedError(f"{type(self).__name__} must define _materialize(size)")
+
+    def _initialize_values(self) -> None:
+        """Initialize the materialized tensors as the eager constructor does."""
+        raise NotImplementedError(f"{type(self).__name__} must define _initialize_values()")
+
+
+def _is_uninitialized_entry(value: Any) -> bool:
+    """Whether a checkpoint entry stands for an uninitialized tensor: one itself, or the
+    empty ``(0,)`` tensor Nova's ``state_dict`` saves for one."""
+    return isinstance(value, _UninitializedTensor) or \
+        (isinstance(value, Tensor) and tuple(value.shape) == (0,))
+
+
+def _entry_shape(value: Any) -> tuple[int, ...]:
+    """The shape of a checkpoint entry (a tensor, an array or a number)."""
+    return tuple(value.shape) if isinstance(value, Tensor) else tuple(np.shape(value))
+
+
+def _materialize_if_lazy(t: Any, shape: tuple[int, ...]) -> None:
+    """Materialize ``t`` when it is still uninitialized."""
+    if isinstance(t, _UninitializedTensor):
+        t.materialize(shape)
+
+
+def _weight_shape_of(shapes: dict[str, tuple[int, ...]], ndim: int,
+                     layout: str) -> tuple[int, ...]:
+    """The checkpoint's ``weight`` shape, which must have ``ndim`` dims (``layout``
+    names them for the message)."""
+    if "weight" not in shapes:
+        raise ValueError(f"it has no initialized 'weight' entry to infer the input size "
+                         f"from (only {sorted(shapes)})")
+    shape = shapes["weight"]
+    if len(shape) != ndim:
+        raise ValueError(f"its 'weight' entry has shape {shape}, expected {ndim} dims "
+                         f"{layout}")
+    return shape
+
 
 def _reset_parameters(weight: Parameter, bias: Parameter | None) -> None:
     """``Linear``'s and ``ConvNd``'s initialization, in place: kaiming-uniform weight
@@ -216,7 +350,7 @@ def _quietly(build: Any, *args: Any) -> None:
         build(*args)
 
 
-class LazyLinear(LazyModuleMixin, Linear):
+class LazyLinear(_InferredSizeMixin, Linear):
     """``Linear`` with ``in_features`` taken from the first input's last dimension
     (``torch.nn.LazyLinear``); a ``Linear`` after that call."""
 
@@ -239,14 +373,22 @@ class LazyLinear(LazyModuleMixin, Linear):
         if len(input.shape) == 0:
             raise RuntimeError("LazyLinear: cannot infer in_features from a 0-d input; "
                                "expected a tensor of shape (*, in_features)")
-        self.in_features = input.shape[-1]
-        self.weight.materialize((self.out_features, self.in_features))
-        if self.bias is not None:
-            self.bias.materialize((self.out_features,))
+        self._materialize(input.shape[-1])
+        self._initialize_values()
+
+    def _size_from_checkpoint(self, shapes: dict[str, tuple[int, ...]]) -> int:
+        return _weight_shape_of(shapes, 2, "(out_features, in_features)")[1]
+
+    def _materialize(self, size: int) -> None:
+        self.in_features = size
+        _materialize_if_lazy(self.weight, (self.out_features, size))
+        _materialize_if_lazy(self.bias, (self.out_features,))
+
+    def _initialize_values(self) -> None:
         self.reset_parameters()
 
 
-class _LazyConvMixin(LazyModuleMixin):
+class _LazyConvMixin(_InferredSizeMixin):
     """``in_channels`` from the first input: dimension 1 of a batched input, 0 of an
     unbatched one (``torch.nn.modules.conv._LazyConvXdMixin``)."""
 
@@ -274,13 +416,32 @@ class _LazyConvMixin(LazyModuleMixin):
             raise RuntimeError(f"Expected {nd + 1}D (unbatched) or {nd + 2}D (batched) input "
                                f"to {name}, but got input of size: {tuple(input.shape)}")
         channels = input.shape[1] if len(input.shape) == nd + 2 else input.shape[0]
+        self._check_groups(channels)
+        self._materialize(channels)
+        self._initialize_values()
+
+    def _check_groups(self, channels: int) -> None:
         if channels % self.groups:
-            raise ValueError(f"{name}: in_channels ({channels}) must be divisible by groups "
-                             f"({self.groups})")
-        self.in_channels = channels
-        self.weight.materialize(self._weight_shape())
-        if self.bias is not None:
-            self.bias.materialize((self.out_channels,))
+            raise ValueError(f"{type(self).__name__}: in_channels ({channels}) must be "
+                             f"divisible by groups ({self.groups})")
+
+    def _size_from_checkpoint(self, shapes: dict[str, tuple[int, ...]]) -> int:
+        weight = _weight_shape_of(shapes, self._nd + 2, self._weight_layout)
+        channels = self._in_channels_of(weight)
+        self._check_groups(channels)
+        return channels
+
+    _weight_layout = "(out_channels, in_channels / groups, *kernel_size)"
+
+    def _in_channels_of(self, weight: tuple[int, ...]) -> int:
+        return weight[1] * self.groups
+
+    def _materialize(self, size: int) -> None:
+        self.in_channels = size
+        _materialize_if_lazy(self.weight, self._weight_shape())
+        _materialize_if_lazy(self.bias, (self.out_channels,))
+
+    def _initialize_values(self) -> None:
         self.reset_parameters()
 
     def _weight_shape(self) -> tuple[int, ...]:
@@ -342,6 +503,11 @@ class _LazyConvTransposeMixin(_LazyConvMixin):
         self.out_channels = out_channels
         _lazy_parameters(self, bias, device, dtype)
 
+    _weight_layout = "(in_channels, out_channels / groups, *kernel_size)"
+
+    def _in_channels_of(self, weight: tuple[int, ...]) -> int:
+        return weight[0]
+
     def _weight_shape(self) -> tuple[int, ...]:
         return (self.in_channels, self.out_channels // self.groups, *self.kernel_size)
 
@@ -391,7 +557,7 @@ class LazyConvTranspose3d(_LazyConvTransposeMixin, ConvTranspose3d):
                                    padding_mode, device, dtype)
 
 
-class _LazyNormMixin(LazyModuleMixin):
+class _LazyNormMixin(_InferredSizeMixin):
     """``num_features`` from the first input's channel dim
     (``torch.nn.modules.batchnorm._LazyNormBase``), with PyTorch's constructor: the
     eager one's without ``num_features``, and its defaults for every lazy norm,
@@ -417,16 +583,25 @@ class _LazyNormMixin(LazyModuleMixin):
     def initialize_parameters(self, input: Tensor) -> None:
         if not self.has_uninitialized_params():
             return
-        channels = input.shape[self._channel_dim(input)]
-        self.num_features = channels
+        self._materialize(input.shape[self._channel_dim(input)])
+        self._initialize_values()
+
+    def _size_from_checkpoint(self, shapes: dict[str, tuple[int, ...]]) -> int:
+        name, shape = next(iter(shapes.items()))      # (the others must agree: checked
+        if len(shape) != 1:                           # as they load)
+            raise ValueError(f"its {name!r} entry has shape {shape}, expected 1 dim "
+                             "(num_features,)")
+        return shape[0]
+
+    def _materialize(self, size: int) -> None:
+        self.num_features = size
+        for t in (self.weight, self.bias, self.running_mean, self.running_var):
+            _materialize_if_lazy(t, (size,))
+
+    def _initialize_values(self) -> None:
         if self.affine:
-            self.weight.materialize((channels,))
             init.ones_(self.weight)
-            if self.bias is not None:
-                self.bias.materialize((channels,))
         if self.track_running_stats:
-            self.running_mean.materialize((channels,))
-            self.running_var.materialize((channels,))
             init.ones_(self.running_var)           # (the mean stays zero, as reset)
 
 

@@ -307,6 +307,37 @@ class _InstanceNorm(Module):
         self.register_buffer("num_batches_tracked",
                              tensor(0, dtype=dt.int64) if tracked else None)
 
+    # state_dict layout version 2, PyTorch's (its ``_NormBase``): version 1 stopped
+    # saving the running statistics of an untracking module, version 2 added
+    # ``num_batches_tracked``
+    _version = 2
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str,
+                              local_metadata: dict[str, Any], strict: bool,
+                              missing_keys: list[str], unexpected_keys: list[str],
+                              error_msgs: list[str]) -> None:
+        """PyTorch's ``_InstanceNorm`` and ``_NormBase`` steps for old checkpoints: one
+        without a version (saved before PyTorch 0.4.0, or with its ``_metadata`` lost)
+        that holds ``running_mean``/``running_var`` for a module not tracking them is
+        an error, with PyTorch's explanation, and those keys are dropped; and one
+        older than version 2 may lack ``num_batches_tracked`` (the module keeps its
+        own)."""
+        version = local_metadata.get("version", None)
+        if version is None and not self.track_running_stats:
+            stats = [prefix + name for name in ("running_mean", "running_var")
+                     if prefix + name in state_dict]
+            if stats:
+                error_msgs.append(_untracked_stats_message(type(self).__name__, stats))
+                for key in stats:
+                    state_dict.pop(key)
+        key = prefix + "num_batches_tracked"
+        if (version is None or version < 2) and self.track_running_stats and \
+                key not in state_dict:
+            state_dict[key] = self.num_batches_tracked \
+                if self.num_batches_tracked is not None else tensor(0, dtype=dt.int64)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
+                                      missing_keys, unexpected_keys, error_msgs)
+
     def forward(self, x: Tensor) -> Tensor:
         nd = self._spatial
         if not isinstance(x, Tensor) or x.ndim not in (nd + 1, nd + 2):
@@ -332,6 +363,18 @@ class _InstanceNorm(Module):
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
                 f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+
+
+def _untracked_stats_message(klass: str, keys: list[str]) -> str:
+    """PyTorch's words for running statistics in an unversioned checkpoint of an
+    instance norm that does not track them."""
+    names = " and ".join(f'"{k}"' for k in keys)
+    return (f"Unexpected running stats buffer(s) {names} for {klass} with "
+            "track_running_stats=False. If state_dict is a checkpoint saved before 0.4.0, "
+            f"this may be expected because {klass} does not track running stats by "
+            "default since 0.4.0. Please remove these keys from state_dict. If the running "
+            f"stats are actually needed, instead set track_running_stats=True in {klass} "
+            f"to enable them. See the documentation of {klass} for details.")
 
 
 class InstanceNorm1d(_InstanceNorm):

@@ -7,6 +7,9 @@ Householder products, which Nova does not have.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from nova.autograd.grad_mode import no_grad
 from nova.nn.conv_transpose import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from nova.nn.module import Module
@@ -41,10 +44,29 @@ def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Mo
     ``parametrizations.<name>.original0`` and ``v`` as ``original1``; the weight is
     recomputed on every access (once inside ``parametrize.cached()``).
 
-    PyTorch also converts a ``weight_g``/``weight_v`` state_dict of the old API on
-    load; Nova's ``load_state_dict`` has no load hooks, so rename those two keys."""
+    A checkpoint of the old API (``nn.utils.weight_norm``: ``<name>_g`` and
+    ``<name>_v``) loads too: a load pre-hook renames those keys, as PyTorch's
+    ``_weight_norm_compat_hook``."""
     parametrize.register_parametrization(module, name, _WeightNorm(dim), unsafe=True)
+    module._register_load_state_dict_pre_hook(_weight_norm_compat_hook(name))
     return module
+
+
+def _weight_norm_compat_hook(name: str) -> Callable[..., None]:
+    """The load pre-hook that moves an old-API checkpoint's ``<prefix><name>_g`` and
+    ``<prefix><name>_v`` to ``parametrizations.<name>.original0`` and ``original1``
+    (both must be there; otherwise the keys load, or are reported, as they are)."""
+
+    def hook(state_dict: dict[str, Any], prefix: str, local_metadata: dict[str, Any],
+             strict: bool, missing_keys: list[str], unexpected_keys: list[str],
+             error_msgs: list[str]) -> None:
+        g_key, v_key = f"{prefix}{name}_g", f"{prefix}{name}_v"
+        if g_key in state_dict and v_key in state_dict:
+            state_dict[f"{prefix}parametrizations.{name}.original0"] = state_dict.pop(g_key)
+            state_dict[f"{prefix}parametrizations.{name}.original1"] = state_dict.pop(v_key)
+
+    hook.__name__ = hook.__qualname__ = "_weight_norm_compat_hook"
+    return hook
 
 
 class _SpectralNorm(Module):

@@ -45,6 +45,7 @@ import secrets
 import socket
 import struct
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, NamedTuple
 
@@ -184,8 +185,13 @@ def _encode(obj: Any, named: list[tuple[str, Tensor]], used: set[str], where: st
             ref["device"] = location
         return ref
     if isinstance(obj, dict):
-        return {"__dict__": [[_encode_key(k), _encode(v, named, used, _child(where, k),
-                                                      depth + 1)] for k, v in obj.items()]}
+        out = {"__dict__": [[_encode_key(k), _encode(v, named, used, _child(where, k),
+                                                     depth + 1)] for k, v in obj.items()]}
+        metadata = getattr(obj, "_metadata", None)     # a state_dict's module versions
+        if isinstance(metadata, dict):
+            out["_metadata"] = _encode(metadata, named, used, _child(where, "_metadata"),
+                                       depth + 1)
+        return out
     if isinstance(obj, tuple):
         return {"__tuple__": [_encode(v, named, used, _child(where, i), depth + 1)
                               for i, v in enumerate(obj)]}
@@ -726,6 +732,14 @@ class _Decoder:
                 return tuple(self.decode(v, depth + 1) for v in obj["__tuple__"])
             if set(obj) == {"__dict__"} and isinstance(obj["__dict__"], list):
                 return self.mapping(obj["__dict__"], depth)
+            if set(obj) == {"__dict__", "_metadata"} and isinstance(obj["__dict__"], list):
+                out = OrderedDict(self.mapping(obj["__dict__"], depth))
+                metadata = self.decode(obj["_metadata"], depth + 1)
+                if not isinstance(metadata, dict):
+                    raise self.fail(f"has a _metadata that is a {type(metadata).__name__}, "
+                                    "not a dict")
+                out._metadata = metadata
+                return out
             raise self.fail(f"has an unknown entry {sorted(obj)!r:.200}")
         return obj
 

@@ -42,8 +42,9 @@ Values: tensors come back as Nova tensors (``Parameter`` as ``nv.nn.Parameter``,
 int64, exactly as ``nv.from_numpy`` does, with one ``NarrowIntegerWarning`` per dtype.
 Views sharing a storage each get their own values; two tensors with the same storage,
 offset, sizes, strides and ``requires_grad`` (tied weights) come back as the same
-tensor object. OrderedDicts stay OrderedDicts, without their ``_metadata`` (module
-versions PyTorch's ``load_state_dict`` reads, Nova's does not). ``map_location`` works
+tensor object. OrderedDicts stay OrderedDicts, with their ``_metadata`` (the module
+versions ``load_state_dict`` reads: BatchNorm's and spectral norm's checkpoint
+conversions depend on them). ``map_location`` works
 as for Nova files, with the locations the file names; a callable is given each tensor
 (torch's is given each storage). The legacy pre-1.6 format (a pickle stream, not a zip)
 is refused by ``nv.load`` with instructions to convert it.
@@ -430,6 +431,13 @@ class _Converter:
             for k, v in obj.items():      # keys hashed when unpickled convert to hashables
                 out[self.convert(k, _child(where, k), depth + 1)] = \
                     self.convert(v, _child(where, k), depth + 1)
+            extra = getattr(obj, "__dict__", {})
+            if set(extra) - {"_metadata"}:
+                raise self.fail(where, f"is an OrderedDict with attributes "
+                                f"{sorted(extra)!r:.200}; a state_dict has only _metadata")
+            if "_metadata" in extra:
+                out._metadata = self.convert(extra["_metadata"], _child(where, "_metadata"),
+                                             depth + 1)
             return out
         if kind in (list, tuple):
             return kind(self.convert(v, _child(where, i), depth + 1)

@@ -348,3 +348,13 @@ def test_module_checkpoint_mismatch_errors(tmp_path):
     with pytest.raises(nn.StateDictError, match=r"size mismatch for weight: checkpoint \(2, 3\) "
                                                 r"vs model \(4, 3\)"):
         nn.Linear(3, 4).load_state_dict(nv.load(path))
+
+
+def test_a_state_dicts_module_versions_survive_a_round_trip(tmp_path):
+    m = nv.nn.Sequential(nv.nn.Linear(2, 2), nv.nn.BatchNorm1d(2))
+    nv.save({"model": m.state_dict(), "plain": {"a": 1}}, tmp_path / "ck")
+    back = nv.load(tmp_path / "ck")
+    assert back["model"]._metadata == {"": {"version": 1}, "0": {"version": 1},
+                                       "1": {"version": 2}}
+    assert not hasattr(back["plain"], "_metadata")
+    m.load_state_dict(back["model"])

@@ -605,3 +605,15 @@ def test_the_writer_here_matches_torch_save_byte_for_byte():
         records = [i.filename for i in z.infolist()]
     with zipfile.ZipFile(io.BytesIO(torch_file(mine))) as z:
         assert [i.filename for i in z.infolist()] == records
+
+
+def test_a_state_dicts_module_versions_come_back_as_its_metadata():
+    """``_metadata`` (module versions ``load_state_dict`` reads) survives the load; an
+    OrderedDict with any other attribute is refused."""
+    state = OrderedDict(w=tensor(np.ones(2, np.float32)))
+    state._metadata = OrderedDict([("", {"version": 1}), ("bn", {"version": 2})])
+    back = load_bytes(torch_file(state))
+    assert back._metadata == {"": {"version": 1}, "bn": {"version": 2}}
+    odd = OrderedDict(w=tensor(np.ones(2, np.float32)))
+    odd.hook = "x"
+    assert "attributes ['hook']" in _rejected(torch_file(odd))

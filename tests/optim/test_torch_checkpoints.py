@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 import nova as nv
-
-torch = pytest.importorskip("torch")
+from tests.test_serialization_torch_format import load_bytes, tensor, torch_file
 
 NAMES = ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam",
          "RAdam", "ASGD", "Rprop"]
@@ -30,6 +29,7 @@ def _kwargs(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_a_torch_checkpoint_resumes_the_same_trajectory(name):
+    torch = pytest.importorskip("torch")
     tp = torch.nn.Parameter(torch.tensor(W0))
     to = getattr(torch.optim, name)([tp], **_kwargs(name))
     for i in range(2):
@@ -56,6 +56,7 @@ def test_a_torch_checkpoint_resumes_the_same_trajectory(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_param_groups_hold_pytorchs_entries(name):
+    torch = pytest.importorskip("torch")
     t = getattr(torch.optim, name)([torch.nn.Parameter(torch.ones(2))], lr=0.1)
     n = getattr(nv.optim, name)([nv.nn.Parameter(nv.ones(2))], lr=0.1)
     assert n.param_groups[0].keys() == t.param_groups[0].keys()
@@ -106,3 +107,41 @@ def test_a_host_number_saved_as_a_tensor_of_several_values_is_refused():
           "param_groups": o.state_dict()["param_groups"]}
     with pytest.raises(ValueError, match="state 'step' of parameter 0 must be a number"):
         o.load_state_dict(sd)
+
+
+def _steps(o, p, grads):
+    for g in grads:
+        p.grad = nv.tensor(g)
+        o.step()
+        o.zero_grad()
+
+
+@pytest.mark.parametrize("name,host", [("Adam", ["step"]), ("NAdam", ["step", "mu_product"]),
+                                       ("ASGD", ["step", "eta", "mu"])])
+def test_host_numbers_saved_as_0d_tensors_resume_exactly(name, host):
+    """PyTorch saves ``step`` (NAdam's ``mu_product``, ASGD's ``eta`` and ``mu``) as 0-d
+    tensors: a file laid out as torch.save writes it (no torch needed) resumes the
+    uninterrupted trajectory bit for bit when the numbers are exact in its dtype."""
+    p = nv.nn.Parameter(nv.tensor(W0))
+    o = getattr(nv.optim, name)([p], lr=0.1)
+    _steps(o, p, [G, 2 * G])
+    saved = o.state_dict()
+    state = {k: tensor(np.array(v, np.float64)) if k in host else tensor(v.numpy())
+             for k, v in saved["state"][0].items()}
+    blob = torch_file({"state": {0: state}, "param_groups": saved["param_groups"]})
+    q = nv.nn.Parameter(nv.tensor(p.detach().numpy()))
+    resumed = getattr(nv.optim, name)([q], lr=0.1)
+    resumed.load_state_dict(load_bytes(blob))
+    assert all(type(resumed.state[q][k]) is type(o.state[p][k]) for k in host)
+    _steps(o, p, [3 * G, 4 * G])
+    _steps(resumed, q, [3 * G, 4 * G])
+    np.testing.assert_array_equal(q.detach().numpy(), p.detach().numpy())
+
+
+def test_param_groups_hold_the_kernel_flags_pytorch_2_13_keeps():
+    p = nv.nn.Parameter(nv.ones(2))
+    keys = {name: set(getattr(nv.optim, name)([p], lr=0.1).param_groups[0]) for name in NAMES}
+    assert {"foreach", "fused", "differentiable"} <= keys["SGD"]
+    assert {"foreach", "fused", "capturable", "differentiable",
+            "decoupled_weight_decay"} <= keys["Adam"] & keys["AdamW"]
+    assert {"foreach", "capturable", "differentiable"} <= keys["RMSprop"] & keys["Rprop"]

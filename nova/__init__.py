@@ -104,6 +104,7 @@ greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 absolute, fix, sgn = abs, trunc, sign
 arccosh, arcsinh, arctanh = acosh, asinh, atanh
 det, logdet, slogdet, inverse = linalg.det, linalg.logdet, linalg.slogdet, linalg.inv
+from nova.decompositions_spectral import legacy_qr as qr, legacy_svd as svd, pinverse  # noqa: E402
 
 # The legacy tensor types (torch.FloatTensor ...: constructors and isinstance tests)
 FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor = (

@@ -44,8 +44,10 @@ the inputs with differentiable ops, so higher derivatives are exact. ``lu_factor
 of ``det`` at a singular matrix (where ``A^-T`` does not exist) is not provided: it
 is inf/NaN.
 
-Not provided: ``qr``, ``eigh``, ``eigvalsh``, ``svd`` and the other spectral
-decompositions, ``lstsq``, ``pinv``, complex matrices, ``lu_factor(pivot=False)``.
+Not provided here: complex matrices, ``lu_factor(pivot=False)``. The orthogonal and
+spectral decompositions (``qr``, ``eigh``, ``svd`` and what is built on them: ``pinv``,
+``lstsq``, ``matrix_rank``, spectral norms, ``cond``) are in
+``nova.decompositions_spectral``.
 """
 from __future__ import annotations
 

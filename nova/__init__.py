@@ -8,6 +8,9 @@ from nova import (
 )
 from nova.amp import autocast
 
+from nova.autograd.anomaly_mode import (
+    is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled,
+)
 from nova.autograd.grad_mode import (
     enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
     set_grad_enabled,

@@ -112,7 +112,7 @@ from nova.tensor.tensor import Tensor
 from nova.tensor.trace import Node, RealizationError
 
 _node_of = attrgetter("_node")    # a tensor's current node, as the replay rebinds it
-_grad_of = attrgetter("grad")
+_grad_of = attrgetter("_grad")     # (``Tensor.grad``'s slot: the guard reads it per call)
 
 MAX_RECORDED_CALLS = 6     # recorded calls that never agree twice: give up capturing
 MAX_ENTRIES = 8            # guard keys kept per function (as torch.compile's cache size)

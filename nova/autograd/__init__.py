@@ -12,6 +12,11 @@ from nova.autograd.gradcheck import GradcheckError, gradcheck  # noqa: E402
 from nova.autograd.function import Function, FunctionCtx  # noqa: E402
 from nova.autograd import hooks as _hooks  # noqa: E402
 from nova.autograd import functional  # noqa: E402,F401  (nv.autograd.functional)
+from nova.autograd import anomaly_mode  # noqa: E402,F401  (torch.autograd.anomaly_mode)
+from nova.autograd.anomaly_mode import (  # noqa: E402
+    detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled,
+    set_detect_anomaly,
+)
 from nova.tensor.tensor import Tensor as _Tensor  # noqa: E402
 
 # Tensor's hook methods live with the engine that calls them (tensor sits below autograd).
@@ -19,4 +24,6 @@ _Tensor.register_hook = _hooks.register_hook
 _Tensor.register_post_accumulate_grad_hook = _hooks.register_post_accumulate_grad_hook
 
 __all__ = ["backward", "grad", "gradcheck", "GradcheckError", "no_grad", "enable_grad",
-           "set_grad_enabled", "is_grad_enabled", "Function", "FunctionCtx"]
+           "set_grad_enabled", "is_grad_enabled", "Function", "FunctionCtx", "detect_anomaly",
+           "set_detect_anomaly", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
+           "set_anomaly_enabled"]

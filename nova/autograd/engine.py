@@ -11,9 +11,9 @@ import contextvars
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from nova.autograd import backward_template, grad_mode, graph, hooks
+from nova.autograd import anomaly_mode, backward_template, grad_mode, graph, hooks
 from nova.autograd.rules import vjp
-from nova.tensor import ops, tape
+from nova.tensor import creation, ops, tape
 from nova.tensor.tensor import Tensor, unaliased_detach
 from nova.tensor.trace import next_seq, recording_backward
 
@@ -146,9 +146,10 @@ def _run(outputs: list[Tensor], grads: list[Tensor], retain_graph: bool, create_
     collects the ids of the leaves given a gradient. A plain backward (into ``.grad``,
     no ``create_graph``) is stamped from the template of an earlier pass with the same
     structure when there is one (``nova.autograd.backward_template``), and kept as one
-    otherwise."""
+    otherwise. Under anomaly mode every pass runs its rules as written, checked
+    (``nova.autograd.anomaly_mode``)."""
     roots = [out._grad_fn for out in outputs]
-    if capture is not None or create_graph:
+    if capture is not None or create_graph or anomaly_mode.STATE.enabled:
         return _propagate(outputs, grads, _topological(roots), retain_graph, create_graph,
                           capture, reached)
     found = _discovered(roots)
@@ -192,6 +193,7 @@ def _propagate(outputs: list[Tensor], grads: list[Tensor], order: list[graph.Gra
     captured: dict[int, Tensor] = {}
     pending: dict[int, Tensor] = {}
     hooking = hooks.any_hooks()
+    rule = anomaly_mode.checked_vjp if anomaly_mode.STATE.enabled else vjp
     # hooked leaves' gradients, summed over the pass before their hooks see them
     held: dict[int, tuple[Tensor, Tensor]] = {}
 
@@ -236,7 +238,7 @@ def _propagate(outputs: list[Tensor], grads: list[Tensor], order: list[graph.Gra
                                    "time; pass retain_graph=True to the first backward call")
             if ran is not None:
                 ran.append(k)
-            for edge, gi in zip(fn.next, vjp(fn, g, create_graph)):
+            for edge, gi in zip(fn.next, rule(fn, g, create_graph)):
                 if edge is not None and gi is not None:
                     deliver(edge, gi)
             if not retain_graph:
@@ -311,8 +313,18 @@ def _backward(tensors: Sequence[Tensor], grad_tensors: Sequence[Any] | None,
 
 
 def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool | None = None,
-         create_graph: bool = False, allow_unused: bool = False) -> tuple[Tensor | None, ...]:
-    """``nv.autograd.grad``: gradients of ``outputs`` with respect to ``inputs``."""
+         create_graph: bool = False, allow_unused: bool | None = None, *,
+         materialize_grads: bool = False) -> tuple[Tensor | None, ...]:
+    """``nv.autograd.grad``: gradients of ``outputs`` with respect to ``inputs``.
+
+    An input the outputs do not depend on is an error, or gets None with
+    ``allow_unused=True``, or zeros with ``materialize_grads=True`` (which implies
+    ``allow_unused``; with ``create_graph`` the zeros require grad), as PyTorch's."""
+    if materialize_grads and allow_unused is False:
+        raise ValueError("grad: expected allow_unused to be True or not passed when "
+                         "materialize_grads=True, but got: allow_unused=False.")
+    if allow_unused is None:
+        allow_unused = materialize_grads
     outs = _as_list(outputs)
     ins = _as_list(inputs)
     for k, t in enumerate(ins):
@@ -327,6 +339,10 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
         if g is None and not allow_unused:
             raise RuntimeError(f"grad: input {k} (shape {t.shape}) was not used to compute the "
                                "outputs; pass allow_unused=True to get None for it")
+        if g is None and materialize_grads:
+            g = creation.zeros_like(t)
+            if create_graph:
+                g.requires_grad_()
         result.append(g if g is None or create_graph else unaliased_detach(g))
     return tuple(result)
 

@@ -13,6 +13,7 @@ before an in-place update of its base reads the updated values, as in PyTorch.
 from __future__ import annotations
 
 import copy
+import sys
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -27,9 +28,7 @@ from nova.tensor.trace import Node, live_pending
 
 
 class _View:
-    """How a view tensor relates to its base tensor. ``storage`` is the base's storage
-    token when the view was made: ``base.data = other`` gives the base a new one, and a
-    view of the old storage is cut off (PyTorch's views keep the old storage).
+    """How a view tensor relates to its base tensor.
 
     ``version`` is the base's ``_version`` and ``seen`` the base's node when this view
     last derived from it. A base that is itself a view changes without an in-place op
@@ -37,10 +36,10 @@ class _View:
     and ``seen`` tells the view below (``Tensor.node``).
 
     The base knows its live views (weakly, ``_note_view``): an in-place shape op on it
-    (``t_``, ``unsqueeze_``: ``Tensor._restride``) moves them to the storage they view."""
+    (``t_``, ``unsqueeze_``: ``Tensor._restride``) and an assignment to its ``.data``
+    move them to a hidden tensor holding the storage they view (``_move_views``)."""
 
-    __slots__ = ("base", "version", "seen", "derive", "write_back", "op", "storage",
-                 "__weakref__")
+    __slots__ = ("base", "version", "seen", "derive", "write_back", "op", "__weakref__")
 
     def __init__(self, base: Tensor, derive: Callable[[Tensor], Tensor],
                  write_back: Callable[[Tensor, Tensor], Tensor] | None, op: str):
@@ -50,8 +49,11 @@ class _View:
         self.derive = derive
         self.write_back = write_back
         self.op = op
-        self.storage = getattr(base, "_storage", None)
         _note_view(base, self)
+
+    def rebase(self, base: Tensor) -> None:
+        """View ``base`` from now on (the storage moved there: ``_move_views``)."""
+        self.base = base
 
 
 def _note_view(base: Tensor, view: _View) -> None:
@@ -77,53 +79,75 @@ def live_views(t: Tensor) -> list[_View]:
 
 
 class _Gone:
-    """What an alias's base reads as once the base is gone: the version the alias last
-    saw (so it never re-derives) and writes that go nowhere."""
+    """What a ``detach()`` alias's base reads as once the base is gone: the version the
+    alias last saw (so it never re-derives) and writes that go nowhere."""
 
-    __slots__ = ("_version", "_storage")
+    __slots__ = ("_version",)
     _view = None        # (not a view: nothing above it can change)
 
-    def __init__(self, version: int, storage: Any):
-        self._version, self._storage = version, storage
+    def __init__(self, version: int):
+        self._version = version
 
     def _write_outside_autograd(self, value: Tensor, op: str) -> None:
         pass
 
 
 class _AliasView(_View):
-    """The view ``detach()`` and ``.data`` make: of the root of the views below it (its
-    ``derive`` and ``write_back`` composed through them, so temporaries on the way --
-    ``x[0:2].detach()`` -- need not live), held weakly, since a detached handle must not
-    keep the root's autograd graph alive (``preds.append(model(x).detach())``); once the
-    root is gone the alias is a value of its own."""
+    """The view ``detach()``, ``.data`` and an assignment to ``.data`` make: of the root
+    of the views below it (its ``derive`` and ``write_back`` composed through them, so
+    temporaries on the way -- ``x[0:2].detach()`` -- need not live).
 
-    __slots__ = ("_base_ref",)
+    An alias holds its root (``held``), as PyTorch's holds the storage: it reads the
+    root's later in-place updates, and shares writes with the root's other aliases,
+    even after every other handle on the root is gone; it becomes a plain value once it
+    is the root's only holder (``Tensor.node``). Except that a ``detach()`` or ``.data``
+    alias of a root with autograd history holds it weakly, since a detached handle must
+    not keep that graph alive (``preds.append(model(x).detach())``): once such a root is
+    gone the alias is a value of its own, with the value it last read. (``t.data =
+    other`` always holds, as PyTorch's ``t`` holds ``other``'s storage.)"""
+
+    __slots__ = ("_base_ref", "held")
 
     def __init__(self, root: Tensor, derive: Callable[[Tensor], Tensor],
-                 write_back: Callable[[Tensor, Tensor], Tensor], op: str):
+                 write_back: Callable[[Tensor, Tensor], Tensor], op: str,
+                 hold: bool = False):
         self._base_ref = weakref.ref(root)
+        self.held = root if hold else None
         self.version = root._version
         self.seen = root.node
         self.derive = derive
         self.write_back = write_back
         self.op = op
-        self.storage = getattr(root, "_storage", None)
         _note_view(root, self)
 
     @property
     def base(self) -> Any:
         b = self._base_ref()
-        return b if b is not None else _Gone(self.version, self.storage)
+        return b if b is not None else _Gone(self.version)
+
+    def rebase(self, base: Tensor) -> None:
+        self._base_ref = weakref.ref(base)
+        if self.held is not None:
+            self.held = base
+
+    def alone(self) -> bool:
+        """Whether the view's holder is the only handle left on its held root: no other
+        reference to it, no other live view of it, and the root no view itself."""
+        return self.held_refs() <= _ALONE_REFS and self.held._view is None and \
+            len(live_views(self.held)) == 1
+
+    def held_refs(self) -> int:
+        return sys.getrefcount(self.held)
 
 
 class Tensor:
     """A lazy n-dimensional array with PyTorch semantics."""
 
-    # (set only when used: ``_storage`` by the ``.data`` setter, see ``_View``;
-    # ``_views`` by the first view made of this tensor; the hook tables by
-    # nova.autograd.hooks)
-    __slots__ = ("_node", "_view", "_version", "_grad_fn", "_requires_grad", "grad",
-                 "_storage", "_views", "_grad_hooks", "_post_hooks", "__weakref__")
+    # (set only when used: ``_views`` by the first view made of this tensor, see
+    # ``_View``; the hook tables by nova.autograd.hooks. ``_grad`` is ``.grad``, whose
+    # setter checks what is assigned)
+    __slots__ = ("_node", "_view", "_version", "_grad_fn", "_requires_grad", "_grad",
+                 "_views", "_grad_hooks", "_post_hooks", "__weakref__")
     __array_priority__ = 1000  # make ``ndarray op Tensor`` defer to Tensor's reflected op
 
     def __init__(self, data: Any = None, *, dtype: Any = None):
@@ -134,7 +158,7 @@ class Tensor:
         self._version = 0
         self._grad_fn = None
         self._requires_grad = False
-        self.grad = None
+        self._grad = None
 
     @classmethod
     def _wrap(cls, node: Node, view: _View | None = None, grad_fn: Any = None) -> Tensor:
@@ -144,7 +168,7 @@ class Tensor:
         t._version = 0
         t._grad_fn = grad_fn
         t._requires_grad = False
-        t.grad = None
+        t._grad = None
         if not node.realized:
             live_pending.live.add(t)
         return t
@@ -162,24 +186,34 @@ class Tensor:
     def node(self) -> Node:
         """The current node, re-derived from the base if the base changed: in place, or,
         for a base that is a view itself, by re-deriving from a base that did (its node
-        is then another than the one this view saw)."""
+        is then another than the one this view saw).
+
+        An alias (``detach()``, ``.data``, ``t.data = other``) keeps its own autograd
+        history when it re-derives, as PyTorch's tensors sharing a storage do; one that
+        holds its root (``t.data = other``) becomes a plain value once no other handle
+        is left on the root (``_AliasView.alone``)."""
         v = self._view
         if v is not None:
-            base = v.base
-            if base._version != v.version or \
-                    (base._view is not None and base.node is not v.seen):
-                if getattr(base, "_storage", None) is not v.storage:
-                    self._view = None    # the base took new storage: this view keeps its own
-                    return self._node
-                fresh = v.derive(base)
+            self._sync(v)
+            if v.__class__ is _AliasView and v.held is not None and v.alone():
+                self._view = None
+        return self._node
+
+    def _sync(self, v: _View) -> None:
+        """Re-derive from the base of ``v`` (this tensor's view) if it changed."""
+        base = v.base
+        if base._version != v.version or \
+                (base._view is not None and base.node is not v.seen):
+            fresh = v.derive(base)
+            self._node = fresh.node
+            if v.op not in _DETACHED_ALIASES:
                 old_fn = self._grad_fn
-                self._node, self._grad_fn = fresh.node, fresh._grad_fn
+                self._grad_fn = fresh._grad_fn
                 if old_fn is not None and old_fn.retained:
                     _carry_retained(self, old_fn)
-                v.version, v.seen = base._version, base._node
-                if not self._node.realized:
-                    live_pending.live.add(self)
-        return self._node
+            v.version, v.seen = base._version, base._node
+            if not self._node.realized:
+                live_pending.live.add(self)
 
     def _assign(self, value: Tensor, op: str) -> Tensor:
         """Rebind this handle to ``value`` (an in-place op), writing through views."""
@@ -195,8 +229,6 @@ class Tensor:
                                    f"the in-place output type {self.dtype.name}")
             value = value.to(self.dtype)
         v = self._view
-        if v is not None and getattr(v.base, "_storage", None) is not v.storage:
-            self._view = v = None        # the base took new storage since: not written
         if v is not None:
             if v.write_back is None:
                 raise RuntimeError(f"{op}: cannot write in place into the result of "
@@ -232,8 +264,7 @@ class Tensor:
         its history (``x[0:2].detach().zero_()`` with ``x`` a non-leaf)."""
         fn = self._grad_fn
         v = self._view
-        if v is not None and v.op not in _DETACHED_ALIASES and \
-                getattr(v.base, "_storage", None) is v.storage:
+        if v is not None and v.op not in _DETACHED_ALIASES:
             with _grad_mode.no_grad():
                 whole = v.write_back(v.base, Tensor._wrap(value.node))
             v.base._write_outside_autograd(whole, op)
@@ -277,18 +308,7 @@ class Tensor:
                                "requires grad in place while views of it with autograd "
                                "history are alive; delete them first")
         if self._view is not None or views:
-            storage = Tensor._wrap(self._node, self._view, self._grad_fn)
-            storage._version = self._version
-            if hasattr(self, "_storage"):
-                storage._storage = self._storage
-            if views:
-                storage._views = self._views
-                del self._views
-            for v in views:
-                if isinstance(v, _AliasView):
-                    v._base_ref = weakref.ref(storage)
-                else:
-                    v.base = storage
+            storage = _move_views(self, views)
             self._view = _View(storage, forward, lambda s, value: inverse(value), op)
             value = forward(storage)
         else:
@@ -646,17 +666,31 @@ class Tensor:
     @property
     def data(self) -> Tensor:
         """``detach()``'s alias: ``p.data.add_(...)``, ``m.weight.data.normal_(0,
-        0.02)`` update the tensor itself, outside autograd, as in PyTorch. Assigning
-        rebinds this handle to another value of any shape or dtype, outside autograd,
-        as ``torch``'s ``.data``."""
+        0.02)`` update the tensor itself, outside autograd, as in PyTorch."""
         return _detached_alias(self, "data")
 
     @data.setter
     def data(self, value: Tensor) -> None:
+        """``t.data = other``, as PyTorch's: ``t`` shares ``other``'s storage from now on
+        (of any shape, dtype or device), an alias of it as ``other.detach()`` is, but
+        holding it: in-place updates of either are seen by the other (and by other
+        views of that storage: ``p.data = vec[2:6].view(2, 2)``, then ``vec.mul_(10)``
+        changes ``p``), writes through ``t`` reach it outside autograd, and ``t`` keeps
+        its own ``requires_grad``, ``grad`` and history. Views and aliases made of ``t``
+        before keep the storage they view (``_move_views``), and see each other's
+        writes, not ``t``'s."""
         if not isinstance(value, Tensor):
-            raise TypeError(f"data: expected a Tensor, got {type(value).__name__}")
-        self._storage = object()     # earlier views and aliases keep the old value
-        self._node = value.node
+            raise TypeError(f"data: Variable data has to be a tensor, but got "
+                            f"{type(value).__name__}")
+        if value is self:
+            return
+        self.node                        # (a view: its current value first)
+        views = live_views(self)
+        if views:
+            _hold_moved(_move_views(self, views), views, self)
+        alias = _detached_alias(value, "data", hold=True)
+        self._view = alias._view
+        self._node = alias._node
         self._version += 1
         if not self._node.realized:
             live_pending.live.add(self)
@@ -691,6 +725,17 @@ class Tensor:
                                f"require gradients, got {self.dtype.name}")
         self._requires_grad = bool(requires_grad)
         return self
+
+    @property
+    def grad(self) -> Tensor | None:
+        """The gradient backward accumulated (None until one arrives)."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        if value is not None:
+            _check_grad(self, value)
+        self._grad = value
 
     @property
     def is_leaf(self) -> bool:
@@ -964,21 +1009,22 @@ def _carry_retained(t: Tensor, old_fn: Any) -> None:
 _DETACHED_ALIASES = frozenset({"detach", "data"})
 
 
-def _detached_alias(t: Tensor, op: str) -> Tensor:
+def _detached_alias(t: Tensor, op: str, hold: bool = False) -> Tensor:
     """``t``'s value without history, as an alias of the tensor whose storage ``t``
-    views (``op``: "detach" or "data"; see ``_AliasView``)."""
+    views (``op``: "detach" or "data"; ``hold``: for ``.data``'s setter, see
+    ``_AliasView``)."""
     chain: list[_View] = []
     root = t
     while True:
         v = root._view
-        if v is None or v.write_back is None or isinstance(v.base, _Gone) or \
-                getattr(v.base, "_storage", None) is not v.storage:
+        if v is None or v.write_back is None or isinstance(v.base, _Gone):
             break
         chain.append(v)
         root = v.base
     alias = Tensor._wrap(t.node)
+    hold = hold or root._grad_fn is None     # (no graph to keep alive)
     if not chain:
-        alias._view = _AliasView(t, _no_history, _whole_value, op)
+        alias._view = _AliasView(t, _no_history, _whole_value, op, hold)
         return alias
     views = list(reversed(chain))          # the root's view first
 
@@ -995,12 +1041,81 @@ def _detached_alias(t: Tensor, op: str) -> Tensor:
             value = w.write_back(b, value)
         return value
 
-    alias._view = _AliasView(root, derive, write_back, op)
+    alias._view = _AliasView(root, derive, write_back, op, hold)
     return alias
+
+
+def _move_views(t: Tensor, views: list[_View]) -> Tensor:
+    """Give the storage ``t`` shows a hidden tensor of its own, which ``views`` (``t``'s
+    live views) view from now on: it holds ``t``'s value, view relation (to ``t``'s own
+    base) and history. ``t`` can then show something else (``_restride``, the ``.data``
+    setter) while they keep their values and see each other's writes, as PyTorch's
+    views of one storage do."""
+    storage = Tensor._wrap(t._node, t._view, t._grad_fn)
+    storage._version = t._version
+    refs = getattr(t, "_views", None)
+    if refs is not None:
+        storage._views = refs
+        del t._views
+    for v in views:
+        v.rebase(storage)
+    return storage
+
+
+def _hold_moved(storage: Tensor, views: list[_View], t: Tensor) -> None:
+    """After ``t.data = other``, for the views of ``t`` made before (now of
+    ``storage``): a view with history that re-derives (after a write through another of
+    them) still reaches ``t``'s GradFn, or ``t`` itself for a leaf that requires grad,
+    as PyTorch's views keep their autograd link to ``t``; without such views the
+    history goes. The aliases then hold ``storage``, since no handle is left on it but
+    its views (``p.detach()`` twice, then ``p.data = ...``: the two still share a
+    storage, as in PyTorch), unless that would keep a graph alive (views with history
+    of a non-leaf or of a view): those views hold it then."""
+    if all(v.op in _DETACHED_ALIASES for v in views):
+        storage._grad_fn = None
+    elif t._grad_fn is None and t._requires_grad:
+        storage._grad_fn = _tape.alias_fn(t, storage._node)
+    elif t._grad_fn is not None or storage._view is not None:
+        return
+    for v in views:
+        if isinstance(v, _AliasView):
+            v.held = storage
+
+
+def _check_grad(t: Tensor, g: Any) -> None:
+    """What PyTorch checks of a tensor assigned to ``t.grad``: a tensor, of ``t``'s
+    dtype, device type and size (a later backward adds into it in place)."""
+    if not isinstance(g, Tensor):
+        raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
+                        f"{type(g).__name__}")
+    if g.dtype != t.dtype:
+        raise RuntimeError(f"attempting to assign a gradient with dtype '{g.dtype.name}' to a "
+                           f"tensor with dtype '{t.dtype.name}'. Please ensure that the "
+                           "gradient and the tensor have the same dtype")
+    where, there = t.node.device, g.node.device
+    if where is not None and there is not None and where != there:
+        raise RuntimeError(f"attempting to assign a gradient with device type '{there}' to a "
+                           f"tensor with device type '{where}'. Please ensure that the "
+                           "gradient and the tensor are on the same device")
+    if g.shape != t.shape:
+        raise RuntimeError(f"attempting to assign a gradient of size '{list(g.shape)}' to a "
+                           f"tensor of size '{list(t.shape)}'. Please ensure that the "
+                           "gradient and the tensor are the same size")
+
+
+def _alone_refs() -> int:
+    """``sys.getrefcount`` of a held root, as ``_AliasView.alone`` reads it, when the
+    view is all that holds it (measured, as the count depends on the interpreter)."""
+    probe = _AliasView.__new__(_AliasView)
+    probe.held = object()
+    return probe.held_refs()
 
 
 def _no_history(base: Tensor) -> Tensor:
     return Tensor._wrap(base.node)
+
+
+_ALONE_REFS = _alone_refs()
 
 
 def clear_grad(t: Tensor, set_to_none: bool) -> None:

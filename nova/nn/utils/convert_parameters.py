@@ -33,9 +33,11 @@ def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
 
 
 def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
-    """Set each parameter's value (``.data``, outside autograd) to the next
-    ``numel`` elements of the 1-D ``vec``, in order; elements left over are ignored,
-    as in PyTorch."""
+    """Make each parameter's ``.data`` the next ``numel`` elements of the 1-D ``vec``,
+    in order (elements left over are ignored), as PyTorch's: the parameters then share
+    ``vec``'s storage, so an in-place update of ``vec`` changes them and one of a
+    parameter (under ``no_grad``) changes ``vec``; each keeps its own ``requires_grad``
+    and ``.grad``."""
     if not isinstance(vec, Tensor):
         raise TypeError(f"vector_to_parameters: expected a Tensor, but got: "
                         f"{type(vec).__name__}")

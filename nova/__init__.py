@@ -6,7 +6,7 @@ from nova import (
     amp, autograd, cuda, debug, distributed, distributions, export, func, linalg, nn, optim,
     special, utils,
 )
-from nova.amp import autocast
+from nova.amp import autocast, get_autocast_dtype, is_autocast_enabled
 
 from nova.autograd.anomaly_mode import (
     is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled,

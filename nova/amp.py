@@ -13,11 +13,17 @@ gradients reach float32 parameters in float32. Nova stores half types and comput
 float32 (rounding each op's result), so a bfloat16 matmul is PyTorch's CPU bfloat16
 matmul: half operands, float32 accumulation, a half result.
 
+``is_autocast_enabled(device_type)`` (CUDA's without one), ``is_autocast_available``
+and ``get_autocast_dtype`` answer per device type, as PyTorch's do.
+
 ``GradScaler``: dynamic loss scaling for float16. ``scale(loss)`` multiplies by the
 scale (a runtime tensor: a new scale compiles nothing), ``unscale_(opt)`` divides the
 gradients in place and notes whether any is inf/NaN, ``step(opt)`` skips the update
 when one was, and ``update()`` halves the scale then (doubles it after
-``growth_interval`` clean steps). Deciding to skip reads one flag on the host, which
+``growth_interval`` clean steps), in PyTorch's float32 arithmetic. Calls out of
+PyTorch's order raise its errors (``step`` twice or ``unscale_`` after it before
+``update``, ``update`` with no step or unscale since the last one, any of them before a
+first ``scale``). Deciding to skip reads one flag on the host, which
 realizes the step there: under ``nv.compile`` a step with an enabled scaler runs
 recorded (with the usual warning naming the read). ``enabled=False`` (what scripts pass
 when they train in float32 or bfloat16) makes every method a pass-through.
@@ -25,8 +31,9 @@ when they train in float32 or bfloat16) makes every method a pass-through.
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any
+
+import numpy as np
 
 from nova.core import dtypes as dt
 from nova.tensor import ops
@@ -72,58 +79,167 @@ class autocast:
         return wrapper
 
 
-def is_autocast_enabled() -> bool:
-    return LOWER.get() is not None
+# PyTorch's device types: ``is_autocast_enabled`` of one Nova has no autocast for is
+# False, an unknown name an error, as in PyTorch.
+_TORCH_DEVICE_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep",
+                       "hip", "ve", "fpga", "maia", "xla", "lazy", "vulkan", "mps", "meta",
+                       "hpu", "mtia", "privateuseone")
+
+
+def _device_type(op: str, device_type: Any) -> str:
+    if not isinstance(device_type, str):
+        raise TypeError(f"{op}: device_type must be a str such as 'cpu' or 'cuda', got "
+                        f"{type(device_type).__name__}")
+    kind = device_type.split(":")[0]           # "cuda:0" names its type, as in PyTorch
+    if kind not in _TORCH_DEVICE_TYPES:
+        raise RuntimeError(f"{op}: Expected one of {', '.join(_TORCH_DEVICE_TYPES)} device "
+                           f"type at start of device string: {device_type}")
+    return kind
+
+
+def is_autocast_enabled(device_type: str | None = None) -> bool:
+    """Whether an enabled ``autocast`` block of ``device_type`` is open
+    (``torch.is_autocast_enabled``); without an argument, CUDA's, as PyTorch's legacy
+    form answers."""
+    device = "cuda" if device_type is None else _device_type("is_autocast_enabled",
+                                                              device_type)
+    state = LOWER.get()
+    return state is not None and state[1] == device
+
+
+def is_autocast_available(device_type: str) -> bool:
+    """Whether ``autocast`` supports ``device_type`` (``torch.amp.is_autocast_available``)."""
+    return _device_type("is_autocast_available", device_type) in _DEFAULT_DTYPE
 
 
 def get_autocast_dtype(device_type: str = "cpu") -> dt.DType:
+    """The dtype ``autocast`` of ``device_type`` lowers to: the open block's if it is of
+    that device, else the device's default (``torch.get_autocast_dtype``)."""
+    device = _device_type("get_autocast_dtype", device_type)
     state = LOWER.get()
-    return _DEFAULT_DTYPE.get(device_type, dt.bfloat16) if state is None else state[0]
+    if state is not None and state[1] == device:
+        return state[0]
+    return _DEFAULT_DTYPE.get(device, dt.bfloat16)
+
+
+class _ScalerStateError(RuntimeError, AssertionError):
+    """A ``GradScaler`` call out of order where PyTorch raises ``AssertionError`` (with
+    the same message): a ``RuntimeError`` as Nova's errors are, and an
+    ``AssertionError`` for code written against PyTorch that catches that."""
+
+
+_READY, _UNSCALED, _STEPPED = "ready", "unscaled", "stepped"   # PyTorch's OptState
+_NO_SCALE_FIX = ("This may indicate your script did not use scaler.scale(loss or outputs) "
+                 "earlier in the iteration.")
 
 
 class GradScaler:
-    """Dynamic loss scaling (``torch.amp.GradScaler``); see the module docstring."""
+    """Dynamic loss scaling (``torch.amp.GradScaler``); see the module docstring.
+
+    The order of calls is PyTorch's, and so are the errors for calls out of it: per
+    optimizer and iteration ``unscale_`` at most once and before ``step``, ``step`` at
+    most once, ``update`` after the iteration's steps (or unscales), and all of them
+    after a ``scale`` (which fixes the scale, rounded to float32 as PyTorch stores it).
+    """
 
     def __init__(self, device: str = "cuda", init_scale: float = 2.0 ** 16,
                  growth_factor: float = 2.0, backoff_factor: float = 0.5,
                  growth_interval: int = 2000, enabled: bool = True):
-        if growth_factor <= 1.0 or not 0.0 < backoff_factor < 1.0 or growth_interval < 1:
-            raise ValueError(f"GradScaler: growth_factor ({growth_factor}) must be > 1, "
-                             f"backoff_factor ({backoff_factor}) in (0, 1), growth_interval "
-                             f"({growth_interval}) >= 1")
         self.device = device
         self._enabled = bool(enabled)
-        self._scale = float(init_scale)
+        if self._enabled:
+            if growth_factor <= 1.0:
+                raise _ScalerStateError(f"The growth factor must be > 1.0. (GradScaler got "
+                                        f"growth_factor={growth_factor})")
+            if backoff_factor >= 1.0:
+                raise _ScalerStateError(f"The backoff factor must be < 1.0. (GradScaler got "
+                                        f"backoff_factor={backoff_factor})")
+        self._init_scale = float(init_scale)
+        self._scale: float | None = None        # set by the first scale(), as PyTorch's
         self._growth_factor, self._backoff_factor = growth_factor, backoff_factor
         self._growth_interval = growth_interval
-        self._growth_tracker = 0
-        self._found_inf: dict[int, Tensor] = {}     # per optimizer, since its unscale_
-        self._stepped_inf = False
+        self._init_growth_tracker = 0
+        self._growth_tracker: int | None = None
+        # per optimizer (by id) this iteration: its stage and its inf/NaN flag
+        self._per_optimizer_states: dict[int, dict[str, Any]] = {}
+
+    def _opt_state(self, optimizer: Any) -> dict[str, Any]:
+        return self._per_optimizer_states.setdefault(id(optimizer),
+                                                     {"stage": _READY, "found_inf": None})
+
+    def _check_scale(self, funcname: str) -> None:
+        if self._scale is None:
+            raise _ScalerStateError(f"Attempted {funcname} but _scale is None.  "
+                                    + _NO_SCALE_FIX)
 
     def is_enabled(self) -> bool:
         return self._enabled
 
     def get_scale(self) -> float:
-        return self._scale if self._enabled else 1.0
+        """The current scale (``init_scale`` before the first ``scale``); 1.0 when
+        disabled."""
+        if not self._enabled:
+            return 1.0
+        return self._init_scale if self._scale is None else self._scale
+
+    def get_growth_factor(self) -> float:
+        return self._growth_factor
+
+    def set_growth_factor(self, new_factor: float) -> None:
+        self._growth_factor = new_factor
+
+    def get_backoff_factor(self) -> float:
+        return self._backoff_factor
+
+    def set_backoff_factor(self, new_factor: float) -> None:
+        self._backoff_factor = new_factor
+
+    def get_growth_interval(self) -> int:
+        return self._growth_interval
+
+    def set_growth_interval(self, new_interval: int) -> None:
+        self._growth_interval = new_interval
+
+    def _get_growth_tracker(self) -> int:
+        if not self._enabled:
+            return 0
+        return self._init_growth_tracker if self._growth_tracker is None else \
+            self._growth_tracker
 
     def scale(self, outputs: Any) -> Any:
-        """``outputs * scale`` (tensors, or lists/tuples of them)."""
+        """``outputs * scale`` (a tensor, or an iterable of them: lists and tuples keep
+        their type)."""
         if not self._enabled:
             return outputs
+        if self._scale is None:
+            self._scale = _f32(self._init_scale)
+            self._growth_tracker = self._init_growth_tracker
         if isinstance(outputs, Tensor):
             return ops.mul(outputs, tensor(self._scale, dtype=dt.float32))
         if isinstance(outputs, (list, tuple)):
             return type(outputs)(self.scale(o) for o in outputs)
-        raise TypeError(f"GradScaler.scale: expected a Tensor or a sequence of them, got "
-                        f"{type(outputs).__name__}")
+        if hasattr(outputs, "__iter__") and not isinstance(outputs, (str, bytes)):
+            return map(self.scale, outputs)
+        raise ValueError(f"outputs must be a Tensor or an iterable of Tensors (GradScaler."
+                         f"scale got {type(outputs).__name__})")
 
     def unscale_(self, optimizer: Any) -> None:
-        """Divide ``optimizer``'s gradients by the scale, in place (once per step)."""
+        """Divide ``optimizer``'s gradients by the scale, in place (once per iteration,
+        before ``step``), and note whether any is inf/NaN."""
         if not self._enabled:
             return
-        if id(optimizer) in self._found_inf:
-            raise RuntimeError("GradScaler.unscale_: unscale_() has already been called on "
-                               "this optimizer since the last update()")
+        self._check_scale("unscale_")
+        state = self._opt_state(optimizer)
+        if state["stage"] == _UNSCALED:
+            raise RuntimeError("unscale_() has already been called on this optimizer since "
+                               "the last update().")
+        if state["stage"] == _STEPPED:
+            raise RuntimeError("unscale_() is being called after step().")
+        state["found_inf"] = self._unscale_grads(optimizer)
+        state["stage"] = _UNSCALED
+
+    def _unscale_grads(self, optimizer: Any) -> Tensor | None:
+        """Unscale every gradient; the "any inf/NaN" flag (None: no gradients)."""
         inv = tensor(1.0 / self._scale, dtype=dt.float32)
         bad = None
         with no_grad():
@@ -131,63 +247,123 @@ class GradScaler:
                 for p in group["params"]:
                     if p.grad is None:
                         continue
+                    if p.grad.dtype == dt.float16:
+                        raise ValueError("Attempting to unscale FP16 gradients. (GradScaler "
+                                         "unscales float32 gradients: keep the parameters "
+                                         "in float32 and let autocast lower the compute)")
                     p.grad.mul_(inv.to(p.grad.dtype))
                     finite = ops.logical_not(ops.logical_or(ops.isnan(p.grad),
                                                             ops.isinf(p.grad)))
-                    flag = ops.logical_not(ops.amin(finite)) if p.grad.numel() else None
-                    if flag is not None:
-                        bad = flag if bad is None else ops.logical_or(bad, flag)
-        self._found_inf[id(optimizer)] = bad if bad is not None else tensor(False)
+                    flag = ops.logical_not(ops.amin(finite)) if p.grad.numel() else \
+                        tensor(False)
+                    bad = flag if bad is None else ops.logical_or(bad, flag)
+        return bad
 
     def step(self, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
-        """``optimizer.step()`` unless a gradient was inf/NaN (reads one flag)."""
+        """``optimizer.step()`` unless a gradient was inf/NaN (reads one flag); once
+        per optimizer and iteration."""
         if not self._enabled:
             return optimizer.step(*args, **kwargs)
-        if id(optimizer) not in self._found_inf:
+        if "closure" in kwargs:
+            raise RuntimeError("Closure use is not currently supported if GradScaler is "
+                               "enabled.")
+        self._check_scale("step")
+        state = self._opt_state(optimizer)
+        if state["stage"] == _STEPPED:
+            raise RuntimeError("step() has already been called since the last update().")
+        if state["stage"] == _READY:
             self.unscale_(optimizer)
-        if bool(self._found_inf[id(optimizer)]):
-            self._stepped_inf = True
-            return None
-        return optimizer.step(*args, **kwargs)
+        if state["found_inf"] is None:
+            raise _ScalerStateError("No inf checks were recorded for this optimizer. (none "
+                                    "of its parameters has a gradient)")
+        found = bool(state["found_inf"])
+        state["found_inf"] = found              # read once; update() reuses it
+        retval = None if found else optimizer.step(*args, **kwargs)
+        state["stage"] = _STEPPED
+        return retval
 
     def update(self, new_scale: float | Tensor | None = None) -> None:
-        """Back off after a skipped step, grow after ``growth_interval`` clean ones."""
+        """Back off after an iteration with an inf/NaN gradient, grow after
+        ``growth_interval`` clean ones (a growth to inf is not taken), or set
+        ``new_scale``; then start the next iteration."""
         if not self._enabled:
             return
+        self._check_scale("update")
         if new_scale is not None:
-            self._scale = float(new_scale)
-        elif self._stepped_inf or any(bool(f) for f in self._found_inf.values()):
-            self._scale *= self._backoff_factor
+            self._scale = _f32(self._new_scale_value(new_scale))
+        else:
+            found = [st["found_inf"] for st in self._per_optimizer_states.values()
+                     if st["found_inf"] is not None]
+            if not found:
+                raise _ScalerStateError("No inf checks were recorded prior to update.")
+            self._update_scale(any(bool(f) for f in found))
+        self._per_optimizer_states = {}
+
+    @staticmethod
+    def _new_scale_value(new_scale: float | Tensor) -> float:
+        if isinstance(new_scale, Tensor):
+            if new_scale.numel() != 1 or new_scale.requires_grad:
+                raise _ScalerStateError(
+                    "new_scale should be a float or a 1-element torch.cuda.FloatTensor or "
+                    "torch.FloatTensor with requires_grad=False. (GradScaler.update got "
+                    f"shape {new_scale.shape}, requires_grad={new_scale.requires_grad})")
+            return float(new_scale.item())
+        return float(new_scale)
+
+    def _update_scale(self, found_inf: bool) -> None:
+        """PyTorch's ``_amp_update_scale_``: the float32 scale times a factor (in
+        double, rounded to float32)."""
+        if found_inf:
+            self._scale = _f32(self._scale * self._backoff_factor)
+            self._growth_tracker = 0
+            return
+        successful = self._growth_tracker + 1
+        if successful == self._growth_interval:
+            grown = _f32(self._scale * self._growth_factor)
+            if math.isfinite(grown):
+                self._scale = grown
             self._growth_tracker = 0
         else:
-            self._growth_tracker += 1
-            if self._growth_tracker == self._growth_interval:
-                self._scale *= self._growth_factor
-                self._growth_tracker = 0
-        if not math.isfinite(self._scale) or self._scale == 0.0:
-            warnings.warn(f"GradScaler: the scale became {self._scale}", RuntimeWarning,
-                          stacklevel=2)
-        self._found_inf.clear()
-        self._stepped_inf = False
+            self._growth_tracker = successful
 
     def state_dict(self) -> dict[str, Any]:
         if not self._enabled:
             return {}
-        return {"scale": self._scale, "growth_factor": self._growth_factor,
+        return {"scale": self.get_scale(), "growth_factor": self._growth_factor,
                 "backoff_factor": self._backoff_factor,
-                "growth_interval": self._growth_interval, "_growth_tracker": self._growth_tracker}
+                "growth_interval": self._growth_interval,
+                "_growth_tracker": self._get_growth_tracker()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if not self._enabled:
             return
         if not state:
-            raise RuntimeError("GradScaler.load_state_dict: the state dict is empty (it came "
-                               "from a disabled scaler)")
-        self._scale = float(state["scale"])
+            raise RuntimeError("The source state dict is empty, possibly because it was "
+                               "saved from a disabled instance of GradScaler.")
+        self._init_scale = float(state["scale"])
+        if self._scale is not None:
+            self._scale = _f32(state["scale"])
         self._growth_factor = float(state["growth_factor"])
         self._backoff_factor = float(state["backoff_factor"])
         self._growth_interval = int(state["growth_interval"])
-        self._growth_tracker = int(state["_growth_tracker"])
+        self._init_growth_tracker = int(state["_growth_tracker"])
+        if self._growth_tracker is not None:
+            self._growth_tracker = self._init_growth_tracker
+
+    def __getstate__(self) -> dict[str, Any]:
+        if self._enabled and self._per_optimizer_states:
+            raise _ScalerStateError("A GradScaler instance may only be pickled at the "
+                                    "beginning of an iteration, or at the end after "
+                                    "scaler.update().")
+        return self.__dict__.copy()
 
 
-__all__ = ["autocast", "GradScaler", "is_autocast_enabled", "get_autocast_dtype"]
+def _f32(x: float) -> float:
+    """``x`` rounded to float32 (PyTorch keeps the scale in a float32 tensor); beyond
+    its range, inf."""
+    with np.errstate(over="ignore"):
+        return float(np.float32(x))
+
+
+__all__ = ["autocast", "GradScaler", "is_autocast_enabled", "is_autocast_available",
+           "get_autocast_dtype"]

@@ -61,6 +61,7 @@ from nova.autograd.function import Function, FunctionCtx
 from nova.core import dtypes as dt
 from nova.core.shapes import broadcast_shapes
 from nova.tensor import grad_mode, movement, ops
+from nova.tensor.autocast_state import autocast_op
 from nova.tensor.creation import eye
 from nova.tensor.more_ops import ArgumentError
 from nova.tensor.numeric import flip
@@ -395,6 +396,7 @@ class _SolveTriangular(Function):
         return gA, gB, None, None
 
 
+@autocast_op("linalg.solve_triangular")
 def solve_triangular(A: Tensor, B: Tensor, *, upper: bool, left: bool = True,
                      unitriangular: bool = False) -> Tensor:
     """``X`` with ``A X = B`` (``X A = B`` when not ``left``) for triangular ``A``
@@ -466,6 +468,7 @@ def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False) -
     return _cholesky("linalg.cholesky_ex", A, upper, check_errors)
 
 
+@autocast_op("linalg.cholesky")
 def cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
     """The Cholesky factor ``L`` (lower-triangular with a positive diagonal, ``A = L
     L^T``) of the symmetric positive-definite ``A`` (*, n, n), read from its lower
@@ -534,6 +537,7 @@ def lu(A: Tensor, *, pivot: bool = True) -> LUResult:
     return LUResult(P, L, LU[..., :k, :].triu())
 
 
+@autocast_op("linalg.lu_solve")
 def lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True,
              adjoint: bool = False) -> Tensor:
     """``X`` with ``A X = B`` from ``lu_factor``'s ``(LU, pivots)`` of a square ``A``
@@ -626,6 +630,7 @@ def solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = Fa
     return _solve("linalg.solve_ex", A, B, left, check_errors)
 
 
+@autocast_op("linalg.solve")
 def solve(A: Tensor, B: Tensor, *, left: bool = True) -> Tensor:
     """``X`` with ``A X = B`` (``X A = B`` when not ``left``) for square ``A`` (*, n,
     n) (``torch.linalg.solve``), by LU with partial pivoting. ``B`` (*, n, k), or a
@@ -671,6 +676,7 @@ def inv_ex(A: Tensor, *, check_errors: bool = False) -> InvExResult:
     return _inv("linalg.inv_ex", A, check_errors)
 
 
+@autocast_op("linalg.inv")
 def inv(A: Tensor) -> Tensor:
     """The inverse of the square ``A`` (*, n, n) (``torch.linalg.inv``), by LU with
     partial pivoting. A singular ``A`` raises ``LinAlgError``, which realizes the

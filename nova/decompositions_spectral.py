@@ -96,6 +96,7 @@ from nova.decompositions import (
     solve_triangular,
 )
 from nova.tensor import movement, ops
+from nova.tensor.autocast_state import autocast_op
 from nova.tensor.creation import eye
 from nova.tensor.more_ops import ArgumentError
 from nova.tensor.numeric import flip, vector_norm
@@ -341,6 +342,7 @@ def _qr(op: str, A: Tensor, mode: str) -> tuple[Tensor, Tensor]:
     return tuple(_QR.apply(A, mode))
 
 
+@autocast_op("linalg.qr")
 def qr(A: Tensor, mode: str = "reduced") -> QRResult:
     """``(Q, R)`` with ``A = Q R`` (``torch.linalg.qr``), ``A`` (*, m, n), k = min(m, n):
     'reduced' gives ``Q`` (*, m, k) with orthonormal columns and upper-triangular ``R``
@@ -556,6 +558,7 @@ def _check_uplo(op: str, UPLO: Any) -> bool:
     return UPLO in ("U", "u")
 
 
+@autocast_op("linalg.eigh")
 def eigh(A: Tensor, UPLO: str = "L") -> EighResult:
     """``(eigenvalues, eigenvectors)`` of the symmetric ``A`` (*, n, n)
     (``torch.linalg.eigh``): eigenvalues ascending (*, n), orthonormal eigenvectors as
@@ -567,6 +570,7 @@ def eigh(A: Tensor, UPLO: str = "L") -> EighResult:
     return EighResult(*_Eigh.apply(A, _check_uplo(op, UPLO)))
 
 
+@autocast_op("linalg.eigvalsh")
 def eigvalsh(A: Tensor, UPLO: str = "L") -> Tensor:
     """The eigenvalues (ascending) of the symmetric ``A`` (``torch.linalg.eigvalsh``),
     read from its lower (``UPLO='U'``: upper) triangle."""
@@ -698,6 +702,7 @@ def _check_driver(op: str, driver: Any) -> None:
                             f"does not have; got {driver!r}, expected None")
 
 
+@autocast_op("linalg.svd")
 def svd(A: Tensor, full_matrices: bool = True, *, driver: Any = None) -> SVDResult:
     """``(U, S, Vh)`` with ``A = U diag(S) Vh`` (``torch.linalg.svd``), ``A`` (*, m, n),
     k = min(m, n): singular values descending (*, k); ``U`` (*, m, m) and ``Vh`` (*, n,
@@ -711,6 +716,7 @@ def svd(A: Tensor, full_matrices: bool = True, *, driver: Any = None) -> SVDResu
     return SVDResult(U, S, V.mT)
 
 
+@autocast_op("linalg.svdvals")
 def svdvals(A: Tensor, *, driver: Any = None) -> Tensor:
     """The singular values of ``A`` (*, m, n), descending (``torch.linalg.svdvals``)."""
     op = "linalg.svdvals"
@@ -842,6 +848,7 @@ def pinverse(A: Tensor, rcond: float = 1e-15) -> Tensor:
     return pinv(A, rtol=rcond)
 
 
+@autocast_op("linalg.matrix_rank")
 def matrix_rank(A: Tensor, tol: Any = None, hermitian: bool = False, *, atol: Any = None,
                 rtol: Any = None) -> Tensor:
     """The numerical rank of ``A`` (*, m, n) (``torch.linalg.matrix_rank``), int64 (*):
@@ -865,6 +872,7 @@ def matrix_rank(A: Tensor, tol: Any = None, hermitian: bool = False, *, atol: An
 # ---------------------------------------------------------------- lstsq
 
 
+@autocast_op("linalg.lstsq")
 def lstsq(A: Tensor, B: Tensor, rcond: Any = None, *, driver: str | None = None) -> LstsqResult:
     """``(solution, residuals, rank, singular_values)`` (``torch.linalg.lstsq``): the
     least-squares (minimum-norm) solution ``X`` (*, n, k) of ``A X = B``, ``A`` (*, m,
@@ -1029,6 +1037,7 @@ def norm(A: Tensor, ord: Any = None, dim: Any = None, keepdim: bool = False, *,
     return vector_norm(A, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
 
 
+@autocast_op("linalg.cond")
 def cond(A: Tensor, p: Any = None) -> Tensor:
     """The condition number of ``A`` in the matrix norm ``p`` (``torch.linalg.cond``):
     ``S[0] / S[-1]`` for None and 2 (any m x n), ``S[-1] / S[0]`` for -2, else

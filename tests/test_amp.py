@@ -17,7 +17,8 @@ def test_autocast_lowers_matmul_like_ops_and_keeps_float32_ops_float32():
     lin = nn.Linear(4, 3)
     x = nv.tensor(RNG.standard_normal((2, 4)).astype(np.float32))
     with nv.autocast("cpu"):
-        assert nv.amp.is_autocast_enabled()
+        # per device type, as torch.is_autocast_enabled (no argument: CUDA's)
+        assert nv.amp.is_autocast_enabled("cpu") and not nv.amp.is_autocast_enabled()
         y = lin(x)
         assert y.dtype == nv.bfloat16                   # the bias joins the product
         assert (x @ x.T).dtype == nv.bfloat16
@@ -156,3 +157,131 @@ def test_cuda_seeding_seeds_the_one_generator():
     np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(a, c)
     assert isinstance(nv.cuda.is_bf16_supported(), bool)
+
+
+def test_autocast_state_is_per_device_type_as_in_pytorch():
+    """``is_autocast_enabled(device_type)`` (no argument: CUDA's), also at the top level
+    as ``torch.is_autocast_enabled``; ``get_autocast_dtype`` per device."""
+    assert nv.is_autocast_enabled is nv.amp.is_autocast_enabled
+    assert nv.get_autocast_dtype is nv.amp.get_autocast_dtype
+    assert not nv.is_autocast_enabled("cpu") and not nv.is_autocast_enabled()
+    with nv.autocast("cpu", dtype=nv.float16):
+        assert nv.is_autocast_enabled("cpu") and not nv.is_autocast_enabled("cuda")
+        assert not nv.is_autocast_enabled() and not nv.is_autocast_enabled("xla")
+        assert nv.get_autocast_dtype("cpu") == nv.float16
+        assert nv.get_autocast_dtype("cuda") == nv.float16      # CUDA's default
+    with nv.autocast("cuda", dtype=nv.bfloat16):
+        assert nv.is_autocast_enabled() and nv.is_autocast_enabled("cuda:0")
+        assert nv.get_autocast_dtype("cuda") == nv.bfloat16
+        assert nv.get_autocast_dtype("cpu") == nv.bfloat16      # the CPU's default
+    with nv.autocast("cpu", enabled=False):
+        assert not nv.is_autocast_enabled("cpu")
+    assert nv.amp.is_autocast_available("cpu") and not nv.amp.is_autocast_available("mps")
+    with pytest.raises(RuntimeError, match="Expected one of cpu, cuda.*device string: gpu"):
+        nv.is_autocast_enabled("gpu")
+    with pytest.raises(TypeError, match="device_type must be a str"):
+        nv.is_autocast_enabled(0)
+
+
+def _scaler_run(lib, script):
+    """Run ``script`` (calls on a fresh scaler, a one-parameter SGD and a gradient set
+    before each call) and return what each call gave: a scale or an error's type
+    and message."""
+    p = lib.nn.Parameter(lib.zeros(2))
+    opt = lib.optim.SGD([p], lr=0.5)
+    s = lib.amp.GradScaler("cpu", init_scale=1000.0, growth_factor=1.7, backoff_factor=0.3,
+                           growth_interval=2)
+    seen = []
+    for call, grad in script:
+        p.grad = None if grad is None else lib.tensor(np.asarray(grad, np.float32))
+        try:
+            {"scale": lambda: s.scale(lib.ones(())), "unscale": lambda: s.unscale_(opt),
+             "step": lambda: s.step(opt), "update": lambda: s.update(),
+             "closure": lambda: s.step(opt, closure=lambda: 0.0)}[call]()
+            seen.append(("ok", s.get_scale(), s._get_growth_tracker()))
+        except (RuntimeError, AssertionError, ValueError) as e:
+            seen.append((type(e).__name__ if type(e).__name__ in ("RuntimeError",
+                                                                   "ValueError")
+                         else "AssertionError", str(e).split(" (")[0]))
+    return seen, p.detach().numpy().tolist() if lib is not nv else p.numpy().tolist()
+
+
+SCALER_SCRIPT = [
+    ("update", None), ("step", [1, 1]), ("unscale", [1, 1]),     # before any scale()
+    ("scale", None), ("update", None),                            # no step since
+    ("step", [1000, 2000]), ("step", [1000, 2000]),               # twice
+    ("unscale", [1, 1]),                                          # after step
+    ("update", None), ("update", None),                           # twice
+    ("closure", [1, 1]), ("unscale", [1, 1]), ("unscale", [1, 1]),
+    ("step", [1, 1]), ("update", None),                           # grows: 2 clean
+    ("step", [np.inf, 1]), ("update", None),                      # backs off
+    ("step", None),                                               # no gradient
+    ("update", None), ("step", [300, 600]), ("update", None),
+]
+
+
+def test_grad_scaler_refuses_misuse_and_updates_as_pytorch():
+    """PyTorch's order of calls and its errors (``step`` twice, ``unscale_`` after it,
+    ``update`` with no step since, anything before a first ``scale``, closures, a
+    step with no gradient), and its float32 scale arithmetic."""
+    ours, params = _scaler_run(nv, SCALER_SCRIPT)
+    kinds = [r[0] for r in ours]
+    assert kinds[:3] == ["AssertionError"] * 3
+    assert ours[0][1] == ("Attempted update but _scale is None.  This may indicate your "
+                          "script did not use scaler.scale(loss or outputs) earlier in the "
+                          "iteration.")
+    assert ours[4] == ("AssertionError", "No inf checks were recorded prior to update.")
+    assert ours[6] == ("RuntimeError", "step() has already been called since the last "
+                                       "update().")
+    assert ours[7] == ("RuntimeError", "unscale_() is being called after step().")
+    assert ours[10] == ("RuntimeError", "Closure use is not currently supported if "
+                                        "GradScaler is enabled.")
+    assert ours[12][0] == "RuntimeError" and "already been called on this optimizer" in \
+        ours[12][1]
+    assert ours[17] == ("AssertionError", "No inf checks were recorded for this optimizer.")
+    assert ours[14] == ("ok", float(np.float32(1000.0 * 1.7)), 0)       # grown
+    assert ours[16] == ("ok", float(np.float32(1700.0 * 0.3)), 0)      # backed off
+    # the misuse errors are RuntimeErrors too (Nova's errors)
+    with pytest.raises(RuntimeError, match="_scale is None"):
+        GradScaler("cpu").update()
+    torch = pytest.importorskip("torch")
+    theirs, their_params = _scaler_run(torch, SCALER_SCRIPT)
+    assert ours == theirs
+    assert params == their_params
+
+
+def test_grad_scaler_edges_as_pytorch():
+    with pytest.raises(AssertionError, match=r"The growth factor must be > 1.0"):
+        GradScaler(growth_factor=1.0)
+    with pytest.raises(AssertionError, match=r"The backoff factor must be < 1.0"):
+        GradScaler(backoff_factor=1.0)
+    GradScaler(growth_factor=1.0, enabled=False)                # not checked when off
+    s = GradScaler("cpu", init_scale=3.3)
+    assert s.get_scale() == 3.3                                 # before the first scale
+    s.scale(nv.ones(()))
+    assert s.get_scale() == float(np.float32(3.3))              # a float32 scale
+    big = GradScaler("cpu", init_scale=3e38, growth_interval=1)
+    ps = _params_with_grads([[1.0]])
+    opt = nv.optim.SGD(ps, lr=0.0)
+    big.scale(nv.ones(()))
+    big.step(opt)
+    big.update()
+    assert big.get_scale() == float(np.float32(3e38))          # a growth to inf not taken
+    with pytest.raises(AssertionError, match="new_scale should be a float or a 1-element"):
+        big.update(nv.ones(2))
+    big.update(nv.tensor(4.0))
+    assert big.get_scale() == 4.0
+    half = [nn.Parameter(nv.zeros(1, dtype=nv.float16))]
+    half[0].grad = nv.ones(1, dtype=nv.float16)
+    with pytest.raises(ValueError, match="Attempting to unscale FP16 gradients"):
+        big.unscale_(nv.optim.SGD(half, lr=0.1))
+    with pytest.raises(RuntimeError, match="The source state dict is empty"):
+        big.load_state_dict({})
+    with pytest.raises(ValueError, match="outputs must be a Tensor or an iterable"):
+        big.scale(3.0)
+    assert list(big.scale(iter([nv.ones(())]))) and isinstance(big.scale((nv.ones(()),)),
+                                                               tuple)
+    import pickle
+    big.unscale_(opt)
+    with pytest.raises(AssertionError, match="may only be pickled at the beginning"):
+        pickle.dumps(big)

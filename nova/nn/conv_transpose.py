@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from nova.core import dtypes as dt
 from nova.nn import convolution as C
 from nova.nn.conv_layers import init_conv_parameters
 from nova.nn.functional import pad
 from nova.nn.module import Module
 from nova.nn.windows import as_tuple, batched
-from nova.tensor import movement, numeric, ops
+from nova.tensor import movement, numeric
+from nova.tensor.autocast_state import biased_product, lowered
 from nova.tensor.creation import zeros
 from nova.tensor.tensor import Tensor
 
@@ -86,12 +88,23 @@ def _conv_transpose(op: str, nd: int, input: Tensor, weight: Tensor, bias: Tenso
     for p, d, k, o in reversed(list(zip(padding, dilation, kernel, output_padding))):
         edge = d * (k - 1) - p
         widths += [edge, edge + o]
-    out = _CONV[nd](pad(spread, tuple(widths)), w, None, 1, 0, dilation, groups)
-    if bias is not None:
+    x = pad(spread, tuple(widths))
+
+    def product(x: Tensor, w: Tensor) -> Tensor:
+        return _CONV[nd](x, w, None, 1, 0, dilation, groups)
+    if bias is None:
+        out = product(x, w)
+    else:
         if bias.shape != (groups * c_out_g,):
             raise ValueError(f"{op}: bias must have shape ({groups * c_out_g},), got "
                              f"{bias.shape}")
-        out = ops.add(out, movement.reshape(bias, (-1,) + (1,) * nd))
+        # Under autocast the bias joins the product's precision (PyTorch casts every
+        # argument). PyTorch's CPU kernels sum a bfloat16 product and its bias in
+        # float32 and round once, but round a float16 product before adding its bias.
+        x, w = lowered(x), lowered(w)
+        out = biased_product(product, (x, w),
+                             movement.reshape(lowered(bias), (-1,) + (1,) * nd),
+                             halves=(dt.bfloat16,))
     return movement.squeeze(out, 0) if unbatched else out
 
 

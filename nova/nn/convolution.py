@@ -25,7 +25,7 @@ import numpy as np
 from nova.core import dtypes as dt
 from nova.nn.windows import WindowSpec, as_tuple, batched, window_stack
 from nova.tensor import ops
-from nova.tensor.autocast_state import lowered
+from nova.tensor.autocast_state import autocast_op, biased_product, lowered
 from nova.tensor.creation import tensor
 from nova.tensor.tensor import Tensor
 
@@ -65,6 +65,22 @@ def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stri
         raise TypeError(f"{op}: expected floating point input, got {x.dtype.name}")
     spec = WindowSpec.make(op, tuple(x.shape[2:]), tuple(weight.shape[2:]), stride,
                            padding, dilation)
+    if bias is None:
+        out = _conv_product(x, weight, spec, groups)
+    else:
+        if bias.shape != (o,):
+            raise ValueError(f"{op}: bias must have shape ({o},), got {bias.shape}")
+        # autocast: the bias joins the product's precision; a half product and its bias
+        # are summed in float32 and rounded once, as PyTorch's CPU convolutions do
+        out = biased_product(lambda a, w: _conv_product(a, w, spec, groups), (x, weight),
+                             lowered(bias).reshape((o,) + (1,) * nd))
+    return out.squeeze(0) if unbatched else out
+
+
+def _conv_product(x: Tensor, weight: Tensor, spec: WindowSpec, groups: int) -> Tensor:
+    """The convolution of batched ``x`` by ``weight`` (no bias): im2col and matmul."""
+    n = x.shape[0]
+    o, cg = weight.shape[:2]
     depth = cg * spec.count
     positions = math.prod(spec.out)
     if positions >= PER_IMAGE_MIN_POSITIONS:
@@ -83,11 +99,7 @@ def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stri
             .reshape(groups, depth, n * positions)
         w = weight.reshape(groups, o // groups, depth)
         out = ops.matmul(w, cols).reshape((o, n) + spec.out).transpose(0, 1)
-    if bias is not None:
-        if bias.shape != (o,):
-            raise ValueError(f"{op}: bias must have shape ({o},), got {bias.shape}")
-        out = ops.add(out, lowered(bias).reshape((o,) + (1,) * nd))   # autocast: as the product
-    return out.squeeze(0) if unbatched else out
+    return out
 
 
 def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
@@ -176,6 +188,7 @@ def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
                      ceil_mode, return_indices)
 
 
+@autocast_op("max_pool3d")
 def max_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
                dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = False) -> Any:
     return _max_pool("max_pool3d", 3, input, kernel_size, stride, padding, dilation,
@@ -232,6 +245,7 @@ def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
                      count_include_pad, divisor_override)
 
 
+@autocast_op("avg_pool3d")
 def avg_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
                ceil_mode: bool = False, count_include_pad: bool = True,
                divisor_override: int | None = None) -> Tensor:
@@ -341,6 +355,7 @@ def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = 
     return _adaptive_max_pool("adaptive_max_pool2d", 2, input, output_size, return_indices)
 
 
+@autocast_op("adaptive_max_pool3d")
 def adaptive_max_pool3d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
     return _adaptive_max_pool("adaptive_max_pool3d", 3, input, output_size, return_indices)
 
@@ -354,6 +369,7 @@ def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
     return _adaptive_avg_pool("adaptive_avg_pool2d", 2, input, output_size)
 
 
+@autocast_op("adaptive_avg_pool3d")
 def adaptive_avg_pool3d(input: Tensor, output_size: Any) -> Tensor:
     return _adaptive_avg_pool("adaptive_avg_pool3d", 3, input, output_size)
 

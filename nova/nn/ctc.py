@@ -45,6 +45,7 @@ import numpy as np
 from nova.core import dtypes as dt
 from nova.nn.losses import _Loss
 from nova.tensor import movement, ops
+from nova.tensor.autocast_state import autocast_op
 from nova.tensor.creation import tensor
 from nova.tensor.tensor import Tensor
 
@@ -195,6 +196,7 @@ def _ctc_nll(log_probs: Tensor, targets: Tensor, input_lengths: np.ndarray,
     return nll
 
 
+@autocast_op("ctc_loss")
 def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_lengths: Any,
              blank: int = 0, reduction: str = "mean", zero_infinity: bool = False) -> Tensor:
     """The CTC loss of ``targets`` under ``log_probs`` ``(T, N, C)`` (or ``(T, C)``

@@ -11,7 +11,8 @@ import numpy as np
 from nova.autograd.function import Function
 from nova.core import dtypes as dt
 from nova.tensor import ops
-from nova.tensor.autocast_state import full_precision, lowered
+from nova.tensor.autocast_state import (POLICIES, autocast_op, biased_product,
+                                       full_precision, lowered)
 from nova.tensor.creation import ones, rand, tensor
 from nova.tensor.function_template import stamped
 from nova.tensor.tensor import Tensor, unaliased_detach
@@ -63,9 +64,16 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if x.ndim == 0 or x.shape[-1] != weight.shape[1]:
         raise ValueError(f"linear: input {x.shape} has {x.shape[-1] if x.ndim else 0} features "
                          f"but weight {weight.shape} expects {weight.shape[1]}")
-    out = ops.matmul(x, weight.transpose(0, 1))
-    # under autocast the bias joins the product's precision, as PyTorch's addmm does
-    return out if bias is None else ops.add(out, lowered(bias))
+    x, weight = lowered(x), lowered(weight)           # autocast (no-op outside it)
+    if bias is None:
+        return ops.matmul(x, weight.transpose(0, 1))
+    # Under autocast the bias joins the product's precision, as in PyTorch's addmm; a
+    # half product and its bias are summed in float32 and rounded once, as there.
+    return biased_product(_linear_product, (x, weight), lowered(bias))
+
+
+def _linear_product(x: Tensor, weight: Tensor) -> Tensor:
+    return ops.matmul(x, weight.transpose(0, 1))
 
 
 def _check_p(op: str, p: float) -> None:
@@ -685,6 +693,19 @@ def pad(input: Tensor, pad: Any, mode: str = "constant", value: float | None = N
         widths[input.ndim - 1 - k] = (pads[2 * k], pads[2 * k + 1])
     if mode == "constant":
         return _pad_constant(input, widths, 0.0 if value is None else value)
+    # autocast: PyTorch's reflection_pad1d/2d and replication_pad1d/2d/3d are float32 ops
+    kernel = f"{_PAD_KERNELS.get(mode)}{len(pads) // 2}d"
+    if kernel in POLICIES:
+        return autocast_op(kernel)(_pad_index)(input, widths, mode)
+    return _pad_index(input, widths, mode)
+
+
+# PyTorch's kernel names of the index modes (for their autocast policies)
+_PAD_KERNELS = {"reflect": "reflection_pad", "replicate": "replication_pad"}
+
+
+def _pad_index(input: Tensor, widths: list[tuple[int, int]], mode: str) -> Tensor:
+    """Pad by mapping each new position to a source one (``pad``'s index modes)."""
     out = input
     for d, (lo, hi) in enumerate(widths):
         if lo == hi == 0:

@@ -20,6 +20,7 @@ from nova.core import dtypes as dt
 from nova.nn.distance import pairwise_distance
 from nova.nn.functional import _reduce, log1p_exp, logsigmoid
 from nova.tensor import ops
+from nova.tensor.autocast_state import autocast_op
 from nova.tensor.elementary import xlogy
 from nova.tensor.tensor import Tensor
 
@@ -47,6 +48,7 @@ def _floats(op: str, *tensors: Any) -> list[Tensor]:
                         else dt.DEFAULT_FLOAT)
 
 
+@autocast_op("kl_div")
 def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None,
            reduce: bool | None = None, reduction: str = "mean",
            log_target: bool = False) -> Tensor:
@@ -72,6 +74,7 @@ def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None,
     return _reduce("kl_div", loss, reduction)
 
 
+@autocast_op("cosine_embedding_loss")
 def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
                           size_average: bool | None = None, reduce: bool | None = None,
                           reduction: str = "mean") -> Tensor:
@@ -163,6 +166,7 @@ def multilabel_soft_margin_loss(input: Tensor, target: Tensor, weight: Tensor | 
     return _reduce("multilabel_soft_margin_loss", loss, reduction)
 
 
+@autocast_op("multi_margin_loss")
 def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float = 1.0,
                       weight: Tensor | None = None, size_average: bool | None = None,
                       reduce: bool | None = None, reduction: str = "mean") -> Tensor:
@@ -200,6 +204,7 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
     return _reduce("multi_margin_loss", loss, reduction)
 
 
+@autocast_op("triplet_margin_loss")
 def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor,
                         margin: float = 1.0, p: float = 2, eps: float = 1e-6,
                         swap: bool = False, size_average: bool | None = None,
@@ -217,6 +222,7 @@ def triplet_margin_loss(anchor: Tensor, positive: Tensor, negative: Tensor,
     return _reduce("triplet_margin_loss", loss, reduction)
 
 
+@autocast_op("poisson_nll_loss")
 def poisson_nll_loss(input: Tensor, target: Tensor, log_input: bool = True, full: bool = False,
                      size_average: bool | None = None, eps: float = 1e-8,
                      reduce: bool | None = None, reduction: str = "mean") -> Tensor:

@@ -19,6 +19,7 @@ from nova.nn.functional import _reduce
 from nova.nn.loss_functions import _same_ndim, legacy_reduction
 from nova.nn.losses import _LegacyLoss, _Loss
 from nova.tensor import ops
+from nova.tensor.autocast_state import autocast_op
 from nova.tensor.scan import cumsum
 from nova.tensor.tensor import Tensor
 
@@ -62,6 +63,7 @@ def _check_known_targets(target: Tensor, classes: int) -> None:
                          f"for {classes} classes, got {np.asarray(values)[bad].flat[0]}")
 
 
+@autocast_op("multilabel_margin_loss")
 def multilabel_margin_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
                            reduce: bool | None = None, reduction: str = "mean") -> Tensor:
     """The multi-label hinge loss of scores ``(C,)`` or ``(N, C)`` against ``target`` of

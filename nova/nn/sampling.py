@@ -36,6 +36,7 @@ import numpy as np
 from nova.core import dtypes as dt
 from nova.nn.interpolate import CUBIC_A
 from nova.tensor import ops
+from nova.tensor.autocast_state import autocast_op
 from nova.tensor.creation import tensor
 from nova.tensor.numeric import floor, fmod, round as round_even
 from nova.tensor.tensor import Tensor
@@ -217,6 +218,7 @@ def _check_sample_args(input: Tensor, grid: Tensor, mode: str, padding_mode: str
     return nd
 
 
+@autocast_op("grid_sample")
 def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
                 padding_mode: str = "zeros", align_corners: bool | None = None) -> Tensor:
     """``input`` ``(N, C, H, W)`` (or ``(N, C, D, H, W)``) read at the normalized

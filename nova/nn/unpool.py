@@ -24,6 +24,7 @@ from nova.nn.convolution import (
 from nova.nn.module import Module
 from nova.nn.windows import as_tuple, batched
 from nova.tensor import ops
+from nova.tensor.autocast_state import autocast_op
 from nova.tensor.numeric import sign
 from nova.tensor.tensor import Tensor
 
@@ -84,6 +85,7 @@ def _max_unpool(op: str, nd: int, input: Tensor, indices: Tensor, kernel_size: A
     return out.squeeze(0) if unbatched else out
 
 
+@autocast_op("max_unpool1d")
 def max_unpool1d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None,
                  padding: Any = 0, output_size: Any = None) -> Tensor:
     """``torch.nn.functional.max_unpool1d``: ``(N, C, L)`` or ``(C, L)``."""
@@ -91,6 +93,7 @@ def max_unpool1d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any =
                        output_size)
 
 
+@autocast_op("max_unpool2d")
 def max_unpool2d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None,
                  padding: Any = 0, output_size: Any = None) -> Tensor:
     """``torch.nn.functional.max_unpool2d``: the inverse placement of ``max_pool2d``'s
@@ -99,6 +102,7 @@ def max_unpool2d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any =
                        output_size)
 
 
+@autocast_op("max_unpool3d")
 def max_unpool3d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None,
                  padding: Any = 0, output_size: Any = None) -> Tensor:
     """``torch.nn.functional.max_unpool3d``: ``(N, C, D, H, W)`` or ``(C, D, H, W)``."""

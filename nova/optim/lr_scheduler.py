@@ -14,7 +14,14 @@ by a metric instead of a closed form.
 
 Two schedulers built on one optimizer and stepped one after the other (``ConstantLR``
 warmup then ``ExponentialLR``, as PyTorch's docs show) compose as in PyTorch, each
-updating the rate the one before it left; so do those of a ``ChainedScheduler``."""
+updating the rate the one before it left; so do those of a ``ChainedScheduler``.
+
+The constructor's step runs in PyTorch's initial mode: the schedules that scale the
+current rate keep it, so a scheduler built with ``last_epoch=k`` on an optimizer whose
+state was loaded (PyTorch's resume idiom) continues from the loaded rate. ``step(epoch)``
+is PyTorch's deprecated jump (its warning; the closed form where PyTorch has one, else
+the rule at that epoch); ``CosineAnnealingWarmRestarts.step(epoch)`` takes fractional
+epochs, as PyTorch's does."""
 from __future__ import annotations
 
 import bisect
@@ -28,6 +35,17 @@ from nova.optim.optimizer import Optimizer
 from nova.tensor import capture_log
 
 
+# PyTorch's warning for ``step(epoch)``, word for word.
+EPOCH_DEPRECATION_WARNING = (
+    "The epoch parameter in `scheduler.step()` was not necessary and is being "
+    "deprecated where possible. Please use `scheduler.step()` to step the "
+    "scheduler. During the deprecation, if epoch is different from None, the "
+    "closed form is used instead of the new chainable form, where available. "
+    "Please open an issue if you are unable to replicate your use case: "
+    "https://github.com/pytorch/pytorch/issues/new/choose."
+)
+
+
 class LRScheduler:
     # Entries of ``__dict__`` that ``state_dict`` leaves out: the optimizer, functions,
     # other schedulers (saved by their own state dicts), caches.
@@ -39,23 +57,52 @@ class LRScheduler:
     # Set by ``ChainedScheduler``: the chain, not this scheduler, restores the rate a
     # loaded state implies.
     _in_chain: bool = False
+    # True during the constructor's step (PyTorch's ``_initial_mode``): the schedules
+    # that scale the current rate keep it then, so a scheduler built to resume
+    # (``last_epoch=k`` on a loaded optimizer) does not decay the loaded rate again.
+    _is_initial: bool = False
+    # Whether ``step(epoch)`` (deprecated) sets the rate from ``lr_at`` (PyTorch's
+    # ``_get_closed_form_lr``, which only some schedulers have) rather than by the
+    # recursive rule.
+    _closed_form_on_epoch: bool = False
 
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1):
         self._attach(optimizer, last_epoch)
-        self.step()
+        self._initial_step()
 
     def _attach(self, optimizer: Optimizer, last_epoch: int) -> None:
         """Take ``optimizer`` and the groups' initial rates (``initial_lr``, kept in the
-        groups so the optimizer's state dict carries them) as the base rates."""
+        groups so the optimizer's state dict carries them) as the base rates. Resuming
+        (``last_epoch != -1``) needs them already there, as in PyTorch: a fresh group's
+        rate is not the schedule's base."""
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(self).__name__}: expected an Optimizer, got "
                             f"{type(optimizer).__name__}")
         self.optimizer = optimizer
-        for g in optimizer.param_groups:
-            g.setdefault("initial_lr", g["lr"])
+        if last_epoch == -1:
+            for g in optimizer.param_groups:
+                g.setdefault("initial_lr", g["lr"])
+        else:
+            for i, g in enumerate(optimizer.param_groups):
+                if "initial_lr" not in g:
+                    raise KeyError(
+                        f"{type(self).__name__}: param 'initial_lr' is not specified in "
+                        f"param_groups[{i}] when resuming scheduler with last_epoch >= 0 "
+                        f"(last_epoch={last_epoch}); load the optimizer's state dict "
+                        "(which carries it) before building the scheduler, or pass "
+                        "last_epoch=-1 for a fresh run")
         self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
         self.last_epoch = last_epoch
         self._step_count = 0         # step() calls, the constructor's included (PyTorch's)
+
+    def _initial_step(self) -> None:
+        """The constructor's step, in PyTorch's initial mode (``_is_initial``)."""
+        self._step_count = 0
+        self._is_initial = True
+        try:
+            self.step()
+        finally:
+            self._is_initial = False
 
     def lr_at(self, epoch: int) -> list[float]:
         raise NotImplementedError
@@ -66,17 +113,39 @@ class LRScheduler:
         computes from its base rates alone sets them: ``lr_at``."""
         return self.lr_at(epoch)
 
-    def step(self) -> None:
-        capture_log.action("sched_step", self)
-        self._step_count += 1
-        self.last_epoch += 1
-        if self._chained:
-            self._last_lr = self._chain_lr([g["lr"] for g in self.optimizer.param_groups],
-                                           self.last_epoch)
+    def step(self, epoch: int | None = None) -> None:
+        """Advance one epoch. ``epoch`` (deprecated, as in PyTorch, which warns the same)
+        jumps to that epoch instead: the closed form where PyTorch has one, else the
+        recursive rule at that epoch. An ``nv.compile`` replay steps without arguments,
+        so a call passing ``epoch`` runs recorded."""
+        if epoch is None:
+            capture_log.action("sched_step", self)
         else:
-            self._last_lr = self.lr_at(self.last_epoch)
+            capture_log.refuse(f"{type(self).__name__}.step(epoch) sets the epoch from a "
+                               "value of this call; call it outside the compiled function")
+        self._step_count += 1
+        if epoch is not None:
+            warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
+        self._update_lr(epoch)
+
+    def _update_lr(self, epoch: int | None = None) -> None:
+        """Move to the next epoch (or to ``epoch``) and write its rates."""
+        if epoch is None:
+            self.last_epoch += 1
+            lrs = self._next_lrs()
+        else:
+            self.last_epoch = epoch
+            lrs = self.lr_at(epoch) if self._closed_form_on_epoch else self._next_lrs()
+        self._last_lr = list(lrs)
         for g, lr in zip(self.optimizer.param_groups, self._last_lr):
             g["lr"] = lr
+
+    def _next_lrs(self) -> list[float]:
+        """The rates at ``last_epoch`` by the rule this scheduler steps by."""
+        if self._chained:
+            return self._chain_lr([g["lr"] for g in self.optimizer.param_groups],
+                                  self.last_epoch)
+        return self.lr_at(self.last_epoch)
 
     def get_last_lr(self) -> list[float]:
         return list(self._last_lr)
@@ -118,6 +187,8 @@ class LambdaLR(LRScheduler):
 class StepLR(LRScheduler):
     """``base_lr * gamma ** (epoch // step_size)``."""
 
+    _closed_form_on_epoch = True
+
     def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1,
                  last_epoch: int = -1):
         if step_size <= 0:
@@ -137,6 +208,8 @@ class StepLR(LRScheduler):
 class CosineAnnealingLR(LRScheduler):
     """``eta_min + (base_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2``."""
 
+    _closed_form_on_epoch = True
+
     def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0,
                  last_epoch: int = -1):
         if T_max <= 0:
@@ -150,9 +223,17 @@ class CosineAnnealingLR(LRScheduler):
 
     def _chain_lr(self, lrs: list[float], epoch: int) -> list[float]:
         """PyTorch's recursion: the ratio of consecutive cosine factors, applied above
-        ``eta_min``; one period past ``T_max`` (where that ratio is 0/0) a step up."""
-        if epoch == 0:
+        ``eta_min``; one period past ``T_max`` (where that ratio is 0/0) a step up. The
+        constructor's step keeps the current rate (also when resuming)."""
+        if self._is_initial:
             return lrs
+        if self._step_count == 1 and epoch > 0:
+            # PyTorch's closed form for a first step outside its initial mode, in its
+            # order of operations (the constructor's step is in initial mode, so only a
+            # reset ``_step_count`` gets here)
+            return [self.eta_min + (base - self.eta_min) *
+                    (1 + math.cos(epoch * math.pi / self.T_max)) / 2
+                    for base in self.base_lrs]
         if (epoch - 1 - self.T_max) % (2 * self.T_max) == 0:
             return [lr + (base - self.eta_min) * (1 - math.cos(math.pi / self.T_max)) / 2
                     for lr, base in zip(lrs, self.base_lrs)]
@@ -165,6 +246,8 @@ class LinearLR(LRScheduler):
     """Factor moving linearly from ``start_factor`` to ``end_factor`` over
     ``total_iters`` epochs, then constant."""
 
+    _closed_form_on_epoch = True
+
     def __init__(self, optimizer: Optimizer, start_factor: float = 1.0 / 3,
                  end_factor: float = 1.0, total_iters: int = 5, last_epoch: int = -1):
         if not (0 < start_factor <= 1 and 0 <= end_factor <= 1) or total_iters < 1:
@@ -174,14 +257,14 @@ class LinearLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def lr_at(self, epoch: int) -> list[float]:
-        frac = min(epoch, self.total_iters) / self.total_iters
-        factor = self.start_factor + (self.end_factor - self.start_factor) * frac
-        return [base * factor for base in self.base_lrs]
+        return [base * (self.start_factor + (self.end_factor - self.start_factor) *
+                        min(self.total_iters, epoch) / self.total_iters)
+                for base in self.base_lrs]
 
     def _chain_lr(self, lrs: list[float], epoch: int) -> list[float]:
         if epoch == 0:
             return [lr * self.start_factor for lr in lrs]
-        if epoch > self.total_iters:
+        if self._is_initial or epoch > self.total_iters:
             return lrs
         change = self.end_factor - self.start_factor
         ratio = 1.0 + change / (self.total_iters * self.start_factor + (epoch - 1) * change)
@@ -191,6 +274,8 @@ class LinearLR(LRScheduler):
 class ExponentialLR(LRScheduler):
     """``base_lr * gamma ** epoch``."""
 
+    _closed_form_on_epoch = True
+
     def __init__(self, optimizer: Optimizer, gamma: float, last_epoch: int = -1):
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
@@ -199,12 +284,14 @@ class ExponentialLR(LRScheduler):
         return [base * self.gamma ** epoch for base in self.base_lrs]
 
     def _chain_lr(self, lrs: list[float], epoch: int) -> list[float]:
-        return lrs if epoch == 0 else [lr * self.gamma for lr in lrs]
+        return lrs if self._is_initial else [lr * self.gamma for lr in lrs]
 
 
 class MultiStepLR(LRScheduler):
     """``base_lr * gamma ** (milestones passed)``; a milestone listed twice counts twice,
     as in PyTorch."""
+
+    _closed_form_on_epoch = True
 
     def __init__(self, optimizer: Optimizer, milestones: Sequence[int], gamma: float = 0.1,
                  last_epoch: int = -1):
@@ -223,6 +310,8 @@ class MultiStepLR(LRScheduler):
 class ConstantLR(LRScheduler):
     """``base_lr * factor`` for the first ``total_iters`` epochs, then ``base_lr``."""
 
+    _closed_form_on_epoch = True
+
     def __init__(self, optimizer: Optimizer, factor: float = 1.0 / 3, total_iters: int = 5,
                  last_epoch: int = -1):
         if not 0 <= factor <= 1:
@@ -233,8 +322,8 @@ class ConstantLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def lr_at(self, epoch: int) -> list[float]:
-        factor = self.factor if epoch < self.total_iters else 1.0
-        return [base * factor for base in self.base_lrs]
+        return [base * (self.factor + (epoch >= self.total_iters) * (1 - self.factor))
+                for base in self.base_lrs]
 
     def _chain_lr(self, lrs: list[float], epoch: int) -> list[float]:
         if epoch == 0:
@@ -251,6 +340,8 @@ class ConstantLR(LRScheduler):
 class PolynomialLR(LRScheduler):
     """``base_lr * (1 - min(epoch, total_iters) / total_iters) ** power``."""
 
+    _closed_form_on_epoch = True
+
     def __init__(self, optimizer: Optimizer, total_iters: int = 5, power: float = 1.0,
                  last_epoch: int = -1):
         if total_iters < 1:
@@ -263,7 +354,7 @@ class PolynomialLR(LRScheduler):
         return [base * factor for base in self.base_lrs]
 
     def _chain_lr(self, lrs: list[float], epoch: int) -> list[float]:
-        if epoch == 0 or epoch > self.total_iters:
+        if self._is_initial or epoch > self.total_iters:
             return lrs
         ratio = ((1.0 - epoch / self.total_iters) /
                  (1.0 - (epoch - 1) / self.total_iters)) ** self.power
@@ -311,7 +402,9 @@ class MultiplicativeLR(LRScheduler):
         return list(lrs)
 
     def _chain_lr(self, lrs: list[float], epoch: int) -> list[float]:
-        return lrs if epoch == 0 else [lr * f(epoch) for lr, f in zip(lrs, self.lr_lambdas)]
+        if self._is_initial:
+            return lrs
+        return [lr * f(epoch) for lr, f in zip(lrs, self.lr_lambdas)]
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._memo = None          # (of the base rates being replaced)
@@ -321,16 +414,23 @@ class MultiplicativeLR(LRScheduler):
 class CosineAnnealingWarmRestarts(LRScheduler):
     """Cosine annealing restarted every ``T_i`` epochs, ``T_0`` first, each period
     ``T_mult`` times the last: ``eta_min + (base - eta_min)(1 + cos(pi T_cur / T_i)) / 2``
-    (SGDR; the closed form of PyTorch's integer-epoch schedule). ``T_cur`` (epochs since
-    the last restart) and ``T_i`` (the current period) are attributes, kept at
-    ``last_epoch``'s position by ``step`` and ``load_state_dict``, as in PyTorch."""
+    (SGDR). ``T_cur`` (epochs since the last restart) and ``T_i`` (the current period)
+    are attributes that ``step`` moves as PyTorch's does: ``step()`` one epoch on,
+    ``step(epoch)`` to any (fractional) epoch, so ``step(epoch + i / iters)`` anneals
+    within an epoch as PyTorch's docs show, and a later ``step()`` continues from
+    ``floor(epoch)``. ``lr_at`` is the closed form of the integer-epoch schedule
+    (what ``SequentialLR`` composes)."""
 
     def __init__(self, optimizer: Optimizer, T_0: int, T_mult: int = 1, eta_min: float = 0.0,
                  last_epoch: int = -1):
         if T_0 <= 0 or not isinstance(T_0, int) or T_mult < 1 or not isinstance(T_mult, int):
             raise ValueError(f"CosineAnnealingWarmRestarts: T_0 must be a positive int and "
                              f"T_mult an int >= 1, got {T_0} and {T_mult}")
-        self.T_0, self.T_mult, self.eta_min = T_0, T_mult, eta_min
+        if not isinstance(eta_min, (float, int)):
+            raise ValueError(f"CosineAnnealingWarmRestarts: Expected float or int eta_min, "
+                             f"but got {eta_min} of type {type(eta_min).__name__}")
+        self.T_0, self.T_i, self.T_mult, self.eta_min = T_0, T_0, T_mult, eta_min
+        self.T_cur: float = last_epoch
         super().__init__(optimizer, last_epoch)
 
     def _position(self, epoch: int) -> tuple[int, int]:
@@ -349,15 +449,62 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         c = (1 + math.cos(math.pi * t_cur / t_i)) / 2
         return [self.eta_min + (base - self.eta_min) * c for base in self.base_lrs]
 
-    def step(self) -> None:
-        super().step()
-        self.T_cur, self.T_i = self._position(self.last_epoch)
+    def step(self, epoch: float | None = None) -> None:
+        """One epoch on, or (``epoch``, a float) to that epoch: PyTorch's rule, its
+        arithmetic included (it neither warns nor counts ``_step_count`` here). An
+        ``nv.compile`` replay steps without arguments, so a call passing ``epoch``
+        runs recorded."""
+        if epoch is None:
+            capture_log.action("sched_step", self)
+        else:
+            capture_log.refuse("CosineAnnealingWarmRestarts.step(epoch) sets the epoch "
+                               "from a value of this call; call it outside the compiled "
+                               "function")
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur = self.T_cur + 1
+            if self.T_cur >= self.T_i:
+                self.T_cur = self.T_cur % self.T_i
+                self.T_i = self.T_i * self.T_mult
+        else:
+            self._jump(epoch)
+        self.last_epoch = math.floor(epoch)
+        self._write_position()
+
+    def _jump(self, epoch: float) -> None:
+        """``T_cur`` and ``T_i`` at ``epoch`` (PyTorch's expressions)."""
+        if epoch < 0:
+            raise ValueError(f"CosineAnnealingWarmRestarts.step: Expected non-negative "
+                             f"epoch, but got {epoch}")
+        if epoch >= self.T_0:
+            if self.T_mult == 1:
+                self.T_cur = epoch % self.T_0
+            else:
+                n = int(math.log((epoch / self.T_0 * (self.T_mult - 1) + 1), self.T_mult))
+                self.T_cur = epoch - self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1)
+                self.T_i = self.T_0 * self.T_mult ** n
+        else:
+            self.T_i = self.T_0
+            self.T_cur = epoch
+
+    def _write_position(self) -> None:
+        """Write the rates at (``T_cur``, ``T_i``) (PyTorch's ``get_lr``)."""
+        self._last_lr = [self.eta_min + (base - self.eta_min) *
+                         (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+                         for base in self.base_lrs]
+        for g, lr in zip(self.optimizer.param_groups, self._last_lr):
+            g["lr"] = lr
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore the position (``T_cur`` and ``T_i`` follow ``last_epoch``, also from
-        a state saved without them)."""
-        super().load_state_dict(state)
-        self.T_cur, self.T_i = self._position(self.last_epoch)
+        """Restore the position (``T_cur`` and ``T_i``; a state saved without them, by
+        an older Nova, places them at ``last_epoch``) and write its rate."""
+        self.__dict__.update(state)
+        if "T_cur" not in state or "T_i" not in state:
+            self.T_cur, self.T_i = self._position(self.last_epoch)
+        if not self._in_chain:
+            self._write_position()
 
 
 class SequentialLR(LRScheduler):
@@ -378,6 +525,10 @@ class SequentialLR(LRScheduler):
         for sch in self.schedulers:
             sch._chained = False
         super().__init__(optimizer, last_epoch)
+
+    def step(self) -> None:  # type: ignore[override]
+        """Advance one epoch (PyTorch's ``SequentialLR.step`` takes no epoch)."""
+        super().step()
 
     def lr_at(self, epoch: int) -> list[float]:
         i = bisect.bisect_right(self.milestones, epoch)
@@ -717,13 +868,12 @@ class OneCycleLR(_MomentumSchedule):
                 for g in groups] if self.cycle_momentum else None
         return lrs, moms
 
-    def step(self) -> None:
-        """Advance one training step: the rate and (with ``cycle_momentum``) the momentum
-        of the next optimizer step. Raises ``ValueError`` past ``total_steps``, with
-        ``last_epoch`` already advanced, as PyTorch does."""
-        capture_log.action("sched_step", self)
-        self._step_count += 1
-        self.last_epoch += 1
+    def _update_lr(self, epoch: int | None = None) -> None:
+        """Advance one training step (or go to step ``epoch``): the rate and (with
+        ``cycle_momentum``) the momentum of the next optimizer step. Raises
+        ``ValueError`` past ``total_steps``, with ``last_epoch`` already advanced, as
+        PyTorch does."""
+        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
         lrs, moms = self._at(self.last_epoch)
         self._write(lrs, moms)
 
@@ -840,12 +990,10 @@ class CyclicLR(_MomentumSchedule):
                 ] if self.cycle_momentum else None
         return lrs, moms
 
-    def step(self) -> None:
-        """Advance one training step: the rate and (with ``cycle_momentum``) the momentum
-        of the next optimizer step."""
-        capture_log.action("sched_step", self)
-        self._step_count += 1
-        self.last_epoch += 1
+    def _update_lr(self, epoch: int | None = None) -> None:
+        """Advance one training step (or go to step ``epoch``): the rate and (with
+        ``cycle_momentum``) the momentum of the next optimizer step."""
+        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
         self._write(*self._at(self.last_epoch))
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -895,7 +1043,11 @@ class ChainedScheduler(LRScheduler):
         if all(s.last_epoch == 0 for s in schedulers):
             lrs = [g["initial_lr"] for g in optimizer.param_groups]
             for s in schedulers:
-                lrs = s._chain_lr(lrs, 0)
+                s._is_initial = True        # as in its constructor's step
+                try:
+                    lrs = s._chain_lr(lrs, 0)
+                finally:
+                    s._is_initial = False
                 s._last_lr = list(lrs)
             for g, lr in zip(optimizer.param_groups, lrs):
                 g["lr"] = lr

@@ -27,6 +27,7 @@ import numpy as np
 from nova.core import dtypes as dt
 from nova.core.shapes import broadcast_shapes, normalize_dim
 from nova.tensor import movement, ops, scan
+from nova.tensor.autocast_state import autocast_op, rounded_once
 from nova.tensor.creation import tensor
 from nova.tensor.tensor import Tensor
 
@@ -36,6 +37,7 @@ def _dims(op: str, x: Tensor, dims: Any) -> tuple[int, ...]:
     return tuple(normalize_dim(op, d, x.ndim, x.shape) for d in seq)
 
 
+@autocast_op("prod")
 def prod(x: Tensor, dim: Any = None, keepdim: builtins.bool = False, *,
          dtype: Any = None) -> Tensor:
     """Product over ``dim`` (all elements if None; ``torch.prod``); bool and integer
@@ -327,6 +329,7 @@ def diag(x: Tensor, diagonal: builtins.int = 0) -> Tensor:  # noqa: A002 (torch'
     return ops.where(on, src, ops.full_const(0, (), x.dtype))
 
 
+@autocast_op("trace")
 def trace(x: Tensor) -> Tensor:
     """Sum of a matrix's main diagonal (``torch.trace``)."""
     if not isinstance(x, Tensor) or x.ndim != 2:
@@ -364,6 +367,7 @@ def outer(a: Tensor, b: Tensor) -> Tensor:
 ger = outer
 
 
+@autocast_op("dot")
 def dot(a: Tensor, b: Tensor) -> Tensor:
     """Inner product of two 1-D tensors of one length and dtype (``torch.dot``)."""
     _vector("dot", a, "input")
@@ -379,6 +383,7 @@ def dot(a: Tensor, b: Tensor) -> Tensor:
                                        movement.reshape(b, (-1, 1))), ())
 
 
+@autocast_op("mv")
 def mv(m: Tensor, v: Tensor) -> Tensor:
     """Matrix-vector product (``torch.mv``)."""
     if not isinstance(m, Tensor) or m.ndim != 2:
@@ -441,19 +446,27 @@ def _wrapped(op: str, index: Tensor, d: builtins.int, shape: tuple[builtins.int,
                     index.dtype)
 
 
+@autocast_op("addmm")
 def addmm(input: Any, mat1: Tensor, mat2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
     """``beta * input + alpha * (mat1 @ mat2)`` (``torch.addmm``; ``beta = 0`` ignores
     ``input``, NaN included)."""
-    return _scaled_sum(input, ops.matmul(mat1, mat2), beta, alpha)
+    # a half product and its scaled input are summed in float32 and rounded once, as
+    # PyTorch's CPU addmm does
+    return rounded_once(lambda i, a, b: _scaled_sum(i, ops.matmul(a, b), beta, alpha),
+                        input, mat1, mat2)
 
 
+@autocast_op("addmv")
 def addmv(input: Any, mat: Tensor, vec: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
     return _scaled_sum(input, mv(mat, vec), beta, alpha)
 
 
+@autocast_op("baddbmm")
 def baddbmm(input: Any, batch1: Tensor, batch2: Tensor, *, beta: Any = 1,
             alpha: Any = 1) -> Tensor:
-    return _scaled_sum(input, ops.bmm(batch1, batch2), beta, alpha)
+    # rounded once for half operands, as PyTorch's CPU baddbmm (not its addbmm)
+    return rounded_once(lambda i, a, b: _scaled_sum(i, ops.bmm(a, b), beta, alpha),
+                        input, batch1, batch2)
 
 
 def _scaled_sum(input: Any, product: Tensor, beta: Any, alpha: Any) -> Tensor:
@@ -571,6 +584,7 @@ def index_add(x: Tensor, dim: builtins.int, index: Tensor, source: Tensor, *,
     return ops.scatter_add(x, d, idx, src)
 
 
+@autocast_op("index_copy")
 def index_copy(x: Tensor, dim: builtins.int, index: Tensor, source: Tensor) -> Tensor:
     """``x`` with ``source``'s slices written at ``index`` along ``dim``
     (``torch.index_copy``; a repeated index keeps one of its slices, as there)."""
@@ -739,6 +753,7 @@ def median(x: Tensor, dim: builtins.int | None = None, keepdim: builtins.bool = 
     return _ValuesIndices(values, indices)
 
 
+@autocast_op("quantile")
 def quantile(x: Tensor, q: Any, dim: builtins.int | None = None, keepdim: builtins.bool = False,
              *, interpolation: str = "linear") -> Tensor:
     """The ``q``-th quantiles along ``dim`` (the flattened tensor if None;
@@ -785,6 +800,7 @@ def logspace(start: float, end: float, steps: builtins.int, base: float = 10.0, 
     return ops.cast(out, dt.get_dtype(dtype) if dtype is not None else dt.DEFAULT_FLOAT)
 
 
+@autocast_op("nanquantile")
 def nanquantile(x: Tensor, q: Any, dim: builtins.int | None = None,
                 keepdim: builtins.bool = False, *, interpolation: str = "linear") -> Tensor:
     """``quantile`` over the values that are not NaN (``torch.nanquantile``): per slice
@@ -925,6 +941,7 @@ def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     return ops.where(ops.le(ops.abs(x), lambd), 0.0, x)
 
 
+@autocast_op("prelu")
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """``x if x > 0 else weight * x``, one slope per channel (dim 1; an input of fewer
     than 2 dims has one channel) or one for all. The gradient at 0 is the slope, as

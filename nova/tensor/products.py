@@ -17,6 +17,7 @@ from typing import Any
 from nova.core import dtypes as dt
 from nova.core.shapes import normalize_dim
 from nova.tensor import grad_mode, movement, numeric, ops
+from nova.tensor.autocast_state import autocast_op
 from nova.tensor.tensor import Tensor, unaliased_detach
 
 
@@ -72,6 +73,7 @@ def inner(input: Tensor, other: Tensor) -> Tensor:
     return tensordot(input, other, ([-1], [-1]))
 
 
+@autocast_op("vdot")
 def vdot(input: Tensor, other: Tensor) -> Tensor:
     """The dot product of two 1-D tensors (``torch.vdot``; Nova has no complex
     dtypes, so nothing is conjugated)."""
@@ -79,12 +81,14 @@ def vdot(input: Tensor, other: Tensor) -> Tensor:
     return dot(input, other)
 
 
+@autocast_op("addr")
 def addr(input: Any, vec1: Tensor, vec2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
     """``beta * input + alpha * outer(vec1, vec2)`` (``torch.addr``)."""
     from nova.tensor.arrays import _scaled_sum, outer
     return _scaled_sum(input, outer(vec1, vec2), beta, alpha)
 
 
+@autocast_op("addbmm")
 def addbmm(input: Any, batch1: Tensor, batch2: Tensor, *, beta: Any = 1,
            alpha: Any = 1) -> Tensor:
     """``beta * input + alpha * sum_i batch1[i] @ batch2[i]`` (``torch.addbmm``): the
@@ -135,6 +139,7 @@ def matrix_power(input: Tensor, n: builtins.int) -> Tensor:
         square = ops.matmul(square, square)
 
 
+@autocast_op("cdist")
 def cdist(x1: Tensor, x2: Tensor, p: Any = 2.0,
           compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
     """The ``p``-norm distance between each row of ``x1`` (``..., P, M``) and each row

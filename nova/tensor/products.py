@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import builtins
 import math
-from collections.abc import Sequence
 from typing import Any
 
 from nova.core import dtypes as dt

@@ -96,3 +96,4 @@ __all__ += ["Buffer", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d",
             "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d",
             "UninitializedBuffer"]
 __all__ += ["SyncBatchNorm"]
+from nova.nn import modules  # noqa: E402  (PyTorch's submodule names: nn.modules.batchnorm)

@@ -122,35 +122,32 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -
     return ops.div(input, ops.clamp(norm, min=eps))
 
 
-class _BatchNorm(Module):
-    """Shared by ``BatchNorm1d/2d/3d``: affine parameters, running statistics as
-    buffers (``running_mean``, ``running_var``, ``num_batches_tracked``), and
-    ``momentum=None`` for a cumulative average, as in PyTorch."""
-
-    _dims: tuple[int, ...] = ()
-
-    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
-                 affine: bool = True, track_running_stats: bool = True, dtype: Any = None):
-        super().__init__()
-        self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.affine, self.track_running_stats = affine, track_running_stats
-        if affine:
-            self.weight = Parameter(ones(num_features, dtype=dtype))
-            self.bias = Parameter(zeros(num_features, dtype=dtype))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        if track_running_stats:
-            self.register_buffer("running_mean", zeros(num_features, dtype=dtype))
-            self.register_buffer("running_var", ones(num_features, dtype=dtype))
-            self.register_buffer("num_batches_tracked", tensor(0, dtype=dt.int64))
-        else:
-            self.register_buffer("running_mean", None)
-            self.register_buffer("running_var", None)
-            self.register_buffer("num_batches_tracked", None)
+class _NormBase(Module):
+    """What batch and instance normalization share (PyTorch's ``_NormBase``, which
+    ported code tests with ``isinstance`` to freeze or skip norm layers): the affine
+    ``weight``/``bias`` (``affine``; ``bias=False`` drops the bias), the running
+    statistics as buffers (``running_mean``, ``running_var``, ``num_batches_tracked``;
+    None without ``track_running_stats``), state-dict version 2 and the loading of
+    older checkpoints."""
 
     # state_dict layout version 2: ``num_batches_tracked`` is saved (PyTorch 0.4.1 on)
     _version = 2
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True, track_running_stats: bool = True, dtype: Any = None,
+                 *, bias: bool = True):
+        super().__init__()
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        self.register_parameter("weight", Parameter(ones(num_features, dtype=dtype))
+                                if affine else None)
+        self.register_parameter("bias", Parameter(zeros(num_features, dtype=dtype))
+                                if affine and bias else None)
+        tracked = track_running_stats
+        self.register_buffer("running_mean", zeros(num_features, dtype=dtype) if tracked else None)
+        self.register_buffer("running_var", ones(num_features, dtype=dtype) if tracked else None)
+        self.register_buffer("num_batches_tracked",
+                             tensor(0, dtype=dt.int64) if tracked else None)
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str,
                               local_metadata: dict[str, Any], strict: bool,
@@ -175,6 +172,17 @@ class _BatchNorm(Module):
                 self.running_var.fill_(1.0)
                 self.num_batches_tracked.zero_()
 
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+
+
+class _BatchNorm(_NormBase):
+    """Shared by ``BatchNorm1d/2d/3d``: ``_NormBase``'s parameters and buffers, and
+    ``momentum=None`` for a cumulative average, as in PyTorch."""
+
+    _dims: tuple[int, ...] = ()
+
     def forward(self, x: Tensor) -> Tensor:
         if not isinstance(x, Tensor) or x.ndim not in self._dims:
             raise ValueError(f"{type(self).__name__}: expected a "
@@ -190,10 +198,6 @@ class _BatchNorm(Module):
         return batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
                           self.training or not self.track_running_stats,
                           0.0 if momentum is None else momentum, self.eps)
-
-    def extra_repr(self) -> str:
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
 
 
 class BatchNorm1d(_BatchNorm):
@@ -283,7 +287,7 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None,
                                shape))
 
 
-class _InstanceNorm(Module):
+class _InstanceNorm(_NormBase):
     """Shared by ``InstanceNorm1d/2d/3d``: PyTorch's defaults (no affine parameters, no
     running statistics); with ``track_running_stats`` the buffers are those of
     ``BatchNorm`` (``num_batches_tracked`` included, which PyTorch keeps but never
@@ -294,23 +298,8 @@ class _InstanceNorm(Module):
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = False, track_running_stats: bool = False, dtype: Any = None,
                  *, bias: bool = True):
-        super().__init__()
-        self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.affine, self.track_running_stats = affine, track_running_stats
-        self.register_parameter("weight", Parameter(ones(num_features, dtype=dtype))
-                                if affine else None)
-        self.register_parameter("bias", Parameter(zeros(num_features, dtype=dtype))
-                                if affine and bias else None)
-        tracked = track_running_stats
-        self.register_buffer("running_mean", zeros(num_features, dtype=dtype) if tracked else None)
-        self.register_buffer("running_var", ones(num_features, dtype=dtype) if tracked else None)
-        self.register_buffer("num_batches_tracked",
-                             tensor(0, dtype=dt.int64) if tracked else None)
-
-    # state_dict layout version 2, PyTorch's (its ``_NormBase``): version 1 stopped
-    # saving the running statistics of an untracking module, version 2 added
-    # ``num_batches_tracked``
-    _version = 2
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, dtype,
+                         bias=bias)
 
     def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str,
                               local_metadata: dict[str, Any], strict: bool,
@@ -319,9 +308,8 @@ class _InstanceNorm(Module):
         """PyTorch's ``_InstanceNorm`` and ``_NormBase`` steps for old checkpoints: one
         without a version (saved before PyTorch 0.4.0, or with its ``_metadata`` lost)
         that holds ``running_mean``/``running_var`` for a module not tracking them is
-        an error, with PyTorch's explanation, and those keys are dropped; and one
-        older than version 2 may lack ``num_batches_tracked`` (the module keeps its
-        own)."""
+        an error, with PyTorch's explanation, and those keys are dropped; then
+        ``_NormBase``'s step."""
         version = local_metadata.get("version", None)
         if version is None and not self.track_running_stats:
             stats = [prefix + name for name in ("running_mean", "running_var")
@@ -330,11 +318,6 @@ class _InstanceNorm(Module):
                 error_msgs.append(_untracked_stats_message(type(self).__name__, stats))
                 for key in stats:
                     state_dict.pop(key)
-        key = prefix + "num_batches_tracked"
-        if (version is None or version < 2) and self.track_running_stats and \
-                key not in state_dict:
-            state_dict[key] = self.num_batches_tracked \
-                if self.num_batches_tracked is not None else tensor(0, dtype=dt.int64)
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
                                       missing_keys, unexpected_keys, error_msgs)
 
@@ -359,10 +342,6 @@ class _InstanceNorm(Module):
                             self.training or not self.track_running_stats,
                             0.0 if self.momentum is None else self.momentum, self.eps)
         return out.squeeze(0) if unbatched else out
-
-    def extra_repr(self) -> str:
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
 
 
 def _untracked_stats_message(klass: str, keys: list[str]) -> str:

@@ -65,6 +65,7 @@ from nova.tensor.products import (
     vdot,
 )
 from nova.tensor.statistics import corrcoef, cov, histc, isin, kthvalue, nanmedian, take
+from nova.tensor.integration import cumulative_trapezoid, gradient
 from nova.tensor.more_ops import (
     bitwise_left_shift, bitwise_right_shift, combinations, gcd, index_reduce, lcm, mode,
     scatter_reduce, vander,

@@ -13,10 +13,33 @@ from nova.decompositions_spectral import (
     cond, eigh, eigvalsh, lstsq, matrix_norm, matrix_rank, norm, pinv, qr, svd, svdvals,
 )
 from nova.tensor.numeric import vector_norm
+from nova.tensor import arrays as _arrays
 from nova.tensor.arrays import matrix_exp
 from nova.tensor.products import matrix_power
+from nova.tensor.tensor import Tensor as _Tensor
 
-__all__ = ["LinAlgError", "cholesky", "cholesky_ex", "cond", "det", "eigh", "eigvalsh", "inv",
-           "inv_ex", "logdet", "lstsq", "lu", "lu_factor", "lu_factor_ex", "lu_solve",
-           "matrix_exp", "matrix_norm", "matrix_power", "matrix_rank", "norm", "pinv", "qr",
-           "slogdet", "solve", "solve_ex", "solve_triangular", "svd", "svdvals", "vector_norm"]
+
+def cross(input: _Tensor, other: _Tensor, *, dim: int = -1) -> _Tensor:
+    """``torch.linalg.cross``: the cross product of 3-vectors along ``dim`` (the last by
+    default, where ``torch.cross`` takes the first dim of size 3); the inputs have the
+    same number of dims and broadcast in the others."""
+    for name, t in (("input", input), ("other", other)):
+        if not isinstance(t, _Tensor):
+            raise TypeError(f"linalg.cross: {name} must be a Tensor, got {type(t).__name__}")
+    if input.ndim != other.ndim:
+        raise ValueError(f"linalg.cross: input {input.shape} and other {other.shape} must "
+                         f"have the same number of dims")
+    if input.ndim == 0 or not -input.ndim <= dim < input.ndim:
+        raise IndexError(f"linalg.cross: dim {dim} is out of range for inputs of shape "
+                         f"{input.shape}")
+    if input.shape[dim] != 3 or other.shape[dim] != 3:
+        raise ValueError(f"linalg.cross: inputs must have size 3 along dim {dim}, got "
+                         f"{input.shape} and {other.shape}")
+    return _arrays.cross(input, other, dim)
+
+
+__all__ = ["LinAlgError", "cholesky", "cholesky_ex", "cond", "cross", "det", "eigh",
+           "eigvalsh", "inv", "inv_ex", "logdet", "lstsq", "lu", "lu_factor", "lu_factor_ex",
+           "lu_solve", "matrix_exp", "matrix_norm", "matrix_power", "matrix_rank", "norm",
+           "pinv", "qr", "slogdet", "solve", "solve_ex", "solve_triangular", "svd", "svdvals",
+           "vector_norm"]

@@ -324,20 +324,29 @@ def _div_by_zero(sc: Scalars, xs: list[str], ty: str) -> str:
 
 
 def _safe_divsi(sc: Scalars, xs: list[str], ty: str) -> str:
-    """Truncating division; a zero divisor divides by 1 (the flag reports it)."""
+    """Truncating division; a zero divisor divides by 1 (the flag reports it). The
+    divisor -1 divides by 1 and negates, wrapping as PyTorch does: arith.divsi leaves the
+    smallest integer over -1 undefined (x86's idiv traps on it)."""
+    one = sc.const(1, ty)
     zero = sc.cmp("eq", xs[1], sc.const(0, ty), ty)
-    d = sc.select(zero, sc.const(1, ty), xs[1], ty)
-    return sc.binary("arith.divsi", xs[0], d, ty)
-
-
-def _negative_power(sc: Scalars, xs: list[str], ty: str) -> str:
-    return sc.cmp("slt", xs[1], sc.const(0, ty), ty)
+    minus_one = sc.cmp("eq", xs[1], sc.const(-1, ty), ty)
+    d = sc.select(sc.binary("arith.ori", zero, minus_one, "i1"), one, xs[1], ty)
+    q = sc.binary("arith.divsi", xs[0], d, ty)
+    return sc.select(minus_one, sc.binary("arith.subi", sc.const(0, ty), q, ty), q, ty)
 
 
 def _safe_ipow(sc: Scalars, xs: list[str], ty: str) -> str:
-    neg = sc.cmp("slt", xs[1], sc.const(0, ty), ty)
-    e = sc.select(neg, sc.const(0, ty), xs[1], ty)
-    return sc.line(f"math.ipowi {xs[0]}, {e} : {ty}")
+    """Integer ``x ** y``; a negative ``y`` gives PyTorch's truncated ``1 / x ** -y``: 1
+    for x = 1, +-1 for x = -1 (by the parity of y), 0 otherwise (x = 0 included)."""
+    x, y = xs
+    one, zero = sc.const(1, ty), sc.const(0, ty)
+    neg = sc.cmp("slt", y, zero, ty)
+    p = sc.line(f"math.ipowi {x}, {sc.select(neg, zero, y, ty)} : {ty}")
+    unit = sc.binary("arith.ori", sc.cmp("eq", x, one, ty),
+                     sc.cmp("eq", x, sc.const(-1, ty), ty), "i1")
+    odd = sc.line(f"arith.trunci {y} : {ty} to i1")
+    inverse = sc.select(unit, sc.select(odd, x, one, ty), zero, ty)
+    return sc.select(neg, inverse, p, ty)
 
 
 def _constant(w: Writer, op: nd.ConstantOp) -> str:
@@ -868,7 +877,7 @@ LOWERINGS: dict[type[Operation], Lowering] = {
     nd.DivOp: _arith(_op("arith.divf"), _safe_divsi, check=_div_by_zero),
     nd.MaximumOp: _arith(_op("arith.maximumf"), _op("arith.maxsi"), _op("arith.ori")),
     nd.MinimumOp: _arith(_op("arith.minimumf"), _op("arith.minsi"), _op("arith.andi")),
-    nd.PowOp: _arith(_op("math.powf"), _safe_ipow, check=_negative_power),
+    nd.PowOp: _arith(_op("math.powf"), _safe_ipow),
     nd.RemOp: _arith(_op("arith.remf")),
     nd.Atan2Op: _arith(_op("math.atan2")),
     nd.AndOp: _arith(None, _op("arith.andi"), _op("arith.andi")),

@@ -267,8 +267,21 @@ def _reduce(op: str, loss: Tensor, reduction: str, weight_sum: Tensor | None = N
     if reduction == "sum":
         return ops.sum(loss)
     if reduction == "mean":
-        return ops.div(ops.sum(loss), weight_sum) if weight_sum is not None else ops.mean(loss)
+        return _weighted_mean(ops.sum(loss), weight_sum) if weight_sum is not None \
+            else ops.mean(loss)
     raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def _weighted_mean(total: Tensor, weight_sum: Tensor) -> Tensor:
+    """``total / weight_sum`` for the class-index losses' mean, with PyTorch's gradient
+    when every sample is ignored (``weight_sum == 0``): the value is still the division
+    (0 / 0 = NaN, as PyTorch's), but the gradient is 0, as PyTorch's backward skips the
+    ignored samples; a plain division sends 0 * (1 / 0) = NaN into the input's gradient,
+    and one all-padding micro-batch would poison every parameter's. Costs two selects on
+    0-d tensors."""
+    empty = ops.eq(weight_sum, 0)
+    value = ops.div(total.detach(), weight_sum.detach())
+    return ops.where(empty, value, ops.div(total, ops.where(empty, 1.0, weight_sum)))
 
 
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, *,
@@ -322,8 +335,8 @@ def _cross_entropy_indices(input: Tensor, target: Tensor, weight: Tensor | None,
     smooth = ops.mul(ops.div(ops.neg(ops.sum(per_class, c_dim)), input.shape[c_dim]),
                      ops.cast(valid, nll.dtype))
     if reduction == "mean":
-        nll_part = ops.div(ops.sum(loss), ops.sum(w))
-        smooth_part = ops.div(ops.sum(smooth), ops.sum(w))
+        nll_part = _weighted_mean(ops.sum(loss), ops.sum(w))
+        smooth_part = _weighted_mean(ops.sum(smooth), ops.sum(w))
         return ops.add(ops.mul(nll_part, 1.0 - label_smoothing),
                        ops.mul(smooth_part, label_smoothing))
     combined = ops.add(ops.mul(loss, 1.0 - label_smoothing), ops.mul(smooth, label_smoothing))

@@ -79,16 +79,24 @@ def _compute(x: np.ndarray) -> np.ndarray:
 
 
 def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Truncating division; the divisor -1 negates (wrapping: the smallest integer over
+    -1 is itself, as PyTorch's), where numpy's floor_divide warns of the overflow."""
     if np.any(b == 0):
         raise InterpreterError("nova.div: integer division by zero")
-    q = a // b
-    return q + ((q < 0) & (q * b != a))  # floor -> truncation toward zero
+    minus_one = b == -1
+    d = np.where(minus_one, np.ones_like(b), b)
+    q = a // d
+    q = q + ((q < 0) & (q * d != a))  # floor -> truncation toward zero
+    return np.where(minus_one, np.negative(q), q)
 
 
 def _int_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if np.any(b < 0):
-        raise InterpreterError("nova.pow: integers to negative powers")
-    return np.power(a, b)
+    """``a ** b``; a negative ``b`` gives PyTorch's truncated ``1 / a ** -b``: 1 for
+    a = 1, +-1 for a = -1 (by the parity of b), 0 otherwise."""
+    neg = b < 0
+    p = np.power(a, np.where(neg, np.zeros_like(b), b))
+    inverse = np.where((a == 1) | (a == -1), np.where(b % 2 != 0, a, np.ones_like(a)), 0)
+    return np.where(neg, inverse.astype(p.dtype), p)
 
 
 def _ints(a) -> tuple[int, ...]:

@@ -9,8 +9,8 @@ complex-number API of real tensors (``conj``, ``real``, ``adjoint``...)), writte
 views, ``cat``, ``gather``, ``scatter``, ``sort`` and ``matmul``, so they fuse like the
 rest and differentiate by their parts' rules.
 ``prod`` is the last running product of ``cumprod`` (whose gradient is zero-safe).
-Shapes are static: ``repeat_interleave`` takes an int or a host sequence of repeats,
-never a tensor of them, and the functions whose result size depends on the data
+Shapes are static: ``repeat_interleave`` takes a tensor of repeats only with the
+``output_size`` it gives, and the functions whose result size depends on the data
 (``nonzero``, ``unique``, ``masked_select``, ``bincount``) raise, naming a way out.
 """
 from __future__ import annotations
@@ -29,6 +29,7 @@ from nova.core.shapes import broadcast_shapes, normalize_dim
 from nova.tensor import movement, ops, scan
 from nova.tensor.autocast_state import autocast_op, rounded_once
 from nova.tensor.creation import tensor
+from nova.tensor.integration import trapezoid, trapz
 from nova.tensor.tensor import Tensor
 
 
@@ -110,21 +111,29 @@ def tile(x: Tensor, dims: Any) -> Tensor:
     return movement.repeat(x, *reps)
 
 
-def repeat_interleave(x: Tensor, repeats: Any, dim: builtins.int | None = None, *,
+def repeat_interleave(x: Tensor, repeats: Any = None, dim: builtins.int | None = None, *,
                       output_size: builtins.int | None = None) -> Tensor:
     """Each element repeated ``repeats`` times along ``dim`` (the flattened tensor if
-    None; ``torch.repeat_interleave``). ``repeats``: an int, or one int per element
-    along ``dim`` as a host sequence (a tensor of repeats would make the result's
-    size depend on its values)."""
+    None; ``torch.repeat_interleave``). ``repeats``: an int; a host sequence of ints,
+    one per element along ``dim``; a 0-d (or one-element) integer tensor, read as an int
+    (a host sync, as ``arange`` reads tensor bounds); or a 1-D integer tensor of counts,
+    which needs ``output_size``: the result's length along ``dim`` would otherwise
+    depend on the counts' values, and Nova's shapes are static. Counts already on the
+    host are checked here; computed ones when the step runs (a negative count or an
+    ``output_size`` other than their sum fails it, as an index out of range). The
+    one-argument form ``repeat_interleave(repeats, output_size=n)`` repeats each index
+    ``i`` ``repeats[i]`` times."""
+    if repeats is None:
+        return _repeated_indices(x, output_size)
     ops._check_tensor("repeat_interleave", x)
-    if isinstance(repeats, Tensor):
-        raise TypeError("repeat_interleave: repeats as a tensor makes the result's size "
-                        "depend on its values, which Nova's static shapes cannot express; "
-                        "pass an int or a list of ints")
     if dim is None:
         x, dim = movement.reshape(x, -1), 0
     d = normalize_dim("repeat_interleave", dim, x.ndim, x.shape)
     n = x.shape[d]
+    if isinstance(repeats, Tensor):
+        repeats = _tensor_repeats(repeats, n, d, output_size)
+        if isinstance(repeats, Tensor):
+            return index_select(x, d, _repeat_index(repeats, n, output_size))
     if isinstance(repeats, (builtins.int, np.integer)):
         r = builtins.int(repeats)
         if r < 0:
@@ -145,6 +154,70 @@ def repeat_interleave(x: Tensor, repeats: Any, dim: builtins.int | None = None, 
         raise ValueError(f"repeat_interleave: output_size {output_size} does not match the "
                          f"repeated size {out.shape[d]}")
     return out
+
+
+def _tensor_repeats(repeats: Tensor, n: builtins.int, d: builtins.int,
+                    output_size: builtins.int | None) -> Any:
+    """A tensor of repeats checked: one count for every element is read as an int;
+    else the 1-D tensor itself (one count per element), whose result length
+    ``output_size`` must give -- never read from its values, even when they are on the
+    host, so that a traced step does not depend on them. Known values are checked
+    here."""
+    if repeats.dtype not in (dt.int32, dt.int64):
+        raise TypeError(f"repeat_interleave: repeats must be an int32 or int64 tensor, got "
+                        f"{repeats.dtype.name}")
+    if repeats.ndim > 1:
+        raise ValueError(f"repeat_interleave: repeats must be 0-D or 1-D, got shape "
+                         f"{repeats.shape}")
+    if repeats.numel() == 1:
+        return builtins.int(repeats.item())    # one count for every element
+    if repeats.shape[0] != n:
+        raise ValueError(f"repeat_interleave: repeats must have one count per element of "
+                         f"dim {d} (size {n}), got {repeats.shape[0]}")
+    if n == 0:
+        return []                               # no counts: their sum, 0, is known
+    if output_size is None:
+        raise ValueError("repeat_interleave: a tensor of repeats makes the result's length "
+                         "depend on its values, which Nova's static shapes cannot express; "
+                         "pass output_size= (their sum), an int, or a list of ints "
+                         "(repeats.tolist(), a host sync)")
+    known = ops.known_index_values(repeats)
+    if known is not None and (known.min() < 0 or known.sum() != output_size):
+        raise ValueError(f"repeat_interleave: repeats must be non-negative counts adding up "
+                         f"to output_size {output_size}, got {known.tolist()[:8]} (sum "
+                         f"{known.sum()})")
+    return repeats
+
+
+def _repeat_index(repeats: Tensor, n: builtins.int, output_size: builtins.int) -> Tensor:
+    """The source position of each of the ``output_size`` results: the number of
+    elements after the first whose run starts at or before it (a scatter of run starts
+    and a running sum: linear in n + output_size). Counts that are negative or do not
+    add up to ``output_size`` turn every position into n, out of range: the step fails
+    where the index is checked."""
+    from nova.tensor.creation import ones, zeros
+    if not isinstance(output_size, (builtins.int, np.integer)) or output_size < 0:
+        raise ValueError(f"repeat_interleave: output_size must be a non-negative int, got "
+                         f"{output_size!r}")
+    counts = ops.cast(repeats, dt.int64)
+    ends = scan.cumsum(counts, 0)
+    starts = ops.clamp(ops.sub(ends, counts)[1:], 0, output_size)
+    marks = ops.scatter_add(zeros(output_size + 1, dtype=dt.int64), 0, starts,
+                            ones(n - 1, dtype=dt.int64))
+    index = scan.cumsum(marks[:output_size], 0)
+    bad = ops.logical_or(ops.ne(ends[-1], output_size), ops.lt(ops.amin(counts), 0))
+    return ops.where(bad, n, index)
+
+
+def _repeated_indices(repeats: Any, output_size: builtins.int | None) -> Tensor:
+    """``repeat_interleave(repeats)``: each index ``i`` of the 1-D ``repeats`` repeated
+    ``repeats[i]`` times, in ``repeats``' dtype."""
+    from nova.tensor.creation import arange
+    if not isinstance(repeats, Tensor) or repeats.ndim != 1:
+        raise ValueError(f"repeat_interleave: the one-argument form takes a 1-D tensor of "
+                         f"repeats, got {getattr(repeats, 'shape', type(repeats).__name__)}")
+    indices = arange(repeats.shape[0], dtype=repeats.dtype, device=repeats.device)
+    return repeat_interleave(indices, repeats, 0, output_size=output_size)
 
 
 def movedim(x: Tensor, source: Any, destination: Any) -> Tensor:
@@ -515,17 +588,22 @@ def bucketize(input: Any, boundaries: Tensor, *, out_int32: builtins.bool = Fals
 
 
 def searchsorted(sorted_sequence: Tensor, values: Any, *, out_int32: builtins.bool = False,
-                 right: builtins.bool = False, side: str | None = None) -> Tensor:
+                 right: builtins.bool = False, side: str | None = None,
+                 sorter: Tensor | None = None) -> Tensor:
     """Insertion points of ``values`` into the increasing last dim of
     ``sorted_sequence`` (``torch.searchsorted``): ``left`` counts the entries below a
     value, ``right`` those at most it. A 1-D sequence serves every value; an N-D one
-    matches ``values`` in its leading dims."""
+    matches ``values`` in its leading dims. ``sorter`` (int64, the sequence's shape)
+    holds the positions that sort an unsorted sequence along its last dim, as
+    ``argsort`` gives them; the result counts positions in that sorted order."""
     if side is not None:
         if side not in ("left", "right"):
             raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
         if right and side == "left":
             raise ValueError("searchsorted: side='left' contradicts right=True")
         right = side == "right"
+    if sorter is not None:
+        sorted_sequence = _sorted_by("searchsorted", sorted_sequence, sorter)
     v = values if isinstance(values, Tensor) else tensor(values)
     scalar = v.ndim == 0
     if scalar:
@@ -536,6 +614,22 @@ def searchsorted(sorted_sequence: Tensor, values: Any, *, out_int32: builtins.bo
     seq = sorted_sequence if sorted_sequence.ndim == 1 else movement.unsqueeze(sorted_sequence, -2)
     out = _insertion_points(seq, v, right, dt.int32 if out_int32 else dt.int64)
     return movement.reshape(out, ()) if scalar else out
+
+
+def _sorted_by(op: str, seq: Tensor, sorter: Tensor) -> Tensor:
+    """``seq`` gathered along its last dim by ``sorter``, checked as PyTorch checks it
+    (int64, the sequence's shape; an index outside the last dim is an IndexError, here
+    when its values are known, else when the step runs)."""
+    ops._check_tensor(f"{op} sorted_sequence", seq)
+    if not isinstance(sorter, Tensor) or sorter.dtype != dt.int64:
+        raise TypeError(f"{op}: sorter must be an int64 tensor, got "
+                        f"{getattr(getattr(sorter, 'dtype', None), 'name', type(sorter).__name__)}")
+    if sorter.shape != seq.shape:
+        raise ValueError(f"{op}: sorted_sequence {seq.shape} and sorter {sorter.shape} must "
+                         f"have the same shape")
+    if seq.ndim == 0:
+        raise ValueError(f"{op}: sorted_sequence must have at least one dim, got a 0-d tensor")
+    return ops.gather(seq, seq.ndim - 1, sorter)
 
 
 def _insertion_points(seq: Tensor, v: Tensor, right: builtins.bool, dtype: dt.DType) -> Tensor:
@@ -613,6 +707,9 @@ def index_fill(x: Tensor, dim: builtins.int, index: Tensor, value: Any) -> Tenso
     wrapped = ops.prim("wrap_index", [flat], {"size": n, "dim": d}, flat.shape, flat.dtype)
     hit = ops.scatter(ops.full_const(False, (n,), dt.bool_), 0, wrapped, True)
     mask = movement.reshape(hit, (n,) + (1,) * (x.ndim - d - 1) if x.ndim else ())
+    # the result keeps x's dtype, the value converted to it (as PyTorch and masked_fill)
+    value = (ops.cast(value, x.dtype) if isinstance(value, Tensor)
+             else ops.full_const(value, x.shape, x.dtype, "index_fill"))
     return ops.where(mask, value, x)
 
 
@@ -702,24 +799,7 @@ def cartesian_prod(*tensors: Tensor) -> Tensor:
     return movement.stack([movement.reshape(g, -1) for g in grids], 1)
 
 
-def trapezoid(y: Tensor, x: Tensor | None = None, *, dx: Any = None,
-              dim: builtins.int = -1) -> Tensor:
-    """The trapezoidal rule along ``dim``, at spacing ``dx`` (1 by default) or at the
-    sample points ``x`` (``torch.trapezoid``)."""
-    d = normalize_dim("trapezoid", dim, y.ndim, y.shape)
-    n = y.shape[d]
-    if n == 0:
-        return ops.sum(y, d)
-    mid = ops.add(movement.narrow(y, d, 1, n - 1), movement.narrow(y, d, 0, n - 1))
-    if x is not None:
-        step = diff(x, dim=-1 if x.ndim == 1 else d)
-        if x.ndim == 1:
-            step = movement.reshape(step, (n - 1,) + (1,) * (y.ndim - d - 1))
-        return ops.sum(ops.mul(mid, ops.mul(step, 0.5)), d)
-    return ops.mul(ops.sum(mid, d), 0.5 * (1.0 if dx is None else dx))
-
-
-trapz = trapezoid
+# (trapezoid and trapz live in nova.tensor.integration, beside cumulative_trapezoid)
 
 
 _ValuesIndices = namedtuple("median", ["values", "indices"])

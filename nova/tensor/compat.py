@@ -325,25 +325,8 @@ def _inplace(name: str):
 def scatter_(self: Tensor, dim: builtins.int, index: Tensor, src: Any = None, *,
              value: Any = None, reduce: str | None = None) -> Tensor:
     """In-place ``scatter`` (``src`` a tensor or number, or ``value=``), with PyTorch's
-    older ``reduce="add"`` (a scatter-add of ``src``). ``reduce="multiply"`` is refused:
-    the dialect has no multiplicative scatter."""
-    if src is None:
-        src = value
-    if src is None:
-        raise TypeError("scatter_: give src (a tensor or number) or value=")
-    if reduce is None:
-        out = ops.scatter(self, dim, index, src)
-    elif reduce == "add":
-        if not isinstance(src, Tensor):
-            from nova.tensor.creation import full
-            src = full(index.shape, src, dtype=self.dtype, device=self.device)
-        out = ops.scatter_add(self, dim, index, src)
-    elif reduce == "multiply":
-        raise NotImplementedError("scatter_: reduce='multiply' is not provided (no "
-                                  "multiplicative scatter); scatter_add the logarithms of "
-                                  "positive values instead")
-    else:
-        raise ValueError(f"scatter_: reduce must be 'add' or 'multiply', got {reduce!r}")
+    older ``reduce="add"``/``"multiply"``, as ``ops.scatter``."""
+    out = ops.scatter(self, dim, index, src, value=value, reduce=reduce)
     return self._assign(out, "scatter_")
 
 

@@ -294,7 +294,8 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None,
 
     As in PyTorch, the step must be nonzero and point from start toward end (an empty
     range needs start == end), the bounds must be finite, and integer bounds must fit
-    int64; every such mistake raises here rather than returning an empty tensor."""
+    int64; every such mistake raises here rather than returning an empty tensor. An
+    integer ``dtype`` with non-integer bounds truncates them first (``_truncated``)."""
     where = check_device(device, "arange")
     if end is None:
         start, end = 0, start
@@ -317,20 +318,44 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None,
     if (end - start) * step < 0:
         raise SizeError(f"arange: upper bound and lower bound inconsistent with step sign: "
                         f"{start} -> {end} by {step}")
+    target = _dtype(dtype, dt.int64 if all_int else None)
     if all_int:
         n = -((start - end) // step)   # exact ceil((end - start) / step)
+    elif target.category == dt.INT:
+        n, start, step = _truncated(start, end, step, target)
+        all_int = True
     else:
-        count = np.ceil((end - start) / step)
-        if not np.isfinite(count):
-            raise SizeError(f"arange: {start} -> {end} by {step} has too many elements")
-        n = int(count)
+        n = _float_count(start, end, step)
     check_numel("arange", (n,))
-    target = _dtype(dtype, dt.int64 if all_int else None)
     if n == 0:
         return _place(full_const(0, (0,), target), where)
     work = dt.int64 if all_int and target.category != dt.FLOAT else dt.float64
     idx = prim("iota", [], {"dim": 0}, (n,), work)
     return _place(cast(add(mul(idx, step), start), target), where)
+
+
+def _float_count(start: Any, end: Any, step: Any) -> int:
+    """``ceil((end - start) / step)`` in double, as PyTorch sizes a float range."""
+    count = np.ceil((np.float64(end) - np.float64(start)) / np.float64(step))
+    if not np.isfinite(count):
+        raise SizeError(f"arange: {start} -> {end} by {step} has too many elements")
+    return int(count)
+
+
+def _truncated(start: Any, end: Any, step: Any, target: dt.DType) -> tuple[int, int, int]:
+    """(count, start, step) of ``arange`` in an integer dtype from non-integer bounds, as
+    PyTorch's CPU kernel: start, end and step are truncated toward zero to int64 (its
+    accumulation type) and the values are ``start + i * step`` from those. For int64 the
+    count comes from the truncated bounds too, and a step that truncates to 0 is refused;
+    for int32 PyTorch counts with the original bounds in double (so ``arange(0, 5, 0.5,
+    dtype=int32)`` is ten zeros there, and here)."""
+    s, e, st = (dt.checked_scalar(builtins.int(v), dt.int64, "arange") for v in (start, end, step))
+    if target != dt.int64:
+        return _float_count(start, end, step), s, st
+    if st == 0:
+        raise SizeError(f"arange: step must be nonzero: step {step} truncates to 0 in int64, "
+                        f"the dtype asked for (range {start} -> {end}); pass an integer step")
+    return -((s - e) // st), s, st
 
 
 def _count(op: str, name: str, v: Any) -> int:

@@ -233,12 +233,18 @@ def div(a: Any, b: Any) -> Tensor:
 
 def pow(a: Any, b: Any) -> Tensor:
     """``a ** b``; a number exponent of an integer power must fit the integer dtype
-    (PyTorch raises for ``int32_tensor ** 2**32`` instead of wrapping the exponent)."""
+    (PyTorch raises for ``int32_tensor ** 2**32`` instead of wrapping the exponent), and
+    be non-negative, as PyTorch's; a tensor of negative integer exponents gives the
+    truncated ``1 / a ** -b`` (1 for a = 1, +-1 for a = -1, 0 otherwise), as PyTorch's."""
     common = promote("pow", a, b)
     if common == dt.bool_:
         return _binary("pow", "pow", a, b, dtype=dt.int64)
     if common.category == dt.INT and _is_scalar(b):
         dt.checked_scalar(b, common, "pow")
+        if b < 0:
+            raise RuntimeError(f"pow: integers to negative integer powers are not allowed "
+                               f"({common} tensor ** {b}); use a floating-point exponent "
+                               f"({b}.0) or a floating-point tensor")
     return _binary("pow", "pow", a, b)
 
 
@@ -794,13 +800,16 @@ def _row_shift(x: Tensor, dims: Any) -> Tensor:
 
 
 def logsumexp(x: Tensor, dim: Any, keepdim: builtins.bool = False) -> Tensor:
-    """log(sum(exp(x))) computed stably around the max (rows of -inf give -inf)."""
+    """log(sum(exp(x))) computed stably around the max (rows of -inf give -inf). Over
+    an empty dim it is log(0) = -inf, as PyTorch's (there is no max to shift by)."""
     x = _as_float("logsumexp", x)
     axes = reduction_axes("logsumexp", dim, x.ndim, x.shape)
-    m = _row_shift(x, axes)
-    m = where(isinf(m), 0.0, m)
-    s = log(sum(exp(sub(x, m)), axes, keepdim=True))
-    out = add(s, m)
+    if any(x.shape[a] == 0 for a in axes):
+        out = log(sum(exp(x), axes, keepdim=True))
+    else:
+        m = _row_shift(x, axes)
+        m = where(isinf(m), 0.0, m)
+        out = add(log(sum(exp(sub(x, m)), axes, keepdim=True)), m)
     if not keepdim and axes:
         out = prim("reshape", [out], {}, tuple(n for i, n in enumerate(x.shape) if i not in axes),
                    out.dtype)
@@ -967,13 +976,31 @@ def scatter_add(x: Tensor, dim: builtins.int, index: Tensor, src: Tensor) -> Ten
     return _scatter_prim("scatter_add", x, d, index, src)
 
 
-def scatter(x: Tensor, dim: builtins.int, index: Tensor, src: Any) -> Tensor:
-    """``torch.scatter`` (out of place) with a tensor or number ``src``. Where several
-    updates hit one element the last in index order wins, as numpy's assignment does
-    (PyTorch leaves that case undefined); the compiled kernels apply updates in that
-    order, so the result is deterministic on every engine."""
+def scatter(x: Tensor, dim: builtins.int, index: Tensor, src: Any = None, *,
+            value: Any = None, reduce: str | None = None) -> Tensor:
+    """``torch.scatter`` (out of place) with a tensor or number ``src`` (or ``value=``).
+    Where several updates hit one element the last in index order wins, as numpy's
+    assignment does (PyTorch leaves that case undefined); the compiled kernels apply
+    updates in that order, so the result is deterministic on every engine.
+
+    ``reduce`` is PyTorch's older form of ``scatter_reduce``: ``"add"`` adds every
+    update to the value there, ``"multiply"`` multiplies it by every update (duplicates
+    all count; ``scatter_reduce(..., "prod")``)."""
+    if src is None:
+        src = value
+    elif value is not None:
+        raise TypeError("scatter: give src or value=, not both")
+    if src is None:
+        raise TypeError("scatter: give src (a tensor or number) or value=")
+    if reduce not in (None, "add", "multiply"):
+        raise ValueError(f"scatter: reduce must be 'add' or 'multiply' (or None), got "
+                         f"{reduce!r}; scatter_reduce offers 'sum', 'prod', 'mean', "
+                         f"'amax' and 'amin'")
     d, src = _scatter_args("scatter", x, dim, index, src)
-    return _scatter_prim("scatter", x, d, index, src)
+    if reduce == "multiply":
+        from nova.tensor.more_ops import scatter_reduce   # (above this module)
+        return scatter_reduce(x, d, index, src, "prod")
+    return _scatter_prim("scatter_add" if reduce == "add" else "scatter", x, d, index, src)
 
 
 def one_hot(x: Tensor, num_classes: builtins.int = -1) -> Tensor:

@@ -12,6 +12,8 @@ import math
 from collections import namedtuple
 from typing import Any
 
+import numpy as np
+
 from nova.core import dtypes as dt
 from nova.core.shapes import normalize_dim
 from nova.tensor import movement, numeric, ops
@@ -74,14 +76,27 @@ def nanmedian(input: Tensor, dim: builtins.int | None = None,
     return NanmedianResult(values, indices)
 
 
+def _edges_in(dtype: dt.DType, lo: builtins.float, hi: builtins.float
+              ) -> tuple[builtins.float, builtins.float, builtins.float]:
+    """(min, max, max - min) as PyTorch's histc kernel holds them: the outer bin edges
+    in ``dtype`` (its linspace's ends) and their difference rounded in ``dtype``, as
+    Python floats (exact: each is a value of ``dtype``)."""
+    if dtype == dt.float64:
+        return lo, hi, hi - lo
+    lo_t, hi_t = (np.asarray(ops._rounded_to(v, dtype)).astype(dtype.np) for v in (lo, hi))
+    return builtins.float(lo_t), builtins.float(hi_t), builtins.float(hi_t - lo_t)
+
+
 def histc(input: Tensor, bins: builtins.int = 100, min: Any = 0, max: Any = 0) -> Tensor:
     """Counts of ``input``'s elements in ``bins`` equal bins over ``[min, max]``
     (``torch.histc``): an element's bin is ``floor((x - min) * bins / (max - min))``
-    computed in ``input``'s dtype, as PyTorch computes it (so elements on a bin edge land
-    where PyTorch puts them); ``max`` itself falls in the last bin; elements outside,
-    and NaN, are not counted. ``min == max`` uses the finite data's own range (widened
-    by 1 each way if that is a point; PyTorch raises when the data hold an infinity,
-    which Nova cannot see while recording). The counts have ``input``'s dtype."""
+    with min and max rounded to ``input``'s dtype and every operation (the span too)
+    rounded in it, as PyTorch's CPU kernel computes it (so elements on or near a bin
+    edge land where PyTorch puts them); ``max`` itself falls in the last bin; elements
+    outside, and NaN, are not counted. ``min == max`` uses the finite data's own range
+    (widened by 1 each way if that is a point; PyTorch raises when the data hold an
+    infinity, which Nova cannot see while recording). The counts have ``input``'s
+    dtype."""
     from nova.tensor.creation import zeros
     ops._check_tensor("histc", input)
     if not input.dtype.is_floating_point:
@@ -105,14 +120,20 @@ def histc(input: Tensor, bins: builtins.int = 100, min: Any = 0, max: Any = 0) -
         lo, hi = ops.where(none, 0.0, lo), ops.where(none, 0.0, hi)
         point = ops.eq(lo, hi)
         lo, hi = ops.where(point, ops.sub(lo, 1.0), lo), ops.where(point, ops.add(hi, 1.0), hi)
+        span = ops.sub(hi, lo)
     else:
-        lo, hi = builtins.float(min), builtins.float(max)
+        lo, hi, span = _edges_in(input.dtype, builtins.float(min), builtins.float(max))
     inside = ops.logical_and(ops.ge(x, lo), ops.le(x, hi))
-    position = numeric.floor(ops.div(ops.mul(ops.sub(x, lo), float(bins)), ops.sub(hi, lo)))
+    position = numeric.floor(ops.div(ops.mul(ops.sub(x, lo), float(bins)), span))
+    # (a span that rounds to 0 in the dtype gives 0 / 0: those elements go to bin 0, as
+    # PyTorch's kernel puts them)
+    position = ops.where(ops.isnan(position), 0.0, position)
     index = ops.cast(ops.clamp(ops.where(inside, position, 0.0), 0, bins - 1), dt.int64)
-    counts = ops.scatter_add(zeros(bins, dtype=input.dtype, device=input.device), 0, index,
-                             ops.cast(inside, input.dtype))
-    return counts
+    # counted in int64 and rounded once: a float16/bfloat16 running count stalls at
+    # 2048/256 (PyTorch's per-thread half counts stall likewise, at a thread-dependent sum)
+    counts = ops.scatter_add(zeros(bins, dtype=dt.int64, device=input.device), 0, index,
+                             ops.cast(inside, dt.int64))
+    return ops.cast(counts, input.dtype)
 
 
 def cov(input: Tensor, *, correction: builtins.int = 1, fweights: Tensor | None = None,

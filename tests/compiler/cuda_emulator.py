@@ -26,7 +26,7 @@ import numpy as np
 
 from nova.compiler.targets.cuda.codegen import CudaKernel
 from nova.compiler.targets.cuda.emit import STORAGE
-from nova.compiler.targets.cuda.prelude import FLOAT_MIN_MAX
+from nova.compiler.targets.cuda.prelude import FLOAT_MIN_MAX, INT_DIV_POW
 from nova.compiler.lowering.plan import KernelPlan
 
 EMU_PRELUDE = r"""
@@ -100,11 +100,7 @@ inline i64 nv_max(i64 a, i64 b) { return a > b ? a : b; }
 inline i64 nv_min(i64 a, i64 b) { return a < b ? a : b; }
 inline bool nv_max(bool a, bool b) { return a || b; }
 inline bool nv_min(bool a, bool b) { return a && b; }
-template <typename T> T nv_idiv(T a, T b) { if (b == 0) { nv_fail(); return a; } return a / b; }
-template <typename T> T nv_ipow(T x, T y) {
-  if (y < 0) { nv_fail(); return 1; }
-  T acc = 1; while (y > 0) { if (y & 1) acc *= x; x *= x; y >>= 1; } return acc;
-}
+""" + INT_DIV_POW + r"""
 struct nv_philox_out { unsigned w0, w1; };
 inline nv_philox_out nv_philox(u64 i, u64 offset, u64 seed) {
   unsigned c0 = (unsigned)i, c1 = (unsigned)(i >> 32);

@@ -179,5 +179,6 @@ def test_scatter_in_place_takes_pytorchs_older_reduce():
         [3.0, 3.0, 1.0], [1.0, 1.0, 5.0]]
     assert nv.zeros(2, 3).scatter_(1, nv.tensor([[0], [2]]), value=5.0, reduce="add").tolist() \
         == [[5.0, 0.0, 0.0], [0.0, 0.0, 5.0]]
-    with pytest.raises(NotImplementedError, match="multiply"):
-        nv.ones(2, 3).scatter_(1, idx, 2.0, reduce="multiply")
+    # (every update multiplies: the duplicates at [1, 2] give 3 * 2 * 2)
+    assert nv.full((2, 3), 3.0).scatter_(1, idx, 2.0, reduce="multiply").tolist() == [
+        [6.0, 6.0, 3.0], [3.0, 3.0, 12.0]]

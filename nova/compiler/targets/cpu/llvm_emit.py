@@ -690,8 +690,8 @@ class Emitter(Frame, ScalarEmitter[ir.Value]):
         return b.select(b.fcmp_unordered("uno", x, x), x, y)
 
     def _ipow(self, x: ir.Value, y: ir.Value, ty: ir.IntType) -> ir.Value:
+        """``x ** y`` by squaring, wrapping; 1 for ``y <= 0`` (``_int_pow`` handles y < 0)."""
         b = self.b
-        self.fail_if(b.icmp_signed("<", y, ir.Constant(ty, 0)))
         acc_p, base_p, exp_p = (self.entry_alloca(ty) for _ in range(3))
         b.store(ir.Constant(ty, 1), acc_p)
         b.store(x, base_p)
@@ -755,11 +755,28 @@ class Emitter(Frame, ScalarEmitter[ir.Value]):
 # ---------------------------------------------------------------- the op tables
 
 def _checked_div(e: Emitter, mlir: str, x: ir.Value, y: ir.Value) -> ir.Value:
-    """Integer division; by zero the kernel fails (and divides by 1: no trap)."""
+    """Integer division truncating toward zero; by zero the kernel fails (and divides by
+    1: no trap). The divisor -1 divides by 1 and negates, wrapping as PyTorch does: the
+    smallest integer over -1 overflows, which x86's idiv traps on (SIGFPE) and LLVM's
+    sdiv leaves undefined."""
     b = e.b
+    one = ir.Constant(y.type, 1)
     zero = b.icmp_signed("==", y, ir.Constant(y.type, 0))
+    minus_one = b.icmp_signed("==", y, ir.Constant(y.type, -1))
     e.fail_if(zero)
-    return b.sdiv(x, b.select(zero, ir.Constant(y.type, 1), y))
+    q = b.sdiv(x, b.select(b.or_(zero, minus_one), one, y))
+    return b.select(minus_one, b.neg(q), q)
+
+
+def _int_pow(e: Emitter, mlir: str, x: ir.Value, y: ir.Value) -> ir.Value:
+    """Integer ``x ** y``; a negative ``y`` gives PyTorch's truncated ``1 / x ** -y``: 1
+    for x = 1, +-1 for x = -1 (by the parity of y), 0 otherwise (x = 0 included)."""
+    b = e.b
+    one = ir.Constant(x.type, 1)
+    p = e._ipow(x, y, x.type)
+    unit = b.or_(b.icmp_signed("==", x, one), b.icmp_signed("==", x, ir.Constant(x.type, -1)))
+    inverse = b.select(unit, b.select(b.trunc(y, I1), x, one), ir.Constant(x.type, 0))
+    return b.select(b.icmp_signed("<", y, ir.Constant(y.type, 0)), inverse, p)
 
 
 def _f32_or_libm(inline: Callable[[Emitter, ir.Value], ir.Value], name: str):
@@ -818,7 +835,7 @@ Emitter.ARITH = {
     nd.MinimumOp: Arith(float=lambda e, m, x, y: e.call("minimum", x, y), int=_pick("<"),
                         bool=lambda e, m, x, y: e.b.and_(x, y)),
     nd.PowOp: Arith(float=lambda e, m, x, y: e.call("pow", x, y),
-                    int=lambda e, m, x, y: e._ipow(x, y, x.type)),
+                    int=_int_pow),
     nd.RemOp: Arith(float=lambda e, m, x, y: e.b.frem(x, y)),     # (libm's fmod: exact)
     nd.Atan2Op: Arith(float=lambda e, m, y, x: e.call_libm("atan2", y, x)),
     nd.AndOp: _bit_instruction("and_"),

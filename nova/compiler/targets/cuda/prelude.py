@@ -35,6 +35,25 @@ __device__ __forceinline__ double nv_max(double a, double b) { return nv_fmax(a,
 __device__ __forceinline__ double nv_min(double a, double b) { return nv_fmin(a, b); }
 """
 
+INT_DIV_POW = r"""
+/* Integer division truncates toward zero; by zero it flags the error and yields a. The
+   divisor -1 negates in unsigned arithmetic: the smallest integer over -1 wraps to itself,
+   as PyTorch's (a / -1 overflows there: undefined in C++, a SIGFPE on the emulator's x86).
+   x ** y for y < 0 is PyTorch's truncated 1 / x ** -y: 1 for x = 1, +-1 for x = -1 (by
+   the parity of y), 0 otherwise. Products wrap (unsigned). Shared with the emulator. */
+template <typename T> __device__ __forceinline__ T nv_idiv(T a, T b) {
+  if (b == 0) { nv_fail(); return a; }
+  if (b == -1) return (T)(0ull - (u64)a);
+  return a / b;
+}
+template <typename T> __device__ __forceinline__ T nv_ipow(T x, T y) {
+  if (y < 0) return (x == 1 || x == -1) ? ((y & 1) ? x : (T)1) : (T)0;
+  u64 acc = 1, base = (u64)x;
+  while (y > 0) { if (y & 1) acc *= base; base *= base; y >>= 1; }
+  return (T)acc;
+}
+"""
+
 PRELUDE = r"""
 typedef long long i64;
 typedef unsigned long long u64;
@@ -67,20 +86,7 @@ __device__ __forceinline__ i64 nv_max(i64 a, i64 b) { return a > b ? a : b; }
 __device__ __forceinline__ i64 nv_min(i64 a, i64 b) { return a < b ? a : b; }
 __device__ __forceinline__ bool nv_max(bool a, bool b) { return a || b; }
 __device__ __forceinline__ bool nv_min(bool a, bool b) { return a && b; }
-
-/* Integer division truncates toward zero; by zero it flags the error and yields a. */
-template <typename T> __device__ __forceinline__ T nv_idiv(T a, T b) {
-  if (b == 0) { nv_fail(); return a; }
-  return a / b;
-}
-template <typename T> __device__ __forceinline__ T nv_ipow(T x, T y) {
-  if (y < 0) { nv_fail(); return 1; }
-  T acc = 1;
-  while (y > 0) { if (y & 1) acc *= x; x *= x; y >>= 1; }
-  return acc;
-}
-
-"""
+""" + INT_DIV_POW
 
 # Philox's round constants come from nova.core.philox, which the interpreter and the LLVM
 # emitter also read: the three implementations cannot drift apart.

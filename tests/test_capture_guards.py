@@ -39,6 +39,18 @@ def _loss(m, x):
     return m(x).square().mean()
 
 
+def _training_step(m, o, compiled: bool):
+    """One step of ``m`` with optimizer ``o`` (zero_grad, loss, backward, step),
+    compiled or not; returns the loss."""
+    def step(x):
+        o.zero_grad()
+        loss = _loss(m, x)
+        loss.backward()
+        o.step()
+        return loss
+    return nv.compile(step) if compiled else step
+
+
 def _twin(program, *args) -> str:
     """``program(compiled, *args)`` returns (arrays, compiled functions): the compiled
     run must give the uncompiled run's arrays, and each of its functions must have
@@ -118,13 +130,7 @@ def _toggle_requires_grad(compiled: bool, start_frozen: bool):
     o = nv.optim.SGD(m.parameters(), lr=0.1)
     m[0].requires_grad_(not start_frozen)
 
-    def step(x):
-        o.zero_grad()
-        loss = _loss(m, x)
-        loss.backward()
-        o.step()
-        return loss
-    fn = nv.compile(step) if compiled else step
+    fn = _training_step(m, o, compiled)
     losses = []
     for i, x in enumerate(XS[:7]):
         if i == 4:
@@ -145,13 +151,7 @@ def _replace_in_module(compiled: bool, what: str):
     m = _layers()
     o = nv.optim.SGD(m.parameters(), lr=0.1)
 
-    def step(x):
-        o.zero_grad()
-        loss = _loss(m, x)
-        loss.backward()
-        o.step()
-        return loss
-    fn = nv.compile(step) if compiled else step
+    fn = _training_step(m, o, compiled)
     losses = []
     for i, x in enumerate(XS[:7]):
         if i == 4 and what == "parameter":
@@ -204,13 +204,7 @@ def _optimizer_change(compiled: bool, change: str):
     else:
         o = nv.optim.Adam(m.parameters(), lr=0.01)
 
-    def step(x):
-        o.zero_grad()
-        loss = _loss(m, x)
-        loss.backward()
-        o.step()
-        return loss
-    fn = nv.compile(step) if compiled else step
+    fn = _training_step(m, o, compiled)
     out, snap = [], None
     for i, x in enumerate(XS[:8]):
         if i == 3:
@@ -358,13 +352,7 @@ def _hooks_between_calls(compiled: bool, kind: str):
     m = _layers()
     o = nv.optim.SGD(m.parameters(), lr=0.1)
 
-    def step(x):
-        o.zero_grad()
-        loss = _loss(m, x)
-        loss.backward()
-        o.step()
-        return loss
-    fn = nv.compile(step) if compiled else step
+    fn = _training_step(m, o, compiled)
     losses, handle = [], None
     for i, x in enumerate(XS[:8]):
         if i == 3:

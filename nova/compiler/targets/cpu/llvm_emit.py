@@ -490,28 +490,65 @@ class Emitter(Frame, ScalarEmitter[ir.Value]):
     # Float32 math without libm calls, so loops containing it vectorize (a libm call
     # keeps a loop scalar: ``log`` ran at a third of ``add``'s bandwidth), on
     # ``Frame._fma`` and ``Frame._poly``. Each is within 2 ulp of the correctly rounded
-    # result (tests/compiler/test_cpu_math.py measures them against float64).
+    # result (tests/compiler/test_cpu_math.py measures them against float64 on samples,
+    # ``tools/check_float32_math.py`` on every float32). The polynomials are minimax
+    # fits of ``tools/fit_math.py``; their cost is counted by
+    # ``tools/vector_loop_cost.py`` (instructions per 16 elements of the x86 loop).
+
+    LOG2E = 1.4426950408889634
+    # ln2 = LN2_HI + LN2_LO, LN2_HI with 16 significant bits: n LN2_HI is exact for
+    # |n| < 256, so x - n LN2_HI is too (Cody and Waite's reduction)
+    LN2_HI, LN2_LO = 0.693145751953125, 1.428606765330187e-06
+    # exp(r) for |r| <= ln2/2, degree 6 (fit error 3.1e-9 relative)
+    EXP_POLY = (1.0, 1.0, 0.4999999403953552, 0.1666652113199234, 0.04166838899254799,
+                0.008368722163140774, 0.0013814570847898722)
+    # Emitter-wide override of ``vector_ldexp`` (None: the host decides); tests set it
+    # to compile the other path.
+    VECTOR_LDEXP: bool | None = None
 
     def _exp_f32(self, x: ir.Value) -> ir.Value:
-        """exp: Cody-Waite reduction x = n ln2 + r (ln2 split in a high part exact in
-        float and a low correction, by fused multiply-adds), |r| <= ln2/2, then a
-        degree-7 Taylor polynomial (truncation error < 1e-8 relative, below float32
-        rounding) and the scale 2^n built in the exponent bits, as two factors so results
-        down to the subnormal range are exact.
+        """exp: Cody-Waite reduction x = n ln2 + r (``LN2_HI``/``LN2_LO``, by fused
+        multiply-adds), |r| <= ln2/2, then ``EXP_POLY`` (degree 6, minimax: 3.1e-9
+        relative, below float32 rounding; exhaustively 0.89 ulp at worst) and the scale
+        2^n (``_times_pow2``: exact, subnormal results rounded once).
 
         The range needs no selects: x is first raised to -104 (exp(-104) rounds to 0,
-        and so does the result), and n lowered to 128 (so 2^n stays two finite factors),
-        each one compare-and-pick (``_pick_min``/``_pick_max``, one vminps/vmaxps on
-        x86); from x = 88.73 up, r grows with x and p 2^128 overflows to inf as exp
-        does. NaN propagates through r (n, never NaN, gets 128)."""
+        and so does the result), and n lowered to 128 (``_times_pow2``'s range), each
+        one compare-and-pick (``_pick_min``/``_pick_max``, one vminps/vmaxps on x86);
+        from x = 88.73 up, r grows with x and p 2^128 overflows to inf as exp does. NaN
+        propagates through r (n, never NaN, gets 128)."""
         b = self.b
         f = lambda v: ir.Constant(F32, v)
         xc = self._pick_max(f(-104.0), x)
-        n = self._pick_min(self.call("rint", b.fmul(xc, f(1.4426950408889634))), f(128.0))
-        r = self._fma(b.fneg(n), f(1.428606765330187e-06),
-                      self._fma(b.fneg(n), f(0.693145751953125), xc))
-        p = self._poly(r, [1.0, 1.0, 0.5, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040])
+        n = self._pick_min(self.call("rint", b.fmul(xc, f(self.LOG2E))), f(128.0))
+        r = self._fma(b.fneg(n), f(self.LN2_LO), self._fma(b.fneg(n), f(self.LN2_HI), xc))
+        return self._times_pow2(self._poly(r, self.EXP_POLY), n)
+
+    def vector_ldexp(self) -> bool:
+        """Whether ``llvm.ldexp`` is one vector instruction here: AVX-512's vscalefps
+        (after a vcvtdq2ps of the exponent). Elsewhere LLVM calls ``ldexpf`` lane by
+        lane, which would keep the loop scalar."""
+        if self.VECTOR_LDEXP is not None:
+            return self.VECTOR_LDEXP
+        from nova.compiler.targets.cpu.device import detect_cpu
+        return detect_cpu().isa == "avx512"
+
+    def _times_pow2(self, p: ir.Value, n: ir.Value) -> ir.Value:
+        """p 2^n for p in [0.7, 1.42] and n an integral float in [-150, 128], exactly
+        (one rounding where the result is subnormal, inf where it overflows): one
+        ``llvm.ldexp`` where that is AVX-512's vscalefps (``vector_ldexp``; 3
+        instructions with the conversions), else two factors 2^(n >> 1) and
+        2^(n - (n >> 1)) built in the exponent bits (9 instructions: each factor is
+        normal, and the product rounds once). Both give the same bits. (exp: 25.5 ->
+        18.5 instructions per 16 elements in the AVX-512 loop, with the shorter
+        polynomial.)"""
+        b = self.b
         ni = b.fptosi(n, I32)
+        if self.vector_ldexp():
+            name = "llvm.ldexp.f32.i32"
+            ldexp = self.module.globals.get(name) or ir.Function(
+                self.module, ir.FunctionType(F32, [F32, I32]), name=name)
+            return b.call(ldexp, [p, ni])
         half = b.ashr(ni, ir.Constant(I32, 1))
         scale = lambda k: b.bitcast(b.shl(b.add(k, ir.Constant(I32, 127)),
                                           ir.Constant(I32, 23)), F32)
@@ -537,12 +574,11 @@ class Emitter(Frame, ScalarEmitter[ir.Value]):
         b = self.b
         f = lambda v: ir.Constant(F32, v)
         xc = self._pick_max(f(-20.0), x)
-        n = self.call("rint", b.fmul(xc, f(1.4426950408889634)))
+        n = self.call("rint", b.fmul(xc, f(self.LOG2E)))
         n = b.select(b.fcmp_ordered("<", self.call("fabs", xc), f(0.6931471805599453)),
                      f(0.0), n)
         n = self._pick_min(n, f(127.0))                   # |r| < ln2 still
-        r = self._fma(b.fneg(n), f(1.428606765330187e-06),
-                      self._fma(b.fneg(n), f(0.693145751953125), xc))
+        r = self._fma(b.fneg(n), f(self.LN2_LO), self._fma(b.fneg(n), f(self.LN2_HI), xc))
         p = self._poly(r, [1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040,
                            1.0 / 40320, 1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800])
         em = self._fma(b.fmul(r, r), p, r)
@@ -550,144 +586,174 @@ class Emitter(Frame, ScalarEmitter[ir.Value]):
                                 ir.Constant(I32, 23)), F32)
         return self.call("copysign", self._fma(scale, em, b.fsub(scale, f(1.0))), x)
 
+    # log1p(f) = f + f^2 Q(f) for f in [-1/4, 1/2], degree 8 (fit error 4.8e-9 relative
+    # to log1p(f))
+    LOG1P_POLY = (-0.5, 0.3333345353603363, -0.25000056624412537, 0.19990593194961548,
+                  -0.16647695004940033, 0.1448213905096054, -0.13163110613822937,
+                  0.10449782758951187, -0.0449163056910038)
+    THREE_QUARTERS_BITS = 0x3F400000    # float32 0.75
+
     def _log_f32(self, x: ir.Value) -> ir.Value:
-        """log: x = 2^e m with m in [sqrt(1/2), sqrt(2)) (subnormals scaled by 2^23
-        first), then log(m) = log1p(f), f = m - 1 (exact), as f - s (f - R) with
-        s = f / (2 + f) and R = 2 (s^2/3 + s^4/5 + ...) -- the series of 2 atanh(s),
-        |s| < 0.172, truncated after s^8 (next term < 3e-9 relative) -- so the large
-        part f is exact and only the small correction rounds. Plus e ln2 in two parts.
-        0 gives -inf, negatives NaN, inf inf."""
-        return self._log_core(x, None)
-
-    def _log1p_f32(self, x: ir.Value) -> ir.Value:
-        """log1p: u = 1 + x rounds, off the exact 1 + x by d = x - (u - 1) (exact where
-        it matters: below 1 in magnitude ``u - 1`` is exact; beyond, d is negligible
-        next to log1p). ``_log_core`` of u with d folded in: 1 + x = 2^e (m + d 2^-e),
-        so f = m - 1 + d 2^-e, whose exact part m - 1 stays apart from the correction
-        (no division by u, which the form log(u) - ((u - 1) - x) / u took, and no
-        subnormal scaling: u is 0 or at least 2^-24). The sign is x's (log1p(x) < 0
-        exactly where x < 0), which keeps -0 and makes x itself where x is below half
-        an ulp of 1 (there f = x and the series adds nothing). -1 gives -inf, below
-        it NaN."""
-        b = self.b
-        one = ir.Constant(F32, 1.0)
-        u = b.fadd(x, one)
-        y = self._log_core(u, b.fsub(x, b.fsub(u, one)))
-        return self.call("copysign", y, x)
-
-    SQRT_HALF_BITS = 0x3F3504F3     # float32 sqrt(1/2)
-
-    def _log_core(self, x: ir.Value, d: ir.Value | None) -> ir.Value:
-        """log(x + d) for ``_log_f32`` (d None: x may be subnormal) and ``_log1p_f32``
-        (d the part of 1 + x that x = u lost in rounding; x is never subnormal).
-
-        The exponent comes offset by sqrt(1/2)'s bits: k = bits(x) - bits(sqrt(1/2)),
-        e = k >> 23 (arithmetic) and m = bits (k & 0x7FFFFF) + bits(sqrt(1/2)), so m
-        lands in [sqrt(1/2), sqrt(2)) with no compare and select on m."""
+        """log: x = 2^e m with m in [3/4, 3/2) (subnormals scaled by 2^23 first),
+        f = m - 1 exact, log(x) = e ln2 + log1p(f) (``_log1p_reduced``). The exponent
+        comes offset by 3/4's bits: k = bits(x) - bits(3/4), e = k >> 23 (arithmetic)
+        and m = bits (k & 0x7FFFFF) + bits(3/4), so m lands in [3/4, 3/2) with no
+        compare and select on m. No division (31.5 -> 30.5 instructions per 16
+        elements; exhaustively 0.92 ulp at worst, against 0.95). 0 gives -inf, negatives
+        NaN, inf inf."""
         b = self.b
         f = lambda v: ir.Constant(F32, v)
         i32 = lambda v: ir.Constant(I32, v)
-        if d is None:
-            tiny = b.fcmp_ordered("<", x, f(2.0 ** -126))
-            xs = b.select(tiny, b.fmul(x, f(2.0 ** 23)), x)
-        else:
-            xs = x
-        k = b.sub(b.bitcast(xs, I32), i32(self.SQRT_HALF_BITS))
-        e = b.ashr(k, i32(23))
-        if d is None:
-            e = b.sub(e, b.select(tiny, i32(23), i32(0)))
-        fm = b.fsub(b.bitcast(b.add(b.and_(k, i32(0x7FFFFF)), i32(self.SQRT_HALF_BITS)), F32),
-                    f(1.0))
-        if d is None:
-            whole = fm
-        else:   # d 2^-e, with 2^-e built from e's bits (at least 2^-126: d is 0 there)
-            e_bits = b.call(self.intrinsic("smin", I32, 2),
-                            [b.and_(k, i32(-0x800000)), i32(126 << 23)])
-            delta = b.fmul(d, b.bitcast(b.sub(i32(0x3F800000), e_bits), F32))
-            whole = b.fadd(fm, delta)
-        s = b.fdiv(whole, b.fadd(whole, f(2.0)))
-        s2 = b.fmul(s, s)
-        r = b.fmul(s2, self._poly(s2, [2.0 / 3, 2.0 / 5, 2.0 / 7, 2.0 / 9]))
-        if d is None:
-            log1p_f = b.fsub(fm, b.fmul(s, b.fsub(fm, r)))
-        else:
-            log1p_f = b.fadd(fm, b.fsub(delta, b.fmul(s, b.fsub(whole, r))))
-        ef = b.sitofp(e, F32)
-        y = self._fma(ef, f(0.693145751953125), self._fma(ef, f(1.428606765330187e-06), log1p_f))
+        tiny = b.fcmp_ordered("<", x, f(2.0 ** -126))
+        xs = b.select(tiny, b.fmul(x, f(2.0 ** 23)), x)
+        k = b.sub(b.bitcast(xs, I32), i32(self.THREE_QUARTERS_BITS))
+        e = b.sub(b.ashr(k, i32(23)), b.select(tiny, i32(23), i32(0)))
+        fm = b.fsub(b.bitcast(b.add(b.and_(k, i32(0x7FFFFF)), i32(self.THREE_QUARTERS_BITS)),
+                              F32), f(1.0))
+        return self._log_specials(x, self._plus_e_ln2(e, self._log1p_reduced(fm)))
+
+    def _log1p_f32(self, x: ir.Value) -> ir.Value:
+        """log1p: u = 1 + x rounds, but only its exponent is used: 1 + x = 2^e (1 + f)
+        with e from u's bits as in ``_log_f32`` and f = x 2^-e + (2^-e - 1), one fused
+        multiply-add from x itself. For e <= 24 f is exact: x 2^-e and 2^-e - 1 are,
+        and with 1 + x in [3/4, 3/2) 2^e the two are within a factor 2 of each other
+        (Sterbenz), so f keeps what u lost in rounding, and is x itself where e = 0
+        (x in [-1/4, 1/2)); beyond, 2^-e - 1 rounds, far below an ulp of e ln2. 2^-e
+        is built in the exponent bits 4 times too large and then quartered, so it stays
+        exact where it is subnormal (e up to 128, x near float32's largest). Then
+        e ln2 + log1p(f) (``_log1p_reduced``): one polynomial, no division (the series
+        of 2 atanh(f / (2 + f)) and the correction of u's rounding this replaces took
+        41 instructions per 16 elements, now 31.5; exhaustively 1.27 ulp at worst, at
+        x = 1/2 where the polynomial's Horner steps round most, against 1.08). The sign
+        is x's (log1p(x) < 0 exactly where x < 0), which keeps -0. -1 gives -inf, below
+        it NaN, inf inf."""
+        b = self.b
+        f = lambda v: ir.Constant(F32, v)
+        i32 = lambda v: ir.Constant(I32, v)
+        u = b.fadd(x, f(1.0))
+        k = b.sub(b.bitcast(u, I32), i32(self.THREE_QUARTERS_BITS))
+        quad = b.bitcast(b.sub(i32(0x40800000), b.and_(k, i32(-0x800000))), F32)
+        s = b.fmul(quad, f(0.25))                                          # 2^-e
+        red = self._fma(x, s, b.fsub(s, f(1.0)))
+        y = self._log_specials(u, self._plus_e_ln2(b.ashr(k, i32(23)),
+                                                   self._log1p_reduced(red)))
+        return self.call("copysign", y, x)
+
+    def _log1p_reduced(self, f: ir.Value) -> ir.Value:
+        """log1p(f) for f in [-1/4, 1/2]: f + f^2 Q(f) (``LOG1P_POLY``,
+        degree 8), f added last, so the rounding of f^2 Q (at most a fifth of the
+        result) costs a fraction of an ulp."""
+        return self._fma(self.b.fmul(f, f), self._poly(f, self.LOG1P_POLY), f)
+
+    def _plus_e_ln2(self, e: ir.Value, y: ir.Value) -> ir.Value:
+        """e ln2 + y for an integer e, in one fused multiply-add with ln2 rounded to
+        float32: e (ln2 - float32(ln2)) is 1.9e-9 |e|, at most 0.07 ulp of the result
+        (where e ln2 + y cancels most, e = -1 and y = 0.35). A second multiply-add for
+        ln2's low part cost a sixteenth of log's time on Zen 4, whose loop is bound by
+        its multiply-adds. (Without FMA hardware ``llvm.fmuladd`` rounds e ln2 first:
+        up to half an ulp of e ln2 more.)"""
+        return self._fma(self.b.sitofp(e, F32), ir.Constant(F32, 0.6931471805599453), y)
+
+    def _log_specials(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        """log's values at the ends of its domain over ``y``: inf at inf, -inf at 0,
+        NaN below 0 and at NaN."""
+        b = self.b
+        f = lambda v: ir.Constant(F32, v)
         y = b.select(b.fcmp_ordered("==", x, f(float("inf"))), x, y)
         y = b.select(b.fcmp_ordered("==", x, f(0.0)), f(float("-inf")), y)
         return b.select(b.fcmp_unordered("<", x, f(0.0)), f(float("nan")), y)
 
-    # Fitted by tools/fit_math.py: erf(x)/x - 1 in x*x for |x| < 1, and erf(z) itself in
-    # z - ERF_TAIL_CENTER for 1 <= z <= ERF_ONE (erf rounds to 1 in float32 beyond it).
-    ERF_SMALL = (0.12837916612625122, -0.3761262893676758, 0.11283634603023529,
-                 -0.0268560703843832, 0.005192959681153297, -0.0008053770870901644,
-                 8.006950520211831e-05)
-    ERF_ONE = 3.92
-    ERF_TAIL_CENTER = 2.46
-    ERF_TAIL = (0.9994966387748718, 0.0026562553830444813, -0.006534518674015999,
-                0.009832190349698067, -0.009914199821650982, 0.006800644565373659,
-                -0.0029371222481131554, 0.0004574111371766776, 0.0003558269527275115,
-                -0.00029799979529343545, 7.588003791170195e-05, 2.4057233531493694e-05,
-                -1.7350997950416058e-05, 1.944342074011729e-07, 1.097128915716894e-06)
+    def _blended_poly(self, first: ir.Value, t: ir.Value, a: Sequence[float],
+                      b_: Sequence[float]) -> ir.Value:
+        """Horner's rule in t for the coefficients ``a`` where ``first`` holds and
+        ``b_`` elsewhere (equal lengths): one polynomial of two branches' arguments, its
+        coefficients picked per lane (a vblendmps each, which does not compete with
+        the multiply-adds: the loops of erf and tanh are bound by those)."""
+        b = self.b
+        pick = lambda i: b.select(first, ir.Constant(F32, a[i]), ir.Constant(F32, b_[i]))
+        acc = pick(len(a) - 1)
+        for i in range(len(a) - 2, -1, -1):
+            acc = self._fma(acc, t, pick(i))
+        return acc
+
+    # erf(x)/x - 1 in x*x for |x| < ERF_SPLIT (fit error 1.4e-10 relative to erf), and
+    # erfc(z)^(1/4) in z - ERF_TAIL_CENTER for ERF_SPLIT <= z <= ERF_ONE (fit error
+    # 1.1e-8 in erf), both degree 7, by tools/fit_math.py. erf rounds to 1 in float32
+    # from 3.9192 up; at ERF_ONE, where z is clamped, P^4 < 2^-25 (erfc(4) = 1.5e-8), so
+    # 1 - P^4 is 1 exactly (and GELU's 1 + erf(x) exactly 0 far below 0).
+    ERF_SPLIT = 1.1
+    ERF_ONE = 4.0
+    ERF_TAIL_CENTER = 2.0
+    ERF_SMALL = (0.12837916612625122, -0.37612637877464294, 0.11283763498067856,
+                 -0.026864301413297653, 0.005217899102717638, -0.0008439566590823233,
+                 0.00010952760931104422, -8.802165211818647e-06)
+    ERF_TAIL = (0.2615222632884979, -0.28886309266090393, 0.09913718700408936,
+                0.006915651261806488, -0.012221504002809525, 0.0015121784526854753,
+                0.0007215118384920061, -0.00017551284690853208)
 
     def _erf_f32(self, x: ir.Value) -> ir.Value:
-        """erf: |x| < 1, x + x P(x^2) (``ERF_SMALL``); otherwise a degree-14 polynomial
-        of erf itself in |x| - 2.46 over [1, 3.92] (``ERF_TAIL``: erf is 0.84..1 there, so
-        an absolute error of 2e-8 is a fraction of an ulp), |x| clamped at 3.92 and the
-        result at 1, sign restored. No division and no exp: 25 fused multiply-adds where
-        the 1 - t exp(-z^2 + Q(t)) form it replaces took ~50 vector instructions and a
-        divide (GELU's erf was a third of ``add``'s bandwidth). NaN propagates (the
-        first branch)."""
+        """erf: for |x| < 1.1, x + x P(x^2) (``ERF_SMALL``); otherwise 1 - P(z - 2)^4,
+        z = |x| clamped at 4 (``ERF_TAIL``: erfc^(1/4) is close to exp(-z^2/4), far
+        smoother than erf, which took degree 14 over [1, 3.92]), the last squaring
+        fused into the subtraction, sign restored. P's rounding counts four times in
+        erfc, a fraction of an ulp of erf from 1.1 up (erfc(1.1) = 0.12). Both are
+        degree 7, evaluated as one polynomial (``_blended_poly``) of x^2 or z - 2:
+        11 multiply-adds and multiplications per element, where the degree-14 tail
+        beside the series took 24; exhaustively 1.37 ulp at worst, against 1.59. (Split
+        at 1.2 with the tail in z, the series' Horner steps cancel more near the split:
+        1.75 ulp there.) NaN propagates (the first branch)."""
         b = self.b
         f = lambda v: ir.Constant(F32, v)
-        z = b.call(self.intrinsic("fabs", F32), [x])
-        series = self._fma(x, self._poly(b.fmul(x, x), self.ERF_SMALL), x)
-        zc = b.call(self.intrinsic("minnum", F32, 2), [z, f(self.ERF_ONE)])
-        tail = b.call(self.intrinsic("minnum", F32, 2), [
-            self._poly(b.fsub(zc, f(self.ERF_TAIL_CENTER)), self.ERF_TAIL), f(1.0)])
-        tail = b.call(self.intrinsic("copysign", F32, 2), [tail, x])
-        return b.select(b.fcmp_unordered("<", z, f(1.0)), series, tail)
+        z = self.call("fabs", x)
+        near = b.fcmp_unordered("<", z, f(self.ERF_SPLIT))
+        t = b.select(near, b.fmul(x, x),
+                     b.fsub(self._pick_min(z, f(self.ERF_ONE)), f(self.ERF_TAIL_CENTER)))
+        p = self._blended_poly(near, t, self.ERF_SMALL, self.ERF_TAIL)
+        p2 = b.fmul(p, p)
+        tail = self.call("copysign", self._fma(b.fneg(p2), p2, f(1.0)), x)
+        return b.select(near, self._fma(x, p, x), tail)
 
+    # tanh(x) = x + x^3 P(x^2) for |x| < TANH_SPLIT (fit error 3.7e-9 relative), and
+    # exp(2r) for |r| <= ln2/4 (fit error 9.2e-8 relative), both degree 5, by
+    # tools/fit_math.py.
+    TANH_SPLIT = 0.8
     TANH_ONE = 10.0     # tanh rounds to 1 in float32 from 9.0117 up
+    TANH_SMALL = (-0.33333295583724976, 0.1333221197128296, -0.05385156720876694,
+                  0.02130034565925598, -0.007405431941151619, 0.0015823806170374155)
+    TANH_EXP = (1.0, 1.9999994039535522, 1.9999659061431885, 1.3334109783172607,
+                0.6703681349754333, 0.26528915762901306)
+    # 1.5 2^23 + 127: a float32 in [2^23, 2^24) whose low bits hold n + 127 once an
+    # integer n (|n| < 2^22) is added to it, so its bits shifted left by 23 are 2^n
+    SHIFTER = 12583039.0
 
     def _tanh_f32(self, x: ir.Value) -> ir.Value:
-        """tanh: sign(x) e / (e + 2), e = expm1(2|x|) with |x| clamped at 10 (where tanh
-        is 1 in float32). e is computed here for t = 2|x| in [0, 20] only: t = n ln2 + r,
-        |r| <= ln2/2 (n = 0 for t below ln2/2, so e keeps its relative accuracy where x
-        is small: no series of tanh itself is needed), expm1(r) = r + r^2 P(r) to r^8
-        (next term < 6e-10 relative), then e = 2^n expm1(r) + (2^n - 1) in one fused
-        step (2^n - 1 is off by at most 2^(n-24) for n up to 29, far below e's ulp).
-        One polynomial and a division, where the odd series to x^17 beside
-        1 - 2 / (exp(2|x|) + 1) took two polynomials and ran at 55-69% of ``add``'s
-        bandwidth (55 instructions per 16 elements in the AVX-512 loop, now 35.5). Tiny x
-        gives x (below 2^-25, where e = 2x exactly; within an ulp of it up to 2^-12), -0
-        gives -0, NaN NaN."""
+        """tanh: for |x| < 0.8, x + x^3 P(x^2) (``TANH_SMALL``); otherwise
+        sign(x) (1 - 2 / (e^2z + 1)), z = |x| lowered to 10 (where tanh is 1 in
+        float32). e^2z: 2z = n ln2 + 2r with n = rint(2z / ln2) by the shifter trick (one
+        fused multiply-add leaves n + 127 in the low bits of k = 2z/ln2 + 1.5 2^23 + 127,
+        so k << 23 is 2^n with no conversion), |r| <= ln2/4, e^2r = ``TANH_EXP``, and
+        2^n e^2r + 1 in one fused step. From z = 0.8 up 2 / (e^2z + 1) < 0.34, so its
+        rounding is a fraction of an ulp of tanh > 0.66. The two polynomials are one
+        (``_blended_poly``, of x^2 or r): 12 multiply-adds and multiplications per
+        element and a division, where the expm1(2z) / (expm1(2z) + 2) with a twice
+        corrected quotient it replaces took 17 (exhaustively 1.38 ulp at worst, against
+        1.61).
+        Tiny x gives x, -0 gives -0; NaN propagates (the first branch)."""
         b = self.b
         f = lambda v: ir.Constant(F32, v)
-        z = self._pick_min(self.call("fabs", x), f(self.TANH_ONE))   # NaN: 10, then x
-        t = b.fmul(z, f(2.0))
-        n = self.call("rint", b.fmul(t, f(1.4426950408889634)))
-        r = self._fma(b.fneg(n), f(1.428606765330187e-06),
-                      self._fma(b.fneg(n), f(0.693145751953125), t))
-        p = self._poly(r, [1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040,
-                           1.0 / 40320])
-        em_r = self._fma(b.fmul(r, r), p, r)
-        scale = b.bitcast(b.shl(b.add(b.fptosi(n, I32), ir.Constant(I32, 127)),
-                                ir.Constant(I32, 23)), F32)
-        e = self._fma(scale, em_r, b.fsub(scale, f(1.0)))
-        # e / (e + 2) to within half an ulp: the sum's rounding error (exact: e >= 0, so
-        # d - 2 is exact and so is e - (d - 2)) and the quotient's remainder (exact by
-        # the fused multiply-add) correct a first quotient. A plain division of the
-        # rounded sum was 2.2 ulp off near x = 0.03.
-        d = b.fadd(e, f(2.0))
-        d_lo = b.fsub(e, b.fsub(d, f(2.0)))
-        fma = self.intrinsic("fma", F32, 3)
-        inverse = b.fdiv(f(1.0), d)
-        q = b.fmul(e, inverse)
-        rest = b.call(fma, [b.fneg(q), d_lo, b.call(fma, [b.fneg(q), d, e])])
-        y = self.call("copysign", b.call(fma, [rest, inverse, q]), x)
-        return b.select(b.fcmp_unordered("uno", x, x), x, y)
+        z = self.call("fabs", x)
+        near = b.fcmp_unordered("<", z, f(self.TANH_SPLIT))
+        zc = self._pick_min(z, f(self.TANH_ONE))
+        k = self._fma(zc, f(2 * self.LOG2E), f(self.SHIFTER))
+        n = b.fsub(k, f(self.SHIFTER))
+        r = self._fma(b.fneg(n), f(self.LN2_LO / 2),
+                      self._fma(b.fneg(n), f(self.LN2_HI / 2), zc))
+        x2 = b.fmul(x, x)
+        p = self._blended_poly(near, b.select(near, x2, r), self.TANH_SMALL, self.TANH_EXP)
+        scale = b.bitcast(b.shl(b.bitcast(k, I32), ir.Constant(I32, 23)), F32)
+        far = b.fsub(f(1.0), b.fdiv(f(2.0), self._fma(p, scale, f(1.0))))
+        # the sign after the pick: x + x^3 P(x^2) is +0 at -0 (P(0) < 0)
+        return self.call("copysign", b.select(near, self._fma(b.fmul(x, x2), p, x), far), x)
 
     def _ipow(self, x: ir.Value, y: ir.Value, ty: ir.IntType) -> ir.Value:
         """``x ** y`` by squaring, wrapping; 1 for ``y <= 0`` (``_int_pow`` handles y < 0)."""

@@ -11,6 +11,7 @@ import pytest
 import scipy.linalg as sl
 
 import nova as nv
+from benchmarks.linalg_graph_size import recorded_nodes
 from nova.autograd.gradcheck import gradcheck
 from nova.linalg import LinAlgError
 
@@ -271,24 +272,14 @@ def test_gradients():
     assert gradcheck(first_derivatives, [A])
 
 
-def _recorded(t):
-    seen, stack = set(), [t.node]
-    while stack:
-        node = stack.pop()
-        if id(node) not in seen and not node.realized:
-            seen.add(id(node))
-            stack.extend(node.inputs)
-    return len(seen)
-
-
 def test_recorded_graph_grows_linearly():
     """Each step records the same ops, so doubling n doubles the graph (recorded, never
     run here); n = 64 records about 3,000 nodes for cholesky and 4,200 for lu_factor."""
     def sizes(n):
         S = nv.tensor(np.eye(n) * 2.0)
         nv.realize(S)
-        return [_recorded(LA.cholesky_ex(S).L), _recorded(LA.lu_factor_ex(S).LU),
-                _recorded(LA.solve_triangular(S, S, upper=True))]
+        return [recorded_nodes(LA.cholesky_ex(S).L), recorded_nodes(LA.lu_factor_ex(S).LU),
+                recorded_nodes(LA.solve_triangular(S, S, upper=True))]
 
     small, large = sizes(32), sizes(64)
     for a, b in zip(small, large):

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import nova as nv
+from benchmarks.linalg_graph_size import recorded_nodes
 from nova.autograd.gradcheck import gradcheck
 
 LA = nv.linalg
@@ -359,16 +360,6 @@ def test_empty_shapes(interp):
     assert got[10] == 0
 
 
-def _recorded(t):
-    seen, stack = set(), [t.node]
-    while stack:
-        node = stack.pop()
-        if id(node) not in seen and not node.realized:
-            seen.add(id(node))
-            stack.extend(node.inputs)
-    return len(seen)
-
-
 def test_recorded_graph_size():
     """Recorded, never run: QR's steps record the same ops whatever n (so it grows
     linearly), and eigh/svd record a fixed number of nodes per Jacobi round (sweeps(n) (n
@@ -378,7 +369,7 @@ def test_recorded_graph_size():
     def sizes(n):
         a = nv.tensor(np.eye(n) * 2.0)
         nv.realize(a)
-        return _recorded(LA.qr(a).R), _recorded(LA.eigvalsh(a)), _recorded(LA.svdvals(a))
+        return recorded_nodes(LA.qr(a).R), recorded_nodes(LA.eigvalsh(a)), recorded_nodes(LA.svdvals(a))
 
     (qr8, *spectral8), (qr16, *spectral16) = sizes(8), sizes(16)
     assert 1.9 * qr8 < qr16 < 2.1 * qr8 and qr16 < 80 * 16

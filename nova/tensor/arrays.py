@@ -1369,25 +1369,9 @@ def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e
     return builtins.bool(all(isclose(input, other, rtol, atol, equal_nan)).item())
 
 
-def _data_dependent(name: str, hint: str):
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise TypeError(f"{name}: the result's size depends on the tensor's values, which "
-                        f"Nova's static shapes cannot express; {hint}")
-    refuse.__name__ = name
-    refuse.__doc__ = f"Refused: ``torch.{name}``'s result size depends on data ({hint})."
-    return refuse
-
-
-nonzero = _data_dependent("nonzero", "use a mask with where/masked_fill, or read the values "
-                          "on the host (x.numpy().nonzero())")
-argwhere = _data_dependent("argwhere", "use a mask with where/masked_fill, or "
-                           "np.argwhere(x.numpy()) on the host")
-masked_select = _data_dependent("masked_select", "use where(mask, x, 0) and a sum, or "
-                                "x.numpy()[mask.numpy()] on the host")
-unique = _data_dependent("unique", "read the values on the host (np.unique(x.numpy()))")
-unique_consecutive = _data_dependent("unique_consecutive", "read the values on the host")
-bincount = _data_dependent("bincount", "with a known number of classes n, "
-                           "one_hot(x, n).sum(0) counts them")
+# Shapes that depend on values: read on the host, then static (``data_dependent``).
+from nova.tensor.data_dependent import (  # noqa: E402
+    argwhere, bincount, masked_select, nonzero, unique, unique_consecutive)
 
 
 TENSOR_METHODS = (

@@ -15,10 +15,16 @@ arrays, tensors made from them) are checked here, at the user's line; computed i
 when the step runs. Assigning through repeated indices writes once per element, the last
 value winning, as numpy does.
 
-One boolean mask among basic entries has a data-dependent result shape, but writing
-through it does not: ``x[1:3, mask] = v`` and ``index_put_((mask,), v)`` are a ``where``
-over the window when ``v`` is the same for every selected element, and ``x[mask]``
-gives a ``MaskedSelection``, which only ``x[mask] += v`` and its kin can use.
+A boolean mask has a data-dependent result shape: reading through one (``x[mask]``,
+``x[:, mask]``, ``x[idx, mask]``) reads the mask on the host (a sync, as ``.item()``)
+and indexes with its true elements' positions, numpy's rule: a k-dim mask is k integer
+index arrays (``expand_masks``); the tensor indexed stays lazy and gets the gradient.
+Writing through one mask among basic entries needs no read when the value is the same
+for every selected element: ``x[1:3, mask] = v`` and ``index_put_((mask,), v)`` are a
+``where`` over the window. ``x[mask] += v`` reads ``x[mask]`` as a ``MaskedSelection``
+(the read half of an augmented assignment is recognised from the caller's bytecode) so
+that it stays a ``where`` too; a value with one entry per selected element takes the
+read.
 
 A basic index of a tensor already realized on the host, with no gradient to record, is
 read straight from its buffer into a new realized leaf (still a view of the tensor, as
@@ -27,6 +33,8 @@ above): iterating a realized tensor or reading ``int(t[i])`` compiles nothing.
 from __future__ import annotations
 
 import builtins
+import dis
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -340,11 +348,99 @@ def _value_as(op: str, value: Any, shape: tuple[int, ...], dtype: dt.DType,
 def getitem(x: Tensor, index: Any) -> Tensor | MaskedSelection:
     masked = _mask_index("__getitem__", x.shape, index)
     if masked is not None:
-        return MaskedSelection(x, index, masked)
+        if _augmented_subscript(sys._getframe(2)):     # the user's ``x[mask] op= v``
+            return MaskedSelection(x, index, masked)
+        return _masked_read(_basic(x, masked.basic), masked)
+    return _read(x, expand_masks("__getitem__", x.shape, index))
+
+
+def _read(x: Tensor, index: Any) -> Tensor:
+    """``x[index]`` for an index without boolean masks."""
     p = parse_index("__getitem__", x.shape, index)
     if p.advanced:
         return _advanced_get("__getitem__", _basic(x, p), p.advanced)
     return make_view(x, lambda b: _basic(b, p), lambda b, v: _basic_put(b, p, v), "__getitem__")
+
+
+_COPY = dis.opmap.get("COPY")
+_BINARY_SUBSCR = dis.opmap.get("BINARY_SUBSCR")
+
+
+def _augmented_subscript(frame: Any) -> bool:
+    """Whether ``frame`` is executing the read half of an augmented subscript assignment
+    (``x[i] += v``, which CPython 3.11-3.13 compile as ``COPY 2; COPY 2; BINARY_SUBSCR``
+    before the operation and the ``STORE_SUBSCR``). It only decides whether ``x[mask]``
+    may leave its host read to the write-back: a wrong "no" costs a sync, never a wrong
+    value (a "yes" elsewhere is impossible: nothing else compiles to that sequence)."""
+    if frame is None or _COPY is None or _BINARY_SUBSCR is None:
+        return False
+    code, at = frame.f_code.co_code, frame.f_lasti
+    return (at >= 4 and code[at] == _BINARY_SUBSCR and code[at - 4] == _COPY
+            and code[at - 3] == 2 and code[at - 2] == _COPY and code[at - 1] == 2)
+
+
+def _mask_entry(entry: Any) -> Tensor | np.ndarray | None:
+    """``entry`` when it is a boolean mask (a bool tensor, or a numpy array or list of
+    bools with at least one dim), as a tensor or an array; None otherwise. Nothing is
+    read here."""
+    if isinstance(entry, Tensor):
+        return entry if entry.dtype == dt.bool_ else None
+    if isinstance(entry, (list, np.ndarray)):
+        arr = np.asarray(entry)
+        if arr.dtype == np.bool_ and arr.ndim > 0:
+            return arr
+    return None
+
+
+def _mask_values(mask: Tensor | np.ndarray) -> np.ndarray:
+    """A mask's values on the host (the sync of a masked read)."""
+    return mask._host_values() if isinstance(mask, Tensor) else mask
+
+
+def expand_masks(op: str, shape: tuple[int, ...], index: Any) -> Any:
+    """``index`` with every boolean mask replaced by the integer index arrays of its true
+    elements, read on the host: numpy's and PyTorch's rule, a k-dim mask covering k
+    dims is the k arrays of ``nonzero``, which then broadcast with any other index
+    arrays. Each mask's shape must equal the dims it covers. ``index`` itself when it
+    holds no mask."""
+    entries = list(index) if isinstance(index, tuple) else [index]
+    masks = [_mask_entry(e) for e in entries]
+    if all(m is None for m in masks):
+        return index
+    consumed = builtins.sum(m.ndim if m is not None else int(e is not None and e is not Ellipsis)
+                            for e, m in zip(entries, masks))
+    if consumed > len(shape):
+        raise IndexError(f"{op}: too many indices for tensor of shape {shape}: {consumed} "
+                         f"dims indexed (a boolean mask indexes as many dims as it has)")
+    out: list[Any] = []
+    d = 0
+    for e, m in zip(entries, masks):
+        if m is None:
+            out.append(e)
+            d += len(shape) - consumed if e is Ellipsis else int(e is not None)
+            continue
+        covered = shape[d:d + m.ndim]
+        if m.ndim == 0:
+            raise IndexError(f"{op}: a 0-d boolean index works among ints and slices only, "
+                             f"not with other tensor indices (tensor of shape {shape})")
+        if tuple(m.shape) != covered:
+            raise IndexError(f"{op}: the shape of the mask {tuple(m.shape)} does not match "
+                             f"the indexed dims {covered} of tensor {shape} (from dim {d})")
+        out.extend(np.nonzero(_mask_values(m)))
+        d += m.ndim
+    return tuple(out)
+
+
+def _masked_read(window: Tensor, m: _MaskIndex) -> Tensor:
+    """``x[index]`` for one mask among basic entries, from ``x``'s basic window: the
+    mask's dims (from ``m.at``) replaced by one of the selected count, read on the host.
+    A 0-d mask adds a dim of size 1 (true) or 0 (false), as in numpy."""
+    values = _mask_values(m.mask)
+    if m.mask.ndim == 0:
+        from nova.tensor.movement import unsqueeze
+        y = unsqueeze(window, m.at)
+        return y if values else _read(y, (slice(None),) * m.at + (slice(0, 0),))
+    return _read(window, (slice(None),) * m.at + tuple(np.nonzero(values)))
 
 
 def _bool_mask(entry: Any) -> Tensor | None:
@@ -389,6 +485,22 @@ class _MaskIndex:
         rest = self.basic.out_shape[self.at + self.mask.ndim:]
         shaped = self.mask.reshape((1,) * self.at + self.mask.shape + (1,) * len(rest))
         return ops.where(shaped, selected, window)
+
+    def fits(self, value: Any, drop_leading_ones: bool = False) -> bool:
+        """Whether ``value`` is the same for every selected element (broadcastable to
+        ``size1``), so that writing it needs no count; a Python number always is."""
+        if isinstance(value, MaskedSelection):
+            return False
+        shape = tuple(value.shape) if isinstance(value, (Tensor, np.ndarray)) else \
+            np.shape(value)
+        if drop_leading_ones and len(shape) > len(self.size1):
+            shape = _without_leading_ones(shape)
+        if len(shape) > len(self.size1):
+            return False
+        try:
+            return broadcast_shapes("fits", shape, self.size1) == self.size1
+        except ValueError:
+            return False
 
     def spread(self, op: str, value: Tensor, drop_leading_ones: bool = False) -> Tensor:
         """``value`` (a tensor of the same value for every selected element: broadcastable
@@ -453,16 +565,17 @@ def _masked_put(op: str, x: Tensor, m: _MaskIndex, value: Any, accumulate: bool 
 
 
 class MaskedSelection:
-    """What ``x[mask]`` gives (one boolean mask among ints and slices): a stand-in for
-    the selected elements, whose count depends on the mask's data, so that no tensor can
-    hold them. It serves the augmented assignment ``x[mask] += v`` (and ``-= *= /= //=
-    %= **= &= |= ^=``), which Python runs as ``s = x[mask]; s += v; x[mask] = s``: the
-    update is applied to a snapshot of the whole window (elements the mask leaves out
-    hold 1 there, so that no NaN from them reaches a gradient), and assigning ``s`` to a
-    tensor of ``x``'s shape through the same index writes ``where(mask, s, window)``.
-    ``v`` must be the same for every selected element (broadcastable to the selection
-    with its data-dependent dim as 1). Any other use raises the data-dependent-shape
-    error (``mask_read_error``)."""
+    """What the read half of ``x[mask] += v`` gives (one boolean mask among ints and
+    slices; ``getitem`` recognises the augmented assignment, and any other ``x[mask]``
+    is an ordinary tensor read on the host): a stand-in for the selected elements, so
+    that ``x[mask] += v`` (and ``-= *= /= //= %= **= &= |= ^=``), which Python runs as
+    ``s = x[mask]; s += v; x[mask] = s``, needs no host read when ``v`` is the same for
+    every selected element (broadcastable to the selection with its data-dependent dim
+    as 1). The update is applied to a snapshot of the whole window (elements the mask
+    leaves out hold 1 there, so that no NaN from them reaches a gradient), and assigning
+    ``s`` back through the same index writes ``where(mask, s, window)``. A ``v`` with
+    one value per selected element makes the selection a tensor (``materialized``: the
+    mask is read on the host) and the update an ordinary one."""
 
     __slots__ = ("_entries", "_shape", "_index", "_values")
 
@@ -475,30 +588,37 @@ class MaskedSelection:
     def _error(self) -> IndexError:
         return mask_read_error("__getitem__", self._index.mask.shape, self._shape)
 
-    def _update(self, method: str, value: Any) -> MaskedSelection:
+    def materialized(self) -> Tensor:
+        """The selected elements as a tensor (reads the mask on the host)."""
+        return _masked_read(self._values, self._index)
+
+    def _update(self, method: str, value: Any) -> MaskedSelection | Tensor:
         if isinstance(value, MaskedSelection):
-            raise value._error()
+            value = value.materialized()
+        if not self._index.fits(value):
+            return getattr(self.materialized(), method)(value)
         if isinstance(value, Tensor):
             value = self._index.spread(method, value)
         self._values = getattr(self._values, method)(value)
         return self
 
-    def written_into(self, x: Tensor, index: Any) -> Tensor:
-        """``x`` with this selection written back through ``index`` (the index it was
-        read with, into a tensor of the shape it was read from), else the error."""
+    def written_into(self, x: Tensor, index: Any) -> Tensor | None:
+        """``x`` with this selection written back through ``index`` when that is the
+        index it was read with, into a tensor of the shape it was read from; else None
+        (the caller writes ``materialized()`` as an ordinary value)."""
         entries = list(index) if isinstance(index, tuple) else [index]
         same = x.shape == self._shape and len(entries) == len(self._entries) and all(
             a is b or (_is_basic(a) and _is_basic(b) and a == b)
             for a, b in zip(entries, self._entries))
         if not same:
-            raise self._error()
+            return None
         m = self._index
         return _basic_put(x, m.basic, m.where(ops.cast(self._values, x.dtype),
                                               _basic(x, m.basic)))
 
     def __repr__(self) -> str:
-        return (f"<nova x[mask] of a tensor of shape {self._shape}: usable only as "
-                "x[mask] += v and the like>")
+        return (f"<nova x[mask] of a tensor of shape {self._shape}: the read half of "
+                "x[mask] op= v>")
 
     def __getattr__(self, name: str) -> Any:
         raise self._error()
@@ -558,14 +678,18 @@ def _host_put(x: Tensor, p: ParsedIndex, value: Any) -> Tensor | None:
 
 
 def setitem(x: Tensor, index: Any, value: Any) -> None:
-    if isinstance(value, MaskedSelection):           # x[mask] += v, y[mask] = x[mask]
-        x._assign(value.written_into(x, index), "__setitem__")
-        return
+    if isinstance(value, MaskedSelection):           # the write half of x[mask] += v
+        written = value.written_into(x, index)
+        if written is not None:
+            x._assign(written, "__setitem__")
+            return
+        value = value.materialized()
     masked = _mask_index("__setitem__", x.shape, index)
-    if masked is not None:
+    if masked is not None and masked.fits(value, drop_leading_ones=True):
         x._assign(_masked_put("__setitem__", x, masked, value, drop_leading_ones=True),
                   "__setitem__")
         return
+    index = expand_masks("__setitem__", x.shape, index)
     p = parse_index("__setitem__", x.shape, index)
     on_host = _host_put(x, p, value)
     if on_host is not None:
@@ -602,9 +726,9 @@ def _index_put_value(op: str, x: Tensor, indices: Any, values: Tensor,
                      accumulate: bool) -> Tensor:
     index = _index_put_index(op, x, indices, values)
     masked = _mask_index(op, x.shape, index)
-    if masked is not None:
+    if masked is not None and masked.fits(values):
         return _masked_put(op, x, masked, values, accumulate)
-    p = parse_index(op, x.shape, index)
+    p = parse_index(op, x.shape, expand_masks(op, x.shape, index))
     if p.advanced:
         return _advanced_put(op, x, p.advanced, values, accumulate)
     whole = broadcast_to(values, x.shape, op)   # no index tensor: every element

@@ -403,9 +403,19 @@ def zero_gradient_to(out: Tensor, *inputs: Any) -> Tensor:
     return out
 
 
-def where(cond: Tensor, a: Any, b: Any) -> Tensor:
+_NOT_GIVEN: Any = object()
+
+
+def where(cond: Tensor, a: Any = _NOT_GIVEN, b: Any = _NOT_GIVEN) -> Any:
     """``a`` where ``cond`` else ``b``; a number must fit the result dtype (PyTorch
-    raises for ``where(c, int32_tensor, 2**40)``)."""
+    raises for ``where(c, int32_tensor, 2**40)``). ``where(cond)`` alone is
+    ``nonzero(cond, as_tuple=True)`` (reads ``cond`` on the host)."""
+    if a is _NOT_GIVEN and b is _NOT_GIVEN:
+        from nova.tensor.data_dependent import nonzero
+        return nonzero(cond, as_tuple=True)
+    if a is _NOT_GIVEN or b is _NOT_GIVEN:
+        raise TypeError("where: give both input and other, or neither (where(condition) "
+                        "is nonzero(condition, as_tuple=True))")
     return _select("where", cond, a, b)
 
 

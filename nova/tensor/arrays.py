@@ -116,10 +116,10 @@ def repeat_interleave(x: Tensor, repeats: Any = None, dim: builtins.int | None =
     """Each element repeated ``repeats`` times along ``dim`` (the flattened tensor if
     None; ``torch.repeat_interleave``). ``repeats``: an int; a host sequence of ints,
     one per element along ``dim``; a 0-d (or one-element) integer tensor, read as an int
-    (a host sync, as ``arange`` reads tensor bounds); or a 1-D integer tensor of counts,
-    which needs ``output_size``: the result's length along ``dim`` would otherwise
-    depend on the counts' values, and Nova's shapes are static. Counts already on the
-    host are checked here; computed ones when the step runs (a negative count or an
+    (a host sync, as ``arange`` reads tensor bounds); or a 1-D integer tensor of counts.
+    Without ``output_size`` those are read on the host (the result's length depends on
+    them, and Nova's shapes are static); with it they are not: counts already on the
+    host are checked here, computed ones when the step runs (a negative count or an
     ``output_size`` other than their sum fails it, as an index out of range). The
     one-argument form ``repeat_interleave(repeats, output_size=n)`` repeats each index
     ``i`` ``repeats[i]`` times."""
@@ -159,10 +159,10 @@ def repeat_interleave(x: Tensor, repeats: Any = None, dim: builtins.int | None =
 def _tensor_repeats(repeats: Tensor, n: builtins.int, d: builtins.int,
                     output_size: builtins.int | None) -> Any:
     """A tensor of repeats checked: one count for every element is read as an int;
-    else the 1-D tensor itself (one count per element), whose result length
-    ``output_size`` must give -- never read from its values, even when they are on the
-    host, so that a traced step does not depend on them. Known values are checked
-    here."""
+    else, with ``output_size``, the 1-D tensor itself (one count per element) -- never
+    read from its values, even when they are on the host, so that a traced step does
+    not depend on them (known values are checked here); without it, the counts read on
+    the host, as a list."""
     if repeats.dtype not in (dt.int32, dt.int64):
         raise TypeError(f"repeat_interleave: repeats must be an int32 or int64 tensor, got "
                         f"{repeats.dtype.name}")
@@ -176,11 +176,8 @@ def _tensor_repeats(repeats: Tensor, n: builtins.int, d: builtins.int,
                          f"dim {d} (size {n}), got {repeats.shape[0]}")
     if n == 0:
         return []                               # no counts: their sum, 0, is known
-    if output_size is None:
-        raise ValueError("repeat_interleave: a tensor of repeats makes the result's length "
-                         "depend on its values, which Nova's static shapes cannot express; "
-                         "pass output_size= (their sum), an int, or a list of ints "
-                         "(repeats.tolist(), a host sync)")
+    if output_size is None:      # the length depends on the counts: read them (a sync)
+        return [builtins.int(c) for c in repeats._host_values()]
     known = ops.known_index_values(repeats)
     if known is not None and (known.min() < 0 or known.sum() != output_size):
         raise ValueError(f"repeat_interleave: repeats must be non-negative counts adding up "

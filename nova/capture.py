@@ -274,6 +274,20 @@ def _slots_holding(targets: dict[int, Any], ignore: set[int], guarding: bool = F
     return found, elsewhere
 
 
+def _hidden_bases(post: list[Tensor], pre_ids: set[int], returned: list[Tensor]
+                  ) -> set[int]:
+    """Ids of the tensors the call made that are bases of views it made (``(t * 2)[:1]``
+    returned: the product is held by the slice's ``_View`` alone), and of no view from
+    before the call, not returned. A replay puts a plain tensor in a new view's place,
+    so such a base is unreachable after it and needs no place of its own; a base that a
+    view from before the call reads (``p.data = new[:2]``) is not one of them."""
+    new_bases, old_bases = set(), set()
+    for u in post:
+        if u._view is not None:
+            (old_bases if id(u) in pre_ids else new_bases).add(id(u._view.base))
+    return new_bases - old_bases - pre_ids - {id(t) for t in returned}
+
+
 def _instance_dict(obj: Any) -> dict | None:
     """``obj.__dict__`` where it has one, for an object of the user's (Nova's own hold
     what they hold for their own bookkeeping; not a class's, not a bound method's
@@ -623,6 +637,7 @@ class _Recorder:
         ignore = {id(returned), id(post), id(pre_tensors), id(log.steps), id(log.events),
                   id(holders), id(new), *map(id, holders.values()), *containers}
         slots, elsewhere = _slots_holding(new, ignore)
+        hidden = _hidden_bases(post, pre_ids, returned)
         results = []
         for (s, j), ts in sorted(holders.items()):
             places = []
@@ -631,6 +646,9 @@ class _Recorder:
                     places.append(Place("tensor", t))
                     capture.versions[id(t)] = (t, t._version - versions[id(t)])
                     continue
+                if id(t) in hidden and not slots[id(t)] and \
+                        set(elsewhere[id(t)]) == {"_View"}:
+                    continue     # reachable only through new views, which replay plain
                 if elsewhere[id(t)]:
                     capture.unusable = (
                         f"a result ({tuple(t.shape)}, {t.dtype.name}) is kept where a replay "

@@ -270,6 +270,32 @@ def test_results_stored_in_a_new_place_every_call_are_never_replayed_wrong():
     assert [h.numpy()[0] for h in history] == [float(i) for i in range(10)]
 
 
+def test_a_view_of_a_value_made_inside_replays_and_its_base_stays_private():
+    """``(x * w)[:, -1]`` returned (a view whose base only the view holds) replays as a
+    plain tensor (it never replayed: the base had no place a replay could fill); a base
+    also returned keeps the view relation by recording every call."""
+    w = nv.tensor(np.arange(1.0, 7.0, dtype=np.float32).reshape(2, 3))
+
+    def last_column(x):
+        return (x * w)[:, -1]
+
+    def both(x):
+        y = x * w
+        return y, y[1]
+    compiled, pair = nv.compile(last_column), nv.compile(both)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RecompileWarning)
+        for i in range(5):
+            x = np.full((2, 3), float(i), np.float32)
+            got = compiled(nv.tensor(x))
+            got[0] = -1.0                        # writes into this call's result only
+            assert got.tolist() == [-1.0, 6.0 * i]
+            y, row = pair(nv.tensor(x))
+            row[0] = 9.0                          # the recorded view writes into y
+            assert y.tolist() == [[i, 2.0 * i, 3.0 * i], [9.0, 5.0 * i, 6.0 * i]]
+    assert compiled.replays >= 3 and pair.replays == 0
+
+
 def test_a_value_made_from_numpy_inside_is_not_baked_in():
     data = [np.full(3, float(i), np.float32) for i in range(8)]
     calls = iter(range(8))

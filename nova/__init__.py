@@ -52,7 +52,7 @@ from nova.tensor.arrays import (
     outer, prod, ravel, repeat_interleave, roll, row_stack, searchsorted, select, std_mean,
     take_along_dim, tensor_split, tile, trace, tril_indices, triu_indices, var_mean, vsplit,
     vstack, index_add, index_copy, index_fill, cross, rot90, median, quantile, nonzero,
-    argwhere, masked_select, unique, unique_consecutive, bincount, block_diag,
+    nonzero_static, argwhere, masked_select, unique, unique_consecutive, bincount, block_diag,
     cartesian_prod, trapezoid, trapz, logspace, allclose, nanquantile, conj, conj_physical,
     resolve_conj, resolve_neg, is_conj, is_neg, isreal, real, imag, adjoint, hardshrink,
     prelu, masked_scatter, diagonal_scatter, select_scatter, slice_scatter, put, histogram,

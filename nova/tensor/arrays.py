@@ -9,9 +9,9 @@ complex-number API of real tensors (``conj``, ``real``, ``adjoint``...)), writte
 views, ``cat``, ``gather``, ``scatter``, ``sort`` and ``matmul``, so they fuse like the
 rest and differentiate by their parts' rules.
 ``prod`` is the last running product of ``cumprod`` (whose gradient is zero-safe).
-Shapes are static: ``repeat_interleave`` takes a tensor of repeats only with the
-``output_size`` it gives, and the functions whose result size depends on the data
-(``nonzero``, ``unique``, ``masked_select``, ``bincount``) raise, naming a way out.
+Shapes are static: the functions whose result size depends on the data (``nonzero``,
+``unique``, ``masked_select``, ``bincount``, ``repeat_interleave`` with a tensor of
+repeats and no ``output_size``) read it on the host (``data_dependent``).
 """
 from __future__ import annotations
 
@@ -1368,7 +1368,7 @@ def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e
 
 # Shapes that depend on values: read on the host, then static (``data_dependent``).
 from nova.tensor.data_dependent import (  # noqa: E402
-    argwhere, bincount, masked_select, nonzero, unique, unique_consecutive)
+    argwhere, bincount, masked_select, nonzero, nonzero_static, unique, unique_consecutive)
 
 
 TENSOR_METHODS = (
@@ -1376,8 +1376,8 @@ TENSOR_METHODS = (
     "ravel", "diagonal", "diag", "trace", "outer", "ger", "dot", "mv", "kron",
     "index_select", "take_along_dim", "addmm", "addmv", "baddbmm", "aminmax",
     "tensor_split", "hsplit", "vsplit", "index_add", "index_copy", "index_fill", "cross",
-    "rot90", "median", "quantile", "nonzero", "argwhere", "masked_select", "unique",
-    "unique_consecutive", "bincount", "nanquantile", "conj", "conj_physical",
+    "rot90", "median", "quantile", "nonzero", "nonzero_static", "argwhere", "masked_select",
+    "unique", "unique_consecutive", "bincount", "nanquantile", "conj", "conj_physical",
     "resolve_conj", "resolve_neg", "is_conj", "is_neg", "isreal", "adjoint", "hardshrink",
     "prelu", "masked_scatter", "diagonal_scatter", "select_scatter", "slice_scatter", "put",
     "histogram", "matrix_exp", "allclose",

@@ -51,6 +51,38 @@ def nonzero(input: Tensor, *, as_tuple: builtins.bool = False) -> Tensor | tuple
     return _index_tensor(np.stack(where, axis=1), input)
 
 
+def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
+    """The first ``size`` rows of ``nonzero(input)``, padded with ``fill_value`` rows when
+    there are fewer (``torch.nonzero_static``): a fixed shape (size, ndim), so nothing
+    is read on the host and a step using it replays under ``nv.compile``. Each non-zero
+    element's row is its running count among the non-zeros; it is scattered there (rows
+    past ``size`` into a spare row that is dropped)."""
+    ops._check_tensor("nonzero_static", input)
+    if isinstance(size, builtins.bool) or not isinstance(size, (builtins.int, np.integer)) \
+            or size < 0:
+        raise ValueError(f"nonzero_static: size must be a non-negative int, got {size!r}")
+    from nova.tensor.creation import arange, full
+    from nova.tensor.movement import stack
+    from nova.tensor.numeric import floor_divide, remainder
+    from nova.tensor.scan import cumsum
+    size, ndim, n = int(size), input.ndim, input.numel()
+    flat = ops.ne(input.reshape(-1), 0)
+    row = ops.sub(cumsum(flat, 0, dtype=dt.int64), 1)
+    row = ops.where(ops.logical_and(flat, ops.lt(row, size)), row, size)
+    position = arange(n, dtype=dt.int64, device=input.device)
+    coords = []
+    stride = 1
+    for extent in reversed(input.shape):
+        coords.append(remainder(floor_divide(position, stride), extent))
+        stride *= extent
+    table = full((size + 1, ndim), fill_value, dtype=dt.int64, device=input.device)
+    if ndim == 0:
+        return table[:size]
+    src = stack(coords[::-1], 1)
+    index = ops.broadcast_to(row.reshape(n, 1), (n, ndim), "nonzero_static")
+    return ops.scatter(table, 0, index, src)[:size]
+
+
 def argwhere(input: Tensor) -> Tensor:
     """``nonzero(input)`` (``torch.argwhere``)."""
     ops._check_tensor("argwhere", input)

@@ -126,6 +126,29 @@ def test_nonzero_argwhere_where_and_masked_select():
         nv.where(t, 1.0)
 
 
+def test_nonzero_static_pads_or_truncates_without_reading_and_replays():
+    b = (A[:, :, 0] > 0).astype(np.float32)
+    want = np.argwhere(b)
+    k = len(want)
+    got = nv.nonzero_static(nv.tensor(b), size=k + 2)
+    np.testing.assert_array_equal(got.numpy(), np.vstack([want, -np.ones((2, 2), int)]))
+    got = nv.tensor(b).nonzero_static(size=k - 1, fill_value=9)
+    np.testing.assert_array_equal(got.numpy(), want[:k - 1])
+    assert nv.nonzero_static(nv.tensor(3.0), size=2).shape == (2, 0)
+    with pytest.raises(ValueError, match="nonzero_static: size must be a non-negative int"):
+        nv.nonzero_static(nv.tensor(b), size=-1)
+
+    @nv.compile
+    def first_two(t):
+        return nv.nonzero_static(t > 0, size=2, fill_value=-7)
+
+    for v in ([0.0, 1.0, 0.0, 2.0, 3.0], [0.0, 0.0, 0.0, 0.0, 5.0], [0.0] * 5):
+        want = np.argwhere(np.array(v) > 0)[:2]
+        want = np.vstack([want, np.full((2 - len(want), 1), -7)])
+        np.testing.assert_array_equal(first_two(nv.tensor(v)).numpy(), want)
+    assert first_two.replays >= 1          # nothing read on the host: it replays
+
+
 def test_unique_and_unique_consecutive():
     v = np.array([3.0, np.nan, 1.0, np.nan, 3.0, 1.0], np.float32)
     out, inv, cnt = nv.unique(nv.tensor(v), return_inverse=True, return_counts=True)

@@ -87,6 +87,7 @@ from nova.tensor.random import (
 from nova.tensor.printing import set_printoptions
 from nova.tensor.legacy import CPU_TYPES as _LEGACY_TYPES, Size
 from nova import jit
+from nova.func_transforms import vmap
 from nova import backends
 from nova.backends import (
     are_deterministic_algorithms_enabled, get_float32_matmul_precision,

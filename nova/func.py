@@ -4,14 +4,16 @@ tensors in place of its parameters and buffers.
 The given tensors are put into the module's parameter and buffer tables for the call
 and the originals put back afterwards, even when the call raises, so the output is
 differentiable with respect to the given tensors (``nv.autograd.grad(out, [w])``) and
-the module is unchanged. Nova has no ``vmap``/``grad`` transforms; ``functional_call``
-composes with ``nv.autograd.grad`` instead.
+the module is unchanged. The transforms (``grad``, ``vjp``, ``jvp``, ``jacrev``,
+``jacfwd``, ``hessian``, ``vmap``, ``stack_module_state``) are ``nova.func_transforms``'s.
 """
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from nova.func_transforms import (  # noqa: F401  (torch.func's names)
+    grad, grad_and_value, hessian, jacfwd, jacrev, jvp, stack_module_state, vjp, vmap)
 from nova.nn.module import Module
 from nova.nn.utils.parametrize import is_parametrized
 from nova.tensor.tensor import Tensor

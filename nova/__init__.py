@@ -125,3 +125,10 @@ long = _dt.int64
 int = _dt.int32
 
 __version__ = "0.1.0"
+
+# PyTorch's ``out=`` on the functions that take it there (one wrapper, installed last).
+from nova.tensor import out_arg as _out_arg  # noqa: E402
+
+_out_arg.install(globals(), _out_arg.TORCH_OUT)
+_out_arg.install(vars(linalg), _out_arg.TORCH_LINALG_OUT)
+_out_arg.install(vars(special), _out_arg.TORCH_SPECIAL_OUT)

@@ -360,4 +360,45 @@ def t_(x: Tensor) -> Tensor:
     return _restride_swap(x, 0, 1, "t_")
 
 
-RESTRIDE_METHODS = ("squeeze_", "unsqueeze_", "transpose_", "swapaxes_", "swapdims_", "t_")
+def resize_(x: Tensor, *sizes: Any) -> Tensor:
+    """``x`` itself given the shape ``sizes`` (``Tensor.resize_``): with the same number of
+    elements a row-major reshape in place (views of ``x`` keep seeing its elements);
+    otherwise its elements in row-major order, cut to the new count or followed by
+    zeros (PyTorch leaves them uninitialized; Nova's ``empty`` is zeros too). Changing
+    the count of a view or of a tensor with live views is refused: they share the
+    storage PyTorch would reallocate."""
+    from nova.tensor.ops import full_const
+    from nova.tensor.tensor import live_views
+    shape = shape_arg(sizes, "resize_")
+    if any(n < 0 for n in shape):
+        raise ValueError(f"resize_: sizes must be non-negative, got {shape}")
+    n, m = x.numel(), 1
+    for k in shape:
+        m *= k
+    if m == n:
+        return _restride_reshape(x, shape, "resize_")
+    if x._view is not None or live_views(x):
+        raise RuntimeError(f"resize_: cannot change the number of elements of a view or of a "
+                           f"tensor with live views (shape {x.shape} to {shape})")
+
+    def forward(b: Tensor) -> Tensor:
+        flat = _reshape_prim(b, (n,))
+        if m < n:
+            flat = prim("slice", [flat], {"start": (0,), "limit": (m,), "stride": (1,)},
+                        (m,), b.dtype)
+        else:
+            flat = prim("pad", [flat, full_const(0, (), b.dtype)],
+                        {"low": (0,), "high": (m - n,), "interior": (0,)}, (m,), b.dtype)
+        return _reshape_prim(flat, shape)
+    return x._restride(forward, lambda v: v, "resize_")
+
+
+def resize_as_(x: Tensor, other: Tensor) -> Tensor:
+    """``x.resize_(other.shape)`` (``Tensor.resize_as_``)."""
+    if not isinstance(other, Tensor):
+        raise TypeError(f"resize_as_: expected a Tensor, got {type(other).__name__}")
+    return resize_(x, other.shape)
+
+
+RESTRIDE_METHODS = ("squeeze_", "unsqueeze_", "transpose_", "swapaxes_", "swapdims_", "t_",
+                    "resize_", "resize_as_")

@@ -168,3 +168,27 @@ def test_reshape_that_splits_leading_dims_needs_no_division(fresh_cache):
         (plan,) = CACHE.last._program.plans
         ir = KERNELS.llvm_ir(plan)
     assert "urem" not in ir and "udiv" not in ir
+
+
+def test_resize_keeps_row_major_elements_and_refuses_shared_storage():
+    """``resize_``: a reshape in place when the count is kept (a view of the tensor sees
+    the new layout, as PyTorch's shared storage), the elements cut or followed by zeros
+    otherwise; changing the count under a view is refused."""
+    x = nv.arange(6.0)
+    x.resize_(2, 3)
+    np.testing.assert_array_equal(x.numpy(), np.arange(6.0).reshape(2, 3))
+    x.resize_(4)
+    np.testing.assert_array_equal(x.numpy(), [0.0, 1.0, 2.0, 3.0])
+    x.resize_((3, 2))
+    np.testing.assert_array_equal(x.numpy(), [[0.0, 1.0], [2.0, 3.0], [0.0, 0.0]])
+    assert x.resize_(0).shape == (0,)
+    z = nv.ones(2, 3)
+    row = z[0]
+    z.resize_as_(nv.empty(3, 2))
+    row.add_(1)
+    np.testing.assert_array_equal(z.numpy(), [[2.0, 2.0], [2.0, 1.0], [1.0, 1.0]])
+    with pytest.raises(RuntimeError, match=r"resize_: cannot change the number of elements of "
+                                           r"a view or of a tensor with live views"):
+        z.resize_(5)
+    with pytest.raises(ValueError, match="resize_: sizes must be non-negative"):
+        nv.ones(2).resize_(-1)

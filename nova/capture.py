@@ -72,7 +72,10 @@ Random keys are drawn from the same generators in the same order, and optimizer
 scalars are recomputed by the optimizer's own host update. A replay runs with Ctrl-C
 held back until its results are bound (its Python-side effects and its results then
 land together); a kernel failure restores the Python-side state and runs the call
-recorded, so it fails exactly as the uncompiled function would.
+recorded, so it fails exactly as the uncompiled function would -- unless the replay
+had already written over donated buffers (a parameter's update), when it can be neither
+undone nor repeated: then the results it computed before the failure are kept (as
+realization keeps them) and the others fail with its error.
 """
 from __future__ import annotations
 
@@ -104,6 +107,7 @@ from nova.runtime.cache import (CACHE, RecompileWarning, freeze, freezes,
 from nova.runtime.engine import get_engine, get_remat
 from nova.runtime.host_buffers import sole_device_owner, sole_host_owner, upload_packed
 from nova.runtime.executable import overwrote_donated
+from nova.runtime.program import salvage_of
 from nova.runtime.interrupts import deferred_interrupt
 from nova.tensor import grad_mode
 from nova.tensor.capture_log import ACTIVE, CaptureLog
@@ -935,11 +939,11 @@ class _Replay:
                     results.append(exe.run(buffers, donated, self.roles[s]))
                 except Exception as e:
                     if overwritten or (donated and overwrote_donated(e)):
-                        self._poison(f"{type(e).__name__}: {e}")
+                        self._bind_failed(results, s, e)
                         raise RealizationError(
                             f"nv.compile({self.name}): a replayed step failed after it had "
-                            f"begun overwriting donated buffers; every result of the call "
-                            f"fails: {e}") from e
+                            f"begun overwriting donated buffers; the results it computed "
+                            f"before the failure are kept, the others fail: {e}") from e
                     undo()        # nothing was written: the call runs recorded instead
                     raise _Rerecord(f"a kernel failed ({type(e).__name__}); "
                                     "recorded to report it") from e
@@ -963,19 +967,31 @@ class _Replay:
                 append(results[where[0]][where[1]])
         return nodes
 
-    def _poison(self, message: str) -> None:
-        """Every result place fails with ``message`` (its old value may be gone), as
-        a recorded step that failed over donated buffers poisons all its results."""
-        for r in self.c.results:
-            shape, dtype = self.out_meta[r.step][r.output]
-            node = Node("error", (), {"message": message}, shape, dtype)
-            for p in r.places:
-                if p.kind == "tensor":
-                    p.owner._node, p.owner._grad_fn = node, None
-                elif p.kind == "attr":
-                    setattr(p.owner, p.key, Tensor._wrap(node))
+    def _bind_failed(self, results: list[list[Any]], failed: int, e: Exception) -> None:
+        """Step ``failed`` raised ``e`` after the replay had written over donated
+        buffers, so the call can neither be undone nor run recorded. Each result place
+        gets what the replay computed -- a result of an earlier step, or one the failed
+        step finished before the failure and that does not depend on it (its
+        ``Salvage``: a parameter's update, as realization keeps it) -- and every other
+        place fails with ``e`` (its old value may be gone)."""
+        salvage = salvage_of(e)
+        kept = salvage.results if salvage is not None else {}
+        message = f"{type(e).__name__}: {e}"
+        devices = self.c.devices
+        for s, j, shape, dtype, rebound, slots in self._binds:
+            if s < failed or (s == failed and j in kept):
+                node = _result_node(results[s][j] if s < failed else kept[j], shape, dtype,
+                                    devices[s])
+            else:
+                node = Node("error", (), {"message": message}, shape, dtype)
+            for t, delta in rebound:
+                t._node, t._grad_fn = node, None
+                t._version += delta
+            for kind, owner, key in slots:
+                if kind == "attr":
+                    setattr(owner, key, Tensor._wrap(node))
                 else:
-                    p.owner[p.key] = Tensor._wrap(node)
+                    owner[key] = Tensor._wrap(node)
 
     def _donated(self, exe: Any, nodes: list[Any], buffers: list[Any], device: str,
                  host: tuple[int, ...]) -> frozenset[int]:

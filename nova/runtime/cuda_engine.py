@@ -19,8 +19,9 @@ escaping results copied out).
 Kernels report index errors and integer division by zero through their module's
 ``nova_error_flag``; the step reads all flags once at its end (its one
 synchronization) and raises naming the kernels that set one. Launches are
-asynchronous, so a failed step may already have written donated buffers: realization
-then marks every result of the step as failed.
+asynchronous, so a failed step may already have written donated buffers: every kernel
+ran, so realization keeps the results the failure does not reach (``program.Salvage``)
+and fails the others.
 """
 from __future__ import annotations
 

@@ -13,7 +13,10 @@ above code generation is target-neutral, so it lives here once:
 - where each kernel's output goes (``_result_memory``): its arena view, or the donated
   argument's own memory reshaped, or a fresh array that escapes to a tensor;
 - error attribution: a failing kernel names the outputs it can have affected
-  (``interpreter.affected_outputs``), so realization fails only those tensors.
+  (``interpreter.affected_outputs``), so realization fails only those tensors; and
+  what the failed run leaves usable (``Salvage``: the results computed before the
+  failure, the arguments written over), so that realization keeps those results
+  rather than computing them again from arguments whose old values are gone.
 
 What differs per target is a *launcher*: the methods a subclass implements (the
 section "the launcher interface" below, with the attributes ``target``, ``what``,
@@ -46,6 +49,27 @@ from nova.compiler.pipeline import CompiledStep, compile_step
 from nova.runtime.interpreter import InterpreterError, affected_outputs, run_region
 from nova.runtime.memory_report import MemoryReport
 from nova.runtime.step_memory import allocate_arena, cut_arena, plan_steps, report_steps
+
+
+@dataclass(frozen=True)
+class Salvage:
+    """What a run that a kernel failed leaves usable, attached to its error as
+    ``nova_salvage`` (``salvage_of``).
+
+    A run that donated arguments cannot be repeated once a kernel has written over one
+    (the argument's old value is gone), so realization keeps what the run did compute:
+    ``results`` are the outputs (by position) that kernels finished before the failure
+    and that do not depend on it -- right, bit for bit; ``overwritten`` are the donated
+    arguments a kernel up to the failing one wrote over (a superset when unsure): a
+    value computed again must not read them."""
+
+    results: dict[int, Any]
+    overwritten: frozenset[int]
+
+
+def salvage_of(error: BaseException) -> Salvage | None:
+    """What the failed run that raised ``error`` left usable (None: unknown)."""
+    return getattr(error, "nova_salvage", None)
 
 
 @dataclass
@@ -112,6 +136,7 @@ class Program(ABC):
         self._views: dict[int, Any] | None = None   # slot -> its view of the arena
         self._scratch_views: list[Any] = []         # per kernel (plan order)
         self.overwrote_donated = False   # by the latest run (see Executable)
+        self._donated: frozenset[int] = frozenset()   # the latest run's (for Salvage)
         self._planned()
 
     # ------------------------------------------------------------ the launcher interface
@@ -186,6 +211,7 @@ class Program(ABC):
         values += [None] * len(self.steps)
         if self._views is None:
             self._arena([int(a.nbytes) for a in values[:self.n_args]])
+        self._donated = donated
         return self._run(values, donated)
 
     def _result_memory(self, st: Step, values: list[Any], donated: frozenset[int]) -> Any:
@@ -210,7 +236,16 @@ class Program(ABC):
         results = self.enqueue(args, donated)
         failed = self._finish()
         if failed:
-            self._failed_at_end(failed)
+            try:
+                self._failed_at_end(failed)
+            except InterpreterError as e:
+                # every kernel ran (a failing one reads element 0 for a bad index):
+                # the results the failure does not reach are right
+                affected = set(e.outputs or ())
+                e.nova_salvage = Salvage(
+                    {pos: r for pos, r in enumerate(results) if pos not in affected},
+                    self._written_over(len(self.steps)))
+                raise
         return results
 
     def _affected(self, positions: Sequence[int]) -> tuple[int, ...]:
@@ -221,18 +256,41 @@ class Program(ABC):
             affected.update(affected_outputs(inputs, outs, self.outputs, p))
         return tuple(sorted(affected))
 
+    def _written_over(self, ran: int) -> frozenset[int]:
+        """The donated arguments that the first ``ran`` kernels (plan order) of the
+        latest run wrote over."""
+        donated, views = self._donated, self._views or {}
+        return frozenset(st.donate for st in self.steps[:ran]
+                         if st.donate is not None and st.donate in donated
+                         and st.out not in views)
+
+    def _salvage_before(self, p: int, values: list[Any]) -> Salvage:
+        """What a run stopped by kernel ``p`` leaves: the outputs of the kernels before
+        it (none of which depends on it) and of the arguments themselves, and the
+        arguments written over up to ``p`` (it may have begun writing its own)."""
+        done = {st.out for st in self.steps[:p]}
+        views = self._views or {}
+        return Salvage({pos: views.get(slot, values[slot])
+                        for pos, slot in enumerate(self.outputs)
+                        if slot < self.n_args or slot in done},
+                       self._written_over(p + 1))
+
     def _failed_now(self, p: int, values: list[Any]) -> None:
         """Kernel ``p`` failed as it ran, its inputs still in ``values`` (host arrays):
         the interpreter, which defines the ops, re-runs it to say precisely what went
-        wrong."""
+        wrong. The error carries the run's ``Salvage``."""
         st = self.steps[p]
         affected = self._affected([p])
         try:
             run_region(st.plan.fusion.body.block, [values[i] for i in st.inputs])
         except InterpreterError as e:
-            raise InterpreterError(f"{e} (in kernel {st.plan.name})", affected) from None
-        raise InterpreterError(f"kernel {st.plan.name} ({st.plan.kind}) reported an index "
-                               "out of range or an integer division by zero", affected)
+            error = InterpreterError(f"{e} (in kernel {st.plan.name})", affected)
+        else:
+            error = InterpreterError(f"kernel {st.plan.name} ({st.plan.kind}) reported an "
+                                     "index out of range or an integer division by zero",
+                                     affected)
+        error.nova_salvage = self._salvage_before(p, values)
+        raise error from None
 
     def _failed_at_end(self, positions: Sequence[int]) -> None:
         """Kernels reported failures once the step ended (their inputs may be gone)."""

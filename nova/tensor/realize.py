@@ -13,7 +13,13 @@ its backend as well as the structure.
 
 A failure poisons only what depends on it. If running fails with an error that names
 its op (an index out of range), the outputs that depend on that op are marked with the
-error, which they re-raise when asked for again. Any other failure of a step with
+error, which they re-raise when asked for again. That holds in a step that donates
+buffers too (an optimizer writing parameters over their old values), where the run
+cannot simply be repeated once a kernel has written over a donated buffer: the values
+the run finished before the failure, and that do not depend on it, are kept as it
+computed them (``nova.runtime.program.Salvage``), and only a value that would have to
+be computed again from a buffer's overwritten old value is lost (see
+``_after_failure``). Any other failure of a step with
 several outputs (no memory for one huge tensor, a compiler error in one kernel) is
 isolated by realizing the outputs again in halves, so the tensors that can be computed
 are; the failing ones stay pending (ask again once the cause is gone: a memory limit,
@@ -46,6 +52,7 @@ from nova.runtime.executable import Executable, overwrote_donated
 from nova.runtime.host_buffers import sole_device_owner, sole_host_owner, upload_packed
 from nova.runtime.interpreter import InterpreterError
 from nova.runtime.interrupts import deferred_interrupt
+from nova.runtime.program import salvage_of
 from nova.tensor import capture_log
 from nova.tensor.tensor import Tensor
 from nova.tensor.trace import Node, RealizationError, bind_all, extract, live_pending
@@ -414,9 +421,10 @@ def _run_step(graph: PendingGraph, outputs: list[Node], engine: str, device: str
     ``bind`` the outputs to their results.
 
     The caller must not keep ``graph``: its nodes must not outlive the run. On a failure
-    the outputs that depend on it are poisoned -- all of them once donated buffers have
-    been overwritten -- and the error propagates. A step that donates runs and binds
-    with Ctrl-C held back (see the module docstring)."""
+    the outputs that depend on it are poisoned (and, once donated buffers have been
+    overwritten, the ones computed before it are bound: ``_after_failure``), and the
+    error propagates. A step that donates runs and binds with Ctrl-C held back (see the
+    module docstring)."""
     remat = get_remat()
     label = engine if remat == "default" else f"{engine}, remat={remat}"
     if engine != "cuda" and not fused_attention(engine):   # NOVA_FUSED_ATTENTION=0
@@ -429,6 +437,8 @@ def _run_step(graph: PendingGraph, outputs: list[Node], engine: str, device: str
     # nv.compile: the argument nodes (identities; donation is decided above, so the
     # reference is harmless), kept only while a capture is active.
     arg_nodes = graph.arg_nodes if capture_log.ACTIVE.get() is not None else None
+    # where a failed run finds the nodes of the donated arguments it wrote over
+    args = graph.arg_nodes if donated else None
     del graph
     collective = exe.has_collectives
     with deferred_interrupt() if donated or collective else contextlib.nullcontext():
@@ -437,25 +447,87 @@ def _run_step(graph: PendingGraph, outputs: list[Node], engine: str, device: str
         except Exception as e:
             if collective:
                 _mark_collective(e)
-            if not isinstance(e, InterpreterError):
-                if donated and overwrote_donated(e):
-                    _poison(outputs, tuple(range(len(outputs))),
-                            f"{type(e).__name__}: {e} (every result of the step fails: it "
-                            "had started overwriting donated buffers)")
-                raise
-            lost = bool(donated) and overwrote_donated(e)
-            failed = e.outputs if e.outputs is not None and not lost else range(len(outputs))
-            _poison(outputs, tuple(failed), str(e) + (
-                " (every result of the step fails: it had started overwriting donated buffers)"
-                if lost else ""))
-            error = RealizationError(str(e))
+            error = _after_failure(e, outputs, {a: args[a] for a in donated}
+                                   if donated and overwrote_donated(e) else {}, bind)
             if collective:
                 _mark_collective(error)
+            if error is e:
+                raise
             raise error from e
         bind(outputs, results)
         if arg_nodes is not None:
             capture_log.step(capture_log.StepRecord(exe, arg_nodes, list(outputs), roles,
                                                     device))
+
+
+def _after_failure(e: Exception, outputs: list[Node], donated: dict[int, Node],
+                   bind: Callable[[list[Node], list[Any]], None]) -> Exception:
+    """Mark what the failed run ``e`` leaves of ``outputs``; return the error to raise.
+
+    Outputs that depend on an op the error names are poisoned with it. The others stay
+    pending, computed again by a smaller step (``_isolating``) -- unless the run wrote
+    over ``donated`` buffers (given only then): their old values are gone, so the run
+    cannot be repeated. Then each output the run finished before the failure is bound
+    to the value it computed (the runtime's ``Salvage``: a parameter updated in place
+    keeps its update, bit for bit as without the failure), and an output still pending
+    is poisoned only if computing it again would read an overwritten buffer (it is
+    lost: its error says so); the rest stay pending as above.
+
+    Why keep the results rather than prevent the overwrite: a step could run its
+    kernels that can fail before any that writes over a donated buffer, or not donate
+    when it has such kernels, but both cost every step that might fail (a GPT step's
+    embedding backward is a checked scatter after most parameter updates, without
+    gradient clipping; on the GPU, kernels report failures only at the step's end, so
+    every step with an embedding lookup would stop donating), while keeping the
+    results costs nothing until a step fails."""
+    attributed = isinstance(e, InterpreterError)
+    message = str(e) if attributed else f"{type(e).__name__}: {e}"
+    failed = set(range(len(outputs)) if not attributed or e.outputs is None
+                 else e.outputs)
+    if not donated:
+        if not attributed:
+            return e
+        _poison(outputs, tuple(sorted(failed)), message)
+        return RealizationError(message)
+    salvage = salvage_of(e)
+    kept: dict[int, Any] = {} if salvage is None else salvage.results
+    written = set(donated) if salvage is None else salvage.overwritten & set(donated)
+    if attributed:
+        _poison(outputs, tuple(sorted(failed - set(kept))), message)
+    keep = sorted(set(kept) - failed) if attributed else sorted(kept)
+    if keep:
+        bind([outputs[pos] for pos in keep], [kept[pos] for pos in keep])
+    gone = {id(donated[a]) for a in written}
+    lost = [pos for pos in _reading(outputs, gone) if outputs[pos].op != "error"]
+    why = ("this value does not depend on that failure but is lost with it"
+           if attributed else "this value is lost")
+    _poison(outputs, tuple(lost),
+            f"{message} ({why}: its step failed after writing an in-place update over a "
+            "buffer whose old value computing it again would read)")
+    return RealizationError(message) if attributed else e
+
+
+def _reading(outputs: list[Node], gone: set[int]) -> list[int]:
+    """The positions of the pending ``outputs`` whose computation reads a node in
+    ``gone`` (by id), through pending nodes."""
+    memo: dict[int, bool] = {}
+    for root in outputs:
+        if root.realized or root.op == "error":
+            continue
+        stack: list[tuple[Node, bool]] = [(root, False)]
+        while stack:
+            n, expanded = stack.pop()
+            if id(n) in memo:
+                continue
+            if expanded:
+                memo[id(n)] = any(id(i) in gone or memo.get(id(i), False)
+                                  for i in n.inputs)
+                continue
+            stack.append((n, True))
+            stack.extend((i, False) for i in n.inputs
+                         if id(i) not in memo and id(i) not in gone
+                         and not i.realized and i.op != "error")
+    return [pos for pos, n in enumerate(outputs) if memo.get(id(n), False)]
 
 
 def _mark_collective(error: BaseException) -> None:

@@ -183,9 +183,11 @@ def test_a_failing_step_raises_at_the_zero_grad_that_runs_it():
     assert any("raised by zero_grad()" in n for n in info.value.__notes__)
     with pytest.raises(nv.RealizationError):      # the failure stays with the value
         emb.weight.numpy()
+    assert idx.tolist() == [5, 10, 15]    # (computed before the failure, not reached by it)
     # the module's zero_grad() says the same
     emb = nn.Embedding(10, 4)
     opt = nv.optim.SGD(emb.parameters(), lr=0.1)
+    idx = nv.tensor([1, 2, 3]) * 5        # pending again: checked only in the step
     emb(idx).sum().backward()
     opt.step()
     with pytest.raises(nv.RealizationError, match="out of bounds"):

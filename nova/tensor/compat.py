@@ -21,6 +21,8 @@ import builtins
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from nova.core import dtypes as dt
 from nova.tensor import movement, numeric, ops
 from nova.tensor.tensor import Tensor
@@ -47,6 +49,32 @@ def new_tensor(self: Tensor, data: Any, *, dtype: Any = None, device: Any = None
     if isinstance(data, Tensor):
         data = data.detach()
     return tensor(data, requires_grad=requires_grad, **_like(self, dtype, device))
+
+
+def new(self: Tensor, *args: Any, device: Any = None) -> Tensor:
+    """The legacy constructor ``x.new(...)`` with ``x``'s dtype (and device unless
+    given): no arguments, an empty tensor; ints or a shape, a tensor of that shape
+    (zeros: Nova hands out no uninitialized memory); a tensor of ``x``'s dtype, that
+    tensor; anything else, a copy of the data. A tuple of ints is a shape: Nova's
+    shapes are plain tuples, so ``x.new(x.size())`` works (PyTorch reads a plain
+    tuple, unlike its ``torch.Size``, as data)."""
+    from nova.tensor.legacy import Size
+    if not args:
+        return new_empty(self, 0, device=device)
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        if args[0].dtype != self.dtype:
+            raise TypeError(f"new: expected a tensor of dtype {self.dtype.name}, got "
+                            f"{args[0].dtype.name}")
+        return args[0]
+    if all(isinstance(a, (builtins.int, np.integer)) and not isinstance(a, builtins.bool)
+           for a in args):
+        return new_empty(self, *args, device=device)
+    if len(args) == 1 and isinstance(args[0], tuple) and isinstance(args[0], Size):
+        return new_empty(self, *args[0], device=device)
+    if len(args) == 1:
+        return new_tensor(self, args[0], device=device)
+    raise TypeError(f"new: expected sizes (ints), a shape, a tensor or data, got "
+                    f"{', '.join(type(a).__name__ for a in args)}")
 
 
 def new_zeros(self: Tensor, *size: Any, dtype: Any = None, device: Any = None,
@@ -468,7 +496,7 @@ def fill_diagonal_(self: Tensor, fill_value: Any, wrap: builtins.bool = False) -
 
 
 TENSOR_METHODS = (
-    "new_tensor", "new_zeros", "new_ones", "new_empty", "new_full", "type_as", "view_as",
+    "new", "new_tensor", "new_zeros", "new_ones", "new_empty", "new_full", "type_as", "view_as",
     "reshape_as", "broadcast_to", "is_contiguous", "stride", "storage_offset", "nelement",
     "ndimension", "is_complex", "is_signed", "get_device", "is_same_size", "is_nonzero",
     "equal", "positive", "swapdims", "fliplr", "flipud", "sum_to_size", "split_with_sizes",

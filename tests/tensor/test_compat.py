@@ -182,3 +182,17 @@ def test_scatter_in_place_takes_pytorchs_older_reduce():
     # (every update multiplies: the duplicates at [1, 2] give 3 * 2 * 2)
     assert nv.full((2, 3), 3.0).scatter_(1, idx, 2.0, reduce="multiply").tolist() == [
         [6.0, 6.0, 3.0], [3.0, 3.0, 12.0]]
+
+
+def test_the_legacy_new_constructor():
+    x = nv.ones(2, dtype=nv.float64)
+    assert x.new(2, 3).shape == (2, 3) and x.new(2, 3).dtype == nv.float64
+    assert x.new(x.shape).shape == (2,)                  # a shape (Nova's are tuples)
+    assert x.new(nv.Size([2, 2])).tolist() == [[0.0, 0.0], [0.0, 0.0]]
+    assert x.new().shape == (0,)
+    data = x.new([1, 2])
+    assert data.dtype == nv.float64 and data.tolist() == [1.0, 2.0]
+    same = nv.zeros(3, dtype=nv.float64)
+    assert x.new(same) is same
+    with pytest.raises(TypeError, match="new: expected a tensor of dtype float64, got int64"):
+        x.new(nv.tensor([1, 2]))

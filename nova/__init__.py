@@ -47,7 +47,7 @@ from nova.tensor.elementary import (  # noqa: A004 (torch's names)
 )
 from nova.tensor.arrays import (
     addmm, addmv, aminmax, atleast_1d, atleast_2d, atleast_3d, baddbmm, bucketize, clone,
-    column_stack, detach, diag, diagonal, diff, dot, dstack, ger, hsplit, hstack,
+    column_stack, detach, diag, diagonal, diff, dot, dsplit, dstack, ger, hsplit, hstack,
     index_select, is_floating_point, is_tensor, kron, meshgrid, movedim, moveaxis, mv, numel,
     outer, prod, ravel, repeat_interleave, roll, row_stack, searchsorted, select, std_mean,
     take_along_dim, tensor_split, tile, trace, tril_indices, triu_indices, var_mean, vsplit,

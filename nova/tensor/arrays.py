@@ -335,17 +335,40 @@ def tensor_split(x: Tensor, indices_or_sections: Any, dim: builtins.int = 0) -> 
 
 
 def hsplit(x: Tensor, sections: Any) -> tuple[Tensor, ...]:
-    return _even_split("hsplit", x, sections, 0 if x.ndim == 1 else 1)
+    """``x`` split along dim 1 (dim 0 of a 1-D tensor), as ``torch.hsplit``."""
+    ops._check_tensor("hsplit", x)
+    return _even_split("hsplit", x, sections, 0 if x.ndim == 1 else 1, 1)
 
 
 def vsplit(x: Tensor, sections: Any) -> tuple[Tensor, ...]:
-    return _even_split("vsplit", x, sections, 0)
+    """``x`` split along dim 0 (at least 2-D), as ``torch.vsplit``."""
+    ops._check_tensor("vsplit", x)
+    return _even_split("vsplit", x, sections, 0, 2)
 
 
-def _even_split(op: str, x: Tensor, sections: Any, dim: builtins.int) -> tuple[Tensor, ...]:
-    if isinstance(sections, (builtins.int, np.integer)) and x.shape[dim] % sections:
-        raise ValueError(f"{op}: dim {dim} of size {x.shape[dim]} is not divisible into "
-                         f"{sections} equal parts")
+def dsplit(x: Tensor, sections: Any) -> tuple[Tensor, ...]:
+    """``x`` split along dim 2 (depth; at least 3-D), as ``torch.dsplit``."""
+    ops._check_tensor("dsplit", x)
+    return _even_split("dsplit", x, sections, 2, 3)
+
+
+def _even_split(op: str, x: Tensor, sections: Any, dim: builtins.int,
+                min_ndim: builtins.int) -> tuple[Tensor, ...]:
+    """``tensor_split`` into ``sections`` equal parts (an int, which must divide the dim)
+    or at the indices of a list or tuple, with PyTorch's checks."""
+    if x.ndim < min_ndim:
+        raise ValueError(f"{op}: requires a tensor with at least {min_ndim} dimension"
+                         f"{'s' if min_ndim > 1 else ''}, but got a tensor with {x.ndim} "
+                         f"dimensions (shape {x.shape})")
+    if isinstance(sections, (builtins.int, np.integer)) and not isinstance(sections,
+                                                                          builtins.bool):
+        if sections <= 0 or x.shape[dim] % sections:
+            raise ValueError(f"{op}: attempted to split along dimension {dim}, but the size "
+                             f"of the dimension {x.shape[dim]} is not divisible by the "
+                             f"split_size {sections}")
+    elif not isinstance(sections, (list, tuple)):
+        raise TypeError(f"{op}: sections must be an int or a list or tuple of ints, got "
+                        f"{type(sections).__name__}")
     return tensor_split(x, sections, dim)
 
 
@@ -1375,7 +1398,7 @@ TENSOR_METHODS = (
     "prod", "roll", "diff", "tile", "repeat_interleave", "movedim", "moveaxis", "select",
     "ravel", "diagonal", "diag", "trace", "outer", "ger", "dot", "mv", "kron",
     "index_select", "take_along_dim", "addmm", "addmv", "baddbmm", "aminmax",
-    "tensor_split", "hsplit", "vsplit", "index_add", "index_copy", "index_fill", "cross",
+    "tensor_split", "hsplit", "vsplit", "dsplit", "index_add", "index_copy", "index_fill", "cross",
     "rot90", "median", "quantile", "nonzero", "nonzero_static", "argwhere", "masked_select",
     "unique", "unique_consecutive", "bincount", "nanquantile", "conj", "conj_physical",
     "resolve_conj", "resolve_neg", "is_conj", "is_neg", "isreal", "adjoint", "hardshrink",

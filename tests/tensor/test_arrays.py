@@ -82,8 +82,17 @@ def test_moving_dims_grids_stacks_and_splits():
         np.testing.assert_array_equal(got.numpy(), want)
     assert [t.shape for t in nv.hsplit(m, 5)] == [(4, 1)] * 5
     assert [t.shape for t in nv.vsplit(m, [1])] == [(1, 5), (3, 5)]
-    with pytest.raises(ValueError, match="vsplit: dim 0 of size 4 is not divisible into 3"):
+    with pytest.raises(ValueError, match="vsplit: attempted to split along dimension 0, but "
+                                         "the size of the dimension 4 is not divisible by "
+                                         "the split_size 3"):
         nv.vsplit(m, 3)
+    with pytest.raises(ValueError, match="hsplit: .* split_size 0"):
+        nv.hsplit(m, 0)
+    with pytest.raises(ValueError, match=r"vsplit: requires a tensor with at least 2 "
+                                         r"dimensions, but got a tensor with 1"):
+        nv.vsplit(nv.ones(4), 2)
+    with pytest.raises(ValueError, match="hsplit: requires a tensor with at least 1 dimension,"):
+        nv.hsplit(nv.tensor(1.0), 1)
     np.testing.assert_array_equal(nv.select(x, 1, -1).numpy(), A[:, -1])
     np.testing.assert_array_equal(x.ravel().numpy(), A.ravel())
 

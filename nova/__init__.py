@@ -23,7 +23,7 @@ from nova.tensor.creation import (
 from nova.tensor.device import device
 from nova.core.dtypes import (
     DType as dtype, bfloat16, can_cast, finfo, float16, float32, float64, get_default_dtype,
-    iinfo, int32, int64, promote_types, set_default_dtype,
+    iinfo, int8, int16, int32, int64, promote_types, set_default_dtype, uint8,
 )
 from nova.tensor.movement import (
     broadcast_tensors, cat, chunk, concatenate, expand, flatten, narrow, permute, repeat,
@@ -116,6 +116,8 @@ FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor = (
     _LEGACY_TYPES[n] for n in ("FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor"))
 IntTensor, LongTensor, BoolTensor = (
     _LEGACY_TYPES[n] for n in ("IntTensor", "LongTensor", "BoolTensor"))
+ByteTensor, CharTensor, ShortTensor = (
+    _LEGACY_TYPES[n] for n in ("ByteTensor", "CharTensor", "ShortTensor"))
 
 bool = _dt.bool_
 float = _dt.float32
@@ -123,6 +125,7 @@ double = _dt.float64
 half = _dt.float16
 long = _dt.int64
 int = _dt.int32
+short = _dt.int16
 
 __version__ = "0.1.0"
 

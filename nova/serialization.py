@@ -71,11 +71,12 @@ _ZERO_DIGEST = "0" * 64
 _HEADER_DIGEST_FIELD = re.compile(rb'"nova\.header_sha256"\s*:\s*"([0-9a-f]{64})"')
 
 _CODES = {dt.float32: "F32", dt.float64: "F64", dt.float16: "F16", dt.bfloat16: "BF16",
-          dt.int32: "I32", dt.int64: "I64", dt.bool_: "BOOL"}
+          dt.uint8: "U8", dt.int8: "I8", dt.int16: "I16", dt.int32: "I32", dt.int64: "I64",
+          dt.bool_: "BOOL"}
 _BY_CODE = {v: k for k, v in _CODES.items()}
 # Standard safetensors dtypes Nova has no dtype for (named as such in the error).
-_FOREIGN_CODES = {"U8", "I8", "U16", "I16", "U32", "U64", "F8_E4M3", "F8_E5M2", "F6_E2M3",
-                  "F6_E3M2", "F4", "F8_E8M0", "C64"}
+_FOREIGN_CODES = {"U16", "U32", "U64", "F8_E4M3", "F8_E5M2", "F6_E2M3", "F6_E3M2", "F4",
+                  "F8_E8M0", "C64"}
 _HEADER_DEPTH = 3             # {name: {"shape": [..]}}: a safetensors header is this deep
 _STRUCTURE_DEPTH = 3 * MAX_NESTING + 1   # a dict level is 3 JSON levels when encoded
 _TMP_MARK = ".nova-tmp."

@@ -38,8 +38,9 @@ are read, and zip's CRC-32 catches damaged bytes. What Nova cannot represent (sp
 quantized tensors, complex and float8 dtypes, tensor subclasses) is refused by name.
 
 Values: tensors come back as Nova tensors (``Parameter`` as ``nv.nn.Parameter``,
-``requires_grad`` kept); uint8/int8/int16/uint16 widen to int32 and uint32/uint64 to
-int64, exactly as ``nv.from_numpy`` does, with one ``NarrowIntegerWarning`` per dtype.
+``requires_grad`` kept), in their dtype (uint8, int8 and int16 included: a uint8
+buffer stays uint8); uint16 widens to int32 and uint32/uint64 to int64, exactly as
+``nv.from_numpy`` does, with one ``NarrowIntegerWarning`` per dtype.
 Views sharing a storage each get their own values; two tensors with the same storage,
 offset, sizes, strides and ``requires_grad`` (tied weights) come back as the same
 tensor object. OrderedDicts stay OrderedDicts, with their ``_metadata`` (the module

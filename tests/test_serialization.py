@@ -98,7 +98,9 @@ def test_nested_checkpoints_get_dotted_names_that_never_collide(tmp_path):
 def test_files_written_by_the_safetensors_library_load_as_a_flat_dict(tmp_path, metadata):
     arrays = {"layer.1.bias": np.array([1.0, -2.0], np.float32),
               "emb": np.arange(6, dtype=np.int64).reshape(3, 2), "flag": np.array([True]),
-              "zero_d": np.array(0.5, np.float64), "empty": np.zeros((0, 4), np.float16)}
+              "zero_d": np.array(0.5, np.float64), "empty": np.zeros((0, 4), np.float16),
+              "img": np.array([[0, 128, 255]], np.uint8), "i8": np.array([-128, 127], np.int8),
+              "i16": np.array([-(2**15), 2**15 - 1], np.int16)}
     path = tmp_path / "foreign.safetensors"
     safetensors_numpy.save_file(arrays, str(path), metadata=metadata)
     back = nv.load(path)
@@ -109,11 +111,27 @@ def test_files_written_by_the_safetensors_library_load_as_a_flat_dict(tmp_path, 
 
 
 def test_dtypes_nova_lacks_are_named(tmp_path):
-    path = tmp_path / "u8.safetensors"
-    safetensors_numpy.save_file({"img": np.zeros(4, np.uint8)}, str(path))
-    with pytest.raises(nv.CheckpointError, match=r"tensor 'img' has dtype 'U8' \(a "
+    path = tmp_path / "u16.safetensors"
+    safetensors_numpy.save_file({"img": np.zeros(4, np.uint16)}, str(path))
+    with pytest.raises(nv.CheckpointError, match=r"tensor 'img' has dtype 'U16' \(a "
                                                  r"safetensors dtype Nova has no dtype for\)"):
         nv.load(path)
+
+
+def test_small_integer_tensors_round_trip_with_their_dtype(tmp_path):
+    """uint8/int8/int16 are saved as safetensors U8/I8/I16 (which the safetensors library
+    reads back as numpy's narrow types) and load with their dtype and values."""
+    obj = {"img": nv.tensor([[0, 128, 255]], dtype=nv.uint8),
+           "q": nv.tensor([-128, 0, 127], dtype=nv.int8),
+           "s": nv.tensor([-(2**15), 2**15 - 1], dtype=nv.int16)}
+    path = tmp_path / "small.safetensors"
+    nv.save(obj, path)
+    back = nv.load(path)
+    for name, t in obj.items():
+        assert back[name].dtype == t.dtype and back[name].tolist() == t.tolist()
+    raw = safetensors_numpy.load_file(str(path))
+    assert {k: v.dtype for k, v in raw.items()} == {
+        "img": np.uint8, "q": np.int8, "s": np.int16}
 
 
 def _old_format_file(path, data_byte_flip=False):

@@ -268,7 +268,10 @@ def test_parameters_and_requires_grad():
     np.testing.assert_array_equal(model.weight.numpy(), w)
 
 
-def test_narrow_integers_widen_as_from_numpy_does_with_one_warning_per_dtype():
+def test_small_integers_keep_their_dtype_wider_unsigned_widen_with_one_warning_per_dtype():
+    """ByteStorage/CharStorage/ShortStorage (uint8 image buffers, int8 quantized
+    weights) load as uint8/int8/int16, unwidened and silent; uint16/32/64, which Nova
+    lacks, widen as nv.from_numpy does, with one warning per dtype."""
     u16 = np.array([0, 65535], np.uint16)
     u32 = np.array([2**32 - 1], np.uint32)
     u64 = np.array([2**63 - 1], np.uint64)
@@ -276,19 +279,21 @@ def test_narrow_integers_widen_as_from_numpy_does_with_one_warning_per_dtype():
            "i8": tensor(np.array([-128, 127], np.int8)),
            "i16": tensor(np.array([-(2**15)], np.int16)),
            "u16": T(Storage(u16.view(np.uint8), untyped=True), 0, (2,), (1,), dtype="uint16"),
+           "u16b": T(Storage(u16.view(np.uint8), untyped=True), 0, (1,), (1,), dtype="uint16"),
            "u32": T(Storage(u32.view(np.uint8), untyped=True), 0, (1,), (1,), dtype="uint32"),
            "u64": T(Storage(u64.view(np.uint8), untyped=True), 0, (1,), (1,), dtype="uint64")}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         back = load_bytes(torch_file(obj))
     narrow = [str(w.message) for w in caught if w.category is NarrowIntegerWarning]
-    assert len(narrow) == 6 and "tensor 'u8' is torch.uint8" in narrow[0]
+    assert len(narrow) == 3 and "tensor 'u16' is torch.uint16" in narrow[0]
     assert "held exactly as int32, as nv.from_numpy does" in narrow[0]
-    expected = {"u8": ([0, 255], nv.int32), "u8b": ([7], nv.int32),
-                "i8": ([-128, 127], nv.int32), "i16": ([-(2**15)], nv.int32),
-                "u16": ([0, 65535], nv.int32), "u32": ([2**32 - 1], nv.int64),
-                "u64": ([2**63 - 1], nv.int64)}
+    expected = {"u8": ([0, 255], nv.uint8), "u8b": ([7], nv.uint8),
+                "i8": ([-128, 127], nv.int8), "i16": ([-(2**15)], nv.int16),
+                "u16": ([0, 65535], nv.int32), "u16b": ([0], nv.int32),
+                "u32": ([2**32 - 1], nv.int64), "u64": ([2**63 - 1], nv.int64)}
     assert {k: (t.numpy().tolist(), t.dtype) for k, t in back.items()} == expected
+    assert back["u8"].numpy().dtype == np.uint8 and (back["u8"] + 1).tolist() == [1, 0]
     big = np.array([2**63], np.uint64).view(np.uint8)
     blob = torch_file({"x": T(Storage(big, untyped=True), 0, (1,), (1,), dtype="uint64")})
     assert "tensor 'x' holds uint64 values up to 9223372036854775808" in _rejected(blob)
@@ -308,8 +313,9 @@ def test_torch_dtypes_sizes_and_devices_as_values():
     back = load_bytes(torch_file(obj))
     assert back["dtype"] is nv.bfloat16 and back["shape"] == nv.Size((2, 3))
     assert isinstance(back["shape"], nv.Size) and back["device"] == nv.device("cuda:0")
-    assert "'d' is the dtype torch.uint8, which Nova has no dtype" in _rejected(
-        torch_file({"d": G("torch", "uint8")}))
+    assert load_bytes(torch_file({"d": G("torch", "uint8")}))["d"] is nv.uint8
+    assert "'d' is the dtype torch.uint16, which Nova has no dtype" in _rejected(
+        torch_file({"d": G("torch", "uint16")}))
     assert "is torch.device('mps',), which Nova cannot build" in _rejected(
         torch_file({"d": Call(G("torch", "device"), "mps")}))
 

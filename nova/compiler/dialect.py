@@ -25,6 +25,7 @@ from xdsl.dialects.builtin import (
     FloatAttr,
     IntegerAttr,
     IntegerType,
+    Signedness,
     StringAttr,
     TensorType,
     i64,
@@ -50,11 +51,18 @@ from xdsl.utils.exceptions import VerifyException
 AnyTensor = base(TensorType)
 FLOAT_TYPES = (Float16Type, BFloat16Type, Float32Type, Float64Type)
 
+# Integers are signless (two's complement, signed where it matters: comparisons,
+# division, widening) except uint8, which is ``ui8``: the two 8-bit dtypes must be
+# distinct types (a uint8 200 is 200, an int8 holding the same bits is -56).
 _ELEMENT_TYPES: dict[str, Attribute] = {
     "f32": Float32Type(), "f64": Float64Type(), "f16": Float16Type(),
     "bf16": BFloat16Type(), "i32": IntegerType(32), "i64": IntegerType(64),
-    "i1": IntegerType(1),
+    "i1": IntegerType(1), "i8": IntegerType(8), "ui8": IntegerType(8, Signedness.UNSIGNED),
+    "i16": IntegerType(16),
 }
+# The element types stored narrower than they are computed (in i32, each result wrapped
+# back to the storage type), as the half floats are computed in f32.
+NARROW_INTS = ("i8", "ui8", "i16")
 
 
 def element_type(mlir_name: str) -> Attribute:
@@ -1019,7 +1027,8 @@ class _Collective(IRDLOperation):
         if self.reduction.data not in REDUCTIONS:
             _fail(self, f"reduction {self.reduction.data!r} not in {REDUCTIONS}")
         if _is_bool(self.input.type) or self.input.type.element_type in (
-                Float16Type(), BFloat16Type()):
+                Float16Type(), BFloat16Type()) or element_name(
+                self.input.type.element_type) in NARROW_INTS:
             _fail(self, f"element type {self.input.type.element_type} cannot be reduced "
                         "across processes (f32, f64, i32, i64)")
         if self.group.value.data < 0:

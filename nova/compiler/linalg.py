@@ -8,7 +8,10 @@ defines:
 
 - booleans are stored as i8 (0 or 1; i1 buffers trip the bindings' assertions) and
   computed as i1; float16/bfloat16 are stored as themselves and computed in float32,
-  rounded per op; scans accumulate floats in float64.
+  rounded per op; int8/uint8/int16 are stored as signless i8/i16 (arith knows no ui8)
+  and computed in i32, sign- or (uint8) zero-extended on load and truncated on store,
+  so every op's result wraps as the interpreter's does; scans accumulate floats in
+  float64.
 - elementwise ops, broadcasts, iota, gathers and Philox draws are ``linalg.generic``;
   reductions ``linalg.reduce``; products a generic contraction; scatters, sorts and the
   inverse of a sort's permutation ``scf.for`` loops over ``tensor.insert`` (updates in
@@ -37,6 +40,7 @@ from nova.core import philox
 
 FLOATS = ("f16", "bf16", "f32", "f64")
 HALF = ("f16", "bf16")
+NARROW = {"i8": "i8", "ui8": "i8", "i16": "i16"}     # element -> signless storage type
 
 
 class LinalgLoweringError(ValueError):
@@ -44,13 +48,13 @@ class LinalgLoweringError(ValueError):
 
 
 def storage(elem: str) -> str:
-    """How a buffer of ``elem`` is held: booleans as i8."""
-    return "i8" if elem == "i1" else elem
+    """How a buffer of ``elem`` is held: booleans as i8, uint8 as (signless) i8."""
+    return "i8" if elem == "i1" else NARROW.get(elem, elem)
 
 
 def compute(elem: str) -> str:
     """The type a scalar of ``elem`` is computed in."""
-    return "f32" if elem in HALF else elem
+    return "f32" if elem in HALF else ("i32" if elem in NARROW else elem)
 
 
 def ttype(shape: Sequence[int], elem: str) -> str:
@@ -70,6 +74,10 @@ def _literal(value: float | int | bool, elem: str) -> str:
         import ml_dtypes
         return "0x" + np.array(value, ml_dtypes.bfloat16).view(np.uint16).item().to_bytes(
             2, "big").hex().upper()
+    if elem in NARROW:          # the signless storage's two's complement value
+        bits = 8 if NARROW[elem] == "i8" else 16
+        v = int(value) % (1 << bits)
+        return str(v - (1 << bits) if v >= 1 << (bits - 1) else v)
     return str(int(value))
 
 
@@ -109,26 +117,35 @@ class Scalars:
         return [f"{r}#{k}" for k in range(len(shape))]
 
     def const(self, value: float | int | bool, elem: str) -> str:
+        """A constant of ``elem``'s compute type (i32 for the narrow integers)."""
         if elem == "index":
             return self.line(f"arith.constant {int(value)} : index")
         if elem == "i1":
             return self.line(f"arith.constant {'true' if value else 'false'}")
+        if elem in NARROW:
+            return self.line(f"arith.constant {int(value)} : i32")
         return self.line(f"arith.constant {_literal(value, elem)} : {elem}")
 
     def load(self, v: str, elem: str) -> str:
-        """A stored scalar as computed: i8 -> i1, half -> f32."""
+        """A stored scalar as computed: i8 -> i1, half -> f32, i8/i16 -> i32 (uint8
+        zero-extended)."""
         if elem == "i1":
             return self.line(f"arith.trunci {v} : i8 to i1")
         if elem in HALF:
             return self.line(f"arith.extf {v} : {elem} to f32")
+        if elem in NARROW:
+            ext = "extui" if elem == "ui8" else "extsi"
+            return self.line(f"arith.{ext} {v} : {NARROW[elem]} to i32")
         return v
 
     def store(self, v: str, elem: str) -> str:
-        """A computed scalar as stored."""
+        """A computed scalar as stored (the narrow integers wrap)."""
         if elem == "i1":
             return self.line(f"arith.extui {v} : i1 to i8")
         if elem in HALF:
             return self.line(f"arith.truncf {v} : f32 to {elem}")
+        if elem in NARROW:
+            return self.line(f"arith.trunci {v} : i32 to {NARROW[elem]}")
         return v
 
     def binary(self, op: str, a: str, b: str, ty: str) -> str:
@@ -186,8 +203,8 @@ class Writer:
         return self.line(f"tensor.empty() : {ttype(shape, elem)}")
 
     def filled(self, value: float | int | bool, shape: Sequence[int], elem: str) -> str:
-        s = self.line(f"arith.constant {_literal(value, elem)} : {elem}") if elem != "i1" \
-            else self.line(f"arith.constant {1 if value else 0} : i8")
+        s = self.line(f"arith.constant {_literal(value, elem)} : {storage(elem)}") \
+            if elem != "i1" else self.line(f"arith.constant {1 if value else 0} : i8")
         return self.line(f"linalg.fill ins({s} : {storage(elem)}) outs({self.empty(shape, elem)} : "
                          f"{ttype(shape, elem)}) -> {ttype(shape, elem)}")
 
@@ -367,7 +384,7 @@ def _iota(w: Writer, op: nd.IotaOp) -> str:
         if e == "i1":
             n = sc.line(f"arith.index_cast {i} : index to i64")
             return sc.cmp("ne", n, sc.const(0, "i64"), "i64")
-        return sc.line(f"arith.index_cast {i} : index to {e}")
+        return sc.line(f"arith.index_cast {i} : index to {compute(e)}")
     return w.generic([], shape, e, body)
 
 
@@ -394,7 +411,8 @@ def _cast(w: Writer, op: nd.CastOp) -> str:
 
 
 def _bits(elem: str) -> int:
-    return {"f16": 16, "bf16": 16, "f32": 32, "f64": 64, "i32": 32, "i64": 64, "i1": 1}[elem]
+    return {"f16": 16, "bf16": 16, "f32": 32, "f64": 64, "i32": 32, "i64": 64, "i1": 1,
+            "i8": 8, "ui8": 8, "i16": 16}[elem]
 
 
 _FLOAT_PRED = {"lt": "olt", "le": "ole", "eq": "oeq", "ne": "une", "gt": "ogt", "ge": "oge"}
@@ -559,14 +577,17 @@ def _reduce(kind: str) -> Lowering:
         if e in HALF:     # widen first: the sum runs in float32
             x = w.elementwise([(x, e)], src, "f32", lambda sc, xs: xs[0])
         acc = "f32" if e in HALF else e
+        # (the combine runs on the stored type: i8 sums wrap as they should, and
+        # uint8's i8 compares unsigned)
         if kind == "sum":
             init = False if e == "i1" else 0
             comb = "arith.ori" if e == "i1" else ("arith.addf" if ty in FLOATS else "arith.addi")
         else:
+            unsigned = e in ("i1", "ui8")
             init = False if e == "i1" else (float("-inf") if ty in FLOATS else
-                                            -(2 ** (_bits(e) - 1)))
-            comb = "arith.maxui" if e == "i1" else ("arith.maximumf" if ty in FLOATS else
-                                                    "arith.maxsi")
+                                            0 if unsigned else -(2 ** (_bits(e) - 1)))
+            comb = "arith.maxui" if unsigned else ("arith.maximumf" if ty in FLOATS else
+                                                   "arith.maxsi")
         start = w.filled(init, out, acc)
         r = w.fresh()
         st = storage(acc)
@@ -595,10 +616,10 @@ def _matmul(w: Writer, op: nd.MatmulOp) -> str:
     start = w.filled(0, out, acc)
 
     def body(sc: Scalars, args: list[str]) -> str:
-        x, y = sc.load(args[0], e), sc.load(args[1], e)
+        x, y, total = sc.load(args[0], e), sc.load(args[1], e), sc.load(args[2], acc)
         if ty in FLOATS:
-            return sc.binary("arith.addf", args[2], sc.binary("arith.mulf", x, y, ty), ty)
-        return sc.binary("arith.addi", args[2], sc.binary("arith.muli", x, y, ty), ty)
+            return sc.binary("arith.addf", total, sc.binary("arith.mulf", x, y, ty), ty)
+        return sc.binary("arith.addi", total, sc.binary("arith.muli", x, y, ty), ty)
     r = w.generic([(w.of(op.lhs), sa, e, _map(n, batch + [m_, k_])),
                    (w.of(op.rhs), sb, e, _map(n, batch + [k_, n_]))], out, acc, body,
                   iterators=["parallel"] * (b + 2) + ["reduction"],
@@ -792,11 +813,12 @@ def _scan(kind: str) -> Lowering:
             ii = sc.line(f"linalg.index {r_ - 1} : index")
             jj = sc.line(f"linalg.index {r_} : index")
             take = sc.cmp("uge" if rev else "ule", jj, ii, "index")
+            cty = compute(acc)
             neutral = sc.const(1 if kind == "prod" else 0, acc)
-            v = sc.select(take, v, neutral, acc)
+            v = sc.select(take, v, neutral, cty)
             name = ("arith.mulf" if acc in FLOATS else "arith.muli") if kind == "prod" else \
                 ("arith.addf" if acc in FLOATS else "arith.addi")
-            return sc.binary(name, args[1], v, acc)
+            return sc.binary(name, sc.load(args[1], acc), v, cty)
         r = w.generic([(w.of(op.input), shape, e, _map(r_ + 1, pre + [j_]))], shape, acc, body,
                       iterators=["parallel"] * r_ + ["reduction"],
                       out_map=_map(r_ + 1, pre + [i_]), init=start)
@@ -913,10 +935,16 @@ LOWERINGS: dict[type[Operation], Lowering] = {
 
 def _storage_root(v: SSAValue) -> SSAValue:
     """The value whose storage ``v`` shares after bufferization: through reshapes (the
-    only ops lowered to views, ``tensor.expand_shape``/``collapse_shape``)."""
-    while isinstance(v, OpResult) and isinstance(v.op, nd.ReshapeOp):
-        v = v.op.input
+    only ops lowered to views, ``tensor.expand_shape``/``collapse_shape``) and casts
+    between int8 and uint8 (both stored as i8: the copy they lower to folds away)."""
+    while isinstance(v, OpResult) and (isinstance(v.op, nd.ReshapeOp) or _same_bits(v.op)):
+        v = v.op.operands[0]
     return v
+
+
+def _same_bits(op: Operation) -> bool:
+    """A cast whose generic is an identity on the stored bits (i8 <-> ui8)."""
+    return isinstance(op, nd.CastOp) and {_elem(op.input), _elem(op.result)} == {"i8", "ui8"}
 
 
 def to_linalg(module: ModuleOp, name: str = "step") -> str:

@@ -43,7 +43,10 @@ from nova.compiler import dialect as nd
 from nova.core import philox
 
 HALF = ("f16", "bf16")
-INTS = {"i1": 8, "i32": 32, "i64": 64}      # (i1 is carried as i8 where bits matter)
+INTS = {"i1": 8, "i8": 8, "ui8": 8, "i16": 16, "i32": 32, "i64": 64}   # (i1 as i8 where bits
+# matter). Nova's element type names are StableHLO's: i8/i16 signed, ui8 unsigned, and
+# StableHLO computes them in their own width, wrapping, as Nova does.
+NARROW = ("i8", "ui8", "i16")
 _FLOAT_BITS = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}
 
 
@@ -268,6 +271,8 @@ def _cast(w: Writer, op: nd.CastOp) -> str:
     x = w.of(op.input)
     if dst == "i1":           # x != 0
         return w.compare("ne", x, w.constant(0, shape, src), shape, src)
+    if dst in NARROW and src in _FLOAT_BITS:    # truncated to i32, then wrapped, as Nova
+        x, src = w.convert(x, shape, src, "i32"), "i32"
     return w.convert(x, shape, src, dst)
 
 
@@ -344,7 +349,8 @@ def _reduce(kind: str) -> Lowering:
         elif elem in _FLOAT_BITS:
             init, combine = float("-inf"), "stablehlo.maximum"
         else:
-            init, combine = -(2 ** (INTS[elem] - 1)), "stablehlo.maximum"
+            init = 0 if elem == "ui8" else -(2 ** (INTS[elem] - 1))
+            combine = "stablehlo.maximum"
         r = _reduce_to(w, x, shape, elem, axes, init, combine)
         return _rounded(w, r, _shape(op.results[0]), elem, op.results[0])
     return lower

@@ -3,7 +3,10 @@
 A dtype is a small immutable object that knows its numpy storage type, its MLIR element
 type name and its *category* (bool < integer < floating), which is all type promotion
 needs. float16 and bfloat16 are storage types: the reference interpreter computes them
-in float32 and rounds each op's result, as PyTorch does on CPU.
+in float32 and rounds each op's result, as PyTorch does on CPU. int8, uint8 and int16
+are storage types too: the compiled engines compute them in int32 and wrap each op's
+result back to the narrow type (numpy computes them natively), which gives PyTorch's
+two's complement wrap-around exactly.
 """
 from __future__ import annotations
 
@@ -22,6 +25,10 @@ class DType:
 
     __slots__ = ("name", "np", "category", "itemsize", "mlir")
 
+    # ``mlir`` is the element type's MLIR name, unique per dtype: signless ``i8``/``i16``
+    # hold the signed types (as ``i32``/``i64`` do) and ``ui8`` uint8, so the two
+    # 8-bit types never share an IR type, a cache key or a lookup entry.
+
     def __init__(self, name: str, np_dtype: Any, category: int, mlir: str):
         self.name = name
         self.np = np.dtype(np_dtype)
@@ -32,6 +39,12 @@ class DType:
     @property
     def is_floating_point(self) -> bool:
         return self.category == FLOAT
+
+    @property
+    def is_signed(self) -> bool:
+        """Whether the dtype holds negative values (``torch.dtype.is_signed``): every
+        one but bool and uint8."""
+        return self.category != BOOL and self.np.kind != "u"
 
     def __repr__(self) -> str:
         return f"nova.{self.name}"
@@ -44,14 +57,20 @@ float32 = DType("float32", np.float32, FLOAT, "f32")
 float64 = DType("float64", np.float64, FLOAT, "f64")
 float16 = DType("float16", np.float16, FLOAT, "f16")
 bfloat16 = DType("bfloat16", ml_dtypes.bfloat16, FLOAT, "bf16")
+uint8 = DType("uint8", np.uint8, INT, "ui8")
+int8 = DType("int8", np.int8, INT, "i8")
+int16 = DType("int16", np.int16, INT, "i16")
 int32 = DType("int32", np.int32, INT, "i32")
 int64 = DType("int64", np.int64, INT, "i64")
 bool_ = DType("bool", np.bool_, BOOL, "i1")
 
-ALL_DTYPES = (float32, float64, float16, bfloat16, int32, int64, bool_)
+ALL_DTYPES = (float32, float64, float16, bfloat16, uint8, int8, int16, int32, int64, bool_)
+# The integer dtypes held in a narrow storage type and computed in int32 by the compiled
+# engines (each op's result wrapped back to the storage type).
+NARROW_INTS = (uint8, int8, int16)
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
-_BY_NAME.update({"float": float32, "double": float64, "half": float16, "int": int32,
-                 "long": int64})
+_BY_NAME.update({"float": float32, "double": float64, "half": float16, "short": int16,
+                 "int": int32, "long": int64})
 _BY_NP = {d.np: d for d in ALL_DTYPES}
 _BY_MLIR = {d.mlir: d for d in ALL_DTYPES}
 
@@ -81,9 +100,10 @@ def set_default_dtype(d: Any) -> None:
     DEFAULT_FLOAT = dtype
 
 # Promotion lattice inside a category: the wider type wins; float16 with bfloat16 gives
-# float32 (neither holds the other), as in PyTorch.
+# float32 (neither holds the other), and uint8 with int8 int16 (neither holds the other),
+# as in PyTorch.
 _FLOAT_RANK = {float16: 1, bfloat16: 1, float32: 2, float64: 3}
-_INT_RANK = {int32: 1, int64: 2}
+_INT_RANK = {uint8: 1, int8: 1, int16: 2, int32: 3, int64: 4}
 
 
 def get_dtype(spec: Any) -> DType:
@@ -113,13 +133,15 @@ def from_mlir(name: str) -> DType:
 
 
 def from_numpy_dtype(npd: np.dtype, op: str = "from_numpy") -> DType:
-    """The Nova dtype holding a numpy dtype; unsigned and small ints widen like torch."""
+    """The Nova dtype holding a numpy dtype: itself where Nova has it (uint8, int8 and
+    int16 included); uint16 widens to int32 and uint32/uint64 to int64, which hold their
+    values (uint64 up to 2**63 - 1)."""
     npd = np.dtype(npd)
     if npd in _BY_NP:
         return _BY_NP[npd]
-    if npd.kind in "iu" and npd.itemsize <= 4 and not (npd.kind == "u" and npd.itemsize == 4):
+    if npd.kind == "u" and npd.itemsize == 2:
         return int32
-    if npd.kind in "iu":
+    if npd.kind in "iu" and npd.itemsize >= 4:
         return int64
     raise TypeError(f"{op}: numpy dtype {npd} has no Nova equivalent; valid dtypes are "
                     + ", ".join(d.name for d in ALL_DTYPES))
@@ -133,7 +155,10 @@ def _max_in(dtypes: list[DType]) -> DType | None:
     if cat == BOOL:
         return bool_
     if cat == INT:
-        return max(same, key=lambda d: _INT_RANK[d])
+        best = max(same, key=lambda d: _INT_RANK[d])
+        if best in (uint8, int8) and {uint8, int8} <= set(same):
+            return int16
+        return best
     best = max(same, key=lambda d: _FLOAT_RANK[d])
     if _FLOAT_RANK[best] == 1 and {float16, bfloat16} <= set(same):
         return float32

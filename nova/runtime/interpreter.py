@@ -4,7 +4,9 @@
 numpy closures over value slots; running it is then a tight loop. Backends and passes are
 tested against this interpreter, so it favours clarity and exactness over speed:
 float16/bfloat16 are computed in float32 and rounded per op (accumulations included),
-as PyTorch does on the CPU.
+as PyTorch does on the CPU. int8/uint8/int16 are computed natively (numpy wraps each
+result to the dtype, as PyTorch does); a float converts to them through int32, as C's
+truncation to ``int`` then to the narrow type (the compiled engines' conversion).
 """
 from __future__ import annotations
 
@@ -147,10 +149,12 @@ def _constant(op: nd.ConstantOp) -> Kernel:
 
 
 def _iota(op: nd.IotaOp) -> Kernel:
+    """Positions counted in int64 and converted (a narrow integer wraps, as a cast)."""
     shape, store, d = nd.shape_of(op.result), _dtype_of(op.result).np, op.dim.value.data
     ax = [1] * len(shape)
     ax[d] = shape[d]
-    return lambda: np.broadcast_to(np.arange(shape[d], dtype=store).reshape(ax), shape)
+    return lambda: np.broadcast_to(np.arange(shape[d], dtype=np.int64).astype(store).reshape(ax),
+                                   shape)
 
 
 def _rng_uniform(op: nd.RngUniformOp) -> Kernel:
@@ -159,9 +163,14 @@ def _rng_uniform(op: nd.RngUniformOp) -> Kernel:
 
 
 def _cast(op: nd.CastOp) -> Kernel:
-    odt = _dtype_of(op.result)
+    """``x`` converted: to bool ``x != 0``; a float to int8/uint8/int16 truncated to
+    int32 first, then wrapped (C's conversions: what the compiled engines do; PyTorch
+    leaves a float outside the narrow type's range undefined)."""
+    odt, idt = _dtype_of(op.result), _dtype_of(op.input)
     if odt == dt.bool_:
         return lambda x: x != 0
+    if odt in dt.NARROW_INTS and idt.is_floating_point:
+        return lambda x: _compute(x).astype(np.int32).astype(odt.np)
     return lambda x: x.astype(odt.np)
 
 

@@ -180,8 +180,8 @@ def is_complex(self: Tensor) -> builtins.bool:
 
 
 def is_signed(self: Tensor) -> builtins.bool:
-    """Whether the dtype holds negative values (every Nova dtype but bool)."""
-    return self.dtype != dt.bool_
+    """Whether the dtype holds negative values (every Nova dtype but bool and uint8)."""
+    return self.dtype.is_signed
 
 
 def get_device(self: Tensor) -> builtins.int:

@@ -22,8 +22,9 @@ from nova.tensor.trace import buffer_node, device_buffer_node
 
 
 class NarrowIntegerWarning(UserWarning):
-    """A numpy integer dtype Nova has no dtype for (uint8, int8, int16, uint16, uint32)
-    was widened: the values are exact, the arithmetic is the wider type's."""
+    """A numpy integer dtype Nova has no dtype for (uint16, uint32) was widened: the
+    values are exact, the arithmetic is the wider type's. (uint8, int8 and int16 are
+    Nova dtypes, kept as they are.)"""
 
 
 _WARNED_WIDENED: set[np.dtype] = set()
@@ -43,7 +44,7 @@ def _numpy_ints_dtype(op: str, arr: np.ndarray, stacklevel: int = 3) -> dt.DType
         warnings.warn(f"{op}: numpy {arr.dtype} has no Nova dtype; its values are held "
                       f"exactly as {target.name}, and arithmetic on them follows "
                       f"{target.name} (no wrap-around at 2**{8 * arr.dtype.itemsize}); "
-                      "cast first (e.g. .astype(np.float32) / 255) to choose",
+                      "cast first (e.g. .astype(np.float32)) to choose",
                       NarrowIntegerWarning, stacklevel=stacklevel)
     return target
 
@@ -185,8 +186,9 @@ def tensor(data: Any, dtype: Any = None, device: Any = None,
 
 def from_numpy(array: np.ndarray) -> Tensor:
     """Wrap a numpy array without copying it; the tensor keeps the numpy dtype where
-    Nova has it (narrow integers widen to int32, uint32 to int64, with a
-    ``NarrowIntegerWarning`` once per dtype; uint64 values past int64 are refused)."""
+    Nova has it (uint8, int8 and int16 included; uint16 widens to int32, uint32 and
+    uint64 to int64, with a ``NarrowIntegerWarning`` once per dtype; uint64 values past
+    int64 are refused)."""
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy: expected np.ndarray, got {type(array).__name__}")
     target = _numpy_ints_dtype("from_numpy", array)

@@ -66,7 +66,8 @@ def _legacy(name: str, dtype: dt.DType, cuda: bool) -> type:
 
 
 _NAMES = {"FloatTensor": dt.float32, "DoubleTensor": dt.float64, "HalfTensor": dt.float16,
-          "BFloat16Tensor": dt.bfloat16, "IntTensor": dt.int32, "LongTensor": dt.int64,
+          "BFloat16Tensor": dt.bfloat16, "ByteTensor": dt.uint8, "CharTensor": dt.int8,
+          "ShortTensor": dt.int16, "IntTensor": dt.int32, "LongTensor": dt.int64,
           "BoolTensor": dt.bool_}
 CPU_TYPES = {name: _legacy(name, d, False) for name, d in _NAMES.items()}
 CUDA_TYPES = {name: _legacy(name, d, True) for name, d in _NAMES.items()}

@@ -153,7 +153,8 @@ def _euclid_steps(dtype: dt.DType) -> builtins.int:
     ``|b|``, at most ``2**(bits-1)``; by Lamé's theorem the longest run is on the
     largest consecutive Fibonacci numbers in that range, given with the larger first
     (the first step then only swaps them). Checked exhaustively for small widths."""
-    limit = -dt.int_bounds(dtype)[0]
+    lo, hi = dt.int_bounds(dtype)
+    limit = builtins.max(-lo, hi)             # (uint8: 255, its magnitudes reach hi)
     small, large = 1, 2
     while small + large <= limit:
         small, large = large, small + large

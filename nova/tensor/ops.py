@@ -647,9 +647,15 @@ def amax(x: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor:
 
 
 def amin(x: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor:
+    """The smallest value over ``dim``: ``-amax(-x)`` for floats; ``~amax(~x)`` for
+    integers, where ``~`` reverses the order with no overflow (``-x`` wraps: -0 is 0 in
+    uint8 and -(-128) is -128 in int8, so ``-amax(-x)`` missed a uint8 0 and an int8's
+    or int32's smallest value)."""
     _check_tensor("amin", x)
     if x.dtype == dt.bool_:
         return logical_not(amax(logical_not(x), dim, keepdim))
+    if x.dtype.category == dt.INT:
+        return bitwise_not(amax(bitwise_not(x), dim, keepdim))
     return neg(amax(neg(x), dim, keepdim))
 
 

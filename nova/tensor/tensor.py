@@ -637,6 +637,18 @@ class Tensor:
     def bfloat16(self) -> Tensor:
         return self.to(dt.bfloat16)
 
+    def byte(self) -> Tensor:
+        """``self.to(uint8)``: values outside [0, 255] wrap (floats truncate first)."""
+        return self.to(dt.uint8)
+
+    def char(self) -> Tensor:
+        """``self.to(int8)``: values outside [-128, 127] wrap (floats truncate first)."""
+        return self.to(dt.int8)
+
+    def short(self) -> Tensor:
+        """``self.to(int16)``."""
+        return self.to(dt.int16)
+
     def long(self) -> Tensor:
         return self.to(dt.int64)
 

@@ -87,6 +87,16 @@ def _representative() -> dict[str, PendingGraph]:
     ib = nv.tensor(rng.integers(1, 5, (4, 6)))
     g["i64_arith"] = _graph(ia * ib - nv.maximum(ia, ib), nv.pow(ia, ib))
     g["i32_cast"] = _graph((t(4, 6) * 10).int() + nv.tensor(rng.integers(0, 9, (4, 6)).astype(np.int32)))
+    u8 = nv.tensor(rng.integers(0, 256, (6, 40)).astype(np.uint8))
+    v8 = nv.tensor(rng.integers(0, 256, (6, 40)).astype(np.uint8))
+    s8 = nv.tensor(rng.integers(-128, 128, (6, 40)).astype(np.int8))
+    s16 = nv.tensor(rng.integers(-2**15, 2**15, (6, 40)).astype(np.int16))
+    # int8/uint8/int16: computed in int, each op wrapped ((u8 + v8) overflows before // 2),
+    # uint8 above 127 compared and maximized unsigned, a float truncated then wrapped
+    g["small_ints"] = _graph((u8 + v8) // 2, (u8 > 128).to(nv.uint8) * s8, u8.amax(dim=-1),
+                             s8.amax(dim=0), s16 * 3 - s16, (t(6, 40) * 300).to(nv.uint8),
+                             u8.float() / 255, u8.sum(dim=-1, dtype=nv.uint8))
+    g["small_int_matmul"] = _graph(s8[:, :9].T @ s8[:, 9:16] + 1)        # wraps, + epilogue
     z = t(5, 8) * 1.0          # pending: the slices below stay slice ops of the step
     g["bool_where"] = _graph(nv.where((z > 0) & (z < 1), z, -z), (z > 0.5).sum(dim=-1))
     g["movement"] = _graph(nv.cat([z[:, 1:5], z[:, ::2]], dim=1).T.reshape(4, 10) + 1.0)
@@ -102,6 +112,7 @@ def _representative() -> dict[str, PendingGraph]:
     grid[nv.tensor(rng.integers(-6, 6, (40,))), nv.tensor(rng.integers(0, 5, (40,)))] = t(40)
     g["index_assign"] = _graph(grid)                        # wrap_index + scatter (last wins)
     g["sort"] = _graph((t(4, 50) * 2).argsort(descending=True))         # block_sort
+    g["sort_uint8"] = _graph(u8.argsort(dim=-1, stable=True))
     g["scan"] = _graph(t(6, 40).cumsum(1), (t(5, 9) * 0.5).cumprod(0),   # thread_scan
                        nv.tensor(rng.integers(0, 9, (3, 7))).cumsum(1))
     return g

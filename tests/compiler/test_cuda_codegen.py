@@ -163,6 +163,13 @@ def test_every_dtype_generates():
     scatter = [c.plan for c in representative()["embedding_backward"]][-1]
     body = _body(generate(scatter, SM90).source)
     assert "atomic" not in body and "nv_fail(); continue;" in body
+    # int8/uint8/int16: stored as such, computed in int, wrapped after every op
+    u8_avg, mixed, u8_max = [c.plan for c in representative()["small_ints"]][:3]
+    body = _body(generate(u8_avg, SM80).source)
+    assert "const unsigned char* in0" in body and "((int)va0[u])" in body
+    assert "((int)(unsigned char)(((int)(v4 + v5))))" in body       # (a + b) wraps before // 2
+    assert "const signed char* in1, short* out" in _body(generate(mixed, SM80).source)
+    assert "((int)(unsigned char)(acc0))" in _body(generate(u8_max, SM80).source)
 
 
 def test_empty_outputs_launch_nothing_and_empty_contractions_give_zeros():

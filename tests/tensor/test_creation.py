@@ -132,22 +132,30 @@ def test_creation_errors():
         nv.from_numpy([1, 2])
 
 
-def test_narrow_numpy_integers_widen_exactly_and_say_so_once(monkeypatch):
+def test_small_numpy_integers_keep_their_dtype_wider_unsigned_widen_and_say_so_once(
+        monkeypatch):
     from nova.tensor import creation
     monkeypatch.setattr(creation, "_WARNED_WIDENED", set())
-    pixels = np.array([0, 17, 255], np.uint8)
-    with pytest.warns(creation.NarrowIntegerWarning, match=r"numpy uint8 has no Nova dtype; "
-                      r"its values are held exactly as int32.*no wrap-around at 2\*\*8"):
-        t = nv.from_numpy(pixels)
-    assert t.dtype == nv.int32 and t.tolist() == [0, 17, 255]
     import warnings
     with warnings.catch_warnings():
+        warnings.simplefilter("error")            # exact: no widening, no warning
+        for a in (np.array([0, 17, 255], np.uint8), np.array([-128, 127], np.int8),
+                  np.array([-(2**15), 2**15 - 1], np.int16)):
+            t = nv.from_numpy(a)
+            assert t.dtype.np == a.dtype
+            assert t.numpy().dtype == a.dtype and t.tolist() == a.tolist()
+            assert nv.tensor(a).dtype == t.dtype
+    pixels = np.array([0, 17, 65535], np.uint16)
+    with pytest.warns(creation.NarrowIntegerWarning, match=r"numpy uint16 has no Nova dtype; "
+                      r"its values are held exactly as int32.*no wrap-around at 2\*\*16"):
+        t = nv.from_numpy(pixels)
+    assert t.dtype == nv.int32 and t.tolist() == [0, 17, 65535]
+    with warnings.catch_warnings():
         warnings.simplefilter("error")            # once per dtype: no second warning
-        assert nv.tensor(pixels).tolist() == [0, 17, 255]
+        assert nv.tensor(pixels).tolist() == [0, 17, 65535]
         assert nv.tensor(pixels, dtype=nv.float32).dtype == nv.float32
-    with pytest.warns(creation.NarrowIntegerWarning, match="uint16"):
-        assert nv.tensor(np.array([65535], np.uint16)).tolist() == [65535]
-    assert nv.from_numpy(np.array([2 ** 32 - 1], np.uint32)).dtype == nv.int64
+    with pytest.warns(creation.NarrowIntegerWarning, match="uint32"):
+        assert nv.from_numpy(np.array([2 ** 32 - 1], np.uint32)).dtype == nv.int64
 
 
 def test_uint64_values_past_int64_are_refused_not_wrapped():

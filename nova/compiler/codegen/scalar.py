@@ -15,7 +15,11 @@ class (``RULES`` and ``ARITH``), so adding an elementwise primitive is one row p
 Index values are i64 in both targets (CUDA may hold them as 32-bit unsigned variables
 where a kernel has fewer than 2^32 elements; ``index_value`` widens one to i64 where it
 becomes data). float16/bfloat16 values are computed in float32 and rounded after every
-arithmetic op, matching the reference interpreter's per-op rounding.
+arithmetic op, matching the reference interpreter's per-op rounding; int8/uint8/int16
+values are computed in int32 (loads sign- or zero-extend) and wrapped back to their type
+after every op (``fit``), which gives the interpreter's (numpy's, PyTorch's) wrap-around:
+an int32 value of such a type always holds the exact value of an element, so int32
+comparisons, divisions and conversions are exact for it.
 """
 from __future__ import annotations
 
@@ -41,9 +45,10 @@ def _ints(a) -> tuple[int, ...]:
 @dataclass(frozen=True)
 class Arith:
     """How a target computes one elementwise op from its operands' values, per kind of
-    element type: ``float`` (f16/bf16 in float32, rounded after), ``int`` (i32, i64) and
-    ``bool`` (i1). Each is ``rule(emitter, mlir, *args)``; None: not defined there (the
-    verifier rejects such IR, so reaching it is a compiler bug and names the op)."""
+    element type: ``float`` (f16/bf16 in float32, rounded after), ``int`` (i32, i64; i8,
+    ui8 and i16 in i32, wrapped after) and ``bool`` (i1). Each is ``rule(emitter, mlir,
+    *args)``; None: not defined there (the verifier rejects such IR, so reaching it is a
+    compiler bug and names the op)."""
 
     float: Callable[..., Any] | None = None
     int: Callable[..., Any] | None = None
@@ -58,7 +63,7 @@ class ScalarEmitter(Generic[V]):
 
     A subclass provides the arithmetic interface below (all on i64 index values unless
     a dtype is named), the value cache, ``load_argument`` (a block argument at an index),
-    ``const``/``cast``/``round_half`` (typed scalars), and two tables: ``RULES`` (op
+    ``const``/``cast``/``fit`` (typed scalars), and two tables: ``RULES`` (op
     class -> ``rule(emitter, op, idx)``, for ops it evaluates its own way from the
     index) and ``ARITH`` (op class -> ``Arith``)."""
 
@@ -135,8 +140,10 @@ class ScalarEmitter(Generic[V]):
     def cast(self, v: V, src: str, dst: str) -> V:
         raise NotImplementedError
 
-    def round_half(self, v: V, mlir: str) -> V:
-        """Round a float32-computed value to f16/bf16 (identity for other types)."""
+    def fit(self, v: V, mlir: str) -> V:
+        """A computed value as its storage type holds it, still in the compute type: a
+        float32 value rounded to f16/bf16, an int32 value wrapped to i8/ui8/i16
+        (truncated, then sign- or zero-extended); identity for other types."""
         raise NotImplementedError
 
     def load_argument(self, i: int, idx: list[V]) -> V:
@@ -196,7 +203,7 @@ class ScalarEmitter(Generic[V]):
         if fn is None:
             raise self.fail(f"no lowering for {op.name} on {mlir}")
         out = fn(self, mlir, *[self.emit(v, idx) for v in op.operands])
-        return self.round_half(out, mlir) if kind == "float" else out
+        return self.fit(out, mlir) if kind != "bool" else out
 
     # ------------------------------------------------------------ index rules
 

@@ -115,8 +115,8 @@ def _row_chain(v: SSAValue) -> list[Operation]:
 # involves a half float, or an op not listed here, is not evaluated, so not matched.
 _COMPARE = {"lt": np.less, "le": np.less_equal, "eq": np.equal, "ne": np.not_equal,
             "gt": np.greater, "ge": np.greater_equal}
-_INDEX_TYPES = {"i1": np.bool_, "i32": np.int32, "i64": np.int64, "f32": np.float32,
-                "f64": np.float64}
+_INDEX_TYPES = {"i1": np.bool_, "i8": np.int8, "ui8": np.uint8, "i16": np.int16,
+                "i32": np.int32, "i64": np.int64, "f32": np.float32, "f64": np.float64}
 
 # A mask is evaluated in blocks of this many query rows when it is built from (L, S)
 # values only (what ``triu``/``tril`` and ``is_causal`` record), so a long context needs
@@ -146,9 +146,10 @@ def _index_value(op: Operation, args: list[np.ndarray],
         d = op.dim.value.data
         ax = [1] * len(shape)
         ax[d] = -1
+        # (counted in int64, then converted: a narrow integer iota wraps, as a cast)
         if rows is not None and d == 0:
-            return np.arange(*rows, dtype=kind).reshape(ax)
-        return np.arange(shape[d], dtype=kind).reshape(ax)
+            return np.arange(*rows, dtype=np.int64).astype(kind).reshape(ax)
+        return np.arange(shape[d], dtype=np.int64).astype(kind).reshape(ax)
     if rows is not None and not op.has_trait(nd.Elementwise):
         return None
     if isinstance(op, nd.BroadcastInDimOp):

@@ -32,6 +32,7 @@ from nova.compiler.targets.cpu.llvm_sort import argsort
 from nova.compiler.codegen.values import element_of, shape_of
 from nova.compiler.lowering.flat import flat_plan
 from nova.compiler.lowering.plan import KernelPlan, accumulator_dtype, contraction, reductions
+from nova.core import dtypes as dt
 from nova.core.shapes import numel
 
 # ---------------------------------------------------------------- kernel bodies
@@ -213,10 +214,13 @@ def _elementwise(e: Emitter) -> None:
 
 
 def _reduce_init(mlir: str, is_sum: bool, ty: ir.Type) -> ir.Constant:
+    """A reduction's identity in the accumulator's compute type ``ty``: a maximum starts
+    at the smallest value of the element type ``mlir`` itself (0 for uint8, -128 for
+    int8: an accumulator kept in a narrow scratch buffer is wrapped to it)."""
     if is_sum:
         return ir.Constant(ty, 0.0 if not isinstance(ty, ir.IntType) else 0)
     if isinstance(ty, ir.IntType):
-        return ir.Constant(ty, -(1 << (ty.width - 1)) if ty.width > 1 else 0)
+        return ir.Constant(ty, 0 if mlir == "i1" else dt.int_bounds(dt.from_mlir(mlir))[0])
     return ir.Constant(ty, float("-inf"))
 
 
@@ -475,7 +479,7 @@ def _scatter(e: Emitter) -> None:
             new = b.or_(old, value)
         else:
             new = b.fadd(old, value) if not isinstance(old.type, ir.IntType) else b.add(old, value)
-        new = b.select(bad, old, e.round_half(new, mlir))
+        new = b.select(bad, old, e.fit(new, mlir))
         e.store(new, e.out_ptr, off, mlir)
 
     ishape = shape_of(index)

@@ -5,7 +5,9 @@ elementwise op; ``Emitter.RULES``: comparisons and the Philox draw).
 ``Emitter`` also owns a kernel function's frame (its buffer pointers, the error slot,
 entry-block allocas, loop metadata) that the kernel bodies in ``targets.cpu.llvm`` and the
 GEMMs in ``targets.cpu.llvm_gemm`` build on. float16/bfloat16 values are computed in float32
-and rounded after every op, matching the reference interpreter's per-op rounding.
+and rounded after every op, matching the reference interpreter's per-op rounding;
+int8/uint8/int16 values are computed in i32 (sign-, or for uint8 zero-extended on load)
+and wrapped after every op (``Emitter.fit``): PyTorch's two's complement wrap-around.
 """
 from __future__ import annotations
 
@@ -31,8 +33,10 @@ F16, F32, F64 = ir.HalfType(), ir.FloatType(), ir.DoubleType()
 TINY_TRIP_COUNT = 16
 PTR = I8.as_pointer()
 
-_STORAGE = {"f32": F32, "f64": F64, "f16": F16, "bf16": I16, "i32": I32, "i64": I64, "i1": I8}
-_COMPUTE = {"f32": F32, "f64": F64, "f16": F32, "bf16": F32, "i32": I32, "i64": I64, "i1": I1}
+_STORAGE = {"f32": F32, "f64": F64, "f16": F16, "bf16": I16, "i32": I32, "i64": I64, "i1": I8,
+            "i8": I8, "ui8": I8, "i16": I16}
+_COMPUTE = {"f32": F32, "f64": F64, "f16": F32, "bf16": F32, "i32": I32, "i64": I64, "i1": I1,
+            "i8": I32, "ui8": I32, "i16": I32}
 
 
 def _numel(v: SSAValue) -> int:
@@ -346,6 +350,10 @@ class Emitter(Frame, ScalarEmitter[ir.Value]):
             return b.bitcast(b.shl(b.zext(raw, I32), ir.Constant(I32, 16)), F32)
         if mlir == "i1":
             return b.icmp_unsigned("!=", raw, ir.Constant(I8, 0))
+        if mlir == "ui8":
+            return b.zext(raw, I32)
+        if mlir in ("i8", "i16"):
+            return b.sext(raw, I32)
         return raw
 
     def narrow(self, v: ir.Value, mlir: str) -> ir.Value:
@@ -362,10 +370,12 @@ class Emitter(Frame, ScalarEmitter[ir.Value]):
             return b.trunc(b.select(is_nan, ir.Constant(I32, 0x7FC0), rounded), I16)
         if mlir == "i1":
             return b.zext(v, I8)
+        if mlir in ("i8", "ui8", "i16"):
+            return b.trunc(v, _STORAGE[mlir])
         return v
 
-    def round_half(self, v: ir.Value, mlir: str) -> ir.Value:
-        if mlir in ("f16", "bf16"):
+    def fit(self, v: ir.Value, mlir: str) -> ir.Value:
+        if mlir in ("f16", "bf16", "i8", "ui8", "i16"):
             return self.widen(self.narrow(v, mlir), mlir)
         return v
 
@@ -396,6 +406,11 @@ class Emitter(Frame, ScalarEmitter[ir.Value]):
         return ir.Constant(ty, float(value))
 
     def cast(self, v: ir.Value, src: str, dst: str) -> ir.Value:
+        """Convert a computed value. Integers hold their exact value in their compute
+        type, so widening sign-extends (a uint8's i32 is never negative) and an integer
+        converts to float signed; a narrower integer type wraps (``fit``), so a float
+        to int8/uint8/int16 truncates to i32 and then wraps, as C converts through int
+        (a float beyond int32 is undefined there, as in LLVM's ``fptosi``)."""
         b = self.b
         s, d = _COMPUTE[src], _COMPUTE[dst]
         if dst == "i1":
@@ -405,16 +420,16 @@ class Emitter(Frame, ScalarEmitter[ir.Value]):
         if src == "i1":
             return b.uitofp(v, d) if not isinstance(d, ir.IntType) else b.zext(v, d)
         if isinstance(s, ir.IntType) and isinstance(d, ir.IntType):
-            if s.width == d.width:
-                return v
-            return b.sext(v, d) if d.width > s.width else b.trunc(v, d)
+            if s.width != d.width:
+                v = b.sext(v, d) if d.width > s.width else b.trunc(v, d)
+            return self.fit(v, dst)
         if isinstance(s, ir.IntType):
-            return self.round_half(b.sitofp(v, d), dst)
+            return self.fit(b.sitofp(v, d), dst)
         if isinstance(d, ir.IntType):
-            return b.fptosi(v, d)
+            return self.fit(b.fptosi(v, d), dst)
         if s == d:
-            return self.round_half(v, dst)
-        return self.round_half(b.fpext(v, d) if d == F64 else b.fptrunc(v, d), dst)
+            return self.fit(v, dst)
+        return self.fit(b.fpext(v, d) if d == F64 else b.fptrunc(v, d), dst)
 
     # ------------------------------------------------------------ ScalarEmitter's interface
 

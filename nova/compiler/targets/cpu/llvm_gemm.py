@@ -59,9 +59,11 @@ class RowGemm:
     """The row GEMM: C row by row, ``[start, end)`` ranging over the rows of all batches.
 
     Each row accumulates in an N-element buffer (the accumulation type: float64 for
-    float64, float32 for the other floats, the operand type for integers), by k then j
-    (``ikj``: a saxpy per k, vectorizable along the row) or by j then k (``dot``: a dot
-    product per element, for B read along K), then the fused epilogue runs per element.
+    float64, float32 for the other floats, the operand's compute type for integers:
+    int32 for int8/uint8/int16, wrapped once at the end, the same sum modulo 2^bits),
+    by k then j (``ikj``: a saxpy per k, vectorizable along the row) or by j then k
+    (``dot``: a dot product per element, for B read along K), then the fused epilogue
+    runs per element.
     A class, like ``Gemm``, so the two loop orders are named methods sharing the row's
     state instead of branches of one nested closure.
     """
@@ -158,7 +160,7 @@ class RowGemm:
         e = self.e
         e.cache = {}
         raw = self.b.load(self.b.gep(self.row, [j]))
-        value = raw if self.integer else \
+        value = e.fit(raw, self.mlir) if self.integer else \
             e.cast(raw, "f64" if self.acc_ty == F64 else "f32", self.mlir)
         _store_with_product(e, self.product, value, e.linear(pre + [i, j], self.out_shape))
 

@@ -56,12 +56,14 @@ from dataclasses import dataclass, replace
 from xdsl.ir import Operation
 
 from nova.compiler import dialect as nd
-from nova.compiler.targets.cuda.emit import COMPUTE, STORAGE, CEmitter
+from nova.compiler.codegen.scalar import FLOATS
+from nova.compiler.targets.cuda.emit import COMPUTE, NARROW, STORAGE, CEmitter
 from nova.compiler.codegen.values import element_of, shape_of
 from nova.compiler.targets.cuda.gemm import Gemm, matmul_simt
 from nova.compiler.targets.cuda.prelude import PRELUDE
 from nova.compiler.targets.cuda.configurator import LaunchConfig, configure
 from nova.compiler.targets.cuda.device import CudaSpec
+from nova.core import dtypes as dt
 from nova.core.shapes import numel
 from nova.compiler.lowering.plan import (
     KernelPlan,
@@ -97,7 +99,9 @@ def _reduce_init(acc_mlir: str, is_sum: bool) -> str:
     if acc_mlir == "i1":
         return "false"
     if is_sum:
-        return "0" if acc_mlir in ("i32", "i64") else ("0.0" if acc_mlir == "f64" else "0.0f")
+        return "0" if acc_mlir not in FLOATS else ("0.0" if acc_mlir == "f64" else "0.0f")
+    if acc_mlir in NARROW:           # (held in int: the type's smallest value)
+        return str(dt.int_bounds(dt.from_mlir(acc_mlir))[0])
     if acc_mlir == "i32":
         return "(-2147483647 - 1)"
     if acc_mlir == "i64":
@@ -331,7 +335,7 @@ def _scatter(e: CEmitter, cfg: LaunchConfig) -> None:
             else:
                 old = e.fresh(COMPUTE[mlir], e.widen(f"out[{off}]", mlir), "old")
                 new = f"({old} || {value})" if mlir == "i1" else \
-                    e.round_half(f"({old} + {value})", mlir)
+                    e.fit(f"({old} + {value})", mlir)
             e.store(new, "out", off, mlir)
         e.line("__syncwarp();")
     assert e.root is sc.results[0], "scatter kernels have no epilogue (fusion never adds one)"

@@ -6,7 +6,9 @@ value of an SSA value of the fused region at a multi-index, appending the statem
 that compute it. Indices are C expressions of type ``i64`` (or 32-bit unsigned variables
 from ``delinearize``). The index rules (movement, pad, concat, gather) are the shared
 ones; this module has the C arithmetic (``CEmitter.ARITH``, one row per op) and the
-literals. float16/bfloat16 compute in float and are rounded after every op.
+literals. float16/bfloat16 compute in float and are rounded after every op; int8/uint8/
+int16 compute in int (C's promotion on load: sign- or zero-extended) and are wrapped
+after every op (``fit``: a conversion to the narrow type and back).
 
 Generated statements live in C scopes; ``scope()`` opens one and forgets, on leaving,
 the values computed inside it, so a value is reused only where its variable is visible.
@@ -28,9 +30,11 @@ from nova.core import philox
 from nova.core.shapes import numel
 
 STORAGE = {"f32": "float", "f64": "double", "f16": "unsigned short", "bf16": "unsigned short",
-           "i32": "int", "i64": "i64", "i1": "unsigned char"}
+           "i32": "int", "i64": "i64", "i1": "unsigned char", "i8": "signed char",
+           "ui8": "unsigned char", "i16": "short"}
 COMPUTE = {"f32": "float", "f64": "double", "f16": "float", "bf16": "float", "i32": "int",
-           "i64": "i64", "i1": "bool"}
+           "i64": "i64", "i1": "bool", "i8": "int", "ui8": "int", "i16": "int"}
+NARROW = ("i8", "ui8", "i16")
 
 
 def float_literal(value: float, mlir: str) -> str:
@@ -155,6 +159,8 @@ class CEmitter(ScalarEmitter[str]):
             return f"nv_bf16_load({raw})"
         if mlir == "i1":
             return f"({raw} != 0)"
+        if mlir in NARROW:
+            return f"((int){raw})"
         return raw
 
     @staticmethod
@@ -165,12 +171,16 @@ class CEmitter(ScalarEmitter[str]):
             return f"nv_bf16_store({v})"
         if mlir == "i1":
             return f"(unsigned char)({v})"
+        if mlir in NARROW:
+            return f"(({STORAGE[mlir]})({v}))"
         return v
 
     @staticmethod
-    def round_half(v: str, mlir: str) -> str:
+    def fit(v: str, mlir: str) -> str:
         if mlir in ("f16", "bf16"):
             return f"nv_{mlir}_round({v})"
+        if mlir in NARROW:
+            return f"((int)({STORAGE[mlir]})({v}))"
         return v
 
     def store(self, v: str, ptr: str, offset: str, mlir: str) -> None:
@@ -187,18 +197,23 @@ class CEmitter(ScalarEmitter[str]):
     # ------------------------------------------------------------ values
 
     def cast(self, v: str, src: str, dst: str) -> str:
+        """Convert a computed value: to a narrow integer through int, then wrapped
+        (a float truncates to int first, as the CPU does); identity when ``src`` is
+        ``dst``, except that a narrow integer is wrapped (an accumulator in int)."""
         if src == dst:
-            return v
+            return self.fit(v, dst) if dst in NARROW else v
         d = COMPUTE[dst]
         if dst == "i1":
             return f"({v} != 0)"
         if src == "i1":
-            return self.round_half(f"(({d})({v} ? 1 : 0))", dst)
+            return self.fit(f"(({d})({v} ? 1 : 0))", dst)
         if src in FLOATS and dst in FLOATS:
             if COMPUTE[src] == d:
-                return self.round_half(v, dst)
-            return self.round_half(f"(({d}){v})", dst)
-        return self.round_half(f"(({d}){v})", dst)
+                return self.fit(v, dst)
+            return self.fit(f"(({d}){v})", dst)
+        if COMPUTE[src] == d:
+            return self.fit(v, dst)
+        return self.fit(f"(({d}){v})", dst)
 
     # ------------------------------------------------------------ ScalarEmitter's interface
 

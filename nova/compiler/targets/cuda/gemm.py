@@ -263,6 +263,7 @@ def matmul_simt(e: CEmitter, cfg: LaunchConfig) -> None:
             e.line(f"for (int kk = 0; kk < {t}; ++kk) acc += sA[ty][kk] * sB[kk][tx];")
             e.line("__syncthreads();")
         with e.scope(f"if (gm < {m}LL && gn < {n}LL)"):
-            e.override[id(mm.results[0])] = "acc"
+            # (int8/uint8/int16 accumulate in int: the sum modulo 2^bits, wrapped once)
+            e.override[id(mm.results[0])] = e.bind(e.fit("acc", mlir), mlir, "mm")
             e.store_root(e.linear(pre + ["gm", "gn"], mm_shape))
             del e.override[id(mm.results[0])]

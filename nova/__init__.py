@@ -4,7 +4,7 @@
 """
 from nova import (
     amp, autograd, cuda, debug, distributed, distributions, export, func, linalg, nn, optim,
-    special, utils,
+    signal, special, utils,
 )
 from nova.amp import autocast, get_autocast_dtype, is_autocast_enabled
 
@@ -74,6 +74,11 @@ from nova.tensor.compat import (
     as_tensor, asarray, bernoulli, broadcast_shapes, broadcast_to, equal, fliplr, flipud,
     positive, result_type, rsub, scalar_tensor, swapdims,
 )
+from nova.tensor.torch_aliases import *  # noqa: F401,F403 (its __all__: torch's names)
+from nova.tensor.signal_windows import (
+    bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window,
+)
+from nova.nn.torch_aliases import *  # noqa: F401,F403 (torch's names for F's ops)
 from nova.tensor.scan import cummax, cummin, cumprod, cumsum, logcumsumexp
 from nova.tensor.sorting import argsort, msort, sort, topk
 from nova.tensor.numeric import (  # noqa: A004 (torch's names: any, all, round)

@@ -84,8 +84,10 @@ def _as_index_tensor(op: str, entry: Any, shape: tuple[int, ...]) -> Tensor:
     if t.dtype == dt.bool_:
         raise mask_read_error(op, t.shape, shape)
     if t.dtype not in (dt.int32, dt.int64):
+        hint = (" (a uint8 mask is PyTorch's deprecated form: index with .bool() for a "
+                "mask, .long() for indices)" if t.dtype == dt.uint8 else "")
         raise IndexError(f"{op}: tensors used as indices must be int32 or int64, got "
-                         f"{t.dtype.name} of shape {t.shape}")
+                         f"{t.dtype.name} of shape {t.shape}{hint}")
     return t
 
 

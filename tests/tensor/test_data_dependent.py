@@ -66,6 +66,9 @@ def test_a_0d_mask_adds_a_dim_of_one_or_zero_and_bad_masks_name_the_shapes():
         x[nv.tensor([True, False, True])]
     with pytest.raises(IndexError, match=r"too many indices for tensor of shape \(4, 5\)"):
         x[nv.ones(4, 5, dtype=nv.bool), 0]
+    with pytest.raises(IndexError, match=r"got uint8 of shape \(4,\) \(a uint8 mask is "
+                                         r"PyTorch's deprecated form: index with \.bool\(\)"):
+        x[nv.ones(4, dtype=nv.uint8)]
 
 
 def test_mask_writes_take_per_element_values_index_put_accumulates():

@@ -12,11 +12,15 @@ from nova.decompositions import (
 from nova.decompositions_spectral import (
     cond, eigh, eigvalsh, lstsq, matrix_norm, matrix_rank, norm, pinv, qr, svd, svdvals,
 )
+from nova.tensor import numeric as _numeric
 from nova.tensor.numeric import vector_norm
 from nova.tensor import arrays as _arrays
 from nova.tensor.arrays import matrix_exp
 from nova.tensor.products import matrix_power
 from nova.tensor.tensor import Tensor as _Tensor
+
+# torch.norm(p='nuc') and its kin are matrix norms: nova.tensor's norm hands them here
+_numeric.register_matrix_norm(matrix_norm)
 
 
 def cross(input: _Tensor, other: _Tensor, *, dim: int = -1) -> _Tensor:

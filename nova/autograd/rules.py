@@ -285,7 +285,9 @@ RULES: dict[type, Rule] = {
     nd.AbsOp: Rule(lambda c, g: (ops.mul(g, _sign(c.x(0))),), (0,)),
     nd.ExpOp: Rule(lambda c, g: (ops.mul(g, c.y()),), saves_output=True),
     nd.LogOp: Rule(lambda c, g: (ops.div(g, c.x(0)),), (0,)),
-    nd.Expm1Op: Rule(lambda c, g: (ops.mul(g, ops.add(c.y(), 1.0)),), saves_output=True),
+    # exp(x), not y + 1: y + 1 cancels where y is near -1 (expm1(-20) + 1 is 0 in
+    # float32, the true slope 2e-9; elu/selu/celu's gradients below -17 came out 0)
+    nd.Expm1Op: Rule(lambda c, g: (ops.mul(g, ops.exp(c.x(0))),), (0,)),
     nd.Log1pOp: Rule(lambda c, g: (ops.div(g, ops.add(c.x(0), 1.0)),), (0,)),
     # piecewise constant: zero almost everywhere, as PyTorch defines it
     **{op: Rule(lambda c, g: (ops.full_const(0.0, g.shape, g.dtype),))

@@ -70,18 +70,26 @@ def relu6(input: Tensor, inplace: bool = False) -> Tensor:
 
 
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
-    """``relu6(x + 3) / 6``."""
+    """``relu6(x + 3) / 6``: ``(x + 3) / 6`` strictly between -3 and 3, 0 and 1 outside,
+    NaN at NaN, whose gradient is 0, as PyTorch's (its backward passes ``g / 6`` only
+    strictly inside; clamping NaN passed it through)."""
     x = _floating("hardsigmoid", input)
-    return inplace_result("hardsigmoid", input,
-                          ops.div(_hardtanh(ops.add(x, 3.0), 0.0, 6.0), 6.0), inplace)
+    inside = ops.logical_and(ops.gt(x, -3.0), ops.lt(x, 3.0))
+    outside = ops.where(ops.le(x, -3.0), 0.0, ops.where(ops.ge(x, 3.0), 1.0, float("nan")))
+    out = ops.where(inside, ops.div(ops.add(x, 3.0), 6.0), ops.cast(outside, x.dtype))
+    return inplace_result("hardsigmoid", input, out, inplace)
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * relu6(x + 3) / 6``: the gradient is 0 up to -3, ``x/3 + 1/2`` strictly
-    between -3 and 3 and 1 from 3 on, and ``-inf`` gives NaN (``-inf * 0``), as in
-    PyTorch."""
+    between -3 and 3 and 1 from 3 on and at NaN (PyTorch's backward takes its last
+    branch there), and ``-inf`` gives NaN (``-inf * 0``), as in PyTorch. The identity
+    side is still ``x * 6 / 6``, PyTorch's value bit for bit."""
     x = _floating("hardswish", input)
-    out = ops.div(ops.mul(x, _hardtanh(ops.add(x, 3.0), 0.0, 6.0)), 6.0)
+    upper = ops.logical_not(ops.le(x, 3.0))
+    xs = ops.where(upper, 0.0, x)
+    body = ops.div(ops.mul(xs, _hardtanh(ops.add(xs, 3.0), 0.0, 6.0)), 6.0)
+    out = ops.where(upper, ops.div(ops.mul(x, 6.0), 6.0), body)
     return inplace_result("hardswish", input, out, inplace)
 
 

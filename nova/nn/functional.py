@@ -576,8 +576,9 @@ def elu_form(x: Tensor, alpha: float, scale: float = 1.0, input_scale: float = 1
     expm1(x * input_scale)`` (one constant factor, as PyTorch rounds it). The negative
     branch is taken at 0 too, so the gradient there is ``alpha * scale * input_scale``,
     as PyTorch's; the exponent reads ``x`` only where ``x <= 0``, so a large ``x``
-    never overflows it."""
-    positive = ops.gt(x, 0)
+    never overflows it. NaN takes the ``scale * x`` side, as in PyTorch's kernel (its
+    test is ``x <= 0``): the value is NaN either way, the gradient ``scale * g``."""
+    positive = ops.logical_not(ops.le(x, 0))
     negative = ops.where(positive, 0.0, x)
     if input_scale != 1.0:
         negative = ops.mul(negative, input_scale)
@@ -685,10 +686,10 @@ _PAD_INDEX_MODES = {"replicate": "edge", "reflect": "reflect", "circular": "wrap
 
 def pad(input: Tensor, pad: Any, mode: str = "constant", value: float | None = None) -> Tensor:
     """``torch.nn.functional.pad``: ``pad`` = (left, right) of the last dim, then of the
-    one before it, and so on. ``constant`` fills with ``value`` (0) and crops where a
-    pad is negative; ``replicate``, ``reflect`` and ``circular`` map each new position
-    to a source one, as PyTorch does (reflect needs pads < the dim's size, circular <=
-    it; neither crops). Unlike PyTorch, the index modes accept any number of dims."""
+    one before it, and so on; a negative pad crops. ``constant`` fills with ``value``
+    (0); ``replicate``, ``reflect`` and ``circular`` map each new position to a source
+    one, as PyTorch does (``_pad_index``), and take PyTorch's shapes: 2 pads for a 2-D
+    or 3-D input, 4 for 3-D or 4-D, 6 for 4-D or 5-D."""
     if not isinstance(input, Tensor):
         raise TypeError(f"pad: expected a Tensor, got {type(input).__name__}")
     pads = tuple(pad)
@@ -701,6 +702,12 @@ def pad(input: Tensor, pad: Any, mode: str = "constant", value: float | None = N
                          "'replicate', 'circular'")
     if mode != "constant" and value not in (None, 0, 0.0):
         raise ValueError(f"pad: a value ({value}) is only used by mode='constant'")
+    if mode != "constant" and input.ndim not in (len(pads) // 2 + 1, len(pads) // 2 + 2):
+        raise NotImplementedError(
+            f"pad: padding size {len(pads)} is not supported for {input.ndim}D input tensor "
+            f"(shape {input.shape}) in mode {mode!r}; supported combinations for "
+            "non-constant padding: 2D or 3D input with padding size 2 (pads the last dim), "
+            "3D or 4D with 4 (the last 2 dims), 4D or 5D with 6 (the last 3 dims)")
     widths = [(0, 0)] * input.ndim
     for k in range(len(pads) // 2):
         widths[input.ndim - 1 - k] = (pads[2 * k], pads[2 * k + 1])
@@ -717,18 +724,42 @@ def pad(input: Tensor, pad: Any, mode: str = "constant", value: float | None = N
 _PAD_KERNELS = {"reflect": "reflection_pad", "replicate": "replication_pad"}
 
 
+def _pad_sources(mode: str, n: int, lo: int, hi: int, d: int) -> np.ndarray:
+    """The source index of each position along a dim of size ``n`` padded by ``(lo, hi)``
+    in an index mode, as PyTorch's kernels: ``reflect`` and ``replicate`` pad by the
+    positive parts, then crop by the negative ones (reflect needs each pad < ``n``);
+    ``circular`` crops first and wraps what is left (each pad <= ``n``, and a pad may
+    not wrap the cropped dim more than once: PyTorch reads outside it there)."""
+    size = n + lo + hi
+    where = f"pad: {mode} padding ({lo}, {hi}) of dim {d} (size {n})"
+    if n == 0:
+        raise ValueError(f"{where}: cannot pad an empty dim")
+    if mode == "reflect" and max(lo, hi) > n - 1:
+        raise ValueError(f"{where} must be less than the dim's size")
+    if mode == "circular":
+        if max(lo, hi) > n:
+            raise ValueError(f"{where} wraps around more than once: each pad must be at "
+                             f"most {n}")
+        if n + min(lo, 0) + min(hi, 0) < 0:
+            raise ValueError(f"{where}: the negative pads crop more than the dim holds")
+        kept = np.arange(n)[max(-lo, 0):n - max(-hi, 0)]
+        if max(lo, hi, 0) > kept.size:
+            raise ValueError(f"{where} wraps the {kept.size} elements left after cropping "
+                             f"around more than once")
+        return np.pad(kept, (max(lo, 0), max(hi, 0)), mode="wrap")
+    if size < 1:
+        raise ValueError(f"{where}: the input is too small, the output size would be {size}")
+    padded = np.pad(np.arange(n), (max(lo, 0), max(hi, 0)), mode=_PAD_INDEX_MODES[mode])
+    return padded[max(-lo, 0):padded.size - max(-hi, 0)]
+
+
 def _pad_index(input: Tensor, widths: list[tuple[int, int]], mode: str) -> Tensor:
     """Pad by mapping each new position to a source one (``pad``'s index modes)."""
     out = input
     for d, (lo, hi) in enumerate(widths):
         if lo == hi == 0:
             continue
-        n = input.shape[d]
-        limit = n - 1 if mode == "reflect" else n
-        if lo < 0 or hi < 0 or max(lo, hi) > limit or n == 0:
-            raise ValueError(f"pad: {mode} padding ({lo}, {hi}) of dim {d} (size {n}) must be "
-                             f"in [0, {limit}]")
-        source = np.pad(np.arange(n), (lo, hi), mode=_PAD_INDEX_MODES[mode])
+        source = _pad_sources(mode, input.shape[d], lo, hi, d)
         shape = [1] * out.ndim
         shape[d] = source.size
         index = tensor(source.reshape(shape), device=out.device)

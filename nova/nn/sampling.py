@@ -17,8 +17,9 @@ into each input plane, read with one gather; a tap outside the input reads 0 (``
 padding), so an inf or NaN it was pointed at never reaches the output. The gradient is
 the gather's scatter-add for ``input`` and, through the weights (and the clip and
 reflection, which pass it strictly inside the input only, as PyTorch's), the
-primitives' rules for ``grid``. ``nearest`` leaves ``grid`` out of the graph: its
-gradient is None where PyTorch's is zeros.
+primitives' rules for ``grid``. ``nearest`` reads no weights: its output is still
+recorded as a function of ``grid``, with a zero gradient, as PyTorch's (the rounded
+coordinates, cast to indices, would leave ``grid`` out of the graph: ``.grad`` None).
 
 A NaN grid coordinate reads as 0 under ``border`` and ``reflection``, as PyTorch's 4-D
 CPU kernel does (bicubic then gives NaN through its weights, as PyTorch), and as
@@ -255,7 +256,8 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear",
     values = ops.gather(input.reshape(n, c, plane), 2, gather_at).reshape((n, c) + full[1:])
     valid = valid.reshape(full).unsqueeze(1)
     if weight is None:
-        return ops.where(valid, values, 0.0).squeeze(-1)
+        return ops.zero_gradient_to(ops.where(valid, values, 0.0).squeeze(-1),
+                                    ops.sum(grid) if grid.requires_grad else None)
     weighted = ops.mul(values, weight.reshape(full).unsqueeze(1))
     return ops.sum(ops.where(valid, weighted, 0.0), -1)
 

@@ -573,18 +573,8 @@ def _scaled_sum(input: Any, product: Tensor, beta: Any, alpha: Any) -> Tensor:
 _MinMax = namedtuple("aminmax", ["min", "max"])
 
 
-def var_mean(x: Tensor, dim: Any = None, *, correction: Any = 1,
-             keepdim: builtins.bool = False) -> tuple[Tensor, Tensor]:
-    """``(var, mean)`` in one call (``torch.var_mean``)."""
-    return tuple((ops.var(x, dim, correction=correction, keepdim=keepdim),
-                  ops.mean(x, dim, keepdim)))
-
-
-def std_mean(x: Tensor, dim: Any = None, *, correction: Any = 1,
-             keepdim: builtins.bool = False) -> tuple[Tensor, Tensor]:
-    """``(std, mean)`` in one call (``torch.std_mean``)."""
-    return tuple((ops.std(x, dim, correction=correction, keepdim=keepdim),
-                  ops.mean(x, dim, keepdim)))
+var_mean = ops.var_mean      # (torch.var_mean/std_mean, in var's three forms)
+std_mean = ops.std_mean
 
 
 def aminmax(x: Tensor, *, dim: builtins.int | None = None,

@@ -41,6 +41,30 @@ def _odd(w: Tensor, magnitude: Tensor) -> Tensor:
     return ops.where(ops.lt(w, 0), ops.neg(magnitude), magnitude)
 
 
+def _magnitude(w: Tensor) -> Tensor:
+    """``|w|`` for an odd function's formula, as ``-w`` below 0 and ``w`` elsewhere: its
+    slope at 0 is 1 (``abs``'s is 0, which gave ``atanh``'s gradient 0 there), and -0.0
+    stays -0.0, so a result that keeps the argument's zero keeps its sign."""
+    return ops.where(ops.lt(w, 0), ops.neg(w), w)
+
+
+def _infinity(negative: Tensor, like: Tensor) -> Tensor:
+    """-inf where ``negative``, else +inf, in ``like``'s dtype."""
+    return ops.where(negative, ops.full_const(-math.inf, like.shape, like.dtype), math.inf)
+
+
+def _steep(w: Tensor, at: Tensor, sign: Any = 1.0) -> Tensor:
+    """Zero, with the infinite slope ``sign * inf`` in ``w`` where ``at`` and a zero
+    gradient elsewhere. Added to the constant a function takes at the edge of its
+    domain (``asin(1)``, ``atanh(1)``, ``erfinv(1)``, ``lgamma(0)``), it gives that
+    point the infinite derivative PyTorch's formula gives there, where the constant
+    alone would give 0 (and the formula's own pieces, 0 * inf, NaN). ``sqrt`` of ``w -
+    w`` (0, with slope 1) has that slope; elsewhere it reads ``sqrt(1)``, so the zero
+    gradient it gets stays finite."""
+    d = ops.where(at, ops.sub(w, w.detach()), 1.0)
+    return ops.where(at, ops.mul(ops.sqrt(d), sign), 0.0)
+
+
 def _exact_at_powers(x: Tensor, ratio: Tensor, base: float) -> Tensor:
     """``ratio`` (``log(x) / log(base)``), moved onto the integer ``n`` where ``x`` is
     ``base ** n``, so exact powers give exact logarithms. The correction ``n - ratio``
@@ -88,27 +112,43 @@ def _hyperbolic(op: str, x: Tensor, small, large) -> Tensor:
     """``small(w)`` for ``|w| < 20`` and ``large(w, e)`` with ``e = exp(|w| / 2)`` above
     (where ``exp(-|w|)`` no longer counts), on ``w`` = ``x`` in float64, rounded to
     ``x``'s dtype: splitting ``exp(|w|)`` into two halves keeps the product finite as
-    long as the result is."""
+    long as the result is. ``small`` sees 0 where it is not taken: its ``expm1(w)``
+    would be inf there, with an infinite slope, and the zero gradient ``where`` hands
+    the untaken side would become 0 * inf = NaN (``sinh``'s gradient at 1e4 was NaN,
+    not inf)."""
     def evaluate(w: Tensor) -> Tensor:
         a = ops.abs(w)
         e = ops.exp(ops.mul(a, 0.5))
-        return ops.where(ops.lt(a, 20.0), small(w), large(w, e))
+        near = ops.lt(a, 20.0)
+        return ops.where(near, small(ops.where(near, w, 0.0)), large(w, e))
     return _in_float64(op, x, evaluate)
+
+
+def _sinh_small(w: Tensor) -> Tensor:
+    """``(expm1(w) - expm1(-w)) / 2``: every digit near 0, and a derivative that is a
+    sum (``(exp(w) + exp(-w)) / 2``), so it keeps them too."""
+    return ops.mul(ops.sub(ops.expm1(w), ops.expm1(ops.neg(w))), 0.5)
 
 
 def sinh(x: Tensor) -> Tensor:
     """Hyperbolic sine (``torch.sinh``): ``(expm1(x) - expm1(-x)) / 2``, exact to the
     last digit near 0."""
-    return _hyperbolic("sinh", x,
-                       lambda w: ops.mul(ops.sub(ops.expm1(w), ops.expm1(ops.neg(w))), 0.5),
+    return _hyperbolic("sinh", x, _sinh_small,
                        lambda w, e: _odd(w, ops.mul(ops.mul(e, 0.5), e)))
 
 
+def _cosh_small(w: Tensor) -> Tensor:
+    """``1 + 2 sinh(w/2)^2``: ``(exp(w) + exp(-w)) / 2`` has the same value, but its
+    derivative is a difference, ``(exp(w) - exp(-w)) / 2``, which cancels near 0 (at
+    1e-8 it kept 8 of float64's 16 digits); this one's is ``2 s s'``, all products."""
+    s = _sinh_small(ops.mul(w, 0.5))
+    return ops.add(ops.mul(ops.mul(s, s), 2.0), 1.0)
+
+
 def cosh(x: Tensor) -> Tensor:
-    """Hyperbolic cosine (``torch.cosh``)."""
-    return _hyperbolic("cosh", x,
-                       lambda w: ops.mul(ops.add(ops.exp(w), ops.exp(ops.neg(w))), 0.5),
-                       lambda w, e: ops.mul(ops.mul(e, 0.5), e))
+    """Hyperbolic cosine (``torch.cosh``): ``1 + 2 sinh(x/2)^2``, whose gradient keeps
+    every digit near 0."""
+    return _hyperbolic("cosh", x, _cosh_small, lambda w, e: ops.mul(ops.mul(e, 0.5), e))
 
 
 def tan(x: Tensor) -> Tensor:
@@ -129,11 +169,17 @@ def atan2(input: Any, other: Any) -> Tensor:
 arctan2 = atan2
 
 
-def _inverse_trig(op: str, x: Tensor, angle) -> Tensor:
+def _inverse_trig(op: str, x: Tensor, angle, edge, slope: float) -> Tensor:
     """``angle(w, c)`` with ``w`` = ``x`` in float64 and ``c = sqrt((1 - w)(1 + w))``
-    (no cancellation near +-1; NaN past them), rounded to ``x``'s dtype."""
-    return _in_float64(op, x, lambda w: angle(
-        w, ops.sqrt(ops.mul(ops.sub(1.0, w), ops.add(1.0, w)))))
+    (no cancellation near +-1; NaN past them), rounded to ``x``'s dtype. At +-1 the
+    value is ``edge(w)`` with the slope ``slope * inf``, as PyTorch's ``1 / sqrt(1 -
+    x^2)`` (the product's rule gave inf * 0 = NaN there); the formula sees 0 there."""
+    def evaluate(w: Tensor) -> Tensor:
+        at = ops.eq(ops.abs(w), 1.0)
+        ws = ops.where(at, 0.0, w)
+        out = angle(ws, ops.sqrt(ops.mul(ops.sub(1.0, ws), ops.add(1.0, ws))))
+        return ops.where(at, ops.add(edge(w), _steep(w, at, slope)), out)
+    return _in_float64(op, x, evaluate)
 
 
 def atan(x: Tensor) -> Tensor:
@@ -144,13 +190,15 @@ def atan(x: Tensor) -> Tensor:
 
 def asin(x: Tensor) -> Tensor:
     """Inverse sine (``torch.asin``): ``atan2(x, sqrt((1 - x)(1 + x)))``; NaN past +-1."""
-    return _inverse_trig("asin", x, lambda w, c: atan2(w, c))
+    return _inverse_trig("asin", x, lambda w, c: atan2(w, c),
+                         lambda w: ops.mul(w, math.pi / 2), 1.0)
 
 
 def acos(x: Tensor) -> Tensor:
     """Inverse cosine (``torch.acos``): ``atan2(sqrt((1 - x)(1 + x)), x)``; NaN past
     +-1."""
-    return _inverse_trig("acos", x, lambda w, c: atan2(c, w))
+    return _inverse_trig("acos", x, lambda w, c: atan2(c, w),
+                         lambda w: ops.mul(ops.sub(1.0, w), math.pi / 2), -1.0)
 
 
 arctan, arcsin, arccos = atan, asin, acos
@@ -159,32 +207,46 @@ arctan, arcsin, arccos = atan, asin, acos
 def atanh(x: Tensor) -> Tensor:
     """Inverse hyperbolic tangent (``torch.atanh``): ``sign(x) log1p(2|x| / (1 - |x|))
     / 2`` (odd, so ``log1p`` never sees an argument near -1, where it would amplify
-    the quotient's rounding: 90 ulps at -0.999 in float64); +-inf at +-1, NaN beyond."""
+    the quotient's rounding: 90 ulps at -0.999 in float64); +-inf at +-1, with the
+    slope +inf there as PyTorch's ``1 / (1 - x^2)``; NaN beyond."""
     def evaluate(w: Tensor) -> Tensor:
-        a = ops.abs(w)
-        return _odd(w, ops.mul(ops.log1p(ops.div(ops.mul(a, 2.0), ops.sub(1.0, a))), 0.5))
+        at = ops.eq(ops.abs(w), 1.0)
+        ws = ops.where(at, 0.0, w)
+        a = _magnitude(ws)
+        out = _odd(ws, ops.mul(ops.log1p(ops.div(ops.mul(a, 2.0), ops.sub(1.0, a))), 0.5))
+        return ops.where(at, ops.add(_infinity(ops.lt(w, 0), w), _steep(w, at)), out)
     return _in_float64("atanh", x, evaluate)
 
 
 def asinh(x: Tensor) -> Tensor:
     """Inverse hyperbolic sine (``torch.asinh``): ``sign(x) log1p(|x| + x^2 / (1 +
-    sqrt(1 + x^2)))``, and ``sign(x) (log|x| + log 2)`` where ``x^2`` would overflow."""
+    sqrt(1 + x^2)))``, and ``sign(x) (log|x| + log 2)`` where ``x^2`` would overflow;
+    each branch sees a harmless argument where the other is taken (``log(0)``'s
+    infinite slope made the gradient at 0 NaN), and +-0 are returned as they are."""
     def evaluate(w: Tensor) -> Tensor:
-        a = ops.abs(w)
-        sq = ops.mul(a, a)
-        near = ops.log1p(ops.add(a, ops.div(sq, ops.add(1.0, ops.sqrt(ops.add(1.0, sq))))))
-        return _odd(w, ops.where(ops.gt(a, 1e150), ops.add(ops.log(a), _LN2), near))
+        a = _magnitude(w)
+        big = ops.gt(a, 1e150)
+        an = ops.where(big, 0.0, a)
+        sq = ops.mul(an, an)
+        near = ops.log1p(ops.add(an, ops.div(sq, ops.add(1.0, ops.sqrt(ops.add(1.0, sq))))))
+        far = ops.add(ops.log(ops.where(big, a, 1.0)), _LN2)
+        return ops.where(ops.eq(w, 0), w, _odd(w, ops.where(big, far, near)))
     return _in_float64("asinh", x, evaluate)
 
 
 def acosh(x: Tensor) -> Tensor:
     """Inverse hyperbolic cosine (``torch.acosh``): ``log1p(t + sqrt(2t + t^2))`` with
     ``t = x - 1`` (no cancellation near 1), ``log(x) + log 2`` where ``x^2`` would
-    overflow; NaN below 1."""
+    overflow; NaN below 1. Each branch sees a harmless argument where the other is
+    taken (the near one's inf * 0 made the gradient at +inf NaN, PyTorch's 0), and 1
+    is 0 with the slope +inf, PyTorch's ``1 / sqrt(x^2 - 1)`` (the product rule of
+    ``t^2`` gave inf * 0 = NaN)."""
     def evaluate(w: Tensor) -> Tensor:
-        t = ops.sub(w, 1.0)
+        big, at = ops.gt(w, 1e150), ops.eq(w, 1.0)
+        t = ops.sub(ops.where(ops.logical_or(big, at), 2.0, w), 1.0)
         near = ops.log1p(ops.add(t, ops.sqrt(ops.add(ops.mul(t, 2.0), ops.mul(t, t)))))
-        out = ops.where(ops.gt(w, 1e150), ops.add(ops.log(w), _LN2), near)
+        out = ops.where(big, ops.add(ops.log(ops.where(big, w, 1.0)), _LN2), near)
+        out = ops.where(at, _steep(w, at), out)
         return ops.where(ops.lt(w, 1.0), math.nan, out)   # (t^2 hides a negative 2t + t^2)
     return _in_float64("acosh", x, evaluate)
 
@@ -202,36 +264,61 @@ def logaddexp(a: Tensor, b: Tensor) -> Tensor:
 
 
 def xlogy(x: Any, y: Any) -> Tensor:
-    """``x * log(y)``, 0 where ``x == 0`` unless ``y`` is NaN (``torch.xlogy``)."""
+    """``x * log(y)``, 0 where ``x == 0`` unless ``y`` is NaN (``torch.xlogy``). There
+    the gradient for ``x`` is 0 (PyTorch's ``xlogy(x != 0, y)``; the product's rule
+    gave 0 * log(0) = NaN at y = 0), and for ``y`` the rule's ``x / y`` (NaN at 0/0,
+    as PyTorch)."""
     common = ops.promote("xlogy", x, y)
     a, b = ops.operands("xlogy", x, y,
                         dtype=common if common.is_floating_point else dt.DEFAULT_FLOAT)
-    return ops.where(ops.logical_and(ops.eq(a, 0), ops.logical_not(ops.isnan(b))), 0.0,
-                     ops.mul(a, ops.log(b)))
+    zero = ops.logical_and(ops.eq(a, 0), ops.logical_not(ops.isnan(b)))
+    return ops.where(zero, 0.0, ops.mul(a, ops.where(zero, 0.0, ops.log(b))))
 
 
 def logit(x: Tensor, eps: float | None = None) -> Tensor:
     """``log(x / (1 - x))`` (``torch.logit``), ``x`` clamped to ``[eps, 1 - eps]`` when
-    ``eps`` is given."""
+    ``eps`` is given; -inf at 0 and inf at 1 with the slope +inf there, as PyTorch's
+    ``1 / (x (1 - x))`` (the quotient's rule gave 0 * inf = NaN)."""
     x = _float_arg("logit", x)
     if eps is not None:
         x = ops.clamp(x, eps, 1.0 - eps)
-    return ops.log(ops.div(x, ops.sub(1.0, x)))
+    at = ops.logical_or(ops.eq(x, 0), ops.eq(x, 1))
+    xs = ops.where(at, 0.5, x)
+    return ops.where(at, ops.add(_infinity(ops.eq(x, 0), x), _steep(x, at)),
+                     ops.log(ops.div(xs, ops.sub(1.0, xs))))
+
+
+# sinc's Taylor series in t = (pi x)^2, sum (-t)^k / (2k + 1)!, to below float64's
+# rounding of the result up to its cut-off (t^9 / 19! is 1e-19 there)
+_SINC_SERIES = tuple((-1) ** k / math.factorial(2 * k + 1) for k in range(10))
+_SINC_SERIES_TO = 0.25
 
 
 def sinc(x: Tensor) -> Tensor:
-    """``sin(pi x) / (pi x)``, 1 at 0 (``torch.sinc``). Below |x| = 1e-3 it is the
-    Taylor series ``1 - t/6 + t^2/120 - t^3/5040`` of ``t = (pi x)^2`` (exact to float64
-    there: the next term is ~1e-26), so every derivative at 0 is the true one (the
-    second is -pi^2/3; a constant branch at 0 gave 0, the bare quotient NaN); the
-    quotient sees 1 there, so its unselected branch has finite derivatives."""
-    x = _float_arg("sinc", x)
-    small = ops.lt(ops.abs(x), 1e-3)
-    px = ops.mul(ops.where(small, 1.0, x), math.pi)
-    t = ops.mul(ops.mul(x, x), math.pi * math.pi)
-    series = ops.add(ops.mul(t, ops.add(ops.mul(t, ops.sub(1 / 120, ops.mul(t, 1 / 5040))),
-                                        -1 / 6)), 1.0)
-    return ops.where(small, series, ops.div(ops.sin(px), px))
+    """``sin(pi x) / (pi x)``, 1 at 0 (``torch.sinc``), in float64 (rounded once for
+    narrower floats). Below |x| = 0.25 it is the Taylor series of ``t = (pi x)^2``
+    (``_SINC_SERIES``), so every derivative at 0 is the true one (the second is
+    -pi^2/3; a constant branch at 0 gave 0, the bare quotient NaN), and the quotient's
+    derivative, a difference of two terms of ``1/x`` that cancel toward 0, is only
+    used from 0.25 on, where they keep all but ~2 bits (float32's gradient at 1e-3, by
+    the quotient in float32, was 5% off); the quotient sees 1 where the series is
+    taken, so its unselected branch has finite derivatives."""
+    def evaluate(w: Tensor) -> Tensor:
+        small = ops.lt(ops.abs(w), _SINC_SERIES_TO)
+        px = ops.mul(ops.where(small, 1.0, w), math.pi)
+        ws = ops.where(small, w, 0.0)
+        t = ops.mul(ops.mul(ws, ws), math.pi * math.pi)
+        series = _polynomial(t, _SINC_SERIES)
+        return ops.where(small, series, ops.div(ops.sin(px), px))
+    return _in_float64("sinc", x, evaluate)
+
+
+def _polynomial(t: Tensor, coeffs: tuple[float, ...]) -> Tensor:
+    """``sum coeffs[k] t^k`` by Horner's rule."""
+    out = ops.add(ops.mul(t, coeffs[-1]), coeffs[-2])
+    for c in reversed(coeffs[:-2]):
+        out = ops.add(ops.mul(out, t), c)
+    return out
 
 
 def deg2rad(x: Tensor) -> Tensor:
@@ -402,9 +489,25 @@ def nanmean(x: Tensor, dim: Any = None, keepdim: builtins.bool = False, *,
     def evaluate(w: Tensor) -> Tensor:
         keep = ops.logical_not(ops.isnan(w))
         total = ops.sum(ops.where(keep, w, 0.0), dim, keepdim)
-        return ops.div(total, ops.sum(ops.cast(keep, w.dtype), dim, keepdim))
+        count = ops.sum(ops.cast(keep, w.dtype), dim, True)
+        out = ops.div(total, count if keepdim else _dropped(count, dim))
+        # An all-NaN slice: NaN, and -- as PyTorch's nansum backward gives, g / 0 * 0
+        # -- a NaN gradient to each of its elements. The amax of a slice of NaNs has
+        # that gradient (no element equals its NaN maximum: g / 0 counts); the other
+        # slices feed it zeros.
+        if w.numel() == 0:
+            return out
+        empty = ops.eq(count, 0)
+        nan_max = ops.amax(ops.where(empty, w, 0.0), dim, keepdim)
+        return ops.where(empty if keepdim else _dropped(empty, dim), nan_max, out)
 
     return ops._in_float32(x, evaluate)
+
+
+def _dropped(t: Tensor, dim: Any) -> Tensor:
+    """``t`` (reduced with ``keepdim=True`` over ``dim``) without the reduced dims."""
+    axes = ops.reduction_axes("nanmean", dim, t.ndim, t.shape)
+    return t.reshape(tuple(n for k, n in enumerate(t.shape) if k not in axes))
 
 
 TENSOR_METHODS = (

@@ -234,15 +234,37 @@ def _vector_norm(x: Tensor, ord: float, dims: tuple[int, ...], keepdim: builtins
                              0.0 if ord > 0 else math.inf)
 
 
+# ``linalg.matrix_norm`` (nova.decompositions_spectral, above this package: it needs
+# the SVD and autograd), installed by nova.linalg when it is imported -- a hook, not an
+# import, as ``tape.register_backward``, so the layers stay ordered
+_matrix_norm: Any = None
+
+
+def register_matrix_norm(fn: Any) -> None:
+    """Install the ``matrix_norm`` that ``norm`` hands the matrix orders to."""
+    global _matrix_norm
+    _matrix_norm = fn
+
+
 def norm(x: Tensor, p: Any = "fro", dim: Any = None, keepdim: builtins.bool = False,
          dtype: Any = None) -> Tensor:
-    """``torch.norm``: ``p="fro"`` (the default) is the 2-norm of the elements; a number
-    is ``vector_norm``'s ``ord``. Matrix norms (``"nuc"``) are not provided."""
-    if p == "fro":
-        p = 2
-    elif isinstance(p, str):
-        raise ValueError(f"norm: p={p!r} is not supported (use 'fro' or a number)")
-    return vector_norm(x, p, dim, keepdim, dtype=dtype)
+    """``torch.norm``, as PyTorch routes it: ``"fro"`` (the default) over all elements,
+    one dim or two is the 2-norm of those elements; a number (None: 2) is
+    ``vector_norm``'s ``ord`` over ``dim``; any other string (``"nuc"``, or ``"fro"``
+    over more than two dims) is ``linalg.matrix_norm``'s ``ord`` over ``dim`` (all dims
+    if None, so a 2-D input), which checks it."""
+    if isinstance(dim, builtins.int) and not isinstance(dim, builtins.bool):
+        dim = (dim,)
+    if not isinstance(p, str):
+        return vector_norm(x, 2 if p is None else p, dim, keepdim, dtype=dtype)
+    if p == "fro" and (dim is None or len(dim) <= 2):
+        return vector_norm(x, 2, dim, keepdim, dtype=dtype)
+    if _matrix_norm is None:
+        raise RuntimeError(f"norm: p={p!r} needs linalg.matrix_norm, which nova.linalg "
+                           "registers when imported (`import nova` imports it)")
+    ops._check_tensor("norm", x)
+    return _matrix_norm(x, p, tuple(range(x.ndim)) if dim is None else dim, keepdim,
+                        dtype=dtype)
 
 
 def flip(x: Tensor, *args: Any, dims: Any = None) -> Tensor:

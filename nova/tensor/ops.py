@@ -209,10 +209,27 @@ def add(a: Any, b: Any, alpha: Any = 1) -> Tensor:
     return _binary("add", "add", a, b)
 
 
+def _is_bool(v: Any) -> builtins.bool:
+    if isinstance(v, Tensor):
+        return v.dtype == dt.bool_
+    return isinstance(v, (builtins.bool, np.bool_))
+
+
+def _check_sub_operands(a: Any, b: Any) -> None:
+    """PyTorch refuses a bool operand of ``-``, tensor or Python bool, whatever the
+    other one is (``mask - 1`` would read as inverting a mask, and does not)."""
+    if _is_bool(a) and _is_bool(b):
+        raise TypeError("sub: subtraction, the `-` operator, with two bool tensors is not "
+                        "supported; use the `^` or logical_xor() operator instead")
+    if _is_bool(a) or _is_bool(b):
+        kinds = " and ".join(_kind(v) for v in (a, b))
+        raise TypeError(f"sub: subtraction, the `-` operator, with a bool tensor is not "
+                        f"supported ({kinds}); if you are trying to invert a mask, use the "
+                        f"`~` or logical_not() operator instead")
+
+
 def sub(a: Any, b: Any, alpha: Any = 1) -> Tensor:
-    if promote("sub", a, b) == dt.bool_:
-        raise TypeError("sub: subtraction of two bool tensors is not supported; use "
-                        "logical_xor or ~ instead")
+    _check_sub_operands(a, b)
     if alpha != 1:
         if (wide := _widened("sub", a, b, alpha)) is not None:
             return wide
@@ -238,7 +255,7 @@ def pow(a: Any, b: Any) -> Tensor:
     truncated ``1 / a ** -b`` (1 for a = 1, +-1 for a = -1, 0 otherwise), as PyTorch's."""
     common = promote("pow", a, b)
     if common == dt.bool_:
-        return _binary("pow", "pow", a, b, dtype=dt.int64)
+        return _bool_pow(a, b)
     if common.category == dt.INT and _is_scalar(b):
         dt.checked_scalar(b, common, "pow")
         if b < 0:
@@ -246,6 +263,20 @@ def pow(a: Any, b: Any) -> Tensor:
                                f"({common} tensor ** {b}); use a floating-point exponent "
                                f"({b}.0) or a floating-point tensor")
     return _binary("pow", "pow", a, b)
+
+
+def _bool_pow(a: Any, b: Any) -> Tensor:
+    """``pow`` of bools, as PyTorch: a bool tensor to a Python bool power is a bool
+    tensor (``m ** True`` is ``m``, ``m ** False`` all True); a bool tensor exponent
+    of a bool base has no kernel there."""
+    if isinstance(a, Tensor) and isinstance(b, builtins.bool):
+        return logical_or(a, not b)
+    raise TypeError(f'pow: "pow" is not implemented for bool base and exponent (got '
+                    f'{_kind(a)} ** {_kind(b)}); cast one of them to an integer or float dtype')
+
+
+def _kind(v: Any) -> str:
+    return f"{v.dtype.name} tensor" if isinstance(v, Tensor) else type(v).__name__
 
 
 def maximum(a: Any, b: Any) -> Tensor:
@@ -746,12 +777,37 @@ def argmin(x: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor
     return _arg_extreme("argmin", x, dim, keepdim, False)
 
 
+def _correction(op: str, dim: Any, unbiased: Any, keepdim: Any, correction: Any
+                ) -> tuple[Any, Any]:
+    """``(dim, correction)`` from PyTorch's three forms of ``var``/``std`` (and their
+    ``_mean`` pairs): ``(input, dim=None, *, correction=1, keepdim=False)``, ``(input,
+    dim, unbiased, keepdim=False)`` and ``(input, unbiased)`` -- a bool where ``dim``
+    goes is ``unbiased``, so ``x.var(False)`` is the population variance."""
+    if isinstance(dim, (builtins.bool, np.bool_)):
+        if unbiased is not None or keepdim or correction is not None:
+            raise TypeError(f"{op}: a bool in dim's place ({dim!r}) is unbiased, PyTorch's "
+                            f"(input, unbiased) form, which takes no other arguments; got "
+                            f"unbiased={unbiased!r}, keepdim={keepdim!r}, correction="
+                            f"{correction!r} too (give the dims first: {op}(x, dim, unbiased, "
+                            f"keepdim))")
+        return None, 1 if dim else 0
+    if unbiased is None:
+        return dim, 1 if correction is None else correction
+    if not isinstance(unbiased, (builtins.bool, np.bool_)):
+        raise TypeError(f"{op}: unbiased must be a bool, got {unbiased!r} (for another "
+                        f"correction use correction={unbiased!r})")
+    if correction is not None:
+        raise TypeError(f"{op}: give unbiased ({unbiased}) or correction ({correction}), "
+                        "not both")
+    return dim, 1 if unbiased else 0
+
+
 def var(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: builtins.bool = False, *,
         correction: Any = None) -> Tensor:
     """Variance with Bessel's ``correction`` (default 1; ``unbiased=False`` means 0) over
-    ``dim`` (all dims if None or empty); float16/bfloat16 in float32, rounded once."""
-    if correction is None:
-        correction = 1 if unbiased is None or unbiased else 0
+    ``dim`` (all dims if None or empty); float16/bfloat16 in float32, rounded once.
+    PyTorch's three forms (``_correction``): ``x.var(False)`` is ``unbiased=False``."""
+    dim, correction = _correction("var", dim, unbiased, keepdim, correction)
     x = _float_only("var", x)
     axes = reduction_axes("var", dim, x.ndim, x.shape)
     n = numel(tuple(x.shape[a] for a in axes))
@@ -772,14 +828,15 @@ def std(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: builtins.bool
     overflow (float32 values past 1.8e19: ``std([1e30, -1e30])`` was inf, PyTorch's
     1.4e30) nor underflow. Where the result is 0 (constant data) the gradient is 0, as
     PyTorch's, not sqrt's infinite slope times var's zero (NaN). Float16/bfloat16 in
-    float32, rounded once."""
+    float32, rounded once. PyTorch's three forms, as ``var``."""
+    dim, correction = _correction("std", dim, unbiased, keepdim, correction)
     x = _float_only("std", x)
     axes = reduction_axes("std", dim, x.ndim, x.shape)
 
     def evaluate(w: Tensor) -> Tensor:
         s = unaliased_detach(amax(abs(w), axes, keepdim=True))
         s = where(eq(s, 0), 1.0, s)
-        v = var(div(w, s), axes, unbiased, True, correction=correction)
+        v = var(div(w, s), axes, keepdim=True, correction=correction)
         out = mul(_root_at_zero(v, sqrt), s)
         if keepdim:
             return out
@@ -787,6 +844,24 @@ def std(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: builtins.bool
         return prim("reshape", [out], {}, shape, out.dtype)
 
     return _in_float32(x, evaluate)
+
+
+def var_mean(x: Tensor, dim: Any = None, unbiased: Any = None,
+             keepdim: builtins.bool = False, *, correction: Any = None
+             ) -> tuple[Tensor, Tensor]:
+    """``(var, mean)`` in one call (``torch.var_mean``), in ``var``'s three forms."""
+    dim, correction = _correction("var_mean", dim, unbiased, keepdim, correction)
+    return (var(x, dim, keepdim=keepdim, correction=correction),
+            mean(_float_only("var_mean", x), dim, keepdim))
+
+
+def std_mean(x: Tensor, dim: Any = None, unbiased: Any = None,
+             keepdim: builtins.bool = False, *, correction: Any = None
+             ) -> tuple[Tensor, Tensor]:
+    """``(std, mean)`` in one call (``torch.std_mean``), in ``var``'s three forms."""
+    dim, correction = _correction("std_mean", dim, unbiased, keepdim, correction)
+    return (std(x, dim, keepdim=keepdim, correction=correction),
+            mean(_float_only("std_mean", x), dim, keepdim))
 
 
 def _root_at_zero(total: Tensor, root, at_zero: builtins.float = 0.0) -> Tensor:

@@ -34,10 +34,16 @@ The Chebyshev coefficients below interpolate the named function at 60 (100 for
 ``erfcx``) Chebyshev nodes, evaluated with mpmath at 50 digits, and are cut where they
 fall below 1e-18 (the functions are of order 1 there).
 
+At the edges of their domains the gradients are PyTorch's infinities, not the NaN
+(0 * inf) or 0 (a constant branch) the formulas' pieces would give: ``erfinv``'s at
++-1 and ``ndtri``'s at 0 and 1 are +inf, ``lgamma``'s -inf at +0 and +inf at -0,
+``digamma``'s +inf at its poles (where ``polygamma(1, x)`` is +inf; PyTorch's is +inf
+at 0 and a huge finite number, its reflection formula's rounding, at the negative
+integers), ``polygamma(n, x)``'s ``polygamma(n + 1, x)``'s infinity at its poles.
+
 Limits. float64 results near the negative zeros of ``lgamma`` and ``digamma`` carry
 the reflection formula's absolute error (~1e-16), not a relative one (float32 results
-are unaffected). The gradient of ``erfinv``/``ndtri`` at the ends of their domain is 0
-(PyTorch: inf). The sign bit of a NaN is not expressible here (the primitives have no
+are unaffected). The sign bit of a NaN is not expressible here (the primitives have no
 bit cast), so ``signbit`` of any NaN is False and ``copysign(x, nan)`` is ``|x|``, where
 PyTorch reads the bit (NaNs made by arithmetic on x86 are negative).
 """
@@ -52,7 +58,7 @@ import ml_dtypes
 
 from nova.core import dtypes as dt
 from nova.tensor import grad_mode, ops, tape
-from nova.tensor.elementary import _in_float64
+from nova.tensor.elementary import _in_float64, _infinity, _steep
 from nova.tensor.tensor import Tensor
 
 _SQRT_PI_2 = math.sqrt(math.pi) / 2       # 1 / erf'(0)
@@ -195,9 +201,11 @@ def _erfinv_finish(x: Tensor, y: Tensor, scale: float, low: Tensor, high: Tensor
                    inside: Tensor) -> Tensor:
     """``y`` (``scale erfinv(x)``) where ``inside``; at ``x = +-0`` the signed zero
     ``scale sqrt(pi)/2 x``, with that gradient; -inf where ``low``, +inf where ``high``,
-    NaN elsewhere (outside the domain, NaN)."""
+    both with the slope +inf (PyTorch's ``exp(erfinv(x)^2)`` there), NaN elsewhere
+    (outside the domain, NaN)."""
     out = ops.where(ops.eq(x, 0), ops.mul(x, scale * _SQRT_PI_2), y)
-    out = ops.where(low, -math.inf, ops.where(high, math.inf, out))
+    ends = ops.logical_or(low, high)
+    out = ops.where(ends, ops.add(_infinity(low, x), _steep(x, ends)), out)
     return ops.where(ops.logical_or(inside, ops.logical_or(low, high)), out, math.nan)
 
 
@@ -245,9 +253,25 @@ def _cot_pi(r: Tensor) -> Tensor:
                    ops.sin(ops.mul(r, math.pi)))
 
 
+def _negative_zero(w: Tensor) -> Tensor:
+    """Where ``w`` is -0.0 (``1 / w`` is -inf)."""
+    w = w.detach()
+    return ops.logical_and(ops.eq(w, 0), ops.lt(ops.div(1.0, w), 0))
+
+
 def _lgamma64(w: Tensor) -> Tensor:
     """``lgamma(w)``: reflection ``log(pi / |sin(pi w)|) - lgamma(1 - w)`` below 0,
-    +inf at the poles (0, the negative integers) and at -inf, as PyTorch."""
+    +inf at the poles (0, the negative integers) and at -inf, as PyTorch. At +-0 the
+    slope is PyTorch's ``digamma(+-0)``, -inf and +inf (the formula sees 1 there: its
+    pieces' infinite slopes gave NaN); at the negative integers NaN, as PyTorch's."""
+    zero = ops.eq(w, 0)
+    pole = ops.add(ops.full_const(math.inf, w.shape, w.dtype),
+                   _steep(w, zero, ops.where(_negative_zero(w), 1.0, -1.0)))
+    return ops.where(zero, pole, _lgamma_regular(ops.where(zero, 1.0, w)))
+
+
+def _lgamma_regular(w: Tensor) -> Tensor:
+    """``lgamma(w)`` away from 0 (``_lgamma64``)."""
     neg = ops.lt(w, 0)
     a = ops.where(neg, ops.sub(1.0, w), w)
     wn = ops.where(ops.logical_and(neg, _finite(w)), w, -0.5)
@@ -287,15 +311,23 @@ def _digamma_nonneg(a: Tensor) -> Tensor:
 
 
 def _digamma64(w: Tensor) -> Tensor:
-    """``digamma(w)``: reflection ``digamma(1 - w) - pi cot(pi w)`` below 0; NaN at
-    the negative integers and -inf, as PyTorch."""
+    """``digamma(w)``: reflection ``digamma(1 - w) - pi cot(pi w)`` below 0; -inf at
+    +0, +inf at -0, NaN at the negative integers and -inf, as PyTorch. At the poles
+    (0 and the negative integers) the slope is +inf, ``polygamma(1, x)``'s value there;
+    the formula sees 1.5 there (its own pieces' infinite slopes gave NaN)."""
     neg = ops.lt(w, 0)
-    a = ops.where(neg, ops.sub(1.0, w), w)
     r = _reduced(ops.where(ops.logical_and(neg, _finite(w)), w, -0.5))
-    pole = ops.eq(r, 0)
-    reflected = ops.sub(_digamma_nonneg(a), ops.mul(_cot_pi(ops.where(pole, 0.5, r)), math.pi))
+    pole = ops.logical_or(ops.eq(w, 0), ops.logical_and(neg, ops.eq(r, 0)))
+    ws = ops.where(pole, 1.5, w)
+    neg = ops.lt(ws, 0)
+    a = ops.where(neg, ops.sub(1.0, ws), ws)
+    r = _reduced(ops.where(ops.logical_and(neg, _finite(ws)), ws, -0.5))
+    reflected = ops.sub(_digamma_nonneg(a), ops.mul(_cot_pi(r), math.pi))
     out = ops.where(neg, reflected, _digamma_nonneg(a))
-    return ops.where(ops.logical_and(neg, ops.logical_or(pole, ops.isinf(w))), math.nan, out)
+    out = ops.where(ops.eq(ws, -math.inf), math.nan, out)
+    at_pole = ops.where(ops.eq(w, 0), _infinity(ops.logical_not(_negative_zero(w)), w),
+                        math.nan)
+    return ops.where(pole, ops.add(at_pole, _steep(w, pole)), out)
 
 
 def _cot_derivative(n: int) -> list[int]:
@@ -357,7 +389,9 @@ def _polygamma64(n: int, w: Tensor) -> Tensor:
     pos = _polygamma_pos(n, a)
     reflected = ops.sub(pos if n % 2 == 0 else ops.neg(pos), cot_term)
     out = ops.where(neg, reflected, pos)
-    out = ops.where(ops.logical_or(pole, ops.eq(w, -math.inf)), sign * math.inf, out)
+    out = ops.where(ops.eq(w, -math.inf), sign * math.inf, out)
+    # at a pole the slope is polygamma(n + 1)'s infinity there, of the other sign
+    out = ops.where(pole, ops.add(sign * math.inf, _steep(w, pole, -sign)), out)
     out = ops.where(ops.eq(w, math.inf), sign * 0.0, out)
     return ops.where(ops.isnan(w), w, out)
 

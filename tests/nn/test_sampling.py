@@ -175,11 +175,12 @@ def test_gradients():
     assert gradcheck(sampled, [x, grid, theta])
 
 
-def test_nearest_gives_the_grid_no_gradient():
+def test_nearest_gives_the_grid_a_zero_gradient():
+    """As PyTorch: the grid is in the graph, its gradient zeros (not None)."""
     x, g = nv.ones(1, 1, 2, 2, requires_grad=True), nv.zeros(1, 1, 1, 2, requires_grad=True)
     gx, gg = nv.autograd.grad(F.grid_sample(x, g, "nearest", align_corners=False).sum(),
                               [x, g], allow_unused=True)
-    assert gg is None and gx.shape == (1, 1, 2, 2)
+    assert gg.tolist() == [[[[0.0, 0.0]]]] and gx.shape == (1, 1, 2, 2)
 
 
 def test_align_corners_default_warns():

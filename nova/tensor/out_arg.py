@@ -129,9 +129,16 @@ def with_out(fn: Callable, name: str) -> Callable:
     return call
 
 
+_WRAPPED: dict[int, Callable] = {}     # id(function) -> its wrapper, shared by its names
+
+
 def install(namespace: dict[str, Any], names: frozenset[str]) -> None:
-    """Wrap every function of ``namespace`` named in ``names`` (once)."""
+    """Wrap every function of ``namespace`` named in ``names`` (once). A function
+    exported under several names (``nv.lgamma`` is ``nv.special.gammaln``) gets one
+    wrapper, so the aliases stay the same object."""
     for name in names:
         fn = namespace.get(name)
         if callable(fn) and not isinstance(fn, type) and not getattr(fn, "__nova_out__", False):
-            namespace[name] = with_out(fn, name)
+            if id(fn) not in _WRAPPED:
+                _WRAPPED[id(fn)] = with_out(fn, getattr(fn, "__name__", name))
+            namespace[name] = _WRAPPED[id(fn)]

@@ -140,5 +140,10 @@ def install(namespace: dict[str, Any], names: frozenset[str]) -> None:
         fn = namespace.get(name)
         if callable(fn) and not isinstance(fn, type) and not getattr(fn, "__nova_out__", False):
             if id(fn) not in _WRAPPED:
-                _WRAPPED[id(fn)] = with_out(fn, getattr(fn, "__name__", name))
+                wrapper = with_out(fn, getattr(fn, "__name__", name))
+                # pickled by reference to where it is exported (the wrapped function's
+                # own module holds the unwrapped one, which pickle would refuse)
+                wrapper.__module__ = namespace.get("__name__", wrapper.__module__)
+                wrapper.__qualname__ = name
+                _WRAPPED[id(fn)] = wrapper
             namespace[name] = _WRAPPED[id(fn)]

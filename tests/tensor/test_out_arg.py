@@ -25,6 +25,16 @@ def test_every_exported_function_pytorch_gives_out_takes_it():
                 assert getattr(fn, "__nova_out__", False), name
 
 
+def test_wrapped_functions_stay_picklable_and_aliases_stay_one_object():
+    import functools
+    import pickle
+    for fn in (nv.add, nv.cat, nv.linalg.det, nv.special.gammaln, nv.lgamma):
+        assert pickle.loads(pickle.dumps(fn)) is fn
+    collate = pickle.loads(pickle.dumps(functools.partial(nv.stack, dim=0)))
+    assert collate([nv.ones(2), nv.zeros(2)]).tolist() == [[1.0, 1.0], [0.0, 0.0]]
+    assert nv.special.gammaln is nv.lgamma
+
+
 def test_results_are_written_into_out_and_out_is_returned():
     a = nv.tensor([1.0, 2.0, 3.0])
     c = nv.empty(3)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+import weakref
 from collections import OrderedDict, namedtuple
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -62,6 +63,111 @@ def _callable(hook: Any, kind: str) -> Callable:
     return hook
 
 
+# ---------------------------------------------------------------- global hooks
+#
+# ``torch.nn.modules.module``'s hooks common to every module, by handle id. They run
+# before each module's own hooks of the same kind. Their handles are ``RemovableHandle``s,
+# so registering or removing one changes ``nova.core.hooks.generation()`` and an
+# ``nv.compile`` step records again instead of replaying without it.
+_global_forward_pre_hooks: OrderedDict[int, tuple[Callable, bool]] = OrderedDict()
+_global_forward_hooks: OrderedDict[int, tuple[Callable, bool, bool]] = OrderedDict()
+_global_backward_pre_hooks: OrderedDict[int, Callable] = OrderedDict()
+_global_backward_hooks: OrderedDict[int, Callable] = OrderedDict()
+_global_buffer_registration_hooks: OrderedDict[int, Callable] = OrderedDict()
+_global_module_registration_hooks: OrderedDict[int, Callable] = OrderedDict()
+_global_parameter_registration_hooks: OrderedDict[int, Callable] = OrderedDict()
+
+
+def _add_global_hook(table: OrderedDict, entry: Any) -> RemovableHandle:
+    handle = RemovableHandle(lambda hook_id: table.pop(hook_id, None))
+    table[handle.id] = entry
+    return handle
+
+
+def _global_callable(hook: Any, op: str) -> Callable:
+    if not callable(hook):
+        raise TypeError(f"{op}: hook must be callable, got {type(hook).__name__}")
+    return hook
+
+
+def register_module_forward_pre_hook(hook: Callable) -> RemovableHandle:
+    """Call ``hook(module, args)`` before the ``forward`` of every module, before the
+    module's own pre-hooks; a returned value replaces the positional arguments (a
+    non-tuple is one argument), as a module's own pre-hook's does."""
+    return _add_global_hook(_global_forward_pre_hooks,
+                            (_global_callable(hook, "register_module_forward_pre_hook"),
+                             False))
+
+
+def register_module_forward_hook(hook: Callable, *, with_kwargs: bool = False,
+                                 always_call: bool = False) -> RemovableHandle:
+    """Call ``hook(module, args, output)`` (``hook(module, args, kwargs, output)`` with
+    ``with_kwargs``) after the ``forward`` of every module, before the module's own
+    forward hooks; a returned value replaces the output. ``always_call`` hooks also run
+    when ``forward`` raises."""
+    return _add_global_hook(_global_forward_hooks,
+                            (_global_callable(hook, "register_module_forward_hook"),
+                             bool(with_kwargs), bool(always_call)))
+
+
+def register_module_full_backward_pre_hook(hook: Callable) -> RemovableHandle:
+    """``Module.register_full_backward_pre_hook`` for every module, run before each
+    module's own."""
+    return _add_global_hook(_global_backward_pre_hooks,
+                            _global_callable(hook, "register_module_full_backward_pre_hook"))
+
+
+def register_module_full_backward_hook(hook: Callable) -> RemovableHandle:
+    """``Module.register_full_backward_hook`` for every module, run before each
+    module's own."""
+    return _add_global_hook(_global_backward_hooks,
+                            _global_callable(hook, "register_module_full_backward_hook"))
+
+
+def register_module_backward_hook(hook: Callable) -> RemovableHandle:
+    """Refused, as ``Module.register_backward_hook`` is (its ``grad_input`` follows
+    PyTorch's internal autograd nodes): use ``register_module_full_backward_hook``."""
+    raise NotImplementedError(
+        "register_module_backward_hook: the deprecated non-full backward hook (its "
+        "grad_input follows PyTorch's internal autograd nodes) is not provided; use "
+        "register_module_full_backward_hook(hook), whose grad_input has one gradient per "
+        "positional input")
+
+
+def register_module_buffer_registration_hook(hook: Callable) -> RemovableHandle:
+    """Call ``hook(module, name, buffer)`` whenever any module registers a buffer
+    (``register_buffer``, assigning an ``nn.Buffer`` or to a buffer's name); a returned
+    value is registered instead."""
+    return _add_global_hook(_global_buffer_registration_hooks, _global_callable(
+        hook, "register_module_buffer_registration_hook"))
+
+
+def register_module_module_registration_hook(hook: Callable) -> RemovableHandle:
+    """Call ``hook(module, name, submodule)`` whenever any module registers a child
+    (``add_module``/``register_module``, assigning a Module or None to a child's name);
+    a returned value is registered instead."""
+    return _add_global_hook(_global_module_registration_hooks, _global_callable(
+        hook, "register_module_module_registration_hook"))
+
+
+def register_module_parameter_registration_hook(hook: Callable) -> RemovableHandle:
+    """Call ``hook(module, name, param)`` whenever any module registers a parameter
+    that is not None (``register_parameter``, assigning a Parameter); a returned value
+    is registered instead."""
+    return _add_global_hook(_global_parameter_registration_hooks, _global_callable(
+        hook, "register_module_parameter_registration_hook"))
+
+
+def _registered(table: OrderedDict, module: Module, name: str, value: Any) -> Any:
+    """``value`` after the global registration hooks of ``table`` (each may replace
+    it)."""
+    for hook in list(table.values()):
+        out = hook(module, name, value)
+        if out is not None:
+            value = out
+    return value
+
+
 class Module:
     """Base class of every layer and model."""
 
@@ -92,14 +198,18 @@ class Module:
                                                       "nn.Parameter")
         elif isinstance(value, Module):
             self._remove_entry(name, keep="_modules")
-            self._modules[name] = value
+            self._modules[name] = _registered(_global_module_registration_hooks, self, name,
+                                              value)
         elif name in self._modules:
-            self._modules[name] = self._assignable(name, value, None, "child module",
-                                                   "nn.Module")
+            self._modules[name] = _registered(
+                _global_module_registration_hooks, self, name,
+                self._assignable(name, value, None, "child module", "nn.Module"))
         elif isinstance(value, Buffer):
             self.register_buffer(name, value, value.persistent)
         elif name in self._buffers:
-            self._buffers[name] = self._assignable(name, value, Tensor, "buffer", "Tensor")
+            self._buffers[name] = _registered(
+                _global_buffer_registration_hooks, self, name,
+                self._assignable(name, value, Tensor, "buffer", "Tensor"))
         else:
             object.__setattr__(self, name, value)
 
@@ -154,6 +264,8 @@ class Module:
             raise TypeError(f"register_parameter: cannot assign '{type(param).__name__}' "
                             f"object to parameter '{name}' (nn.Parameter or None required)")
         self._check_new_name("register_parameter", "parameter", name, self._parameters)
+        if param is not None:
+            param = _registered(_global_parameter_registration_hooks, self, name, param)
         self._parameters[name] = param
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
@@ -163,7 +275,7 @@ class Module:
             raise TypeError(f"register_buffer: cannot assign '{type(tensor).__name__}' "
                             f"object to buffer '{name}' (Tensor or None required)")
         self._check_new_name("register_buffer", "buffer", name, self._buffers)
-        self._buffers[name] = tensor
+        self._buffers[name] = _registered(_global_buffer_registration_hooks, self, name, tensor)
         if persistent:
             self._non_persistent_buffers_set.discard(name)
         else:
@@ -174,7 +286,7 @@ class Module:
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"add_module: {type(module).__name__} is not a Module subclass")
         self._check_new_name("add_module", "module", name, self._modules)
-        self._modules[name] = module
+        self._modules[name] = _registered(_global_module_registration_hooks, self, name, module)
 
     register_module = add_module
 
@@ -188,6 +300,24 @@ class Module:
                                      f"(looking up {target!r})")
             module = child
         return module
+
+    def set_submodule(self, target: str, module: Module, strict: bool = False) -> None:
+        """Put ``module`` at dotted path ``target`` (PyTorch 2.x's ``set_submodule``): the
+        parent (``target`` without its last name) must exist; the last name may be a new
+        child unless ``strict``, else it must be a child already. AttributeError when a
+        name on the path is missing or is not a module; ValueError for an empty
+        ``target`` or a ``module`` that is not an ``nn.Module``."""
+        if target == "":
+            raise ValueError("Cannot set the submodule without a target name!")
+        if not isinstance(module, Module):
+            raise ValueError(f"`module` is not an nn.Module, found {type(module)}")
+        parent_path, _, name = target.rpartition(".")
+        parent = self.get_submodule(parent_path)
+        if strict and not hasattr(parent, name):
+            raise AttributeError(f"{type(parent).__name__} has no attribute `{name}`")
+        if hasattr(parent, name) and not isinstance(getattr(parent, name), Module):
+            raise AttributeError(f"`{name}` is not an nn.Module")
+        setattr(parent, name, module)
 
     def get_parameter(self, target: str) -> Parameter:
         return self._get_entry(target, "_parameters", "parameter")
@@ -355,6 +485,42 @@ class Module:
     def type(self, dst_type: Any) -> Module:
         """Cast floating parameters and buffers to ``dst_type`` (``Module.type``)."""
         return self.to(dst_type)
+
+    def to_empty(self, *, device: Any, recurse: bool = True) -> Module:
+        """Give every parameter and buffer (this module's own with ``recurse=False``),
+        and every existing gradient, a new value of its shape and dtype on ``device``
+        (None: where it is), keeping the tensors' identity and ``requires_grad``
+        (PyTorch's ``to_empty``). PyTorch leaves the new storage uninitialized, for a
+        model built on its ``meta`` device whose weights are then loaded or
+        initialized; Nova has no ``meta`` device (``device="meta"`` raises) and no
+        uninitialized memory, so the values are zeros."""
+        from nova.tensor.creation import zeros
+        try:
+            target = check_device(device, "Module.to_empty") if device is not None else None
+        except ValueError as e:
+            raise ValueError(f"Module.to_empty: {e} (Nova has no meta device: build the "
+                             "module on the CPU or the GPU)") from None
+        modules = self.modules() if recurse else (self,)
+        for m in modules:
+            for table in (m._parameters, m._buffers):
+                for t in table.values():
+                    if t is None:
+                        continue
+                    where = target if target is not None else t.device
+                    t.data = zeros(*t.shape, dtype=t.dtype, device=where)
+                    if t.grad is not None:
+                        t.grad = zeros(*t.shape, dtype=t.grad.dtype, device=where)
+        return self
+
+    def share_memory(self) -> Module:
+        """``share_memory_()`` of every parameter and buffer; returns the module
+        (PyTorch's ``share_memory``). Nova's values are immutable and a forked process
+        reads them as they were at the fork, so this changes nothing: unlike PyTorch's,
+        an in-place update made in another process is not seen by this one (no
+        Hogwild-style training across processes; ``Tensor.share_memory_``)."""
+        for t in (*self.parameters(), *self.buffers()):
+            t.share_memory_()
+        return self
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
@@ -627,19 +793,42 @@ class Module:
     _load_state_dict_pre_hooks: OrderedDict | None = None
     _load_state_dict_post_hooks: OrderedDict | None = None
 
+    # ``compile()``'s compiled call (None: not compiled in place).
+    _compiled_call_impl: _CompiledCall | None = None
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._compiled_call_impl is not None and not is_grad_enabled():
+            return self._compiled_call_impl.run(self, args, kwargs)
+        return self._call_impl(*args, **kwargs)
+
+    def _call_impl(self, *args: Any, **kwargs: Any) -> Any:
+        """The call without ``compile()``'s replay: ``forward`` between the hooks (what
+        the compiled call records)."""
         if self._forward_pre_hooks or self._forward_hooks or self._backward_hooks or \
-                self._backward_pre_hooks:
+                self._backward_pre_hooks or _global_forward_pre_hooks or \
+                _global_forward_hooks or _global_backward_hooks or _global_backward_pre_hooks:
             return self._call_with_hooks(args, kwargs)
         return self.forward(*args, **kwargs)
+
+    def compile(self, *args: Any, **kwargs: Any) -> None:
+        """Compile this module's calls in place (PyTorch's ``Module.compile``): the
+        arguments are ``nv.compile``'s, which compiles ``_call_impl`` (``forward``
+        between the hooks). As ``nv.compile(module)``'s calls, those made without
+        gradient recording (evaluation, generation) replay; a call that records for
+        autograd runs the module as it is (its backward is derived from what it
+        records; compile the training-step function to replay training). A copy or
+        unpickled module compiles its own call on first use."""
+        object.__setattr__(self, "_compiled_call_impl", _CompiledCall(self, args, kwargs))
 
     def _call_with_hooks(self, args: tuple, kwargs: dict) -> Any:
         """``forward`` between its hooks, with PyTorch's rules: a pre-hook may return new
         positional arguments (a non-tuple is one argument), or with ``with_kwargs`` a
         pair (args, kwargs); a forward hook may return a new output. Hooks run in
-        registration order (``prepend=True`` puts one first); ``always_call`` hooks also
-        run, with the output None, when forward raises."""
-        for hook, with_kwargs in list((self._forward_pre_hooks or {}).values()):
+        registration order (``prepend=True`` puts one first), the global ones
+        (``register_module_forward_hook`` and kin) before the module's own;
+        ``always_call`` hooks also run, with the output None, when forward raises."""
+        for hook, with_kwargs in [*_global_forward_pre_hooks.values(),
+                                  *(self._forward_pre_hooks or {}).values()]:
             if with_kwargs:
                 result = hook(self, args, kwargs)
                 if result is not None:
@@ -654,11 +843,12 @@ class Module:
                 if result is not None:
                     args = result if isinstance(result, tuple) else (result,)
         backward = None
-        if (self._backward_hooks or self._backward_pre_hooks) and is_grad_enabled():
-            backward = _BackwardHooks(self, list((self._backward_hooks or {}).values()),
-                                      list((self._backward_pre_hooks or {}).values()))
+        full = [*_global_backward_hooks.values(), *(self._backward_hooks or {}).values()]
+        pre = [*_global_backward_pre_hooks.values(), *(self._backward_pre_hooks or {}).values()]
+        if (full or pre) and is_grad_enabled():
+            backward = _BackwardHooks(self, full, pre)
             args = backward.wrap_inputs(args)
-        hooks = list((self._forward_hooks or {}).values())
+        hooks = [*_global_forward_hooks.values(), *(self._forward_hooks or {}).values()]
         try:
             output = self.forward(*args, **kwargs)
         except Exception:
@@ -763,6 +953,37 @@ class Module:
         if not lines:
             return head + ")"
         return head + "\n  " + "\n  ".join(lines) + "\n)"
+
+
+class _CompiledCall:
+    """``Module.compile()``'s compiled call: ``nv.compile`` of its module's
+    ``_call_impl``. A shallow copy of the module shares this object and a deep copy or
+    an unpickled module gets one with the options only; either compiles a call of its
+    own on first use rather than running the original module's."""
+
+    def __init__(self, module: Module | None, args: tuple, kwargs: dict[str, Any]):
+        self.args, self.kwargs = args, kwargs
+        self._owner: weakref.ref | None = None
+        self._fn: Callable | None = None
+        if module is not None:
+            # ``nova.compile`` (nova/capture.py) imports nn.module for its isinstance
+            # check: reached through the package at call time, after both are loaded.
+            import nova
+            self._fn = nova.compile(module._call_impl, *args, **kwargs)
+            self._owner = weakref.ref(module)
+
+    def run(self, module: Module, args: tuple, kwargs: dict[str, Any]) -> Any:
+        if self._owner is None or self._owner() is not module:
+            own = _CompiledCall(module, self.args, self.kwargs)
+            object.__setattr__(module, "_compiled_call_impl", own)
+            return own._fn(*args, **kwargs)
+        return self._fn(*args, **kwargs)
+
+    def __reduce__(self) -> tuple:
+        return (_CompiledCall, (None, self.args, self.kwargs))
+
+    def __deepcopy__(self, memo: dict) -> _CompiledCall:
+        return _CompiledCall(None, self.args, dict(self.kwargs))
 
 
 class _BackwardHookFunction(Function):

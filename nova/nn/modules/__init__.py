@@ -4,7 +4,9 @@ in, for code that imports or tests them there (``nn.modules.batchnorm._BatchNorm
 are ``nova.nn``'s own: ``SUBMODULES`` maps each of PyTorch's submodule names to the
 names it holds, and each becomes a module object registered under
 ``nova.nn.modules.<name>`` (so ``import`` and ``from ... import`` find it).
-``utils`` (``_pair`` and friends) is a file of its own."""
+``nova.nn.modules.module`` also holds the hooks common to every module
+(``register_module_forward_hook`` and kin). ``utils`` (``_pair`` and friends) is a file
+of its own."""
 from __future__ import annotations
 
 import sys
@@ -18,7 +20,13 @@ from nova.nn.modules import utils  # noqa: F401  (nn.modules.utils)
 
 # PyTorch's submodule -> (the Nova module holding each name, the names)
 SUBMODULES: dict[str, tuple[tuple[types.ModuleType, tuple[str, ...]], ...]] = {
-    "module": ((module, ("Module", "_IncompatibleKeys")),),
+    "module": ((module, ("Module", "_IncompatibleKeys", "register_module_backward_hook",
+                         "register_module_buffer_registration_hook",
+                         "register_module_forward_hook", "register_module_forward_pre_hook",
+                         "register_module_full_backward_hook",
+                         "register_module_full_backward_pre_hook",
+                         "register_module_module_registration_hook",
+                         "register_module_parameter_registration_hook")),),
     "linear": ((layers, ("Bilinear", "Identity", "Linear")), (lazy, ("LazyLinear",))),
     "conv": ((conv_layers, ("Conv1d", "Conv2d", "Conv3d", "_ConvNd")),
              (conv_transpose, ("ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
@@ -109,9 +117,13 @@ def _build() -> dict[str, types.ModuleType]:
 
 _SUBS = _build()
 globals().update(_SUBS)
-# ``torch.nn.modules`` also holds every public layer class at its top level
+# ``torch.nn.modules`` also holds every public layer class at its top level (not the
+# functions of ``module``: the global hooks are only ``nn.modules.module``'s)
+_CLASSES = sorted({n for s in _SUBS.values() for n in s.__all__
+                   if isinstance(getattr(s, n), type)})
 for _sub in _SUBS.values():
     for _name in _sub.__all__:
-        globals()[_name] = getattr(_sub, _name)
+        if _name in _CLASSES:
+            globals()[_name] = getattr(_sub, _name)
 
-__all__ = sorted({n for s in _SUBS.values() for n in s.__all__})
+__all__ = _CLASSES

@@ -2,8 +2,12 @@
 
 ``LBFGS`` is the exception: its ``step(closure)`` re-evaluates the closure inside a line
 search and decides on the host from each loss. ``SparseAdam`` finds the rows a sparse
-gradient would hold from the dense gradient's values (``nova/optim/sparse_adam.py``)."""
-from nova.optim import lr_scheduler
+gradient would hold from the dense gradient's values (``nova/optim/sparse_adam.py``).
+
+The submodules have PyTorch's names (``nova.optim.adamw``, ``.adam``, ``.sgd``,
+``.adagrad``, ``.lr_scheduler``, ``.swa_utils``, ``.optimizer``...), so ported imports
+(``from torch.optim.adamw import AdamW``) keep working with the package renamed."""
+from nova.optim import adagrad, adamw, lr_scheduler, optimizer, swa_utils
 from nova.optim.adadelta import Adadelta
 from nova.optim.adam import Adam, AdamW
 from nova.optim.adamax import Adamax
@@ -18,4 +22,5 @@ from nova.optim.sgd import SGD
 from nova.optim.sparse_adam import SparseAdam
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "NAdam", "RAdam",
-           "Adamax", "Adadelta", "Rprop", "ASGD", "LBFGS", "SparseAdam", "lr_scheduler"]
+           "Adamax", "Adadelta", "Rprop", "ASGD", "LBFGS", "SparseAdam", "lr_scheduler",
+           "swa_utils"]

@@ -5,15 +5,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from nova.optim import _half
 from nova.optim.optimizer import Optimizer
 from nova.tensor.tensor import Tensor
 
 
 def beta_scalars(opt: Optimizer, scalars: dict[str, Any], b1: float, b2: float) -> None:
     """Draw ``b1``, ``1 - b1``, ``b2``, ``1 - b2`` as runtime scalars into ``scalars``;
-    ``1 - b`` in double on the host, as the constants they replace (and PyTorch's)."""
-    scalars["beta1"] = opt._scalar("beta1", b1)
-    scalars["1 - beta1"] = opt._scalar("1 - beta1", 1.0 - b1)
+    ``1 - b`` in double on the host, as the constants they replace (and PyTorch's).
+    For a half-precision parameter the first moment is PyTorch's ``lerp_`` with
+    weight ``1 - b1``: its two values (``_half.lerp_weight``) instead of ``b1`` and
+    ``1 - b1``."""
+    if _half.is_half(opt._param_dtype):
+        coeff, from_self = _half.lerp_weight(1.0 - b1)
+        scalars["lerp1"] = opt._scalar("1 - beta1 (lerp)", coeff)
+        scalars["lerp1 from self"] = opt._scalar("1 - beta1 (lerp from self)", from_self)
+    else:
+        scalars["beta1"] = opt._scalar("beta1", b1)
+        scalars["1 - beta1"] = opt._scalar("1 - beta1", 1.0 - b1)
     scalars["beta2"] = opt._scalar("beta2", b2)
     scalars["1 - beta2"] = opt._scalar("1 - beta2", 1.0 - b2)
 
@@ -40,11 +49,31 @@ def decayed_moments(p: Tensor, g: Tensor, wd: float, decoupled: bool,
                     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Weight decay -- ``p *= decay`` (``s["decay"]``) when ``decoupled``, else ``g +=
     wd p`` -- then ``exp_avg`` and ``exp_avg_sq`` updated in place (the same tensors
-    every step, as in PyTorch); returns ``p``, ``g``, the two moments."""
+    every step, as in PyTorch); returns ``p``, ``g``, the two moments. A half-precision
+    parameter's are PyTorch's kernels, each rounded once (``_half``)."""
+    if _half.is_half(p.dtype):
+        return _half_moments(p, g, wd, decoupled, state, s)
     if wd and decoupled:
         p = p.copy_(p * s["decay"])
     elif wd:
         g = g + wd * p
     m = state["exp_avg"].copy_(state["exp_avg"] * s["beta1"] + g * s["1 - beta1"])
     v = state["exp_avg_sq"].copy_(state["exp_avg_sq"] * s["beta2"] + g * g * s["1 - beta2"])
+    return p, g, m, v
+
+
+def _half_moments(p: Tensor, g: Tensor, wd: float, decoupled: bool,
+                  state: dict[str, Any], s: dict[str, Any]
+                  ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``decayed_moments`` as PyTorch's kernels round for a half-precision ``p``:
+    ``p.mul_(1 - lr wd)`` or ``g = g.add(p, alpha=wd)``, ``exp_avg.lerp_(g, 1 - b1)``,
+    ``exp_avg_sq.mul_(b2).addcmul_(g, g, value=1 - b2)``."""
+    if wd and decoupled:
+        p = p.copy_(_half.mul(p, s["decay"]))
+    elif wd:
+        g = _half.add(g, p, _half.half_value(wd, p.dtype))
+    m = state["exp_avg"].copy_(_half.lerp(state["exp_avg"], g, s["lerp1"],
+                                          s["lerp1 from self"]))
+    v = state["exp_avg_sq"].copy_(_half.addcmul(_half.mul(state["exp_avg_sq"], s["beta2"]),
+                                                g, g, s["1 - beta2"]))
     return p, g, m, v

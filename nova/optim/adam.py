@@ -5,7 +5,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from nova.optim import _checks
+from nova.optim import _checks, _half
 from nova.optim._moments import beta_scalars, decay_baked, decay_scalar, decayed_moments
 from nova.optim.optimizer import Optimizer, zeros_state
 from nova.tensor import ops
@@ -58,7 +58,7 @@ class Adam(Optimizer):
         # then its scalars are the previous parameter's, drawn again in the same order
         # (what _scalar would give, 7 calls later; 76 times a medium GPT step).
         decoupled = group["decoupled_weight_decay"]
-        key = (t, lr, wd, b1, b2, decoupled, self._scalar_dtype)
+        key = (t, lr, wd, b1, b2, decoupled, self._scalar_dtype, self._param_dtype)
         memo = self._host_memo
         if memo is not None and memo[0] == key and memo[1] is self._scalars:
             scalars = memo[2]
@@ -93,6 +93,13 @@ class Adam(Optimizer):
                                      group["decoupled_weight_decay"], state, s)
         if amsgrad:         # the largest second moment so far (PyTorch's AMSGrad)
             v = state["max_exp_avg_sq"].copy_(ops.maximum(state["max_exp_avg_sq"], v))
+        if _half.is_half(p.dtype):
+            # PyTorch's kernels: (v.sqrt() / bc2_sqrt).add_(eps), p.addcdiv_(m, denom,
+            # value=-step_size), each rounded to the half type once (``_half``)
+            denom = _half.div_scalar(_half.sqrt(v), s["bias_correction2_sqrt"])
+            denom = _half.add_scalar(denom, group["eps"])
+            p.copy_(_half.addcdiv(p, m, denom, -s["step_size"]))
+            return
         denom = ops.sqrt(v) / s["bias_correction2_sqrt"] + group["eps"]
         p.copy_(p - s["step_size"] * (m / denom))
 

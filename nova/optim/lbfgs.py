@@ -45,6 +45,8 @@ from nova.tensor.trace import buffer_node
 # lists of them; PyTorch keeps every entry on the first parameter.
 _VECTORS = ("d", "prev_flat_grad")
 _VECTOR_LISTS = ("old_dirs", "old_stps")
+# The host numbers (PyTorch's may be 0-d tensors), besides the list ``ro``.
+_NUMBERS = ("t", "H_diag", "prev_loss")
 
 
 def _host_tensor(values: Any, dtype: dt.DType) -> Tensor:
@@ -189,7 +191,9 @@ class LBFGS(Optimizer):
     One parameter group only, as in PyTorch; a second one is refused when added
     (PyTorch accepts it and fails at ``step``). The state lives on the first parameter
     under PyTorch's names, except PyTorch's scratch list ``al``; ``t``, ``ro``,
-    ``H_diag`` and ``prev_loss`` are Python floats. Deviations, both from the fixed
+    ``H_diag`` and ``prev_loss`` are Python floats. A PyTorch LBFGS state dict loads
+    (its 0-d tensors become those floats, ``al`` is dropped) and continues with the
+    same iterates. Deviations, both from the fixed
     structure of the compiled functions (module docstring): the history's memory is
     taken at the first iteration, and ``history_size < 1`` is refused (PyTorch fails
     at its second iteration)."""
@@ -210,6 +214,9 @@ class LBFGS(Optimizer):
                                       line_search_fn=line_search_fn))
         self._params: list[Tensor] = self.param_groups[0]["params"]
         self._pads: list[Tensor] = []     # distinct zero vectors: see _direction
+
+    # PyTorch's per-iteration scratch list (``al``): not kept, not loaded.
+    _scratch_state = frozenset({"al"})
 
     def add_param_group(self, group: dict[str, Any]) -> None:
         if self.param_groups:
@@ -376,28 +383,35 @@ class LBFGS(Optimizer):
 
     # ------------------------------------------------------------ state dicts
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """The base's, with the flat vectors (``d``, ``prev_flat_grad``, the history)
-        checked against the parameters' total size -- the base would compare them with
-        the first parameter's shape -- and moved to the parameters' device and dtype."""
-        saved = state_dict.get("state") if isinstance(state_dict, dict) else None
-        if not isinstance(saved, dict):
-            super().load_state_dict(state_dict)      # (its error)
-            return
-        flat = (*_VECTORS, *_VECTOR_LISTS)
-        super().load_state_dict({**state_dict, "state": {
-            i: {k: v for k, v in entries.items() if k not in flat}
-            for i, entries in saved.items()}})
-        by_index = {int(i): p for i, p in zip(state_dict["param_groups"][0]["params"],
-                                              self._params)}
-        for i, entries in saved.items():
-            restored = self.state[by_index[int(i)]]
-            for k in _VECTORS:
-                if k in entries:
-                    restored[k] = self._flat_state(entries[k], k, i)
-            for k in _VECTOR_LISTS:
-                if k in entries:
-                    restored[k] = [self._flat_state(v, k, i) for v in entries[k]]
+    def _restored(self, key: str, v: Any, p: Tensor, index: Any) -> Any:
+        """A loaded state entry, PyTorch's layout included: the flat vectors (``d``,
+        ``prev_flat_grad``, the history) checked against the parameters' total size --
+        the base would compare them with the first parameter's shape -- and moved to
+        the parameters' device and dtype; ``t``, ``H_diag``, ``prev_loss`` and each
+        ``rho`` of ``ro`` as Python floats (PyTorch keeps ``H_diag``, ``ro`` and at
+        times ``t`` as 0-d tensors). PyTorch's scratch list ``al`` is dropped
+        (``_scratch_state``)."""
+        if key in _VECTORS:
+            return self._flat_state(v, key, index)
+        if key in _VECTOR_LISTS:
+            return [self._flat_state(x, key, index) for x in v]
+        if key in _NUMBERS:
+            return self._number(v, key, index)
+        if key == "ro":
+            return [self._number(x, key, index) for x in v]
+        return super()._restored(key, v, p, index)
+
+    @staticmethod
+    def _number(v: Any, key: str, index: Any) -> Any:
+        """A saved host number (a 0-d tensor from PyTorch) as a float (None as is)."""
+        if v is None or isinstance(v, (int, float)):
+            return v
+        if isinstance(v, Tensor) and v.numel() == 1:
+            return float(v.item())
+        got = f"a tensor of shape {tuple(v.shape)}" if isinstance(v, Tensor) else \
+            type(v).__name__
+        raise ValueError(f"LBFGS.load_state_dict: state {key!r} of parameter {index} must be "
+                         f"a number (or a 0-d tensor), got {got}")
 
     def _flat_state(self, v: Any, key: str, index: Any) -> Any:
         """A saved flat vector on the parameters' device and in their dtype (None as

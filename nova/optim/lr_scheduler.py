@@ -21,7 +21,17 @@ current rate keep it, so a scheduler built with ``last_epoch=k`` on an optimizer
 state was loaded (PyTorch's resume idiom) continues from the loaded rate. ``step(epoch)``
 is PyTorch's deprecated jump (its warning; the closed form where PyTorch has one, else
 the rule at that epoch); ``CosineAnnealingWarmRestarts.step(epoch)`` takes fractional
-epochs, as PyTorch's does."""
+epochs, as PyTorch's does.
+
+A scheduler written against PyTorch -- a subclass of ``LRScheduler`` (or
+``_LRScheduler``) overriding ``get_lr()``, as most warmup schedulers are -- steps by
+PyTorch's rule: ``step()`` advances ``last_epoch`` and sets each group's rate to what
+``get_lr()`` returns (``_get_closed_form_lr()``, where it defines one, for the deprecated
+``step(epoch)``); its ``load_state_dict`` restores the attributes and leaves the rates to
+the optimizer's state, as PyTorch's base does. The built-in schedulers' ``get_lr()``
+returns what PyTorch's returns -- the rule applied to the groups' current rates -- and
+warns, as PyTorch does, when called outside ``step()`` (``get_last_lr()`` is the rate
+last set)."""
 from __future__ import annotations
 
 import bisect
@@ -47,6 +57,10 @@ EPOCH_DEPRECATION_WARNING = (
 
 
 class LRScheduler:
+    """The base of every scheduler (PyTorch's ``LRScheduler``): subclasses define the
+    rates by a closed form ``lr_at(epoch)`` and a recursive rule ``_chain_lr`` (Nova's
+    own, see the module docstring) or, as in PyTorch, by overriding ``get_lr()``."""
+
     # Entries of ``__dict__`` that ``state_dict`` leaves out: the optimizer, functions,
     # other schedulers (saved by their own state dicts), caches.
     _unsaved: tuple[str, ...] = ("optimizer", "lr_lambdas", "schedulers", "_chained",
@@ -61,6 +75,10 @@ class LRScheduler:
     # that scale the current rate keep it then, so a scheduler built to resume
     # (``last_epoch=k`` on a loaded optimizer) does not decay the loaded rate again.
     _is_initial: bool = False
+    # True while ``step()`` asks for the rates (PyTorch's flag of the same name: the
+    # built-in ``get_lr()`` warns when called outside a step, and a ``get_lr`` ported
+    # from PyTorch's sources reads it to do the same).
+    _get_lr_called_within_step: bool = False
     # Whether ``step(epoch)`` (deprecated) sets the rate from ``lr_at`` (PyTorch's
     # ``_get_closed_form_lr``, which only some schedulers have) rather than by the
     # recursive rule.
@@ -105,13 +123,58 @@ class LRScheduler:
             self._is_initial = False
 
     def lr_at(self, epoch: int) -> list[float]:
-        raise NotImplementedError
+        """The rates at ``epoch`` by this schedule's closed form."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has no closed form lr_at(epoch): a scheduler defines "
+            "its rates by overriding get_lr() (PyTorch's way) or lr_at")
+
+    def get_lr(self) -> list[float]:
+        """The rates of the current step (PyTorch's ``get_lr``, its chainable form):
+        this schedule's rule applied to the groups' current rates at ``last_epoch``.
+        ``step()`` calls it once ``last_epoch`` has advanced; called anywhere else it
+        warns, as PyTorch's does -- the rate last set is ``get_last_lr()`` (a schedule
+        that scales the current rate would scale it once more here). A subclass
+        written against PyTorch overrides it."""
+        if not self._has_rule():
+            raise NotImplementedError(f"{type(self).__name__}: a scheduler subclass must "
+                                      "override get_lr() (or lr_at)")
+        _warn_get_lr_called_within_step(self)
+        return self._chain_lr([g["lr"] for g in self.optimizer.param_groups],
+                              self.last_epoch)
+
+    get_lr._nova_rule = True     # type: ignore[attr-defined]
+
+    def _custom_get_lr(self) -> bool:
+        """Whether this class overrides ``get_lr`` (a scheduler written against
+        PyTorch, or a subclass of a built-in one): ``step()`` then uses it."""
+        return not getattr(type(self).get_lr, "_nova_rule", False)
+
+    def _has_rule(self) -> bool:
+        """Whether the class defines Nova's rules (``lr_at`` or ``_chain_lr``)."""
+        cls = type(self)
+        return cls.lr_at is not LRScheduler.lr_at or \
+            cls._chain_lr is not LRScheduler._chain_lr
 
     def _chain_lr(self, lrs: list[float], epoch: int) -> list[float]:
         """The rates after this scheduler's step to ``epoch`` inside a chain, from the
         groups' current rates ``lrs`` (PyTorch's ``get_lr``). A schedule that PyTorch
-        computes from its base rates alone sets them: ``lr_at``."""
+        computes from its base rates alone sets them: ``lr_at``. A class overriding
+        ``get_lr`` is asked with the groups at ``lrs`` and ``last_epoch`` at ``epoch``."""
+        if self._custom_get_lr():
+            return self._get_lr_at(lrs, epoch)
         return self.lr_at(epoch)
+
+    def _get_lr_at(self, lrs: list[float], epoch: int) -> list[float]:
+        """``get_lr()`` (as ``step()`` calls it) with the groups' rates set to ``lrs``
+        and ``last_epoch`` to ``epoch``; the groups keep ``lrs``."""
+        for g, lr in zip(self.optimizer.param_groups, lrs):
+            g["lr"] = lr
+        last, self.last_epoch = self.last_epoch, epoch
+        try:
+            with _within_step(self):
+                return list(self.get_lr())
+        finally:
+            self.last_epoch = last
 
     def step(self, epoch: int | None = None) -> None:
         """Advance one epoch. ``epoch`` (deprecated, as in PyTorch, which warns the same)
@@ -130,18 +193,30 @@ class LRScheduler:
 
     def _update_lr(self, epoch: int | None = None) -> None:
         """Move to the next epoch (or to ``epoch``) and write its rates."""
-        if epoch is None:
-            self.last_epoch += 1
-            lrs = self._next_lrs()
-        else:
-            self.last_epoch = epoch
-            lrs = self.lr_at(epoch) if self._closed_form_on_epoch else self._next_lrs()
+        with _within_step(self):
+            if epoch is None:
+                self.last_epoch += 1
+                lrs = self._next_lrs()
+            else:
+                self.last_epoch = epoch
+                closed = getattr(self, "_get_closed_form_lr", None)
+                if closed is not None:
+                    lrs = closed()
+                elif self._closed_form_on_epoch:
+                    lrs = self.lr_at(epoch)
+                else:
+                    lrs = self._next_lrs()
         self._last_lr = list(lrs)
         for g, lr in zip(self.optimizer.param_groups, self._last_lr):
             g["lr"] = lr
 
     def _next_lrs(self) -> list[float]:
-        """The rates at ``last_epoch`` by the rule this scheduler steps by."""
+        """The rates at ``last_epoch`` by the rule this scheduler steps by: an
+        overridden ``get_lr()``, else Nova's recursive rule (or, run by a
+        ``SequentialLR``, the closed form)."""
+        if self._custom_get_lr():
+            with _within_step(self):
+                return list(self.get_lr())
         if self._chained:
             return self._chain_lr([g["lr"] for g in self.optimizer.param_groups],
                                   self.last_epoch)
@@ -159,14 +234,44 @@ class LRScheduler:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore the position in the schedule and write its rate into the groups. In
         a chain the rate depends on the other schedulers: the ``ChainedScheduler``
-        restores it. A state without a key (saved by an older Nova: no ``_step_count``)
-        leaves that attribute as it is."""
+        restores it. A scheduler defining ``get_lr()`` (PyTorch's way) only restores
+        its attributes, as PyTorch's base does: the rates come back with the
+        optimizer's state dict. A state without a key (saved by an older Nova: no
+        ``_step_count``) leaves that attribute as it is."""
         self.__dict__.update(state)
-        if self._in_chain:
+        if self._in_chain or self._custom_get_lr():
             return
         self._last_lr = self.lr_at(self.last_epoch)
         for g, lr in zip(self.optimizer.param_groups, self._last_lr):
             g["lr"] = lr
+
+
+class _LRScheduler(LRScheduler):
+    """PyTorch's old name for ``LRScheduler`` (a subclass, as in PyTorch, so that its
+    ``__name__`` is the old one): schedulers written against it subclass it."""
+
+
+class _within_step:
+    """``_get_lr_called_within_step`` set while ``step()`` asks for the rates
+    (PyTorch's ``_enable_get_lr_call``)."""
+
+    def __init__(self, scheduler: LRScheduler):
+        self.scheduler = scheduler
+
+    def __enter__(self) -> _within_step:
+        self.outer = self.scheduler.__dict__.get("_get_lr_called_within_step", False)
+        self.scheduler._get_lr_called_within_step = True
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.scheduler._get_lr_called_within_step = self.outer
+
+
+def _warn_get_lr_called_within_step(scheduler: LRScheduler) -> None:
+    """PyTorch's warning for a built-in scheduler's ``get_lr()`` called by the user."""
+    if not scheduler._get_lr_called_within_step:
+        warnings.warn("To get the last learning rate computed by the scheduler, please use "
+                      "`get_last_lr()`.", UserWarning, stacklevel=3)
 
 
 class LambdaLR(LRScheduler):
@@ -489,11 +594,20 @@ class CosineAnnealingWarmRestarts(LRScheduler):
             self.T_i = self.T_0
             self.T_cur = epoch
 
+    def get_lr(self) -> list[float]:
+        """The rates at (``T_cur``, ``T_i``) (PyTorch's ``get_lr``; it warns outside
+        ``step()`` as PyTorch's does)."""
+        _warn_get_lr_called_within_step(self)
+        return [self.eta_min + (base - self.eta_min) *
+                (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+                for base in self.base_lrs]
+
+    get_lr._nova_rule = True     # type: ignore[attr-defined]
+
     def _write_position(self) -> None:
-        """Write the rates at (``T_cur``, ``T_i``) (PyTorch's ``get_lr``)."""
-        self._last_lr = [self.eta_min + (base - self.eta_min) *
-                         (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
-                         for base in self.base_lrs]
+        """Write the rates at (``T_cur``, ``T_i``) (``get_lr``, or a subclass's)."""
+        with _within_step(self):
+            self._last_lr = list(self.get_lr())
         for g, lr in zip(self.optimizer.param_groups, self._last_lr):
             g["lr"] = lr
 
@@ -524,6 +638,9 @@ class SequentialLR(LRScheduler):
         self.milestones = list(milestones)
         for sch in self.schedulers:
             sch._chained = False
+        for g in optimizer.param_groups:    # (as PyTorch: the first runs from the base)
+            if "initial_lr" in g:
+                g["lr"] = g["initial_lr"]
         super().__init__(optimizer, last_epoch)
 
     def step(self) -> None:  # type: ignore[override]
@@ -531,9 +648,19 @@ class SequentialLR(LRScheduler):
         super().step()
 
     def lr_at(self, epoch: int) -> list[float]:
+        """The rates of the scheduler running at ``epoch``, at its own epoch. One that
+        defines ``get_lr()`` (PyTorch's way: no closed form) is asked for them with the
+        groups' current rates, and its ``last_epoch`` moves there, as PyTorch's
+        ``SequentialLR`` steps it."""
         i = bisect.bisect_right(self.milestones, epoch)
         start = self.milestones[i - 1] if i else 0
-        return self.schedulers[i].lr_at(epoch - start)
+        child = self.schedulers[i]
+        if child._custom_get_lr():
+            lrs = child._get_lr_at([g["lr"] for g in self.optimizer.param_groups],
+                                   epoch - start)
+            child.last_epoch, child._last_lr = epoch - start, list(lrs)
+            return lrs
+        return child.lr_at(epoch - start)
 
 
 class ReduceLROnPlateau(LRScheduler):
@@ -1080,7 +1207,7 @@ class ChainedScheduler(LRScheduler):
             g["lr"] = lr
 
 
-__all__ = ["LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR",
+__all__ = ["LRScheduler", "_LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR",
            "LinearLR", "ExponentialLR", "PolynomialLR", "CosineAnnealingLR",
            "CosineAnnealingWarmRestarts", "SequentialLR", "ChainedScheduler",
            "ReduceLROnPlateau", "OneCycleLR", "CyclicLR"]

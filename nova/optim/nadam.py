@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from nova.optim import _checks
+from nova.optim import _checks, _half
 from nova.optim._moments import beta_scalars, decay_baked, decay_scalar, decayed_moments
 from nova.optim.optimizer import Optimizer, zeros_state
 from nova.tensor import ops
@@ -58,8 +58,11 @@ class NAdam(Optimizer):
         scalars = {}
         decay_scalar(self, scalars, lr, wd, group["decoupled_weight_decay"])
         beta_scalars(self, scalars, b1, b2)
-        scalars["bias_correction2_sqrt"] = self._scalar("bias_correction2_sqrt",
-                                                        (1.0 - b2 ** t) ** 0.5)
+        if _half.is_half(self._param_dtype):     # PyTorch's v.div(bc2).sqrt()
+            scalars["bias_correction2"] = self._scalar("bias_correction2", 1.0 - b2 ** t)
+        else:
+            scalars["bias_correction2_sqrt"] = self._scalar("bias_correction2_sqrt",
+                                                            (1.0 - b2 ** t) ** 0.5)
         scalars["grad_step"] = self._scalar("grad_step", lr * (1.0 - mu) / (1.0 - mu_product))
         scalars["exp_avg_step"] = self._scalar("exp_avg_step",
                                                lr * mu_next / (1.0 - mu_product * mu_next))
@@ -80,6 +83,14 @@ class NAdam(Optimizer):
         s = self._host_update(group, state)
         p, g, m, v = decayed_moments(p, g, group["weight_decay"],
                                      group["decoupled_weight_decay"], state, s)
+        if _half.is_half(p.dtype):
+            # PyTorch's kernels, each rounded once (``_half``): v.div(bc2).sqrt(),
+            # .add_(eps), two p.addcdiv_ (of the gradient, then of the first moment)
+            denom = _half.add_scalar(_half.sqrt(_half.div_scalar(v, s["bias_correction2"])),
+                                     group["eps"])
+            moved = _half.addcdiv(p, g, denom, -s["grad_step"])
+            p.copy_(_half.addcdiv(moved, m, denom, -s["exp_avg_step"]))
+            return
         denom = ops.sqrt(v) / s["bias_correction2_sqrt"] + group["eps"]
         p.copy_(p - s["grad_step"] * (g / denom) - s["exp_avg_step"] * (m / denom))
 

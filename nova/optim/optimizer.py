@@ -15,10 +15,29 @@ groups and its parameters' state dicts (``StepEvent``), and a replay that finds 
 changed (``add_param_group``, ``load_state_dict``, the state reset) is recorded again
 instead of running a stale constant or updating state that is no longer this
 optimizer's.
+
+``state`` is PyTorch's ``defaultdict(dict)``: an optimizer written against PyTorch
+(``state = self.state[p]; if len(state) == 0: ...``) runs unchanged, its own ``step()``
+included, and its updates end the step as Nova's do (``end_of_step``). Nova's own
+optimizers make no entry for a parameter they keep nothing for (SGD without momentum),
+as PyTorch's do, so ``state_dict()`` lists what PyTorch's lists.
+
+Hooks, PyTorch's: ``register_step_pre_hook`` / ``register_step_post_hook`` (and the
+global ``register_optimizer_step_pre_hook`` / ``_post_hook``) run when ``step()`` is
+called -- the pre-hooks before the update is recorded, the post-hooks after. The step
+itself runs later (at the next ``zero_grad()`` or read), but whatever a post-hook reads
+is realized first, so it sees the updated parameters, as in PyTorch. A call that
+``nv.compile`` records with step hooks registered runs recorded every time (a replay
+would skip the hooks' Python). ``register_state_dict_pre_hook`` / ``_post_hook`` and
+``register_load_state_dict_pre_hook`` / ``_post_hook`` wrap ``state_dict()`` and
+``load_state_dict()``; every registration returns a ``RemovableHandle``.
 """
 from __future__ import annotations
 
+import functools
 import operator
+import warnings
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple, NoReturn
 
@@ -26,6 +45,7 @@ import numpy as np
 
 from nova.autograd.grad_mode import no_grad
 from nova.core import dtypes as dt
+from nova.core.hooks import RemovableHandle
 from nova.optim._checks import KERNEL_FLAGS
 from nova.tensor import capture_log
 from nova.tensor.creation import tensor
@@ -85,6 +105,14 @@ class Optimizer:
     # The dtype of the runtime scalars being drawn: the updated parameter's
     # (``scalar_dtype``), set before each update and each replayed host update.
     _scalar_dtype: dt.DType = dt.float32
+    # The dtype of the parameter being updated (or replayed): the half types follow
+    # PyTorch's rounding per op (``nova.optim._half``).
+    _param_dtype: dt.DType = dt.float32
+    # Entries of a (PyTorch) state dict that ``load_state_dict`` drops: scratch space
+    # the PyTorch optimizer keeps in its state and Nova's does not use.
+    _scratch_state: frozenset[str] = frozenset()
+    _in_step = False            # inside a hooked step() (see _hooked_step)
+    _base_stepped = False       # Optimizer.step ran in the current step() call
 
     # Whether this class's ``_update`` may be recorded once per structure and stamped
     # after (``update_template``): its recorded nodes follow only from ``_baked``, the
@@ -95,13 +123,23 @@ class Optimizer:
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]):
         self.defaults = defaults
         self.param_groups: list[dict[str, Any]] = []
-        self.state: dict[Tensor, dict[str, Any]] = {}
+        self.state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
+        self._optimizer_step_pre_hooks: OrderedDict[int, Callable] = OrderedDict()
+        self._optimizer_step_post_hooks: OrderedDict[int, Callable] = OrderedDict()
+        self._optimizer_state_dict_pre_hooks: OrderedDict[int, Callable] = OrderedDict()
+        self._optimizer_state_dict_post_hooks: OrderedDict[int, Callable] = OrderedDict()
+        self._optimizer_load_state_dict_pre_hooks: OrderedDict[int, Callable] = OrderedDict()
+        self._optimizer_load_state_dict_post_hooks: OrderedDict[int, Callable] = OrderedDict()
         self._scalars: dict[tuple[str, float], Tensor] = {}   # this step's, see _scalar
         self._collecting: list[tuple[str, float]] | None = None  # see _host_step
         self._drawn: list[tuple[str, Tensor]] | None = None  # see _update_param
         self._templates: dict[tuple, UpdateTemplate | str | None] = {}
         owner = next(c for c in type(self).__mro__ if "_update" in c.__dict__)
         self._stamps = bool(owner.__dict__.get("_stamp_updates", False))
+        _patch_step_function(type(self))
+        if isinstance(params, Tensor):
+            raise TypeError(f"{type(self).__name__}: params argument given to the optimizer "
+                            "should be an iterable of Tensors or dicts, but got a Tensor")
         groups = list(params)
         if not groups:
             raise ValueError(f"{type(self).__name__}: got an empty parameter list")
@@ -112,23 +150,34 @@ class Optimizer:
         realize(*[p for g in self.param_groups for p in g["params"]])
 
     def add_param_group(self, group: dict[str, Any]) -> None:
+        """Add a group (its ``params`` and its own hyperparameters; the others from
+        ``defaults``). A parameter may not be in two groups; one listed twice in the
+        same group is warned about and stepped twice, as PyTorch does."""
         params = group["params"]
+        if isinstance(params, (set, frozenset)):
+            raise TypeError(f"{type(self).__name__}: optimizer parameters need to be organized "
+                            "in ordered collections, but the ordering of tensors in sets will "
+                            "change between runs. Please use a list instead.")
         params = [params] if isinstance(params, Tensor) else list(params)
-        seen = {id(p) for g in self.param_groups for p in g["params"]}
         for p in params:
             if not isinstance(p, Tensor):
                 raise TypeError(f"{type(self).__name__}: can only optimize Tensors, got "
                                 f"{type(p).__name__}")
             if not p.is_leaf:
                 raise ValueError(f"{type(self).__name__}: can't optimize a non-leaf Tensor")
-            if id(p) in seen:
-                raise ValueError(f"{type(self).__name__}: some parameters appear in more than "
-                                 "one parameter group")
-            seen.add(id(p))
         filled = {**self.defaults, **group, "params": params}
         for k, v in filled.items():
             if k != "params" and v is _REQUIRED:
                 raise ValueError(f"{type(self).__name__}: parameter group didn't specify {k}")
+        if len({id(p) for p in params}) != len(params):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; "
+                          "in future, this will cause an error; see "
+                          "github.com/pytorch/pytorch/issues/40967 for more information",
+                          UserWarning, stacklevel=3)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in params):
+            raise ValueError(f"{type(self).__name__}: some parameters appear in more than "
+                             "one parameter group")
         self.param_groups.append(filled)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -144,7 +193,9 @@ class Optimizer:
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Record the update of every parameter with a gradient; the step then runs at
         the next ``zero_grad()``, read or ``step()`` (inside a call ``nv.compile``
-        records, at the end of the call: ``end_of_step``)."""
+        records, at the end of the call: ``end_of_step``). The step hooks run around
+        this call (module docstring)."""
+        self._base_stepped = True
         if live_pending.deferred is not None and capture_log.ACTIVE.get() is None:
             # the last step never ran (no zero_grad(), no read): with what was recorded
             # since -- the gradients it accumulated into -- as one step, as it was before
@@ -163,12 +214,22 @@ class Optimizer:
                                            for g in self.param_groups], [])
         capture_log.action("opt_step", self, event)
         keys = {gi: self._baked_key(b) for gi, b in baked.items()}
+        self._begin_step(updated)
         with no_grad():
             for gi, p in updated:
                 self._update_param(gi, keys[gi], p)
-        event.states.extend(self.state[p] for _, p in updated)
+        event.states.extend(self.state.get(p) for _, p in updated)
         end_of_step()
         return loss
+
+    def _begin_step(self, updated: list[tuple[int, Tensor]]) -> None:
+        """Called with the (group index, parameter) pairs about to be updated, before
+        any is (and before a replayed host step): what a subclass decides from the
+        state at the start of the step, as PyTorch's ``_init_group`` reads it before
+        its updates (SGD: which momentum buffers are new)."""
+
+    def _optimizer_step_code(self) -> None:
+        """PyTorch's empty hook for profilers, called after every ``step()``."""
 
     def _baked_key(self, baked: dict[str, Any]) -> tuple | None:
         """A group's compiled-in hyperparameters as a template key part (None when one
@@ -186,9 +247,24 @@ class Optimizer:
         """Record the update of ``p``: stamped from the template of an earlier update
         with the same structure if there is one, else as ``_update`` writes it (kept
         as that structure's template when it can be one). ``baked``: the group's
-        ``_baked_key`` (None: no template)."""
-        group, grad, state = self.param_groups[gi], p.grad, self.state.setdefault(p, {})
+        ``_baked_key`` (None: no template). A parameter without state gets an entry in
+        ``self.state`` only if the update keeps something (PyTorch's SGD without
+        momentum keeps nothing)."""
+        group, grad = self.param_groups[gi], p.grad
+        state = self.state.get(p)
+        if state is None:
+            state = {}
         self._scalar_dtype = scalar_dtype(p)
+        self._param_dtype = p.dtype
+        try:
+            self._record_update(gi, baked, group, p, grad, state)
+        finally:
+            if state and self.state.get(p) is not state:
+                self.state[p] = state
+
+    def _record_update(self, gi: int, baked: tuple | None, group: dict[str, Any],
+                       p: Tensor, grad: Tensor, state: dict[str, Any]) -> None:
+        """``_update_param``'s recording, by template or as written."""
         key = None if baked is None else template_key(gi, baked, p, grad, state)
         if key is None:
             self._update(group, p, grad, state)
@@ -268,8 +344,11 @@ class Optimizer:
                     _record_instead(f"{type(self).__name__}: a parameter's state is another "
                                     "dict than when the step was recorded (load_state_dict, "
                                     "or the state reset)")
+            self._begin_step(event.updated)
+            for (gi, p), state in zip(event.updated, event.states):
                 self._scalar_dtype = scalar_dtype(p)
-                self._host_update(self.param_groups[gi], state)
+                self._param_dtype = p.dtype
+                self._host_update(self.param_groups[gi], {} if state is None else state)
             return self._collecting
         finally:
             self._scalars, self._collecting = {}, None
@@ -321,30 +400,91 @@ class Optimizer:
                     if isinstance(v, Tensor):
                         mark_role(v, "optimizer state")
 
+    # ------------------------------------------------------------ hooks
+
+    def register_step_pre_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """``hook(optimizer, args, kwargs) -> None or (new_args, new_kwargs)``, run
+        before each ``step()`` (``args`` includes the optimizer, as PyTorch passes it)."""
+        return _add_hook(self._optimizer_step_pre_hooks, hook)
+
+    def register_step_post_hook(self, hook: Callable[..., Any]) -> RemovableHandle:
+        """``hook(optimizer, args, kwargs) -> None``, run after each ``step()``: what it
+        reads is realized first, so it sees the updated parameters."""
+        return _add_hook(self._optimizer_step_post_hooks, hook)
+
+    def register_state_dict_pre_hook(self, hook: Callable[[Optimizer], None],
+                                     prepend: bool = False) -> RemovableHandle:
+        """``hook(optimizer)``, run before ``state_dict()`` builds the dict."""
+        return _add_hook(self._optimizer_state_dict_pre_hooks, hook, prepend)
+
+    def register_state_dict_post_hook(self, hook: Callable[..., dict[str, Any] | None],
+                                      prepend: bool = False) -> RemovableHandle:
+        """``hook(optimizer, state_dict) -> state_dict or None``, run on the built dict
+        (a returned dict replaces it)."""
+        return _add_hook(self._optimizer_state_dict_post_hooks, hook, prepend)
+
+    def register_load_state_dict_pre_hook(self, hook: Callable[..., dict[str, Any] | None],
+                                          prepend: bool = False) -> RemovableHandle:
+        """``hook(optimizer, state_dict) -> state_dict or None``, run before
+        ``load_state_dict`` reads the (shallow-copied) dict; a returned dict is loaded
+        instead."""
+        return _add_hook(self._optimizer_load_state_dict_pre_hooks, hook, prepend)
+
+    def register_load_state_dict_post_hook(self, hook: Callable[[Optimizer], None],
+                                           prepend: bool = False) -> RemovableHandle:
+        """``hook(optimizer)``, run once ``load_state_dict`` has loaded the state."""
+        return _add_hook(self._optimizer_load_state_dict_post_hooks, hook, prepend)
+
     # ------------------------------------------------------------ state dicts
 
     def state_dict(self) -> dict[str, Any]:
-        """PyTorch's layout: state by parameter index, groups with parameter indices."""
+        """PyTorch's layout: state by parameter index, groups with parameter indices.
+        The indices are PyTorch's: each group numbers its entries on from where the
+        one before ended, and a parameter listed twice in a group takes the index of
+        its last place. ``state`` lists the parameters with an entry in
+        ``self.state``, in the order they got one, as PyTorch does."""
+        for hook in list(self._optimizer_state_dict_pre_hooks.values()):
+            hook(self)
         index: dict[int, int] = {}
+        start = 0
         groups = []
         for g in self.param_groups:
             packed = {k: v for k, v in g.items() if k != "params"}
-            packed["params"] = []
-            for p in g["params"]:
-                index.setdefault(id(p), len(index))
-                packed["params"].append(index[id(p)])
+            index.update({id(p): i for i, p in enumerate(g["params"], start)
+                          if id(p) not in index})
+            packed["params"] = [index[id(p)] for p in g["params"]]
+            start += len(packed["params"])
             groups.append(packed)
         state = {}
-        for g in self.param_groups:
-            for p in g["params"]:
-                if p in self.state:
-                    state[index[id(p)]] = {k: (v.detach() if isinstance(v, Tensor) else v)
-                                           for k, v in self.state[p].items()}
-        return {"state": state, "param_groups": groups}
+        for p, entries in self.state.items():
+            if isinstance(p, Tensor):
+                if id(p) not in index:
+                    raise KeyError(f"{type(self).__name__}.state_dict: the state holds an "
+                                   "entry for a tensor that is in no parameter group")
+                key = index[id(p)]
+            else:
+                key = p
+            state[key] = {k: (v.detach() if isinstance(v, Tensor) else v)
+                          for k, v in entries.items()}
+        out = {"state": state, "param_groups": groups}
+        for hook in list(self._optimizer_state_dict_post_hooks.values()):
+            result = hook(self, out)
+            if result is not None:
+                out = result
+        return out
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Load ``state_dict`` (PyTorch's layout, from ``state_dict()`` or a PyTorch
+        checkpoint): the groups' hyperparameters and each parameter's state, tensors
+        moved to the parameter's device and dtype, PyTorch's 0-d tensors of
+        ``_host_state`` entries made numbers."""
         name = type(self).__name__
-        groups = state_dict.get("param_groups")
+        state_dict = dict(state_dict) if isinstance(state_dict, dict) else state_dict
+        for hook in list(self._optimizer_load_state_dict_pre_hooks.values()):
+            result = hook(self, state_dict)
+            if result is not None:
+                state_dict = result
+        groups = state_dict.get("param_groups") if isinstance(state_dict, dict) else None
         if not isinstance(groups, list) or "state" not in state_dict:
             raise ValueError(f"{name}.load_state_dict: expected keys 'state' and 'param_groups'")
         if len(groups) != len(self.param_groups):
@@ -357,29 +497,36 @@ class Optimizer:
                                  f"parameters in the checkpoint, {len(mine['params'])} here")
             for i, p in zip(saved["params"], mine["params"]):
                 by_index[int(i)] = p
-        new_state: dict[Tensor, dict[str, Any]] = {}
+        new_state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
         for i, entries in state_dict["state"].items():
             p = by_index.get(int(i))
             if p is None:
                 raise ValueError(f"{name}.load_state_dict: state for unknown parameter {i}")
-            restored = {}
-            for k, v in entries.items():
-                if k in self._host_state and isinstance(v, Tensor):
-                    if v.numel() != 1:
-                        raise ValueError(f"{name}.load_state_dict: state {k!r} of parameter "
-                                         f"{i} must be a number, got a tensor of shape "
-                                         f"{tuple(v.shape)}")
-                    v = int(v.item()) if k == "step" else float(v.item())
-                elif isinstance(v, Tensor):
-                    if v.shape != p.shape:
-                        raise ValueError(f"{name}.load_state_dict: state {k!r} of parameter {i} "
-                                         f"has shape {v.shape}, the parameter has {p.shape}")
-                    v = v.to(p.device, p.dtype)   # state lives with its parameter
-                restored[k] = v
-            new_state[p] = restored
+            new_state[p] = {k: self._restored(k, v, p, i) for k, v in entries.items()
+                            if k not in self._scratch_state}
         for saved, mine in zip(groups, self.param_groups):
             mine.update({k: v for k, v in saved.items() if k != "params"})
         self.state = new_state
+        for hook in list(self._optimizer_load_state_dict_post_hooks.values()):
+            hook(self)
+
+    def _restored(self, key: str, v: Any, p: Tensor, index: Any) -> Any:
+        """A loaded state entry ``key`` of parameter ``p`` (``index`` in the dict): a
+        ``_host_state`` 0-d tensor as a number, a tensor checked against ``p``'s shape
+        and moved to its device and dtype, anything else as is."""
+        name = type(self).__name__
+        if key in self._host_state and isinstance(v, Tensor):
+            if v.numel() != 1:
+                raise ValueError(f"{name}.load_state_dict: state {key!r} of parameter "
+                                 f"{index} must be a number, got a tensor of shape "
+                                 f"{tuple(v.shape)}")
+            return int(v.item()) if key == "step" else float(v.item())
+        if isinstance(v, Tensor):
+            if v.shape != p.shape:
+                raise ValueError(f"{name}.load_state_dict: state {key!r} of parameter {index} "
+                                 f"has shape {v.shape}, the parameter has {p.shape}")
+            return v.to(p.device, p.dtype)   # state lives with its parameter
+        return v
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]
@@ -387,6 +534,80 @@ class Optimizer:
             lines.append(f"Parameter Group {i}")
             lines += [f"    {k}: {v}" for k, v in sorted(g.items()) if k != "params"]
         return "\n".join(lines + [")"])
+
+
+# The hooks every optimizer's step() runs (``register_optimizer_step_pre_hook``): the
+# global pre-hooks before the optimizer's own, the global post-hooks after, as PyTorch.
+_global_optimizer_pre_hooks: OrderedDict[int, Callable[..., Any]] = OrderedDict()
+_global_optimizer_post_hooks: OrderedDict[int, Callable[..., Any]] = OrderedDict()
+
+
+def register_optimizer_step_pre_hook(hook: Callable[..., Any]) -> RemovableHandle:
+    """``hook(optimizer, args, kwargs) -> None or (new_args, new_kwargs)``, run before
+    every optimizer's ``step()``, ahead of the optimizer's own pre-hooks."""
+    return _add_hook(_global_optimizer_pre_hooks, hook)
+
+
+def register_optimizer_step_post_hook(hook: Callable[..., Any]) -> RemovableHandle:
+    """``hook(optimizer, args, kwargs) -> None``, run after every optimizer's
+    ``step()``, after the optimizer's own post-hooks."""
+    return _add_hook(_global_optimizer_post_hooks, hook)
+
+
+def _add_hook(table: OrderedDict[int, Callable[..., Any]], hook: Callable[..., Any],
+              prepend: bool = False) -> RemovableHandle:
+    handle = RemovableHandle(lambda hook_id: table.pop(hook_id, None))
+    table[handle.id] = hook
+    if prepend:
+        table.move_to_end(handle.id, last=False)
+    return handle
+
+
+def _patch_step_function(cls: type) -> None:
+    """Wrap ``cls.step`` (once per class, as PyTorch patches it at an optimizer's
+    construction) so that every ``step()`` -- Nova's, or one a subclass defines --
+    runs the step hooks and ends the step (``_hooked_step``)."""
+    if not getattr(cls.step, "_nova_hooked", False):
+        cls.step = _hooked_step(cls.step)
+
+
+def _hooked_step(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``func`` (a ``step``) with the step hooks around it. A step of the subclass's
+    own that does not go through ``Optimizer.step`` (an optimizer written against
+    PyTorch, updating its parameters in place) ends the step as ``Optimizer.step``
+    does (``end_of_step``): its updates run at the next ``zero_grad()`` or read, not
+    chained into every later step. A step calling ``super().step()`` runs the hooks
+    once."""
+    @functools.wraps(func)
+    def step(*args: Any, **kwargs: Any) -> Any:
+        self = args[0]
+        if self.__dict__.get("_in_step"):
+            return func(*args, **kwargs)
+        pre = [*_global_optimizer_pre_hooks.values(), *self._optimizer_step_pre_hooks.values()]
+        post = [*self._optimizer_step_post_hooks.values(), *_global_optimizer_post_hooks.values()]
+        if pre or post:
+            capture_log.refuse(f"{type(self).__name__}.step() runs step hooks, Python that a "
+                               "replay would skip")
+        for hook in pre:
+            result = hook(self, args, kwargs)
+            if result is not None:
+                if not (isinstance(result, tuple) and len(result) == 2):
+                    raise RuntimeError(f"{func} must return None or a tuple of (new_args, "
+                                       f"new_kwargs), but got {result}.")
+                args, kwargs = result
+        self._in_step, self._base_stepped = True, False
+        try:
+            out = func(*args, **kwargs)
+        finally:
+            self._in_step = False
+        if not self._base_stepped:
+            end_of_step()
+        self._optimizer_step_code()
+        for hook in post:
+            hook(self, args, kwargs)
+        return out
+    step._nova_hooked = True    # type: ignore[attr-defined]
+    return step
 
 
 def _record_instead(why: str) -> NoReturn:

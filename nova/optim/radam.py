@@ -5,7 +5,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from nova.optim import _checks
+from nova.optim import _checks, _half
 from nova.optim._moments import beta_scalars, decay_baked, decay_scalar, decayed_moments
 from nova.optim.optimizer import Optimizer, zeros_state
 from nova.tensor import ops
@@ -67,6 +67,14 @@ class RAdam(Optimizer):
         decay_scalar(self, scalars, lr, wd, group["decoupled_weight_decay"])
         beta_scalars(self, scalars, b1, b2)
         scalars["rectified"] = self._scalar("rectified", 1.0 if rectified else 0.0)
+        if _half.is_half(self._param_dtype):
+            # the factors of PyTorch's product, each rounded on its own (_update)
+            scalars["bias_correction1"] = self._scalar("bias_correction1", bias_correction1)
+            scalars["lr"] = self._scalar("lr", lr)
+            scalars["bias_correction2_sqrt"] = self._scalar("bias_correction2_sqrt",
+                                                            bias_correction2 ** 0.5)
+            scalars["rect"] = self._scalar("rect", rect if rectified else 0.0)
+            return scalars
         scalars["adaptive_step"] = self._scalar("adaptive_step", adaptive)
         scalars["sgd_step"] = self._scalar("sgd_step", lr / bias_correction1)
         return scalars
@@ -85,8 +93,26 @@ class RAdam(Optimizer):
         s = self._host_update(group, state)
         p, g, m, v = decayed_moments(p, g, group["weight_decay"],
                                      group["decoupled_weight_decay"], state, s)
+        if _half.is_half(p.dtype):
+            p.copy_(self._half_step(p, m, v, group["eps"], s))
+            return
         adaptive = s["adaptive_step"] * m / (ops.sqrt(v) + group["eps"])
         p.copy_(p - ops.where(s["rectified"] > 0.5, adaptive, s["sgd_step"] * m))
+
+    @staticmethod
+    def _half_step(p: Tensor, m: Tensor, v: Tensor, eps: float, s: dict[str, Any]) -> Tensor:
+        """The new half-precision ``p`` as PyTorch's kernels round it (``_half``):
+        ``m / bc1 * lr``, times ``bc2 ** 0.5 / v.sqrt().add_(eps)`` (a reciprocal, then a
+        product) and ``rect`` when rectified, each op rounded, then ``p.add_(...,
+        alpha=-1)``."""
+        dtype = p.dtype
+        step = _half.mul(_half.div_scalar(m, s["bias_correction1"]), s["lr"])
+        denom = _half.add_scalar(_half.sqrt(v), eps)
+        adaptive = _half.mul(ops.reciprocal(denom.float()).to(dtype),
+                             s["bias_correction2_sqrt"])
+        rectified = _half.mul((step.float() * adaptive.float()).to(dtype), s["rect"])
+        update = ops.where(s["rectified"] > 0.5, rectified, step)
+        return (p.float() - update.float()).to(dtype)
 
 
 __all__ = ["RAdam"]

@@ -134,6 +134,11 @@ short = _dt.int16
 
 __version__ = "0.1.0"
 
+from nova.tensor.sampling_ops import (  # noqa: E402
+    _sample_dirichlet, _standard_gamma, binomial, normal, poisson, randint_like,
+)
+from nova.tensor.sampling_ops import gammainc as igamma, gammaincc as igammac  # noqa: E402
+
 # PyTorch's ``out=`` on the functions that take it there (one wrapper, installed last).
 from nova.tensor import out_arg as _out_arg  # noqa: E402
 

@@ -16,12 +16,13 @@ from nova.tensor.special import (
 )
 from nova.tensor.special import lgamma as gammaln
 from nova.tensor.special import mvlgamma as multigammaln
+from nova.tensor.sampling_ops import gammainc, gammaincc
 
 psi = digamma
 
 __all__ = [
     "digamma", "entr", "erf", "erfc", "erfcx", "erfinv", "exp2", "expit", "expm1",
-    "gammaln", "i0", "i0e", "log1p", "log_ndtr", "log_softmax", "logit", "logsumexp",
+    "gammainc", "gammaincc", "gammaln", "i0", "i0e", "log1p", "log_ndtr", "log_softmax", "logit", "logsumexp",
     "multigammaln", "ndtr", "ndtri", "polygamma", "psi", "round", "sinc", "softmax",
     "xlog1py", "xlogy",
 ]

@@ -3,11 +3,14 @@ on the pair of distribution types (``torch.distributions.kl``'s rules: the most
 specific registered pair by subclass wins; an ambiguity warns).
 
 Every pair PyTorch registers among Nova's families, with PyTorch's formulas: each
-family with itself, and across families Normal, Laplace, Gumbel, Exponential and
-Uniform against Normal, Gumbel and (for Uniform) Exponential; a pair whose ``q``
+family with itself, and across families Normal, Laplace, Gumbel, Exponential, Gamma,
+Beta, Pareto and Uniform against Normal, Gumbel, Exponential, Gamma, Beta, Pareto and
+Uniform, and Bernoulli, Poisson and Binomial among themselves; a pair whose ``q``
 gives zero density where ``p`` has mass (Normal -> Exponential or -> Uniform, the
-real-line families -> Exponential or Uniform, Exponential -> Uniform) is ``inf``
-throughout, as PyTorch's."""
+real-line families -> Exponential, Gamma, Beta, Pareto or Uniform, ...) is ``inf``
+throughout, as PyTorch's. (PyTorch's generic rule for two members of one exponential
+family, by a Bregman divergence, is not here: each family Nova has gets its own closed
+form instead.)"""
 from __future__ import annotations
 
 import math
@@ -17,22 +20,31 @@ from functools import total_ordering
 from typing import Any
 
 from nova.distributions.bernoulli import Bernoulli
+from nova.distributions.beta import Beta
+from nova.distributions.binomial import Binomial
 from nova.distributions.categorical import Categorical
 from nova.distributions.cauchy import Cauchy
+from nova.distributions.dirichlet import Dirichlet
 from nova.distributions.distribution import Distribution
 from nova.distributions.exponential import Exponential
+from nova.distributions.gamma import Gamma
+from nova.distributions.geometric import Geometric
 from nova.distributions.gumbel import Gumbel
+from nova.distributions.half_normal import HalfNormal
 from nova.distributions.independent import Independent
 from nova.distributions.laplace import Laplace
 from nova.distributions.multivariate_normal import MultivariateNormal, kl_multivariate_normal
 from nova.distributions.normal import Normal
 from nova.distributions.one_hot_categorical import OneHotCategorical
+from nova.distributions.pareto import Pareto
+from nova.distributions.poisson import Poisson
 from nova.distributions.transformed_distribution import TransformedDistribution
 from nova.distributions.uniform import Uniform
-from nova.distributions.utils import euler_constant, softplus, sum_rightmost
+from nova.distributions.utils import euler_constant, known_values, softplus, sum_rightmost
 from nova.tensor import ops
 from nova.tensor.creation import full_like
-from nova.tensor.special import lgamma
+from nova.tensor.elementary import xlogy
+from nova.tensor.special import digamma, lgamma
 from nova.tensor.tensor import Tensor
 
 __all__ = ["kl_divergence", "register_kl"]
@@ -330,3 +342,282 @@ def _kl_uniform_normal(p: Uniform, q: Normal) -> Tensor:
     t2 = common_term.pow(2) / 12
     t3 = ((p.high + p.low - 2 * q.loc) / 2).pow(2)
     return t1 + 0.5 * (t2 + t3) / q.scale.pow(2)
+
+
+# ---------------------------------------------------------------- the Gamma, Beta,
+# Pareto and counting families
+
+
+def _x_log_x(t: Tensor) -> Tensor:
+    """``t log t`` (0 at 0), PyTorch's ``_x_log_x``."""
+    return xlogy(t, t)
+
+
+@register_kl(Beta, Beta)
+def _kl_beta_beta(p: Beta, q: Beta) -> Tensor:
+    sum_params_p = p.concentration1 + p.concentration0
+    sum_params_q = q.concentration1 + q.concentration0
+    t1 = lgamma(q.concentration1) + lgamma(q.concentration0) + lgamma(sum_params_p)
+    t2 = lgamma(p.concentration1) + lgamma(p.concentration0) + lgamma(sum_params_q)
+    t3 = (p.concentration1 - q.concentration1) * digamma(p.concentration1)
+    t4 = (p.concentration0 - q.concentration0) * digamma(p.concentration0)
+    t5 = (sum_params_q - sum_params_p) * digamma(sum_params_p)
+    return t1 - t2 + t3 + t4 + t5
+
+
+@register_kl(Binomial, Binomial)
+def _kl_binomial_binomial(p: Binomial, q: Binomial) -> Tensor:
+    """PyTorch's: NotImplementedError where ``q`` has more trials than ``p`` anywhere
+    (the counts read on the host: a sync when they are pending, as PyTorch's
+    ``.any()``), infinite where it has fewer."""
+    fewer = p.total_count < q.total_count
+    known = known_values(p.total_count), known_values(q.total_count)
+    if known[0] is not None and known[1] is not None:
+        any_fewer = bool((known[0] < known[1]).any())
+    else:
+        any_fewer = bool(fewer.any().item())
+    if any_fewer:
+        raise NotImplementedError("KL between Binomials where q.total_count > "
+                                  "p.total_count is not implemented")
+    kl = p.total_count * (p.probs * (p.logits - q.logits) + (-p.probs).log1p()
+                          - (-q.probs).log1p())
+    return _infinite_where(p.total_count > q.total_count, kl)
+
+
+@register_kl(Dirichlet, Dirichlet)
+def _kl_dirichlet_dirichlet(p: Dirichlet, q: Dirichlet) -> Tensor:
+    sum_p_concentration = p.concentration.sum(-1)
+    sum_q_concentration = q.concentration.sum(-1)
+    t1 = lgamma(sum_p_concentration) - lgamma(sum_q_concentration)
+    t2 = (lgamma(p.concentration) - lgamma(q.concentration)).sum(-1)
+    t3 = p.concentration - q.concentration
+    t4 = digamma(p.concentration) - digamma(sum_p_concentration).unsqueeze(-1)
+    return t1 - t2 + (t3 * t4).sum(-1)
+
+
+@register_kl(Gamma, Gamma)
+def _kl_gamma_gamma(p: Gamma, q: Gamma) -> Tensor:
+    t1 = q.concentration * (p.rate / q.rate).log()
+    t2 = lgamma(q.concentration) - lgamma(p.concentration)
+    t3 = (p.concentration - q.concentration) * digamma(p.concentration)
+    t4 = (q.rate - p.rate) * (p.concentration / p.rate)
+    return t1 + t2 + t3 + t4
+
+
+@register_kl(Geometric, Geometric)
+def _kl_geometric_geometric(p: Geometric, q: Geometric) -> Tensor:
+    return -p.entropy() - (-q.probs).log1p() / p.probs - q.logits
+
+
+@register_kl(HalfNormal, HalfNormal)
+def _kl_halfnormal_halfnormal(p: HalfNormal, q: HalfNormal) -> Tensor:
+    return _kl_normal_normal(p.base_dist, q.base_dist)
+
+
+@register_kl(Pareto, Pareto)
+def _kl_pareto_pareto(p: Pareto, q: Pareto) -> Tensor:
+    scale_ratio = p.scale / q.scale
+    alpha_ratio = q.alpha / p.alpha
+    t1 = q.alpha * scale_ratio.log()
+    t2 = -alpha_ratio.log()
+    result = t1 + t2 + alpha_ratio - 1
+    return _infinite_where(p.support.lower_bound < q.support.lower_bound, result)
+
+
+@register_kl(Poisson, Poisson)
+def _kl_poisson_poisson(p: Poisson, q: Poisson) -> Tensor:
+    return p.rate * (p.rate.log() - q.rate.log()) - (p.rate - q.rate)
+
+
+@register_kl(Bernoulli, Poisson)
+def _kl_bernoulli_poisson(p: Bernoulli, q: Poisson) -> Tensor:
+    return -p.entropy() - (p.probs * q.rate.log() - q.rate)
+
+
+@register_kl(Beta, Pareto)
+def _kl_beta_infinity(p: Beta, q: Distribution) -> Tensor:
+    return _infinite_like(p.concentration1)
+
+
+@register_kl(Beta, Exponential)
+def _kl_beta_exponential(p: Beta, q: Exponential) -> Tensor:
+    return (-p.entropy() - q.rate.log()
+            + q.rate * (p.concentration1 / (p.concentration1 + p.concentration0)))
+
+
+@register_kl(Beta, Gamma)
+def _kl_beta_gamma(p: Beta, q: Gamma) -> Tensor:
+    t1 = -p.entropy()
+    t2 = lgamma(q.concentration) - q.concentration * q.rate.log()
+    t3 = (q.concentration - 1) * (digamma(p.concentration1)
+                                  - digamma(p.concentration1 + p.concentration0))
+    t4 = q.rate * p.concentration1 / (p.concentration1 + p.concentration0)
+    return t1 + t2 - t3 + t4
+
+
+@register_kl(Beta, Normal)
+def _kl_beta_normal(p: Beta, q: Normal) -> Tensor:
+    e_beta = p.concentration1 / (p.concentration1 + p.concentration0)
+    var_normal = q.scale.pow(2)
+    t1 = -p.entropy()
+    t2 = 0.5 * (var_normal * 2 * math.pi).log()
+    t3 = (e_beta * (1 - e_beta) / (p.concentration1 + p.concentration0 + 1)
+          + e_beta.pow(2)) * 0.5
+    t4 = q.loc * e_beta
+    t5 = q.loc.pow(2) * 0.5
+    return t1 + t2 + (t3 - t4 + t5) / var_normal
+
+
+@register_kl(Beta, Uniform)
+def _kl_beta_uniform(p: Beta, q: Uniform) -> Tensor:
+    result = -p.entropy() + (q.high - q.low).log()
+    outside = (q.low > p.support.lower_bound) | (q.high < p.support.upper_bound)
+    return _infinite_where(outside, result)
+
+
+@register_kl(Exponential, Beta)
+@register_kl(Exponential, Pareto)
+def _kl_exponential_infinity_more(p: Exponential, q: Distribution) -> Tensor:
+    return _infinite_like(p.rate)
+
+
+@register_kl(Exponential, Gamma)
+def _kl_exponential_gamma(p: Exponential, q: Gamma) -> Tensor:
+    ratio = q.rate / p.rate
+    t1 = -q.concentration * ratio.log()
+    return (t1 + ratio + lgamma(q.concentration) + q.concentration * euler_constant
+            - (1 + euler_constant))
+
+
+@register_kl(Gamma, Beta)
+@register_kl(Gamma, Pareto)
+@register_kl(Gamma, Uniform)
+def _kl_gamma_infinity(p: Gamma, q: Distribution) -> Tensor:
+    return _infinite_like(p.concentration)
+
+
+@register_kl(Gamma, Exponential)
+def _kl_gamma_exponential(p: Gamma, q: Exponential) -> Tensor:
+    return -p.entropy() - q.rate.log() + q.rate * p.concentration / p.rate
+
+
+@register_kl(Gamma, Gumbel)
+def _kl_gamma_gumbel(p: Gamma, q: Gumbel) -> Tensor:
+    beta_scale_prod = p.rate * q.scale
+    loc_scale_ratio = q.loc / q.scale
+    t1 = ((p.concentration - 1) * digamma(p.concentration) - lgamma(p.concentration)
+          - p.concentration)
+    t2 = beta_scale_prod.log() + p.concentration / beta_scale_prod
+    t3 = (loc_scale_ratio.exp() * (1 + beta_scale_prod.reciprocal()).pow(-p.concentration)
+          - loc_scale_ratio)
+    return t1 + t2 + t3
+
+
+@register_kl(Gamma, Normal)
+def _kl_gamma_normal(p: Gamma, q: Normal) -> Tensor:
+    var_normal = q.scale.pow(2)
+    beta_sqr = p.rate.pow(2)
+    t1 = (0.5 * (beta_sqr * var_normal * 2 * math.pi).log() - p.concentration
+          - lgamma(p.concentration))
+    t2 = 0.5 * (p.concentration.pow(2) + p.concentration) / beta_sqr
+    t3 = q.loc * p.concentration / p.rate
+    t4 = 0.5 * q.loc.pow(2)
+    return (t1 + (p.concentration - 1) * digamma(p.concentration)
+            + (t2 - t3 + t4) / var_normal)
+
+
+@register_kl(Gumbel, Beta)
+@register_kl(Gumbel, Gamma)
+@register_kl(Gumbel, Pareto)
+def _kl_gumbel_infinity_more(p: Gumbel, q: Distribution) -> Tensor:
+    return _infinite_like(p.loc)
+
+
+@register_kl(Laplace, Beta)
+@register_kl(Laplace, Gamma)
+@register_kl(Laplace, Pareto)
+def _kl_laplace_infinity_more(p: Laplace, q: Distribution) -> Tensor:
+    return _infinite_like(p.loc)
+
+
+@register_kl(Normal, Beta)
+@register_kl(Normal, Gamma)
+@register_kl(Normal, Pareto)
+def _kl_normal_infinity_more(p: Normal, q: Distribution) -> Tensor:
+    return _infinite_like(p.loc)
+
+
+@register_kl(Pareto, Beta)
+@register_kl(Pareto, Uniform)
+def _kl_pareto_infinity(p: Pareto, q: Distribution) -> Tensor:
+    return _infinite_like(p.scale)
+
+
+@register_kl(Pareto, Exponential)
+def _kl_pareto_exponential(p: Pareto, q: Exponential) -> Tensor:
+    scale_rate_prod = p.scale * q.rate
+    t1 = (p.alpha / scale_rate_prod).log()
+    t2 = p.alpha.reciprocal()
+    t3 = p.alpha * scale_rate_prod / (p.alpha - 1)
+    return _infinite_where(p.alpha <= 1, t1 - t2 + t3 - 1)
+
+
+@register_kl(Pareto, Gamma)
+def _kl_pareto_gamma(p: Pareto, q: Gamma) -> Tensor:
+    common_term = p.scale.log() + p.alpha.reciprocal()
+    t1 = p.alpha.log() - common_term
+    t2 = lgamma(q.concentration) - q.concentration * q.rate.log()
+    t3 = (1 - q.concentration) * common_term
+    t4 = q.rate * p.alpha * p.scale / (p.alpha - 1)
+    return _infinite_where(p.alpha <= 1, t1 + t2 + t3 + t4 - 1)
+
+
+@register_kl(Pareto, Normal)
+def _kl_pareto_normal(p: Pareto, q: Normal) -> Tensor:
+    var_normal = 2 * q.scale.pow(2)
+    common_term = p.scale / (p.alpha - 1)
+    t1 = (math.sqrt(2 * math.pi) * q.scale * p.alpha / p.scale).log()
+    t2 = p.alpha.reciprocal()
+    t3 = p.alpha * common_term.pow(2) / (p.alpha - 2)
+    t4 = (p.alpha * common_term - q.loc).pow(2)
+    return _infinite_where(p.alpha <= 2, t1 - t2 + (t3 + t4) / var_normal - 1)
+
+
+@register_kl(Poisson, Bernoulli)
+@register_kl(Poisson, Binomial)
+def _kl_poisson_infinity(p: Poisson, q: Distribution) -> Tensor:
+    return _infinite_like(p.rate)
+
+
+@register_kl(Uniform, Beta)
+def _kl_uniform_beta(p: Uniform, q: Beta) -> Tensor:
+    common_term = p.high - p.low
+    t1 = common_term.log()
+    t2 = ((q.concentration1 - 1) * (_x_log_x(p.high) - _x_log_x(p.low) - common_term)
+          / common_term)
+    t3 = ((q.concentration0 - 1) * (_x_log_x(1 - p.high) - _x_log_x(1 - p.low) + common_term)
+          / common_term)
+    t4 = (lgamma(q.concentration1) + lgamma(q.concentration0)
+          - lgamma(q.concentration1 + q.concentration0))
+    result = t3 + t4 - t1 - t2
+    outside = (p.high > q.support.upper_bound) | (p.low < q.support.lower_bound)
+    return _infinite_where(outside, result)
+
+
+@register_kl(Uniform, Gamma)
+def _kl_uniform_gamma(p: Uniform, q: Gamma) -> Tensor:
+    common_term = p.high - p.low
+    t1 = common_term.log()
+    t2 = lgamma(q.concentration) - q.concentration * q.rate.log()
+    t3 = ((1 - q.concentration) * (_x_log_x(p.high) - _x_log_x(p.low) - common_term)
+          / common_term)
+    t4 = q.rate * (p.high + p.low) / 2
+    return _infinite_where(p.low < q.support.lower_bound, -t1 + t2 + t3 + t4)
+
+
+@register_kl(Uniform, Pareto)
+def _kl_uniform_pareto(p: Uniform, q: Pareto) -> Tensor:
+    support_uniform = p.high - p.low
+    t1 = (q.alpha * q.scale.pow(q.alpha) * support_uniform).log()
+    t2 = (_x_log_x(p.high) - _x_log_x(p.low) - support_uniform) / support_uniform
+    return _infinite_where(p.low < q.support.lower_bound, t2 * (q.alpha + 1) - t1)

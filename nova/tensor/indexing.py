@@ -350,7 +350,7 @@ def _value_as(op: str, value: Any, shape: tuple[int, ...], dtype: dt.DType,
 def getitem(x: Tensor, index: Any) -> Tensor | MaskedSelection:
     masked = _mask_index("__getitem__", x.shape, index)
     if masked is not None:
-        if _augmented_subscript(sys._getframe(2)):     # the user's ``x[mask] op= v``
+        if _augmented_subscript(_caller_frame()):      # the user's ``x[mask] op= v``
             return MaskedSelection(x, index, masked)
         return _masked_read(_basic(x, masked.basic), masked)
     return _read(x, expand_masks("__getitem__", x.shape, index))
@@ -362,6 +362,16 @@ def _read(x: Tensor, index: Any) -> Tensor:
     if p.advanced:
         return _advanced_get("__getitem__", _basic(x, p), p.advanced)
     return make_view(x, lambda b: _basic(b, p), lambda b, v: _basic_put(b, p, v), "__getitem__")
+
+
+def _caller_frame() -> Any:
+    """The frame that subscripted the tensor (``getitem`` is called by
+    ``Tensor.__getitem__``), or None when there is none (a call from C with no Python
+    frame below)."""
+    try:
+        return sys._getframe(3)
+    except ValueError:
+        return None
 
 
 _COPY = dis.opmap.get("COPY")

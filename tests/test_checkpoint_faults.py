@@ -155,7 +155,7 @@ def test_bad_shapes(tmp_path, shape, why):
     assert why in _rejected(tmp_path, _raw(header, b"\0" * 16))
 
 
-@pytest.mark.parametrize("dtype", ["F33", "f32", "", 5, None, ["F32"], {"F32": 1}, "U8"])
+@pytest.mark.parametrize("dtype", ["F33", "f32", "", 5, None, ["F32"], {"F32": 1}, "U16", "C64"])
 def test_unknown_dtypes(tmp_path, dtype):
     header = {"x": {"dtype": dtype, "shape": [4], "data_offsets": [0, 16]}}
     assert "has dtype" in _rejected(tmp_path, _raw(header, b"\0" * 16))

@@ -30,8 +30,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from nova.autograd import grad_mode
-from nova.autograd.engine import grad as _autograd_grad
-from nova.autograd.functional import _grad_preprocess
+from nova.autograd.functional import _autograd_grad, _grad_preprocess, _jacobian_rows
 from nova.tensor import random as _random
 from nova.tensor.creation import zeros_like
 from nova.tensor.arrays import movedim
@@ -135,12 +134,9 @@ def _grads(outputs: list[Tensor], inputs: list[Tensor], cotangents: list[Tensor]
            keep: bool, retain: bool = False) -> list[Tensor]:
     """d(outputs)/d(inputs) against ``cotangents``: zeros for an input the outputs do
     not reach (as torch.func)."""
-    live = [i for i, o in enumerate(outputs) if o.requires_grad]
-    if not live:
-        return [zeros_like(x) for x in inputs]
-    got = _autograd_grad([outputs[i] for i in live], inputs,
-                         None if cotangents is None else [cotangents[i] for i in live],
-                         retain_graph=retain or keep, create_graph=keep, allow_unused=True)
+    got = _autograd_grad(tuple(outputs), tuple(inputs),
+                         None if cotangents is None else tuple(cotangents),
+                         create_graph=keep, retain_graph=retain or keep)
     return [zeros_like(x) if g is None else _out(g, keep) for g, x in zip(got, inputs)]
 
 
@@ -272,18 +268,10 @@ def jvp(func: Callable, primals: Any, tangents: Any, *, strict: bool = False,
         out_leaves, out_spec = tree_flatten(out)
         _tensors("jvp", out_leaves, "the outputs of func")
         us = [zeros_like(o).requires_grad_(True) for o in out_leaves]
-        live = [i for i, o in enumerate(out_leaves) if o.requires_grad]
-        if live:
-            back = _autograd_grad([out_leaves[i] for i in live], fresh,
-                                  [us[i] for i in live], create_graph=True, allow_unused=True)
-        else:
-            back = [None] * len(fresh)
-        pairs = [(g, t) for g, t in zip(back, t_leaves) if g is not None and g.requires_grad]
-        if pairs:
-            products = _autograd_grad([g for g, _ in pairs], us, [t for _, t in pairs],
-                                      create_graph=keep, allow_unused=True)
-        else:
-            products = [None] * len(us)
+        back = _autograd_grad(tuple(out_leaves), tuple(fresh), tuple(us), create_graph=True)
+        pairs = [(g, t) for g, t in zip(back, t_leaves) if g is not None]
+        products = _autograd_grad(tuple(g for g, _ in pairs), tuple(us),
+                                  tuple(t for _, t in pairs), create_graph=keep)
         tangent_out = [zeros_like(o) if p is None else _out(p, keep)
                        for p, o in zip(products, out_leaves)]
     result = tree_unflatten(out_spec, [_out(o, keep) for o in out_leaves])
@@ -313,7 +301,8 @@ def _jacobian(op: str, func: Callable, argnums: Any, has_aux: bool) -> Callable:
             flat_in = [t for new in fresh for t in new]
             jac_leaves = []
             for o in out_leaves:
-                rows = _rows(o, flat_in, keep)
+                rows = [_out(r, keep) for r in
+                        _jacobian_rows(o, 0, tuple(flat_in), keep, strict=False)]
                 per_arg, at = [], 0
                 for new, (_, spec) in zip(fresh, flat_args):
                     per_arg.append(tree_unflatten(spec, rows[at:at + len(new)]))
@@ -322,31 +311,6 @@ def _jacobian(op: str, func: Callable, argnums: Any, has_aux: bool) -> Callable:
         jac = tree_unflatten(out_spec, jac_leaves)
         return (jac, aux) if has_aux else jac
     return wrapper
-
-
-def _rows(out: Tensor, inputs: list[Tensor], keep: bool) -> list[Tensor]:
-    """The Jacobian of ``out`` with respect to each input, shaped ``out.shape +
-    input.shape``: one backward per element of ``out``."""
-    from nova.tensor.creation import tensor
-    import numpy as np
-    n = out.numel()
-    per_input: list[list[Tensor]] = [[] for _ in inputs]
-    flat_out = out.reshape(-1)
-    for j in range(n):
-        basis = np.zeros(n, dtype=out.dtype.np)
-        basis[j] = 1
-        grads = _grads([flat_out], inputs, [tensor(basis, dtype=out.dtype, device=out.device)],
-                       keep, retain=True)
-        for k, g in enumerate(grads):
-            per_input[k].append(g)
-    result = []
-    for x, rows in zip(inputs, per_input):
-        if rows:
-            result.append(stack(rows, 0).reshape(out.shape + x.shape))
-        else:
-            from nova.tensor.creation import zeros
-            result.append(zeros(out.shape + x.shape, dtype=x.dtype, device=x.device))
-    return result
 
 
 def jacrev(func: Callable, argnums: Any = 0, *, has_aux: bool = False,

@@ -182,15 +182,22 @@ def _collate_sequence(batch: Sequence[Sequence], collate_fn_map: CollateFnMap | 
     collated = [collate(s, collate_fn_map=collate_fn_map) for s in zip(*batch)]
     if isinstance(elem, tuple):
         return collated             # a list, as PyTorch's (backwards compatibility)
+    return _rebuilt(elem, collated)
+
+
+def _rebuilt(sequence: Sequence[Any], items: list[Any]) -> Any:
+    """``items`` in ``sequence``'s type where it can be rebuilt: a copy of a mutable
+    sequence (keeping its extras) with the items put in, else the type called on them;
+    the list itself when neither works (a range, a type without such a copy)."""
     try:
-        if isinstance(elem, MutableSequence):
-            clone = copy.copy(elem)
-            for i, c in enumerate(collated):
-                clone[i] = c
+        if isinstance(sequence, MutableSequence):
+            clone = copy.copy(sequence)
+            for i, item in enumerate(items):
+                clone[i] = item
             return clone
-        return type(elem)(collated)
-    except TypeError:       # (a range, a type without such a copy)
-        return collated
+        return type(sequence)(items)
+    except TypeError:
+        return items
 
 
 def default_collate(batch: Sequence[Any]) -> Any:
@@ -226,14 +233,5 @@ def default_convert(data: Any) -> Any:
     if isinstance(data, tuple):
         return [default_convert(d) for d in data]
     if isinstance(data, Sequence) and not isinstance(data, (str, bytes)):
-        converted_items = [default_convert(d) for d in data]
-        try:
-            if isinstance(data, MutableSequence):
-                clone = copy.copy(data)
-                for i, d in enumerate(converted_items):
-                    clone[i] = d
-                return clone
-            return type(data)(converted_items)
-        except TypeError:                       # (a range, a type without such a copy)
-            return converted_items
+        return _rebuilt(data, [default_convert(d) for d in data])
     return data

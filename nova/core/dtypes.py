@@ -40,6 +40,8 @@ class DType:
     def is_floating_point(self) -> bool:
         return self.category == FLOAT
 
+    is_complex = False
+
     @property
     def is_signed(self) -> bool:
         """Whether the dtype holds negative values (``torch.dtype.is_signed``): every
@@ -73,6 +75,64 @@ _BY_NAME.update({"float": float32, "double": float64, "half": float16, "short": 
                  "int": int32, "long": int64})
 _BY_NP = {d.np: d for d in ALL_DTYPES}
 _BY_MLIR = {d.mlir: d for d in ALL_DTYPES}
+
+
+
+class ComplexDType:
+    """A complex element type (``nv.complex64``, ``nv.complex128``). Not a ``DType``:
+    no engine computes complex values. A complex tensor is its real and imaginary parts,
+    two tensors of the floating dtype ``real`` (``nova.tensor.complex``), so a complex
+    dtype reaching a real op's ``get_dtype`` fails there instead of being computed as a
+    real type."""
+
+    __slots__ = ("name", "np", "real", "itemsize")
+    is_complex = True
+    is_floating_point = False
+    is_signed = True
+
+    def __init__(self, name: str, np_dtype: Any, real: DType):
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self.real = real
+        self.itemsize = self.np.itemsize
+
+    def __repr__(self) -> str:
+        return f"nova.{self.name}"
+
+    def __reduce__(self):
+        return (get_complex_dtype, (self.name,))
+
+
+complex64 = ComplexDType("complex64", np.complex64, float32)
+complex128 = ComplexDType("complex128", np.complex128, float64)
+COMPLEX_DTYPES = (complex64, complex128)
+_COMPLEX_BY_NAME = {"complex64": complex64, "cfloat": complex64, "complex128": complex128,
+                    "cdouble": complex128}
+
+
+def get_complex_dtype(spec: Any) -> ComplexDType | None:
+    """``spec`` as a complex dtype (``nv.complex64``, ``"complex64"``, ``"cfloat"``,
+    ``np.complex128``, Python's ``complex``), or None when it names none."""
+    if isinstance(spec, ComplexDType):
+        return spec
+    if spec is builtins.complex:
+        return complex_of(DEFAULT_FLOAT)
+    if isinstance(spec, str):
+        return _COMPLEX_BY_NAME.get(spec.removeprefix("torch.").removeprefix("nova."))
+    if isinstance(spec, DType):
+        return None
+    try:
+        npd = np.dtype(spec)
+    except TypeError:
+        return None
+    return {np.dtype(np.complex64): complex64, np.dtype(np.complex128): complex128}.get(npd)
+
+
+def complex_of(real: DType) -> ComplexDType:
+    """The complex dtype whose parts are ``real``: complex128 for float64, complex64 for
+    every other (float32, the half types, integers; as PyTorch's promotion)."""
+    return complex128 if real == float64 else complex64
+
 
 # The dtype of Python floats, of float factories without ``dtype=`` and of integer
 # inputs to float functions: ``set_default_dtype`` replaces it (process-wide, as

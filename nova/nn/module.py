@@ -19,7 +19,11 @@ from nova.nn.parameter import Parameter
 from nova.tensor.device import check_device
 from nova.tensor.device import device as Device
 from nova.core.dtypes import bfloat16, float16, float32, float64, promote_types
+from nova.tensor.complex import ComplexTensor
 from nova.tensor.tensor import Tensor, clear_grad
+
+# What a buffer may hold: a tensor, real or complex (LLaMA's rotary ``freqs_cis``).
+_BUFFER_TYPES = (Tensor, ComplexTensor)
 from nova.core.hooks import RemovableHandle
 
 
@@ -209,11 +213,11 @@ class Module:
         elif name in self._buffers:
             self._buffers[name] = _registered(
                 _global_buffer_registration_hooks, self, name,
-                self._assignable(name, value, Tensor, "buffer", "Tensor"))
+                self._assignable(name, value, _BUFFER_TYPES, "buffer", "Tensor"))
         else:
             object.__setattr__(self, name, value)
 
-    def _assignable(self, name: str, value: Any, allowed: type | None, kind: str,
+    def _assignable(self, name: str, value: Any, allowed: Any, kind: str,
                     expected: str) -> Any:
         """``value`` if it may replace the registered ``kind`` ``name`` -- None, or an
         instance of ``allowed`` -- else PyTorch's TypeError."""
@@ -271,7 +275,7 @@ class Module:
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         """Register ``tensor`` (or None) as buffer ``name``: module state that is not
         trained, in ``state_dict`` unless ``persistent=False``."""
-        if tensor is not None and not isinstance(tensor, Tensor):
+        if tensor is not None and not isinstance(tensor, _BUFFER_TYPES):
             raise TypeError(f"register_buffer: cannot assign '{type(tensor).__name__}' "
                             f"object to buffer '{name}' (Tensor or None required)")
         self._check_new_name("register_buffer", "buffer", name, self._buffers)
@@ -450,7 +454,7 @@ class Module:
         if device is not None:
             target_device = check_device(device, "Module.to")
             for t in list(self.parameters()) + list(self.buffers()):
-                if (t.node.device or "cpu") != target_device.type:
+                if t.device.type != target_device.type:
                     t.data = t.detach().to(target_device)
                     if t.grad is not None:
                         t.grad = t.grad.detach().to(target_device)

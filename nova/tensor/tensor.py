@@ -602,6 +602,10 @@ class Tensor:
                 target_device = a
             else:
                 target_dtype = a
+        if target_dtype is not None and dt.get_complex_dtype(target_dtype) is not None:
+            from nova.tensor.complex import from_real
+            z = from_real(self, target_dtype)
+            return z if target_device is None else z.to(target_device)
         out = self if target_dtype is None else _ops.cast(self, dt.get_dtype(target_dtype))
         if target_device is not None:
             from nova.tensor.device import check_device
@@ -1188,6 +1192,35 @@ for _name in _movement.RESTRIDE_METHODS:
 from nova.tensor import compat as _compat  # noqa: E402
 
 _compat.install()
+
+# Complex operands: a real tensor's arithmetic with a complex tensor or a Python complex
+# is computed by ``nova.tensor.complex`` (which adds its tensor type here when it
+# loads; this module cannot import it). One type lookup per operator call.
+COMPLEX_OPERAND_TYPES: set[type] = {complex, np.complex64, np.complex128}
+_COMPLEX_OPERATORS = {"__add__": ("add", False), "__radd__": ("add", True),
+                      "__sub__": ("sub", False), "__rsub__": ("sub", True),
+                      "__mul__": ("mul", False), "__rmul__": ("mul", True),
+                      "__truediv__": ("div", False), "__rtruediv__": ("div", True),
+                      "__matmul__": ("matmul", False), "__rmatmul__": ("matmul", True),
+                      "__pow__": ("pow", False), "__rpow__": ("pow", True),
+                      "__eq__": ("eq", False), "__ne__": ("ne", False)}
+
+
+def _complex_aware(name: str, fn_name: str, reflected: bool) -> Any:
+    real_op = getattr(Tensor, name)
+
+    def op(self: Tensor, o: Any) -> Any:
+        if type(o) in COMPLEX_OPERAND_TYPES:
+            from nova.tensor import complex as _complex
+            fn = getattr(_complex, fn_name)
+            return fn(o, self) if reflected else fn(self, o)
+        return real_op(self, o)
+    op.__name__ = op.__qualname__ = name
+    return op
+
+
+for _name, (_fn_name, _reflected) in _COMPLEX_OPERATORS.items():
+    setattr(Tensor, _name, _complex_aware(_name, _fn_name, _reflected))
 
 
 def _rebuild_tensor(values: np.ndarray, dtype: str, device: str,

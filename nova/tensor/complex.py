@@ -1,0 +1,1005 @@
+"""Complex tensors (``complex64``, ``complex128``) as pairs of real tensors.
+
+No engine computes complex numbers. A ``ComplexTensor`` holds its real and imaginary
+parts, two float tensors of one shape and dtype, and every complex op is written as the
+real ops on them (``(a+bi)(c+di) = (ac-bd) + (ad+bc)i``), so it records, fuses,
+compiles and differentiates as any real computation: ``view_as_complex`` of a tensor
+that requires grad, a complex product, ``view_as_real`` back (LLaMA's rotary
+embedding) gives the real gradient PyTorch gives. A complex leaf's ``.grad`` is
+``dL/dre + i dL/dim``, PyTorch's convention for a real loss.
+
+``view_as_complex(x)`` keeps views of ``x`` as its parts, so writes through the complex
+tensor reach ``x``, as PyTorch's view does; ``view_as_real(z)`` of such a tensor views
+``x`` again, of any other it is a new tensor (a deviation: writes into it do not reach
+``z``). ``.real`` and ``.imag`` are the parts themselves.
+
+What is supported is listed in ``METHODS``, ``PARTWISE`` and ``FUNCTIONS`` (arithmetic,
+``abs``/``angle``/``conj``/``exp``/``log``/``sqrt``/``sin``/``cos``, sums and means,
+matmul, movement and indexing, ``cat``/``stack``/``where``, comparisons, factories and
+conversions, ``nova.fft``); any other op raises ``TypeError`` naming it rather than
+computing on the parts. There is no ``complex32``: half parts compute as complex64.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+import numbers
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from nova.core import dtypes as dt
+from nova.tensor import creation as _creation
+from nova.tensor import elementary as _elementary
+from nova.tensor import movement as _movement
+from nova.tensor import ops as _ops
+from nova.tensor import special as _special
+from nova.tensor import tensor as _tensor_module
+from nova.tensor.tensor import Tensor
+
+# Operand of a complex op: (real part, imaginary part or None for a real operand);
+# either part is a Tensor or a Python number.
+Parts = tuple[Any, Any]
+_PyComplex = builtins.complex      # (``complex`` below is ``torch.complex``)
+_COMPLEX_NUMBERS = (builtins.complex, np.complexfloating)
+
+
+class ComplexUnsupportedError(TypeError, AttributeError):
+    """A Tensor method complex tensors do not have: a ``TypeError`` naming it (an
+    ``AttributeError`` too, so ``hasattr`` and ``getattr(z, name, default)`` see none)."""
+
+
+class ComplexTensor:
+    """A complex tensor (module docstring): real part ``real``, imaginary part ``imag``."""
+
+    __slots__ = ("_re", "_im", "_real_view", "__weakref__")
+    __nova_complex__ = True
+
+    def __init__(self, re: Tensor, im: Tensor, real_view: Tensor | None = None):
+        """``re`` and ``im``: float tensors of one shape, dtype and device (``_make``
+        brings operands there). ``real_view``: the ``(..., 2)`` tensor both parts view,
+        when made by ``view_as_complex``."""
+        self._re = re
+        self._im = im
+        self._real_view = real_view
+
+    # ------------------------------------------------------------ properties
+
+    @property
+    def real(self) -> Tensor:
+        return self._re
+
+    @real.setter
+    def real(self, value: Any) -> None:
+        _write_part(self._re, value, "real")
+
+    @property
+    def imag(self) -> Tensor:
+        return self._im
+
+    @imag.setter
+    def imag(self, value: Any) -> None:
+        _write_part(self._im, value, "imag")
+
+    @property
+    def dtype(self) -> dt.ComplexDType:
+        return dt.complex_of(self._re.dtype)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._re.shape
+
+    def size(self, dim: int | None = None) -> Any:
+        return self._re.size(dim)
+
+    @property
+    def ndim(self) -> int:
+        return self._re.ndim
+
+    def dim(self) -> int:
+        return self._re.ndim
+
+    def numel(self) -> int:
+        return self._re.numel()
+
+    nelement = numel
+
+    def __len__(self) -> int:
+        return len(self._re)
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def device(self) -> Any:
+        return self._re.device
+
+    @property
+    def is_cuda(self) -> bool:
+        return self._re.is_cuda
+
+    def is_complex(self) -> bool:
+        return True
+
+    def is_floating_point(self) -> bool:
+        return False
+
+    def is_conj(self) -> bool:
+        """False: ``conj`` computes its result (no lazy conjugate bit)."""
+        return False
+
+    # ------------------------------------------------------------ autograd
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._re.requires_grad or self._im.requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        self.requires_grad_(flag)
+
+    def requires_grad_(self, requires_grad: bool = True) -> ComplexTensor:
+        self._re.requires_grad_(requires_grad)
+        self._im.requires_grad_(requires_grad)
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._re.is_leaf and self._im.is_leaf
+
+    @property
+    def grad(self) -> ComplexTensor | None:
+        """``dL/dre + i dL/dim`` (PyTorch's gradient of a real loss), None before one."""
+        gr, gi = self._re.grad, self._im.grad
+        if gr is None and gi is None:
+            return None
+        return ComplexTensor(_creation.zeros_like(gi) if gr is None else gr,
+                             _creation.zeros_like(gr) if gi is None else gi)
+
+    @grad.setter
+    def grad(self, value: ComplexTensor | None) -> None:
+        if value is None:
+            self._re.grad = self._im.grad = None
+            return
+        value = _as_complex("grad", value)
+        self._re.grad, self._im.grad = value._re, value._im
+
+    def backward(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("backward: grad can be implicitly created only for real scalar "
+                           f"outputs, got a {self.dtype.name} tensor of shape "
+                           f"{list(self.shape)}; take .abs(), .real or a real loss of it")
+
+    def detach(self) -> ComplexTensor:
+        return ComplexTensor(self._re.detach(), self._im.detach())
+
+    @property
+    def data(self) -> ComplexTensor:
+        return self.detach()
+
+    @data.setter
+    def data(self, value: ComplexTensor) -> None:
+        value = _as_complex("data", value)
+        self._re.data, self._im.data = value._re, value._im
+        self._real_view = None
+
+    # ------------------------------------------------------------ conversion
+
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        re, im = self._re.numpy(), self._im.numpy()
+        out = np.empty(re.shape, self.dtype.np)
+        out.real, out.imag = re, im
+        return out
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        arr = self.numpy()
+        return arr if dtype is None else arr.astype(dtype)
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    def item(self) -> complex:
+        if self.numel() != 1:
+            raise RuntimeError(f"item: a Tensor with {self.numel()} elements cannot be "
+                               "converted to Scalar")
+        return _PyComplex(self.numpy().reshape(()))
+
+    def __complex__(self) -> complex:
+        return self.item()
+
+    def __float__(self) -> float:
+        raise TypeError("float(): can't convert a complex tensor to float; use .real or "
+                        ".abs()")
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:
+            raise RuntimeError(f"Boolean value of Tensor with {self.numel()} elements (shape "
+                               f"{self.shape}) is ambiguous")
+        return self.item() != 0
+
+    def __format__(self, spec: str) -> str:
+        if self.ndim == 0:
+            return format(self.item(), spec)
+        return object.__format__(self, spec)
+
+    def __repr__(self) -> str:
+        from nova.tensor.printing import array_text
+        body = array_text(self.numpy(), "tensor(")
+        extra = "" if self.dtype == dt.complex64 else f", dtype={self.dtype}"
+        if self.is_cuda:
+            extra += ", device='cuda:0'"
+        return f"tensor({body}{extra})"
+
+    def to(self, *args: Any, **kwargs: Any) -> Any:
+        """``to(dtype)``, ``to(device)``, ``to(other)``: a complex dtype converts both
+        parts; a real dtype keeps the real part and warns, as PyTorch."""
+        dtype, device = kwargs.pop("dtype", None), kwargs.pop("device", None)
+        flags = []
+        for a in args:
+            if isinstance(a, (ComplexTensor, Tensor)):
+                dtype, device = a.dtype, a.device
+            elif isinstance(a, bool):
+                flags.append(a)
+            elif _is_dtype(a):
+                dtype = a
+            else:
+                device = a
+        re, im = self._re, self._im
+        if device is not None or flags or kwargs:
+            where = () if device is None else (device,)
+            re, im = re.to(*where, *flags, **kwargs), im.to(*where, *flags, **kwargs)
+        if dtype is not None:
+            target = dt.get_complex_dtype(dtype)
+            if target is None:
+                return _discard_imag(ComplexTensor(re, im), "to").to(dtype)
+            re, im = re.to(target.real), im.to(target.real)
+        return self if (re is self._re and im is self._im) else ComplexTensor(re, im)
+
+    def type_as(self, other: Any) -> Any:
+        return self.to(other.dtype)
+
+    def cfloat(self) -> ComplexTensor:
+        return self.to(dt.complex64)
+
+    def cdouble(self) -> ComplexTensor:
+        return self.to(dt.complex128)
+
+    def float(self) -> Tensor:
+        return self.to(dt.float32)
+
+    def double(self) -> Tensor:
+        return self.to(dt.float64)
+
+    def cpu(self) -> ComplexTensor:
+        return self.to("cpu")
+
+    def cuda(self, device: Any = None) -> ComplexTensor:
+        return self.to("cuda" if device is None else device)
+
+    def view(self, *shape: Any) -> ComplexTensor:
+        if len(shape) == 1 and (isinstance(shape[0], (dt.DType, dt.ComplexDType))
+                                or dt.get_complex_dtype(shape[0]) is not None):
+            raise TypeError(f"view: reinterpreting a {self.dtype.name} tensor as "
+                            f"{shape[0]} is not supported; use nv.view_as_real")
+        return ComplexTensor(self._re.view(*shape), self._im.view(*shape))
+
+    # ------------------------------------------------------------ operators
+
+    def __add__(self, o: Any) -> ComplexTensor: return add(self, o)
+    def __radd__(self, o: Any) -> ComplexTensor: return add(o, self)
+    def __sub__(self, o: Any) -> ComplexTensor: return sub(self, o)
+    def __rsub__(self, o: Any) -> ComplexTensor: return sub(o, self)
+    def __mul__(self, o: Any) -> ComplexTensor: return mul(self, o)
+    def __rmul__(self, o: Any) -> ComplexTensor: return mul(o, self)
+    def __truediv__(self, o: Any) -> ComplexTensor: return div(self, o)
+    def __rtruediv__(self, o: Any) -> ComplexTensor: return div(o, self)
+    def __matmul__(self, o: Any) -> ComplexTensor: return matmul(self, o)
+    def __rmatmul__(self, o: Any) -> ComplexTensor: return matmul(o, self)
+    def __pow__(self, o: Any) -> ComplexTensor: return pow(self, o)
+    def __rpow__(self, o: Any) -> ComplexTensor: return pow(o, self)
+    def __neg__(self) -> ComplexTensor: return neg(self)
+    def __pos__(self) -> ComplexTensor: return self
+    def __abs__(self) -> Tensor: return abs(self)
+    def __eq__(self, o: Any) -> Tensor: return eq(self, o)  # type: ignore[override]
+    def __ne__(self, o: Any) -> Tensor: return ne(self, o)  # type: ignore[override]
+    __hash__ = object.__hash__
+
+    def __getitem__(self, index: Any) -> ComplexTensor:
+        return ComplexTensor(self._re[index], self._im[index])
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        re, im = _parts("__setitem__", value)
+        self._re[index] = re
+        self._im[index] = 0.0 if im is None else im
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def copy_(self, src: Any) -> ComplexTensor:
+        re, im = _parts("copy_", src)
+        _write_part(self._re, re, "copy_")
+        _write_part(self._im, 0.0 if im is None else im, "copy_")
+        return self
+
+    def zero_(self) -> ComplexTensor:
+        return self.copy_(0.0)
+
+    def fill_(self, value: Any) -> ComplexTensor:
+        return self.copy_(value)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ComplexTensor.__slots__:
+            raise AttributeError(name)
+        if hasattr(Tensor, name):
+            raise ComplexUnsupportedError(f"{name}: not supported for complex tensors (a {self.dtype.name} "
+                            f"tensor of shape {list(self.shape)}); nova.tensor.complex lists "
+                            "what is (or take .real, .imag, .abs() or nv.view_as_real first)")
+        raise AttributeError(f"'ComplexTensor' object has no attribute '{name}'")
+
+
+def _write_part(part: Tensor, value: Any, op: str) -> None:
+    if isinstance(value, Tensor):
+        part.copy_(value)
+    elif isinstance(value, numbers.Real):
+        part.fill_(value)
+    else:
+        raise TypeError(f"{op}: expected a real Tensor or number for a complex tensor's "
+                        f"part, got {type(value).__name__}")
+
+
+def _is_dtype(spec: Any) -> bool:
+    if dt.get_complex_dtype(spec) is not None:
+        return True
+    if isinstance(spec, str) and spec.partition(":")[0] in ("cpu", "cuda"):
+        return False
+    try:
+        dt.get_dtype(spec)
+    except TypeError:
+        return False
+    return True
+
+
+def _discard_imag(z: ComplexTensor, op: str) -> Tensor:
+    import warnings
+    warnings.warn("Casting complex values to real discards the imaginary part", UserWarning,
+                  stacklevel=3)
+    return z._re
+
+
+# ---------------------------------------------------------------- operands
+
+def is_complex_value(x: Any) -> bool:
+    """A complex tensor or a Python/numpy complex number (what Tensor's operators and
+    ``FUNCTIONS`` hand over to this module)."""
+    return isinstance(x, (ComplexTensor, *_COMPLEX_NUMBERS))
+
+
+def _parts(op: str, x: Any) -> Parts:
+    """``x``'s real and imaginary parts (None: a real operand)."""
+    if isinstance(x, ComplexTensor):
+        return x._re, x._im
+    if isinstance(x, _COMPLEX_NUMBERS):
+        return float(x.real), float(x.imag)
+    if isinstance(x, Tensor) or (isinstance(x, numbers.Real) and not isinstance(x, bool)):
+        return x, None
+    if isinstance(x, bool):
+        return float(x), None
+    raise TypeError(f"{op}: expected a tensor or a number, got {type(x).__name__}")
+
+
+def _as_complex(op: str, x: Any) -> ComplexTensor:
+    if isinstance(x, ComplexTensor):
+        return x
+    re, im = _parts(op, x)
+    if not isinstance(re, Tensor):
+        return _make(_creation.tensor(re), 0.0 if im is None else im)
+    return _make(re, 0.0 if im is None else im)
+
+
+def _make(re: Any, im: Any) -> ComplexTensor:
+    """A complex tensor of ``re`` and ``im`` (tensors or numbers): broadcast to one
+    shape and promoted to one floating dtype (an integer part takes the default float)."""
+    ref = re if isinstance(re, Tensor) else im
+    if not isinstance(ref, Tensor):
+        ref = _creation.tensor(float(re))
+    re = re if isinstance(re, Tensor) else _creation.full_like(ref, re, dtype=_float_of(ref))
+    im = im if isinstance(im, Tensor) else _creation.full_like(ref, im, dtype=_float_of(ref))
+    dtype = dt.promote_types(_float_of(re), _float_of(im))
+    if dtype in (dt.float16, dt.bfloat16):
+        dtype = dt.float32
+    re, im = re.to(dtype), im.to(dtype)
+    if re.shape != im.shape:
+        re, im = _movement.broadcast_tensors(re, im)
+    return ComplexTensor(re, im)
+
+
+def _float_of(x: Tensor) -> dt.DType:
+    return x.dtype if x.dtype.is_floating_point else dt.DEFAULT_FLOAT
+
+
+# ---------------------------------------------------------------- arithmetic
+
+def add(a: Any, b: Any, *, alpha: Any = 1) -> ComplexTensor:
+    if alpha != 1:
+        b = mul(b, alpha)
+    (ar, ai), (br, bi) = _parts("add", a), _parts("add", b)
+    return _make(ar + br, _sum_parts(ai, bi))
+
+
+def sub(a: Any, b: Any, *, alpha: Any = 1) -> ComplexTensor:
+    if alpha != 1:
+        b = mul(b, alpha)
+    return add(a, -b)
+
+
+def _sum_parts(x: Any, y: Any) -> Any:
+    if x is None:
+        return 0.0 if y is None else y
+    return x if y is None else x + y
+
+
+def mul(a: Any, b: Any) -> ComplexTensor:
+    (ar, ai), (br, bi) = _parts("mul", a), _parts("mul", b)
+    if ai is None:
+        return _make(ar * br, ar * bi)
+    if bi is None:
+        return _make(ar * br, ai * br)
+    return _make(ar * br - ai * bi, ar * bi + ai * br)
+
+
+def div(a: Any, b: Any, *, rounding_mode: Any = None) -> ComplexTensor:
+    """``a / b``; a complex divisor by Smith's method, as PyTorch: divided through by
+    its larger part, so ``|b|^2`` never overflows or underflows; a zero divisor gives
+    IEEE's infinities (``(1+1j) / 0`` is ``inf+infj``)."""
+    if rounding_mode is not None:
+        raise RuntimeError("div: rounding_mode is not supported for complex inputs")
+    (ar, ai), (br, bi) = _parts("div", a), _parts("div", b)
+    ai = 0.0 if ai is None else ai
+    if bi is None or (not isinstance(br, Tensor) and not isinstance(bi, Tensor) and
+                      br == 0 and bi == 0):
+        return _make(ar / br, ai / br)
+    if not isinstance(br, Tensor) and not isinstance(bi, Tensor):
+        return mul(a, 1.0 / _PyComplex(br, bi))
+    br, bi = _as_tensor(br, bi), _as_tensor(bi, br)
+    big_re = br.abs() >= bi.abs()
+    zero = (br == 0) & (bi == 0)
+    num = _ops.where(zero, 1.0, _ops.where(big_re, br, bi))     # the larger part
+    rat = _ops.where(big_re, bi, br) / num                       # |rat| <= 1
+    scl = 1.0 / (num + _ops.where(big_re, bi, br) * rat)
+    re = _ops.where(big_re, ar + ai * rat, ar * rat + ai) * scl
+    im = _ops.where(big_re, ai - ar * rat, ai * rat - ar) * scl
+    return _make(_ops.where(zero, ar / br.abs(), re), _ops.where(zero, ai / bi.abs(), im))
+
+
+def _as_tensor(x: Any, like: Tensor) -> Tensor:
+    return x if isinstance(x, Tensor) else _creation.full_like(like, x)
+
+
+def neg(z: ComplexTensor) -> ComplexTensor:
+    return ComplexTensor(-z._re, -z._im)
+
+
+def conj(z: Any) -> Any:
+    """The complex conjugate; a real tensor itself (``torch.conj``)."""
+    if isinstance(z, Tensor):
+        return z
+    z = _as_complex("conj", z)
+    return ComplexTensor(z._re, -z._im)
+
+
+def reciprocal(z: ComplexTensor) -> ComplexTensor:
+    return div(1.0, z)
+
+
+def square(z: ComplexTensor) -> ComplexTensor:
+    return mul(z, z)
+
+
+def pow(a: Any, b: Any) -> ComplexTensor:
+    """``a ** b``: an integer exponent by repeated products (exact for ``z ** 2``),
+    any other as ``exp(b * log(a))``, the principal value."""
+    if isinstance(b, (int, np.integer)) and not isinstance(b, bool) and isinstance(a, ComplexTensor):
+        n = int(b)
+        base = a if n >= 0 else reciprocal(a)
+        result: ComplexTensor | None = None
+        for bit in bin(builtins.abs(n))[2:]:
+            result = None if result is None else mul(result, result)
+            if bit == "1":
+                result = base if result is None else mul(result, base)
+        return result if result is not None else _make(_creation.ones_like(a._re), 0.0)
+    return exp(mul(b, log(_as_complex("pow", a))))
+
+
+def matmul(a: Any, b: Any) -> ComplexTensor:
+    (ar, ai), (br, bi) = _parts("matmul", a), _parts("matmul", b)
+    if not isinstance(ar, Tensor) or not isinstance(br, Tensor):
+        raise TypeError("matmul: both arguments must be tensors")
+    if ai is None:
+        return _make(ar @ br, ar @ bi)
+    if bi is None:
+        return _make(ar @ br, ai @ br)
+    return _make(ar @ br - ai @ bi, ar @ bi + ai @ br)
+
+
+# ---------------------------------------------------------------- functions of z
+
+def abs(z: ComplexTensor) -> Tensor:
+    return _elementary.hypot(z._re, z._im)
+
+
+def angle(z: Any) -> Tensor:
+    """The argument ``atan2(imag, real)``; of a real tensor 0 or pi (NaN kept), as
+    ``torch.angle``."""
+    if isinstance(z, Tensor):
+        x = z if z.dtype.is_floating_point else z.to(dt.DEFAULT_FLOAT)
+        return _ops.where(x < 0, math.pi, _ops.where(_ops.isnan(x), x, _creation.zeros_like(x)))
+    z = _as_complex("angle", z)
+    return _elementary.atan2(z._im, z._re)
+
+
+def sgn(z: ComplexTensor) -> ComplexTensor:
+    """``z / |z|``, 0 where ``z`` is 0 (``torch.sgn``)."""
+    r = abs(z)
+    safe = _ops.where(r == 0, 1.0, r)
+    keep = r != 0
+    zero = _creation.zeros_like(r)
+    return ComplexTensor(_ops.where(keep, z._re / safe, zero),
+                         _ops.where(keep, z._im / safe, zero))
+
+
+def exp(z: ComplexTensor) -> ComplexTensor:
+    m = _ops.exp(z._re)
+    return ComplexTensor(m * _ops.cos(z._im), m * _ops.sin(z._im))
+
+
+def log(z: ComplexTensor) -> ComplexTensor:
+    """The principal logarithm ``log|z| + i angle(z)``."""
+    return ComplexTensor(_ops.log(abs(z)), angle(z))
+
+
+def sqrt(z: ComplexTensor) -> ComplexTensor:
+    """The principal square root (real part >= 0, imaginary part with ``imag``'s sign)."""
+    r = abs(z)
+    re = _ops.sqrt(_ops.relu((r + z._re) * 0.5))
+    im = _special.copysign(_ops.sqrt(_ops.relu((r - z._re) * 0.5)), z._im)
+    return ComplexTensor(re, im)
+
+
+def sin(z: ComplexTensor) -> ComplexTensor:
+    return ComplexTensor(_ops.sin(z._re) * _elementary.cosh(z._im), _ops.cos(z._re) * _elementary.sinh(z._im))
+
+
+def cos(z: ComplexTensor) -> ComplexTensor:
+    return ComplexTensor(_ops.cos(z._re) * _elementary.cosh(z._im),
+                         -(_ops.sin(z._re) * _elementary.sinh(z._im)))
+
+
+def real(z: Any) -> Tensor:
+    return z if isinstance(z, Tensor) else _as_complex("real", z)._re
+
+
+def imag(z: Any) -> Tensor:
+    if isinstance(z, Tensor):
+        raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+    return _as_complex("imag", z)._im
+
+
+def isfinite(z: ComplexTensor) -> Tensor:
+    return _elementary.isfinite(z._re) & _elementary.isfinite(z._im)
+
+
+def isnan(z: ComplexTensor) -> Tensor:
+    return _ops.isnan(z._re) | _ops.isnan(z._im)
+
+
+def isinf(z: ComplexTensor) -> Tensor:
+    return _ops.isinf(z._re) | _ops.isinf(z._im)
+
+
+def eq(a: Any, b: Any) -> Tensor:
+    (ar, ai), (br, bi) = _parts("eq", a), _parts("eq", b)
+    return (ar == br) & (_sum_parts(ai, None) == _sum_parts(bi, None))
+
+
+def ne(a: Any, b: Any) -> Tensor:
+    return ~eq(a, b)
+
+
+def isclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08,
+            equal_nan: bool = False) -> Tensor:
+    """``|a - b| <= atol + rtol * |b|`` with the complex modulus (``torch.isclose``)."""
+    a, b = _as_complex("isclose", a), _as_complex("isclose", b)
+    close = abs(sub(a, b)) <= atol + rtol * abs(b)
+    close = close | eq(a, b)
+    if equal_nan:
+        close = close | (isnan(a) & isnan(b))
+    return close
+
+
+def allclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08,
+             equal_nan: bool = False) -> bool:
+    return builtins.bool(isclose(a, b, rtol, atol, equal_nan).all().item())
+
+
+def equal(a: Any, b: Any) -> bool:
+    a, b = _as_complex("equal", a), _as_complex("equal", b)
+    return a.shape == b.shape and builtins.bool(eq(a, b).all().item())
+
+
+# ---------------------------------------------------------------- reductions
+
+def sum(z: ComplexTensor, *args: Any, dtype: Any = None, **kwargs: Any) -> ComplexTensor:
+    z = _cast_for("sum", z, dtype)
+    return ComplexTensor(z._re.sum(*args, **kwargs), z._im.sum(*args, **kwargs))
+
+
+def mean(z: ComplexTensor, *args: Any, dtype: Any = None, **kwargs: Any) -> ComplexTensor:
+    z = _cast_for("mean", z, dtype)
+    return ComplexTensor(z._re.mean(*args, **kwargs), z._im.mean(*args, **kwargs))
+
+
+def cumsum(z: ComplexTensor, dim: int, *, dtype: Any = None) -> ComplexTensor:
+    z = _cast_for("cumsum", z, dtype)
+    return ComplexTensor(z._re.cumsum(dim), z._im.cumsum(dim))
+
+
+def _cast_for(op: str, z: ComplexTensor, dtype: Any) -> ComplexTensor:
+    if dtype is None:
+        return z
+    target = dt.get_complex_dtype(dtype)
+    if target is None:
+        raise RuntimeError(f"{op}: dtype must be complex for a {z.dtype.name} input, got "
+                           f"{dtype}")
+    return z.to(target)
+
+
+# ---------------------------------------------------------------- joins and selection
+
+def _joined(op: str, fn: Callable, tensors: Sequence[Any], *args: Any, **kwargs: Any):
+    zs = [_as_complex(op, t) for t in tensors]
+    dtype = zs[0].dtype.real
+    for z in zs[1:]:
+        dtype = dt.promote_types(dtype, z.dtype.real)
+    return ComplexTensor(fn([z._re.to(dtype) for z in zs], *args, **kwargs),
+                         fn([z._im.to(dtype) for z in zs], *args, **kwargs))
+
+
+def cat(tensors: Sequence[Any], dim: int = 0) -> ComplexTensor:
+    return _joined("cat", _movement.cat, tensors, dim)
+
+
+def stack(tensors: Sequence[Any], dim: int = 0) -> ComplexTensor:
+    return _joined("stack", _movement.stack, tensors, dim)
+
+
+def where(condition: Tensor, a: Any, b: Any) -> ComplexTensor:
+    (ar, ai), (br, bi) = _parts("where", a), _parts("where", b)
+    return _make(_ops.where(condition, ar, br),
+                 _ops.where(condition, 0.0 if ai is None else ai, 0.0 if bi is None else bi))
+
+
+# ---------------------------------------------------------------- making complex tensors
+
+def view_as_complex(x: Tensor) -> ComplexTensor:
+    """``x[..., 0] + i x[..., 1]`` with views of ``x`` as its parts (``torch.view_as_complex``)."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"view_as_complex: expected a Tensor, got {type(x).__name__}")
+    if x.dtype not in (dt.float32, dt.float64):
+        raise RuntimeError("view_as_complex is only supported for float and double tensors, "
+                           f"but got a tensor of scalar type: {x.dtype.name}")
+    if x.ndim == 0 or x.shape[-1] != 2:
+        raise RuntimeError(f"view_as_complex: Tensor must have a last dimension of size 2, "
+                           f"got shape {list(x.shape)}")
+    return ComplexTensor(x[..., 0], x[..., 1], real_view=x)
+
+
+def view_as_real(z: ComplexTensor) -> Tensor:
+    """``z`` as a real tensor with a last dimension of 2 (``torch.view_as_real``): the
+    tensor ``view_as_complex`` viewed, else a new one (module docstring)."""
+    if isinstance(z, Tensor):
+        raise RuntimeError("view_as_real is only supported for complex tensors")
+    z = _as_complex("view_as_real", z)
+    base = z._real_view
+    if base is not None and base.shape == tuple(z.shape) + (2,):
+        return base.view(base.shape)
+    return _movement.stack([z._re, z._im], -1)
+
+
+def complex(real: Tensor, imag: Tensor) -> ComplexTensor:
+    """``real + i imag`` (``torch.complex``): float tensors of one dtype, broadcast."""
+    for name, t in (("real", real), ("imag", imag)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"complex(): argument '{name}' must be Tensor, not "
+                            f"{type(t).__name__}")
+        if t.dtype not in (dt.float32, dt.float64):
+            raise RuntimeError(f"complex(): expected both inputs to be float or double "
+                               f"tensors, got {name} of dtype {t.dtype.name}")
+    if real.dtype != imag.dtype:
+        raise RuntimeError(f"complex(): expected object of scalar type {real.dtype.name} but "
+                           f"got scalar type {imag.dtype.name} for second argument")
+    return _make(real, imag)
+
+
+def polar(abs: Tensor, angle: Tensor) -> ComplexTensor:
+    """``abs * (cos(angle) + i sin(angle))`` (``torch.polar``)."""
+    for name, t in (("abs", abs), ("angle", angle)):
+        if not isinstance(t, Tensor) or t.dtype not in (dt.float32, dt.float64):
+            raise TypeError(f"polar(): argument '{name}' must be a float or double Tensor, "
+                            f"got {getattr(t, 'dtype', type(t).__name__)}")
+    if abs.dtype != angle.dtype:
+        raise RuntimeError(f"polar(): expected abs and angle of one dtype, got "
+                           f"{abs.dtype.name} and {angle.dtype.name}")
+    return _make(abs * _ops.cos(angle), abs * _ops.sin(angle))
+
+
+def from_real(x: Tensor, dtype: Any = None) -> ComplexTensor:
+    """A real tensor as complex (imaginary part 0): ``x.to(nv.complex64)``."""
+    target = dt.complex_of(_float_of(x)) if dtype is None else dt.get_complex_dtype(dtype)
+    re = x.to(target.real)
+    return ComplexTensor(re, _creation.zeros_like(re))
+
+
+def from_numpy(arr: np.ndarray, requires_grad: bool = False,
+               device: Any = None) -> ComplexTensor:
+    """A complex numpy array (or Python complex data) as a complex tensor."""
+    arr = np.asarray(arr)
+    real_dtype = dt.float64 if arr.dtype == np.complex128 else dt.float32
+    z = ComplexTensor(_creation.tensor(np.array(arr.real), dtype=real_dtype,
+                                       device=device),
+                      _creation.tensor(np.array(arr.imag), dtype=real_dtype,
+                                       device=device))
+    return z.requires_grad_() if requires_grad else z
+
+
+def _holds_complex(data: Any) -> bool:
+    if isinstance(data, _COMPLEX_NUMBERS):
+        return True
+    if isinstance(data, np.ndarray):
+        return data.dtype.kind == "c"
+    if isinstance(data, (list, tuple)):
+        return any(_holds_complex(d) for d in data)
+    return False
+
+
+def _complex_factory(name: str, make: Callable[[tuple, dt.DType, Any], tuple]) -> Callable:
+    def factory(*size: Any, dtype: Any, device: Any = None, requires_grad: bool = False,
+                generator: Any = None, **kwargs: Any) -> ComplexTensor:
+        target = dt.get_complex_dtype(dtype)
+        shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (list, tuple)) \
+            else tuple(size)
+        re, im = make(shape, target.real, generator, device, **kwargs)
+        z = ComplexTensor(re, im)
+        return z.requires_grad_() if requires_grad else z
+    factory.__name__ = name
+    return factory
+
+
+def _zeros(shape: tuple, d: dt.DType, gen: Any, device: Any) -> tuple:
+    return (_creation.zeros(shape, dtype=d, device=device),
+            _creation.zeros(shape, dtype=d, device=device))
+
+
+def _ones(shape: tuple, d: dt.DType, gen: Any, device: Any) -> tuple:
+    return (_creation.ones(shape, dtype=d, device=device),
+            _creation.zeros(shape, dtype=d, device=device))
+
+
+def _randn(shape: tuple, d: dt.DType, gen: Any, device: Any) -> tuple:
+    """Real and imaginary parts each N(0, 1/2), so E|z|^2 = 1 (PyTorch's complex randn)."""
+    both = _creation.randn((2,) + shape, dtype=d, generator=gen, device=device) * math.sqrt(0.5)
+    return both[0], both[1]
+
+
+def _rand(shape: tuple, d: dt.DType, gen: Any, device: Any) -> tuple:
+    both = _creation.rand((2,) + shape, dtype=d, generator=gen, device=device)
+    return both[0], both[1]
+
+
+zeros = _complex_factory("zeros", _zeros)
+empty = _complex_factory("empty", _zeros)
+ones = _complex_factory("ones", _ones)
+randn = _complex_factory("randn", _randn)
+rand = _complex_factory("rand", _rand)
+
+
+def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None,
+         requires_grad: bool = False) -> ComplexTensor:
+    target = dt.get_complex_dtype(dtype) if dtype is not None else dt.complex_of(dt.DEFAULT_FLOAT)
+    value = builtins.complex(fill_value)
+    z = ComplexTensor(_creation.full(size, value.real, dtype=target.real, device=device),
+                      _creation.full(size, value.imag, dtype=target.real, device=device))
+    return z.requires_grad_() if requires_grad else z
+
+
+def _like(name: str, factory: Callable) -> Callable:
+    def like(x: Any, *, dtype: Any = None, device: Any = None, **kwargs: Any) -> ComplexTensor:
+        target = dtype if dtype is not None else x.dtype
+        dev = device if device is not None else x.device
+        return factory(*x.shape, dtype=target, device=dev, **kwargs)
+    like.__name__ = name
+    return like
+
+
+zeros_like = _like("zeros_like", zeros)
+ones_like = _like("ones_like", ones)
+empty_like = _like("empty_like", empty)
+randn_like = _like("randn_like", randn)
+rand_like = _like("rand_like", rand)
+
+
+def full_like(x: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) -> ComplexTensor:
+    return full(x.shape, fill_value, dtype=dtype if dtype is not None else x.dtype,
+                device=device if device is not None else x.device)
+
+
+def tensor(data: Any, *, dtype: Any = None, device: Any = None,
+           requires_grad: bool = False) -> ComplexTensor:
+    """``nv.tensor`` of complex data, or of any data with a complex ``dtype``."""
+    if isinstance(data, ComplexTensor):
+        data = data.numpy()
+    target = dt.get_complex_dtype(dtype) if dtype is not None else None
+    arr = np.asarray(data)
+    if target is None:
+        target = dt.complex128 if arr.dtype in (np.complex128, np.float64) and \
+            isinstance(data, np.ndarray) else dt.complex_of(dt.DEFAULT_FLOAT)
+    return from_numpy(arr.astype(target.np), requires_grad=requires_grad, device=device)
+
+
+# ---------------------------------------------------------------- dispatch tables
+
+_tensor_module.COMPLEX_OPERAND_TYPES.add(ComplexTensor)
+
+# Methods of ComplexTensor that apply one real method to both parts (movement,
+# indexing, copies); tuple results become tuples of complex tensors.
+PARTWISE = ("reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "transpose",
+            "permute", "expand", "contiguous", "clone", "narrow", "flip", "roll", "movedim",
+            "moveaxis", "t", "repeat", "tile", "diagonal", "tril", "triu", "select",
+            "swapaxes", "swapdims", "index_select", "unbind", "chunk", "split",
+            "tensor_split", "unfold", "broadcast_to", "fliplr", "flipud", "rot90",
+            "repeat_interleave", "take_along_dim", "gather", "diag", "ravel")
+
+
+def _partwise_method(name: str) -> Callable:
+    def method(self: ComplexTensor, *args: Any, **kwargs: Any) -> Any:
+        re = getattr(self._re, name)(*args, **kwargs)
+        im = getattr(self._im, name)(*args, **kwargs)
+        if isinstance(re, (tuple, list)):
+            return tuple(ComplexTensor(r, i) for r, i in zip(re, im))
+        return ComplexTensor(re, im)
+    method.__name__ = name
+    method.__doc__ = f"``Tensor.{name}`` of the real and the imaginary part."
+    return method
+
+
+for _name in PARTWISE:
+    setattr(ComplexTensor, _name, _partwise_method(_name))
+
+
+def _partwise_property(name: str) -> property:
+    return property(lambda self: ComplexTensor(getattr(self._re, name), getattr(self._im, name)))
+
+
+for _name in ("T", "mT"):
+    setattr(ComplexTensor, _name, _partwise_property(_name))
+
+
+def _expand_as(self: ComplexTensor, other: Any) -> ComplexTensor:
+    return self.expand(*other.shape)
+
+
+def _view_as(self: ComplexTensor, other: Any) -> ComplexTensor:
+    return self.view(*other.shape)
+
+
+def _reshape_as(self: ComplexTensor, other: Any) -> ComplexTensor:
+    return self.reshape(*other.shape)
+
+
+def _inplace(fn: Callable, name: str) -> Callable:
+    def method(self: ComplexTensor, other: Any, *args: Any, **kwargs: Any) -> ComplexTensor:
+        return self.copy_(fn(self, other, *args, **kwargs))
+    method.__name__ = name
+    return method
+
+
+# Methods that are functions of this module (``z.abs()`` is ``abs(z)``).
+METHODS: dict[str, Callable] = {
+    "abs": abs, "absolute": abs, "angle": angle, "conj": conj, "conj_physical": conj,
+    "resolve_conj": lambda z: z, "resolve_neg": lambda z: z, "exp": exp, "log": log,
+    "sqrt": sqrt, "sin": sin, "cos": cos, "sgn": sgn, "reciprocal": reciprocal,
+    "square": square, "neg": neg, "negative": neg, "add": add, "sub": sub,
+    "subtract": sub, "mul": mul, "multiply": mul, "div": div, "divide": div,
+    "true_divide": div, "matmul": matmul, "mm": matmul, "bmm": matmul, "pow": pow,
+    "sum": sum, "mean": mean, "cumsum": cumsum, "isfinite": isfinite, "isnan": isnan,
+    "isinf": isinf, "eq": eq, "ne": ne, "isclose": isclose, "allclose": allclose,
+    "equal": equal, "expand_as": _expand_as, "view_as": _view_as, "reshape_as": _reshape_as,
+    "add_": _inplace(add, "add_"), "sub_": _inplace(sub, "sub_"),
+    "mul_": _inplace(mul, "mul_"), "div_": _inplace(div, "div_"),
+}
+for _name, _fn in METHODS.items():
+    setattr(ComplexTensor, _name, _fn)
+ComplexTensor.__iadd__ = METHODS["add_"]          # type: ignore[attr-defined]
+ComplexTensor.__isub__ = METHODS["sub_"]          # type: ignore[attr-defined]
+ComplexTensor.__imul__ = METHODS["mul_"]          # type: ignore[attr-defined]
+ComplexTensor.__itruediv__ = METHODS["div_"]      # type: ignore[attr-defined]
+
+
+def _partwise_function(name: str) -> Callable:
+    def fn(z: Any, *args: Any, **kwargs: Any) -> Any:
+        return getattr(_as_complex(name, z), name)(*args, **kwargs)
+    fn.__name__ = name
+    return fn
+
+
+# ``nv.<name>`` called with a complex argument runs these (``install``); the factories
+# run them for a complex ``dtype=`` or complex data.
+FUNCTIONS: dict[str, Callable] = {
+    **{name: fn for name, fn in METHODS.items() if not name.endswith("_")
+       and name not in ("expand_as", "view_as", "reshape_as")},
+    **{name: _partwise_function(name) for name in PARTWISE},
+    "cat": cat, "concat": cat, "concatenate": cat, "stack": stack, "where": where,
+    "real": real, "imag": imag, "view_as_real": view_as_real,
+    "is_complex": lambda z: True, "is_floating_point": lambda z: False,
+    "numel": lambda z: z.numel(),
+}
+FACTORIES: dict[str, Callable] = {
+    "zeros": zeros, "ones": ones, "empty": empty, "randn": randn, "rand": rand,
+    "full": full, "zeros_like": zeros_like, "ones_like": ones_like,
+    "empty_like": empty_like, "randn_like": randn_like, "rand_like": rand_like,
+    "full_like": full_like, "tensor": tensor, "as_tensor": tensor, "from_numpy": from_numpy,
+}
+# functions whose first argument may be a real tensor with a complex ``dtype=``
+_LIKE = {"zeros_like", "ones_like", "empty_like", "randn_like", "rand_like", "full_like"}
+
+
+def _has_complex(args: tuple, kwargs: dict) -> bool:
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, ComplexTensor):
+            return True
+        if isinstance(a, (list, tuple)) and any(isinstance(x, ComplexTensor) for x in a):
+            return True
+    return False
+
+
+def _dispatching(fn: Callable, name: str) -> Callable:
+    import functools
+    impl, factory = FUNCTIONS.get(name), FACTORIES.get(name)
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if factory is not None:
+            dtype = kwargs.get("dtype")
+            if (dtype is not None and dt.get_complex_dtype(dtype) is not None) or \
+                    (name in ("tensor", "as_tensor", "from_numpy") and args and
+                     _holds_complex(args[0])) or \
+                    (name in _LIKE and args and isinstance(args[0], ComplexTensor)) or \
+                    (name in ("full", "full_like") and len(args) > 1 and
+                     isinstance(args[1], _COMPLEX_NUMBERS)):
+                if kwargs.pop("out", None) is not None:
+                    raise TypeError(f"{name}: out= is not supported for complex tensors")
+                return factory(*args, **kwargs)
+            return fn(*args, **kwargs)
+        if _has_complex(args, kwargs):
+            if kwargs.pop("out", None) is not None:
+                raise TypeError(f"{name}: out= is not supported for complex tensors")
+            return impl(*args, **kwargs)
+        return fn(*args, **kwargs)
+    call.__nova_complex__ = True
+    return call
+
+
+def install(namespace: dict[str, Any]) -> None:
+    """Let ``namespace``'s functions named in ``FUNCTIONS``/``FACTORIES`` take complex
+    tensors (wrapped once; aliases of one function share the wrapper)."""
+    wrapped: dict[int, Callable] = {}
+    for name in (*FUNCTIONS, *FACTORIES):
+        fn = namespace.get(name)
+        if callable(fn) and not isinstance(fn, type) and not getattr(fn, "__nova_complex__",
+                                                                     False):
+            key = id(fn)
+            if key not in wrapped:
+                w = _dispatching(fn, name)
+                w.__module__ = namespace.get("__name__", w.__module__)
+                w.__qualname__ = name
+                wrapped[key] = w
+            namespace[name] = wrapped[key]

@@ -1,0 +1,237 @@
+"""Complex tensors (``nova.tensor.complex``): pairs of real tensors, checked against
+numpy's complex arithmetic. The ops are compositions of real ops every engine already
+runs, so most tests use the reference interpreter; the rotary-embedding test runs the
+compiled cpu engine too."""
+import io
+import warnings
+
+import numpy as np
+import pytest
+
+import nova as nv
+
+
+@pytest.fixture(autouse=True)
+def engine():
+    with nv.engine("interp"):
+        yield
+
+
+def _c(rng, *shape, dtype=np.complex64):
+    return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+
+
+def _close(got, ref, tol=1e-5):
+    got = np.asarray(got.numpy() if hasattr(got, "numpy") else got)
+    assert got.shape == np.shape(ref)
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+
+
+def test_arithmetic_and_functions_match_numpy():
+    rng = np.random.default_rng(0)
+    a, b = _c(rng, 3, 4), _c(rng, 3, 4)
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    A, B, X = nv.tensor(a), nv.tensor(b), nv.tensor(x)
+    assert A.dtype == nv.complex64 and A.shape == (3, 4)
+    for got, ref in [(A + B, a + b), (A - B, a - b), (A * B, a * b), (A / B, a / b),
+                     (A + X, a + x), (X - A, x - a), (X * A, x * a), (X / A, x / a),
+                     (A / X, a / x), (2 * A, 2 * a), (A * (1 - 2j), a * (1 - 2j)),
+                     ((0.5 + 1j) / A, (0.5 + 1j) / a), (-A, -a), (A.conj(), a.conj()),
+                     (A ** 3, a ** 3), (A ** -2, a ** -2.0), (A ** 0.5, a ** 0.5),
+                     (A.exp(), np.exp(a)), (A.log(), np.log(a)), (A.sqrt(), np.sqrt(a)),
+                     (A.sin(), np.sin(a)), (A.cos(), np.cos(a)), (A.reciprocal(), 1 / a),
+                     (nv.sgn(A), a / np.abs(a)), (A.square(), a * a)]:
+        _close(got, ref, 2e-5)
+    _close(A.abs(), np.abs(a))
+    _close(abs(A), np.abs(a))
+    _close(nv.angle(A), np.angle(a))
+    _close(A.real, a.real)
+    _close(nv.imag(A), a.imag)
+
+
+def test_type_promotion_follows_pytorch():
+    c64 = nv.zeros(2, dtype=nv.complex64)
+    assert (c64 + nv.ones(2, dtype=nv.float64)).dtype == nv.complex128
+    assert (c64 + nv.tensor(1.0, dtype=nv.float64)).dtype == nv.complex64      # 0-d
+    assert (nv.zeros((), dtype=nv.complex64) + nv.ones(2, dtype=nv.float64)).dtype \
+        == nv.complex128
+    assert (nv.ones(2, dtype=nv.int64) * 1j).dtype == nv.complex64
+    assert (nv.ones(2, dtype=nv.float64) * 1j).dtype == nv.complex128
+    _close(nv.ones(2) * 1j, np.array([1j, 1j]))
+    _close(1j * nv.arange(3), 1j * np.arange(3))
+    assert nv.tensor([1 + 2j, 3]).dtype == nv.complex64
+    assert nv.tensor(np.array([1j]), dtype=nv.complex128).dtype == nv.complex128
+    assert nv.from_numpy(np.array([1j], np.complex128)).dtype == nv.complex128
+
+
+def test_smith_division_and_a_zero_divisor():
+    big = nv.tensor([1e30 + 1e30j, 3e-30 - 1e-30j])
+    _close(nv.tensor([1 + 1j, 2 + 0j]) / big,
+           np.array([1 + 1j, 2 + 0j], np.complex64) / np.array([1e30 + 1e30j, 3e-30 - 1e-30j],
+                                                                np.complex64), 1e-5)
+    z = nv.tensor([1 + 1j])
+    for zero in (0, 0j, nv.zeros(1, dtype=nv.complex64)):
+        got = (z / zero).numpy()
+        assert np.isinf(got.real).all() and np.isinf(got.imag).all()
+
+
+def test_rotary_embedding_llama_style_forward_and_gradient():
+    """Meta's LLaMA ``apply_rotary_emb``: view_as_complex, a product with polar
+    frequencies, view_as_real, flatten; the gradient reaches the real input."""
+    rng = np.random.default_rng(1)
+    b, t, h, d = 2, 5, 3, 8
+    xq = rng.standard_normal((b, t, h, d)).astype(np.float32)
+    g = rng.standard_normal((b, t, h, d)).astype(np.float32)
+    freqs = 1.0 / (10000.0 ** (np.arange(0, d, 2)[: d // 2].astype(np.float32) / d))
+    ang = np.outer(np.arange(t), freqs).astype(np.float32)
+    cos, sin = np.cos(ang)[None, :, None], np.sin(ang)[None, :, None]
+    xe, xo = xq[..., 0::2], xq[..., 1::2]
+    ref = np.stack([xe * cos - xo * sin, xe * sin + xo * cos], -1).reshape(b, t, h, d)
+    ge, go = g[..., 0::2], g[..., 1::2]
+    ref_grad = np.stack([ge * cos + go * sin, -ge * sin + go * cos], -1).reshape(b, t, h, d)
+    for engine in ("interp", "cpu"):
+        with nv.engine(engine):
+            freqs_cis = nv.polar(nv.ones(t, d // 2), nv.outer(nv.arange(t).float(),
+                                                               nv.tensor(freqs)))
+            assert freqs_cis.dtype == nv.complex64
+            x = nv.tensor(xq, requires_grad=True)
+            xq_ = nv.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+            fc = freqs_cis.view(1, t, 1, d // 2)
+            out = nv.view_as_real(xq_ * fc).flatten(3).type_as(x)
+            (out * nv.tensor(g)).sum().backward()
+            _close(out, ref, 1e-5)
+            _close(x.grad, ref_grad, 1e-5)
+
+
+def test_view_as_complex_is_a_view_and_view_as_real_returns_to_it():
+    x = nv.tensor(np.arange(8, dtype=np.float32).reshape(2, 2, 2))
+    z = nv.view_as_complex(x)
+    _close(z, np.array([[0 + 1j, 2 + 3j], [4 + 5j, 6 + 7j]]))
+    z[0, 1] = 10 - 1j                 # writes through to x, as PyTorch's view
+    z.imag[1] = 0.5
+    np.testing.assert_array_equal(x.numpy(), [[[0, 1], [10, -1]], [[4, 0.5], [6, 0.5]]])
+    r = nv.view_as_real(z)
+    np.testing.assert_array_equal(r.numpy(), x.numpy())
+    w = z * 2                          # not a view: a new tensor
+    np.testing.assert_array_equal(nv.view_as_real(w).numpy(), 2 * x.numpy())
+    with pytest.raises(RuntimeError, match="last dimension of size 2"):
+        nv.view_as_complex(nv.ones(3, 3))
+    with pytest.raises(RuntimeError, match="float and double"):
+        nv.view_as_complex(nv.ones(3, 2, dtype=nv.int32))
+    with pytest.raises(RuntimeError, match="complex tensors"):
+        nv.view_as_real(nv.ones(3))
+
+
+def test_a_complex_leaf_gets_pytorchs_gradient_of_a_real_loss():
+    rng = np.random.default_rng(2)
+    a = _c(rng, 4)
+    z = nv.tensor(a, requires_grad=True)
+    assert z.requires_grad and z.is_leaf and z.grad is None
+    (z.abs() ** 2).sum().backward()
+    _close(z.grad, 2 * a)                       # d/dre + i d/dim of |z|^2
+    z.grad = None
+    (z * z).real.sum().backward()
+    _close(z.grad, 2 * a.conj())
+    with pytest.raises(RuntimeError, match="real scalar outputs"):
+        (z * z).sum().backward()
+
+
+def test_reductions_joins_selection_and_products():
+    rng = np.random.default_rng(3)
+    a, b = _c(rng, 3, 4), _c(rng, 4, 2)
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    A, B, X = nv.tensor(a), nv.tensor(b), nv.tensor(x)
+    _close(A.sum(), a.sum())
+    _close(A.sum(1, keepdim=True), a.sum(1, keepdims=True))
+    _close(nv.mean(A, 0), a.mean(0))
+    _close(A.cumsum(1), a.cumsum(1), 2e-5)
+    _close(A @ B, a @ b, 2e-5)
+    _close(X @ A, x @ a, 2e-5)
+    _close(nv.matmul(A, nv.tensor(b.real)), a @ b.real, 2e-5)
+    _close(nv.cat([A, nv.tensor(x.T)], 1), np.concatenate([a, x.T], 1))
+    _close(nv.stack([A, A.conj()]), np.stack([a, a.conj()]))
+    cond = nv.tensor(a.real > 0)
+    _close(nv.where(cond, A, 0.0), np.where(a.real > 0, a, 0))
+    _close(A[1:, ::2].transpose(0, 1).reshape(-1), a[1:, ::2].T.reshape(-1))
+    _close(A.flip(0).unsqueeze(0).squeeze(0), a[::-1])
+    parts = A.chunk(2, dim=1)
+    assert len(parts) == 2 and parts[1].dtype == nv.complex64
+    _close(parts[1], a[:, 2:])
+    assert [v.shape for v in A] == [(4,)] * 3
+    eq = (A == nv.tensor(a)).numpy()
+    assert eq.all() and not (A != A).numpy().any()
+    assert nv.allclose(A, nv.tensor(a + 1e-9)) and not nv.allclose(A, A * 1.1)
+
+
+def test_factories_conversions_and_printing():
+    z = nv.zeros(2, 3, dtype=nv.complex64)
+    assert z.shape == (2, 3) and (z.numpy() == 0).all()
+    assert nv.ones(2, dtype=nv.cdouble).dtype == nv.complex128
+    _close(nv.full((2,), 1 - 2j), np.array([1 - 2j, 1 - 2j]))
+    _close(nv.zeros_like(z), np.zeros((2, 3)))
+    nv.manual_seed(0)
+    r = nv.randn(4000, dtype=nv.complex64).numpy()
+    assert abs(np.mean(np.abs(r) ** 2) - 1) < 0.08        # E|z|^2 = 1, parts N(0, 1/2)
+    assert abs(np.var(r.real) - 0.5) < 0.05
+    x = nv.tensor([1.0, -2.0])
+    c = x.to(nv.complex64)
+    _close(c, np.array([1, -2], np.complex64))
+    assert x.to(nv.complex128).dtype == nv.complex128 and c.cdouble().dtype == nv.complex128
+    with pytest.warns(UserWarning, match="discards the imaginary part"):
+        back = (c * 1j).to(nv.float32)
+    assert back.dtype == nv.float32
+    np.testing.assert_array_equal(back.numpy(), [0.0, 0.0])
+    assert repr(nv.tensor([1 + 2j, 3])) == "tensor([1.+2.j, 3.+0.j])"
+    assert repr(nv.tensor([1j], dtype=nv.complex128)) == \
+        "tensor([0.+1.j], dtype=nova.complex128)"
+    assert f"{nv.tensor(1.5 - 2j):.1f}" == "1.5-2.0j"
+    assert nv.tensor([1 + 2j]).tolist() == [1 + 2j] and nv.tensor(2j).item() == 2j
+    assert nv.is_complex(z) and z.is_complex() and not nv.is_complex(x)
+    assert not z.is_floating_point()
+
+
+def test_unsupported_ops_raise_naming_the_op():
+    z = nv.zeros(3, dtype=nv.complex64)
+    with pytest.raises(TypeError, match="sigmoid: not supported for complex tensors"):
+        z.sigmoid()
+    assert not hasattr(z, "sigmoid")
+    with pytest.raises(TypeError, match="sigmoid"):
+        nv.sigmoid(z)
+    with pytest.raises(TypeError, match="complex tensors"):
+        nv.add(z, z, out=nv.zeros(3))
+    with pytest.raises(TypeError):
+        float(nv.tensor(1j))
+    with pytest.raises(TypeError, match="view_as_real"):
+        z.view(nv.float32)
+
+
+def test_a_module_holds_a_complex_buffer():
+    class Rotary(nv.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nv.nn.Linear(4, 4)
+            self.register_buffer("freqs_cis", nv.polar(nv.ones(3), nv.arange(3.0)),
+                                 persistent=False)
+
+    m = Rotary()
+    m.to("cpu").half().float()
+    assert m.freqs_cis.dtype == nv.complex64                  # floating casts skip it
+    assert "freqs_cis" not in m.state_dict()
+    assert [n for n, _ in m.named_buffers()] == ["freqs_cis"]
+    _close(m.freqs_cis, np.exp(1j * np.arange(3)))
+    m.register_buffer("kept", nv.tensor([1j]))
+    with pytest.raises(TypeError, match="cannot store a ComplexTensor"):
+        nv.save(m.state_dict(), io.BytesIO())
+
+
+def test_in_place_updates_write_both_parts():
+    z = nv.tensor([1 + 1j, 2 - 1j])
+    z.mul_(1j)
+    z += 1
+    _close(z, (np.array([1 + 1j, 2 - 1j]) * 1j) + 1)
+    z.zero_()
+    _close(z, np.zeros(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        z.copy_(nv.tensor([3.0, 4.0]))         # a real source: imaginary parts 0
+    _close(z, np.array([3, 4]))

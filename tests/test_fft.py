@@ -1,0 +1,96 @@
+"""``nova.fft`` against numpy's FFTs: every transform, lengths padded and truncated, odd
+and even, every ``norm``, n-dimensional forms, and a gradient through a real loss."""
+import numpy as np
+import pytest
+
+import nova as nv
+
+
+@pytest.fixture(autouse=True)
+def engine():
+    with nv.engine("interp"):
+        yield
+
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((3, 8))
+Z = RNG.standard_normal((3, 8)) + 1j * RNG.standard_normal((3, 8))
+
+
+def _close(got, ref, tol=1e-9):
+    got = got.numpy()
+    assert got.shape == ref.shape
+    np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("norm", [None, "backward", "ortho", "forward"])
+def test_one_dimensional_transforms_match_numpy(norm):
+    x, z = nv.tensor(X), nv.tensor(Z)            # float64 and complex128
+    assert nv.fft.fft(x).dtype == nv.complex128
+    for n in (None, 5, 11):
+        _close(nv.fft.fft(z, n=n, norm=norm), np.fft.fft(Z, n=n, norm=norm))
+        _close(nv.fft.fft(x, n=n, norm=norm), np.fft.fft(X, n=n, norm=norm))
+        _close(nv.fft.ifft(z, n=n, norm=norm), np.fft.ifft(Z, n=n, norm=norm))
+        _close(nv.fft.rfft(x, n=n, norm=norm), np.fft.rfft(X, n=n, norm=norm))
+        _close(nv.fft.hfft(z, n=n, norm=norm), np.fft.hfft(Z, n=n, norm=norm))
+        _close(nv.fft.ihfft(x, n=n, norm=norm), np.fft.ihfft(X, n=n, norm=norm))
+    for n in (None, 7, 8, 14):
+        _close(nv.fft.irfft(z, n=n, norm=norm), np.fft.irfft(Z, n=n, norm=norm))
+    _close(nv.fft.fft(z, dim=0, norm=norm), np.fft.fft(Z, axis=0, norm=norm))
+
+
+def test_n_dimensional_transforms_match_numpy():
+    x, z = nv.tensor(X), nv.tensor(Z)
+    _close(nv.fft.fft2(z), np.fft.fft2(Z))
+    _close(nv.fft.ifft2(z, norm="ortho"), np.fft.ifft2(Z, norm="ortho"))
+    _close(nv.fft.fftn(z, s=(4, 6)), np.fft.fftn(Z, s=(4, 6), axes=(0, 1)))
+    _close(nv.fft.ifftn(z, dim=1), np.fft.ifftn(Z, axes=(1,)))
+    _close(nv.fft.rfft2(x), np.fft.rfft2(X))
+    _close(nv.fft.rfftn(x, dim=(1, 0)), np.fft.rfftn(X, axes=(1, 0)))
+    _close(nv.fft.irfftn(z, s=(3, 6)), np.fft.irfftn(Z, s=(3, 6), axes=(0, 1)))
+    _close(nv.fft.irfft2(nv.fft.rfft2(x)), X)
+
+
+def test_frequencies_and_shifts():
+    np.testing.assert_allclose(nv.fft.fftfreq(7, 0.5).numpy(), np.fft.fftfreq(7, 0.5),
+                               rtol=1e-6)
+    np.testing.assert_allclose(nv.fft.rfftfreq(8).numpy(), np.fft.rfftfreq(8), rtol=1e-6)
+    assert nv.fft.fftfreq(4).dtype == nv.float32
+    _close(nv.fft.fftshift(nv.tensor(Z), dim=1), np.fft.fftshift(Z, axes=1))
+    _close(nv.fft.ifftshift(nv.tensor(X[:, :7])), np.fft.ifftshift(X[:, :7]))
+
+
+def test_float32_inputs_give_complex64():
+    x = nv.tensor(X.astype(np.float32))
+    out = nv.fft.rfft(x)
+    assert out.dtype == nv.complex64
+    np.testing.assert_allclose(out.numpy(), np.fft.rfft(X.astype(np.float32)), atol=2e-5)
+
+
+def test_gradient_of_a_spectral_loss_matches_finite_differences():
+    """sum |rfft(x)|^2 weighted per frequency, differentiated through the DFT products."""
+    w = np.linspace(0.5, 2.0, 5)
+
+    def loss(v):
+        return float((np.abs(np.fft.rfft(v)) ** 2 * w).sum())
+
+    x0 = RNG.standard_normal(8)
+    x = nv.tensor(x0, requires_grad=True)
+    ((nv.fft.rfft(x).abs() ** 2) * nv.tensor(w)).sum().backward()
+    eps = 1e-6
+    fd = [(loss(x0 + eps * e) - loss(x0 - eps * e)) / (2 * eps) for e in np.eye(8)]
+    np.testing.assert_allclose(x.grad.numpy(), fd, rtol=1e-6, atol=1e-6)
+
+
+def test_errors_name_the_transform():
+    x = nv.tensor(X)
+    with pytest.raises(ValueError, match="fft: Invalid normalization mode: 'half'"):
+        nv.fft.fft(x, norm="half")
+    with pytest.raises(RuntimeError, match=r"rfft: Invalid number of data points \(0\)"):
+        nv.fft.rfft(x, n=0)
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        nv.fft.fft(x, dim=2)
+    with pytest.raises(RuntimeError, match="rfft expects a real input"):
+        nv.fft.rfft(nv.tensor(Z))
+    with pytest.raises(RuntimeError, match="same length"):
+        nv.fft.fftn(x, s=(2, 2, 2), dim=(0, 1))

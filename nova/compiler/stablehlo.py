@@ -8,7 +8,9 @@ definition of every op) computes:
 - float16/bfloat16 compute in float32 and round per op, as the interpreter does; sums
   of a scan accumulate in float64 and round once.
 - ``add``/``mul``/``maximum``/``minimum`` on booleans are or/and/or/and; integer
-  ``div`` truncates toward zero.
+  ``div`` truncates toward zero, and at the quotients StableHLO leaves to the
+  implementation it computes Nova's: the smallest integer over -1 is itself (so its
+  floor quotient too, and its remainder 0); a zero divisor divides by 1 (``_divide``).
 - ``argsort`` is stable with NaN last (descending: the reverse of the ascending order
   of the reversed row, so equal elements keep their order and NaN comes first); the
   comparator breaks ties by position, as IREE's sort is not stable.
@@ -23,7 +25,8 @@ What cannot be said in StableHLO is refused, naming the op: a step with collecti
 attention as its composite, which XLA and IREE fuse themselves). What a
 StableHLO program cannot do is *report* an index out of range or an integer division
 by zero, which Nova raises as an error: the exported step assumes in-range indices and
-nonzero divisors (StableHLO's gather clamps, its scatter skips).
+nonzero divisors (StableHLO's gather clamps, its scatter skips; an integer divided by
+zero gives itself, the CPU kernel's value before it fails the step).
 
 The text is in MLIR's generic op form (``"stablehlo.add"(%a, %b) : (...) -> ...``),
 which every StableHLO consumer parses; ``tests/compiler/test_stablehlo.py`` compiles
@@ -254,6 +257,37 @@ def _trunc(w: Writer, op: nd.TruncOp) -> str:
     r = w.select(neg, w.unary("stablehlo.ceil", x, shape, elem),
                  w.unary("stablehlo.floor", x, shape, elem), shape, elem)
     return _rounded(w, r, shape, elem, op.result)
+
+
+def _divide(w: Writer, op: nd.DivOp) -> str:
+    """Floats: IEEE division (half floats through float32). Integers truncate toward
+    zero, with Nova's rule where StableHLO leaves the quotient to the implementation
+    (and LLVM's ``sdiv``, which a consumer may lower it to, to undefined behaviour;
+    x86's ``idiv`` traps): a divisor of -1 negates, so the smallest integer over -1
+    wraps to itself (its remainder, built from this quotient, is 0), as every Nova
+    engine and PyTorch compute it; a zero divisor, which Nova reports as an error and
+    an exported step cannot, divides by 1, as Nova's CPU kernel does before it fails
+    the step. The ``divide`` itself only ever sees a divisor other than 0 and -1."""
+    out = _elem(op.result)
+    if out in _FLOAT_BITS:
+        return _elementwise("stablehlo.divide")(w, op)
+    shape = _shape(op.result)
+    x, y = w.of(op.lhs), w.of(op.rhs)
+    one, zero = w.constant(1, shape, out), w.constant(0, shape, out)
+    special = w.compare("eq", y, zero, shape, out)
+    signed = out in INTS and out != "i1" and not out.startswith("ui")
+    if signed:
+        minus_one = w.compare("eq", y, w.constant(-1, shape, out), shape, out)
+        special = w.binary("stablehlo.or", special, minus_one, shape, "i1")
+    q = w.binary("stablehlo.divide", x, w.select(special, one, y, shape, out), shape, out)
+    if not signed:
+        return q
+    # -x for the divisor -1, without an overflowing negate: the smallest integer is kept
+    smallest = w.constant(-(1 << (INTS[out] - 1)), shape, out)
+    at_min = w.compare("eq", x, smallest, shape, out)
+    flipped = w.unary("stablehlo.negate", w.select(at_min, zero, x, shape, out), shape, out)
+    negated = w.select(at_min, x, flipped, shape, out)
+    return w.select(minus_one, negated, q, shape, out)
 
 
 def _constant(w: Writer, op: nd.ConstantOp) -> str:
@@ -604,7 +638,7 @@ LOWERINGS: dict[type[Operation], Lowering] = {
     nd.AddOp: _elementwise("stablehlo.add", on_bool="stablehlo.or"),
     nd.SubOp: _elementwise("stablehlo.subtract"),
     nd.MulOp: _elementwise("stablehlo.multiply", on_bool="stablehlo.and"),
-    nd.DivOp: _elementwise("stablehlo.divide"),      # integers: toward zero, as Nova's
+    nd.DivOp: _divide,             # integers: toward zero, -1 and 0 divisors as Nova's
     nd.MaximumOp: _elementwise("stablehlo.maximum", on_bool="stablehlo.or"),
     nd.MinimumOp: _elementwise("stablehlo.minimum", on_bool="stablehlo.and"),
     nd.PowOp: _elementwise("stablehlo.power"),

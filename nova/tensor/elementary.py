@@ -21,7 +21,7 @@ import ml_dtypes
 import numpy as np
 
 from nova.core import dtypes as dt
-from nova.tensor import ops
+from nova.tensor import grad_mode, ops
 from nova.tensor.tensor import Tensor
 
 _LN2 = math.log(2.0)
@@ -63,6 +63,33 @@ def _steep(w: Tensor, at: Tensor, sign: Any = 1.0) -> Tensor:
     gradient it gets stays finite."""
     d = ops.where(at, ops.sub(w, w.detach()), 1.0)
     return ops.where(at, ops.mul(ops.sqrt(d), sign), 0.0)
+
+
+def _nan_slope(out: Tensor, w: Tensor, at: Tensor) -> Tensor:
+    """``out``, with a NaN gradient into ``w`` where ``at`` (and ``out`` is infinite or
+    NaN there), as PyTorch's quotient formulas give (``x / hypot(x, y)`` at an
+    infinite ``x``, ``copysign``'s ``result / x``) where the value comes from a formula
+    whose own slope is a number, or from a select that cuts the gradient. ``out`` is
+    multiplied by ``pow(1, w)`` where ``at``: 1 for every ``w``, NaN included (IEEE),
+    with the exponent's slope ``log(1) = 0``, which the product's rule scales by ``g *
+    out``: inf * 0 = NaN. Elsewhere the exponent is 0 and reads no gradient. Without
+    a gradient to ``w`` it is ``out`` itself."""
+    if not (grad_mode.STATE.enabled and w.requires_grad):
+        return out
+    return ops.mul(out, ops.pow(1.0, ops.where(at, w, 0.0)))
+
+
+def _slope_at_zero(a: Tensor, slope: Tensor, at: Tensor) -> Tensor:
+    """+0 where ``at`` (``a`` is +-0 there) and 0 elsewhere, with the derivative
+    ``slope`` in ``a`` where ``at`` and 0 elsewhere: ``(a - a.detach()) * slope``
+    (+0 plus that product, so the value is +0 as ``xlogy(0, y)`` is), and ``_steep``'s
+    infinite slope where ``slope`` is +inf (0 * inf would make the value NaN).
+    ``slope`` must be finite or +inf where ``at``; it keeps its own gradient, so a
+    second derivative across (``d/dy log(y)``) is there too."""
+    top = ops.logical_and(at, ops.eq(slope, math.inf))
+    s = ops.where(ops.logical_and(at, ops.logical_not(top)), slope, 0.0)
+    d = ops.where(at, ops.sub(a, a.detach()), 0.0)
+    return ops.add(ops.add(ops.mul(d, s), _steep(a, top)), 0.0)
 
 
 def _exact_at_powers(x: Tensor, ratio: Tensor, base: float) -> Tensor:
@@ -108,19 +135,35 @@ def exp2(x: Tensor) -> Tensor:
     return ops.pow(2.0, _float_arg("exp2", x))
 
 
+# ln 2 rounded up to a multiple of 2^-32, so ``|w| - _LN2_UP`` is exact for every
+# ``|w|`` from 20 on (the difference needs no bit below ``|w|``'s last one), and
+# ``_HALF_SCALE = exp(_LN2_UP - ln 2)`` (from fdlibm's two-part ln 2: ``ln2_hi +
+# ln2_lo`` is ln 2 to 1e-27), so ``exp(|w| - _LN2_UP) * _HALF_SCALE`` is ``exp(|w|) / 2``
+_LN2_UP = math.ceil(_LN2 * 2.0 ** 32) / 2.0 ** 32
+_HALF_SCALE = math.exp((_LN2_UP - 6.93147180369123816490e-01) - 1.90821492927058770002e-10)
+
+
+def _half_exp(a: Tensor) -> Tensor:
+    """``exp(a) / 2`` for ``a >= 20``, finite for every ``a`` whose result is (up to
+    710.4758), and so is its derivative, the same number: ``exp(a - _LN2_UP)`` stays
+    below ``exp(a) / 2``, and the exp rule's product ``g * exp(a - _LN2_UP)`` is taken
+    after the scale. (``e * e / 2`` with ``e = exp(a / 2)`` has the right value, but its
+    gradient multiplies ``e * e`` before halving: inf from 709.78 on, where the
+    derivative is still finite.) One exp and one product: ~1 ulp."""
+    return ops.mul(ops.exp(ops.sub(a, _LN2_UP)), _HALF_SCALE)
+
+
 def _hyperbolic(op: str, x: Tensor, small, large) -> Tensor:
-    """``small(w)`` for ``|w| < 20`` and ``large(w, e)`` with ``e = exp(|w| / 2)`` above
-    (where ``exp(-|w|)`` no longer counts), on ``w`` = ``x`` in float64, rounded to
-    ``x``'s dtype: splitting ``exp(|w|)`` into two halves keeps the product finite as
-    long as the result is. ``small`` sees 0 where it is not taken: its ``expm1(w)``
-    would be inf there, with an infinite slope, and the zero gradient ``where`` hands
-    the untaken side would become 0 * inf = NaN (``sinh``'s gradient at 1e4 was NaN,
-    not inf)."""
+    """``small(w)`` for ``|w| < 20`` and ``large(w, h)`` with ``h = exp(|w|) / 2``
+    above (where ``exp(-|w|)`` no longer counts; ``_half_exp``), on ``w`` = ``x`` in
+    float64, rounded to ``x``'s dtype. ``small`` sees 0 where it is not taken: its
+    ``expm1(w)`` would be inf there, with an infinite slope, and the zero gradient
+    ``where`` hands the untaken side would become 0 * inf = NaN (``sinh``'s gradient
+    at 1e4 was NaN, not inf)."""
     def evaluate(w: Tensor) -> Tensor:
         a = ops.abs(w)
-        e = ops.exp(ops.mul(a, 0.5))
         near = ops.lt(a, 20.0)
-        return ops.where(near, small(ops.where(near, w, 0.0)), large(w, e))
+        return ops.where(near, small(ops.where(near, w, 0.0)), large(w, _half_exp(a)))
     return _in_float64(op, x, evaluate)
 
 
@@ -133,8 +176,7 @@ def _sinh_small(w: Tensor) -> Tensor:
 def sinh(x: Tensor) -> Tensor:
     """Hyperbolic sine (``torch.sinh``): ``(expm1(x) - expm1(-x)) / 2``, exact to the
     last digit near 0."""
-    return _hyperbolic("sinh", x, _sinh_small,
-                       lambda w, e: _odd(w, ops.mul(ops.mul(e, 0.5), e)))
+    return _hyperbolic("sinh", x, _sinh_small, lambda w, h: _odd(w, h))
 
 
 def _cosh_small(w: Tensor) -> Tensor:
@@ -148,7 +190,7 @@ def _cosh_small(w: Tensor) -> Tensor:
 def cosh(x: Tensor) -> Tensor:
     """Hyperbolic cosine (``torch.cosh``): ``1 + 2 sinh(x/2)^2``, whose gradient keeps
     every digit near 0."""
-    return _hyperbolic("cosh", x, _cosh_small, lambda w, e: ops.mul(ops.mul(e, 0.5), e))
+    return _hyperbolic("cosh", x, _cosh_small, lambda w, h: h)
 
 
 def tan(x: Tensor) -> Tensor:
@@ -263,16 +305,30 @@ def logaddexp(a: Tensor, b: Tensor) -> Tensor:
     return ops.cast(ops.where(ops.logical_and(ops.eq(x, y), ops.isinf(x)), x, out), common)
 
 
-def xlogy(x: Any, y: Any) -> Tensor:
-    """``x * log(y)``, 0 where ``x == 0`` unless ``y`` is NaN (``torch.xlogy``). There
-    the gradient for ``x`` is 0 (PyTorch's ``xlogy(x != 0, y)``; the product's rule
-    gave 0 * log(0) = NaN at y = 0), and for ``y`` the rule's ``x / y`` (NaN at 0/0,
-    as PyTorch)."""
-    common = ops.promote("xlogy", x, y)
-    a, b = ops.operands("xlogy", x, y,
-                        dtype=common if common.is_floating_point else dt.DEFAULT_FLOAT)
+def _x_log(op: str, x: Any, y: Any, log, domain: float, int_dtype: dt.DType) -> Tensor:
+    """``x * log(y)`` for ``xlogy`` (``log``, defined above ``domain`` = 0) and
+    ``xlog1py`` (``log1p``, above -1), with PyTorch's values and gradients: 0 where ``x
+    == 0`` unless ``y`` is NaN (``xlogy(0, inf)`` and ``xlog1py(0, -1)`` included); there
+    d/dx is ``log(y)``, 0 for ``y`` at or below ``domain`` (PyTorch 2's ``xlogy(grad,
+    y).masked_fill((x == 0) & (y <= 0), 0)``; +inf at ``y = inf``), and d/dy is the
+    rule's ``x / y`` (``x / (1 + y)``: NaN at 0/0, as PyTorch). Integers compute in
+    ``int_dtype``."""
+    common = ops.promote(op, x, y)
+    a, b = ops.operands(op, x, y, dtype=common if common.is_floating_point else int_dtype)
     zero = ops.logical_and(ops.eq(a, 0), ops.logical_not(ops.isnan(b)))
-    return ops.where(zero, 0.0, ops.mul(a, ops.where(zero, 0.0, ops.log(b))))
+    product = ops.mul(a, ops.where(zero, 0.0, log(b)))
+    if not (grad_mode.STATE.enabled and a.requires_grad):
+        return ops.where(zero, 0.0, product)
+    inside = ops.gt(b, domain)
+    slope = ops.where(inside, log(ops.where(inside, b, domain + 1.0)), 0.0)
+    return ops.where(zero, _slope_at_zero(a, slope, zero), product)
+
+
+def xlogy(x: Any, y: Any) -> Tensor:
+    """``x * log(y)``, 0 where ``x == 0`` unless ``y`` is NaN (``torch.xlogy``); at ``x
+    == 0`` the gradient for ``x`` is ``log(y)`` (0 for ``y <= 0``) and for ``y`` the
+    rule's ``x / y``, as PyTorch 2 (``_x_log``)."""
+    return _x_log("xlogy", x, y, ops.log, 0.0, dt.DEFAULT_FLOAT)
 
 
 def logit(x: Tensor, eps: float | None = None) -> Tensor:
@@ -330,17 +386,39 @@ def rad2deg(x: Tensor) -> Tensor:
 
 
 def hypot(a: Tensor, b: Tensor) -> Tensor:
-    """``sqrt(a^2 + b^2)`` without overflow or underflow (``torch.hypot``): ``m sqrt(1 +
-    (n/m)^2)`` for ``m = max(|a|, |b|)``, ``n`` the other; inf if either is infinite."""
+    """``sqrt(a^2 + b^2)`` without overflow or underflow (``torch.hypot``): ``m sqrt(
+    (a/m)^2 + (b/m)^2)`` for ``m = max(|a|, |b|)`` (one quotient is +-1); inf if either
+    is infinite (NaN beside an infinity included, IEEE's). ``m`` is held constant for
+    the gradient (the form is ``hypot`` for every ``m > 0``), so the slopes are the
+    form's ``a / hypot`` and ``b / hypot``, second derivatives included (through
+    ``|a|`` and ``max`` the second derivative was 0 at ``a = 0`` and at ``|a| = |b|``).
+    At the origin and beside an infinity they are PyTorch's (``_hypot_edge``): 0/0 =
+    NaN, +-0 for a finite operand and NaN for the infinite (or NaN) one."""
     common = ops.promote("hypot", a, b)
     if not common.is_floating_point:
         raise TypeError(f"hypot: expected floating point operands, got {common.name}")
     x, y = ops.operands("hypot", a, b)
-    ax, ay = ops.abs(x), ops.abs(y)
-    m, n = ops.maximum(ax, ay), ops.minimum(ax, ay)
-    r = ops.div(n, ops.where(ops.eq(m, 0), 1.0, m))
-    out = ops.mul(m, ops.sqrt(ops.add(1.0, ops.mul(r, r))))
-    return ops.where(ops.logical_or(ops.isinf(x), ops.isinf(y)), math.inf, out)
+    edge = ops.logical_or(ops.logical_or(ops.isinf(x), ops.isinf(y)),
+                          ops.logical_and(ops.eq(x, 0), ops.eq(y, 0)))
+    xs, ys = ops.where(edge, 1.0, x), ops.where(edge, 1.0, y)
+    m = ops.maximum(ops.abs(xs), ops.abs(ys)).detach()     # (> 0 off the edge points)
+    u, v = ops.div(xs, m), ops.div(ys, m)
+    out = ops.mul(ops.sqrt(ops.add(ops.mul(u, u), ops.mul(v, v))), m)
+    return ops.where(edge, _hypot_edge(x, y, edge), out)
+
+
+def _hypot_edge(x: Tensor, y: Tensor, edge: Tensor) -> Tensor:
+    """``hypot`` where an operand is infinite or both are 0, as ``sqrt(x^2 + y^2)``:
+    inf or 0, and its rule's slopes are PyTorch's ``x / hypot`` (``0.5 / sqrt(s) *
+    2x``: inf * 0 = NaN at the origin, 0 * inf = NaN for an infinite ``x``, 0 * x =
+    +-0 beside one). A NaN beside an infinity is read as 0 (the value is inf), and
+    ``_nan_slope`` gives both operands the NaN gradient PyTorch's ``nan / inf`` and
+    ``inf / inf`` do. Off the edge the operands read 1."""
+    nx, ny = ops.isnan(x), ops.isnan(y)
+    xe = ops.where(nx, 0.0, ops.where(edge, x, 1.0))
+    ye = ops.where(ny, 0.0, ops.where(edge, y, 1.0))
+    out = ops.sqrt(ops.add(ops.mul(xe, xe), ops.mul(ye, ye)))
+    return _nan_slope(out, ops.add(x, y), ops.logical_and(edge, ops.logical_or(nx, ny)))
 
 
 def lerp(start: Tensor, end: Any, weight: Any) -> Tensor:

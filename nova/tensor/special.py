@@ -58,7 +58,7 @@ import ml_dtypes
 
 from nova.core import dtypes as dt
 from nova.tensor import grad_mode, ops, tape
-from nova.tensor.elementary import _in_float64, _infinity, _steep
+from nova.tensor.elementary import _in_float64, _infinity, _nan_slope, _steep, _x_log
 from nova.tensor.tensor import Tensor
 
 _SQRT_PI_2 = math.sqrt(math.pi) / 2       # 1 / erf'(0)
@@ -592,12 +592,10 @@ def logaddexp2(a: Any, b: Any) -> Tensor:
 
 def xlog1py(x: Any, y: Any) -> Tensor:
     """``x * log1p(y)``, 0 where ``x == 0`` unless ``y`` is NaN
-    (``torch.special.xlog1py``)."""
-    common = ops.promote("xlog1py", x, y)
-    a, b = ops.operands("xlog1py", x, y,
-                        dtype=common if common.is_floating_point else dt.float32)
-    zero = ops.logical_and(ops.eq(a, 0), ops.logical_not(ops.isnan(b)))
-    return ops.where(zero, 0.0, ops.mul(a, ops.log1p(ops.where(zero, 0.0, b))))
+    (``torch.special.xlog1py``); at ``x == 0`` the gradient for ``x`` is ``log1p(y)``
+    (0 for ``y <= -1``) and for ``y`` the rule's ``x / (1 + y)`` (NaN at ``y = -1``), as
+    PyTorch 2 (``_x_log``)."""
+    return _x_log("xlog1py", x, y, ops.log1p, -1.0, dt.float32)
 
 
 def entr(x: Tensor) -> Tensor:
@@ -623,12 +621,16 @@ def signbit(x: Tensor) -> Tensor:
 
 def copysign(a: Any, b: Any) -> Tensor:
     """``|a|`` with the sign of ``b`` (``torch.copysign``; -0.0 counts as negative).
-    Integers give float32; the gradient is 0 for ``b`` and at ``a == 0``, as PyTorch."""
+    Integers give float32. The gradient is 0 for ``b``, and for ``a`` PyTorch's
+    ``result / a`` with 0 at ``a == 0``: +-1, and NaN at an infinite or NaN ``a``
+    (``_nan_slope``; ``|a|``'s rule alone gave +-1 and 0 there)."""
     common = ops.promote("copysign", a, b)
     x, y = ops.operands("copysign", a, b,
                         dtype=common if common.is_floating_point else dt.float32)
     mag = ops.abs(x)
-    return ops.zero_gradient_to(ops.where(signbit(y), ops.neg(mag), mag), y)
+    out = ops.where(signbit(y), ops.neg(mag), mag)
+    out = _nan_slope(out, x, ops.logical_not(ops.lt(mag, math.inf)))
+    return ops.zero_gradient_to(out, y)
 
 
 _Frexp = namedtuple("frexp", ["mantissa", "exponent"])

@@ -172,7 +172,7 @@ def test_nanmean_of_an_all_nan_slice_has_a_nan_gradient():
 
 
 def test_xlogy_gradient_at_zero_zero():
-    """PyTorch: d/dx = xlogy(x != 0, y) (0 at x = 0), d/dy = x / y (NaN at 0/0)."""
+    """PyTorch 2: d/dx = log(y), 0 where x == 0 and y <= 0; d/dy = x / y (NaN at 0/0)."""
     x = nv.tensor([0.0, 0.0, 1.0, 0.0], dtype="float64", requires_grad=True)
     y = nv.tensor([0.0, 1.0, 0.0, NAN], dtype="float64", requires_grad=True)
     gx, gy = nv.autograd.grad(nv.xlogy(x, y).sum(), [x, y])

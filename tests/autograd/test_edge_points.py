@@ -1,0 +1,145 @@
+"""Gradients at the points where a formula's pieces meet -- past float64's overflow of
+``exp(|x|)``, beside an infinity, at 0 and at NaN -- for ``sinh``/``cosh``, ``hypot``,
+``xlogy``/``xlog1py`` and ``copysign``, as PyTorch 2 gives them (its derivative formulas:
+``cosh``/``sinh``; ``x / hypot`` and ``y / hypot``; ``xlogy(grad, y).masked_fill((x ==
+0) & (y <= 0), 0)`` and ``grad * x / y``; ``result / x`` masked to 0 at ``x == 0``).
+
+References are closed forms in float64 with numpy, or hand-derived values; nothing here
+needs torch. Each test differentiates all its cases in one step, so each engine compiles
+once per test.
+"""
+import math
+
+import numpy as np
+
+import nova as nv
+
+INF, NAN = math.inf, math.nan
+
+
+def _check(got, want, rtol=1e-15):
+    """Equal NaNs and infinities where ``want`` has them, close elsewhere (the sign of a
+    zero gradient is not compared: a sum of branches' +0 and -0 is +0)."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got[np.isinf(want)], want[np.isinf(want)])
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=rtol, atol=0)
+
+
+def _value_and_grads(fn, *columns, dtype="float64"):
+    leaves = [nv.tensor(c, dtype=dtype, requires_grad=True) for c in columns]
+    out = fn(*leaves)
+    grads = nv.autograd.grad(out.sum(), leaves)
+    return [out.detach().numpy()] + [g.numpy() for g in grads]
+
+
+# ---------------------------------------------------------------- sinh / cosh
+
+def test_sinh_cosh_gradients_are_finite_wherever_their_values_are():
+    """exp(|x|) overflows at 709.78, cosh(x) only at 710.4758: the gradients of the
+    half-exponential form were inf in between (e * e before the halving)."""
+    x = np.array([709.8, 710.0, 710.4, 710.47, -709.9, -710.4, 710.48, -711.0, 300.0, 25.0])
+    for fn, value, slope in ((nv.sinh, np.sinh, np.cosh), (nv.cosh, np.cosh, np.sinh)):
+        with np.errstate(over="ignore"):
+            want_value, want_slope = value(x), slope(x)
+        got_value, got_slope = _value_and_grads(fn, x)
+        assert np.isfinite(got_slope[:6]).all()
+        _check(got_value, want_value, rtol=1e-15)
+        _check(got_slope, want_slope, rtol=1e-15)
+
+
+def test_sinh_cosh_float32_gradients_round_the_float64_ones():
+    """float32 computes in float64 and rounds once: the gradient is the float32 nearest
+    cosh/sinh (within an ulp of numpy's float64), and inf past float32's overflow."""
+    x = np.array([20.5, 50.0, 88.5, -88.7, 89.5, -89.5], np.float32)
+    w = x.astype(np.float64)
+    for fn, slope in ((nv.sinh, np.cosh), (nv.cosh, np.sinh)):
+        _, got = _value_and_grads(fn, x, dtype="float32")
+        with np.errstate(over="ignore"):
+            want = slope(w).astype(np.float32)
+        assert got.dtype == np.float32
+        _check(got, want, rtol=1.2e-7)
+        assert np.isinf(got[4:]).all()
+
+
+# ---------------------------------------------------------------- hypot
+
+def test_hypot_beside_an_infinity_and_at_the_origin():
+    """Values: inf beside an infinity (a NaN beside one included, IEEE's), 0 at the
+    origin. Gradients x / hypot, y / hypot: NaN for the infinite operand (inf / inf) and
+    at the origin (0 / 0), +-0 for a finite operand beside an infinity; the formula's
+    pieces gave NaN (inf * 0) for the finite one and 0 at the origin."""
+    x = [INF, -INF, 2.0, -2.0, 0.0, -0.0, INF, INF, NAN, 0.0, 3.0, NAN]
+    y = [3.0, -2.0, INF, -INF, 0.0, 0.0, -INF, NAN, -INF, -5.0, 4.0, 1.0]
+    v, gx, gy = _value_and_grads(nv.hypot, x, y)
+    _check(v, np.hypot(x, y))
+    _check(gx, [NAN, NAN, 0.0, -0.0, NAN, NAN, NAN, NAN, NAN, 0.0, 0.6, NAN])
+    _check(gy, [0.0, -0.0, NAN, NAN, NAN, NAN, NAN, NAN, NAN, -1.0, 0.8, NAN])
+
+
+def test_hypot_float32_beside_an_infinity():
+    x = np.array([np.inf, 1.5, 0.0], np.float32)
+    y = np.array([-2.0, -np.inf, 0.0], np.float32)
+    v, gx, gy = _value_and_grads(nv.hypot, x, y, dtype="float32")
+    _check(v, [INF, INF, 0.0])
+    _check(gx, [NAN, 0.0, NAN])
+    _check(gy, [-0.0, NAN, NAN])
+
+
+def test_hypot_second_derivatives():
+    """The Hessian [[y^2, -xy], [-xy, x^2]] / hypot^3: through |x| and max(|x|, |y|) it
+    was 0 at x = 0 (|x|'s slope there) and at |x| = |y| (max splits the tie)."""
+    x = np.array([0.0, 3.0, -3.0, -1.0, 2.5])
+    y = np.array([2.0, 3.0, 3.0, 2.0, 0.0])
+    tx, ty = (nv.tensor(c, dtype="float64", requires_grad=True) for c in (x, y))
+    gx, gy = nv.autograd.grad(nv.hypot(tx, ty).sum(), [tx, ty], create_graph=True)
+    hxx, hxy = nv.autograd.grad(gx.sum(), [tx, ty], retain_graph=True)
+    hyx, hyy = nv.autograd.grad(gy.sum(), [tx, ty])
+    v3 = np.hypot(x, y) ** 3
+    for got, want in ((hxx, y * y / v3), (hxy, -x * y / v3), (hyx, -x * y / v3),
+                      (hyy, x * x / v3)):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-14, atol=1e-300)
+
+
+# ---------------------------------------------------------------- xlogy / xlog1py
+
+def test_xlogy_and_xlog1py_at_x_zero():
+    """0 where x == 0 for every non-NaN y (xlogy(0, inf), xlog1py(0, -1)); there d/dx is
+    log(y) (log1p(y)), +inf at y = inf and 0 where y is at or below the domain's edge,
+    and d/dy is x / y (x / (1 + y)): 0, and NaN at 0/0. Nova's d/dx at x = 0 was 0."""
+    x = [0.0, 0.0, 0.0, 0.0, -0.0, 0.0, 0.0, 2.0]
+    y = [2.0, 0.5, INF, 0.0, -1.0, -3.0, NAN, 3.0]
+    v, gx, gy = _value_and_grads(nv.xlogy, x, y)
+    _check(v, [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, NAN, 2 * math.log(3.0)])
+    _check(gx, [math.log(2.0), math.log(0.5), INF, 0.0, 0.0, 0.0, NAN, math.log(3.0)])
+    _check(gy, [0.0, 0.0, 0.0, NAN, 0.0, -0.0, NAN, 2 / 3])
+
+    y1 = [1.0, -0.5, INF, -1.0, -2.0, 0.0, NAN, 2.0]
+    v, gx, gy = _value_and_grads(nv.special.xlog1py, x, y1)
+    _check(v, [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, NAN, 2 * math.log(3.0)])
+    _check(gx, [math.log(2.0), math.log(0.5), INF, 0.0, 0.0, 0.0, NAN, math.log(3.0)])
+    _check(gy, [0.0, 0.0, 0.0, NAN, 0.0, 0.0, NAN, 2 / 3])
+
+
+def test_xlogy_mixed_second_derivative_at_x_zero():
+    """d/dy of d/dx xlogy = 1 / y at x = 0 too (x / y's slope in x)."""
+    x = nv.tensor([0.0, 0.0, 1.0], dtype="float64", requires_grad=True)
+    y = nv.tensor([2.0, 4.0, 5.0], dtype="float64", requires_grad=True)
+    (gx,) = nv.autograd.grad(nv.xlogy(x, y).sum(), [x], create_graph=True)
+    (hxy,) = nv.autograd.grad(gx.sum(), [y])
+    np.testing.assert_allclose(hxy.numpy(), [0.5, 0.25, 0.2], rtol=1e-15)
+
+
+# ---------------------------------------------------------------- copysign
+
+def test_copysign_gradient_is_result_over_input():
+    """result / a, 0 at a == 0: NaN at an infinite or NaN a (|a|'s rule gave +-1, and 0
+    at NaN); the sign operand gets zeros."""
+    a = [INF, -INF, NAN, 2.0, -2.0, 0.0, -0.0, INF]
+    b = [1.0, -1.0, -1.0, -1.0, 1.0, -1.0, 1.0, NAN]
+    v, ga, gb = _value_and_grads(nv.copysign, a, b)
+    np.testing.assert_array_equal(v[:-1], np.copysign(a, b)[:-1])
+    assert v[-1] == INF          # (copysign(x, nan) is |x|: the module's documented limit)
+    _check(ga, [NAN, NAN, NAN, -1.0, -1.0, 0.0, 0.0, NAN])
+    np.testing.assert_array_equal(gb, np.zeros(8))

@@ -66,7 +66,8 @@ def fma(a: Any, b: Tensor, c: Tensor) -> Tensor:
 
 
 def mul(x: Tensor, s: Any) -> Tensor:
-    """``x.mul_(s)``."""
+    """``x.mul_(s)``: ``s`` a float32 Scalar, or a tensor (of ``x``'s half type, whose
+    product with ``x`` is exact in float32)."""
     return (x.float() * s).to(x.dtype)
 
 
@@ -84,6 +85,11 @@ def add_scalar(x: Tensor, value: float) -> Tensor:
 def div_scalar(x: Tensor, s: Any) -> Tensor:
     """``x / s`` for a Scalar ``s``."""
     return (x.float() / s).to(x.dtype)
+
+
+def div(x: Tensor, y: Tensor) -> Tensor:
+    """``x.div_(y)`` for a tensor ``y``."""
+    return (x.float() / y.float()).to(x.dtype)
 
 
 def sqrt(x: Tensor) -> Tensor:

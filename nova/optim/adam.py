@@ -30,20 +30,21 @@ class Adam(Optimizer):
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, amsgrad: bool = False, *, maximize: bool = False,
-                 foreach: bool | None = None, capturable: bool = False,
-                 differentiable: bool = False, fused: bool | None = None,
-                 decoupled_weight_decay: bool = False):
-        flags = _checks.kernel_flags(type(self).__name__, differentiable, foreach=foreach,
-                                     capturable=capturable, fused=fused)
-        if lr < 0 or eps < 0 or weight_decay < 0:
-            raise ValueError(f"{type(self).__name__}: invalid lr={lr}, eps={eps} or "
-                             f"weight_decay={weight_decay} (all must be >= 0)")
-        if not all(0.0 <= b < 1.0 for b in betas):
-            raise ValueError(f"{type(self).__name__}: betas must be in [0, 1), got {betas}")
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
-                                      weight_decay=weight_decay, amsgrad=bool(amsgrad),
-                                      maximize=maximize, **flags,
+                 weight_decay: float = 0, amsgrad: bool = False, *,
+                 foreach: bool | None = None, maximize: bool = False,
+                 capturable: bool = False, differentiable: bool = False,
+                 fused: bool | None = None, decoupled_weight_decay: bool = False):
+        name = type(self).__name__
+        _checks.kernel_flags(name, differentiable, foreach, fused)
+        _checks.tensor_lr(name, lr)
+        _checks.nonnegative(name, lr=lr, eps=eps)
+        betas = _checks.betas(name, betas)
+        _checks.nonnegative(name, weight_decay=weight_decay)
+        # (PyTorch's group layout: its keys in its order)
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                                      amsgrad=amsgrad, maximize=maximize, foreach=foreach,
+                                      capturable=capturable, differentiable=differentiable,
+                                      fused=fused,
                                       decoupled_weight_decay=bool(decoupled_weight_decay
                                                                   or self.decoupled)))
         # (step key, the step's scalar table, scalars): see _host_update

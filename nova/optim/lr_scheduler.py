@@ -31,12 +31,20 @@ PyTorch's rule: ``step()`` advances ``last_epoch`` and sets each group's rate to
 the optimizer's state, as PyTorch's base does. The built-in schedulers' ``get_lr()``
 returns what PyTorch's returns -- the rule applied to the groups' current rates -- and
 warns, as PyTorch does, when called outside ``step()`` (``get_last_lr()`` is the rate
-last set)."""
+last set); ``OneCycleLR``'s and ``CyclicLR``'s also write the momentum, PyTorch's side
+effect.
+
+A scheduler wraps its optimizer's ``step`` as PyTorch's does, and its first
+``step()`` after the constructor's warns PyTorch's words when the optimizer never
+stepped ("Detected call of `lr_scheduler.step()` before `optimizer.step()`") or its
+``step`` was replaced since."""
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, SupportsFloat
 
@@ -97,6 +105,7 @@ class LRScheduler:
             raise TypeError(f"{type(self).__name__}: expected an Optimizer, got "
                             f"{type(optimizer).__name__}")
         self.optimizer = optimizer
+        _track_step_called(optimizer)
         if last_epoch == -1:
             for g in optimizer.param_groups:
                 g.setdefault("initial_lr", g["lr"])
@@ -186,6 +195,8 @@ class LRScheduler:
         else:
             capture_log.refuse(f"{type(self).__name__}.step(epoch) sets the epoch from a "
                                "value of this call; call it outside the compiled function")
+        if self._step_count == 1:
+            _warn_stepped_before_optimizer(self.optimizer)
         self._step_count += 1
         if epoch is not None:
             warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
@@ -265,6 +276,51 @@ class _within_step:
 
     def __exit__(self, *exc: Any) -> None:
         self.scheduler._get_lr_called_within_step = self.outer
+
+
+def _track_step_called(optimizer: Optimizer) -> None:
+    """PyTorch's ``patch_track_step_called``: wrap ``optimizer.step`` (an attribute of
+    the instance, once per optimizer) so that every call marks ``optimizer._opt_called``
+    -- what the first ``scheduler.step()`` checks (``_warn_stepped_before_optimizer``).
+    The wrapper holds the optimizer weakly, as PyTorch's."""
+    step = optimizer.step
+    if hasattr(step, "_wrapped_by_lr_sched"):
+        return
+    opt_ref = weakref.ref(optimizer)
+    func = getattr(step, "__func__", None)
+
+    @functools.wraps(func if func is not None else step)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        opt = opt_ref()
+        opt._opt_called = True      # type: ignore[union-attr]
+        if func is None:            # (a plain function assigned to optimizer.step)
+            return step(*args, **kwargs)
+        return func.__get__(opt, opt.__class__)(*args, **kwargs)
+
+    wrapper._wrapped_by_lr_sched = True     # type: ignore[attr-defined]
+    optimizer.step = wrapper                 # type: ignore[method-assign]
+
+
+def _warn_stepped_before_optimizer(optimizer: Optimizer) -> None:
+    """PyTorch's warnings at the first ``scheduler.step()`` after the constructor's:
+    ``optimizer.step`` replaced since the scheduler wrapped it, or never called (the
+    schedule would skip its first value). Word for word."""
+    if not hasattr(optimizer.step, "_wrapped_by_lr_sched"):
+        warnings.warn(
+            "Seems like `optimizer.step()` has been overridden after learning rate scheduler "
+            "initialization. Please, make sure to call `optimizer.step()` before "
+            "`lr_scheduler.step()`. See more details at "
+            "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate",
+            UserWarning, stacklevel=3)
+    elif not getattr(optimizer, "_opt_called", False):
+        warnings.warn(
+            "Detected call of `lr_scheduler.step()` before `optimizer.step()`. "
+            "In PyTorch 1.1.0 and later, you should call them in the opposite order: "
+            "`optimizer.step()` before `lr_scheduler.step()`.  Failure to do this "
+            "will result in PyTorch skipping the first value of the learning rate schedule. "
+            "See more details at "
+            "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate",
+            UserWarning, stacklevel=3)
 
 
 def _warn_get_lr_called_within_step(scheduler: LRScheduler) -> None:
@@ -651,10 +707,16 @@ class SequentialLR(LRScheduler):
         """The rates of the scheduler running at ``epoch``, at its own epoch. One that
         defines ``get_lr()`` (PyTorch's way: no closed form) is asked for them with the
         groups' current rates, and its ``last_epoch`` moves there, as PyTorch's
-        ``SequentialLR`` steps it."""
+        ``SequentialLR`` steps it. A ``OneCycleLR`` or ``CyclicLR`` cycling the
+        momentum writes it too, as its ``get_lr()`` does when PyTorch steps it."""
         i = bisect.bisect_right(self.milestones, epoch)
         start = self.milestones[i - 1] if i else 0
         child = self.schedulers[i]
+        if isinstance(child, _MomentumSchedule) and not child._custom_get_lr():
+            # PyTorch steps the child, whose get_lr() writes the momentum too
+            lrs, moms = child._at(epoch - start)
+            child._write_momentum(moms)
+            return lrs
         if child._custom_get_lr():
             lrs = child._get_lr_at([g["lr"] for g in self.optimizer.param_groups],
                                    epoch - start)
@@ -836,12 +898,39 @@ class _MomentumSchedule(LRScheduler):
         else:
             group["momentum"] = value
 
+    def _write_momentum(self, moms: list[float] | None) -> None:
+        """Write every group's momentum (or ``betas[0]``); None: not cycled."""
+        if moms is not None:
+            for group, m in zip(self.optimizer.param_groups, moms):
+                self._set_momentum(group, m)
+
     def _write(self, lrs: list[float], moms: list[float] | None) -> None:
-        for i, group in enumerate(self.optimizer.param_groups):
-            group["lr"] = lrs[i]
-            if moms is not None:
-                self._set_momentum(group, moms[i])
+        for group, lr in zip(self.optimizer.param_groups, lrs):
+            group["lr"] = lr
+        self._write_momentum(moms)
         self._last_lr = list(lrs)
+
+    def get_lr(self) -> list[float]:
+        """The rates at ``last_epoch`` (PyTorch's ``get_lr``). With ``cycle_momentum``
+        it also writes the momentum at ``last_epoch`` into the groups, PyTorch's side
+        effect: called by hand (it warns then, as PyTorch's), it puts back the scheduled
+        momentum over one set since."""
+        _warn_get_lr_called_within_step(self)
+        lrs, moms = self._at(self.last_epoch)
+        self._write_momentum(moms)
+        return lrs
+
+    get_lr._nova_rule = True     # type: ignore[attr-defined]
+
+    def _update_lr(self, epoch: int | None = None) -> None:
+        """Advance one training step (or go to step ``epoch``): write the rate and (with
+        ``cycle_momentum``) the momentum of the next optimizer step. A subclass
+        overriding ``get_lr()`` steps by it (``LRScheduler._update_lr``)."""
+        if self._custom_get_lr():
+            super()._update_lr(epoch)
+            return
+        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
+        self._write(*self._at(self.last_epoch))
 
     def _at(self, epoch: int) -> tuple[list[float], list[float] | None]:
         """Every group's rate and momentum (None without cycling) at ``epoch``."""
@@ -995,15 +1084,6 @@ class OneCycleLR(_MomentumSchedule):
                 for g in groups] if self.cycle_momentum else None
         return lrs, moms
 
-    def _update_lr(self, epoch: int | None = None) -> None:
-        """Advance one training step (or go to step ``epoch``): the rate and (with
-        ``cycle_momentum``) the momentum of the next optimizer step. Raises
-        ``ValueError`` past ``total_steps``, with ``last_epoch`` already advanced, as
-        PyTorch does."""
-        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
-        lrs, moms = self._at(self.last_epoch)
-        self._write(lrs, moms)
-
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore the position in the schedule and write its rate and momentum into
         the groups (as the other schedulers write their rate). A state saved after a
@@ -1116,12 +1196,6 @@ class CyclicLR(_MomentumSchedule):
                 for base, top in zip(self.base_momentums, self.max_momentums)
                 ] if self.cycle_momentum else None
         return lrs, moms
-
-    def _update_lr(self, epoch: int | None = None) -> None:
-        """Advance one training step (or go to step ``epoch``): the rate and (with
-        ``cycle_momentum``) the momentum of the next optimizer step."""
-        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
-        self._write(*self._at(self.last_epoch))
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore the position in the cycle and write its rate and momentum."""

@@ -6,7 +6,7 @@ from typing import Any
 
 from nova.optim import _checks, _half
 from nova.optim._moments import beta_scalars, decay_baked, decay_scalar, decayed_moments
-from nova.optim.optimizer import Optimizer, zeros_state
+from nova.optim.optimizer import Optimizer, state_scalar_np, zeros_state
 from nova.tensor import ops
 from nova.tensor.tensor import Tensor
 
@@ -19,8 +19,10 @@ class NAdam(Optimizer):
     ``wd p`` to ``g``, or with ``decoupled_weight_decay`` (NAdamW) scales ``p`` by
     ``1 - lr wd`` first.
 
-    The step count and the product of the ``mu`` (``state["mu_product"]``, a float
-    kept in double precision) live on the host; the two coefficients, the betas and
+    The step count and the product of the ``mu`` (``state["mu_product"]``) live on the
+    host, the product as PyTorch's 0-d float32 tensor holds it (``state_scalar_np``:
+    ``mu_product *= mu`` multiplies in float32, and the coefficients below read that
+    value); the two coefficients, the betas and
     the bias correction enter the step as runtime inputs, so a schedule of ``lr`` or
     ``betas`` (``OneCycleLR`` cycles ``betas[0]``) compiles once. ``momentum_decay``
     reaches the step only through them: changing it does not recompile either.
@@ -32,19 +34,20 @@ class NAdam(Optimizer):
 
     def __init__(self, params: Iterable[Any], lr: float = 2e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, momentum_decay: float = 4e-3,
+                 weight_decay: float = 0, momentum_decay: float = 4e-3,
                  decoupled_weight_decay: bool = False, *, foreach: bool | None = None,
                  maximize: bool = False, capturable: bool = False,
                  differentiable: bool = False):
-        flags = _checks.kernel_flags("NAdam", differentiable, foreach=foreach,
-                                     capturable=capturable)
-        _checks.nonnegative("NAdam", lr=lr, eps=eps, weight_decay=weight_decay,
-                            momentum_decay=momentum_decay)
-        super().__init__(params, dict(lr=lr, betas=_checks.betas("NAdam", betas), eps=eps,
-                                      weight_decay=weight_decay,
+        _checks.tensor_lr("NAdam", lr)
+        _checks.nonnegative("NAdam", lr=lr, eps=eps)
+        betas = _checks.betas("NAdam", betas)
+        _checks.nonnegative("NAdam", weight_decay=weight_decay, momentum_decay=momentum_decay)
+        _checks.kernel_flags("NAdam", differentiable, foreach)
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                       momentum_decay=momentum_decay,
                                       decoupled_weight_decay=decoupled_weight_decay,
-                                      maximize=maximize, **flags))
+                                      maximize=maximize, foreach=foreach,
+                                      capturable=capturable, differentiable=differentiable))
 
     def _host_update(self, group: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         b1, b2 = group["betas"]
@@ -53,7 +56,8 @@ class NAdam(Optimizer):
         t = state["step"]
         mu = b1 * (1.0 - 0.5 * 0.96 ** (t * psi))
         mu_next = b1 * (1.0 - 0.5 * 0.96 ** ((t + 1) * psi))
-        state["mu_product"] *= mu
+        f = state_scalar_np()
+        state["mu_product"] = float(f(state["mu_product"]) * f(mu))
         mu_product = state["mu_product"]
         scalars = {}
         decay_scalar(self, scalars, lr, wd, group["decoupled_weight_decay"])

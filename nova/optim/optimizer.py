@@ -70,6 +70,19 @@ def scalar_dtype(p: Tensor) -> dt.DType:
     return dt.float64 if p.dtype == dt.float64 else dt.float32
 
 
+def state_scalar_np() -> type:
+    """The numpy type of PyTorch's 0-d optimizer state (``_get_scalar_dtype``: ASGD's
+    ``eta`` and ``mu``, NAdam's ``mu_product``): float32, float64 where the default
+    dtype is float64. Nova keeps those values on the host as Python floats holding what
+    such a tensor holds, so the updates computed from them are PyTorch's."""
+    return np.float64 if dt.get_default_dtype() == dt.float64 else np.float32
+
+
+def state_scalar(value: float) -> float:
+    """``value`` stored in PyTorch's 0-d state tensor (``state_scalar_np``)."""
+    return float(state_scalar_np()(value))
+
+
 def zeros_state(p: Tensor) -> Tensor:
     """Optimizer state starts as a realized zero buffer on ``p``'s device, so the first
     step has the same structure as every later one (one compile)."""
@@ -142,43 +155,58 @@ class Optimizer:
                             "should be an iterable of Tensors or dicts, but got a Tensor")
         groups = list(params)
         if not groups:
-            raise ValueError(f"{type(self).__name__}: got an empty parameter list")
+            raise ValueError(f"{type(self).__name__}: optimizer got an empty parameter list")
         if not isinstance(groups[0], dict):
             groups = [{"params": groups}]
         for g in groups:
             self.add_param_group(g)
         realize(*[p for g in self.param_groups for p in g["params"]])
 
-    def add_param_group(self, group: dict[str, Any]) -> None:
-        """Add a group (its ``params`` and its own hyperparameters; the others from
-        ``defaults``). A parameter may not be in two groups; one listed twice in the
-        same group is warned about and stepped twice, as PyTorch does."""
-        params = group["params"]
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group, as PyTorch does: ``param_group`` itself becomes the group, its
+        ``params`` made a list and each hyperparameter it leaves out set from
+        ``defaults``. ``params`` may hold ``(name, tensor)`` pairs
+        (``model.named_parameters()``): the names are kept as the group's
+        ``param_names`` (and so in ``state_dict()``); every group has names or none
+        does. A parameter may not be in two groups; one listed twice in the same group
+        is warned about and stepped twice, as PyTorch does."""
+        name = type(self).__name__
+        if not isinstance(param_group, dict):
+            raise TypeError(f"{name}: param_group must be a dict, but got "
+                            f"{type(param_group).__name__}")
+        params = param_group["params"]
         if isinstance(params, (set, frozenset)):
-            raise TypeError(f"{type(self).__name__}: optimizer parameters need to be organized "
-                            "in ordered collections, but the ordering of tensors in sets will "
-                            "change between runs. Please use a list instead.")
+            raise TypeError(f"{name}: optimizer parameters need to be organized in ordered "
+                            "collections, but the ordering of tensors in sets will change "
+                            "between runs. Please use a list instead.")
         params = [params] if isinstance(params, Tensor) else list(params)
+        param_group["params"] = params = _take_names(name, param_group, params)
         for p in params:
             if not isinstance(p, Tensor):
-                raise TypeError(f"{type(self).__name__}: can only optimize Tensors, got "
-                                f"{type(p).__name__}")
+                raise TypeError(f"{name}: optimizer can only optimize Tensors, but one of "
+                                f"the params is {type(p).__name__}")
             if not p.is_leaf:
-                raise ValueError(f"{type(self).__name__}: can't optimize a non-leaf Tensor")
-        filled = {**self.defaults, **group, "params": params}
-        for k, v in filled.items():
-            if k != "params" and v is _REQUIRED:
-                raise ValueError(f"{type(self).__name__}: parameter group didn't specify {k}")
+                raise ValueError(f"{name}: can't optimize a non-leaf Tensor")
+        for k, default in self.defaults.items():
+            if default is _REQUIRED and k not in param_group:
+                raise ValueError(f"{name}: parameter group didn't specify a value of "
+                                 f"required optimization parameter {k}")
+            param_group.setdefault(k, default)
         if len({id(p) for p in params}) != len(params):
             warnings.warn("optimizer contains a parameter group with duplicate parameters; "
                           "in future, this will cause an error; see "
                           "github.com/pytorch/pytorch/issues/40967 for more information",
                           UserWarning, stacklevel=3)
+        for g in self.param_groups:
+            if ("param_names" in g) != ("param_names" in param_group):
+                which = "with names" if "param_names" in param_group else "without names"
+                raise ValueError(f"{name}: all optimizer param groups should be with/without "
+                                 f"names. cannot add param group {which} to the optimizer")
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         if any(id(p) in seen for p in params):
-            raise ValueError(f"{type(self).__name__}: some parameters appear in more than "
-                             "one parameter group")
-        self.param_groups.append(filled)
+            raise ValueError(f"{name}: some parameters appear in more than one parameter "
+                             "group")
+        self.param_groups.append(param_group)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear the gradients; then the step that ``step()`` left waiting runs, without
@@ -488,13 +516,16 @@ class Optimizer:
         if not isinstance(groups, list) or "state" not in state_dict:
             raise ValueError(f"{name}.load_state_dict: expected keys 'state' and 'param_groups'")
         if len(groups) != len(self.param_groups):
-            raise ValueError(f"{name}.load_state_dict: checkpoint has {len(groups)} parameter "
-                             f"groups, the optimizer has {len(self.param_groups)}")
+            raise ValueError(f"{name}.load_state_dict: loaded state dict has a different "
+                             f"number of parameter groups (the checkpoint has {len(groups)} "
+                             f"parameter groups, the optimizer has {len(self.param_groups)})")
         by_index: dict[int, Tensor] = {}
         for k, (saved, mine) in enumerate(zip(groups, self.param_groups)):
             if len(saved["params"]) != len(mine["params"]):
-                raise ValueError(f"{name}.load_state_dict: group {k} has {len(saved['params'])} "
-                                 f"parameters in the checkpoint, {len(mine['params'])} here")
+                raise ValueError(f"{name}.load_state_dict: loaded state dict contains a "
+                                 "parameter group that doesn't match the size of optimizer's "
+                                 f"group (group {k} has {len(saved['params'])} parameters in "
+                                 f"the checkpoint, {len(mine['params'])} here)")
             for i, p in zip(saved["params"], mine["params"]):
                 by_index[int(i)] = p
         new_state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
@@ -608,6 +639,18 @@ def _hooked_step(func: Callable[..., Any]) -> Callable[..., Any]:
         return out
     step._nova_hooked = True    # type: ignore[attr-defined]
     return step
+
+
+def _take_names(name: str, param_group: dict[str, Any], params: list[Any]) -> list[Any]:
+    """``params`` without the names of its ``(name, tensor)`` pairs, which go to
+    ``param_group["param_names"]`` (PyTorch's: all named or none)."""
+    names = [q[0] for q in params if isinstance(q, tuple)]
+    if names:
+        if len(names) != len(params):
+            raise ValueError(f"{name}: all optimizer params should be with/without names. "
+                             "Some param names are missing")
+        param_group["param_names"] = names
+    return [q[1] if isinstance(q, tuple) else q for q in params]
 
 
 def _record_instead(why: str) -> NoReturn:

@@ -36,16 +36,19 @@ class RAdam(Optimizer):
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, decoupled_weight_decay: bool = False, *,
+                 weight_decay: float = 0, decoupled_weight_decay: bool = False, *,
                  foreach: bool | None = None, maximize: bool = False,
                  capturable: bool = False, differentiable: bool = False):
-        flags = _checks.kernel_flags("RAdam", differentiable, foreach=foreach,
-                                     capturable=capturable)
-        _checks.nonnegative("RAdam", lr=lr, eps=eps, weight_decay=weight_decay)
-        super().__init__(params, dict(lr=lr, betas=_checks.betas("RAdam", betas), eps=eps,
-                                      weight_decay=weight_decay,
+        _checks.tensor_lr("RAdam", lr)
+        _checks.nonnegative("RAdam", lr=lr, eps=eps)
+        betas = _checks.betas("RAdam", betas)
+        _checks.nonnegative("RAdam", weight_decay=weight_decay)
+        _checks.kernel_flags("RAdam", differentiable, foreach)
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                                      maximize=maximize, foreach=foreach,
+                                      capturable=capturable,
                                       decoupled_weight_decay=decoupled_weight_decay,
-                                      maximize=maximize, **flags))
+                                      differentiable=differentiable))
 
     def _host_update(self, group: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         b1, b2 = group["betas"]

@@ -24,19 +24,19 @@ class RMSprop(Optimizer):
     _runtime_hparams = frozenset({"lr", "momentum"})
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-2, alpha: float = 0.99,
-                 eps: float = 1e-8, weight_decay: float = 0.0, momentum: float = 0.0,
+                 eps: float = 1e-8, weight_decay: float = 0, momentum: float = 0,
                  centered: bool = False, capturable: bool = False,
                  foreach: bool | None = None, maximize: bool = False,
                  differentiable: bool = False):
-        flags = _checks.kernel_flags("RMSprop", differentiable, foreach=foreach,
-                                     capturable=capturable)
-        if lr < 0 or eps < 0 or weight_decay < 0 or momentum < 0 or not 0 <= alpha <= 1:
-            raise ValueError(f"RMSprop: invalid lr={lr}, alpha={alpha}, eps={eps}, "
-                             f"weight_decay={weight_decay} or momentum={momentum} (all >= 0, "
-                             "alpha <= 1)")
-        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
-                                      momentum=momentum, centered=centered, maximize=maximize,
-                                      **flags))
+        # (PyTorch checks alpha >= 0 only: an alpha above 1 is its business)
+        _checks.tensor_lr("RMSprop", lr)
+        _checks.nonnegative("RMSprop", lr=lr, eps=eps, momentum=momentum,
+                            weight_decay=weight_decay, alpha=alpha)
+        _checks.kernel_flags("RMSprop", differentiable, foreach)
+        super().__init__(params, dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps,
+                                      centered=centered, weight_decay=weight_decay,
+                                      capturable=capturable, foreach=foreach,
+                                      maximize=maximize, differentiable=differentiable))
 
     def _host_update(self, group: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         state["step"] += 1
@@ -119,20 +119,20 @@ class Adagrad(Optimizer):
     _stamp_updates = True
     _runtime_hparams = frozenset({"lr", "lr_decay"})      # both only through ``clr``
 
-    def __init__(self, params: Iterable[Any], lr: float = 1e-2, lr_decay: float = 0.0,
-                 weight_decay: float = 0.0, initial_accumulator_value: float = 0.0,
+    def __init__(self, params: Iterable[Any], lr: float = 1e-2, lr_decay: float = 0,
+                 weight_decay: float = 0, initial_accumulator_value: float = 0,
                  eps: float = 1e-10, foreach: bool | None = None, *,
                  maximize: bool = False, differentiable: bool = False,
                  fused: bool | None = None):
-        flags = _checks.kernel_flags("Adagrad", differentiable, foreach=foreach, fused=fused)
-        if lr < 0 or lr_decay < 0 or weight_decay < 0 or initial_accumulator_value < 0 or \
-                eps < 0:
-            raise ValueError(f"Adagrad: invalid lr={lr}, lr_decay={lr_decay}, weight_decay="
-                             f"{weight_decay}, initial_accumulator_value="
-                             f"{initial_accumulator_value} or eps={eps} (all must be >= 0)")
-        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+        _checks.tensor_lr("Adagrad", lr)
+        _checks.nonnegative("Adagrad", lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                            initial_accumulator_value=initial_accumulator_value, eps=eps)
+        _checks.kernel_flags("Adagrad", differentiable, foreach, fused)
+        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps,
+                                      weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value,
-                                      eps=eps, maximize=maximize, **flags))
+                                      foreach=foreach, maximize=maximize,
+                                      differentiable=differentiable, fused=fused))
         for group in self.param_groups:     # PyTorch makes the state here, not at step 1
             for p in group["params"]:
                 self._init_state(p)

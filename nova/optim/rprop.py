@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from nova.optim import _checks
+from nova.optim import _checks, _half
 from nova.optim.optimizer import Optimizer, zeros_state
 from nova.tensor import ops
 from nova.tensor.creation import tensor
@@ -15,7 +15,11 @@ from nova.tensor.tensor import Tensor
 
 
 def _full_state(p: Tensor, value: float) -> Tensor:
-    """A realized buffer of ``value`` on ``p``'s device (``zeros_state``'s sibling)."""
+    """A realized buffer of ``value`` on ``p``'s device (``zeros_state``'s sibling); in
+    a half type ``value`` is rounded as PyTorch's ``full_like`` rounds it
+    (``_half.half_value``: through float32)."""
+    if _half.is_half(p.dtype):
+        value = _half.half_value(value, p.dtype)
     return tensor(np.full(p.shape, value, dtype=p.dtype.np), dtype=p.dtype,
                   device=p.device if p.node.device == "cuda" else None)
 
@@ -28,7 +32,9 @@ class Rprop(Optimizer):
     at ``lr``, the only place ``lr`` enters: changing it after the first step has no
     effect, as in PyTorch. A NaN gradient element has sign 0 there (``torch.sign``'s
     rule), so it leaves that element and its step size unchanged, as in PyTorch.
-    ``etas`` and ``step_sizes`` are compiled into the step."""
+    ``etas`` and ``step_sizes`` are compiled into the step. PyTorch writes the etas into
+    a tensor of the parameter's dtype before multiplying: a half-precision parameter's
+    step sizes are scaled by the etas rounded to its type (``_half.half_value``)."""
 
     _stamp_updates = True
 
@@ -37,17 +43,18 @@ class Rprop(Optimizer):
                  step_sizes: tuple[float, float] = (1e-6, 50), *, capturable: bool = False,
                  foreach: bool | None = None, maximize: bool = False,
                  differentiable: bool = False):
-        flags = _checks.kernel_flags("Rprop", differentiable, foreach=foreach,
-                                     capturable=capturable)
+        _checks.tensor_lr("Rprop", lr)
         _checks.nonnegative("Rprop", lr=lr)
         if len(etas) != 2 or not 0.0 < etas[0] < 1.0 < etas[1]:
-            raise ValueError(f"Rprop: invalid etas={tuple(etas)} (need 0 < etaminus < 1 < "
-                             "etaplus)")
+            raise ValueError(f"Rprop: Invalid eta values: {', '.join(map(str, etas))} (need "
+                             "(etaminus, etaplus) with 0 < etaminus < 1 < etaplus)")
         if len(step_sizes) != 2:
             raise ValueError(f"Rprop: step_sizes must be (min, max), got {step_sizes}")
+        _checks.kernel_flags("Rprop", differentiable, foreach)
         super().__init__(params, dict(lr=lr, etas=(etas[0], etas[1]),
                                       step_sizes=(step_sizes[0], step_sizes[1]),
-                                      maximize=maximize, **flags))
+                                      foreach=foreach, maximize=maximize,
+                                      differentiable=differentiable, capturable=capturable))
 
     def _host_update(self, group: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         state["step"] += 1
@@ -62,6 +69,8 @@ class Rprop(Optimizer):
             state["step_size"] = _full_state(p, group["lr"])
         self._host_update(group, state)
         etaminus, etaplus = group["etas"]
+        if _half.is_half(p.dtype):
+            etaminus, etaplus = (_half.half_value(e, p.dtype) for e in (etaminus, etaplus))
         lo, hi = group["step_sizes"]
         s = sign(g * state["prev"])
         size = state["step_size"]

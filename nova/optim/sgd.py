@@ -21,19 +21,20 @@ class SGD(Optimizer):
     _runtime_hparams = frozenset({"lr", "momentum", "dampening"})
     _starting: frozenset[int] | set[int] = frozenset()   # see _begin_step
 
-    def __init__(self, params: Iterable[Any], lr: float = 1e-3, momentum: float = 0.0,
-                 dampening: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
+    def __init__(self, params: Iterable[Any], lr: float = 1e-3, momentum: float = 0,
+                 dampening: float = 0, weight_decay: float = 0, nesterov: bool = False, *,
                  maximize: bool = False, foreach: bool | None = None,
                  differentiable: bool = False, fused: bool | None = None):
-        flags = _checks.kernel_flags("SGD", differentiable, foreach=foreach, fused=fused)
-        if lr < 0 or momentum < 0 or weight_decay < 0:
-            raise ValueError(f"SGD: invalid hyperparameters lr={lr}, momentum={momentum}, "
-                             f"weight_decay={weight_decay} (all must be >= 0)")
+        _checks.tensor_lr("SGD", lr)
+        _checks.nonnegative("SGD", lr=lr, momentum=momentum, weight_decay=weight_decay)
         if nesterov and (momentum <= 0 or dampening != 0):
-            raise ValueError("SGD: nesterov momentum requires a momentum and zero dampening")
+            raise ValueError(f"SGD: Nesterov momentum requires a momentum and zero dampening "
+                             f"(got momentum={momentum}, dampening={dampening})")
+        _checks.kernel_flags("SGD", differentiable, foreach, fused)
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov,
-                                      maximize=maximize, **flags))
+                                      maximize=maximize, foreach=foreach,
+                                      differentiable=differentiable, fused=fused))
 
     def _begin_step(self, updated: list[tuple[int, Tensor]]) -> None:
         """Which parameters start their momentum buffer this step: PyTorch decides it

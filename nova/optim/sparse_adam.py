@@ -17,7 +17,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from nova.optim import _checks
+from nova.optim import _checks, _half
 from nova.optim.optimizer import Optimizer, zeros_state
 from nova.tensor import ops
 from nova.tensor.tensor import Tensor
@@ -38,7 +38,9 @@ class SparseAdam(Optimizer):
     ``v += (1-b2)(g^2 - v)``, ``p -= lr sqrt(1-b2^t) / (1-b1^t) m / (sqrt(v) + eps)``;
     every other row of ``p``, ``m`` and ``v`` is left as it is. The step count ``t``
     counts every ``step()``, as PyTorch's. Each parameter's step count lives on the host;
-    ``lr sqrt(1-b2^t) / (1-b1^t)`` and the betas enter the step as runtime inputs."""
+    ``lr sqrt(1-b2^t) / (1-b1^t)`` and the betas enter the step as runtime inputs. A
+    half-precision parameter's rows are updated by PyTorch's kernels, each rounded once
+    (``_half``)."""
 
     _stamp_updates = True
     _runtime_hparams = frozenset({"lr", "betas"})
@@ -46,12 +48,10 @@ class SparseAdam(Optimizer):
     def __init__(self, params: Iterable[Any], lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  maximize: bool = False):
-        if not 0.0 < lr:
-            raise ValueError(f"SparseAdam: invalid lr={lr} (must be > 0)")
-        if not 0.0 < eps:
-            raise ValueError(f"SparseAdam: invalid eps={eps} (must be > 0)")
-        super().__init__(params, dict(lr=lr, betas=_checks.betas("SparseAdam", betas),
-                                      eps=eps, maximize=maximize))
+        _checks.tensor_lr("SparseAdam", lr)
+        _checks.positive("SparseAdam", lr=lr, eps=eps)
+        betas = _checks.betas("SparseAdam", betas)
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, maximize=maximize))
 
     def _host_update(self, group: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         b1, b2 = group["betas"]
@@ -72,15 +72,26 @@ class SparseAdam(Optimizer):
         s = self._host_update(group, state)
         rows = present_rows(g)
         m_old, v_old = state["exp_avg"], state["exp_avg_sq"]
-        # PyTorch's order of operations, so the present rows match it bit for bit
-        m_step = (g - m_old) * s["1 - beta1"]
-        v_step = (g * g - v_old) * s["1 - beta2"]
-        m = m_step + m_old
-        v = v_step + v_old
+        # PyTorch's order of operations, so the present rows match it bit for bit:
+        # grad.sub(exp_avg).mul_(1 - b1), grad.pow(2).sub_(exp_avg_sq).mul_(1 - b2), the
+        # moments plus those, sqrt_().add_(eps), -step_size * numer.div_(denom), p.add_
+        # (a half-precision parameter's: each kernel rounded once, by ``_half``)
+        if _half.is_half(p.dtype):
+            m_step = _half.mul((g.float() - m_old.float()).to(p.dtype), s["1 - beta1"])
+            v_step = _half.mul(((g * g).float() - v_old.float()).to(p.dtype),
+                               s["1 - beta2"])
+            m = (m_step.float() + m_old.float()).to(p.dtype)
+            v = (v_step.float() + v_old.float()).to(p.dtype)
+            denom = _half.add_scalar(_half.sqrt(v), group["eps"])
+            delta = _half.mul(_half.div(m, denom), s["-step_size"])
+            moved = (p.float() + delta.float()).to(p.dtype)
+        else:
+            m = (g - m_old) * s["1 - beta1"] + m_old
+            v = (g * g - v_old) * s["1 - beta2"] + v_old
+            moved = p + s["-step_size"] * (m / (ops.sqrt(v) + group["eps"]))
         state["exp_avg"].copy_(ops.where(rows, m, m_old))
         state["exp_avg_sq"].copy_(ops.where(rows, v, v_old))
-        delta = s["-step_size"] * (m / (ops.sqrt(v) + group["eps"]))
-        p.copy_(ops.where(rows, p + delta, p))
+        p.copy_(ops.where(rows, moved, p))
 
 
 __all__ = ["SparseAdam", "present_rows"]

@@ -294,7 +294,7 @@ def test_errors():
     opt = LBFGS([a])
     with pytest.raises(ValueError, match=msg):
         opt.add_param_group({"params": [b]})
-    with pytest.raises(ValueError, match="invalid lr=-1"):
+    with pytest.raises(ValueError, match="Invalid learning rate: -1"):
         LBFGS([a], lr=-1)
     with pytest.raises(ValueError, match="history_size=0"):
         LBFGS([a], history_size=0)

@@ -70,9 +70,9 @@ def test_maximize_and_argument_checks():
     got, _ = _train(False, maximize=True)
     np.testing.assert_allclose(got[-1], ref[-1], rtol=1e-12, atol=1e-14)
     p = nn.Parameter(nv.ones(2))
-    with pytest.raises(ValueError, match="SparseAdam: invalid lr=0"):
+    with pytest.raises(ValueError, match="SparseAdam: Invalid learning rate: 0"):
         nv.optim.SparseAdam([p], lr=0.0)
-    with pytest.raises(ValueError, match="SparseAdam: betas must be two values"):
+    with pytest.raises(ValueError, match="SparseAdam: Invalid beta parameter at index 1"):
         nv.optim.SparseAdam([p], betas=(0.9, 1.0))
 
 

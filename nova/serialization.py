@@ -9,6 +9,18 @@ tensor (nesting, ints such as step counts, tuples, hyperparameters, where each t
 lived) is JSON kept as one string in the header's ``__metadata__``, which safetensors
 restricts to str -> str.
 
+Structure nodes: JSON scalars and lists stand for themselves; ``{"__tensor__": name}``
+is a tensor (with ``"device"`` when not on the CPU, ``"requires_grad": true`` for a leaf
+that requires grad, ``"parameter": true`` for an ``nn.Parameter``); ``{"__same__":
+name}`` is the tensor already decoded under ``name`` again (tied weights: the bytes are
+stored once and both places get the same object back, as with ``torch.save``);
+``{"__tuple__": [...]}``, ``{"__size__": [...]}`` (``nv.Size``), ``{"__dict__": [[key,
+value], ...]}`` (with ``"ordered": true`` for an ``OrderedDict``, or a ``"_metadata"``
+node for a state dict, also an ``OrderedDict``), ``{"__dtype__": "float16"}``,
+``{"__device__": "cuda:0"}`` and ``{"__bytes__": hex}``. Files written before the
+identity, Parameter, dtype, device and bytes nodes existed hold none of them and load
+as before.
+
 Integrity: two SHA-256 digests, both in ``__metadata__``. ``nova.header_sha256`` covers
 the length prefix and every byte of the header (computed with its own 64 hex digits
 zeroed), so a flipped bit that renames a tensor, changes a dtype, a shape, an offset or
@@ -57,6 +69,7 @@ from nova.core import dtypes as dt
 from nova.tensor.creation import from_numpy, tensor
 from nova.tensor.device import check_device
 from nova.tensor.device import device as Device
+from nova.tensor.legacy import Size
 from nova.tensor.realize import realize
 from nova.tensor.tensor import Tensor
 
@@ -104,7 +117,7 @@ def save(obj: Any, f: str | os.PathLike | BinaryIO) -> None:
     if not _is_path(f):
         _check_file_object(f, "save", "write")
     named: list[tuple[str, Tensor]] = []
-    structure = _encode(obj, named, set(), "", 0)
+    structure = _Encoder(named).encode(obj, "", 0)
     if named:
         realize(*[t for _, t in named])   # one step for everything still pending
     entries = _plan_entries(named)
@@ -170,40 +183,99 @@ def _save_to_path(path: str, named: list[tuple[str, Tensor]],
     _fsync_directory(directory)
 
 
-def _encode(obj: Any, named: list[tuple[str, Tensor]], used: set[str], where: str,
-            depth: int) -> Any:
-    """The JSON structure of ``obj``; tensors are replaced by references to their
-    names (the dotted path of keys and indices leading to them) and collected."""
-    if depth > MAX_NESTING:
-        raise ValueError(f"save: containers nested more than {MAX_NESTING} levels deep "
-                         f"(at {where!r}); checkpoints hold at most {MAX_NESTING}")
-    if isinstance(obj, Tensor):
-        name = _unique_name(where or "tensor", used)
-        named.append((name, obj))
+class _Encoder:
+    """Turns an object into its JSON structure, collecting its tensors in ``named``.
+    A tensor met twice (tied weights) is stored once and referenced by name after."""
+
+    def __init__(self, named: list[tuple[str, Tensor]]):
+        self.named = named
+        self.used: set[str] = set()
+        self.seen: dict[int, str] = {}       # id(tensor) -> its name in the file
+        self.keep: list[Tensor] = []         # keeps ids unique while encoding
+
+    def encode(self, obj: Any, where: str, depth: int) -> Any:
+        """The JSON structure of ``obj``; tensors are replaced by references to their
+        names (the dotted path of keys and indices leading to them) and collected."""
+        if depth > MAX_NESTING:
+            raise ValueError(f"save: containers nested more than {MAX_NESTING} levels "
+                             f"deep (at {where!r}); checkpoints hold at most {MAX_NESTING}")
+        if isinstance(obj, Tensor):
+            return self.tensor(obj, where)
+        if isinstance(obj, dict):
+            return self.mapping(obj, where, depth)
+        if type(obj) is Size:
+            return {"__size__": list(obj)}
+        if isinstance(obj, tuple):
+            return {"__tuple__": [self.encode(v, _child(where, i), depth + 1)
+                                  for i, v in enumerate(obj)]}
+        if isinstance(obj, list):
+            return [self.encode(v, _child(where, i), depth + 1) for i, v in enumerate(obj)]
+        return _encode_scalar(obj, where)
+
+    def tensor(self, t: Tensor, where: str) -> dict[str, Any]:
+        if id(t) in self.seen:
+            return {"__same__": self.seen[id(t)]}
+        name = _unique_name(where or "tensor", self.used)
+        self.named.append((name, t))
+        self.seen[id(t)] = name
+        self.keep.append(t)
         ref: dict[str, Any] = {"__tensor__": name}
-        location = _location(obj.device)
+        location = _location(t.device)
         if location != "cpu":
             ref["device"] = location
+        if _is_parameter(t):
+            ref["parameter"] = True
+        if t.requires_grad:
+            ref["requires_grad"] = True
         return ref
-    if isinstance(obj, dict):
-        out = {"__dict__": [[_encode_key(k), _encode(v, named, used, _child(where, k),
-                                                     depth + 1)] for k, v in obj.items()]}
+
+    def mapping(self, obj: dict[Any, Any], where: str, depth: int) -> dict[str, Any]:
+        out: dict[str, Any] = {"__dict__": [
+            [_encode_key(k), self.encode(v, _child(where, k), depth + 1)]
+            for k, v in obj.items()]}
         metadata = getattr(obj, "_metadata", None)     # a state_dict's module versions
         if isinstance(metadata, dict):
-            out["_metadata"] = _encode(metadata, named, used, _child(where, "_metadata"),
-                                       depth + 1)
+            out["_metadata"] = self.encode(metadata, _child(where, "_metadata"), depth + 1)
+        elif isinstance(obj, OrderedDict):
+            out["ordered"] = True
         return out
-    if isinstance(obj, tuple):
-        return {"__tuple__": [_encode(v, named, used, _child(where, i), depth + 1)
-                              for i, v in enumerate(obj)]}
-    if isinstance(obj, list):
-        return [_encode(v, named, used, _child(where, i), depth + 1) for i, v in enumerate(obj)]
+
+
+def _is_parameter(t: Tensor) -> bool:
+    from nova.nn.parameter import Parameter   # nova.nn imports the tensor package first
+    return isinstance(t, Parameter)
+
+
+def _encode_scalar(obj: Any, where: str) -> Any:
+    """A leaf value that is not a tensor or container: JSON as it is, or a tagged node
+    for the values ``nv.load`` returns from torch files (dtypes, devices, bytes)."""
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return obj
     if isinstance(obj, (np.integer, np.floating, np.bool_)):
         return obj.item()
-    raise TypeError(f"save: cannot store a {type(obj).__name__}; checkpoints hold tensors, "
-                    "numbers, strings, None, and lists/tuples/dicts of them")
+    if isinstance(obj, (dt.DType, dt.ComplexDType)):
+        if _dtype_by_name(obj.name) is not obj:
+            raise TypeError(f"save: cannot store the dtype {obj} (at {where!r}); "
+                            f"checkpoints hold the dtypes {sorted(_DTYPE_NAMES)}")
+        return {"__dtype__": obj.name}
+    if isinstance(obj, Device):
+        return {"__device__": str(obj)}
+    if isinstance(obj, (bytes, bytearray)):
+        return {"__bytes__": bytes(obj).hex()}
+    raise TypeError(f"save: cannot store a {type(obj).__name__} (at {where!r}); "
+                    "checkpoints hold tensors, numbers, strings, bytes, None, dtypes, "
+                    "devices, and lists/tuples/dicts of them")
+
+
+_DTYPE_NAMES = frozenset(d.name for d in _CODES)
+
+
+def _dtype_by_name(name: Any) -> dt.DType | None:
+    """The real dtype called ``name`` (complex tensors cannot be stored, so neither
+    are complex dtypes)."""
+    if not isinstance(name, str) or name not in _DTYPE_NAMES:
+        return None
+    return dt.get_dtype(name)
 
 
 def _encode_key(key: Any) -> Any:
@@ -700,6 +772,11 @@ def _check_bools(arrays: dict[str, np.ndarray], path: str) -> None:
                                   "bytes other than 0 and 1")
 
 
+_TENSOR_FIELDS = frozenset({"__tensor__", "device", "parameter", "requires_grad"})
+_LEAF_NODES = frozenset({"__dtype__", "__device__", "__size__", "__bytes__"})
+_HEX = re.compile(r"(?:[0-9a-f]{2})*")
+
+
 class _Decoder:
     """Rebuilds the saved object from its JSON structure, validating every node: a file
     that passed its checksums but was written by something else still cannot make the
@@ -709,6 +786,7 @@ class _Decoder:
                  place: Placement, path: str):
         self.arrays, self.layout, self.place, self.path = arrays, layout, place, path
         self.used: set[str] = set()
+        self.tensors: dict[str, Tensor] = {}
 
     def run(self, structure: Any) -> Any:
         out = self.decode(structure, 0)
@@ -727,12 +805,19 @@ class _Decoder:
         if isinstance(obj, list):
             return [self.decode(v, depth + 1) for v in obj]
         if isinstance(obj, dict):
-            if set(obj) in ({"__tensor__"}, {"__tensor__", "device"}):
+            if "__tensor__" in obj and set(obj) <= _TENSOR_FIELDS:
                 return self.tensor(obj)
+            if set(obj) == {"__same__"}:
+                return self.same(obj["__same__"])
             if set(obj) == {"__tuple__"} and isinstance(obj["__tuple__"], list):
                 return tuple(self.decode(v, depth + 1) for v in obj["__tuple__"])
             if set(obj) == {"__dict__"} and isinstance(obj["__dict__"], list):
                 return self.mapping(obj["__dict__"], depth)
+            if set(obj) == {"__dict__", "ordered"} and isinstance(obj["__dict__"], list) \
+                    and obj["ordered"] is True:
+                return OrderedDict(self.mapping(obj["__dict__"], depth))
+            if len(obj) == 1 and next(iter(obj)) in _LEAF_NODES:
+                return self.leaf(*next(iter(obj.items())))
             if set(obj) == {"__dict__", "_metadata"} and isinstance(obj["__dict__"], list):
                 out = OrderedDict(self.mapping(obj["__dict__"], depth))
                 metadata = self.decode(obj["_metadata"], depth + 1)
@@ -765,9 +850,47 @@ class _Decoder:
             raise self.fail(f"refers to tensor {name!r} twice")
         if location not in ("cpu", "cuda:0"):
             raise self.fail(f"puts tensor {name!r} on an unknown device {location!r:.40}")
+        param, grad = ref.get("parameter", False), ref.get("requires_grad", False)
+        if param is not True and param is not False or grad is not True and grad is not False:
+            raise self.fail(f"gives tensor {name!r} a non-bool parameter/requires_grad "
+                            f"flag ({param!r:.20}, {grad!r:.20})")
+        dtype = self.layout[name].dtype
+        if grad and not dtype.is_floating_point:
+            raise self.fail(f"makes the {dtype.name} tensor {name!r} require grad; only "
+                            "floating-point tensors can")
         self.used.add(name)
-        return self.place(f"{self.path}: tensor {name!r}", self.arrays[name],
-                          self.layout[name].dtype, location)
+        out = self.place(f"{self.path}: tensor {name!r}", self.arrays[name], dtype,
+                         location)
+        if param:
+            from nova.nn.parameter import Parameter
+            out = Parameter(out, requires_grad=grad)
+        elif grad:
+            out = out.requires_grad_()
+        self.tensors[name] = out
+        return out
+
+    def same(self, name: Any) -> Tensor:
+        """A tensor decoded earlier, again: tied weights share one object."""
+        if not isinstance(name, str) or name not in self.tensors:
+            raise self.fail(f"refers back to {name!r:.200}, which is not a tensor decoded "
+                            "before it")
+        return self.tensors[name]
+
+    def leaf(self, tag: str, value: Any) -> Any:
+        """A dtype, a device, an ``nv.Size`` or bytes."""
+        if tag == "__dtype__" and _dtype_by_name(value) is not None:
+            return _dtype_by_name(value)
+        if tag == "__device__" and isinstance(value, str):
+            try:
+                return Device(value)
+            except (ValueError, RuntimeError, TypeError):
+                pass
+        if tag == "__size__" and isinstance(value, list) and all(
+                type(v) is int and v >= 0 for v in value):
+            return Size(value)
+        if tag == "__bytes__" and isinstance(value, str) and _HEX.fullmatch(value):
+            return bytes.fromhex(value)
+        raise self.fail(f"has a malformed {tag} node {value!r:.200}")
 
 
 def _placement(map_location: Any) -> Placement:

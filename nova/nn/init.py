@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from nova.autograd.grad_mode import no_grad
 from nova.core import dtypes as dt
 from nova.tensor import ops
-from nova.tensor.creation import eye, rand, randn, tensor
+from nova.tensor.creation import eye as _eye
+from nova.tensor.creation import rand, randn, tensor
 from nova.tensor.random import Generator, host_uniform
 from nova.tensor.special import erfinv
 from nova.tensor.tensor import Tensor
@@ -118,7 +121,7 @@ def eye_(t: Tensor) -> Tensor:
         raise ValueError(f"eye_: only tensors with 2 dimensions are supported, got shape "
                          f"{t.shape}")
     with no_grad():
-        return t.copy_(eye(*t.shape, dtype=t.dtype))
+        return t.copy_(_eye(*t.shape, dtype=t.dtype))
 
 
 def dirac_(t: Tensor, groups: int = 1) -> Tensor:
@@ -224,8 +227,87 @@ def sparse_(t: Tensor, sparsity: float, std: float = 0.01,
         return t.copy_(ops.where(tensor(ranks < zeros), 0.0, values))
 
 
+
+# PyTorch's private helpers, by their torch names: timm and reset_parameters code copied
+# from torch modules call them directly.
+
+
+def _calculate_fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:
+    """``(fan_in, fan_out)`` of a weight: dim 1 (dim 0) times the receptive field."""
+    if tensor.ndim < 2:
+        raise ValueError("Fan in and fan out can not be computed for tensor with fewer "
+                         f"than 2 dimensions (got shape {tuple(tensor.shape)})")
+    return _fans(tensor)
+
+
+def _calculate_correct_fan(tensor: Tensor, mode: str) -> int:
+    """The fan for ``mode`` (``'fan_in'``/``'fan_out'``, any case)."""
+    if not isinstance(mode, str):
+        raise TypeError(f"_calculate_correct_fan: mode must be a str, got "
+                        f"{type(mode).__name__}")
+    mode = mode.lower()
+    valid = ["fan_in", "fan_out"]
+    if mode not in valid:
+        raise ValueError(f"Mode {mode} not supported, please use one of {valid}")
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    return fan_in if mode == "fan_in" else fan_out
+
+
+def _no_grad_uniform_(tensor: Tensor, a: float, b: float,
+                      generator: Generator | None = None) -> Tensor:
+    return uniform_(tensor, a, b, generator=generator)
+
+
+def _no_grad_normal_(tensor: Tensor, mean: float, std: float,
+                     generator: Generator | None = None) -> Tensor:
+    return normal_(tensor, mean, std, generator=generator)
+
+
+def _no_grad_trunc_normal_(tensor: Tensor, mean: float, std: float, a: float, b: float,
+                           generator: Generator | None = None) -> Tensor:
+    return trunc_normal_(tensor, mean, std, a, b, generator=generator)
+
+
+def _no_grad_fill_(tensor: Tensor, val: float) -> Tensor:
+    return constant_(tensor, val)
+
+
+def _no_grad_zero_(tensor: Tensor) -> Tensor:
+    return zeros_(tensor)
+
+
+def _make_deprecate(meth: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """``meth`` under its old torch name (without the trailing underscore): warns a
+    FutureWarning, as torch's, then runs the in-place version."""
+    new_name = meth.__name__
+    old_name = new_name[:-1]
+
+    def deprecated_init(*args: Any, **kwargs: Any) -> Tensor:
+        warnings.warn(f"`nn.init.{old_name}` is now deprecated in favor of "
+                      f"`nn.init.{new_name}`.", FutureWarning, stacklevel=2)
+        return meth(*args, **kwargs)
+
+    deprecated_init.__name__ = deprecated_init.__qualname__ = old_name
+    deprecated_init.__doc__ = f"Deprecated alias of :func:`{new_name}`."
+    return deprecated_init
+
+
+uniform = _make_deprecate(uniform_)
+normal = _make_deprecate(normal_)
+constant = _make_deprecate(constant_)
+eye = _make_deprecate(eye_)
+dirac = _make_deprecate(dirac_)
+xavier_uniform = _make_deprecate(xavier_uniform_)
+xavier_normal = _make_deprecate(xavier_normal_)
+kaiming_uniform = _make_deprecate(kaiming_uniform_)
+kaiming_normal = _make_deprecate(kaiming_normal_)
+orthogonal = _make_deprecate(orthogonal_)
+sparse = _make_deprecate(sparse_)
+
 __all__ = [
     "calculate_gain", "uniform_", "normal_", "trunc_normal_", "zeros_", "ones_",
     "constant_", "eye_", "dirac_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_",
-    "kaiming_normal_", "orthogonal_", "sparse_",
+    "kaiming_normal_", "orthogonal_", "sparse_", "uniform", "normal", "constant", "eye",
+    "dirac", "xavier_uniform", "xavier_normal", "kaiming_uniform", "kaiming_normal",
+    "orthogonal", "sparse",
 ]

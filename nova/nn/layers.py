@@ -353,6 +353,12 @@ class Unflatten(Module):
 
 
 class Identity(Module):
+    """Returns its input. Accepts and ignores any arguments, as PyTorch's (so a layer
+    can be swapped for it without changing the call)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__()
+
     def forward(self, x: Tensor) -> Tensor:
         return x
 
@@ -462,6 +468,34 @@ class Sequential(_IndexedModules):
                              f"{type(other).__name__}")
         return self.extend(list(other))
 
+    def _repeat_count(self, other: Any, op: str) -> int:
+        if not isinstance(other, int) or isinstance(other, bool):
+            raise TypeError(f"unsupported operand type(s) for {op}: "
+                            f"'{type(self).__name__}' and '{type(other).__name__}'")
+        if other <= 0:
+            raise ValueError(f"Non-positive multiplication factor {other} for "
+                             f"{type(self).__name__}")
+        return other
+
+    def __mul__(self, other: int) -> Sequential:
+        """A new Sequential of this one's modules (the same objects) ``other`` times."""
+        count = self._repeat_count(other, "*")
+        modules = list(self._modules.values())
+        return Sequential(*(modules * count))
+
+    def __rmul__(self, other: int) -> Sequential:
+        return self.__mul__(other)
+
+    def __imul__(self, other: int) -> Sequential:
+        """This Sequential with its modules repeated ``other`` times (in place)."""
+        count = self._repeat_count(other, "*=")
+        modules = list(self._modules.values())
+        offset = len(modules)
+        for m in modules * (count - 1):
+            self.add_module(str(offset), m)
+            offset += 1
+        return self
+
     def forward(self, x: Any) -> Any:
         for m in self._modules.values():
             x = m(x)
@@ -540,135 +574,203 @@ class ModuleDict(Module):
             self[k] = m
 
 
-def _as_parameter(container: str, value: Any) -> Parameter:
-    """A Parameter as is; a plain Tensor wrapped in one (sharing its value), as
-    PyTorch's parameter containers do."""
-    if isinstance(value, Parameter):
-        return value
-    if isinstance(value, Tensor):
+def _as_parameter(value: Any) -> Any:
+    """A plain Tensor wrapped in a Parameter (sharing its value), as PyTorch's parameter
+    containers do; a Parameter, or any other object (stored as a plain attribute, not
+    registered), as it is."""
+    if isinstance(value, Tensor) and not isinstance(value, Parameter):
         return Parameter(value)
-    raise TypeError(f"{container}: expected a Parameter or a Tensor, got "
-                    f"{type(value).__name__}")
+    return value
 
 
-def _parameters_repr(container: Module) -> str:
+def _parameters_repr(container: Module, entries: Iterable[tuple[str, Any]]) -> str:
     lines = [f"({k}): Parameter containing: [{p.dtype.name} of size "
-             f"{'x'.join(map(str, p.shape)) or '()'}]" for k, p in container._parameters.items()]
+             f"{'x'.join(map(str, p.shape)) or '()'}]" if isinstance(p, Tensor)
+             else f"({k}): Object of type: {type(p).__name__}" for k, p in entries]
     body = "\n  " + "\n  ".join(lines) + "\n" if lines else ""
     return f"{type(container).__name__}({body})"
 
 
 class ParameterList(Module):
     """Parameters held in order and registered as ``"0"``, ``"1"``, ...: they appear in
-    ``parameters()`` and ``state_dict`` (``name.0``, ...) and move with ``.to()``."""
+    ``parameters()`` and ``state_dict`` (``name.0``, ...) and move with ``.to()``. A
+    Tensor is wrapped in a Parameter; any other object is kept as a plain attribute
+    (listed, not registered), as PyTorch's."""
 
     def __init__(self, values: Iterable[Any] | None = None):
         super().__init__()
+        self._size = 0
         if values is not None:
             self.extend(values)
 
     def _index(self, i: int) -> str:
-        n = len(self._parameters)
+        n = self._size
+        i = operator.index(i)
         if not -n <= i < n:
             raise IndexError(f"ParameterList: index {i} is out of range for {n} parameters")
         return str(i % n)
 
     def __getitem__(self, i: int | slice) -> Any:
         if isinstance(i, slice):
-            return ParameterList(list(self._parameters.values())[i])
-        return self._parameters[self._index(i)]
+            return ParameterList([getattr(self, str(k)) for k in range(self._size)][i])
+        return getattr(self, self._index(i))
 
     def __setitem__(self, i: int, value: Any) -> None:
-        self.register_parameter(self._index(i), _as_parameter("ParameterList", value))
+        setattr(self, self._index(i), _as_parameter(value))
 
     def __len__(self) -> int:
-        return len(self._parameters)
+        return self._size
 
-    def __iter__(self) -> Iterator[Parameter]:
-        return iter(self._parameters.values())
+    def __iter__(self) -> Iterator[Any]:
+        return iter([getattr(self, str(k)) for k in range(self._size)])
 
     def __iadd__(self, values: Iterable[Any]) -> ParameterList:
         return self.extend(values)
 
+    def __dir__(self) -> list[str]:
+        return [k for k in super().__dir__() if not k.isdigit()]
+
     def append(self, value: Any) -> ParameterList:
-        self.register_parameter(str(len(self._parameters)),
-                                _as_parameter("ParameterList", value))
+        n = self._size
+        self._size += 1
+        setattr(self, str(n), _as_parameter(value))
         return self
 
     def extend(self, values: Iterable[Any]) -> ParameterList:
+        if not isinstance(values, Iterable) or isinstance(values, Tensor):
+            raise TypeError("ParameterList.extend should be called with an iterable, but "
+                            f"got {type(values).__name__}")
         for v in values:
             self.append(v)
         return self
 
     def __repr__(self) -> str:
-        return _parameters_repr(self)
+        return _parameters_repr(self, ((str(k), getattr(self, str(k)))
+                                       for k in range(self._size)))
 
 
 class ParameterDict(Module):
     """Parameters by string key, registered under it (``parameters()``, ``state_dict``
     as ``name.key``, ``.to()``). A plain dict's items are added in sorted key order,
-    an ordered one's (``OrderedDict``, ``ParameterDict``) in its order, as PyTorch's."""
+    an ordered one's (``OrderedDict``, ``ParameterDict``) in its order, as PyTorch's.
+    A Tensor is wrapped in a Parameter; any other object is kept as a plain attribute
+    (an item, not registered), as PyTorch's."""
 
     def __init__(self, parameters: Any = None):
         super().__init__()
+        self._keys: dict[str, None] = {}
         if parameters is not None:
             self.update(parameters)
 
-    def __getitem__(self, key: str) -> Parameter:
-        return self._parameters[key]
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._keys:
+            raise KeyError(key)
+        return getattr(self, key)
 
     def __setitem__(self, key: str, value: Any) -> None:
         if not isinstance(key, str):
             raise TypeError(f"ParameterDict: keys must be strings, got {type(key).__name__}")
         if not key or "." in key:
             raise KeyError(f"ParameterDict: key {key!r} must be non-empty and contain no '.'")
-        self.register_parameter(key, _as_parameter("ParameterDict", value))
+        setattr(self, key, _as_parameter(value))
+        self._keys[key] = None
 
     def __delitem__(self, key: str) -> None:
-        del self._parameters[key]
+        if key not in self._keys:
+            raise KeyError(key)
+        delattr(self, key)
+        del self._keys[key]
 
-    def __contains__(self, key: str) -> bool:
-        return key in self._parameters
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
 
     def __len__(self) -> int:
-        return len(self._parameters)
+        return len(self._keys)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._parameters)
+        return iter(list(self._keys))
+
+    def __reversed__(self) -> Iterator[str]:
+        return reversed(list(self._keys))
+
+    def _entries(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self._keys}
 
     def keys(self):
-        return self._parameters.keys()
+        return self._keys.keys()
 
     def values(self):
-        return self._parameters.values()
+        return self._entries().values()
 
     def items(self):
-        return self._parameters.items()
+        return self._entries().items()
 
     def get(self, key: str, default: Any = None) -> Any:
-        return self._parameters.get(key, default)
+        return self[key] if key in self._keys else default
 
-    def pop(self, key: str) -> Parameter:
-        return self._parameters.pop(key)
+    def pop(self, key: str) -> Any:
+        value = self[key]
+        del self[key]
+        return value
+
+    def popitem(self) -> tuple[str, Any]:
+        """The last inserted ``(key, value)``, removed."""
+        if not self._keys:
+            raise KeyError("popitem(): ParameterDict is empty")
+        key = next(reversed(self._keys))
+        return key, self.pop(key)
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        """``self[key]``, after setting it to ``default`` if absent."""
+        if key not in self._keys:
+            self[key] = default
+        return self[key]
+
+    def fromkeys(self, keys: Iterable[str], default: Any = None) -> ParameterDict:
+        """A new ParameterDict with ``keys``, each set to ``default`` (as PyTorch's, an
+        instance method)."""
+        return ParameterDict((k, default) for k in keys)
+
+    def copy(self) -> ParameterDict:
+        """A new ParameterDict holding the same Parameters (shallow), in order."""
+        return ParameterDict(OrderedDict(self.items()))
 
     def clear(self) -> None:
-        self._parameters.clear()
+        for key in list(self._keys):
+            del self[key]
 
     def update(self, parameters: Any) -> None:
         if isinstance(parameters, (OrderedDict, ParameterDict)):
             items = list(parameters.items())
         elif isinstance(parameters, Mapping):
             items = sorted(parameters.items())
-        else:
+        elif isinstance(parameters, Iterable) and not isinstance(parameters, (str, Tensor)):
             items = [tuple(kv) for kv in parameters]
             if any(len(kv) != 2 for kv in items):
                 raise ValueError("ParameterDict.update: expected a mapping or an iterable "
                                  "of (key, value) pairs")
+        else:
+            raise TypeError("ParameterDict.update should be called with an iterable of "
+                            f"key/value pairs, but got {type(parameters).__name__}")
         for k, v in items:
             self[k] = v
 
+    def __or__(self, other: ParameterDict) -> ParameterDict:
+        out = self.copy()
+        out.update(other)
+        return out
+
+    def __ror__(self, other: ParameterDict) -> ParameterDict:
+        out = other.copy()
+        out.update(self)
+        return out
+
+    def __ior__(self, other: Any) -> ParameterDict:
+        self.update(other)
+        return self
+
     def __repr__(self) -> str:
-        return _parameters_repr(self)
+        return _parameters_repr(self, self.items())
 
 
 __all__ = ["Linear", "Embedding", "LayerNorm", "RMSNorm", "Dropout", "GELU", "ReLU", "SiLU",

@@ -187,9 +187,12 @@ class RNNBase(Module):
             return tuple(zeros(rows, batch, s, dtype=x.dtype, device=x.device)
                          for s in sizes)
         if self.mode == "LSTM":
-            if not isinstance(hx, (tuple, list)) or len(hx) != 2:
+            if not isinstance(hx, (tuple, list)):
                 raise TypeError(f"{name}: hx must be a tuple (h_0, c_0), got "
                                 f"{type(hx).__name__}")
+            if len(hx) != 2:
+                raise TypeError(f"{name}: hx must be a tuple (h_0, c_0) of 2 tensors, got "
+                                f"a {type(hx).__name__} of length {len(hx)}")
             given = tuple(hx)
         else:
             given = (hx,)

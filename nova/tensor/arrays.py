@@ -787,7 +787,7 @@ def block_diag(*tensors: Tensor) -> Tensor:
         raise ValueError("block_diag: expects tensors of at most 2 dims, got "
                          f"{[t.shape for t in tensors]}")
     width = builtins.sum(m.shape[1] for m in mats)
-    common = ops.promote("block_diag", *mats)
+    common = ops.promote("block_diag", *tensors)   # 0-d tensors rank below the others
     rows, left = [], 0
     for m in mats:
         right = width - left - m.shape[1]

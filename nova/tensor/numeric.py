@@ -23,6 +23,7 @@ from typing import Any
 from nova.core import dtypes as dt
 from nova.core.shapes import normalize_dim
 from nova.tensor import ops
+from nova.tensor.elementary import _nan_slope
 from nova.tensor.ops import prim
 from nova.tensor.tensor import Tensor
 
@@ -150,8 +151,10 @@ def remainder(a: Any, b: Any) -> Tensor:
     if ops.promote("remainder", a, b).is_floating_point:
         x, y = ops.operands("remainder", a, b)
         r = _fmod_float(x, y)
-        return ops.where(_wrong_sign(r, y), ops.add(r, y), r)
-    return ops.sub(a, ops.mul(b, _quotient("remainder", a, b, True)))
+        out = ops.where(_wrong_sign(r, y), ops.add(r, y), r)
+        # PyTorch's d/dy is -floor_divide(x, y): NaN at an infinite x (fmod's rule: -+inf)
+        return _nan_slope(out, y, ops.isinf(x))
+    return _integer_rest("remainder", a, b, True)
 
 
 def fmod(a: Any, b: Any) -> Tensor:
@@ -160,7 +163,18 @@ def fmod(a: Any, b: Any) -> Tensor:
     is ``x``)."""
     if ops.promote("fmod", a, b).is_floating_point:
         return _fmod_float(*ops.operands("fmod", a, b))
-    return ops.sub(a, ops.mul(b, _quotient("fmod", a, b, False)))
+    return _integer_rest("fmod", a, b, False)
+
+
+def _integer_rest(op: str, a: Any, b: Any, toward_floor: builtins.bool) -> Tensor:
+    """``a - b * q`` for integer (or bool with integer) operands, computed in their
+    common dtype: a bool operand is cast first (``sub`` is not defined on bools)."""
+    common = ops.promote(op, a, b)
+    if common == dt.bool_:
+        raise TypeError(f"{op}: not defined on two bool operands")
+    a, b = (ops.cast(v, common) if isinstance(v, Tensor) and v.dtype == dt.bool_ else v
+            for v in (a, b))
+    return ops.sub(a, ops.mul(b, _quotient(op, a, b, toward_floor)))
 
 
 def _truth(op: str, x: Tensor) -> Tensor:

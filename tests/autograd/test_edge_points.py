@@ -143,3 +143,13 @@ def test_copysign_gradient_is_result_over_input():
     assert v[-1] == INF          # (copysign(x, nan) is |x|: the module's documented limit)
     _check(ga, [NAN, NAN, NAN, -1.0, -1.0, 0.0, 0.0, NAN])
     np.testing.assert_array_equal(gb, np.zeros(8))
+
+
+def test_remainder_gradient_at_an_infinite_dividend_is_nan():
+    """PyTorch's d/dy of remainder(x, y) is -floor_divide(x, y): NaN at x = +-inf (the
+    value is NaN there too); elsewhere -floor(x / y)."""
+    value, dx, dy = _value_and_grads(nv.remainder, [INF, -INF, 7.0, -7.0], [2.0, 3.0, 2.0, 2.0])
+    _check(value, [NAN, NAN, 1.0, 1.0])
+    _check(dx, [1.0, 1.0, 1.0, 1.0])
+    _check(dy, [NAN, NAN, -3.0, 4.0])
+

@@ -47,8 +47,8 @@ def test_parameter_containers_register_their_parameters():
     (g,) = nv.autograd.grad(loss, [m.pdict["w"]])
     assert g.tolist() == [12.0]
     assert repr(m.plist).splitlines()[1] == "  (0): Parameter containing: [float64 of size 2]"
-    with pytest.raises(TypeError, match="ParameterList: expected a Parameter or a Tensor"):
-        m.plist.append(3.0)
+    m.plist.append(3.0)           # kept as a plain attribute, not registered (torch)
+    assert m.plist[-1] == 3.0 and "plist.3" not in m.state_dict()
     with pytest.raises(IndexError, match="ParameterList: index 5 is out of range"):
         m.plist[5]
     with pytest.raises(KeyError, match="must be non-empty and contain no '.'"):

@@ -89,6 +89,7 @@ from nova.tensor.random import (
     Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed,
     set_rng_state,
 )
+from nova import random  # noqa: E402,F401  (torch.random: fork_rng, manual_seed, ...)
 from nova.tensor.printing import set_printoptions
 from nova.tensor.legacy import CPU_TYPES as _LEGACY_TYPES, Size
 from nova import jit

@@ -6,10 +6,14 @@ backward records and grad mode live below, in ``nova.tensor`` (``tape``, ``grad_
 because recording an op writes them; ``graph`` and ``grad_mode`` here re-export them.
 Importing this package registers the engine and the rules' saved values with the tape.
 """
-from nova.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from nova.autograd.grad_mode import (
+    enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
+    set_grad_enabled,
+)
 from nova.autograd.engine import backward, grad  # noqa: E402  (after grad_mode: import order)
-from nova.autograd.gradcheck import GradcheckError, gradcheck  # noqa: E402
+from nova.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: E402
 from nova.autograd.function import Function, FunctionCtx  # noqa: E402
+from nova.autograd.variable import Variable  # noqa: E402  (torch's legacy alias)
 from nova.autograd import hooks as _hooks  # noqa: E402
 from nova.autograd import functional  # noqa: E402,F401  (nv.autograd.functional)
 from nova.autograd import anomaly_mode  # noqa: E402,F401  (torch.autograd.anomaly_mode)
@@ -23,7 +27,8 @@ from nova.tensor.tensor import Tensor as _Tensor  # noqa: E402
 _Tensor.register_hook = _hooks.register_hook
 _Tensor.register_post_accumulate_grad_hook = _hooks.register_post_accumulate_grad_hook
 
-__all__ = ["backward", "grad", "gradcheck", "GradcheckError", "no_grad", "enable_grad",
-           "set_grad_enabled", "is_grad_enabled", "Function", "FunctionCtx", "detect_anomaly",
+__all__ = ["backward", "grad", "gradcheck", "gradgradcheck", "GradcheckError", "no_grad",
+           "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode",
+           "is_inference_mode_enabled", "Function", "FunctionCtx", "Variable", "detect_anomaly",
            "set_detect_anomaly", "is_anomaly_enabled", "is_anomaly_check_nan_enabled",
            "set_anomaly_enabled"]

@@ -5,7 +5,8 @@ methods (or, PyTorch 2's form, ``forward(*args)`` and ``setup_context(ctx, input
 output)``), and is called through ``apply``. ``forward`` runs under ``no_grad`` on the
 arguments as given and records its ops like any code; its outputs are then tied to one
 GradFn whose rule is the class's ``backward``, called while the backward pass is
-recorded with the upstream gradients of all outputs (zeros for an output that got none),
+recorded with the upstream gradients of all outputs (zeros for an output that got none,
+or None after ``ctx.set_materialize_grads(False)``),
 its returned gradients checked against the inputs' shapes (a gradient of a shape the
 input broadcasts to is summed down, as PyTorch's; a number is filled in).
 
@@ -21,10 +22,12 @@ time -- unless the class promises ``pure_backward`` (``Function``).
 """
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
-from nova.autograd.grad_mode import no_grad
+from nova.autograd.grad_mode import is_grad_enabled, no_grad
 from nova.autograd.graph import FUNCTION
 from nova.tensor import capture_log, movement, ops, tape
 from nova.tensor.grad_mode import STATE
@@ -56,8 +59,9 @@ class FunctionCtx:
         self._non_differentiable.update(id(t) for t in outputs)
 
     def set_materialize_grads(self, value: bool) -> None:
-        """Accepted; Nova always materializes: an output that got no gradient gets
-        zeros (the packed gradient is dense)."""
+        """Whether ``backward`` gets zeros (True, the default) or None (False) for an
+        output that got no gradient in the pass, as PyTorch's; call it in ``forward``
+        or ``setup_context``."""
         self.materialize_grads = bool(value)
 
     def mark_dirty(self, *tensors: Tensor) -> None:
@@ -90,6 +94,9 @@ class Function:
     def backward(ctx: FunctionCtx, *grad_outputs: Any) -> Any:
         raise NotImplementedError("Function subclasses must implement backward to be "
                                   "differentiated")
+
+    # PyTorch's other name for ``backward``: a subclass may define either, not both.
+    vjp = backward
 
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
@@ -138,8 +145,17 @@ def _wire(cls: type, ctx: FunctionCtx, args: tuple, tensor_args: list[tuple[int,
               ((o.shape, o.dtype) if isinstance(o, Tensor) else None)
               for k, o in enumerate(outputs)]
 
+    # Without materialized gradients, backward must tell which outputs the pass
+    # reached; the packed gradient cannot (a slice nobody used is zeros in it). Each
+    # output then gets a pass-through GradFn that notes its position when the pass
+    # crosses it -- always before the head's GradFn, which it feeds.
+    received: set[int] | None = None if ctx.materialize_grads else set()
+
     def run_backward(g: Tensor, create_graph: bool) -> tuple[Tensor | None, ...]:
-        return _call_backward(cls, ctx, args, tensor_args, shapes, layout, g)
+        got = None if received is None else set(received)
+        if received is not None:
+            received.clear()
+        return _call_backward(cls, ctx, args, tensor_args, shapes, layout, g, got)
 
     fn = tape.GradFn(FUNCTION, {"apply": run_backward, "name": cls.__name__}, edges,
                      [a.node for a in inputs], None)
@@ -150,18 +166,36 @@ def _wire(cls: type, ctx: FunctionCtx, args: tuple, tensor_args: list[tuple[int,
         return wired
     start = 0
     with_grad = head
-    for k, shape in zip(differentiable, shapes):
+    for pos, (k, shape) in enumerate(zip(differentiable, shapes)):
         n = math.prod(shape)
         wired[k] = movement.reshape(movement.narrow(with_grad, 0, start, n), shape)
+        if received is not None:
+            wired[k] = _noting(wired[k], pos, received, cls.__name__)
         start += n
     return wired
 
 
+def _noting(out: Tensor, pos: int, received: set[int], name: str) -> Tensor:
+    """``out`` behind a GradFn that passes its gradient on and adds ``pos`` to
+    ``received`` (the outputs a backward pass reached, for ``set_materialize_grads``)."""
+    def note(g: Tensor, create_graph: bool) -> tuple[Tensor]:
+        received.add(pos)
+        return (g,)
+
+    fn = tape.GradFn(FUNCTION, {"apply": note, "name": name}, (out._grad_edge(),),
+                     [out.node], None)
+    return Tensor._wrap(out.node, grad_fn=fn)
+
+
 def _call_backward(cls: type, ctx: FunctionCtx, args: tuple,
                    tensor_args: list[tuple[int, Tensor]], shapes: list[tuple[int, ...]],
-                   layout: list[Any], g: Tensor) -> tuple[Tensor | None, ...]:
+                   layout: list[Any], g: Tensor,
+                   got: set[int] | None = None) -> tuple[Tensor | None, ...]:
     """``cls.backward`` on the packed gradient ``g`` (one gradient per output, as
-    ``layout`` says), its result as one gradient per tensor input (of the GradFn)."""
+    ``layout`` says), its result as one gradient per tensor input (of the GradFn).
+    ``got``: without materialized gradients, the positions (among the differentiable
+    outputs) that the pass reached; the others, and outputs not differentiated, get
+    None."""
     if not cls.pure_backward:
         capture_log.refuse(f"a custom autograd.Function ({cls.__name__}) ran its backward "
                            "(Python a replay would not run; a backward that only builds "
@@ -174,10 +208,15 @@ def _call_backward(cls: type, ctx: FunctionCtx, args: tuple,
             n = math.prod(shape)
             pieces.append(movement.reshape(movement.narrow(g, 0, start, n), shape))
             start += n
-    grads_out = [pieces[entry] if isinstance(entry, int) else
-                 None if entry is None else ops.full_const(0, entry[0], entry[1])
-                 for entry in layout]
-    result = cls.backward(ctx, *grads_out)
+    if ctx.materialize_grads:
+        grads_out = [pieces[entry] if isinstance(entry, int) else
+                     None if entry is None else ops.full_const(0, entry[0], entry[1])
+                     for entry in layout]
+    else:
+        grads_out = [pieces[entry] if isinstance(entry, int) and
+                     (len(shapes) == 1 or got is None or entry in got) else None
+                     for entry in layout]
+    result = _user_backward(cls)(ctx, *grads_out)
     result = (result,) if not isinstance(result, (tuple, list)) else tuple(result)
     if len(result) < len(args):
         if any(isinstance(a, Tensor) and a.requires_grad for a in args[len(result):]):
@@ -206,4 +245,53 @@ def _call_backward(cls: type, ctx: FunctionCtx, args: tuple,
     return tuple(grads)
 
 
-__all__ = ["Function", "FunctionCtx"]
+def _user_backward(cls: type) -> Callable[..., Any]:
+    """The subclass's ``backward``, or its ``vjp`` (PyTorch's other name for it)."""
+    backward_fn, vjp_fn = cls.backward, cls.vjp
+    if backward_fn is not Function.backward and vjp_fn is not Function.vjp:
+        raise RuntimeError(f"{cls.__name__}: implementing both 'backward' and 'vjp' for a "
+                           "custom Function is not allowed; define only one")
+    return vjp_fn if vjp_fn is not Function.vjp else backward_fn
+
+
+_TWICE = ("trying to differentiate twice a function that was marked with "
+          "@once_differentiable")
+
+
+def once_differentiable(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorator of a Function's ``backward`` that cannot itself be differentiated
+    (``torch.autograd.function.once_differentiable``): it runs without recording
+    history, and when the backward pass records history (``create_graph=True``) its
+    gradients carry a GradFn that raises if a later pass reaches it."""
+    @functools.wraps(fn)
+    def wrapper(ctx: Any, *args: Any) -> Any:
+        with no_grad():
+            outputs = fn(ctx, *args)
+        if not is_grad_enabled():
+            return outputs
+        requiring = [a for a in args if isinstance(a, Tensor) and a.requires_grad]
+        if not requiring:
+            return outputs
+        if isinstance(outputs, Tensor):
+            return _delayed_error(outputs, requiring)
+        return type(outputs)(_delayed_error(o, requiring) if isinstance(o, Tensor) else o
+                             for o in outputs)
+    return wrapper
+
+
+def _delayed_error(out: Tensor, requiring: list[Tensor]) -> Tensor:
+    """``out``, its history a GradFn over ``requiring`` that refuses to be
+    differentiated (PyTorch's ``DelayedError``)."""
+    if not out.dtype.is_floating_point:
+        return out
+
+    def refuse(g: Tensor, create_graph: bool) -> tuple[Tensor | None, ...]:
+        raise RuntimeError(_TWICE)
+
+    fn = tape.GradFn(FUNCTION, {"apply": refuse, "name": "DelayedError"},
+                     tuple(a._grad_edge() for a in requiring), [a.node for a in requiring],
+                     None)
+    return Tensor._wrap(out.node, grad_fn=fn)
+
+
+__all__ = ["Function", "FunctionCtx", "once_differentiable"]

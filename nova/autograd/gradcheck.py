@@ -82,3 +82,39 @@ def gradcheck(fn: Callable[..., Tensor], inputs: Sequence[Any], *, eps: float = 
             raise GradcheckError(f"gradcheck: input {k} (shape {a.shape}) element {tuple(int(i) for i in bad)}: "
                                  f"analytic {a[bad]:.8g} vs numeric {n[bad]:.8g}")
     return True
+
+
+def gradgradcheck(fn: Callable[..., Tensor], inputs: Sequence[Any],
+                  grad_outputs: Sequence[Any] | None = None, *, eps: float = 1e-6,
+                  atol: float = 1e-5, rtol: float = 1e-3, seed: int = 0) -> bool:
+    """Check ``fn``'s second derivatives (``torch.autograd.gradgradcheck``): the
+    gradients of ``fn`` (taken with ``create_graph=True``, weighted by ``grad_outputs``)
+    are themselves checked by ``gradcheck`` as a function of ``inputs`` and
+    ``grad_outputs`` together. Without ``grad_outputs``, fixed random ones (by
+    ``seed``) of the outputs' shapes are used."""
+    arrays = [i.to(dt.float64).numpy() if isinstance(i, Tensor) else np.asarray(i, np.float64)
+              for i in inputs]
+    outs = fn(*[tensor(a, requires_grad=True) for a in arrays])
+    outs = [outs] if isinstance(outs, Tensor) else list(outs)
+    if grad_outputs is None:
+        rng = np.random.default_rng(seed + 1)
+        gos = [rng.standard_normal(o.shape) for o in outs]
+    else:
+        given = [grad_outputs] if isinstance(grad_outputs, Tensor) else list(grad_outputs)
+        if len(given) != len(outs):
+            raise ValueError(f"gradgradcheck: got {len(given)} grad_outputs for "
+                             f"{len(outs)} outputs")
+        gos = [g.to(dt.float64).numpy() if isinstance(g, Tensor) else np.asarray(g, np.float64)
+               for g in given]
+        for k, (g, o) in enumerate(zip(gos, outs)):
+            if g.shape != tuple(o.shape):
+                raise ValueError(f"gradgradcheck: grad_outputs[{k}] has shape {g.shape}, "
+                                 f"output {k} has shape {tuple(o.shape)}")
+    n = len(arrays)
+
+    def first_grads(*args: Tensor) -> tuple[Tensor, ...]:
+        xs, gs = list(args[:n]), list(args[n:])
+        got = grad(fn(*xs), xs, gs, create_graph=True, allow_unused=True)
+        return tuple(g for g in got if g is not None)
+
+    return gradcheck(first_grads, arrays + gos, eps=eps, atol=atol, rtol=rtol, seed=seed)

@@ -445,6 +445,9 @@ def randint(low: int = 0, high: Any = None, size: Any = None, *, dtype: Any = No
             raise dt.DTypeOverflowError(
                 f"randint: range [{low}, {high}) does not fit {target.name} "
                 f"(valid: low >= {lo}, high <= {hi + 1})")
+    if target == dt.bool_ and high > low and (low < 0 or high > 2):
+        raise dt.DTypeOverflowError(f"randint: range [{low}, {high}) does not fit bool "
+                                    f"(valid: low >= 0, high <= 2)")
     return _place(rnd.integers(low, high, shape_arg((size,), "randint"), target, generator),
                   where)
 

@@ -11,6 +11,7 @@ front end decides here whether to keep a tape record, and ``nova.autograd`` sits
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from typing import Any, Callable
 
@@ -30,8 +31,56 @@ def is_grad_enabled() -> bool:
     return STATE.enabled
 
 
+def _decorate(fn: Callable, make_ctx: Callable[[], Any]) -> Callable:
+    """``fn`` run inside a fresh ``make_ctx()`` on every call. A generator function's
+    body runs inside the mode on every resume (``next``/``send``/``throw``/``close``)
+    and the caller's mode is back between yields, as ``torch``'s ``_wrap_generator``:
+    entering the mode only while the generator object is made would leave its body
+    -- which runs later, at each ``next`` -- outside it."""
+    if not callable(fn):
+        raise TypeError(f"grad mode decorator: expected a function, got "
+                        f"{type(fn).__name__} {fn!r}")
+    if inspect.isgeneratorfunction(fn):
+        return _decorate_generator(fn, make_ctx)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with make_ctx():
+            return fn(*args, **kwargs)
+    return wrapper
+
+
+def _decorate_generator(fn: Callable, make_ctx: Callable[[], Any]) -> Callable:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with make_ctx():
+            gen = fn(*args, **kwargs)
+        try:
+            with make_ctx():
+                response = gen.send(None)
+            while True:
+                try:
+                    request = yield response
+                except GeneratorExit:
+                    with make_ctx():
+                        gen.close()
+                    raise
+                except BaseException as exc:
+                    with make_ctx():
+                        response = gen.throw(exc)
+                else:
+                    with make_ctx():
+                        response = gen.send(request)
+        except StopIteration as stop:
+            return stop.value
+    return wrapper
+
+
 class set_grad_enabled:
-    """Context manager (and decorator) setting grad mode, as ``torch.set_grad_enabled``."""
+    """Context manager (and decorator) setting grad mode, as ``torch.set_grad_enabled``:
+    calling it sets the mode at once (``nv.set_grad_enabled(False)`` as a statement), a
+    ``with`` block restores the previous mode on exit, and ``@nv.set_grad_enabled(m)``
+    restores the mode the call changed and runs the function under ``m`` instead."""
 
     def __init__(self, mode: bool):
         self.prev = STATE.enabled
@@ -39,14 +88,42 @@ class set_grad_enabled:
         STATE.enabled = self.mode
 
     def __enter__(self) -> None:
-        return None
+        STATE.enabled = self.mode
+
+    def __exit__(self, *exc: Any) -> None:
+        STATE.enabled = self.prev
+
+    def __call__(self, fn: Callable) -> Callable:
+        STATE.enabled = self.prev       # the decorator line must not change the mode
+        mode = self.mode
+        return _decorate(fn, lambda: _SetGradMode(mode))
+
+
+class _SetGradMode:
+    """``set_grad_enabled``'s mode for one call of a decorated function (entering
+    sets it, unlike constructing ``set_grad_enabled``)."""
+
+    def __init__(self, mode: bool):
+        self.mode = mode
+
+    def __enter__(self) -> None:
+        self.prev = STATE.enabled
+        STATE.enabled = self.mode
 
     def __exit__(self, *exc: Any) -> None:
         STATE.enabled = self.prev
 
 
 class _GradModeContext:
+    """``no_grad``/``enable_grad``: context managers and decorators, with or without
+    the call (``@nv.no_grad`` as well as ``@nv.no_grad()``, as torch 2.x)."""
+
     mode: bool
+
+    def __new__(cls, orig_func: Callable | None = None):
+        if orig_func is None:
+            return super().__new__(cls)
+        return cls()(orig_func)            # bare ``@nv.no_grad``
 
     def __enter__(self) -> None:
         self.prev = STATE.enabled
@@ -56,11 +133,7 @@ class _GradModeContext:
         STATE.enabled = self.prev
 
     def __call__(self, fn: Callable) -> Callable:
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with type(self)():
-                return fn(*args, **kwargs)
-        return wrapper
+        return _decorate(fn, type(self))
 
 
 class no_grad(_GradModeContext):
@@ -85,7 +158,7 @@ class inference_mode(_GradModeContext):
     def __new__(cls, mode: Any = True):
         if callable(mode):                    # bare ``@nv.inference_mode``
             return cls()(mode)
-        return super().__new__(cls)
+        return object.__new__(cls)
 
     def __init__(self, mode: Any = True):
         self.enabled = bool(mode)
@@ -100,12 +173,7 @@ class inference_mode(_GradModeContext):
 
     def __call__(self, fn: Callable) -> Callable:
         enabled = self.enabled
-
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with inference_mode(enabled):
-                return fn(*args, **kwargs)
-        return wrapper
+        return _decorate(fn, lambda: inference_mode(enabled))
 
 
 def is_inference_mode_enabled() -> bool:

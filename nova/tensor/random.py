@@ -18,28 +18,50 @@ import numpy as np
 from nova.core import dtypes as dt
 from nova.core import philox
 from nova.tensor import capture_log
+from nova.tensor.device import CPU, check_device
+from nova.tensor.device import device as Device
 from nova.tensor.ops import add, cast, cos, log, minimum, mul, prim, sqrt, sub
 from nova.tensor.tensor import Tensor
 from nova.tensor.trace import buffer_node
 
 
 class Generator:
-    """Philox key (seed) and counter offset; one draw consumes one offset."""
+    """Philox key (seed) and counter offset; one draw consumes one offset.
 
-    def __init__(self, seed: int = 0):
+    ``Generator(device='cpu')`` as PyTorch's (a device string may also come first:
+    ``Generator('cpu')``); an int first argument is Nova's starting seed
+    (``Generator(7)``, the same as ``Generator().manual_seed(7)``). The key is a runtime
+    input any device's step reads, so one generator serves every device; ``device``
+    is what ``.device`` reports."""
+
+    def __init__(self, seed: Any = 0, device: Any = None):
+        if isinstance(seed, (str, Device)):          # torch's positional device
+            if device is not None:
+                raise TypeError("Generator: device given twice (positionally and as "
+                                "device=)")
+            seed, device = 0, seed
+        self.device = check_device(device, "Generator")
         self._lock = threading.Lock()   # two threads drawing at once get distinct offsets
         self.manual_seed(seed)
 
     def manual_seed(self, seed: int) -> Generator:
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise TypeError(f"manual_seed: seed must be an int, got {seed!r}")
-        self.seed = seed & (2**64 - 1)
+        self._seed = seed & (2**64 - 1)
         self.offset = 0
         capture_log.action("manual_seed", self, seed)
         return self
 
+    def seed(self) -> int:
+        """Reseed from the OS's entropy and return the new seed (``Generator.seed``:
+        non-deterministic, unlike ``manual_seed``)."""
+        import secrets
+        value = secrets.randbits(63)
+        self.manual_seed(value)
+        return value
+
     def initial_seed(self) -> int:
-        return self.seed
+        return self._seed
 
     def next_key(self) -> Tensor:
         """The (seed, offset) pair as a runtime input tensor, then advance."""
@@ -53,24 +75,26 @@ class Generator:
         """The (seed, offset) pair as an int64 array, then advance (what ``nv.compile``
         draws when it replays a call that drew a key)."""
         with self._lock:
-            key = np.array([self.seed, self.offset], dtype=np.uint64).view(np.int64)
+            key = np.array([self._seed, self.offset], dtype=np.uint64).view(np.int64)
             self.offset += 1
         return key
 
     def get_state(self) -> tuple[int, int]:
-        return (self.seed, self.offset)
+        return (self._seed, self.offset)
 
     def set_state(self, state: tuple[int, int]) -> None:
-        self.seed, self.offset = int(state[0]), int(state[1])
+        self._seed, self.offset = int(state[0]), int(state[1])
 
-    def __getstate__(self) -> tuple[int, int]:
+    def __getstate__(self) -> tuple[int, int, str]:
         """Pickled (``copy.deepcopy``, a DataLoader sent to spawned workers) as its
-        state; the copy gets a lock of its own."""
-        return self.get_state()
+        state and device; the copy gets a lock of its own."""
+        return self.get_state() + (str(self.device),)
 
-    def __setstate__(self, state: tuple[int, int]) -> None:
+    def __setstate__(self, state: tuple) -> None:
         self._lock = threading.Lock()
-        self.set_state(state)
+        # (a 2-tuple: pickled before generators had a device)
+        self.device = Device(state[2]) if len(state) > 2 else CPU
+        self.set_state(state[:2])
 
 
 default_generator = Generator(0)
@@ -89,17 +113,14 @@ def initial_seed() -> int:
 def seed() -> int:
     """Seed the default generator from the OS's entropy and return the seed
     (``torch.seed``)."""
-    import secrets
-    value = secrets.randbits(63)
-    default_generator.manual_seed(value)
-    return value
+    return default_generator.seed()
 
 
 def get_rng_state() -> Tensor:
     """The default generator's state as an int64 tensor (seed, offset): what
     ``set_rng_state`` takes back (``torch.get_rng_state``; PyTorch's is a byte tensor
     of its Mersenne Twister, Nova's the two numbers of its counter-based generator)."""
-    seed_bits = np.array([default_generator.seed], dtype=np.uint64).view(np.int64)[0]
+    seed_bits = np.array([default_generator.initial_seed()], dtype=np.uint64).view(np.int64)[0]
     return Tensor._wrap(buffer_node(np.array([seed_bits, default_generator.offset],
                                              dtype=np.int64), dt.int64))
 
@@ -168,11 +189,12 @@ def normal(shape: tuple[int, ...], dtype: dt.DType, generator: Generator | None 
 
 def integers(low: int, high: int, shape: tuple[int, ...], dtype: dt.DType,
              generator: Generator | None = None) -> Tensor:
-    """Uniform integers in [low, high) from a float64 draw (53 random bits)."""
+    """Uniform integers in [low, high) from a float64 draw (53 random bits); bool
+    takes the integers' truth (the caller keeps [low, high) within [0, 2))."""
     if high <= low:
         raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
-    if dtype.category != dt.INT:
-        raise TypeError(f"randint: dtype must be an integer type, got {dtype.name}")
+    if dtype.category not in (dt.INT, dt.BOOL):
+        raise TypeError(f"randint: dtype must be an integer type or bool, got {dtype.name}")
     span = high - low
     u = uniform(shape, dt.float64, generator)
     k = minimum(cast(mul(u, float(span)), dt.int64), span - 1)  # u < 1, guard rounding

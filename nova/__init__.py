@@ -150,7 +150,7 @@ _out_arg.install(vars(special), _out_arg.TORCH_SPECIAL_OUT)
 # Complex tensors (pairs of real tensors, ``nova.tensor.complex``): the functions it
 # names take complex arguments and complex ``dtype=``s (wrapped last, over ``out=``).
 from nova.core.dtypes import complex64, complex128  # noqa: E402
-from nova.tensor import complex as _complex  # noqa: E402
+from nova.tensor import complex_creation as _complex  # noqa: E402
 from nova.tensor.complex import (  # noqa: E402
     ComplexTensor, angle, complex, polar, view_as_complex, view_as_real,
 )

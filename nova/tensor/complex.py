@@ -13,11 +13,12 @@ tensor reach ``x``, as PyTorch's view does; ``view_as_real(z)`` of such a tensor
 ``x`` again, of any other it is a new tensor (a deviation: writes into it do not reach
 ``z``). ``.real`` and ``.imag`` are the parts themselves.
 
-What is supported is listed in ``METHODS``, ``PARTWISE`` and ``FUNCTIONS`` (arithmetic,
-``abs``/``angle``/``conj``/``exp``/``log``/``sqrt``/``sin``/``cos``, sums and means,
-matmul, movement and indexing, ``cat``/``stack``/``where``, comparisons, factories and
-conversions, ``nova.fft``); any other op raises ``TypeError`` naming it rather than
-computing on the parts. There is no ``complex32``: half parts compute as complex64.
+What is supported is listed in ``METHODS``, ``PARTWISE`` and
+``complex_creation.FUNCTIONS`` (arithmetic, ``abs``/``angle``/``conj``/``exp``/``log``/
+``sqrt``/``sin``/``cos``, sums and means, matmul, movement and indexing,
+``cat``/``stack``/``where``, comparisons, conversions; factories in
+``complex_creation``, transforms in ``nova.fft``); any other op raises ``TypeError``
+naming it rather than computing on the parts. There is no ``complex32``: half parts compute as complex64.
 """
 from __future__ import annotations
 
@@ -739,112 +740,6 @@ def from_real(x: Tensor, dtype: Any = None) -> ComplexTensor:
     return ComplexTensor(re, _creation.zeros_like(re))
 
 
-def from_numpy(arr: np.ndarray, requires_grad: bool = False,
-               device: Any = None) -> ComplexTensor:
-    """A complex numpy array (or Python complex data) as a complex tensor."""
-    arr = np.asarray(arr)
-    real_dtype = dt.float64 if arr.dtype == np.complex128 else dt.float32
-    z = ComplexTensor(_creation.tensor(np.array(arr.real), dtype=real_dtype,
-                                       device=device),
-                      _creation.tensor(np.array(arr.imag), dtype=real_dtype,
-                                       device=device))
-    return z.requires_grad_() if requires_grad else z
-
-
-def _holds_complex(data: Any) -> bool:
-    if isinstance(data, _COMPLEX_NUMBERS):
-        return True
-    if isinstance(data, np.ndarray):
-        return data.dtype.kind == "c"
-    if isinstance(data, (list, tuple)):
-        return any(_holds_complex(d) for d in data)
-    return False
-
-
-def _complex_factory(name: str, make: Callable[[tuple, dt.DType, Any], tuple]) -> Callable:
-    def factory(*size: Any, dtype: Any, device: Any = None, requires_grad: bool = False,
-                generator: Any = None, **kwargs: Any) -> ComplexTensor:
-        target = dt.get_complex_dtype(dtype)
-        shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (list, tuple)) \
-            else tuple(size)
-        re, im = make(shape, target.real, generator, device, **kwargs)
-        z = ComplexTensor(re, im)
-        return z.requires_grad_() if requires_grad else z
-    factory.__name__ = name
-    return factory
-
-
-def _zeros(shape: tuple, d: dt.DType, gen: Any, device: Any) -> tuple:
-    return (_creation.zeros(shape, dtype=d, device=device),
-            _creation.zeros(shape, dtype=d, device=device))
-
-
-def _ones(shape: tuple, d: dt.DType, gen: Any, device: Any) -> tuple:
-    return (_creation.ones(shape, dtype=d, device=device),
-            _creation.zeros(shape, dtype=d, device=device))
-
-
-def _randn(shape: tuple, d: dt.DType, gen: Any, device: Any) -> tuple:
-    """Real and imaginary parts each N(0, 1/2), so E|z|^2 = 1 (PyTorch's complex randn)."""
-    both = _creation.randn((2,) + shape, dtype=d, generator=gen, device=device) * math.sqrt(0.5)
-    return both[0], both[1]
-
-
-def _rand(shape: tuple, d: dt.DType, gen: Any, device: Any) -> tuple:
-    both = _creation.rand((2,) + shape, dtype=d, generator=gen, device=device)
-    return both[0], both[1]
-
-
-zeros = _complex_factory("zeros", _zeros)
-empty = _complex_factory("empty", _zeros)
-ones = _complex_factory("ones", _ones)
-randn = _complex_factory("randn", _randn)
-rand = _complex_factory("rand", _rand)
-
-
-def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None,
-         requires_grad: bool = False) -> ComplexTensor:
-    target = dt.get_complex_dtype(dtype) if dtype is not None else dt.complex_of(dt.DEFAULT_FLOAT)
-    value = builtins.complex(fill_value)
-    z = ComplexTensor(_creation.full(size, value.real, dtype=target.real, device=device),
-                      _creation.full(size, value.imag, dtype=target.real, device=device))
-    return z.requires_grad_() if requires_grad else z
-
-
-def _like(name: str, factory: Callable) -> Callable:
-    def like(x: Any, *, dtype: Any = None, device: Any = None, **kwargs: Any) -> ComplexTensor:
-        target = dtype if dtype is not None else x.dtype
-        dev = device if device is not None else x.device
-        return factory(*x.shape, dtype=target, device=dev, **kwargs)
-    like.__name__ = name
-    return like
-
-
-zeros_like = _like("zeros_like", zeros)
-ones_like = _like("ones_like", ones)
-empty_like = _like("empty_like", empty)
-randn_like = _like("randn_like", randn)
-rand_like = _like("rand_like", rand)
-
-
-def full_like(x: Any, fill_value: Any, *, dtype: Any = None, device: Any = None) -> ComplexTensor:
-    return full(x.shape, fill_value, dtype=dtype if dtype is not None else x.dtype,
-                device=device if device is not None else x.device)
-
-
-def tensor(data: Any, *, dtype: Any = None, device: Any = None,
-           requires_grad: bool = False) -> ComplexTensor:
-    """``nv.tensor`` of complex data, or of any data with a complex ``dtype``."""
-    if isinstance(data, ComplexTensor):
-        data = data.numpy()
-    target = dt.get_complex_dtype(dtype) if dtype is not None else None
-    arr = np.asarray(data)
-    if target is None:
-        target = dt.complex128 if arr.dtype in (np.complex128, np.float64) and \
-            isinstance(data, np.ndarray) else dt.complex_of(dt.DEFAULT_FLOAT)
-    return from_numpy(arr.astype(target.np), requires_grad=requires_grad, device=device)
-
-
 # ---------------------------------------------------------------- dispatch tables
 
 _tensor_module.COMPLEX_OPERAND_TYPES.add(ComplexTensor)
@@ -922,84 +817,3 @@ ComplexTensor.__iadd__ = METHODS["add_"]          # type: ignore[attr-defined]
 ComplexTensor.__isub__ = METHODS["sub_"]          # type: ignore[attr-defined]
 ComplexTensor.__imul__ = METHODS["mul_"]          # type: ignore[attr-defined]
 ComplexTensor.__itruediv__ = METHODS["div_"]      # type: ignore[attr-defined]
-
-
-def _partwise_function(name: str) -> Callable:
-    def fn(z: Any, *args: Any, **kwargs: Any) -> Any:
-        return getattr(_as_complex(name, z), name)(*args, **kwargs)
-    fn.__name__ = name
-    return fn
-
-
-# ``nv.<name>`` called with a complex argument runs these (``install``); the factories
-# run them for a complex ``dtype=`` or complex data.
-FUNCTIONS: dict[str, Callable] = {
-    **{name: fn for name, fn in METHODS.items() if not name.endswith("_")
-       and name not in ("expand_as", "view_as", "reshape_as")},
-    **{name: _partwise_function(name) for name in PARTWISE},
-    "cat": cat, "concat": cat, "concatenate": cat, "stack": stack, "where": where,
-    "real": real, "imag": imag, "view_as_real": view_as_real,
-    "is_complex": lambda z: True, "is_floating_point": lambda z: False,
-    "numel": lambda z: z.numel(),
-}
-FACTORIES: dict[str, Callable] = {
-    "zeros": zeros, "ones": ones, "empty": empty, "randn": randn, "rand": rand,
-    "full": full, "zeros_like": zeros_like, "ones_like": ones_like,
-    "empty_like": empty_like, "randn_like": randn_like, "rand_like": rand_like,
-    "full_like": full_like, "tensor": tensor, "as_tensor": tensor, "from_numpy": from_numpy,
-}
-# functions whose first argument may be a real tensor with a complex ``dtype=``
-_LIKE = {"zeros_like", "ones_like", "empty_like", "randn_like", "rand_like", "full_like"}
-
-
-def _has_complex(args: tuple, kwargs: dict) -> bool:
-    for a in (*args, *kwargs.values()):
-        if isinstance(a, ComplexTensor):
-            return True
-        if isinstance(a, (list, tuple)) and any(isinstance(x, ComplexTensor) for x in a):
-            return True
-    return False
-
-
-def _dispatching(fn: Callable, name: str) -> Callable:
-    import functools
-    impl, factory = FUNCTIONS.get(name), FACTORIES.get(name)
-
-    @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        if factory is not None:
-            dtype = kwargs.get("dtype")
-            if (dtype is not None and dt.get_complex_dtype(dtype) is not None) or \
-                    (name in ("tensor", "as_tensor", "from_numpy") and args and
-                     _holds_complex(args[0])) or \
-                    (name in _LIKE and args and isinstance(args[0], ComplexTensor)) or \
-                    (name in ("full", "full_like") and len(args) > 1 and
-                     isinstance(args[1], _COMPLEX_NUMBERS)):
-                if kwargs.pop("out", None) is not None:
-                    raise TypeError(f"{name}: out= is not supported for complex tensors")
-                return factory(*args, **kwargs)
-            return fn(*args, **kwargs)
-        if _has_complex(args, kwargs):
-            if kwargs.pop("out", None) is not None:
-                raise TypeError(f"{name}: out= is not supported for complex tensors")
-            return impl(*args, **kwargs)
-        return fn(*args, **kwargs)
-    call.__nova_complex__ = True
-    return call
-
-
-def install(namespace: dict[str, Any]) -> None:
-    """Let ``namespace``'s functions named in ``FUNCTIONS``/``FACTORIES`` take complex
-    tensors (wrapped once; aliases of one function share the wrapper)."""
-    wrapped: dict[int, Callable] = {}
-    for name in (*FUNCTIONS, *FACTORIES):
-        fn = namespace.get(name)
-        if callable(fn) and not isinstance(fn, type) and not getattr(fn, "__nova_complex__",
-                                                                     False):
-            key = id(fn)
-            if key not in wrapped:
-                w = _dispatching(fn, name)
-                w.__module__ = namespace.get("__name__", w.__module__)
-                w.__qualname__ = name
-                wrapped[key] = w
-            namespace[name] = wrapped[key]

@@ -400,6 +400,34 @@ class CastOp(IRDLOperation):
             _fail(self, f"shape changes {shape_of(self.input)} -> {shape_of(self.result)}")
 
 
+# The element types a bitcast pairs: same storage width, reinterpreted bit for bit.
+BITCAST_PAIRS = frozenset({("f32", "i32"), ("i32", "f32"), ("f64", "i64"), ("i64", "f64"),
+                           ("f16", "i16"), ("i16", "f16"), ("bf16", "i16"), ("i16", "bf16"),
+                           ("f16", "bf16"), ("bf16", "f16")})
+
+
+@irdl_op_definition
+class BitcastOp(IRDLOperation):
+    """The stored bits of each element read as another type of the same width
+    (``Tensor.view(dtype)``): a float and the integer of its width, or the two half
+    floats. Never differentiable."""
+
+    name = "nova.bitcast"
+    input = operand_def(AnyTensor)
+    result = result_def(AnyTensor)
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+    traits = traits_def(Pure(), Elementwise(), NonDifferentiable())
+
+    def verify_(self) -> None:
+        if shape_of(self.input) != shape_of(self.result):
+            _fail(self, f"shape changes {shape_of(self.input)} -> {shape_of(self.result)}")
+        pair = (element_name(self.input.type.element_type),
+                element_name(self.result.type.element_type))
+        if pair not in BITCAST_PAIRS:
+            _fail(self, f"cannot reinterpret {pair[0]} as {pair[1]}; valid pairs: "
+                        + ", ".join(sorted(f"{a}->{b}" for a, b in BITCAST_PAIRS)))
+
+
 class BinaryOp(IRDLOperation):
     T: ClassVar = VarConstraint("T", AnyTensor)
     lhs = operand_def(T)
@@ -1247,7 +1275,8 @@ class YieldOp(IRDLOperation):
 
 Nova = Dialect(
     "nova",
-    [ConstantOp, IotaOp, RngUniformOp, *UNARY_OPS, NotOp, CastOp, *BINARY_OPS, CompareOp,
+    [ConstantOp, IotaOp, RngUniformOp, *UNARY_OPS, NotOp, CastOp, BitcastOp, *BINARY_OPS,
+     CompareOp,
      WhereOp, BroadcastInDimOp, ReshapeOp, TransposeOp, SliceOp, PadOp, ConcatOp,
      ReduceSumOp, ReduceMaxOp, MatmulOp, GatherOp, ScatterAddOp, ScatterOp,
      WrapIndexOp, ArgsortOp, CumsumOp, CumprodOp, AttentionOp, AttentionGradOp,

@@ -410,6 +410,35 @@ def _cast(w: Writer, op: nd.CastOp) -> str:
     return w.elementwise([(w.of(op.input), src)], _shape(op.input), dst, body)
 
 
+def _bitcast(w: Writer, op: nd.BitcastOp) -> str:
+    """The stored bits read as the result's type (``nd.BITCAST_PAIRS``). Half floats are
+    computed in f32 and i16 in i32: f16 goes through MLIR's f16, bf16 is the upper half
+    of its f32's bits."""
+    src, dst = _elem(op.input), _elem(op.result)
+
+    def bits(sc: Scalars, x: str, s: str, d: str) -> str:
+        if s in ("f16", "bf16") and d in ("f16", "bf16"):
+            return bits(sc, bits(sc, x, s, "i16"), "i16", d)
+        if s == "f16":
+            h = sc.line(f"arith.truncf {x} : f32 to f16")
+            i = sc.line(f"arith.bitcast {h} : f16 to i16")
+            return sc.line(f"arith.extsi {i} : i16 to i32")
+        if d == "f16":
+            i = sc.line(f"arith.trunci {x} : i32 to i16")
+            h = sc.line(f"arith.bitcast {i} : i16 to f16")
+            return sc.line(f"arith.extf {h} : f16 to f32")
+        if s == "bf16":
+            i = sc.line(f"arith.bitcast {x} : f32 to i32")
+            return sc.line(f"arith.shrsi {i}, {sc.const(16, 'i32')} : i32")
+        if d == "bf16":
+            i = sc.line(f"arith.shli {x}, {sc.const(16, 'i32')} : i32")
+            return sc.line(f"arith.bitcast {i} : i32 to f32")
+        return sc.line(f"arith.bitcast {x} : {s} to {d}")
+
+    return w.elementwise([(w.of(op.input), src)], _shape(op.input), dst,
+                         lambda sc, xs: bits(sc, xs[0], src, dst))
+
+
 def _bits(elem: str) -> int:
     return {"f16": 16, "bf16": 16, "f32": 32, "f64": 64, "i32": 32, "i64": 64, "i1": 1,
             "i8": 8, "ui8": 8, "i16": 16}[elem]
@@ -893,6 +922,7 @@ LOWERINGS: dict[type[Operation], Lowering] = {
     nd.RoundOp: _arith(_op("math.roundeven")),
     nd.TruncOp: _arith(_op("math.trunc")),
     nd.CastOp: _cast,
+    nd.BitcastOp: _bitcast,
     nd.AddOp: _arith(_op("arith.addf"), _op("arith.addi"), _op("arith.ori")),
     nd.SubOp: _arith(_op("arith.subf"), _op("arith.subi")),
     nd.MulOp: _arith(_op("arith.mulf"), _op("arith.muli"), _op("arith.andi")),

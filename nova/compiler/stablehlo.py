@@ -310,6 +310,11 @@ def _cast(w: Writer, op: nd.CastOp) -> str:
     return w.convert(x, shape, src, dst)
 
 
+def _bitcast(w: Writer, op: nd.BitcastOp) -> str:
+    """Stored bits reinterpreted: StableHLO's ``bitcast_convert`` on the storage types."""
+    return w.bitcast(w.of(op.input), _shape(op.input), _elem(op.input), _elem(op.result))
+
+
 def _compare(w: Writer, op: nd.CompareOp) -> str:
     (a, elem), (b, _) = _computed(w, op.lhs), _computed(w, op.rhs)
     return w.compare(op.direction.data, a, b, _shape(op.lhs), elem)
@@ -635,6 +640,7 @@ LOWERINGS: dict[type[Operation], Lowering] = {
     nd.RoundOp: _elementwise("stablehlo.round_nearest_even"),
     nd.TruncOp: _trunc,
     nd.CastOp: _cast,
+    nd.BitcastOp: _bitcast,
     nd.AddOp: _elementwise("stablehlo.add", on_bool="stablehlo.or"),
     nd.SubOp: _elementwise("stablehlo.subtract"),
     nd.MulOp: _elementwise("stablehlo.multiply", on_bool="stablehlo.and"),

@@ -162,6 +162,12 @@ def _rng_uniform(op: nd.RngUniformOp) -> Kernel:
     return lambda key: philox.uniform(int(key[0]), int(key[1]), shape, odt.name, odt.np)
 
 
+def _bitcast(op: nd.BitcastOp) -> Kernel:
+    """The stored bits read as the result's type (values are held in storage types)."""
+    odt, idt = _dtype_of(op.result), _dtype_of(op.input)
+    return lambda x: np.ascontiguousarray(np.asarray(x, idt.np)).view(odt.np)
+
+
 def _cast(op: nd.CastOp) -> Kernel:
     """``x`` converted: to bool ``x != 0``; a float to int8/uint8/int16 truncated to
     int32 first, then wrapped (C's conversions: what the compiled engines do; PyTorch
@@ -380,6 +386,7 @@ MEANINGS: dict[type[Operation], Meaning] = {
     nd.TruncOp: _arith(np.trunc),
     nd.Log1pOp: _arith(np.log1p),
     nd.CastOp: _cast,
+    nd.BitcastOp: _bitcast,
     nd.AddOp: _arith(np.add, on_bool=np.logical_or),
     nd.SubOp: _arith(np.subtract),
     nd.MulOp: _arith(np.multiply, on_bool=np.logical_and),

@@ -55,15 +55,15 @@ def shape_arg_any(shape: tuple, op: str) -> tuple[int, ...]:
 
 
 def view(x: Tensor, *shape: Any) -> Tensor:
-    """``view(*shape)`` as ``reshape``; ``view(dtype)`` only for the tensor's own dtype
-    (bit reinterpretation is not supported)."""
+    """``view(*shape)`` as ``reshape``; ``view(dtype)`` reads the stored bits as
+    ``dtype`` (``nova.tensor.bitcast``)."""
     if len(shape) == 1 and not isinstance(shape[0], (tuple, list)) and not hasattr(
             shape[0], "__index__"):
-        target = dt.get_dtype(shape[0])
-        if target != x.dtype:
-            raise TypeError(f"view: reinterpreting {x.dtype.name} as {target.name} is not "
-                            "supported; use .to(dtype) to convert values")
-        return make_view(x, lambda b: b, lambda b, v: v, "view")
+        if dt.get_complex_dtype(shape[0]) is not None:
+            raise TypeError(f"view: reinterpreting {x.dtype.name} as {shape[0]} is not "
+                            "supported; use nv.view_as_complex")
+        from nova.tensor.bitcast import view_dtype
+        return view_dtype(x, dt.get_dtype(shape[0]))
     return reshape(x, *shape)
 
 

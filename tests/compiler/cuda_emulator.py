@@ -76,6 +76,8 @@ template <typename T> T __shfl_xor_sync(unsigned, T v, int o) {
 inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 inline float __int_as_float(int u) { float f; memcpy(&f, &u, 4); return f; }
 inline double __longlong_as_double(long long u) { double f; memcpy(&f, &u, 8); return f; }
+inline int __float_as_int(float f) { int u; memcpy(&u, &f, 4); return u; }
+inline long long __double_as_longlong(double f) { long long u; memcpy(&u, &f, 8); return u; }
 inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((u64)a * b) >> 32); }
 
 inline void nv_fail() { nova_error_flag.fetch_or(1); }

@@ -92,7 +92,8 @@ def test_every_op_round_trips():
     dist.init_process_group("mpi")          # a world of one: all_reduce_start / _wait
     try:
         text = nv.debug.dump_ir(y, z, w, m, -x, x.argsort(dim=0, descending=True), r,
-                                x.cumsum(1), x.cumprod(0), dist.reduced(x, "max"), bits)
+                                x.cumsum(1), x.cumprod(0), dist.reduced(x, "max"), bits,
+                                x.view(nv.int32))
     finally:
         dist.destroy_process_group()
     assert str(Parser(_context(), text).parse_module()) == text

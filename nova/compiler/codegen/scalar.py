@@ -140,6 +140,11 @@ class ScalarEmitter(Generic[V]):
     def cast(self, v: V, src: str, dst: str) -> V:
         raise NotImplementedError
 
+    def bitcast(self, v: V, src: str, dst: str) -> V:
+        """The stored bits of ``v`` (a ``src`` value, in its compute type) read as
+        ``dst`` (``nd.BITCAST_PAIRS``), returned in ``dst``'s compute type."""
+        raise NotImplementedError
+
     def fit(self, v: V, mlir: str) -> V:
         """A computed value as its storage type holds it, still in the compute type: a
         float32 value rounded to f16/bf16, an int32 value wrapped to i8/ui8/i16
@@ -338,6 +343,8 @@ SHARED_RULES: dict[type[Operation], OpRule] = {
     nd.CastOp: lambda e, op, idx: e.cast(e.emit(op.input, idx), element_of(op.input),
                                          element_of(op.results[0])),
     nd.WhereOp: lambda e, op, idx: e.select(*[e.emit(v, idx) for v in op.operands]),
+    nd.BitcastOp: lambda e, op, idx: e.bitcast(e.emit(op.input, idx), element_of(op.input),
+                                               element_of(op.results[0])),
 }
 
 

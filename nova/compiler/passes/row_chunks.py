@@ -185,7 +185,7 @@ def _pad(op: nd.PadOp, n: int, inside: tuple[bool, ...]) -> Access | None:
 
 _RULES: dict[type[Operation], Rule] = {
     **{cls: _pointwise for cls in (*nd.UNARY_OPS, *nd.BINARY_OPS, nd.NotOp, nd.CastOp,
-                                   nd.CompareOp, nd.WhereOp)},
+                                   nd.BitcastOp, nd.CompareOp, nd.WhereOp)},
     nd.ConstantOp: _generator,
     nd.IotaOp: _generator,
     nd.BroadcastInDimOp: _broadcast,

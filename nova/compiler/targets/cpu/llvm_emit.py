@@ -431,6 +431,23 @@ class Emitter(Frame, ScalarEmitter[ir.Value]):
             return self.fit(v, dst)
         return self.fit(b.fpext(v, d) if d == F64 else b.fptrunc(v, d), dst)
 
+    def bitcast(self, v: ir.Value, src: str, dst: str) -> ir.Value:
+        """The stored bits read as ``dst``. A half float is computed in f32 (already
+        rounded to its type), an i16 in i32 (sign-extended): f16 goes through LLVM's
+        half type, bf16 is the upper half of its f32's bits."""
+        b = self.b
+        if src in ("f16", "bf16") and dst in ("f16", "bf16"):
+            return self.bitcast(self.bitcast(v, src, "i16"), "i16", dst)
+        if src == "f16":
+            return b.sext(b.bitcast(b.fptrunc(v, F16), I16), I32)
+        if dst == "f16":
+            return b.fpext(b.bitcast(b.trunc(v, I16), F16), F32)
+        if src == "bf16":
+            return b.ashr(b.bitcast(v, I32), ir.Constant(I32, 16))
+        if dst == "bf16":
+            return b.bitcast(b.shl(v, ir.Constant(I32, 16)), F32)
+        return b.bitcast(v, _COMPUTE[dst])
+
     # ------------------------------------------------------------ ScalarEmitter's interface
 
     def index(self, n: int) -> ir.Value:

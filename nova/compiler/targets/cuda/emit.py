@@ -215,6 +215,19 @@ class CEmitter(ScalarEmitter[str]):
             return self.fit(v, dst)
         return self.fit(f"(({d}){v})", dst)
 
+    def bitcast(self, v: str, src: str, dst: str) -> str:
+        """The stored bits read as ``dst``: CUDA's bit-reinterpreting intrinsics, a half
+        float through its stored 16 bits (the prelude's store and load)."""
+        if src in ("f16", "bf16") and dst in ("f16", "bf16"):
+            return self.bitcast(self.bitcast(v, src, "i16"), "i16", dst)
+        if src in ("f16", "bf16"):
+            return f"((int)(short)nv_{src}_store({v}))"
+        if dst in ("f16", "bf16"):
+            return f"nv_{dst}_load((unsigned short)({v}))"
+        return {("f32", "i32"): "__float_as_int", ("i32", "f32"): "__int_as_float",
+                ("f64", "i64"): "__double_as_longlong",
+                ("i64", "f64"): "__longlong_as_double"}[(src, dst)] + f"({v})"
+
     # ------------------------------------------------------------ ScalarEmitter's interface
 
     def index(self, n: int) -> str:

@@ -66,6 +66,7 @@ import numpy as np
 from nova.checkpoint_common import MAX_HEADER, MAX_NESTING, MAX_RANK, CheckpointError, \
     Placement
 from nova.core import dtypes as dt
+from nova.tensor.complex import ComplexTensor, view_as_complex, view_as_real
 from nova.tensor.creation import from_numpy, tensor
 from nova.tensor.device import check_device
 from nova.tensor.device import device as Device
@@ -201,6 +202,8 @@ class _Encoder:
                              f"deep (at {where!r}); checkpoints hold at most {MAX_NESTING}")
         if isinstance(obj, Tensor):
             return self.tensor(obj, where)
+        if isinstance(obj, ComplexTensor):
+            return self.complex(obj, where)
         if isinstance(obj, dict):
             return self.mapping(obj, where, depth)
         if type(obj) is Size:
@@ -227,6 +230,19 @@ class _Encoder:
             ref["parameter"] = True
         if t.requires_grad:
             ref["requires_grad"] = True
+        return ref
+
+    def complex(self, z: ComplexTensor, where: str) -> dict[str, Any]:
+        """A complex tensor as its ``view_as_real`` pairs, flagged ``"complex"`` (a
+        safetensors reader sees a float tensor with a last dimension of 2)."""
+        if id(z) in self.seen:
+            return {"__same__": self.seen[id(z)]}
+        ref = self.tensor(view_as_real(z).detach(), where)
+        if z.requires_grad:
+            ref["requires_grad"] = True
+        ref["complex"] = True
+        self.seen[id(z)] = ref["__tensor__"]
+        self.keep.append(z)
         return ref
 
     def mapping(self, obj: dict[Any, Any], where: str, depth: int) -> dict[str, Any]:
@@ -270,12 +286,13 @@ def _encode_scalar(obj: Any, where: str) -> Any:
 _DTYPE_NAMES = frozenset(d.name for d in _CODES)
 
 
-def _dtype_by_name(name: Any) -> dt.DType | None:
-    """The real dtype called ``name`` (complex tensors cannot be stored, so neither
-    are complex dtypes)."""
-    if not isinstance(name, str) or name not in _DTYPE_NAMES:
+def _dtype_by_name(name: Any) -> dt.DType | dt.ComplexDType | None:
+    """The dtype called ``name`` (a real one, complex64 or complex128)."""
+    if not isinstance(name, str):
         return None
-    return dt.get_dtype(name)
+    if name in ("complex64", "complex128"):
+        return dt.get_complex_dtype(name)
+    return dt.get_dtype(name) if name in _DTYPE_NAMES else None
 
 
 def _encode_key(key: Any) -> Any:
@@ -772,7 +789,7 @@ def _check_bools(arrays: dict[str, np.ndarray], path: str) -> None:
                                   "bytes other than 0 and 1")
 
 
-_TENSOR_FIELDS = frozenset({"__tensor__", "device", "parameter", "requires_grad"})
+_TENSOR_FIELDS = frozenset({"__tensor__", "device", "parameter", "requires_grad", "complex"})
 _LEAF_NODES = frozenset({"__dtype__", "__device__", "__size__", "__bytes__"})
 _HEX = re.compile(r"(?:[0-9a-f]{2})*")
 
@@ -851,17 +868,27 @@ class _Decoder:
         if location not in ("cpu", "cuda:0"):
             raise self.fail(f"puts tensor {name!r} on an unknown device {location!r:.40}")
         param, grad = ref.get("parameter", False), ref.get("requires_grad", False)
-        if param is not True and param is not False or grad is not True and grad is not False:
-            raise self.fail(f"gives tensor {name!r} a non-bool parameter/requires_grad "
-                            f"flag ({param!r:.20}, {grad!r:.20})")
+        cplx = ref.get("complex", False)
+        if any(f is not True and f is not False for f in (param, grad, cplx)):
+            raise self.fail(f"gives tensor {name!r} a non-bool parameter/requires_grad/"
+                            f"complex flag ({param!r:.20}, {grad!r:.20}, {cplx!r:.20})")
         dtype = self.layout[name].dtype
+        if cplx and (param or dtype not in (dt.float32, dt.float64) or
+                     not self.layout[name].shape or self.layout[name].shape[-1] != 2):
+            raise self.fail(f"marks tensor {name!r} complex, but it is not a float32/float64 "
+                            "tensor with a last dimension of 2 (nor may it be a Parameter)")
         if grad and not dtype.is_floating_point:
             raise self.fail(f"makes the {dtype.name} tensor {name!r} require grad; only "
                             "floating-point tensors can")
         self.used.add(name)
         out = self.place(f"{self.path}: tensor {name!r}", self.arrays[name], dtype,
                          location)
-        if param:
+        if cplx:
+            parts = view_as_complex(out)
+            out = ComplexTensor(parts.real.detach(), parts.imag.detach())
+            if grad:
+                out.requires_grad_()
+        elif param:
             from nova.nn.parameter import Parameter
             out = Parameter(out, requires_grad=grad)
         elif grad:

@@ -707,7 +707,11 @@ class Module:
                     error_msgs: list[str]) -> None:
         """Copy (``assign``: put) checkpoint ``value`` into this module's parameter or
         buffer ``name`` (``target``), or say in ``error_msgs`` why not."""
-        if not isinstance(value, Tensor):
+        if isinstance(value, ComplexTensor) != isinstance(target, ComplexTensor):
+            error_msgs.append(f"dtype mismatch for {key}: checkpoint {value.dtype} vs model "
+                              f"{target.dtype} (complex and real tensors do not copy)")
+            return
+        if not isinstance(value, _BUFFER_TYPES):
             from nova.tensor.creation import tensor
             try:
                 value = tensor(value)

@@ -219,9 +219,39 @@ def test_a_module_holds_a_complex_buffer():
     assert "freqs_cis" not in m.state_dict()
     assert [n for n, _ in m.named_buffers()] == ["freqs_cis"]
     _close(m.freqs_cis, np.exp(1j * np.arange(3)))
-    m.register_buffer("kept", nv.tensor([1j]))
-    with pytest.raises(TypeError, match="cannot store a ComplexTensor"):
-        nv.save(m.state_dict(), io.BytesIO())
+    m.register_buffer("kept", nv.tensor([1j, 2 - 1j]))
+    f = io.BytesIO()
+    nv.save(m.state_dict(), f)
+    f.seek(0)
+    m2 = Rotary()
+    m2.register_buffer("kept", nv.zeros(2, dtype=nv.complex64))
+    assert str(m2.load_state_dict(nv.load(f))) == "<All keys matched successfully>"
+    _close(m2.kept, np.array([1j, 2 - 1j]))
+    with pytest.raises(RuntimeError, match="dtype mismatch for kept"):
+        m2.load_state_dict({**m2.state_dict(), "kept": nv.ones(2)})
+
+
+def test_checkpoints_hold_complex_tensors_as_real_pairs():
+    import safetensors.numpy
+    z = nv.tensor(np.array([1 + 2j, -3j], np.complex128), requires_grad=True)
+    f = io.BytesIO()
+    nv.save({"z": z, "tied": z, "dtype": nv.complex64}, f)
+    raw = f.getvalue()
+    assert safetensors.numpy.load(raw)["z"].shape == (2, 2)       # what other readers see
+    back = nv.load(io.BytesIO(raw))
+    assert back["tied"] is back["z"] and back["dtype"] is nv.complex64
+    assert back["z"].dtype == nv.complex128 and back["z"].requires_grad
+    _close(back["z"], np.array([1 + 2j, -3j]))
+
+
+
+def test_a_forged_complex_flag_is_refused(tmp_path):
+    from tests.test_checkpoint_faults import _nova_file, _rejected
+    entry = {"x": {"dtype": "I32", "shape": [2, 2], "data_offsets": [0, 16]}}
+    for flag, why in (("true", "is not a float32/float64 tensor"),
+                      ("1", "non-bool parameter/requires_grad/complex")):
+        structure = '{"__tensor__": "x", "complex": %s}' % flag
+        assert why in _rejected(tmp_path, _nova_file(entry, structure, bytes(16)))
 
 
 def test_in_place_updates_write_both_parts():

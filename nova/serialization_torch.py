@@ -35,7 +35,8 @@ cycles), dtypes, and every tensor's offset, sizes and strides against its storag
 length before a byte is read, so a hostile file cannot index outside its data.
 Storage records are checked against the sizes their persistent ids claim before they
 are read, and zip's CRC-32 catches damaged bytes. What Nova cannot represent (sparse or
-quantized tensors, complex and float8 dtypes, tensor subclasses) is refused by name.
+quantized tensors, complex32 and float8 dtypes, tensor subclasses) is refused by name;
+complex64/complex128 tensors load as ``ComplexTensor``s.
 
 Values: tensors come back as Nova tensors (``Parameter`` as ``nv.nn.Parameter``,
 ``requires_grad`` kept), in their dtype (uint8, int8 and int16 included: a uint8
@@ -68,6 +69,7 @@ from nova.core import dtypes as dt
 from nova.nn.parameter import Parameter
 from nova.checkpoint_common import MAX_HEADER, MAX_NESTING, MAX_RANK, CheckpointError, \
     Placement
+from nova.tensor.complex import ComplexTensor
 from nova.tensor.creation import NarrowIntegerWarning
 from nova.tensor.device import device as Device
 from nova.tensor.legacy import Size
@@ -77,9 +79,10 @@ from nova.tensor.tensor import Tensor
 _NUMPY = {"float32": np.float32, "float64": np.float64, "float16": np.float16,
           "bfloat16": dt.bfloat16.np, "int64": np.int64, "int32": np.int32,
           "int16": np.int16, "int8": np.int8, "uint8": np.uint8, "bool": np.bool_,
-          "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64}
+          "uint16": np.uint16, "uint32": np.uint32, "uint64": np.uint64,
+          "complex64": np.complex64, "complex128": np.complex128}
 # torch dtypes that exist but have no Nova (or exact numpy) counterpart.
-_FOREIGN = {"complex32", "complex64", "complex128", "float8_e4m3fn", "float8_e5m2",
+_FOREIGN = {"complex32", "float8_e4m3fn", "float8_e5m2",
             "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2",
             "qint8", "quint8", "qint32", "quint4x2", "quint2x4", "bits1x8", "bits2x4",
             "bits4x2", "bits8", "bits16",
@@ -469,6 +472,9 @@ class _Converter:
         if name not in _NUMPY:
             raise self.fail(where, f"has dtype torch.{name}, which Nova has no dtype for; "
                             f"Nova reads torch.{', torch.'.join(_NUMPY)}", noun)
+        complex_dtype = dt.get_complex_dtype(name)
+        if complex_dtype is not None:
+            return np.dtype(_NUMPY[name]), complex_dtype
         return np.dtype(_NUMPY[name]), dt.from_numpy_dtype(_NUMPY[name], "load")
 
     def call(self, ref: _Call, where: str, depth: int) -> Any:
@@ -525,11 +531,16 @@ class _Converter:
         if storage_dtype is None:
             raise self.fail(where, f"has a storage of torch.{storage.dtype}, which Nova "
                             "has no dtype for", "tensor ")
-        if ref.requires_grad and not dtype.is_floating_point:
+        if ref.requires_grad and not (dtype.is_floating_point or dtype.is_complex):
             raise self.fail(where, f"is {dtype.name} and requires grad; only floating point "
-                            "tensors can", "tensor ")
+                            "and complex tensors can", "tensor ")
         arr = self._values(ref, storage, storage_dtype.itemsize, np_dtype, size, stride,
                            where)
+        if dtype.is_complex:        # its real and imaginary parts (nova.tensor.complex)
+            parts = [self.place(f"{self.name}: tensor {where!r}", np.array(part),
+                                dtype.real, storage.location) for part in (arr.real, arr.imag)]
+            z = ComplexTensor(*parts)
+            return z.requires_grad_() if ref.requires_grad else z
         if np_dtype != dtype.np:
             self._check_widening(arr, np_dtype, dtype, where)
         t = self.place(f"{self.name}: tensor {where!r}", arr, dtype, storage.location)

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from nova import config
+from nova.core.dtypes import get_dtype
 from nova.runtime import collectives as _coll
 from nova.runtime.collectives import CollectiveError, CollectiveTimeout
 from nova.tensor import ops as _ops
@@ -279,10 +280,16 @@ def _check_tensor(op: str, tensor: Any, g: ProcessGroup | None = None) -> None:
     if g is not None and g.backend == "nccl" and tensor.device.type != "cuda":
         raise RuntimeError(f"{op}: the nccl backend reduces cuda tensors; this one "
                            f"(shape {tuple(tensor.shape)}) is on {tensor.device}")
-    if tensor.dtype.name not in ("float32", "float64", "int32", "int64"):
-        raise TypeError(f"{op}: cannot reduce a {tensor.dtype.name} tensor of shape "
-                        f"{tuple(tensor.shape)} across processes (float32, float64, int32 "
-                        "or int64)")
+
+
+
+# Reductions of the narrow dtypes run in a wider one and round or wrap back once: int32
+# holds uint8/int8/int16 sums, products, maxima and minima modulo their width exactly (the
+# wrap of the wide result is the narrow type's wrapping arithmetic); float32 sums the half
+# types with one rounding at the end (PyTorch's backends round at every addition).
+_WIDER = {"float16": "float32", "bfloat16": "float32", "uint8": "int32", "int8": "int32",
+          "int16": "int32"}
+_REDUCED = ("float32", "float64", "int32", "int64")
 
 
 def reduced(tensor: Tensor, op: str = ReduceOp.SUM, group: ProcessGroup | None = None
@@ -292,11 +299,19 @@ def reduced(tensor: Tensor, op: str = ReduceOp.SUM, group: ProcessGroup | None =
     from nova.autograd import grad_mode
     from nova.tensor.ops import prim
     _check_tensor("all_reduce", tensor)
+    name = tensor.dtype.name
+    if name not in _REDUCED and name not in _WIDER:
+        raise TypeError(f"all_reduce: cannot reduce a {name} tensor of shape "
+                        f"{tuple(tensor.shape)} across processes (float32, float64, "
+                        "float16, bfloat16 and the integer types)")
     if op not in _REDUCE_OPS:
         raise ValueError(f"all_reduce: op {op!r} is not one of {_REDUCE_OPS} (ReduceOp)")
     if op == ReduceOp.AVG and not tensor.dtype.is_floating_point:
         raise TypeError(f"all_reduce: ReduceOp.AVG needs a floating tensor, got "
                         f"{tensor.dtype.name} of shape {tuple(tensor.shape)}")
+    if name in _WIDER:
+        return _ops.cast(reduced(_ops.cast(tensor, get_dtype(_WIDER[name])), op, group),
+                         tensor.dtype)
     g = _group(group, "all_reduce")
     _check_tensor("all_reduce", tensor, g)
     _check_thread(g, "all_reduce")
@@ -327,6 +342,12 @@ def _host(tensor: Tensor) -> np.ndarray:
     return np.ascontiguousarray(tensor.numpy()).reshape(tensor.shape)
 
 
+def _wire(array: np.ndarray) -> np.ndarray:
+    """What a copy-only collective moves: the array itself, or for a dtype the
+    libraries do not reduce (halves, bool, 8- and 16-bit integers) its bytes."""
+    return array if array.dtype.name in _REDUCED else array.reshape(-1).view(np.uint8)
+
+
 def _set(tensor: Tensor, array: np.ndarray, op: str) -> None:
     from nova.autograd import grad_mode
     from nova.tensor.creation import tensor as make
@@ -343,7 +364,7 @@ def broadcast(tensor: Tensor, src: int = 0, group: ProcessGroup | None = None,
     if not 0 <= src < g.size():
         raise ValueError(f"broadcast: src {src} is not a rank of the group (0..{g.size() - 1})")
     data = _host(tensor).copy()
-    g.comm.broadcast(data, src)
+    g.comm.broadcast(_wire(data), src)          # (a byte view: fills ``data``)
     if g.rank() != src:
         _set(tensor, data, "broadcast")
     return Work([tensor]) if async_op else None
@@ -364,7 +385,9 @@ def all_gather(tensor_list: list[Tensor], tensor: Tensor, group: ProcessGroup | 
                 t.dtype != tensor.dtype:
             raise ValueError(f"all_gather: tensor_list[{r}] must be a {tensor.dtype.name} "
                              f"tensor of shape {tuple(tensor.shape)}")
-    every = g.comm.all_gather(_host(tensor))
+    mine = _host(tensor)
+    every = g.comm.all_gather(_wire(mine)).reshape(-1).view(mine.dtype).reshape(
+        (g.size(),) + mine.shape)
     for r, t in enumerate(tensor_list):
         _set(t, every[r], "all_gather")
     return Work(list(tensor_list)) if async_op else None

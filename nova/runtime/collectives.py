@@ -129,7 +129,7 @@ class Mpi(Communicator):
         self.comm, self.MPI = comm, MPI
         self._ops = {"sum": MPI.SUM, "prod": MPI.PROD, "max": MPI.MAX, "min": MPI.MIN}
         self._types = {"float32": MPI.FLOAT, "float64": MPI.DOUBLE,
-                       "int32": MPI.INT32_T, "int64": MPI.INT64_T}
+                       "int32": MPI.INT32_T, "int64": MPI.INT64_T, "uint8": MPI.UINT8_T}
         self._in_flight: list[Any] = []
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)
@@ -243,7 +243,8 @@ class Nccl(Communicator):
         self._ops = {"sum": nccl.NCCL_SUM, "prod": nccl.NCCL_PROD, "max": nccl.NCCL_MAX,
                      "min": nccl.NCCL_MIN}
         self._types = {"float32": nccl.NCCL_FLOAT32, "float64": nccl.NCCL_FLOAT64,
-                       "int32": nccl.NCCL_INT32, "int64": nccl.NCCL_INT64}
+                       "int32": nccl.NCCL_INT32, "int64": nccl.NCCL_INT64,
+                       "uint8": nccl.NCCL_UINT8}
 
     def _type(self, array: Any) -> int:
         name = _dtype_name(array.dtype)

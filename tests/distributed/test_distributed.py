@@ -284,6 +284,16 @@ def test_two_ranks_all_reduce_broadcast_and_all_gather(tmp_path):
         assert got["realized"].tolist() == [3.0] * 5 and got["b"].tolist() == [1, 1, 1]
         assert got["gathered"].tolist() == [[0.0, 0.0], [1.0, 1.0]]
         assert got["empty"].shape == (0,)
+        a16 = np.array([0.1, 1000.0, -2.5], np.float16)
+        want = (a16.astype(np.float32) + (a16 * 2).astype(np.float32)).astype(np.float16)
+        assert got["halves"].dtype == np.float16
+        np.testing.assert_array_equal(got["halves"], want)      # one rounding, in float32
+        bf = nv.tensor(np.array([0.2, 6.0], np.float32)).to(nv.bfloat16).float().numpy()
+        np.testing.assert_array_equal(got["bhalves"], bf)
+        assert got["u8"].tolist() == [144, 6, 254] and got["u8"].dtype == np.uint8   # wraps
+        assert got["i8"].tolist() == [-128, -5] and got["flags"].tolist() == [True, True, False]
+        assert got["hb"].tolist() == [1.5, -2.0]
+        assert got["g16"].tolist() == [[0, 0, 0], [1, -1, 300]]
 
 
 def _ddp_against_one_process(tmp_path: Path, mode: str) -> tuple[dict, dict, dict]:

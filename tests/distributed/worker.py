@@ -90,11 +90,27 @@ def collectives(out: str) -> None:
     dist.broadcast(b, size - 1)
     gathered = [nv.zeros(2) for _ in range(size)]
     dist.all_gather(gathered, nv.ones(2) * rank)
+    # the narrow dtypes: reduced in a wider type, moved as bytes
+    halves = dist.reduced(nv.tensor(np.array([0.1, 1000.0, -2.5], np.float16) * (rank + 1)))
+    bhalves = dist.reduced(nv.tensor(np.array([0.1, 3.0], np.float32) * (rank + 1))
+                           .to(nv.bfloat16), dist.ReduceOp.MAX)
+    u8 = nv.tensor(np.array([200, 3, 255], np.uint8))
+    dist.all_reduce(u8)
+    i8 = dist.reduced(nv.tensor(np.array([-128 + rank, 5 - 10 * rank], np.int8)),
+                      dist.ReduceOp.MIN)
+    flags = nv.tensor(np.array([rank == 1, True, False]))
+    dist.broadcast(flags, size - 1)
+    hb = nv.tensor(np.array([1.5, -2.0], np.float32) * rank).to(nv.bfloat16)
+    dist.broadcast(hb, size - 1)
+    g16 = [nv.zeros(3, dtype=nv.int16) for _ in range(size)]
+    dist.all_gather(g16, nv.tensor(np.array([rank, -rank, 300 * rank], np.int16)))
     dist.barrier()
     np.savez(os.path.join(out, f"rank{rank}.npz"), y=y.numpy(), feeds=feeds.numpy(),
              avg=avg.numpy(), prod=prod.numpy(), low=low.numpy(), realized=realized.numpy(),
              b=b.numpy(), gathered=np.stack([g.numpy() for g in gathered]),
-             empty=empty.numpy())
+             empty=empty.numpy(), halves=halves.numpy(), bhalves=bhalves.float().numpy(),
+             u8=u8.numpy(), i8=i8.numpy(), flags=flags.numpy(), hb=hb.float().numpy(),
+             g16=np.stack([g.numpy() for g in g16]))
 
 
 def mlp_on(device: str, ddp: bool):

@@ -168,10 +168,10 @@ def _segmented(e: Emitter, body: Callable[[list[ir.Value]], None], d: int,
             def inner(j: ir.Value, outer=outer) -> None:
                 if d + 1 < len(shape):
                     e.loops.nest(shape[d + 1:], lambda rest: body(outer + [j] + rest),
-                                 innermost_md=md)
+                                 innermost_md=md, outer_md=e.not_unrolled())
                 else:
                     body(outer + [j])
-            e.loops.range(a, z, inner, "seg")
+            e.loops.range(a, z, inner, "seg", md=e.not_unrolled())
             del e.override[key]
     if d == 0:
         segments([])

@@ -82,10 +82,11 @@ class Loops:
 
     def nest(self, extents: Sequence[int], body: Callable[[list[ir.Value]], None],
              first: tuple[ir.Value, ir.Value] | None = None, at: int = 0,
-             innermost_md: ir.MDValue | None = None) -> None:
+             innermost_md: ir.MDValue | None = None,
+             outer_md: ir.MDValue | None = None) -> None:
         """Nested loops over ``extents`` (row-major); ``first`` overrides the range of
         loop ``at`` (the outermost by default); ``innermost_md`` is the innermost loop's
-        ``llvm.loop`` metadata."""
+        ``llvm.loop`` metadata, ``outer_md`` every other loop's."""
         idx: list[ir.Value] = []
 
         def level(d: int) -> None:
@@ -99,7 +100,7 @@ class Loops:
                 level(d + 1)
                 idx.pop()
             self.range(lo, hi, inner, name=f"d{d}",
-                       md=innermost_md if d == len(extents) - 1 else None)
+                       md=innermost_md if d == len(extents) - 1 else outer_md)
         level(0)
 
 

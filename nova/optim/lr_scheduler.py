@@ -43,6 +43,7 @@ from __future__ import annotations
 import bisect
 import functools
 import math
+import types
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
@@ -344,6 +345,53 @@ class LambdaLR(LRScheduler):
     def lr_at(self, epoch: int) -> list[float]:
         return [base * f(epoch) for base, f in zip(self.base_lrs, self.lr_lambdas)]
 
+    def state_dict(self) -> dict[str, Any]:
+        """The base's state with PyTorch's ``lr_lambdas`` last: per group None for a
+        function, a copy of a callable object's ``__dict__`` for one."""
+        return _with_lambda_states(self, super().state_dict())
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the attributes and the callable objects' ``__dict__``s (before the
+        rates are recomputed from them); ``state`` is left as it was."""
+        super().load_state_dict(_restore_lambda_states(self, state))
+
+
+def _with_lambda_states(scheduler: Any, state: dict[str, Any]) -> dict[str, Any]:
+    """``state`` with PyTorch's ``lr_lambdas`` entry (``LambdaLR``, ``MultiplicativeLR``):
+    None for a plain function or lambda, else the callable's ``__dict__`` copied."""
+    saved: list[dict[str, Any] | None] = []
+    for i, fn in enumerate(scheduler.lr_lambdas):
+        if isinstance(fn, types.FunctionType):
+            saved.append(None)
+            continue
+        try:
+            saved.append(fn.__dict__.copy())
+        except AttributeError:
+            raise AttributeError(
+                f"{type(scheduler).__name__}.state_dict: lr_lambdas[{i}] "
+                f"({type(fn).__name__}) is neither a function nor an object with a "
+                "__dict__, so its state cannot be saved (as in PyTorch); use a function "
+                "or a callable object") from None
+    state["lr_lambdas"] = saved
+    return state
+
+
+def _restore_lambda_states(scheduler: Any, state: dict[str, Any]) -> dict[str, Any]:
+    """Update the callable objects' ``__dict__``s from ``state["lr_lambdas"]`` (PyTorch's
+    ``load_state_dict``); return the rest of ``state`` for the attributes. A state
+    without the entry (saved by an older Nova) leaves the callables as they are."""
+    saved = state.get("lr_lambdas")
+    if saved is not None:
+        if len(saved) != len(scheduler.lr_lambdas):
+            raise ValueError(
+                f"{type(scheduler).__name__}.load_state_dict: the state has "
+                f"{len(saved)} lr_lambdas entries, the scheduler {len(scheduler.lr_lambdas)} "
+                "lr_lambdas (one per parameter group)")
+        for fn, d in zip(scheduler.lr_lambdas, saved):
+            if d is not None:
+                fn.__dict__.update(d)
+    return {k: v for k, v in state.items() if k != "lr_lambdas"}
+
 
 class StepLR(LRScheduler):
     """``base_lr * gamma ** (epoch // step_size)``."""
@@ -567,9 +615,13 @@ class MultiplicativeLR(LRScheduler):
             return lrs
         return [lr * f(epoch) for lr, f in zip(lrs, self.lr_lambdas)]
 
+    def state_dict(self) -> dict[str, Any]:
+        """As ``LambdaLR``'s: PyTorch's ``lr_lambdas`` entry last."""
+        return _with_lambda_states(self, super().state_dict())
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._memo = None          # (of the base rates being replaced)
-        super().load_state_dict(state)
+        super().load_state_dict(_restore_lambda_states(self, state))
 
 
 class CosineAnnealingWarmRestarts(LRScheduler):

@@ -563,10 +563,18 @@ def baddbmm(input: Any, batch1: Tensor, batch2: Tensor, *, beta: Any = 1,
 
 
 def _scaled_sum(input: Any, product: Tensor, beta: Any, alpha: Any) -> Tensor:
+    """``beta * input + alpha * product`` for the ``add*`` products. With ``beta = 0``
+    the input's values are ignored (its NaNs included; only its shape broadcasts), but
+    it stays in the graph with a zero gradient: PyTorch gives it ``.grad`` zeros, not
+    None, so an optimizer still decays and steps such a parameter."""
     scaled = product if alpha == 1 else ops.mul(product, alpha)
-    if beta == 0:       # input ignored, its NaNs included; only its shape broadcasts
+    if beta == 0:
         shape = broadcast_shapes("addmm", scaled.shape, getattr(input, "shape", ()))
-        return scaled if shape == scaled.shape else movement.expand(scaled, shape)
+        out = scaled if shape == scaled.shape else movement.expand(scaled, shape)
+        if isinstance(input, Tensor) and input.requires_grad:
+            # (cast first, so the result keeps the product's dtype, as without it)
+            out = ops.zero_gradient_to(out, ops.cast(input, out.dtype))
+        return out
     return ops.add(input if beta == 1 else ops.mul(input, beta), scaled)
 
 

@@ -55,7 +55,7 @@ def test_multiplicative_inside_sequential_and_state_dict():
     got, _ = _rates(s, 6)
     assert got == [0.5, 0.5, 1.0, 0.5, 0.25, 0.125]
     saved = decay.state_dict()
-    assert "lr_lambdas" not in saved and "_memo" not in saved
+    assert saved["lr_lambdas"] == [None] and "_memo" not in saved
     other = sched.MultiplicativeLR(_sgd(), lambda e: 0.5)
     other.load_state_dict({**saved, "last_epoch": 3})
     assert other.get_last_lr() == [0.125] and other.optimizer.param_groups[0]["lr"] == 0.125

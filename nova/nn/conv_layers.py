@@ -77,7 +77,7 @@ class _ConvNd(Module):
     def extra_repr(self) -> str:
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
              f"stride={self.stride}")
-        if self.padding not in ((0,) * self._nd, "valid"):
+        if self.padding != (0,) * self._nd:   # a string ('same', 'valid') too, as PyTorch
             s += f", padding={self.padding}"
         if self.dilation != (1,) * self._nd:
             s += f", dilation={self.dilation}"
@@ -86,7 +86,7 @@ class _ConvNd(Module):
         if self.bias is None:
             s += ", bias=False"
         if self.padding_mode != "zeros":
-            s += f", padding_mode={self.padding_mode!r}"
+            s += f", padding_mode={self.padding_mode}"
         return s
 
 
@@ -116,7 +116,9 @@ class _MaxPoolNd(Module):
                               self.ceil_mode, self.return_indices)
 
     def extra_repr(self) -> str:
-        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+        # PyTorch stores a missing stride as the kernel size, and prints it so
+        stride = self.kernel_size if self.stride is None else self.stride
+        return (f"kernel_size={self.kernel_size}, stride={stride}, padding={self.padding}, "
                 f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
@@ -151,7 +153,9 @@ class _AvgPoolNd(Module):
         return type(self)._fn(*args)
 
     def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+        # PyTorch stores a missing stride as the kernel size, and prints it so
+        stride = self.kernel_size if self.stride is None else self.stride
+        return f"kernel_size={self.kernel_size}, stride={stride}, padding={self.padding}"
 
 
 class AvgPool1d(_AvgPoolNd):
@@ -160,6 +164,13 @@ class AvgPool1d(_AvgPoolNd):
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0,
                  ceil_mode: bool = False, count_include_pad: bool = True):
         super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
+
+    def extra_repr(self) -> str:
+        # PyTorch's AvgPool1d keeps its sizes as 1-tuples (``_single``), and prints them so
+        stride = self.kernel_size if self.stride is None else self.stride
+        one = (lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v,))
+        return (f"kernel_size={one(self.kernel_size)}, stride={one(stride)}, "
+                f"padding={one(self.padding)}")
 
 
 class AvgPool2d(_AvgPoolNd):

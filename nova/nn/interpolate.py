@@ -299,8 +299,14 @@ class Upsample(Module):
                            self.recompute_scale_factor)
 
     def extra_repr(self) -> str:
-        what = f"size={self.size}" if self.size is not None else \
-            f"scale_factor={self.scale_factor}"
+        """PyTorch's text: the scale factor when given (as floats, the form PyTorch
+        stores it in), else the size."""
+        sf = self.scale_factor
+        if isinstance(sf, tuple):
+            sf = tuple(float(f) for f in sf)
+        elif isinstance(sf, (int, float)):
+            sf = float(sf) if sf else None
+        what = f"scale_factor={sf!r}" if sf is not None else f"size={self.size!r}"
         return f"{what}, mode={self.mode!r}"
 
 

@@ -12,7 +12,7 @@ from nova.nn import init
 from nova.nn.activation import _InplaceActivation
 from nova.nn.interpolate import Upsample
 from nova.nn.embedding_table import checked_padding_idx, given_table, init_table
-from nova.nn.module import Module
+from nova.nn.module import Module, _addindent
 from nova.nn.parameter import Parameter
 from nova.tensor.creation import ones, zeros
 from nova.tensor.tensor import Tensor
@@ -40,6 +40,13 @@ class Linear(Module):
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"bias={self.bias is not None}")
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """A ``Linear`` under PyTorch's other name for ``MultiheadAttention.out_proj``
+    (``torch.nn.modules.linear.NonDynamicallyQuantizableLinear``, which keeps PyTorch's
+    dynamic quantization off it): the same layer and state_dict keys; the class name
+    shows in the attention's ``repr`` and in ``isinstance`` checks of ported code."""
 
 
 class Embedding(Module):
@@ -118,7 +125,8 @@ class LayerNorm(Module):
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.normalized_shape}, eps={self.eps}"
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.weight is not None}, bias={self.bias is not None}")
 
 
 class RMSNorm(Module):
@@ -134,7 +142,8 @@ class RMSNorm(Module):
         return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.normalized_shape}, eps={self.eps}"
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.weight is not None}")
 
 
 class _DropoutNd(Module):
@@ -147,7 +156,7 @@ class _DropoutNd(Module):
         self.p, self.inplace = p, inplace
 
     def extra_repr(self) -> str:
-        return f"p={self.p}" + (", inplace=True" if self.inplace else "")
+        return f"p={self.p}, inplace={self.inplace}"
 
 
 class Dropout(_DropoutNd):
@@ -513,6 +522,22 @@ class ModuleList(_IndexedModules):
 
     def __add__(self, other: Iterable[Module]) -> ModuleList:
         return ModuleList(list(self)).extend(other)
+
+    def __repr__(self) -> str:
+        """PyTorch 2.x's form: a run of neighbours with the same repr is printed once, as
+        ``(i-j): n x repr``."""
+        runs: list[list[Any]] = []   # [first index, last index, repr]
+        for i, m in enumerate(self):
+            r = repr(m)
+            if runs and runs[-1][2] == r:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i, r])
+        if not runs:
+            return f"{self._get_name()}()"
+        lines = [_addindent(f"({a}): {r}" if a == b else f"({a}-{b}): {b - a + 1} x {r}", 2)
+                 for a, b, r in runs]
+        return f"{self._get_name()}(\n  " + "\n  ".join(lines) + "\n)"
 
     def __iadd__(self, modules: Iterable[Module]) -> ModuleList:
         return self.extend(modules)

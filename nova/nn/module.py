@@ -950,17 +950,36 @@ class Module:
             "one gradient per positional input")
 
     def extra_repr(self) -> str:
+        """The module's own settings for ``repr``: one line, or several separated by
+        newlines (each then printed on its own line). Empty by default."""
         return ""
 
+    def _get_name(self) -> str:
+        return type(self).__name__
+
     def __repr__(self) -> str:
-        lines = []
-        for name, m in self._modules.items():
-            body = repr(m).replace("\n", "\n  ")
-            lines.append(f"({name}): {body}")
-        head = f"{type(self).__name__}({self.extra_repr()}"
-        if not lines:
-            return head + ")"
-        return head + "\n  " + "\n  ".join(lines) + "\n)"
+        """PyTorch's layout: ``Name(extra)`` on one line when ``extra_repr`` is a single
+        line and there are no children; otherwise every extra line and every child
+        ``(name): repr`` on its own line, indented two spaces (children's inner lines
+        by two more), then ``)`` on a line of its own."""
+        extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
+        child_lines = [f"({name}): {_addindent(repr(m), 2)}"
+                       for name, m in self._modules.items()]
+        lines = extra_lines + child_lines
+        body = ""
+        if len(extra_lines) == 1 and not child_lines:
+            body = extra_lines[0]
+        elif lines:
+            body = "\n  " + "\n  ".join(lines) + "\n"
+        return f"{self._get_name()}({body})"
+
+
+def _addindent(text: str, spaces: int) -> str:
+    """Indent every line of ``text`` but the first by ``spaces`` (a child's repr placed
+    after its ``(name): `` prefix)."""
+    first, *rest = text.split("\n")
+    return "\n".join([first] + [" " * spaces + line for line in rest])
 
 
 class _CompiledCall:

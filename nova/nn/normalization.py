@@ -174,7 +174,8 @@ class _NormBase(Module):
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+                f"affine={self.affine}, bias={self.bias is not None}, "
+                f"track_running_stats={self.track_running_stats}")
 
 
 class _BatchNorm(_NormBase):
@@ -217,25 +218,25 @@ class BatchNorm3d(_BatchNorm):
 
 class GroupNorm(Module):
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5,
-                 affine: bool = True, dtype: Any = None):
+                 affine: bool = True, dtype: Any = None, *, bias: bool = True):
         super().__init__()
         if num_channels % num_groups:
             raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible "
                              f"by num_groups ({num_groups})")
         self.num_groups, self.num_channels, self.eps, self.affine = \
             num_groups, num_channels, eps, affine
-        if affine:
-            self.weight = Parameter(ones(num_channels, dtype=dtype))
-            self.bias = Parameter(zeros(num_channels, dtype=dtype))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        self.register_parameter("weight", Parameter(ones(num_channels, dtype=dtype))
+                                if affine else None)
+        # ``bias=False`` keeps the scale only (PyTorch's keyword)
+        self.register_parameter("bias", Parameter(zeros(num_channels, dtype=dtype))
+                                if affine and bias else None)
 
     def forward(self, x: Tensor) -> Tensor:
         return group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, "
+                f"affine={self.affine}, bias={self.bias is not None}")
 
 
 def instance_norm(input: Tensor, running_mean: Tensor | None = None,

@@ -291,7 +291,7 @@ class RNNBase(Module):
             s += f", proj_size={self.proj_size}"
         if self.num_layers != 1:
             s += f", num_layers={self.num_layers}"
-        if self.mode == "RNN_RELU":
+        if self.mode == "RNN_RELU":   # kept, though PyTorch omits it: the layer differs
             s += ", nonlinearity='relu'"
         for arg, value, default in (("bias", self.bias, True),
                                     ("batch_first", self.batch_first, False),
@@ -393,7 +393,10 @@ class RNNCellBase(Module):
         return new if batched else tuple(s.squeeze(0) for s in new)
 
     def extra_repr(self) -> str:
-        return f"{self.input_size}, {self.hidden_size}" + ("" if self.bias else ", bias=False")
+        s = f"{self.input_size}, {self.hidden_size}" + ("" if self.bias else ", bias=False")
+        if getattr(self, "nonlinearity", "tanh") != "tanh":   # RNNCell's, unquoted
+            s += f", nonlinearity={self.nonlinearity}"
+        return s
 
 
 class RNNCell(RNNCellBase):

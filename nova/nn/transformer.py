@@ -33,7 +33,9 @@ from typing import Any, Union
 from nova.core import dtypes as dt
 from nova.nn import functional as F
 from nova.nn import init
-from nova.nn.layers import Dropout, LayerNorm, Linear, ModuleList
+from nova.nn.layers import (
+    Dropout, LayerNorm, Linear, ModuleList, NonDynamicallyQuantizableLinear,
+)
 from nova.nn.module import Module
 from nova.nn.parameter import Parameter
 from nova.tensor import ops
@@ -258,7 +260,7 @@ class MultiheadAttention(Module):
             self.in_proj_bias = Parameter(zeros(3 * embed_dim))
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = Linear(embed_dim, embed_dim, bias=bias)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias)
         if add_bias_kv:
             self.bias_k = Parameter(zeros(1, 1, embed_dim))
             self.bias_v = Parameter(zeros(1, 1, embed_dim))
@@ -306,10 +308,6 @@ class MultiheadAttention(Module):
             v_proj_weight=self.v_proj_weight, average_attn_weights=average_attn_weights,
             is_causal=is_causal)
         return (out.transpose(0, 1) if transposed else out), weights
-
-    def extra_repr(self) -> str:
-        return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
-                f"dropout={self.dropout}, batch_first={self.batch_first}")
 
 
 def _activation(activation: Activation) -> Callable[[Tensor], Tensor]:

@@ -97,7 +97,7 @@ def test_apply_to_repr_and_dtype_conversion():
     assert seen[-1] == "Net" and "Linear" in seen
     text = repr(net)
     assert "(fc1): Linear(in_features=3, out_features=4, bias=True)" in text
-    assert "(1): Dropout(p=0.1)" in text
+    assert "(1): Dropout(p=0.1, inplace=False)" in text
     assert net.to("cpu") is net
     if not nv.cuda.is_available():
         with pytest.raises(RuntimeError, match="Module.to: CUDA is not available: "):

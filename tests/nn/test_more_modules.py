@@ -62,7 +62,7 @@ def test_buffer_registers_on_assignment():
 def test_lazy_norms_infer_num_features():
     m = LazyBatchNorm2d(momentum=0.5)
     assert repr(m) == ("LazyBatchNorm2d(0, eps=1e-05, momentum=0.5, affine=True, "
-                       "track_running_stats=True)")
+                       "bias=True, track_running_stats=True)")
     assert isinstance(m.running_mean, UninitializedBuffer) and m.has_uninitialized_params()
     assert [n for n, _ in m.named_buffers()] == ["running_mean", "running_var",
                                                  "num_batches_tracked"]

@@ -166,7 +166,7 @@ def test_constructor_arguments_and_repr():
     assert m.bias is None and m.weight.dtype == nv.float64 and m.running_var.dtype == nv.float64
     assert [n for n, _ in m.named_parameters()] == ["weight"]
     assert repr(m) == ("SyncBatchNorm(4, eps=0.001, momentum=None, affine=True, "
-                       "track_running_stats=True)")
+                       "bias=False, track_running_stats=True)")
     assert m(nv.ones(2, 4, 3, 2, 2, dtype=nv.float64)).shape == (2, 4, 3, 2, 2)   # any N-D
 
 

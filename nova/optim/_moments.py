@@ -10,12 +10,11 @@ from nova.optim.optimizer import Optimizer
 from nova.tensor.tensor import Tensor
 
 
-def beta_scalars(opt: Optimizer, scalars: dict[str, Any], b1: float, b2: float) -> None:
-    """Draw ``b1``, ``1 - b1``, ``b2``, ``1 - b2`` as runtime scalars into ``scalars``;
-    ``1 - b`` in double on the host, as the constants they replace (and PyTorch's).
-    For a half-precision parameter the first moment is PyTorch's ``lerp_`` with
-    weight ``1 - b1``: its two values (``_half.lerp_weight``) instead of ``b1`` and
-    ``1 - b1``."""
+def first_moment_scalars(opt: Optimizer, scalars: dict[str, Any], b1: float) -> None:
+    """Draw ``b1`` and ``1 - b1`` as runtime scalars into ``scalars`` (``1 - b1`` in
+    double on the host, as the constant it replaces and PyTorch's). For a
+    half-precision parameter the first moment is PyTorch's ``lerp_`` with weight
+    ``1 - b1``: its two values (``_half.lerp_weight``) instead (Adamax's too)."""
     if _half.is_half(opt._param_dtype):
         coeff, from_self = _half.lerp_weight(1.0 - b1)
         scalars["lerp1"] = opt._scalar("1 - beta1 (lerp)", coeff)
@@ -23,6 +22,11 @@ def beta_scalars(opt: Optimizer, scalars: dict[str, Any], b1: float, b2: float) 
     else:
         scalars["beta1"] = opt._scalar("beta1", b1)
         scalars["1 - beta1"] = opt._scalar("1 - beta1", 1.0 - b1)
+
+
+def beta_scalars(opt: Optimizer, scalars: dict[str, Any], b1: float, b2: float) -> None:
+    """``first_moment_scalars``, then ``b2`` and ``1 - b2``."""
+    first_moment_scalars(opt, scalars, b1)
     scalars["beta2"] = opt._scalar("beta2", b2)
     scalars["1 - beta2"] = opt._scalar("1 - beta2", 1.0 - b2)
 

@@ -5,6 +5,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from nova.optim import _checks, _half
+from nova.optim._moments import first_moment_scalars
 from nova.optim.optimizer import Optimizer, zeros_state
 from nova.tensor import ops
 from nova.tensor.tensor import Tensor
@@ -39,14 +40,8 @@ class Adamax(Optimizer):
     def _host_update(self, group: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         b1, b2 = group["betas"]
         state["step"] += 1
-        scalars = {}
-        if _half.is_half(self._param_dtype):      # exp_avg.lerp_(g, 1 - b1)
-            coeff, from_self = _half.lerp_weight(1.0 - b1)
-            scalars["lerp1"] = self._scalar("1 - beta1 (lerp)", coeff)
-            scalars["lerp1 from self"] = self._scalar("1 - beta1 (lerp from self)", from_self)
-        else:
-            scalars["beta1"] = self._scalar("beta1", b1)
-            scalars["1 - beta1"] = self._scalar("1 - beta1", 1.0 - b1)
+        scalars: dict[str, Any] = {}
+        first_moment_scalars(self, scalars, b1)   # (half: exp_avg.lerp_(g, 1 - b1))
         scalars["beta2"] = self._scalar("beta2", b2)
         scalars["clr"] = self._scalar("clr", group["lr"] / (1.0 - b1 ** state["step"]))
         return scalars

@@ -140,6 +140,9 @@ from nova.tensor.sampling_ops import (  # noqa: E402
 )
 from nova.tensor.sampling_ops import gammainc as igamma, gammaincc as igammac  # noqa: E402
 
+from nova.tensor.strided import as_strided, narrow_copy, unsafe_chunk, unsafe_split  # noqa: E402
+from nova.tensor.histogramdd import histogramdd  # noqa: E402
+
 # PyTorch's ``out=`` on the functions that take it there (one wrapper, installed last).
 from nova.tensor import out_arg as _out_arg  # noqa: E402
 

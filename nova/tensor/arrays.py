@@ -1214,21 +1214,10 @@ def histogram(input: Tensor, bins: Any, *, range: Sequence[float] | None = None,
         if bins.dtype != input.dtype:
             raise TypeError(f"{op}: input and bins should have the same dtype, got "
                             f"{input.dtype.name} and {bins.dtype.name}")
-        edges = bins
-        index = ops.sub(ops.sum(ops.le(edges, movement.unsqueeze(x, -1)), -1,
-                                dtype=dt.int64), 1)
-    else:
-        if isinstance(bins, builtins.bool) or not isinstance(bins, builtins.int) or bins <= 0:
-            raise ValueError(f"{op}: bins must be a positive int or a 1-D tensor, got {bins!r}")
-        lo, hi = _histogram_range(op, x, range)
-        edges = _linspace_like_torch(lo, hi, bins, input.dtype)
-        lo, hi = edges[0], edges[-1]
-        estimate = ops.div(ops.mul(ops.sub(x, lo), float(bins)), ops.sub(hi, lo))
-        index = _local_search(edges, x, ops.cast(ops.clamp(ops.where(
-            ops.isnan(estimate), 0.0, estimate), 0, bins), dt.int64))
+    elif isinstance(bins, builtins.bool) or not isinstance(bins, builtins.int) or bins <= 0:
+        raise ValueError(f"{op}: bins must be a positive int or a 1-D tensor, got {bins!r}")
+    edges, index, inside = bin_of(op, x, bins, range)
     count = edges.shape[0] - 1
-    inside = ops.logical_and(ops.ge(x, edges[0]), ops.le(x, edges[-1]))
-    index = ops.where(ops.lt(index, count - 1), index, builtins.max(count - 1, 0))
     amount = ops.cast(inside, input.dtype) if weight is None else \
         ops.where(inside, weight, 0.0)
     from nova.tensor.creation import zeros
@@ -1238,6 +1227,27 @@ def histogram(input: Tensor, bins: Any, *, range: Sequence[float] | None = None,
     if density:
         hist = ops.div(ops.div(hist, ops.sum(hist)), ops.sub(edges[1:], edges[:-1]))
     return _Histogram(hist, edges)
+
+
+def bin_of(op: str, x: Tensor, bins: Any, range: Any) -> tuple[Tensor, Tensor, Tensor]:
+    """``(edges, bin, inside)`` of the values ``x`` (1-D) as ``histogram`` bins them:
+    ``bins`` a tensor of edges or a count over ``range`` (``_histogram_range``); each
+    value's bin (the last bin closed) and whether it lies within the edges."""
+    if isinstance(bins, Tensor):
+        edges = bins
+        index = ops.sub(ops.sum(ops.le(edges, movement.unsqueeze(x, -1)), -1,
+                                dtype=dt.int64), 1)
+    else:
+        lo, hi = _histogram_range(op, x, range)
+        edges = _linspace_like_torch(lo, hi, bins, x.dtype)
+        lo, hi = edges[0], edges[-1]
+        estimate = ops.div(ops.mul(ops.sub(x, lo), float(bins)), ops.sub(hi, lo))
+        index = _local_search(edges, x, ops.cast(ops.clamp(ops.where(
+            ops.isnan(estimate), 0.0, estimate), 0, bins), dt.int64))
+    count = edges.shape[0] - 1
+    inside = ops.logical_and(ops.ge(x, edges[0]), ops.le(x, edges[-1]))
+    index = ops.where(ops.lt(index, count - 1), index, builtins.max(count - 1, 0))
+    return edges, index, inside
 
 
 def _histogram_range(op: str, x: Tensor, range: Any) -> tuple[Tensor, Tensor]:

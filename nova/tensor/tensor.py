@@ -1177,10 +1177,11 @@ from nova.tensor import special as _special  # noqa: E402
 from nova.tensor import products as _products  # noqa: E402
 from nova.tensor import statistics as _statistics  # noqa: E402
 from nova.tensor import more_ops as _more_ops  # noqa: E402
+from nova.tensor import strided as _strided  # noqa: E402
 
 # Methods that are the module-level ops with the tensor first (``x.exp()``, ``x.sum(1)``).
 for _mod in (_ops, _movement, _sorting, _numeric, _scan, _elementary, _arrays, _special,
-             _products, _statistics):
+             _products, _statistics, _strided):
     for _name in _mod.TENSOR_METHODS:
         setattr(Tensor, _name, getattr(_mod, _name))
 # The in-place shape ops (``x.t_()``, ``x.unsqueeze_(0)``: ``Tensor._restride``).

@@ -559,6 +559,25 @@ class Optimizer:
             return v.to(p.device, p.dtype)   # state lives with its parameter
         return v
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Optimizer:
+        """A deep copy whose ``step`` steps the copy. A scheduler wraps ``step`` in an
+        instance attribute holding the optimizer it wrapped (PyTorch's
+        ``patch_track_step_called``); copied by reference, as functions are, it made
+        ``copy.deepcopy(opt).step()`` update the original's parameters. The copy gets a
+        wrapper of its own instead."""
+        import copy
+        cls = type(self)
+        new = cls.__new__(cls)
+        memo[id(self)] = new
+        wrapped = getattr(self.__dict__.get("step"), "_wrapped_by_lr_sched", False)
+        for key, value in self.__dict__.items():
+            if not (key == "step" and wrapped):
+                new.__dict__[key] = copy.deepcopy(value, memo)
+        if wrapped:
+            from nova.optim.lr_scheduler import _track_step_called
+            _track_step_called(new)
+        return new
+
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]
         for i, g in enumerate(self.param_groups):

@@ -834,3 +834,20 @@ def test_constructors_match_torch():
         ng = getattr(nv.optim, name)([_param([1.0])]).param_groups[0]
         assert repr({k: v for k, v in ng.items() if k != "params"}) == \
             repr({k: v for k, v in tg.items() if k != "params"}), name
+
+
+def test_a_deep_copied_optimizer_with_a_scheduler_steps_its_own_parameters():
+    """A scheduler wraps ``opt.step`` in an instance attribute holding ``opt``; a deep
+    copy kept that wrapper, so ``copy.deepcopy(opt).step()`` updated the original's
+    parameters (PyTorch does the same); the copy now gets a wrapper of its own."""
+    import copy
+    p = nn.Parameter(nv.ones(2))
+    opt = nv.optim.SGD([p], lr=0.1)
+    sched.StepLR(opt, 1)
+    twin = copy.deepcopy(opt)
+    q = twin.param_groups[0]["params"][0]
+    assert q is not p
+    p.grad, q.grad = nv.ones(2), nv.full((2,), 10.0)
+    twin.step()
+    assert p.tolist() == [1.0, 1.0] and q.tolist() == [0.0, 0.0]
+    assert getattr(twin, "_opt_called", False) and not getattr(opt, "_opt_called", False)

@@ -147,6 +147,7 @@ FUNCTIONS: dict[str, Callable] = {
     "cat": cat, "concat": cat, "concatenate": cat, "stack": stack, "where": where,
     "real": real, "imag": imag, "view_as_real": view_as_real,
     "is_complex": lambda z: True, "is_floating_point": lambda z: False,
+    "is_tensor": lambda z: True,
     "numel": lambda z: z.numel(),
 }
 FACTORIES: dict[str, Callable] = {

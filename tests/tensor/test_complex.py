@@ -187,6 +187,7 @@ def test_factories_conversions_and_printing():
     assert f"{nv.tensor(1.5 - 2j):.1f}" == "1.5-2.0j"
     assert nv.tensor([1 + 2j]).tolist() == [1 + 2j] and nv.tensor(2j).item() == 2j
     assert nv.is_complex(z) and z.is_complex() and not nv.is_complex(x)
+    assert nv.is_tensor(z) and not nv.is_tensor(1j)
     assert not z.is_floating_point()
 
 

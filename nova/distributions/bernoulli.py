@@ -7,7 +7,8 @@ from typing import Any
 from nova.distributions import constraints
 from nova.distributions.distribution import Distribution
 from nova.distributions.utils import (
-    broadcast_all, is_number, lazy_property, logits_to_probs, probs_to_logits, softplus,
+    broadcast_all, expand_param, is_number, lazy_property, logits_to_probs, probs_to_logits,
+    softplus,
 )
 from nova.tensor import ops
 from nova.tensor.compat import bernoulli
@@ -47,12 +48,7 @@ class Bernoulli(Distribution):
     def expand(self, batch_shape: Any, _instance: Any = None) -> Bernoulli:
         new = self._get_checked_instance(Bernoulli, _instance)
         batch_shape = tuple(batch_shape)
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-            new._param = new.probs
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
-            new._param = new.logits
+        expand_param(self, new, batch_shape)
         Distribution.__init__(new, batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new

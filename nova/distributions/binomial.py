@@ -9,7 +9,8 @@ import numpy as np
 from nova.distributions import constraints
 from nova.distributions.distribution import Distribution
 from nova.distributions.utils import (
-    broadcast_all, known_values, lazy_property, logits_to_probs, probs_to_logits,
+    counts_and_param, expand_param, known_values, lazy_property,
+    logits_to_probs, probs_to_logits,
 )
 from nova.tensor.creation import arange
 from nova.tensor.grad_mode import no_grad
@@ -54,27 +55,14 @@ class Binomial(Distribution):
 
     def __init__(self, total_count: Tensor | int = 1, probs: Tensor | float | None = None,
                  logits: Tensor | float | None = None, validate_args: bool | None = None):
-        if (probs is None) == (logits is None):
-            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
-        if probs is not None:
-            self.total_count, self.probs = broadcast_all(total_count, probs)
-            self.total_count = self.total_count.to(self.probs.dtype)
-        else:
-            self.total_count, self.logits = broadcast_all(total_count, logits)
-            self.total_count = self.total_count.to(self.logits.dtype)
-        self._param = self.probs if probs is not None else self.logits
+        counts_and_param(self, total_count, probs, logits)
         super().__init__(self._param.shape, validate_args=validate_args)
 
     def expand(self, batch_shape: Any, _instance: Any = None) -> Binomial:
         new = self._get_checked_instance(Binomial, _instance)
         batch_shape = tuple(batch_shape)
         new.total_count = self.total_count.expand(batch_shape)
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-            new._param = new.probs
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
-            new._param = new.logits
+        expand_param(self, new, batch_shape)
         Distribution.__init__(new, batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new

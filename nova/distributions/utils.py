@@ -51,6 +51,29 @@ def broadcast_all(*values: Any) -> tuple[Tensor, ...]:
     return tuple(broadcast_tensors(*as_tensors))
 
 
+def counts_and_param(dist: Any, total_count: Any, probs: Any, logits: Any) -> None:
+    """Set ``dist.total_count`` and whichever of ``probs``/``logits`` was given (the
+    other is a lazy property), broadcast together, the count in the parameter's dtype,
+    and ``dist._param`` (Binomial's and NegativeBinomial's construction)."""
+    if (probs is None) == (logits is None):
+        raise ValueError("Either `probs` or `logits` must be specified, but not both.")
+    name, value = ("probs", probs) if probs is not None else ("logits", logits)
+    count, param = broadcast_all(total_count, value)
+    setattr(dist, name, param)
+    dist.total_count = count.to(param.dtype)
+    dist._param = param
+
+
+def expand_param(dist: Any, new: Any, batch_shape: tuple[int, ...]) -> None:
+    """``new`` given ``dist``'s ``probs`` or ``logits`` (whichever it holds; the other
+    stays lazy) expanded to ``batch_shape``, and its ``_param`` (the ``expand`` of
+    the distributions parameterized by either)."""
+    for name in ("probs", "logits"):
+        if name in dist.__dict__:
+            setattr(new, name, getattr(dist, name).expand(batch_shape))
+            new._param = getattr(new, name)
+
+
 def size_arg(shape: Any, what: str) -> tuple[int, ...]:
     """``shape`` (a tuple, list or ``nv.Size``-like sequence of ints) as a tuple; an int
     or anything else is a TypeError, as ``torch.Size(5)`` is."""

@@ -78,9 +78,6 @@ class CosineSimilarity(Module):
     def forward(self, x1: Tensor, x2: Tensor) -> Tensor:
         return cosine_similarity(x1, x2, self.dim, self.eps)
 
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}, eps={self.eps}"
-
 
 class PairwiseDistance(Module):
     def __init__(self, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False):
@@ -89,9 +86,6 @@ class PairwiseDistance(Module):
 
     def forward(self, x1: Tensor, x2: Tensor) -> Tensor:
         return pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
-
-    def extra_repr(self) -> str:
-        return f"p={self.norm}, eps={self.eps}, keepdim={self.keepdim}"
 
 
 __all__ = ["cosine_similarity", "pairwise_distance", "pdist", "CosineSimilarity",

@@ -20,8 +20,6 @@ class _Loss(Module):
                              f"'none', got {reduction!r}")
         self.reduction = reduction
 
-    def extra_repr(self) -> str:
-        return f"reduction={self.reduction!r}"
 
 
 class _WeightedLoss(_Loss):
@@ -124,8 +122,6 @@ class _MarginLoss(_LegacyLoss):
         super().__init__(size_average, reduce, reduction)
         self.margin = margin
 
-    def extra_repr(self) -> str:
-        return f"margin={self.margin}, reduction={self.reduction!r}"
 
 
 class CosineEmbeddingLoss(_MarginLoss):
@@ -182,8 +178,6 @@ class MultiMarginLoss(_LegacyLoss):
         return F.multi_margin_loss(input, target, self.p, self.margin, self.weight,
                                    reduction=self.reduction)
 
-    def extra_repr(self) -> str:
-        return f"p={self.p}, margin={self.margin}, reduction={self.reduction!r}"
 
 
 class TripletMarginLoss(_LegacyLoss):
@@ -200,9 +194,6 @@ class TripletMarginLoss(_LegacyLoss):
         return F.triplet_margin_loss(anchor, positive, negative, self.margin, self.p,
                                      self.eps, self.swap, reduction=self.reduction)
 
-    def extra_repr(self) -> str:
-        return (f"margin={self.margin}, p={self.p}, eps={self.eps}, swap={self.swap}, "
-                f"reduction={self.reduction!r}")
 
 
 class PoissonNLLLoss(_LegacyLoss):
@@ -216,9 +207,6 @@ class PoissonNLLLoss(_LegacyLoss):
         return F.poisson_nll_loss(log_input, target, self.log_input, self.full,
                                   eps=self.eps, reduction=self.reduction)
 
-    def extra_repr(self) -> str:
-        return (f"log_input={self.log_input}, full={self.full}, eps={self.eps}, "
-                f"reduction={self.reduction!r}")
 
 
 class GaussianNLLLoss(_Loss):
@@ -229,8 +217,6 @@ class GaussianNLLLoss(_Loss):
     def forward(self, input: Tensor, target: Tensor, var: Tensor | float) -> Tensor:
         return F.gaussian_nll_loss(input, target, var, self.full, self.eps, self.reduction)
 
-    def extra_repr(self) -> str:
-        return f"full={self.full}, eps={self.eps}, reduction={self.reduction!r}"
 
 
 __all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",

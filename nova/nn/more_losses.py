@@ -118,9 +118,6 @@ class TripletMarginWithDistanceLoss(_Loss):
             anchor, positive, negative, distance_function=self.distance_function,
             margin=self.margin, swap=self.swap, reduction=self.reduction)
 
-    def extra_repr(self) -> str:
-        return f"margin={self.margin}, swap={self.swap}, reduction={self.reduction!r}"
-
 
 class MultiLabelMarginLoss(_LegacyLoss):
     def forward(self, input: Tensor, target: Tensor) -> Tensor:

@@ -254,7 +254,9 @@ def test_cosine_similarity_pairwise_distance_pdist():
     assert gradcheck(lambda a, b: (F.cosine_similarity(a, b, dim=-1),
                                    F.pairwise_distance(a, b, 1.5), F.pdist(a, 2.0)),
                      [x1, x2.repeat(3, 0)])
-    assert repr(nn.CosineSimilarity()) == "CosineSimilarity(dim=1, eps=1e-08)"
+    # as PyTorch: neither module prints its arguments
+    assert repr(nn.CosineSimilarity(dim=0)) == "CosineSimilarity()"
+    assert repr(nn.PairwiseDistance(p=1.0)) == "PairwiseDistance()"
     with pytest.raises(ValueError, match=r"pdist: only supports 2-D tensors \(N, M\), got "
                                          r"shape \(2, 3, 4\)"):
         F.pdist(nv.ones(2, 3, 4))

@@ -100,10 +100,12 @@ def test_legacy_reduction_and_repr():
         warnings.simplefilter("always")
         loss = nn.MultiLabelMarginLoss(size_average=False)
     assert loss.reduction == "sum" and "reduction='sum'" in str(seen[0].message)
-    assert repr(loss) == "MultiLabelMarginLoss(reduction='sum')"
+    assert repr(loss) == "MultiLabelMarginLoss()"      # as PyTorch: no arguments shown
     module = nn.TripletMarginWithDistanceLoss(swap=True)
     assert isinstance(module.distance_function, nn.PairwiseDistance)
     assert "distance_function" in dict(module.named_children())
+    assert repr(module) == ("TripletMarginWithDistanceLoss(\n"
+                            "  (distance_function): PairwiseDistance()\n)")
 
 
 def test_errors():

@@ -26,7 +26,9 @@ agree, the next call replays. A replay is valid only while everything the record
 call started from is unchanged, so each replay checks its guards first:
 
 - the inputs' shapes, dtypes, devices and ``requires_grad``, Python arguments by value
-  (objects by identity), grad mode, engine and remat mode;
+  (objects by identity), grad mode, engine and remat mode; a complex input is guarded
+  as one (its complex dtype) and read as its two real parts, which is all the steps
+  see, and a complex result is rebuilt from its parts;
 - the global names and closure variables the function reads (and those of the plain
   functions it reads from them), by identity, numbers and strings by value;
 - every module's Python settings (``training``, ``Dropout.p``, ``eps``: attributes
@@ -36,7 +38,8 @@ call started from is unchanged, so each replay checks its guards first:
 - every slot (a dict or list entry, a module's ``_parameters`` or ``_modules`` entry, a
   closure cell, an attribute of the user's object) that held a tensor the call read or
   rebound, a module, or an optimizer, scheduler or generator the call used, still
-  holding that object;
+  holding that object (a complex tensor's parts: the complex tensor, pinned in turn
+  where it is held, as a module's complex buffer);
 - that no hook (a module's or a tensor's) was registered or removed since the call
   before ended;
 - whether the ``.grad`` of each tensor the call's ``backward`` wrote, and of each
@@ -111,6 +114,7 @@ from nova.runtime.program import salvage_of
 from nova.runtime.interrupts import deferred_interrupt
 from nova.tensor import grad_mode
 from nova.tensor.capture_log import ACTIVE, CaptureLog
+from nova.tensor.complex import ComplexTensor
 from nova.tensor.realize import BASE_NODE_REFS, realize
 from nova.tensor.tensor import Tensor
 from nova.tensor.trace import Node, RealizationError
@@ -260,6 +264,11 @@ def _slots_holding(targets: dict[int, Any], ignore: set[int], guarding: bool = F
                     found[id(value)].append(Place("item", ref, key))
         elif guarding and type(ref) is CellType:
             found[id(ref.cell_contents)].append(Place("cell", ref))
+        elif guarding and type(ref) is ComplexTensor:      # a part (or the pair viewed)
+            for key in _COMPLEX_SLOTS:
+                value = getattr(ref, key)
+                if id(value) in targets and value is targets[id(value)]:
+                    found[id(value)].append(Place("attr", ref, key))
         elif type(ref) is list or (guarding and isinstance(ref, list)):
             for i, value in enumerate(ref):
                 if id(value) in targets and value is targets[id(value)]:
@@ -276,6 +285,28 @@ def _slots_holding(targets: dict[int, Any], ignore: set[int], guarding: bool = F
                 if id(value) in targets and value is targets[id(value)]:
                     found[id(value)].append(Place("item", attrs, key))
     return found, elsewhere
+
+
+_COMPLEX_SLOTS = ("_re", "_im", "_real_view")    # a ``ComplexTensor``'s tensors
+
+
+def _guard_slots(targets: dict[int, Any], ignore: set[int]) -> list[tuple[Place, Any]]:
+    """(slot, object) for every slot holding one of ``targets`` (``_slots_holding``,
+    guarding). A tensor held as a complex tensor's part (a complex buffer's) is pinned
+    there, and that complex tensor where it is held in turn (a module's ``_buffers``),
+    so replacing the complex buffer records the call again."""
+    guards: list[tuple[Place, Any]] = []
+    seen: set[int] = set()
+    while targets:
+        seen.update(targets)
+        slots = _slots_holding(targets, ignore, guarding=True)[0]
+        pairs: dict[int, Any] = {}
+        for k, places in slots.items():
+            guards += [(p, targets[k]) for p in places]
+            pairs.update((id(p.owner), p.owner) for p in places
+                         if p.kind == "attr" and type(p.owner) is ComplexTensor)
+        targets = {k: z for k, z in pairs.items() if k not in seen}
+    return guards
 
 
 def _hidden_bases(post: list[Tensor], pre_ids: set[int], returned: list[Tensor]
@@ -503,11 +534,16 @@ class _Capture:
 
 
 def _flatten(value: Any, out: list, containers: list[int]) -> Any:
-    """The return value's template: tensors replaced by their index in ``out``; the
-    ids of its tuples, lists and dicts go to ``containers``."""
+    """The return value's template: tensors replaced by their index in ``out``, a
+    complex tensor by its two parts' (a replay rebuilds it from them); the ids of its
+    tuples, lists, dicts and complex tensors go to ``containers``."""
     if isinstance(value, Tensor):
         out.append(value)
         return ("tensor", len(out) - 1)
+    if isinstance(value, ComplexTensor):
+        containers.append(id(value))
+        out += (value.real, value.imag)
+        return ("complex", len(out) - 2)
     if isinstance(value, (tuple, list)):
         containers.append(id(value))
         return (type(value), [_flatten(v, out, containers) for v in value])
@@ -523,6 +559,8 @@ def _build(template: Any, tensors: list[Tensor]) -> Any:
     kind, body = template
     if kind == "tensor":
         return tensors[body]
+    if kind == "complex":   # (plain parts: a replay's results are no views)
+        return ComplexTensor(tensors[body], tensors[body + 1])
     if kind == "const":
         return body
     if kind is dict:
@@ -609,8 +647,8 @@ class _Recorder:
             template = _flatten(out, returned, containers)
         except TypeError as e:
             template, log.refused = None, log.refused or (
-                f"it returns a {e} (a compiled function returns tensors, Python "
-                "constants, None, and tuples, lists or dicts of them)")
+                f"it returns a {e} (a compiled function returns tensors, complex "
+                "tensors, Python constants, None, and tuples, lists or dicts of them)")
         steps = log.steps
         events = [(e[1], e[2], e[4] if e[0] == "fresh" else e[3]) for e in log.events]
         capture = _Capture(None, [], events, template,
@@ -748,8 +786,7 @@ class _Recorder:
         mine = {id(held_before), id(pre_by_id), id(tensor_places), id(read_from),
                 id(watched), id(targets), id(held), id(grad_of), id(before.modules),
                 *map(id, held_before.values())}
-        for k, places in _slots_holding(targets, ignore | mine, guarding=True)[0].items():
-            capture.guards += [(p, targets[k]) for p in places]
+        capture.guards += _guard_slots(targets, ignore | mine)
         # Whether each gradient slot the call wrote, or an optimizer it stepped could
         # read, was empty when the call began: ``backward`` accumulates into a gradient
         # that is there and ``step`` updates only parameters that have one.
@@ -1181,6 +1218,14 @@ class CompiledFunction:
                 inputs.append(v)
                 n = v.node
                 return ("T", n.shape, n.dtype.name, n.device, v._requires_grad)
+            if isinstance(v, ComplexTensor):
+                # Its two real parts are inputs (the steps read them, not the pair):
+                # guarded as one complex input, its dtype the complex one.
+                re, im = v.real, v.imag
+                inputs.extend((re, im))
+                n = re.node
+                return ("C", n.shape, v.dtype.name, n.device,
+                        (re._requires_grad, im._requires_grad))
             if v is None or isinstance(v, (bool, int, float, str, bytes)):
                 return (type(v), v)
             if isinstance(v, (tuple, list)):
@@ -1291,12 +1336,16 @@ def _explain_key(new: tuple, old: tuple | None, fn: Callable) -> str:
     tensor_index = 0
     for i, (a, b) in enumerate(zip(new_args, old_args)):
         name = names[i] if i < len(names) else str(i)
-        if a[0] == "T" and b[0] == "T":
+        if a[0] in ("T", "C") and b[0] in ("T", "C"):
+            if a[0] != b[0]:
+                return (f"input {tensor_index} changed from a "
+                        f"{'complex' if b[0] == 'C' else 'real'} tensor to a "
+                        f"{'complex' if a[0] == 'C' else 'real'} one (argument {name})")
             for j, what in ((1, "shape"), (2, "dtype"), (3, "device"), (4, "requires_grad")):
                 if a[j] != b[j]:
                     return (f"input {tensor_index} {what} changed {b[j]} -> {a[j]} "
                             f"(argument {name})")
-            tensor_index += 1
+            tensor_index += 2 if a[0] == "C" else 1   # (a complex input is two)
         elif a != b:
             return f"argument {name} changed {_shown(b)} -> {_shown(a)}"
     if len(new_args) != len(old_args):
@@ -1309,8 +1358,8 @@ def _shown(key: Any) -> str:
     kind, value = key[0], key[1]
     if kind == "id":
         return "another object"
-    if kind == "T":
-        return f"a tensor {value}"
+    if kind in ("T", "C"):
+        return f"a {'complex ' if kind == 'C' else ''}tensor {value}"
     return repr(value) if not isinstance(value, tuple) else "another value"
 
 

@@ -13,6 +13,7 @@ long signals. n-dimensional transforms apply the 1-D one along each dimension.
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -42,8 +43,14 @@ def _scale(op: str, norm: str | None, n: int, inverse: bool) -> float:
     return 1.0 / n if (norm == "forward") != inverse else 1.0
 
 
+@functools.lru_cache(maxsize=8)
 def _dft(n_in: int, n_out: int, dtype: dt.DType, n: int) -> tuple[Tensor, Tensor]:
-    """``cos`` and ``sin`` of ``2 pi k t / n`` for ``t < n_in`` (rows) and ``k < n_out``."""
+    """``cos`` and ``sin`` of ``2 pi k t / n`` for ``t < n_in`` (rows) and ``k < n_out``.
+
+    Kept (as torch keeps its FFT plans), the last few sizes: the same constants every
+    call, not host data made anew, so a step through ``nv.fft`` uploads no matrix per
+    call and ``nv.compile`` can replay it (a replay cannot supply host data the call
+    makes)."""
     phase = (np.arange(n_in)[:, None] * np.arange(n_out)[None, :]) % n
     angle = 2.0 * np.pi * phase / n
     return (_creation.tensor(np.cos(angle), dtype=dtype),

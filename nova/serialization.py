@@ -40,6 +40,15 @@ writer is dead. ``save``/``load`` also take a binary file object, as torch's do:
 same bytes and checks, but a write to a file object is not atomic (nothing can rename it
 into place), and it reads the tensors twice (the header's data digest comes first).
 
+Other tools' dtypes: safetensors U16, U32 and U64 tensors (which ``save`` never
+writes) load widened as ``nv.from_numpy`` and :mod:`nova.serialization_torch` widen
+them -- U16 to int32, U32 and U64 to int64, values exact, one ``NarrowIntegerWarning``
+per dtype -- and a U64 value past int64 is refused naming the tensor rather than wrapped.
+A C64 tensor (``safetensors.numpy`` writes a complex64 array so) loads as a complex64
+``ComplexTensor``; ``save`` writes complex tensors as their ``view_as_real`` float pairs
+flagged ``"complex"`` in the structure, which other tools read as those pairs.
+Float8/6/4 tensors are refused by name.
+
 ``load`` tells the formats apart by their first bytes: a zip archive is a PyTorch
 checkpoint (``torch.save`` since 1.6), read without torch by
 :mod:`nova.serialization_torch`; anything else must be safetensors.
@@ -67,7 +76,7 @@ from nova.checkpoint_common import MAX_HEADER, MAX_NESTING, MAX_RANK, Checkpoint
     Placement
 from nova.core import dtypes as dt
 from nova.tensor.complex import ComplexTensor, view_as_complex, view_as_real
-from nova.tensor.creation import from_numpy, tensor
+from nova.tensor.creation import NarrowIntegerWarning, from_numpy, tensor
 from nova.tensor.device import check_device
 from nova.tensor.device import device as Device
 from nova.tensor.legacy import Size
@@ -88,9 +97,14 @@ _CODES = {dt.float32: "F32", dt.float64: "F64", dt.float16: "F16", dt.bfloat16: 
           dt.uint8: "U8", dt.int8: "I8", dt.int16: "I16", dt.int32: "I32", dt.int64: "I64",
           dt.bool_: "BOOL"}
 _BY_CODE = {v: k for k, v in _CODES.items()}
+# Standard safetensors dtypes Nova holds as another dtype (never written by ``save``):
+# the unsigned integers widen as ``nv.from_numpy`` and ``nova.serialization_torch``
+# widen them (exact values; uint64 past int64 refused), and C64 is a complex tensor.
+_WIDER_CODES: dict[str, tuple[np.dtype, dt.DType | dt.ComplexDType]] = {
+    "U16": (np.dtype("<u2"), dt.int32), "U32": (np.dtype("<u4"), dt.int64),
+    "U64": (np.dtype("<u8"), dt.int64), "C64": (np.dtype("<c8"), dt.complex64)}
 # Standard safetensors dtypes Nova has no dtype for (named as such in the error).
-_FOREIGN_CODES = {"U16", "U32", "U64", "F8_E4M3", "F8_E5M2", "F6_E2M3", "F6_E3M2", "F4",
-                  "F8_E8M0", "C64"}
+_FOREIGN_CODES = {"F8_E4M3", "F8_E5M2", "F6_E2M3", "F6_E3M2", "F4", "F8_E8M0"}
 _HEADER_DEPTH = 3             # {name: {"shape": [..]}}: a safetensors header is this deep
 _STRUCTURE_DEPTH = 3 * MAX_NESTING + 1   # a dict level is 3 JSON levels when encoded
 _TMP_MARK = ".nova-tmp."
@@ -440,11 +454,16 @@ def _fsync_directory(directory: str) -> None:
 
 
 class _Entry(NamedTuple):
+    """A tensor of the header: ``dtype`` is what it loads as, ``stored`` the
+    little-endian element type of its bytes (another for ``_WIDER_CODES``), ``code``
+    the file's name for it."""
     name: str
-    dtype: dt.DType
+    dtype: dt.DType | dt.ComplexDType
     shape: tuple[int, ...]
     begin: int
     end: int
+    stored: np.dtype
+    code: str
 
 
 
@@ -502,7 +521,8 @@ def load(f: str | os.PathLike | BinaryIO, map_location: Any = None, *,
                 "new) writes the zip format that nv.load reads")
         kind, structure, layout, arrays = _read_checked(src)
     if kind is None:
-        return {name: place(f"{src.name}: tensor {name!r}", arr, layout[name].dtype, "cpu")
+        return {name: _placed(place, f"{src.name}: tensor {name!r}", arr,
+                              layout[name].dtype, "cpu")
                 for name, arr in arrays.items()}
     return _Decoder(arrays, layout, place, src.name).run(structure)
 
@@ -588,6 +608,7 @@ def _read_checked(src: _Source) -> tuple[str | None, Any, dict[str, _Entry],
         raise CheckpointError(f"load: {path} is corrupted: the {what} does not match its "
                               "checksum")
     _check_bools(arrays, path)
+    _widen(arrays, layout, path)
     return kind, structure, layout, arrays
 
 
@@ -722,12 +743,16 @@ def _entry(name: str, e: Any, data_len: int, path: str) -> _Entry:
         raise CheckpointError(f"{where} has a malformed entry {e!r:.200}; expected "
                               "{'dtype', 'shape', 'data_offsets'}")
     code, shape, offsets = e["dtype"], e["shape"], e["data_offsets"]
-    if not isinstance(code, str) or code not in _BY_CODE:
+    if not isinstance(code, str) or (code not in _BY_CODE and code not in _WIDER_CODES):
         why = ("a safetensors dtype Nova has no dtype for"
                if isinstance(code, str) and code in _FOREIGN_CODES else "unknown")
         raise CheckpointError(f"{where} has dtype {code!r:.40} ({why}); Nova reads "
-                              f"{sorted(_BY_CODE)}")
-    dtype = _BY_CODE[code]
+                              f"{sorted([*_BY_CODE, *_WIDER_CODES])}")
+    if code in _BY_CODE:
+        dtype = _BY_CODE[code]
+        stored = dtype.np.newbyteorder("<")
+    else:
+        stored, dtype = _WIDER_CODES[code]
     if (not isinstance(shape, list) or len(shape) > MAX_RANK
             or not all(type(s) is int and s >= 0 for s in shape)):
         raise CheckpointError(f"{where} has a malformed shape {shape!r:.200}; expected at "
@@ -737,16 +762,16 @@ def _entry(name: str, e: Any, data_len: int, path: str) -> _Entry:
         raise CheckpointError(f"{where} has malformed data_offsets {offsets!r:.200}; "
                               "expected [begin, end] with 0 <= begin <= end")
     begin, end = offsets
-    if math.prod(s for s in shape if s) * dtype.itemsize >= 2**62:
+    if math.prod(s for s in shape if s) * stored.itemsize >= 2**62:
         raise CheckpointError(f"{where} has shape {shape!r:.200}, too large for any array")
     if end > data_len:
         raise CheckpointError(f"load: {path} is truncated: tensor {name!r} needs bytes up to "
                               f"{end}, the data section has {data_len}")
-    size = math.prod(shape) * dtype.itemsize
+    size = math.prod(shape) * stored.itemsize
     if end - begin != size:
         raise CheckpointError(f"{where} ({code} {shape}) needs {size} bytes, its data_offsets "
                               f"[{begin}, {end}) span {end - begin}")
-    return _Entry(name, dtype, tuple(shape), begin, end)
+    return _Entry(name, dtype, tuple(shape), begin, end, stored, code)
 
 
 def _read_data(f: BinaryIO, start: int, layout: dict[str, _Entry],
@@ -759,7 +784,7 @@ def _read_data(f: BinaryIO, start: int, layout: dict[str, _Entry],
     f.seek(start)
     readinto = getattr(f, "readinto", None) or (lambda view: _read_into(f, view))
     for e in sorted(layout.values(), key=lambda e: (e.begin, e.end)):
-        arr = np.empty(e.shape, e.dtype.np.newbyteorder("<"))
+        arr = np.empty(e.shape, e.stored)
         raw = arr.reshape(-1).view(np.uint8)
         view = memoryview(raw)
         done = 0
@@ -787,6 +812,39 @@ def _check_bools(arrays: dict[str, np.ndarray], path: str) -> None:
         if arr.dtype == np.bool_ and arr.size and arr.reshape(-1).view(np.uint8).max() > 1:
             raise CheckpointError(f"load: {path} is corrupted: BOOL tensor {name!r} holds "
                                   "bytes other than 0 and 1")
+
+
+def _widen(arrays: dict[str, np.ndarray], layout: dict[str, _Entry], path: str) -> None:
+    """The unsigned integer tensors (U16, U32, U64) as the wider signed type Nova holds
+    them in (``_WIDER_CODES``), as ``nv.from_numpy`` and ``torch.save`` files widen
+    them: exact values, with one ``NarrowIntegerWarning`` per dtype; U64 values past
+    int64 are refused naming the tensor (they would wrap to negatives)."""
+    widened: dict[str, tuple[str, str]] = {}
+    for name, arr in arrays.items():
+        e = layout[name]
+        if e.code not in _WIDER_CODES or e.dtype.is_complex:
+            continue
+        if e.code == "U64" and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
+            raise CheckpointError(f"load: {path}: tensor {name!r} holds U64 values up to "
+                                  f"{int(arr.max())}, which do not fit int64, Nova's widest "
+                                  "integer type")
+        arrays[name] = arr.astype(e.dtype.np)
+        widened.setdefault(e.code, (name, e.dtype.name))
+    for code, (name, target) in widened.items():
+        warnings.warn(f"load: {path}: tensor {name!r} is safetensors {code}, which Nova has "
+                      f"no dtype for; its values (and those of the file's other {code} "
+                      f"tensors) are held exactly as {target}, as nv.from_numpy does",
+                      NarrowIntegerWarning, stacklevel=4)
+
+
+def _placed(place: Placement, what: str, arr: np.ndarray, dtype: dt.DType | dt.ComplexDType,
+            location: str) -> Tensor | ComplexTensor:
+    """``place`` of a tensor's array; a complex one (a C64 tensor of another tool's
+    file) as a ``ComplexTensor`` of its two parts, each placed as a real tensor."""
+    if not dtype.is_complex:
+        return place(what, arr, dtype, location)
+    return ComplexTensor(*(place(what, np.array(part), dtype.real, location)
+                           for part in (arr.real, arr.imag)))
 
 
 _TENSOR_FIELDS = frozenset({"__tensor__", "device", "parameter", "requires_grad", "complex"})
@@ -877,12 +935,15 @@ class _Decoder:
                      not self.layout[name].shape or self.layout[name].shape[-1] != 2):
             raise self.fail(f"marks tensor {name!r} complex, but it is not a float32/float64 "
                             "tensor with a last dimension of 2 (nor may it be a Parameter)")
-        if grad and not dtype.is_floating_point:
+        if param and dtype.is_complex:
+            raise self.fail(f"makes the {dtype.name} tensor {name!r} a Parameter; a "
+                            "Parameter is real")
+        if grad and not (dtype.is_floating_point or dtype.is_complex):
             raise self.fail(f"makes the {dtype.name} tensor {name!r} require grad; only "
-                            "floating-point tensors can")
+                            "floating-point and complex tensors can")
         self.used.add(name)
-        out = self.place(f"{self.path}: tensor {name!r}", self.arrays[name], dtype,
-                         location)
+        out = _placed(self.place, f"{self.path}: tensor {name!r}", self.arrays[name], dtype,
+                      location)
         if cplx:
             parts = view_as_complex(out)
             out = ComplexTensor(parts.real.detach(), parts.imag.detach())

@@ -138,10 +138,9 @@ def _no_template(args: tuple, kwargs: dict) -> None:
 
 
 def backward_name(fn: graph.GradFn) -> str:
-    """The GradFn's name as errors give it (a custom Function's: its class name and
-    ``Backward``, as PyTorch names it)."""
-    if fn.op == graph.FUNCTION and "name" in fn.attrs:
-        return f"{fn.attrs['name']}Backward"
+    """The GradFn's name as errors give it: ``GradFn.name`` (PyTorch's, a custom
+    Function's its class name and ``Backward``; a sampling op's recorded name already
+    ends in it)."""
     return fn.name()
 
 

@@ -153,7 +153,8 @@ def _run(outputs: list[Tensor], grads: list[Tensor], retain_graph: bool, create_
         return _propagate(outputs, grads, _topological(roots), retain_graph, create_graph,
                           capture, reached)
     found = _discovered(roots)
-    if hooks.any_hooks() and _reaches_hooks(outputs, found):
+    if (hooks.any_hooks() and _reaches_hooks(outputs, found)) or \
+            (tape.packed_any and _reaches_packed(found)):
         return _propagate(outputs, grads, _topological(roots), retain_graph, False, None,
                           reached)
     st = backward_template.structure(outputs, grads, found)
@@ -182,6 +183,14 @@ def _reaches_hooks(outputs: list[Tensor], found: dict[graph.GradFn, int]) -> boo
                                    hooks.hooked(e) for e in fn.next):
             return True
     return any(out._grad_fn is None and hooks.hooked(out) for out in outputs)
+
+
+def _reaches_packed(found: dict[graph.GradFn, int]) -> bool:
+    """Whether a GradFn of ``found`` holds a value packed by a saved-tensor hook (a
+    template reads saved nodes; this pass must run its rules, which unpack)."""
+    SavedValue = tape.SavedValue
+    return any(type(fn.out_node) is SavedValue or
+               any(type(n) is SavedValue for n in fn.saved) for fn in found)
 
 
 def _propagate(outputs: list[Tensor], grads: list[Tensor], order: list[graph.GradFn],
@@ -225,7 +234,7 @@ def _propagate(outputs: list[Tensor], grads: list[Tensor], order: list[graph.Gra
             if g is None:
                 continue
             if hooking:
-                g = hooks.run_grad_hooks(fn, g)
+                g = hooks.run_node_prehooks(fn, hooks.run_grad_hooks(fn, g))
             if want is not None and id(fn) in want:
                 captured[id(fn)] = g
             if want is None:
@@ -238,7 +247,10 @@ def _propagate(outputs: list[Tensor], grads: list[Tensor], order: list[graph.Gra
                                    "time; pass retain_graph=True to the first backward call")
             if ran is not None:
                 ran.append(k)
-            for edge, gi in zip(fn.next, rule(fn, g, create_graph)):
+            grads_in = rule(fn, g, create_graph)
+            if hooking:
+                grads_in = hooks.run_node_hooks(fn, grads_in, g)
+            for edge, gi in zip(fn.next, grads_in):
                 if edge is not None and gi is not None:
                     deliver(edge, gi)
             if not retain_graph:

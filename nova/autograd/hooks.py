@@ -1,5 +1,6 @@
-"""Gradient hooks on tensors: ``Tensor.register_hook`` and
-``register_post_accumulate_grad_hook``, as PyTorch's.
+"""Gradient hooks on tensors (``Tensor.register_hook`` and
+``register_post_accumulate_grad_hook``) and on graph nodes (``grad_fn.register_hook``
+and ``register_prehook``, on a GradFn or an ``AccumulateGrad``), as PyTorch's.
 
 A hook is called with the gradient of its tensor while the backward pass is recorded
 (``hook(grad)``; a returned tensor replaces the gradient from there on). For a
@@ -14,6 +15,15 @@ of programs without hooks. A
 backward over hooked tensors is recorded as written (never stamped from a template:
 the hooks must run), and inside ``nv.compile`` it makes the call record every time,
 since a replay would not run the hooks.
+
+Node hooks: a pre-hook is called ``hook(grad_outputs)`` (a 1-tuple: every Nova record
+has one output) after the tensor hooks of the node's output and before its rule, and
+may return a replacement tuple; a post hook is called ``hook(grad_inputs,
+grad_outputs)`` with the rule's gradients (one per input, None where none flows) and
+may return replacements. An ``AccumulateGrad`` node is a view of its leaf
+(``nova.tensor.tape``), so its hooks are the leaf's tensor hooks: a pre-hook gets
+``(grad,)`` and may replace it, a post hook gets ``((), (grad,))`` before the
+gradient is accumulated (PyTorch calls it after; it cannot change anything either way).
 """
 from __future__ import annotations
 
@@ -22,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from nova.tensor import capture_log
+from nova.tensor.tape import AccumulateGrad, GradFn
 from nova.tensor.tensor import Tensor
 from nova.core.hooks import RemovableHandle
 
@@ -78,13 +89,109 @@ def register_post_accumulate_grad_hook(tensor: Tensor, hook: Callable[[Tensor], 
     return _add("_post_hooks", tensor, hook)
 
 
+def _check_callable(op: str, hook: Any) -> None:
+    if not callable(hook):
+        raise TypeError(f"{op}: hook must be callable, got {type(hook).__name__}")
+
+
+def _hook_name(hook: Callable) -> str:
+    return repr(getattr(hook, "__name__", hook))
+
+
+def _replacement(owner: str, hook: Callable, got: Any, like: tuple) -> tuple | None:
+    """A node hook's result: None, or a tuple as long as ``like`` of tensors shaped as
+    its entries (or None)."""
+    if got is None:
+        return None
+    if not isinstance(got, (tuple, list)) or len(got) != len(like):
+        raise RuntimeError(f"{owner}: hook {_hook_name(hook)} returned {got!r}; a node hook "
+                           f"must return None or a tuple of {len(like)} gradients")
+    for new, old in zip(got, like):
+        if new is not None and (not isinstance(new, Tensor) or
+                                (old is not None and new.shape != old.shape)):
+            raise RuntimeError(
+                f"{owner}: hook {_hook_name(hook)} returned "
+                f"{getattr(new, 'shape', type(new).__name__)} for a gradient of shape "
+                f"{getattr(old, 'shape', None)}; it must return None or tensors of those "
+                "shapes")
+    return tuple(got)
+
+
+def register_node_prehook(fn: GradFn, hook: Callable[[tuple], tuple | None]
+                          ) -> RemovableHandle:
+    """``grad_fn.register_prehook``: call ``hook(grad_outputs)`` before this node's rule
+    in every later backward through it (see the module docstring)."""
+    _check_callable("register_prehook", hook)
+    return _add("_node_prehooks", fn, hook)
+
+
+def register_node_hook(fn: GradFn, hook: Callable[[tuple, tuple], tuple | None]
+                       ) -> RemovableHandle:
+    """``grad_fn.register_hook``: call ``hook(grad_inputs, grad_outputs)`` after this
+    node's rule in every later backward through it (see the module docstring)."""
+    _check_callable("register_hook", hook)
+    return _add("_node_hooks", fn, hook)
+
+
+def register_accumulate_prehook(node: AccumulateGrad, hook: Callable[[tuple], tuple | None]
+                                ) -> RemovableHandle:
+    """``AccumulateGrad.register_prehook``: ``hook((grad,))`` on the gradient about to
+    be accumulated into the leaf (a tensor hook of the leaf)."""
+    _check_callable("register_prehook", hook)
+
+    def as_tensor_hook(grad: Tensor) -> Tensor | None:
+        got = _replacement("AccumulateGrad", hook, hook((grad,)), (grad,))
+        return None if got is None else got[0]
+    return _add("_grad_hooks", node.variable, as_tensor_hook)
+
+
+def register_accumulate_hook(node: AccumulateGrad, hook: Callable[[tuple, tuple], None]
+                             ) -> RemovableHandle:
+    """``AccumulateGrad.register_hook``: ``hook((), (grad,))`` with the gradient the leaf
+    receives (an AccumulateGrad has no inputs, so there is nothing to replace)."""
+    _check_callable("register_hook", hook)
+
+    def as_tensor_hook(grad: Tensor) -> None:
+        if hook((), (grad,)) is not None:
+            raise RuntimeError(f"AccumulateGrad: hook {_hook_name(hook)} returned a value; "
+                               "an AccumulateGrad node has no inputs whose gradients a "
+                               "hook could replace, so its hooks must return None")
+    return _add("_grad_hooks", node.variable, as_tensor_hook)
+
+
+def run_node_prehooks(fn: GradFn, grad: Tensor) -> Tensor:
+    """``grad`` (the node's output gradient) through ``fn``'s pre-hooks."""
+    hooks = _hooks("_node_prehooks", fn)
+    if hooks:
+        capture_log.refuse("a grad_fn pre-hook ran during backward (a replay would not run it)")
+    for hook in hooks:
+        got = _replacement(fn.name(), hook, hook((grad,)), (grad,))
+        if got is not None and got[0] is not None:
+            grad = got[0]
+    return grad
+
+
+def run_node_hooks(fn: GradFn, grads: tuple, grad: Tensor) -> tuple:
+    """The rule's gradients ``grads`` (of ``fn``'s inputs) through its post hooks."""
+    hooks = _hooks("_node_hooks", fn)
+    if hooks:
+        capture_log.refuse("a grad_fn hook ran during backward (a replay would not run it)")
+    for hook in hooks:
+        got = _replacement(fn.name(), hook, hook(tuple(grads), (grad,)), tuple(grads))
+        if got is not None:
+            grads = got
+    return grads
+
+
 def any_hooks() -> bool:
     return bool(_OWNERS)
 
 
 def hooked(owner: Any) -> bool:
-    """Whether ``owner`` (a GradFn or a leaf) has a gradient or post-accumulate hook."""
-    return bool(getattr(owner, "_grad_hooks", None) or getattr(owner, "_post_hooks", None))
+    """Whether ``owner`` (a GradFn or a leaf) has a gradient, node or post-accumulate
+    hook."""
+    return bool(getattr(owner, "_grad_hooks", None) or getattr(owner, "_post_hooks", None)
+                or getattr(owner, "_node_prehooks", None) or getattr(owner, "_node_hooks", None))
 
 
 def run_grad_hooks(owner: Any, grad: Tensor) -> Tensor:

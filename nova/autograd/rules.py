@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from nova.autograd import graph
 from nova.compiler import dialect as nd
@@ -29,6 +30,7 @@ from nova.core import dtypes as dt
 from nova.tensor import ops
 from nova.tensor.scan import scan_last
 from nova.tensor.tensor import Tensor
+from nova.tensor.trace import Node
 
 Grads = tuple[Tensor | None, ...]
 
@@ -40,12 +42,23 @@ class Context:
         self.fn = fn
         self.attrs = fn.attrs
         self.create_graph = create_graph
+        self.unpacked: dict[int, Node] = {}     # saved-tensor hooks: unpacked once a pass
 
     def needs(self, i: int) -> bool:
         return self.fn.next[i] is not None
 
+    def _node(self, i: int, saved: Any) -> Any:
+        """The trace node of a saved value (``i``: the input, -1 the output), through
+        its unpack hook if a saved-tensor hook packed it (``nova.tensor.tape``)."""
+        if type(saved) is not graph.SavedValue:
+            return saved
+        node = self.unpacked.get(i)
+        if node is None:
+            node = self.unpacked[i] = saved.unpack(self.fn.name())
+        return node
+
     def x(self, i: int) -> Tensor:
-        node = self.fn.saved[i]
+        node = self._node(i, self.fn.saved[i])
         if node is None:
             raise RuntimeError(
                 f"{self.fn.name()}: trying to backward through the graph a second time (or "
@@ -61,7 +74,7 @@ class Context:
         return Tensor._wrap(node, grad_fn=graph.alias_fn(edge, node))
 
     def y(self) -> Tensor:
-        node = self.fn.out_node
+        node = self._node(-1, self.fn.out_node)
         if node is None:
             raise RuntimeError(f"{self.fn.name()}: trying to backward through the graph a "
                                "second time; pass retain_graph=True to the first backward call")

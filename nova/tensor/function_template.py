@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 from nova.core.lru import LRU
 from nova.core import dtypes as dt
-from nova.tensor import autocast_state, grad_mode
+from nova.tensor import autocast_state, grad_mode, tape
 from nova.tensor.node_template import CallTemplate, Step, capture_steps, stamp_into
 from nova.tensor.tape import GradFn
 from nova.tensor.tensor import Tensor
@@ -279,7 +279,9 @@ def stamped(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         found = call_key(args, kwargs)
-        if found is None:
+        if found is None or tape.SAVED_HOOKS.stack:
+            # saved-tensor hooks pack what a GradFn saves as it is made: a stamp makes
+            # GradFns without them, and a capture would find packed values
             return fn(*args, **kwargs)
         key, tensors = found
         as_call = _DEPTH.value == 0 and not key[4]      # (key[4]: recording a backward)

@@ -17,9 +17,16 @@ always imports it):
 - which forward values each primitive's rule reads (``register_saves``), so the rule
   table in ``nova.autograd.rules`` stays the single source of truth;
 - the backward engine ``Tensor.backward`` calls (``register_backward``).
+
+A GradFn also answers PyTorch's introspection of the graph (``next_functions``,
+``name()``, ``metadata``; ``register_hook``/``register_prehook`` are attached by
+``nova.autograd.hooks``), and the saved-tensor hooks of
+``nv.autograd.graph.saved_tensors_hooks`` pack what a GradFn saves when it is recorded
+(their per-thread state, ``SAVED_HOOKS``, lives here because recording reads it).
 """
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Any, Sequence
@@ -57,12 +64,139 @@ def saves(op: type) -> tuple[tuple[int, ...], bool]:
     return _SAVES.get(op, _NOTHING)
 
 
-class GradFn:
-    """The backward record of one primitive application."""
+# ---------------------------------------------------------------- saved-tensor hooks
 
-    # (``_grad_hooks``: set only when a hook is registered, nova.autograd.hooks)
+class _SavedHooks(threading.local):
+    """This thread's saved-tensor hooks (``nv.autograd.graph.saved_tensors_hooks``):
+    ``stack`` holds (pack, unpack) pairs, innermost last (only the innermost is used,
+    as PyTorch's); ``disabled`` is the message of an enclosing
+    ``disable_saved_tensors_hooks``, or None. A ``threading.local`` as grad mode is:
+    every recorded op that saves a value reads ``SAVED_HOOKS.stack`` (one attribute
+    lookup) and the hooks are per thread in PyTorch too."""
+
+    stack: tuple[tuple[Callable[[Any], Any], Callable[[Any], Any]], ...] = ()
+    disabled: str | None = None
+
+
+SAVED_HOOKS = _SavedHooks()
+# Whether any value has ever been packed in this process: the backward engine looks for
+# packed values (which its templates cannot stamp) only once this is set.
+packed_any = False
+
+
+class SavedValue:
+    """A value a GradFn saved while saved-tensor hooks were active: what ``pack``
+    returned, with the ``unpack`` of the same pair and the shape and dtype the value had,
+    which what ``unpack`` returns must have (the rules are written for them)."""
+
+    __slots__ = ("packed", "unpack_hook", "shape", "dtype")
+
+    def __init__(self, packed: Any, unpack_hook: Callable[[Any], Any], node: Node):
+        self.packed = packed
+        self.unpack_hook = unpack_hook
+        self.shape = node.shape
+        self.dtype = node.dtype
+
+    def unpack(self, owner: str) -> Node:
+        """The trace node of ``unpack_hook(packed)``, checked (``owner``: the GradFn's
+        name, for the error)."""
+        from nova.tensor import capture_log
+        from nova.tensor.tensor import Tensor
+        capture_log.refuse("a saved-tensor unpack hook ran during backward (a replay would "
+                           "not run it)")
+        out = self.unpack_hook(self.packed)
+        if not isinstance(out, Tensor):
+            raise TypeError(f"{owner}: output of saved tensor unpack_hook expected to be a "
+                            f"Tensor but got result of type {type(out).__name__}")
+        if out.shape != self.shape or out.dtype != self.dtype:
+            raise RuntimeError(
+                f"{owner}: saved tensor unpack_hook returned a tensor of shape "
+                f"{tuple(out.shape)} and dtype {out.dtype.name} for a value saved with shape "
+                f"{self.shape} and dtype {self.dtype.name}; unpack_hook must return a tensor "
+                f"of the shape and dtype pack_hook received")
+        return out.node
+
+
+def _pack(node: Node) -> SavedValue:
+    """``node`` through this thread's innermost pack hook. The hook gets a tensor
+    without history on the value (a pack hook usually copies or moves it), and runs with
+    no hooks active, so what it records saving is not packed again."""
+    global packed_any
+    from nova.tensor import capture_log
+    from nova.tensor.tensor import Tensor
+    capture_log.refuse("a saved-tensor pack hook ran (a replay would not run it)")
+    state = SAVED_HOOKS
+    stack = state.stack
+    pack, unpack = stack[-1]
+    state.stack = ()
+    try:
+        packed = pack(Tensor._wrap(node))
+    finally:
+        state.stack = stack
+    packed_any = True
+    return SavedValue(packed, unpack, node)
+
+
+# ---------------------------------------------------------------- the records
+
+def _camel(op: str) -> str:
+    return op.title().replace("_", "")
+
+
+def _matmul_name(fn: GradFn) -> str:
+    return "MmBackward0" if all(len(s) == 2 for s in fn.in_shapes) else "BmmBackward0"
+
+
+def _reduce_sum_name(fn: GradFn) -> str:
+    # torch: SumBackward0 for sum() over everything, SumBackward1 for sum(dim)
+    whole = len(fn.attrs.get("axes", ())) == len(fn.in_shapes[0])
+    return "SumBackward0" if whole else "SumBackward1"
+
+
+def _transpose_name(fn: GradFn) -> str:
+    perm = fn.attrs["perm"]
+    moved = [i for i, p in enumerate(perm) if i != p]
+    return "TransposeBackward0" if len(moved) == 2 else "PermuteBackward0"
+
+
+# Nova's primitives named as PyTorch names the autograd node of the corresponding op
+# (``type(y.grad_fn).__name__`` there): a fixed name, or a function of the record.
+# A primitive not listed is ``<CamelCase>Backward0``, which is PyTorch's name for its
+# op too (``ExpBackward0``, ``Log1PBackward0``, ``Atan2Backward0``...). PyTorch's
+# trailing digit is the overload: pow/fmod with a tensor exponent/divisor are "1".
+_TORCH_NAMES: dict[str, str | Callable[[GradFn], str]] = {
+    "reduce_sum": _reduce_sum_name,
+    "reduce_max": "AmaxBackward0",
+    "matmul": _matmul_name,
+    "reshape": "ViewBackward0",
+    "broadcast_in_dim": "ExpandBackward0",
+    "transpose": _transpose_name,
+    "concat": "CatBackward0",
+    "cast": "ToCopyBackward0",
+    "pad": "ConstantPadNdBackward0",
+    "rem": lambda fn: "FmodBackward0" if fn.next[1] is None else "FmodBackward1",
+    "pow": lambda fn: "PowBackward0" if fn.next[1] is None else "PowBackward1",
+    ALIAS: "AliasBackward0",
+}
+
+
+class GradFn:
+    """The backward record of one primitive application.
+
+    Its PyTorch surface: ``name()`` (PyTorch's node name for the op, see
+    ``_TORCH_NAMES``), ``next_functions``, ``metadata``, and ``register_hook`` /
+    ``register_prehook`` (attached by ``nova.autograd``). Nova records one GradFn per
+    *primitive*, so a composite op (``mean``, ``relu``, ``softmax``...) shows the
+    GradFn of its last primitive (``MulBackward0``, ``WhereBackward0``,
+    ``DivBackward0``), not PyTorch's ``MeanBackward0``, and a walk of the graph meets
+    the composite's primitives."""
+
+    # (``_grad_hooks``: set only when a hook is registered, nova.autograd.hooks;
+    # ``_node_prehooks``/``_node_hooks``: the same for ``register_prehook``/
+    # ``register_hook``; ``_metadata``: made on first read of ``metadata``)
     __slots__ = ("op", "attrs", "sig", "seq", "next", "in_shapes", "in_dtypes", "saved",
-                 "out_node", "retained", "released", "_grad_hooks", "__weakref__")
+                 "out_node", "retained", "released", "_grad_hooks", "_node_prehooks",
+                 "_node_hooks", "_metadata", "__weakref__")
 
     def __init__(self, op: str, attrs: dict[str, Any], next_: tuple[Any, ...],
                  inputs: Sequence[Node], out_node: Node | None):
@@ -83,9 +217,43 @@ class GradFn:
         self.out_node = out_node if save_output else None
         self.retained: list[weakref.ref] = []   # non-leaf tensors that asked for .grad
         self.released = False
+        if (save_inputs or save_output) and SAVED_HOOKS.stack:
+            self._pack_saved()
+
+    def _pack_saved(self) -> None:
+        """Replace the saved nodes by what this thread's pack hook makes of them."""
+        self.saved = tuple([None if n is None else _pack(n) for n in self.saved])
+        if self.out_node is not None:
+            self.out_node = _pack(self.out_node)
 
     def name(self) -> str:
-        return f"{self.op.title().replace('_', '')}Backward"
+        """PyTorch's name for this node (``MulBackward0``; a custom Function's is
+        ``<ClassName>Backward``, as PyTorch's)."""
+        if self.op == FUNCTION:
+            base = self.attrs.get("name", "Function")
+            return base if base.endswith("Backward") else f"{base}Backward"
+        named = _TORCH_NAMES.get(self.op)
+        if named is None:
+            return f"{_camel(self.op)}Backward0"
+        return named if isinstance(named, str) else named(self)
+
+    @property
+    def next_functions(self) -> tuple[tuple[Any, int], ...]:
+        """Per input, ``(node, 0)``: the input's GradFn, an ``AccumulateGrad`` for a
+        leaf that requires grad (the same object while it is held, as PyTorch's), or
+        None for an input without history. (Every Nova record has one output, so the
+        index is always 0.)"""
+        return tuple([(e if e is None or type(e) is GradFn else accumulate_grad(e), 0)
+                      for e in self.next])
+
+    @property
+    def metadata(self) -> dict:
+        """A dict for the user's notes on this node (PyTorch's ``Node.metadata``)."""
+        try:
+            return self._metadata
+        except AttributeError:
+            self._metadata = {}
+            return self._metadata
 
     def release(self) -> None:
         """Drop saved values after a backward pass without ``retain_graph``."""
@@ -96,7 +264,53 @@ class GradFn:
             self.attrs = {}
 
     def __repr__(self) -> str:
-        return f"<{self.name()}>"
+        return f"<{self.name()} object at {id(self):#x}>"
+
+
+class AccumulateGrad:
+    """The node PyTorch puts where a leaf that requires grad enters the graph
+    (``next_functions`` shows it): ``variable`` is the leaf. Nova's records point at
+    the leaf itself, so these are made on demand; ``accumulate_grad`` hands out the same
+    one for a leaf while it is held, so identity-based walks (torchviz's) see one node
+    per leaf. Hooks registered on it live on the leaf (``nova.autograd.hooks``)."""
+
+    __slots__ = ("variable", "_metadata", "__weakref__")
+
+    def __init__(self, variable: Any):
+        self.variable = variable
+
+    def name(self) -> str:
+        return "torch::autograd::AccumulateGrad"
+
+    @property
+    def next_functions(self) -> tuple:
+        return ()
+
+    @property
+    def metadata(self) -> dict:
+        """A dict for the user's notes on this node (kept while the node is held)."""
+        try:
+            return self._metadata
+        except AttributeError:
+            self._metadata = {}
+            return self._metadata
+
+    def __repr__(self) -> str:
+        return f"<AccumulateGrad object at {id(self):#x}>"
+
+
+# id(leaf) -> its AccumulateGrad, while something holds that node (which holds the leaf,
+# so the id cannot be reused meanwhile).
+_ACCUMULATORS: weakref.WeakValueDictionary[int, AccumulateGrad] = \
+    weakref.WeakValueDictionary()
+
+
+def accumulate_grad(leaf: Any) -> AccumulateGrad:
+    """The ``AccumulateGrad`` node of ``leaf`` (one per leaf while it is held)."""
+    node = _ACCUMULATORS.get(id(leaf))
+    if node is None or node.variable is not leaf:
+        node = _ACCUMULATORS[id(leaf)] = AccumulateGrad(leaf)
+    return node
 
 
 def alias_fn(leaf: Any, node: Node) -> GradFn:

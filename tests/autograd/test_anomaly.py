@@ -12,7 +12,7 @@ from nova.autograd import anomaly_mode
 from nova.tensor import function_template
 from nova.tensor.tape import GradFn
 
-NAN_ERROR = r"Function 'MulBackward' returned nan values in its 0th output\."
+NAN_ERROR = r"Function 'MulBackward0' returned nan values in its 0th output\."
 
 
 @pytest.fixture(autouse=True)

@@ -161,3 +161,4 @@ from nova.tensor.complex import (  # noqa: E402
 cfloat, cdouble = complex64, complex128
 _complex.install(globals())
 from nova import fft  # noqa: E402
+from nova import profiler  # noqa: E402,F401  (torch.profiler: profile, record_function)

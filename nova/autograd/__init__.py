@@ -26,6 +26,7 @@ from nova.autograd.anomaly_mode import (  # noqa: E402
 )
 from nova.autograd import graph  # noqa: E402,F401  (nv.autograd.graph)
 from nova.autograd import forward_ad  # noqa: E402,F401  (nv.autograd.forward_ad)
+from nova.autograd import profiler  # noqa: E402,F401  (nv.autograd.profiler)
 from nova.tensor.tensor import Tensor as _Tensor  # noqa: E402
 
 # Tensor's and the graph nodes' hook methods live with the engine that calls them

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import enum
-import functools
 import gzip
 import json
 import os

@@ -13,6 +13,7 @@ from nova.compiler.targets.cpu.configurator import (
     gemm_kc_bounds,
     gemm_mc,
     gemm_panel_width,
+    gemm_rows,
     gemm_tile,
     thread_chunks,
 )
@@ -92,6 +93,25 @@ def test_gemm_nc_gives_each_core_half_its_share_of_the_l3():
     assert gemm_panel_width(AVX512, 512, 32) == 1024
     # SSE-like: 512 KiB / (256 x 4 B) = 512; never below one NR.
     assert gemm_panel_width(SMALL, 256, 8) == 512 and gemm_panel_width(SMALL, 10**7, 8) == 8
+
+
+def test_gemm_rows_shortens_the_tile_where_it_pads_fewer_rows():
+    # AVX-512: 14 rows at most. 64 rows pad to 70 with 14, to 65 with 13 (7% fewer).
+    assert gemm_rows(14, 64, 8) == (13, ", M=64 pads to 70 rows, MR 13 to 65 -> MR = 13")
+    assert gemm_rows(14, 128, 8)[0] == 13            # 140 -> 130 rows
+    assert gemm_rows(14, 32, 8)[0] == 11             # 42 -> 33 rows
+    # a gain under 4% keeps 14 (one driver fewer to compile): 256 -> 266 vs 260 rows
+    assert gemm_rows(14, 256, 8) == (14, "") and gemm_rows(14, 2048, 8) == (14, "")
+    assert gemm_rows(14, 98, 8) == (14, "")          # exact
+    # one panel whatever MR: M <= 14 keeps it
+    assert gemm_rows(14, 8, 8) == (14, "") and gemm_rows(14, 14, 8) == (14, "")
+    # never below 3/4 of the tallest tile, nor below the FMA latency's chains
+    assert gemm_rows(14, 16, 8)[0] == 11             # 28 -> 22 rows (8 would be 16)
+    assert gemm_rows(6, 16, 8)[0] == 6 and gemm_rows(6, 25, 8)[0] == 5   # 30 -> 25
+    assert gemm_rows(6, 25, 12)[0] == 6              # 5 rows: 10 chains < 12
+    # the tile and its derivation follow, MC a multiple of the shorter MR
+    t = gemm_tile(AVX512, k=576, m=64, n=3136)
+    assert t.mr == 13 and t.mc % 13 == 0 and "M=64 pads to 70 rows" in t.derivation
 
 
 def test_gemm_tile_blocks_split_and_dump():

@@ -71,6 +71,8 @@ to stream (vectorize, split across cores); above it, compute-bound (register til
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -83,6 +85,8 @@ if TYPE_CHECKING:
 DISPATCH_SECONDS = 5e-6
 C_TRAFFIC_SHARE = 0.03    # C tile memory traffic per K block, as a share of its FMA time
 MIN_MC_PANELS = 4         # A micro-panels an MC block holds at least
+MR_SHRINK = 0.75           # the shortest register tile gemm_rows considers, x the tallest
+MR_PADDING_GAIN = 0.04     # ... and the share of padded rows it must save
 MIN_PANELS_PER_THREAD = 8  # MR-row micro-panels per core for a shared-B split "m"
 SHARED_B_MIN_CORES = 4     # cores from which threads share the packed B panel
 L3_PER_CORE_MAX = 4 << 20  # bytes of L3 a core may count on (see ``l3_share``)
@@ -174,6 +178,31 @@ def gemm_panel_width(spec: CpuSpec, kc: int, nr: int, itemsize: int = 4) -> int:
     return _round_down((l3_share(spec) // 2) // max(kc * itemsize, 1), nr)
 
 
+def gemm_rows(mr_max: int, m: int, needed_chains: int) -> tuple[int, str]:
+    """MR for a product of ``m`` rows: the register tile computes ``ceil(m / MR) x MR``
+    rows, the last panel's padding included, so MR = ``mr_max`` wastes up to MR - 1 rows
+    of FMAs -- 9% of a 64-row product (a convolution's 64 output channels: 70 rows).
+    A shorter tile, down to ``MR_SHRINK`` x ``mr_max`` and keeping ``2 MR`` FMA chains
+    against the latency, is taken when it computes at least ``MR_PADDING_GAIN`` fewer
+    rows (64 -> MR 13: 65 rows; 128 -> 13: 130 rows instead of 140); it loads its B
+    vectors once per MR rows instead of ``mr_max``, which the FMA-bound micro-kernel
+    hides. Products where the gain is smaller, or of one panel anyway (M <= ``mr_max``),
+    keep ``mr_max``: every other MR is another driver to compile once (``gemm_support``). Returns MR and the derivation's
+    note ("" for ``mr_max``)."""
+    def rows(mr: int) -> int:
+        return -(-max(m, 1) // mr) * mr
+
+    if m <= mr_max:       # one panel whatever MR: not worth another driver
+        return mr_max, ""
+    lowest = max(1, math.ceil(MR_SHRINK * mr_max))
+    shorter = [mr for mr in range(mr_max - 1, lowest - 1, -1) if 2 * mr >= needed_chains]
+    best = min(shorter, key=rows, default=mr_max)   # ties: the larger MR (listed first)
+    if rows(best) > (1 - MR_PADDING_GAIN) * rows(mr_max):
+        return mr_max, ""
+    return best, (f", M={m} pads to {rows(mr_max)} rows, MR {best} to {rows(best)} "
+                  f"-> MR = {best}")
+
+
 def gemm_tile(spec: CpuSpec, itemsize: int = 4, k: int = 256, m: int = 256, n: int = 256,
               k_blocking: bool = True, batched: bool = False) -> GemmTile:
     """The GEMM schedule for C (M x N) = A (M x K) B (K x N) on ``spec``.
@@ -191,9 +220,10 @@ def gemm_tile(spec: CpuSpec, itemsize: int = 4, k: int = 256, m: int = 256, n: i
     """
     lanes = spec.lanes(itemsize)
     nr = 2 * lanes
-    mr = max(1, (spec.vector_registers - 3) // 2)
-    chains = 2 * mr
     needed = spec.fma_latency * spec.fma_units
+    mr_max = max(1, (spec.vector_registers - 3) // 2)
+    mr, why_mr = gemm_rows(mr_max, m, needed)
+    chains = 2 * mr
     kc = gemm_kc(spec, k, nr, mr, itemsize) if k_blocking else max(k, 1)
     mc = gemm_mc(spec, kc, mr, itemsize)
     nc = min(gemm_panel_width(spec, kc, nr, itemsize), _round_up(max(n, 1), nr))
@@ -208,7 +238,7 @@ def gemm_tile(spec: CpuSpec, itemsize: int = 4, k: int = 256, m: int = 256, n: i
     shared_b = can_share and split == "m"
     by_l1, by_c, cap = gemm_kc_bounds(spec, nr, mr, itemsize)
     why = (f"NR = 2 x {lanes} lanes = {nr}; MR = ({spec.vector_registers} regs - 3) // 2"
-           f" = {mr}; {chains} FMA chains vs latency x units = {needed}"
+           f" = {mr_max}{why_mr}; {chains} FMA chains vs latency x units = {needed}"
            + ("" if chains >= needed else " (latency not hidden: too few registers)")
            + (f"; KC = min(max(L1/2 / (NR x {itemsize} B) = {by_l1}, C traffic <= "
               f"{C_TRAFFIC_SHARE:g} of FMA time: {by_c}), L2/2 / ({MIN_MC_PANELS} MR x "

@@ -45,15 +45,20 @@ class FunctionCtx:
         self._non_differentiable: set[int] = set()
 
     def save_for_backward(self, *tensors: Any) -> None:
+        """Keep ``tensors`` for ``backward``; under ``saved_tensors_hooks`` each goes
+        through the pack hook now (with its gradient edge kept, so ``saved_tensors``
+        has the history double backward needs) and the unpack hook when read."""
         for t in tensors:
             if t is not None and not isinstance(t, Tensor):
                 raise TypeError(f"save_for_backward: can only save tensors (or None), got "
                                 f"{type(t).__name__}")
+        if tape.SAVED_HOOKS.stack:
+            tensors = tuple(None if t is None else _PackedSave(t) for t in tensors)
         self._saved = tensors
 
     @property
     def saved_tensors(self) -> tuple[Any, ...]:
-        return self._saved
+        return tuple(t.unpack() if type(t) is _PackedSave else t for t in self._saved)
 
     def mark_non_differentiable(self, *outputs: Tensor) -> None:
         self._non_differentiable.update(id(t) for t in outputs)
@@ -67,6 +72,26 @@ class FunctionCtx:
     def mark_dirty(self, *tensors: Tensor) -> None:
         raise NotImplementedError("Function: mark_dirty (an in-place forward) is not "
                                   "supported; return a new tensor instead")
+
+
+class _PackedSave:
+    """A tensor ``save_for_backward`` kept through the pack hook: what the hook made of
+    it and where its gradient goes (its GradFn, or the leaf itself)."""
+
+    __slots__ = ("value", "edge")
+
+    def __init__(self, t: Tensor):
+        self.value = tape._pack(t.node)
+        self.edge = t._grad_edge()
+
+    def unpack(self) -> Tensor:
+        node = self.value.unpack("save_for_backward")
+        edge = self.edge
+        if edge is None:
+            return Tensor._wrap(node)
+        if isinstance(edge, Tensor):            # a leaf: route its gradient back to it
+            return Tensor._wrap(node, grad_fn=tape.alias_fn(edge, node))
+        return Tensor._wrap(node, grad_fn=edge)
 
 
 class Function:

@@ -187,3 +187,48 @@ def test_stamped_composites_pack_their_saved_values_after_a_template_exists():
         else:
             nv.nn.functional.gelu(x * 1.0)
     assert counts[0] == counts[1] > 2
+
+
+class _Cube(nv.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x, None)
+        return x * x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        x, none = ctx.saved_tensors
+        assert none is None
+        return 3 * x * x * g
+
+
+def test_custom_function_saves_go_through_the_hooks_with_their_history():
+    """``ctx.save_for_backward`` packs (PyTorch's does) and ``saved_tensors`` unpacks;
+    the unpacked value keeps the saved tensor's gradient edge, so double backward
+    through a custom Function still reaches the input."""
+    x = nv.tensor(A, requires_grad=True)
+    events = []
+
+    def pack(t):
+        events.append("pack")
+        return t.detach().numpy().copy()
+
+    def unpack(a):
+        events.append("unpack")
+        return nv.tensor(a)
+
+    z = x * 1.0
+    with saved_tensors_hooks(pack, unpack):
+        y = _Cube.apply(z)
+    assert events == ["pack"]          # x (the None is no tensor), nothing read yet
+    (g,) = nv.autograd.grad(y.sum(), [x], create_graph=True)
+    assert "unpack" in events
+    np.testing.assert_allclose(g.numpy(), 3 * A ** 2, rtol=1e-12)
+    (gg,) = nv.autograd.grad(g.sum(), [x])
+    np.testing.assert_allclose(gg.numpy(), 6 * A, rtol=1e-12)
+    # a leaf saved directly routes its second-order gradient back to itself
+    with saved_tensors_hooks(lambda t: t * 1.0, lambda t: t):
+        y2 = _Cube.apply(x)
+    (g2,) = nv.autograd.grad(y2.sum(), [x], create_graph=True)
+    (gg2,) = nv.autograd.grad(g2.sum(), [x])
+    np.testing.assert_allclose(gg2.numpy(), 6 * A, rtol=1e-12)

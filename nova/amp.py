@@ -16,6 +16,14 @@ matmul: half operands, float32 accumulation, a half result.
 ``is_autocast_enabled(device_type)`` (CUDA's without one), ``is_autocast_available``
 and ``get_autocast_dtype`` answer per device type, as PyTorch's do.
 
+``custom_fwd`` / ``custom_bwd`` (PyTorch's ``torch.amp.custom_fwd(fwd=None, *,
+device_type, cast_inputs=None)`` and ``custom_bwd(bwd=None, *, device_type)``) decorate
+an ``autograd.Function``'s ``forward`` and ``backward``: ``forward`` notes on ``ctx``
+whether autocast of ``device_type`` was on and its dtype; with ``cast_inputs`` inside an
+enabled block, its floating-point tensor arguments of that device type (not float64)
+are cast to ``cast_inputs`` and it runs with autocast off; ``backward`` runs with the
+autocast state ``forward`` ran with, wherever ``.backward()`` is called.
+
 ``GradScaler``: dynamic loss scaling for float16. ``scale(loss)`` multiplies by the
 scale (a runtime tensor: a new scale compiles nothing), ``unscale_(opt)`` divides the
 gradients in place and notes whether any is inf/NaN, ``step(opt)`` skips the update
@@ -30,7 +38,11 @@ when they train in float32 or bfloat16) makes every method a pass-through.
 """
 from __future__ import annotations
 
+import functools
 import math
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -120,6 +132,113 @@ def get_autocast_dtype(device_type: str = "cpu") -> dt.DType:
     if state is not None and state[1] == device:
         return state[0]
     return _DEFAULT_DTYPE.get(device, dt.bfloat16)
+
+
+def _check_device_type(device_type: Any) -> None:
+    """PyTorch's check of ``custom_fwd``'s and ``custom_bwd``'s ``device_type``."""
+    if not isinstance(device_type, str):
+        raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
+
+
+def _cast(value: Any, device_type: str, dtype: dt.DType) -> Any:
+    """``value`` with its floating-point tensors of ``device_type`` (float64 excepted)
+    cast to ``dtype``, through lists, tuples, dicts and other iterables, as PyTorch's
+    ``torch.amp.autocast_mode._cast``; strings, bytes and numpy arrays as they are."""
+    if isinstance(value, Tensor):
+        eligible = (value.is_floating_point() and value.device.type == device_type
+                    and value.dtype != dt.float64)
+        return value.to(dtype) if eligible else value
+    if isinstance(value, (str, bytes, np.ndarray)):
+        return value
+    if isinstance(value, Mapping):
+        return {_cast(k, device_type, dtype): _cast(v, device_type, dtype)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cast(v, device_type, dtype) for v in value)
+    if hasattr(value, "__iter__"):
+        return (_cast(v, device_type, dtype) for v in value)
+    return value
+
+
+@contextmanager
+def _autocast_state(device_type: str, enabled: bool, dtype: Any) -> Iterator[None]:
+    """Autocast of ``device_type`` on (in ``dtype``) or off for the block, as
+    ``torch.autocast(device_type, enabled=..., dtype=...)``: turning it off leaves an
+    open block of another device type alone (PyTorch's state is per device type)."""
+    if enabled:
+        with autocast(device_type, dtype):
+            yield
+        return
+    state = LOWER.get()
+    token = LOWER.set(None if state is not None and state[1] == device_type else state)
+    try:
+        yield
+    finally:
+        LOWER.reset(token)
+
+
+def custom_fwd(fwd: Callable[..., Any] | None = None, *, device_type: str,
+               cast_inputs: Any = None) -> Callable[..., Any]:
+    """Decorator of a custom ``autograd.Function``'s ``forward`` (``torch.amp.custom_fwd``):
+    notes the autocast state of ``device_type`` on ``ctx`` for ``custom_bwd``; with
+    ``cast_inputs``, inside an enabled autocast block, casts the floating-point tensor
+    arguments to it and runs ``forward`` with autocast off (outside a block it is a
+    no-op). Usable bare with keywords: ``@custom_fwd(device_type="cuda")``."""
+    _check_device_type(device_type)
+    if fwd is None:
+        return functools.partial(custom_fwd, device_type=device_type, cast_inputs=cast_inputs)
+    target = None if cast_inputs is None else dt.get_dtype(cast_inputs)
+
+    @functools.wraps(fwd)
+    def decorate_fwd(*args: Any, **kwargs: Any) -> Any:
+        ctx = args[0]
+        ctx._dtype = get_autocast_dtype(device_type)
+        enabled = is_autocast_enabled(device_type)
+        if target is None:
+            ctx._fwd_used_autocast = enabled
+            return fwd(*args, **kwargs)
+        ctx._fwd_used_autocast = False
+        if not enabled:
+            return fwd(*args, **kwargs)
+        with _autocast_state(device_type, False, None):
+            return fwd(*_cast(args, device_type, target), **_cast(kwargs, device_type, target))
+    return decorate_fwd
+
+
+def custom_bwd(bwd: Callable[..., Any] | None = None, *, device_type: str
+               ) -> Callable[..., Any]:
+    """Decorator of a custom ``autograd.Function``'s ``backward`` (``torch.amp.custom_bwd``):
+    it runs with the autocast state its ``forward`` (decorated by ``custom_fwd``) ran
+    with."""
+    _check_device_type(device_type)
+    if bwd is None:
+        return functools.partial(custom_bwd, device_type=device_type)
+
+    @functools.wraps(bwd)
+    def decorate_bwd(*args: Any, **kwargs: Any) -> Any:
+        ctx = args[0]
+        with _autocast_state(device_type, ctx._fwd_used_autocast, ctx._dtype):
+            return bwd(*args, **kwargs)
+    return decorate_bwd
+
+
+def _cuda_custom_fwd(fwd: Callable[..., Any] | None = None, *, cast_inputs: Any = None
+                     ) -> Callable[..., Any]:
+    """``nv.cuda.amp.custom_fwd``: PyTorch's deprecated spelling of
+    ``custom_fwd(..., device_type="cuda")``, with its ``FutureWarning``."""
+    warnings.warn("`nv.cuda.amp.custom_fwd(args...)` is deprecated. Please use "
+                  "`nv.amp.custom_fwd(args..., device_type='cuda')` instead.",
+                  FutureWarning, stacklevel=2)
+    return custom_fwd(fwd, device_type="cuda", cast_inputs=cast_inputs)
+
+
+def _cuda_custom_bwd(bwd: Callable[..., Any]) -> Callable[..., Any]:
+    """``nv.cuda.amp.custom_bwd``: PyTorch's deprecated spelling of
+    ``custom_bwd(..., device_type="cuda")``, with its ``FutureWarning``."""
+    warnings.warn("`nv.cuda.amp.custom_bwd(args...)` is deprecated. Please use "
+                  "`nv.amp.custom_bwd(args..., device_type='cuda')` instead.",
+                  FutureWarning, stacklevel=2)
+    return custom_bwd(bwd, device_type="cuda")
 
 
 class _ScalerStateError(RuntimeError, AssertionError):
@@ -366,4 +485,4 @@ def _f32(x: float) -> float:
 
 
 __all__ = ["autocast", "GradScaler", "is_autocast_enabled", "is_autocast_available",
-           "get_autocast_dtype"]
+           "get_autocast_dtype", "custom_fwd", "custom_bwd"]

@@ -57,7 +57,9 @@ def __getattr__(name: str):
 
         from nova import amp
         return types.SimpleNamespace(autocast=functools.partial(amp.autocast, "cuda"),
-                                     GradScaler=amp.GradScaler)
+                                     GradScaler=amp.GradScaler,
+                                     custom_fwd=amp._cuda_custom_fwd,
+                                     custom_bwd=amp._cuda_custom_bwd)
     from nova.tensor.legacy import CUDA_TYPES    # nv.cuda.FloatTensor and the others
     if name in CUDA_TYPES:
         return CUDA_TYPES[name]

@@ -58,6 +58,7 @@ from nova.nn.lazy import (
     UninitializedParameter,
 )
 from nova.nn.more_modules import Buffer
+from nova.nn.fractional_pool import FractionalMaxPool2d, FractionalMaxPool3d
 
 __all__ = ["Module", "Parameter", "StateDictError", "Linear", "Embedding", "LayerNorm",
            "RMSNorm", "Dropout", "GELU", "ReLU", "SiLU", "Tanh", "Identity", "Sequential",
@@ -96,4 +97,5 @@ __all__ += ["Buffer", "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d",
             "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d",
             "UninitializedBuffer"]
 __all__ += ["SyncBatchNorm"]
+__all__ += ["FractionalMaxPool2d", "FractionalMaxPool3d"]
 from nova.nn import modules  # noqa: E402  (PyTorch's submodule names: nn.modules.batchnorm)

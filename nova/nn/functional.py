@@ -917,6 +917,10 @@ from nova.nn.more_losses import (  # noqa: E402
     multilabel_margin_loss, triplet_margin_with_distance_loss,
 )
 from nova.nn.ctc import ctc_loss  # noqa: E402
+from nova.nn.fractional_pool import (  # noqa: E402
+    fractional_max_pool2d, fractional_max_pool2d_with_indices, fractional_max_pool3d,
+    fractional_max_pool3d_with_indices,
+)
 
 __all__ = ["linear", "dropout", "pad", "layer_norm", "rms_norm", "cross_entropy", "mse_loss",
            "ctc_loss", "relu_", "leaky_relu_", "elu_", "selu_", "celu_", "hardtanh_",
@@ -944,4 +948,6 @@ __all__ = ["linear", "dropout", "pad", "layer_norm", "rms_norm", "cross_entropy"
            "gaussian_nll_loss", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
            "multi_head_attention_forward", "affine_grid", "grid_sample", "max_unpool1d",
            "max_unpool2d", "max_unpool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d",
-           "embedding_bag", "triplet_margin_with_distance_loss", "multilabel_margin_loss"]
+           "embedding_bag", "triplet_margin_with_distance_loss", "multilabel_margin_loss",
+           "fractional_max_pool2d", "fractional_max_pool2d_with_indices",
+           "fractional_max_pool3d", "fractional_max_pool3d_with_indices"]

@@ -13,8 +13,8 @@ import sys
 import types
 
 from nova.nn import (
-    activation, adaptive, conv_layers, conv_transpose, layers, lazy, losses, module,
-    normalization, padding, unpool,
+    activation, adaptive, conv_layers, conv_transpose, fractional_pool, layers, lazy, losses,
+    module, normalization, padding, unpool,
 )
 from nova.nn.modules import utils  # noqa: F401  (nn.modules.utils)
 
@@ -65,7 +65,9 @@ SUBMODULES: dict[str, tuple[tuple[types.ModuleType, tuple[str, ...]], ...]] = {
                                "MaxPool2d", "MaxPool3d", "_AdaptiveAvgPoolNd",
                                "_AdaptiveMaxPoolNd", "_AvgPoolNd", "_MaxPoolNd")),
                 (unpool, ("LPPool1d", "LPPool2d", "LPPool3d", "MaxUnpool1d", "MaxUnpool2d",
-                          "MaxUnpool3d", "_LPPoolNd", "_MaxUnpoolNd"))),
+                          "MaxUnpool3d", "_LPPoolNd", "_MaxUnpoolNd")),
+                (fractional_pool, ("FractionalMaxPool2d", "FractionalMaxPool3d",
+                                   "_FractionalMaxPoolNd"))),
     "padding": ((padding, ("CircularPad1d", "CircularPad2d", "CircularPad3d",
                            "ConstantPad1d", "ConstantPad2d", "ConstantPad3d",
                            "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d",

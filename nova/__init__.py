@@ -161,4 +161,12 @@ from nova.tensor.complex import (  # noqa: E402
 cfloat, cdouble = complex64, complex128
 _complex.install(globals())
 from nova import fft  # noqa: E402
+
+# PyTorch 2.13 names (issue #22): spectral, factories, interchange, ATen forms.
+from nova.spectral_stft import istft, stft  # noqa: E402
+from nova.tensor.device import get_default_device, set_default_device  # noqa: E402
+from nova.tensor.creation import empty_strided, frombuffer  # noqa: E402
+from nova.tensor.dlpack import from_dlpack  # noqa: E402
+from nova.tensor.layout_info import is_inference  # noqa: E402
+from nova.aten_functional import constant_pad_nd, convolution  # noqa: E402
 from nova import profiler  # noqa: E402,F401  (torch.profiler: profile, record_function)

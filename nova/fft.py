@@ -44,17 +44,24 @@ def _scale(op: str, norm: str | None, n: int, inverse: bool) -> float:
 
 
 @functools.lru_cache(maxsize=8)
-def _dft(n_in: int, n_out: int, dtype: dt.DType, n: int) -> tuple[Tensor, Tensor]:
+def _dft(n_in: int, n_out: int, dtype: dt.DType, n: int,
+         device: str = "cpu") -> tuple[Tensor, Tensor]:
     """``cos`` and ``sin`` of ``2 pi k t / n`` for ``t < n_in`` (rows) and ``k < n_out``.
 
     Kept (as torch keeps its FFT plans), the last few sizes: the same constants every
     call, not host data made anew, so a step through ``nv.fft`` uploads no matrix per
     call and ``nv.compile`` can replay it (a replay cannot supply host data the call
-    makes)."""
+    makes). On the input's ``device`` (never the default device: a transform's
+    constants follow its operand)."""
     phase = (np.arange(n_in)[:, None] * np.arange(n_out)[None, :]) % n
     angle = 2.0 * np.pi * phase / n
-    return (_creation.tensor(np.cos(angle), dtype=dtype),
-            _creation.tensor(np.sin(angle), dtype=dtype))
+    return (_creation.tensor(np.cos(angle), dtype=dtype, device=device),
+            _creation.tensor(np.sin(angle), dtype=dtype, device=device))
+
+
+def _where(t: Tensor) -> str:
+    """The device of ``t`` as a string (a constant's None is the CPU)."""
+    return t.node.device or "cpu"
 
 
 def _operand(op: str, x: Any) -> tuple[Tensor, Tensor | None]:
@@ -103,7 +110,7 @@ def _c2c(op: str, x: Any, n: int | None, dim: int, norm: str | None,
     dim = _dim(op, re, dim)
     n = re.shape[dim] if n is None else n
     re = _resized(op, re, dim, n)
-    cos, sin = _dft(n, n, re.dtype, n)
+    cos, sin = _dft(n, n, re.dtype, n, _where(re))
     sign = 1.0 if inverse else -1.0           # e^{+-i theta} = cos +- i sin
     scale = _scale(op, norm, n, inverse)
     if im is None:
@@ -137,7 +144,7 @@ def rfft(input: Tensor, n: int | None = None, dim: int = -1,
     dim = _dim("rfft", re, dim)
     n = re.shape[dim] if n is None else n
     re = _resized("rfft", re, dim, n)
-    cos, sin = _dft(n, n // 2 + 1, re.dtype, n)
+    cos, sin = _dft(n, n // 2 + 1, re.dtype, n, _where(re))
     scale = _scale("rfft", norm, n, inverse=False)
     return ComplexTensor(_along(re, dim, cos) * scale, _along(re, dim, sin) * -scale)
 
@@ -152,12 +159,12 @@ def irfft(input: Any, n: int | None = None, dim: int = -1, norm: str | None = No
     m = n // 2 + 1
     re = _resized("irfft", re, dim, m)
     im = _creation.zeros_like(re) if im is None else _resized("irfft", im, dim, m)
-    cos, sin = _dft(m, n, re.dtype, n)
+    cos, sin = _dft(m, n, re.dtype, n, _where(re))
     weight = np.full((m, 1), 2.0)             # each k in (0, n/2) stands for k and n - k
     weight[0] = 1.0
     if n % 2 == 0:
         weight[-1] = 1.0
-    w = _creation.tensor(weight, dtype=re.dtype)
+    w = _creation.tensor(weight, dtype=re.dtype, device=_where(re))
     out = _along(re, dim, cos * w) - _along(im, dim, sin * w)
     scale = _scale("irfft", norm, n, inverse=True)
     return out * scale if scale != 1.0 else out

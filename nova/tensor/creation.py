@@ -13,7 +13,7 @@ import numpy as np
 from nova.core import dtypes as dt
 from nova.tensor import movement, ops, sorting
 from nova.tensor import random as rnd
-from nova.tensor.device import check_device
+from nova.tensor.device import check_device, factory_device
 from nova.tensor.device import device as Device
 from nova.tensor.ops import add, cast, full_const, mul, prim
 from nova.core.shapes import SizeError, check_numel, shape_arg
@@ -168,7 +168,7 @@ def tensor(data: Any, dtype: Any = None, device: Any = None,
     Python floats default to the default dtype (float32 unless ``set_default_dtype``)
     and ints to int64, as in PyTorch.
     """
-    where = check_device(device, "tensor")
+    where = factory_device(device, "tensor")
     arr = _to_numpy(data)
     target = dt.get_dtype(dtype) if dtype is not None else (
         data.dtype if isinstance(data, Tensor) else _infer_dtype(data, arr))
@@ -206,7 +206,7 @@ def _dtype(dtype: Any, default: dt.DType | None = None) -> dt.DType:
 
 def full(size: Sequence[int], fill_value: Any, *, dtype: Any = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
-    where = check_device(device, "full")
+    where = factory_device(device, "full")
     shape = shape_arg((size,), "full")
     if dtype is None:
         dtype = dt.result_type([], [fill_value])
@@ -230,14 +230,14 @@ def _size(op: str, sizes: tuple, size: Sequence[int] | None) -> tuple[int, ...]:
 
 def zeros(*sizes: Any, size: Sequence[int] | None = None, dtype: Any = None,
           device: Any = None, requires_grad: bool = False) -> Tensor:
-    where = check_device(device, "zeros")
+    where = factory_device(device, "zeros")
     shape = _size("zeros", sizes, size)
     return _finish(_place(full_const(0, shape, _dtype(dtype)), where), requires_grad)
 
 
 def ones(*sizes: Any, size: Sequence[int] | None = None, dtype: Any = None,
          device: Any = None, requires_grad: bool = False) -> Tensor:
-    where = check_device(device, "ones")
+    where = factory_device(device, "ones")
     shape = _size("ones", sizes, size)
     return _finish(_place(full_const(1, shape, _dtype(dtype)), where), requires_grad)
 
@@ -256,9 +256,9 @@ def _like(x: Tensor, dtype: Any) -> tuple[tuple[int, ...], dt.DType]:
 
 
 def _like_device(x: Tensor, device: Any) -> Any:
-    """``*_like`` results live on ``x``'s device unless told otherwise (as in torch)."""
-    return device if device is not None else (None if x.node.device in (None, "cpu")
-                                              else x.node.device)
+    """``*_like`` results live on ``x``'s device unless told otherwise (as in torch;
+    named, so the default device does not apply)."""
+    return device if device is not None else (x.node.device or "cpu")
 
 
 def zeros_like(x: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
@@ -298,7 +298,7 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None,
     range needs start == end), the bounds must be finite, and integer bounds must fit
     int64; every such mistake raises here rather than returning an empty tensor. An
     integer ``dtype`` with non-integer bounds truncates them first (``_truncated``)."""
-    where = check_device(device, "arange")
+    where = factory_device(device, "arange")
     if end is None:
         start, end = 0, start
     bounds = []
@@ -370,18 +370,22 @@ def _count(op: str, name: str, v: Any) -> int:
     return v
 
 
-def linspace(start: float, end: float, steps: int, *, dtype: Any = None) -> Tensor:
+def linspace(start: float, end: float, steps: int, *, dtype: Any = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
+    where = factory_device(device, "linspace")
     steps = _count("linspace", "steps", steps)
     check_numel("linspace", (steps,))
     if steps <= 1:
-        return full_const(start, (steps,), _dtype(dtype), "linspace")
-    idx = prim("iota", [], {"dim": 0}, (steps,), dt.float64)
-    return cast(add(mul(idx, (end - start) / (steps - 1)), float(start)), _dtype(dtype))
+        out = full_const(start, (steps,), _dtype(dtype), "linspace")
+    else:
+        idx = prim("iota", [], {"dim": 0}, (steps,), dt.float64)
+        out = cast(add(mul(idx, (end - start) / (steps - 1)), float(start)), _dtype(dtype))
+    return _finish(_place(out, where), requires_grad)
 
 
 def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None,
         requires_grad: bool = False) -> Tensor:
-    where = check_device(device, "eye")
+    where = factory_device(device, "eye")
     n = _count("eye", "n", n)
     m = n if m is None else _count("eye", "m", m)
     check_numel("eye", (n, m))
@@ -395,7 +399,7 @@ def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None,
 def rand(*sizes: Any, size: Sequence[int] | None = None, dtype: Any = None,
          generator: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """Uniform in [0, 1) from the counter-based generator."""
-    where = check_device(device, "rand")
+    where = factory_device(device, "rand")
     shape = _size("rand", sizes, size)
     return _finish(_place(rnd.uniform(shape, _dtype(dtype), generator), where), requires_grad)
 
@@ -403,7 +407,7 @@ def rand(*sizes: Any, size: Sequence[int] | None = None, dtype: Any = None,
 def randn(*sizes: Any, size: Sequence[int] | None = None, dtype: Any = None,
           generator: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """Standard normal (Box-Muller) from the counter-based generator."""
-    where = check_device(device, "randn")
+    where = factory_device(device, "randn")
     shape = _size("randn", sizes, size)
     return _finish(_place(rnd.normal(shape, _dtype(dtype), generator), where), requires_grad)
 
@@ -413,7 +417,7 @@ def randperm(n: int, *, generator: Any = None, dtype: Any = None, device: Any = 
     """A random permutation of ``0 .. n-1`` (int64 by default), as ``torch.randperm``;
     drawn on the host from the generator (``random.host_permutation``), so it is
     realized at once and compiles nothing."""
-    where = check_device(device, "randperm")
+    where = factory_device(device, "randperm")
     target = _dtype(dtype, dt.int64)
     n = rnd.permutation_length(n)
     if target.category == dt.INT and n > 0 and n - 1 > dt.int_bounds(target)[1]:
@@ -427,7 +431,7 @@ def randint(low: int = 0, high: Any = None, size: Any = None, *, dtype: Any = No
     """``randint(high, size)`` or ``randint(low, high, size)``: integers in [low, high).
     As in PyTorch, ``size`` may be a keyword (``randint(5, size=(3,))``, ``high`` the
     one integer given) and ``low`` defaults to 0 (``randint(high=5, size=(3,))``)."""
-    where = check_device(device, "randint")
+    where = factory_device(device, "randint")
     if size is None:
         if high is None or not isinstance(high, (tuple, list)):
             raise TypeError("randint: expected randint(high, size) or randint(low, high, size)")
@@ -492,3 +496,61 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
     if replacement or num_samples == 1:
         return ops.argmax(scores, -1)
     return sorting.topk(movement.squeeze(scores, -2), num_samples, -1).indices
+
+
+def empty_strided(size: Sequence[int], stride: Sequence[int], *, dtype: Any = None,
+                  layout: Any = None, device: Any = None, requires_grad: bool = False,
+                  pin_memory: bool = False) -> Tensor:
+    """``torch.empty_strided``: a tensor of ``size`` (zeros, as ``nv.empty``). Nova
+    values have no strides of their own (the tensor reads as row-major, see
+    ``Tensor.stride``), so ``stride`` is checked as PyTorch checks it -- one
+    non-negative int per dimension -- and then has no effect."""
+    shape = shape_arg((size,), "empty_strided")
+    if not isinstance(stride, (tuple, list)):
+        raise TypeError(f"empty_strided(): argument 'stride' (position 2) must be tuple of "
+                        f"ints, not {type(stride).__name__}")
+    for i, s in enumerate(stride):
+        if isinstance(s, builtins.bool) or not isinstance(s, (builtins.int, np.integer)):
+            raise TypeError(f"empty_strided(): argument 'stride' (position 2) must be tuple "
+                            f"of ints, but found element of type {type(s).__name__} at pos {i}")
+    if len(stride) != len(shape):
+        raise RuntimeError(f"empty_strided: dimensionality of sizes ({len(shape)}) must match "
+                           f"dimensionality of strides ({len(stride)})")
+    if any(s < 0 for s in stride):
+        raise RuntimeError(f"empty_strided: negative strides are not supported, got sizes="
+                           f"{list(shape)} and strides={list(stride)}")
+    return empty(shape, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def frombuffer(buffer: Any, *, dtype: Any, count: int = -1, offset: int = 0,
+               requires_grad: bool = False) -> Tensor:
+    """``torch.frombuffer``: the ``count`` elements of ``dtype`` (all, for -1) that start
+    ``offset`` bytes into an object implementing the buffer protocol (``bytes``,
+    ``bytearray``, ``memoryview``, ``array.array``, numpy arrays). The values are
+    copied: Nova values are immutable, so later writes into the buffer are not seen
+    (PyTorch's tensor shares the memory). Always on the CPU, as PyTorch's."""
+    target = dt.get_dtype(dtype)
+    try:
+        raw = memoryview(buffer).cast("B")
+    except TypeError:
+        raise ValueError(f"frombuffer: object of type {type(buffer).__name__} does not "
+                         "implement Python buffer protocol.") from None
+    length, size = raw.nbytes, target.itemsize
+    if length == 0 or count == 0:
+        raise ValueError(f"frombuffer: both buffer length ({length}) and count ({count}) "
+                         "must not be 0")
+    if not 0 <= offset < length:
+        raise ValueError(f"frombuffer: offset ({offset} bytes) must be non-negative and no "
+                         f"greater than buffer length ({length} bytes) minus 1")
+    if count < 0:
+        if (length - offset) % size:
+            raise ValueError(f"frombuffer: buffer length ({length - offset} bytes) after "
+                             f"offset ({offset} bytes) must be a multiple of element size "
+                             f"({size})")
+        count = (length - offset) // size
+    elif offset + count * size > length:
+        raise ValueError(f"frombuffer: requested buffer length ({count} * {size} bytes) "
+                         f"after offset ({offset} bytes) must not be greater than actual "
+                         f"buffer length ({length} bytes)")
+    arr = np.frombuffer(raw, dtype=target.np, count=count, offset=offset)
+    return tensor(arr, dtype=target, device="cpu", requires_grad=requires_grad)

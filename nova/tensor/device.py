@@ -7,6 +7,7 @@ host behind the user's back. Nothing here imports CuPy: ``import nova`` stays GP
 """
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 _KNOWN = ("cpu", "cuda")
@@ -44,12 +45,55 @@ class device:
     def __str__(self) -> str:
         return self.type if self.index is None else f"{self.type}:{self.index}"
 
+    def __enter__(self) -> device:
+        """``with nv.device("cuda"):``: factories called without ``device=`` inside the
+        block use this device (this thread only), as ``torch.device``'s context."""
+        _DEFAULT.stack = [*_stack(), self]
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _DEFAULT.stack = _stack()[:-1]
+
 
 CPU = device("cpu")
 CUDA = device("cuda")
 # A node's device is stored as its type string (or None: "follows its consumers", for
 # constants and random keys); these are the device objects users see for them.
 BY_TYPE = {None: CPU, "cpu": CPU, "cuda": CUDA}
+
+
+# The default device of the factories: per thread, as PyTorch's (its global setting
+# lives in a ``threading.local``): ``set_default_device``'s choice, under the devices
+# of enclosing ``with nv.device(...)`` blocks.
+_DEFAULT = threading.local()
+
+
+def _stack() -> list[device]:
+    return getattr(_DEFAULT, "stack", [])
+
+
+def set_default_device(device_spec: Any) -> None:
+    """``torch.set_default_device``: factory functions (``nv.zeros``, ``nv.tensor``,
+    ``nv.arange``...) called without ``device=`` put their result on ``device_spec``
+    from now on, in this thread; ``None`` restores the CPU. Whether the device can run
+    is checked when a factory uses it, as in PyTorch."""
+    _DEFAULT.base = None if device_spec is None else device(device_spec)
+
+
+def get_default_device() -> device:
+    """The device factories use without ``device=`` (``torch.get_default_device``):
+    the innermost ``with nv.device(...)``, else ``set_default_device``'s, else the
+    CPU."""
+    stack = _stack()
+    if stack:
+        return stack[-1]
+    base = getattr(_DEFAULT, "base", None)
+    return CPU if base is None else base
+
+
+def factory_device(spec: Any, op: str) -> device:
+    """``check_device`` for a factory's ``device=``: None means the default device."""
+    return check_device(get_default_device() if spec is None else spec, op)
 
 
 def check_device(spec: Any, op: str) -> device:

@@ -427,6 +427,31 @@ class Tensor:
     def is_inference(self) -> bool:
         return False
 
+    @property
+    def output_nr(self) -> int:
+        """0: which output of its ``grad_fn`` this tensor is. Nova records a
+        multi-output op (``unbind``, ``max(dim)``) as one node per output, so each is
+        output 0 (PyTorch numbers ``unbind``'s outputs 0, 1, ...)."""
+        return 0
+
+    def dim_order(self, *, ambiguity_check: Any = False) -> tuple[int, ...]:
+        """The dimensions from outermost to innermost in memory: ``(0, 1, ..., n-1)``,
+        since Nova values are row-major (``is_contiguous`` is always True).
+        ``ambiguity_check=True`` (or a list of memory formats, each of which a Nova
+        tensor satisfies) raises where PyTorch's would for such a tensor: a size-1
+        dimension or two equal strides allow other orders."""
+        from nova.tensor.layout_info import dim_order
+        return dim_order(self, ambiguity_check)
+
+    def new_empty_strided(self, size: Any, stride: Any, *, dtype: Any = None,
+                          layout: Any = None, device: Any = None, requires_grad: bool = False,
+                          pin_memory: bool = False) -> Tensor:
+        """``nv.empty_strided`` with this tensor's dtype and device unless given."""
+        from nova.tensor.creation import empty_strided
+        return empty_strided(size, stride, dtype=self.dtype if dtype is None else dtype,
+                             device=(self.node.device or "cpu") if device is None else device,
+                             requires_grad=requires_grad)
+
     def is_pinned(self) -> bool:
         return False
 
@@ -572,6 +597,16 @@ class Tensor:
         _indexing.realize_to_iterate(self)
         return (self[i] for i in range(self.shape[0]))
 
+    def __dlpack__(self, *, stream: Any = -1, max_version: Any = None, dl_device: Any = None,
+                   copy: Any = None) -> Any:
+        """A DLPack capsule of a copy of the values (``nova.tensor.dlpack``)."""
+        from nova.tensor.dlpack import to_dlpack
+        return to_dlpack(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        from nova.tensor.dlpack import dlpack_device
+        return dlpack_device(self)
+
     def __array__(self, dtype=None, copy=None):
         arr = self.numpy()
         return arr if dtype is None else arr.astype(dtype)
@@ -661,6 +696,24 @@ class Tensor:
 
     def bool(self) -> Tensor:
         return self.to(dt.bool_)
+
+    def cfloat(self, memory_format: Any = None) -> Any:
+        """``self.to(nv.complex64)``: a complex tensor, imaginary part 0."""
+        return self.to(dt.complex64)
+
+    def cdouble(self, memory_format: Any = None) -> Any:
+        """``self.to(nv.complex128)``."""
+        return self.to(dt.complex128)
+
+    def chalf(self, memory_format: Any = None) -> Any:
+        raise TypeError(f"chalf: Nova has no complex32 (ComplexHalf) dtype to convert this "
+                        f"{self.dtype.name} tensor to; use .cfloat() (complex64)")
+
+    def angle(self) -> Tensor:
+        """0 where ``self >= 0``, pi where negative, NaN kept (``torch.angle`` of a real
+        tensor; integers give the default float dtype)."""
+        from nova.tensor.complex import angle
+        return angle(self)
 
     def cpu(self) -> Tensor:
         """A copy on the host (``self`` if already there)."""
@@ -918,6 +971,42 @@ class Tensor:
 
     def addr_(self, vec1: Tensor, vec2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
         return self._assign(_products.addr(self, vec1, vec2, beta=beta, alpha=alpha), "addr_")
+
+    def apply_(self, callable: Callable[[Any], Any]) -> Tensor:
+        """Each element replaced by ``callable(element)`` on the host
+        (``nova.tensor.host_maps``)."""
+        from nova.tensor.host_maps import apply_
+        return apply_(self, callable)
+
+    def map_(self, tensor: Tensor, callable: Callable[[Any, Any], Any]) -> Tensor:
+        from nova.tensor.host_maps import map_
+        return map_(self, tensor, callable)
+
+    def map2_(self, x: Tensor, y: Tensor, callable: Callable[[Any, Any, Any], Any]) -> Tensor:
+        from nova.tensor.host_maps import map2_
+        return map2_(self, x, y, callable)
+
+    def igamma(self, other: Tensor) -> Tensor:
+        """``torch.igamma``: the regularized lower incomplete gamma function."""
+        from nova.tensor.sampling_ops import gammainc
+        if not isinstance(other, Tensor):
+            raise TypeError(f"igamma(): argument 'other' (position 1) must be Tensor, not "
+                            f"{type(other).__name__}")
+        return gammainc(self, other)
+
+    def igammac(self, other: Tensor) -> Tensor:
+        """``torch.igammac``: the regularized upper incomplete gamma function."""
+        from nova.tensor.sampling_ops import gammaincc
+        if not isinstance(other, Tensor):
+            raise TypeError(f"igammac(): argument 'other' (position 1) must be Tensor, not "
+                            f"{type(other).__name__}")
+        return gammaincc(self, other)
+
+    def igamma_(self, other: Tensor) -> Tensor:
+        return self._assign(self.igamma(other), "igamma_")
+
+    def igammac_(self, other: Tensor) -> Tensor:
+        return self._assign(self.igammac(other), "igammac_")
 
     # ------------------------------------------------------------ more of torch's methods
     # (nova/tensor/more_ops.py)

@@ -159,3 +159,9 @@ def _biject_to_stack(constraint: Any) -> transforms.Transform:
 def _transform_to_stack(constraint: Any) -> transforms.Transform:
     return transforms.StackTransform([transform_to(c) for c in constraint.cseq],
                                      constraint.dim)
+
+
+@biject_to.register(constraints.corr_cholesky)
+@transform_to.register(constraints.corr_cholesky)
+def _transform_to_corr_cholesky(constraint: constraints.Constraint) -> transforms.Transform:
+    return transforms.CorrCholeskyTransform()

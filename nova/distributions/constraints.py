@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from nova import linalg
+from nova.core import dtypes as dt
 from nova.distributions.utils import known_values
 from nova.tensor import movement
 from nova.tensor.creation import full, tensor
@@ -20,7 +21,7 @@ from nova.tensor.elementary import isclose
 from nova.tensor.tensor import Tensor
 
 __all__ = [
-    "Constraint", "boolean", "cat", "dependent", "dependent_property", "greater_than",
+    "Constraint", "boolean", "cat", "corr_cholesky", "dependent", "dependent_property", "greater_than",
     "greater_than_eq", "half_open_interval", "independent", "integer_interval", "interval",
     "is_dependent", "less_than", "lower_cholesky", "lower_triangular", "nonnegative",
     "nonnegative_integer", "one_hot", "positive", "positive_definite", "positive_integer",
@@ -316,6 +317,25 @@ class _LowerCholesky(Constraint):
         return _lower_triangular(value) & (value.diagonal(0, -2, -1) > 0).all(-1)
 
 
+class _CorrCholesky(Constraint):
+    """Lower Cholesky factors of correlation matrices: lower-triangular with a
+    positive diagonal and rows of unit Euclidean norm, to ``10 n eps`` of the dtype
+    (PyTorch's tolerance)."""
+
+    event_dim = 2
+
+    def check(self, value: Any) -> Any:
+        if isinstance(value, Tensor):
+            tol = dt.finfo(value.dtype).eps * value.shape[-1] * 10
+            row_norm = linalg.norm(value.detach(), dim=-1)
+        else:
+            value = np.asarray(value)
+            tol = np.finfo(value.dtype).eps * value.shape[-1] * 10
+            row_norm = np.linalg.norm(value, axis=-1)
+        unit_row_norm = (abs(row_norm - 1.0) <= tol).all(-1)
+        return _LowerCholesky().check(value) & unit_row_norm
+
+
 def _matrix_events(value: Any, valid: Any) -> Any:
     """``valid`` (one bool for all) as an array or tensor of ``value``'s batch shape
     (all but its two rightmost dims)."""
@@ -489,6 +509,7 @@ half_open_interval = _HalfOpenInterval
 simplex = _Simplex()
 lower_triangular = _LowerTriangular()
 lower_cholesky = _LowerCholesky()
+corr_cholesky = _CorrCholesky()
 square = _Square()
 symmetric = _Symmetric()
 positive_semidefinite = _PositiveSemidefinite()

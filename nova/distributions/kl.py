@@ -5,12 +5,16 @@ specific registered pair by subclass wins; an ambiguity warns).
 Every pair PyTorch registers among Nova's families, with PyTorch's formulas: each
 family with itself, and across families Normal, Laplace, Gumbel, Exponential, Gamma,
 Beta, Pareto and Uniform against Normal, Gumbel, Exponential, Gamma, Beta, Pareto and
-Uniform, and Bernoulli, Poisson and Binomial among themselves; a pair whose ``q``
+Uniform, Bernoulli, Poisson and Binomial among themselves, LowRankMultivariateNormal
+with itself and with MultivariateNormal both ways, and ContinuousBernoulli with itself
+and against Normal, Exponential, Pareto and Uniform (from Beta, Uniform and the
+real-line and positive families to it); a pair whose ``q``
 gives zero density where ``p`` has mass (Normal -> Exponential or -> Uniform, the
 real-line families -> Exponential, Gamma, Beta, Pareto or Uniform, ...) is ``inf``
-throughout, as PyTorch's. (PyTorch's generic rule for two members of one exponential
-family, by a Bregman divergence, is not here: each family Nova has gets its own closed
-form instead.)"""
+throughout, as PyTorch's. Two members of one ``ExponentialFamily`` subclass without a
+closed form of their own (``Wishart``) get PyTorch's generic rule, a Bregman
+divergence of the log normalizer. (Nova's older families do not derive from
+``ExponentialFamily``; each has its own closed form.)"""
 from __future__ import annotations
 
 import math
@@ -24,8 +28,10 @@ from nova.distributions.beta import Beta
 from nova.distributions.binomial import Binomial
 from nova.distributions.categorical import Categorical
 from nova.distributions.cauchy import Cauchy
+from nova.distributions.continuous_bernoulli import ContinuousBernoulli
 from nova.distributions.dirichlet import Dirichlet
 from nova.distributions.distribution import Distribution
+from nova.distributions.exp_family import ExponentialFamily
 from nova.distributions.exponential import Exponential
 from nova.distributions.gamma import Gamma
 from nova.distributions.geometric import Geometric
@@ -33,6 +39,9 @@ from nova.distributions.gumbel import Gumbel
 from nova.distributions.half_normal import HalfNormal
 from nova.distributions.independent import Independent
 from nova.distributions.laplace import Laplace
+from nova.distributions.lowrank_multivariate_normal import (
+    LowRankMultivariateNormal, kl_lowrank_lowrank, kl_lowrank_mvn, kl_mvn_lowrank,
+)
 from nova.distributions.multivariate_normal import MultivariateNormal, kl_multivariate_normal
 from nova.distributions.normal import Normal
 from nova.distributions.one_hot_categorical import OneHotCategorical
@@ -40,10 +49,12 @@ from nova.distributions.pareto import Pareto
 from nova.distributions.poisson import Poisson
 from nova.distributions.transformed_distribution import TransformedDistribution
 from nova.distributions.uniform import Uniform
+from nova.autograd.engine import grad
 from nova.distributions.utils import euler_constant, known_values, softplus, sum_rightmost
 from nova.tensor import ops
 from nova.tensor.creation import full_like
 from nova.tensor.elementary import xlogy
+from nova.tensor.grad_mode import enable_grad
 from nova.tensor.special import digamma, lgamma
 from nova.tensor.tensor import Tensor
 
@@ -621,3 +632,105 @@ def _kl_uniform_pareto(p: Uniform, q: Pareto) -> Tensor:
     t1 = (q.alpha * q.scale.pow(q.alpha) * support_uniform).log()
     t2 = (_x_log_x(p.high) - _x_log_x(p.low) - support_uniform) / support_uniform
     return _infinite_where(p.low < q.support.lower_bound, t2 * (q.alpha + 1) - t1)
+
+
+# ---------------------------------------------------------------- exponential families
+
+
+@register_kl(ExponentialFamily, ExponentialFamily)
+def _kl_expfamily_expfamily(p: ExponentialFamily, q: ExponentialFamily) -> Tensor:
+    """``F(theta_q) - F(theta_p) - <theta_q - theta_p, grad F(theta_p)>``, ``F`` the
+    log normalizer (its gradient by autograd at detached copies of ``p``'s natural
+    parameters, as PyTorch's). Each term is summed over all but the batch dims (PyTorch
+    sums ``len(event_shape)`` dims, which for Wishart's scalar parameter also sums
+    over the batch)."""
+    if type(p) is not type(q):
+        raise NotImplementedError("The cross KL-divergence between different exponential "
+                                  "families cannot be computed using Bregman divergences "
+                                  f"(p is {type(p).__name__}, q is {type(q).__name__})")
+    with enable_grad():
+        p_nparams = [theta.detach().requires_grad_() for theta in p._natural_params]
+        lg_normal = p._log_normalizer(*p_nparams)
+        gradients = grad(lg_normal.sum(), p_nparams, create_graph=True)
+    q_nparams = q._natural_params
+    result = q._log_normalizer(*q_nparams) - lg_normal
+    batch = tuple(result.shape)
+    for pnp, qnp, g in zip(p_nparams, q_nparams, gradients):
+        term = (qnp - pnp) * g
+        result = result - term.reshape(batch + (-1,)).sum(-1)
+    return result
+
+
+register_kl(LowRankMultivariateNormal, LowRankMultivariateNormal)(kl_lowrank_lowrank)
+register_kl(MultivariateNormal, LowRankMultivariateNormal)(kl_mvn_lowrank)
+register_kl(LowRankMultivariateNormal, MultivariateNormal)(kl_lowrank_mvn)
+
+
+# ---------------------------------------------------------------- ContinuousBernoulli
+
+
+@register_kl(ContinuousBernoulli, ContinuousBernoulli)
+def _kl_continuous_bernoulli_continuous_bernoulli(p: ContinuousBernoulli,
+                                                  q: ContinuousBernoulli) -> Tensor:
+    t1 = p.mean * (p.logits - q.logits)
+    t2 = p._cont_bern_log_norm() + (-p.probs).log1p()
+    t3 = -q._cont_bern_log_norm() - (-q.probs).log1p()
+    return t1 + t2 + t3
+
+
+def _cross_entropy_to_continuous_bernoulli(p: Distribution, q: ContinuousBernoulli
+                                           ) -> Tensor:
+    """``-H(p) - E_p[log q]`` for ``p`` on [0, 1]: ``log q(x) = x logits_q +
+    log1p(-probs_q) + log C_q``."""
+    return -p.entropy() - p.mean * q.logits - (-q.probs).log1p() - q._cont_bern_log_norm()
+
+
+@register_kl(Beta, ContinuousBernoulli)
+def _kl_beta_continuous_bernoulli(p: Beta, q: ContinuousBernoulli) -> Tensor:
+    return _cross_entropy_to_continuous_bernoulli(p, q)
+
+
+@register_kl(Uniform, ContinuousBernoulli)
+def _kl_uniform_continuous_bernoulli(p: Uniform, q: ContinuousBernoulli) -> Tensor:
+    """Infinite where ``p`` reaches outside [0, 1] (PyTorch's test, ``p.high >= 1 or
+    p.low <= 0``, also makes ``Uniform(0, 1)`` infinite, where the divergence is
+    finite)."""
+    result = _cross_entropy_to_continuous_bernoulli(p, q)
+    outside = (p.high > q.support.upper_bound) | (p.low < q.support.lower_bound)
+    return _infinite_where(outside, result)
+
+
+@register_kl(ContinuousBernoulli, Pareto)
+def _kl_continuous_bernoulli_infinity(p: ContinuousBernoulli, q: Distribution) -> Tensor:
+    return _infinite_like(p.probs)
+
+
+@register_kl(ContinuousBernoulli, Exponential)
+def _kl_continuous_bernoulli_exponential(p: ContinuousBernoulli, q: Exponential) -> Tensor:
+    return -p.entropy() - q.rate.log() + q.rate * p.mean
+
+
+@register_kl(ContinuousBernoulli, Normal)
+def _kl_continuous_bernoulli_normal(p: ContinuousBernoulli, q: Normal) -> Tensor:
+    t1 = -p.entropy()
+    t2 = 0.5 * (math.log(2.0 * math.pi) + (q.loc / q.scale).square()) + q.scale.log()
+    t3 = (p.variance + p.mean.square() - 2.0 * q.loc * p.mean) / (2.0 * q.scale.square())
+    return t1 + t2 + t3
+
+
+@register_kl(ContinuousBernoulli, Uniform)
+def _kl_continuous_bernoulli_uniform(p: ContinuousBernoulli, q: Uniform) -> Tensor:
+    """Infinite where ``q`` does not cover [0, 1] (PyTorch's test, ``q.low >= 0 or
+    q.high <= 1``, also makes ``q = Uniform(0, 1)`` infinite, where the divergence
+    is finite)."""
+    result = -p.entropy() + (q.high - q.low).log()
+    outside = (q.low > p.support.lower_bound) | (q.high < p.support.upper_bound)
+    return _infinite_where(outside, result)
+
+
+for _p_type, _fun in ((Exponential, _kl_exponential_infinity),
+                      (Gamma, _kl_gamma_infinity), (Gumbel, _kl_gumbel_infinity),
+                      (Laplace, _kl_laplace_infinity), (Normal, _kl_normal_infinity),
+                      (Pareto, _kl_pareto_infinity)):
+    register_kl(_p_type, ContinuousBernoulli)(_fun)
+del _p_type, _fun

@@ -3,8 +3,8 @@ base ``Transform`` with its inverse (``.inv``) and single-value cache, the eleme
 ``ExpTransform``, ``PowerTransform``, ``SigmoidTransform``, ``TanhTransform``,
 ``SoftplusTransform``, ``AbsTransform``, ``AffineTransform`` and
 ``CumulativeDistributionTransform``, the event-shaped ``SoftmaxTransform``,
-``StickBreakingTransform``, ``LowerCholeskyTransform``, ``PositiveDefiniteTransform``
-and ``ReshapeTransform``, and the combinators ``ComposeTransform`` (with
+``StickBreakingTransform``, ``LowerCholeskyTransform``, ``PositiveDefiniteTransform``,
+``CorrCholeskyTransform`` and ``ReshapeTransform``, and the combinators ``ComposeTransform`` (with
 ``identity_transform``), ``IndependentTransform``, ``CatTransform`` and
 ``StackTransform``: what ``TransformedDistribution`` and ``biject_to``/``transform_to``
 are built from.
@@ -20,6 +20,8 @@ import operator
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from nova import linalg
 from nova.core import dtypes as dt
 from nova.core.shapes import broadcast_shapes
@@ -27,14 +29,14 @@ from nova.distributions import constraints
 from nova.distributions.utils import broadcast_all, is_number, size_arg, softplus, sum_rightmost
 from nova.nn.functional import pad
 from nova.tensor import ops
-from nova.tensor.creation import arange, full_like, zeros, zeros_like
+from nova.tensor.creation import arange, eye, full_like, tensor, zeros, zeros_like
 from nova.tensor.elementary import atanh
 from nova.tensor.movement import cat, narrow, stack
 from nova.tensor.tensor import Tensor
 
 __all__ = [
     "AbsTransform", "AffineTransform", "CatTransform", "ComposeTransform",
-    "CumulativeDistributionTransform", "ExpTransform", "IndependentTransform",
+    "CorrCholeskyTransform", "CumulativeDistributionTransform", "ExpTransform", "IndependentTransform",
     "LowerCholeskyTransform", "PositiveDefiniteTransform", "PowerTransform",
     "ReshapeTransform", "SigmoidTransform", "SoftmaxTransform", "SoftplusTransform",
     "StackTransform", "StickBreakingTransform", "TanhTransform", "Transform",
@@ -879,6 +881,108 @@ class PositiveDefiniteTransform(Transform):
 
     def _inverse(self, y: Tensor) -> Tensor:
         return LowerCholeskyTransform().inv(linalg.cholesky(y))
+
+
+def _tril_positions(n: int, diag: int) -> np.ndarray:
+    """Flat positions (row-major) in an ``n x n`` matrix of the entries at or below
+    diagonal ``diag``, in row order."""
+    rows, cols = np.indices((n, n))
+    return np.flatnonzero(cols < rows + (diag + 1))
+
+
+def tril_matrix_to_vec(mat: Tensor, diag: int = 0) -> Tensor:
+    """The entries of ``mat`` (``... x D x D``) at or below diagonal ``diag``, in row
+    order, as the last dim (``torch.distributions.utils.tril_matrix_to_vec``)."""
+    n = mat.shape[-1]
+    if diag < -n or diag >= n:
+        raise ValueError(f"diag ({diag}) provided is outside [{-n}, {n - 1}].")
+    index = tensor(_tril_positions(n, diag), dtype=dt.int64, device=mat.device)
+    flat = mat.reshape(tuple(mat.shape[:-2]) + (n * n,))
+    return flat.index_select(-1, index)
+
+
+def vec_to_tril_matrix(vec: Tensor, diag: int = 0) -> Tensor:
+    """The inverse of ``tril_matrix_to_vec``: a ``D x D`` matrix (batched over the
+    leading dims), zero above diagonal ``diag``, its lower part filled from ``vec`` in
+    row order (``torch.distributions.utils.vec_to_tril_matrix``)."""
+    size = vec.shape[-1]
+    # the positive root of D^2 + (1 + 2 diag) D - |diag| (diag + 1) - 2 size = 0
+    n = (-(1 + 2 * diag) + math.sqrt((1 + 2 * diag) ** 2 + 8 * size
+                                     + 4 * abs(diag) * (diag + 1))) / 2
+    if abs(round(n) - n) > dt.finfo(vec.dtype).eps:
+        raise ValueError(f"The size of last dimension is {size} which cannot be expressed "
+                         "as the lower triangular part of a square D x D matrix.")
+    n = round(n)
+    source = np.full(n * n, size)          # the index of an appended zero
+    source[_tril_positions(n, diag)] = np.arange(size)
+    padded = pad(vec, [0, 1], value=0.0)
+    index = tensor(source, dtype=dt.int64, device=vec.device)
+    return padded.index_select(-1, index).reshape(tuple(vec.shape[:-1]) + (n, n))
+
+
+class CorrCholeskyTransform(Transform):
+    """Unconstrained vectors of length ``D (D - 1) / 2`` to Cholesky factors of ``D x
+    D`` correlation matrices (lower-triangular, positive diagonal, unit-norm rows):
+    the vector fills the strict lower triangle in row order, ``tanh`` maps each entry
+    into (-1, 1), and each row goes through a signed stick breaking of its squares
+    (Stan's construction, as PyTorch's). Bijective; ``log_abs_det_jacobian`` is that
+    of ``x`` and the flattened strict lower triangle of ``y``."""
+
+    domain = constraints.real_vector
+    codomain = constraints.corr_cholesky
+    bijective = True
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, CorrCholeskyTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x: Tensor) -> Tensor:
+        x = ops.tanh(x)
+        eps = dt.finfo(x.dtype).eps
+        x = x.clamp(min=-1 + eps, max=1 - eps)
+        r = vec_to_tril_matrix(x, diag=-1)
+        # y = sign(r) sqrt(z cumprod(1 - z)) = r sqrt(cumprod(1 - z)) for z = r^2
+        z1m_cumprod_sqrt = (1 - r ** 2).sqrt().cumprod(-1)
+        r = r + eye(r.shape[-1], dtype=r.dtype, device=r.device)
+        return r * pad(z1m_cumprod_sqrt[..., :-1], [1, 0], value=1.0)
+
+    def _inverse(self, y: Tensor) -> Tensor:
+        y_cumsum = 1 - (y * y).cumsum(-1)
+        y_cumsum_shifted = pad(y_cumsum[..., :-1], [1, 0], value=1.0)
+        y_vec = tril_matrix_to_vec(y, diag=-1)
+        y_cumsum_vec = tril_matrix_to_vec(y_cumsum_shifted, diag=-1)
+        t = y_vec / y_cumsum_vec.sqrt()
+        return atanh(t)
+
+    def log_abs_det_jacobian(self, x: Tensor, y: Tensor) -> Tensor:
+        y1m_cumsum = 1 - (y * y).cumsum(-1)
+        # diag=-2 drops each row's last stick, so no shift is needed (also for 2 x 2)
+        y1m_cumsum_tril = tril_matrix_to_vec(y1m_cumsum, diag=-2)
+        stick_breaking_logdet = 0.5 * y1m_cumsum_tril.log().sum(-1)
+        tanh_logdet = -2 * (x + softplus(-2 * x) - math.log(2.0)).sum(-1)
+        return stick_breaking_logdet + tanh_logdet
+
+    def forward_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        if len(shape) < 1:
+            raise ValueError("CorrCholeskyTransform.forward_shape: too few dimensions on "
+                             f"input: shape {tuple(shape)}")
+        N = shape[-1]
+        D = round((0.25 + 2 * N) ** 0.5 + 0.5)
+        if D * (D - 1) // 2 != N:
+            raise ValueError(f"CorrCholeskyTransform.forward_shape: input is not a flattened "
+                             f"lower-diagonal number: last dim {N} is not D (D - 1) / 2")
+        return tuple(shape[:-1]) + (D, D)
+
+    def inverse_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        if len(shape) < 2:
+            raise ValueError("CorrCholeskyTransform.inverse_shape: too few dimensions on "
+                             f"input: shape {tuple(shape)}")
+        N, D = shape[-2], shape[-1]
+        if N != D:
+            raise ValueError(f"CorrCholeskyTransform.inverse_shape: input is not square: "
+                             f"{tuple(shape[-2:])}")
+        return tuple(shape[:-2]) + (N * (N - 1) // 2,)
 
 
 # ---------------------------------------------------------------- cat and stack

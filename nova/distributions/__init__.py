@@ -47,9 +47,8 @@ from nova.distributions.multinomial import Multinomial
 from nova.distributions.multivariate_normal import MultivariateNormal
 from nova.distributions.negative_binomial import NegativeBinomial
 from nova.distributions.normal import Normal
-from nova.distributions.one_hot_categorical import OneHotCategorical
-from nova.distributions.one_hot_categorical_straight_through import (
-    OneHotCategoricalStraightThrough,
+from nova.distributions.one_hot_categorical import (
+    OneHotCategorical, OneHotCategoricalStraightThrough,
 )
 from nova.distributions.pareto import Pareto
 from nova.distributions.poisson import Poisson

@@ -13,7 +13,7 @@ from nova.tensor import ops
 from nova.tensor.creation import eye
 from nova.tensor.tensor import Tensor
 
-__all__ = ["OneHotCategorical"]
+__all__ = ["OneHotCategorical", "OneHotCategoricalStraightThrough"]
 
 
 class OneHotCategorical(Distribution):
@@ -90,3 +90,21 @@ class OneHotCategorical(Distribution):
         if expand:
             values = values.expand((n,) + self.batch_shape + (n,))
         return values
+
+
+class OneHotCategoricalStraightThrough(OneHotCategorical):
+    """``OneHotCategorical`` made reparameterizable by the straight-through estimator
+    (Bengio et al., 2013): ``rsample`` is the one-hot draw in value, and its gradient
+    is that of ``probs`` (``sample + probs - probs.detach()``), as PyTorch's."""
+
+    has_rsample = True
+
+    def expand(self, batch_shape: Any, _instance: Any = None
+               ) -> OneHotCategoricalStraightThrough:
+        new = self._get_checked_instance(OneHotCategoricalStraightThrough, _instance)
+        return super().expand(batch_shape, _instance=new)
+
+    def rsample(self, sample_shape: Any = ()) -> Tensor:
+        samples = self.sample(sample_shape)
+        probs = self._categorical.probs
+        return samples + (probs - probs.detach())

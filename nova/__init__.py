@@ -116,6 +116,10 @@ absolute, fix, sgn = abs, trunc, sign
 arccosh, arcsinh, arctanh = acosh, asinh, atanh
 det, logdet, slogdet, inverse = linalg.det, linalg.logdet, linalg.slogdet, linalg.inv
 from nova.decompositions_spectral import legacy_qr as qr, legacy_svd as svd, pinverse  # noqa: E402
+from nova.linalg_legacy import (  # noqa: E402 (torch's pre-linalg names)
+    chain_matmul, cholesky, cholesky_inverse, cholesky_solve, eig, lstsq, lu, lu_solve,
+    lu_unpack, matrix_rank, solve, symeig, triangular_solve,
+)
 
 # The legacy tensor types (torch.FloatTensor ...: constructors and isinstance tests)
 FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor = (

@@ -3,14 +3,23 @@ triangular decompositions and solvers of ``nova.decompositions`` (Cholesky, LU,
 triangular and general solves, inverse, determinants) and the orthogonal and spectral
 ones of ``nova.decompositions_spectral`` (QR, symmetric eigendecomposition, SVD, and
 the pseudo-inverse, rank, least squares, spectral norms and condition numbers built on
-them); see those modules for how they are computed, when they realize to raise
-``LinAlgError``, and what is not provided."""
+them), and ``nova.linalg_more``'s products (``multi_dot``, ``vecdot``), ``vander``,
+``tensorinv``/``tensorsolve``, ``householder_product`` and the general eigendecomposition
+``eig``/``eigvals`` (complex results, computed on the host); see those modules for how
+they are computed, when they realize to raise ``LinAlgError``, and what is not provided.
+Importing it also loads ``nova.linalg_legacy``, PyTorch's pre-``linalg`` names
+(``torch.cholesky_solve``, ``torch.lu_unpack``, ``Tensor.triangular_solve`` ...)."""
 from nova.decompositions import (
     LinAlgError, cholesky, cholesky_ex, det, inv, inv_ex, logdet, lu, lu_factor, lu_factor_ex,
     lu_solve, slogdet, solve, solve_ex, solve_triangular,
 )
 from nova.decompositions_spectral import (
     cond, eigh, eigvalsh, lstsq, matrix_norm, matrix_rank, norm, pinv, qr, svd, svdvals,
+)
+from nova import linalg_legacy  # noqa: F401 (attaches PyTorch's legacy Tensor methods)
+from nova.linalg_more import (
+    diagonal, eig, eigvals, householder_product, matmul, multi_dot, tensorinv, tensorsolve,
+    vander, vecdot,
 )
 from nova.tensor import numeric as _numeric
 from nova.tensor.numeric import vector_norm
@@ -42,8 +51,9 @@ def cross(input: _Tensor, other: _Tensor, *, dim: int = -1) -> _Tensor:
     return _arrays.cross(input, other, dim)
 
 
-__all__ = ["LinAlgError", "cholesky", "cholesky_ex", "cond", "cross", "det", "eigh",
-           "eigvalsh", "inv", "inv_ex", "logdet", "lstsq", "lu", "lu_factor", "lu_factor_ex",
-           "lu_solve", "matrix_exp", "matrix_norm", "matrix_power", "matrix_rank", "norm",
-           "pinv", "qr", "slogdet", "solve", "solve_ex", "solve_triangular", "svd", "svdvals",
-           "vector_norm"]
+__all__ = ["LinAlgError", "cholesky", "cholesky_ex", "cond", "cross", "det", "diagonal", "eig",
+           "eigh", "eigvals", "eigvalsh", "householder_product", "inv", "inv_ex", "logdet",
+           "lstsq", "lu", "lu_factor", "lu_factor_ex", "lu_solve", "matmul", "matrix_exp",
+           "matrix_norm", "matrix_power", "matrix_rank", "multi_dot", "norm", "pinv", "qr",
+           "slogdet", "solve", "solve_ex", "solve_triangular", "svd", "svdvals", "tensorinv",
+           "tensorsolve", "vander", "vecdot", "vector_norm"]

@@ -9,8 +9,10 @@ untimed call (two thread pools spinning at once in one process would otherwise s
 whichever runs second); the table reports median milliseconds, GFLOP/s (2 x the forward's multiply-adds,
 three products in all) and PyTorch's time over Nova's (above 1: Nova is faster). Nova's
 convolution is im2col and one matmul (``nova.nn.convolution``), recorded and realized
-per call like any step (its Python work included in the time); PyTorch runs oneDNN.
-Results are checked against each other once before timing. ``nova 1st s`` is Nova's
+per call like any step (its Python work included in the time); ``compiled`` is the same
+computation under ``nv.compile``, as a training loop runs it (replayed without recording
+once two calls agreed: kernel time plus the replay's few microseconds); PyTorch runs
+oneDNN. Results are checked against each other once before timing. ``nova 1st s`` is Nova's
 first call, its compiles included (run with an empty ``NOVA_CACHE_DIR`` for the cold
 figure).
 """
@@ -66,7 +68,22 @@ def conv_times(batch: int, shape: tuple[int, ...], reps: int) -> dict[str, float
         if keep:
             results["nova"] = [t.numpy() for t in (y, dx, dw)]
 
-    runs = {"nova": nova_run}
+    xc, wc, gc = nv.from_numpy(x), nv.from_numpy(w), nv.from_numpy(g)
+
+    def conv_grads(xt, wt, gt):
+        xs, ws = xt.detach().requires_grad_(), wt.detach().requires_grad_()
+        y = F.conv2d(xs, ws, stride=s, padding=p)
+        return (y, *nv.autograd.grad(y, [xs, ws], [gt]))
+
+    compiled = nv.compile(conv_grads)
+
+    def compiled_run(keep: bool = False):
+        out = compiled(xc, wc, gc)
+        nv.realize(*out)
+        if keep:
+            results["compiled"] = [t.numpy() for t in out]
+
+    runs = {"nova": nova_run, "compiled": compiled_run}
     try:
         import torch
     except ImportError:
@@ -88,11 +105,11 @@ def conv_times(batch: int, shape: tuple[int, ...], reps: int) -> dict[str, float
         fn(keep=True)
         first[name] = time.perf_counter() - t0     # Nova's compiles included
         fn()
-    if "torch" in results:
-        for a, b in zip(results["nova"], results["torch"]):
+    for peer in ("torch", "compiled"):
+        for a, b in zip(results["nova"], results.get(peer, ())):
             scale = float(np.abs(b).max()) or 1.0
             if float(np.abs(a - b).max()) > 1e-3 * scale:
-                raise AssertionError(f"bench_conv: Nova and PyTorch disagree on {shape}")
+                raise AssertionError(f"bench_conv: Nova and {peer} disagree on {shape}")
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(reps):
         for name, fn in runs.items():
@@ -121,7 +138,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     nv.set_engine("cpu")
     print(f"conv2d fwd+bwd, batch {args.batch}, {nv.get_num_threads()} threads, float32")
     print(f"{'shape (C_in, HxW, C_out, k/s)':34s} {'nova ms':>8s} {'GFLOP/s':>8s} "
-          f"{'torch ms':>9s} {'GFLOP/s':>8s} {'torch/nova':>10s} {'nova 1st s':>10s}")
+          f"{'torch ms':>9s} {'GFLOP/s':>8s} {'torch/nova':>10s} {'compiled ms':>11s} "
+          f"{'torch/compiled':>14s} {'nova 1st s':>10s}")
     rows = []
     for name in args.shapes.split(","):
         shape = SHAPES[name.strip()]
@@ -130,17 +148,21 @@ def main(argv: list[str] | None = None) -> list[dict]:
         t = conv_times(args.batch, shape, args.reps)
         work = flops(args.batch, shape)
         row = {"shape": name, "dims": shape, "nova_s": t["nova"], "torch_s": t.get("torch"),
-               "nova_first_s": t["first_nova"], "torch_first_s": t.get("first_torch")}
+               "compiled_s": t["compiled"], "nova_first_s": t["first_nova"],
+               "torch_first_s": t.get("first_torch")}
         c, hw, o, k, s, _ = shape
         label = f"{name} ({c}, {hw}x{hw}, {o}, {k}/{s})"
+        torch_cells = [f"{'-':>9s}", f"{'-':>8s}", f"{'-':>10s}"]
+        vs_compiled = f"{'-':>14s}"
         if row["torch_s"] is not None:
             row["ratio"] = row["torch_s"] / row["nova_s"]
-            print(f"{label:34s} {1e3 * t['nova']:8.1f} {work / t['nova'] / 1e9:8.1f} "
-                  f"{1e3 * t['torch']:9.1f} {work / t['torch'] / 1e9:8.1f} "
-                  f"{row['ratio']:9.2f}x {t['first_nova']:10.2f}")
-        else:
-            print(f"{label:34s} {1e3 * t['nova']:8.1f} {work / t['nova'] / 1e9:8.1f} "
-                  f"{'-':>9s} {'-':>8s} {'-':>10s} {t['first_nova']:10.2f}")
+            row["ratio_compiled"] = row["torch_s"] / row["compiled_s"]
+            torch_cells = [f"{1e3 * t['torch']:9.1f}", f"{work / t['torch'] / 1e9:8.1f}",
+                           f"{row['ratio']:9.2f}x"]
+            vs_compiled = f"{row['ratio_compiled']:13.2f}x"
+        print(f"{label:34s} {1e3 * t['nova']:8.1f} {work / t['nova'] / 1e9:8.1f} "
+              + " ".join(torch_cells)
+              + f" {1e3 * t['compiled']:11.2f} {vs_compiled} {t['first_nova']:10.2f}")
         rows.append(row)
     return rows
 

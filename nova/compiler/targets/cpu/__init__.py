@@ -65,7 +65,8 @@ def _tiled(plan: KernelPlan, spec: CpuSpec) -> tuple[Schedule, tuple | None]:
     m = tuple(mm.operands[0].type.get_shape())[-2]
     batches = rows // m if m else 0
     k_blocking = plan.out[1] == dt.float32
-    tile = gemm_tile(spec, k=k, m=m, n=n, k_blocking=k_blocking, batched=batches > 1)
+    tile = gemm_tile(spec, k=k, m=m, n=n, k_blocking=k_blocking, batched=batches > 1,
+                     batches=max(batches, 1))
     if tile.split == "m":
         extent, other = batches * -(-m // tile.mr), n
     else:

@@ -87,6 +87,7 @@ C_TRAFFIC_SHARE = 0.03    # C tile memory traffic per K block, as a share of its
 MIN_MC_PANELS = 4         # A micro-panels an MC block holds at least
 MR_SHRINK = 0.75           # the shortest register tile gemm_rows considers, x the tallest
 MR_PADDING_GAIN = 0.04     # ... and the share of padded rows it must save
+MR_MIN_FLOPS = 2.5e8       # ... in a product of at least this many FLOPs (~1 ms)
 MIN_PANELS_PER_THREAD = 8  # MR-row micro-panels per core for a shared-B split "m"
 SHARED_B_MIN_CORES = 4     # cores from which threads share the packed B panel
 L3_PER_CORE_MAX = 4 << 20  # bytes of L3 a core may count on (see ``l3_share``)
@@ -178,7 +179,8 @@ def gemm_panel_width(spec: CpuSpec, kc: int, nr: int, itemsize: int = 4) -> int:
     return _round_down((l3_share(spec) // 2) // max(kc * itemsize, 1), nr)
 
 
-def gemm_rows(mr_max: int, m: int, needed_chains: int) -> tuple[int, str]:
+def gemm_rows(mr_max: int, m: int, needed_chains: int, flops: float = math.inf
+              ) -> tuple[int, str]:
     """MR for a product of ``m`` rows: the register tile computes ``ceil(m / MR) x MR``
     rows, the last panel's padding included, so MR = ``mr_max`` wastes up to MR - 1 rows
     of FMAs -- 9% of a 64-row product (a convolution's 64 output channels: 70 rows).
@@ -186,13 +188,15 @@ def gemm_rows(mr_max: int, m: int, needed_chains: int) -> tuple[int, str]:
     against the latency, is taken when it computes at least ``MR_PADDING_GAIN`` fewer
     rows (64 -> MR 13: 65 rows; 128 -> 13: 130 rows instead of 140); it loads its B
     vectors once per MR rows instead of ``mr_max``, which the FMA-bound micro-kernel
-    hides. Products where the gain is smaller, or of one panel anyway (M <= ``mr_max``),
-    keep ``mr_max``: every other MR is another driver to compile once (``gemm_support``). Returns MR and the derivation's
-    note ("" for ``mr_max``)."""
+    hides. Every other MR is another driver to compile once (~0.75 s, then on disk:
+    ``gemm_support``), so products where the gain is smaller, of one panel anyway (M <=
+    ``mr_max``) or of under ``MR_MIN_FLOPS`` (``flops``, all batches: a GPT's 65-row
+    vocabulary gradient would save ~5 us a step) keep ``mr_max``. Returns MR and the
+    derivation's note ("" for ``mr_max``)."""
     def rows(mr: int) -> int:
         return -(-max(m, 1) // mr) * mr
 
-    if m <= mr_max:       # one panel whatever MR: not worth another driver
+    if m <= mr_max or flops < MR_MIN_FLOPS:      # not worth another driver
         return mr_max, ""
     lowest = max(1, math.ceil(MR_SHRINK * mr_max))
     shorter = [mr for mr in range(mr_max - 1, lowest - 1, -1) if 2 * mr >= needed_chains]
@@ -204,7 +208,7 @@ def gemm_rows(mr_max: int, m: int, needed_chains: int) -> tuple[int, str]:
 
 
 def gemm_tile(spec: CpuSpec, itemsize: int = 4, k: int = 256, m: int = 256, n: int = 256,
-              k_blocking: bool = True, batched: bool = False) -> GemmTile:
+              k_blocking: bool = True, batched: bool = False, batches: int = 1) -> GemmTile:
     """The GEMM schedule for C (M x N) = A (M x K) B (K x N) on ``spec``.
 
     Register tile (BLIS register level): NR = 2 vectors (2 x lanes columns), so each k
@@ -216,13 +220,13 @@ def gemm_tile(spec: CpuSpec, itemsize: int = 4, k: int = 256, m: int = 256, n: i
     thread split: see the module docstring and ``gemm_kc``, ``gemm_mc``,
     ``gemm_panel_width``. ``k_blocking=False`` (the output cannot hold float32 partial
     sums) makes KC = K. ``batched``: C is a batch of products (attention), whose thread
-    chunks cannot share a B panel.
+    chunks cannot share a B panel; ``batches``: how many (``gemm_rows`` weighs all).
     """
     lanes = spec.lanes(itemsize)
     nr = 2 * lanes
     needed = spec.fma_latency * spec.fma_units
     mr_max = max(1, (spec.vector_registers - 3) // 2)
-    mr, why_mr = gemm_rows(mr_max, m, needed)
+    mr, why_mr = gemm_rows(mr_max, m, needed, 2.0 * m * n * k * batches)
     chains = 2 * mr
     kc = gemm_kc(spec, k, nr, mr, itemsize) if k_blocking else max(k, 1)
     mc = gemm_mc(spec, kc, mr, itemsize)

@@ -23,7 +23,7 @@ import pytest
 import nova as nv
 from nova.compiler.targets.cpu.configurator import gemm_tile
 from nova.compiler.targets.cpu.device import detect_cpu
-from nova.compiler.targets.cpu.llvm_gemm import GEMM_PARAMS, driver_module, driver_name
+from nova.compiler.targets.cpu.llvm_gemm import GEMM_PARAMS, driver_module
 from nova.runtime.kernel_cache import KERNELS
 from tests.compiler.llvm_ir import kernel_llvm, loop_metadata, optimized
 

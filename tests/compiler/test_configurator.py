@@ -110,11 +110,11 @@ def test_gemm_rows_shortens_the_tile_where_it_pads_fewer_rows():
     assert gemm_rows(6, 16, 8)[0] == 6 and gemm_rows(6, 25, 8)[0] == 5   # 30 -> 25
     assert gemm_rows(6, 25, 12)[0] == 6              # 5 rows: 10 chains < 12
     # a product of under MR_MIN_FLOPS keeps the tallest tile (no driver to compile for
-    # a few microseconds): a GPT's 65-row vocabulary gradient
-    assert gemm_rows(14, 65, 8, 2.0 * 65 * 384 * 2048) == (14, "")
-    assert gemm_rows(14, 65, 8, 2.0 * 65 * 384 * 8192)[0] == 13
+    # a fraction of a millisecond a step): a GPT's 65-row vocabulary gradient
+    assert gemm_rows(14, 65, 8, 2.0 * 65 * 512 * 4096) == (14, "")
+    assert gemm_rows(14, 65, 8, 2.0 * 65 * 512 * 16384)[0] == 13
     assert gemm_tile(AVX512, k=64, m=64, n=64).mr == 14
-    assert gemm_tile(AVX512, k=576, m=64, n=784, batches=8).mr == 13
+    assert gemm_tile(AVX512, k=576, m=64, n=3136, batches=8).mr == 13     # 1.85 GFLOP
     # the tile and its derivation follow, MC a multiple of the shorter MR
     t = gemm_tile(AVX512, k=576, m=64, n=3136, batches=8)
     assert t.mr == 13 and t.mc % 13 == 0 and "M=64 pads to 70 rows" in t.derivation

@@ -104,19 +104,19 @@ def test_values_of_full_and_edge_tiles(m, n, k):
 
 
 def test_values_of_a_shorter_register_tile():
-    """Four (64 x 600) @ (600 x 900) products, 276 MFLOP: on an AVX-512 host a 13-row
-    tile (``configurator.gemm_rows``: 65 rows computed, not 70), its own driver, the
-    last row panel 12 rows and the last column panel 4 columns."""
+    """Eight (64 x 1024) @ (1024 x 1000) products, 1.05 GFLOP: on an AVX-512 host a
+    13-row tile (``configurator.gemm_rows``: 65 rows computed, not 70), its own driver,
+    the last row panel 12 rows and the last column panel 8 columns."""
     rng = np.random.default_rng(13)
-    a = rng.standard_normal((4, 64, 600)).astype(np.float32)
-    b = rng.standard_normal((4, 600, 900)).astype(np.float32)
+    a = rng.standard_normal((8, 64, 1024)).astype(np.float32)
+    b = rng.standard_normal((8, 1024, 1000)).astype(np.float32)
     ta, tb = nv.tensor(a), nv.tensor(b)
     nv.realize(ta, tb)
     y = ta @ tb
     [text] = kernel_llvm(y, strategy="tiled")
     mr = int(re.search(r'call i32 @"nova_sgemm_(\d+)x\d+"', text).group(1))
     spec = detect_cpu()
-    assert mr == gemm_tile(spec, k=600, m=64, n=900, batches=4).mr
+    assert mr == gemm_tile(spec, k=1024, m=64, n=1000, batches=8).mr
     if spec.vector_registers == 32:                 # (AVX2's 6-row tile pads 64 to 66)
         assert mr == 13
     np.testing.assert_allclose(y.numpy(), a.astype(np.float64) @ b.astype(np.float64),

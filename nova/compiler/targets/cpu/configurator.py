@@ -87,7 +87,7 @@ C_TRAFFIC_SHARE = 0.03    # C tile memory traffic per K block, as a share of its
 MIN_MC_PANELS = 4         # A micro-panels an MC block holds at least
 MR_SHRINK = 0.75           # the shortest register tile gemm_rows considers, x the tallest
 MR_PADDING_GAIN = 0.04     # ... and the share of padded rows it must save
-MR_MIN_FLOPS = 2.5e8       # ... in a product of at least this many FLOPs (~1 ms)
+MR_MIN_FLOPS = 1e9         # ... in a product of at least this many FLOPs (~5 ms)
 MIN_PANELS_PER_THREAD = 8  # MR-row micro-panels per core for a shared-B split "m"
 SHARED_B_MIN_CORES = 4     # cores from which threads share the packed B panel
 L3_PER_CORE_MAX = 4 << 20  # bytes of L3 a core may count on (see ``l3_share``)
@@ -190,8 +190,8 @@ def gemm_rows(mr_max: int, m: int, needed_chains: int, flops: float = math.inf
     vectors once per MR rows instead of ``mr_max``, which the FMA-bound micro-kernel
     hides. Every other MR is another driver to compile once (~0.75 s, then on disk:
     ``gemm_support``), so products where the gain is smaller, of one panel anyway (M <=
-    ``mr_max``) or of under ``MR_MIN_FLOPS`` (``flops``, all batches: a GPT's 65-row
-    vocabulary gradient would save ~5 us a step) keep ``mr_max``. Returns MR and the
+    ``mr_max``) or of under ``MR_MIN_FLOPS`` (``flops``, all batches; one that saves
+    less than ~0.3 ms a step: a GPT's 65-row vocabulary gradient) keep ``mr_max``. Returns MR and the
     derivation's note ("" for ``mr_max``)."""
     def rows(mr: int) -> int:
         return -(-max(m, 1) // mr) * mr

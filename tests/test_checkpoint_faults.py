@@ -155,10 +155,20 @@ def test_bad_shapes(tmp_path, shape, why):
     assert why in _rejected(tmp_path, _raw(header, b"\0" * 16))
 
 
-@pytest.mark.parametrize("dtype", ["F33", "f32", "", 5, None, ["F32"], {"F32": 1}, "U16", "C64"])
+@pytest.mark.parametrize("dtype", ["F33", "f32", "", 5, None, ["F32"], {"F32": 1},
+                                   "F8_E4M3", "F4"])
 def test_unknown_dtypes(tmp_path, dtype):
     header = {"x": {"dtype": dtype, "shape": [4], "data_offsets": [0, 16]}}
     assert "has dtype" in _rejected(tmp_path, _raw(header, b"\0" * 16))
+
+
+@pytest.mark.parametrize("dtype,needs", [("U16", 8), ("U64", 32), ("C64", 32)])
+def test_widened_dtypes_are_sized_as_stored(tmp_path, dtype, needs):
+    """U16/U32/U64 load widened and C64 as complex, but a file's byte counts are checked
+    in the dtype it stores: 4 elements of it in 16 bytes is a malformed file."""
+    header = {"x": {"dtype": dtype, "shape": [4], "data_offsets": [0, 16]}}
+    why = _rejected(tmp_path, _raw(header, b"\0" * 16))
+    assert f"({dtype} [4]) needs {needs} bytes, its data_offsets [0, 16) span 16" in why
 
 
 @pytest.mark.parametrize("header,why", [

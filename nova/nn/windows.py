@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from nova.tensor.movement import stack
+from nova.tensor.ops import prim
 from nova.tensor.tensor import Tensor
 
 
@@ -106,18 +106,36 @@ def window_stack(x: Tensor, spec: WindowSpec, fill: Any = 0.0, dim: int = 2) -> 
     """``(A, B, *spatial)`` -> ``(A, B, prod(kernel), *out)``: the input padded with
     ``fill`` and read once per kernel offset (see the module docstring); ``dim=1``
     stacks the offsets between the two leading dims instead, ``(A, prod(kernel), B,
-    *out)``."""
+    *out)``.
+
+    The views, their new axis and their concatenation are recorded as the ``slice``,
+    ``reshape`` and ``concat`` primitives themselves -- what indexing, ``unsqueeze`` and
+    ``stack`` would record, without their Python (index parsing, view bookkeeping): a
+    7x7 kernel is 49 views, and recording them through ``x[...]`` took most of a small
+    convolution's time when it runs uncompiled (``benchmarks/bench_conv``)."""
     if any(spec.low) or any(spec.high):
         from nova.nn.functional import _pad_constant   # (functional imports this module)
         x = _pad_constant(x, [(0, 0), (0, 0)] + list(zip(spec.low, spec.high)), fill)
+    lead = tuple(x.shape[:2])
+    window_shape = lead + tuple(spec.out)
+    stacked = list(window_shape)
+    stacked.insert(dim, 1)
     views = []
     for k in spec.offsets():
-        window = tuple(slice(ki * di, ki * di + si * (o - 1) + 1, si)
-                       for ki, di, si, o in zip(k, spec.dilation, spec.stride, spec.out))
-        views.append(x[(slice(None), slice(None)) + window])
+        starts = (0, 0) + tuple(ki * di for ki, di in zip(k, spec.dilation))
+        limits = lead + tuple(ki * di + si * (o - 1) + 1 for ki, di, si, o
+                              in zip(k, spec.dilation, spec.stride, spec.out))
+        steps = (1, 1) + tuple(spec.stride)
+        view = x
+        if window_shape != tuple(x.shape) or any(s != 1 for s in steps):
+            view = prim("slice", [x], {"start": starts, "limit": limits, "stride": steps},
+                        window_shape, x.dtype)
+        views.append(view)
+    views = [prim("reshape", [v], {}, tuple(stacked), x.dtype) for v in views]
     if len(views) == 1:
-        return views[0].unsqueeze(dim)
-    return stack(views, dim)
+        return views[0]
+    stacked[dim] = len(views)
+    return prim("concat", views, {"dim": dim}, tuple(stacked), x.dtype)
 
 
 def batched(op: str, x: Tensor, nd: int) -> tuple[Tensor, bool]:

@@ -7,7 +7,7 @@ from typing import Any
 from nova.distributions import constraints
 from nova.distributions.distribution import Distribution
 from nova.distributions.utils import (
-    broadcast_all, expand_param, is_number, lazy_property, logits_to_probs, probs_to_logits,
+    broadcast_all, is_number, lazy_property, logits_to_probs, probs_to_logits,
     softplus,
 )
 from nova.tensor import ops
@@ -46,12 +46,7 @@ class Bernoulli(Distribution):
         super().__init__(() if is_scalar else self._param.shape, validate_args=validate_args)
 
     def expand(self, batch_shape: Any, _instance: Any = None) -> Bernoulli:
-        new = self._get_checked_instance(Bernoulli, _instance)
-        batch_shape = tuple(batch_shape)
-        expand_param(self, new, batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_param(Bernoulli, batch_shape, _instance)
 
     @lazy_property
     def logits(self) -> Tensor:

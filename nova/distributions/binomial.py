@@ -9,7 +9,7 @@ import numpy as np
 from nova.distributions import constraints
 from nova.distributions.distribution import Distribution
 from nova.distributions.utils import (
-    counts_and_param, expand_param, known_values, lazy_property,
+    counts_and_param, known_values, lazy_property,
     logits_to_probs, probs_to_logits,
 )
 from nova.tensor.creation import arange
@@ -59,13 +59,8 @@ class Binomial(Distribution):
         super().__init__(self._param.shape, validate_args=validate_args)
 
     def expand(self, batch_shape: Any, _instance: Any = None) -> Binomial:
-        new = self._get_checked_instance(Binomial, _instance)
-        batch_shape = tuple(batch_shape)
-        new.total_count = self.total_count.expand(batch_shape)
-        expand_param(self, new, batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_param(Binomial, batch_shape, _instance,
+                                  total_count=self.total_count.expand(tuple(batch_shape)))
 
     @constraints.dependent_property(is_discrete=True, event_dim=0)
     def support(self) -> constraints.Constraint:

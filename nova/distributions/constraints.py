@@ -21,7 +21,8 @@ from nova.tensor.elementary import isclose
 from nova.tensor.tensor import Tensor
 
 __all__ = [
-    "Constraint", "boolean", "cat", "corr_cholesky", "dependent", "dependent_property", "greater_than",
+    "Constraint", "boolean", "cat", "corr_cholesky", "dependent", "dependent_property",
+    "greater_than",
     "greater_than_eq", "half_open_interval", "independent", "integer_interval", "interval",
     "is_dependent", "less_than", "lower_cholesky", "lower_triangular", "nonnegative",
     "nonnegative_integer", "one_hot", "positive", "positive_definite", "positive_integer",

@@ -8,10 +8,9 @@ from typing import Any
 import numpy as np
 
 from nova.distributions import constraints
-from nova.distributions.distribution import Distribution
 from nova.distributions.exp_family import ExponentialFamily
 from nova.distributions.utils import (
-    broadcast_all, clamp_probs, expand_param, is_number, known_values, lazy_property,
+    broadcast_all, clamp_probs, is_number, known_values, lazy_property,
     logits_to_probs, probs_to_logits, softplus,
 )
 from nova.tensor import ops
@@ -64,13 +63,7 @@ class ContinuousBernoulli(ExponentialFamily):
         return value, known_values(value)
 
     def expand(self, batch_shape: Any, _instance: Any = None) -> ContinuousBernoulli:
-        new = self._get_checked_instance(ContinuousBernoulli, _instance)
-        new._lims = self._lims
-        batch_shape = tuple(batch_shape)
-        expand_param(self, new, batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_param(ContinuousBernoulli, batch_shape, _instance, _lims=self._lims)
 
     @lazy_property
     def logits(self) -> Tensor:

@@ -215,6 +215,24 @@ class Distribution:
                 f"within the support ({support!r}) of the distribution {self!r}, but found "
                 f"invalid values:\n{host}")
 
+    def _expand_param(self, cls: type, batch_shape: Any, _instance: Any = None,
+                      **attrs: Any) -> Any:
+        """``expand`` of a distribution parameterized by ``probs`` or ``logits``: a new
+        ``cls`` holding whichever of the two this one holds (the other stays lazy)
+        expanded to ``batch_shape``, as its ``_param``, with ``attrs`` set as given
+        (other parameters, already expanded) and this one's validation setting."""
+        new = self._get_checked_instance(cls, _instance)
+        batch_shape = tuple(batch_shape)
+        for name, value in attrs.items():
+            setattr(new, name, value)
+        for name in ("probs", "logits"):
+            if name in self.__dict__:
+                setattr(new, name, getattr(self, name).expand(batch_shape))
+                new._param = getattr(new, name)
+        Distribution.__init__(new, batch_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
     def _get_checked_instance(self, cls: type, _instance: Any = None) -> Any:
         if _instance is None and type(self).__init__ != cls.__init__:
             raise NotImplementedError(

@@ -8,7 +8,7 @@ from nova.distributions import constraints
 from nova.distributions.distribution import Distribution
 from nova.distributions.gamma import Gamma
 from nova.distributions.utils import (
-    counts_and_param, expand_param, lazy_property, logits_to_probs,
+    counts_and_param, lazy_property, logits_to_probs,
     probs_to_logits,
 )
 from nova.nn.functional import logsigmoid
@@ -40,13 +40,8 @@ class NegativeBinomial(Distribution):
         super().__init__(self._param.shape, validate_args=validate_args)
 
     def expand(self, batch_shape: Any, _instance: Any = None) -> NegativeBinomial:
-        new = self._get_checked_instance(NegativeBinomial, _instance)
-        batch_shape = tuple(batch_shape)
-        new.total_count = self.total_count.expand(batch_shape)
-        expand_param(self, new, batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_param(NegativeBinomial, batch_shape, _instance,
+                                  total_count=self.total_count.expand(tuple(batch_shape)))
 
     @property
     def mean(self) -> Tensor:

@@ -10,7 +10,7 @@ from nova.distributions.distribution import Distribution
 from nova.distributions.transformed_distribution import TransformedDistribution
 from nova.distributions.transforms import SigmoidTransform
 from nova.distributions.utils import (
-    broadcast_all, expand_param, is_number, lazy_property, logits_to_probs, probs_to_logits,
+    broadcast_all, is_number, lazy_property, logits_to_probs, probs_to_logits,
     softplus, standard_uniform,
 )
 from nova.tensor.creation import tensor
@@ -63,13 +63,8 @@ class LogitRelaxedBernoulli(Distribution):
         super().__init__(() if is_scalar else self._param.shape, validate_args=validate_args)
 
     def expand(self, batch_shape: Any, _instance: Any = None) -> LogitRelaxedBernoulli:
-        new = self._get_checked_instance(LogitRelaxedBernoulli, _instance)
-        batch_shape = tuple(batch_shape)
-        new.temperature = self.temperature
-        expand_param(self, new, batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_param(LogitRelaxedBernoulli, batch_shape, _instance,
+                                  temperature=self.temperature)
 
     @lazy_property
     def logits(self) -> Tensor:

@@ -36,7 +36,8 @@ from nova.tensor.tensor import Tensor
 
 __all__ = [
     "AbsTransform", "AffineTransform", "CatTransform", "ComposeTransform",
-    "CorrCholeskyTransform", "CumulativeDistributionTransform", "ExpTransform", "IndependentTransform",
+    "CorrCholeskyTransform", "CumulativeDistributionTransform", "ExpTransform",
+    "IndependentTransform",
     "LowerCholeskyTransform", "PositiveDefiniteTransform", "PowerTransform",
     "ReshapeTransform", "SigmoidTransform", "SoftmaxTransform", "SoftplusTransform",
     "StackTransform", "StickBreakingTransform", "TanhTransform", "Transform",

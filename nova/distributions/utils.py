@@ -64,16 +64,6 @@ def counts_and_param(dist: Any, total_count: Any, probs: Any, logits: Any) -> No
     dist._param = param
 
 
-def expand_param(dist: Any, new: Any, batch_shape: tuple[int, ...]) -> None:
-    """``new`` given ``dist``'s ``probs`` or ``logits`` (whichever it holds; the other
-    stays lazy) expanded to ``batch_shape``, and its ``_param`` (the ``expand`` of
-    the distributions parameterized by either)."""
-    for name in ("probs", "logits"):
-        if name in dist.__dict__:
-            setattr(new, name, getattr(dist, name).expand(batch_shape))
-            new._param = getattr(new, name)
-
-
 def size_arg(shape: Any, what: str) -> tuple[int, ...]:
     """``shape`` (a tuple, list or ``nv.Size``-like sequence of ints) as a tuple; an int
     or anything else is a TypeError, as ``torch.Size(5)`` is."""

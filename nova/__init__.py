@@ -174,3 +174,9 @@ from nova.tensor.dlpack import from_dlpack  # noqa: E402
 from nova.tensor.layout_info import is_inference  # noqa: E402
 from nova.aten_functional import constant_pad_nd, convolution  # noqa: E402
 from nova import profiler  # noqa: E402,F401  (torch.profiler: profile, record_function)
+from nova import cpu  # noqa: E402,F401  (torch.cpu: amp.autocast, device queries)
+from nova.core.memory_format import (  # noqa: E402,F401  (torch.channels_last, ...)
+    channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format,
+)
+from nova.foreach import FOREACH_OPS as _FOREACH_OPS  # noqa: E402
+globals().update(_FOREACH_OPS)  # torch._foreach_lerp_, _foreach_mul_, _foreach_norm, ...

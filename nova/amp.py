@@ -486,3 +486,39 @@ def _f32(x: float) -> float:
 
 __all__ = ["autocast", "GradScaler", "is_autocast_enabled", "is_autocast_available",
            "get_autocast_dtype", "custom_fwd", "custom_bwd"]
+
+
+def legacy_amp(device_type: str, dtype: dt.DType) -> Any:
+    """``torch.<device_type>.amp``: ``autocast(enabled=True, dtype=..., cache_enabled=True)``
+    and ``GradScaler(init_scale=2**16, ...)`` under PyTorch's older signatures (no device
+    argument), which scripts written for PyTorch < 2.4 still call; as PyTorch's, each
+    warns (FutureWarning) that ``nova.amp.autocast('<device_type>', ...)`` /
+    ``nova.amp.GradScaler('<device_type>', ...)`` are the current spelling."""
+    import types
+
+    def deprecated(what: str) -> None:
+        warnings.warn(f"`nova.{device_type}.amp.{what}(args...)` is deprecated. Please use "
+                      f"`nova.amp.{what}('{device_type}', args...)` instead.", FutureWarning,
+                      stacklevel=3)
+
+    default_dtype = dtype
+
+    class LegacyAutocast(autocast):
+        def __init__(self, enabled: bool = True, dtype: Any = default_dtype,
+                     cache_enabled: bool = True) -> None:
+            deprecated("autocast")
+            super().__init__(device_type, dtype=dtype, enabled=enabled,
+                             cache_enabled=cache_enabled)
+
+    class LegacyGradScaler(GradScaler):
+        def __init__(self, init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
+                     backoff_factor: float = 0.5, growth_interval: int = 2000,
+                     enabled: bool = True) -> None:
+            deprecated("GradScaler")
+            super().__init__(device_type, init_scale=init_scale, growth_factor=growth_factor,
+                             backoff_factor=backoff_factor, growth_interval=growth_interval,
+                             enabled=enabled)
+
+    LegacyAutocast.__name__ = LegacyAutocast.__qualname__ = "autocast"
+    LegacyGradScaler.__name__ = LegacyGradScaler.__qualname__ = "GradScaler"
+    return types.SimpleNamespace(autocast=LegacyAutocast, GradScaler=LegacyGradScaler)

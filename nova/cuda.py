@@ -52,14 +52,11 @@ def __getattr__(name: str):
     ``nova.amp`` with ``device_type='cuda'``. And the legacy CUDA tensor types
     (``nv.cuda.FloatTensor``, ``nova.tensor.legacy``)."""
     if name == "amp":
-        import functools
-        import types
-
         from nova import amp
-        return types.SimpleNamespace(autocast=functools.partial(amp.autocast, "cuda"),
-                                     GradScaler=amp.GradScaler,
-                                     custom_fwd=amp._cuda_custom_fwd,
-                                     custom_bwd=amp._cuda_custom_bwd)
+        from nova.core import dtypes as dt
+        legacy = amp.legacy_amp("cuda", dt.float16)
+        legacy.custom_fwd, legacy.custom_bwd = amp._cuda_custom_fwd, amp._cuda_custom_bwd
+        return legacy
     from nova.tensor.legacy import CUDA_TYPES    # nv.cuda.FloatTensor and the others
     if name in CUDA_TYPES:
         return CUDA_TYPES[name]

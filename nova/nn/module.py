@@ -172,6 +172,33 @@ def _registered(table: OrderedDict, module: Module, name: str, value: Any) -> An
     return value
 
 
+
+def _parse_module_to(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """``Module.to``'s (device, dtype) from PyTorch's signatures: ``(device, dtype,
+    non_blocking, copy)``, ``(dtype, non_blocking, copy)``, ``(tensor, non_blocking,
+    copy)``, each with a keyword ``memory_format`` (checked, then ignored)."""
+    from nova.core.memory_format import check_memory_format
+    kwargs = dict(kwargs)
+    dtype = kwargs.pop("dtype", None)
+    device = kwargs.pop("device", None)
+    check_memory_format("Module.to", kwargs.pop("memory_format", None))
+    kwargs.pop("non_blocking", None)
+    kwargs.pop("copy", None)
+    if kwargs:
+        raise TypeError(f"Module.to: unexpected arguments {sorted(kwargs)}")
+    flags = [a for a in args if isinstance(a, bool)]
+    if len(flags) > 2:
+        raise TypeError(f"Module.to: at most two positional flags (non_blocking, copy), "
+                        f"got {len(flags)}")
+    for a in (a for a in args if not isinstance(a, bool)):
+        if isinstance(a, (Tensor, ComplexTensor)):
+            dtype, device = a.dtype, a.device
+        elif isinstance(a, (str, Device, int)):
+            device = a
+        else:
+            dtype = a
+    return device, dtype
+
 class Module:
     """Base class of every layer and model."""
 
@@ -441,16 +468,10 @@ class Module:
         """``to(device)`` and/or ``to(dtype)``: converts parameters and buffers (and
         existing gradients) in place, keeping their identity and ``requires_grad``, so
         an optimizer built before or after sees the same tensors. Move a model before
-        building its optimizer's state (the first ``step``)."""
-        dtype = kwargs.pop("dtype", None)
-        device = kwargs.pop("device", None)
-        if kwargs:
-            raise TypeError(f"Module.to: unexpected arguments {sorted(kwargs)}")
-        for a in args:
-            if isinstance(a, (str, Device)):
-                device = a
-            else:
-                dtype = a
+        building its optimizer's state (the first ``step``). As PyTorch's, it also
+        takes ``to(tensor)`` (its dtype and device), ``non_blocking`` (and ``copy``) flags,
+        and a ``memory_format``, which has nothing to do: Nova tensors have no strides."""
+        device, dtype = _parse_module_to(args, kwargs)
         if device is not None:
             target_device = check_device(device, "Module.to")
             for t in list(self.parameters()) + list(self.buffers()):

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from nova.core import dtypes as dt
+from nova.core.memory_format import is_contiguous_as
 from nova.tensor import movement, numeric, ops
 from nova.tensor.tensor import Tensor
 
@@ -145,8 +146,11 @@ def broadcast_shapes(*shapes: Any) -> tuple[builtins.int, ...]:
 # ---------------------------------------------------------------- layout and queries
 
 def is_contiguous(self: Tensor, memory_format: Any = None) -> builtins.bool:
-    """True: Nova values have no observable layout (see the module docstring)."""
-    return True
+    """True in the contiguous format: Nova values have no observable layout (see the
+    module docstring) and read as row-major; in a channels-last format only where
+    row-major is channels-last too (one channel, or one spatial position), as PyTorch
+    answers for an NCHW tensor."""
+    return is_contiguous_as(memory_format, self.shape)
 
 
 def stride(self: Tensor, dim: builtins.int | None = None) -> Any:

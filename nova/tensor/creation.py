@@ -11,13 +11,14 @@ from typing import Any
 import numpy as np
 
 from nova.core import dtypes as dt
+from nova.core.memory_format import check_layout_rank, check_memory_format
 from nova.tensor import movement, ops, sorting
 from nova.tensor import random as rnd
 from nova.tensor.device import check_device, factory_device
 from nova.tensor.device import device as Device
 from nova.tensor.ops import add, cast, full_const, mul, prim
 from nova.core.shapes import SizeError, check_numel, shape_arg
-from nova.tensor.tensor import Tensor
+from nova.tensor.tensor import Tensor, strided
 from nova.tensor.trace import buffer_node, device_buffer_node
 
 
@@ -249,9 +250,15 @@ def empty(*sizes: Any, size: Sequence[int] | None = None, dtype: Any = None,
                  requires_grad=requires_grad)
 
 
-def _like(x: Tensor, dtype: Any) -> tuple[tuple[int, ...], dt.DType]:
+def _like(x: Tensor, dtype: Any, layout: Any = None, memory_format: Any = None,
+          op: str = "*_like") -> tuple[tuple[int, ...], dt.DType]:
+    """``x``'s shape and the result's dtype; ``layout`` and ``memory_format`` (PyTorch's
+    keywords) are checked and have nothing to do (one layout, no strides)."""
     if not isinstance(x, Tensor):
-        raise TypeError(f"*_like: expected a Tensor, got {type(x).__name__}")
+        raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
+    if layout is not None and layout is not strided:
+        raise ValueError(f"{op}: Nova tensors have one layout, nv.strided; got {layout!r}")
+    check_layout_rank(op, check_memory_format(op, memory_format), x.ndim)
     return x.shape, (x.dtype if dtype is None else dt.get_dtype(dtype))
 
 
@@ -261,33 +268,46 @@ def _like_device(x: Tensor, device: Any) -> Any:
     return device if device is not None else (x.node.device or "cpu")
 
 
-def zeros_like(x: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
-    shape, d = _like(x, dtype)
-    return zeros(shape, dtype=d, device=_like_device(x, device))
+def zeros_like(x: Tensor, *, dtype: Any = None, layout: Any = None, device: Any = None,
+               requires_grad: bool = False, memory_format: Any = None) -> Tensor:
+    shape, d = _like(x, dtype, layout, memory_format, "zeros_like")
+    return zeros(shape, dtype=d, device=_like_device(x, device), requires_grad=requires_grad)
 
 
-def ones_like(x: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
-    shape, d = _like(x, dtype)
-    return ones(shape, dtype=d, device=_like_device(x, device))
+def ones_like(x: Tensor, *, dtype: Any = None, layout: Any = None, device: Any = None,
+              requires_grad: bool = False, memory_format: Any = None) -> Tensor:
+    shape, d = _like(x, dtype, layout, memory_format, "ones_like")
+    return ones(shape, dtype=d, device=_like_device(x, device), requires_grad=requires_grad)
 
 
-def empty_like(x: Tensor, *, dtype: Any = None, device: Any = None) -> Tensor:
-    return zeros_like(x, dtype=dtype, device=device)
+def empty_like(x: Tensor, *, dtype: Any = None, layout: Any = None, device: Any = None,
+               requires_grad: bool = False, memory_format: Any = None) -> Tensor:
+    shape, d = _like(x, dtype, layout, memory_format, "empty_like")
+    return zeros(shape, dtype=d, device=_like_device(x, device), requires_grad=requires_grad)
 
 
-def full_like(x: Tensor, fill_value: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
-    shape, d = _like(x, dtype)
-    return full(shape, fill_value, dtype=d, device=_like_device(x, device))
+def full_like(x: Tensor, fill_value: Any, *, dtype: Any = None, layout: Any = None,
+              device: Any = None, requires_grad: bool = False,
+              memory_format: Any = None) -> Tensor:
+    shape, d = _like(x, dtype, layout, memory_format, "full_like")
+    return full(shape, fill_value, dtype=d, device=_like_device(x, device),
+                requires_grad=requires_grad)
 
 
-def rand_like(x: Tensor, *, dtype: Any = None, generator: Any = None) -> Tensor:
-    shape, d = _like(x, dtype)
-    return rand(shape, dtype=d, generator=generator, device=_like_device(x, None))
+def rand_like(x: Tensor, *, dtype: Any = None, generator: Any = None, layout: Any = None,
+              device: Any = None, requires_grad: bool = False,
+              memory_format: Any = None) -> Tensor:
+    shape, d = _like(x, dtype, layout, memory_format, "rand_like")
+    return rand(shape, dtype=d, generator=generator, device=_like_device(x, device),
+                requires_grad=requires_grad)
 
 
-def randn_like(x: Tensor, *, dtype: Any = None, generator: Any = None) -> Tensor:
-    shape, d = _like(x, dtype)
-    return randn(shape, dtype=d, generator=generator, device=_like_device(x, None))
+def randn_like(x: Tensor, *, dtype: Any = None, generator: Any = None, layout: Any = None,
+               device: Any = None, requires_grad: bool = False,
+               memory_format: Any = None) -> Tensor:
+    shape, d = _like(x, dtype, layout, memory_format, "randn_like")
+    return randn(shape, dtype=d, generator=generator, device=_like_device(x, device),
+                 requires_grad=requires_grad)
 
 
 def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None,

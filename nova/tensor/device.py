@@ -22,6 +22,12 @@ class device:
         if isinstance(spec, device):
             self.type, self.index = spec.type, spec.index
             return
+        if isinstance(spec, int) and not isinstance(spec, bool):
+            # an ordinal, as torch.device(0): the accelerator's device with that index
+            if spec < 0:
+                raise RuntimeError(f"Device index must not be negative, got {spec}")
+            self.type, self.index = "cuda", spec
+            return
         if not isinstance(spec, str):
             raise TypeError(f"device: expected a string like 'cpu' or 'cuda', got {spec!r}")
         kind, _, idx = spec.partition(":")

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from nova.core import dtypes as dt
+from nova.core.memory_format import check_layout_rank, check_memory_format
 from nova.tensor.ops import broadcast_to, cast, prim
 from nova.core.shapes import infer_reshape, normalize_dim, shape_arg
 from nova.tensor.tensor import Tensor, _View
@@ -173,7 +174,9 @@ def contiguous(x: Tensor, memory_format: Any = None) -> Tensor:
     """``x`` itself when it is not a view, as PyTorch returns a contiguous tensor (so an
     in-place op on the result reaches ``x``); a copy of a view (layout is the compiler's
     business in Nova: a view is copied even where PyTorch's strides would let it alias,
-    a row slice ``x[1:]``)."""
+    a row slice ``x[1:]``). ``memory_format`` is checked (a channels-last one needs a
+    4-D or 5-D tensor, as PyTorch says) and has no effect: Nova values have no strides."""
+    check_layout_rank("contiguous", check_memory_format("contiguous", memory_format), x.ndim)
     return x if x._view is None else x.clone()
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from nova.core import dtypes as dt
+from nova.core.memory_format import check_layout_rank, check_memory_format
 from nova.tensor import grad_mode as _grad_mode
 from nova.tensor import tape as _tape
 from nova.tensor.device import BY_TYPE, device
@@ -627,14 +628,17 @@ class Tensor:
                             f"{len(flags)}")
         fresh = kwargs.pop("copy", len(flags) == 2 and flags[1])
         kwargs.pop("non_blocking", None)
+        # a layout request (channels_last...): checked, nothing to do without strides
+        check_layout_rank("to", check_memory_format("to", kwargs.pop("memory_format", None)),
+                          self.ndim)
         if kwargs:
             raise TypeError(f"to: unexpected arguments {sorted(kwargs)}")
         for a in (a for a in args if not isinstance(a, bool)):
             if isinstance(a, Tensor):    # its dtype and device, as torch
                 target_dtype, target_device = a.dtype, a.device
-            elif isinstance(a, device) or (isinstance(a, str) and
-                                           a.partition(":")[0] in ("cpu", "cuda")):
-                target_device = a
+            elif isinstance(a, (device, int)) or (isinstance(a, str) and
+                                                  a.partition(":")[0] in ("cpu", "cuda")):
+                target_device = a           # (an int: the accelerator's ordinal)
             else:
                 target_dtype = a
         if target_dtype is not None and dt.get_complex_dtype(target_dtype) is not None:
@@ -719,8 +723,10 @@ class Tensor:
         """A copy on the host (``self`` if already there)."""
         return self.to("cpu")
 
-    def clone(self) -> Tensor:
-        """A new handle on the same value (differentiable, never aliasing)."""
+    def clone(self, *, memory_format: Any = None) -> Tensor:
+        """A new handle on the same value (differentiable, never aliasing);
+        ``memory_format`` is checked and has nothing to do (no strides)."""
+        check_layout_rank("clone", check_memory_format("clone", memory_format), self.ndim)
         node = self.node
         edge = self._grad_edge() if _grad_mode.STATE.enabled else None
         return Tensor._wrap(node, grad_fn=None if edge is None else _tape.alias_fn(edge, node))

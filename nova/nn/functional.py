@@ -303,6 +303,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, *
         loss = _cross_entropy_probs(full_precision(input), full_precision(target), weight,
                                     ignore_index, reduction, label_smoothing)
     else:
+        _check_known_targets("cross_entropy", input, target, ignore_index)
         loss = _cross_entropy_indices(full_precision(input), target, weight, ignore_index,
                                       reduction, label_smoothing)
     return loss.reshape(()) if single and reduction == "none" else loss
@@ -412,6 +413,26 @@ def _broadcast_pair(op: str, input: Tensor, target: Tensor) -> tuple[Tensor, Ten
     return full_precision(input), full_precision(target)
 
 
+def _check_known_targets(op: str, input: Tensor, target: Tensor, ignore_index: int) -> None:
+    """IndexError at the user's line, as PyTorch's ``Target 3 is out of bounds.``, for a
+    class index already on the host (a label tensor made from Python data or numpy)
+    outside ``[0, C)`` that is not ``ignore_index`` -- a vocabulary smaller than the
+    labels, the usual case. Computed targets are checked by the gather when the step
+    runs (its message names ``nova.gather``)."""
+    if not isinstance(input, Tensor) or input.ndim < 1 or not isinstance(target, Tensor) \
+            or target.dtype not in (dt.int32, dt.int64):
+        return                  # _class_targets reports these
+    values = ops.known_index_values(target)
+    if values is None or values.size == 0:
+        return
+    classes = input.shape[1] if input.ndim > 1 else input.shape[0]
+    bad = ((values < 0) | (values >= classes)) & (values != ignore_index)
+    if bad.any():
+        raise IndexError(f"{op}: Target {values[bad].flat[0]} is out of bounds: input "
+                         f"{tuple(input.shape)} has {classes} classes (valid targets are "
+                         f"[0, {classes}) and ignore_index={ignore_index})")
+
+
 def _class_targets(op: str, input: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
     """(input, target) as (N, C, ...) and (N, ...): a 1-D input is one sample."""
     if input.ndim < 1 or not input.dtype.is_floating_point:
@@ -445,6 +466,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
     (N, C) or (N, C, d1, ...). With ``weight``, each sample counts ``weight[target]``
     and the mean divides by their sum; ``ignore_index`` targets count 0."""
     single = input.ndim == 1
+    _check_known_targets("nll_loss", input, target, ignore_index)
     input, target = _class_targets("nll_loss", full_precision(input), target)
     valid = ops.ne(target, ignore_index)
     safe = ops.where(valid, target, 0)
@@ -845,6 +867,20 @@ def _renorm_looked_up_(weight: Tensor, input: Tensor, max_norm: float,
         weight.detach().copy_(ops.scatter(weight, 0, where, renormed))
 
 
+def _embedding_rows(weight: Tensor, input: Tensor) -> Tensor:
+    """``weight``'s rows at ``input``. PyTorch's embedding refuses a negative index
+    (``index out of range in self``) where ``weight[input]`` would wrap it to a row from
+    the end: known values are checked here, at the user's line, and a 2-D table is read
+    through a gather along dim 0, whose kernel rejects computed values outside ``[0, n)``."""
+    ops.check_index_values("embedding", input, 0, tuple(weight.shape), negative=False)
+    if weight.ndim != 2:
+        return weight[input]
+    d = weight.shape[1]
+    flat = input.reshape(-1, 1)
+    rows = ops.gather(weight, 0, flat.expand(flat.shape[0], d))
+    return rows.reshape(tuple(input.shape) + (d,))
+
+
 def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
               max_norm: float | None = None, norm_type: float = 2.0,
               scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
@@ -866,7 +902,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
             raise ValueError(f"embedding: max_norm needs a 2-D weight, got shape "
                              f"{tuple(weight.shape)}")
         _renorm_looked_up_(weight, input, max_norm, norm_type)
-    rows = weight[input]
+    rows = _embedding_rows(weight, input)
     if scale_grad_by_freq:
         rows = _ScaleGradByFreq.apply(rows, _index_counts(input, n, rows.dtype))
     if padding_idx is None:

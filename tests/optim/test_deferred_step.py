@@ -178,7 +178,9 @@ def test_a_failing_step_raises_at_the_zero_grad_that_runs_it():
     idx = nv.tensor([1, 2, 3]) * 5        # 10 and 15 are out of range, known only in the step
     emb(idx).sum().backward()
     opt.step()
-    with pytest.raises(nv.RealizationError, match="index 10 is out of bounds") as info:
+    # (the embedding reads its rows through a gather: its kernels name the valid range)
+    with pytest.raises(nv.RealizationError,
+                       match=r"index 10 is out of bounds|must lie in \[0, 10\)") as info:
         opt.zero_grad()
     assert any("raised by zero_grad()" in n for n in info.value.__notes__)
     with pytest.raises(nv.RealizationError):      # the failure stays with the value
@@ -190,5 +192,5 @@ def test_a_failing_step_raises_at_the_zero_grad_that_runs_it():
     idx = nv.tensor([1, 2, 3]) * 5        # pending again: checked only in the step
     emb(idx).sum().backward()
     opt.step()
-    with pytest.raises(nv.RealizationError, match="out of bounds"):
+    with pytest.raises(nv.RealizationError, match="out of bounds|must lie in"):
         emb.zero_grad()

@@ -505,7 +505,16 @@ def index_select(x: Tensor, dim: builtins.int, index: Tensor) -> Tensor:
                          f"{getattr(index, 'shape', index)} "
                          f"{getattr(getattr(index, 'dtype', None), 'name', '')}")
     d = normalize_dim("index_select", dim, x.ndim, x.shape)
-    return x[(slice(None),) * d + (movement.reshape(index, -1),)]
+    flat = movement.reshape(index, -1)
+    if x.ndim == 0:                 # PyTorch's: a 0-D input reads as one element, 0-D out
+        return movement.reshape(index_select(movement.reshape(x, (1,)), 0, flat), ())
+    # PyTorch refuses a negative index here (``index out of range in self``), where
+    # ``x[..., index]`` would wrap it: known values are checked at the user's line, and
+    # the gather's kernel rejects computed ones outside [0, n)
+    ops.check_index_values("index_select", flat, d, x.shape, negative=False)
+    spread = movement.reshape(flat, (1,) * d + (flat.shape[0],) + (1,) * (x.ndim - d - 1))
+    return ops.gather(x, d, movement.expand(spread, x.shape[:d] + (flat.shape[0],)
+                                            + x.shape[d + 1:]))
 
 
 def take_along_dim(x: Tensor, indices: Tensor, dim: builtins.int | None = None) -> Tensor:

@@ -8,6 +8,9 @@ in its cotangent ``u``; differentiating ``u -> J^T u`` against the tangent gives
 has no forward-mode AD; the values are the same) and ``hessian`` the Jacobian of the
 Jacobian. A transform called inside another (``grad(grad(f))``, ``vmap(grad(f))``)
 keeps its graph, so the outer one differentiates through it.
+So does one whose result depends on a tensor requiring grad other than the arguments
+it differentiates (another argument, a closed-over parameter), as torch.func's: the
+caller's autograd differentiates through it (a functorch PINN's residual).
 
 ``vmap`` calls the function once per index of the mapped dim and stacks the results:
 the same values as a batched evaluation (PyTorch's batching rules), and since Nova
@@ -122,6 +125,30 @@ def _keep_graph(leaves: list[Tensor], nested: bool) -> bool:
     return nested or any(t.requires_grad for t in leaves)
 
 
+def _reaches_outer(outputs: list[Tensor], fresh: list[Tensor]) -> bool:
+    """Whether the outputs' history reaches a tensor requiring grad other than this
+    transform's own handles: a closed-over parameter, or an argument that is not
+    differentiated (``grad(u, argnums=1)(params, x)``). torch.func keeps the caller's
+    graph through the transform then, so ``u_x`` of a PINN residual is differentiable
+    with respect to the parameters (a detached result drops those terms of the loss's
+    gradient without an error)."""
+    own = {id(t) for t in fresh}
+    seen: set[int] = set()
+    stack = [o.grad_fn for o in outputs if isinstance(o, Tensor)]
+    while stack:
+        fn = stack.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        for e in fn.next:
+            if isinstance(e, Tensor):
+                if id(e) not in own:
+                    return True
+            elif e is not None:
+                stack.append(e)
+    return False
+
+
 def _fresh(leaves: list[Tensor], keep: bool) -> list[Tensor]:
     return list(_grad_preprocess(tuple(leaves), keep, need_graph=True))
 
@@ -185,6 +212,7 @@ def grad_and_value(func: Callable, argnums: Any = 0, has_aux: bool = False) -> C
                                    f"scalar Tensor, got tensor with {out.ndim} dims. Maybe you "
                                    "wanted to use the vjp or jacrev APIs instead?")
             flat = [t for new in fresh for t in new]
+            keep = keep or _reaches_outer([out], flat)
             grads = _grads([out], flat, None, keep)
         results, at = [], 0
         for new, spec in zip(fresh, specs):
@@ -225,6 +253,7 @@ def vjp(func: Callable, *primals: Any, has_aux: bool = False) -> tuple:
         out, aux = _split_aux("vjp", func(*tree_unflatten(spec, fresh)), has_aux)
         out_leaves, out_spec = tree_flatten(out)
         _tensors("vjp", out_leaves, "the outputs of func")
+        keep = keep or _reaches_outer(out_leaves, fresh)
 
     def vjp_fn(cotangents: Any) -> tuple:
         ct_leaves, ct_spec = tree_flatten(cotangents)
@@ -267,6 +296,7 @@ def jvp(func: Callable, primals: Any, tangents: Any, *, strict: bool = False,
         out, aux = _split_aux("jvp", func(*tree_unflatten(spec, fresh)), has_aux)
         out_leaves, out_spec = tree_flatten(out)
         _tensors("jvp", out_leaves, "the outputs of func")
+        keep = keep or _reaches_outer(out_leaves, fresh)
         us = [zeros_like(o).requires_grad_(True) for o in out_leaves]
         back = _autograd_grad(tuple(out_leaves), tuple(fresh), tuple(us), create_graph=True)
         pairs = [(g, t) for g, t in zip(back, t_leaves) if g is not None]
@@ -299,6 +329,7 @@ def _jacobian(op: str, func: Callable, argnums: Any, has_aux: bool) -> Callable:
             out_leaves, out_spec = tree_flatten(out)
             _tensors(op, out_leaves, "the outputs of func")
             flat_in = [t for new in fresh for t in new]
+            keep = keep or _reaches_outer(out_leaves, flat_in)
             jac_leaves = []
             for o in out_leaves:
                 rows = [_out(r, keep) for r in

@@ -13,6 +13,7 @@ from nova.core import dtypes as dt
 from nova.tensor import ops
 from nova.tensor.autocast_state import (POLICIES, autocast_op, biased_product,
                                        full_precision, lowered)
+from nova.tensor.complex import ComplexTensor
 from nova.tensor.creation import ones, rand, tensor
 from nova.tensor.function_template import stamped
 from nova.tensor.tensor import Tensor, unaliased_detach
@@ -706,12 +707,25 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
 _PAD_INDEX_MODES = {"replicate": "edge", "reflect": "reflect", "circular": "wrap"}
 
 
+def _pad_complex(input: ComplexTensor, pads: Any, mode: str,
+                 value: complex | float | None) -> ComplexTensor:
+    """PyTorch pads complex tensors (an FNO zero-pads its kept Fourier modes back to
+    ``n // 2 + 1``). A complex tensor is a pair of real ones: each part is padded the
+    same way, a constant fill with the constant's real or imaginary part."""
+    fill = complex(0 if value is None else value)
+    re_fill, im_fill = (fill.real, fill.imag) if mode == "constant" else (value, value)
+    return ComplexTensor(pad(input.real, pads, mode, re_fill),
+                         pad(input.imag, pads, mode, im_fill))
+
+
 def pad(input: Tensor, pad: Any, mode: str = "constant", value: float | None = None) -> Tensor:
     """``torch.nn.functional.pad``: ``pad`` = (left, right) of the last dim, then of the
     one before it, and so on; a negative pad crops. ``constant`` fills with ``value``
     (0); ``replicate``, ``reflect`` and ``circular`` map each new position to a source
     one, as PyTorch does (``_pad_index``), and take PyTorch's shapes: 2 pads for a 2-D
     or 3-D input, 4 for 3-D or 4-D, 6 for 4-D or 5-D."""
+    if isinstance(input, ComplexTensor):
+        return _pad_complex(input, pad, mode, value)
     if not isinstance(input, Tensor):
         raise TypeError(f"pad: expected a Tensor, got {type(input).__name__}")
     pads = tuple(pad)

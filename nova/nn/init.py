@@ -19,7 +19,8 @@ from nova.autograd.grad_mode import no_grad
 from nova.core import dtypes as dt
 from nova.tensor import ops
 from nova.tensor.creation import eye as _eye
-from nova.tensor.creation import rand, randn, tensor
+from nova.tensor.creation import rand, randn
+from nova.tensor.creation import tensor as _host_tensor
 from nova.tensor.random import Generator, host_uniform
 from nova.tensor.special import erfinv
 from nova.tensor.tensor import Tensor
@@ -70,23 +71,25 @@ def _fan(op: str, t: Tensor, mode: str) -> int:
     return fan_in if mode == "fan_in" else fan_out
 
 
-def uniform_(t: Tensor, a: float = 0.0, b: float = 1.0,
+def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0,
              generator: Generator | None = None) -> Tensor:
     with no_grad():
-        return t.copy_(rand(t.shape, dtype=t.dtype, generator=generator) * (b - a) + a)
+        draw = rand(tensor.shape, dtype=tensor.dtype, generator=generator)
+        return tensor.copy_(draw * (b - a) + a)
 
 
-def normal_(t: Tensor, mean: float = 0.0, std: float = 1.0,
+def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0,
             generator: Generator | None = None) -> Tensor:
     with no_grad():
-        return t.copy_(randn(t.shape, dtype=t.dtype, generator=generator) * std + mean)
+        draw = randn(tensor.shape, dtype=tensor.dtype, generator=generator)
+        return tensor.copy_(draw * std + mean)
 
 
-def trunc_normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
+def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
                   b: float = 2.0, generator: Generator | None = None) -> Tensor:
     """Normal(``mean``, ``std``) truncated to [``a``, ``b``], by PyTorch's inverse-CDF
     method: uniform in ``[2 cdf(a) - 1, 2 cdf(b) - 1]`` (in float64), through ``erfinv``,
-    scaled, shifted, and clamped to [``a``, ``b``] in ``t``'s dtype."""
+    scaled, shifted, and clamped to [``a``, ``b``] in ``tensor``'s dtype."""
     if a > b:
         raise ValueError(f"trunc_normal_: a ({a}) must not be greater than b ({b})")
     if mean < a - 2 * std or mean > b + 2 * std:
@@ -95,66 +98,69 @@ def trunc_normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.
     lo = math.erf((a - mean) / std / math.sqrt(2.0))
     hi = math.erf((b - mean) / std / math.sqrt(2.0))
     with no_grad():
-        u = rand(t.shape, dtype=dt.float64, generator=generator) * (hi - lo) + lo
-        x = ops.cast(erfinv(u) * (std * math.sqrt(2.0)) + mean, t.dtype)
-        return t.copy_(ops.clamp(x, a, b))
+        u = rand(tensor.shape, dtype=dt.float64, generator=generator) * (hi - lo) + lo
+        x = ops.cast(erfinv(u) * (std * math.sqrt(2.0)) + mean, tensor.dtype)
+        return tensor.copy_(ops.clamp(x, a, b))
 
 
-def zeros_(t: Tensor) -> Tensor:
+def zeros_(tensor: Tensor) -> Tensor:
     with no_grad():
-        return t.zero_()
+        return tensor.zero_()
 
 
-def ones_(t: Tensor) -> Tensor:
+def ones_(tensor: Tensor) -> Tensor:
     with no_grad():
-        return t.fill_(1.0)
+        return tensor.fill_(1.0)
 
 
-def constant_(t: Tensor, value: float) -> Tensor:
+def constant_(tensor: Tensor, val: float) -> Tensor:
+    """Fill with ``val`` (torch's keyword name: ``constant_(w, val=0)``)."""
     with no_grad():
-        return t.fill_(value)
+        return tensor.fill_(val)
 
 
-def eye_(t: Tensor) -> Tensor:
+def eye_(tensor: Tensor) -> Tensor:
     """The identity matrix (ones on the main diagonal) in a 2-D tensor."""
-    if t.ndim != 2:
+    if tensor.ndim != 2:
         raise ValueError(f"eye_: only tensors with 2 dimensions are supported, got shape "
-                         f"{t.shape}")
+                         f"{tensor.shape}")
     with no_grad():
-        return t.copy_(_eye(*t.shape, dtype=t.dtype))
+        return tensor.copy_(_eye(*tensor.shape, dtype=tensor.dtype))
 
 
-def dirac_(t: Tensor, groups: int = 1) -> Tensor:
+def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
     """The Dirac delta of a convolution weight (3, 4 or 5 dims): with ``groups``, output
     channel ``g * (out / groups) + d`` passes input channel ``d`` through at the kernel's
     centre, for ``d < min(out / groups, in)``; zero elsewhere."""
-    if t.ndim not in (3, 4, 5):
+    if tensor.ndim not in (3, 4, 5):
         raise ValueError(f"dirac_: only tensors with 3, 4, or 5 dimensions are supported, "
-                         f"got shape {t.shape}")
-    if t.shape[0] % groups:
-        raise ValueError(f"dirac_: dim 0 ({t.shape[0]}) must be divisible by groups "
+                         f"got shape {tensor.shape}")
+    if tensor.shape[0] % groups:
+        raise ValueError(f"dirac_: dim 0 ({tensor.shape[0]}) must be divisible by groups "
                          f"({groups})")
-    per_group = t.shape[0] // groups
-    values = np.zeros(t.shape, dtype=np.float64)
-    centre = tuple(s // 2 for s in t.shape[2:])
+    per_group = tensor.shape[0] // groups
+    values = np.zeros(tensor.shape, dtype=np.float64)
+    centre = tuple(s // 2 for s in tensor.shape[2:])
     for g in range(groups):
-        for d in range(min(per_group, t.shape[1])):
+        for d in range(min(per_group, tensor.shape[1])):
             values[(g * per_group + d, d) + centre] = 1.0
     with no_grad():
-        return t.copy_(tensor(values, dtype=t.dtype))
+        return tensor.copy_(_host_tensor(values, dtype=tensor.dtype))
 
 
-def xavier_uniform_(t: Tensor, gain: float = 1.0, generator: Generator | None = None) -> Tensor:
+def xavier_uniform_(tensor: Tensor, gain: float = 1.0,
+                    generator: Generator | None = None) -> Tensor:
     """U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out))."""
-    fan_in, fan_out = _fans(t)
+    fan_in, fan_out = _fans(tensor)
     a = gain * math.sqrt(6.0 / (fan_in + fan_out))
-    return uniform_(t, -a, a, generator)
+    return uniform_(tensor, -a, a, generator)
 
 
-def xavier_normal_(t: Tensor, gain: float = 1.0, generator: Generator | None = None) -> Tensor:
+def xavier_normal_(tensor: Tensor, gain: float = 1.0,
+                   generator: Generator | None = None) -> Tensor:
     """N(0, std^2) with std = gain * sqrt(2 / (fan_in + fan_out))."""
-    fan_in, fan_out = _fans(t)
-    return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)), generator)
+    fan_in, fan_out = _fans(tensor)
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)), generator)
 
 
 def _empty(t: Tensor) -> bool:
@@ -165,41 +171,42 @@ def _empty(t: Tensor) -> bool:
     return False
 
 
-def kaiming_uniform_(t: Tensor, a: float = 0.0, mode: str = "fan_in",
+def kaiming_uniform_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in",
                      nonlinearity: str = "leaky_relu",
                      generator: Generator | None = None) -> Tensor:
     """U(-b, b) with b = gain * sqrt(3 / fan) (``a`` is leaky_relu's negative slope)."""
-    if _empty(t):
-        return t
-    fan = _fan("kaiming_uniform_", t, mode)
+    if _empty(tensor):
+        return tensor
+    fan = _fan("kaiming_uniform_", tensor, mode)
     bound = calculate_gain(nonlinearity, a) * math.sqrt(3.0 / fan)
-    return uniform_(t, -bound, bound, generator)
+    return uniform_(tensor, -bound, bound, generator)
 
 
-def kaiming_normal_(t: Tensor, a: float = 0.0, mode: str = "fan_in",
+def kaiming_normal_(tensor: Tensor, a: float = 0.0, mode: str = "fan_in",
                     nonlinearity: str = "leaky_relu",
                     generator: Generator | None = None) -> Tensor:
     """N(0, std^2) with std = gain / sqrt(fan) (``a`` is leaky_relu's negative slope)."""
-    if _empty(t):
-        return t
-    fan = _fan("kaiming_normal_", t, mode)
-    return normal_(t, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(fan), generator)
+    if _empty(tensor):
+        return tensor
+    fan = _fan("kaiming_normal_", tensor, mode)
+    return normal_(tensor, 0.0, calculate_gain(nonlinearity, a) / math.sqrt(fan), generator)
 
 
-def orthogonal_(t: Tensor, gain: float = 1.0, generator: Generator | None = None) -> Tensor:
+def orthogonal_(tensor: Tensor, gain: float = 1.0,
+                generator: Generator | None = None) -> Tensor:
     """A (semi-)orthogonal matrix times ``gain``, over the dims after the first flattened:
     the Q of the QR factorization of a standard normal draw (of its transpose when there
     are fewer rows than columns), each column's sign fixed by the sign of R's diagonal so
     the result is uniformly distributed, as PyTorch computes it."""
-    if t.ndim < 2:
+    if tensor.ndim < 2:
         raise ValueError(f"orthogonal_: only tensors with 2 or more dimensions are "
-                         f"supported, got shape {t.shape}")
-    if t.numel() == 0:
-        return t
-    rows = t.shape[0]
-    cols = t.numel() // rows
+                         f"supported, got shape {tensor.shape}")
+    if tensor.numel() == 0:
+        return tensor
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
     with no_grad():
-        draw = randn((rows, cols), dtype=t.dtype, generator=generator).numpy()
+        draw = randn((rows, cols), dtype=tensor.dtype, generator=generator).numpy()
     flat = draw.astype(np.float64)
     if rows < cols:
         flat = flat.T
@@ -208,23 +215,23 @@ def orthogonal_(t: Tensor, gain: float = 1.0, generator: Generator | None = None
     if rows < cols:
         q = q.T
     with no_grad():
-        return t.copy_(tensor(q.reshape(t.shape) * gain, dtype=t.dtype))
+        return tensor.copy_(_host_tensor(q.reshape(tensor.shape) * gain, dtype=tensor.dtype))
 
 
-def sparse_(t: Tensor, sparsity: float, std: float = 0.01,
+def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01,
             generator: Generator | None = None) -> Tensor:
     """N(0, std^2) values with ``ceil(sparsity * rows)`` zeros in each column, at rows
     chosen uniformly at random (2-D tensors)."""
-    if t.ndim != 2:
+    if tensor.ndim != 2:
         raise ValueError(f"sparse_: only tensors with 2 dimensions are supported, got shape "
-                         f"{t.shape}")
-    rows, cols = t.shape
+                         f"{tensor.shape}")
+    rows, cols = tensor.shape
     zeros = math.ceil(sparsity * rows)
     with no_grad():
-        values = randn(t.shape, dtype=t.dtype, generator=generator) * std
+        values = randn(tensor.shape, dtype=tensor.dtype, generator=generator) * std
         ranks = np.argsort(np.argsort(host_uniform(rows * cols, generator).reshape(rows, cols),
                                       axis=0, kind="stable"), axis=0, kind="stable")
-        return t.copy_(ops.where(tensor(ranks < zeros), 0.0, values))
+        return tensor.copy_(ops.where(_host_tensor(ranks < zeros), 0.0, values))
 
 
 

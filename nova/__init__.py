@@ -180,3 +180,14 @@ from nova.core.memory_format import (  # noqa: E402,F401  (torch.channels_last, 
 )
 from nova.foreach import FOREACH_OPS as _FOREACH_OPS  # noqa: E402
 globals().update(_FOREACH_OPS)  # torch._foreach_lerp_, _foreach_mul_, _foreach_norm, ...
+
+import math as _math  # noqa: E402
+# torch.pi / torch.e / torch.inf / torch.nan: Python floats, as PyTorch's
+pi, e, inf, nan = _math.pi, _math.e, _math.inf, _math.nan
+
+# Last, over every function and method installed above: PyTorch's NumPy-style keyword
+# aliases (``x.sum(axis=-1)``, ``nv.cat(ts, axis=1)``, ``keepdims=``).
+from nova.tensor import numpy_aliases as _numpy_aliases  # noqa: E402
+for _namespace in (globals(), vars(special), vars(linalg), vars(nn.functional)):
+    _numpy_aliases.install(_namespace)
+_numpy_aliases.install_methods(Tensor)

@@ -325,13 +325,20 @@ def _backward(tensors: Sequence[Tensor], grad_tensors: Sequence[Any] | None,
 
 
 def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool | None = None,
-         create_graph: bool = False, allow_unused: bool | None = None, *,
+         create_graph: bool = False, allow_unused: bool | None = None,
+         is_grads_batched: bool = False, *,
          materialize_grads: bool = False) -> tuple[Tensor | None, ...]:
     """``nv.autograd.grad``: gradients of ``outputs`` with respect to ``inputs``.
 
     An input the outputs do not depend on is an error, or gets None with
     ``allow_unused=True``, or zeros with ``materialize_grads=True`` (which implies
-    ``allow_unused``; with ``create_graph`` the zeros require grad), as PyTorch's."""
+    ``allow_unused``; with ``create_graph`` the zeros require grad), as PyTorch's.
+    ``is_grads_batched=True``: dim 0 of each ``grad_outputs`` tensor indexes a batch of
+    cotangents, and each gradient gets that leading dim (PyTorch vmaps the backward;
+    here it runs once per cotangent, all recorded into the one pending step)."""
+    if is_grads_batched:
+        return _batched_grad(outputs, inputs, grad_outputs, retain_graph, create_graph,
+                             allow_unused, materialize_grads)
     if materialize_grads and allow_unused is False:
         raise ValueError("grad: expected allow_unused to be True or not passed when "
                          "materialize_grads=True, but got: allow_unused=False.")
@@ -362,3 +369,25 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
 # Tensor.backward reaches the engine through this hook (nova.tensor must not import
 # nova.autograd: see nova.tensor.tape).
 tape.register_backward(backward)
+
+
+def _batched_grad(outputs: Any, inputs: Any, grad_outputs: Any, retain_graph: bool | None,
+                  create_graph: bool, allow_unused: bool | None,
+                  materialize_grads: bool) -> tuple[Tensor | None, ...]:
+    """``grad(..., is_grads_batched=True)``: one backward per cotangent along dim 0 of
+    ``grad_outputs`` (the graph kept for all but the last), gradients stacked."""
+    from nova.tensor.movement import stack
+    cots = _as_list(grad_outputs)
+    if not cots or any(not isinstance(c, Tensor) or c.ndim == 0 for c in cots):
+        raise RuntimeError("grad: is_grads_batched=True needs grad_outputs: one tensor per "
+                           "output with a leading batch dim")
+    sizes = {c.shape[0] for c in cots}
+    if len(sizes) != 1:
+        raise RuntimeError(f"grad: is_grads_batched=True needs the same batch size in "
+                           f"every grad_outputs tensor, got {sorted(sizes)}")
+    (n,) = sizes
+    keep = create_graph if retain_graph is None else retain_graph
+    rows = [grad(outputs, inputs, [c[b] for c in cots], retain_graph=True if b < n - 1
+                 else keep, create_graph=create_graph, allow_unused=allow_unused,
+                 materialize_grads=materialize_grads) for b in range(n)]
+    return tuple(None if per[0] is None else stack(list(per), 0) for per in zip(*rows))

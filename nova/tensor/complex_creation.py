@@ -140,11 +140,46 @@ def _partwise_function(name: str) -> Callable:
 
 # ``nv.<name>`` called with a complex argument runs these (``install``); the factories
 # run them for a complex ``dtype=`` or complex data.
+def _part_products(product: Callable[[list], Any], operands: list) -> ComplexTensor:
+    """A multilinear product of complex (and real) operands as the real products of
+    their parts: every choice of a real or imaginary part per operand contributes
+    ``i^k`` times the real product, ``k`` the number of imaginary parts chosen (even
+    ``k`` to the real part, odd to the imaginary; ``i^2 = -1``)."""
+    import itertools
+    choices = [((z.real, 0), (z.imag, 1)) if isinstance(z, ComplexTensor) else ((z, 0),)
+               for z in operands]
+    sums: list[Any] = [None, None]
+    for combo in itertools.product(*choices):
+        k = builtins.sum(part for _, part in combo)
+        term = product([t for t, _ in combo])
+        if k % 4 >= 2:
+            term = -term
+        sums[k % 2] = term if sums[k % 2] is None else sums[k % 2] + term
+    re, im = sums
+    return ComplexTensor(re if re is not None else im * 0, im if im is not None else re * 0)
+
+
+def _einsum(equation: str, *operands: Any) -> ComplexTensor:
+    """``torch.einsum`` with complex operands (an FNO's ``"bix,iox->box"`` spectral
+    weights): the real einsums of their parts (``_part_products``)."""
+    from nova.tensor.einsum import einsum
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    return _part_products(lambda parts: einsum(equation, *parts), list(operands))
+
+
+def _tensordot(a: Any, b: Any, dims: Any = 2) -> ComplexTensor:
+    """``torch.tensordot`` with complex operands, as ``_einsum``."""
+    from nova.tensor.products import tensordot
+    return _part_products(lambda parts: tensordot(parts[0], parts[1], dims), [a, b])
+
+
 FUNCTIONS: dict[str, Callable] = {
     **{name: fn for name, fn in METHODS.items() if not name.endswith("_")
        and name not in ("expand_as", "view_as", "reshape_as")},
     **{name: _partwise_function(name) for name in PARTWISE},
     "cat": cat, "concat": cat, "concatenate": cat, "stack": stack, "where": where,
+    "einsum": _einsum, "tensordot": _tensordot,
     "real": real, "imag": imag, "view_as_real": view_as_real,
     "is_complex": lambda z: True, "is_floating_point": lambda z: False,
     "is_tensor": lambda z: True,

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from nova import fft as _fft
+from nova.nn import functional as _F
 from nova.core import dtypes as dt
 from nova.tensor import creation as _creation
 from nova.tensor import movement as _movement
@@ -108,11 +109,7 @@ def _center_pad(op: str, x: Any, pad: int, mode: str) -> Any:
     if pad == 0:
         return x
     if mode == "constant":
-        parts = (x.real, x.imag) if isinstance(x, ComplexTensor) else (x,)
-        zeros = [_creation.zeros(*p.shape[:-1], pad, dtype=p.dtype, device=p.device)
-                 for p in parts]
-        out = [_movement.cat([z, p, z], -1) for z, p in zip(zeros, parts)]
-        return ComplexTensor(*out) if len(out) == 2 else out[0]
+        return _zero_pad_last(x, pad, pad)
     shape = [1] * (3 - x.ndim) + list(x.shape)
     idx = _pad_indices(op, mode, x.shape[-1], pad, shape)
     return x.index_select(-1, _creation.tensor(idx, dtype=dt.int64, device=x.device))
@@ -205,11 +202,8 @@ def _frames_dft(op: str, x: Any, n_fft: int, hop: int, win: int, window: Any,
 
 
 def _zero_pad_last(x: Any, left: int, right: int) -> Any:
-    parts = (x.real, x.imag) if isinstance(x, ComplexTensor) else (x,)
-    out = [_movement.cat([_creation.zeros(*p.shape[:-1], left, dtype=p.dtype, device=p.device),
-                          p, _creation.zeros(*p.shape[:-1], right, dtype=p.dtype,
-                                             device=p.device)], -1) for p in parts]
-    return ComplexTensor(*out) if len(out) == 2 else out[0]
+    """``x`` (real or complex) with ``left`` and ``right`` zeros on its last dim."""
+    return _F.pad(x, (left, right))
 
 
 # ---------------------------------------------------------------- istft
@@ -228,9 +222,7 @@ def _overlap_add(frames: Tensor, hop: int) -> Tensor:
     total = None
     for i in range(k):
         plane = chunks.select(2, i)                                     # (B, T, hop)
-        before = _creation.zeros(b, i, hop, dtype=frames.dtype, device=frames.device)
-        after = _creation.zeros(b, k - 1 - i, hop, dtype=frames.dtype, device=frames.device)
-        shifted = _movement.cat([before, plane, after], 1)              # (B, T + K - 1, hop)
+        shifted = _F.pad(plane, (0, 0, i, k - 1 - i))                   # (B, T + K - 1, hop)
         total = shifted if total is None else total + shifted
     return total.reshape(b, (t + k - 1) * hop).narrow(1, 0, n + hop * (t - 1))
 

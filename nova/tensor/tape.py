@@ -180,6 +180,16 @@ _TORCH_NAMES: dict[str, str | Callable[[GradFn], str]] = {
 }
 
 
+def _node_metadata(node: Any) -> dict:
+    """A node's ``metadata`` dict (PyTorch's ``Node.metadata``: the user's notes, kept
+    while the node is held), made on first read."""
+    try:
+        return node._metadata
+    except AttributeError:
+        node._metadata = {}
+        return node._metadata
+
+
 class GradFn:
     """The backward record of one primitive application.
 
@@ -246,14 +256,7 @@ class GradFn:
         return tuple([(e if e is None or type(e) is GradFn else accumulate_grad(e), 0)
                       for e in self.next])
 
-    @property
-    def metadata(self) -> dict:
-        """A dict for the user's notes on this node (PyTorch's ``Node.metadata``)."""
-        try:
-            return self._metadata
-        except AttributeError:
-            self._metadata = {}
-            return self._metadata
+    metadata = property(_node_metadata)
 
     def release(self) -> None:
         """Drop saved values after a backward pass without ``retain_graph``."""
@@ -286,14 +289,7 @@ class AccumulateGrad:
     def next_functions(self) -> tuple:
         return ()
 
-    @property
-    def metadata(self) -> dict:
-        """A dict for the user's notes on this node (kept while the node is held)."""
-        try:
-            return self._metadata
-        except AttributeError:
-            self._metadata = {}
-            return self._metadata
+    metadata = property(_node_metadata)
 
     def __repr__(self) -> str:
         return f"<AccumulateGrad object at {id(self):#x}>"

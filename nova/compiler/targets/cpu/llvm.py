@@ -56,18 +56,23 @@ def _reaches_root_pointwise(e: Emitter, op: Operation) -> bool:
 
 
 # At most this many loops per row for a region-split innermost dimension.
-MAX_REGIONS = 8
+MAX_REGIONS = 16
 
 
 def _regions(e: Emitter) -> list[tuple[int, int, dict]] | None:
-    """The innermost dimension of an elementwise kernel cut where a pad (zero padding
-    elsewhere, on the last axis only) or a last-axis concat of the output's shape
-    changes which operand it reads, with per piece the value each such op takes there:
+    """The innermost dimension of an elementwise kernel cut where a pad (without
+    interior padding) or a last-axis concat of the output's shape changes which operand
+    it reads, with per piece the value each such op takes there:
     ``[(lo, hi, {id(result): rule})]``, or None when no op cuts it. Evaluating a pad or a
     concat selects among all its sources at every element (each a load through its
     index arithmetic); inside a piece only the one that is there is evaluated -- the
     transposing kernel that assembles a qkv gradient from three pads reads one source
-    per element instead of three."""
+    per element instead of three. A pad that also pads outer dims is cut the same way:
+    whether an outer index is inside is fixed along the row, so a piece reads its
+    source with one contiguous (vector) load and one select on a row-invariant flag --
+    a convolution's input gradient, the sum of its window gradients padded by every
+    kernel offset on both spatial dims, ran at a quarter of the copy bandwidth with a
+    per-element gather instead."""
     shape = e.plan.out[0]
     if len(shape) < 2:
         return None
@@ -79,7 +84,7 @@ def _regions(e: Emitter) -> list[tuple[int, int, dict]] | None:
             continue
         if isinstance(op, nd.PadOp):
             low, high, inner = (tuple(a.get_values()) for a in (op.low, op.high, op.interior))
-            if any(inner) or any(low[:-1]) or any(high[:-1]):
+            if any(inner):
                 continue
             pieces = [(low[-1], n - high[-1], op.operands[0])]
         elif isinstance(op, nd.ConcatOp) and op.dim.value.data == rank - 1:
@@ -115,7 +120,29 @@ def _region_rule(e: Emitter, op: Operation, inside) -> Callable[[list[ir.Value]]
         return lambda idx: e.emit(op.operands[1], [])
     start, _, source = inside
     shift = c64(start)
-    return lambda idx: e.emit(source, idx[:-1] + [e.b.sub(idx[-1], shift)])
+    if not isinstance(op, nd.PadOp):
+        return lambda idx: e.emit(source, idx[:-1] + [e.b.sub(idx[-1], shift)])
+    low, high = (tuple(a.get_values()) for a in (op.low, op.high))
+    extents = shape_of(source)
+
+    def padded(idx: list[ir.Value]) -> ir.Value:
+        """The source where every outer index is inside it, else the padding value; an
+        outer index outside reads element 0 of its dim, never past the buffer."""
+        b = e.b
+        inside_all, sub = None, []
+        for i, n in enumerate(extents[:-1]):
+            if low[i] == 0 and high[i] == 0:
+                sub.append(idx[i])
+                continue
+            t = b.sub(idx[i], c64(low[i]))
+            ok = b.and_(b.icmp_signed(">=", t, c64(0)), b.icmp_signed("<", t, c64(n)))
+            inside_all = ok if inside_all is None else b.and_(inside_all, ok)
+            sub.append(b.select(ok, t, c64(0)))
+        value = e.emit(source, sub + [b.sub(idx[-1], shift)])
+        if inside_all is None:
+            return value
+        return b.select(inside_all, value, e.emit(op.operands[1], []))
+    return padded
 
 
 # At most this many copies of the loop body for a concat along an outer dimension.

@@ -93,6 +93,42 @@ builtin.module {
   }
 }"""
 
+INTERIOR = """\
+builtin.module {
+  func.func @step(%a: tensor<2x3xf32>, %b: tensor<2x7xf32>) -> tensor<2x4xf32> {
+    %z = nova.constant 0.000000e+00 : f32 : tensor<f32>
+    %p = nova.pad %a, %z low = [0, 1] high = [0, 1] interior = [0, 1] : tensor<2x3xf32>, tensor<f32> -> tensor<2x7xf32>
+    %s = nova.sub %p, %b : tensor<2x7xf32>
+    %d = nova.slice %s start = [0, 2] limit = [2, 6] stride = [1, 1] : tensor<2x7xf32> -> tensor<2x4xf32>
+    func.return %d : tensor<2x4xf32>
+  }
+}"""
+
+INTERIOR_AFTER = """\
+builtin.module {
+  func.func @step(%a: tensor<2x3xf32>, %b: tensor<2x7xf32>) -> tensor<2x4xf32> {
+    %z = nova.constant 0.000000e+00 : f32 : tensor<f32>
+    %0 = nova.slice %a start = [0, 1] limit = [2, 3] stride = [1, 1] : tensor<2x3xf32> -> tensor<2x2xf32>
+    %1 = nova.pad %0, %z low = [0, 1] high = [0, 0] interior = [0, 1] : tensor<2x2xf32>, tensor<f32> -> tensor<2x4xf32>
+    %2 = nova.slice %b start = [0, 2] limit = [2, 6] stride = [1, 1] : tensor<2x7xf32> -> tensor<2x4xf32>
+    %d = nova.sub %1, %2 : tensor<2x4xf32>
+    func.return %d : tensor<2x4xf32>
+  }
+}"""
+
+KEPT_WHOLE = """\
+builtin.module {
+  func.func @step(%a: tensor<2x3xf32>, %b: tensor<2x3xf32>) -> (tensor<2x2xf32>, tensor<2x6xf32>) {
+    %c = nova.concat %a, %b dim = 1 : i64 : tensor<2x3xf32>, tensor<2x3xf32> -> tensor<2x6xf32>
+    %e = nova.exp %c : tensor<2x6xf32>
+    %n = nova.neg %c : tensor<2x6xf32>
+    %m = nova.mul %e, %c : tensor<2x6xf32>
+    %d = nova.slice %m start = [0, 2] limit = [2, 4] stride = [1, 1] : tensor<2x6xf32> -> tensor<2x2xf32>
+    func.return %d, %n : tensor<2x2xf32>, tensor<2x6xf32>
+  }
+}"""
+
+
 def test_a_slice_of_a_sum_of_pads_becomes_a_sum_of_smaller_pads():
     """A padded input's gradient in miniature: each pad keeps only what of it lies in
     the window, and the sum is computed at the window's size."""
@@ -103,14 +139,23 @@ def test_strided_slices_compose_and_reach_the_operands():
     assert_rewrites(sink_slices, STRIDED, STRIDED_AFTER)
 
 
+def test_a_pad_with_interior_padding_keeps_the_source_elements_in_the_window():
+    """Source element ``i`` of an interior-padded pad (a strided slice's VJP) sits at
+    ``low + 2 i``: the window [2, 6) holds elements 1 and 2, one padding cell before."""
+    assert_rewrites(sink_slices, INTERIOR, INTERIOR_AFTER)
+
+
 def test_a_window_inside_the_padding_is_the_padding_value():
     assert_rewrites(sink_slices, ALL_PADDING, ALL_PADDING_AFTER)
 
 
-@pytest.mark.parametrize("text", [SHARED, STRIDED_PAD], ids=["read-elsewhere", "strided-pad"])
-def test_what_would_be_computed_twice_or_cannot_be_sliced_is_left(text):
+@pytest.mark.parametrize("text", [SHARED, STRIDED_PAD, KEPT_WHOLE],
+                         ids=["read-elsewhere", "strided-pad", "operand-kept-whole"])
+def test_what_would_be_computed_twice_or_stored_anew_is_left(text):
     """A value read by more than the slice stays whole (rebuilding it for the slice
-    would compute it twice); a strided window of a pad stays a slice of the pad."""
+    would compute it twice); a strided window of a pad stays a slice of the pad; and a
+    product whose operand (a concat read elsewhere too) would have to be read through
+    a slice keeps its size: fusion would store that operand for the sliced read."""
     assert_rewrites(sink_slices, text, text)
 
 

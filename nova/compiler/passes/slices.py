@@ -14,9 +14,10 @@ A value is rebuilt only when the slice is its one reader (otherwise it would be
 computed twice), and only through ops whose element ``i`` of the slice depends on the
 elements of their operands at that slice's positions: elementwise ops of equal shapes
 (counter-based random ops excluded: their values depend on the position in the whole
-tensor), pads without interior padding (for unit-stride slices), and slices, which
-compose. Values are unchanged: every element is computed by the same ops from the same
-operand elements.
+tensor), pads (for unit-stride slices), and slices, which compose; and only when
+every operand it would read sliced is as cheap to read that way (``_sinks``). Values
+are unchanged: every element is computed by the same ops from the same operand
+elements.
 """
 from __future__ import annotations
 
@@ -68,17 +69,30 @@ def _sole_reader(v: SSAValue) -> bool:
 
 def _sinks(v: SSAValue, window: _Window) -> bool:
     """Whether the slice ``window`` of ``v`` can be computed by rebuilding ``v``'s op at
-    the window's size (module docstring)."""
+    the window's size (module docstring) without storing anything that was not stored
+    before: every operand an elementwise op would then read sliced must sink too, or be
+    read through a slice at no cost (``_sliced_freely``) -- a pad kept whole behind a
+    slice would no longer be at its reader's size, and fusion would store it."""
     op = v.owner
     if not isinstance(op, Operation) or not _sole_reader(v) or not all(window.shape):
         return False
     if isinstance(op, nd.SliceOp):
         return True
     if isinstance(op, nd.PadOp):
-        return window.unit and not any(op.interior.get_values())
+        return window.unit
     return (op.has_trait(nd.Elementwise) and not op.has_trait(nd.CounterRandom)
             and len(op.results) == 1 and bool(op.operands)
-            and all(nd.shape_of(o) == nd.shape_of(v) for o in op.operands))
+            and all(nd.shape_of(o) == nd.shape_of(v) for o in op.operands)
+            and all(_sliced_freely(o) or _sinks(o, window) for o in op.operands))
+
+
+def _sliced_freely(v: SSAValue) -> bool:
+    """``v`` is read through a slice as cheaply as whole: a step argument, a constant,
+    an iota or a movement op (index arithmetic), or a value that roots a kernel of its
+    own (stored whoever reads it)."""
+    op = v.owner
+    return (not isinstance(op, Operation) or op.has_trait(nd.Movement)
+            or op.has_trait(nd.Generator) or nd.kernel_root_kind(op) is not None)
 
 
 def _typed(v: SSAValue, shape: tuple[int, ...]):
@@ -116,30 +130,33 @@ def _slice(v: SSAValue, window: _Window, reader: Operation) -> SSAValue:
 
 
 def _sliced_pad(op: nd.PadOp, window: _Window) -> SSAValue:
-    """A unit-stride window of a pad: the pad of the source's part inside the window,
-    padded by what of the window lies outside it; all padding where no part is."""
+    """A unit-stride window of a pad: the pad of the source's elements inside the
+    window (source element ``i`` sits at ``low + i * (interior + 1)``), padded by what
+    of the window lies around them; all padding where none is."""
     src = nd.shape_of(op.input)
-    low = tuple(op.low.get_values())
+    low, interior = (tuple(a.get_values()) for a in (op.low, op.interior))
     shape = window.shape
     start, limit, new_low, new_high = [], [], [], []
-    for n, lo, a, b, size in zip(src, low, window.start, window.limit, shape):
-        first, last = max(a, lo), min(b, lo + n)      # the source's part, padded coords
-        if first >= last:                             # none of it: all padding
+    for n, lo, it, a, b, size in zip(src, low, interior, window.start, window.limit, shape):
+        step = it + 1
+        first = max(0, -(-(a - lo) // step))          # the first source element inside
+        last = min(n - 1, (b - 1 - lo) // step)       # and the last
+        if first > last:                              # none of them: all padding
             return _insert(nd.BroadcastInDimOp.create(
                 operands=[op.padding_value], result_types=[_typed(op.result, shape)],
                 properties={"dims": nd.i64_array([])},
                 attributes=dict(op.attributes)), op)
-        start.append(first - lo)
-        limit.append(last - lo)
-        new_low.append(first - a)
-        new_high.append(size - (first - a) - (last - first))
+        start.append(first)
+        limit.append(last + 1)
+        new_low.append(lo + first * step - a)
+        new_high.append(b - 1 - (lo + last * step))
     inner = _slice(op.input, _Window(start, limit, (1,) * len(src)), op)
-    if not any(new_low) and not any(new_high):
+    if not any(new_low) and not any(new_high) and not any(interior):
         return inner
     return _insert(nd.PadOp.create(
         operands=[inner, op.padding_value], result_types=[_typed(op.result, shape)],
         properties={"low": nd.i64_array(new_low), "high": nd.i64_array(new_high),
-                    "interior": nd.i64_array([0] * len(src))},
+                    "interior": nd.i64_array(interior)},
         attributes=dict(op.attributes)), op)
 
 

@@ -215,38 +215,39 @@ class _Jit:
             raise CompileError(f"{name}: symbols {missing} not found after loading")
         return addresses
 
-    def support_entry(self, name: str, text: str, names: Sequence[str]
+    def support_entry(self, name: str, identity: str, names: Sequence[str]
                       ) -> tuple[str | None, dict[str, Any]]:
-        """Where support module ``name`` (LLVM IR ``text``, defining ``names``) is kept
-        on disk (``support_<name>.o``; None without a disk cache) and its entry's
-        header, keyed by the host key and the text."""
+        """Where support module ``name`` (defining ``names``) is kept on disk
+        (``support_<name>.o``; None without a disk cache) and its entry's header, keyed
+        by the host key (which holds Nova's source fingerprint) and ``identity``: what
+        else its IR is made from (``SupportModule.identity``), or the IR text itself."""
         directory = _cache_dir(self)
         path = os.path.join(directory, f"support_{name}.o") if directory else None
-        key = hashlib.sha256(f"{self.host_key()}|support|{text}".encode()).hexdigest()
+        key = hashlib.sha256(f"{self.host_key()}|support|{identity}".encode()).hexdigest()
         return path, {"kind": ENTRY_KIND, "key": key, "symbols": list(names)}
 
-    def read_support(self, name: str, text: str, names: Sequence[str],
+    def read_support(self, name: str, identity: str, names: Sequence[str],
                      stats: KernelStats) -> tuple[bytes | None, Lookup]:
         """Support module ``name``'s object from the disk cache (None when missing or
         unusable) and the lookup, counted in ``stats``."""
-        path, header = self.support_entry(name, text, names)
+        path, header = self.support_entry(name, identity, names)
         if not path:
             return None, Lookup("missing")
         found = read_entry(path, header, self.object_validator(names, only_these=False))
         _count(stats, found, "support_hits")
         return found.payload, found
 
-    def store_support(self, name: str, text: str, names: Sequence[str], obj: bytes,
+    def store_support(self, name: str, identity: str, names: Sequence[str], obj: bytes,
                       found: Lookup) -> None:
         """Keep a compiled support object on disk (unless its lookup said not to)."""
-        path, header = self.support_entry(name, text, names)
+        path, header = self.support_entry(name, identity, names)
         if path and found.writable:
             write_entry(path, header, obj)
 
-    def accept_support(self, support: SupportModule, text: str, obj: bytes, found: Lookup,
-                       stats: KernelStats) -> CompileError | None:
-        """Link support module ``support``'s object, just compiled from ``text``,
-        and keep it on disk (where its lookup ``found`` allows), counted in ``stats``; or
+    def accept_support(self, support: SupportModule, identity: str, obj: bytes,
+                       found: Lookup, stats: KernelStats) -> CompileError | None:
+        """Link support module ``support``'s object, just compiled, and keep it on disk
+        under ``identity`` (where its lookup ``found`` allows), counted in ``stats``; or
         the error naming the module when the object does not validate (nothing linked)."""
         if self.object_format() is not None:
             problem = self.object_validator(support.symbols, only_these=False)({}, obj)
@@ -255,7 +256,7 @@ class _Jit:
                                     f"object failed validation: {problem}")
         stats.support_compiled += 1
         self.link(support, obj)
-        self.store_support(support.name, text, support.symbols, obj, found)
+        self.store_support(support.name, identity, support.symbols, obj, found)
         return None
 
     def compile_here(self, text: str, level: int = 3, vectorize: bool = True) -> bytes:
@@ -372,6 +373,7 @@ class _SupportJob:
     support: SupportModule
     text: str
     found: Lookup
+    identity: str       # its disk-cache identity (``SupportModule.identity``)
 
 
 # What may stop a prefetch that the batch needing the module meets again and reports
@@ -598,7 +600,7 @@ class KernelCache:
             path = write_debug_file(debug_directory(), f"{support.name}.ll", job.text)
             return CompileError(f"support module {support.name}: {str(reply).strip()}; "
                                 f"IR written to {path}")
-        return jit.accept_support(support, job.text, reply, job.found, self.stats)
+        return jit.accept_support(support, job.identity, reply, job.found, self.stats)
 
     def _compile_parallel(self, plans: Sequence[KernelPlan], workers: Sequence[CompileWorker],
                           progress: CompileProgress, support: Sequence[_SupportJob] = ()
@@ -715,15 +717,16 @@ class KernelCache:
         """``prefetch_support``'s thread."""
         jit = self.jit
         try:
-            text = str(support.build(jit.triple, jit.data_layout))
-            obj, found = jit.read_support(support.name, text, support.symbols, job.stats)
+            identity = support.identity(jit.triple, jit.data_layout)
+            obj, found = jit.read_support(support.name, identity, support.symbols, job.stats)
             if obj is None:
+                text = str(support.build(jit.triple, jit.data_layout))
                 starting = [threading.Thread(target=w.start, daemon=True,
                                              name="nova-worker-start") for w in workers[1:]]
                 for t in starting:
                     t.start()
                 obj = workers[0].compile(support.name, text, 3, support.vectorize)
-                error = jit.accept_support(support, text, obj, found, job.stats)
+                error = jit.accept_support(support, identity, obj, found, job.stats)
                 if error is not None:
                     raise error
                 for t in starting:
@@ -755,10 +758,13 @@ class KernelCache:
         jit = self.jit
         jobs = []
         for support in jit.unlinked(plans):
-            text = str(support.build(jit.triple, jit.data_layout))
-            obj, found = jit.read_support(support.name, text, support.symbols, self.stats)
+            # found by what it is built from: building and printing the GEMM driver's
+            # IR only to look it up took ~0.1 s of a warm first step
+            identity = support.identity(jit.triple, jit.data_layout)
+            obj, found = jit.read_support(support.name, identity, support.symbols, self.stats)
             if obj is None:
-                jobs.append(_SupportJob(support, text, found))
+                text = str(support.build(jit.triple, jit.data_layout))
+                jobs.append(_SupportJob(support, text, found, identity))
             else:
                 jit.link(support, obj)
         return jobs

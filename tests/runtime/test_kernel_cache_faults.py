@@ -147,6 +147,18 @@ def test_a_lost_gemm_driver_is_compiled_while_its_kernel_loads_from_the_cache(ca
     assert _support(cache, "GEMM driver").is_file()
 
 
+def test_a_cached_gemm_driver_is_found_without_building_its_ir(cache):
+    """The driver's entry is keyed by what its IR is made from (its register tile, the
+    target and Nova's source), so a warm process links it without building and
+    printing the IR (~0.1 s of a warm first step): here building it would fail."""
+    forbid = ("import nova.compiler.targets.cpu.llvm as llvm\n"
+              "def _refuse(*args):\n"
+              "    raise AssertionError('the GEMM driver was built on a warm start')\n"
+              "llvm.driver_module = _refuse\n")
+    stats = _run(cache, forbid + SCRIPT)["stats"]
+    assert (stats["support_compiled"], stats["support_hits"]) == (0, 2)
+
+
 # external functions each support object calls, one of which a test renames
 _EXTERNALS = {"thread pool": (b"\0nanosleep\0", b"\0sched_yield\0", b"\0syscall\0",
                               b"\0clock_gettime\0"),

@@ -232,7 +232,8 @@ def test_a_support_module_llvm_rejects_is_a_compile_error_naming_it(monkeypatch,
     from nova.runtime.disk_cache import Lookup
     monkeypatch.setenv("NOVA_DEBUG_DIR", str(tmp_path))
     broken = SupportModule("nova_test_broken", ("nova_test_broken",), lambda *_: None)
-    job = kernel_cache._SupportJob(broken, "define void @broken( {", Lookup("missing"))
+    job = kernel_cache._SupportJob(broken, "define void @broken( {", Lookup("missing"),
+                                   broken.identity("triple", "layout"))
     cache = _fresh_cache(monkeypatch, 1)
     objects, error = cache._compile_all([], [job])
     assert objects == [] and isinstance(error, kernel_cache.CompileError)

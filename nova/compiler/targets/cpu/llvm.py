@@ -547,6 +547,13 @@ class SupportModule:
     build: Callable[[str, str], ir.Module]     # (triple, data layout) -> the module
     vectorize: bool = True                     # LLVM's vectorizers (``optimize``)
 
+    def identity(self, triple: str, data_layout: str) -> str:
+        """What the module's object is made from besides Nova's source (which the
+        kernel cache's host key fingerprints): its disk-cache key, known without
+        building the module. The name carries the builder's parameters (the GEMM
+        driver's register tile)."""
+        return f"{self.name}|{triple}|{data_layout}|vectorize={self.vectorize}"
+
 
 def support_for(plan: KernelPlan) -> tuple[SupportModule, ...]:
     """The support modules ``plan``'s kernel calls."""

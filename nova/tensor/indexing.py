@@ -713,7 +713,42 @@ def setitem(x: Tensor, index: Any, value: Any) -> None:
     else:
         new_window = _value_as("__setitem__", value, p.out_shape, x.dtype,
                                drop_leading_ones=True)
+    row = _int_row(x, index, p)
+    if row is not None:
+        x._assign(_row_put(x, *row, new_window), "__setitem__")
+        return
     x._assign(_basic_put(x, p, new_window), "__setitem__")
+
+
+def _int_row(x: Tensor, index: Any, p: ParsedIndex) -> tuple[int, int] | None:
+    """``(dim, position)`` when ``index`` writes one position of one dim, picked by a
+    Python int (a loop variable: ``obs[step] = x``), every other dim whole; None
+    otherwise, and inside ``nv.compile``, whose replays keep the recorded window."""
+    entries = index if isinstance(index, tuple) else (index,)
+    if p.advanced or _capture_log.ACTIVE.get() is not None or not any(
+            isinstance(e, (builtins.int, np.integer)) and not isinstance(e, (bool, np.bool_))
+            for e in entries):
+        return None
+    partial = [d for d, (a, b, s, n) in enumerate(zip(p.starts, p.limits, p.steps, x.shape))
+               if (a, b, s) != (0, n, 1)]
+    if len(partial) != 1 or p.window[partial[0]] != 1:
+        return None
+    return partial[0], p.starts[partial[0]]
+
+
+def _row_put(x: Tensor, dim: int, position: int, value: Tensor) -> Tensor:
+    """``x`` with position ``position`` of ``dim`` replaced by ``value`` (the window's
+    values), the position read at run time from a 0-d host buffer: a loop writing
+    ``obs[step] = x`` for each ``step`` is one step function, not one per position (the
+    window's offset would be an attribute of the step). The kernel is the static put's:
+    one pass over ``x`` selecting the new row where the index is."""
+    window = x.shape[:dim] + (1,) + x.shape[dim + 1:]
+    if value.shape != window:
+        value = prim("reshape", [value], {}, window, value.dtype)
+    at = Tensor._wrap(buffer_node(np.asarray(position, np.int64), dt.int64, x.node.device))
+    rows = prim("iota", [], {"dim": dim}, x.shape, dt.int64)
+    here = ops.eq(rows, broadcast_to(at, x.shape, "__setitem__"))
+    return ops.where(here, broadcast_to(value, x.shape, "__setitem__"), x)
 
 
 def _index_put_index(op: str, x: Tensor, indices: Any, values: Any) -> tuple:

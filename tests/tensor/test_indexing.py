@@ -378,3 +378,38 @@ def test_boolean_mask_assignment_takes_one_value_per_selected_element():
     with pytest.raises(IndexError, match=r"the shape of the mask \(2,\) does not match the "
                                          r"indexed dims \(4,\) of tensor \(4, 3\)"):
         y[nv.tensor([True, False])] = 1.0
+
+
+@pytest.mark.parametrize("where", ["first", "middle", "negative"])
+def test_a_loop_writing_one_int_position_compiles_one_step_for_all(where):
+    """``obs[step] = x`` (a rollout buffer) passes the position at run time: every
+    position after the second runs the same step (the first differs only in that the
+    zero-filled buffer is still a constant), and each write lands where numpy's does.
+    Before, the position was an attribute of the step: one compile per position."""
+    from nova.runtime.cache import CACHE
+    rng = np.random.default_rng(0)
+    width = {"first": 4, "middle": 5, "negative": 6}[where]    # a step of its own each
+    buf, want = nv.zeros((6, 3, width)), np.zeros((6, 3, width), np.float32)
+    nv.realize(buf)
+    misses = CACHE.stats.misses
+    for step in range(6):
+        v = rng.standard_normal((width,) if where == "middle" else (3, width))
+        v = v.astype(np.float32)          # (broadcast along dim 0 where "middle")
+        index = {"first": step, "middle": (slice(None), step % 3),
+                 "negative": step - 6}[where]
+        buf[index] = nv.tensor(v)
+        want[index] = v
+        nv.realize(buf)
+    assert CACHE.stats.misses - misses == 1
+    np.testing.assert_array_equal(buf.numpy(), want)
+
+
+def test_a_row_written_at_a_runtime_position_keeps_its_gradient():
+    w = nv.tensor(np.arange(8, dtype=np.float32).reshape(4, 2), requires_grad=True)
+    buf = nv.zeros((5, 2))
+    for i in range(4):
+        buf[i + 1] = w[i] * (i + 1)
+    (buf * buf).sum().backward()
+    a = np.arange(8, dtype=np.float32).reshape(4, 2)
+    k = np.arange(1, 5, dtype=np.float32)[:, None]
+    np.testing.assert_allclose(w.grad.numpy(), 2 * a * k * k)

@@ -6,6 +6,8 @@ import operator
 from collections.abc import Sequence
 from typing import Any
 
+from nova.core.errors import ShapeError
+
 Shape = tuple[int, ...]
 
 # The most elements a tensor may have: its bytes (8 per element at most) and every
@@ -59,7 +61,7 @@ def broadcast_shapes(op: str, *shapes: Shape) -> Shape:
         sizes.discard(1)
         if len(sizes) > 1:
             shown = " and ".join(str(tuple(s)) for s in shapes)
-            raise ValueError(f"{op}: shapes {shown} cannot be broadcast together "
+            raise ShapeError(f"{op}: shapes {shown} cannot be broadcast together "
                              f"(dim {k - rank} has sizes {sorted(sizes)})")
         out.append(sizes.pop() if sizes else 1)
     check_numel(op, out)
@@ -96,7 +98,7 @@ def normalize_dims(op: str, dim: Any, ndim: int, shape: Shape | None = None) -> 
     if ndim == 0:
         return ()
     if len(set(out)) != len(out):
-        raise ValueError(f"{op}: dim {dim} repeats a dimension")
+        raise ShapeError(f"{op}: dim {dim} repeats a dimension")
     return out
 
 
@@ -107,20 +109,20 @@ def infer_reshape(op: str, shape: Shape, target: Sequence[Any]) -> Shape:
     for s in shape:
         numel *= s
     if target.count(-1) > 1:
-        raise ValueError(f"{op}: only one dimension can be -1, got {tuple(target)}")
+        raise ShapeError(f"{op}: only one dimension can be -1, got {tuple(target)}")
     if any(t < -1 for t in target):
-        raise ValueError(f"{op}: invalid size in {tuple(target)}")
+        raise ShapeError(f"{op}: invalid size in {tuple(target)}")
     known = 1
     for t in target:
         if t != -1:
             known *= t
     if -1 in target:
         if known == 0 or numel % known:
-            raise ValueError(f"{op}: shape {tuple(target)} is invalid for input of shape "
+            raise ShapeError(f"{op}: shape {tuple(target)} is invalid for input of shape "
                              f"{shape} ({numel} elements)")
         target[target.index(-1)] = numel // known
     elif known != numel:
-        raise ValueError(f"{op}: shape {tuple(target)} ({known} elements) is invalid for "
+        raise ShapeError(f"{op}: shape {tuple(target)} ({known} elements) is invalid for "
                          f"input of shape {shape} ({numel} elements)")
     return tuple(target)
 

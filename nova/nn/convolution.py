@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from nova.core.errors import ShapeError
 from nova.core import dtypes as dt
 from nova.nn.windows import WindowSpec, as_tuple, batched, window_stack
 from nova.tensor import ops
@@ -55,7 +56,7 @@ def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stri
     n, c = x.shape[:2]
     o, cg = weight.shape[:2]
     if c != cg * groups or o % groups:
-        raise ValueError(f"{op}: input {x.shape} has {c} channels but weight {weight.shape} "
+        raise ShapeError(f"{op}: input {x.shape} has {c} channels but weight {weight.shape} "
                          f"with groups={groups} expects {cg * groups} (and out_channels "
                          f"divisible by groups)")
     if x.dtype != weight.dtype:

@@ -10,6 +10,7 @@ import numpy as np
 
 from nova.autograd.function import Function
 from nova.core import dtypes as dt
+from nova.core.errors import ShapeError
 from nova.tensor import ops
 from nova.tensor.autocast_state import (POLICIES, autocast_op, biased_product,
                                        full_precision, lowered)
@@ -63,7 +64,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if weight.ndim != 2:
         raise ValueError(f"linear: weight must be 2-D (out, in), got shape {weight.shape}")
     if x.ndim == 0 or x.shape[-1] != weight.shape[1]:
-        raise ValueError(f"linear: input {x.shape} has {x.shape[-1] if x.ndim else 0} features "
+        raise ShapeError(f"linear: input {x.shape} has {x.shape[-1] if x.ndim else 0} features "
                          f"but weight {weight.shape} expects {weight.shape[1]}")
     x, weight = lowered(x), lowered(weight)           # autocast (no-op outside it)
     if bias is None:

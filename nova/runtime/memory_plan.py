@@ -44,9 +44,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
-class NovaOutOfMemoryError(MemoryError):
+class NovaOutOfMemoryError(MemoryError, RuntimeError):
     """A step's memory plan does not fit; the message holds the plan's report and the
-    knobs that reduce it."""
+    knobs that reduce it. A ``RuntimeError`` too, as PyTorch's ``OutOfMemoryError``:
+    scripts that halve their batch on ``except RuntimeError`` ("out of memory" in the
+    message) catch it.""" 
 
 
 ALIGN = 64  # bytes: a cache line, and every vector load's natural alignment

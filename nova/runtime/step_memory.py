@@ -128,7 +128,8 @@ def allocate_arena(plan: MemoryPlan, report: MemoryReport, allocate: Callable[[i
         where = (f"the memory limit of {limit / 2**20:.1f} MiB (nv.debug.set_memory_limit)"
                  if limit is not None else "the memory available")
         raise NovaOutOfMemoryError(
-            f"nova: the {what} needs {report.peak_bytes / 2**20:.1f} MiB, more than {where}."
+            f"nova: out of memory: the {what} needs {report.peak_bytes / 2**20:.1f} MiB, "
+            f"more than {where}."
             f"\n{report}\nTo use less: nv.set_remat('aggressive') (recompute attention "
             "scores and MLP activations in the backward), a smaller batch or sequence, "
             "or a smaller model.") from None

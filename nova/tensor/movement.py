@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from nova.core import dtypes as dt
+from nova.core.errors import ShapeError
 from nova.core.memory_format import check_layout_rank, check_memory_format
 from nova.tensor.ops import broadcast_to, cast, prim
 from nova.core.shapes import infer_reshape, normalize_dim, shape_arg
@@ -94,7 +95,7 @@ def permute(x: Tensor, *dims: Any) -> Tensor:
     perm = tuple([normalize_dim("permute", d, ndim, shape) for d in dims])
     identity = tuple(range(ndim))
     if tuple(sorted(perm)) != identity:
-        raise ValueError(f"permute: dims {dims} are not a permutation of the {ndim} dims "
+        raise ShapeError(f"permute: dims {dims} are not a permutation of the {ndim} dims "
                          f"of shape {shape}")
     if perm == identity:
         return make_view(x, lambda b: b, lambda b, v: v, "permute")
@@ -147,15 +148,15 @@ def expand(x: Tensor, *sizes: Any) -> Tensor:
     so it cannot be written in place (as in PyTorch)."""
     sizes = shape_arg_any(sizes, "expand")
     if len(sizes) < x.ndim:
-        raise ValueError(f"expand: the number of sizes {len(sizes)} must be >= the number of "
+        raise ShapeError(f"expand: the number of sizes {len(sizes)} must be >= the number of "
                          f"dims of shape {x.shape}")
     off = len(sizes) - x.ndim
     target = tuple(x.shape[i - off] if s == -1 and i >= off else s for i, s in enumerate(sizes))
     if any(s < 0 for s in target):
-        raise ValueError(f"expand: invalid sizes {sizes} for shape {x.shape}")
+        raise ShapeError(f"expand: invalid sizes {sizes} for shape {x.shape}")
     for i, n in enumerate(x.shape):
         if n != 1 and n != target[i + off]:
-            raise ValueError(f"expand: the size of dim {i} ({n}) must match the target size "
+            raise ShapeError(f"expand: the size of dim {i} ({n}) must match the target size "
                              f"{target[i + off]} or be 1 (shape {x.shape} to {target})")
     return make_view(x, lambda b: broadcast_to(b, target, "expand"), None, "expand")
 
@@ -196,12 +197,12 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     ref = ts[0]
     d = normalize_dim("cat", dim, ref.ndim, ref.shape)
     if ref.ndim == 0:
-        raise ValueError("cat: zero-dimensional tensors cannot be concatenated")
+        raise ShapeError("cat: zero-dimensional tensors cannot be concatenated")
     for k, t_ in enumerate(ts):
         if t_.ndim != ref.ndim or any(a != b for i, (a, b) in enumerate(zip(t_.shape, ref.shape))
                                       if i != d):
             shapes = ", ".join(str(x.shape) for x in ts)
-            raise ValueError(f"cat: tensor {k} has shape {t_.shape}, which does not match "
+            raise ShapeError(f"cat: tensor {k} has shape {t_.shape}, which does not match "
                              f"{ref.shape} outside dim {d} (shapes: {shapes})")
     out_dtype = dt.result_type([(t_.dtype, 1) for t_ in ts], [])
     ts = [cast(t_, out_dtype) for t_ in ts]
@@ -219,7 +220,7 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     ts = _check_seq("stack", tensors)
     for k, t_ in enumerate(ts):
         if t_.shape != ts[0].shape:
-            raise ValueError(f"stack: expects each tensor to be equal size, but got "
+            raise ShapeError(f"stack: expects each tensor to be equal size, but got "
                              f"{ts[0].shape} at entry 0 and {t_.shape} at entry {k}")
     d = normalize_dim("stack", dim, ts[0].ndim + 1)
     return cat([unsqueeze(t_, d) for t_ in ts], d)

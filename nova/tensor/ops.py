@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from nova.core import dtypes as dt
+from nova.core.errors import ShapeError
 from nova.core.shapes import (
     broadcast_shapes, check_numel, normalize_dim, normalize_dims, numel,
 )
@@ -92,7 +93,7 @@ def broadcast_to(x: Tensor, shape: Sequence[int], op: str = "expand") -> Tensor:
     if x.shape == shape:
         return x
     if len(shape) < x.ndim or broadcast_shapes(op, x.shape, shape) != shape:
-        raise ValueError(f"{op}: shape {x.shape} cannot be broadcast to {shape}")
+        raise ShapeError(f"{op}: shape {x.shape} cannot be broadcast to {shape}")
     off = len(shape) - x.ndim
     return prim("broadcast_in_dim", [x], {"dims": tuple(range(off, len(shape)))}, shape,
                 x.dtype)
@@ -469,7 +470,7 @@ def masked_fill(x: Tensor, mask: Tensor, value: Any) -> Tensor:
     if mask.dtype != dt.bool_:
         raise TypeError(f"masked_fill: mask must be a bool tensor, got {mask.dtype.name}")
     if broadcast_shapes("masked_fill", x.shape, mask.shape) != x.shape:
-        raise ValueError(f"masked_fill: mask of shape {mask.shape} cannot be broadcast to "
+        raise ShapeError(f"masked_fill: mask of shape {mask.shape} cannot be broadcast to "
                          f"the tensor's shape {x.shape}")
     if isinstance(value, Tensor):
         if value.ndim != 0:
@@ -948,7 +949,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     y, ys = (b, sb) if len(sb) > 1 else (prim("reshape", [b], {}, (sb[0], 1), dtype),
                                          (sb[0], 1))
     if xs[-1] != ys[-2]:
-        raise ValueError(f"matmul: {sa} @ {sb}: inner dims {xs[-1]} != {ys[-2]}")
+        raise ShapeError(f"matmul: {sa} @ {sb}: inner dims {xs[-1]} != {ys[-2]}")
     if len(xs) > 2 and len(ys) == 2:
         # A batch of rows times one matrix (a linear layer on (batch, tokens, features))
         # is one product, as in PyTorch: the batch folds into M. The matrix is then packed
@@ -1014,10 +1015,10 @@ def gather(x: Tensor, dim: builtins.int, index: Tensor) -> Tensor:
         raise TypeError(f"gather: index must be int32 or int64, got {index.dtype.name}")
     d = normalize_dim("gather", dim, x.ndim, x.shape)
     if index.ndim != x.ndim:
-        raise ValueError(f"gather: index {index.shape} must have as many dims as input "
+        raise ShapeError(f"gather: index {index.shape} must have as many dims as input "
                          f"{x.shape}")
     if any(i > s for k, (i, s) in enumerate(zip(index.shape, x.shape)) if k != d):
-        raise ValueError(f"gather: index {index.shape} is larger than input {x.shape} "
+        raise ShapeError(f"gather: index {index.shape} is larger than input {x.shape} "
                          f"outside dim {d}")
     check_index_values("gather", index, d, x.shape, negative=False)
     if x.ndim == 0:   # as a 1-element vector, so the kernel checks the index is 0
@@ -1040,11 +1041,11 @@ def _scatter_args(op: str, x: Tensor, dim: builtins.int, index: Tensor,
     if index.dtype not in (dt.int32, dt.int64):
         raise TypeError(f"{op}: index must be int32 or int64, got {index.dtype.name}")
     if index.ndim != x.ndim or src.ndim != x.ndim:
-        raise ValueError(f"{op}: input {x.shape}, index {index.shape} and src "
+        raise ShapeError(f"{op}: input {x.shape}, index {index.shape} and src "
                          f"{src.shape} must have the same number of dims")
     if any(i > s for k, (i, s) in enumerate(zip(index.shape, x.shape)) if k != d) or any(
             i > s for i, s in zip(index.shape, src.shape)):
-        raise ValueError(f"{op}: index {index.shape} must not exceed src {src.shape} "
+        raise ShapeError(f"{op}: index {index.shape} must not exceed src {src.shape} "
                          f"anywhere or input {x.shape} outside dim {d}")
     check_index_values(op, index, d, x.shape, negative=False)
     if src.shape != index.shape:

@@ -342,7 +342,7 @@ def test_a_step_over_the_memory_limit_raises_with_the_plan(emu):
     y = ((x @ x).exp() @ x).sum()
     nv.debug.set_memory_limit(4096)
     try:
-        with pytest.raises(nv.NovaOutOfMemoryError, match=r"nova: the CUDA step needs "
+        with pytest.raises(nv.NovaOutOfMemoryError, match=r"nova: out of memory: the CUDA step needs "
                                                           r"[\d.]+ MiB, more than the memory "
                                                           r"limit"):
             y.item()

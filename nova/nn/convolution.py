@@ -6,7 +6,11 @@ A convolution is im2col and matmul. With many output positions ``P`` per image
 image with the weight flattened to ``(O, C*K)``, which gives ``(N, O, P)`` directly;
 with few, the batch folds into the columns: the channels-first stack ``(C, K, N, *out)``
 flattened to ``(C*K, N*P)``, one wide product, and the ``(O, N, *out)`` result
-transposed back. With ``groups`` the channels split into ``G`` groups of ``C/G*K`` and
+transposed back. A float32 per-image convolution with unit strides and at most
+``MAX_SHIFTED_OFFSETS`` kernel offsets uses shifted windows instead
+(``_shifted_product``): its window matrix is a table view of the padded input, which
+the CPU GEMMs pack from directly, so no im2col copy is stored.
+With ``groups`` the channels split into ``G`` groups of ``C/G*K`` and
 the weight into ``(G, O/G, C/G*K)``, one batched matmul over the groups. Max pooling takes the first
 maximum of each window (``argmax``, NaN counting as the largest, as PyTorch's kernels
 do) and gathers it, so the gradient goes to that one element as in PyTorch; average
@@ -84,6 +88,8 @@ def _conv_product(x: Tensor, weight: Tensor, spec: WindowSpec, groups: int) -> T
     o, cg = weight.shape[:2]
     depth = cg * spec.count
     positions = math.prod(spec.out)
+    if _shifted_windows_apply(x, spec, groups, positions):
+        return _shifted_product(x, weight, spec)
     if positions >= PER_IMAGE_MIN_POSITIONS:
         # One product per image against the shared weight: (N, G, C/G*K, P) windows give
         # (N, G, O/G, P), already the output's layout, and the output's gradient is read
@@ -100,6 +106,65 @@ def _conv_product(x: Tensor, weight: Tensor, spec: WindowSpec, groups: int) -> T
             .reshape(groups, depth, n * positions)
         w = weight.reshape(groups, o // groups, depth)
         out = ops.matmul(w, cols).reshape((o, n) + spec.out).transpose(0, 1)
+    return out
+
+
+# At most this many kernel offsets for the shifted-window form (``_shifted_product``):
+# its input gradient sums that many shifted copies of the window gradient along one
+# flattened axis, split where each starts and ends (``targets.cpu.llvm._regions``,
+# two cuts per offset).
+MAX_SHIFTED_OFFSETS = 9
+
+
+def _shifted_windows_apply(x: Tensor, spec: WindowSpec, groups: int, positions: int) -> bool:
+    """Whether ``_shifted_product`` computes this convolution: float32, one group,
+    unit strides, one or two spatial dims, 2 to ``MAX_SHIFTED_OFFSETS`` kernel offsets,
+    and the per-image product (``PER_IMAGE_MIN_POSITIONS``)."""
+    return (x.dtype == dt.float32 and groups == 1 and len(spec.spatial) in (1, 2)
+            and all(s == 1 for s in spec.stride) and 1 < spec.count <= MAX_SHIFTED_OFFSETS
+            and positions >= PER_IMAGE_MIN_POSITIONS)
+
+
+def _shifted_product(x: Tensor, weight: Tensor, spec: WindowSpec) -> Tensor:
+    """The convolution as one product per image whose window matrix is a stack of
+    shifted ranges of the flattened padded input: with unit strides, output position
+    ``(i, j)`` reads ``x_padded[i + a, j + b]``, which in the padded image flattened row
+    by row is position ``i * W' + j`` shifted by ``a * W' + b`` (``W'`` the padded
+    width). Over the positions ``p = i * W' + j`` of a ``W'``-wide output grid, each
+    kernel offset's window is one contiguous range, so the window matrix is a view of
+    the padded input with a table of start offsets (``lowering.views.TableView``), and
+    the CPU GEMM packs it straight from the input instead of reading a stored im2col
+    copy 9x the input's size. The ``W' - W_out`` columns past each output row are
+    computed and dropped (3.5% more work at 56 wide); one more zero row keeps the last
+    ranges inside the input."""
+    n, c = x.shape[:2]
+    o = weight.shape[0]
+    from nova.nn.functional import _pad_constant   # (functional imports this module)
+    wide = spec.spatial[-1] + spec.low[-1] + spec.high[-1]          # W'
+    reach = spec.dilation[-1] * (spec.kernel[-1] - 1)                # past a row's end
+    extra = -(-reach // wide) if len(spec.spatial) == 2 else 0
+    pads = list(zip(spec.low, spec.high))
+    if extra:
+        pads[0] = (pads[0][0], pads[0][1] + extra)
+    padded = _pad_constant(x, [(0, 0), (0, 0)] + pads, 0.0)
+    length = math.prod(padded.shape[2:])
+    flat = ops.prim("reshape", [padded], {}, (n, c, length), x.dtype)
+    grid = spec.out[:-1] + (wide,) if len(spec.spatial) == 2 else spec.out
+    span = math.prod(grid)
+    pieces = []
+    for k in spec.offsets():
+        start = sum(ki * di * stride for ki, di, stride in
+                    zip(k, spec.dilation, (wide, 1)[-len(k):]))
+        piece = ops.prim("slice", [flat], {"start": (0, 0, start),
+                                            "limit": (n, c, start + span),
+                                            "stride": (1, 1, 1)}, (n, c, span), x.dtype)
+        pieces.append(ops.prim("reshape", [piece], {}, (n, c, 1, span), x.dtype))
+    stack = ops.prim("concat", pieces, {"dim": 2}, (n, c, spec.count, span), x.dtype)
+    cols = ops.prim("reshape", [stack], {}, (n, 1, c * spec.count, span), x.dtype)
+    w = weight.reshape(1, 1, o, c * spec.count)
+    out = ops.matmul(w, cols).reshape((n, o) + grid)
+    if grid != spec.out:
+        out = out[..., :spec.out[-1]]
     return out
 
 

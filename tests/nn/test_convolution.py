@@ -342,14 +342,17 @@ def test_against_pytorch_forward_and_backward(conv_layout):
 
 def test_layout_follows_the_output_size():
     """A large output per image runs one product per image, whose result is already in
-    (N, G, O/G, P) order; a small one folds the batch into one product's columns."""
+    (N, G, O/G, P) order -- with unit strides over the padded width (the shifted
+    windows, ``_shifted_product``: ``side + 2`` columns per row); a small one folds the
+    batch into one product's columns."""
     import nova.nn.convolution as convolution
     side = math.isqrt(convolution.PER_IMAGE_MIN_POSITIONS) + 1
     w = nv.tensor(RNG.standard_normal((4, 3, 3, 3)).astype(np.float32))
 
-    def product(hw):
+    def product(hw, stride=1):
         x = nv.tensor(RNG.standard_normal((2, 3, hw, hw)).astype(np.float32))
-        ir = nv.debug.dump_ir(F.conv2d(x, w, padding=1))
+        ir = nv.debug.dump_ir(F.conv2d(x, w, padding=1, stride=stride))
         return [line.split("-> ")[-1] for line in ir.splitlines() if "nova.matmul" in line]
-    assert product(side) == [f"tensor<2x1x4x{side * side}xf32>"]
+    assert product(side) == [f"tensor<2x1x4x{side * (side + 2)}xf32>"]
+    assert product(2 * side, stride=2) == [f"tensor<2x1x4x{side * side}xf32>"]
     assert product(8) == [f"tensor<1x4x{2 * 64}xf32>"]

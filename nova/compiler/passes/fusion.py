@@ -20,7 +20,10 @@ Otherwise its value is materialized and it roots a kernel of its own. So:
   where the target packs computed operands (the CPU), also the cheap pointwise ops that
   compute its B operand at its own size from one such stored value and feed nothing
   else -- a prologue, evaluated as B is packed (layer norm's scale and shift where the
-  backward recomputes it for a weight gradient), so that value is never stored;
+  backward recomputes it for a weight gradient), so that value is never stored; and
+  a stack of windows of one stored value (``_stacked_windows``: a convolution's
+  shifted windows) that it packs through a table of offsets, in every product that
+  reads it as B;
 - ``scatter_add`` and ``scatter`` are kernels of their own, and a collective
   (``all_reduce_start``/``_wait``) is a kernel of one op (the communication library
   takes whole buffers);
@@ -51,6 +54,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from nova.compiler import dialect as nd
+from nova.compiler.lowering.views import table_view
 from nova.compiler.passes.checks import verified_after_pass
 from nova.compiler.targets import FusionPolicy, Target, resolve
 
@@ -203,7 +207,9 @@ def _can_join(op: Operation, k: Kernel, policy: FusionPolicy) -> bool:
             return False
         fed = _operand_fed(op, k)
         if fed is not None:
-            return _prologue_admits(op, fed, k, policy)
+            return _prologue_admits(op, fed, k, policy) or (
+                policy.operand_prologues and fed is k.contraction.operands[1]
+                and _stacked_windows(op) and _packs_through_table(k))
         return n == k.numel and policy.epilogue_admits(op)
     return False
 
@@ -293,6 +299,36 @@ def _prologue_admits(op: Operation, fed: SSAValue, k: Kernel, policy: FusionPoli
     wide = sum(1 for v in op.operands if _numel(_source(v)) == n)
     return (policy.operand_prologues and fed is k.contraction.operands[1] and _pointwise(op)
             and n == _numel(fed) and wide <= 1 and policy.epilogue_admits(op))
+
+
+def _stacked_windows(op: Operation) -> bool:
+    """``op`` concatenates windows of one stored value, each a movement chain of it one
+    element thick along the concat's dim (a convolution's shifted windows,
+    ``nn.convolution._shifted_product``): read as a GEMM's B operand it is that value
+    through a table of offsets (``lowering.views.table_view``), packed straight from
+    it, so each product reading it computes it in its packing instead of it being
+    stored. (That value itself is stored: nothing but movement ops joins a GEMM's
+    operand at another size.)"""
+    if not isinstance(op, nd.ConcatOp):
+        return False
+    d = op.dim.value.data
+    sources = {id(_source(v)) for v in op.operands}
+    return len(sources) == 1 and all(_shape_of(v)[d] == 1 for v in op.operands)
+
+
+def _packs_through_table(k: Kernel) -> bool:
+    """Whether the B operand of k's matmul is a view with a table (``table_view``) that
+    the CPU GEMM packs directly: unit stride along K or N, strided batch dims (what
+    ``targets.cpu.llvm_gemm.address_table`` takes; anything else would be packed
+    element by element through the concat's selects)."""
+    b = k.contraction.operands[1]
+    view = table_view(b, stored=lambda v: not (isinstance(v.owner, Operation)
+                                               and v.owner.has_trait(nd.Movement)))
+    if view is None:
+        return False
+    rank = len(_shape_of(b)) - 2
+    batch, (k_term, n_term) = view.dims[:rank], view.dims[rank:]
+    return all(isinstance(t, int) for t in batch) and 1 in (k_term, n_term)
 
 
 def _operand_fed(op: Operation, k: Kernel) -> SSAValue | None:
@@ -457,7 +493,8 @@ def group(fn: func.FuncOp, policy: FusionPolicy) -> list[Kernel]:
             else:
                 joined = [Kernel(kind, op, contraction=op)]
                 kernels.append(joined[0])
-        elif homes and (len(homes) == 1 or _free(op) or _repeatable(op, homes)) and \
+        elif homes and (len(homes) == 1 or _free(op) or _repeatable(op, homes)
+                        or _stacked_windows(op)) and \
                 all(_can_join(op, h, policy) for h in homes) and \
                 not _roots_own_epilogue(op, homes, policy) and \
                 _within_evaluations(op, homes):

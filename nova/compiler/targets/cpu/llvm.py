@@ -55,8 +55,11 @@ def _reaches_root_pointwise(e: Emitter, op: Operation) -> bool:
     return True
 
 
-# At most this many loops per row for a region-split innermost dimension.
-MAX_REGIONS = 16
+# At most this many loops per row for a region-split innermost dimension: 19 for the
+# input gradient of a 3x3 convolution's shifted windows (nine shifted copies along the
+# flattened padded image, each starting and ending at a cut;
+# ``nn.convolution.MAX_SHIFTED_OFFSETS``).
+MAX_REGIONS = 24
 
 
 def _regions(e: Emitter) -> list[tuple[int, int, dict]] | None:

@@ -33,7 +33,30 @@ from nova.compiler.lowering.plan import (
     TEAM_WORDS,
     contraction,
 )
-from nova.compiler.lowering.views import operand_view
+from nova.compiler.lowering.views import TableView, operand_view, table_view
+
+
+def transpose_lanes(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
+    """Transpose ``lanes`` vectors of ``lanes`` floats (``lanes = len(rows)``, a power
+    of two): log2(lanes) butterfly stages, stage b exchanging bit b of the row and
+    column index with two two-source shuffles per pair of rows (vunpck/vpermt2 on
+    x86)."""
+    lanes = len(rows)
+    rows = list(rows)
+    step = 1
+    while step < lanes:
+        low = ir.Constant(ir.VectorType(I32, lanes), [
+            j if j & step == 0 else lanes + j - step for j in range(lanes)])
+        high = ir.Constant(ir.VectorType(I32, lanes), [
+            j + step if j & step == 0 else lanes + j for j in range(lanes)])
+        new = list(rows)
+        for i in range(lanes):
+            if i & step == 0:
+                new[i] = b.shuffle_vector(rows[i], rows[i + step], low)
+                new[i + step] = b.shuffle_vector(rows[i], rows[i + step], high)
+        rows = new
+        step *= 2
+    return rows
 
 
 def _declared(module: ir.Module, name: str, ty: ir.FunctionType) -> ir.Function:
@@ -174,6 +197,20 @@ class _View(NamedTuple):
     arg: int
     offset: int
     strides: tuple[int, ...]
+
+
+def address_table(e: Emitter, value: SSAValue, rank: int) -> TableView | None:
+    """The ``TableView`` of a float32 GEMM operand ``(batch..., K, N)`` that the table
+    packing (``TiledKernel.table_pack_function``) reads: batch dims strided, and unit
+    stride along N (each packed line one contiguous load) or along K (lines built by
+    register transposes); None otherwise."""
+    view = table_view(value)
+    if view is None or e.plan.arg_types[view.arg][1].mlir != "f32":
+        return None
+    batch, (k_term, n_term) = view.dims[:rank], view.dims[rank:]
+    if any(isinstance(t, tuple) for t in batch) or 1 not in (k_term, n_term):
+        return None
+    return view
 
 
 def address_view(e: Emitter, value: SSAValue) -> _View | None:
@@ -804,7 +841,7 @@ class GemmDriver:
                 continue
             off = b.add(kbase, b.mul(b.add(o0, c64(u)), op.outer_stride))
             loaded.append(b.load(b.bitcast(b.gep(op.ptr, [off]), self.vptr), align=4))
-        cols = [self.transpose_block(loaded[g * lanes:(g + 1) * lanes]) for g in range(groups)]
+        cols = [transpose_lanes(b, loaded[g * lanes:(g + 1) * lanes]) for g in range(groups)]
         cat = ir.Constant(ir.VectorType(I32, 2 * lanes), list(range(2 * lanes)))
         for t in range(lanes):
             line = cols[0][t]
@@ -817,27 +854,6 @@ class GemmDriver:
             # instead of a split 8 + 4 + 2-lane store.
             slot = b.mul(b.add(first_row, b.add(kk0, c64(t))), c64(width))
             b.store(line, b.bitcast(b.gep(dst, [slot]), line.type.as_pointer()), align=4)
-
-    def transpose_block(self, rows: list[ir.Value]) -> list[ir.Value]:
-        """Transpose ``lanes`` vectors of ``lanes`` floats: log2(lanes) butterfly stages,
-        stage b exchanging bit b of the row and column index with two two-source
-        shuffles per pair of rows (vunpck/vpermt2 on x86)."""
-        b, lanes = self.b, self.lanes
-        rows = list(rows)
-        step = 1
-        while step < lanes:
-            low = ir.Constant(ir.VectorType(I32, lanes), [
-                j if j & step == 0 else lanes + j - step for j in range(lanes)])
-            high = ir.Constant(ir.VectorType(I32, lanes), [
-                j + step if j & step == 0 else lanes + j for j in range(lanes)])
-            new = list(rows)
-            for i in range(lanes):
-                if i & step == 0:
-                    new[i] = b.shuffle_vector(rows[i], rows[i + step], low)
-                    new[i + step] = b.shuffle_vector(rows[i], rows[i + step], high)
-            rows = new
-            step *= 2
-        return rows
 
     # ------------------------------------------------------------ the micro-kernel
 
@@ -1042,7 +1058,10 @@ class TiledKernel:
         for prefix, value, is_a in (("a", self.a_value, True), ("b", self.b_value, False)):
             view = address_view(e, value)
             if view is None:     # (batch strides all 0: the driver reads them regardless)
-                put(f"{prefix}_pack", address(self.pack_function(prefix, value, is_a)))
+                table = None if is_a else address_table(e, value, rank)
+                pack = (self.table_pack_function(prefix, table) if table is not None
+                        else self.pack_function(prefix, value, is_a))
+                put(f"{prefix}_pack", address(pack))
                 for word in ("ptr", "offset", "outer", "k"):
                     put(f"{prefix}_{word}", 0)
                 put(f"{prefix}_batch", self.int_array((0,) * rank))
@@ -1180,6 +1199,120 @@ class TiledKernel:
         full = b.select(b.icmp_signed(">", full, c64(0)), full, c64(0))
         e.loops.range(c64(0), full, panel_lines, "pq")
         e.loops.range(full, panels, edge_panel, "pe")
+        e.finish_kernel()
+        return e.fn
+
+
+    def table_pack_function(self, prefix: str, view: TableView) -> ir.Function:
+        """The packing callback (``TILE_CALLBACK``) of a B operand read through a table
+        (``address_table``), element ``(k, n)`` at ``term_K(k) + term_N(n)`` of its
+        argument (plus the batch's offset): a window stack (im2col) packed straight
+        from the padded input. Unit stride along N: each packed line is one contiguous
+        ``NR``-float load at the line's row start (the forward's windows). Unit stride
+        along K: the ``NR`` columns' starts are looked up once per panel, then per
+        ``lanes`` values of k one vector per column, transposed in registers as the
+        driver's ``pack_transposing`` does (the weight gradient's, whose B is the
+        stack transposed). Edge panels (past N) go element by element, bounds-checked.
+        The tables are constants of the kernel's module."""
+        e = Emitter(self.e.module, self.plan, name=f"{self.plan.name}.pack_{prefix}",
+                    params=(("dst", F32.as_pointer()), ("batch", I64), ("panel0", I64),
+                            ("kblock", I64), ("depth", I64), ("outer_len", I64)))
+        b = e.b
+        dst, batch, panel0, kblock, depth, outer_len = e.fn.args[1:]
+        dst.add_attribute("noalias")
+        nr, n = self.nr, self.n
+        lanes = nr // 2
+        rank = len(self.batch_shape)
+        src = e.ptrs[view.arg]
+        k_term, n_term = view.dims[rank:]
+        base = c64(0)
+        if rank:
+            for i, term in zip(e.delinearize(batch, self.batch_shape), view.dims[:rank]):
+                base = b.add(base, b.mul(i, c64(term)))
+        outer0 = b.mul(panel0, c64(nr))
+        k0 = b.mul(kblock, c64(self.kc))
+        vec = ir.VectorType(F32, lanes)
+        line_ty = ir.VectorType(F32, nr)
+
+        def slot(q: ir.Value, kk: ir.Value) -> ir.Value:
+            return b.mul(b.add(b.mul(q, depth), kk), c64(nr))
+
+        def rows(q: ir.Value) -> None:          # unit stride along N
+            o0 = b.add(outer0, b.mul(q, c64(nr)))
+
+            def per_k(kk: ir.Value) -> None:
+                at = b.add(base, b.add(k_offset(b.add(k0, kk)), o0))
+                line = b.load(b.bitcast(b.gep(src, [at]), line_ty.as_pointer()), align=4)
+                b.store(line, b.bitcast(b.gep(dst, [slot(q, kk)]), line_ty.as_pointer()),
+                        align=4)
+            e.loops.range(c64(0), depth, per_k, "pk", e.not_unrolled(vectorize=False))
+
+        def columns(q: ir.Value) -> None:       # unit stride along K
+            o0 = b.add(outer0, b.mul(q, c64(nr)))
+            starts = [b.add(base, b.add(n_offset(b.add(o0, c64(u))), k0)) for u in range(nr)]
+            chunks = b.udiv(depth, c64(lanes))
+
+            def chunk(c: ir.Value) -> None:
+                kk0 = b.mul(c, c64(lanes))
+                loaded = [b.load(b.bitcast(b.gep(src, [b.add(st, kk0)]), vec.as_pointer()),
+                                 align=4) for st in starts]
+                halves = [transpose_lanes(b, loaded[h * lanes:(h + 1) * lanes])
+                          for h in range(2)]
+                join = ir.Constant(ir.VectorType(I32, nr), list(range(nr)))
+                for t in range(lanes):
+                    line = b.shuffle_vector(halves[0][t], halves[1][t], join)
+                    b.store(line, b.bitcast(b.gep(dst, [slot(q, b.add(kk0, c64(t)))]),
+                                            line_ty.as_pointer()), align=4)
+            e.loops.range(c64(0), chunks, chunk, "pt", e.not_unrolled(vectorize=False))
+
+            def rest(kk: ir.Value) -> None:
+                for u, st in enumerate(starts):
+                    v = b.load(b.gep(src, [b.add(st, kk)]))
+                    b.store(v, b.gep(dst, [b.add(slot(q, kk), c64(u))]))
+            e.loops.range(b.mul(chunks, c64(lanes)), depth, rest, "pr",
+                          e.not_unrolled(vectorize=False))
+
+        def edge(q: ir.Value) -> None:
+            o0 = b.add(outer0, b.mul(q, c64(nr)))
+
+            def per_k(kk: ir.Value) -> None:
+                row = b.add(base, k_offset(b.add(k0, kk)))
+
+                def per_u(u: ir.Value) -> None:
+                    o = b.add(o0, u)
+                    inside = b.icmp_signed("<", o, c64(n))
+                    at = b.add(row, n_offset(b.select(inside, o, c64(0))))
+                    v = b.select(inside, b.load(b.gep(src, [at])), ir.Constant(F32, 0.0))
+                    b.store(v, b.gep(dst, [b.add(slot(q, kk), u)]))
+                e.loops.range(c64(0), c64(nr), per_u, "pu", e.not_unrolled(vectorize=False))
+            e.loops.range(c64(0), depth, per_k, "pk", e.not_unrolled(vectorize=False))
+
+        tables: dict[str, ir.GlobalVariable] = {}
+
+        def lookup(which: str, t: int | tuple[int, ...], i: ir.Value) -> ir.Value:
+            if isinstance(t, int):
+                return b.mul(i, c64(t))
+            if which not in tables:
+                g = ir.GlobalVariable(e.module, ir.ArrayType(I64, len(t)),
+                                      name=f"{self.plan.name}.{prefix}_{which}")
+                g.initializer = ir.Constant(ir.ArrayType(I64, len(t)), list(t))
+                g.global_constant = True
+                g.linkage = "internal"
+                tables[which] = g
+            return b.load(b.gep(tables[which], [ir.Constant(I32, 0), i]))
+
+        def k_offset(k: ir.Value) -> ir.Value:
+            return lookup("k", k_term, k)
+
+        def n_offset(o: ir.Value) -> ir.Value:
+            return lookup("n", n_term, o)
+
+        panels = b.udiv(b.add(outer_len, c64(nr - 1)), c64(nr))
+        inside = b.sdiv(b.sub(c64(n), outer0), c64(nr))
+        full = b.select(b.icmp_signed("<", panels, inside), panels, inside)
+        full = b.select(b.icmp_signed(">", full, c64(0)), full, c64(0))
+        e.loops.range(c64(0), full, rows if n_term == 1 else columns, "pq")
+        e.loops.range(full, panels, edge, "pe")
         e.finish_kernel()
         return e.fn
 

@@ -127,6 +127,30 @@ def infer_reshape(op: str, shape: Shape, target: Sequence[Any]) -> Shape:
     return tuple(target)
 
 
+def reshape_groups(src: Sequence[int], dst: Sequence[int]
+                   ) -> tuple[list[tuple[int, int, int, int]], int, int]:
+    """The dims of a row-major reshape from ``src`` to ``dst`` in groups with equal
+    element counts on both sides, each as small as it can be ((2048, 384) -> (16, 128,
+    384): {2048} -> {16, 128} and {384} -> {384}): ``[(src_lo, src_hi, dst_lo,
+    dst_hi)]``, and where the grouping stopped in ``src`` and ``dst`` (the dims left are
+    unit dims of one side)."""
+    groups = []
+    i = j = 0
+    while i < len(dst) and j < len(src):
+        i0, j0 = i, j
+        n_dst, n_src = dst[i], src[j]
+        i, j = i + 1, j + 1
+        while n_dst != n_src:
+            if n_dst < n_src:
+                n_dst *= dst[i]
+                i += 1
+            else:
+                n_src *= src[j]
+                j += 1
+        groups.append((j0, j, i0, i))
+    return groups, j, i
+
+
 def shape_arg(args: tuple, op: str) -> Shape:
     """Accept ``f(2, 3)``, ``f((2, 3))`` and ``f([2, 3])`` like PyTorch."""
     if len(args) == 1 and isinstance(args[0], (tuple, list)):

@@ -32,6 +32,7 @@ from xdsl.ir import BlockArgument, Operation, SSAValue
 from nova.compiler import dialect as nd
 from nova.compiler.codegen.values import element_of, shape_of
 from nova.compiler.lowering.plan import KernelPlan
+from nova.core.shapes import reshape_groups
 
 V = TypeVar("V")   # a target's scalar value: an llvmlite ``ir.Value`` or a C expression
 
@@ -243,20 +244,10 @@ class ScalarEmitter(Generic[V]):
         index usually reaches the load untouched: re-linearizing the whole index would
         put a remainder on it and keep LLVM from vectorizing the loop."""
         out: list[V] = []
-        i = j = 0
-        while i < len(dst) and j < len(src):
-            i0, j0 = i, j
-            n_dst, n_src = dst[i], src[j]
-            i, j = i + 1, j + 1
-            while n_dst != n_src:
-                if n_dst < n_src:
-                    n_dst *= dst[i]
-                    i += 1
-                else:
-                    n_src *= src[j]
-                    j += 1
-            flat = idx[i0] if i - i0 == 1 else self.linear(idx[i0:i], dst[i0:i])
-            out.extend([flat] if j - j0 == 1 else self.delinearize(flat, src[j0:j]))
+        groups, j, _ = reshape_groups(src, dst)
+        for j0, j1, i0, i1 in groups:
+            flat = idx[i0] if i1 - i0 == 1 else self.linear(idx[i0:i1], dst[i0:i1])
+            out.extend([flat] if j1 - j0 == 1 else self.delinearize(flat, src[j0:j1]))
         return out + [self.index(0)] * (len(src) - j)    # trailing unit dims of the source
 
     def pad(self, op: nd.PadOp, idx: list[V]) -> V:

@@ -15,7 +15,7 @@ import numpy as np
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from nova.compiler import dialect as nd
-from nova.core.shapes import numel
+from nova.core.shapes import numel, reshape_groups
 
 
 def _shape(v: SSAValue) -> tuple[int, ...]:
@@ -173,19 +173,9 @@ def _reshaped_terms(src: tuple[int, ...], terms: list, dst: tuple[int, ...]) -> 
     merged or split dims allow it (``view_strides``), else a table for a group of source
     dims merged into one (their sums, enumerated); None where a table would be split."""
     out: list[int | tuple[int, ...]] = []
-    i = j = 0
-    while i < len(dst) and j < len(src):
-        i0, j0 = i, j
-        n_dst, n_src = dst[i], src[j]
-        i, j = i + 1, j + 1
-        while n_dst != n_src:
-            if n_dst < n_src:
-                n_dst *= dst[i]
-                i += 1
-            else:
-                n_src *= src[j]
-                j += 1
-        s_sizes, s_terms, d_sizes = src[j0:j], terms[j0:j], dst[i0:i]
+    groups, _, i = reshape_groups(src, dst)
+    for j0, j1, i0, i1 in groups:
+        s_sizes, s_terms, d_sizes = src[j0:j1], terms[j0:j1], dst[i0:i1]
         if all(isinstance(t, int) for t in s_terms):
             strides = view_strides(s_sizes, tuple(s_terms), d_sizes)
             if strides is not None:

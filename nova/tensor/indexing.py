@@ -745,7 +745,8 @@ def _row_put(x: Tensor, dim: int, position: int, value: Tensor) -> Tensor:
     window = x.shape[:dim] + (1,) + x.shape[dim + 1:]
     if value.shape != window:
         value = prim("reshape", [value], {}, window, value.dtype)
-    at = Tensor._wrap(buffer_node(np.asarray(position, np.int64), dt.int64, x.node.device))
+    # device None: a small host value any device's step reads (uploaded by a CUDA step)
+    at = Tensor._wrap(buffer_node(np.asarray(position, np.int64), dt.int64, None))
     rows = prim("iota", [], {"dim": dim}, x.shape, dt.int64)
     here = ops.eq(rows, broadcast_to(at, x.shape, "__setitem__"))
     return ops.where(here, broadcast_to(value, x.shape, "__setitem__"), x)

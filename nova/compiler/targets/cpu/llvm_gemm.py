@@ -1234,6 +1234,26 @@ class TiledKernel:
         vec = ir.VectorType(F32, lanes)
         line_ty = ir.VectorType(F32, nr)
 
+        tables: dict[str, ir.GlobalVariable] = {}
+
+        def lookup(which: str, t: int | tuple[int, ...], i: ir.Value) -> ir.Value:
+            if isinstance(t, int):
+                return b.mul(i, c64(t))
+            if which not in tables:
+                g = ir.GlobalVariable(e.module, ir.ArrayType(I64, len(t)),
+                                      name=f"{self.plan.name}.{prefix}_{which}")
+                g.initializer = ir.Constant(ir.ArrayType(I64, len(t)), list(t))
+                g.global_constant = True
+                g.linkage = "internal"
+                tables[which] = g
+            return b.load(b.gep(tables[which], [ir.Constant(I32, 0), i]))
+
+        def k_offset(k: ir.Value) -> ir.Value:
+            return lookup("k", k_term, k)
+
+        def n_offset(o: ir.Value) -> ir.Value:
+            return lookup("n", n_term, o)
+
         def slot(q: ir.Value, kk: ir.Value) -> ir.Value:
             return b.mul(b.add(b.mul(q, depth), kk), c64(nr))
 
@@ -1286,26 +1306,6 @@ class TiledKernel:
                     b.store(v, b.gep(dst, [b.add(slot(q, kk), u)]))
                 e.loops.range(c64(0), c64(nr), per_u, "pu", e.not_unrolled(vectorize=False))
             e.loops.range(c64(0), depth, per_k, "pk", e.not_unrolled(vectorize=False))
-
-        tables: dict[str, ir.GlobalVariable] = {}
-
-        def lookup(which: str, t: int | tuple[int, ...], i: ir.Value) -> ir.Value:
-            if isinstance(t, int):
-                return b.mul(i, c64(t))
-            if which not in tables:
-                g = ir.GlobalVariable(e.module, ir.ArrayType(I64, len(t)),
-                                      name=f"{self.plan.name}.{prefix}_{which}")
-                g.initializer = ir.Constant(ir.ArrayType(I64, len(t)), list(t))
-                g.global_constant = True
-                g.linkage = "internal"
-                tables[which] = g
-            return b.load(b.gep(tables[which], [ir.Constant(I32, 0), i]))
-
-        def k_offset(k: ir.Value) -> ir.Value:
-            return lookup("k", k_term, k)
-
-        def n_offset(o: ir.Value) -> ir.Value:
-            return lookup("n", n_term, o)
 
         panels = b.udiv(b.add(outer_len, c64(nr - 1)), c64(nr))
         inside = b.sdiv(b.sub(c64(n), outer0), c64(nr))

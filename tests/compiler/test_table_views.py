@@ -54,21 +54,36 @@ def test_the_table_addresses_what_the_ir_computes():
     np.testing.assert_array_equal(x.reshape(-1)[sum(terms)], want)
 
 
-def test_windows_of_different_values_or_thicker_than_one_are_not_a_table():
-    bad = STACK.replace("%rb = nova.reshape %b", "%rb = nova.reshape %a")
-    assert table_view(_value("m")) is not None
-    module = parse_module(bad)
+def _stack_of(text: str):
+    module = parse_module(text)
     fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
-    m = next(op for op in fn.body.block.ops if op.results and
-             op.results[0].name_hint == "m").results[0]
-    assert table_view(m) is not None        # the same window twice is still one source
+    return next(op for op in fn.body.block.ops if op.results and
+                op.results[0].name_hint == "m").results[0]
+
+
+def test_the_same_window_twice_is_a_table_and_windows_of_two_arguments_are_not():
+    twice = STACK.replace("%rb = nova.reshape %b", "%rb = nova.reshape %a")
+    assert table_view(_stack_of(twice)).dims == (30, 0, (0, 0, 10, 10, 20, 20), 1)
     mixed = STACK.replace("%b = nova.slice %x", "%b = nova.slice %y").replace(
         "(%x: tensor<2x3x10xf32>)", "(%x: tensor<2x3x10xf32>, %y: tensor<2x3x10xf32>)")
-    module = parse_module(mixed)
-    fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
-    m = next(op for op in fn.body.block.ops if op.results and
-             op.results[0].name_hint == "m").results[0]
-    assert table_view(m) is None            # windows of two arguments
+    assert table_view(_stack_of(mixed)) is None
+
+
+# windows two elements thick along the concat's dim: no one offset per index there
+THICK = """\
+builtin.module {
+  func.func @step(%x: tensor<2x3x10xf32>) -> tensor<2x1x12x5xf32> {
+    %ra = nova.reshape %x : tensor<2x3x10xf32> -> tensor<2x3x2x5xf32>
+    %rb = nova.reshape %x : tensor<2x3x10xf32> -> tensor<2x3x2x5xf32>
+    %c = nova.concat %ra, %rb dim = 2 : i64 : tensor<2x3x2x5xf32>, tensor<2x3x2x5xf32> -> tensor<2x3x4x5xf32>
+    %m = nova.reshape %c : tensor<2x3x4x5xf32> -> tensor<2x1x12x5xf32>
+    func.return %m : tensor<2x1x12x5xf32>
+  }
+}"""
+
+
+def test_windows_thicker_than_one_element_are_not_a_table():
+    assert table_view(_stack_of(THICK)) is None
 
 
 def _conv_step(shape, w_shape, padding, dilation=1):

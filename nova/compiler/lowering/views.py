@@ -113,6 +113,16 @@ class TableView(NamedTuple):
     arg: int
     dims: tuple[int | tuple[int, ...], ...]
 
+    def packs_directly(self, rank: int) -> bool:
+        """Whether a GEMM operand ``(batch..., K, N)`` with ``rank`` batch dims and this
+        view is packed from its argument without going element by element: strided
+        batch dims, and unit stride along N (each packed line one contiguous load) or
+        along K (lines built by register transposes) -- what the CPU's table packing
+        takes (``targets.cpu.llvm_gemm.TiledKernel.table_pack_function``), asked by
+        fusion before it puts the stack into the product and by the kernel after."""
+        batch, (k_term, n_term) = self.dims[:rank], self.dims[rank:]
+        return all(isinstance(t, int) for t in batch) and 1 in (k_term, n_term)
+
 
 def table_view(v: SSAValue, stored: Callable[[SSAValue], bool] | None = None
                ) -> TableView | None:

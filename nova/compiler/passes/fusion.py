@@ -318,17 +318,12 @@ def _stacked_windows(op: Operation) -> bool:
 
 def _packs_through_table(k: Kernel) -> bool:
     """Whether the B operand of k's matmul is a view with a table (``table_view``) that
-    the CPU GEMM packs directly: unit stride along K or N, strided batch dims (what
-    ``targets.cpu.llvm_gemm.address_table`` takes; anything else would be packed
-    element by element through the concat's selects)."""
+    the CPU GEMM packs directly (``TableView.packs_directly``; anything else would be
+    packed element by element through the concat's selects)."""
     b = k.contraction.operands[1]
     view = table_view(b, stored=lambda v: not (isinstance(v.owner, Operation)
                                                and v.owner.has_trait(nd.Movement)))
-    if view is None:
-        return False
-    rank = len(_shape_of(b)) - 2
-    batch, (k_term, n_term) = view.dims[:rank], view.dims[rank:]
-    return all(isinstance(t, int) for t in batch) and 1 in (k_term, n_term)
+    return view is not None and view.packs_directly(len(_shape_of(b)) - 2)
 
 
 def _operand_fed(op: Operation, k: Kernel) -> SSAValue | None:

@@ -201,14 +201,11 @@ class _View(NamedTuple):
 
 def address_table(e: Emitter, value: SSAValue, rank: int) -> TableView | None:
     """The ``TableView`` of a float32 GEMM operand ``(batch..., K, N)`` that the table
-    packing (``TiledKernel.table_pack_function``) reads: batch dims strided, and unit
-    stride along N (each packed line one contiguous load) or along K (lines built by
-    register transposes); None otherwise."""
+    packing (``TiledKernel.table_pack_function``) reads (``TableView.packs_directly``);
+    None otherwise."""
     view = table_view(value)
-    if view is None or e.plan.arg_types[view.arg][1].mlir != "f32":
-        return None
-    batch, (k_term, n_term) = view.dims[:rank], view.dims[rank:]
-    if any(isinstance(t, tuple) for t in batch) or 1 not in (k_term, n_term):
+    if view is None or e.plan.arg_types[view.arg][1].mlir != "f32" or \
+            not view.packs_directly(rank):
         return None
     return view
 

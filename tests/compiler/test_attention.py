@@ -478,6 +478,49 @@ def test_a_verifier_rejects_mismatched_attention_operands():
                 "dropout_scale": FloatAttr(2.0, f64)}).verify()
 
 
+def _projected_attention(x_np, w_np, g_np, heads, backward):
+    """A GPT's attention from one QKV projection, heads merged back: the output and,
+    with ``backward``, the gradients of x and w; and the kernels of the step's
+    attention ops (kind, output shape)."""
+    x = nv.tensor(x_np, requires_grad=True)
+    w = nv.tensor(w_np, requires_grad=True)
+    b, t, c = x_np.shape
+    q, k, v = (z.view(b, t, heads, c // heads).transpose(1, 2)
+               for z in (x @ w.t()).split(c, dim=2))
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    y = y.transpose(1, 2).reshape(b, t, c)
+    wanted = [y]
+    if backward:
+        (y * nv.tensor(g_np)).sum().backward()
+        wanted += [x.grad, w.grad]
+    step = compile_step(front(pending_graph(*wanted)), "cpu")
+    kernels = [(p.schedule.strategy, tuple(p.fusion.outputs[0].type.get_shape()))
+               for p in step.plans if p.kind == "attention"]
+    return [z.numpy() for z in wanted], kernels
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_attention_stores_its_parts_where_the_heads_are_merged(backward):
+    """The forward's output merged from heads (when nothing else reads it), and the
+    gradients of q, k and v merged and padded into the QKV projection's gradient, are
+    stored so by the attention kernels (``lowering.placement``), with no elementwise
+    kernel of their own; odd sizes (3 heads of 5, T = 13), against the composite."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 13, 15)).astype(np.float32)
+    w = (rng.standard_normal((45, 15)) * 0.3).astype(np.float32)
+    g = rng.standard_normal((2, 13, 15)).astype(np.float32)
+    fused, kernels = _projected_attention(x, w, g, 3, backward)
+    with composite_attention():
+        composite, none = _projected_attention(x, w, g, 3, backward)
+    assert none == []
+    # the backward also reads the forward's packed result (output and log-sum-exp),
+    # so the forward keeps it; the gradient kernel's output is the QKV gradient
+    assert kernels == ([("attention", (2, 3, 13 * 5 + 13)), ("attention_grad", (2, 13, 45))]
+                       if backward else [("attention", (2, 13, 15))])
+    for a, b in zip(fused, composite):
+        np.testing.assert_allclose(a, b, rtol=0, atol=2e-5 * np.abs(b).max())
+
+
 def test_gpt_training_with_fused_attention_matches_the_composite():
     from models.gpt import GPT, GPTConfig
     cfg = GPTConfig(vocab=32, block=16, d=32, layers=2, heads=2)

@@ -24,6 +24,10 @@ Otherwise its value is materialized and it roots a kernel of its own. So:
   a stack of windows of one stored value (``_stacked_windows``: a convolution's
   shifted windows) that it packs through a table of offsets, in every product that
   reads it as B;
+- a fused attention op roots a kernel of its own, except that it takes over an
+  elementwise kernel that only assembles the parts of its packed result (slices,
+  reshapes, transposes, zero pads that tile the output, adds): the attention kernel then
+  stores each part where the assembly puts it (``lowering.placement``);
 - ``scatter_add`` and ``scatter`` are kernels of their own, and a collective
   (``all_reduce_start``/``_wait``) is a kernel of one op (the communication library
   takes whole buffers);
@@ -54,6 +58,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from nova.compiler import dialect as nd
+from nova.compiler.lowering.placement import packed_parts, placements
 from nova.compiler.lowering.views import table_view
 from nova.compiler.passes.checks import verified_after_pass
 from nova.compiler.targets import FusionPolicy, Target, resolve
@@ -301,6 +306,14 @@ def _prologue_admits(op: Operation, fed: SSAValue, k: Kernel, policy: FusionPoli
             and n == _numel(fed) and wide <= 1 and policy.epilogue_admits(op))
 
 
+def _places_parts(k: Kernel, op: Operation) -> bool:
+    """Whether elementwise kernel k only assembles the parts of fused attention ``op``'s
+    packed result (``lowering.placement``): then the attention kernel stores each part
+    where k would have put it, and k's pass over the whole result is gone (a GPT's
+    QKV gradient: dq, dk and dv merged from heads into their columns)."""
+    return placements(k.root.results[0], op.results[0], packed_parts(op)) is not None
+
+
 def _stacked_windows(op: Operation) -> bool:
     """``op`` concatenates windows of one stored value, each a movement chain of it one
     element thick along the concat's dim (a convolution's shifted windows,
@@ -479,6 +492,10 @@ def group(fn: func.FuncOp, policy: FusionPolicy) -> list[Kernel]:
                     and _pointwise_epilogue(home, result)
                     and (kind == "reduce" or all(policy.epilogue_admits(o) for o in home.ops))):
                 home.kind, home.contraction = kind, op   # it becomes the epilogue kernel
+                joined = [home]
+            elif home is not None and kind == "attention" and home.kind == "elementwise" \
+                    and home.contraction is None and _places_parts(home, op):
+                home.kind, home.contraction = kind, op   # it stores the parts in place
                 joined = [home]
             elif home is not None and kind == "reduce" and _row_compatible(home, op):
                 home.kind = "rows"                       # one more pass over each row

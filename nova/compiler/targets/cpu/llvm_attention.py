@@ -20,6 +20,11 @@ each row's log-sum-exp read from the forward's result; then per key block, over 
 dV += P^T dO, dP = dO V^T, dS = P (dP - D) scale, dK += dS^T Q, dQ += dS K. dK and dV
 of the key block are stored when its query blocks are done, dQ at the end.
 
+Each part of a kernel's packed result (output and log-sum-exp; dq, dk and dv) is stored
+through its placement (``lowering.placement``): where it is packed, or, when the kernel
+took over the elementwise assembly of those parts (a GPT's QKV gradient), where that
+assembly puts it.
+
 With dropout, the forward multiplies each P by its dropout factor after adding it to the
 row's sum and before O += P V; the backward keeps P and the dropped P in two blocks
 (dV += dropped(P)^T dO, dS = (dP dropped(P) - P D) scale). The factor of each position
@@ -36,6 +41,7 @@ from llvmlite import ir
 
 from nova.compiler import dialect as nd
 from nova.compiler.codegen.values import shape_of
+from nova.compiler.lowering.placement import packed_parts, placements
 from nova.compiler.lowering.plan import contraction
 from nova.compiler.targets.cpu.llvm_emit import F32, I1, I32, I64, PTR, Emitter, c64
 from nova.compiler.targets.cpu.llvm_gemm import address_view
@@ -55,7 +61,8 @@ class Attention:
     def __init__(self, e: Emitter):
         self.e, self.b = e, e.b
         self.op = contraction(e.fusion)
-        assert e.root is self.op.results[0], "fused attention has no epilogue"
+        self.places = placements(e.root, self.op.results[0], packed_parts(self.op))
+        assert self.places is not None, "fusion admits only an assembly of the parts"
         q, k, v = self.op.operands[:3]
         self.q, self.k, self.v = q, k, v
         qs, ks, vs = shape_of(q), shape_of(k), shape_of(v)
@@ -121,6 +128,27 @@ class Attention:
                              ir.Constant(I1, 0)])
         e.cleanup.append(lambda: e.b.call(self.free, [raw]))
         return b.bitcast(raw, F32.as_pointer())
+
+    def store_rows(self, part: int, pre: list[ir.Value], row: ir.Value, src: ir.Value,
+                   src_off: ir.Value, cols: int, scale: ir.Value | None = None) -> None:
+        """Row ``row`` of part ``part`` of batch ``pre``: its ``cols`` values read from
+        ``src`` at ``src_off`` (times ``scale``), stored through the part's placement
+        (nothing when the kernel's output does not use the part)."""
+        place = self.places[part]
+        if place is None:
+            return
+        b, e = self.b, self.e
+        at = c64(place.offset)
+        for iv, stride in zip(pre, place.strides):
+            at = b.add(at, self.mul(iv, stride))
+        at = b.add(at, self.mul(row, place.strides[-2]))
+        col_stride = place.strides[-1]
+
+        def one(d: ir.Value) -> None:
+            x = b.load(self.at(src, b.add(src_off, d)))
+            b.store(x if scale is None else b.fmul(x, scale),
+                    self.at(e.out_ptr, b.add(at, self.mul(d, col_stride))))
+        e.loops.range(c64(0), c64(cols), one, "st")
 
     def at(self, ptr: ir.Value, offset: ir.Value | int) -> ir.Value:
         return self.b.gep(ptr, [offset if isinstance(offset, ir.Value) else c64(offset)])
@@ -334,6 +362,7 @@ def attention_forward(e: Emitter) -> None:
     ob = a.buffer(br * a.Evp)          # the output accumulators of a query block
     m_slots = a.buffer(br)
     l_slots = a.buffer(br)
+    lse_slot = e.entry_alloca(F32)
 
     def per_batch(pre: list[ir.Value], bat: ir.Value) -> None:
         a.load_key()
@@ -369,22 +398,18 @@ def attention_forward(e: Emitter) -> None:
             e.loops.range(c64(0), a.key_blocks_for(i0), per_key_block, "kb")
 
             rows = a.smin(c64(br), b.sub(c64(L), i0))
-            base = a.mul(bat, L * Ev + L)
 
             def store(r: ir.Value) -> None:
                 i = b.add(i0, r)
                 total = b.load(a.at(l_slots, r))
                 inv = b.fdiv(a.f(1.0), total)
-                out_row = b.add(base, a.mul(i, Ev))
-                e.loops.range(c64(0), c64(Ev), lambda d: b.store(
-                    b.fmul(b.load(a.at(ob, b.add(a.mul(r, a.Evp), d))), inv),
-                    a.at(e.out_ptr, b.add(out_row, d))), "st")
+                a.store_rows(0, pre, i, ob, a.mul(r, a.Evp), Ev, inv)
                 # the row's log-sum-exp for the backward: m + log(l), with the same
                 # shift the row used (0 while it saw nothing)
                 m = b.load(a.at(m_slots, r))
                 shift = b.select(b.fcmp_ordered("==", m, a.f(float("-inf"))), a.f(0.0), m)
-                b.store(b.fadd(shift, e._log_f32(total)),
-                        a.at(e.out_ptr, b.add(base, b.add(c64(L * Ev), i))))
+                b.store(b.fadd(shift, e._log_f32(total)), lse_slot)
+                a.store_rows(1, pre, i, lse_slot, c64(0), 1)
             e.loops.range(c64(0), rows, store, "out")
         e.loops.range(c64(0), c64(a.Lp // br), per_query_block, "qb")
     a.batches(per_batch)
@@ -410,7 +435,6 @@ def attention_backward(e: Emitter) -> None:
     sb = a.buffer(br * bc)             # S, then P
     pb = a.buffer(br * bc)             # dP, then dS
     zb = a.buffer(br * bc) if a.dropout is not None else sb   # P after dropout
-    row_len = L * E + S * E + S * Ev
     scale = a.f(a.scale)
 
     def zero(ptr: ir.Value, n: int) -> None:
@@ -499,28 +523,15 @@ def attention_backward(e: Emitter) -> None:
             e.loops.range(first_qb, c64(Lp // br), per_query_block, "bqb")
 
             keys = a.smin(c64(bc), b.sub(c64(S), j0))
-            base = a.mul(bat, row_len)
 
             def store(c: ir.Value) -> None:
                 j = b.add(j0, c)
-                dk_at = b.add(base, b.add(c64(L * E), a.mul(j, E)))
-                e.loops.range(c64(0), c64(E), lambda d: b.store(
-                    b.load(a.at(dk, b.add(a.mul(c, Ep), d))),
-                    a.at(e.out_ptr, b.add(dk_at, d))), "sk")
-                dv_at = b.add(base, b.add(c64(L * E + S * E), a.mul(j, Ev)))
-                e.loops.range(c64(0), c64(Ev), lambda d: b.store(
-                    b.load(a.at(dv, b.add(a.mul(c, Evp), d))),
-                    a.at(e.out_ptr, b.add(dv_at, d))), "sv")
+                a.store_rows(1, pre, j, dk, a.mul(c, Ep), E)
+                a.store_rows(2, pre, j, dv, a.mul(c, Evp), Ev)
             e.loops.range(c64(0), keys, store, "skv")
         e.loops.range(c64(0), c64(Sp // bc), per_key_block, "bkb")
-
-        base = a.mul(bat, row_len)
-
-        def store_dq(i: ir.Value) -> None:
-            at = b.add(base, a.mul(i, E))
-            e.loops.range(c64(0), c64(E), lambda d: b.store(
-                b.load(a.at(dq, b.add(a.mul(i, Ep), d))), a.at(e.out_ptr, b.add(at, d))), "sq")
-        e.loops.range(c64(0), c64(L), store_dq, "sdq")
+        e.loops.range(c64(0), c64(L), lambda i: a.store_rows(0, pre, i, dq, a.mul(i, Ep), E),
+                      "sdq")
     a.batches(per_batch)
 
 

@@ -372,3 +372,20 @@ def test_polynomial_math_runs_two_vectors_in_flight_and_sin_cos_the_float32_widt
         assert (plan.schedule.vector_width, plan.schedule.unroll) == (width, unroll)
         text = KERNELS.llvm_ir(plan)
         assert (f'!"llvm.loop.vectorize.width", i32 {width}' in text) == (width > 0)
+
+
+def test_causal_attention_blocks_keep_eight_blocks_on_the_diagonal():
+    """Causal blocks shrink by NR until the diagonal has at least 8 (the half-masked
+    diagonal blocks are then at most 1/8 more work), never below NR; without the mask
+    the L1 bound alone decides."""
+    from nova.compiler.targets.cpu.configurator import attention_blocks
+    # AVX-512: NR 32; 64 x 64 x 4 B fills half of a 48 KiB L1
+    assert [attention_blocks(AVX512, t, t, True).bc for t in (31, 128, 256, 512, 1024)] == \
+        [32, 32, 32, 64, 64]
+    def sides(spec, t, causal=True):
+        blocks = attention_blocks(spec, t, t, causal)
+        return blocks.br, blocks.bc
+    assert sides(AVX512, 256, causal=False) == (64, 64)
+    assert "8 blocks on the diagonal -> 32" in attention_blocks(AVX512, 256, 256, True).derivation
+    # AVX2: NR 16, side 64; T 256 goes 64 -> 48 (6 blocks) -> 32 (8)
+    assert sides(AVX2, 256) == (32, 32) and sides(AVX2, 384) == (48, 48)

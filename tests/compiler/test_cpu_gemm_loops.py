@@ -153,6 +153,20 @@ def _driver_text(text: str) -> str:
     return str(driver_module(mr, nr, KERNELS.jit.triple, KERNELS.jit.data_layout))
 
 
+def test_a_line_that_is_not_whole_vectors_is_copied_masked_with_512_bit_vectors():
+    """A transposed A's packed lines (MR = 14 floats, copied per k) are one masked load
+    and store with 16-lane vectors, not a <14 x float> that LLVM splits into 8 + 4 + 2
+    lanes; with 8 lanes (AVX2, whose masked stores are slow on AMD) the line stays a
+    plain vector. (A line gathered element by element, from a view strided both ways,
+    is still stored whole: its 14 scalar loads cost more than the split store.)"""
+    jit = KERNELS.jit
+    wide = str(driver_module(14, 32, jit.triple, jit.data_layout))
+    assert "call void @\"llvm.masked.store.v16f32.p0v16f32\"" in wide
+    assert "load <14 x float>" not in wide and wide.count("store <14 x float>") == 1
+    narrow = str(driver_module(6, 16, jit.triple, jit.data_layout))
+    assert "llvm.masked" not in narrow and "load <6 x float>" in narrow
+
+
 def test_edge_panels_and_transpose_remainders_are_loops_not_unrolled_gathers():
     """The packing's slivers (the edge panel, the last few k of a transposing pack) are
     gathered by a scalar loop over the panel's width: unrolled, they were half of a

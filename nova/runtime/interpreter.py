@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
-import scipy.special
 from xdsl.dialects import func
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 from xdsl.ir import Operation
@@ -78,6 +77,11 @@ def _compute(x: np.ndarray) -> np.ndarray:
         return x.astype(np.float32)
     return x
 
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    from scipy.special import erf     # on first use: not a cost of `import nova`
+    return np.asarray(erf(x), dtype=x.dtype)
 
 
 def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -378,7 +382,7 @@ MEANINGS: dict[type[Operation], Meaning] = {
     nd.SinOp: _arith(np.sin),
     nd.CosOp: _arith(np.cos),
     nd.TanhOp: _arith(np.tanh),
-    nd.ErfOp: _arith(lambda x: np.asarray(scipy.special.erf(x), dtype=x.dtype)),
+    nd.ErfOp: _arith(_erf),
     nd.Expm1Op: _arith(np.expm1),
     nd.FloorOp: _arith(np.floor),
     nd.CeilOp: _arith(np.ceil),

@@ -219,6 +219,23 @@ class Attention:
         if whole_r < rows:
             e.loops.nest([rows, whole_c], body, first=(c64(whole_r), c64(rows)))
 
+    def flat_reader(self, value, pre: list[ir.Value]) -> "_FlatReader":
+        """Reads of ``value`` (shape ``batch + (n,)``) at flat positions of batch
+        ``pre``'s row: loads by address where it is a view of an argument (vector
+        loads too, when the row is contiguous), else through the emitter."""
+        return _FlatReader(self, value, pre)
+
+    def hsum(self, vec: ir.Value) -> ir.Value:
+        """The sum of ``vec``'s lanes: halved ``log2(lanes)`` times, in that order."""
+        b, lanes = self.b, self.lanes
+        width = lanes
+        while width > 1:
+            width //= 2
+            upper = b.shuffle_vector(vec, self.undef, ir.Constant(
+                ir.VectorType(I32, lanes), [width + k if k < width else k for k in range(lanes)]))
+            vec = b.fadd(vec, upper)
+        return b.extract_element(vec, ir.Constant(I32, 0))
+
     # ------------------------------------------------------------ the block product
 
     def product(self, c: ir.Value, ldc: int, a: ir.Value, ars: int, aks: int, bm: ir.Value,
@@ -374,6 +391,38 @@ class Attention:
         e.loops.range(e.fn.args[1], e.fn.args[2], one, "bat")
 
 
+class _FlatReader:
+    """``Attention.flat_reader``."""
+
+    def __init__(self, a: Attention, value, pre: list[ir.Value]):
+        self.a, self.value, self.pre = a, value, pre
+        b = a.b
+        view = address_view(a.e, value)
+        self.view = view
+        self.contiguous = view is not None and view.strides[-1] == 1
+        if view is not None:
+            base = c64(view.offset)
+            for d, iv in enumerate(pre):
+                base = b.add(base, b.mul(iv, c64(view.strides[d])))
+            self.base, self.src = base, a.e.ptrs[view.arg]
+
+    def _address(self, flat: ir.Value) -> ir.Value:
+        a = self.a
+        return a.b.gep(self.src, [a.b.add(self.base, a.mul(flat, self.view.strides[-1]))])
+
+    def scalar(self, flat: ir.Value) -> ir.Value:
+        a = self.a
+        if self.view is None:
+            a.e.cache = {}
+            return a.e.emit(self.value, self.pre + [flat])
+        return a.b.load(self._address(flat))
+
+    def vector(self, flat: ir.Value) -> ir.Value:
+        """``lanes`` consecutive elements from ``flat`` (``contiguous`` views only)."""
+        a = self.a
+        return a.b.load(a.b.bitcast(self._address(flat), a.vptr), align=4)
+
+
 def attention_forward(e: Emitter) -> None:
     """The ``attention`` strategy (module docstring)."""
     a = Attention(e)
@@ -473,19 +522,30 @@ def attention_backward(e: Emitter) -> None:
         a.pack(g_value, pre, gp, L, Ev, Evp)
         zero(dq, Lp * Ep)
 
+        o_at = a.flat_reader(o_value, pre)
+
         def d_row(i: ir.Value) -> None:       # D = rowsum(dO * O), and the forward's lse
-            acc = e.entry_alloca(F32)
-            b.store(a.f(0.0), acc)
+            row, g_row = a.mul(i, Ev), a.mul(i, Evp)
+            whole = Ev // a.lanes * a.lanes if o_at.contiguous else 0
+            total = a.f(0.0)
+            if whole:      # whole vectors of the row, one horizontal sum at the end
+                acc = a.zero_vec
+                for v in range(0, whole, a.lanes):
+                    g = b.load(b.bitcast(a.at(gp, a.add(g_row, v)), a.vptr), align=4)
+                    acc = b.call(a.fma, [g, o_at.vector(a.add(row, v)), acc])
+                total = a.hsum(acc)
+            acc_slot = e.entry_alloca(F32)
+            b.store(total, acc_slot)
 
             def term(d: ir.Value) -> None:
-                e.cache = {}
-                o = e.emit(o_value, pre + [b.add(a.mul(i, Ev), d)])
-                g = b.load(a.at(gp, b.add(a.mul(i, Evp), d)))
-                b.store(b.fadd(b.load(acc), b.fmul(g, o), flags=("reassoc", "contract")), acc)
-            e.loops.range(c64(0), c64(Ev), term, "dd")
-            b.store(b.load(acc), a.at(dsum, i))
-            e.cache = {}
-            b.store(e.emit(o_value, pre + [b.add(c64(L * Ev), i)]), a.at(lse, i))
+                o = o_at.scalar(b.add(row, d))
+                g = b.load(a.at(gp, b.add(g_row, d)))
+                b.store(b.fadd(b.load(acc_slot), b.fmul(g, o), flags=("reassoc", "contract")),
+                        acc_slot)
+            if whole < Ev:
+                e.loops.range(c64(whole), c64(Ev), term, "dd")
+            b.store(b.load(acc_slot), a.at(dsum, i))
+            b.store(o_at.scalar(b.add(c64(L * Ev), i)), a.at(lse, i))
         e.loops.range(c64(0), c64(L), d_row, "drow")
 
         def per_key_block(kb: ir.Value) -> None:

@@ -2,7 +2,7 @@
 bandwidth, all measured in this run (ratios, not absolute claims).
 
     python -m benchmarks.bench_ops [--rows 4096 --cols 1024] [--reps 10] [--unary-elements N]
-                                   [--only-unary]
+                                   [--only-unary | --only-attention]
 
 For each case the bytes counted are the minimum a kernel must move (inputs read once,
 outputs written once); time is the median of ``--reps`` replays of the cached step,
@@ -32,7 +32,7 @@ fused kernels, Nova's composite (``NOVA_FUSED_ATTENTION=0``: the scores stored, 
 and masks as their own kernels) and PyTorch's SDPA when torch is installed, interleaved
 rep by rep (each timed call after a pause for the other framework's threads to go idle
 and one untimed call), median milliseconds; without dropout and with dropout 0.1 on
-the probabilities.
+the probabilities (``--only-attention`` runs this section alone).
 
 Last, what handing half of a kernel to a worker thread costs (``nova.runtime.threads``)
 with the worker spinning and after it went to sleep.
@@ -381,6 +381,18 @@ def _print_unary(args: argparse.Namespace) -> None:
         print(f"{u['op']:44s} {u['nova_gbs']:9.2f} {100 * u['of_add']:7.0f}% {numpy_gbs}")
 
 
+def _print_attention(args) -> None:
+    for dropout in ATTENTION_DROPOUT:
+        for shape in ATTENTION_SHAPES:
+            t = attention_times(shape, args.reps, dropout)
+            base = t["nova fused"]
+            cells = ", ".join(f"{name} {1e3 * s:.1f} ms ({s / base:.2f}x)"
+                              for name, s in t.items())
+            what = f", dropout {dropout:g}" if dropout else ""
+            print(f"causal attention fwd+bwd {'x'.join(map(str, shape))} (B, H, T, E"
+                  f"{what}): {cells}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     p = argparse.ArgumentParser(prog="python -m benchmarks.bench_ops", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -388,12 +400,19 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--cols", type=int, default=1024)
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--unary-elements", type=int, default=UNARY_ELEMENTS)
-    p.add_argument("--only-unary", action="store_true",
-                   help="run only the unary float32 ops' section")
+    only = p.add_mutually_exclusive_group()
+    only.add_argument("--only-unary", action="store_true",
+                      help="run only the unary float32 ops' section")
+    only.add_argument("--only-attention", action="store_true",
+                      help="run only the causal attention section")
     args = p.parse_args(argv)
     if args.only_unary:
         nv.set_engine("cpu")
         _print_unary(args)
+        return []
+    if args.only_attention:
+        nv.set_engine("cpu")
+        _print_attention(args)
         return []
     nv.set_engine("cpu")
     src = np.ones((args.rows, args.cols), np.float32)
@@ -414,15 +433,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         print(f"{name:44s} {row['nova_gbs']:9.2f} {row['numpy_gbs']:10.2f} "
               f"{row['speedup_vs_numpy']:7.2f}x {100 * row['fraction_of_copy']:7.0f}%")
     _print_unary(args)
-    for dropout in ATTENTION_DROPOUT:
-        for shape in ATTENTION_SHAPES:
-            t = attention_times(shape, args.reps, dropout)
-            base = t["nova fused"]
-            cells = ", ".join(f"{name} {1e3 * s:.1f} ms ({s / base:.2f}x)"
-                              for name, s in t.items())
-            what = f", dropout {dropout:g}" if dropout else ""
-            print(f"causal attention fwd+bwd {'x'.join(map(str, shape))} (B, H, T, E"
-                  f"{what}): {cells}")
+    _print_attention(args)
     per_kernel, per_kernel_run, n = replay_overhead(args.reps)
     print(f"replay overhead, no recording: {per_kernel * 1e6:.2f} us per kernel "
           f"(Executable.run of a cached step of {n} tiny kernels, run time minus kernel time "

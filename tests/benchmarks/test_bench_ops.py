@@ -70,3 +70,11 @@ def test_only_unary_prints_the_unary_section_alone(capsys):
     out = capsys.readouterr().out
     assert "unary float32 op, 4096 elements" in out and "cos" in out
     assert "replay overhead" not in out and "causal attention" not in out
+
+
+def test_only_attention_prints_the_attention_section_alone(capsys, monkeypatch):
+    monkeypatch.setattr(bench_ops, "ATTENTION_SHAPES", ((2, 2, 16, 8),))
+    assert bench_ops.main(["--only-attention", "--reps", "1"]) == []
+    out = capsys.readouterr().out
+    assert "causal attention fwd+bwd 2x2x16x8 (B, H, T, E): nova fused" in out
+    assert "dropout 0.1" in out and "unary float32 op" not in out and "replay" not in out

@@ -192,3 +192,27 @@ def test_an_output_that_is_not_an_assembly_of_the_parts_keeps_its_own_kernel(cas
                       packed_parts(grad)) is None
     kinds = [k for k, _ in _kernels(fuse(module))]
     assert kinds == ["attention", "attention", "elementwise"]
+
+
+def test_a_part_placed_with_its_columns_strided():
+    """The forward's output transposed (rows and head dim swapped) and returned: the
+    attention kernel takes that kernel over too and stores each row's values a row
+    length apart in the output (column stride L), against the composite."""
+    import nova as nv
+    import nova.nn.functional as F
+    from nova import config
+    from nova.compiler.pipeline import compile_step, front
+    from nova.tensor.realize import pending_graph
+    rng = np.random.default_rng(4)
+    q, k, v = (rng.standard_normal((2, 3, 19, 6)).astype(np.float32) for _ in range(3))
+
+    def run():
+        y = F.scaled_dot_product_attention(nv.tensor(q), nv.tensor(k), nv.tensor(v),
+                                           is_causal=True).transpose(-1, -2)
+        plans = compile_step(front(pending_graph(y)), "cpu").plans
+        return y.numpy(), [(p.kind, p.schedule.strategy) for p in plans]
+    fused, kinds = run()
+    with config.FUSED_ATTENTION.overridden("0"):
+        composite, _ = run()
+    assert kinds == [("attention", "attention")] and fused.shape == (2, 3, 6, 19)
+    np.testing.assert_allclose(fused, composite, rtol=0, atol=2e-5 * np.abs(composite).max())

@@ -26,7 +26,7 @@ from typing import NamedTuple
 from xdsl.ir import Operation, SSAValue
 
 from nova.compiler import dialect as nd
-from nova.compiler.lowering.views import view_strides
+from nova.compiler.lowering.views import row_major_strides, view_strides
 from nova.core.shapes import numel
 
 
@@ -57,10 +57,6 @@ def packed_parts(op: Operation) -> list[Part]:
     raise TypeError(f"packed_parts: {op.name} packs no parts")
 
 
-def _row_major(shape: Sequence[int]) -> tuple[int, ...]:
-    return tuple(numel(shape[d + 1:]) for d in range(len(shape)))
-
-
 def placements(root: SSAValue, packed: SSAValue, parts: Sequence[Part]
                ) -> list[Placement | None] | None:
     """Where each of ``parts`` of ``packed`` (shape ``batch + (row length,)``) lands in
@@ -69,11 +65,11 @@ def placements(root: SSAValue, packed: SSAValue, parts: Sequence[Part]
     ``root`` is ``packed`` itself, each part sits where it is packed."""
     batch = nd.shape_of(packed)[:-1]
     if root is packed:
-        outer = _row_major(nd.shape_of(packed))[:-1]
+        outer = row_major_strides(nd.shape_of(packed))[:-1]
         return [Placement(p.start, outer + (p.cols, 1)) for p in parts]
     terms = _terms(root)
     shape = nd.shape_of(root)
-    strides = _row_major(shape)
+    strides = row_major_strides(shape)
     out: list[Placement | None] = [None] * len(parts)
     boxes: list[tuple[tuple[int, int], ...]] = []
     for term in terms:

@@ -22,6 +22,11 @@ def _shape(v: SSAValue) -> tuple[int, ...]:
     return tuple(v.type.get_shape())
 
 
+def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The strides, in elements, of a contiguous row-major buffer of ``shape``."""
+    return tuple(numel(shape[d + 1:]) for d in range(len(shape)))
+
+
 def view_strides(old_shape: tuple[int, ...], old_strides: tuple[int, ...],
                  new_shape: tuple[int, ...]) -> tuple[int, ...] | None:
     """Strides of a row-major reshape of a strided view, or None when the reshape
@@ -70,7 +75,7 @@ def _affine_view(v: SSAValue, stored: Callable[[SSAValue], bool] | None
         v = owner.operands[0]
     source = v
     shape = _shape(v)
-    strides = tuple(numel(shape[d + 1:]) for d in range(len(shape)))
+    strides = row_major_strides(shape)
     offset = 0
     for op in reversed(chain):
         src = _shape(op.operands[0])
@@ -204,4 +209,5 @@ def _reshaped_terms(src: tuple[int, ...], terms: list, dst: tuple[int, ...]) -> 
     return out
 
 
-__all__ = ["MAX_TABLE", "TableView", "operand_view", "table_view", "view_strides"]
+__all__ = ["MAX_TABLE", "TableView", "operand_view", "row_major_strides", "table_view",
+           "view_strides"]

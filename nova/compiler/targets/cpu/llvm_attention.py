@@ -138,10 +138,8 @@ class Attention:
         if place is None:
             return
         b, e = self.b, self.e
-        at = c64(place.offset)
-        for iv, stride in zip(pre, place.strides):
-            at = b.add(at, self.mul(iv, stride))
-        at = b.add(at, self.mul(row, place.strides[-2]))
+        at = b.add(self.batch_offset(place.offset, place.strides, pre),
+                   self.mul(row, place.strides[-2]))
         col_stride = place.strides[-1]
 
         def one(d: ir.Value) -> None:
@@ -149,6 +147,15 @@ class Attention:
             b.store(x if scale is None else b.fmul(x, scale),
                     self.at(e.out_ptr, b.add(at, self.mul(d, col_stride))))
         e.loops.range(c64(0), c64(cols), one, "st")
+
+    def batch_offset(self, offset: int, strides: tuple[int, ...], pre: list[ir.Value]
+                     ) -> ir.Value:
+        """``offset + sum(pre * strides)``: where batch ``pre``'s elements start in a
+        buffer laid out with ``strides`` (its leading ones the batch dims')."""
+        at = c64(offset)
+        for iv, stride in zip(pre, strides):
+            at = self.b.add(at, self.mul(iv, stride))
+        return at
 
     def at(self, ptr: ir.Value, offset: ir.Value | int) -> ir.Value:
         return self.b.gep(ptr, [offset if isinstance(offset, ir.Value) else c64(offset)])
@@ -178,9 +185,7 @@ class Attention:
         view = address_view(e, value)
         base = None
         if view is not None:
-            base = c64(view.offset)
-            for d, iv in enumerate(pre):
-                base = b.add(base, b.mul(iv, c64(view.strides[d])))
+            base = self.batch_offset(view.offset, view.strides, pre)
             src = e.ptrs[view.arg]
             rs, cs = view.strides[-2], view.strides[-1]
 
@@ -219,21 +224,16 @@ class Attention:
         if whole_r < rows:
             e.loops.nest([rows, whole_c], body, first=(c64(whole_r), c64(rows)))
 
-    def flat_reader(self, value, pre: list[ir.Value]) -> "_FlatReader":
-        """Reads of ``value`` (shape ``batch + (n,)``) at flat positions of batch
-        ``pre``'s row: loads by address where it is a view of an argument (vector
-        loads too, when the row is contiguous), else through the emitter."""
-        return _FlatReader(self, value, pre)
-
-    def hsum(self, vec: ir.Value) -> ir.Value:
-        """The sum of ``vec``'s lanes: halved ``log2(lanes)`` times, in that order."""
+    def fold_lanes(self, vec: ir.Value, combine) -> ir.Value:
+        """``vec``'s lanes combined into one: the upper half of the vector combined
+        with the lower, ``log2(lanes)`` times (``combine(x, y)``: ``maxnum``, an add)."""
         b, lanes = self.b, self.lanes
         width = lanes
         while width > 1:
             width //= 2
             upper = b.shuffle_vector(vec, self.undef, ir.Constant(
                 ir.VectorType(I32, lanes), [width + k if k < width else k for k in range(lanes)]))
-            vec = b.fadd(vec, upper)
+            vec = combine(vec, upper)
         return b.extract_element(vec, ir.Constant(I32, 0))
 
     # ------------------------------------------------------------ the block product
@@ -365,13 +365,7 @@ class Attention:
             x = b.select(b.icmp_signed("<", cols, bounds), b.fmul(b.load(ptr, align=4), scale),
                          hidden)
             peak = x if peak is None else b.call(self.vmax, [peak, x])
-        width = lanes
-        while width > 1:
-            width //= 2
-            upper = b.shuffle_vector(peak, ir.Constant(self.vec, ir.Undefined), ir.Constant(
-                ir.VectorType(i32, lanes), [width + k if k < width else k for k in range(lanes)]))
-            peak = b.call(self.vmax, [peak, upper])
-        return b.extract_element(peak, ir.Constant(I32, 0))
+        return self.fold_lanes(peak, lambda x, y: b.call(self.vmax, [x, y]))
 
     def key_blocks_for(self, i0: ir.Value) -> ir.Value:
         """How many key blocks the query block starting at row ``i0`` sees."""
@@ -389,38 +383,6 @@ class Attention:
             pre = e.delinearize(bat, self.batch_shape) if self.batch_shape else []
             body(pre, bat)
         e.loops.range(e.fn.args[1], e.fn.args[2], one, "bat")
-
-
-class _FlatReader:
-    """``Attention.flat_reader``."""
-
-    def __init__(self, a: Attention, value, pre: list[ir.Value]):
-        self.a, self.value, self.pre = a, value, pre
-        b = a.b
-        view = address_view(a.e, value)
-        self.view = view
-        self.contiguous = view is not None and view.strides[-1] == 1
-        if view is not None:
-            base = c64(view.offset)
-            for d, iv in enumerate(pre):
-                base = b.add(base, b.mul(iv, c64(view.strides[d])))
-            self.base, self.src = base, a.e.ptrs[view.arg]
-
-    def _address(self, flat: ir.Value) -> ir.Value:
-        a = self.a
-        return a.b.gep(self.src, [a.b.add(self.base, a.mul(flat, self.view.strides[-1]))])
-
-    def scalar(self, flat: ir.Value) -> ir.Value:
-        a = self.a
-        if self.view is None:
-            a.e.cache = {}
-            return a.e.emit(self.value, self.pre + [flat])
-        return a.b.load(self._address(flat))
-
-    def vector(self, flat: ir.Value) -> ir.Value:
-        """``lanes`` consecutive elements from ``flat`` (``contiguous`` views only)."""
-        a = self.a
-        return a.b.load(a.b.bitcast(self._address(flat), a.vptr), align=4)
 
 
 def attention_forward(e: Emitter) -> None:
@@ -495,6 +457,12 @@ def attention_backward(e: Emitter) -> None:
     L, S, E, Ev, br, bc = a.L, a.S, a.E, a.Ev, a.br, a.bc
     Ep, Evp, Sp, Lp = a.Ep, a.Evp, a.Sp, a.Lp
     o_value, g_value = a.op.operands[3], a.op.operands[4]
+    # O is the forward's packed result, a kernel argument read where it is: its rows
+    # by address, as vectors (through the emitter, element by element, D was ~7% of
+    # the medium GPT's attention backward)
+    o_view = address_view(e, o_value)
+    assert o_view is not None and o_view.strides[-1] == 1, "O is a contiguous argument"
+    o_src = e.ptrs[o_view.arg]
     qp = a.buffer(Lp * Ep)             # Q (row stride Ep): A of S, B of dK
     ktp = a.buffer(E * Sp)             # K^T: B of S
     kp = a.buffer(Sp * Ep)             # K: B of dQ
@@ -522,30 +490,31 @@ def attention_backward(e: Emitter) -> None:
         a.pack(g_value, pre, gp, L, Ev, Evp)
         zero(dq, Lp * Ep)
 
-        o_at = a.flat_reader(o_value, pre)
+        o_row = b.gep(o_src, [a.batch_offset(o_view.offset, o_view.strides, pre)])
 
         def d_row(i: ir.Value) -> None:       # D = rowsum(dO * O), and the forward's lse
             row, g_row = a.mul(i, Ev), a.mul(i, Evp)
-            whole = Ev // a.lanes * a.lanes if o_at.contiguous else 0
+            whole = Ev // a.lanes * a.lanes
             total = a.f(0.0)
             if whole:      # whole vectors of the row, one horizontal sum at the end
                 acc = a.zero_vec
                 for v in range(0, whole, a.lanes):
                     g = b.load(b.bitcast(a.at(gp, a.add(g_row, v)), a.vptr), align=4)
-                    acc = b.call(a.fma, [g, o_at.vector(a.add(row, v)), acc])
-                total = a.hsum(acc)
+                    o = b.load(b.bitcast(a.at(o_row, a.add(row, v)), a.vptr), align=4)
+                    acc = b.call(a.fma, [g, o, acc])
+                total = a.fold_lanes(acc, b.fadd)
             acc_slot = e.entry_alloca(F32)
             b.store(total, acc_slot)
 
             def term(d: ir.Value) -> None:
-                o = o_at.scalar(b.add(row, d))
+                o = b.load(a.at(o_row, b.add(row, d)))
                 g = b.load(a.at(gp, b.add(g_row, d)))
                 b.store(b.fadd(b.load(acc_slot), b.fmul(g, o), flags=("reassoc", "contract")),
                         acc_slot)
             if whole < Ev:
                 e.loops.range(c64(whole), c64(Ev), term, "dd")
             b.store(b.load(acc_slot), a.at(dsum, i))
-            b.store(o_at.scalar(b.add(c64(L * Ev), i)), a.at(lse, i))
+            b.store(b.load(a.at(o_row, b.add(c64(L * Ev), i))), a.at(lse, i))
         e.loops.range(c64(0), c64(L), d_row, "drow")
 
         def per_key_block(kb: ir.Value) -> None:

@@ -28,7 +28,8 @@ stamped node always reads the slot the rule read.
 Not templated (recorded as written every time): ``create_graph=True`` (the nodes then
 carry GradFns of their own), gradients asked for by ``autograd.grad`` or ``inputs=``,
 retained non-leaf gradients (``retain_grad``), a GradFn already released (the rule
-raises), and any pass whose recording reads a value outside its slots or places a node
+raises), a custom ``autograd.Function`` unless it promises a pure backward and names
+its structure (``Function.template_key``), and any pass whose recording reads a value outside its slots or places a node
 on a device its inputs do not give it.
 """
 from __future__ import annotations
@@ -109,8 +110,19 @@ def structure(outputs: Sequence[Tensor], grads: Sequence[Tensor],
     # (edge() and slot() inlined: this loop runs for every GradFn of the pass, ~900 on
     # a medium GPT; leaves and first sightings of a slot take the calls)
     for fn in found:
-        if fn.released or fn.retained or fn.op == FUNCTION:
-            return None     # (a custom Function's backward is Python: recorded as written)
+        if fn.released or fn.retained:
+            return None
+        if fn.op == FUNCTION:
+            # a custom Function's backward is Python: recorded as written, unless the
+            # class is pure and keys its structure; its slots are what it reads
+            template = fn.attrs.get("template")
+            if template is None:
+                return None
+            append((FUNCTION, template, fn.in_shapes, fn.in_dtypes,
+                    tuple([None if e is None else found[e] if type(e) is GradFn else edge(e)
+                           for e in fn.next]),
+                    tuple([slot(n) for n in fn.attrs["reads"]()]), None))
+            continue
         out = fn.out_node
         append((fn.op, fn.sig, fn.in_shapes, fn.in_dtypes,
                 tuple([None if e is None else found[e] if type(e) is GradFn else edge(e)
@@ -208,6 +220,8 @@ class BackwardTemplate:
                 fn.saved = (None,) * len(fn.saved)
                 fn.out_node = None
                 fn.released = True
+                if fn.op == FUNCTION:
+                    fn.attrs = {}      # (its ctx: the saved tensors, as release drops them)
 
     def _set_grads(self, st: Structure, reached: set[int] | None,
                    recorded: bool = False) -> None:

@@ -18,7 +18,8 @@ engine hands the GradFn one gradient -- the slices' gradients, summed in place -
 The backward is Python that may read anything ``ctx`` holds (Python numbers that
 differ from call to call), so a pass through a custom Function is recorded as written,
 never stamped from a template, and an ``nv.compile`` call that runs one records every
-time -- unless the class promises ``pure_backward`` (``Function``).
+time -- unless the class promises ``pure_backward`` (``Function``), and, for templates,
+names what fixes its backward's ops (``Function.template_key``).
 """
 from __future__ import annotations
 
@@ -108,6 +109,17 @@ class Function:
     pure_backward: bool = False
 
     @staticmethod
+    def template_key(ctx: FunctionCtx) -> Any:
+        """For a ``pure_backward`` class: a hashable value that, with the inputs'
+        shapes and dtypes and which of them need a gradient, fixes the ops ``backward``
+        records -- what ``forward`` left on ``ctx`` besides the saved tensors, which
+        must be all it reads. Then a recorded backward pass through the Function can
+        be kept as a template and stamped for later passes of that structure
+        (``nova.autograd.backward_template``) instead of being recorded op by op
+        every time. None (the default): the pass is always recorded as written."""
+        return None
+
+    @staticmethod
     def forward(ctx: FunctionCtx, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("Function subclasses must implement forward")
 
@@ -182,8 +194,14 @@ def _wire(cls: type, ctx: FunctionCtx, args: tuple, tensor_args: list[tuple[int,
             received.clear()
         return _call_backward(cls, ctx, args, tensor_args, shapes, layout, g, got)
 
-    fn = tape.GradFn(FUNCTION, {"apply": run_backward, "name": cls.__name__}, edges,
-                     [a.node for a in inputs], None)
+    attrs = {"apply": run_backward, "name": cls.__name__}
+    key = cls.template_key(ctx) if cls.pure_backward and received is None else None
+    if key is not None and not any(type(t) is _PackedSave for t in ctx._saved):
+        # what a backward template keys the pass by (``backward_template.structure``):
+        # the class and its key, and the nodes backward reads, as the pass finds them
+        attrs["template"] = (cls, key)
+        attrs["reads"] = lambda: tuple([t.node for t in ctx._saved if t is not None])
+    fn = tape.GradFn(FUNCTION, attrs, edges, [a.node for a in inputs], None)
     head = Tensor._wrap(packed.node, grad_fn=fn)
     wired = list(outputs)
     if len(diff) == 1:

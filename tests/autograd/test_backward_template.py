@@ -185,3 +185,79 @@ def test_a_pass_reading_a_value_outside_its_slots_is_not_a_template():
     _propagate([y], grads, order, False, False, None, None, [])
     x.grad = x.grad + outside
     assert bt.BackwardTemplate.capture(st, first, [0]) is None
+
+
+class _Scaled(nv.autograd.Function):
+    """y = x * w * scale with a hand-written backward: pure, keyed by ``scale`` (a
+    Python number the ops bake in)."""
+
+    pure_backward = True
+
+    @staticmethod
+    def forward(ctx, x, w, scale):
+        ctx.save_for_backward(x, w)
+        ctx.scale = scale
+        return x * w * scale
+
+    @staticmethod
+    def template_key(ctx):
+        return ctx.scale
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return g * w * ctx.scale, (g * x * ctx.scale).sum(0), None
+
+
+class _Unkeyed(_Scaled):
+    template_key = staticmethod(nv.autograd.Function.template_key)
+
+
+def _function_grads(seed: int, cls=_Scaled, scale: float = 3.0):
+    rng = np.random.default_rng(seed)
+    x = nv.tensor(rng.standard_normal((4, 3)).astype(np.float32), requires_grad=True)
+    w = nv.tensor(rng.standard_normal(3).astype(np.float32), requires_grad=True)
+    (cls.apply(x.tanh(), w, scale) ** 2).sum().backward()
+    return [x, w]
+
+
+def test_a_pure_keyed_function_is_stamped_bit_for_bit(stamps, monkeypatch):
+    _function_grads(0)                                  # recorded, kept as a template
+    stamped = [p.grad for p in _function_grads(1)]
+    assert stamps[0] == 1
+    assert _backward_calls(pending_graph(*stamped)) == 1
+    stamped_values = [g.numpy() for g in stamped]
+    _recorded_only(monkeypatch)
+    for a, b in zip(stamped_values, [p.grad.numpy() for p in _function_grads(1)]):
+        assert np.array_equal(a, b)
+
+
+def test_a_function_is_stamped_only_for_its_own_key(stamps):
+    _function_grads(0, scale=3.0)
+    other = [p.grad.numpy() for p in _function_grads(1, scale=5.0)]   # another key
+    assert stamps[0] == 0
+    rng = np.random.default_rng(1)
+    x = np.tanh(rng.standard_normal((4, 3)).astype(np.float32))
+    w = rng.standard_normal(3).astype(np.float32)
+    y = x * w * 5.0
+    np.testing.assert_allclose(other[1], (2 * y * x * 5.0).sum(0), rtol=1e-5)
+    _function_grads(2, cls=_Unkeyed)
+    _function_grads(3, cls=_Unkeyed)                    # no key: recorded every time
+    assert stamps[0] == 0
+
+
+def test_a_stamped_pass_releases_what_a_function_saved(stamps):
+    """As a recorded pass releases a Function's GradFn (its ctx and saved tensors), so
+    does a stamped one: a step's intermediate saved by it is freed, not kept alive by
+    an output that is (an ``nv.compile`` replay could not rebind it)."""
+    import weakref
+    _function_grads(0)
+    x = nv.tensor(np.ones((4, 3), np.float32), requires_grad=True)
+    w = nv.tensor(np.ones(3, np.float32), requires_grad=True)
+    h = x.tanh()
+    saved = weakref.ref(h)
+    y = _Scaled.apply(h, w, 3.0)
+    del h
+    (y ** 2).sum().backward()
+    assert stamps[0] == 1
+    assert y.grad_fn is not None and saved() is None

@@ -9,7 +9,10 @@ flattened to ``(C*K, N*P)``, one wide product, and the ``(O, N, *out)`` result
 transposed back. A float32 per-image convolution with unit strides and at most
 ``MAX_SHIFTED_OFFSETS`` kernel offsets uses shifted windows instead
 (``_shifted_product``): its window matrix is a table view of the padded input, which
-the CPU GEMMs pack from directly, so no im2col copy is stored.
+the CPU GEMMs pack from directly, so no im2col copy is stored; from
+``TRANSPOSED_GRADIENT_MIN_CHANNELS`` input channels its input gradient is the transposed
+convolution, shifted windows of the output gradient (``_ShiftedConvolution``), so no
+window gradients are stored either.
 With ``groups`` the channels split into ``G`` groups of ``C/G*K`` and
 the weight into ``(G, O/G, C/G*K)``, one batched matmul over the groups. Max pooling takes the first
 maximum of each window (``argmax``, NaN counting as the largest, as PyTorch's kernels
@@ -26,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from nova.autograd.function import Function
 from nova.core.errors import ShapeError
 from nova.core import dtypes as dt
 from nova.nn.windows import WindowSpec, as_tuple, batched, window_stack
@@ -89,6 +93,9 @@ def _conv_product(x: Tensor, weight: Tensor, spec: WindowSpec, groups: int) -> T
     depth = cg * spec.count
     positions = math.prod(spec.out)
     if _shifted_windows_apply(x, spec, groups, positions):
+        transposed = _transposed_spec(spec)
+        if transposed is not None and x.shape[1] >= TRANSPOSED_GRADIENT_MIN_CHANNELS:
+            return _ShiftedConvolution.apply(x, weight, spec, transposed)
         return _shifted_product(x, weight, spec)
     if positions >= PER_IMAGE_MIN_POSITIONS:
         # One product per image against the shared weight: (N, G, C/G*K, P) windows give
@@ -125,20 +132,11 @@ def _shifted_windows_apply(x: Tensor, spec: WindowSpec, groups: int, positions: 
             and positions >= PER_IMAGE_MIN_POSITIONS)
 
 
-def _shifted_product(x: Tensor, weight: Tensor, spec: WindowSpec) -> Tensor:
-    """The convolution as one product per image whose window matrix is a stack of
-    shifted ranges of the flattened padded input: with unit strides, output position
-    ``(i, j)`` reads ``x_padded[i + a, j + b]``, which in the padded image flattened row
-    by row is position ``i * W' + j`` shifted by ``a * W' + b`` (``W'`` the padded
-    width). Over the positions ``p = i * W' + j`` of a ``W'``-wide output grid, each
-    kernel offset's window is one contiguous range, so the window matrix is a view of
-    the padded input with a table of start offsets (``lowering.views.TableView``), and
-    the CPU GEMM packs it straight from the input instead of reading a stored im2col
-    copy 9x the input's size. The ``W' - W_out`` columns past each output row are
-    computed and dropped (3.5% more work at 56 wide); one more zero row keeps the last
-    ranges inside the input."""
+def _shifted_windows(x: Tensor, spec: WindowSpec) -> tuple[Tensor, tuple[int, ...]]:
+    """The window matrix of ``_shifted_product`` -- ``(N, 1, C*K, span)``, a table view
+    of the padded input -- and the output grid it spans (``spec.out`` with the last
+    dim widened to the padded width)."""
     n, c = x.shape[:2]
-    o = weight.shape[0]
     from nova.nn.functional import _pad_constant   # (functional imports this module)
     wide = spec.spatial[-1] + spec.low[-1] + spec.high[-1]          # W'
     reach = spec.dilation[-1] * (spec.kernel[-1] - 1)                # past a row's end
@@ -160,12 +158,106 @@ def _shifted_product(x: Tensor, weight: Tensor, spec: WindowSpec) -> Tensor:
                                             "stride": (1, 1, 1)}, (n, c, span), x.dtype)
         pieces.append(ops.prim("reshape", [piece], {}, (n, c, 1, span), x.dtype))
     stack = ops.prim("concat", pieces, {"dim": 2}, (n, c, spec.count, span), x.dtype)
-    cols = ops.prim("reshape", [stack], {}, (n, 1, c * spec.count, span), x.dtype)
+    return ops.prim("reshape", [stack], {}, (n, 1, c * spec.count, span), x.dtype), grid
+
+
+def _shifted_product(x: Tensor, weight: Tensor, spec: WindowSpec) -> Tensor:
+    """The convolution as one product per image whose window matrix is a stack of
+    shifted ranges of the flattened padded input: with unit strides, output position
+    ``(i, j)`` reads ``x_padded[i + a, j + b]``, which in the padded image flattened row
+    by row is position ``i * W' + j`` shifted by ``a * W' + b`` (``W'`` the padded
+    width). Over the positions ``p = i * W' + j`` of a ``W'``-wide output grid, each
+    kernel offset's window is one contiguous range, so the window matrix is a view of
+    the padded input with a table of start offsets (``lowering.views.TableView``), and
+    the CPU GEMM packs it straight from the input instead of reading a stored im2col
+    copy 9x the input's size. The ``W' - W_out`` columns past each output row are
+    computed and dropped (3.5% more work at 56 wide); one more zero row keeps the last
+    ranges inside the input."""
+    n = x.shape[0]
+    o, c = weight.shape[:2]
+    cols, grid = _shifted_windows(x, spec)
     w = weight.reshape(1, 1, o, c * spec.count)
     out = ops.matmul(w, cols).reshape((n, o) + grid)
     if grid != spec.out:
         out = out[..., :spec.out[-1]]
     return out
+
+
+# Input channels from which a shifted-window convolution's input gradient is computed as
+# the transposed convolution (``_ShiftedConvolution``): a product with M = C_in rows,
+# K = C_out x K columns. Below, M is too short for the tiled GEMM to amortize packing
+# its B (the output gradient's shifted windows), and the autograd-derived gradient --
+# (C_in x K, P) window gradients summed back by shifted ranges -- is kept.
+TRANSPOSED_GRADIENT_MIN_CHANNELS = 64
+
+
+def _transposed_spec(spec: WindowSpec) -> WindowSpec | None:
+    """The windows of the input gradient of a unit-stride convolution as a convolution
+    of the output gradient: over the output (``spec.out``), padded by ``d (k - 1)``
+    less the forward's padding on each side, the same kernel (flipped by the caller)
+    and dilation, giving the input's size; None where the forward pads more than
+    that (the gradient would need cropping)."""
+    reach = [d * (k - 1) for d, k in zip(spec.dilation, spec.kernel)]
+    low = tuple(r - lo for r, lo in zip(reach, spec.low))
+    high = tuple(r - hi for r, hi in zip(reach, spec.high))
+    if min(low + high) < 0:
+        return None
+    return WindowSpec(spec.op, spec.out, spec.kernel, (1,) * len(spec.out), spec.dilation,
+                      low, high, spec.spatial)
+
+
+class _ShiftedConvolution(Function):
+    """A shifted-window convolution (``_shifted_product``) whose input gradient is the
+    transposed convolution -- the output gradient's shifted windows against the
+    flipped weight with its channels swapped, another ``_shifted_product`` -- instead
+    of what autograd derives from the forward's ops: the window gradients, a stored
+    ``(N, C x K, P)`` product (31 MB for a 3x3 of 128 channels at 28x28, batch 8),
+    summed back into the input by ``K`` shifted ranges. Both are the same sums of the
+    same products, in another order. The weight gradient is the one autograd derives:
+    the output gradient against the same table view of the input. The backward only
+    builds ops from the saved input and weight (``pure_backward``); under
+    ``create_graph`` those ops are differentiated like any."""
+
+    pure_backward = True
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, weight: Tensor, spec: WindowSpec,
+                transposed: WindowSpec) -> Tensor:
+        ctx.save_for_backward(x, weight)
+        ctx.spec, ctx.transposed = spec, transposed
+        return _shifted_product(x, weight, spec)
+
+    @staticmethod
+    def template_key(ctx: Any) -> tuple[WindowSpec, WindowSpec]:
+        return ctx.spec, ctx.transposed
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None, None, None]:
+        x, weight = ctx.saved_tensors
+        spec = ctx.spec
+        gx = gw = None
+        if ctx.needs_input_grad[0]:
+            nd = len(spec.kernel)
+            flipped = weight.transpose(0, 1).flip(tuple(range(2, 2 + nd)))
+            gx = _shifted_product(grad, flipped, ctx.transposed)
+        if ctx.needs_input_grad[1]:
+            gw = _shifted_weight_gradient(x, grad, weight.shape, spec)
+        return gx, gw, None, None
+
+
+def _shifted_weight_gradient(x: Tensor, grad: Tensor, shape: tuple[int, ...],
+                             spec: WindowSpec) -> Tensor:
+    """The weight gradient of ``_shifted_product``: the output gradient, widened to
+    the grid with zeros (the dropped columns), against the input's table view, summed
+    over the batch."""
+    from nova.nn.functional import _pad_constant   # (functional imports this module)
+    n, o = grad.shape[:2]
+    cols, grid = _shifted_windows(x, spec)
+    if grid != spec.out:
+        widths = [(0, 0)] * (grad.ndim - 1) + [(0, grid[-1] - spec.out[-1])]
+        grad = _pad_constant(grad, widths, 0.0)
+    g = grad.reshape(n, 1, o, math.prod(grid))
+    return ops.matmul(g, cols.transpose(-2, -1)).sum(0).reshape(shape)
 
 
 def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,

@@ -140,3 +140,31 @@ def test_shifted_window_convolutions_fuse_their_stack_and_match_the_reference(ca
     assert sum("matmul/tiled" in line for line in kernels) == 3
     for got, want in zip((y, dx, dw), _reference(x, w, g, padding, dilation)):
         np.testing.assert_allclose(got.numpy(), want, rtol=2e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("case", [
+    ((2, 64, 23, 23), (16, 64, 3, 3), 1, 1),
+    ((1, 64, 30, 26), (16, 64, 2, 3), 0, 1),
+    ((2, 64, 24, 24), (16, 64, 3, 3), 2, 2),
+    ((2, 64, 700), (16, 64, 3), 1, 1),
+], ids=["3x3", "2x3-valid", "dilated", "1d"])
+def test_wide_convolutions_take_the_input_gradient_as_a_transposed_convolution(case):
+    """From ``TRANSPOSED_GRADIENT_MIN_CHANNELS`` input channels the input gradient is
+    a product of C_in rows over the output gradient's shifted windows: no product
+    makes the (N, 1, C K, P) window gradients, and all three products read table
+    views (no stored stack)."""
+    shape, w_shape, padding, dilation = case
+    x, w, g, (y, dx, dw) = _conv_step(shape, w_shape, padding, dilation)
+    n, c = shape[:2]
+    k = int(np.prod(w_shape[2:]))
+    ir = nv.debug.dump_ir(y, dx, dw)
+    products = [line.split("-> ")[-1] for line in ir.splitlines() if "nova.matmul" in line]
+    assert len(products) == 3
+    assert not any(p.startswith(f"tensor<{n}x1x{c * k}x") for p in products)
+    assert sum(p.startswith(f"tensor<{n}x1x{c}x") for p in products) == 1
+    kernels = [line for line in nv.debug.dump_ir(y, dx, dw, stage="fused").splitlines()
+               if line.startswith("// nova_k_")]
+    assert sum("matmul/tiled" in line for line in kernels) == 3
+    assert not any(f"{c}, {k}, " in line and "elementwise" in line for line in kernels)
+    for got, want in zip((y, dx, dw), _reference(x, w, g, padding, dilation)):
+        np.testing.assert_allclose(got.numpy(), want, rtol=2e-4, atol=2e-4)

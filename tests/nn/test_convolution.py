@@ -356,3 +356,119 @@ def test_layout_follows_the_output_size():
     assert product(side) == [f"tensor<2x1x4x{side * (side + 2)}xf32>"]
     assert product(2 * side, stride=2) == [f"tensor<2x1x4x{side * side}xf32>"]
     assert product(8) == [f"tensor<1x4x{2 * 64}xf32>"]
+
+
+def _derived_gradient(monkeypatch):
+    """Make wide convolutions take the input gradient autograd derives from their
+    forward (the window gradients summed back), not the transposed convolution."""
+    import nova.nn.convolution as convolution
+    monkeypatch.setattr(convolution, "TRANSPOSED_GRADIENT_MIN_CHANNELS", 10 ** 9)
+
+
+TRANSPOSED_CASES = [   # x shape, weight shape, padding, dilation
+    ((2, 64, 23, 23), (8, 64, 3, 3), 1, 1),
+    ((1, 64, 24, 23), (8, 64, 2, 4), "same", (2, 1)),     # even kernels: pads 1|1, 1|2
+    ((1, 64, 24, 24), (8, 64, 3, 3), (0, 2), 1),
+    ((2, 64, 600), (8, 64, 4), "same", 1),
+]
+
+
+@pytest.mark.parametrize("xs,ws,padding,dilation", TRANSPOSED_CASES)
+def test_transposed_input_gradient_equals_the_derived_one(xs, ws, padding, dilation,
+                                                           monkeypatch):
+    """The wide convolutions' hand-written backward (``_ShiftedConvolution``) against
+    the gradients autograd derives from the same forward, asymmetric padding
+    included, and with only one of the two inputs needing a gradient."""
+    x = RNG.standard_normal(xs).astype(np.float32)
+    w = (RNG.standard_normal(ws) / np.sqrt(np.prod(ws[1:]))).astype(np.float32)
+    conv = F.conv1d if len(xs) == 3 else F.conv2d
+
+    def grads(needs):
+        xt = nv.tensor(x, requires_grad=needs[0])
+        wt = nv.tensor(w, requires_grad=needs[1])
+        y = conv(xt, wt, padding=padding, dilation=dilation)
+        g = nv.tensor(np.cos(np.arange(np.prod(y.shape))).reshape(y.shape).astype(np.float32))
+        wanted = [t for t, need in zip((xt, wt), needs) if need]
+        return [y.numpy()] + [t.numpy() for t in nv.autograd.grad(y, wanted, [g])]
+
+    for needs in ((True, True), (True, False), (False, True)):
+        got = grads(needs)
+        with monkeypatch.context() as m:
+            _derived_gradient(m)
+            want = grads(needs)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_transposed_input_gradient_differentiates_again(monkeypatch):
+    """``create_graph``: the hand-written backward is built from ops, so a second
+    derivative through it (a gradient penalty) equals the derived backward's."""
+    x = RNG.standard_normal((1, 64, 23, 23)).astype(np.float32)
+    w = (RNG.standard_normal((4, 64, 3, 3)) / 24).astype(np.float32)
+
+    def penalty_grads():
+        xt, wt = nv.tensor(x, requires_grad=True), nv.tensor(w, requires_grad=True)
+        y = F.conv2d(xt, wt, padding=1)
+        dx, = nv.autograd.grad((y * y).sum(), [xt], create_graph=True)
+        return [t.numpy() for t in nv.autograd.grad((dx * dx).sum(), [xt, wt])]
+
+    got = penalty_grads()
+    _derived_gradient(monkeypatch)
+    for a, b in zip(got, penalty_grads()):
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
+
+
+def test_a_compiled_conv_training_step_replays_the_transposed_gradient(engine):
+    """``nv.compile`` replays a step through the hand-written backward (a
+    ``pure_backward`` Function) and gives the recorded loop's parameters."""
+    x = nv.tensor(RNG.standard_normal((2, 64, 23, 23)).astype(np.float32))
+
+    def run(compiled):
+        nv.manual_seed(0)
+        model = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(),
+                              nn.Conv2d(64, 8, 3, padding=1))
+        opt = nv.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x):
+            loss = model(x).square().mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            return loss
+        fn = nv.compile(step) if compiled else step
+        losses = [float(fn(x)) for _ in range(4)]
+        return losses, [p.numpy() for p in model.parameters()], fn
+
+    losses, params, fn = run(True)
+    assert fn.replays >= 1
+    want_losses, want_params, _ = run(False)
+    np.testing.assert_array_equal(losses, want_losses)
+    for a, b in zip(params, want_params):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_recorded_conv_backward_is_stamped_from_its_template(monkeypatch):
+    """The hand-written backward names its structure (``template_key``), so a
+    recorded training step's backward through it is stamped after the first, with the
+    recorded pass's values."""
+    from nova.autograd import backward_template as bt
+    bt.clear()
+    stamped = []
+    stamp = bt.BackwardTemplate.stamp
+    monkeypatch.setattr(bt.BackwardTemplate, "stamp",
+                        lambda self, *a: (stamped.append(1), stamp(self, *a))[1])
+    w = nv.tensor((RNG.standard_normal((8, 64, 3, 3)) / 24).astype(np.float32),
+                  requires_grad=True)
+    xs = [RNG.standard_normal((1, 64, 23, 23)).astype(np.float32) for _ in range(3)]
+
+    def grad(x):
+        w.grad = None
+        F.conv2d(nv.tensor(x, requires_grad=True), w, padding=1).square().sum().backward()
+        return w.grad.numpy()
+
+    got = [grad(x) for x in xs]
+    assert len(stamped) == 2
+    monkeypatch.setattr(bt, "structure", lambda *args: None)     # recorded every time
+    for x, g in zip(xs, got):
+        assert np.array_equal(grad(x), g)
+    bt.clear()

@@ -46,20 +46,22 @@ class FunctionCtx:
         self._non_differentiable: set[int] = set()
 
     def save_for_backward(self, *tensors: Any) -> None:
-        """Keep ``tensors`` for ``backward``; under ``saved_tensors_hooks`` each goes
-        through the pack hook now (with its gradient edge kept, so ``saved_tensors``
-        has the history double backward needs) and the unpack hook when read."""
+        """Keep ``tensors`` for ``backward`` as they are now: their values and their
+        gradient edges (``_SavedTensor``), so an in-place change after the forward
+        does not reach the backward -- the value-semantic answer where PyTorch raises
+        (a version-counter error); autograd's own saved values behave so too. Under
+        ``saved_tensors_hooks`` each goes through the pack hook now and the unpack
+        hook when read."""
         for t in tensors:
             if t is not None and not isinstance(t, Tensor):
                 raise TypeError(f"save_for_backward: can only save tensors (or None), got "
                                 f"{type(t).__name__}")
-        if tape.SAVED_HOOKS.stack:
-            tensors = tuple(None if t is None else _PackedSave(t) for t in tensors)
-        self._saved = tensors
+        saved = _PackedSave if tape.SAVED_HOOKS.stack else _SavedTensor
+        self._saved = tuple(None if t is None else saved(t) for t in tensors)
 
     @property
     def saved_tensors(self) -> tuple[Any, ...]:
-        return tuple(t.unpack() if type(t) is _PackedSave else t for t in self._saved)
+        return tuple(None if t is None else t.unpack() for t in self._saved)
 
     def mark_non_differentiable(self, *outputs: Tensor) -> None:
         self._non_differentiable.update(id(t) for t in outputs)
@@ -73,6 +75,28 @@ class FunctionCtx:
     def mark_dirty(self, *tensors: Tensor) -> None:
         raise NotImplementedError("Function: mark_dirty (an in-place forward) is not "
                                   "supported; return a new tensor instead")
+
+
+class _SavedTensor:
+    """A tensor ``save_for_backward`` kept: its node (the value when saved) and where
+    its gradient goes (its GradFn, or the leaf itself). ``unpack`` gives a tensor
+    with that value and that history: the leaf itself while it still holds the value,
+    as autograd's rules read saved inputs (``rules.Context.x``)."""
+
+    __slots__ = ("node", "edge")
+
+    def __init__(self, t: Tensor):
+        self.node = t.node
+        self.edge = t._grad_edge()
+
+    def unpack(self) -> Tensor:
+        node, edge = self.node, self.edge
+        if edge is None:
+            return Tensor._wrap(node)
+        if isinstance(edge, Tensor):            # a leaf
+            return edge if edge.node is node else \
+                Tensor._wrap(node, grad_fn=tape.alias_fn(edge, node))
+        return Tensor._wrap(node, grad_fn=edge)
 
 
 class _PackedSave:

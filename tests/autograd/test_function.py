@@ -191,3 +191,40 @@ def test_a_released_function_drops_its_saved_tensors():
     y.sum().backward()
     gc.collect()
     assert held[0]() is None and y.grad_fn.attrs == {}
+
+
+class Square(nv.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * x * g
+
+
+def test_saved_tensors_keep_their_value_when_changed_in_place_after():
+    """A tensor saved by ``save_for_backward`` and then changed in place: backward
+    reads the value it had when saved (PyTorch raises a version error; autograd's own
+    rules read the saved value, and so does a Function) -- never the new one."""
+    x = nv.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    h = x * 1.0
+    y = Square.apply(h)
+    h.mul_(10.0)                       # after the forward: not what y was made from
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 4.0, 6.0])
+    leaf = nv.tensor([1.0, 2.0], requires_grad=True)
+    z = Square.apply(leaf)
+    with nv.no_grad():
+        leaf.add_(5.0)
+    z.sum().backward()
+    np.testing.assert_array_equal(leaf.grad.numpy(), [2.0, 4.0])
+
+
+def test_a_saved_leaf_is_the_leaf_for_double_backward():
+    x = nv.tensor([1.5, -2.0], requires_grad=True)
+    (g,) = nv.autograd.grad(Square.apply(x).sum(), [x], create_graph=True)
+    (gg,) = nv.autograd.grad(g.sum(), [x])
+    np.testing.assert_array_equal(gg.numpy(), [2.0, 2.0])

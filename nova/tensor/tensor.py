@@ -249,9 +249,14 @@ class Tensor:
             value.node.device = "cuda"   # a constant written into a GPU tensor stays there
         old_fn = self._grad_fn
         self._node = value.node
-        self._grad_fn = value._grad_fn
-        if old_fn is not None and old_fn.retained:
-            _carry_retained(self, old_fn)
+        if _grad_mode.STATE.enabled:
+            self._grad_fn = value._grad_fn
+            if old_fn is not None and old_fn.retained:
+                _carry_retained(self, old_fn)
+        # else: a write outside autograd (no_grad). As in PyTorch, it joins no history:
+        # a non-leaf keeps its GradFn (gradients pass the write as if it were not
+        # there: ``with no_grad(): h[h < 0] = 0``, straight-through ``y.copy_(...)``),
+        # and nothing the written value was computed from becomes its history.
         self._version += 1
         if not self._node.realized:
             live_pending.live.add(self)

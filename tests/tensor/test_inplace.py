@@ -242,3 +242,40 @@ def test_contiguous_is_the_tensor_itself_unless_it_is_a_view():
     t = x.t().contiguous()
     x[0, 1] = 5.0
     assert x.tolist()[0][:2] == [1.0, 5.0] and t.tolist()[1][0] == 0.0
+
+
+@pytest.mark.parametrize("write", [
+    lambda y: y.add_(1.0),
+    lambda y: y.clamp_(max=3.0),
+    lambda y: y.copy_(y.round()),                 # straight-through estimator
+    lambda y: y.__setitem__(y < 3.0, 0.0),        # a masked hidden activation
+    lambda y: y[1:].zero_(),                      # through a view
+], ids=["add_", "clamp_", "copy_", "masked-setitem", "view-zero_"])
+def test_a_write_under_no_grad_keeps_a_non_leafs_history(write):
+    """As in PyTorch, an in-place op under ``no_grad`` joins no history: the written
+    non-leaf keeps its GradFn, so gradients reach what it was computed from as if the
+    write were not there (it used to lose its history: no gradient, or a silently
+    missing term)."""
+    x = nv.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = x * 2.0
+    with nv.no_grad():
+        write(y)
+    assert y.requires_grad and y.grad_fn is not None
+    ((y * 3.0).sum() + (x ** 2).sum()).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [8.0, 10.0, 12.0])
+
+
+def test_a_copy_under_no_grad_takes_no_history_from_its_source():
+    x = nv.tensor([1.0, 2.0], requires_grad=True)
+    z = nv.tensor([5.0, 7.0], requires_grad=True)
+    y = nv.zeros(2)
+    with nv.no_grad():
+        y.copy_(z * 2.0)
+    assert not y.requires_grad
+    y2 = x * 1.0
+    with nv.no_grad():
+        y2.copy_(z * 3.0)
+    (y2 * 2.0).sum().backward()
+    assert z.grad is None
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])
+    np.testing.assert_array_equal(y2.detach().numpy(), [15.0, 21.0])

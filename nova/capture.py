@@ -512,6 +512,8 @@ class _Capture:
     outputs: list[tuple[weakref.ref, list[Place]]] = field(default_factory=list)
     devices: list[str] = field(default_factory=list)         # per step
     host_args: list[tuple[int, ...]] = field(default_factory=list)   # per step
+    # per input, the id of the tensor whose storage it shows (``_storage``)
+    input_storages: tuple[int, ...] = ()
 
     def agrees_with(self, other: _Capture) -> str | None:
         """Why this call and ``other`` (the one before) did not do the same thing."""
@@ -703,7 +705,17 @@ class _Recorder:
                 places += slots[id(t)]
             results.append(_Result(s, j, places))
         input_ids = {id(t): i for i, t in enumerate(inputs)}
+        capture.input_storages = tuple([id(_storage(t)) for t in inputs])
         for t in returned:
+            fn = t._grad_fn
+            if fn is not None and not fn.released:
+                # a graph the caller may still differentiate: a replay runs no Python,
+                # so it could give back only the values, silently cut from autograd
+                capture.why = (
+                    f"it returns a tensor ({tuple(t.shape)}, {t.dtype.name}) with autograd "
+                    "history a later backward could use, which a replay cannot rebuild "
+                    "(run the backward inside the function, or call it under no_grad)")
+                return capture
             if id(t) in input_ids:
                 capture.returns.append(("input", input_ids[id(t)]))
             elif id(t) in pre_ids:
@@ -875,6 +887,13 @@ class _Replay:
         # The tensors a replay rebinds (one entry per place: a tensor twice, counts twice).
         self._rebinding = tuple(p.owner for r in c.results for p in r.places
                                 if p.kind == "tensor")
+        # The storages of the tensors the call reads or rebinds by place (a global, a
+        # parameter, an argument it writes in place), and per argument whether it
+        # showed one of them: a replay's arguments must show them alike
+        # (``check_inputs``).
+        self._own = frozenset(id(_storage(t)) for t in
+                              [t for t, *_ in self._tensors] + list(self._rebinding))
+        self._input_own = tuple([s in self._own for s in c.input_storages])
         # Per result: where it comes from, its type, the tensors rebound to it (with
         # their ``_version`` deltas) and its container places.
         self._binds = []
@@ -948,6 +967,18 @@ class _Replay:
                 _place_failed(t, place, shape, dtype_name, device, grad)
             append(t)
         return held
+
+    def check_inputs(self, inputs: list[Tensor]) -> None:
+        """Raise ``_Rerecord`` unless each argument shows the storage of a tensor the
+        call reads or rebinds by place exactly when the recorded call's did: an
+        argument that is also a global the function writes (``h(G)`` after ``h(x)``),
+        or no longer is, was recorded as one value or as two, and a replay would
+        give one of them a stale value."""
+        own = self._own
+        if own and tuple([id(_storage(t)) in own for t in inputs]) != self._input_own:
+            raise _Rerecord("an argument is (a view of) a tensor the function also reads "
+                            "or writes by itself where the recorded call's was not, or "
+                            "the other way round")
 
     def run(self, inputs: list[Tensor]) -> Any:
         """Replay the call on ``inputs``. Raises ``_Rerecord`` when a guard fails, or
@@ -1176,6 +1207,33 @@ def _redo_events(events: list[tuple]) -> list[np.ndarray]:
 # ---------------------------------------------------------------- the wrapper
 
 
+def _storage(t: Tensor) -> Tensor:
+    """The tensor whose storage ``t`` shows: ``t``, or the root of its views."""
+    v = t._view
+    while v is not None and isinstance(v.base, Tensor):
+        t, v = v.base, v.base._view
+    return t
+
+
+def _aliasing(inputs: list[Tensor]) -> tuple[int, ...] | None:
+    """Which input tensors share storage or a value (a view of another, the same
+    tensor twice, two handles of one node): per input, the index of the first input it
+    shares with. A recorded call reads each shared value once, so a call whose inputs
+    share differently (``f(x, x)`` recorded, ``f(x, y)`` called) is another guard key;
+    None when none share (the common case, one tuple less to compare)."""
+    if len(inputs) < 2:
+        return None
+    first: dict[int, int] = {}
+    out = []
+    for i, t in enumerate(inputs):
+        a, b = id(_storage(t)), id(t._node)
+        j = first.get(a, first.get(b, i))
+        first.setdefault(a, j)
+        first.setdefault(b, j)
+        out.append(j)
+    return None if out == list(range(len(inputs))) else tuple(out)
+
+
 @dataclass
 class _Entry:
     """Per guard key: the latest capture, the replay, or why it cannot replay."""
@@ -1235,7 +1293,8 @@ class CompiledFunction:
             if isinstance(v, np.ndarray):
                 return ("np", id(v))
             return ("id", id(v))
-        k = (key(args), key(kwargs), grad_mode.STATE.enabled, get_engine(), get_remat())
+        k = (key(args), key(kwargs), grad_mode.STATE.enabled, get_engine(), get_remat(),
+             _aliasing(inputs))
         return k, inputs
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -1255,6 +1314,7 @@ class CompiledFunction:
                     if hooks.generation() != entry.hooks_at:
                         raise _Rerecord("a hook was registered or removed since the "
                                         "last call")
+                    entry.replay.check_inputs(inputs)
                     out = entry.replay.run(inputs)
                     self.replays += 1
                     CACHE.stats.replays += 1

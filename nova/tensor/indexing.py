@@ -347,7 +347,26 @@ def _value_as(op: str, value: Any, shape: tuple[int, ...], dtype: dt.DType,
     return _value_as(op, tensor(value, dtype=dtype), shape, dtype, drop_leading_ones)
 
 
+# A list index shorter than this may stand for a tuple of indices (``as_index_tuple``).
+SEQUENCE_AS_TUPLE_MAX = 32
+
+
+def as_index_tuple(index: Any) -> Any:
+    """``index`` as subscripting reads it: a list shorter than
+    ``SEQUENCE_AS_TUPLE_MAX`` holding a tensor, an array, a list or tuple, a slice,
+    ``None`` or ``...`` is a tuple of indices, one per dim (``x[[rows, cols]]`` is
+    ``x[rows, cols]``), as PyTorch and NumPy's legacy rule read it; any other list
+    (of ints or bools) is one advanced index."""
+    if type(index) is list and len(index) < SEQUENCE_AS_TUPLE_MAX:
+        for e in index:
+            if e is None or e is Ellipsis or isinstance(e, (Tensor, list, tuple, slice,
+                                                            np.ndarray)):
+                return tuple(index)
+    return index
+
+
 def getitem(x: Tensor, index: Any) -> Tensor | MaskedSelection:
+    index = as_index_tuple(index)
     masked = _mask_index("__getitem__", x.shape, index)
     if masked is not None:
         if _augmented_subscript(_caller_frame()):      # the user's ``x[mask] op= v``
@@ -690,6 +709,7 @@ def _host_put(x: Tensor, p: ParsedIndex, value: Any) -> Tensor | None:
 
 
 def setitem(x: Tensor, index: Any, value: Any) -> None:
+    index = as_index_tuple(index)
     if isinstance(value, MaskedSelection):           # the write half of x[mask] += v
         written = value.written_into(x, index)
         if written is not None:

@@ -348,7 +348,9 @@ def test_boolean_mask_assignment_of_a_shared_value_is_a_where():
     want[:, keep] = -1.0
     np.testing.assert_array_equal(z.numpy(), want)
     i = nv.tensor(np.arange(6).reshape(2, 3))
-    i[[[True, False, True], [False, True, False]]] = 2.7        # a list mask; cast to int64
+    # a 2-D mask as an array, cast to int64 (a nested list would be a tuple of per-dim
+    # masks, as PyTorch reads it: ``as_index_tuple``)
+    i[np.array([[True, False, True], [False, True, False]])] = 2.7
     np.testing.assert_array_equal(i.numpy(), [[2, 1, 2], [3, 2, 5]])
 
 
@@ -413,3 +415,27 @@ def test_a_row_written_at_a_runtime_position_keeps_its_gradient():
     a = np.arange(8, dtype=np.float32).reshape(4, 2)
     k = np.arange(1, 5, dtype=np.float32)[:, None]
     np.testing.assert_allclose(w.grad.numpy(), 2 * a * k * k)
+
+
+def test_a_list_of_index_sequences_is_a_tuple_of_indices():
+    """``x[[rows, cols]]`` is ``x[rows, cols]`` (PyTorch's and NumPy's legacy rule for
+    a short list holding a tensor, a sequence, a slice, None or ...); a list of ints
+    or bools is one advanced index. It used to read as one 2-D index: another
+    shape, and a write into whole rows."""
+    a = np.arange(24.0, dtype=np.float32).reshape(3, 2, 4)
+    x = nv.tensor(a)
+    rows, cols = nv.tensor([0, 2]), nv.tensor([1, 0])
+    np.testing.assert_array_equal(x[[rows, cols]].numpy(), a[[0, 2], [1, 0]])
+    np.testing.assert_array_equal(x[[[0, 1], [1, 0]]].numpy(), a[[0, 1], [1, 0]])
+    np.testing.assert_array_equal(x[[0, slice(None)]].numpy(), a[0, :])
+    np.testing.assert_array_equal(x[[None, 0]].numpy(), a[None, 0])
+    np.testing.assert_array_equal(x[[..., 1]].numpy(), a[..., 1])
+    np.testing.assert_array_equal(x[[0, 2]].numpy(), a[[0, 2]])          # one index
+    np.testing.assert_array_equal(x[np.array([[0, 1], [1, 0]])].numpy(),
+                                  a[np.array([[0, 1], [1, 0]])])          # an array: one
+    m = nv.zeros(3, 3)
+    m[[nv.tensor([0, 1]), nv.tensor([1, 2])]] = 1.0
+    np.testing.assert_array_equal(m.numpy(), [[0, 1, 0], [0, 0, 1], [0, 0, 0]])
+    idx = [nv.tensor([0, 1]), nv.tensor([2, 0])]
+    m[idx] += 1.0
+    np.testing.assert_array_equal(m.numpy(), [[0, 1, 1], [1, 0, 1], [0, 0, 0]])

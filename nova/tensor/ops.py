@@ -824,21 +824,36 @@ def var(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: builtins.bool
 
 def std(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: builtins.bool = False, *,
         correction: Any = None) -> Tensor:
-    """``sqrt(var)``, of ``x`` scaled by its largest magnitude ``s`` (no gradient) and
-    scaled back: ``s * std(x / s)`` is the same function, and its squares can neither
-    overflow (float32 values past 1.8e19: ``std([1e30, -1e30])`` was inf, PyTorch's
-    1.4e30) nor underflow. Where the result is 0 (constant data) the gradient is 0, as
-    PyTorch's, not sqrt's infinite slope times var's zero (NaN). Float16/bfloat16 in
-    float32, rounded once. PyTorch's three forms, as ``var``."""
+    """``sqrt(var)`` of the deviations ``c = x - mean(x)`` scaled by their largest
+    magnitude ``s`` (no gradient) and scaled back: ``s * std(c / s)`` is the same
+    function, and its squares can neither overflow (float32 values past 1.8e19:
+    ``std([1e30, -1e30])`` was inf, PyTorch's 1.4e30) nor underflow. The mean is taken
+    of ``x`` scaled by its own largest magnitude (so its sum cannot overflow either),
+    and the deviations are scaled, not ``x``: scaling ``x`` rounded every element by
+    half an ulp of its magnitude, which is all of a small spread's precision
+    (``std([1000, 1000.01, 1000.02, 1000.03])`` was 0.0129279 for 0.0129226). Where the
+    result is 0 (constant data) the gradient is 0, as PyTorch's, not sqrt's infinite
+    slope times var's zero (NaN). Float16/bfloat16 in float32, rounded once. PyTorch's
+    three forms, as ``var``."""
     dim, correction = _correction("std", dim, unbiased, keepdim, correction)
     x = _float_only("std", x)
     axes = reduction_axes("std", dim, x.ndim, x.shape)
 
+    def largest(t: Tensor) -> Tensor:       # max |t| over the axes, 1 where it is 0
+        m = unaliased_detach(amax(abs(t), axes, keepdim=True))
+        return where(eq(m, 0), 1.0, m)
+
     def evaluate(w: Tensor) -> Tensor:
-        s = unaliased_detach(amax(abs(w), axes, keepdim=True))
-        s = where(eq(s, 0), 1.0, s)
-        v = var(div(w, s), axes, keepdim=True, correction=correction)
-        out = mul(_root_at_zero(v, sqrt), s)
+        scale = largest(w)
+        # deviations halved where |x| reaches 1 (exact there), so that x - mean cannot
+        # overflow (|x - mean| < 2 max|x|): std([3e38, 3e38, -3e38]) is 3.46e38
+        halved = ge(scale, 1.0)
+        half = where(halved, 0.5, 1.0)
+        m = mul(mean(div(w, scale), axes, keepdim=True), scale)
+        c = sub(mul(w, half), mul(m, half))
+        s = largest(c)
+        v = var(div(c, s), axes, keepdim=True, correction=correction)
+        out = mul(mul(_root_at_zero(v, sqrt), s), where(halved, 2.0, 1.0))
         if keepdim:
             return out
         shape = tuple(n for k, n in enumerate(out.shape) if k not in axes)

@@ -47,6 +47,20 @@ def test_std_of_large_and_tiny_float32_values_neither_overflows_nor_underflows()
     assert nv.autograd.gradcheck(lambda t: t.std(0, keepdim=True), (x,))
 
 
+def test_std_keeps_the_precision_of_a_small_spread_around_a_large_mean():
+    """Regression: std scaled x by its largest magnitude before centering, rounding
+    every element by half an ulp of 1000 -- all of a 0.03 spread's precision
+    (0.0129279 for 0.0129226); the deviations are scaled now. Values near float32's
+    largest still neither overflow in x - mean nor in the result."""
+    for values in ([1000.0, 1000.01, 1000.02, 1000.03], [3e5, 3e5 + 0.5, 3e5 + 1.0, 3e5 + 1.5],
+                   [2e38, 2e38, -2e38]):
+        x = np.array(values, np.float32)
+        want = np.std(x.astype(np.float64), ddof=1)
+        np.testing.assert_allclose(nv.tensor(x).std().item(), want, rtol=2e-6)
+        np.testing.assert_allclose(nv.tensor(x).std(unbiased=False).item(),
+                                   np.std(x.astype(np.float64)), rtol=2e-6)
+
+
 @given(case=array_and_dims())
 def test_logsumexp(case):
     x, dims, keepdim = case

@@ -189,17 +189,35 @@ def _no_dims(dim: Any) -> builtins.bool:
     return isinstance(dim, (tuple, list)) and not dim
 
 
+def _reduced_truth(op: str, x: Tensor, dim: Any, keepdim: builtins.bool,
+                   reduce: Any, empty: builtins.bool) -> Tensor:
+    """``reduce(truth, dim, keepdim)`` of ``x``'s truth, PyTorch's way: ``empty`` where
+    the reduced dims hold no element (``any`` False, ``all`` True), and uint8 for a
+    uint8 input (PyTorch keeps that one dtype; every other gives bool)."""
+    truth = _truth(op, x)
+    if _no_dims(dim):
+        out = truth
+    else:
+        axes = ops.reduction_axes(op, dim, x.ndim, x.shape)
+        if builtins.any(x.shape[a] == 0 for a in axes):
+            shape = tuple(1 if k in axes else n for k, n in enumerate(x.shape)
+                          if keepdim or k not in axes)
+            out = ops.full_const(empty, shape, dt.bool_)
+        else:
+            out = reduce(truth, dim, keepdim)
+    return ops.cast(out, dt.uint8) if x.dtype == dt.uint8 else out
+
+
 def any(x: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor:  # noqa: A001
     """Whether any element (along ``dim``) is nonzero; NaN counts as nonzero."""
-    truth = _truth("any", x)
-    return truth if _no_dims(dim) else ops.amax(truth, dim, keepdim)
+    return _reduced_truth("any", x, dim, keepdim, ops.amax, False)
 
 
 def all(x: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor:  # noqa: A001
     """Whether every element (along ``dim``) is nonzero."""
-    truth = _truth("all", x)
-    return truth if _no_dims(dim) else ops.logical_not(ops.amax(ops.logical_not(truth), dim,
-                                                                keepdim))
+    def every(truth: Tensor, d: Any, k: builtins.bool) -> Tensor:
+        return ops.logical_not(ops.amax(ops.logical_not(truth), d, k))
+    return _reduced_truth("all", x, dim, keepdim, every, True)
 
 
 def count_nonzero(x: Tensor, dim: Any = None) -> Tensor:

@@ -127,3 +127,18 @@ def test_nan_propagates_through_max():
     x = nv.tensor([1.0, float("nan"), 2.0])
     assert np.isnan(x.max().item())
     assert x.argmax().item() == 1
+
+
+def test_any_all_over_empty_dims_and_of_uint8_follow_pytorch():
+    """Over dims without elements ``any`` is False and ``all`` True (it raised: the
+    max of nothing); a uint8 input gives uint8 (PyTorch's one exception; every other
+    dtype gives bool)."""
+    e = nv.zeros(2, 0)
+    np.testing.assert_array_equal(e.any(1).numpy(), [False, False])
+    np.testing.assert_array_equal(e.all(1).numpy(), [True, True])
+    assert e.any().item() is False and e.all().item() is True
+    assert e.all(1, keepdim=True).shape == (2, 1) and e.any(0).shape == (0,)
+    u = nv.tensor(np.array([[1, 0], [0, 0]], np.uint8))
+    assert u.any().dtype == nv.uint8 and u.all(1).dtype == nv.uint8
+    np.testing.assert_array_equal(u.any(1).numpy(), np.array([1, 0], np.uint8))
+    assert nv.tensor([1, 0], dtype=nv.int8).any().dtype == nv.bool

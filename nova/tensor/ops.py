@@ -367,16 +367,21 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     half the cube root of the dtype's largest value, where sigmoid(2u) is already exactly
     0 or 1: so x^3 never overflows, and the gradient at huge finite x is 1 or 0 instead
     of inf * 0 = NaN. The clamp uses maximum/minimum, whose gradient multiplies, so at
-    x = +-inf the gradient is NaN, as PyTorch's is."""
+    x = +-inf the gradient is NaN, as PyTorch's is. Float16/bfloat16 in float32, rounded
+    once, as PyTorch's kernels: rounded at every step, float16's erf form lost the
+    whole negative tail (gelu(-3.7) was -0 for -0.0004)."""
     x = _as_float("gelu", x)
-    if approximate == "none":
-        return mul(mul(x, 0.5), add(erf(mul(x, 1.0 / math.sqrt(2.0))), 1.0))
-    if approximate == "tanh":
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+    def evaluate(x: Tensor) -> Tensor:
+        if approximate == "none":
+            return mul(mul(x, 0.5), add(erf(mul(x, 1.0 / math.sqrt(2.0))), 1.0))
         bound = float(np.cbrt(dt.float_max(x.dtype))) / 2
         xc = minimum(maximum(x, -bound), bound)
         two_u = mul(add(xc, mul(mul(mul(xc, xc), xc), 0.044715)), math.sqrt(8.0 / math.pi))
         return mul(x, sigmoid(two_u))
-    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return _in_float32(x, evaluate)
 
 
 def silu(x: Tensor) -> Tensor:
@@ -928,8 +933,11 @@ def softmax(x: Tensor, dim: builtins.int = -1, dtype: Any = None) -> Tensor:
     x = _autocast.full_precision(x, cuda_only=True) if isinstance(x, Tensor) else x
     x = _as_float("softmax", x if dtype is None else cast(x, dt.get_dtype(dtype)))
     d = normalize_dim("softmax", dim, x.ndim, x.shape)
-    e = exp(sub(x, _row_shift(x, d)))
-    return div(e, sum(e, d, keepdim=True))
+
+    def evaluate(w: Tensor) -> Tensor:     # (half types in float32, rounded once)
+        e = exp(sub(w, _row_shift(w, d)))
+        return div(e, sum(e, d, keepdim=True))
+    return _in_float32(x, evaluate)
 
 
 @stamped
@@ -937,8 +945,11 @@ def log_softmax(x: Tensor, dim: builtins.int = -1, dtype: Any = None) -> Tensor:
     x = _autocast.full_precision(x, cuda_only=True) if isinstance(x, Tensor) else x
     x = _as_float("log_softmax", x if dtype is None else cast(x, dt.get_dtype(dtype)))
     d = normalize_dim("log_softmax", dim, x.ndim, x.shape)
-    shifted = sub(x, _row_shift(x, d))
-    return sub(shifted, log(sum(exp(shifted), d, keepdim=True)))
+
+    def evaluate(w: Tensor) -> Tensor:     # (half types in float32, rounded once)
+        shifted = sub(w, _row_shift(w, d))
+        return sub(shifted, log(sum(exp(shifted), d, keepdim=True)))
+    return _in_float32(x, evaluate)
 
 
 # ---------------------------------------------------------------- contraction

@@ -263,3 +263,35 @@ def test_maximum_and_minimum_order_signed_zeros_on_every_engine():
     for got, want in ((hi.numpy(), want_hi), (lo.numpy(), want_lo)):
         np.testing.assert_array_equal(got, want)
         np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+@pytest.mark.parametrize("dtype", [nv.float16, nv.bfloat16])
+def test_half_composites_compute_in_float32_and_round_once(dtype):
+    """Regression: gelu, softmax, log_softmax, lerp, addcmul and addcdiv on half types
+    rounded after every step (float16 erf-gelu was -0 at -3.7, for -0.0004; lerp ~490
+    ulp off). Now each is its float32 computation rounded once: within one half ulp
+    (plus float32's own error) of the float64 value."""
+    rnd = (lambda v: v.astype(np.float16).astype(np.float64)) if dtype == nv.float16 \
+        else (lambda v: _to_bfloat16(v.astype(np.float32)).astype(np.float64))
+    eps = 2.0 ** -11 if dtype == nv.float16 else 2.0 ** -8    # half an ulp, relative
+    x = rnd(np.linspace(-6.0, 6.0, 97))
+    y = rnd(np.cos(np.arange(97.0)))
+    t, u = nv.tensor(x, dtype=dtype), nv.tensor(y, dtype=dtype)
+    erf = np.vectorize(math.erf)
+    e = np.exp(x - x.max())
+    cases = [
+        (nv.nn.functional.gelu(t), 0.5 * x * (1 + erf(x / math.sqrt(2)))),
+        (nv.nn.functional.gelu(t, approximate="tanh"),
+         x / (1 + np.exp(-math.sqrt(8 / math.pi) * (x + 0.044715 * x ** 3)))),
+        (t.softmax(0), e / e.sum()),
+        (t.log_softmax(0), x - x.max() - np.log(e.sum())),
+        (nv.lerp(t, u, 0.3), x + 0.3 * (y - x)),
+        (nv.addcmul(t, t, u, value=0.5), x + 0.5 * x * y),
+        (nv.addcdiv(t, t, u + 3.0, value=0.5), x + 0.5 * x / rnd(y + 3.0)),
+    ]
+    for got, want in cases:
+        assert got.dtype == dtype
+        g = got.float().numpy().astype(np.float64)
+        tol = eps * np.abs(want) * 1.01 + 1e-7 * np.abs(want).max() + \
+            (6e-8 if dtype == nv.float16 else 1e-38)
+        assert np.all(np.abs(g - want) <= tol), np.max(np.abs(g - want) / (np.abs(want) + 1e-30))

@@ -55,8 +55,15 @@ def _dft(n_in: int, n_out: int, dtype: dt.DType, n: int,
     constants follow its operand)."""
     phase = (np.arange(n_in)[:, None] * np.arange(n_out)[None, :]) % n
     angle = 2.0 * np.pi * phase / n
-    return (_creation.tensor(np.cos(angle), dtype=dtype, device=device),
-            _creation.tensor(np.sin(angle), dtype=dtype, device=device))
+    cos, sin = np.cos(angle), np.sin(angle)
+    # Multiples of a quarter turn exactly (np.sin(pi) is 1.2e-16): the Nyquist
+    # frequency of a real signal then has an imaginary part of exactly 0, as PyTorch's.
+    quarter = (4 * phase) % n == 0
+    turns = (4 * phase[quarter]) // n
+    cos[quarter] = np.array([1.0, 0.0, -1.0, 0.0])[turns]
+    sin[quarter] = np.array([0.0, 1.0, 0.0, -1.0])[turns]
+    return (_creation.tensor(cos, dtype=dtype, device=device),
+            _creation.tensor(sin, dtype=dtype, device=device))
 
 
 def _where(t: Tensor) -> str:
@@ -146,7 +153,9 @@ def rfft(input: Tensor, n: int | None = None, dim: int = -1,
     re = _resized("rfft", re, dim, n)
     cos, sin = _dft(n, n // 2 + 1, re.dtype, n, _where(re))
     scale = _scale("rfft", norm, n, inverse=False)
-    return ComplexTensor(_along(re, dim, cos) * scale, _along(re, dim, sin) * -scale)
+    # (-sin, not -scale: the sum at the zero and Nyquist frequencies, whose sin column
+    # is 0, is then +0 as PyTorch gives it; negated after, it was -0, and angle() -pi)
+    return ComplexTensor(_along(re, dim, cos) * scale, _along(re, dim, -sin) * scale)
 
 
 def irfft(input: Any, n: int | None = None, dim: int = -1, norm: str | None = None) -> Tensor:

@@ -94,3 +94,18 @@ def test_errors_name_the_transform():
         nv.fft.rfft(nv.tensor(Z))
     with pytest.raises(RuntimeError, match="same length"):
         nv.fft.fftn(x, s=(2, 2, 2), dim=(0, 1))
+
+
+def test_rfft_of_a_real_signal_has_exactly_zero_imaginary_dc_and_nyquist():
+    """Regression: the zero frequency's imaginary part was -0 (the sum negated after)
+    and the Nyquist frequency's +-3e-16 (np.sin(pi)), so ``angle`` gave -pi where
+    PyTorch gives pi. Both are +0 now: quarter turns of the DFT matrix are exact."""
+    x = np.array([-1.0, 2.0, -3.0, 0.5], np.float32)
+    out = nv.fft.rfft(nv.tensor(x))
+    im = out.imag.numpy()
+    assert im[0] == 0.0 and not np.signbit(im[0])
+    assert im[-1] == 0.0 and not np.signbit(im[-1])
+    np.testing.assert_allclose(out.angle().numpy(), np.angle(np.fft.rfft(x.astype(np.float64))),
+                               rtol=1e-6)
+    np.testing.assert_allclose(out.real.numpy(), np.fft.rfft(x.astype(np.float64)).real,
+                               rtol=1e-6)

@@ -1215,21 +1215,25 @@ def _storage(t: Tensor) -> Tensor:
     return t
 
 
-def _aliasing(inputs: list[Tensor]) -> tuple[int, ...] | None:
-    """Which input tensors share storage or a value (a view of another, the same
-    tensor twice, two handles of one node): per input, the index of the first input it
-    shares with. A recorded call reads each shared value once, so a call whose inputs
-    share differently (``f(x, x)`` recorded, ``f(x, y)`` called) is another guard key;
-    None when none share (the common case, one tuple less to compare)."""
+def _aliasing(inputs: list[Tensor], groups: list[int]) -> tuple[int, ...] | None:
+    """Which input tensors of different arguments share storage or a value (a view of
+    another, the same tensor twice, two handles of one node): per input, the index of
+    the first input of another argument it shares with (``groups``: each input's
+    argument; a complex argument's two parts may view one real tensor). A recorded
+    call reads each shared value once, and derives a view from what the call wrote
+    into its base, so a call whose inputs share differently (``f(x, x)`` recorded,
+    ``f(x, y)`` called) is another guard key; None when none share (the common case,
+    one tuple less to compare)."""
     if len(inputs) < 2:
         return None
-    first: dict[int, int] = {}
+    first: dict[int, tuple[int, int]] = {}
     out = []
-    for i, t in enumerate(inputs):
-        a, b = id(_storage(t)), id(t._node)
-        j = first.get(a, first.get(b, i))
-        first.setdefault(a, j)
-        first.setdefault(b, j)
+    for i, (t, group) in enumerate(zip(inputs, groups)):
+        j = i
+        for k in (id(_storage(t)), id(t._node)):
+            seen = first.setdefault(k, (i, group))
+            if seen[1] != group:
+                j = min(j, seen[0])
         out.append(j)
     return None if out == list(range(len(inputs))) else tuple(out)
 
@@ -1270,9 +1274,11 @@ class CompiledFunction:
 
     def _guard(self, args: tuple, kwargs: dict) -> tuple[tuple, list[Tensor]]:
         inputs: list[Tensor] = []
+        groups: list[int] = []          # per input, its argument (``_aliasing``)
 
         def key(v: Any) -> Any:
             if isinstance(v, Tensor):
+                groups.append(len(inputs))
                 inputs.append(v)
                 n = v.node
                 return ("T", n.shape, n.dtype.name, n.device, v._requires_grad)
@@ -1280,6 +1286,7 @@ class CompiledFunction:
                 # Its two real parts are inputs (the steps read them, not the pair):
                 # guarded as one complex input, its dtype the complex one.
                 re, im = v.real, v.imag
+                groups.extend((len(inputs), len(inputs)))
                 inputs.extend((re, im))
                 n = re.node
                 return ("C", n.shape, v.dtype.name, n.device,
@@ -1294,7 +1301,7 @@ class CompiledFunction:
                 return ("np", id(v))
             return ("id", id(v))
         k = (key(args), key(kwargs), grad_mode.STATE.enabled, get_engine(), get_remat(),
-             _aliasing(inputs))
+             _aliasing(inputs, groups))
         return k, inputs
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -160,7 +160,16 @@ def _rss_bytes() -> int:
 # ----------------------------------------------------------------- the worker
 
 def serve() -> None:
-    """The worker's loop: until stdin ends, compile each kernel it is sent."""
+    """The worker's loop: until stdin ends, compile each kernel it is sent. A parent
+    that has gone (its process ended while a kernel compiled here: a reply meets a
+    closed pipe) ends the worker quietly, as the end of stdin does."""
+    try:
+        _serve()
+    except BrokenPipeError:
+        return
+
+
+def _serve() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's to handle
     requests = sys.stdin.buffer
     replies = os.fdopen(os.dup(1), "wb")

@@ -329,3 +329,32 @@ def test_a_bug_in_the_prefetch_is_raised_not_hidden():
     LLVM's rejection, a bad object, the disk) leaves the driver to the batch quietly;
     anything else the prefetch raises comes out of the realization that waits for it."""
     assert _prefetch_run("bug") == {"raised": "injected: a bug in the prefetch"}
+
+
+def test_a_worker_whose_parent_is_gone_ends_quietly():
+    """Fault injection: the parent process ends (here: closes the reply pipe) while a
+    kernel compiles in a worker. The worker's reply meets a closed pipe; it ends with
+    status 0 and prints no traceback into the user's terminal (it used to print a
+    BrokenPipeError after a short script's last line)."""
+    import os
+    import subprocess
+    import sys
+
+    from llvmlite import binding as llvm
+
+    from nova.runtime import compile_worker as cw
+    llvm.initialize_native_target()
+    proc = subprocess.Popen([sys.executable, "-c", cw._BOOT, os.path.abspath(cw.__file__)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    cw.send(proc.stdin, {"cpu": llvm.get_host_cpu_name(),
+                         "features": llvm.get_host_cpu_features().flatten()})
+    cw.receive(proc.stdout)                                    # its hello
+    proc.stdout.close()                                        # the parent is gone
+    ir = 'define i32 @f(i32 %x) {\n  %y = add i32 %x, 1\n  ret i32 %y\n}\n'
+    cw.send(proc.stdin, {"seq": 1, "name": "f"}, ir.encode())
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0
+    err = proc.stderr.read()
+    proc.stderr.close()
+    assert b"Traceback" not in err, err.decode()

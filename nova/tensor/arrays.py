@@ -55,6 +55,8 @@ def prod(x: Tensor, dim: Any = None, keepdim: builtins.bool = False, *,
         out = scan.cumprod(flat, 0)[-1]
         return movement.reshape(out, (1,) * x.ndim) if keepdim else out
     d = normalize_dim("prod", dim, x.ndim, x.shape)
+    if x.ndim == 0:                 # (dim 0 or -1 of a 0-d tensor: its one element)
+        return x.clone()
     if x.shape[d] == 0:
         shape = x.shape[:d] + ((1,) if keepdim else ()) + x.shape[d + 1:]
         return ops.full_const(1, shape, x.dtype)

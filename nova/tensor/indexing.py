@@ -361,8 +361,22 @@ def as_index_tuple(index: Any) -> Any:
         for e in index:
             if e is None or e is Ellipsis or isinstance(e, (Tensor, list, tuple, slice,
                                                             np.ndarray)):
-                return tuple(index)
+                index = tuple(index)
+                break
+    if isinstance(index, (builtins.bool, np.bool_)):
+        return _bool_scalar(index)
+    if type(index) is tuple and builtins.any(isinstance(e, (builtins.bool, np.bool_))
+                                            for e in index):
+        return tuple(_bool_scalar(e) if isinstance(e, (builtins.bool, np.bool_)) else e
+                     for e in index)
     return index
+
+
+def _bool_scalar(value: Any) -> Tensor:
+    """A Python bool index as the 0-d mask it means in PyTorch: ``x[True]`` adds a dim
+    of 1, ``x[False]`` one of 0."""
+    from nova.tensor.creation import tensor
+    return tensor(builtins.bool(value))
 
 
 def getitem(x: Tensor, index: Any) -> Tensor | MaskedSelection:

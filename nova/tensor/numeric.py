@@ -310,6 +310,8 @@ def flip(x: Tensor, *args: Any, dims: Any = None) -> Tensor:
     axes = [normalize_dim("flip", d, x.ndim, x.shape) for d in dims]
     if len(set(axes)) != len(axes):
         raise ValueError(f"flip: dims {list(dims)} repeat a dim of shape {x.shape}")
+    if x.ndim == 0:                 # (dim 0 or -1 of a 0-d tensor: itself, as PyTorch)
+        return x.clone()
     out = x
     for d in axes:
         n = x.shape[d]

@@ -888,8 +888,9 @@ class Tensor:
     def __le__(self, o): return _ops.le(self, o)
     def __gt__(self, o): return _ops.gt(self, o)
     def __ge__(self, o): return _ops.ge(self, o)
-    def __eq__(self, o): return _ops.eq(self, o)  # type: ignore[override]
-    def __ne__(self, o): return _ops.ne(self, o)  # type: ignore[override]
+    # (``t == None`` is False and ``t != None`` True, as PyTorch answers them)
+    def __eq__(self, o): return False if o is None else _ops.eq(self, o)  # type: ignore[override]
+    def __ne__(self, o): return True if o is None else _ops.ne(self, o)  # type: ignore[override]
 
     def __iadd__(self, o): return self.add_(o)
     def __isub__(self, o): return self.sub_(o)

@@ -439,3 +439,26 @@ def test_a_list_of_index_sequences_is_a_tuple_of_indices():
     idx = [nv.tensor([0, 1]), nv.tensor([2, 0])]
     m[idx] += 1.0
     np.testing.assert_array_equal(m.numpy(), [[0, 1, 1], [1, 0, 1], [0, 0, 0]])
+
+
+def test_python_bools_index_as_zero_d_masks():
+    """``x[True]`` adds a dim of 1 and ``x[False]`` one of 0, as PyTorch (they
+    raised); among other indices too, and for writes."""
+    a = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    x = nv.tensor(a)
+    assert x[True].shape == (1, 2, 3) and x[False].shape == (0, 2, 3)
+    np.testing.assert_array_equal(x[True, 0].numpy(), a[None, 0])
+    x[True] = 5.0
+    np.testing.assert_array_equal(x.numpy(), np.full((2, 3), 5.0))
+    x[False] = 7.0
+    np.testing.assert_array_equal(x.numpy(), np.full((2, 3), 5.0))
+
+
+def test_zero_d_tensors_take_dim_0_and_compare_unequal_to_none():
+    """PyTorch's answers where Nova raised: a 0-d tensor's dim 0 (or -1) in ``flip`` and
+    ``prod`` is itself, and ``t == None`` is False (``!=`` True), not a TypeError."""
+    s = nv.tensor(3.0)
+    assert s.flip(0).item() == 3.0 and s.flip(-1).item() == 3.0
+    assert s.prod(0).item() == 3.0 and nv.tensor(2).prod(-1).dtype == nv.int64
+    t = nv.tensor([1.0, 2.0])
+    assert (t == None) is False and (t != None) is True   # noqa: E711

@@ -136,7 +136,6 @@ def test_bfloat16_reads():
     ((0, 0, 0), IndexError, r"too many indices for tensor of shape \(3, 4\): 3 given"),
     ((Ellipsis, 0, Ellipsis), IndexError, "single ellipsis"),
     (slice(None, None, -1), ValueError, "slice step must be positive"),
-    (True, IndexError, "bool scalars are not valid indices"),
 ])
 def test_errors_are_the_recorded_paths(index, error, message):
     realized = nv.tensor(np.zeros((3, 4), np.float32))

@@ -28,7 +28,10 @@ call started from is unchanged, so each replay checks its guards first:
 - the inputs' shapes, dtypes, devices and ``requires_grad``, Python arguments by value
   (objects by identity), grad mode, engine and remat mode; a complex input is guarded
   as one (its complex dtype) and read as its two real parts, which is all the steps
-  see, and a complex result is rebuilt from its parts;
+  see, and a complex result is rebuilt from its parts; how the tensor arguments share
+  storage or values with each other (``f(x, x)`` and ``f(x, y)`` are two keys), and
+  with the tensors the call reads or rebinds by itself (an argument that is also a
+  global it writes);
 - the global names and closure variables the function reads (and those of the plain
   functions it reads from them), by identity, numbers and strings by value;
 - every module's Python settings (``training``, ``Dropout.p``, ``eps``: attributes
@@ -54,7 +57,8 @@ A failed guard records that call again and says why (``nv.debug.cache_stats()``)
 **What cannot be captured** and runs recorded every call, with one ``RecompileWarning``
 naming the reason and the line: reading a value on the host inside the function
 (``item()``, ``numpy()``, ``print``, ``bool(t)``: the Python using it would not run
-again), results stored in containers the call itself created, values
+again), results with autograd history a later ``backward`` could use (a replay gives
+back values, not the graph), results stored in containers the call itself created, values
 from numpy made inside the function (pass tensors instead), and calls that never
 agree twice. What Nova cannot see is the user's Python state beyond the guards above:
 a number or string reached through an object that is not a module (``cfg.scale``,
@@ -1395,6 +1399,9 @@ def _explain_key(new: tuple, old: tuple | None, fn: Callable) -> str:
     for k, what in ((2, "grad mode"), (3, "engine"), (4, "remat mode")):
         if new[k] != old[k]:
             return f"{what} changed {old[k]} -> {new[k]}"
+    if new[5] != old[5]:
+        return (f"the tensor arguments share storage differently (per input, the first "
+                f"input it shares with: {old[5]} -> {new[5]}; None: none share)")
     try:
         names = list(inspect.signature(fn).parameters)
     except (TypeError, ValueError):

@@ -403,6 +403,7 @@ def test_arguments_that_alias_differently_record_again():
         np.testing.assert_array_equal(f(x, x).numpy(), [3.0, 6.0])
     assert f.replays >= 1
     np.testing.assert_array_equal(f(x, y).numpy(), [12.0, 24.0])
+    assert "share storage differently" in nv.debug.cache_stats().compile_log[-1]
     g = nv.compile(lambda a, b: a.sum() + b.sum())
     z = nv.tensor([1.0, 2.0, 3.0])
     for _ in range(3):

@@ -29,8 +29,8 @@ Not templated (recorded as written every time): ``create_graph=True`` (the nodes
 carry GradFns of their own), gradients asked for by ``autograd.grad`` or ``inputs=``,
 retained non-leaf gradients (``retain_grad``), a GradFn already released (the rule
 raises), a custom ``autograd.Function`` unless it promises a pure backward and names
-its structure (``Function.template_key``), and any pass whose recording reads a value outside its slots or places a node
-on a device its inputs do not give it.
+its structure (``Function.template_key``), and any pass whose recording reads a value
+outside its slots or places a node on a device its inputs do not give it.
 """
 from __future__ import annotations
 

@@ -288,7 +288,8 @@ def _weighted_mean(total: Tensor, weight_sum: Tensor) -> Tensor:
 
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, *,
                   ignore_index: int = -100, reduction: str = "mean",
-                  label_smoothing: float = 0.0) -> Tensor:
+                  label_smoothing: float = 0.0, size_average: bool | None = None,
+                  reduce: bool | None = None) -> Tensor:
     """Softmax cross entropy over class dim 1 of ``input`` (N, C) or (N, C, d1, ...), or
     dim 0 of one sample (C,).
 
@@ -296,6 +297,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, *
     when it has ``input``'s shape, class probabilities (floats: mixup, distillation),
     as in PyTorch; see ``_cross_entropy_indices`` and ``_cross_entropy_probs``. A 1-D
     input with ``reduction='none'`` gives a 0-d loss."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     if not isinstance(input, Tensor) or not isinstance(target, Tensor):
         raise TypeError("cross_entropy: input and target must be Tensors")
     if not 0.0 <= label_smoothing <= 1.0:
@@ -377,7 +379,9 @@ def _cross_entropy_probs(input: Tensor, target: Tensor, weight: Tensor | None,
     return _reduce(op, loss, reduction)
 
 
-def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean", *,
+             size_average: bool | None = None, reduce: bool | None = None) -> Tensor:
+    reduction = legacy_reduction(size_average, reduce, reduction)
     input, target = _broadcast_pair("mse_loss", input, target)
     d = ops.sub(input, target)
     return _reduce("mse_loss", ops.mul(d, d), reduction)
@@ -463,10 +467,12 @@ def _class_weights(op: str, weight: Tensor | None, classes: int, ndim: int) -> T
 
 
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
-             ignore_index: int = -100, reduction: str = "mean") -> Tensor:
+             ignore_index: int = -100, reduction: str = "mean", *,
+             size_average: bool | None = None, reduce: bool | None = None) -> Tensor:
     """Negative log-likelihood of class ``target`` under log-probabilities ``input``
     (N, C) or (N, C, d1, ...). With ``weight``, each sample counts ``weight[target]``
     and the mean divides by their sum; ``ignore_index`` targets count 0."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     single = input.ndim == 1
     _check_known_targets("nll_loss", input, target, ignore_index)
     input, target = _class_targets("nll_loss", full_precision(input), target)
@@ -482,14 +488,18 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
     return loss.reshape(()) if single and reduction == "none" else loss
 
 
-def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean", *,
+            size_average: bool | None = None, reduce: bool | None = None) -> Tensor:
+    reduction = legacy_reduction(size_average, reduce, reduction)
     input, target = _broadcast_pair("l1_loss", input, target)
     return _reduce("l1_loss", ops.abs(ops.sub(input, target)), reduction)
 
 
 def smooth_l1_loss(input: Tensor, target: Tensor, reduction: str = "mean",
-                   beta: float = 1.0) -> Tensor:
+                   beta: float = 1.0, *, size_average: bool | None = None,
+                   reduce: bool | None = None) -> Tensor:
     """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta = 0: L1)."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     input, target = _broadcast_pair("smooth_l1_loss", input, target)
     if beta < 0:
         raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
@@ -555,7 +565,8 @@ def _clamped_logs(p: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
-                         reduction: str = "mean") -> Tensor:
+                         reduction: str = "mean", *, size_average: bool | None = None,
+                         reduce: bool | None = None) -> Tensor:
     """-(y log p + (1 - y) log(1 - p)) for probabilities ``input``, with PyTorch's
     clamp of each log at -100 and its gradient ``(p - y) / max(p (1 - p), 1e-12)``
     (finite at p = 0 and 1; see ``_BinaryCrossEntropy``). ``log(1 - p)`` is
@@ -563,6 +574,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
     ``weight`` (PyTorch refuses to differentiate it) gets the unweighted loss as its
     gradient. Nova does not read ``input`` on the host, so a value outside [0, 1] gives
     NaN instead of PyTorch's error."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     input, target = _check_pair("binary_cross_entropy", input, target)
     loss = _BinaryCrossEntropy.apply(input, target)
     if weight is not None:
@@ -572,13 +584,16 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
 
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
                                      weight: Tensor | None = None, reduction: str = "mean",
-                                     pos_weight: Tensor | None = None) -> Tensor:
+                                     pos_weight: Tensor | None = None, *,
+                                     size_average: bool | None = None,
+                                     reduce: bool | None = None) -> Tensor:
     """The binary cross entropy of sigmoid(``input``), computed stably from the logits:
     (1 - y) x + (1 + (pw - 1) y) softplus(-x), with softplus split as in
     ``_softplus_parts``; ``pos_weight`` (broadcast along the last dim) weighs the
     positives. The linear terms are summed first: they cancel exactly for a confident
     correct prediction (x = -30, y = 0), which leaves the small log1p term all its
     digits (added last, as PyTorch does not, it lost 1.3% at x = -30 in float64)."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     input, target = _check_pair("binary_cross_entropy_with_logits", input, target)
     scale = 1.0 if pos_weight is None else ops.add(ops.mul(ops.sub(pos_weight, 1.0), target),
                                                    1.0)
@@ -955,7 +970,7 @@ from nova.nn.fold import fold, unfold  # noqa: E402
 from nova.nn.shuffle import channel_shuffle, pixel_shuffle, pixel_unshuffle  # noqa: E402
 from nova.nn.transformer import multi_head_attention_forward  # noqa: E402
 from nova.nn.loss_functions import (  # noqa: E402  (they import _reduce from here)
-    cosine_embedding_loss, gaussian_nll_loss, hinge_embedding_loss, kl_div,
+    cosine_embedding_loss, gaussian_nll_loss, hinge_embedding_loss, kl_div, legacy_reduction,
     margin_ranking_loss, multi_margin_loss, multilabel_soft_margin_loss, poisson_nll_loss,
     soft_margin_loss, triplet_margin_loss,
 )

@@ -13,8 +13,13 @@ _REDUCTIONS = ("mean", "sum", "none")
 
 
 class _Loss(Module):
-    def __init__(self, reduction: str = "mean"):
+    """``size_average``/``reduce``: PyTorch's deprecated pair, keywords here (mapped to
+    ``reduction``, with PyTorch's warning: ``legacy_reduction``)."""
+
+    def __init__(self, reduction: str = "mean", *, size_average: bool | None = None,
+                 reduce: bool | None = None):
         super().__init__()
+        reduction = legacy_reduction(size_average, reduce, reduction)
         if reduction not in _REDUCTIONS:
             raise ValueError(f"{type(self).__name__}: reduction must be 'mean', 'sum' or "
                              f"'none', got {reduction!r}")
@@ -23,15 +28,17 @@ class _Loss(Module):
 
 
 class _WeightedLoss(_Loss):
-    def __init__(self, weight: Tensor | None = None, reduction: str = "mean"):
-        super().__init__(reduction)
+    def __init__(self, weight: Tensor | None = None, reduction: str = "mean", *,
+                 size_average: bool | None = None, reduce: bool | None = None):
+        super().__init__(reduction, size_average=size_average, reduce=reduce)
         self.register_buffer("weight", weight)
 
 
 class CrossEntropyLoss(_WeightedLoss):
     def __init__(self, weight: Tensor | None = None, ignore_index: int = -100,
-                 reduction: str = "mean", label_smoothing: float = 0.0):
-        super().__init__(weight, reduction)
+                 reduction: str = "mean", label_smoothing: float = 0.0, *,
+                 size_average: bool | None = None, reduce: bool | None = None):
+        super().__init__(weight, reduction, size_average=size_average, reduce=reduce)
         self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
@@ -41,8 +48,9 @@ class CrossEntropyLoss(_WeightedLoss):
 
 class NLLLoss(_WeightedLoss):
     def __init__(self, weight: Tensor | None = None, ignore_index: int = -100,
-                 reduction: str = "mean"):
-        super().__init__(weight, reduction)
+                 reduction: str = "mean", *, size_average: bool | None = None,
+                 reduce: bool | None = None):
+        super().__init__(weight, reduction, size_average=size_average, reduce=reduce)
         self.ignore_index = ignore_index
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
@@ -60,8 +68,9 @@ class L1Loss(_Loss):
 
 
 class SmoothL1Loss(_Loss):
-    def __init__(self, reduction: str = "mean", beta: float = 1.0):
-        super().__init__(reduction)
+    def __init__(self, reduction: str = "mean", beta: float = 1.0, *,
+                 size_average: bool | None = None, reduce: bool | None = None):
+        super().__init__(reduction, size_average=size_average, reduce=reduce)
         self.beta = beta
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
@@ -84,8 +93,9 @@ class BCELoss(_WeightedLoss):
 
 class BCEWithLogitsLoss(_WeightedLoss):
     def __init__(self, weight: Tensor | None = None, reduction: str = "mean",
-                 pos_weight: Tensor | None = None):
-        super().__init__(weight, reduction)
+                 pos_weight: Tensor | None = None, *, size_average: bool | None = None,
+                 reduce: bool | None = None):
+        super().__init__(weight, reduction, size_average=size_average, reduce=reduce)
         self.register_buffer("pos_weight", pos_weight)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:

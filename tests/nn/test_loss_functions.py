@@ -332,3 +332,39 @@ def test_pointwise_losses_broadcast_a_target_of_another_shape_with_a_warning():
         F.mse_loss(nv.zeros(3), nv.zeros(4))
     with pytest.raises(ValueError, match=r"binary_cross_entropy: input \(4, 1\) and target"):
         F.binary_cross_entropy(nv.tensor(a).sigmoid(), nv.tensor(b))
+
+
+@pytest.mark.parametrize("legacy,reduction", [
+    ({"size_average": False}, "sum"), ({"reduce": False}, "none"),
+    ({"size_average": True, "reduce": True}, "mean"),
+    ({"size_average": False, "reduce": False}, "none"),
+])
+def test_the_deprecated_size_average_and_reduce_map_to_reduction(legacy, reduction):
+    """Old training scripts pass ``size_average=``/``reduce=`` (keywords) to the common
+    losses: mapped to ``reduction`` as PyTorch maps them, with its warning (they
+    raised a TypeError)."""
+    rng = np.random.default_rng(3)
+    x = nv.tensor(rng.standard_normal((4, 5)).astype(np.float32))
+    p = nv.tensor(rng.uniform(0.1, 0.9, (4, 5)).astype(np.float32))
+    y = nv.tensor(rng.uniform(0.0, 1.0, (4, 5)).astype(np.float32))
+    labels = nv.tensor(np.array([0, 3, 1, 4]))
+    F, nn = nv.nn.functional, nv.nn
+    pairs = [
+        (lambda **k: F.mse_loss(x, y, **k), nn.MSELoss, (x, y)),
+        (lambda **k: F.l1_loss(x, y, **k), nn.L1Loss, (x, y)),
+        (lambda **k: F.smooth_l1_loss(x, y, **k), nn.SmoothL1Loss, (x, y)),
+        (lambda **k: F.binary_cross_entropy(p, y, **k), nn.BCELoss, (p, y)),
+        (lambda **k: F.binary_cross_entropy_with_logits(x, y, **k), nn.BCEWithLogitsLoss, (x, y)),
+        (lambda **k: F.cross_entropy(x, labels, **k), nn.CrossEntropyLoss, (x, labels)),
+        (lambda **k: F.nll_loss(x.log_softmax(1), labels, **k), nn.NLLLoss,
+         (x.log_softmax(1), labels)),
+    ]
+    for fn, module, args in pairs:
+        want = fn(reduction=reduction).numpy()
+        with pytest.warns(UserWarning, match=f"reduction='{reduction}'"):
+            got = fn(**legacy).numpy()
+        np.testing.assert_array_equal(got, want)
+        with pytest.warns(UserWarning, match="size_average and reduce"):
+            loss = module(**legacy)
+        assert loss.reduction == reduction
+        np.testing.assert_array_equal(loss(*args).numpy(), want)

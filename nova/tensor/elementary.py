@@ -421,17 +421,6 @@ def _hypot_edge(x: Tensor, y: Tensor, edge: Tensor) -> Tensor:
     return _nan_slope(out, ops.add(x, y), ops.logical_and(edge, ops.logical_or(nx, ny)))
 
 
-def _rounded_once(dtype: dt.DType, fn: Any, *args: Any) -> Tensor:
-    """``fn(*args)``; for a float16/bfloat16 result, with the tensor arguments in
-    float32 and the result rounded once, as PyTorch's CPU kernels compute the half
-    types (rounded after each step, float16 ``lerp`` was off by ~490 ulp and
-    ``addcmul`` by ~15)."""
-    if dtype not in (dt.float16, dt.bfloat16):
-        return fn(*args)
-    up = [ops.cast(a, dt.float32) if isinstance(a, Tensor) else a for a in args]
-    return ops.cast(fn(*up), dtype)
-
-
 def lerp(start: Tensor, end: Any, weight: Any) -> Tensor:
     """``start + weight (end - start)`` (``torch.lerp``), in PyTorch's two forms: from
     ``start`` for ``|weight| < 0.5``, from ``end`` otherwise (exact at ``weight`` 0 and 1);
@@ -444,7 +433,7 @@ def lerp(start: Tensor, end: Any, weight: Any) -> Tensor:
         return ops.where(ops.lt(ops.abs(w), 0.5), low, high)
     ops._check_tensor("lerp", start)
     dtype = ops.promote("lerp", start, end) if isinstance(end, Tensor) else start.dtype
-    return _rounded_once(dtype, evaluate, start, end, weight)
+    return ops._rounded_once(dtype, evaluate, start, end, weight)
 
 
 def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) -> Tensor:
@@ -459,7 +448,7 @@ def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) 
         if value != 1:
             prod = ops.mul(prod, value if kind.is_floating_point else int(value))
         return ops.add(input, prod)
-    return _rounded_once(common, evaluate, input, tensor1, tensor2)
+    return ops._rounded_once(common, evaluate, input, tensor1, tensor2)
 
 
 def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) -> Tensor:
@@ -469,7 +458,7 @@ def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) 
         quot = ops.div(tensor1, tensor2)
         return ops.add(input, quot if value == 1 else ops.mul(quot, value))
     common = ops.promote("addcdiv", input, tensor1, tensor2)
-    return _rounded_once(common if common.is_floating_point else dt.DEFAULT_FLOAT,
+    return ops._rounded_once(common if common.is_floating_point else dt.DEFAULT_FLOAT,
                          evaluate, input, tensor1, tensor2)
 
 

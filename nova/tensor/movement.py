@@ -193,7 +193,15 @@ def _check_seq(op: str, tensors: Sequence[Tensor]) -> list[Tensor]:
 
 
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """Concatenation along ``dim`` (``torch.cat``). As PyTorch's, a 1-D empty tensor
+    (shape (0,)) is left out when the others have more dims -- the accumulator idiom
+    ``out = nv.cat([out, batch])`` from ``out = nv.tensor([])`` -- though its dtype
+    still takes part in the result's."""
     ts = _check_seq("cat", tensors)
+    out_dtype = dt.result_type([(t_.dtype, 1) for t_ in ts], [])
+    kept = [t_ for t_ in ts if t_.shape != (0,)]
+    if kept and builtins.any(t_.ndim != 1 for t_ in kept):
+        ts = kept
     ref = ts[0]
     d = normalize_dim("cat", dim, ref.ndim, ref.shape)
     if ref.ndim == 0:
@@ -204,7 +212,6 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
             shapes = ", ".join(str(x.shape) for x in ts)
             raise ShapeError(f"cat: tensor {k} has shape {t_.shape}, which does not match "
                              f"{ref.shape} outside dim {d} (shapes: {shapes})")
-    out_dtype = dt.result_type([(t_.dtype, 1) for t_ in ts], [])
     ts = [cast(t_, out_dtype) for t_ in ts]
     if len(ts) == 1:
         return ts[0]

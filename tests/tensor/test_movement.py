@@ -5,6 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import nova as nv
+from nova.core.errors import ShapeError
 from tests.helpers import arrays, assert_close, shapes
 
 arrays_any = shapes(min_dims=1).flatmap(arrays)
@@ -76,6 +77,27 @@ def test_split_with_sections_and_cat_promotes():
     assert (a.tolist(), b.tolist(), c.tolist()) == ([0, 1], [2, 3, 4], [5, 6, 7, 8, 9])
     mixed = nv.cat([nv.tensor([1, 2]), nv.tensor([0.5])])
     assert mixed.dtype == nv.float32 and mixed.tolist() == [1.0, 2.0, 0.5]
+
+
+def test_cat_leaves_out_one_dim_empty_tensors_as_pytorch():
+    """The accumulator idiom: ``out = nv.tensor([])`` then ``out = nv.cat([out, batch])``.
+    The empty (0,) tensor is skipped beside tensors of more dims (its dtype still
+    counts), joins other 1-D tensors as usual, and all-empty gives (0,)."""
+    rows = np.arange(6, dtype=np.int64).reshape(2, 3)
+    out = nv.tensor([])
+    for _ in range(2):
+        out = nv.cat([out, nv.tensor(rows)])
+    assert out.dtype == nv.float32 and out.tolist() == np.concatenate([rows, rows]).tolist()
+    assert nv.cat([nv.tensor(rows), nv.tensor([])], dim=-1).shape == (2, 3)
+    assert nv.cat([nv.tensor([]), nv.ones(3)]).shape == (3,)
+    assert nv.cat([nv.tensor([]), nv.tensor([])]).shape == (0,)
+    w = nv.ones(2, 3, requires_grad=True)
+    (nv.cat([nv.tensor([]), w]) * 2).sum().backward()
+    assert w.grad.tolist() == [[2.0] * 3] * 2
+    with pytest.raises(ShapeError, match="cat: tensor 1 has shape"):
+        nv.cat([nv.zeros(0, 2), nv.ones(2, 3)])         # only (0,) is skipped
+    with pytest.raises(ShapeError, match="cat: tensor 1 has shape"):
+        nv.cat([nv.ones(2), nv.ones(2, 3)])
 
 
 def test_tril_triu_one_hot_gather():

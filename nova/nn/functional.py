@@ -426,7 +426,7 @@ def _check_known_targets(op: str, input: Tensor, target: Tensor, ignore_index: i
     labels, the usual case. Computed targets are checked by the gather when the step
     runs (its message names ``nova.gather``)."""
     if not isinstance(input, Tensor) or input.ndim < 1 or not isinstance(target, Tensor) \
-            or target.dtype not in (dt.int32, dt.int64):
+            or target.dtype not in _INDEX_TARGET_DTYPES:
         return                  # _class_targets reports these
     values = ops.known_index_values(target)
     if values is None or values.size == 0:
@@ -439,14 +439,20 @@ def _check_known_targets(op: str, input: Tensor, target: Tensor, ignore_index: i
                          f"[0, {classes}) and ignore_index={ignore_index})")
 
 
+# class-index target dtypes: PyTorch's Long and Byte, and Nova's int32 indices
+_INDEX_TARGET_DTYPES = (dt.int64, dt.int32, dt.uint8)
+
+
 def _class_targets(op: str, input: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
     """(input, target) as (N, C, ...) and (N, ...): a 1-D input is one sample."""
     if input.ndim < 1 or not input.dtype.is_floating_point:
         raise ValueError(f"{op}: input must be a floating-point tensor of shape (C,) or "
                          f"(N, C, ...), got {input.dtype.name} of shape {input.shape}")
-    if target.dtype not in (dt.int32, dt.int64):
-        raise TypeError(f"{op}: target must hold class indices (int32/int64), got "
-                        f"{target.dtype.name}")
+    if target.dtype not in _INDEX_TARGET_DTYPES:
+        raise TypeError(f"{op}: target must hold class indices (int64, int32 or uint8), "
+                        f"got {target.dtype.name}")
+    if target.dtype == dt.uint8:                # PyTorch's other index type here (Byte)
+        target = ops.cast(target, dt.int32)
     if input.ndim == 1:
         input, target = input.unsqueeze(0), target.reshape(1)
     expected = input.shape[:1] + input.shape[2:]

@@ -307,6 +307,26 @@ def test_cross_entropy_with_class_probability_targets():
         F.cross_entropy(nv.tensor(X), nv.tensor(P), nv.ones(4))
 
 
+def test_class_index_targets_may_be_uint8_as_pytorch_byte():
+    """PyTorch's cross_entropy and nll_loss take Long or Byte targets (labels read from
+    image files are often uint8): the same losses as int64 targets, and a uint8 label
+    past the classes is the same IndexError."""
+    labels = np.array([0, 4, 2, 4], dtype=np.uint8)
+    x = nv.tensor(X)
+    for loss in (F.cross_entropy, F.nll_loss):
+        want = loss(x, nv.tensor(labels.astype(np.int64)), reduction="none").numpy()
+        got = loss(x, nv.from_numpy(labels), reduction="none")
+        assert got.dtype == x.dtype
+        assert_close(got.numpy(), want, rtol=0, atol=0)
+    assert_close(nn.CrossEntropyLoss(ignore_index=4)(x, nv.from_numpy(labels)).numpy(),
+                 F.cross_entropy(x, nv.tensor([0, -100, 2, -100])).numpy(), rtol=0, atol=0)
+    with pytest.raises(IndexError, match=r"cross_entropy: Target 7 is out of bounds"):
+        F.cross_entropy(x, nv.from_numpy(np.array([0, 7, 1, 1], dtype=np.uint8)))
+    with pytest.raises(TypeError, match=r"nll_loss: target must hold class indices "
+                                        r"\(int64, int32 or uint8\), got int16"):
+        F.nll_loss(x, nv.from_numpy(labels.astype(np.int16)))
+
+
 def test_pointwise_losses_broadcast_a_target_of_another_shape_with_a_warning():
     """PyTorch's mse_loss, l1_loss, smooth_l1_loss and huber_loss warn and broadcast
     ((4, 1) against (4,) is a (4, 4) loss); the binary cross entropies refuse."""

@@ -44,6 +44,7 @@ class FunctionCtx:
         self._saved: tuple[Any, ...] = ()
         self.materialize_grads = True
         self._non_differentiable: set[int] = set()
+        self._dirty: tuple[Tensor, ...] = ()
 
     def save_for_backward(self, *tensors: Any) -> None:
         """Keep ``tensors`` for ``backward`` as they are now: their values and their
@@ -73,8 +74,14 @@ class FunctionCtx:
         self.materialize_grads = bool(value)
 
     def mark_dirty(self, *tensors: Tensor) -> None:
-        raise NotImplementedError("Function: mark_dirty (an in-place forward) is not "
-                                  "supported; return a new tensor instead")
+        """Declare inputs that ``forward`` changed in place, and returns (PyTorch's
+        contract): each returned dirty tensor is the input object itself, whose history
+        becomes the Function's -- its gradient goes through ``backward`` to what it
+        was computed from before the change. Call it in ``forward``."""
+        for t in tensors:
+            if not isinstance(t, Tensor):
+                raise TypeError(f"mark_dirty: expected tensors, got {type(t).__name__}")
+        self._dirty = tuple(tensors)
 
 
 class _SavedTensor:
@@ -173,6 +180,7 @@ class Function:
                 output = cls.forward(ctx, *args, **kwargs)
         single = isinstance(output, Tensor)
         outputs = (output,) if single else tuple(output)
+        _check_dirty_returned(cls, ctx, outputs)
         if not (STATE.enabled and any(needs)):
             return output
         differentiable = [k for k, o in enumerate(outputs) if isinstance(o, Tensor) and
@@ -230,16 +238,33 @@ def _wire(cls: type, ctx: FunctionCtx, args: tuple, tensor_args: list[tuple[int,
     wired = list(outputs)
     if len(diff) == 1:
         wired[differentiable[0]] = head
-        return wired
-    start = 0
-    with_grad = head
-    for pos, (k, shape) in enumerate(zip(differentiable, shapes)):
-        n = math.prod(shape)
-        wired[k] = movement.reshape(movement.narrow(with_grad, 0, start, n), shape)
-        if received is not None:
-            wired[k] = _noting(wired[k], pos, received, cls.__name__)
-        start += n
+    else:
+        start = 0
+        for pos, (k, shape) in enumerate(zip(differentiable, shapes)):
+            n = math.prod(shape)
+            wired[k] = movement.reshape(movement.narrow(head, 0, start, n), shape)
+            if received is not None:
+                wired[k] = _noting(wired[k], pos, received, cls.__name__)
+            start += n
+    dirty = {id(t) for t in ctx._dirty}
+    for k in differentiable:
+        if id(outputs[k]) in dirty:
+            # the input object takes the Function's history, as an in-place op's
+            # result: through its views' bases too (``Tensor._assign``), and a leaf
+            # that requires grad refuses, as PyTorch's
+            outputs[k]._assign(wired[k], cls.__name__)
+            wired[k] = outputs[k]
     return wired
+
+
+def _check_dirty_returned(cls: type, ctx: FunctionCtx, outputs: tuple) -> None:
+    """PyTorch's rule: a tensor ``forward`` marked dirty (changed in place) is one of
+    its outputs, the object itself."""
+    returned = {id(o) for o in outputs}
+    if any(id(t) not in returned for t in ctx._dirty):
+        raise RuntimeError(f"{cls.__name__}: some tensors marked dirty in forward "
+                           f"(mark_dirty) were not returned as outputs; a Function must "
+                           f"return the inputs it modifies in place")
 
 
 def _noting(out: Tensor, pos: int, received: set[int], name: str) -> Tensor:

@@ -151,8 +151,50 @@ def test_bad_backwards_are_named():
     y.sum().backward()
     with pytest.raises(RuntimeError, match="second time"):
         y.sum().backward()
-    with pytest.raises(NotImplementedError, match="mark_dirty"):
-        nv.autograd.FunctionCtx(()).mark_dirty(x)
+
+
+class TripleInPlace(nv.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.mark_dirty(x)
+        return x.mul_(3)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 3
+
+
+def test_mark_dirty_gives_the_input_object_the_functions_history():
+    """PyTorch's in-place Function: the returned tensor is the input object, its
+    gradient goes through ``backward`` to its history before the change -- for a view,
+    through its base; a leaf that requires grad refuses."""
+    a = nv.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    b = a * 2
+    c = TripleInPlace.apply(b)
+    assert c is b and c.tolist() == [6.0, 12.0, 18.0]
+    (c * c).sum().backward()
+    assert a.grad.tolist() == [72.0, 144.0, 216.0]         # d(6a)^2/da
+    w = nv.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+    base = w * 1
+    assert TripleInPlace.apply(base[1:3]) is not None
+    assert base.tolist() == [1.0, 6.0, 9.0, 4.0]
+    (base * nv.tensor([1.0, 2.0, 3.0, 4.0])).sum().backward()
+    assert w.grad.tolist() == [1.0, 6.0, 9.0, 4.0]
+    with nv.no_grad():
+        assert TripleInPlace.apply(nv.ones(2)).tolist() == [3.0, 3.0]
+    with pytest.raises(RuntimeError, match="TripleInPlace: a leaf tensor that requires grad"):
+        TripleInPlace.apply(nv.ones(2, requires_grad=True))
+
+    class Forgets(nv.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.mark_dirty(x)
+            return x.mul(3)
+
+    with pytest.raises(RuntimeError, match="Forgets: some tensors marked dirty in forward"):
+        Forgets.apply(nv.ones(2))
+    with pytest.raises(TypeError, match="mark_dirty: expected tensors, got list"):
+        nv.autograd.FunctionCtx(()).mark_dirty([nv.ones(1)])
 
 
 def test_an_nv_compile_call_through_a_custom_function_records_every_time():

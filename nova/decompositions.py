@@ -688,23 +688,54 @@ def inv(A: Tensor) -> Tensor:
 
 
 class _Det(Function):
-    """``det A`` = the product of ``U``'s diagonal times the swaps' sign; ``gA = g det
-    A^-T`` (inf/NaN at a singular ``A``)."""
+    """``det A`` = the product of ``U``'s diagonal times the swaps' sign; ``gA = g
+    adj(A)^T``, the cofactors (``_cofactors``: finite where ``A`` is singular too)."""
 
     pure_backward = True
 
     @staticmethod
     def forward(ctx: FunctionCtx, A: Tensor) -> Tensor:
         LU, perm, pivots = _lu(A)
-        d = LU.diagonal(0, -2, -1).prod(-1) * _perm_sign(pivots, A.dtype)
-        ctx.save_for_backward(A, LU, perm, d)
-        return d
+        sign = _perm_sign(pivots, A.dtype)
+        ctx.save_for_backward(A, LU, perm, sign)
+        return LU.diagonal(0, -2, -1).prod(-1) * sign
 
     @staticmethod
     def backward(ctx: FunctionCtx, g: Tensor) -> Tensor:
-        A, LU, perm, d = ctx.saved_tensors
-        scale = (g * (_Det.apply(A) if _recomputing() else d))[..., None, None]
-        return scale * _inverse_transposed(A, LU, perm)
+        A, LU, perm, sign = ctx.saved_tensors
+        if _recomputing():
+            return (g * _Det.apply(A))[..., None, None] * _Inv.apply(A)[0].mT
+        return g[..., None, None] * _cofactors(LU, perm, sign)
+
+
+def _cofactors(LU: Tensor, perm: Tensor, sign: Tensor) -> Tensor:
+    """``adj(A)^T`` (the gradient of ``det A``) from ``A[perm] = L U``, exact when one
+    pivot is 0 -- a singular ``A`` of rank n - 1, where ``det A A^-T`` is 0 * inf.
+
+    ``adj(A) = adj(U) L^-1 sign P``, and ``adj(U)`` is linear in each diagonal entry,
+    so with ``d_k`` the smallest pivot and ``U_c`` its copy with ``d_k`` replaced by
+    ``c`` (``d_k``'s sign times the largest |pivot|: invertible unless a second pivot
+    is 0), interpolating between ``d_k = 0`` (where ``adj(U)`` is the rank-1 ``p c^2
+    (U_c^-1 e_k)(e_k^T U_c^-1)``) and ``d_k = c`` gives ``adj(A)^T = sign p (c (c - d_k)
+    y x^T + d_k A_c^-T)`` with ``p`` the other pivots' product, ``x = U_c^-1 e_k`` and
+    ``y = A_c^-T e_k``. For an invertible ``A`` this is ``det A A^-T``. Two or more
+    zero pivots leave ``U_c`` singular: inf/NaN, as the direct formula."""
+    n = LU.shape[-1]
+    if n == 0 or 0 in LU.shape:
+        return ops.full_const(0, LU.shape, LU.dtype)
+    diag = LU.diagonal(0, -2, -1)                                   # (..., n)
+    size = diag.abs()
+    at_k = _iota(diag.shape) == size.argmin(-1, keepdim=True)       # the smallest pivot
+    d_k = _pick(at_k, diag, -1).unsqueeze(-1)                       # (..., 1, 1)
+    largest = size.amax(-1, keepdim=True).unsqueeze(-1)
+    c = ops.where(d_k < 0, -1.0, 1.0) * ops.where(largest == 0, 1.0, largest)
+    p = ops.where(at_k, 1.0, diag).prod(-1, keepdim=True).unsqueeze(-1)
+    on_k = ops.logical_and(_iota((n, n), 0) == _iota((n, n), 1), at_k.unsqueeze(-2))
+    LU_c = ops.where(on_k, c, LU)
+    inv_T = _lu_solve(LU_c, perm, movement.expand(_eye_like(LU), LU.shape), adjoint=True)
+    y = _pick(at_k.unsqueeze(-2), inv_T, -1)                        # (..., n, 1)
+    x = _substitute(LU_c, ops.cast(at_k, LU.dtype).unsqueeze(-1), True, False)
+    return (sign[..., None, None] * p) * (c * (c - d_k) * (y @ x.mT) + d_k * inv_T)
 
 
 def _inverse_transposed(A: Tensor, LU: Tensor, perm: Tensor) -> Tensor:

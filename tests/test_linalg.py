@@ -272,6 +272,34 @@ def test_gradients():
     assert gradcheck(first_derivatives, [A])
 
 
+def _cofactor_matrix(M):
+    """adj(M)^T from its definition: signed minors, in float64."""
+    n = len(M)
+    minors = [[np.linalg.det(np.delete(np.delete(M, i, 0), j, 1)) if n > 1 else 1.0
+               for j in range(n)] for i in range(n)]
+    return np.array(minors) * (-1.0) ** np.add.outer(np.arange(n), np.arange(n))
+
+
+def test_det_gradient_is_the_cofactor_matrix_also_at_rank_n_minus_1():
+    """The gradient of det is adj(A)^T, a polynomial: finite and exact where A is
+    singular of rank n - 1 (one zero pivot), where det A A^-T is 0 * inf = NaN (and
+    PyTorch returns zeros); for invertible A it is det A A^-T. Batched, both dtypes."""
+    rng = np.random.default_rng(3)
+    singular = np.array([[[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]],
+                         [[1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 1.0]],
+                         [[0.0, 1.0, 1.0], [0.0, 2.0, 3.0], [0.0, 5.0, 1.0]],
+                         rng.normal(size=(3, 3)) * 4])
+    for dtype, tol in ((nv.float64, 1e-13), (nv.float32, 1e-5)):
+        a = nv.tensor(singular, dtype=dtype, requires_grad=True)
+        (LA.det(a) * nv.tensor([1.0, 2.0, -1.0, 0.5], dtype=dtype)).sum().backward()
+        want = [w * _cofactor_matrix(m) for w, m in zip([1.0, 2.0, -1.0, 0.5], singular)]
+        close(a.grad.numpy(), np.array(want), tol)
+    for M in ([[1.0, 2.0], [2.0, 4.0]], [[0.0]], [[-3.0]]):
+        a = f64(M).requires_grad_()
+        LA.det(a).backward()
+        close(a.grad.numpy(), _cofactor_matrix(np.array(M)), 1e-15)
+
+
 def test_recorded_graph_grows_linearly():
     """Each step records the same ops, so doubling n doubles the graph (recorded, never
     run here); n = 64 records about 3,000 nodes for cholesky and 4,200 for lu_factor."""

@@ -38,7 +38,6 @@ and everything that depends on them (the optimizer update).
 """
 from __future__ import annotations
 
-import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, UnitAttr
 from xdsl.ir import Operation, SSAValue
@@ -46,12 +45,13 @@ from xdsl.transforms.dead_code_elimination import dce
 
 from nova.compiler import dialect as nd
 from nova.compiler.dialect import BACKWARD_ATTR
+from nova.compiler.passes import min_cut
 from nova.compiler.passes.checks import verified_after_pass
 from nova.core import dtypes as dt
 
 MODES = ("off", "default", "aggressive")
 _INF = 2**30
-_UNIT = 64   # capacities count 64-byte units so any realistic step fits int32
+_UNIT = 64   # capacities count 64-byte units (``_keep_cost`` breaks ties by one)
 
 
 def _folded(op: Operation) -> bool:
@@ -128,20 +128,10 @@ def choose_saved(fn: func.FuncOp, mode: str) -> tuple[set[SSAValue], set[SSAValu
               if isinstance(o.owner, Operation) and o.owner not in bwd}
     if not needed:
         return set(), set()
-    # scipy.sparse on first use: importing it costs ~0.17 s, a quarter of `import nova`,
-    # and a step read from the disk cache never gets here
-    from scipy.sparse import csr_array
-    from scipy.sparse.csgraph import breadth_first_order, maximum_flow
     index = {v: i for i, v in enumerate(fwd_values)}
     n = len(fwd_values)
     source, sink = 2 * n, 2 * n + 1
-    rows, cols, caps = [], [], []
-
-    def edge(a: int, b: int, c: int) -> None:
-        rows.append(a)
-        cols.append(b)
-        caps.append(c)
-
+    edges: list[tuple[int, int, int]] = []
     for v, i in index.items():
         op = v.owner if isinstance(v.owner, Operation) else None
         if op is None or v in results:
@@ -150,21 +140,14 @@ def choose_saved(fn: func.FuncOp, mode: str) -> tuple[set[SSAValue], set[SSAValu
             cap = _INF
         else:
             cap = _keep_cost(op, v)
-        edge(2 * i, 2 * i + 1, cap)
+        edges.append((2 * i, 2 * i + 1, cap))
         if op is None or not _recomputable(op, mode):
-            edge(source, 2 * i, _INF)
+            edges.append((source, 2 * i, _INF))
         if op is not None:
             for o in op.operands:
-                edge(2 * index[o] + 1, 2 * i, _INF)
+                edges.append((2 * index[o] + 1, 2 * i, _INF))
         if v in needed:
-            edge(2 * i + 1, sink, _INF)
-    graph = csr_array((np.array(caps, dtype=np.int32), (np.array(rows), np.array(cols))),
-                      shape=(2 * n + 2, 2 * n + 2))
-    graph.sum_duplicates()
-    flow = maximum_flow(graph, source, sink)
-    residual = (graph - flow.flow).tocsr()
-    residual.data = np.where(residual.data > 0, residual.data, 0)
-    residual.eliminate_zeros()
+            edges.append((2 * i + 1, sink, _INF))
     # Of the minimum cuts, the one nearest the sink: the nodes that still reach the sink
     # through unsaturated edges are on its side. Where a chain of equal-sized values
     # ties (a product and its bias add), this keeps the later value, so the backward
@@ -172,8 +155,7 @@ def choose_saved(fn: func.FuncOp, mode: str) -> tuple[set[SSAValue], set[SSAValu
     # epilogue (the cut nearest the source kept the bare product, whose two readers
     # then each needed a kernel of their own: the bias add in the forward and again
     # before the backward's reader).
-    to_sink = set(breadth_first_order(residual.T.tocsr(), sink, directed=True,
-                                      return_predecessors=False).tolist())
+    to_sink = min_cut.sink_side(2 * n + 2, edges, source, sink)
     saved = {v for v, i in index.items() if 2 * i not in to_sink and 2 * i + 1 in to_sink
              and isinstance(v.owner, Operation) and v not in results}
     return saved, needed
@@ -225,3 +207,4 @@ def rematerialize(module: ModuleOp, mode: str = "default") -> ModuleOp:
             op.operands = new
     dce(module)   # forward ops that only fed the backward are now dead (no CSE: it
     return verified_after_pass(module)   # would merge the per-reader clones again)
+

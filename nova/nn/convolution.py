@@ -6,13 +6,14 @@ A convolution is im2col and matmul. With many output positions ``P`` per image
 image with the weight flattened to ``(O, C*K)``, which gives ``(N, O, P)`` directly;
 with few, the batch folds into the columns: the channels-first stack ``(C, K, N, *out)``
 flattened to ``(C*K, N*P)``, one wide product, and the ``(O, N, *out)`` result
-transposed back. A float32 per-image convolution with unit strides and at most
-``MAX_SHIFTED_OFFSETS`` kernel offsets uses shifted windows instead
-(``_shifted_product``): its window matrix is a table view of the padded input, which
-the CPU GEMMs pack from directly, so no im2col copy is stored; from
-``TRANSPOSED_GRADIENT_MIN_CHANNELS`` input channels its input gradient is the transposed
+transposed back. A float32 per-image convolution with unit strides uses shifted
+windows instead (``_shifted_product``, ``_shifted_form``): its window matrix is a table
+view of the padded input, which the CPU GEMMs pack from directly, so no im2col copy is
+stored. From ``TRANSPOSED_GRADIENT_MIN_CHANNELS`` input channels (and up to
+``MAX_TRANSPOSED_OFFSETS`` kernel offsets) its input gradient is the transposed
 convolution, shifted windows of the output gradient (``_ShiftedConvolution``), so no
-window gradients are stored either.
+window gradients are stored either; with fewer channels, up to ``MAX_SHIFTED_OFFSETS``
+offsets, it is the gradient autograd derives.
 With ``groups`` the channels split into ``G`` groups of ``C/G*K`` and
 the weight into ``(G, O/G, C/G*K)``, one batched matmul over the groups. Max pooling takes the first
 maximum of each window (``argmax``, NaN counting as the largest, as PyTorch's kernels
@@ -92,10 +93,10 @@ def _conv_product(x: Tensor, weight: Tensor, spec: WindowSpec, groups: int) -> T
     o, cg = weight.shape[:2]
     depth = cg * spec.count
     positions = math.prod(spec.out)
-    if _shifted_windows_apply(x, spec, groups, positions):
-        transposed = _transposed_spec(spec)
-        if transposed is not None and x.shape[1] >= TRANSPOSED_GRADIENT_MIN_CHANNELS:
-            return _ShiftedConvolution.apply(x, weight, spec, transposed)
+    form = _shifted_form(x, spec, groups, positions)
+    if form == "transposed":
+        return _ShiftedConvolution.apply(x, weight, spec, _transposed_spec(spec))
+    if form == "derived":
         return _shifted_product(x, weight, spec)
     if positions >= PER_IMAGE_MIN_POSITIONS:
         # One product per image against the shared weight: (N, G, C/G*K, P) windows give
@@ -116,20 +117,33 @@ def _conv_product(x: Tensor, weight: Tensor, spec: WindowSpec, groups: int) -> T
     return out
 
 
-# At most this many kernel offsets for the shifted-window form (``_shifted_product``):
-# its input gradient sums that many shifted copies of the window gradient along one
-# flattened axis, split where each starts and ends (``targets.cpu.llvm._regions``,
-# two cuts per offset).
+# At most this many kernel offsets for the shifted-window form (``_shifted_product``)
+# whose input gradient autograd derives: it sums that many shifted copies of the window
+# gradient along one flattened axis, split where each starts and ends
+# (``targets.cpu.llvm._regions``, two cuts per offset).
 MAX_SHIFTED_OFFSETS = 9
 
+# At most this many with the transposed input gradient (``_ShiftedConvolution``), whose
+# products read table views however many offsets there are: 7 x 7, measured below.
+MAX_TRANSPOSED_OFFSETS = 49
 
-def _shifted_windows_apply(x: Tensor, spec: WindowSpec, groups: int, positions: int) -> bool:
-    """Whether ``_shifted_product`` computes this convolution: float32, one group,
-    unit strides, one or two spatial dims, 2 to ``MAX_SHIFTED_OFFSETS`` kernel offsets,
-    and the per-image product (``PER_IMAGE_MIN_POSITIONS``)."""
-    return (x.dtype == dt.float32 and groups == 1 and len(spec.spatial) in (1, 2)
-            and all(s == 1 for s in spec.stride) and 1 < spec.count <= MAX_SHIFTED_OFFSETS
-            and positions >= PER_IMAGE_MIN_POSITIONS)
+
+def _shifted_form(x: Tensor, spec: WindowSpec, groups: int, positions: int) -> str | None:
+    """How a shifted-window convolution computes this one, if it does (float32, one
+    group, unit strides, one or two spatial dims, several kernel offsets, the
+    per-image product of ``PER_IMAGE_MIN_POSITIONS``): ``"transposed"`` -- the input
+    gradient a transposed convolution (``_ShiftedConvolution``), from
+    ``TRANSPOSED_GRADIENT_MIN_CHANNELS`` input channels and up to
+    ``MAX_TRANSPOSED_OFFSETS`` offsets -- or ``"derived"`` (``_shifted_product``, up to
+    ``MAX_SHIFTED_OFFSETS``); None: the stored window stack."""
+    if not (x.dtype == dt.float32 and groups == 1 and len(spec.spatial) in (1, 2)
+            and all(s == 1 for s in spec.stride) and spec.count > 1
+            and positions >= PER_IMAGE_MIN_POSITIONS):
+        return None
+    if x.shape[1] >= TRANSPOSED_GRADIENT_MIN_CHANNELS and \
+            spec.count <= MAX_TRANSPOSED_OFFSETS and _transposed_spec(spec) is not None:
+        return "transposed"
+    return "derived" if spec.count <= MAX_SHIFTED_OFFSETS else None
 
 
 def _shifted_windows(x: Tensor, spec: WindowSpec) -> tuple[Tensor, tuple[int, ...]]:
@@ -185,10 +199,15 @@ def _shifted_product(x: Tensor, weight: Tensor, spec: WindowSpec) -> Tensor:
 
 # Input channels from which a shifted-window convolution's input gradient is computed as
 # the transposed convolution (``_ShiftedConvolution``): a product with M = C_in rows,
-# K = C_out x K columns. Below, M is too short for the tiled GEMM to amortize packing
-# its B (the output gradient's shifted windows), and the autograd-derived gradient --
-# (C_in x K, P) window gradients summed back by shifted ranges -- is kept.
-TRANSPOSED_GRADIENT_MIN_CHANNELS = 64
+# K = C_out x K columns. Below, the autograd-derived gradient -- (C_in x K, P) window
+# gradients summed back by shifted ranges -- is kept (and more than
+# ``MAX_SHIFTED_OFFSETS`` offsets take the stored stack). Kernel time of forward + both
+# gradients, batch 8, the two forms paired rep by rep in one process (median ratio of
+# 12; shape C_in, HxW, C_out, kernel): transposed / derived 0.88 at (16, 56, 16, 3x3),
+# 0.93 at (32, 56, 32, 3x3), 0.92 at (8, 32, 16, 3x3), 1.33 at (3, 32, 16, 3x3);
+# transposed / stored stack 0.88 at (16, 28, 32, 5x5), 0.83 at (32, 28, 64, 5x5), 0.73
+# at (64, 28, 64, 5x5), 0.75 at (32, 28, 32, 7x7), 1.0 at (8, 28, 16, 5x5).
+TRANSPOSED_GRADIENT_MIN_CHANNELS = 16
 
 
 def _transposed_spec(spec: WindowSpec) -> WindowSpec | None:

@@ -147,7 +147,10 @@ def test_shifted_window_convolutions_fuse_their_stack_and_match_the_reference(ca
     ((1, 64, 30, 26), (16, 64, 2, 3), 0, 1),
     ((2, 64, 24, 24), (16, 64, 3, 3), 2, 2),
     ((2, 64, 700), (16, 64, 3), 1, 1),
-], ids=["3x3", "2x3-valid", "dilated", "1d"])
+    ((2, 16, 23, 23), (8, 16, 3, 3), 1, 1),
+    ((1, 16, 24, 22), (8, 16, 5, 5), 2, 1),
+    ((1, 16, 25, 25), (8, 16, 7, 7), 3, 1),
+], ids=["3x3", "2x3-valid", "dilated", "1d", "3x3-16ch", "5x5-16ch", "7x7-16ch"])
 def test_wide_convolutions_take_the_input_gradient_as_a_transposed_convolution(case):
     """From ``TRANSPOSED_GRADIENT_MIN_CHANNELS`` input channels the input gradient is
     a product of C_in rows over the output gradient's shifted windows: no product
@@ -167,4 +170,17 @@ def test_wide_convolutions_take_the_input_gradient_as_a_transposed_convolution(c
     assert sum("matmul/tiled" in line for line in kernels) == 3
     assert not any(f"{c}, {k}, " in line and "elementwise" in line for line in kernels)
     for got, want in zip((y, dx, dw), _reference(x, w, g, padding, dilation)):
+        np.testing.assert_allclose(got.numpy(), want, rtol=2e-4, atol=2e-4)
+
+
+def test_many_offsets_over_few_channels_keep_the_stored_stack():
+    """Below ``TRANSPOSED_GRADIENT_MIN_CHANNELS`` a 5 x 5's input gradient would be the
+    derived one, 25 shifted sums: the convolution keeps the stored window stack, whose
+    (N, 1, C K, P) product is there, and stays right."""
+    shape, w_shape = (1, 8, 24, 24), (8, 8, 5, 5)
+    x, w, g, (y, dx, dw) = _conv_step(shape, w_shape, 2)
+    ir = nv.debug.dump_ir(y, dx, dw)
+    products = [line.split("-> ")[-1] for line in ir.splitlines() if "nova.matmul" in line]
+    assert any(p.startswith("tensor<1x1x200x576x") for p in products)
+    for got, want in zip((y, dx, dw), _reference(x, w, g, 2)):
         np.testing.assert_allclose(got.numpy(), want, rtol=2e-4, atol=2e-4)

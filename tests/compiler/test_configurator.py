@@ -109,12 +109,19 @@ def test_gemm_rows_shortens_the_tile_where_it_pads_fewer_rows():
     assert gemm_rows(14, 16, 8)[0] == 11             # 28 -> 22 rows (8 would be 16)
     assert gemm_rows(6, 16, 8)[0] == 6 and gemm_rows(6, 25, 8)[0] == 5   # 30 -> 25
     assert gemm_rows(6, 25, 12)[0] == 6              # 5 rows: 10 chains < 12
-    # a product of under MR_MIN_FLOPS keeps the tallest tile (no driver to compile for
-    # a fraction of a millisecond a step): a GPT's 65-row vocabulary gradient
-    assert gemm_rows(14, 65, 8, 2.0 * 65 * 512 * 4096) == (14, "")
-    assert gemm_rows(14, 65, 8, 2.0 * 65 * 512 * 16384)[0] == 13
+    # a shorter tile saving under MR_MIN_SAVED_FLOPS a call keeps the tallest (no
+    # driver to compile for a fraction of a millisecond a step): a 65-row vocabulary
+    # gradient over 4,096 tokens (5 rows of 4.2 MFLOP), the small GPT's 128-row
+    # weight gradients (10 rows of 2.1 MFLOP)
+    assert gemm_rows(14, 65, 8, 2.0 * 512 * 4096) == (14, "")
+    assert gemm_rows(14, 65, 8, 2.0 * 512 * 16384)[0] == 13
+    assert gemm_tile(AVX512, k=2048, m=128, n=512).mr == 14
     assert gemm_tile(AVX512, k=64, m=64, n=64).mr == 14
     assert gemm_tile(AVX512, k=576, m=64, n=3136, batches=8).mr == 13     # 1.85 GFLOP
+    # a 5x5 convolution of 32 channels: its input gradient (32 rows, 0.87 GFLOP) and
+    # forward (64 rows, 0.73 GFLOP, of 8 images)
+    assert gemm_tile(AVX512, k=1600, m=32, n=1056, batches=8).mr == 11
+    assert gemm_tile(AVX512, k=800, m=64, n=896, batches=8).mr == 13
     # the tile and its derivation follow, MC a multiple of the shorter MR
     t = gemm_tile(AVX512, k=576, m=64, n=3136, batches=8)
     assert t.mr == 13 and t.mc % 13 == 0 and "M=64 pads to 70 rows" in t.derivation

@@ -88,7 +88,7 @@ MIN_MC_PANELS = 4         # A micro-panels an MC block holds at least
 CAUSAL_DIAGONAL_BLOCKS = 8  # causal attention: blocks along the diagonal, at least
 MR_SHRINK = 0.75           # the shortest register tile gemm_rows considers, x the tallest
 MR_PADDING_GAIN = 0.04     # ... and the share of padded rows it must save
-MR_MIN_FLOPS = 1e9         # ... in a product of at least this many FLOPs (~5 ms)
+MR_MIN_SAVED_FLOPS = 5e7   # ... and at least this many FLOPs a call (~0.25 ms)
 MIN_PANELS_PER_THREAD = 8  # MR-row micro-panels per core for a shared-B split "m"
 SHARED_B_MIN_CORES = 4     # cores from which threads share the packed B panel
 L3_PER_CORE_MAX = 4 << 20  # bytes of L3 a core may count on (see ``l3_share``)
@@ -180,29 +180,35 @@ def gemm_panel_width(spec: CpuSpec, kc: int, nr: int, itemsize: int = 4) -> int:
     return _round_down((l3_share(spec) // 2) // max(kc * itemsize, 1), nr)
 
 
-def gemm_rows(mr_max: int, m: int, needed_chains: int, flops: float = math.inf
+def gemm_rows(mr_max: int, m: int, needed_chains: int, row_flops: float = math.inf
               ) -> tuple[int, str]:
     """MR for a product of ``m`` rows: the register tile computes ``ceil(m / MR) x MR``
     rows, the last panel's padding included, so MR = ``mr_max`` wastes up to MR - 1 rows
-    of FMAs -- 9% of a 64-row product (a convolution's 64 output channels: 70 rows).
-    A shorter tile, down to ``MR_SHRINK`` x ``mr_max`` and keeping ``2 MR`` FMA chains
-    against the latency, is taken when it computes at least ``MR_PADDING_GAIN`` fewer
-    rows (64 -> MR 13: 65 rows; 128 -> 13: 130 rows instead of 140); it loads its B
-    vectors once per MR rows instead of ``mr_max``, which the FMA-bound micro-kernel
-    hides. Every other MR is another driver to compile once (~0.75 s, then on disk:
-    ``gemm_support``), so products where the gain is smaller, of one panel anyway (M <=
-    ``mr_max``) or of under ``MR_MIN_FLOPS`` (``flops``, all batches; one that saves
-    less than ~0.3 ms a step: a GPT's 65-row vocabulary gradient) keep ``mr_max``. Returns MR and the
-    derivation's note ("" for ``mr_max``)."""
+    of FMAs -- 9% of a 64-row product (a convolution's 64 output channels: 70 rows),
+    24% of a 32-row one (42 rows). A shorter tile, down to ``MR_SHRINK`` x ``mr_max``
+    and keeping ``2 MR`` FMA chains against the latency, is taken when it computes at
+    least ``MR_PADDING_GAIN`` fewer rows (64 -> MR 13: 65 rows; 32 -> 11: 33 rows) and
+    that saves at least ``MR_MIN_SAVED_FLOPS`` a call (``row_flops``: the FLOPs of one
+    row, all batches); it loads its B vectors once per MR rows instead of ``mr_max``,
+    which the FMA-bound micro-kernel hides. Every other MR is another driver to compile
+    once (~0.75 s, then on disk: ``gemm_support``), so products where the gain is
+    smaller -- of one panel anyway (M <= ``mr_max``), or saving a fraction of a
+    millisecond (the small GPT's 128-row weight gradients: 21 MFLOP; a 65-row
+    vocabulary gradient over 4,096 tokens) -- keep ``mr_max``: a cold first step does
+    not wait for a driver that saves it nothing. Measured on a 5 x 5 convolution of 32
+    channels (batch 8, forward + both gradients, paired in one process): MR 11 for its
+    32-row input gradient and 13 for its 64-row products, 0.92x the kernel time.
+    Returns MR and the derivation's note ("" for ``mr_max``)."""
     def rows(mr: int) -> int:
         return -(-max(m, 1) // mr) * mr
 
-    if m <= mr_max or flops < MR_MIN_FLOPS:      # not worth another driver
+    if m <= mr_max:                               # one panel whatever MR
         return mr_max, ""
     lowest = max(1, math.ceil(MR_SHRINK * mr_max))
     shorter = [mr for mr in range(mr_max - 1, lowest - 1, -1) if 2 * mr >= needed_chains]
     best = min(shorter, key=rows, default=mr_max)   # ties: the larger MR (listed first)
-    if rows(best) > (1 - MR_PADDING_GAIN) * rows(mr_max):
+    if rows(best) > (1 - MR_PADDING_GAIN) * rows(mr_max) or \
+            (rows(mr_max) - rows(best)) * row_flops < MR_MIN_SAVED_FLOPS:
         return mr_max, ""
     return best, (f", M={m} pads to {rows(mr_max)} rows, MR {best} to {rows(best)} "
                   f"-> MR = {best}")
@@ -227,7 +233,7 @@ def gemm_tile(spec: CpuSpec, itemsize: int = 4, k: int = 256, m: int = 256, n: i
     nr = 2 * lanes
     needed = spec.fma_latency * spec.fma_units
     mr_max = max(1, (spec.vector_registers - 3) // 2)
-    mr, why_mr = gemm_rows(mr_max, m, needed, 2.0 * m * n * k * batches)
+    mr, why_mr = gemm_rows(mr_max, m, needed, 2.0 * n * k * batches)
     chains = 2 * mr
     kc = gemm_kc(spec, k, nr, mr, itemsize) if k_blocking else max(k, 1)
     mc = gemm_mc(spec, kc, mr, itemsize)

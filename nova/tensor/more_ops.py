@@ -105,15 +105,16 @@ def _shift(op: str, a: Any, b: Any, left: builtins.bool) -> Tensor:
                         f"{type(b).__name__}")
     common = _integer_dtype(op, a, b)
     bits = 8 * common.itemsize
+    # a signed right shift by bits - 1 is the sign's fill too, so its power of two stays
+    # in range; an unsigned one divides by 2**(bits - 1), which its dtype holds
+    top = bits if left or not common.is_signed else bits - 1
     if not isinstance(b, Tensor):
         x, s = ops.cast(a, common), operator.index(b)
         dt.operand_scalar(s, common, op)    # (as ``x + 2**40`` does for int32: no wrapping)
         if left:
             return ops.mul(x, _wrapped(1 << s, common) if 0 <= s < bits else 0)
-        return numeric.floor_divide(x, 1 << s) if 0 <= s < bits - 1 else _sign_fill(x)
+        return numeric.floor_divide(x, 1 << s) if 0 <= s < top else _sign_fill(x)
     x, s = ops.operands(op, a, b, dtype=common)
-    # a right shift by bits - 1 is the sign's fill too; the power of two then stays in range
-    top = bits if left else bits - 1
     inside = ops.logical_and(ops.ge(s, 0), ops.lt(s, top))
     s = ops.where(inside, s, 0)
     if left:

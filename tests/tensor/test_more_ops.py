@@ -68,6 +68,19 @@ def test_shifts_match_twos_complement_and_pytorchs_out_of_range_results():
     assert (nv.tensor([True]) << 1).dtype == nv.int64          # bool meets int: int64
 
 
+def test_unsigned_right_shifts_by_the_top_bit_keep_it():
+    """Unsigned: ``x >> (bits - 1)`` is the top bit (128 >> 7 == 1 in uint8), not a
+    sign's fill; from the bit width on, 0 -- scalar and tensor amounts alike."""
+    x = [128, 255, 200, 7, 0]
+    a = nv.tensor(x, dtype=nv.uint8)
+    amounts = nv.tensor([7, 7, 8, 1, 9], dtype=nv.uint8)
+    outs = [a >> 7, a >> 6, a >> 8, a >> amounts, a.bitwise_right_shift(nv.tensor(7))]
+    want = [[v >> 7 for v in x], [v >> 6 for v in x], [0] * 5,
+            [v >> s if s < 8 else 0 for v, s in zip(x, [7, 7, 8, 1, 9])], [v >> 7 for v in x]]
+    assert [o.tolist() for o in outs] == want
+    assert all(o.dtype == nv.uint8 for o in outs[:4])
+
+
 def test_shift_in_place_forms_errors_and_dtypes():
     y = nv.tensor([[1, 2, 3], [4, 5, 6]])
     row = y[0]

@@ -65,11 +65,12 @@ def _lengths(op: str, n_fft: Any, hop_length: Any, win_length: Any) -> tuple[int
 
 def _full_window(op: str, window: Any, win: int, n_fft: int, like: Any,
                  bad_shape: str) -> Any:
-    """The window as ``n_fft`` points: ones (``window=None``) or ``window`` zero-padded
-    on both sides (left ``(n_fft - win) // 2``), as PyTorch centres a short window."""
+    """The window as ``n_fft`` points: ``window`` -- ``win`` ones when None, as
+    PyTorch's -- zero-padded on both sides (left ``(n_fft - win) // 2``), as PyTorch
+    centres a short window."""
     if window is None:
         dtype = like.dtype.real if isinstance(like, ComplexTensor) else like.dtype
-        return _creation.ones(n_fft, dtype=dtype, device=like.device)
+        window = _creation.ones(win, dtype=dtype, device=like.device)
     if not isinstance(window, (Tensor, ComplexTensor)):
         raise TypeError(f"{op}: window must be a Tensor or None, got {type(window).__name__}")
     if window.ndim != 1 or window.shape[0] != win:

@@ -90,6 +90,8 @@ CASES = [
     dict(n_fft=8, pad_mode="circular", onesided=False),
     dict(n_fft=6, pad_mode="replicate", hop=2),
     dict(n_fft=8, hop=4, win=4, window="rand", center=False, align=True),
+    dict(n_fft=8, hop=3, win=5),               # no window: win_length ones, centred
+    dict(n_fft=6, hop=3, win=4, center=False),
 ]
 
 
@@ -182,6 +184,15 @@ def test_istft_inverts_stft(kw):
     _close(got, ref)
     if kw.get("center", True) and "length" not in kw:        # lossless where covered
         _close(got, X2[:, :got.shape[-1]])
+
+
+def test_istft_without_a_window_uses_win_length_ones():
+    """``window=None`` with ``win_length < n_fft``: ``win_length`` ones, centred in
+    ``n_fft`` (PyTorch's), in the overlap-add and its envelope alike."""
+    spec = nv.stft(nv.tensor(X2), 8, hop_length=2, win_length=4, return_complex=True)
+    got = nv.istft(spec, 8, hop_length=2, win_length=4, length=16)
+    _close(got, ref_istft(spec.numpy(), 8, 2, 4, None, True, 16))
+    _close(got, X2[:, :16])
 
 
 def test_istft_two_sided_and_complex_output():

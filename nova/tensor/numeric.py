@@ -250,8 +250,10 @@ def _vector_norm(x: Tensor, ord: float, dims: tuple[int, ...], keepdim: builtins
         return ops.amax(a, dims, keepdim)
     if ord == -math.inf:
         return ops.amin(a, dims, keepdim)
-    if ord == 0:
-        return ops.sum(ops.cast(ops.ne(x, 0), x.dtype), dims, keepdim)
+    if ord == 0:        # a count: PyTorch's gradient is zeros (not None) to x
+        count = ops.sum(ops.cast(ops.ne(x, 0), x.dtype), dims, keepdim)
+        return ops.zero_gradient_to(count, ops.sum(x, dims, keepdim)) if x.requires_grad \
+            else count
     if ord == 1:
         return ops.sum(a, dims, keepdim)
     if ord == 2:

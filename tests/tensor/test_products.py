@@ -84,6 +84,21 @@ def test_vector_norm_gradient_is_zero_at_the_zero_vector_for_every_order():
     assert nv.renorm(nv.tensor([[1e30], [0.5]]), 2, 0, 2.0).tolist() == [[2.0], [0.5]]
 
 
+def test_the_zero_norm_counts_and_has_pytorchs_zero_gradient():
+    """``ord=0`` counts the nonzero entries; its gradient is zeros, not missing (a
+    backward through it raised "does not require grad"), in every form that reaches it."""
+    rows = np.array([[0.0, 2.0], [3.0, -4.0]])
+    forms = [lambda x: nv.linalg.vector_norm(x, 0, 1), lambda x: x.norm(p=0),
+             lambda x: nv.nn.functional.pairwise_distance(x, nv.zeros(2, 2), p=0)]
+    for form, want in zip(forms, ([1.0, 2.0], 3.0, [2.0, 2.0])):
+        x = nv.tensor(rows, requires_grad=True)
+        n = form(x)
+        assert n.requires_grad and n.tolist() == want
+        n.sum().backward()
+        assert x.grad.tolist() == [[0.0, 0.0], [0.0, 0.0]]
+    assert not nv.linalg.vector_norm(nv.tensor(rows), 0).requires_grad
+
+
 def test_renorm_diag_embed_and_diagflat():
     a = _f32(3, 2, 4) * 3
     norms = np.linalg.norm(a.reshape(3, -1).astype(np.float64), 2, 1)

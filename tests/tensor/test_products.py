@@ -37,8 +37,17 @@ def test_contractions_match_numpy():
         nv.tensordot(nv.tensor(a), nv.tensor(b), ([0], [0]))
     with pytest.raises(ValueError, match="matrix_power: expects a"):
         nv.matrix_power(nv.tensor(a), 2)
-    with pytest.raises(NotImplementedError, match="inverse"):
-        nv.matrix_power(nv.tensor(m), -1)
+
+    # negative powers: powers of the inverse (batched), and a singular matrix refuses
+    spd = np.array([[2.0, 1.0], [0.0, 3.0]])
+    got = [nv.matrix_power(nv.tensor(spd), -2),
+           nv.tensor(np.stack([spd, spd.T])).matrix_power(-3)]
+    inv = np.linalg.inv(spd)
+    want = [inv @ inv, np.stack([np.linalg.matrix_power(x, 3) for x in (inv, inv.T)])]
+    for g, x in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), x, rtol=1e-6, atol=1e-7)
+    with pytest.raises(nv.linalg.LinAlgError, match="singular"):
+        nv.matrix_power(nv.zeros(2, 2), -1)
 
 
 @pytest.mark.parametrize("p", [0, 1, 2, 3.5, np.inf])

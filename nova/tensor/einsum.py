@@ -51,6 +51,37 @@ _LETTERS = frozenset(string.ascii_letters)
 _ELLIPSIS = "..."
 
 
+_SUBLIST_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def _sublist_equation(args: tuple) -> tuple[str, tuple]:
+    """The equation and operands of the sublist form ``(op, dims, op, dims, ...[,
+    output dims])``: dim ``i`` is the ``i``-th of A-Z then a-z (PyTorch's order)."""
+    def letters(dims: Any, where: str) -> str:
+        if not isinstance(dims, (list, tuple)):
+            raise TypeError(f"einsum: the sublist form expects a list of dims after each "
+                            f"operand and for the output; {where} is a "
+                            f"{type(dims).__name__}")
+        out = []
+        for d in dims:
+            if d is Ellipsis:
+                out.append("...")
+            elif isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 52:
+                out.append(_SUBLIST_LETTERS[d])
+            else:
+                raise ValueError(f"einsum: sublist dims must be ints in [0, 52) or "
+                                 f"Ellipsis, got {d!r} in {where}")
+        return "".join(out)
+
+    pairs = len(args) // 2
+    tensors = args[0:2 * pairs:2]
+    inputs = ",".join(letters(args[2 * k + 1], f"the sublist of operand {k}")
+                      for k in range(pairs))
+    if len(args) % 2:
+        return f"{inputs}->{letters(args[-1], 'the output sublist')}", tensors
+    return inputs, tensors
+
+
 class _Equation:
     """A parsed equation: every operand's labels, the output's labels and each
     label's size after broadcasting."""
@@ -64,18 +95,23 @@ class _Equation:
         self.sizes = sizes
 
 
-def einsum(equation: str, *operands: Any) -> Tensor:
+def einsum(equation: Any, *operands: Any) -> Tensor:
     """Sum of products over the letters of ``equation``, as ``torch.einsum``.
 
     ``einsum("ij,jk->ik", a, b)`` is ``a @ b``; ``einsum("ij,jk", [a, b])`` (a single
-    list of operands) the same. Without ``->`` the output is ``...`` followed by the
-    letters that appear exactly once, sorted (upper case before lower case). ``...``
-    stands for broadcast dims; ellipsis dims missing from an explicit output are summed,
-    as in torch. Operands of different dtypes are promoted, as torch does.
+    list of operands) the same, and so is the sublist form ``einsum(a, [0, 1], b, [1,
+    2], [0, 2])`` (numpy's and PyTorch's: each operand followed by its dims as ints in
+    [0, 52) and ``...``, then optionally the output's). Without ``->`` the output is
+    ``...`` followed by the letters that appear exactly once, sorted (upper case before
+    lower case). ``...`` stands for broadcast dims; ellipsis dims missing from an
+    explicit output are summed, as in torch. Operands of different dtypes are
+    promoted, as torch does.
     """
+    if isinstance(equation, Tensor):
+        equation, operands = _sublist_equation((equation,) + operands)
     if not isinstance(equation, str):
-        raise TypeError(f"einsum: the equation must be a str, got {type(equation).__name__} "
-                        "(the sublist form einsum(op, [0, 1], ...) is not supported)")
+        raise TypeError(f"einsum: the equation must be a str (or the first operand of the "
+                        f"sublist form), got {type(equation).__name__}")
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     for k, t in enumerate(operands):

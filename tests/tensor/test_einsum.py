@@ -81,6 +81,21 @@ def test_list_of_operands_and_spaces():
                  rtol=1e-5)
 
 
+def test_sublist_form_is_the_equation_with_dims_as_letters():
+    """numpy's and PyTorch's ``einsum(a, [0, 1], b, [1, 2], [0, 2])``: dims 0-25 are
+    A-Z, 26-51 a-z; the output sublist is optional (then the implicit output), and
+    ``...`` may stand among the dims."""
+    a, b = _arrays([(3, 4), (4, 5)])
+    c = _arrays([(2, 3, 4)])[0]
+    assert_close(nv.einsum(nv.tensor(a), [0, 1], nv.tensor(b), [1, 2], [0, 2]),
+                 np.einsum(a, [0, 1], b, [1, 2], [0, 2]), rtol=1e-5)
+    assert_close(nv.einsum(nv.tensor(a), [30, 1], nv.tensor(b), [1, 2]),
+                 np.einsum(a, [30, 1], b, [1, 2]), rtol=1e-5)      # implicit: C then e
+    assert_close(nv.einsum(nv.tensor(c), [Ellipsis, 0], [Ellipsis]), c.sum(-1), rtol=1e-5)
+    assert_close(nv.einsum(nv.tensor(c), [0, Ellipsis], [Ellipsis, 0]),
+                 np.einsum(c, [0, Ellipsis], [Ellipsis, 0]), rtol=1e-5)
+
+
 def test_dtypes():
     i32 = nv.tensor(np.arange(12, dtype=np.int32).reshape(3, 4))
     out = nv.einsum("ij,kj->ik", i32, i32)
@@ -197,7 +212,11 @@ def test_type_errors():
                                                   "Tensor, got ndarray")):
         nv.einsum("ij->ji", np.ones((2, 2)))
     with pytest.raises(TypeError, match="einsum: the equation must be a str"):
-        nv.einsum(nv.ones(2), [0])
+        nv.einsum(3, nv.ones(2))
+    with pytest.raises(TypeError, match="the sublist of operand 0 is a int"):
+        nv.einsum(nv.ones(2), 0)
+    with pytest.raises(ValueError, match=r"sublist dims must be ints in \[0, 52\).*52"):
+        nv.einsum(nv.ones(2), [52])
     flags = nv.ones(2, 2).bool()
     with pytest.raises(TypeError, match=re.escape("einsum('ij,jk->ik'): bool operands")):
         nv.einsum("ij,jk->ik", flags, flags)

@@ -60,9 +60,18 @@ def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
 
 @stamped
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """``x @ weight.T + bias`` with PyTorch's (out_features, in_features) weight."""
+    """``x @ weight.T + bias`` with PyTorch's (out_features, in_features) weight; a 1-D
+    weight (in_features,) without a bias is ``x @ weight``, the features dim dropped,
+    as in PyTorch."""
+    if weight.ndim == 1 and bias is None:
+        if x.ndim == 0 or x.shape[-1] != weight.shape[0]:
+            raise ShapeError(f"linear: input {x.shape} has {x.shape[-1] if x.ndim else 0} "
+                             f"features but weight {weight.shape} expects {weight.shape[0]}")
+        return ops.matmul(lowered(x), lowered(weight))
     if weight.ndim != 2:
-        raise ValueError(f"linear: weight must be 2-D (out, in), got shape {weight.shape}")
+        raise ValueError(f"linear: weight must be 2-D (out, in), or 1-D (in,) without a "
+                         f"bias, got shape {weight.shape}"
+                         f"{'' if bias is None else ' with a bias'}")
     if x.ndim == 0 or x.shape[-1] != weight.shape[1]:
         raise ShapeError(f"linear: input {x.shape} has {x.shape[-1] if x.ndim else 0} features "
                          f"but weight {weight.shape} expects {weight.shape[1]}")

@@ -22,6 +22,23 @@ def test_linear_matches_numpy_and_checks_features():
         lin(nv.zeros(4, 5))
 
 
+def test_linear_with_a_one_dim_weight_drops_the_features_dim():
+    """PyTorch's ``F.linear(x, w)`` with ``w`` of shape (in,): ``x @ w``, of shape
+    ``x.shape[:-1]``; with a bias it refuses, as PyTorch's."""
+    x = np.random.default_rng(1).standard_normal((4, 3)).astype(np.float32)
+    w = np.array([0.5, -1.0, 2.0], dtype=np.float32)
+    got = F.linear(nv.tensor(x), nv.tensor(w))
+    assert got.shape == (4,)
+    assert_close(got, x @ w, rtol=1e-6)
+    assert F.linear(nv.tensor(x[0]), nv.tensor(w)).shape == ()
+    with pytest.raises(ValueError, match=r"linear: input \(4, 3\) has 3 features but "
+                                         r"weight \(2,\) expects 2"):
+        F.linear(nv.tensor(x), nv.ones(2))
+    with pytest.raises(ValueError, match=r"or 1-D \(in,\) without a bias, got shape "
+                                         r"\(3,\) with a bias"):
+        F.linear(nv.tensor(x), nv.tensor(w), nv.ones(()))
+
+
 def test_embedding_layer_norm_rms_norm():
     emb = nn.Embedding(5, 3)
     idx = np.array([[0, 4], [2, 2]])

@@ -1040,10 +1040,12 @@ def _as_1d(t: Tensor) -> Tensor:
     return prim("reshape", [t], {}, (1,), t.dtype)
 
 
-def gather(x: Tensor, dim: builtins.int, index: Tensor) -> Tensor:
+def gather(x: Tensor, dim: builtins.int, index: Tensor, *,
+           sparse_grad: builtins.bool = False) -> Tensor:
     """``torch.gather``: ``out[i][j] = x[index[i][j]][j]`` for dim=0 (and so on). Index
     values must lie in ``[0, x.shape[dim])`` (no wrapping, as in PyTorch; a 0-d input
-    counts as size 1)."""
+    counts as size 1). ``sparse_grad`` is accepted; Nova has no sparse tensors, so
+    ``x``'s gradient is dense either way (the same values)."""
     _check_tensor("gather", x)
     _check_tensor("gather", index)
     if index.dtype not in (dt.int32, dt.int64):

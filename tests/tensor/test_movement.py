@@ -111,6 +111,14 @@ def test_tril_triu_one_hot_gather():
     assert_close(nv.gather(nv.tensor(x), 1, nv.tensor(idx)), np.take_along_axis(x, idx, 1))
     idx0 = np.array([[2, 0, 1, 0]])
     assert_close(nv.tensor(x).gather(0, nv.tensor(idx0)), np.take_along_axis(x, idx0, 0))
+    # PyTorch's sparse_grad keyword: accepted, the gradient dense either way
+    xs = nv.tensor(x, requires_grad=True)
+    nv.gather(xs, 1, nv.tensor(idx), sparse_grad=True).sum().backward()
+    want = np.zeros_like(x)
+    np.add.at(want, (np.arange(3)[:, None], idx), 1)
+    assert_close(xs.grad, want)
+    assert_close(nv.tensor(x).gather(1, nv.tensor(idx), sparse_grad=False),
+                 np.take_along_axis(x, idx, 1))
 
 
 def test_scatter_add_matches_numpy():

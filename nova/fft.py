@@ -120,12 +120,16 @@ def _c2c(op: str, x: Any, n: int | None, dim: int, norm: str | None,
     cos, sin = _dft(n, n, re.dtype, n, _where(re))
     sign = 1.0 if inverse else -1.0           # e^{+-i theta} = cos +- i sin
     scale = _scale(op, norm, n, inverse)
+    # the sign folded into the matrix, as rfft's: a sum over a zero sin column (the
+    # zero and Nyquist frequencies) is then +0, as PyTorch gives it; negated after the
+    # sum it was -0, and angle() -pi for a negative real DC term
+    signed = sin * sign
     if im is None:
-        out_re, out_im = _along(re, dim, cos), _along(re, dim, sin) * sign
+        out_re, out_im = _along(re, dim, cos), _along(re, dim, signed)
     else:
         im = _resized(op, im, dim, n)
-        out_re = _along(re, dim, cos) - _along(im, dim, sin) * sign
-        out_im = _along(im, dim, cos) + _along(re, dim, sin) * sign
+        out_re = _along(re, dim, cos) - _along(im, dim, signed)
+        out_im = _along(im, dim, cos) + _along(re, dim, signed)
     if scale != 1.0:
         out_re, out_im = out_re * scale, out_im * scale
     return ComplexTensor(out_re, out_im)

@@ -109,3 +109,11 @@ def test_rfft_of_a_real_signal_has_exactly_zero_imaginary_dc_and_nyquist():
                                rtol=1e-6)
     np.testing.assert_allclose(out.real.numpy(), np.fft.rfft(x.astype(np.float64)).real,
                                rtol=1e-6)
+    # and fft / ifft, real and complex input: the sign folded into the DFT matrix
+    for got, want in ((nv.fft.fft(nv.tensor(x)), np.fft.fft(x.astype(np.float64))),
+                      (nv.fft.ifft(nv.tensor(x)), np.fft.ifft(x.astype(np.float64))),
+                      (nv.fft.fft(nv.fft.fft(nv.tensor(x))),
+                       np.fft.fft(np.fft.fft(x.astype(np.float64))))):
+        im = got.imag.numpy()
+        assert not np.signbit(im[0]) and not np.signbit(im[2]), im
+        np.testing.assert_allclose(got.angle().numpy(), np.angle(want), rtol=1e-5, atol=1e-6)

@@ -880,11 +880,15 @@ def quantile(x: Tensor, q: Any, dim: builtins.int | None = None, keepdim: builti
     ordered = sort(x, d).values
     has_nan = ops.amax(ops.isnan(x), d, keepdim=True)
     last = movement.narrow(ordered, d, n - 1, 1)       # (NaN sorts last, stably)
+    # the rank in x's dtype, as PyTorch computes it: q = 1/6 of 4 float32 values is at
+    # 0.5 exactly (which "nearest" rounds down to even), not at 0.5000000149
+    real = np.float64 if x.dtype == dt.float64 else np.float32
     outs = []
     for v in qs:
-        pos = v * (n - 1)
+        pos = real(v) * real(n - 1)
         lo, hi = math.floor(pos), math.ceil(pos)
-        frac = pos - lo
+        frac = float(pos - real(lo))
+        pos = float(pos)
         if interpolation == "lower" or (interpolation == "nearest" and
                                         round(pos) == lo):      # (half to even, as torch)
             hi, frac = lo, 0.0

@@ -222,6 +222,16 @@ def test_median_quantile_and_trapezoid():
     np.testing.assert_allclose(nv.quantile(x, [0.0, 0.5, 1.0], 0, keepdim=True).numpy(),
                                np.quantile(A, [0.0, 0.5, 1.0], 0, keepdims=True), rtol=1e-6)
     assert np.isnan(nv.quantile(nv.tensor([1.0, np.nan, 3.0]), 0.1).item())
+    # the rank in the input's dtype, as PyTorch: 1/6 of 3 is 0.5 in float32 (nearest
+    # rounds to even: the value at 0), 0.50000000000000001 -> 0.5 in float64 as well
+    four = np.array([0.0, 1.0, 2.0, 3.0])
+    for dtype in (nv.float32, nv.float64):
+        got = nv.quantile(nv.tensor(four, dtype=dtype), nv.tensor([1 / 6], dtype=dtype),
+                          interpolation="nearest")
+        assert got.tolist() == [0.0], dtype
+    third = np.float32(1 / 3) * np.float32(3)       # the float32 rank of 1/3 of 4 values
+    got = nv.quantile(nv.tensor(four, dtype=nv.float32), 1 / 3, interpolation="linear")
+    assert got.item() == np.float32(third)
     np.testing.assert_allclose(nv.trapezoid(x, dx=0.5).numpy(), np.trapezoid(A, dx=0.5),
                                rtol=1e-5, atol=1e-6)
     pts = np.array([0.0, 0.5, 2.0, 2.5, 4.0], np.float32)

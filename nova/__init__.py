@@ -61,8 +61,7 @@ from nova.tensor.arrays import (
 from nova.tensor.einsum import einsum
 from nova.tensor.special import *  # noqa: F401,F403 (its __all__: torch's names)
 from nova.tensor.products import (
-    addbmm, addr, cdist, diag_embed, diagflat, dist, inner, matrix_power, renorm, tensordot,
-    vdot,
+    addbmm, addr, cdist, diag_embed, diagflat, dist, inner, renorm, tensordot, vdot,
 )
 from nova.tensor.statistics import corrcoef, cov, histc, isin, kthvalue, nanmedian, take
 from nova.tensor.integration import cumulative_trapezoid, gradient
@@ -115,6 +114,7 @@ greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 absolute, fix, sgn = abs, trunc, sign
 arccosh, arcsinh, arctanh = acosh, asinh, atanh
 det, logdet, slogdet, inverse = linalg.det, linalg.logdet, linalg.slogdet, linalg.inv
+matrix_power = linalg.matrix_power
 from nova.decompositions_spectral import legacy_qr as qr, legacy_svd as svd, pinverse  # noqa: E402
 from nova.linalg_legacy import (  # noqa: E402 (torch's pre-linalg names)
     chain_matmul, cholesky, cholesky_inverse, cholesky_solve, eig, lstsq, lu, lu_solve,

@@ -61,6 +61,7 @@ from nova.autograd.function import Function, FunctionCtx
 from nova.core import dtypes as dt
 from nova.core.shapes import broadcast_shapes
 from nova.tensor import grad_mode, movement, ops
+from nova.tensor import products as _products
 from nova.tensor.autocast_state import autocast_op
 from nova.tensor.creation import eye
 from nova.tensor.more_ops import ArgumentError
@@ -789,9 +790,19 @@ def logdet(A: Tensor) -> Tensor:
     return ops.where(sign < 0, math.nan, logabs)
 
 
+def matrix_power(A: Tensor, n: int) -> Tensor:
+    """``A`` multiplied by itself ``n`` times (``torch.linalg.matrix_power``), by
+    repeated squaring (``tensor.products.matrix_power``); a negative ``n`` is the power
+    ``-n`` of ``inv(A)``, as PyTorch's (a singular matrix raises ``LinAlgError``)."""
+    if isinstance(n, int) and not isinstance(n, bool) and n < 0:
+        return _products.matrix_power(inv(A), -n)
+    return _products.matrix_power(A, n)
+
+
 # PyTorch's tensor methods and top-level names for four of them (attached here, as
 # nova.autograd attaches ``register_hook``: the tensor layer does not import this one)
 Tensor.det = det
 Tensor.logdet = logdet
 Tensor.slogdet = slogdet
 Tensor.inverse = inv
+Tensor.matrix_power = matrix_power

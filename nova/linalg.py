@@ -11,7 +11,7 @@ Importing it also loads ``nova.linalg_legacy``, PyTorch's pre-``linalg`` names
 (``torch.cholesky_solve``, ``torch.lu_unpack``, ``Tensor.triangular_solve`` ...)."""
 from nova.decompositions import (
     LinAlgError, cholesky, cholesky_ex, det, inv, inv_ex, logdet, lu, lu_factor, lu_factor_ex,
-    lu_solve, slogdet, solve, solve_ex, solve_triangular,
+    lu_solve, matrix_power, slogdet, solve, solve_ex, solve_triangular,
 )
 from nova.decompositions_spectral import (
     cond, eigh, eigvalsh, lstsq, matrix_norm, matrix_rank, norm, pinv, qr, svd, svdvals,
@@ -25,7 +25,6 @@ from nova.tensor import numeric as _numeric
 from nova.tensor.numeric import vector_norm
 from nova.tensor import arrays as _arrays
 from nova.tensor.arrays import matrix_exp
-from nova.tensor.products import matrix_power
 from nova.tensor.tensor import Tensor as _Tensor
 
 # torch.norm(p='nuc') and its kin are matrix norms: nova.tensor's norm hands them here

@@ -109,8 +109,9 @@ def addbmm(input: Any, batch1: Tensor, batch2: Tensor, *, beta: Any = 1,
 
 def matrix_power(input: Tensor, n: builtins.int) -> Tensor:
     """``input`` multiplied by itself ``n`` times (``torch.linalg.matrix_power``) by
-    repeated squaring; ``n = 0`` is the identity; a negative ``n`` is the power ``-n``
-    of ``linalg.inv(input)``, as PyTorch's (a singular matrix raises ``LinAlgError``)."""
+    repeated squaring; ``n = 0`` is the identity. A negative ``n`` needs the inverse,
+    which ``nova.decompositions.matrix_power`` -- the exported one (``nv.matrix_power``,
+    ``nv.linalg.matrix_power``, the method) -- takes first; here it raises."""
     from nova.tensor.creation import eye
     ops._check_tensor("matrix_power", input)
     if isinstance(n, builtins.bool) or not isinstance(n, builtins.int):
@@ -119,8 +120,8 @@ def matrix_power(input: Tensor, n: builtins.int) -> Tensor:
         raise ValueError(f"matrix_power: expects a (batch of) square matrices, got shape "
                          f"{input.shape}")
     if n < 0:
-        from nova.decompositions import inv      # (it builds on this package)
-        input, n = inv(input), -n
+        raise ValueError(f"matrix_power: n = {n} < 0 needs the inverse: call "
+                         f"nova.linalg.matrix_power")
     if n == 0:         # (a tensor of its own, as every result here: never a view)
         identity = eye(input.shape[-1], dtype=input.dtype, device=input.device)
         # the identity depends on ``input`` with derivative zero: its gradient is zeros,

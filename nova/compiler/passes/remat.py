@@ -207,4 +207,3 @@ def rematerialize(module: ModuleOp, mode: str = "default") -> ModuleOp:
             op.operands = new
     dce(module)   # forward ops that only fed the backward are now dead (no CSE: it
     return verified_after_pass(module)   # would merge the per-reader clones again)
-

@@ -195,10 +195,12 @@ def gemm_rows(mr_max: int, m: int, needed_chains: int, row_flops: float = math.i
     smaller -- of one panel anyway (M <= ``mr_max``), or saving a fraction of a
     millisecond (the small GPT's 128-row weight gradients: 21 MFLOP; a 65-row
     vocabulary gradient over 4,096 tokens) -- keep ``mr_max``: a cold first step does
-    not wait for a driver that saves it nothing. Measured on a 5 x 5 convolution of 32
-    channels (batch 8, forward + both gradients, paired in one process): MR 11 for its
-    32-row input gradient and 13 for its 64-row products, 0.92x the kernel time.
-    Returns MR and the derivation's note ("" for ``mr_max``)."""
+    not wait for a driver that saves it nothing. Measured on convolutions of batch 8
+    (forward + both gradients, the two settings paired rep by rep in one process): a
+    5 x 5 of 32 channels (MR 11 for its 32-row input gradient, 13 for its 64-row
+    products) 0.88x the kernel time, 3 x 3s of 64 channels at 56 x 56 and 128 at 28 x
+    28 (MR 13) 0.92x and 0.95x. Returns MR and the derivation's note ("" for
+    ``mr_max``)."""
     def rows(mr: int) -> int:
         return -(-max(m, 1) // mr) * mr
 

@@ -180,7 +180,8 @@ def _split_aux(op: str, out: Any, has_aux: bool) -> tuple[Any, Any]:
 
 def grad_and_value(func: Callable, argnums: Any = 0, has_aux: bool = False) -> Callable:
     """A function returning ``(gradient, value)`` of ``func`` (which must return a 0-d
-    tensor, or ``(value, aux)`` with ``has_aux``: then ``((gradient, value), aux)``)
+    tensor, or ``(value, aux)`` with ``has_aux``: then ``(gradient, (value, aux))``, as
+    ``torch.func.grad_and_value``)
     with respect to the positional arguments ``argnums`` (an int: that argument's
     structure; a tuple: a tuple of them)."""
     @functools.wraps(func)
@@ -220,7 +221,7 @@ def grad_and_value(func: Callable, argnums: Any = 0, has_aux: bool = False) -> C
             at += len(new)
         gradient = results[0] if isinstance(argnums, int) else tuple(results)
         value = _out(out, keep)
-        return ((gradient, value), aux) if has_aux else (gradient, value)
+        return (gradient, (value, aux)) if has_aux else (gradient, value)
     return wrapper
 
 
@@ -233,7 +234,7 @@ def grad(func: Callable, argnums: Any = 0, has_aux: bool = False) -> Callable:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if has_aux:
-            (gradient, _), aux = both(*args, **kwargs)
+            gradient, (_, aux) = both(*args, **kwargs)
             return gradient, aux
         return both(*args, **kwargs)[0]
     return wrapper

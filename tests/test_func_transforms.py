@@ -50,6 +50,12 @@ def test_grad_and_value_argnums_pytrees_aux_and_nesting():
     g, aux = func.grad(lambda t: ((t * t).sum(), "kept"), has_aux=True)(x)
     np.testing.assert_allclose(g.numpy(), 2 * X)
     assert aux == "kept"
+    # torch.func's structure with an aux: (gradient, (value, aux))
+    g, (value, aux) = func.grad_and_value(lambda t: ((t * t).sum(), t.mean()),
+                                          has_aux=True)(x)
+    np.testing.assert_allclose(g.numpy(), 2 * X)
+    assert value.item() == pytest.approx(float((X * X).sum()))
+    assert aux.item() == pytest.approx(float(X.mean()))
     second = func.grad(func.grad(lambda t: t ** 3))(nv.tensor(2.0, dtype=nv.float64))
     assert second.item() == pytest.approx(12.0)                      # 6 x
     assert func.grad(lambda t, u: u.sum())(x, x).tolist() == [0.0] * 3   # unused: zeros

@@ -393,10 +393,18 @@ def uniform_(self: Tensor, a: Any = 0.0, b: Any = 1.0, *, generator: Any = None)
 
 def bernoulli_(self: Tensor, p: Any = 0.5, *, generator: Any = None) -> Tensor:
     """Fill with 1 (probability ``p``, a number or a tensor broadcastable to ``self``)
-    or 0, in ``self``'s dtype."""
+    or 0, in ``self``'s dtype. A ``p`` outside [0, 1] (or NaN) raises, as PyTorch's --
+    a tensor ``p`` where its values are in host memory; computed ones are not read back
+    to check them (outside [0, 1] they act clamped)."""
     from nova.tensor.creation import rand
     if not isinstance(p, Tensor) and not 0.0 <= p <= 1.0:
         raise ValueError(f"bernoulli_: p must be in [0, 1], got {p}")
+    known = ops.known_index_values(p) if isinstance(p, Tensor) else None
+    if known is not None:
+        outside = ~((known >= 0) & (known <= 1))
+        if outside.any():
+            raise ValueError(f"bernoulli: every probability must be in [0, 1], got "
+                             f"{known[outside].flat[0]} in p of shape {p.shape}")
     draw = rand(self.shape, dtype=dt.float64, generator=generator)
     prob = ops.cast(p, dt.float64) if isinstance(p, Tensor) else builtins.float(p)
     return self._assign(ops.cast(ops.lt(draw, prob), self.dtype), "bernoulli_")

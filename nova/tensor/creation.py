@@ -490,9 +490,11 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
     the ``num_samples`` largest perturbed scores (Gumbel-top-k), which draws a sample
     without replacement in order, as successive draws with the chosen weight removed.
     The numbers differ from PyTorch's (another generator), their distribution does not.
-    Like ``torch.multinomial`` on CUDA, the weights are not read on the host to check
-    them: a row with negative, infinite or NaN weights, or all zero, gives an
-    unspecified index in range (argmax of a row of -inf is index 0)."""
+    Weights already in host memory (made from Python data or numpy) are checked at the
+    call, as PyTorch's CPU multinomial checks them: a negative, infinite or NaN weight,
+    or a row of zeros, raises ``RuntimeError``. Computed weights are not read back to
+    check them (as ``torch.multinomial`` on CUDA): such a row gives an unspecified index
+    in range (argmax of a row of -inf is index 0)."""
     if not isinstance(input, Tensor):
         raise TypeError(f"multinomial: expected a Tensor, got {type(input).__name__}")
     if input.ndim not in (1, 2) or not input.dtype.is_floating_point:
@@ -507,6 +509,7 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
     if not replacement and num_samples > n:
         raise ValueError(f"multinomial: cannot draw {num_samples} samples without "
                          f"replacement from {n} categories (shape {input.shape})")
+    _check_known_weights(input)
     rows = input.shape[:-1]
     logw = ops.log(cast(input, dt.float64))
     draws = num_samples if replacement else 1
@@ -516,6 +519,25 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
     if replacement or num_samples == 1:
         return ops.argmax(scores, -1)
     return sorting.topk(movement.squeeze(scores, -2), num_samples, -1).indices
+
+
+def _check_known_weights(input: Tensor) -> None:
+    """``multinomial``'s weights, where they are in host memory: PyTorch's errors."""
+    w = ops.known_index_values(input)
+    if w is None:
+        return
+    with np.errstate(invalid="ignore"):
+        if (w < 0).any():
+            raise RuntimeError("multinomial: invalid multinomial distribution (encountering "
+                               f"probability entry < 0; weights of shape {input.shape})")
+        if not np.isfinite(w).all():
+            raise RuntimeError("multinomial: invalid multinomial distribution (encountering "
+                               f"probability entry = infinity or NaN; weights of shape "
+                               f"{input.shape})")
+        if (w.reshape(-1, w.shape[-1]).sum(-1) <= 0).any():
+            raise RuntimeError("multinomial: invalid multinomial distribution (sum of "
+                               f"probabilities <= 0 in a row of weights of shape "
+                               f"{input.shape})")
 
 
 def empty_strided(size: Sequence[int], stride: Sequence[int], *, dtype: Any = None,

@@ -160,6 +160,15 @@ def test_random_fills_have_their_distributions_and_repeat_with_a_generator():
         nv.zeros(3, dtype=nv.int64).normal_()
     with pytest.raises(ValueError, match="bernoulli_"):
         nv.zeros(3).bernoulli_(1.5)
+    # probabilities outside [0, 1] (or NaN) in host memory raise, as PyTorch's (they
+    # were clamped: 1.5 always drew 1)
+    for bad, shown in (([1.5, 0.5], "1.5"), ([0.2, -0.5], "-0.5"), ([0.2, np.nan], "nan")):
+        with pytest.raises(ValueError, match=f"bernoulli: every probability must be in "
+                                             f"\\[0, 1\\], got {shown} in p of shape"):
+            nv.bernoulli(nv.tensor(bad))
+    with pytest.raises(ValueError, match="got 2.0"):
+        nv.zeros(2).bernoulli_(nv.tensor([0.5, 2.0]))
+    assert nv.bernoulli(nv.tensor([0.3, 0.7]) * 1.0).shape == (2,)      # computed: unread
 
 
 def test_fill_diagonal_as_numpy():

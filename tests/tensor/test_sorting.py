@@ -192,6 +192,21 @@ def test_multinomial_is_reproducible_and_compiles_once_in_a_loop():
     assert stats.hits >= 8
 
 
+def test_multinomial_refuses_invalid_weights_known_on_the_host():
+    """PyTorch's CPU checks: a negative, infinite or NaN weight, or a row of zeros --
+    these drew the bad category every time (its log was NaN, the argmax's pick)."""
+    cases = [([1.0, -1.0, 2.0], "entry < 0"), ([1.0, np.nan, 2.0], "infinity or NaN"),
+             ([1.0, np.inf], "infinity or NaN"), ([[1.0, 1.0], [0.0, 0.0]], "sum of "
+                                                                           "probabilities <= 0")]
+    for weights, match in cases:
+        with pytest.raises(RuntimeError, match=f"multinomial: invalid multinomial "
+                                               f"distribution \\(.*{match}"):
+            nv.multinomial(nv.tensor(weights), 2, replacement=True)
+    assert nv.multinomial(nv.tensor([0.0, 1.0, 0.0]), 3, replacement=True).tolist() == [1] * 3
+    computed = nv.tensor([1.0, 2.0]) - 3.0          # not read back: no host check
+    assert nv.multinomial(computed, 1).shape == (1,)
+
+
 def test_multinomial_refuses_bad_arguments():
     with pytest.raises(ValueError, match="cannot draw 3 samples without replacement from 2"):
         nv.multinomial(nv.tensor([0.5, 0.5]), 3)

@@ -498,7 +498,8 @@ def square(z: ComplexTensor) -> ComplexTensor:
 
 def pow(a: Any, b: Any) -> ComplexTensor:
     """``a ** b``: an integer exponent by repeated products (exact for ``z ** 2``),
-    any other as ``exp(b * log(a))``, the principal value."""
+    any other as ``exp(b * log(a))``, the principal value -- and 0 where ``a`` is 0
+    and ``b``'s real part positive, as PyTorch's (``log(0)`` made it NaN)."""
     if isinstance(b, (int, np.integer)) and not isinstance(b, bool) and isinstance(a, ComplexTensor):
         n = int(b)
         base = a if n >= 0 else reciprocal(a)
@@ -508,7 +509,12 @@ def pow(a: Any, b: Any) -> ComplexTensor:
             if bit == "1":
                 result = base if result is None else mul(result, base)
         return result if result is not None else _make(_creation.ones_like(a._re), 0.0)
-    return exp(mul(b, log(_as_complex("pow", a))))
+    z = _as_complex("pow", a)
+    out = exp(mul(b, log(z)))
+    b_re = _parts("pow", b)[0]
+    zero = _ops.logical_and(_ops.logical_and(_ops.eq(z._re, 0), _ops.eq(z._im, 0)),
+                            _ops.gt(b_re, 0) if isinstance(b_re, Tensor) else b_re > 0)
+    return _make(_ops.where(zero, 0.0, out._re), _ops.where(zero, 0.0, out._im))
 
 
 def matmul(a: Any, b: Any) -> ComplexTensor:

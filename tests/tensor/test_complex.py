@@ -75,6 +75,19 @@ def test_smith_division_and_a_zero_divisor():
         assert np.isinf(got.real).all() and np.isinf(got.imag).all()
 
 
+def test_zero_to_a_power_with_a_positive_real_part_is_zero():
+    """``0 ** w`` for Re(w) > 0 is 0, as PyTorch's (``exp(w log 0)`` was NaN); other
+    bases keep the principal value."""
+    z = nv.tensor([0j, 1j, 0j], dtype=nv.complex64)
+    zn = np.array([0j, 1j, 0j], np.complex64)
+    got = [z ** (1 + 1j), z ** 0.5, z ** nv.tensor([2 + 0j, 2 + 0j, 0.5 + 3j])]
+    want = [zn ** (1 + 1j), np.array([0, np.sqrt(1j), 0], np.complex64),
+            np.array([0, -1, 0], np.complex64)]
+    for g, w in zip(got, want):
+        _close(g, w, 1e-6)
+    assert not np.isfinite((z ** nv.tensor([-1 + 0j] * 3)).numpy()[0])   # 0 ** -1
+
+
 def test_rotary_embedding_llama_style_forward_and_gradient():
     """Meta's LLaMA ``apply_rotary_emb``: view_as_complex, a product with polar
     frequencies, view_as_real, flatten; the gradient reaches the real input."""

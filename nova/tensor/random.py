@@ -190,11 +190,10 @@ def normal(shape: tuple[int, ...], dtype: dt.DType, generator: Generator | None 
 def integers(low: int, high: int, shape: tuple[int, ...], dtype: dt.DType,
              generator: Generator | None = None) -> Tensor:
     """Uniform integers in [low, high) from a float64 draw (53 random bits); bool
-    takes the integers' truth (the caller keeps [low, high) within [0, 2))."""
+    takes the integers' truth (the caller keeps [low, high) within [0, 2)); a float
+    dtype holds the integers as values, as PyTorch's ``randint(..., dtype=float32)``."""
     if high <= low:
         raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
-    if dtype.category not in (dt.INT, dt.BOOL):
-        raise TypeError(f"randint: dtype must be an integer type or bool, got {dtype.name}")
     span = high - low
     u = uniform(shape, dt.float64, generator)
     k = minimum(cast(mul(u, float(span)), dt.int64), span - 1)  # u < 1, guard rounding

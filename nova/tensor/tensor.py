@@ -592,7 +592,7 @@ class Tensor:
         return int(self.item())
 
     def __index__(self) -> int:
-        if self.dtype.category != dt.INT or self.numel() != 1:
+        if self.dtype.category == dt.FLOAT or self.numel() != 1:   # (bool: 0 or 1)
             raise TypeError(f"only integer tensors of a single element can be converted to "
                             f"an index (got {self.dtype.name} of shape {self.shape})")
         return int(self.item())

@@ -100,6 +100,12 @@ def test_random_distributions():
     r = nv.randint(3, 7, (20000,)).numpy()
     assert set(np.unique(r)) == {3, 4, 5, 6}
     assert nv.randint(5, (3,)).numpy().max() < 5
+    f = nv.randint(3, 7, (2000,), dtype=nv.float32)     # PyTorch's: integers as floats
+    assert f.dtype == nv.float32 and set(np.unique(f.numpy())) == {3.0, 4.0, 5.0, 6.0}
+    # a one-element bool tensor is an index (0 or 1), as PyTorch's; a float one is not
+    assert [10, 20][nv.tensor(True)] == 20 and [10, 20][nv.tensor([False])] == 10
+    with pytest.raises(TypeError, match="only integer tensors of a single element"):
+        [10, 20][nv.tensor(1.0)]
     h = nv.rand(1000, dtype=nv.float16).numpy()
     assert h.dtype == np.float16 and h.max() < 1
 

@@ -62,16 +62,16 @@ class _ConvNd(Module):
         init_conv_parameters(self, (out_channels, in_channels // groups, *self.kernel_size),
                              bias, dtype, device)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, input: Tensor) -> Tensor:
         padding = self.padding
         if self.padding_mode != "zeros":   # pad explicitly, then convolve unpadded
-            spec = WindowSpec.make(type(self).__name__, tuple(x.shape[-self._nd:]),
+            spec = WindowSpec.make(type(self).__name__, tuple(input.shape[-self._nd:]),
                                    self.kernel_size, self.stride, padding, self.dilation)
             flat = tuple(v for lo_hi in reversed(list(zip(spec.low, spec.high)))
                          for v in lo_hi)
-            x = pad(x, flat, mode=self.padding_mode)
+            input = pad(input, flat, mode=self.padding_mode)
             padding = 0
-        return type(self)._fn(x, self.weight, self.bias, self.stride, padding,
+        return type(self)._fn(input, self.weight, self.bias, self.stride, padding,
                               self.dilation, self.groups)
 
     def extra_repr(self) -> str:
@@ -111,8 +111,8 @@ class _MaxPoolNd(Module):
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
         self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
 
-    def forward(self, x: Tensor) -> Any:
-        return type(self)._fn(x, self.kernel_size, self.stride, self.padding, self.dilation,
+    def forward(self, input: Tensor) -> Any:
+        return type(self)._fn(input, self.kernel_size, self.stride, self.padding, self.dilation,
                               self.ceil_mode, self.return_indices)
 
     def extra_repr(self) -> str:
@@ -145,8 +145,8 @@ class _AvgPoolNd(Module):
         self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
         self.divisor_override = divisor_override
 
-    def forward(self, x: Tensor) -> Tensor:
-        args = (x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+    def forward(self, input: Tensor) -> Tensor:
+        args = (input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                 self.count_include_pad)
         if self.divisor_override is not None:   # AvgPool1d has none, as in PyTorch
             return type(self)._fn(*args, self.divisor_override)
@@ -188,8 +188,8 @@ class _AdaptiveAvgPoolNd(Module):
         super().__init__()
         self.output_size = output_size
 
-    def forward(self, x: Tensor) -> Tensor:
-        return type(self)._fn(x, self.output_size)
+    def forward(self, input: Tensor) -> Tensor:
+        return type(self)._fn(input, self.output_size)
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
@@ -214,8 +214,8 @@ class _AdaptiveMaxPoolNd(Module):
         super().__init__()
         self.output_size, self.return_indices = output_size, return_indices
 
-    def forward(self, x: Tensor) -> Any:
-        return type(self)._fn(x, self.output_size, self.return_indices)
+    def forward(self, input: Tensor) -> Any:
+        return type(self)._fn(input, self.output_size, self.return_indices)
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"

@@ -294,8 +294,8 @@ class Upsample(Module):
         self.size, self.scale_factor, self.mode = size, scale_factor, mode
         self.align_corners, self.recompute_scale_factor = align_corners, recompute_scale_factor
 
-    def forward(self, x: Tensor) -> Tensor:
-        return interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners,
+    def forward(self, input: Tensor) -> Tensor:
+        return interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners,
                            self.recompute_scale_factor)
 
     def extra_repr(self) -> str:

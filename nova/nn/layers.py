@@ -34,8 +34,8 @@ class Linear(Module):
         else:
             self.register_parameter("bias", None)
 
-    def forward(self, x: Tensor) -> Tensor:
-        return F.linear(x, self.weight, self.bias)
+    def forward(self, input: Tensor) -> Tensor:
+        return F.linear(input, self.weight, self.bias)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
@@ -87,8 +87,8 @@ class Embedding(Module):
         return cls(rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
                    _weight=embeddings, _freeze=freeze)
 
-    def forward(self, idx: Tensor) -> Tensor:
-        return F.embedding(idx, self.weight, self.padding_idx, self.max_norm,
+    def forward(self, input: Tensor) -> Tensor:
+        return F.embedding(input, self.weight, self.padding_idx, self.max_norm,
                            self.norm_type, self.scale_grad_by_freq, self.sparse)
 
     def extra_repr(self) -> str:
@@ -121,8 +121,8 @@ class LayerNorm(Module):
         else:
             self.weight = self.bias = None
 
-    def forward(self, x: Tensor) -> Tensor:
-        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+    def forward(self, input: Tensor) -> Tensor:
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
         return (f"{self.normalized_shape}, eps={self.eps}, "
@@ -138,8 +138,8 @@ class RMSNorm(Module):
         self.eps = eps
         self.weight = Parameter(ones(self.normalized_shape)) if elementwise_affine else None
 
-    def forward(self, x: Tensor) -> Tensor:
-        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+    def forward(self, input: Tensor) -> Tensor:
+        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
 
     def extra_repr(self) -> str:
         return (f"{self.normalized_shape}, eps={self.eps}, "
@@ -160,44 +160,44 @@ class _DropoutNd(Module):
 
 
 class Dropout(_DropoutNd):
-    def forward(self, x: Tensor) -> Tensor:
-        return F.dropout(x, self.p, self.training, self.inplace)
+    def forward(self, input: Tensor) -> Tensor:
+        return F.dropout(input, self.p, self.training, self.inplace)
 
 
 class Dropout1d(_DropoutNd):
     """Zeroes whole channels of ``(N, C, L)`` or ``(C, L)`` input."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return F.dropout1d(x, self.p, self.training, self.inplace)
+    def forward(self, input: Tensor) -> Tensor:
+        return F.dropout1d(input, self.p, self.training, self.inplace)
 
 
 class Dropout2d(_DropoutNd):
     """Zeroes whole channels of ``(N, C, H, W)`` input (3-D input: as ``(N, C, L)``,
     with PyTorch's warning)."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return F.dropout2d(x, self.p, self.training, self.inplace)
+    def forward(self, input: Tensor) -> Tensor:
+        return F.dropout2d(input, self.p, self.training, self.inplace)
 
 
 class Dropout3d(_DropoutNd):
     """Zeroes whole channels of ``(N, C, D, H, W)`` or ``(C, D, H, W)`` input."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return F.dropout3d(x, self.p, self.training, self.inplace)
+    def forward(self, input: Tensor) -> Tensor:
+        return F.dropout3d(input, self.p, self.training, self.inplace)
 
 
 class AlphaDropout(_DropoutNd):
     """Dropout for SELU networks: keeps the input's mean and variance."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return F.alpha_dropout(x, self.p, self.training, self.inplace)
+    def forward(self, input: Tensor) -> Tensor:
+        return F.alpha_dropout(input, self.p, self.training, self.inplace)
 
 
 class FeatureAlphaDropout(_DropoutNd):
     """``AlphaDropout`` of whole channels (dim 1)."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return F.feature_alpha_dropout(x, self.p, self.training, self.inplace)
+    def forward(self, input: Tensor) -> Tensor:
+        return F.feature_alpha_dropout(input, self.p, self.training, self.inplace)
 
 
 class GELU(Module):
@@ -205,36 +205,36 @@ class GELU(Module):
         super().__init__()
         self.approximate = approximate
 
-    def forward(self, x: Tensor) -> Tensor:
-        return F.gelu(x, approximate=self.approximate)
+    def forward(self, input: Tensor) -> Tensor:
+        return F.gelu(input, approximate=self.approximate)
 
     def extra_repr(self) -> str:
         return f"approximate={self.approximate!r}"
 
 
 class ReLU(_InplaceActivation):
-    def forward(self, x: Tensor) -> Tensor:
-        return F.relu(x, self.inplace)
+    def forward(self, input: Tensor) -> Tensor:
+        return F.relu(input, self.inplace)
 
 
 class SiLU(_InplaceActivation):
-    def forward(self, x: Tensor) -> Tensor:
-        return F.silu(x, self.inplace)
+    def forward(self, input: Tensor) -> Tensor:
+        return F.silu(input, self.inplace)
 
 
 class Tanh(Module):
-    def forward(self, x: Tensor) -> Tensor:
-        return F.tanh(x)
+    def forward(self, input: Tensor) -> Tensor:
+        return F.tanh(input)
 
 
 class Sigmoid(Module):
-    def forward(self, x: Tensor) -> Tensor:
-        return F.sigmoid(x)
+    def forward(self, input: Tensor) -> Tensor:
+        return F.sigmoid(input)
 
 
 class LogSigmoid(Module):
-    def forward(self, x: Tensor) -> Tensor:
-        return F.logsigmoid(x)
+    def forward(self, input: Tensor) -> Tensor:
+        return F.logsigmoid(input)
 
 
 class Softmax(Module):
@@ -242,16 +242,16 @@ class Softmax(Module):
         super().__init__()
         self.dim = dim
 
-    def forward(self, x: Tensor) -> Tensor:
-        return F.softmax(x, self.dim)
+    def forward(self, input: Tensor) -> Tensor:
+        return F.softmax(input, self.dim)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
 
 
 class LogSoftmax(Softmax):
-    def forward(self, x: Tensor) -> Tensor:
-        return F.log_softmax(x, self.dim)
+    def forward(self, input: Tensor) -> Tensor:
+        return F.log_softmax(input, self.dim)
 
 
 class LeakyReLU(Module):
@@ -259,8 +259,8 @@ class LeakyReLU(Module):
         super().__init__()
         self.negative_slope, self.inplace = negative_slope, inplace
 
-    def forward(self, x: Tensor) -> Tensor:
-        return F.leaky_relu(x, self.negative_slope, self.inplace)
+    def forward(self, input: Tensor) -> Tensor:
+        return F.leaky_relu(input, self.negative_slope, self.inplace)
 
     def extra_repr(self) -> str:
         return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
@@ -271,8 +271,8 @@ class ELU(Module):
         super().__init__()
         self.alpha, self.inplace = alpha, inplace
 
-    def forward(self, x: Tensor) -> Tensor:
-        return F.elu(x, self.alpha, self.inplace)
+    def forward(self, input: Tensor) -> Tensor:
+        return F.elu(input, self.alpha, self.inplace)
 
     def extra_repr(self) -> str:
         return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
@@ -283,16 +283,16 @@ class Softplus(Module):
         super().__init__()
         self.beta, self.threshold = beta, threshold
 
-    def forward(self, x: Tensor) -> Tensor:
-        return F.softplus(x, self.beta, self.threshold)
+    def forward(self, input: Tensor) -> Tensor:
+        return F.softplus(input, self.beta, self.threshold)
 
     def extra_repr(self) -> str:
         return f"beta={self.beta}, threshold={self.threshold}"
 
 
 class Mish(_InplaceActivation):
-    def forward(self, x: Tensor) -> Tensor:
-        return F.mish(x, self.inplace)
+    def forward(self, input: Tensor) -> Tensor:
+        return F.mish(input, self.inplace)
 
 
 class Bilinear(Module):
@@ -342,8 +342,8 @@ class Flatten(Module):
         super().__init__()
         self.start_dim, self.end_dim = start_dim, end_dim
 
-    def forward(self, x: Tensor) -> Tensor:
-        return x.flatten(self.start_dim, self.end_dim)
+    def forward(self, input: Tensor) -> Tensor:
+        return input.flatten(self.start_dim, self.end_dim)
 
     def extra_repr(self) -> str:
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
@@ -354,8 +354,8 @@ class Unflatten(Module):
         super().__init__()
         self.dim, self.unflattened_size = dim, tuple(unflattened_size)
 
-    def forward(self, x: Tensor) -> Tensor:
-        return x.unflatten(self.dim, self.unflattened_size)
+    def forward(self, input: Tensor) -> Tensor:
+        return input.unflatten(self.dim, self.unflattened_size)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
@@ -368,8 +368,8 @@ class Identity(Module):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__()
 
-    def forward(self, x: Tensor) -> Tensor:
-        return x
+    def forward(self, input: Tensor) -> Tensor:
+        return input
 
 
 class _IndexedModules(Module):
@@ -505,10 +505,10 @@ class Sequential(_IndexedModules):
             offset += 1
         return self
 
-    def forward(self, x: Any) -> Any:
+    def forward(self, input: Any) -> Any:
         for m in self._modules.values():
-            x = m(x)
-        return x
+            input = m(input)
+        return input
 
 
 class ModuleList(_IndexedModules):

@@ -184,19 +184,19 @@ class _BatchNorm(_NormBase):
 
     _dims: tuple[int, ...] = ()
 
-    def forward(self, x: Tensor) -> Tensor:
-        if not isinstance(x, Tensor) or x.ndim not in self._dims:
+    def forward(self, input: Tensor) -> Tensor:
+        if not isinstance(input, Tensor) or input.ndim not in self._dims:
             raise ValueError(f"{type(self).__name__}: expected a "
                              f"{' or '.join(f'{d}-D' for d in self._dims)} input, got "
-                             f"{getattr(x, 'shape', type(x).__name__)}")
+                             f"{getattr(input, 'shape', type(input).__name__)}")
         momentum = self.momentum
         if self.training and self.track_running_stats:
             with no_grad():
                 self.num_batches_tracked.add_(1)
             if momentum is None:        # cumulative average: 1 / batches seen so far
-                momentum = ops.div(1.0, self.num_batches_tracked.to(x.dtype))
+                momentum = ops.div(1.0, self.num_batches_tracked.to(input.dtype))
         # untracked statistics are None buffers: batch statistics, even in eval
-        return batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+        return batch_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
                           self.training or not self.track_running_stats,
                           0.0 if momentum is None else momentum, self.eps)
 
@@ -231,8 +231,8 @@ class GroupNorm(Module):
         self.register_parameter("bias", Parameter(zeros(num_channels, dtype=dtype))
                                 if affine and bias else None)
 
-    def forward(self, x: Tensor) -> Tensor:
-        return group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+    def forward(self, input: Tensor) -> Tensor:
+        return group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
         return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, "
@@ -322,23 +322,23 @@ class _InstanceNorm(_NormBase):
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
                                       missing_keys, unexpected_keys, error_msgs)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, input: Tensor) -> Tensor:
         nd = self._spatial
-        if not isinstance(x, Tensor) or x.ndim not in (nd + 1, nd + 2):
+        if not isinstance(input, Tensor) or input.ndim not in (nd + 1, nd + 2):
             raise ValueError(f"{type(self).__name__}: expected a {nd + 1}-D (unbatched) or "
                              f"{nd + 2}-D input, got "
-                             f"{getattr(x, 'shape', type(x).__name__)}")
-        channels = x.shape[-nd - 1]
+                             f"{getattr(input, 'shape', type(input).__name__)}")
+        channels = input.shape[-nd - 1]
         if channels != self.num_features:
             if self.affine or self.track_running_stats:
                 raise ValueError(f"{type(self).__name__}: expected input's size at dim "
-                                 f"{x.ndim - nd - 1} to match num_features "
-                                 f"({self.num_features}), got input {x.shape}")
-            warnings.warn(f"{type(self).__name__}: input's size at dim {x.ndim - nd - 1} "
+                                 f"{input.ndim - nd - 1} to match num_features "
+                                 f"({self.num_features}), got input {input.shape}")
+            warnings.warn(f"{type(self).__name__}: input's size at dim {input.ndim - nd - 1} "
                           f"({channels}) does not match num_features ({self.num_features}), "
                           "which is not used because affine=False", stacklevel=2)
-        unbatched = x.ndim == nd + 1
-        out = instance_norm(x.unsqueeze(0) if unbatched else x, self.running_mean,
+        unbatched = input.ndim == nd + 1
+        out = instance_norm(input.unsqueeze(0) if unbatched else input, self.running_mean,
                             self.running_var, self.weight, self.bias,
                             self.training or not self.track_running_stats,
                             0.0 if self.momentum is None else self.momentum, self.eps)

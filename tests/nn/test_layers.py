@@ -39,6 +39,18 @@ def test_linear_with_a_one_dim_weight_drops_the_features_dim():
         F.linear(nv.tensor(x), nv.tensor(w), nv.ones(()))
 
 
+def test_layers_take_their_input_by_pytorchs_keyword():
+    """``layer(input=x)``, as PyTorch's forward names its argument (was ``x``)."""
+    x = nv.tensor(np.random.default_rng(2).standard_normal((2, 3, 4, 4)).astype(np.float32))
+    for layer in (nn.Conv2d(3, 2, 3), nn.ReLU(), nn.GELU(), nn.LayerNorm(4), nn.BatchNorm2d(3),
+                  nn.Dropout(0.0), nn.Softmax(1), nn.Flatten(), nn.Identity(),
+                  nn.Sequential(nn.Flatten(), nn.Linear(48, 2)), nn.GroupNorm(1, 3),
+                  nn.InstanceNorm2d(3), nn.Upsample(scale_factor=2)):
+        assert_close(layer(input=x), layer(x).numpy())
+    emb = nn.Embedding(5, 2)
+    assert_close(emb(input=nv.tensor([1, 4])), emb(nv.tensor([1, 4])).numpy())
+
+
 def test_embedding_layer_norm_rms_norm():
     emb = nn.Embedding(5, 3)
     idx = np.array([[0, 4], [2, 2]])

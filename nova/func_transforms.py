@@ -451,6 +451,8 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
         size = sizes[0]
         gen = _random.default_generator
         start = gen.get_state()
+        whole = [(k, leaf, leaf._version) for k, (leaf, d) in enumerate(zip(leaves, dims))
+                 if d is None and isinstance(leaf, Tensor)]
         outputs = []
         for b in range(max(size, 1)):        # (a size-0 batch runs once, for the shapes)
             if randomness == "same":
@@ -458,6 +460,7 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
             picked = [leaf if d is None else leaf.select(d, b) if size else
                       _empty_slice(leaf, d) for leaf, d in zip(leaves, dims)]
             out = func(*tree_unflatten(spec, picked), **kwargs)
+            _check_unbatched_unchanged(name, whole)
             if randomness == "error" and gen.get_state() != start:
                 raise RuntimeError("vmap: called random operation while in randomness error "
                                    "mode. Please either use the 'same' or 'different' "
@@ -466,6 +469,20 @@ def vmap(func: Callable, in_dims: Any = 0, out_dims: Any = 0, randomness: str = 
             outputs.append(out)
         return _stack_outputs(name, outputs, out_dims, size)
     return wrapper
+
+
+def _check_unbatched_unchanged(name: str, whole: list[tuple[int, Tensor, int]]) -> None:
+    """``func`` runs once per batch index, with an argument of in_dim None passed whole
+    each time: an in-place write to it would be repeated per index and mix the batch
+    items into it (PyTorch's vmap refuses writing a batched value into an unbatched
+    tensor). So any write to one is refused, after the first call."""
+    for k, leaf, version in whole:
+        if leaf._version != version:
+            raise RuntimeError(f"vmap({name}): an in-place operation changed input {k} (in_dim "
+                               f"None, shape {tuple(leaf.shape)}), which every batch index "
+                               f"shares: it would be applied once per index. Use an "
+                               f"out-of-place operation (y = y + x, not y.add_(x)), or map "
+                               f"over that input too")
 
 
 def _empty_slice(leaf: Tensor, d: int) -> Tensor:

@@ -119,6 +119,22 @@ def test_vmap_maps_dims_and_passes_the_rest_whole():
         func.vmap(lambda x: x, in_dims=1)(nv.zeros(2))
 
 
+def test_vmap_refuses_an_in_place_write_to_an_unmapped_input():
+    """Each batch index calls the function again with the unmapped input whole, so an
+    in-place write to it was repeated per index (``y.add_(x)`` left ``y`` the sum of the
+    batch, and every output mixed): refused, as PyTorch refuses writing a batched value
+    into an unbatched tensor. In-place writes to a mapped input's slices stay allowed."""
+    x = nv.arange(6.0).reshape(2, 3)
+    y = nv.zeros(3)
+    with pytest.raises(RuntimeError, match=r"vmap\(<lambda>\): an in-place operation changed "
+                                           r"input 1 \(in_dim None, shape \(3,\)\)"):
+        func.vmap(lambda a, b: b.add_(a), in_dims=(0, None))(x, y)
+    doubled = func.vmap(lambda a: a.mul_(2))(nv.arange(6.0).reshape(2, 3))
+    assert doubled.tolist() == [[0.0, 2.0, 4.0], [6.0, 8.0, 10.0]]
+    assert func.vmap(lambda a, b: a + b, in_dims=(0, None))(x, nv.ones(3)).tolist() == \
+        [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+
+
 def test_vmap_randomness_modes():
     x = nv.zeros(3, 4)
     with pytest.raises(RuntimeError, match="vmap: called random operation while in "

@@ -1014,8 +1014,10 @@ bmm = matmul
 def known_index_values(index: Tensor) -> np.ndarray | None:
     """The values of ``index`` when they are in host memory already (a CPU tensor made
     from Python data or numpy, not computed since): then index checks run at the user's
-    line instead of failing the step that uses them. Device buffers are not read (that
-    would wait for the device); their kernels check them."""
+    line instead of failing the step that uses them -- and so do the other checks of
+    values PyTorch makes on the host (``multinomial``'s weights, ``bernoulli``'s
+    probabilities). Device buffers are not read (that would wait for the device); their
+    kernels check them."""
     node = index.node
     buf = node.buffer
     return buf if node.device != "cuda" and isinstance(buf, np.ndarray) else None

@@ -381,6 +381,30 @@ def test_polynomial_math_runs_two_vectors_in_flight_and_sin_cos_the_float32_widt
         assert (f'!"llvm.loop.vectorize.width", i32 {width}' in text) == (width > 0)
 
 
+def test_sin_beside_a_libm_call_asks_for_no_width_and_compiles_silently(capfd):
+    """float32 ``sin`` fused with an op that calls libm (float32 ``cosh`` computes in
+    float64 through ``exp``/``expm1``; ``atan2``; ``pow``): the loop cannot vectorize,
+    and asking it for the sin lanes made LLVM print "remark: <unknown>:0:0: loop not
+    vectorized: call instruction cannot be vectorized" on the user's terminal (a complex
+    ``sin``, ``sin(re) * cosh(im)``, did). Such kernels ask for no width."""
+    from nova.compiler.irgen import build_module
+    from nova.compiler.lowering.plan import plan_kernels
+    from nova.compiler.passes import simplify
+    from nova.compiler.passes.fusion import fuse
+    from nova.runtime.kernel_cache import KERNELS
+    from nova.tensor.realize import pending_graph
+    x = nv.tensor(np.linspace(-2, 2, 300, dtype=np.float32))
+    y = nv.tensor(np.linspace(0.1, 3, 300, dtype=np.float32))
+    for t in (x.sin() * y.cosh(), x.sin() * nv.atan2(y, x), x.sin() * y.pow(x)):
+        (plan,) = [p for p in plan_kernels(fuse(simplify(build_module(pending_graph(t)))))
+                   if p.schedule.strategy == "elementwise"]
+        assert plan.schedule.vector_width == 0
+        capfd.readouterr()
+        KERNELS.optimized(plan)         # in this process: LLVM's remarks go to fd 2
+        out, err = capfd.readouterr()
+        assert "remark" not in err and "not vectorized" not in err + out
+
+
 def test_causal_attention_blocks_keep_eight_blocks_on_the_diagonal():
     """Causal blocks shrink by NR until the diagonal has at least 8 (the half-masked
     diagonal blocks are then at most 1/8 more work), never below NR; without the mask

@@ -354,12 +354,35 @@ def _float32_ops(fusion: nd.FusionOp, kinds: tuple[type, ...]) -> bool:
                in ("f32", "f16", "bf16") for op in fusion.body.block.ops)
 
 
+# Float ops the CPU emitter lowers to a scalar libm call (``llvm_emit.Emitter.ARITH``):
+# every float op of these kinds (float64 math; atan2, pow and fmod in any dtype).
+SCALAR_CALL_OPS = (nd.Atan2Op, nd.PowOp, nd.RemOp)
+
+
+def _scalar_calls(fusion: nd.FusionOp) -> bool:
+    """Whether the kernel calls a scalar libm function: a loop holding such a call does
+    not vectorize, whatever it is asked."""
+    for op in fusion.body.block.ops:
+        if not op.results or not isinstance(op, (*POLYNOMIAL_MATH, *SCALAR_CALL_OPS)):
+            continue
+        name = nd.element_name(op.results[0].type.element_type)
+        if name.startswith("f") and not (isinstance(op, POLYNOMIAL_MATH) and
+                                         name in ("f32", "f16", "bf16")):
+            return True
+    return False
+
+
 def float32_vector_width(fusion: nd.FusionOp, spec: CpuSpec) -> int:
     """The lanes asked of the loop vectorizer for an elementwise or row kernel: the
     host's float32 lanes where the kernel holds a ``VECTOR_VARIANT_OPS`` op, whose
     variants exist at those lanes only (at another width LLVM calls the scalar function
-    lane by lane), else 0 (LLVM's cost model decides)."""
-    return spec.lanes(4) if _float32_ops(fusion, VECTOR_VARIANT_OPS) else 0
+    lane by lane), else 0 (LLVM's cost model decides). Also 0 where the kernel calls a
+    scalar libm function (``_scalar_calls``: float32 ``sin(x) * cosh(y)``, cosh in
+    float64): its loop stays scalar, and one asked for a width that it did not get
+    makes LLVM print "remark: loop not vectorized" on the user's terminal."""
+    if not _float32_ops(fusion, VECTOR_VARIANT_OPS) or _scalar_calls(fusion):
+        return 0
+    return spec.lanes(4)
 
 
 def loop_unroll(fusion: nd.FusionOp, spec: CpuSpec) -> int:

@@ -164,6 +164,10 @@ from nova.tensor.complex import (  # noqa: E402
 
 cfloat, cdouble = complex64, complex128
 _complex.install(globals())
+from nova import linalg_complex as _linalg_complex  # noqa: E402
+
+_complex.install(vars(linalg), {**_complex.LINALG_FUNCTIONS, **_linalg_complex.FUNCTIONS})
+_complex.share_wrappers(vars(special), globals())
 from nova import fft  # noqa: E402
 
 # PyTorch 2.13 names (issue #22): spectral, factories, interchange, ATen forms.

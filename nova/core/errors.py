@@ -15,4 +15,19 @@ class ShapeError(ValueError, RuntimeError):
     PyTorch's error for the same call, a ``RuntimeError``."""
 
 
-__all__ = ["ShapeError"]
+class ComplexUnsupportedError(TypeError, AttributeError):
+    """An op complex tensors do not have (``nova.tensor.complex`` lists those they do): a
+    ``TypeError`` naming it (an ``AttributeError`` too, so ``hasattr`` and
+    ``getattr(z, name, default)`` see no such method)."""
+
+
+def complex_unsupported(op: str, z: object) -> ComplexUnsupportedError:
+    """The error for ``op`` given the complex tensor ``z``: names the op, its dtype and
+    shape, and where to turn."""
+    return ComplexUnsupportedError(
+        f"{op}: not supported for complex tensors (a {z.dtype.name} tensor of shape "  # type: ignore[attr-defined]
+        f"{list(z.shape)}); nova.tensor.complex lists what is (or take .real, .imag, "  # type: ignore[attr-defined]
+        ".abs() or nv.view_as_real first)")
+
+
+__all__ = ["ComplexUnsupportedError", "ShapeError", "complex_unsupported"]

@@ -427,8 +427,9 @@ def diag(x: Tensor, diagonal: builtins.int = 0) -> Tensor:  # noqa: A002 (torch'
 @autocast_op("trace")
 def trace(x: Tensor) -> Tensor:
     """Sum of a matrix's main diagonal (``torch.trace``)."""
-    if not isinstance(x, Tensor) or x.ndim != 2:
-        raise ValueError(f"trace: expected a 2-D tensor, got {getattr(x, 'shape', x)}")
+    ops._check_tensor("trace", x)
+    if x.ndim != 2:
+        raise ValueError(f"trace: expected a 2-D tensor, got shape {list(x.shape)}")
     return ops.sum(diagonal(x))
 
 
@@ -447,7 +448,8 @@ def triu_indices(row: builtins.int, col: builtins.int, offset: builtins.int = 0,
 
 
 def _vector(op: str, v: Any, name: str) -> None:
-    if not isinstance(v, Tensor) or v.ndim != 1:
+    ops._check_tensor(op, v)
+    if v.ndim != 1:
         raise ValueError(f"{op}: {name} must be a 1-D tensor, got "
                          f"{getattr(v, 'shape', type(v).__name__)}")
 

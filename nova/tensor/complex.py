@@ -13,12 +13,16 @@ tensor reach ``x``, as PyTorch's view does; ``view_as_real(z)`` of such a tensor
 ``x`` again, of any other it is a new tensor (a deviation: writes into it do not reach
 ``z``). ``.real`` and ``.imag`` are the parts themselves.
 
-What is supported is listed in ``METHODS``, ``PARTWISE`` and
+What is supported is listed in ``METHODS``, ``PARTWISE``, ``complex_math.METHODS`` and
 ``complex_creation.FUNCTIONS`` (arithmetic, ``abs``/``angle``/``conj``/``exp``/``log``/
 ``sqrt``/``sin``/``cos``, sums and means, matmul, movement and indexing,
-``cat``/``stack``/``where``, comparisons, conversions; factories in
-``complex_creation``, transforms in ``nova.fft``); any other op raises ``TypeError``
-naming it rather than computing on the parts. There is no ``complex32``: half parts compute as complex64.
+``cat``/``stack``/``where``, comparisons, conversions; in ``complex_math`` the
+hyperbolic and inverse functions, ``tan``/``log1p``/``expm1``/``sigmoid``, ``prod``,
+``var``/``std``, ``dot``/``vdot``/``inner``/``outer`` and the vector norms;
+``linalg.inv``/``solve`` in ``nova.linalg_complex``; factories in
+``complex_creation``, transforms in ``nova.fft``); any other op raises
+``ComplexUnsupportedError`` (a ``TypeError``) naming it rather than computing on the
+parts. There is no ``complex32``: half parts compute as complex64.
 """
 from __future__ import annotations
 
@@ -31,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from nova.core import dtypes as dt
+from nova.core.errors import ComplexUnsupportedError, complex_unsupported  # noqa: F401 (re-exported)
 from nova.tensor import creation as _creation
 from nova.tensor import elementary as _elementary
 from nova.tensor import movement as _movement
@@ -44,11 +49,6 @@ from nova.tensor.tensor import Tensor
 Parts = tuple[Any, Any]
 _PyComplex = builtins.complex      # (``complex`` below is ``torch.complex``)
 _COMPLEX_NUMBERS = (builtins.complex, np.complexfloating)
-
-
-class ComplexUnsupportedError(TypeError, AttributeError):
-    """A Tensor method complex tensors do not have: a ``TypeError`` naming it (an
-    ``AttributeError`` too, so ``hasattr`` and ``getattr(z, name, default)`` see none)."""
 
 
 class ComplexTensor:
@@ -332,9 +332,7 @@ class ComplexTensor:
         if name.startswith("__") or name in ComplexTensor.__slots__:
             raise AttributeError(name)
         if hasattr(Tensor, name):
-            raise ComplexUnsupportedError(f"{name}: not supported for complex tensors (a {self.dtype.name} "
-                            f"tensor of shape {list(self.shape)}); nova.tensor.complex lists "
-                            "what is (or take .real, .imag, .abs() or nv.view_as_real first)")
+            raise complex_unsupported(name, self)
         raise AttributeError(f"'ComplexTensor' object has no attribute '{name}'")
 
 
@@ -757,7 +755,8 @@ PARTWISE = ("reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "transpos
             "moveaxis", "t", "repeat", "tile", "diagonal", "tril", "triu", "select",
             "swapaxes", "swapdims", "index_select", "unbind", "chunk", "split",
             "tensor_split", "unfold", "broadcast_to", "fliplr", "flipud", "rot90",
-            "repeat_interleave", "take_along_dim", "gather", "diag", "ravel")
+            "repeat_interleave", "take_along_dim", "gather", "diag", "ravel", "trace",
+            "diag_embed", "diagflat")
 
 
 def _partwise_method(name: str) -> Callable:

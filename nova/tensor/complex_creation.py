@@ -22,6 +22,8 @@ from nova.tensor.complex import (
     _COMPLEX_NUMBERS, METHODS, PARTWISE, ComplexTensor, _as_complex, cat, imag, real,
     stack, view_as_real, where,
 )
+from nova.tensor.complex_math import LINALG_FUNCTIONS  # noqa: F401 (nova/__init__.py installs it)
+from nova.tensor.complex_math import METHODS as MATH_METHODS
 
 
 def from_numpy(arr: np.ndarray, requires_grad: bool = False,
@@ -93,6 +95,15 @@ def full(size: Any, fill_value: Any, *, dtype: Any = None, device: Any = None,
     value = builtins.complex(fill_value)
     z = ComplexTensor(_creation.full(size, value.real, dtype=target.real, device=device),
                       _creation.full(size, value.imag, dtype=target.real, device=device))
+    return z.requires_grad_() if requires_grad else z
+
+
+def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None,
+        requires_grad: bool = False) -> ComplexTensor:
+    """The identity with a complex ``dtype`` (imaginary part 0)."""
+    target = dt.get_complex_dtype(dtype)
+    re = _creation.eye(n, m, dtype=target.real, device=device)
+    z = ComplexTensor(re, _creation.zeros_like(re))
     return z.requires_grad_() if requires_grad else z
 
 
@@ -174,12 +185,32 @@ def _tensordot(a: Any, b: Any, dims: Any = 2) -> ComplexTensor:
     return _part_products(lambda parts: tensordot(parts[0], parts[1], dims), [a, b])
 
 
+def _bilinear(name: str, real: Callable) -> Callable:
+    """A product linear in each of two operands (``kron``, ``cross``), for complex ones
+    (``_part_products``)."""
+    def fn(a: Any, b: Any, *args: Any, **kwargs: Any) -> ComplexTensor:
+        return _part_products(lambda parts: real(parts[0], parts[1], *args, **kwargs), [a, b])
+    fn.__name__ = name
+    return fn
+
+
+def _kron(a: Any, b: Any) -> ComplexTensor:
+    from nova.tensor.arrays import kron
+    return _bilinear("kron", kron)(a, b)
+
+
+def _cross(a: Any, b: Any, *args: Any, **kwargs: Any) -> ComplexTensor:
+    from nova.tensor.arrays import cross
+    return _bilinear("cross", cross)(a, b, *args, **kwargs)
+
+
 FUNCTIONS: dict[str, Callable] = {
     **{name: fn for name, fn in METHODS.items() if not name.endswith("_")
        and name not in ("expand_as", "view_as", "reshape_as")},
+    **MATH_METHODS,
     **{name: _partwise_function(name) for name in PARTWISE},
     "cat": cat, "concat": cat, "concatenate": cat, "stack": stack, "where": where,
-    "einsum": _einsum, "tensordot": _tensordot,
+    "einsum": _einsum, "tensordot": _tensordot, "kron": _kron, "cross": _cross,
     "real": real, "imag": imag, "view_as_real": view_as_real,
     "is_complex": lambda z: True, "is_floating_point": lambda z: False,
     "is_tensor": lambda z: True,
@@ -187,7 +218,7 @@ FUNCTIONS: dict[str, Callable] = {
 }
 FACTORIES: dict[str, Callable] = {
     "zeros": zeros, "ones": ones, "empty": empty, "randn": randn, "rand": rand,
-    "full": full, "zeros_like": zeros_like, "ones_like": ones_like,
+    "full": full, "eye": eye, "zeros_like": zeros_like, "ones_like": ones_like,
     "empty_like": empty_like, "randn_like": randn_like, "rand_like": rand_like,
     "full_like": full_like, "tensor": tensor, "as_tensor": tensor, "from_numpy": from_numpy,
 }
@@ -204,8 +235,8 @@ def _has_complex(args: tuple, kwargs: dict) -> bool:
     return False
 
 
-def _dispatching(fn: Callable, name: str) -> Callable:
-    impl, factory = FUNCTIONS.get(name), FACTORIES.get(name)
+def _dispatching(fn: Callable, name: str, functions: dict[str, Callable]) -> Callable:
+    impl, factory = functions.get(name), FACTORIES.get(name)
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -230,18 +261,31 @@ def _dispatching(fn: Callable, name: str) -> Callable:
     return call
 
 
-def install(namespace: dict[str, Any]) -> None:
-    """Let ``namespace``'s functions named in ``FUNCTIONS``/``FACTORIES`` take complex
-    tensors (wrapped once; aliases of one function share the wrapper)."""
+def install(namespace: dict[str, Any], functions: dict[str, Callable] | None = None) -> None:
+    """Let ``namespace``'s functions named in ``functions`` (default ``FUNCTIONS``, with
+    the factories of ``FACTORIES``; ``LINALG_FUNCTIONS`` for ``nova.linalg``) take
+    complex tensors (wrapped once; aliases of one function share the wrapper)."""
+    if functions is None:
+        functions = {**FUNCTIONS, **FACTORIES}
     wrapped: dict[int, Callable] = {}
-    for name in (*FUNCTIONS, *FACTORIES):
+    for name in functions:
         fn = namespace.get(name)
         if callable(fn) and not isinstance(fn, type) and not getattr(fn, "__nova_complex__",
                                                                      False):
             key = id(fn)
             if key not in wrapped:
-                w = _dispatching(fn, name)
+                w = _dispatching(fn, name, functions)
                 w.__module__ = namespace.get("__name__", w.__module__)
                 w.__qualname__ = name
                 wrapped[key] = w
             namespace[name] = wrapped[key]
+
+
+def share_wrappers(namespace: dict[str, Any], installed: dict[str, Any]) -> None:
+    """Point ``namespace``'s aliases of functions ``install`` wrapped in ``installed`` at
+    those wrappers (``nv.special.expit`` is ``nv.sigmoid``, complex-aware as it is)."""
+    wrappers = {id(fn.__wrapped__): fn for fn in installed.values()
+                if getattr(fn, "__nova_complex__", False) and hasattr(fn, "__wrapped__")}
+    for name, fn in list(namespace.items()):
+        if id(fn) in wrappers:
+            namespace[name] = wrappers[id(fn)]

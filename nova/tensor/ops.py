@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from nova.core import dtypes as dt
-from nova.core.errors import ShapeError
+from nova.core.errors import ShapeError, complex_unsupported
 from nova.core.shapes import (
     broadcast_shapes, check_numel, normalize_dim, normalize_dims, numel,
 )
@@ -304,6 +304,8 @@ def abs(x: Tensor) -> Tensor:
 
 def _check_tensor(op: str, x: Any) -> None:
     if not isinstance(x, Tensor):
+        if getattr(type(x), "__nova_complex__", False):
+            raise complex_unsupported(op, x)
         raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
 
 

@@ -28,8 +28,7 @@ def scan_last(op: str, x: Tensor, reverse: builtins.bool = False) -> Tensor:
 
 
 def _scan(op: str, input: Any, dim: Any, dtype: Any) -> Tensor:
-    if not isinstance(input, Tensor):
-        raise TypeError(f"{op}: expected a Tensor, got {type(input).__name__}")
+    ops._check_tensor(op, input)
     if dim is None or isinstance(dim, builtins.bool) or not isinstance(dim, builtins.int):
         raise TypeError(f"{op}: dim must be an int, got {dim!r}")
     x = input
@@ -128,8 +127,7 @@ _RESULTS = {"cummax": namedtuple("cummax", ["values", "indices"]),
 
 
 def _running_extreme(op: str, input: Tensor, dim: builtins.int, largest: builtins.bool):
-    if not isinstance(input, Tensor):
-        raise TypeError(f"{op}: expected a Tensor, got {type(input).__name__}")
+    ops._check_tensor(op, input)
     if dim is None or isinstance(dim, builtins.bool) or not isinstance(dim, builtins.int):
         raise TypeError(f"{op}: dim must be an int, got {dim!r}")
     values, indices = _doubling(op, input, dim, _Extreme(largest),

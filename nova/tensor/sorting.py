@@ -16,7 +16,7 @@ from typing import Any
 
 from nova.core import dtypes as dt
 from nova.core.shapes import normalize_dim
-from nova.tensor import movement
+from nova.tensor import movement, ops
 from nova.tensor.ops import cast, gather, prim
 from nova.tensor.tensor import Tensor
 
@@ -25,8 +25,7 @@ TopkResult = namedtuple("topk", ["values", "indices"])
 
 
 def _check(op: str, x: Any) -> None:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
+    ops._check_tensor(op, x)
 
 
 def _argsort_last(x: Tensor, descending: builtins.bool) -> Tensor:

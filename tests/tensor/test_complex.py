@@ -206,11 +206,14 @@ def test_factories_conversions_and_printing():
 
 def test_unsupported_ops_raise_naming_the_op():
     z = nv.zeros(3, dtype=nv.complex64)
-    with pytest.raises(TypeError, match="sigmoid: not supported for complex tensors"):
-        z.sigmoid()
-    assert not hasattr(z, "sigmoid")
-    with pytest.raises(TypeError, match="sigmoid"):
-        nv.sigmoid(z)
+    with pytest.raises(TypeError, match="erf: not supported for complex tensors"):
+        z.erf()
+    assert not hasattr(z, "erf")
+    with pytest.raises(TypeError, match=r"erf: not supported for complex tensors \(a "
+                                        r"complex64 tensor of shape \[3\]\)"):
+        nv.erf(z)       # (was "erf: expected a Tensor, got ComplexTensor")
+    with pytest.raises(TypeError, match="nuc"):
+        nv.linalg.norm(nv.zeros(2, 2, dtype=nv.complex64), "nuc")
     with pytest.raises(TypeError, match="complex tensors"):
         nv.add(z, z, out=nv.zeros(3))
     with pytest.raises(TypeError):
@@ -279,3 +282,104 @@ def test_in_place_updates_write_both_parts():
         warnings.simplefilter("error")
         z.copy_(nv.tensor([3.0, 4.0]))         # a real source: imaginary parts 0
     _close(z, np.array([3, 4]))
+
+
+def test_transcendental_functions_match_numpy_and_keep_their_limits():
+    """The hyperbolic, inverse and log/exp-near-zero functions (``complex_math``) at
+    random points in both precisions, and where naive formulas fail: tanh of a large
+    real part is its limit (sinh/cosh were inf / inf), log1p, expm1 and asinh of tiny
+    arguments keep their relative accuracy."""
+    rng = np.random.default_rng(5)
+    for dtype, tol in ((np.complex64, 3e-5), (np.complex128, 1e-12)):
+        a = _c(rng, 40, dtype=dtype)
+        A = nv.tensor(a)
+        inside = nv.tensor((a / (2 * np.abs(a).max())).astype(dtype))   # |z| < 1/2
+        for name, ref in [("sinh", np.sinh), ("cosh", np.cosh), ("tanh", np.tanh),
+                          ("tan", np.tan), ("sigmoid", lambda v: 1 / (1 + np.exp(-v))),
+                          ("rsqrt", lambda v: 1 / np.sqrt(v)), ("log2", np.log2),
+                          ("log10", np.log10), ("log1p", np.log1p), ("expm1", np.expm1),
+                          ("asinh", np.arcsinh), ("asin", np.arcsin),
+                          ("acos", np.arccos), ("acosh", np.arccosh),
+                          ("atanh", np.arctanh), ("atan", np.arctan)]:
+            got = getattr(A, name)()
+            assert got.dtype == A.dtype, name
+            _close(got, ref(a.astype(np.complex128)), tol)
+            _close(getattr(nv, name)(inside), ref(inside.numpy().astype(np.complex128)), tol)
+    big = nv.tensor(np.array([50 + 1j, -50 + 0.5j, 1e4 - 2j, 0.5 + 40j], np.complex64))
+    _close(big.tanh(), np.tanh(big.numpy().astype(np.complex128)), 1e-6)
+    tiny = np.array([1e-6 + 2e-6j, -3e-7 + 1e-8j, 1e-20 - 1e-20j], np.complex128)
+    T = nv.tensor(tiny.astype(np.complex64))
+    # (numpy's complex log1p is log(1 + z): 0 for the real part of log1p(1e-20 - 1e-20j);
+    # the references are Taylor series, exact to float64 at these sizes)
+    for name, ref in (("log1p", lambda v: v - v * v / 2 + v ** 3 / 3),
+                      ("expm1", lambda v: v + v * v / 2 + v ** 3 / 6),
+                      ("asinh", lambda v: v - v ** 3 / 6)):
+        got = getattr(T, name)().numpy()
+        want = ref(tiny)
+        rel = np.abs(got - want) / np.abs(want)
+        assert rel.max() < 1e-6, (name, got, want)
+
+
+def test_complex_products_norms_and_linear_systems_match_numpy():
+    rng = np.random.default_rng(6)
+    a, b = _c(rng, 5), _c(rng, 5)
+    m, rhs = (_c(rng, 2, 4, 4) + 3 * np.eye(4)).astype(np.complex64), _c(rng, 2, 4, 3)
+    x = _c(rng, 3, 7)
+    A, B, M, R, X = map(nv.tensor, (a, b, m, rhs, x))
+    _close(nv.dot(A, B), np.dot(a, b), 2e-5)
+    _close(A.vdot(B), np.vdot(a, b), 2e-5)
+    _close(nv.outer(A, B[:3]), np.outer(a, b[:3]))
+    _close(nv.inner(X, X), np.inner(x, x), 3e-5)
+    _close(X.prod(), x.prod(), 2e-4)            # 21 elements: an odd one out per level
+    _close(X.prod(1), x.prod(1), 2e-5)
+    _close(nv.prod(X, 0, keepdim=True), x.prod(0, keepdims=True), 2e-5)
+    _close(X[:, :1].prod(1), x[:, 0])
+    _close(X.var(1), x.var(1, ddof=1), 2e-5)
+    _close(X.std(correction=0), x.std(), 2e-5)
+    assert X.var().dtype == nv.float32
+    _close(nv.linalg.vector_norm(X, 3, dim=1), (np.abs(x) ** 3).sum(1) ** (1 / 3), 2e-5)
+    _close(X.norm(), np.linalg.norm(x), 2e-5)
+    _close(nv.linalg.norm(A, 1), np.linalg.norm(a, 1), 2e-5)
+    _close(nv.linalg.norm(X), np.linalg.norm(x), 2e-5)
+    _close(nv.linalg.vecdot(X, X), (x.conj() * x).sum(-1), 2e-5)
+    _close(nv.linalg.inv(M), np.linalg.inv(m), 1e-4)
+    _close(nv.linalg.solve(M, R), np.linalg.solve(m, rhs), 1e-4)
+    _close(nv.linalg.solve(M[0], A[:4]), np.linalg.solve(m[0], a[:4]), 1e-4)
+    _close(nv.linalg.solve(M, R.mT, left=False),
+           np.swapaxes(np.linalg.solve(np.swapaxes(m, -1, -2), rhs), -1, -2), 1e-4)
+    _close(nv.eye(3, dtype=nv.complex64), np.eye(3))
+    _close(nv.kron(M[0], X[:2, :2]), np.kron(m[0], x[:2, :2]), 2e-5)
+    _close(M[1].trace(), np.trace(m[1]), 2e-5)
+    _close(nv.diag_embed(A), np.stack([np.diag(a)]).reshape(5, 5))
+    u, v = _c(rng, 2, 3), _c(rng, 2, 3)
+    _close(nv.linalg.cross(nv.tensor(u), nv.tensor(v)), np.cross(u, v), 2e-5)
+    _close(nv.cross(nv.tensor(u), nv.tensor(v), dim=1), np.cross(u, v), 2e-5)
+    with pytest.raises(ValueError, match="dot: 1-D tensors must have the same size"):
+        nv.dot(A, B[:4])
+    with pytest.raises(ValueError, match=r"outer: expected 1-D tensors, got shapes \[3, 7\]"):
+        nv.outer(X, A)
+    with pytest.raises(ValueError, match="linalg.inv: A must be a batch of square"):
+        nv.linalg.inv(X)
+
+
+def test_gradients_through_complex_functions_match_finite_differences():
+    """A real loss of complex functions differentiates as its real ops (float64, central
+    differences of the real and imaginary parts)."""
+    rng = np.random.default_rng(7)
+    z0 = _c(rng, 4, dtype=np.complex128) * 0.7
+
+    def loss(z):
+        w = z.tanh() * z.asinh() + z.prod() * z.log1p() + nv.linalg.inv(
+            nv.outer(z, z.conj()) + 3 * nv.eye(4, dtype=nv.complex128)).sum(0)
+        return w.abs().sum()
+
+    re, im = nv.tensor(z0.real, requires_grad=True), nv.tensor(z0.imag, requires_grad=True)
+    loss(nv.complex(re, im)).backward()
+    eps = 1e-6
+    for part, grad in ((0, re.grad.numpy()), (1, im.grad.numpy())):
+        for i in range(4):
+            d = np.zeros(4, np.complex128)
+            d[i] = eps if part == 0 else 1j * eps
+            up = loss(nv.tensor(z0 + d)).item()
+            down = loss(nv.tensor(z0 - d)).item()
+            np.testing.assert_allclose(grad[i], (up - down) / (2 * eps), rtol=1e-5, atol=1e-7)

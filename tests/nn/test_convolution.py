@@ -3,6 +3,7 @@ their modules) on both engines: forward against direct numpy loops written from
 PyTorch's definitions, gradients by float64 finite differences, PyTorch itself where
 installed, and the errors bad arguments get."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -472,3 +473,51 @@ def test_a_recorded_conv_backward_is_stamped_from_its_template(monkeypatch):
     for x, g in zip(xs, got):
         assert np.array_equal(grad(x), g)
     bt.clear()
+
+
+@pytest.mark.parametrize("max_rows", [None, 10 ** 9])
+def test_shifted_window_products_read_in_place_equal_the_stored_stack(engine, monkeypatch,
+                                                                       max_rows):
+    """The CPU GEMMs read a shifted-window B (the forward's windows of the padded
+    input, the transposed gradient's of the output gradient) in place, row by row from
+    a table of row starts (``GemmDriver.micro_in_place``), packing only an edge
+    micro-panel, when the product has few rows (``B_IN_PLACE_MAX_ROWS``: the forward's
+    8 here; the input gradient's 300 too when the limit is lifted). Against the stored
+    window stack (im2col, plain packing) on a shape with an edge panel (23 x 25 = 575
+    columns per image, 17 full NR = 32 panels and 31 columns), two images and 300
+    input channels (K = 2700: two K blocks)."""
+    import nova.nn.convolution as convolution
+    from nova.compiler.targets.cpu import configurator
+    if max_rows is not None:
+        monkeypatch.setattr(configurator, "B_IN_PLACE_MAX_ROWS", max_rows)
+    from nova.compiler.irgen import build_module
+    from nova.compiler.lowering.plan import plan_kernels
+    from nova.compiler.passes import simplify
+    from nova.compiler.passes.fusion import fuse
+    from nova.runtime.kernel_cache import KERNELS
+    from nova.tensor.realize import pending_graph
+    x = RNG.standard_normal((2, 300, 23, 23)).astype(np.float32)
+    w = (RNG.standard_normal((8, 300, 3, 3)) / 50).astype(np.float32)
+    g = RNG.standard_normal((2, 8, 23, 23)).astype(np.float32)
+
+    def run():
+        xt, wt = nv.tensor(x, requires_grad=True), nv.tensor(w, requires_grad=True)
+        y = F.conv2d(xt, wt, padding=1)
+        dx, dw = nv.autograd.grad(y, [xt, wt], [nv.tensor(g)])
+        return y, dx, dw
+
+    y, dx, dw = run()
+    if engine == "cpu":        # the forward's and the input gradient's GEMMs read B in place
+        plans = plan_kernels(fuse(simplify(build_module(pending_graph(y, dx)))))
+        tiled = [p for p in plans if p.schedule.strategy == "tiled"]
+        assert sum(p.schedule.b_in_place for p in tiled) == (1 if max_rows is None else 2)
+        for p in tiled:     # the kernel hands the driver its table of row starts
+            text = KERNELS.llvm_ir(p)
+            found = re.search(r'ptrtoint \[\d+ x i64\]\* @"[\w.]+\.b_k" to i64', text)
+            assert bool(found) == p.schedule.b_in_place
+            assert ("read in place" in p.describe()) == p.schedule.b_in_place
+    got = [t.numpy() for t in (y, dx, dw)]
+    monkeypatch.setattr(convolution, "_shifted_form", lambda *args: None)
+    want = [t.numpy() for t in run()]
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)

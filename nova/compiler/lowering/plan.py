@@ -86,6 +86,7 @@ class Schedule:
     mc: int = 0                     # ``tiled``: M block (the packed A block MC x KC in L2)
     split: str = ""                 # ``tiled``: "m" or "n", what the parallel dim splits
     shared_b: bool = False          # ``tiled``: the threads pack one B panel together
+    b_in_place: bool = False        # ``tiled``: B's rows are read where they are, unpacked
     unroll: int = 0                 # interleave count of the vectorized innermost loop
                                     # (0: LLVM's own choice)
     vector_width: int = 0           # lanes of that loop (0: LLVM's own choice)

@@ -37,6 +37,7 @@ from dataclasses import replace
 from nova.compiler import dialect as nd
 from nova.compiler.lowering.flat import flat_key
 from nova.compiler.targets.cpu.llvm import SupportModule, gemm_support, module_for
+from nova.compiler.targets.cpu.llvm_gemm import b_table, reads_in_place
 from nova.compiler.targets.cpu.configurator import (attention_blocks, classify,
                                                     float32_vector_width, gemm_tile,
                                                     loop_unroll)
@@ -65,8 +66,11 @@ def _tiled(plan: KernelPlan, spec: CpuSpec) -> tuple[Schedule, tuple | None]:
     m = tuple(mm.operands[0].type.get_shape())[-2]
     batches = rows // m if m else 0
     k_blocking = plan.out[1] == dt.float32
+    rank = len(mm.results[0].type.get_shape()) - 2
+    table = b_table(plan, mm.operands[1], rank)
     tile = gemm_tile(spec, k=k, m=m, n=n, k_blocking=k_blocking, batched=batches > 1,
-                     batches=max(batches, 1))
+                     batches=max(batches, 1),
+                     b_table_rows=table is not None and reads_in_place(table, rank))
     if tile.split == "m":
         extent, other = batches * -(-m // tile.mr), n
     else:
@@ -78,7 +82,7 @@ def _tiled(plan: KernelPlan, spec: CpuSpec) -> tuple[Schedule, tuple | None]:
     return Schedule((extent, other, k), 0, "tiled", vector_dim=1,
                     tile=(tile.mr, tile.nr, tile.nc), derivation=tile.derivation,
                     kc=tile.kc, mc=tile.mc, split=tile.split,
-                    shared_b=tile.shared_b), scratch
+                    shared_b=tile.shared_b, b_in_place=tile.b_in_place), scratch
 
 
 class CpuTarget(Target):

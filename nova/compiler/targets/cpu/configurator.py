@@ -108,6 +108,7 @@ class GemmTile:
     mc: int = 0
     split: str = "m"          # "m": threads split C's rows; "n": its columns
     shared_b: bool = False    # threads pack one B panel together (split "m", unbatched)
+    b_in_place: bool = False  # B's rows read where they are (``gemm_reads_b_in_place``)
 
 
 def _round_down(x: int, multiple: int) -> int:
@@ -216,8 +217,35 @@ def gemm_rows(mr_max: int, m: int, needed_chains: int, row_flops: float = math.i
                   f"-> MR = {best}")
 
 
+# At most this many rows (M) for a GEMM to read a B of table rows in place
+# (``gemm_reads_b_in_place``). Kernel time of conv2d forward + both gradients, batch
+# 8, under ``nv.compile`` (``nv.debug.profile``, median of 7 per process; never /
+# up to 64 rows / always, alternating processes, median of 4): a 5x5 of 32 -> 64
+# channels at 28x28 (M = 64 and 32) 13.2 / 11.6 / 12.0 ms; a 3x3 of 64 -> 64 at 56x56
+# 34.5 / 31.6 / 32.1; of 128 -> 128 at 28x28 (M = 128) 32.3 / 33.1 / 32.9 (no gain);
+# of 64 -> 128 (M = 128 and 64) 17.9 / 17.5 / 17.8. So up to 64 rows.
+B_IN_PLACE_MAX_ROWS = 64
+
+
+def gemm_reads_b_in_place(m: int, b_table_rows: bool) -> tuple[bool, str]:
+    """Whether the micro-kernel reads B's lines where they are instead of packing B:
+    only for a B whose rows are unit-stride runs of one argument at tabled starts (a
+    shifted-window stack, ``llvm_gemm.reads_in_place``), and only up to
+    ``B_IN_PLACE_MAX_ROWS`` rows. Packing copies K x N floats once per product; reading
+    in place instead costs every one of the ceil(M / MR) micro-tiles of a column panel
+    unaligned loads (each line starts anywhere in a cache line, so most loads split
+    across two), which grows with M while the packing it saves does not. Returns the
+    decision and its note for the derivation."""
+    if not b_table_rows:
+        return False, ""
+    if m > B_IN_PLACE_MAX_ROWS:
+        return False, f"; B table rows packed (M={m} > {B_IN_PLACE_MAX_ROWS})"
+    return True, f"; B table rows read in place (M={m} <= {B_IN_PLACE_MAX_ROWS})"
+
+
 def gemm_tile(spec: CpuSpec, itemsize: int = 4, k: int = 256, m: int = 256, n: int = 256,
-              k_blocking: bool = True, batched: bool = False, batches: int = 1) -> GemmTile:
+              k_blocking: bool = True, batched: bool = False, batches: int = 1,
+              b_table_rows: bool = False) -> GemmTile:
     """The GEMM schedule for C (M x N) = A (M x K) B (K x N) on ``spec``.
 
     Register tile (BLIS register level): NR = 2 vectors (2 x lanes columns), so each k
@@ -237,6 +265,7 @@ def gemm_tile(spec: CpuSpec, itemsize: int = 4, k: int = 256, m: int = 256, n: i
     mr_max = max(1, (spec.vector_registers - 3) // 2)
     mr, why_mr = gemm_rows(mr_max, m, needed, 2.0 * n * k * batches)
     chains = 2 * mr
+    in_place, why_in_place = gemm_reads_b_in_place(m, b_table_rows)
     kc = gemm_kc(spec, k, nr, mr, itemsize) if k_blocking else max(k, 1)
     mc = gemm_mc(spec, kc, mr, itemsize)
     nc = min(gemm_panel_width(spec, kc, nr, itemsize), _round_up(max(n, 1), nr))
@@ -260,9 +289,11 @@ def gemm_tile(spec: CpuSpec, itemsize: int = 4, k: int = 256, m: int = 256, n: i
            + f"; MC = L2/2 / (KC x {itemsize} B) -> {mc}"
            + f"; NC = min(L3/{spec.cores} cores, {L3_PER_CORE_MAX >> 20} MiB)/2 / (KC x "
            f"{itemsize} B), <= N -> {nc}"
-           + f"; pack A and B; threads split {split.upper()} ({why_split})"
+           + f"; pack A{'' if in_place else ' and B'}{why_in_place}; threads split "
+           f"{split.upper()} ({why_split})"
            + ("; threads share the packed B panel (two, alternating)" if shared_b else ""))
-    return GemmTile(mr, nr, nc, why, kc=kc, mc=mc, split=split, shared_b=shared_b)
+    return GemmTile(mr, nr, nc, why, kc=kc, mc=mc, split=split, shared_b=shared_b,
+                    b_in_place=in_place)
 
 
 @dataclass(frozen=True)

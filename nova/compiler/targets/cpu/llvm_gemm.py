@@ -26,6 +26,7 @@ from nova.compiler.targets.cpu.llvm_emit import (_COMPUTE, F32, F64, I32, I64, P
 from nova.compiler.targets.cpu.pool import X86, emit_barrier, emit_pause
 from nova.compiler.codegen.values import element_of, shape_of
 from nova.compiler.lowering.plan import (
+    KernelPlan,
     TEAM_ARRIVED,
     TEAM_CLOSED,
     TEAM_JOIN_SPINS,
@@ -199,15 +200,28 @@ class _View(NamedTuple):
     strides: tuple[int, ...]
 
 
-def address_table(e: Emitter, value: SSAValue, rank: int) -> TableView | None:
-    """The ``TableView`` of a float32 GEMM operand ``(batch..., K, N)`` that the table
-    packing (``TiledKernel.table_pack_function``) reads (``TableView.packs_directly``);
-    None otherwise."""
+def b_table(plan: KernelPlan, value: SSAValue, rank: int) -> TableView | None:
+    """The ``TableView`` of a float32 GEMM operand ``(batch..., K, N)`` of ``plan`` that
+    the table packing (``TiledKernel.table_pack_function``) reads
+    (``TableView.packs_directly``); None otherwise."""
     view = table_view(value)
-    if view is None or e.plan.arg_types[view.arg][1].mlir != "f32" or \
+    if view is None or plan.arg_types[view.arg][1].mlir != "f32" or \
             not view.packs_directly(rank):
         return None
     return view
+
+
+def address_table(e: Emitter, value: SSAValue, rank: int) -> TableView | None:
+    """``b_table`` of the kernel ``e`` emits."""
+    return b_table(e.plan, value, rank)
+
+
+def reads_in_place(view: TableView, rank: int) -> bool:
+    """Whether the driver reads a table-view B ``(batch..., K, N)`` where it is
+    (``GemmDriver.micro_in_place``): unit stride along N and a table of row starts
+    along K -- each micro-panel line one contiguous run of the argument."""
+    k_term, n_term = view.dims[rank:]
+    return n_term == 1 and isinstance(k_term, tuple)
 
 
 def address_view(e: Emitter, value: SSAValue) -> _View | None:
@@ -229,11 +243,14 @@ def address_view(e: Emitter, value: SSAValue) -> _View | None:
 # callback (0: C is the product itself), the batch shape (rank, i64 array), and per
 # operand its view (float pointer, element offset, strides along the outer axis -- M or
 # N -- and K, an i64 array of batch strides) or its packing callback (non-zero: the
-# operand is computed, and the kernel packs it).
+# operand is computed, and the kernel packs it). ``b_rows`` (non-zero: B is read in
+# place): an i64 array of the element offsets of B's rows, K of them, each row
+# unit-stride along N from ``b_ptr`` plus the batch's offset (a shifted-window stack;
+# ``GemmDriver.micro_in_place``).
 GEMM_PARAMS = ("m", "n", "k", "kc", "mc", "nc", "split_n", "shared_b", "start", "end",
                "out", "scratch", "bufs", "epilogue", "batch_rank", "batch_shape",
                "a_ptr", "a_offset", "a_outer", "a_k", "a_batch", "a_pack",
-               "b_ptr", "b_offset", "b_outer", "b_k", "b_batch", "b_pack")
+               "b_ptr", "b_offset", "b_outer", "b_k", "b_batch", "b_pack", "b_rows")
 _WORD = {name: i for i, name in enumerate(GEMM_PARAMS)}
 
 # ``i32 (i8** bufs, float* tile_or_dst, i64 batch, i64, i64, i64, i64)``, both callbacks:
@@ -392,6 +409,9 @@ class GemmDriver:
         self.batch_shape = b.inttoptr(word("batch_shape"), I64.as_pointer())
         self.a_op = self.operand("a", True, self.mr, self.m)
         self.b_op = self.operand("b", False, self.nr, self.n)
+        rows = word("b_rows")
+        self.b_in_place = b.icmp_signed("!=", rows, c64(0))
+        self.b_rows = b.inttoptr(rows, I64.as_pointer())
         self.k_blocks = self.smax(c64(1), self.ceil_div(self.k, self.kc))
         # micro-panels of the split dimension per batch: the unit of [start, end)
         self.per_batch = self.smax(c64(1), b.select(self.split_n,
@@ -458,6 +478,9 @@ class GemmDriver:
                      for _ in range(self.mr)]
         self.tile = f.entry_alloca(F32, self.mr * self.nr)
         self.panel_slot = f.entry_alloca(F32.as_pointer())
+        b.store(self.panels, self.panel_slot)
+        # one micro-panel: an edge of a B read in place, packed (zero past N)
+        self.edge_panel = self.buffer(b.add(b.mul(kc, c64(self.nr)), c64(self.lanes)))
 
     def buffer(self, floats: ir.Value) -> ir.Value:
         """A 64-byte aligned heap buffer of at least ``floats`` floats, freed on return."""
@@ -579,8 +602,9 @@ class GemmDriver:
     def product_block(self, batch: ir.Value, bases: tuple[ir.Value, ir.Value], r0: ir.Value,
                       r1: ir.Value, c0: ir.Value, c1: ir.Value) -> None:
         """C[r0:r1, c0:c1] of batch ``batch`` through the BLIS loops: NC-wide column
-        panels (jc), K blocks (pc: B packed once per panel and block), MC-tall row
-        blocks (ic: A packed once per block), NR-wide (jr) and MR-tall (ir) micro-tiles."""
+        panels (jc), K blocks (pc: B packed once per panel and block, unless read in
+        place), MC-tall row blocks (ic: A packed once per block), NR-wide (jr) and
+        MR-tall (ir) micro-tiles."""
         b, loops = self.b, self.loops
         mr, nr, mc, nc, kc = self.mr, self.nr, self.mc, self.nc, self.kc
 
@@ -593,7 +617,9 @@ class GemmDriver:
                 blk = _KBlock(batch, bases, pcb, k0, self.smin(kc, b.sub(self.k, k0)),
                               b.icmp_signed("==", pcb, c64(0)),
                               b.icmp_signed("==", pcb, b.sub(self.k_blocks, c64(1))))
-                bp = self.pack_b(blk, jcb, pcb, jc, ncur)
+                with b.if_then(b.not_(self.b_in_place)):
+                    self.pack_b(blk, jcb, pcb, jc, ncur)
+                bp = b.load(self.panel_slot)
 
                 def per_mblock(icb: ir.Value) -> None:
                     i0 = b.add(r0, b.mul(icb, mc))
@@ -617,11 +643,23 @@ class GemmDriver:
     def micro_tile(self, blk: _KBlock, bp: ir.Value, p: ir.Value, q: ir.Value, i: ir.Value,
                    j: ir.Value, rows: ir.Value, cols: ir.Value) -> None:
         """The micro-tile C[i:i+rows, j:j+cols] over one K block, from micro-panel ``p``
-        of the packed A block and ``q`` of the B panel ``bp``."""
+        of the packed A block and ``q`` of the B panel ``bp`` -- or, for a B read in
+        place, from B's rows themselves (``micro_in_place``; an edge micro-panel, past
+        N, is packed on its own first)."""
         b = self.b
         self.prefetch_c(blk.batch, i, j)
-        self.micro(bp, b.mul(p, b.mul(blk.depth, c64(self.mr))),
-                   b.mul(q, b.mul(blk.depth, c64(self.nr))), blk.depth)
+        a_off = b.mul(p, b.mul(blk.depth, c64(self.mr)))
+        in_place = b.and_(self.b_in_place, b.icmp_signed("==", cols, c64(self.nr)))
+        with b.if_else(in_place) as (then, otherwise):
+            with then:
+                self.micro_in_place(blk, a_off, j)
+            with otherwise:
+                with b.if_then(self.b_in_place):
+                    self.pack(self.b_op, blk, self.edge_panel, j, cols)
+                src = b.select(self.b_in_place, self.edge_panel, bp)
+                b_off = b.select(self.b_in_place, c64(0),
+                                 b.mul(q, b.mul(blk.depth, c64(self.nr))))
+                self.micro(src, a_off, b_off, blk.depth)
         self.store_tile(blk, i, j, rows, cols)
 
     # ------------------------------------------------------------ index arithmetic
@@ -896,12 +934,33 @@ class GemmDriver:
                 b.store(self.zero_vec, self.accs[r][v])
         self.loops.range(c64(0), kcur, lambda kk: self.rank1_update(bp, a_off, b_off, kk), "k")
 
+    def micro_in_place(self, blk: _KBlock, a_off: ir.Value, j: ir.Value) -> None:
+        """``micro`` for a B read in place: line ``kk`` of the micro-panel is the NR
+        floats at column ``j`` of B's row ``k0 + kk``, ``b_ptr[base + rows[k0 + kk] +
+        j]``. A shifted-window stack's rows are ranges of one padded image a float or a
+        row apart, so consecutive lines share cache lines and the image stays in L2:
+        reading them where they are costs the micro-kernel little, while packing them
+        copied K x N floats per product (the convolutions' B operands; ~8% of a 5x5's
+        forward and backward)."""
+        b = self.b
+        for r in range(self.mr):
+            for v in range(self.nvec):
+                b.store(self.zero_vec, self.accs[r][v])
+        start = b.add(blk.base(self.b_op), j)
+        rows = b.gep(self.b_rows, [blk.k0])
+
+        def update(kk: ir.Value) -> None:
+            at = b.add(start, b.load(b.gep(rows, [kk])))
+            self.rank1_update(self.b_op.ptr, a_off, at, kk, step=0)
+        self.loops.range(c64(0), blk.depth, update, "k")
+
     def rank1_update(self, bp: ir.Value, a_off: ir.Value, b_off: ir.Value,
-                     kk: ir.Value) -> None:
-        """accs += A[:, kk] B[kk, :]: load the NR-wide line of the B micro-panel as
+                     kk: ir.Value, step: int | None = None) -> None:
+        """accs += A[:, kk] B[kk, :]: load the NR-wide line of B (of the packed
+        micro-panel: at ``b_off + kk NR``; in place, ``step=0``: at ``b_off``) as
         vectors, broadcast each of the MR elements of the A micro-panel's line, FMA."""
         b, mr, nr, lanes = self.b, self.mr, self.nr, self.lanes
-        bbase = b.add(b_off, b.mul(kk, c64(nr)))
+        bbase = b.add(b_off, b.mul(kk, c64(nr if step is None else step)))
         bvecs = [b.load(b.bitcast(b.gep(bp, [b.add(bbase, c64(v * lanes))]), self.vptr),
                         align=4) for v in range(self.nvec)]
         abase = b.add(a_off, b.mul(kk, c64(mr)))
@@ -1084,6 +1143,7 @@ class TiledKernel:
             put(name, value)
         put("epilogue", 0 if e.root is self.product else address(self.epilogue_function()))
         rank = len(self.batch_shape)
+        put("b_rows", 0)
         for prefix, value, is_a in (("a", self.a_value, True), ("b", self.b_value, False)):
             view = address_view(e, value)
             if view is None:     # (batch strides all 0: the driver reads them regardless)
@@ -1094,6 +1154,16 @@ class TiledKernel:
                 for word in ("ptr", "offset", "outer", "k"):
                     put(f"{prefix}_{word}", 0)
                 put(f"{prefix}_batch", self.int_array((0,) * rank))
+                if table is not None and s.b_in_place:
+                    if not reads_in_place(table, rank):
+                        raise AssertionError(f"{self.plan.name}: scheduled to read B in "
+                                             "place, which is not unit-stride table rows")
+                    # B's rows read where they are (``GemmDriver.micro_in_place``); the
+                    # table packing stays for edge micro-panels
+                    put("b_ptr", address(e.ptrs[table.arg]))
+                    put("b_outer", 1)
+                    put("b_batch", self.int_array(table.dims[:rank]))
+                    put("b_rows", address(self.table_global(prefix, "k", table.dims[rank])))
                 continue
             outer_dim, k_dim = (rank, rank + 1) if is_a else (rank + 1, rank)
             put(f"{prefix}_pack", 0)
@@ -1232,6 +1302,19 @@ class TiledKernel:
         return e.fn
 
 
+    def table_global(self, prefix: str, which: str, values: tuple[int, ...]) -> ir.GlobalVariable:
+        """The kernel module's constant i64 array ``values`` (a table view's offsets
+        along one dim), made once per name."""
+        module = self.e.module
+        name = f"{self.plan.name}.{prefix}_{which}"
+        if name in module.globals:
+            return module.globals[name]
+        g = ir.GlobalVariable(module, ir.ArrayType(I64, len(values)), name=name)
+        g.initializer = ir.Constant(ir.ArrayType(I64, len(values)), list(values))
+        g.global_constant = True
+        g.linkage = "internal"
+        return g
+
     def table_pack_function(self, prefix: str, view: TableView) -> ir.Function:
         """The packing callback (``TILE_CALLBACK``) of a B operand read through a table
         (``address_table``), element ``(k, n)`` at ``term_K(k) + term_N(n)`` of its
@@ -1263,19 +1346,11 @@ class TiledKernel:
         vec = ir.VectorType(F32, lanes)
         line_ty = ir.VectorType(F32, nr)
 
-        tables: dict[str, ir.GlobalVariable] = {}
-
         def lookup(which: str, t: int | tuple[int, ...], i: ir.Value) -> ir.Value:
             if isinstance(t, int):
                 return b.mul(i, c64(t))
-            if which not in tables:
-                g = ir.GlobalVariable(e.module, ir.ArrayType(I64, len(t)),
-                                      name=f"{self.plan.name}.{prefix}_{which}")
-                g.initializer = ir.Constant(ir.ArrayType(I64, len(t)), list(t))
-                g.global_constant = True
-                g.linkage = "internal"
-                tables[which] = g
-            return b.load(b.gep(tables[which], [ir.Constant(I32, 0), i]))
+            g = self.table_global(prefix, which, t)
+            return b.load(b.gep(g, [ir.Constant(I32, 0), i]))
 
         def k_offset(k: ir.Value) -> ir.Value:
             return lookup("k", k_term, k)

@@ -292,9 +292,14 @@ def _encode_scalar(obj: Any, where: str) -> Any:
         return {"__device__": str(obj)}
     if isinstance(obj, (bytes, bytearray)):
         return {"__bytes__": bytes(obj).hex()}
+    hint = ""
+    if hasattr(obj, "state_dict") and callable(obj.state_dict):
+        hint = (f"; save its state_dict() (`nv.save(obj.state_dict(), path)`, loaded with "
+                f"load_state_dict), or pickle the whole {type(obj).__name__}, which "
+                "pickles as PyTorch's does")
     raise TypeError(f"save: cannot store a {type(obj).__name__} (at {where!r}); "
                     "checkpoints hold tensors, numbers, strings, bytes, None, dtypes, "
-                    "devices, and lists/tuples/dicts of them")
+                    f"devices, and lists/tuples/dicts of them{hint}")
 
 
 _DTYPE_NAMES = frozenset(d.name for d in _CODES)

@@ -32,8 +32,12 @@ class Parameter(Tensor):
     def __repr__(self) -> str:
         return "Parameter containing:\n" + super().__repr__()
 
-    def __reduce_ex__(self, protocol: Any):
-        raise TypeError("Parameter: use nv.save(module.state_dict(), path) to serialize")
+    def __reduce_ex__(self, protocol: Any) -> tuple:
+        """Pickling (``pickle.dumps(model)``, a module sent to a worker process) carries
+        the value, dtype, device and ``requires_grad`` and unpickles as a Parameter, as
+        PyTorch's does; like a Tensor's (``Tensor.__reduce_ex__``), never the trace or
+        a ``.grad``. Checkpoints are ``nv.save(module.state_dict(), path)``."""
+        return (_rebuild_parameter, self._leaf_state())
 
     def __copy__(self) -> Parameter:
         raise TypeError("Parameter: copy.copy is not supported; use "
@@ -52,3 +56,9 @@ class Parameter(Tensor):
             import copy
             new.grad = copy.deepcopy(self.grad, memo)
         return new
+
+
+def _rebuild_parameter(values: Any, dtype: str, device: str, requires_grad: bool) -> Parameter:
+    """Unpickling: a Parameter holding ``values`` (``Parameter.__reduce_ex__``)."""
+    from nova.tensor.creation import tensor
+    return Parameter(tensor(values, dtype=dtype, device=device), requires_grad=requires_grad)

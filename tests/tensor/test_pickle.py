@@ -3,6 +3,7 @@ dtype, device and requires_grad, never its trace: before ``Tensor.__reduce_ex__`
 pending tensor failed to pickle (its view functions are lambdas) and a realized one
 carried its trace node into the other process."""
 import copy
+import io
 import pickle
 
 import numpy as np
@@ -42,9 +43,45 @@ def test_the_copy_is_a_leaf_that_keeps_requires_grad():
     assert w.grad is None                   # the original's graph is untouched
 
 
-def test_a_parameter_still_says_to_use_nv_save():
-    with pytest.raises(TypeError, match="nv.save"):
-        pickle.dumps(nv.nn.Parameter(nv.ones(2)))
+class _Net(nv.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nv.nn.Conv2d(1, 2, 3)
+        self.bn = nv.nn.BatchNorm2d(2)
+        self.head = nv.nn.Linear(8, 3)
+        self.tied = nv.nn.Linear(3, 3, bias=False)
+        self.out = nv.nn.Linear(3, 3, bias=False)
+        self.out.weight = self.tied.weight
+        self.register_buffer("steps", nv.zeros((), dtype=nv.int64))
+
+    def forward(self, x):
+        return self.out(self.tied(self.head(self.bn(self.conv(x)).flatten(1)[:, :8])))
+
+
+def test_a_module_pickles_as_pytorchs_parameters_buffers_and_ties_included():
+    """``pickle.dumps(model)`` (a model sent to a worker process): was a TypeError
+    ("Parameter: use nv.save"). Parameters come back as Parameters with their values
+    and requires_grad (no ``.grad``, as a Tensor's pickle), buffers and train/eval mode
+    with them, tied weights still one Parameter, and the copy trains on its own."""
+    m = _Net()
+    m.head.bias.requires_grad_(False)
+    x = nv.tensor(np.random.default_rng(0).standard_normal((2, 1, 5, 5)).astype(np.float32))
+    m(x).sum().backward()              # updates the running stats; leaves grads
+    m.eval()
+    c = pickle.loads(pickle.dumps(m))
+    assert type(c.head.weight) is nv.nn.Parameter and c.head.weight is not m.head.weight
+    assert c.head.weight.requires_grad and not c.head.bias.requires_grad
+    assert c.head.weight.grad is None and not c.training
+    assert c.out.weight is c.tied.weight and len(list(c.parameters())) == 7
+    np.testing.assert_array_equal(c.bn.running_mean.numpy(), m.bn.running_mean.numpy())
+    np.testing.assert_array_equal(c(x).numpy(), m(x).numpy())
+    opt = nv.optim.SGD(c.parameters(), lr=0.5)
+    c.train()
+    c(x).sum().backward()
+    opt.step()
+    assert not np.array_equal(c.conv.weight.numpy(), m.conv.weight.numpy())
+    with pytest.raises(TypeError, match="pickle the whole _Net"):
+        nv.save(m, io.BytesIO())
 
 
 def test_deepcopy_is_pytorchs_grad_included_and_views_alias_their_base_copy():

@@ -310,6 +310,49 @@ def jvp(func: Callable, primals: Any, tangents: Any, *, strict: bool = False,
     return (result, pushed, aux) if has_aux else (result, pushed)
 
 
+def linearize(func: Callable, *primals: Any) -> tuple[Any, Callable]:
+    """``(func(*primals), jvp_fn)`` (``torch.func.linearize``): ``jvp_fn(*tangents)``,
+    tangents shaped like the primals, is ``J @ tangents`` at ``primals`` -- what ``jvp``
+    gives, from a graph built once: ``func`` runs here only, and each call of
+    ``jvp_fn`` is one backward pass through the double-backward graph
+    (``u -> J^T u`` is linear in ``u``; its gradient with respect to ``u`` against the
+    tangents is ``J @ tangents``)."""
+    leaves, spec = tree_flatten(primals)
+    _tensors("linearize", leaves, "primals")
+    nested = _DEPTH.get() > 0
+    with grad_mode.enable_grad(), _level():
+        keep = _keep_graph(leaves, nested)
+        fresh = _fresh(leaves, True)
+        out = func(*tree_unflatten(spec, fresh))
+        out_leaves, out_spec = tree_flatten(out)
+        _tensors("linearize", out_leaves, "the outputs of func")
+        keep = keep or _reaches_outer(out_leaves, fresh)
+        us = [zeros_like(o).requires_grad_(True) for o in out_leaves]
+        back = _autograd_grad(tuple(out_leaves), tuple(fresh), tuple(us), create_graph=True)
+
+    def jvp_fn(*tangents: Any) -> Any:
+        t_leaves, t_spec = tree_flatten(tangents)
+        if t_spec != spec or len(t_leaves) != len(leaves):
+            raise RuntimeError("linearize's jvp_fn: expected tangents with the structure of "
+                               f"the primals ({len(leaves)} tensors), got {len(t_leaves)}")
+        for p, t in zip(leaves, _tensors("jvp_fn", t_leaves, "tangents")):
+            if p.shape != t.shape or p.dtype != t.dtype:
+                raise RuntimeError(f"linearize's jvp_fn: expected a tangent of shape "
+                                   f"{tuple(p.shape)} and dtype {p.dtype}, got "
+                                   f"{tuple(t.shape)} and {t.dtype}")
+        pairs = [(g, t) for g, t in zip(back, t_leaves) if g is not None]
+        with grad_mode.enable_grad(), _level():
+            products = _autograd_grad(tuple(g for g, _ in pairs), tuple(us),
+                                      tuple(t for _, t in pairs), retain_graph=True,
+                                      create_graph=keep) \
+                if pairs else (None,) * len(us)
+        pushed = [zeros_like(o) if p is None else _out(p, keep)
+                  for p, o in zip(products, out_leaves)]
+        return tree_unflatten(out_spec, pushed)
+
+    return tree_unflatten(out_spec, [_out(o, keep) for o in out_leaves]), jvp_fn
+
+
 # ---------------------------------------------------------------- Jacobians
 
 def _jacobian(op: str, func: Callable, argnums: Any, has_aux: bool) -> Callable:

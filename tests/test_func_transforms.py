@@ -171,3 +171,28 @@ def test_per_sample_gradients_and_ensembles_through_functional_call():
     for k, model in enumerate(models):
         np.testing.assert_allclose(out[k].detach().numpy(), model(x).detach().numpy(),
                                    rtol=1e-12)
+
+
+def test_linearize_pushes_tangents_through_a_graph_built_once():
+    """``func.linearize`` (was missing): ``jvp_fn(t)`` equals the numeric Jacobian times
+    ``t``, for several tangents from one linearization (func runs once), over a tuple
+    of outputs and two primals, one of them unused; structure and shape errors."""
+    calls = []
+
+    def f(x, y):
+        calls.append(1)
+        return _f(x), (x * 0 + 1).sum() * 3
+
+    x = nv.tensor(X)
+    out, jvp_fn = func.linearize(f, x, x)
+    np.testing.assert_allclose(out[0].numpy(), _f_np(X))
+    jac = _numeric_jacobian(_f_np, X)
+    for t in (np.array([1.0, 0.0, 0.0]), np.array([0.5, -2.0, 1.5])):
+        got, const = jvp_fn(nv.tensor(t), nv.tensor(t))
+        np.testing.assert_allclose(got.numpy(), jac @ t, rtol=1e-6, atol=1e-8)
+        assert const.item() == 0.0
+    assert len(calls) == 1
+    with pytest.raises(RuntimeError, match="structure of the primals"):
+        jvp_fn(nv.tensor(X))
+    with pytest.raises(RuntimeError, match="tangent of shape"):
+        jvp_fn(nv.tensor(X[:2]), nv.tensor(X))

@@ -27,6 +27,10 @@ filter's half width (1 triangle, 2 cubic with ``A = -0.5``, 3 Lanczos) times
 ``max(scale, 1)``: downsampling averages every pixel it covers. Weights are computed in
 float64 and rounded once (PyTorch computes a float32 input's in float32: results agree
 to a few ulp). Each tap is a gather, masked where a window is shorter than the widest.
+
+A uint8 image takes ``bilinear`` (with or without ``antialias``), as on PyTorch's CPU,
+and gets PyTorch's bytes exactly: its fixed-point scheme (``_uint8_bilinear``), not
+the float formula rounded.
 """
 from __future__ import annotations
 
@@ -196,6 +200,60 @@ def _antialias(x: Tensor, out_size: tuple[int, ...], scales: tuple[float | None,
     return x
 
 
+def _uint8_taps(n_in: int, n_out: int, scale: float | None, align_corners: bool,
+                antialias: bool) -> tuple[np.ndarray, np.ndarray, int]:
+    """PyTorch's fixed-point bilinear taps of one dim of a uint8 image: source indices
+    ``(n_out, K)``, int16-range integer weights and their precision ``p`` (the weight
+    ``w`` is ``round(w * 2^p)``, ``p`` the largest below 22 whose largest weight still
+    fits in 15 bits). The float weights are the triangle filter at ``j - c + 0.5``,
+    ``c = s (i + 0.5)`` (``align_corners`` without antialiasing: ``s i + 0.5``), support
+    1 -- widened to ``s`` and the argument divided by ``s`` when antialiasing a
+    downsampling -- normalized per output (module docstring, ``_antialias_taps``)."""
+    if align_corners:
+        s = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    else:
+        s = scale if scale is not None else n_in / n_out
+    shift = 0.5 if align_corners and not antialias else 0.0
+    wide = antialias and s >= 1.0
+    support, inverse = (s, 1.0 / s) if wide else (1.0, 1.0)
+    center = s * (np.arange(n_out) + 0.5 - shift) + shift
+    lo = np.maximum((center - support + 0.5).astype(np.int64), 0)
+    hi = np.minimum((center + support + 0.5).astype(np.int64), n_in)
+    j = lo[:, None] + np.arange(int((hi - lo).max()))
+    inside = j < hi[:, None]
+    w = np.where(inside, _triangle((j - center[:, None] + 0.5) * inverse), 0.0)
+    total = w.sum(1, keepdims=True)
+    w = np.divide(w, total, out=np.zeros_like(w), where=total != 0)
+    precision = 0
+    while precision < 22 and int(0.5 + w.max() * (1 << (precision + 1))) < (1 << 15):
+        precision += 1
+    fixed = np.trunc(w * (1 << precision) + np.where(w < 0, -0.5, 0.5)).astype(np.int32)
+    return np.where(inside, j, lo[:, None]), fixed, precision
+
+
+def _uint8_bilinear(x: Tensor, out_size: tuple[int, ...], scales: tuple[float | None, ...],
+                    align_corners: bool, antialias: bool) -> Tensor:
+    """Bilinear resizing of a uint8 image as PyTorch's CPU kernel computes it, exactly:
+    in fixed point, the last dim first, each pass ``clamp((2^(p-1) + sum(pixel x
+    weight)) >> p, 0, 255)`` in int32 and stored as uint8 before the next (PIL's
+    scheme); a dim whose size does not change is skipped (``_uint8_taps``)."""
+    for d in reversed(range(len(out_size))):
+        axis, n_out = 2 + d, out_size[d]
+        if x.shape[axis] == n_out:
+            continue
+        taps, fixed, precision = _uint8_taps(x.shape[axis], n_out, scales[d],
+                                             align_corners, antialias)
+        shape = [1] * x.ndim
+        shape[axis] = n_out
+        total = ops.full_const(1 << (precision - 1), (), dt.int32)
+        for t in range(taps.shape[1]):
+            w = tensor(fixed[:, t].reshape(shape), dtype=dt.int32, device=x.device)
+            total = ops.add(total, ops.mul(ops.cast(_gather_dim(x, axis, taps[:, t]),
+                                                    dt.int32), w))
+        x = ops.cast(ops.clamp(total >> precision, 0, 255), dt.uint8)
+    return x
+
+
 def _copies_equal_sizes(mode: str, nd: int) -> bool:
     """Whether PyTorch's CPU kernel copies a dim whose size does not change, ignoring
     its scale factor (module docstring; measured against torch 2.13)."""
@@ -230,10 +288,15 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
         raise ValueError(f"{op}: mode 'lanczos' needs antialias=True")
     if mode == "lanczos" and align_corners:
         raise ValueError(f"{op}: mode 'lanczos' does not support align_corners=True")
-    if not input.dtype.is_floating_point and mode not in ("nearest", "nearest-exact"):
+    uint8_bilinear = input.dtype == dt.uint8 and mode == "bilinear"
+    if not input.dtype.is_floating_point and mode not in ("nearest", "nearest-exact") \
+            and not uint8_bilinear:
         raise TypeError(f"{op}: mode {mode!r} needs a floating point input, got "
-                        f"{input.dtype.name}")
+                        f"{input.dtype.name} (of the integer types, uint8 takes 'bilinear' "
+                        "too, as in PyTorch)")
     out_size, scales = _sizes(op, input, nd, size, scale_factor, recompute_scale_factor)
+    if uint8_bilinear:
+        return _uint8_bilinear(input, out_size, scales, bool(align_corners), antialias)
     if mode == "area":
         return (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[nd - 1](
             input, out_size)

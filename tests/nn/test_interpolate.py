@@ -266,3 +266,65 @@ def test_a_dim_of_unchanged_size_is_copied_by_the_linear_modes_and_2d_nearest():
     ref = _cubic_1d(x.astype(np.float64), 5, 1 / 1.1, False)
     ref = np.swapaxes(_cubic_1d(np.swapaxes(ref, 2, 3), 5, 1 / 1.1, False), 2, 3)
     assert_close(cubic, ref, rtol=1e-5, atol=1e-5)
+
+
+def _uint8_pass_reference(x, n_out, align, aa, scale=None):
+    """PyTorch's fixed-point bilinear pass over the last axis of a uint8 array, from
+    its definition, as a dense (n_out, n_in) matrix: triangle weights normalized per
+    output, scaled by 2^p (p the largest < 22 keeping the largest weight in 15 bits),
+    rounded; output (2^(p-1) + x . w) >> p clamped to [0, 255]."""
+    n = x.shape[-1]
+    s = ((n - 1) / (n_out - 1) if n_out > 1 else 0.0) if align else \
+        (scale if scale is not None else n / n_out)
+    shift = 0.5 if align and not aa else 0.0
+    wide = aa and s >= 1.0
+    support, inv = (s, 1 / s) if wide else (1.0, 1.0)
+    w = np.zeros((n_out, n))
+    for i in range(n_out):
+        c = s * (i + 0.5 - shift) + shift
+        for j in range(max(int(c - support + 0.5), 0), min(int(c + support + 0.5), n)):
+            w[i, j] = max(0.0, 1 - abs((j - c + 0.5) * inv))
+        w[i] /= w[i].sum()
+    p = 0
+    while p < 22 and int(0.5 + w.max() * 2 ** (p + 1)) < 2 ** 15:
+        p += 1
+    wi = np.floor(w * 2 ** p + 0.5).astype(np.int64)
+    return np.clip((2 ** (p - 1) + x.astype(np.int64) @ wi.T) >> p, 0, 255).astype(np.uint8)
+
+
+@pytest.mark.parametrize("size,align,aa", [((3, 2), False, False), ((9, 31), False, True),
+                                           ((20, 3), True, False), ((7, 5), True, True),
+                                           ((17, 13), False, True), ((1, 6), False, False)])
+def test_uint8_bilinear_is_pytorchs_fixed_point_resize(size, align, aa):
+    """A uint8 image resizes bilinearly (was a TypeError: "needs a floating point
+    input"; torchvision resizes uint8 tensors so) to PyTorch's exact bytes: its
+    fixed-point passes, the last dim first, each rounded to uint8 -- not the float
+    result rounded (checked against a torch 2.13 output below)."""
+    x = RNG.integers(0, 256, (2, 3, 17, 13), dtype=np.uint8)
+    got = F.interpolate(nv.tensor(x), size=size, mode="bilinear", align_corners=align,
+                        antialias=aa)
+    assert got.dtype == nv.uint8 and got.shape == (2, 3) + size
+    want = x
+    if size[1] != 13:
+        want = _uint8_pass_reference(want, size[1], align, aa)
+    if size[0] != 17:
+        want = np.swapaxes(_uint8_pass_reference(np.swapaxes(want, -1, -2), size[0], align,
+                                                 aa), -1, -2)
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_uint8_bilinear_matches_recorded_pytorch_bytes():
+    """torch 2.13's outputs for one small image (antialiased: 111 where the float
+    resize gives 110.11 -- the intermediate pass rounds), and a scale factor."""
+    x = nv.tensor(np.array([[[[0, 255, 7, 128, 64], [13, 200, 99, 1, 250]]]], np.uint8))
+    assert F.interpolate(x, size=(3, 2), mode="bilinear").tolist() == \
+        [[[[191, 112], [172, 88], [153, 63]]]]
+    assert F.interpolate(x, size=(3, 2), mode="bilinear", antialias=True).tolist() == \
+        [[[[112, 86], [111, 99], [109, 112]]]]
+    assert F.interpolate(x, size=(2, 7), mode="bilinear", align_corners=True).tolist() == \
+        [[[[0, 170, 172, 7, 88, 107, 64], [13, 138, 166, 99, 34, 84, 250]]]]
+    y = F.interpolate(x, scale_factor=(1.0, 0.5), mode="bilinear")
+    np.testing.assert_array_equal(
+        y.numpy(), _uint8_pass_reference(x.numpy(), 2, False, False, scale=2.0))
+    with pytest.raises(TypeError, match="uint8 takes 'bilinear' too"):
+        F.interpolate(x, size=(3, 2), mode="bicubic")

@@ -26,7 +26,9 @@ each with its CRC-32) whose records all sit under one directory, the *prefix*
 
 Safety. The pickle is read like ``torch.load(weights_only=True)`` reads it: the
 unpickler resolves only the globals above (plus torch dtypes, ``torch.Size`` and
-``torch.device``), and each resolves to a function of this module that records its
+``torch.device``, and the builtins ``set``, ``complex``, ``bytearray``, ``bytes`` (empty)
+and ``_codecs.encode`` -- how protocol 2 pickles ``bytes`` -- that torch's accepts too,
+empty ``bytes`` aside), each with its arguments checked, and each resolves to a function of this module that records its
 arguments in an inert placeholder, so unpickling runs no code of the file's choosing;
 any other global (``os.system``, ``builtins.eval``, a model class) raises
 :class:`CheckpointError` naming it. The placeholders are then converted into Nova
@@ -213,11 +215,22 @@ def _device(*args: Any) -> _Call:
     return _Call("torch.device", args)
 
 
+def _builtin(kind: str) -> Any:
+    """An inert stand-in for the builtin ``kind`` (``set``, ``complex``, ``bytearray``,
+    and ``_codecs.encode``, which protocol-2 pickles call to make ``bytes``): records the
+    call, built by ``_Converter.call`` once its arguments are checked."""
+    return lambda *args: _Call(kind, args)
+
+
 _FUNCTIONS = {("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
               ("torch._utils", "_rebuild_tensor_v3"): _rebuild_tensor_v3,
               ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
               ("collections", "OrderedDict"): OrderedDict,
-              ("torch", "Size"): _size, ("torch", "device"): _device}
+              ("torch", "Size"): _size, ("torch", "device"): _device,
+              # the builtins torch.load(weights_only=True) accepts beyond containers
+              **{(module, name): _builtin(name) for module in ("builtins", "__builtin__")
+                 for name in ("set", "complex", "bytearray", "bytes")},
+              ("_codecs", "encode"): _builtin("encode")}
 
 
 class _Unpickler(pickle.Unpickler):
@@ -242,8 +255,9 @@ class _Unpickler(pickle.Unpickler):
         raise CheckpointError(
             f"load: {self.name} refers to the Python global {module}.{name}, which Nova "
             "does not load: a PyTorch checkpoint may hold tensors, Parameters, "
-            "OrderedDicts, torch dtypes and sizes, numbers, strings and containers "
-            "(what torch.load(weights_only=True) accepts); other objects could run code")
+            "OrderedDicts, torch dtypes and sizes, numbers (complex too), strings, bytes "
+            "and containers, sets included (what torch.load(weights_only=True) accepts); "
+            "other objects could run code")
 
     def persistent_load(self, pid: Any) -> _Storage:
         if type(pid) is not tuple or len(pid) != 5 or pid[0] != "storage":
@@ -393,6 +407,37 @@ class _Archive:
         return out
 
 
+def _set_of(args: list) -> set:
+    if len(args) > 1 or (args and type(args[0]) not in (list, tuple)):
+        raise TypeError("expected one list of items")
+    return set(args[0]) if args else set()
+
+
+def _complex_of(args: list) -> complex:
+    if not 1 <= len(args) <= 2 or any(type(a) not in (int, float) for a in args):
+        raise TypeError("expected a real and an imaginary part, both numbers")
+    return complex(*args)
+
+
+def _bytes_of(args: list) -> bytes:
+    if not args:
+        return b""          # (``bytes()``: how protocol 2 pickles an empty bytes)
+    if len(args) != 2 or type(args[0]) is not str or args[1] != "latin1":
+        raise TypeError("expected a string and 'latin1'")
+    return args[0].encode("latin1")
+
+
+def _bytearray_of(args: list) -> bytearray:
+    if len(args) > 1 or (args and type(args[0]) not in (bytes, bytearray)):
+        raise TypeError("expected bytes")
+    return bytearray(args[0]) if args else bytearray()
+
+
+# What a checkpoint's builtin calls build (``_builtin``), arguments checked.
+_BUILTIN_CALLS = {"set": _set_of, "complex": _complex_of, "encode": _bytes_of,
+                  "bytes": _bytes_of, "bytearray": _bytearray_of}
+
+
 class _Converter:
     """Turns the unpickled placeholders into Nova objects, checking each with its key
     path (``model.fc.weight``) for messages. Shared objects stay shared (a memo by
@@ -414,7 +459,7 @@ class _Converter:
         return CheckpointError(f"load: {self.name}: {noun}{label} {what}")
 
     def convert(self, obj: Any, where: str, depth: int) -> Any:
-        if obj is None or type(obj) in (bool, int, float, str, bytes):
+        if obj is None or type(obj) in (bool, int, float, complex, str, bytes):
             return obj
         if id(obj) in self.memo:
             return self.memo[id(obj)]
@@ -446,6 +491,8 @@ class _Converter:
         if kind in (list, tuple):
             return kind(self.convert(v, _child(where, i), depth + 1)
                         for i, v in enumerate(obj))
+        if kind is set:        # (protocol 4 pickles sets natively, 2 by a call of set)
+            return {self.convert(v, where, depth + 1) for v in obj}
         if kind is _TensorRef:
             return self.tensor(obj, where)
         if kind is _ParamRef:
@@ -462,7 +509,7 @@ class _Converter:
                 f"{getattr(obj, 'name', '')}"}.get(kind, f"a {kind.__name__}")
         raise self.fail(where, f"is {what}, which Nova does not load (it loads tensors, "
                         "numbers, strings, bytes, None, dtypes, sizes, devices and "
-                        "dicts/lists/tuples of them)")
+                        "dicts/lists/tuples/sets of them)")
 
     def dtype(self, ref: Any, where: str, noun: str = "tensor ") -> tuple[np.dtype, dt.DType]:
         """The numpy dtype of a torch dtype's bytes and the Nova dtype holding it."""
@@ -480,6 +527,8 @@ class _Converter:
     def call(self, ref: _Call, where: str, depth: int) -> Any:
         args = [self.convert(a, where, depth + 1) for a in ref.args]
         try:
+            if ref.kind in _BUILTIN_CALLS:
+                return _BUILTIN_CALLS[ref.kind](args)
             if ref.kind == "torch.Size":
                 if len(args) != 1:
                     raise TypeError(f"takes one sequence, got {len(args)} arguments")

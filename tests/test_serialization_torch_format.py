@@ -328,6 +328,33 @@ def test_torch_dtypes_sizes_and_devices_as_values():
         torch_file({"d": Call(G("torch", "device"), "mps")}))
 
 
+def test_sets_complex_numbers_bytes_and_bytearrays_load_as_torchs_weights_only_does():
+    """torch.load(weights_only=True) takes these builtins (a set of seen ids, a complex
+    hyperparameter, raw bytes in a checkpoint's metadata); Nova refused them as
+    globals. Protocol 2 pickles bytes as ``_codecs.encode(text, 'latin1')``. Their
+    calls are built only from checked arguments."""
+    obj = {"ids": {3, 1, "x"}, "empty": set(), "z": complex(1.5, -2.0), "b": b"\x00\xffab",
+           "nothing": b"", "ba": bytearray(b"\x01\x02"),
+           "nested": [{2.5}, (1j, b"k")], "w": tensor(np.ones(2))}
+    for protocol in (2, 4):
+        back = load_bytes(torch_file(obj, protocol=protocol))
+        assert back["ids"] == {3, 1, "x"} and back["empty"] == set()
+        assert back["z"] == complex(1.5, -2.0) and type(back["z"]) is complex
+        assert back["b"] == b"\x00\xffab" and back["nothing"] == b""
+        assert back["ba"] == bytearray(b"\x01\x02") and type(back["ba"]) is bytearray
+        assert back["nested"] == [{2.5}, (1j, b"k")]
+        np.testing.assert_array_equal(back["w"].numpy(), np.ones(2))
+    for bad, why in ((Call(G("builtins", "set"), "abc"), "expected one list of items"),
+                     (Call(G("builtins", "complex"), "1+2j"), "expected a real and an "
+                      "imaginary part"),
+                     (Call(G("_codecs", "encode"), "x", "utf-16"), "expected a string and "
+                      "'latin1'"),
+                     (Call(G("builtins", "bytearray"), 5), "expected bytes")):
+        assert why in _rejected(torch_file({"v": bad}))
+    assert "__builtin__.frozenset, which Nova does not load" in _rejected(
+        torch_file({"v": frozenset([1])}))
+
+
 def test_big_endian_files_are_byteswapped():
     arrays = {"f32": np.array([1.5, -2.25], np.float32), "i64": np.array([1, -(2**40)]),
               "bf16": np.array([1.5, -3.0], nv.bfloat16.np), "b": np.array([True, False]),
@@ -490,13 +517,13 @@ def test_malformed_pickles_are_refused():
         "Parameter 'p' is int64 and requires grad": {"p": P(tensor(np.array([1])))},
         "tensor 'x' has requires_grad='yes', not a bool": {
             "x": tensor(np.ones(1), requires_grad="yes")},
-        "is a set, which Nova does not load": {"x": {1, 2}},
+        "is a frozenset, which Nova does not load": {"x": frozenset({1, 2})},
         "tensor 'x' has a str as its storage": {"x": T("0", 0, (1,), (1,))},
         "is the storage class FloatStorage": {"x": G("torch", "FloatStorage")},
         "is a function": {"x": G("torch._utils", "_rebuild_tensor_v2")},
     }
     for why, obj in cases.items():
-        message = _rejected(torch_file(obj, protocol=4 if why.startswith("is a set") else 2))
+        message = _rejected(torch_file(obj, protocol=4 if "frozenset" in why else 2))
         assert why in message, (why, message)
     storages = {"0": s}
     build_on_tensor = (b"ctorch._utils\n_rebuild_tensor_v2\n((U\x07storagectorch\nFloatStorage\n"

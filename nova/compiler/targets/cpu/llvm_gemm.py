@@ -479,6 +479,10 @@ class GemmDriver:
         self.tile = f.entry_alloca(F32, self.mr * self.nr)
         self.panel_slot = f.entry_alloca(F32.as_pointer())
         b.store(self.panels, self.panel_slot)
+        # what the A block holds (``pack_a``): batch offset, k0, depth, i0, rows; none yet
+        self.a_key = [f.entry_alloca(I64) for _ in range(5)]
+        for slot in self.a_key:
+            b.store(c64(-1), slot)
         # one micro-panel: an edge of a B read in place, packed (zero past N)
         self.edge_panel = self.buffer(b.add(b.mul(kc, c64(self.nr)), c64(self.lanes)))
 
@@ -624,7 +628,7 @@ class GemmDriver:
                 def per_mblock(icb: ir.Value) -> None:
                     i0 = b.add(r0, b.mul(icb, mc))
                     mcur = self.smin(mc, b.sub(r1, i0))
-                    self.pack(self.a_op, blk, self.a_panel, i0, mcur)
+                    self.pack_a(blk, i0, mcur)
 
                     def per_jr(q: ir.Value) -> None:
                         j = b.add(jc, b.mul(q, c64(nr)))
@@ -639,6 +643,22 @@ class GemmDriver:
                 loops.range(c64(0), self.ceil_div(b.sub(r1, r0), mc), per_mblock, "ic")
             loops.range(c64(0), self.k_blocks, per_kblock, "pc")
         loops.range(c64(0), self.ceil_div(b.sub(c1, c0), nc), per_panel, "jc")
+
+    def pack_a(self, blk: _KBlock, i0: ir.Value, mcur: ir.Value) -> None:
+        """Pack A's rows ``[i0, i0 + mcur)`` over K block ``blk`` into the A block --
+        unless the block already holds them: a view of A read at the same batch offset,
+        K block and rows as the last pack (a weight shared by every image of a batched
+        product, B's column panels after the first). A computed A is packed every time
+        (its callback's values depend on the batch index, not on an offset)."""
+        b = self.b
+        key = (blk.base(self.a_op), blk.k0, blk.depth, i0, mcur)
+        same = b.not_(self.a_op.computed)
+        for slot, value in zip(self.a_key, key):
+            same = b.and_(same, b.icmp_signed("==", b.load(slot), value))
+        with b.if_then(b.not_(same)):
+            self.pack(self.a_op, blk, self.a_panel, i0, mcur)
+            for slot, value in zip(self.a_key, key):
+                b.store(value, slot)
 
     def micro_tile(self, blk: _KBlock, bp: ir.Value, p: ir.Value, q: ir.Value, i: ir.Value,
                    j: ir.Value, rows: ir.Value, cols: ir.Value) -> None:

@@ -389,6 +389,19 @@ def getitem(x: Tensor, index: Any) -> Tensor | MaskedSelection:
     return _read(x, expand_masks("__getitem__", x.shape, index))
 
 
+def narrowed(x: Tensor, dim: int, start: int, length: int) -> Tensor:
+    """``x[..., start:start + length, ...]`` along ``dim`` (checked by the caller): the
+    view ``getitem`` makes of that slice, its index built directly (``narrow``,
+    ``split`` and ``chunk`` run this per piece: a qkv split is 3 per attention layer)."""
+    shape = x.shape
+    starts = (0,) * dim + (start,) + (0,) * (len(shape) - dim - 1)
+    limits = shape[:dim] + (start + length,) + shape[dim + 1:]
+    p = ParsedIndex(starts, limits, (1,) * len(shape),
+                    shape[:dim] + (length,) + shape[dim + 1:], ())
+    return make_view(x, lambda b: _basic(b, p), lambda b, v: _basic_put(b, p, v),
+                     "__getitem__")
+
+
 def _read(x: Tensor, index: Any) -> Tensor:
     """``x[index]`` for an index without boolean masks."""
     p = parse_index("__getitem__", x.shape, index)

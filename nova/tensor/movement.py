@@ -240,8 +240,8 @@ def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
     if not (0 <= start and length >= 0 and start + length <= x.shape[d]):
         raise IndexError(f"narrow: start {start} + length {length} exceeds dim {d} of shape "
                          f"{x.shape}")
-    index = (slice(None),) * d + (slice(start, start + length),)
-    return x[index]
+    from nova.tensor.indexing import narrowed
+    return narrowed(x, d, start, length)
 
 
 def split(x: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:

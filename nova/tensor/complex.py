@@ -552,9 +552,21 @@ def sgn(z: ComplexTensor) -> ComplexTensor:
                          _ops.where(keep, z._im / safe, zero))
 
 
+def _axis_zero(part: Tensor, zero: Tensor, scale: Tensor) -> Tensor:
+    """``part`` (a product ``scale * f(zero)`` with ``f(0) = 0``), except where ``zero``
+    is exactly 0 and ``scale`` infinite: there the product is ``inf * 0 = NaN``, while
+    the function (C99 Annex G, numpy, PyTorch) gives ``zero`` itself, a signed zero --
+    ``exp(1000 + 0j)`` is ``inf + 0j``, not ``inf + nanj`` (a NaN ``scale``, likewise:
+    ``exp(nan + 0j)`` is ``nan + 0j``). Only those points change, so every finite value
+    and gradient is the formula's."""
+    return _ops.where(_ops.logical_and(_ops.eq(zero, 0),
+                                       _ops.logical_not(_elementary.isfinite(scale))),
+                      zero, part)
+
+
 def exp(z: ComplexTensor) -> ComplexTensor:
     m = _ops.exp(z._re)
-    return ComplexTensor(m * _ops.cos(z._im), m * _ops.sin(z._im))
+    return ComplexTensor(m * _ops.cos(z._im), _axis_zero(m * _ops.sin(z._im), z._im, m))
 
 
 def log(z: ComplexTensor) -> ComplexTensor:
@@ -563,20 +575,34 @@ def log(z: ComplexTensor) -> ComplexTensor:
 
 
 def sqrt(z: ComplexTensor) -> ComplexTensor:
-    """The principal square root (real part >= 0, imaginary part with ``imag``'s sign)."""
+    """The principal square root (real part >= 0, imaginary part with ``imag``'s sign).
+    Infinite parts take C99's values (``r - x`` would be ``inf - inf``): an infinite
+    imaginary part gives ``inf + i imag``; a real part of ``+inf``, ``inf + i0`` (sign of
+    ``imag``), of ``-inf``, ``0 + i inf`` (sign of ``imag``); only those points change."""
     r = abs(z)
     re = _ops.sqrt(_ops.relu((r + z._re) * 0.5))
     im = _special.copysign(_ops.sqrt(_ops.relu((r - z._re) * 0.5)), z._im)
+    x, y = z._re, z._im
+    inf_y, inf_x = _ops.isinf(y), _ops.logical_and(_ops.isinf(x), _ops.logical_not(_ops.isnan(y)))
+    positive = _ops.gt(x, 0)
+    zero, inf = _creation.zeros_like(x), _ops.abs(x)
+    re = _ops.where(inf_y, _ops.abs(y), _ops.where(inf_x, _ops.where(positive, inf, zero), re))
+    im = _ops.where(inf_y, y, _ops.where(inf_x, _special.copysign(
+        _ops.where(positive, zero, inf), y), im))
     return ComplexTensor(re, im)
 
 
 def sin(z: ComplexTensor) -> ComplexTensor:
-    return ComplexTensor(_ops.sin(z._re) * _elementary.cosh(z._im), _ops.cos(z._re) * _elementary.sinh(z._im))
+    ch = _elementary.cosh(z._im)
+    return ComplexTensor(_axis_zero(_ops.sin(z._re) * ch, z._re, ch),
+                         _axis_zero(_ops.cos(z._re) * _elementary.sinh(z._im), z._im, z._re))
 
 
 def cos(z: ComplexTensor) -> ComplexTensor:
-    return ComplexTensor(_ops.cos(z._re) * _elementary.cosh(z._im),
-                         -(_ops.sin(z._re) * _elementary.sinh(z._im)))
+    x, y = z._re, z._im
+    sh = _elementary.sinh(y)
+    im = _axis_zero(_axis_zero(-(_ops.sin(x) * sh), x, sh), y, x)
+    return ComplexTensor(_ops.cos(x) * _elementary.cosh(y), im)
 
 
 def real(z: Any) -> Tensor:

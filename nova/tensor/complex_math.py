@@ -8,8 +8,10 @@ the product reduction, ``var``/``std`` (real, as PyTorch's), ``dot``/``vdot``/
 ``inner``/``outer`` and the vector norms (real). Each is written so that it neither
 overflows nor cancels where the function itself is well scaled: ``tanh`` of a large real
 part is its limit, not ``inf / inf``; ``log1p``, ``expm1`` and ``asinh`` of small
-arguments keep their relative accuracy. Values on a branch cut follow the formulas'
-signed-zero behaviour and may differ from C99's there.
+arguments keep their relative accuracy; ``sinh``/``cosh`` keep C99's exact zeros on the
+axes (``nova.tensor.complex._axis_zero``). Values on a branch cut follow the formulas'
+signed-zero behaviour and may differ from C99's there, and so may infinite arguments of
+the inverse functions and of ``tanh`` (a NaN part where C99 has a limit).
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from nova.tensor import movement as _movement
 from nova.tensor import ops as _ops
 from nova.tensor import special as _special
 from nova.tensor.complex import (
-    ComplexTensor, _as_complex, _cast_for, div, exp, log, mul, reciprocal, sqrt,
+    ComplexTensor, _as_complex, _axis_zero, _cast_for, div, exp, log, mul, reciprocal, sqrt,
 )
 from nova.tensor.complex import abs as _cabs
 from nova.tensor.tensor import Tensor
@@ -47,14 +49,17 @@ def _rotate_out(z: ComplexTensor) -> ComplexTensor:
 
 def sinh(z: Any) -> ComplexTensor:
     z = _as_complex("sinh", z)
-    return ComplexTensor(_elementary.sinh(z._re) * _ops.cos(z._im),
-                         _elementary.cosh(z._re) * _ops.sin(z._im))
+    sh, ch = _elementary.sinh(z._re), _elementary.cosh(z._re)
+    return ComplexTensor(_axis_zero(sh * _ops.cos(z._im), z._re, _ops.cos(z._im)),
+                         _axis_zero(ch * _ops.sin(z._im), z._im, ch))
 
 
 def cosh(z: Any) -> ComplexTensor:
     z = _as_complex("cosh", z)
-    return ComplexTensor(_elementary.cosh(z._re) * _ops.cos(z._im),
-                         _elementary.sinh(z._re) * _ops.sin(z._im))
+    sh, ch = _elementary.sinh(z._re), _elementary.cosh(z._re)
+    x, y = z._re, z._im
+    im = _axis_zero(_axis_zero(sh * _ops.sin(y), y, sh), x, y)
+    return ComplexTensor(ch * _ops.cos(y), im)
 
 
 def tanh(z: Any) -> ComplexTensor:

@@ -383,3 +383,24 @@ def test_gradients_through_complex_functions_match_finite_differences():
             up = loss(nv.tensor(z0 + d)).item()
             down = loss(nv.tensor(z0 - d)).item()
             np.testing.assert_allclose(grad[i], (up - down) / (2 * eps), rtol=1e-5, atol=1e-7)
+
+
+def test_exp_sqrt_and_trig_keep_c99s_zeros_and_infinities_on_the_axes():
+    """An infinite or NaN factor times an exact zero made the part NaN: exp(1000 + 0j)
+    was inf + nanj (numpy, C99: inf + 0j), sqrt(inf + 0j) inf + nanj, sin(nan + 0j)
+    nan + nanj. Values off these points, and all gradients at finite points, are the
+    formulas' (the finite-difference test above)."""
+    inf, nan = np.inf, np.nan
+    vals = np.array([complex(inf, 0), complex(-inf, 0), complex(nan, 0), complex(0, inf),
+                     complex(0, 0), complex(-0.0, 0.0), complex(1000, 0), complex(1, -inf),
+                     complex(-inf, 1), complex(-1, 0), complex(0.5, -2)], np.complex128)
+    z = nv.tensor(vals)
+    with np.errstate(all="ignore"):
+        for name, ref in (("exp", np.exp), ("sqrt", np.sqrt), ("sin", np.sin),
+                          ("cos", np.cos), ("sinh", np.sinh), ("cosh", np.cosh)):
+            got, want = getattr(z, name)().numpy(), ref(vals)
+            for part in ("real", "imag"):
+                g, w = getattr(got, part), getattr(want, part)
+                np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=name)
+                finite = ~np.isnan(w)
+                np.testing.assert_allclose(g[finite], w[finite], rtol=1e-12, err_msg=name)

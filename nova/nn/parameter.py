@@ -19,6 +19,14 @@ class Parameter(Tensor):
         from nova.tensor.creation import tensor
         if data is None:
             data = tensor([])
+        if getattr(type(data), "__nova_complex__", False):
+            raise TypeError(
+                f"Parameter: complex parameters are not supported (got a {data.dtype.name} "
+                f"tensor of shape {list(data.shape)}); keep a real Parameter of shape "
+                f"{list(data.shape) + [2]} (nv.view_as_real(data)) and use "
+                "nv.view_as_complex(param) in forward -- its gradient is the one PyTorch "
+                "gives a complex parameter, and every optimizer updates it as PyTorch's "
+                "update complex parameters (as real pairs)")
         if not isinstance(data, Tensor):
             data = tensor(data)
         p = cls._wrap(data.node)

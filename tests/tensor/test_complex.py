@@ -404,3 +404,21 @@ def test_exp_sqrt_and_trig_keep_c99s_zeros_and_infinities_on_the_axes():
                 np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=name)
                 finite = ~np.isnan(w)
                 np.testing.assert_allclose(g[finite], w[finite], rtol=1e-12, err_msg=name)
+
+
+def test_a_complex_parameter_is_refused_with_the_real_pair_recipe():
+    """nn.Parameter of a complex tensor (FNO's spectral weights) said "tensor: cannot
+    build a tensor from ComplexTensor"; it now names the supported form, which trains:
+    a real (..., 2) Parameter viewed as complex in forward."""
+    w = nv.randn(3, 2, dtype=nv.cfloat)
+    with pytest.raises(TypeError, match=r"complex parameters are not supported .* shape "
+                                        r"\[3, 2, 2\] \(nv.view_as_real\(data\)\)"):
+        nv.nn.Parameter(w)
+    p = nv.nn.Parameter(nv.view_as_real(w))
+    x = nv.tensor(np.array([1 + 1j, 2 - 1j, 0.5j], np.complex64))
+    loss = (nv.view_as_complex(p) * x.reshape(3, 1)).abs().sum()
+    loss.backward()
+    assert p.grad.shape == (3, 2, 2)
+    before = p.numpy().copy()
+    nv.optim.Adam([p], lr=0.1).step()
+    assert not np.allclose(p.numpy(), before)

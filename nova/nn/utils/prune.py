@@ -230,37 +230,39 @@ class Identity(BasePruningMethod):
         return default_mask.copy()
 
 
-class RandomUnstructured(BasePruningMethod):
+class _ByScore(BasePruningMethod):
+    """Unstructured pruning of the ``amount`` entries of smallest ``score``."""
+
+    def __init__(self, amount: Any):
+        _validate_amount_init(amount)
+        self.amount = amount
+
+    @abstractmethod
+    def score(self, t: np.ndarray) -> np.ndarray:
+        """Per entry of ``t``, its score (the lowest are pruned)."""
+
+    def compute_mask_array(self, t: np.ndarray, default_mask: np.ndarray) -> np.ndarray:
+        k = _to_prune(self.amount, t.size)
+        mask = default_mask.copy()
+        if k:
+            mask.reshape(-1)[_smallest(self.score(t), k)] = 0
+        return mask
+
+
+class RandomUnstructured(_ByScore):
     """``amount`` entries chosen at random (``nv.rand``, so ``nv.manual_seed`` fixes
     them)."""
 
-    def __init__(self, amount: Any):
-        _validate_amount_init(amount)
-        self.amount = amount
-
-    def compute_mask_array(self, t: np.ndarray, default_mask: np.ndarray) -> np.ndarray:
+    def score(self, t: np.ndarray) -> np.ndarray:
         from nova.tensor.creation import rand
-        k = _to_prune(self.amount, t.size)
-        mask = default_mask.copy()
-        if k:
-            draws = rand(max(t.size, 1)).numpy()[: t.size]
-            mask.reshape(-1)[np.argsort(-draws, kind="stable")[:k]] = 0
-        return mask
+        return rand(max(t.size, 1)).numpy()[: t.size]
 
 
-class L1Unstructured(BasePruningMethod):
+class L1Unstructured(_ByScore):
     """The ``amount`` entries of smallest absolute value."""
 
-    def __init__(self, amount: Any):
-        _validate_amount_init(amount)
-        self.amount = amount
-
-    def compute_mask_array(self, t: np.ndarray, default_mask: np.ndarray) -> np.ndarray:
-        k = _to_prune(self.amount, t.size)
-        mask = default_mask.copy()
-        if k:
-            mask.reshape(-1)[_smallest(np.abs(t), k)] = 0
-        return mask
+    def score(self, t: np.ndarray) -> np.ndarray:
+        return np.abs(t)
 
 
 class RandomStructured(BasePruningMethod):

@@ -11,7 +11,9 @@ three products in all) and PyTorch's time over Nova's (above 1: Nova is faster).
 convolution is im2col and one matmul (``nova.nn.convolution``), recorded and realized
 per call like any step (its Python work included in the time); ``compiled`` is the same
 computation under ``nv.compile``, as a training loop runs it (replayed without recording
-once two calls agreed: kernel time plus the replay's few microseconds); PyTorch runs
+once two calls agreed: kernel time plus the replay's few microseconds); ``kernels ms``
+is that step's kernel time alone (``nv.debug.profile``, median of as many more runs,
+the quantity to compare when tuning Nova's kernels on a noisy machine); PyTorch runs
 oneDNN. Results are checked against each other once before timing. ``nova 1st s`` is Nova's
 first call, its compiles included (run with an empty ``NOVA_CACHE_DIR`` for the cold
 figure).
@@ -121,8 +123,14 @@ def conv_times(batch: int, shape: tuple[int, ...], reps: int) -> dict[str, float
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
+    kernels = []          # the compiled step's kernels alone (nv.debug.profile)
+    for _ in range(reps):
+        with nv.debug.profile() as prof:
+            compiled_run()
+        kernels.append(prof.total())
     return {**{name: float(np.median(ts)) for name, ts in times.items()},
-            **{f"first_{name}": s for name, s in first.items()}}
+            **{f"first_{name}": s for name, s in first.items()},
+            "kernels": float(np.median(kernels))}
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -139,7 +147,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     print(f"conv2d fwd+bwd, batch {args.batch}, {nv.get_num_threads()} threads, float32")
     print(f"{'shape (C_in, HxW, C_out, k/s)':34s} {'nova ms':>8s} {'GFLOP/s':>8s} "
           f"{'torch ms':>9s} {'GFLOP/s':>8s} {'torch/nova':>10s} {'compiled ms':>11s} "
-          f"{'torch/compiled':>14s} {'nova 1st s':>10s}")
+          f"{'torch/compiled':>14s} {'kernels ms':>10s} {'nova 1st s':>10s}")
     rows = []
     for name in args.shapes.split(","):
         shape = SHAPES[name.strip()]
@@ -148,7 +156,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         t = conv_times(args.batch, shape, args.reps)
         work = flops(args.batch, shape)
         row = {"shape": name, "dims": shape, "nova_s": t["nova"], "torch_s": t.get("torch"),
-               "compiled_s": t["compiled"], "nova_first_s": t["first_nova"],
+               "compiled_s": t["compiled"], "kernels_s": t["kernels"],
+               "nova_first_s": t["first_nova"],
                "torch_first_s": t.get("first_torch")}
         c, hw, o, k, s, _ = shape
         label = f"{name} ({c}, {hw}x{hw}, {o}, {k}/{s})"
@@ -162,7 +171,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
             vs_compiled = f"{row['ratio_compiled']:13.2f}x"
         print(f"{label:34s} {1e3 * t['nova']:8.1f} {work / t['nova'] / 1e9:8.1f} "
               + " ".join(torch_cells)
-              + f" {1e3 * t['compiled']:11.2f} {vs_compiled} {t['first_nova']:10.2f}")
+              + f" {1e3 * t['compiled']:11.2f} {vs_compiled} {1e3 * t['kernels']:10.2f}"
+              f" {t['first_nova']:10.2f}")
         rows.append(row)
     return rows
 

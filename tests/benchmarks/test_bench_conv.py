@@ -11,8 +11,9 @@ def test_bench_conv_reports_every_shape(capsys):
     out = capsys.readouterr().out
     assert [r["shape"] for r in rows] == ["stem 7x7/2", "stage2 3x3/2"]
     assert "stage2 3x3/2 (128, 6x6, 128, 3/2)" in out and "torch/nova" in out
-    assert "torch/compiled" in out
+    assert "torch/compiled" in out and "kernels ms" in out
     assert all(r["nova_s"] > 0 and r["compiled_s"] > 0 for r in rows)
+    assert all(0 < r["kernels_s"] < 10 * r["compiled_s"] for r in rows)
 
 
 def test_flops_count_forward_and_both_gradients():

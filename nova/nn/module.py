@@ -15,11 +15,11 @@ from typing import Any
 from nova.autograd.function import Function
 from nova.autograd.grad_mode import is_grad_enabled, no_grad
 from nova.nn.more_modules import Buffer
-from nova.nn.parameter import Parameter
+from nova.nn.parameter import ComplexParameter, Parameter
 from nova.tensor.device import check_device
 from nova.tensor.device import device as Device
 from nova.core.dtypes import bfloat16, float16, float32, float64, promote_types
-from nova.tensor.complex import ComplexTensor
+from nova.tensor.complex import ComplexTensor, view_as_complex
 from nova.tensor.tensor import Tensor, clear_grad
 
 # What a buffer may hold: a tensor, real or complex (LLaMA's rotary ``freqs_cis``).
@@ -221,7 +221,11 @@ class Module:
         if "_parameters" not in self.__dict__:
             raise AttributeError(f"{type(self).__name__}: call super().__init__() before "
                                  "assigning attributes")
-        if isinstance(value, Parameter):
+        if isinstance(value, ComplexParameter):
+            self._remove_entry(name, keep="_parameters")
+            self.register_parameter(name, value._pair)
+            self.__dict__.setdefault("_complex_parameters", {})[name] = value
+        elif isinstance(value, Parameter):
             self._remove_entry(name, keep="_parameters")
             self.register_parameter(name, value)
         elif name in self._parameters:
@@ -261,8 +265,20 @@ class Module:
             if table != keep:
                 self.__dict__[table].pop(name, None)
         self._non_persistent_buffers_set.discard(name)
+        self.__dict__.get("_complex_parameters", {}).pop(name, None)
+
+    def _complex_parameter(self, name: str) -> ComplexParameter | None:
+        """The complex parameter registered as ``name`` (its real pair is the entry in
+        ``_parameters``), or None."""
+        found = self.__dict__.get("_complex_parameters", {}).get(name)
+        if found is not None and self.__dict__["_parameters"].get(name) is found._pair:
+            return found
+        return None
 
     def __getattr__(self, name: str) -> Any:
+        complex_param = self._complex_parameter(name)
+        if complex_param is not None:
+            return complex_param
         for table in ("_parameters", "_buffers", "_modules"):
             d = self.__dict__.get(table)
             if d is not None and name in d:
@@ -270,6 +286,7 @@ class Module:
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name: str) -> None:
+        self.__dict__.get("_complex_parameters", {}).pop(name, None)
         for table in (self._parameters, self._buffers, self._modules):
             if name in table:
                 del table[name]
@@ -618,6 +635,11 @@ class Module:
         subclass may override it, as in PyTorch."""
         for name, p in self._parameters.items():
             if p is not None:
+                complex_param = self._complex_parameter(name)
+                if complex_param is not None:       # the complex value, as PyTorch's
+                    destination[prefix + name] = complex_param if keep_vars else \
+                        view_as_complex(p.detach())
+                    continue
                 destination[prefix + name] = p if keep_vars else p.detach()
         for name, b in self._buffers.items():
             if b is not None and name not in self._non_persistent_buffers_set:
@@ -698,7 +720,8 @@ class Module:
             args = (state_dict, prefix, local_metadata, strict, missing_keys,
                     unexpected_keys, error_msgs)
             hook(self, *args) if with_module else hook(*args)
-        local_state = {name: t for name, t in self._parameters.items() if t is not None}
+        local_state = {name: t if (c := self._complex_parameter(name)) is None else c
+                       for name, t in self._parameters.items() if t is not None}
         local_state.update((name, t) for name, t in self._buffers.items()
                            if t is not None and name not in self._non_persistent_buffers_set)
         assign = bool(local_metadata.get("assign_to_params_buffers", False))
@@ -752,7 +775,9 @@ class Module:
             if not assign:
                 target.copy_(value)
                 return
-            if isinstance(target, Parameter):
+            if isinstance(target, ComplexParameter):
+                value = Parameter(value.detach(), requires_grad=target.requires_grad)
+            elif isinstance(target, Parameter):
                 if isinstance(value, Parameter):
                     value.requires_grad_(target.requires_grad)
                 else:

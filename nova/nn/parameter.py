@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nova.tensor.complex import ComplexTensor, view_as_complex, view_as_real
 from nova.tensor.tensor import Tensor
 
 
@@ -20,13 +21,7 @@ class Parameter(Tensor):
         if data is None:
             data = tensor([])
         if getattr(type(data), "__nova_complex__", False):
-            raise TypeError(
-                f"Parameter: complex parameters are not supported (got a {data.dtype.name} "
-                f"tensor of shape {list(data.shape)}); keep a real Parameter of shape "
-                f"{list(data.shape) + [2]} (nv.view_as_real(data)) and use "
-                "nv.view_as_complex(param) in forward -- its gradient is the one PyTorch "
-                "gives a complex parameter, and every optimizer updates it as PyTorch's "
-                "update complex parameters (as real pairs)")
+            return ComplexParameter(data, requires_grad)      # type: ignore[return-value]
         if not isinstance(data, Tensor):
             data = tensor(data)
         p = cls._wrap(data.node)
@@ -70,3 +65,78 @@ def _rebuild_parameter(values: Any, dtype: str, device: str, requires_grad: bool
     """Unpickling: a Parameter holding ``values`` (``Parameter.__reduce_ex__``)."""
     from nova.tensor.creation import tensor
     return Parameter(tensor(values, dtype=dtype, device=device), requires_grad=requires_grad)
+
+
+class ComplexParameter(ComplexTensor):
+    """A complex parameter (``nn.Parameter`` of a complex tensor, as an FNO's spectral
+    weights): the complex view of one real Parameter ``_pair`` of shape ``(..., 2)``,
+    the real and imaginary parts side by side (``view_as_real``). A Module registers
+    ``_pair`` under the parameter's name -- what ``parameters()`` yields and optimizers
+    update, as PyTorch's optimizers update complex parameters (as real pairs) -- and
+    returns this object for the attribute; ``state_dict`` holds the complex value,
+    as PyTorch's. The parts are read from ``_pair`` at each use, so they follow every
+    update of it (optimizer steps, ``load_state_dict``), and writes through them reach
+    it. ``grad`` is ``_pair``'s gradient as complex (``dL/dre + i dL/dim``)."""
+
+    __slots__ = ("_pair",)
+    __nova_complex_parameter__ = True
+
+    def __init__(self, data: ComplexTensor | None = None, requires_grad: bool = True,
+                 *, pair: Parameter | None = None):
+        if pair is None:
+            pair = Parameter(view_as_real(data.detach()).clone(), requires_grad)
+        object.__setattr__(self, "_pair", pair)
+
+    @property
+    def _real_view(self) -> Tensor:     # (overrides ComplexTensor's slots)
+        return self._pair
+
+    @property
+    def _re(self) -> Tensor:
+        return self._pair[..., 0]
+
+    @property
+    def _im(self) -> Tensor:
+        return self._pair[..., 1]
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._pair.requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool) -> None:
+        self._pair.requires_grad_(flag)
+
+    def requires_grad_(self, requires_grad: bool = True) -> ComplexParameter:
+        self._pair.requires_grad_(requires_grad)
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        return True
+
+    @property
+    def grad(self) -> ComplexTensor | None:
+        g = self._pair.grad
+        return None if g is None else view_as_complex(g)
+
+    @grad.setter
+    def grad(self, value: ComplexTensor | None) -> None:
+        self._pair.grad = None if value is None else view_as_real(value)
+
+    def __repr__(self) -> str:
+        return "Parameter containing:\n" + super().__repr__()
+
+    def __reduce_ex__(self, protocol: Any) -> tuple:
+        return (_rebuild_complex_parameter, (self._pair,))
+
+    def __deepcopy__(self, memo: dict) -> ComplexParameter:
+        import copy
+        if id(self) not in memo:
+            memo[id(self)] = ComplexParameter(pair=copy.deepcopy(self._pair, memo))
+        return memo[id(self)]
+
+
+def _rebuild_complex_parameter(pair: Parameter) -> ComplexParameter:
+    """Unpickling: the complex view of ``pair`` (``ComplexParameter.__reduce_ex__``)."""
+    return ComplexParameter(pair=pair)

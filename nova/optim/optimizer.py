@@ -180,7 +180,9 @@ class Optimizer:
                             "collections, but the ordering of tensors in sets will change "
                             "between runs. Please use a list instead.")
         params = [params] if isinstance(params, Tensor) else list(params)
-        param_group["params"] = params = _take_names(name, param_group, params)
+        param_group["params"] = params = [
+            p._pair if getattr(type(p), "__nova_complex_parameter__", False) else p
+            for p in _take_names(name, param_group, params)]   # (a complex one: its pair)
         for p in params:
             if not isinstance(p, Tensor):
                 raise TypeError(f"{name}: optimizer can only optimize Tensors, but one of "

@@ -2,7 +2,9 @@
 numpy's complex arithmetic. The ops are compositions of real ops every engine already
 runs, so most tests use the reference interpreter; the rotary-embedding test runs the
 compiled cpu engine too."""
+import copy
 import io
+import pickle
 import warnings
 
 import numpy as np
@@ -406,19 +408,82 @@ def test_exp_sqrt_and_trig_keep_c99s_zeros_and_infinities_on_the_axes():
                 np.testing.assert_allclose(g[finite], w[finite], rtol=1e-12, err_msg=name)
 
 
-def test_a_complex_parameter_is_refused_with_the_real_pair_recipe():
-    """nn.Parameter of a complex tensor (FNO's spectral weights) said "tensor: cannot
-    build a tensor from ComplexTensor"; it now names the supported form, which trains:
-    a real (..., 2) Parameter viewed as complex in forward."""
-    w = nv.randn(3, 2, dtype=nv.cfloat)
-    with pytest.raises(TypeError, match=r"complex parameters are not supported .* shape "
-                                        r"\[3, 2, 2\] \(nv.view_as_real\(data\)\)"):
-        nv.nn.Parameter(w)
-    p = nv.nn.Parameter(nv.view_as_real(w))
-    x = nv.tensor(np.array([1 + 1j, 2 - 1j, 0.5j], np.complex64))
-    loss = (nv.view_as_complex(p) * x.reshape(3, 1)).abs().sum()
-    loss.backward()
-    assert p.grad.shape == (3, 2, 2)
-    before = p.numpy().copy()
-    nv.optim.Adam([p], lr=0.1).step()
-    assert not np.allclose(p.numpy(), before)
+class _Spectral(nv.nn.Module):
+    """An FNO-style layer: complex weights applied to the first modes of an rfft."""
+
+    def __init__(self, pair=False):
+        super().__init__()
+        w = (0.1 * nv.randn(4, 4, 3, dtype=nv.cfloat))
+        self.pair = pair
+        self.w = nv.nn.Parameter(nv.view_as_real(w).clone() if pair else w)
+        self.b = nv.nn.Parameter(nv.zeros(4))
+
+    def weight(self):
+        return nv.view_as_complex(self.w) if self.pair else self.w
+
+    def forward(self, x):
+        modes = nv.fft.rfft(x)[:, :, :3]
+        out = nv.einsum("bix,iox->box", modes, self.weight())
+        return nv.fft.irfft(out, n=x.shape[-1]) + self.b.reshape(1, 4, 1)
+
+
+def test_a_complex_parameter_trains_as_its_real_pair():
+    """nn.Parameter of a complex tensor (FNO's spectral weights; was a TypeError): the
+    module registers its (..., 2) real pair -- what parameters() yields and optimizers
+    update, as PyTorch's optimizers update complex parameters -- and the attribute is
+    the complex view; training equals the hand-written real-pair form step by step."""
+    nv.manual_seed(3)
+    m = _Spectral()
+    nv.manual_seed(3)
+    ref = _Spectral(pair=True)
+    assert type(m.w).__name__ == "ComplexParameter" and m.w is m.w
+    assert m.w.dtype == nv.complex64 and m.w.shape == (4, 4, 3) and m.w.requires_grad
+    assert [(n, p.shape) for n, p in m.named_parameters()] == [("w", (4, 4, 3, 2)),
+                                                              ("b", (4,))]
+    x = nv.tensor(np.random.default_rng(0).standard_normal((2, 4, 8)).astype(np.float32))
+    opts = [nv.optim.AdamW(mod.parameters(), lr=0.05, weight_decay=0.1) for mod in (m, ref)]
+    for _ in range(3):
+        for mod, opt in zip((m, ref), opts):
+            opt.zero_grad()
+            mod(x).pow(2).mean().backward()
+            opt.step()
+        np.testing.assert_array_equal(nv.view_as_real(m.w).numpy(), ref.w.numpy())
+    assert m.w.grad.dtype == nv.complex64 and m.w.grad.shape == (4, 4, 3)
+    np.testing.assert_array_equal(nv.view_as_real(m.w.grad).numpy(), ref.w.grad.numpy())
+    direct = nv.optim.SGD([m.w], lr=0.1)          # the complex parameter itself: its pair
+    assert direct.param_groups[0]["params"][0] is dict(m.named_parameters())["w"]
+
+
+def test_a_complex_parameter_in_state_dicts_copies_and_conversions():
+    """The state_dict holds the complex value (PyTorch's key and dtype), which loads
+    back by copy or assign, through nv.save/nv.load too; deepcopy and pickle keep the
+    attribute and the registered pair one; double() makes it complex128; in-place
+    writes through the attribute reach the pair."""
+    nv.manual_seed(4)
+    m = _Spectral()
+    sd = m.state_dict()
+    assert list(sd) == ["w", "b"] and sd["w"].dtype == nv.complex64
+    want = m.w.numpy()
+    nv.manual_seed(5)
+    other = _Spectral()
+    other.load_state_dict(sd)
+    np.testing.assert_array_equal(other.w.numpy(), want)
+    f = io.BytesIO()
+    nv.save(sd, f)
+    f.seek(0)
+    nv.manual_seed(5)
+    third = _Spectral()
+    third.load_state_dict(nv.load(f), assign=True)
+    assert type(third.w).__name__ == "ComplexParameter"
+    np.testing.assert_array_equal(third.w.numpy(), want)
+    for copied in (copy.deepcopy(m), pickle.loads(pickle.dumps(m))):
+        assert copied.w._pair is dict(copied.named_parameters())["w"]
+        assert copied.w._pair is not m.w._pair
+        np.testing.assert_array_equal(copied.w.numpy(), want)
+    with nv.no_grad():
+        m.w.mul_(2j)
+    np.testing.assert_allclose(m.w.numpy(), want * 2j, rtol=1e-6)
+    np.testing.assert_allclose(nv.view_as_complex(dict(m.named_parameters())["w"]).numpy(),
+                               want * 2j, rtol=1e-6)
+    m.double()
+    assert m.w.dtype == nv.complex128 and m.b.dtype == nv.float64

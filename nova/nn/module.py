@@ -270,7 +270,8 @@ class Module:
     def _complex_parameter(self, name: str) -> ComplexParameter | None:
         """The complex parameter registered as ``name`` (its real pair is the entry in
         ``_parameters``), or None."""
-        found = self.__dict__.get("_complex_parameters", {}).get(name)
+        table = self.__dict__.get("_complex_parameters")
+        found = table.get(name) if table else None      # (no dict made per lookup)
         if found is not None and self.__dict__["_parameters"].get(name) is found._pair:
             return found
         return None

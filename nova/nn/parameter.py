@@ -116,6 +116,18 @@ class ComplexParameter(ComplexTensor):
         return True
 
     @property
+    def data(self) -> ComplexTensor:
+        return self.detach()
+
+    @data.setter
+    def data(self, value: ComplexTensor) -> None:
+        """``p.data = z`` rebinds the pair's value to ``z``'s parts (no autograd)."""
+        if not getattr(type(value), "__nova_complex__", False):
+            raise TypeError(f"Parameter.data: expected a complex tensor for a complex "
+                            f"parameter, got {type(value).__name__}")
+        self._pair.data = view_as_real(value.detach())
+
+    @property
     def grad(self) -> ComplexTensor | None:
         g = self._pair.grad
         return None if g is None else view_as_complex(g)

@@ -485,5 +485,8 @@ def test_a_complex_parameter_in_state_dicts_copies_and_conversions():
     np.testing.assert_allclose(m.w.numpy(), want * 2j, rtol=1e-6)
     np.testing.assert_allclose(nv.view_as_complex(dict(m.named_parameters())["w"]).numpy(),
                                want * 2j, rtol=1e-6)
+    m.w.data = nv.tensor(want)                 # rebinds the pair, as a real .data does
+    np.testing.assert_array_equal(dict(m.named_parameters())["w"].numpy(),
+                                  nv.view_as_real(nv.tensor(want)).numpy())
     m.double()
     assert m.w.dtype == nv.complex128 and m.b.dtype == nv.float64

@@ -35,6 +35,8 @@ from nova.tensor.tensor import Tensor
 # Past this real part, float32's tanh is its limit +-1 (float64's past ~19): the limit
 # form is taken from here on, which keeps sinh(2x) and cosh(2x) finite.
 _TANH_SATURATION = 20.0
+# From this modulus on, asinh is log(2w) (the next term, 1 / (4 w^2), is below 1e-18).
+_ASINH_LARGE = 1e9
 
 
 def _rotate_in(z: ComplexTensor) -> ComplexTensor:
@@ -127,15 +129,22 @@ def expm1(z: Any) -> ComplexTensor:
 
 def asinh(z: Any) -> ComplexTensor:
     """``log(w + sqrt(w^2 + 1))`` for ``w = +-z`` with a nonnegative real part (asinh is
-    odd), written ``log1p(w + w^2 / (sqrt(w^2 + 1) + 1))`` so small ``w`` keeps its
-    relative accuracy."""
+    odd; the sign bit decides, so ``-0 + 3i`` takes C99's side of the cut), written
+    ``log1p(w + w^2 / (sqrt(w^2 + 1) + 1))`` so small ``w`` keeps its relative
+    accuracy, and ``log(2w)`` past ``_ASINH_LARGE``."""
     z = _as_complex("asinh", z)
-    flip = z._re < 0
-    sign = _ops.where(flip, -1.0, 1.0)
+    sign = _special.copysign(_creation.ones_like(z._re), z._re)   # (-0 flips: C99's cut)
     w = ComplexTensor(z._re * sign, z._im * sign)
-    w2 = mul(w, w)
-    out = log1p(w + div(w2, sqrt(w2 + 1.0) + 1.0))
-    return ComplexTensor(out._re * sign, out._im * sign)
+    # Past |w| = 1e9, w^2 would overflow float32 soon after; there asinh(w) is
+    # log(2w) to far below an ulp. Each branch sees safe inputs (finite gradients).
+    big = _cabs(w) > _ASINH_LARGE
+    small_w = ComplexTensor(_ops.where(big, 0.0, w._re), _ops.where(big, 0.0, w._im))
+    w2 = mul(small_w, small_w)
+    near = log1p(small_w + div(w2, sqrt(w2 + 1.0) + 1.0))
+    far = log(ComplexTensor(_ops.where(big, w._re, 1.0), _ops.where(big, w._im, 0.0)))
+    re = _ops.where(big, far._re + math.log(2.0), near._re)
+    im = _ops.where(big, far._im, near._im)
+    return ComplexTensor(re * sign, im * sign)
 
 
 def asin(z: Any) -> ComplexTensor:

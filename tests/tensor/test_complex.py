@@ -309,6 +309,14 @@ def test_transcendental_functions_match_numpy_and_keep_their_limits():
             _close(getattr(nv, name)(inside), ref(inside.numpy().astype(np.complex128)), tol)
     big = nv.tensor(np.array([50 + 1j, -50 + 0.5j, 1e4 - 2j, 0.5 + 40j], np.complex64))
     _close(big.tanh(), np.tanh(big.numpy().astype(np.complex128)), 1e-6)
+    # asinh/asin of large moduli (w^2 overflowed float32 past ~1e19: NaN), and both
+    # sides of the cuts, signed zeros deciding as in C99 (numpy)
+    huge = np.array([1e20, -3e25 + 1e25j, 2e9 - 1e9j, 3, complex(3, -0.0), -3,
+                     complex(-0.0, 3), complex(0.0, -3), 1e20 * 1j], np.complex128)
+    for dtype, tol in ((np.complex64, 1e-6), (np.complex128, 1e-12)):
+        H = nv.tensor(huge.astype(dtype))
+        _close(H.asinh(), np.arcsinh(huge), tol)
+        _close(H.asin(), np.arcsin(huge), tol)
     tiny = np.array([1e-6 + 2e-6j, -3e-7 + 1e-8j, 1e-20 - 1e-20j], np.complex128)
     T = nv.tensor(tiny.astype(np.complex64))
     # (numpy's complex log1p is log(1 + z): 0 for the real part of log1p(1e-20 - 1e-20j);

@@ -66,6 +66,18 @@ def _dft(n_in: int, n_out: int, dtype: dt.DType, n: int,
             _creation.tensor(sin, dtype=dtype, device=device))
 
 
+@functools.lru_cache(maxsize=8)
+def _hermitian_weight(m: int, n: int, dtype: dt.DType, device: str = "cpu") -> Tensor:
+    """``irfft``'s ``(m, 1)`` weights: 2 for each frequency in ``(0, n/2)``, which stands
+    for itself and ``n - k``, else 1. Kept as ``_dft``'s constants are: made anew per
+    call it was host data, and ``nv.compile`` never replayed a step through irfft."""
+    weight = np.full((m, 1), 2.0)
+    weight[0] = 1.0
+    if n % 2 == 0:
+        weight[-1] = 1.0
+    return _creation.tensor(weight, dtype=dtype, device=device)
+
+
 def _where(t: Tensor) -> str:
     """The device of ``t`` as a string (a constant's None is the CPU)."""
     return t.node.device or "cpu"
@@ -173,11 +185,7 @@ def irfft(input: Any, n: int | None = None, dim: int = -1, norm: str | None = No
     re = _resized("irfft", re, dim, m)
     im = _creation.zeros_like(re) if im is None else _resized("irfft", im, dim, m)
     cos, sin = _dft(m, n, re.dtype, n, _where(re))
-    weight = np.full((m, 1), 2.0)             # each k in (0, n/2) stands for k and n - k
-    weight[0] = 1.0
-    if n % 2 == 0:
-        weight[-1] = 1.0
-    w = _creation.tensor(weight, dtype=re.dtype, device=_where(re))
+    w = _hermitian_weight(m, n, re.dtype, _where(re))
     out = _along(re, dim, cos * w) - _along(im, dim, sin * w)
     scale = _scale("irfft", norm, n, inverse=True)
     return out * scale if scale != 1.0 else out

@@ -117,3 +117,28 @@ def test_rfft_of_a_real_signal_has_exactly_zero_imaginary_dc_and_nyquist():
         im = got.imag.numpy()
         assert not np.signbit(im[0]) and not np.signbit(im[2]), im
         np.testing.assert_allclose(got.angle().numpy(), np.angle(want), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("transform", ["rfft", "irfft", "hfft"])
+def test_a_compiled_step_through_a_transform_replays(transform):
+    """nv.compile replays a training step through the transforms: irfft (and hfft,
+    which uses it) made its Hermitian weights as new host data every call, which a
+    replay cannot supply, so such steps never replayed (an FNO's every step)."""
+    x = nv.tensor(RNG.standard_normal((2, 8)).astype(np.float32))
+    w = nv.nn.Parameter(nv.tensor(RNG.standard_normal((2, 8)).astype(np.float32)))
+    opt = nv.optim.SGD([w], lr=0.01)
+    forward = {"rfft": lambda v: nv.fft.rfft(v).abs(),
+               "irfft": lambda v: nv.fft.irfft(nv.fft.rfft(v), n=8),
+               "hfft": lambda v: nv.fft.hfft(nv.fft.rfft(v)[:, :4], n=6)}[transform]
+
+    def step():
+        opt.zero_grad()
+        loss = forward(x * w).pow(2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    compiled = nv.compile(step)
+    losses = [compiled().item() for _ in range(5)]
+    assert compiled.replays >= 3, compiled.replays
+    assert all(np.isfinite(losses)) and losses[-1] < losses[0]

@@ -264,3 +264,28 @@ def test_matches_torch_where_installed():
         _close(got, ref.numpy())
         _close(nv.istft(got, 8, window=window[1], **kw),
                torch.istft(ref, 8, window=window[0], **kw).numpy())
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+def test_a_compiled_step_through_stft_replays(mode):
+    """nv.compile replays a training step through stft: its centring pad's gather
+    indices and the framing's (Tensor.unfold) were numpy arrays made anew per call --
+    host data a replay cannot supply -- so every such step was recorded again."""
+    x = nv.tensor(RNG.standard_normal((2, 64)).astype(np.float32))
+    w = nv.nn.Parameter(nv.ones(2, 64))
+    window = nv.hann_window(16)
+    opt = nv.optim.SGD([w], lr=0.01)
+
+    def step():
+        opt.zero_grad()
+        spec = nv.stft(x * w, 16, hop_length=4, window=window, center=True, pad_mode=mode,
+                       return_complex=True)
+        loss = spec.abs().pow(2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    compiled = nv.compile(step)
+    losses = [compiled().item() for _ in range(5)]
+    assert compiled.replays >= 3, compiled.replays
+    assert losses[-1] < losses[0]

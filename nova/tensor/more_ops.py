@@ -311,12 +311,15 @@ def unfold(input: Tensor, dimension: builtins.int, size: builtins.int,
     if step == size:
         flat = movement.narrow(input, d, 0, count * size)
     else:
-        starts = np.arange(count, dtype=np.int64) * step
-        at = (starts[:, None] + np.arange(size, dtype=np.int64)).reshape(-1)
+        # window w, offset j reads w * step + j: iotas, not numpy data, so the step
+        # holds no host constant made per call and nv.compile can replay it
+        rows = ops.prim("iota", [], {"dim": 0}, (count, size), dt.int64)
+        cols = ops.prim("iota", [], {"dim": 1}, (count, size), dt.int64)
+        at = movement.reshape(ops.add(ops.mul(rows, step), cols), (count * size,))
         view = [1] * input.ndim
-        view[d] = at.size
-        index = movement.expand(movement.reshape(tensor(at, device=input.device), tuple(view)),
-                                input.shape[:d] + (at.size,) + input.shape[d + 1:])
+        view[d] = count * size
+        index = movement.expand(movement.reshape(at, tuple(view)),
+                                input.shape[:d] + (count * size,) + input.shape[d + 1:])
         flat = ops.gather(input, d, index)
     return arrays.movedim(movement.reshape(flat, windows), d + 1, -1)
 

@@ -413,3 +413,26 @@ def test_index_reduce_matches_the_reference_in_place_and_errors():
         t.index_reduce(0, nv.tensor([5, 0, 0]), so, "prod")
     with pytest.raises(TypeError, match="input \\(float32\\) and source \\(float64\\)"):
         t.index_reduce(0, ii, so.double(), "prod")
+
+
+def test_a_compiled_step_through_overlapping_unfold_replays():
+    """Overlapping windows gather with an index that was a numpy array made per call
+    (host data nv.compile cannot replay); it is iotas now, and the step replays with
+    the same values as recorded calls."""
+    x = nv.tensor(np.arange(20, dtype=np.float32).reshape(2, 10))
+    w = nv.nn.Parameter(nv.ones(2, 10))
+    opt = nv.optim.SGD([w], lr=0.001)
+
+    def step():
+        opt.zero_grad()
+        loss = ((x * w).unfold(1, 4, 3) ** 2).sum()
+        loss.backward()
+        opt.step()
+        return loss
+
+    plain = [step().item() for _ in range(6)]
+    w.data = nv.ones(2, 10)
+    compiled = nv.compile(step)
+    again = [compiled().item() for _ in range(6)]
+    assert compiled.replays >= 3 and again == plain
+    np.testing.assert_array_equal(x.unfold(1, 4, 3).numpy()[1, 2], [16, 17, 18, 19])

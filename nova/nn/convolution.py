@@ -35,8 +35,8 @@ from nova.core.errors import ShapeError
 from nova.core import dtypes as dt
 from nova.nn.windows import WindowSpec, as_tuple, batched, window_stack
 from nova.tensor import ops
+from nova.tensor.constants import constant
 from nova.tensor.autocast_state import autocast_op, biased_product, lowered
-from nova.tensor.creation import tensor
 from nova.tensor.tensor import Tensor
 
 
@@ -345,7 +345,7 @@ def _input_positions(spec: WindowSpec, offset: Tensor, device: Any) -> Tensor:
         k_d = (offset // inner) % spec.kernel[d]
         shape = [1] * (nd + 2)
         shape[2 + d] = spec.out[d]
-        start = tensor((np.arange(spec.out[d]) * spec.stride[d] - spec.low[d])
+        start = constant((np.arange(spec.out[d]) * spec.stride[d] - spec.low[d])
                        .reshape(shape), dtype=dt.int64, device=device)
         coord = start + k_d * spec.dilation[d]
         flat = coord * plane if flat is None else flat + coord * plane
@@ -405,7 +405,7 @@ def _avg_pool(op: str, nd: int, x: Tensor, kernel_size: Any, stride: Any, paddin
         if np.all(divisor == divisor.flat[0]):
             out = ops.mul(total, 1.0 / float(divisor.flat[0]))
         else:
-            out = ops.div(total, tensor(divisor.astype(x.dtype.np), device=x.device))
+            out = ops.div(total, constant(divisor.astype(x.dtype.np), device=x.device))
     return out.squeeze(0) if unbatched else out
 
 
@@ -473,7 +473,7 @@ def _adaptive_avg_pool(op: str, nd: int, x: Tensor, output_size: Any) -> Tensor:
                 shape = out.shape[:axis] + (s, n // s) + out.shape[axis + 1:]
                 out = ops.mean(out.reshape(shape), axis + 1)
             else:
-                bins = tensor(_bins(n, s).T.astype(x.dtype.np), device=x.device)
+                bins = constant(_bins(n, s).T.astype(x.dtype.np), device=x.device)
                 out = ops.matmul(out.transpose(axis, -1), bins).transpose(axis, -1)
     return out.squeeze(0) if unbatched else out
 
@@ -509,14 +509,15 @@ def _adaptive_max_pool(op: str, nd: int, x: Tensor, output_size: Any,
     table = flat.reshape(sizes + (-1,))                          # (*out, K)
     k = table.shape[-1]
     n_, c = x.shape[:2]
-    index = tensor(table.reshape(1, 1, -1), dtype=dt.int64, device=x.device)
+    index = constant(table.reshape(1, 1, -1), dtype=dt.int64, device=x.device)
     windows = ops.gather(x.reshape(n_, c, math.prod(spatial)), 2,
                          index.expand(n_, c, table.size)).reshape((n_, c) + sizes + (k,))
     first = ops.argmax(windows, -1, keepdim=True)
     out = ops.gather(windows, -1, first).squeeze(-1)
     if not return_indices:
         return out.squeeze(0) if unbatched else out
-    positions = tensor(table.reshape((1, 1) + table.shape), dtype=dt.int64, device=x.device)
+    positions = constant(table.reshape((1, 1) + table.shape), dtype=dt.int64,
+                         device=x.device)
     indices = ops.gather(positions.expand(*windows.shape), -1, first).squeeze(-1)
     if unbatched:
         out, indices = out.squeeze(0), indices.squeeze(0)

@@ -18,7 +18,7 @@ import numpy as np
 from nova.nn.module import Module
 from nova.nn.windows import WindowSpec, as_tuple, batched, window_stack
 from nova.tensor import ops
-from nova.tensor.creation import tensor
+from nova.tensor.constants import constant
 from nova.tensor.tensor import Tensor
 
 
@@ -60,7 +60,7 @@ def fold(input: Tensor, output_size: Any, kernel_size: Any, dilation: Any = 1,
     c = depth // spec.count
     padded = tuple(s + 2 * p for s, p in zip(size, pad))
     index = _block_positions(spec, padded[1])
-    index = tensor(index.reshape(1, 1, -1), device=x.device).expand(n, c, index.size)
+    index = constant(index.reshape(1, 1, -1), device=x.device).expand(n, c, index.size)
     base = ops.full_const(0, (n, c, padded[0] * padded[1]), x.dtype)
     out = ops.scatter_add(base, 2, index, x.reshape(n, c, spec.count * blocks))
     out = out.reshape(n, c, *padded)[:, :, pad[0]:pad[0] + size[0], pad[1]:pad[1] + size[1]]

@@ -12,10 +12,11 @@ from nova.autograd.function import Function
 from nova.core import dtypes as dt
 from nova.core.errors import ShapeError
 from nova.tensor import ops
+from nova.tensor.constants import constant
 from nova.tensor.autocast_state import (POLICIES, autocast_op, biased_product,
                                        full_precision, lowered)
 from nova.tensor.complex import ComplexTensor
-from nova.tensor.creation import ones, rand, tensor
+from nova.tensor.creation import ones, rand
 from nova.tensor.function_template import stamped
 from nova.tensor.tensor import Tensor, unaliased_detach
 
@@ -829,7 +830,7 @@ def _pad_index(input: Tensor, widths: list[tuple[int, int]], mode: str) -> Tenso
         source = _pad_sources(mode, input.shape[d], lo, hi, d)
         shape = [1] * out.ndim
         shape[d] = source.size
-        index = tensor(source.reshape(shape), device=out.device)
+        index = constant(source.reshape(shape), device=out.device)
         full = list(out.shape)
         full[d] = source.size
         out = ops.gather(out, d, index.expand(*full))

@@ -43,7 +43,7 @@ from nova.core import dtypes as dt
 from nova.nn.convolution import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
 from nova.nn.module import Module
 from nova.tensor import ops
-from nova.tensor.creation import tensor
+from nova.tensor.constants import constant
 from nova.tensor.tensor import Tensor
 
 _MODES = {"nearest": None, "nearest-exact": None, "linear": 1, "bilinear": 2,
@@ -81,7 +81,7 @@ def _sizes(op: str, x: Tensor, nd: int, size: Any, scale_factor: Any,
 def _gather_dim(x: Tensor, axis: int, index: np.ndarray) -> Tensor:
     shape = [1] * x.ndim
     shape[axis] = index.size
-    idx = tensor(index.reshape(shape).astype(np.int64), device=x.device)
+    idx = constant(index.reshape(shape).astype(np.int64), device=x.device)
     full = list(x.shape)
     full[axis] = index.size
     return ops.gather(x, axis, idx.expand(*full))
@@ -189,11 +189,11 @@ def _antialias(x: Tensor, out_size: tuple[int, ...], scales: tuple[float | None,
         total = None
         for t in range(taps.shape[1]):
             inside = ~np.isnan(weights[:, t])
-            w = tensor(np.where(inside, weights[:, t], 0.0).astype(ct).reshape(shape),
+            w = constant(np.where(inside, weights[:, t], 0.0).astype(ct).reshape(shape),
                        dtype=x.dtype, device=x.device)
             term = ops.mul(_gather_dim(x, axis, taps[:, t]), w)
             if not inside.all():
-                keep = tensor(inside.reshape(shape), device=x.device)
+                keep = constant(inside.reshape(shape), device=x.device)
                 term = ops.where(keep, term, ops.full_const(0.0, (), x.dtype))
             total = term if total is None else ops.add(total, term)
         x = total
@@ -247,7 +247,7 @@ def _uint8_bilinear(x: Tensor, out_size: tuple[int, ...], scales: tuple[float | 
         shape[axis] = n_out
         total = ops.full_const(1 << (precision - 1), (), dt.int32)
         for t in range(taps.shape[1]):
-            w = tensor(fixed[:, t].reshape(shape), dtype=dt.int32, device=x.device)
+            w = constant(fixed[:, t].reshape(shape), dtype=dt.int32, device=x.device)
             total = ops.add(total, ops.mul(ops.cast(_gather_dim(x, axis, taps[:, t]),
                                                     dt.int32), w))
         x = ops.cast(ops.clamp(total >> precision, 0, 255), dt.uint8)
@@ -315,7 +315,7 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
             shape = [1] * x.ndim
             shape[axis] = n_out
             terms = [ops.mul(_gather_dim(x, axis, taps[:, j]),
-                             tensor(weights[:, j].reshape(shape), dtype=x.dtype,
+                             constant(weights[:, j].reshape(shape), dtype=x.dtype,
                                     device=x.device)) for j in range(4)]
             x = ops.add(ops.add(ops.add(terms[0], terms[1]), terms[2]), terms[3])
         return x
@@ -335,8 +335,8 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
         t = (src - lo).astype(ct)
         shape = [1] * x.ndim
         shape[axis] = n_out
-        w1 = tensor(t.reshape(shape), dtype=x.dtype, device=x.device)
-        w0 = tensor((ct(1.0) - t).reshape(shape), dtype=x.dtype, device=x.device)
+        w1 = constant(t.reshape(shape), dtype=x.dtype, device=x.device)
+        w0 = constant((ct(1.0) - t).reshape(shape), dtype=x.dtype, device=x.device)
         x = ops.add(ops.mul(_gather_dim(x, axis, lo), w0), ops.mul(_gather_dim(x, axis, hi), w1))
     return x
 

@@ -37,8 +37,8 @@ import numpy as np
 from nova.core import dtypes as dt
 from nova.nn.interpolate import CUBIC_A
 from nova.tensor import ops
+from nova.tensor.constants import constant
 from nova.tensor.autocast_state import autocast_op
-from nova.tensor.creation import tensor
 from nova.tensor.numeric import floor, fmod, round as round_even
 from nova.tensor.tensor import Tensor
 
@@ -97,14 +97,14 @@ def affine_grid(theta: Tensor, size: Any, align_corners: bool | None = None) -> 
     axes = np.meshgrid(*[_base_coords(n, align) for n in spatial], indexing="ij")
     base = np.stack([a.reshape(-1) for a in reversed(axes)] + [np.ones(math.prod(spatial))],
                     1)
-    table = tensor(base.astype(theta.dtype.np), device=theta.device)
+    table = constant(base.astype(theta.dtype.np), device=theta.device)
     grid = ops.matmul(table, theta.transpose(1, 2))
     return grid.reshape((size[0],) + tuple(spatial) + (nd,))
 
 
 def _const(values: Any, like: Tensor, dtype: dt.DType | None = None) -> Tensor:
     """A host constant in ``like``'s dtype (or ``dtype``) and device."""
-    return tensor(np.asarray(values, dtype=(dtype or like.dtype).np), device=like.device)
+    return constant(np.asarray(values, dtype=(dtype or like.dtype).np), device=like.device)
 
 
 def _unnormalize(coord: Tensor, sizes: np.ndarray, align: bool) -> Tensor:

@@ -14,8 +14,8 @@ from nova.core.shapes import normalize_dim
 from nova.tensor.numeric import vector_norm
 from nova.nn.module import Module
 from nova.tensor import ops
+from nova.tensor.constants import constant
 from nova.tensor.arrays import index_select
-from nova.tensor.creation import tensor
 from nova.tensor.tensor import Tensor
 
 
@@ -65,8 +65,8 @@ def pdist(input: Tensor, p: float = 2.0) -> Tensor:
         raise ValueError(f"pdist: only supports non-negative p values, got {p}")
     x = ops._as_float("pdist", input)
     i, j = np.triu_indices(x.shape[0], 1)
-    rows = index_select(x, 0, tensor(i.astype(np.int64), device=x.device))
-    cols = index_select(x, 0, tensor(j.astype(np.int64), device=x.device))
+    rows = index_select(x, 0, constant(i.astype(np.int64), device=x.device))
+    cols = index_select(x, 0, constant(j.astype(np.int64), device=x.device))
     return vector_norm(ops.sub(rows, cols), p, 1)
 
 

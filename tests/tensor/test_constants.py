@@ -41,6 +41,7 @@ CASES = {
     "adaptive max": lambda x: F.adaptive_max_pool2d(x, (3, 5)),
     "fold": lambda x: F.fold(F.unfold(x, 2, stride=2), (8, 8), 2, stride=2),
     "grid_sample": lambda x: F.grid_sample(x, nv.zeros(2, 4, 4, 2), align_corners=False),
+    "pdist": lambda x: F.pdist(x.reshape(6, -1)),
 }
 
 

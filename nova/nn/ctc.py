@@ -45,8 +45,8 @@ import numpy as np
 from nova.core import dtypes as dt
 from nova.nn.losses import _Loss
 from nova.tensor import movement, ops
+from nova.tensor.constants import constant
 from nova.tensor.autocast_state import autocast_op
-from nova.tensor.creation import tensor
 from nova.tensor.tensor import Tensor
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -101,9 +101,9 @@ def _padded_targets(targets: Tensor, target_lengths: np.ndarray, batched: bool,
         where = np.where(np.arange(longest) < target_lengths[:, None], where, 0)
         if total == 0:
             return ops.full_const(blank, (n, longest), dt.int64)
-        index = tensor(where.reshape(-1), dtype=dt.int64, device=targets.device)
+        index = constant(where.reshape(-1), dtype=dt.int64, device=targets.device)
         padded = ops.gather(targets.to(dt.int64), 0, index).reshape(n, longest)
-    inside = tensor(np.arange(longest) < target_lengths[:, None], device=targets.device)
+    inside = constant(np.arange(longest) < target_lengths[:, None], device=targets.device)
     return ops.where(inside, padded, blank)
 
 
@@ -163,10 +163,10 @@ def _ctc_nll(log_probs: Tensor, targets: Tensor, input_lengths: np.ndarray,
     skip = movement.cat([ops.full_const(False, (n, min(2, width)), dt.bool_),
                          ops.ne(labels[:, 2:], labels[:, :-2])], 1)
     s = np.arange(width)
-    start = tensor((s == 0) | ((s == 1) & (target_lengths[:, None] > 0)), device=device)
+    start = constant((s == 0) | ((s == 1) & (target_lengths[:, None] > 0)), device=device)
     alpha = ops.where(start, emit[0], -math.inf)
     last, shortest = int(input_lengths.max()), int(input_lengths.min())
-    lengths = tensor(input_lengths[:, None], device=device) if shortest < last else None
+    lengths = constant(input_lengths[:, None], device=device) if shortest < last else None
     for t in range(1, last):
         moved = _log_add_exp3(alpha, _shifted(alpha, 1),
                               ops.where(skip, _shifted(alpha, 2), -math.inf))
@@ -176,7 +176,7 @@ def _ctc_nll(log_probs: Tensor, targets: Tensor, input_lengths: np.ndarray,
         else:
             alpha = ops.where(ops.gt(lengths, t), step, alpha)
     ends = 2 * target_lengths[:, None]
-    final = tensor((s == ends) | (s == ends - 1), device=device)
+    final = constant((s == ends) | (s == ends - 1), device=device)
     kept = ops.where(final, alpha, -math.inf)
     # the log-sum-exp over the last class and the trailing blank
     top = ops.amax(kept, 1, keepdim=True).detach()
@@ -191,8 +191,8 @@ def _ctc_nll(log_probs: Tensor, targets: Tensor, input_lengths: np.ndarray,
     empty = input_lengths == 0     # no step at all: likely (-0.0, as PyTorch) iff no target
     if empty.any():
         at_empty = np.where(target_lengths == 0, -0.0, 0.0 if zero_infinity else math.inf)
-        nll = ops.where(tensor(empty, device=device),
-                        tensor(at_empty, dtype=nll.dtype, device=device), nll)
+        nll = ops.where(constant(empty, device=device),
+                        constant(at_empty, dtype=nll.dtype, device=device), nll)
     return nll
 
 
@@ -248,7 +248,7 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_leng
     nll = ops.cast(_ctc_nll(wide, padded, in_lens, tg_lens, blank, zero_infinity),
                    log_probs.dtype)
     if reduction == "mean":
-        divisor = tensor(np.maximum(tg_lens, 1), device=log_probs.device)
+        divisor = constant(np.maximum(tg_lens, 1), device=log_probs.device)
         return ops.mean(ops.div(nll, divisor))
     if reduction == "sum":
         return ops.sum(nll)

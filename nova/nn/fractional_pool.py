@@ -34,6 +34,7 @@ from nova.core import dtypes as dt
 from nova.nn.module import Module
 from nova.nn.windows import as_tuple, batched
 from nova.tensor import ops
+from nova.tensor.constants import constant
 from nova.tensor.autocast_state import LOWER
 from nova.tensor.creation import rand, tensor
 from nova.tensor.movement import cat
@@ -107,7 +108,7 @@ def _starts(u: Tensor, n: int, o: int, k: int) -> Tensor:
     if o <= 1:
         return last[..., :o]
     alpha = float(npd(n - k) / npd(o - 1))          # (the division in scalar_t)
-    i = tensor(np.arange(o - 1).astype(npd), dtype=u.dtype, device=u.device)
+    i = constant(np.arange(o - 1).astype(npd), dtype=u.dtype, device=u.device)
     shifted = ops.cast(ops.mul(ops.add(i, u.unsqueeze(-1)), alpha), dt.int64)
     base = ops.cast(ops.mul(u, alpha), dt.int64).unsqueeze(-1)
     return cat([ops.sub(shifted, base), last], -1)
@@ -175,8 +176,8 @@ def _pick(windows: Tensor, count: int, nd: int) -> Tensor:
     NaN if there is one, else the first maximum; keepdim."""
     first_max = ops.argmax(windows, 2, keepdim=True)
     nan = ops.isnan(windows)
-    rank = tensor(np.arange(count).reshape((1, 1, count) + (1,) * nd), dtype=dt.int64,
-                  device=windows.device)
+    rank = constant(np.arange(count).reshape((1, 1, count) + (1,) * nd), dtype=dt.int64,
+                    device=windows.device)
     nan_rank = ops.where(nan, rank, -1)
     last_nan = ops.argmax(nan_rank, 2, keepdim=True)
     has_nan = ops.amax(nan_rank, 2, keepdim=True) >= 0

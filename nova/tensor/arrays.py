@@ -27,6 +27,7 @@ import numpy as np
 from nova.core import dtypes as dt
 from nova.core.shapes import broadcast_shapes, normalize_dim
 from nova.tensor import movement, ops, scan
+from nova.tensor.constants import constant
 from nova.tensor.autocast_state import autocast_op, rounded_once
 from nova.tensor.creation import tensor
 from nova.tensor.integration import trapezoid, trapz
@@ -150,7 +151,7 @@ def repeat_interleave(x: Tensor, repeats: Any = None, dim: builtins.int | None =
             raise ValueError(f"repeat_interleave: repeats must give one non-negative count "
                              f"per element of dim {d} (size {n}), got {len(counts)}: "
                              f"{counts[:8]}")
-        index = tensor(np.repeat(np.arange(n), counts).astype(np.int64), device=x.device)
+        index = constant(np.repeat(np.arange(n), counts).astype(np.int64), device=x.device)
         out = index_select(x, d, index)
     if output_size is not None and out.shape[d] != output_size:
         raise ValueError(f"repeat_interleave: output_size {output_size} does not match the "
@@ -415,7 +416,7 @@ def diag(x: Tensor, diagonal: builtins.int = 0) -> Tensor:  # noqa: A002 (torch'
     if x.ndim != 1:
         raise ValueError(f"diag: expected a 1-D or 2-D tensor, got shape {x.shape}")
     n = x.shape[0] + builtins.abs(diagonal)
-    on = tensor(np.arange(n)[None, :] - np.arange(n)[:, None] == diagonal, device=x.device)
+    on = constant(np.arange(n)[None, :] - np.arange(n)[:, None] == diagonal, device=x.device)
     # x[i] sits at (i, i + diagonal) above the main diagonal, at (i - diagonal, i)
     # below it: read by row in the first case, by column in the second
     src = movement.cat([x, ops.full_const(0, (n - x.shape[0],), x.dtype)], 0) \

@@ -31,6 +31,7 @@ def test_equal_arrays_share_one_tensor_and_the_cache_is_bounded(monkeypatch):
 
 
 X = np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32)
+TARGETS = nv.tensor([[1, 2, 3], [4, 5, 0]])
 CASES = {
     "nearest": lambda x: F.interpolate(x, size=(5, 7)),
     "bilinear": lambda x: F.interpolate(x, size=(5, 7), mode="bilinear"),
@@ -42,6 +43,10 @@ CASES = {
     "fold": lambda x: F.fold(F.unfold(x, 2, stride=2), (8, 8), 2, stride=2),
     "grid_sample": lambda x: F.grid_sample(x, nv.zeros(2, 4, 4, 2), align_corners=False),
     "pdist": lambda x: F.pdist(x.reshape(6, -1)),
+    "diag": lambda x: x.reshape(-1)[:5].diag(1),
+    "repeat_interleave": lambda x: x.repeat_interleave([1, 2, 0], dim=1),
+    "ctc": lambda x: F.ctc_loss(F.log_softmax(x.reshape(16, 3, 8)[:, :2], -1), TARGETS,
+                                [16, 16], [3, 2]),
 }
 
 

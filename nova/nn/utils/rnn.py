@@ -25,6 +25,7 @@ import numpy as np
 from nova.core import dtypes as dt
 from nova.nn.functional import pad
 from nova.tensor import ops
+from nova.tensor.constants import constant
 from nova.tensor.creation import arange, tensor, zeros_like
 from nova.tensor.movement import cat, stack
 from nova.tensor.tensor import Tensor
@@ -352,8 +353,8 @@ def _pad_for_rnn(sequence: PackedSequence, op: str) -> tuple[Tensor, list[Tensor
     if sizes[-1] != sizes[0]:
         data = cat([data, ops.full_const(0, (1,) + data.shape[1:], data.dtype, op)])
         pos = np.where(pos < 0, data.shape[0] - 1, pos)
-    running = tensor(np.arange(sizes[0])[None, :, None] < sizes[:, None, None],
-                     device=data.device)
+    running = constant(np.arange(sizes[0])[None, :, None] < sizes[:, None, None],
+                       device=data.device)
     masks = [None if n == sizes[0] else running[t] for t, n in enumerate(sizes.tolist())]
     return _rows(data, pos), masks, lengths
 

@@ -76,3 +76,22 @@ builtin.module {
     func.return %w : tensor<4xf32>
   }
 }"""
+
+
+def sgd_step_losses(loss_of, params, calls=5, compiled=True, lr=0.01):
+    """``calls`` SGD steps on ``loss_of()`` (zero_grad, backward, step), under
+    ``nv.compile`` unless ``compiled`` is False: the losses and the replay count (None
+    uncompiled). What the replay tests (a step through an op replays with the
+    uncompiled losses) share."""
+    opt = nv.optim.SGD(params, lr=lr)
+
+    def step():
+        opt.zero_grad()
+        loss = loss_of()
+        loss.backward()
+        opt.step()
+        return loss
+
+    f = nv.compile(step) if compiled else step
+    losses = [f().item() for _ in range(calls)]
+    return losses, getattr(f, "replays", None)

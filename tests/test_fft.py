@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import nova as nv
+from tests.helpers import sgd_step_losses
 
 
 @pytest.fixture(autouse=True)
@@ -126,19 +127,9 @@ def test_a_compiled_step_through_a_transform_replays(transform):
     replay cannot supply, so such steps never replayed (an FNO's every step)."""
     x = nv.tensor(RNG.standard_normal((2, 8)).astype(np.float32))
     w = nv.nn.Parameter(nv.tensor(RNG.standard_normal((2, 8)).astype(np.float32)))
-    opt = nv.optim.SGD([w], lr=0.01)
     forward = {"rfft": lambda v: nv.fft.rfft(v).abs(),
                "irfft": lambda v: nv.fft.irfft(nv.fft.rfft(v), n=8),
                "hfft": lambda v: nv.fft.hfft(nv.fft.rfft(v)[:, :4], n=6)}[transform]
-
-    def step():
-        opt.zero_grad()
-        loss = forward(x * w).pow(2).mean()
-        loss.backward()
-        opt.step()
-        return loss
-
-    compiled = nv.compile(step)
-    losses = [compiled().item() for _ in range(5)]
-    assert compiled.replays >= 3, compiled.replays
+    losses, replays = sgd_step_losses(lambda: forward(x * w).pow(2).mean(), [w])
+    assert replays >= 3, replays
     assert all(np.isfinite(losses)) and losses[-1] < losses[0]

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import nova as nv
+from tests.helpers import sgd_step_losses
 
 
 @pytest.fixture(autouse=True)
@@ -274,18 +275,8 @@ def test_a_compiled_step_through_stft_replays(mode):
     x = nv.tensor(RNG.standard_normal((2, 64)).astype(np.float32))
     w = nv.nn.Parameter(nv.ones(2, 64))
     window = nv.hann_window(16)
-    opt = nv.optim.SGD([w], lr=0.01)
-
-    def step():
-        opt.zero_grad()
-        spec = nv.stft(x * w, 16, hop_length=4, window=window, center=True, pad_mode=mode,
-                       return_complex=True)
-        loss = spec.abs().pow(2).mean()
-        loss.backward()
-        opt.step()
-        return loss
-
-    compiled = nv.compile(step)
-    losses = [compiled().item() for _ in range(5)]
-    assert compiled.replays >= 3, compiled.replays
+    losses, replays = sgd_step_losses(
+        lambda: nv.stft(x * w, 16, hop_length=4, window=window, center=True, pad_mode=mode,
+                        return_complex=True).abs().pow(2).mean(), [w])
+    assert replays >= 3, replays
     assert losses[-1] < losses[0]

@@ -11,6 +11,7 @@ import nova as nv
 import nova.nn.functional as F
 from nova.runtime.cache import RecompileWarning
 from nova.tensor import constants
+from tests.helpers import sgd_step_losses
 
 
 @pytest.fixture(autouse=True)
@@ -62,21 +63,13 @@ CASES = {
 def test_a_compiled_step_through_the_op_replays_with_the_recorded_losses(name):
     def run(compiled):
         w = nv.nn.Parameter(nv.ones(2, 3, 8, 8))
-        opt = nv.optim.SGD([w], lr=0.01)
         x = nv.tensor(X)
-
-        def step():
-            opt.zero_grad()
-            loss = CASES[name](x * w).pow(2).mean()
-            loss.backward()
-            opt.step()
-            return loss
-        f = nv.compile(step) if compiled else step
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", RecompileWarning)
-            losses = [f().item() for _ in range(5)]
+            losses, replays = sgd_step_losses(lambda: CASES[name](x * w).pow(2).mean(), [w],
+                                              compiled=compiled)
         assert not [w for w in caught if "never agreed" in str(w.message)]
-        return losses, getattr(f, "replays", None)
+        return losses, replays
 
     plain, _ = run(False)
     compiled, replays = run(True)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import nova as nv
+from tests.helpers import sgd_step_losses
 
 R = np.random.default_rng(0)
 I64_MIN, I32_MIN = -2**63, -2**31
@@ -420,19 +421,13 @@ def test_a_compiled_step_through_overlapping_unfold_replays():
     (host data nv.compile cannot replay); it is iotas now, and the step replays with
     the same values as recorded calls."""
     x = nv.tensor(np.arange(20, dtype=np.float32).reshape(2, 10))
+
+    def loss_of():
+        return ((x * w).unfold(1, 4, 3) ** 2).sum()
+
     w = nv.nn.Parameter(nv.ones(2, 10))
-    opt = nv.optim.SGD([w], lr=0.001)
-
-    def step():
-        opt.zero_grad()
-        loss = ((x * w).unfold(1, 4, 3) ** 2).sum()
-        loss.backward()
-        opt.step()
-        return loss
-
-    plain = [step().item() for _ in range(6)]
-    w.data = nv.ones(2, 10)
-    compiled = nv.compile(step)
-    again = [compiled().item() for _ in range(6)]
-    assert compiled.replays >= 3 and again == plain
+    plain, _ = sgd_step_losses(loss_of, [w], calls=6, compiled=False, lr=0.001)
+    w = nv.nn.Parameter(nv.ones(2, 10))
+    again, replays = sgd_step_losses(loss_of, [w], calls=6, lr=0.001)
+    assert replays >= 3 and again == plain
     np.testing.assert_array_equal(x.unfold(1, 4, 3).numpy()[1, 2], [16, 17, 18, 19])

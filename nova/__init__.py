@@ -165,8 +165,9 @@ from nova.tensor.complex import (  # noqa: E402
 cfloat, cdouble = complex64, complex128
 _complex.install(globals())
 from nova import linalg_complex as _linalg_complex  # noqa: E402
+from nova.tensor.complex_math import LINALG_FUNCTIONS as _complex_linalg  # noqa: E402
 
-_complex.install(vars(linalg), {**_complex.LINALG_FUNCTIONS, **_linalg_complex.FUNCTIONS})
+_complex.install(vars(linalg), {**_complex_linalg, **_linalg_complex.FUNCTIONS})
 _complex.share_wrappers(vars(special), globals())
 from nova import fft  # noqa: E402
 

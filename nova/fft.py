@@ -22,6 +22,7 @@ import numpy as np
 
 from nova.core import dtypes as dt
 from nova.tensor import creation as _creation
+from nova.tensor.constants import constant
 from nova.tensor import movement as _movement
 from nova.tensor.complex import ComplexTensor
 from nova.tensor.tensor import Tensor
@@ -64,18 +65,6 @@ def _dft(n_in: int, n_out: int, dtype: dt.DType, n: int,
     sin[quarter] = np.array([0.0, 1.0, 0.0, -1.0])[turns]
     return (_creation.tensor(cos, dtype=dtype, device=device),
             _creation.tensor(sin, dtype=dtype, device=device))
-
-
-@functools.lru_cache(maxsize=8)
-def _hermitian_weight(m: int, n: int, dtype: dt.DType, device: str = "cpu") -> Tensor:
-    """``irfft``'s ``(m, 1)`` weights: 2 for each frequency in ``(0, n/2)``, which stands
-    for itself and ``n - k``, else 1. Kept as ``_dft``'s constants are: made anew per
-    call it was host data, and ``nv.compile`` never replayed a step through irfft."""
-    weight = np.full((m, 1), 2.0)
-    weight[0] = 1.0
-    if n % 2 == 0:
-        weight[-1] = 1.0
-    return _creation.tensor(weight, dtype=dtype, device=device)
 
 
 def _where(t: Tensor) -> str:
@@ -185,7 +174,11 @@ def irfft(input: Any, n: int | None = None, dim: int = -1, norm: str | None = No
     re = _resized("irfft", re, dim, m)
     im = _creation.zeros_like(re) if im is None else _resized("irfft", im, dim, m)
     cos, sin = _dft(m, n, re.dtype, n, _where(re))
-    w = _hermitian_weight(m, n, re.dtype, _where(re))
+    weight = np.full((m, 1), 2.0)             # each k in (0, n/2) stands for k and n - k
+    weight[0] = 1.0
+    if n % 2 == 0:
+        weight[-1] = 1.0
+    w = constant(weight, dtype=re.dtype, device=_where(re))   # (kept: nv.compile replays)
     out = _along(re, dim, cos * w) - _along(im, dim, sin * w)
     scale = _scale("irfft", norm, n, inverse=True)
     return out * scale if scale != 1.0 else out

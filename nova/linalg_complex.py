@@ -11,6 +11,7 @@ from nova.linalg import inv as real_inv
 from nova.linalg import solve as real_solve
 from nova.tensor import movement as _movement
 from nova.tensor.complex import ComplexTensor, _as_complex
+from nova.tensor.complex_creation import _part_products
 from nova.tensor.tensor import Tensor
 
 
@@ -59,7 +60,6 @@ def solve(a: Any, b: Any, *, left: bool = True) -> ComplexTensor:
 def cross(a: Any, b: Any, *, dim: int = -1) -> ComplexTensor:
     """The cross product over ``dim`` (``torch.linalg.cross``), bilinear: the real
     products of the parts."""
-    from nova.tensor.complex_creation import _part_products
     return _part_products(lambda parts: real_cross(parts[0], parts[1], dim=dim), [a, b])
 
 

@@ -15,7 +15,6 @@ input only and checks the NOLA condition (the overlapped squared window nowhere 
 from __future__ import annotations
 
 import builtins
-import functools
 import warnings
 from typing import Any
 
@@ -26,6 +25,7 @@ from nova.nn import functional as _F
 from nova.core import dtypes as dt
 from nova.tensor import creation as _creation
 from nova.tensor import movement as _movement
+from nova.tensor.constants import constant
 from nova.tensor.complex import ComplexTensor, view_as_real
 from nova.tensor.tensor import Tensor
 
@@ -86,10 +86,9 @@ def _full_window(op: str, window: Any, win: int, n_fft: int, like: Any,
     return ComplexTensor(*padded) if len(padded) == 2 else padded[0]
 
 
-def _pad_indices(op: str, mode: str, length: int, pad: int, shape: list[int],
-                 device: str) -> Tensor:
+def _pad_indices(op: str, mode: str, length: int, pad: int, shape: list[int]) -> np.ndarray:
     """Source positions of the ``pad``-padded signal for the gather modes, refusing the
-    pads PyTorch's ``F.pad`` refuses (``_pad_index_tensor``)."""
+    pads PyTorch's ``F.pad`` refuses."""
     if mode == "reflect" and pad >= length:
         raise RuntimeError(f"{op}: Argument #4: Padding size should be less than the "
                            f"corresponding input dimension, but got: padding ({pad}, {pad}) "
@@ -100,17 +99,8 @@ def _pad_indices(op: str, mode: str, length: int, pad: int, shape: list[int],
     if length == 0:
         raise RuntimeError(f"{op}: cannot pad an empty signal (input {shape}) in "
                            f"{mode} mode")
-    return _pad_index_tensor(mode, length, pad, device)
-
-
-@functools.lru_cache(maxsize=16)
-def _pad_index_tensor(mode: str, length: int, pad: int, device: str) -> Tensor:
-    """The padded signal's source positions as a kept int64 tensor (as ``nova.fft``
-    keeps its DFT matrices): made anew per call it was host data, and ``nv.compile``
-    never replayed a step through ``stft``."""
     np_mode = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode]
-    return _creation.tensor(np.pad(np.arange(length), pad, mode=np_mode), dtype=dt.int64,
-                            device=device)
+    return np.pad(np.arange(length), pad, mode=np_mode)
 
 
 def _center_pad(op: str, x: Any, pad: int, mode: str) -> Any:
@@ -123,8 +113,8 @@ def _center_pad(op: str, x: Any, pad: int, mode: str) -> Any:
     if mode == "constant":
         return _zero_pad_last(x, pad, pad)
     shape = [1] * (3 - x.ndim) + list(x.shape)
-    return x.index_select(-1, _pad_indices(op, mode, x.shape[-1], pad, shape,
-                                           str(x.device)))
+    idx = _pad_indices(op, mode, x.shape[-1], pad, shape)
+    return x.index_select(-1, constant(idx, dtype=dt.int64, device=x.device))
 
 
 # ---------------------------------------------------------------- stft

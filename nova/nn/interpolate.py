@@ -148,28 +148,42 @@ _AA_FILTERS = {"bilinear": (_triangle, 1), "bicubic": (_keys_cubic, 2),
                "lanczos": (_lanczos3, 3)}
 
 
-def _antialias_taps(n_in: int, n_out: int, scale: float | None, align_corners: bool,
-                    mode: str) -> tuple[np.ndarray, np.ndarray]:
-    """PyTorch's antialiasing taps of one dim (module docstring): ``(n_out, K)`` source
-    indices and float64 weights, K the widest window; a window's unused taps read its
-    first pixel with weight 0 and are masked out by the caller (weight 0 exactly)."""
+def _filter_window(n_in: int, n_out: int, scale: float | None, align_corners: bool,
+                   filt: Any, half: float, widen: bool, shift: float = 0.0
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """PIL's resampling window of one dim, as PyTorch computes it: output ``i`` reads
+    the pixels ``j`` in ``[int(c - support + 0.5), int(c + support + 0.5))`` (clipped to
+    the input), weighted ``filt((j - c + 0.5) / max(s, 1))`` and normalized, with
+    ``c = s (i + 0.5 - shift) + shift`` and ``support = half``, times ``s`` when
+    ``widen`` and downsampling (the division by ``s`` likewise). Returns the ``(n_out,
+    K)`` pixel indices (K the widest window), which of them are inside their window,
+    and the float64 weights (0 outside)."""
     if align_corners:
         s = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
     else:
         s = scale if scale is not None else n_in / n_out
-    filt, half = _AA_FILTERS[mode]
-    support = half * s if s >= 1.0 else float(half)
-    inverse = 1.0 / s if s >= 1.0 else 1.0
-    center = s * (np.arange(n_out) + 0.5)
+    wide = widen and s >= 1.0
+    support = half * s if wide else float(half)
+    inverse = 1.0 / s if wide else 1.0
+    center = s * (np.arange(n_out) + 0.5 - shift) + shift
     lo = np.maximum((center - support + 0.5).astype(np.int64), 0)
     hi = np.minimum((center + support + 0.5).astype(np.int64), n_in)
-    k = int((hi - lo).max())
-    j = lo[:, None] + np.arange(k)
+    j = lo[:, None] + np.arange(int((hi - lo).max()))
     inside = j < hi[:, None]
     w = np.where(inside, filt((j - center[:, None] + 0.5) * inverse), 0.0)
     total = w.sum(1, keepdims=True)
     w = np.divide(w, total, out=np.zeros_like(w), where=total != 0)
-    return np.where(inside, j, lo[:, None]), np.where(inside, w, np.nan)
+    return j, inside, w
+
+
+def _antialias_taps(n_in: int, n_out: int, scale: float | None, align_corners: bool,
+                    mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """PyTorch's antialiasing taps of one dim (module docstring, ``_filter_window``):
+    ``(n_out, K)`` source indices and float64 weights; a window's unused taps read its
+    first pixel with weight 0 and are masked out by the caller (weight 0 exactly)."""
+    filt, half = _AA_FILTERS[mode]
+    j, inside, w = _filter_window(n_in, n_out, scale, align_corners, filt, half, True)
+    return np.where(inside, j, j[:, :1]), np.where(inside, w, np.nan)
 
 
 def _antialias(x: Tensor, out_size: tuple[int, ...], scales: tuple[float | None, ...],
@@ -205,30 +219,16 @@ def _uint8_taps(n_in: int, n_out: int, scale: float | None, align_corners: bool,
     """PyTorch's fixed-point bilinear taps of one dim of a uint8 image: source indices
     ``(n_out, K)``, int16-range integer weights and their precision ``p`` (the weight
     ``w`` is ``round(w * 2^p)``, ``p`` the largest below 22 whose largest weight still
-    fits in 15 bits). The float weights are the triangle filter at ``j - c + 0.5``,
-    ``c = s (i + 0.5)`` (``align_corners`` without antialiasing: ``s i + 0.5``), support
-    1 -- widened to ``s`` and the argument divided by ``s`` when antialiasing a
-    downsampling -- normalized per output (module docstring, ``_antialias_taps``)."""
-    if align_corners:
-        s = (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
-    else:
-        s = scale if scale is not None else n_in / n_out
-    shift = 0.5 if align_corners and not antialias else 0.0
-    wide = antialias and s >= 1.0
-    support, inverse = (s, 1.0 / s) if wide else (1.0, 1.0)
-    center = s * (np.arange(n_out) + 0.5 - shift) + shift
-    lo = np.maximum((center - support + 0.5).astype(np.int64), 0)
-    hi = np.minimum((center + support + 0.5).astype(np.int64), n_in)
-    j = lo[:, None] + np.arange(int((hi - lo).max()))
-    inside = j < hi[:, None]
-    w = np.where(inside, _triangle((j - center[:, None] + 0.5) * inverse), 0.0)
-    total = w.sum(1, keepdims=True)
-    w = np.divide(w, total, out=np.zeros_like(w), where=total != 0)
+    fits in 15 bits). The float weights are the triangle filter's window
+    (``_filter_window``), widened only when antialiasing, centred at ``s i + 0.5`` for
+    ``align_corners`` without antialiasing."""
+    j, inside, w = _filter_window(n_in, n_out, scale, align_corners, _triangle, 1,
+                                  antialias, 0.5 if align_corners and not antialias else 0.0)
     precision = 0
     while precision < 22 and int(0.5 + w.max() * (1 << (precision + 1))) < (1 << 15):
         precision += 1
     fixed = np.trunc(w * (1 << precision) + np.where(w < 0, -0.5, 0.5)).astype(np.int32)
-    return np.where(inside, j, lo[:, None]), fixed, precision
+    return np.where(inside, j, j[:, :1]), fixed, precision
 
 
 def _uint8_bilinear(x: Tensor, out_size: tuple[int, ...], scales: tuple[float | None, ...],

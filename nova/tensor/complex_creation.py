@@ -22,7 +22,6 @@ from nova.tensor.complex import (
     _COMPLEX_NUMBERS, METHODS, PARTWISE, ComplexTensor, _as_complex, cat, imag, real,
     stack, view_as_real, where,
 )
-from nova.tensor.complex_math import LINALG_FUNCTIONS  # noqa: F401 (nova/__init__.py installs it)
 from nova.tensor.complex_math import METHODS as MATH_METHODS
 
 
@@ -185,23 +184,16 @@ def _tensordot(a: Any, b: Any, dims: Any = 2) -> ComplexTensor:
     return _part_products(lambda parts: tensordot(parts[0], parts[1], dims), [a, b])
 
 
-def _bilinear(name: str, real: Callable) -> Callable:
-    """A product linear in each of two operands (``kron``, ``cross``), for complex ones
-    (``_part_products``)."""
-    def fn(a: Any, b: Any, *args: Any, **kwargs: Any) -> ComplexTensor:
-        return _part_products(lambda parts: real(parts[0], parts[1], *args, **kwargs), [a, b])
-    fn.__name__ = name
-    return fn
-
-
 def _kron(a: Any, b: Any) -> ComplexTensor:
+    """``torch.kron`` with complex operands: bilinear, so the part products."""
     from nova.tensor.arrays import kron
-    return _bilinear("kron", kron)(a, b)
+    return _part_products(lambda parts: kron(*parts), [a, b])
 
 
 def _cross(a: Any, b: Any, *args: Any, **kwargs: Any) -> ComplexTensor:
+    """``torch.cross`` with complex operands, as ``_kron``."""
     from nova.tensor.arrays import cross
-    return _bilinear("cross", cross)(a, b, *args, **kwargs)
+    return _part_products(lambda parts: cross(*parts, *args, **kwargs), [a, b])
 
 
 FUNCTIONS: dict[str, Callable] = {
@@ -263,8 +255,9 @@ def _dispatching(fn: Callable, name: str, functions: dict[str, Callable]) -> Cal
 
 def install(namespace: dict[str, Any], functions: dict[str, Callable] | None = None) -> None:
     """Let ``namespace``'s functions named in ``functions`` (default ``FUNCTIONS``, with
-    the factories of ``FACTORIES``; ``LINALG_FUNCTIONS`` for ``nova.linalg``) take
-    complex tensors (wrapped once; aliases of one function share the wrapper)."""
+    the factories of ``FACTORIES``; ``complex_math.LINALG_FUNCTIONS`` for
+    ``nova.linalg``) take complex tensors (wrapped once; aliases of one function share
+    the wrapper)."""
     if functions is None:
         functions = {**FUNCTIONS, **FACTORIES}
     wrapped: dict[int, Callable] = {}

@@ -15,7 +15,6 @@ the inverse functions and of ``tanh`` (a NaN part where C99 has a limit).
 """
 from __future__ import annotations
 
-import builtins
 import math
 from collections.abc import Callable
 from typing import Any
@@ -23,11 +22,12 @@ from typing import Any
 from nova.core import dtypes as dt
 from nova.tensor import creation as _creation
 from nova.tensor import elementary as _elementary
-from nova.tensor import movement as _movement
 from nova.tensor import ops as _ops
 from nova.tensor import special as _special
+from nova.core.shapes import normalize_dim
 from nova.tensor.complex import (
-    ComplexTensor, _as_complex, _axis_zero, _cast_for, div, exp, log, mul, reciprocal, sqrt,
+    ComplexTensor, _as_complex, _axis_zero, _cast_for, cat, div, exp, log, mul, reciprocal,
+    sqrt,
 )
 from nova.tensor.complex import abs as _cabs
 from nova.tensor.tensor import Tensor
@@ -179,23 +179,16 @@ def prod(z: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -
     halves multiplied pairwise (an odd one out padded with 1) until one is left."""
     z = _cast_for("prod", _as_complex("prod", z), dtype)
     if dim is None:
-        w = z.reshape(-1)
-        axis = 0
+        w, axis = z.reshape(-1), 0
     else:
-        if not isinstance(dim, int) or isinstance(dim, bool):
-            raise TypeError(f"prod: dim must be an int or None, got {dim!r}")
-        axis = _normalize_dim("prod", dim, z.ndim)
-        w = z
-    w = w.movedim(axis, -1) \
-        if w.ndim else w.reshape(1)
+        axis = normalize_dim("prod", dim, z.ndim, z.shape)
+        w = z.movedim(axis, -1) if z.ndim else z.reshape(1)
     while w.shape[-1] > 1:
         n = w.shape[-1]
         if n % 2:
-            pad = ComplexTensor(_creation.ones_like(w._re[..., :1]),
+            one = ComplexTensor(_creation.ones_like(w._re[..., :1]),
                                 _creation.zeros_like(w._im[..., :1]))
-            w = ComplexTensor(_movement.cat([w._re, pad._re], -1),
-                              _movement.cat([w._im, pad._im], -1))
-            n += 1
+            w, n = cat([w, one], -1), n + 1
         w = mul(w[..., : n // 2], w[..., n // 2:])
     if w.shape[-1] == 0:
         w = ComplexTensor(_creation.ones(w.shape[:-1] + (1,), dtype=w._re.dtype),
@@ -206,14 +199,6 @@ def prod(z: Any, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -
     if keepdim:
         return out.unsqueeze(axis)
     return out
-
-
-def _normalize_dim(op: str, dim: int, ndim: int) -> int:
-    rank = builtins.max(ndim, 1)
-    if not -rank <= dim < rank:
-        raise IndexError(f"{op}: dim {dim} is out of range for a tensor of {ndim} dims "
-                         f"(expected in [{-rank}, {rank - 1}])")
-    return dim % rank
 
 
 def var(z: Any, *args: Any, **kwargs: Any) -> Tensor:

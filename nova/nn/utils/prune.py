@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from nova.core.shapes import normalize_dim
 from nova.nn.module import Module
 from nova.tensor.creation import tensor as _tensor
 from nova.tensor.grad_mode import no_grad
@@ -65,9 +66,7 @@ def _channel_dim(dim: int, ndim: int, op: str) -> int:
     if ndim <= 1:
         raise ValueError(f"{op}: structured pruning can only be applied to multidimensional "
                          f"tensors, got a tensor of {ndim} dims")
-    if not -ndim <= dim < ndim:
-        raise IndexError(f"{op}: dim {dim} is out of range for a tensor of {ndim} dims")
-    return dim % ndim
+    return normalize_dim(op, dim, ndim)
 
 
 class BasePruningMethod(ABC):

@@ -211,11 +211,6 @@ def b_table(plan: KernelPlan, value: SSAValue, rank: int) -> TableView | None:
     return view
 
 
-def address_table(e: Emitter, value: SSAValue, rank: int) -> TableView | None:
-    """``b_table`` of the kernel ``e`` emits."""
-    return b_table(e.plan, value, rank)
-
-
 def reads_in_place(view: TableView, rank: int) -> bool:
     """Whether the driver reads a table-view B ``(batch..., K, N)`` where it is
     (``GemmDriver.micro_in_place``): unit stride along N and a table of row starts
@@ -1167,7 +1162,7 @@ class TiledKernel:
         for prefix, value, is_a in (("a", self.a_value, True), ("b", self.b_value, False)):
             view = address_view(e, value)
             if view is None:     # (batch strides all 0: the driver reads them regardless)
-                table = None if is_a else address_table(e, value, rank)
+                table = None if is_a else b_table(e.plan, value, rank)
                 pack = (self.table_pack_function(prefix, table) if table is not None
                         else self.pack_function(prefix, value, is_a))
                 put(f"{prefix}_pack", address(pack))
@@ -1337,7 +1332,7 @@ class TiledKernel:
 
     def table_pack_function(self, prefix: str, view: TableView) -> ir.Function:
         """The packing callback (``TILE_CALLBACK``) of a B operand read through a table
-        (``address_table``), element ``(k, n)`` at ``term_K(k) + term_N(n)`` of its
+        (``b_table``), element ``(k, n)`` at ``term_K(k) + term_N(n)`` of its
         argument (plus the batch's offset): a window stack (im2col) packed straight
         from the padded input. Unit stride along N: each packed line is one contiguous
         ``NR``-float load at the line's row start (the forward's windows). Unit stride

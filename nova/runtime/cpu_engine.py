@@ -45,6 +45,7 @@ from nova.core import dtypes as dt
 from nova.core.graph import PendingGraph
 from nova.runtime import collectives, threads
 from nova.runtime.addresses import data_addresses
+from nova.runtime.host_pages import fresh_pages
 from nova.runtime.debug_dir import debug_subdirectory, write_debug_file
 from nova.runtime.kernel_cache import KERNELS
 from nova.compiler.targets.cpu.pool import (
@@ -154,7 +155,7 @@ class CpuProgram(Program):
         self._checked = not collectives.link(self.steps)
 
     def _allocate(self, nbytes: int) -> np.ndarray:
-        return np.empty(nbytes, dtype=np.uint8)
+        return fresh_pages(nbytes)    # (no huge-page compaction stall in the first run)
 
     def _arguments(self, args: Sequence[Any]) -> list[Any]:
         return [np.ascontiguousarray(a) for a in args]

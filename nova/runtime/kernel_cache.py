@@ -378,7 +378,7 @@ class _SupportJob:
 
 # What may stop a prefetch that the batch needing the module meets again and reports
 # (a worker that cannot start or dies, LLVM rejecting the module, a bad object, the
-# disk); anything else a prefetch raises is raised to the caller (_await_prefetched).
+# disk); anything else a prefetch raises is raised to the caller (_await).
 _REDONE_BY_THE_BATCH = (WorkerUnavailable, WorkerDied, InvalidModule, CompileError, OSError)
 
 
@@ -387,10 +387,12 @@ class _Prefetch:
     it counted, and what stopped it (the batch that needs the module then compiles it
     itself, reporting its own failure)."""
 
-    def __init__(self) -> None:
+    def __init__(self, support: SupportModule) -> None:
+        self.support = support
         self.stats = KernelStats()
         self.error: BaseException | None = None
         self.thread: threading.Thread | None = None
+        self.worker: CompileWorker | None = None   # the compile worker it holds, if any
 
 
 def entry_key(jit: _Jit, plan: KernelPlan) -> str:
@@ -539,7 +541,8 @@ class KernelCache:
         self.stats.compiled += 1
         return reply
 
-    def _compile_all(self, plans: Sequence[KernelPlan], support: Sequence[_SupportJob] = ()
+    def _compile_all(self, plans: Sequence[KernelPlan], support: Sequence[_SupportJob] = (),
+                     running: Sequence[_Prefetch] = ()
                      ) -> tuple[list[bytes], CompileError | None]:
         """The object code of ``plans`` (none of them cached), in order, and the first
         failure: the objects before it are returned (to be cached) with it. The
@@ -547,7 +550,9 @@ class KernelCache:
         batch (first: the GEMM driver is the longest job) and are linked before any
         kernel's object is checked. Several jobs are spread over the compile workers
         (``_compile_parallel``); the user sees progress after a second
-        (``CompileProgress``)."""
+        (``CompileProgress``). ``running``: prefetches of support modules the plans
+        call, still under way; several workers compile the kernels beside them (their
+        objects are checked once the prefetches are done), one waits for them first."""
         jit = self.jit
         jobs = len(plans) + len(support)
         workers = jit.compile_workers(jobs) if (
@@ -556,7 +561,8 @@ class KernelCache:
         start = time.perf_counter()
         try:
             if len(workers) > 1:
-                return self._compile_parallel(plans, workers, progress, support)
+                return self._compile_parallel(plans, workers, progress, support, running)
+            support = [*support, *self._after_prefetches(running)]
             for job in support:
                 error = self._link_compiled(job, self._support_reply(job))
                 if error is not None:
@@ -603,19 +609,26 @@ class KernelCache:
         return jit.accept_support(support, job.identity, reply, job.found, self.stats)
 
     def _compile_parallel(self, plans: Sequence[KernelPlan], workers: Sequence[CompileWorker],
-                          progress: CompileProgress, support: Sequence[_SupportJob] = ()
+                          progress: CompileProgress, support: Sequence[_SupportJob] = (),
+                          running: Sequence[_Prefetch] = ()
                           ) -> tuple[list[bytes], CompileError | None]:
         """``_compile_all`` on several workers: this thread writes each kernel's IR and
         queues it (the support modules' first); a thread per worker sends it and waits
         for the object (the pipes release the GIL, so LLVM runs in every worker process
-        at once while Python writes the next IR). Replies are taken in plan order, so
-        what is cached, and which failure is reported, is what a serial compile would
-        give; the object code is the same bytes (same LLVM, same target machine)."""
+        at once while Python writes the next IR). A worker that a ``running`` prefetch
+        holds takes jobs once that prefetch is done: the medium GPT's cold step waited
+        0.38 s for the GEMM driver's compile with both workers and this thread idle
+        before its kernels started. Replies are taken in plan order, so what is cached,
+        and which failure is reported, is what a serial compile would give; the object
+        code is the same bytes (same LLVM, same target machine)."""
         jit = self.jit
         tasks: queue.SimpleQueue = queue.SimpleQueue()
         replies: dict[int, bytes | BaseException] = {}
+        held = {id(job.worker): job.thread for job in running if job.worker is not None}
 
         def serve(worker: CompileWorker) -> None:
+            if id(worker) in held:
+                held[id(worker)].join()
             while (task := tasks.get()) is not None:
                 i, name, text, level, vectorize = task
                 try:
@@ -650,6 +663,10 @@ class KernelCache:
                 t.join()
         for i, job in enumerate(support):
             error = self._link_compiled(job, replies[i])
+            if error is not None:
+                return [], error
+        for job in self._after_prefetches(running):     # (a prefetch that failed: rare)
+            error = self._link_compiled(job, self._support_reply(job))
             if error is not None:
                 return [], error
         out: list[bytes] = []
@@ -695,9 +712,10 @@ class KernelCache:
         building, optimizing, fusing and planning its IR, ~1.4 s of one core on a medium
         GPT while the other core idles -- with the GEMM driver's compile (~0.6 s, which
         otherwise took a worker for that long inside the step's batch of kernels) and
-        the workers' start (~0.08 s each). A batch whose kernels call ``support`` waits
-        for it (``_support_jobs``); if the thread failed, the batch compiles the module
-        as it would have, and reports what fails. Nothing happens when the module is
+        the workers' start (~0.08 s each). A batch whose kernels call ``support``
+        compiles them on the other workers meanwhile and waits for it before loading
+        them (``_compile_parallel``); if the thread failed, the batch compiles the
+        module as it would have, and reports what fails. Nothing happens when the module is
         linked or being prefetched already, or when compile workers are off."""
         jit = self.jit     # (made here: never by two threads)
         if support.name in _LINKED or jit.worker_problem is not None \
@@ -706,8 +724,9 @@ class KernelCache:
         with self._prefetch_lock:
             if support.name in self._prefetching:
                 return
-            job = self._prefetching[support.name] = _Prefetch()
+            job = self._prefetching[support.name] = _Prefetch(support)
         workers = jit.compile_workers(MAX_COMPILE_JOBS)
+        job.worker = workers[0]
         job.thread = threading.Thread(target=self._prefetch, args=(support, workers, job),
                                       daemon=True, name=f"nova-prefetch-{support.name}")
         job.thread.start()
@@ -736,13 +755,24 @@ class KernelCache:
         except BaseException as e:      # the batch compiles it and reports (docstring)
             job.error = e
 
-    def _await_prefetched(self, plans: Sequence[KernelPlan]) -> None:
-        """Wait for the prefetches of the support modules ``plans`` call, and count what
-        each did in ``stats``."""
+    def _prefetches(self, plans: Sequence[KernelPlan]) -> list[_Prefetch]:
+        """The prefetches of the support modules ``plans`` call, taken over by the
+        caller (which awaits them: ``_await``)."""
         names = {s.name for plan in plans for s in support_for(plan)}
         with self._prefetch_lock:
-            jobs = [self._prefetching.pop(name) for name in names
+            return [self._prefetching.pop(name) for name in sorted(names)
                     if name in self._prefetching]
+
+    def _after_prefetches(self, running: Sequence[_Prefetch]) -> list[_SupportJob]:
+        """Await ``running`` and return a job for each module a prefetch failed to
+        link (found on disk meanwhile: linked, no job)."""
+        self._await(running)
+        jobs = [self._support_job(job.support) for job in running
+                if job.support.name not in _LINKED]
+        return [job for job in jobs if job is not None]
+
+    def _await(self, jobs: Sequence[_Prefetch]) -> None:
+        """Wait for prefetches ``jobs`` and count what each did in ``stats``."""
         for job in jobs:
             job.thread.join()
             for field in fields(KernelStats):
@@ -751,31 +781,38 @@ class KernelCache:
             if job.error is not None and not isinstance(job.error, _REDONE_BY_THE_BATCH):
                 raise job.error     # a bug in the prefetch itself: not to be hidden
 
-    def _support_jobs(self, plans: Sequence[KernelPlan]) -> list[_SupportJob]:
+    def _support_jobs(self, plans: Sequence[KernelPlan], skip: Collection[str] = ()
+                      ) -> list[_SupportJob]:
         """Link the support modules ``plans`` call that the disk cache has (or that a
-        prefetch made ready); the rest, to be compiled with the batch."""
-        self._await_prefetched(plans)
+        prefetch made ready); the rest, to be compiled with the batch. Modules named in
+        ``skip`` (prefetches still running, awaited by the batch) are left alone."""
+        jobs = [self._support_job(support) for support in self.jit.unlinked(plans)
+                if support.name not in skip]
+        return [job for job in jobs if job is not None]
+
+    def _support_job(self, support: SupportModule) -> _SupportJob | None:
+        """Link ``support`` from the disk cache, or its job to compile (None: linked)."""
         jit = self.jit
-        jobs = []
-        for support in jit.unlinked(plans):
-            # found by what it is built from: building and printing the GEMM driver's
-            # IR only to look it up took ~0.1 s of a warm first step
-            identity = support.identity(jit.triple, jit.data_layout)
-            obj, found = jit.read_support(support.name, identity, support.symbols, self.stats)
-            if obj is None:
-                text = str(support.build(jit.triple, jit.data_layout))
-                jobs.append(_SupportJob(support, text, found, identity))
-            else:
-                jit.link(support, obj)
-        return jobs
+        # found by what it is built from: building and printing the GEMM driver's IR
+        # only to look it up took ~0.1 s of a warm first step
+        identity = support.identity(jit.triple, jit.data_layout)
+        obj, found = jit.read_support(support.name, identity, support.symbols, self.stats)
+        if obj is None:
+            return _SupportJob(support, str(support.build(jit.triple, jit.data_layout)),
+                               found, identity)
+        jit.link(support, obj)
+        return None
 
     def _objects(self, plans: Sequence[KernelPlan]) -> dict[str, bytes]:
         """The object code of each plan: from the disk cache, else compiled (all the
         missing ones together, with the support modules they call, ``_compile_all``)
         and stored."""
         jit = self.jit
-        support = self._support_jobs(plans)
-        promised = {symbol for job in support for symbol in job.support.symbols}
+        prefetches = self._prefetches(plans)
+        running = [job for job in prefetches if job.thread.is_alive()]
+        self._await([job for job in prefetches if job not in running])   # (done already)
+        support = self._support_jobs(plans, skip={job.support.name for job in running})
+        promised = {symbol for job in [*support, *running] for symbol in job.support.symbols}
         directory = _cache_dir(jit)
         objects: dict[str, bytes] = {}
         missing: list[tuple[KernelPlan, str | None, str, Lookup]] = []
@@ -787,7 +824,7 @@ class KernelCache:
                 objects[plan.name] = found.payload
             else:
                 missing.append((plan, path, key, found))
-        compiled, error = self._compile_all([m[0] for m in missing], support)
+        compiled, error = self._compile_all([m[0] for m in missing], support, running)
         for (plan, path, key, found), obj in zip(missing, compiled):
             objects[plan.name] = obj
             if path and found.writable:

@@ -244,20 +244,30 @@ def test_a_support_module_llvm_rejects_is_a_compile_error_naming_it(monkeypatch,
 
 
 _PREFETCH_SCRIPT = """
-import json, sys, threading, numpy as np, nova as nv
+import json, sys, threading, time, numpy as np, nova as nv
 from nova.runtime import kernel_cache
 from nova.runtime.compile_worker import CompileWorker, WorkerDied
 from nova.compiler.targets import get_target
 mode = sys.argv[1]
 sent = []
+spans = []          # (by the prefetch, name, start, end) of every compile
 original = CompileWorker.compile
 def spy(self, name, text, level=3, vectorize=True):
     sent.append((threading.current_thread().name.startswith("nova-prefetch"), name))
-    if mode == "fail" and sent[-1][0]:
-        raise WorkerDied("injected: the prefetch's worker ended")
-    if mode == "bug" and sent[-1][0]:
-        raise ZeroDivisionError("injected: a bug in the prefetch")
-    return original(self, name, text, level, vectorize)
+    start = time.perf_counter()
+    try:
+        if sent[-1][0] and mode.startswith("slow"):
+            time.sleep(1.5)          # a driver compile longer than the step's front end
+            if mode == "slow-fail":
+                raise WorkerDied("injected: the prefetch's worker ended")
+        if mode == "fail" and sent[-1][0]:
+            raise WorkerDied("injected: the prefetch's worker ended")
+        if mode == "bug" and sent[-1][0]:
+            raise ZeroDivisionError("injected: a bug in the prefetch")
+        return original(self, name, text, level, vectorize)
+    finally:
+        spans.append((threading.current_thread().name.startswith("nova-prefetch"), name,
+                      start, time.perf_counter()))
 CompileWorker.compile = spy
 cache = kernel_cache.KERNELS
 started = []
@@ -267,20 +277,27 @@ driver = get_target("cpu").product_support().name
 a = np.random.default_rng(0).standard_normal((64, 48)).astype(np.float32)
 nv.realize(nv.tensor(a) * 2 + 1)                     # no product: nothing prefetched
 without = list(started)
-sent.clear()
+sent.clear(); spans.clear()
 pool_and_all = cache.stats.support_compiled      # (the thread pool's, with NOVA_CACHE=0)
 x = nv.tensor(a)
 y = (x @ x.T).relu()                                 # a product: the driver is prefetched
+z = (x * 3).exp().sum(0) if mode.startswith("slow") else None   # (more kernels)
 try:
+    if z is not None:
+        nv.realize(y, z)
     got = y.numpy()
 except ZeroDivisionError as e:
     print(json.dumps({"raised": str(e)}))
     sys.exit(0)
 print(json.dumps({"without": without, "started": started, "driver": driver, "sent": sent,
+                  "spans": spans,
                   "compiled": cache.stats.support_compiled - pool_and_all,
                   "linked": driver in kernel_cache._LINKED, "pending": len(cache._prefetching),
                   "right": bool(np.allclose(got, np.maximum(a @ a.T, 0), rtol=1e-5,
-                                            atol=1e-5))}))
+                                            atol=1e-5)
+                                and (z is None or np.allclose(z.numpy(),
+                                                              np.exp(a * 3).sum(0),
+                                                              rtol=1e-5)))}))
 """
 
 
@@ -321,6 +338,32 @@ def test_a_failed_prefetch_leaves_the_driver_to_the_batch():
     assert [name for by_prefetch, name in report["sent"] if by_prefetch] == [driver]
     batch = [name for by_prefetch, name in report["sent"] if not by_prefetch]
     assert batch[0] == driver and len(batch) > 1
+    assert report["compiled"] == 1 and report["linked"] and report["right"]
+
+
+def test_kernels_compile_on_the_other_workers_while_the_driver_still_compiles():
+    """A prefetch still compiling the driver when the step's kernels are ready to
+    compile (injected: it takes 1.5 s) holds one worker; the other compiles kernels
+    meanwhile (the medium GPT's cold step used to wait 0.38 s with every worker idle),
+    and the kernels are loaded once the driver is linked: the results are right."""
+    report = _prefetch_run("slow")
+    driver = report["driver"]
+    (prefetch,) = [sp for sp in report["spans"] if sp[0]]
+    batch = [sp for sp in report["spans"] if not sp[0]]
+    assert prefetch[1] == driver and len(batch) >= 2 and driver not in {b[1] for b in batch}
+    assert min(b[2] for b in batch) < prefetch[3]       # a kernel compiled meanwhile
+    assert report["compiled"] == 1 and report["linked"] and report["pending"] == 0
+    assert report["right"]
+
+
+def test_a_prefetch_failing_while_kernels_compile_leaves_the_driver_to_the_batch():
+    """The slow prefetch's worker dies after the kernels compiled beside it: the batch
+    compiles the driver itself, links it before loading them, and the results are
+    right."""
+    report = _prefetch_run("slow-fail")
+    driver = report["driver"]
+    batch = [name for by_prefetch, name in report["sent"] if not by_prefetch]
+    assert driver in batch and len(batch) > 2
     assert report["compiled"] == 1 and report["linked"] and report["right"]
 
 

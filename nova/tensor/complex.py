@@ -565,8 +565,17 @@ def _axis_zero(part: Tensor, zero: Tensor, scale: Tensor) -> Tensor:
 
 
 def exp(z: ComplexTensor) -> ComplexTensor:
+    """``e^x (cos y + i sin y)``, with C99's values where an infinite or NaN ``y``
+    meets ``e^x = 0`` (``x = -inf``: ``0 + 0i``, not ``0 * NaN``) or ``e^x = +inf``
+    (``inf + NaN i``) and the axis zeros of ``_axis_zero``."""
     m = _ops.exp(z._re)
-    return ComplexTensor(m * _ops.cos(z._im), _axis_zero(m * _ops.sin(z._im), z._im, m))
+    re = m * _ops.cos(z._im)
+    im = _axis_zero(m * _ops.sin(z._im), z._im, m)
+    wild = _ops.logical_not(_elementary.isfinite(z._im))
+    vanished = _ops.logical_and(wild, _ops.eq(m, 0))
+    return ComplexTensor(
+        _ops.where(vanished, 0.0, _ops.where(_ops.logical_and(wild, _ops.isinf(m)), m, re)),
+        _ops.where(vanished, 0.0, im))
 
 
 def log(z: ComplexTensor) -> ComplexTensor:
@@ -592,17 +601,28 @@ def sqrt(z: ComplexTensor) -> ComplexTensor:
     return ComplexTensor(re, im)
 
 
+def _infinite_part(part: Tensor, growing: Tensor, turning: Tensor) -> Tensor:
+    """``part`` (a hyperbolic function of ``growing`` times a trigonometric one of
+    ``turning``), except where ``growing`` is infinite and ``turning`` is not finite:
+    there sinh, cosh, sin and cos have an infinite part (C99: ``+-inf``, the sign
+    unspecified; numpy's ``+inf``) that the formula's ``inf * NaN`` made NaN."""
+    wild = _ops.logical_and(_ops.isinf(growing),
+                            _ops.logical_not(_elementary.isfinite(turning)))
+    return _ops.where(wild, math.inf, part)
+
+
 def sin(z: ComplexTensor) -> ComplexTensor:
     ch = _elementary.cosh(z._im)
+    im = _axis_zero(_ops.cos(z._re) * _elementary.sinh(z._im), z._im, z._re)
     return ComplexTensor(_axis_zero(_ops.sin(z._re) * ch, z._re, ch),
-                         _axis_zero(_ops.cos(z._re) * _elementary.sinh(z._im), z._im, z._re))
+                         _infinite_part(im, z._im, z._re))
 
 
 def cos(z: ComplexTensor) -> ComplexTensor:
     x, y = z._re, z._im
     sh = _elementary.sinh(y)
     im = _axis_zero(_axis_zero(-(_ops.sin(x) * sh), x, sh), y, x)
-    return ComplexTensor(_ops.cos(x) * _elementary.cosh(y), im)
+    return ComplexTensor(_infinite_part(_ops.cos(x) * _elementary.cosh(y), y, x), im)
 
 
 def real(z: Any) -> Tensor:

@@ -10,8 +10,10 @@ overflows nor cancels where the function itself is well scaled: ``tanh`` of a la
 part is its limit, not ``inf / inf``; ``log1p``, ``expm1`` and ``asinh`` of small
 arguments keep their relative accuracy; ``sinh``/``cosh`` keep C99's exact zeros on the
 axes (``nova.tensor.complex._axis_zero``). Values on a branch cut follow the formulas'
-signed-zero behaviour and may differ from C99's there, and so may infinite arguments of
-the inverse functions and of ``tanh`` (a NaN part where C99 has a limit).
+signed-zero behaviour and may differ from C99's there. Infinite arguments take C99's
+limits (``atanh(inf) = 0 + i pi/2``, ``acosh(-inf) = inf + i pi``, ``tanh(inf + i inf)
+= 1 + 0i``), not the NaN that ``inf - inf`` or ``inf * 0`` in the formula would give;
+NaN arguments give NaN parts except where C99 keeps an exact zero.
 """
 from __future__ import annotations
 
@@ -26,8 +28,8 @@ from nova.tensor import ops as _ops
 from nova.tensor import special as _special
 from nova.core.shapes import normalize_dim
 from nova.tensor.complex import (
-    ComplexTensor, _as_complex, _axis_zero, _cast_for, cat, div, exp, log, mul, reciprocal,
-    sqrt,
+    ComplexTensor, _as_complex, _axis_zero, _cast_for, _infinite_part, cat, div, exp, log,
+    mul, reciprocal, sqrt,
 )
 from nova.tensor.complex import abs as _cabs
 from nova.tensor.tensor import Tensor
@@ -52,8 +54,8 @@ def _rotate_out(z: ComplexTensor) -> ComplexTensor:
 def sinh(z: Any) -> ComplexTensor:
     z = _as_complex("sinh", z)
     sh, ch = _elementary.sinh(z._re), _elementary.cosh(z._re)
-    return ComplexTensor(_axis_zero(sh * _ops.cos(z._im), z._re, _ops.cos(z._im)),
-                         _axis_zero(ch * _ops.sin(z._im), z._im, ch))
+    re = _axis_zero(sh * _ops.cos(z._im), z._re, _ops.cos(z._im))
+    return ComplexTensor(_infinite_part(re, z._re, z._im), _axis_zero(ch * _ops.sin(z._im), z._im, ch))
 
 
 def cosh(z: Any) -> ComplexTensor:
@@ -61,7 +63,7 @@ def cosh(z: Any) -> ComplexTensor:
     sh, ch = _elementary.sinh(z._re), _elementary.cosh(z._re)
     x, y = z._re, z._im
     im = _axis_zero(_axis_zero(sh * _ops.sin(y), y, sh), x, y)
-    return ComplexTensor(ch * _ops.cos(y), im)
+    return ComplexTensor(_infinite_part(ch * _ops.cos(y), x, y), im)
 
 
 def tanh(z: Any) -> ComplexTensor:
@@ -77,6 +79,10 @@ def tanh(z: Any) -> ComplexTensor:
     near_im = _ops.sin(y * 2.0) / den
     far_re = _special.copysign(_creation.ones_like(x), x)
     far_im = _ops.sin(y * 2.0) * _ops.exp(_ops.abs(x) * -2.0) * 2.0
+    # C99: an infinite x gives 1 + 0i whatever y is (sin 2y may be NaN); on the axes
+    # the exact zeros stay (tanh(0 + i inf) = 0 + NaN i, tanh(NaN + 0i) = NaN + 0i).
+    far_im = _ops.where(_ops.isinf(x), _special.copysign(_creation.zeros_like(y), y), far_im)
+    near_re, near_im = _axis_zero(near_re, x, den), _axis_zero(near_im, y, den)
     return ComplexTensor(_ops.where(far, far_re, near_re), _ops.where(far, far_im, near_im))
 
 
@@ -143,8 +149,10 @@ def asinh(z: Any) -> ComplexTensor:
     near = log1p(small_w + div(w2, sqrt(w2 + 1.0) + 1.0))
     far = log(ComplexTensor(_ops.where(big, w._re, 1.0), _ops.where(big, w._im, 0.0)))
     re = _ops.where(big, far._re + math.log(2.0), near._re)
-    im = _ops.where(big, far._im, near._im)
-    return ComplexTensor(re * sign, im * sign)
+    im = _ops.where(big, far._im, near._im) * sign
+    # C99: asinh(NaN +- 0i) = NaN +- 0i (and so asin(+-0 + NaN i) keeps its zero)
+    im = _ops.where(_ops.logical_and(_ops.isnan(z._re), _ops.eq(z._im, 0)), z._im, im)
+    return ComplexTensor(re * sign, im)
 
 
 def asin(z: Any) -> ComplexTensor:
@@ -156,16 +164,62 @@ def acos(z: Any) -> ComplexTensor:
     return ComplexTensor(math.pi / 2 - w._re, -w._im)
 
 
+def _split_large(z: ComplexTensor, limit: float
+                 ) -> tuple[Tensor, ComplexTensor, ComplexTensor]:
+    """``(big, near, far)``: where ``max(|x|, |y|) > limit`` or a part is infinite (a
+    NaN beside it included), and ``z`` with the other side's points replaced by safe
+    values (0 for the near branch, 2 * limit for the far one), so neither branch, nor
+    its gradient, meets what it was not written for."""
+    big = _ops.logical_or(_ops.maximum(_ops.abs(z._re), _ops.abs(z._im)) > limit,
+                          _ops.logical_or(_ops.isinf(z._re), _ops.isinf(z._im)))
+    near = ComplexTensor(_ops.where(big, 0.0, z._re), _ops.where(big, 0.0, z._im))
+    far = ComplexTensor(_ops.where(big, z._re, 2.0 * limit), _ops.where(big, z._im, 0.0))
+    return big, near, far
+
+
+def _pick(big: Tensor, far: ComplexTensor, near: ComplexTensor) -> ComplexTensor:
+    return ComplexTensor(_ops.where(big, far._re, near._re), _ops.where(big, far._im, near._im))
+
+
 def acosh(z: Any) -> ComplexTensor:
-    """The principal ``log(z + sqrt(z + 1) sqrt(z - 1))``."""
+    """The principal ``log(z + sqrt(z + 1) sqrt(z - 1))``; past ``_ASINH_LARGE``,
+    ``log(2z)`` (the product of the roots tends to ``z``; the next term, ``-1 / (4z^2)``,
+    is below float64's rounding), which also gives C99's limits at infinity
+    (``acosh(-inf + 0i) = inf + i pi``) where the formula's ``inf * 0`` was NaN."""
     z = _as_complex("acosh", z)
-    return log(z + mul(sqrt(z + 1.0), sqrt(z - 1.0)))
+    big, near, far = _split_large(z, _ASINH_LARGE)
+    near_w = log(near + mul(sqrt(near + 1.0), sqrt(near - 1.0)))
+    far_w = log(far)
+    w = _pick(big, ComplexTensor(far_w._re + math.log(2.0), far_w._im), near_w)
+    # C99: acosh(+-0 + NaN i) = NaN + i pi/2
+    axis = _ops.logical_and(_ops.eq(z._re, 0), _ops.isnan(z._im))
+    return ComplexTensor(w._re, _ops.where(axis, math.pi / 2, w._im))
 
 
 def atanh(z: Any) -> ComplexTensor:
+    """``(log1p(z) - log1p(-z)) / 2``; past ``_ASINH_LARGE``, ``1/z + i pi/2
+    sign(y)`` (the next term, ``1 / (3 z^3)``, is below float64's rounding), so an
+    infinite argument gives C99's ``+-0 + i pi/2`` instead of ``inf - inf``."""
     z = _as_complex("atanh", z)
-    w = log1p(z) - log1p(z * -1.0)
-    return ComplexTensor(w._re * 0.5, w._im * 0.5)
+    big, near, far = _split_large(z, _ASINH_LARGE)
+    w = log1p(near) - log1p(near * -1.0)
+    # 1/z as (x/m) / m / ((x/m)^2 + (y/m)^2), m = max(|x|, |y|): no overflow; at an
+    # infinite m its real part is a zero with x's sign
+    m = _ops.maximum(_ops.abs(far._re), _ops.abs(far._im))
+    finite = _elementary.isfinite(m)
+    ms = _ops.where(finite, m, 1.0)
+    xs, ys = _ops.where(finite, far._re, 0.0) / ms, _ops.where(finite, far._im, 0.0) / ms
+    scale = ms * (xs * xs + ys * ys)
+    zero = _special.copysign(_creation.zeros_like(far._re), far._re)
+    inv_re = _ops.where(finite, xs / scale, zero)
+    inv_im = _ops.where(finite, ys / scale * -1.0, _creation.zeros_like(far._im))
+    half_pi = _special.copysign(_creation.full_like(far._im, math.pi / 2), far._im)
+    far_im = _ops.where(_ops.isnan(far._im), far._im, half_pi + inv_im)   # (inf + NaN i)
+    w = _pick(big, ComplexTensor(inv_re, far_im),
+              ComplexTensor(w._re * 0.5, w._im * 0.5))
+    # C99: atanh(+-0 + NaN i) = +-0 + NaN i (and so atan(NaN +- 0i) keeps its zero)
+    axis = _ops.logical_and(_ops.eq(z._re, 0), _ops.isnan(z._im))
+    return ComplexTensor(_ops.where(axis, z._re, w._re), w._im)
 
 
 def atan(z: Any) -> ComplexTensor:

@@ -498,3 +498,53 @@ def test_a_complex_parameter_in_state_dicts_copies_and_conversions():
                                   nv.view_as_real(nv.tensor(want)).numpy())
     m.double()
     assert m.w.dtype == nv.complex128 and m.b.dtype == nv.float64
+
+
+_SPECIAL = [complex(a, b) for a in (np.inf, -np.inf, 0.0, 1.5, -2.0, np.nan)
+            for b in (0.0, -0.0, np.inf, -np.inf, 0.75, np.nan)] + [
+    complex(1e30, 1e30), complex(-1e30, 1e-30), complex(3e9, -2e9), complex(0.25, 1e10)]
+
+
+# C99 leaves the sign of these functions' infinite part unspecified at some points
+# (sinh(inf + i inf), asinh(NaN + i inf) = +-inf + NaN i); numpy's and Nova's may
+# differ there.
+_UNSIGNED_INFINITY = {"sin", "cos", "sinh", "cosh", "exp", "asin", "asinh", "acos"}
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+@pytest.mark.parametrize("on", ["interp", "cpu"])
+def test_every_function_takes_c99s_values_at_infinities_and_nans(on, dtype):
+    """Infinite and NaN arguments give numpy's (C99 Annex G) values: atanh(inf) was
+    nan + i pi/2 (C99: 0 + i pi/2), acosh(-inf) inf + nanj (inf + i pi), atan(inf)
+    pi/2 + nanj, tanh(inf + i inf) 1 + nanj (1 + 0i), exp(-inf + i inf) nan + nanj
+    (0), sinh/cosh/sin/cos a NaN where C99 has an infinite part, and the exact zeros
+    of asinh(NaN + 0i), atanh(0 + NaN i), tanh(NaN + 0i). A zero's sign, and an
+    infinity's where C99 leaves it unspecified, are not compared; large finite
+    arguments (the limit forms past 1e9) agree to float64 rounding."""
+    vals = np.array(_SPECIAL, dtype)
+    names = {"asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
+             "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh}
+    with nv.engine(on):
+        z = nv.tensor(vals)
+        for name in ("exp", "log", "sqrt", "sin", "cos", "tan", "sinh", "cosh", "tanh",
+                     "asin", "acos", "atan", "asinh", "acosh", "atanh", "log1p", "expm1",
+                     "sigmoid"):
+            got = getattr(nv, name)(z).numpy()
+            with np.errstate(all="ignore"):
+                wide = vals.astype(np.complex128)
+                want = (1 / (1 + np.exp(-wide)) if name == "sigmoid"
+                        else names.get(name, getattr(np, name, None))(wide)).astype(dtype)
+            for part in ("real", "imag"):
+                g, w = getattr(got, part), getattr(want, part)
+                np.testing.assert_array_equal(np.isnan(g), np.isnan(w),
+                                              err_msg=f"{name} {part} at {vals}")
+                np.testing.assert_array_equal(np.isinf(g), np.isinf(w),
+                                              err_msg=f"{name} {part} at {vals}")
+                finite = np.isfinite(w)
+                scale = np.abs(np.where(np.isfinite(want), want, 0))[finite]   # |f(z)|
+                eps = 1e-5 if dtype == np.complex64 else 1e-12
+                assert np.all(np.abs(g[finite] - w[finite]) <= eps * scale + 1e-30), \
+                    f"{name} {part} at {vals[finite]}: {g[finite]} != {w[finite]}"
+                assert np.array_equal(np.sign(g[np.isinf(w)]), np.sign(w[np.isinf(w)])) \
+                    or name in _UNSIGNED_INFINITY, f"{name} {part}: infinities' signs"
+

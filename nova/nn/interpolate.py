@@ -28,9 +28,11 @@ filter's half width (1 triangle, 2 cubic with ``A = -0.5``, 3 Lanczos) times
 float64 and rounded once (PyTorch computes a float32 input's in float32: results agree
 to a few ulp). Each tap is a gather, masked where a window is shorter than the widest.
 
-A uint8 image takes ``bilinear`` (with or without ``antialias``), as on PyTorch's CPU,
-and gets PyTorch's bytes exactly: its fixed-point scheme (``_uint8_bilinear``), not
-the float formula rounded.
+A uint8 image takes ``bilinear`` (with or without ``antialias``) and ``bicubic`` with
+``antialias=True``, as on PyTorch's CPU, and gets PyTorch's bytes exactly: its
+fixed-point scheme (``_uint8_resize``), not the float formula rounded. (PyTorch also
+resizes uint8 bicubic without antialiasing; Nova refuses that rather than give bytes
+that differ from PyTorch's: ``_UINT8_FILTERS``.)
 """
 from __future__ import annotations
 
@@ -214,15 +216,25 @@ def _antialias(x: Tensor, out_size: tuple[int, ...], scales: tuple[float | None,
     return x
 
 
+# The filters of PyTorch's uint8 path (PIL's scheme) by (mode, antialias); bicubic
+# antialiasing takes Keys' A = -0.5. (Bicubic without antialiasing reads clamped taps
+# with A = -0.75 in a fixed point whose details were not matched: that form, tried,
+# differed from PyTorch's bytes by 1 in 0.1% of pixels, so it is refused instead.)
+_UINT8_FILTERS = {("bilinear", False): (_triangle, 1), ("bilinear", True): (_triangle, 1),
+                  ("bicubic", True): (_keys_cubic, 2)}
+
+
 def _uint8_taps(n_in: int, n_out: int, scale: float | None, align_corners: bool,
-                antialias: bool) -> tuple[np.ndarray, np.ndarray, int]:
-    """PyTorch's fixed-point bilinear taps of one dim of a uint8 image: source indices
+                antialias: bool, mode: str = "bilinear") -> tuple[np.ndarray, np.ndarray, int]:
+    """PyTorch's fixed-point taps of one dim of a uint8 image: source indices
     ``(n_out, K)``, int16-range integer weights and their precision ``p`` (the weight
     ``w`` is ``round(w * 2^p)``, ``p`` the largest below 22 whose largest weight still
-    fits in 15 bits). The float weights are the triangle filter's window
-    (``_filter_window``), widened only when antialiasing, centred at ``s i + 0.5`` for
-    ``align_corners`` without antialiasing."""
-    j, inside, w = _filter_window(n_in, n_out, scale, align_corners, _triangle, 1,
+    fits in 15 bits). The float weights are the mode's filter window
+    (``_filter_window``, ``_UINT8_FILTERS``: clipped to the input and normalized),
+    widened only when antialiasing, centred at ``s i + 0.5`` for ``align_corners``
+    without antialiasing."""
+    filt, half = _UINT8_FILTERS[mode, antialias]
+    j, inside, w = _filter_window(n_in, n_out, scale, align_corners, filt, half,
                                   antialias, 0.5 if align_corners and not antialias else 0.0)
     precision = 0
     while precision < 22 and int(0.5 + w.max() * (1 << (precision + 1))) < (1 << 15):
@@ -231,18 +243,18 @@ def _uint8_taps(n_in: int, n_out: int, scale: float | None, align_corners: bool,
     return np.where(inside, j, j[:, :1]), fixed, precision
 
 
-def _uint8_bilinear(x: Tensor, out_size: tuple[int, ...], scales: tuple[float | None, ...],
-                    align_corners: bool, antialias: bool) -> Tensor:
-    """Bilinear resizing of a uint8 image as PyTorch's CPU kernel computes it, exactly:
-    in fixed point, the last dim first, each pass ``clamp((2^(p-1) + sum(pixel x
-    weight)) >> p, 0, 255)`` in int32 and stored as uint8 before the next (PIL's
-    scheme); a dim whose size does not change is skipped (``_uint8_taps``)."""
+def _uint8_resize(x: Tensor, out_size: tuple[int, ...], scales: tuple[float | None, ...],
+                  align_corners: bool, antialias: bool, mode: str) -> Tensor:
+    """Bilinear or bicubic resizing of a uint8 image as PyTorch's CPU kernel computes
+    it, exactly: in fixed point, the last dim first, each pass ``clamp((2^(p-1) +
+    sum(pixel x weight)) >> p, 0, 255)`` in int32 and stored as uint8 before the next
+    (PIL's scheme); a dim whose size does not change is skipped (``_uint8_taps``)."""
     for d in reversed(range(len(out_size))):
         axis, n_out = 2 + d, out_size[d]
         if x.shape[axis] == n_out:
             continue
         taps, fixed, precision = _uint8_taps(x.shape[axis], n_out, scales[d],
-                                             align_corners, antialias)
+                                             align_corners, antialias, mode)
         shape = [1] * x.ndim
         shape[axis] = n_out
         total = ops.full_const(1 << (precision - 1), (), dt.int32)
@@ -288,15 +300,19 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
         raise ValueError(f"{op}: mode 'lanczos' needs antialias=True")
     if mode == "lanczos" and align_corners:
         raise ValueError(f"{op}: mode 'lanczos' does not support align_corners=True")
-    uint8_bilinear = input.dtype == dt.uint8 and mode == "bilinear"
+    uint8_image = input.dtype == dt.uint8 and (mode, antialias) in _UINT8_FILTERS
+    if input.dtype == dt.uint8 and mode == "bicubic" and not antialias:
+        raise TypeError(f"{op}: mode 'bicubic' of a uint8 image {input.shape} is supported "
+                        "with antialias=True only (PyTorch's bytes, exactly); without "
+                        "antialiasing, resize a float copy (x.float()) and round it back")
     if not input.dtype.is_floating_point and mode not in ("nearest", "nearest-exact") \
-            and not uint8_bilinear:
+            and not uint8_image:
         raise TypeError(f"{op}: mode {mode!r} needs a floating point input, got "
                         f"{input.dtype.name} (of the integer types, uint8 takes 'bilinear' "
-                        "too, as in PyTorch)")
+                        "and antialiased 'bicubic' too, as in PyTorch)")
     out_size, scales = _sizes(op, input, nd, size, scale_factor, recompute_scale_factor)
-    if uint8_bilinear:
-        return _uint8_bilinear(input, out_size, scales, bool(align_corners), antialias)
+    if uint8_image:
+        return _uint8_resize(input, out_size, scales, bool(align_corners), antialias, mode)
     if mode == "area":
         return (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[nd - 1](
             input, out_size)

@@ -326,5 +326,37 @@ def test_uint8_bilinear_matches_recorded_pytorch_bytes():
     y = F.interpolate(x, scale_factor=(1.0, 0.5), mode="bilinear")
     np.testing.assert_array_equal(
         y.numpy(), _uint8_pass_reference(x.numpy(), 2, False, False, scale=2.0))
-    with pytest.raises(TypeError, match="uint8 takes 'bilinear' too"):
+    with pytest.raises(TypeError, match="antialias=True only"):
         F.interpolate(x, size=(3, 2), mode="bicubic")
+    with pytest.raises(TypeError, match="uint8 takes 'bilinear' and antialiased 'bicubic'"):
+        F.interpolate(x, size=(3, 2), mode="area")
+
+
+def test_uint8_antialiased_bicubic_matches_recorded_pytorch_bytes():
+    """uint8 bicubic with antialias=True (torchvision's Resize of uint8 tensors; was a
+    TypeError) gives torch 2.13's bytes: Keys' cubic (A = -0.5) in PIL's fixed point,
+    the intermediate pass rounded (109 and 104 where the float resize gives 109.77
+    and 103.16, 83 for 82.43). Without antialiasing it is refused, not approximated."""
+    x = nv.tensor(np.array([[[[0, 255, 7, 128, 64], [13, 200, 99, 1, 250]]]], np.uint8))
+    assert F.interpolate(x, size=(3, 2), mode="bicubic", antialias=True).tolist() == \
+        [[[[109, 83], [107, 101], [104, 118]]]]
+    assert F.interpolate(x, size=(4, 9), mode="bicubic", antialias=True).tolist() == \
+        [[[[0, 80, 251, 158, 0, 71, 138, 78, 42], [0, 77, 234, 162, 26, 57, 105, 105, 100],
+           [0, 70, 202, 172, 80, 31, 39, 159, 214], [0, 67, 185, 176, 107, 17, 6, 186, 255]]]]
+    with pytest.raises(TypeError, match=r"uint8 image \(1, 1, 2, 5\) is supported with "
+                                        r"antialias=True only"):
+        F.interpolate(x, size=(4, 9), mode="bicubic")
+
+
+@pytest.mark.parametrize("size,align", [((5, 11), False), ((20, 4), True), ((17, 17), False),
+                                        ((7, 50), True), ((31, 97), False)])
+def test_uint8_antialiased_bicubic_is_pytorchs_bytes(size, align):
+    """Against PyTorch itself (where installed): up and down, both align_corners."""
+    torch = pytest.importorskip("torch")
+    x = RNG.integers(0, 256, (2, 3, 13, 24), dtype=np.uint8)
+    want = torch.nn.functional.interpolate(torch.from_numpy(x), size=size, mode="bicubic",
+                                           antialias=True, align_corners=align).numpy()
+    got = F.interpolate(nv.tensor(x), size=size, mode="bicubic", antialias=True,
+                        align_corners=align)
+    assert got.dtype == nv.uint8
+    np.testing.assert_array_equal(got.numpy(), want)

@@ -2,6 +2,8 @@
 and the default generator's state as a tensor."""
 import warnings
 
+import numpy as np
+
 import pytest
 
 import nova as nv
@@ -45,9 +47,9 @@ def print_defaults():
 
 def test_print_options_change_the_repr(print_defaults):
     x = nv.tensor([1.23456, 100.0])
-    assert repr(x) == "tensor([  1.2346, 100.    ])"
+    assert repr(x) == "tensor([  1.2346, 100.0000])"     # PyTorch's format
     nv.set_printoptions(precision=2)
-    assert repr(x) == "tensor([  1.23, 100.  ])"
+    assert repr(x) == "tensor([  1.23, 100.00])"
     nv.set_printoptions(sci_mode=True)
     assert repr(x) == "tensor([1.23e+00, 1.00e+02])"
     nv.set_printoptions(profile="default")
@@ -73,3 +75,57 @@ def test_rng_state_round_trips_and_seeds_are_reported():
     with pytest.raises(ValueError, match="set_rng_state"):
         nv.set_rng_state(nv.tensor([1.0, 2.0]))
     nv.manual_seed(0)
+
+
+_PRINTED = [   # (values, dtype, PyTorch 2.13's repr)
+    ([1.5, 2.0], "float32", "tensor([1.5000, 2.0000])"),
+    (3.25, "float32", "tensor(3.2500)"),
+    ([1.0, float("nan"), float("inf"), -2.5], "float32", "tensor([ 1.0000,     nan,     inf, -2.5000])"),
+    ([1.0, float("nan")], "float32", "tensor([1., nan])"),
+    ([0.0, 0.0], "float32", "tensor([0., 0.])"),
+    ([1e-5, 1.0], "float32", "tensor([1.0000e-05, 1.0000e+00])"),
+    ([[1e10, 1.0]], "float32", "tensor([[1.0000e+10, 1.0000e+00]])"),
+    ([100000.0, 1.0], "float32", "tensor([1.0000e+05, 1.0000e+00])"),
+    ([123456789.0], "float32", "tensor([1.2346e+08])"),
+    (-0.0, "float32", "tensor(-0.)"),
+    ([1.5], "float64", "tensor([1.5000], dtype=nova.float64)"),
+    ([[1.5410, -0.2934, -2.1788], [0.5684, -1.0845, -1.3986]], "float32",
+     "tensor([[ 1.5410, -0.2934, -2.1788],\n        [ 0.5684, -1.0845, -1.3986]])"),
+]
+
+
+@pytest.mark.parametrize("values,dtype,printed", _PRINTED)
+def test_floats_print_in_pytorchs_format(values, dtype, printed):
+    """A float tensor printed numpy's way (``tensor([1.5, 2. ])``, ``tensor(3.25)``),
+    not PyTorch's (``precision`` digits, scientific past 1e8 or below 1e-4, integral
+    values as ``2.``): logs and doctests of ported scripts differed."""
+    assert repr(nv.tensor(values, dtype=getattr(nv, dtype))) == printed
+
+
+def test_what_records_gradients_says_so_when_printed():
+    x = nv.tensor([1.0, 2.0], requires_grad=True)
+    assert repr(x) == "tensor([1., 2.], requires_grad=True)"
+    assert repr(x * 2) == "tensor([2., 4.], grad_fn=<MulBackward0>)"
+    assert repr((x * x).sum()) == "tensor(5., grad_fn=<SumBackward0>)"
+    assert repr(nv.zeros(2, 0)) == "tensor([], size=(2, 0))"
+    with nv.no_grad():
+        assert repr(x * 2) == "tensor([2., 4.])"
+
+
+def test_printing_matches_pytorch_on_random_tensors(print_defaults):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    for scale in (1.0, 1e-6, 1e9, 1000.0):
+        for shape in ((3,), (2, 4), ()):
+            a = (rng.standard_normal(shape) * scale).astype(np.float32)
+            assert repr(nv.tensor(a)) == repr(torch.tensor(a)), (scale, shape)
+            ints = np.round(a).astype(np.float32)
+            assert repr(nv.tensor(ints)) == repr(torch.tensor(ints)), (scale, shape)
+    for precision in (2, 6):
+        nv.set_printoptions(precision=precision)
+        torch.set_printoptions(precision=precision)
+        try:
+            a = rng.standard_normal((2, 3)).astype(np.float32)
+            assert repr(nv.tensor(a)) == repr(torch.tensor(a))
+        finally:
+            torch.set_printoptions(profile="default")

@@ -1,9 +1,12 @@
-"""How tensors print: ``nv.set_printoptions``, PyTorch's options over numpy's printer.
+"""How tensors print: ``nv.set_printoptions``, PyTorch's options and number format over
+numpy's printer.
 
 Process-wide, as PyTorch's. ``Tensor.__repr__`` reads ``OPTIONS`` each time.
 """
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any
 
 _PROFILES = {"default": dict(precision=4, threshold=1000, edgeitems=3, linewidth=80),
@@ -37,14 +40,54 @@ def set_printoptions(precision: int | None = None, threshold: int | None = None,
 
 
 def array_text(arr: Any, prefix: str) -> str:
-    """``arr`` printed with the options (numpy's printer, PyTorch's separators)."""
+    """``arr`` printed with the options: numpy's printer (summarizing, wrapping) with
+    PyTorch's separators and, for real floating arrays, PyTorch's number format
+    (``float_format``)."""
     import numpy as np
-    sci = OPTIONS["sci_mode"]
     formatter = None
-    if sci is True and arr.dtype.kind == "f":
-        p = OPTIONS["precision"]
-        formatter = {"float_kind": lambda v: np.format_float_scientific(v, precision=p, unique=False)}
+    if arr.dtype.kind == "f":
+        formatter = {"float_kind": float_format(arr)}
     return np.array2string(arr, separator=", ", prefix=prefix,
                            precision=OPTIONS["precision"], threshold=OPTIONS["threshold"],
                            edgeitems=OPTIONS["edgeitems"], max_line_width=OPTIONS["linewidth"],
-                           suppress_small=sci is False, formatter=formatter)
+                           formatter=formatter)
+
+
+def float_format(arr: Any) -> Callable[[float], str]:
+    """How PyTorch prints each number of a floating tensor, chosen from its nonzero
+    finite values with ``p = precision`` digits: all integral -> ``2.`` (scientific
+    when the largest is over 1e8 or 1000 times the smallest); otherwise ``2.5000`` (p
+    decimals), scientific (``2.5000e-05``) when the largest is over 1e8, the smallest
+    under 1e-4, or their ratio over 1000. ``sci_mode`` True or False overrides that
+    choice. Numbers are right-aligned to the widest of those values' texts (NaN and
+    infinities print as ``nan``, ``inf``, ``-inf``, padded alike). Before, numpy's
+    format printed ``tensor([1.5, 2. ])`` for PyTorch's ``tensor([1.5000, 2.0000])``."""
+    import numpy as np
+    p = OPTIONS["precision"]
+    values = np.abs(arr[np.isfinite(arr) & (arr != 0)].astype(np.float64))
+    integral = bool(np.all(values == np.ceil(values)))
+    sci = False
+    width = 1
+    if values.size:
+        lo, hi = values.min(), values.max()
+        sci = hi / lo > 1000.0 or hi > 1.0e8 or (not integral and lo < 1.0e-4)
+        signed = arr[np.isfinite(arr) & (arr != 0)].astype(np.float64)
+        if sci:
+            width = max(len(f"{v:.{p}e}") for v in signed)
+        elif integral:
+            width = max(len(f"{v:.0f}") + 1 for v in signed)
+        else:
+            width = max(len(f"{v:.{p}f}") for v in signed)
+    if OPTIONS["sci_mode"] is not None:
+        sci = OPTIONS["sci_mode"]
+
+    def fmt(v: float) -> str:
+        v = float(v)
+        if sci:
+            text = f"{v:.{p}e}"
+        elif integral:
+            text = f"{v:.0f}" + ("" if math.isinf(v) or math.isnan(v) else ".")
+        else:
+            text = f"{v:.{p}f}"
+        return text.rjust(width)
+    return fmt

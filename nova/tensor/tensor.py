@@ -562,9 +562,16 @@ class Tensor:
             arr = arr.astype(np.float32)
         from nova.tensor.printing import array_text
         body = array_text(arr, "tensor(")
-        extra = "" if self.dtype in (dt.float32, dt.int64, dt.bool_) else f", dtype={self.dtype}"
-        if self.node.device == "cuda":
-            extra += ", device='cuda:0'"
+        if arr.size == 0 and arr.ndim != 1:
+            body += f", size={tuple(self.shape)}"
+        extra = ", device='cuda:0'" if self.node.device == "cuda" else ""
+        if self.dtype not in (dt.float32, dt.int64, dt.bool_):
+            extra += f", dtype={self.dtype}"
+        # as PyTorch: a leaf that records gradients says so, a result names its backward
+        if self._grad_fn is not None:
+            extra += f", grad_fn=<{self._grad_fn.name()}>"
+        elif self._requires_grad:
+            extra += ", requires_grad=True"
         return f"tensor({body}{extra})"
 
     def __format__(self, format_spec: str) -> str:

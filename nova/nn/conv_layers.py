@@ -56,6 +56,13 @@ class _ConvNd(Module):
         self.kernel_size = as_tuple(name, "kernel_size", kernel_size, nd, 1)
         self.stride = as_tuple(name, "stride", stride, nd, 1)
         self.dilation = as_tuple(name, "dilation", dilation, nd, 1)
+        if isinstance(padding, str):     # refused here, as PyTorch, not at the first call
+            if padding not in ("valid", "same"):
+                raise ValueError(f"{name}: padding must be 'valid', 'same', an int or a "
+                                 f"tuple of {nd} ints, got {padding!r}")
+            if padding == "same" and any(s != 1 for s in self.stride):
+                raise ValueError(f"{name}: padding='same' is not supported for strided "
+                                 f"convolutions (stride {self.stride})")
         self.padding = padding if isinstance(padding, str) else \
             as_tuple(name, "padding", padding, nd, 0)
         self.padding_mode = padding_mode

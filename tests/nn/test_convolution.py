@@ -300,6 +300,14 @@ def test_conv_and_pool_errors_name_the_op_and_shapes():
         F.conv2d(x, nv.zeros(1, 3, 6, 6))
     with pytest.raises(ValueError, match="padding='same' is not supported for strided"):
         F.conv2d(x, nv.zeros(1, 3, 3, 3), stride=2, padding="same")
+    # a layer refuses them when it is built, as PyTorch's (it used to build, then raise
+    # at its first call: a model constructed and exported without running passed)
+    with pytest.raises(ValueError, match=r"Conv2d: padding='same' is not supported for "
+                                         r"strided convolutions \(stride \(2, 1\)\)"):
+        nv.nn.Conv2d(3, 3, 3, stride=(2, 1), padding="same")
+    with pytest.raises(ValueError, match=r"Conv1d: padding must be 'valid', 'same'"):
+        nv.nn.Conv1d(3, 3, 3, padding="full")
+    assert nv.nn.Conv2d(3, 3, 3, padding="same")(x).shape == (2, 3, 5, 5)
     with pytest.raises(ValueError, match=r"conv2d: bias must have shape \(1,\)"):
         F.conv2d(x, nv.zeros(1, 3, 3, 3), nv.zeros(2))
     with pytest.raises(ValueError, match=r"stride must be >= 1"):

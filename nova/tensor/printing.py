@@ -40,17 +40,79 @@ def set_printoptions(precision: int | None = None, threshold: int | None = None,
 
 
 def array_text(arr: Any, prefix: str) -> str:
-    """``arr`` printed with the options: numpy's printer (summarizing, wrapping) with
-    PyTorch's separators and, for real floating arrays, PyTorch's number format
-    (``float_format``)."""
+    """``arr`` printed with the options, laid out as PyTorch lays out a tensor: nested
+    brackets, ``", "`` between numbers, a fixed count of them per line (as many
+    padded numbers as fit in ``linewidth`` after the ``prefix``), ``edgeitems`` at each
+    end of every dim once the tensor has more than ``threshold`` elements (``" ..."``
+    in a row, ``"..."`` for rows), and the number format ``float_format`` picks from
+    the numbers shown. Complex arrays print numpy's way."""
     import numpy as np
-    formatter = None
+    summarize = arr.size > OPTIONS["threshold"]
+    if arr.dtype.kind == "c":
+        return np.array2string(arr, separator=", ", prefix=prefix,
+                               precision=OPTIONS["precision"],
+                               threshold=OPTIONS["threshold"],
+                               edgeitems=OPTIONS["edgeitems"],
+                               max_line_width=OPTIONS["linewidth"])
+    shown = _shown(arr) if summarize else arr
     if arr.dtype.kind == "f":
-        formatter = {"float_kind": float_format(arr)}
-    return np.array2string(arr, separator=", ", prefix=prefix,
-                           precision=OPTIONS["precision"], threshold=OPTIONS["threshold"],
-                           edgeitems=OPTIONS["edgeitems"], max_line_width=OPTIONS["linewidth"],
-                           formatter=formatter)
+        fmt = float_format(shown)
+    else:
+        texts = [_plain(v) for v in shown.reshape(-1).tolist()] or [""]
+        width = max(map(len, texts))
+        fmt = lambda v: _plain(v).rjust(width)   # noqa: E731
+    if arr.ndim == 0:
+        return fmt(arr.item())
+    if arr.size == 0:
+        return "[]"         # (the caller adds the size when it has more than one dim)
+    width = len(fmt(shown.reshape(-1)[0])) if shown.size else 1
+    return _nested(arr, len(prefix), fmt, width, summarize)
+
+
+def _plain(v: Any) -> str:
+    return str(v)
+
+
+def _nested(arr: Any, indent: int, fmt: Callable[[Any], str], width: int,
+            summarize: bool) -> str:
+    """Dim by dim: a row of numbers (``_row``), or rows of rows separated by ``",\n"``
+    (a blank line more per dim below) and indented under their bracket."""
+    edge = OPTIONS["edgeitems"]
+    if arr.ndim == 1:
+        return _row(arr, indent, fmt, width, summarize)
+    n = arr.shape[0]
+    parts = [_nested(arr[i], indent + 1, fmt, width, summarize)
+             for i in (list(range(edge)) + [-1] + list(range(n - edge, n))
+                       if summarize and n > 2 * edge else range(n))]
+    if summarize and n > 2 * edge:
+        parts[edge] = "..."
+    glue = "," + "\n" * (arr.ndim - 1) + " " * (indent + 1)
+    return "[" + glue.join(parts) + "]"
+
+
+def _row(arr: Any, indent: int, fmt: Callable[[Any], str], width: int,
+         summarize: bool) -> str:
+    edge, n = OPTIONS["edgeitems"], arr.shape[0]
+    values = arr.tolist()
+    if summarize and n > 2 * edge:
+        items = [fmt(v) for v in values[:edge]] + [" ..."] + [fmt(v) for v in values[-edge:]]
+    else:
+        items = [fmt(v) for v in values]
+    per_line = max(1, (OPTIONS["linewidth"] - indent) // (width + 2))
+    lines = [", ".join(items[i:i + per_line]) for i in range(0, len(items), per_line)]
+    return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
+
+
+def _shown(arr: Any) -> Any:
+    """The elements a summarized print shows: ``edgeitems`` at each end of every dim
+    longer than twice that."""
+    import numpy as np
+    edge = OPTIONS["edgeitems"]
+    for axis, n in enumerate(arr.shape):
+        if n > 2 * edge:
+            arr = np.concatenate([arr.take(range(edge), axis),
+                                  arr.take(range(n - edge, n), axis)], axis)
+    return arr
 
 
 def float_format(arr: Any) -> Callable[[float], str]:

@@ -565,7 +565,8 @@ class Tensor:
         if arr.size == 0 and arr.ndim != 1:
             body += f", size={tuple(self.shape)}"
         extra = ", device='cuda:0'" if self.node.device == "cuda" else ""
-        if self.dtype not in (dt.float32, dt.int64, dt.bool_):
+        if self.dtype not in (dt.float32, dt.int64, dt.bool_) or (
+                arr.size == 0 and self.dtype != dt.float32):   # (nothing shows the dtype)
             extra += f", dtype={self.dtype}"
         # as PyTorch: a leaf that records gradients says so, a result names its backward
         if self._grad_fn is not None:

@@ -58,19 +58,16 @@ def array_text(arr: Any, prefix: str) -> str:
     if arr.dtype.kind == "f":
         fmt = float_format(shown)
     else:
-        texts = [_plain(v) for v in shown.reshape(-1).tolist()] or [""]
-        width = max(map(len, texts))
-        fmt = lambda v: _plain(v).rjust(width)   # noqa: E731
+        width = max(map(len, map(str, shown.reshape(-1).tolist())), default=0)
+
+        def fmt(v: Any) -> str:
+            return str(v).rjust(width)
     if arr.ndim == 0:
         return fmt(arr.item())
     if arr.size == 0:
         return "[]"         # (the caller adds the size when it has more than one dim)
     width = len(fmt(shown.reshape(-1)[0])) if shown.size else 1
     return _nested(arr, len(prefix), fmt, width, summarize)
-
-
-def _plain(v: Any) -> str:
-    return str(v)
 
 
 def _nested(arr: Any, indent: int, fmt: Callable[[Any], str], width: int,

@@ -114,7 +114,8 @@ def test_what_records_gradients_says_so_when_printed():
 
 def test_printing_matches_pytorch_on_random_tensors(print_defaults):
     """Layout too: a fixed count of padded numbers per line, summarized tensors (the
-    format chosen from the numbers shown), integers, booleans, empty tensors."""
+    format chosen from the numbers shown), integers, booleans, empty tensors, complex
+    numbers, and a suffix (``dtype=...``) on a line of its own past the line width."""
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(0)
     cases = []
@@ -122,7 +123,9 @@ def test_printing_matches_pytorch_on_random_tensors(print_defaults):
                   (2, 3, 4), (0,), (7, 7), (5, 1, 3), (12, 12, 12)):
         a = rng.standard_normal(shape).astype(np.float32)
         cases += [a, np.round(a * 10), a * 1e-6, a * 1e9, (a * 100).astype(np.int64), a > 0,
-                  (a * 3).astype(np.int8)]
+                  (a * 3).astype(np.int8), np.asarray(a, np.float64),
+                  np.asarray(a + 1j * np.round(a * 10), np.complex64),
+                  np.asarray(a * 1e-6 - 2j * a, np.complex128)]
     for a in cases:
         assert repr(nv.tensor(a)) == repr(torch.tensor(a)).replace("torch.", "nova."), \
             (a.shape, a.dtype)

@@ -224,12 +224,14 @@ class ComplexTensor:
         return object.__format__(self, spec)
 
     def __repr__(self) -> str:
-        from nova.tensor.printing import array_text
-        body = array_text(self.numpy(), "tensor(")
-        extra = "" if self.dtype == dt.complex64 else f", dtype={self.dtype}"
+        from nova.tensor.printing import tensor_text
+        arr = self.numpy()
+        suffixes = [f"size={tuple(self.shape)}"] if arr.size == 0 and arr.ndim != 1 else []
         if self.is_cuda:
-            extra += ", device='cuda:0'"
-        return f"tensor({body}{extra})"
+            suffixes.append("device='cuda:0'")
+        if self.dtype != dt.complex64 or arr.size == 0:    # (nothing shows the dtype)
+            suffixes.append(f"dtype={self.dtype}")
+        return tensor_text(arr, suffixes)
 
     def to(self, *args: Any, **kwargs: Any) -> Any:
         """``to(dtype)``, ``to(device)``, ``to(other)``: a complex dtype converts both

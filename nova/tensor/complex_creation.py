@@ -135,8 +135,10 @@ def tensor(data: Any, *, dtype: Any = None, device: Any = None,
     target = dt.get_complex_dtype(dtype) if dtype is not None else None
     arr = np.asarray(data)
     if target is None:
+        # numpy data keeps its precision (a numpy scalar too: np.complex128 is also a
+        # Python complex, which alone takes the default's)
         target = dt.complex128 if arr.dtype in (np.complex128, np.float64) and \
-            isinstance(data, np.ndarray) else dt.complex_of(dt.DEFAULT_FLOAT)
+            isinstance(data, (np.ndarray, np.generic)) else dt.complex_of(dt.DEFAULT_FLOAT)
     return from_numpy(arr.astype(target.np), requires_grad=requires_grad, device=device)
 
 

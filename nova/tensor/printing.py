@@ -39,23 +39,35 @@ def set_printoptions(precision: int | None = None, threshold: int | None = None,
         OPTIONS["sci_mode"] = sci_mode
 
 
+def tensor_text(arr: Any, suffixes: list[str]) -> str:
+    """A tensor's repr, as PyTorch's: ``tensor(`` + ``array_text`` + each of
+    ``suffixes`` (``dtype=...``, ``grad_fn=<...>``, ...) after ``", "``, or on a line of
+    its own (indented under the numbers) when it would pass ``linewidth``."""
+    prefix = "tensor("
+    text = prefix + array_text(arr, prefix)
+    last = len(text) - text.rfind("\n") - 1
+    for suffix in suffixes:
+        if last + len(suffix) + 2 > OPTIONS["linewidth"]:
+            text += ",\n" + " " * len(prefix) + suffix
+            last = len(prefix) + len(suffix)
+        else:
+            text += ", " + suffix
+            last += len(suffix) + 2
+    return text + ")"
+
+
 def array_text(arr: Any, prefix: str) -> str:
     """``arr`` printed with the options, laid out as PyTorch lays out a tensor: nested
     brackets, ``", "`` between numbers, a fixed count of them per line (as many
     padded numbers as fit in ``linewidth`` after the ``prefix``), ``edgeitems`` at each
     end of every dim once the tensor has more than ``threshold`` elements (``" ..."``
     in a row, ``"..."`` for rows), and the number format ``float_format`` picks from
-    the numbers shown. Complex arrays print numpy's way."""
-    import numpy as np
+    the numbers shown (``complex_format`` for complex arrays)."""
     summarize = arr.size > OPTIONS["threshold"]
-    if arr.dtype.kind == "c":
-        return np.array2string(arr, separator=", ", prefix=prefix,
-                               precision=OPTIONS["precision"],
-                               threshold=OPTIONS["threshold"],
-                               edgeitems=OPTIONS["edgeitems"],
-                               max_line_width=OPTIONS["linewidth"])
     shown = _shown(arr) if summarize else arr
-    if arr.dtype.kind == "f":
+    if arr.dtype.kind == "c":
+        fmt = complex_format(shown)
+    elif arr.dtype.kind == "f":
         fmt = float_format(shown)
     else:
         width = max(map(len, map(str, shown.reshape(-1).tolist())), default=0)
@@ -66,8 +78,20 @@ def array_text(arr: Any, prefix: str) -> str:
         return fmt(arr.item())
     if arr.size == 0:
         return "[]"         # (the caller adds the size when it has more than one dim)
-    width = len(fmt(shown.reshape(-1)[0])) if shown.size else 1
+    width = max(len(fmt(v)) for v in shown.reshape(-1).tolist())
     return _nested(arr, len(prefix), fmt, width, summarize)
+
+
+def complex_format(arr: Any) -> Callable[[complex], str]:
+    """PyTorch's complex numbers: the real part in the format ``float_format`` picks
+    for the real parts (padded to their width), then the imaginary part in the one it
+    picks for the imaginary parts, signed, unpadded, and ``j``: ``1.5000+2.2500j``."""
+    real, imag = float_format(arr.real), float_format(arr.imag)
+
+    def fmt(v: complex) -> str:
+        im = imag(v.imag).lstrip() + "j"
+        return real(v.real) + (im if im[0] in "+-" else "+" + im)
+    return fmt
 
 
 def _nested(arr: Any, indent: int, fmt: Callable[[Any], str], width: int,

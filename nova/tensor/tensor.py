@@ -560,20 +560,19 @@ class Tensor:
         arr = self._host_values()
         if self.dtype == dt.bfloat16:
             arr = arr.astype(np.float32)
-        from nova.tensor.printing import array_text
-        body = array_text(arr, "tensor(")
-        if arr.size == 0 and arr.ndim != 1:
-            body += f", size={tuple(self.shape)}"
-        extra = ", device='cuda:0'" if self.node.device == "cuda" else ""
+        from nova.tensor.printing import tensor_text
+        suffixes = [f"size={tuple(self.shape)}"] if arr.size == 0 and arr.ndim != 1 else []
+        if self.node.device == "cuda":
+            suffixes.append("device='cuda:0'")
         if self.dtype not in (dt.float32, dt.int64, dt.bool_) or (
                 arr.size == 0 and self.dtype != dt.float32):   # (nothing shows the dtype)
-            extra += f", dtype={self.dtype}"
+            suffixes.append(f"dtype={self.dtype}")
         # as PyTorch: a leaf that records gradients says so, a result names its backward
         if self._grad_fn is not None:
-            extra += f", grad_fn=<{self._grad_fn.name()}>"
+            suffixes.append(f"grad_fn=<{self._grad_fn.name()}>")
         elif self._requires_grad:
-            extra += ", requires_grad=True"
-        return f"tensor({body}{extra})"
+            suffixes.append("requires_grad=True")
+        return tensor_text(arr, suffixes)
 
     def __format__(self, format_spec: str) -> str:
         """As ``torch.Tensor.__format__``: a 0-d tensor formats as its Python scalar

@@ -64,6 +64,10 @@ def test_type_promotion_follows_pytorch():
     assert nv.tensor([1 + 2j, 3]).dtype == nv.complex64
     assert nv.tensor(np.array([1j]), dtype=nv.complex128).dtype == nv.complex128
     assert nv.from_numpy(np.array([1j], np.complex128)).dtype == nv.complex128
+    # a numpy scalar keeps its precision as a 0-d array does (was complex64: np.complex128
+    # is also a Python complex, whose default it took)
+    assert nv.tensor(np.complex128(1 + 2j)).dtype == nv.complex128
+    assert nv.tensor(np.complex64(1j)).dtype == nv.complex64 == nv.tensor(1j).dtype
 
 
 def test_smith_division_and_a_zero_divisor():
@@ -199,6 +203,9 @@ def test_factories_conversions_and_printing():
     assert repr(nv.tensor([1 + 2j, 3])) == "tensor([1.+2.j, 3.+0.j])"
     assert repr(nv.tensor([1j], dtype=nv.complex128)) == \
         "tensor([0.+1.j], dtype=nova.complex128)"
+    # PyTorch's format: each part's numbers in the format their values pick
+    assert repr(nv.tensor([1.5 + 2.25j, 3 - 1j])) == "tensor([1.5000+2.2500j, 3.0000-1.0000j])"
+    assert repr(nv.tensor([1e-5 + 1j, 2j])) == "tensor([1.0000e-05+1.j, 0.0000e+00+2.j])"
     assert f"{nv.tensor(1.5 - 2j):.1f}" == "1.5-2.0j"
     assert nv.tensor([1 + 2j]).tolist() == [1 + 2j] and nv.tensor(2j).item() == 2j
     assert nv.is_complex(z) and z.is_complex() and not nv.is_complex(x)

@@ -225,13 +225,7 @@ class ComplexTensor:
 
     def __repr__(self) -> str:
         from nova.tensor.printing import tensor_text
-        arr = self.numpy()
-        suffixes = [f"size={tuple(self.shape)}"] if arr.size == 0 and arr.ndim != 1 else []
-        if self.is_cuda:
-            suffixes.append("device='cuda:0'")
-        if self.dtype != dt.complex64 or arr.size == 0:    # (nothing shows the dtype)
-            suffixes.append(f"dtype={self.dtype}")
-        return tensor_text(arr, suffixes)
+        return tensor_text(self.numpy(), self.shape, self.dtype, self.is_cuda)
 
     def to(self, *args: Any, **kwargs: Any) -> Any:
         """``to(dtype)``, ``to(device)``, ``to(other)``: a complex dtype converts both

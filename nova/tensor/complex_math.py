@@ -29,7 +29,7 @@ from nova.tensor import special as _special
 from nova.core.shapes import normalize_dim
 from nova.tensor.complex import (
     ComplexTensor, _as_complex, _axis_zero, _cast_for, _infinite_part, cat, div, exp, log,
-    mul, reciprocal, sqrt,
+    mul, reciprocal, sqrt, where,
 )
 from nova.tensor.complex import abs as _cabs
 from nova.tensor.tensor import Tensor
@@ -55,7 +55,8 @@ def sinh(z: Any) -> ComplexTensor:
     z = _as_complex("sinh", z)
     sh, ch = _elementary.sinh(z._re), _elementary.cosh(z._re)
     re = _axis_zero(sh * _ops.cos(z._im), z._re, _ops.cos(z._im))
-    return ComplexTensor(_infinite_part(re, z._re, z._im), _axis_zero(ch * _ops.sin(z._im), z._im, ch))
+    return ComplexTensor(_infinite_part(re, z._re, z._im),
+                         _axis_zero(ch * _ops.sin(z._im), z._im, ch))
 
 
 def cosh(z: Any) -> ComplexTensor:
@@ -177,10 +178,6 @@ def _split_large(z: ComplexTensor, limit: float
     return big, near, far
 
 
-def _pick(big: Tensor, far: ComplexTensor, near: ComplexTensor) -> ComplexTensor:
-    return ComplexTensor(_ops.where(big, far._re, near._re), _ops.where(big, far._im, near._im))
-
-
 def acosh(z: Any) -> ComplexTensor:
     """The principal ``log(z + sqrt(z + 1) sqrt(z - 1))``; past ``_ASINH_LARGE``,
     ``log(2z)`` (the product of the roots tends to ``z``; the next term, ``-1 / (4z^2)``,
@@ -190,7 +187,7 @@ def acosh(z: Any) -> ComplexTensor:
     big, near, far = _split_large(z, _ASINH_LARGE)
     near_w = log(near + mul(sqrt(near + 1.0), sqrt(near - 1.0)))
     far_w = log(far)
-    w = _pick(big, ComplexTensor(far_w._re + math.log(2.0), far_w._im), near_w)
+    w = where(big, ComplexTensor(far_w._re + math.log(2.0), far_w._im), near_w)
     # C99: acosh(+-0 + NaN i) = NaN + i pi/2
     axis = _ops.logical_and(_ops.eq(z._re, 0), _ops.isnan(z._im))
     return ComplexTensor(w._re, _ops.where(axis, math.pi / 2, w._im))
@@ -215,8 +212,7 @@ def atanh(z: Any) -> ComplexTensor:
     inv_im = _ops.where(finite, ys / scale * -1.0, _creation.zeros_like(far._im))
     half_pi = _special.copysign(_creation.full_like(far._im, math.pi / 2), far._im)
     far_im = _ops.where(_ops.isnan(far._im), far._im, half_pi + inv_im)   # (inf + NaN i)
-    w = _pick(big, ComplexTensor(inv_re, far_im),
-              ComplexTensor(w._re * 0.5, w._im * 0.5))
+    w = where(big, ComplexTensor(inv_re, far_im), ComplexTensor(w._re * 0.5, w._im * 0.5))
     # C99: atanh(+-0 + NaN i) = +-0 + NaN i (and so atan(NaN +- 0i) keeps its zero)
     axis = _ops.logical_and(_ops.eq(z._re, 0), _ops.isnan(z._im))
     return ComplexTensor(_ops.where(axis, z._re, w._re), w._im)

@@ -1,5 +1,4 @@
-"""How tensors print: ``nv.set_printoptions``, PyTorch's options and number format over
-numpy's printer.
+"""How tensors print: ``nv.set_printoptions`` and PyTorch's number format and layout.
 
 Process-wide, as PyTorch's. ``Tensor.__repr__`` reads ``OPTIONS`` each time.
 """
@@ -22,7 +21,7 @@ def set_printoptions(precision: int | None = None, threshold: int | None = None,
     """``torch.set_printoptions``: digits after the point, the element count past
     which a tensor prints summarized (``edgeitems`` per end), the line width, a
     ``profile`` ("default", "short", "full") applied first, and ``sci_mode`` (True:
-    always scientific, False: never, None: numpy's choice)."""
+    always scientific, False: never, None: PyTorch's choice, ``float_format``)."""
     if profile is not None:
         if profile not in _PROFILES:
             raise ValueError(f"set_printoptions: profile must be one of {sorted(_PROFILES)}, "
@@ -39,14 +38,25 @@ def set_printoptions(precision: int | None = None, threshold: int | None = None,
         OPTIONS["sci_mode"] = sci_mode
 
 
-def tensor_text(arr: Any, suffixes: list[str]) -> str:
-    """A tensor's repr, as PyTorch's: ``tensor(`` + ``array_text`` + each of
-    ``suffixes`` (``dtype=...``, ``grad_fn=<...>``, ...) after ``", "``, or on a line of
-    its own (indented under the numbers) when it would pass ``linewidth``."""
+# dtypes a nonempty tensor's printed values imply (float32 even when empty)
+_IMPLIED = ("float32", "int64", "bool", "complex64")
+
+
+def tensor_text(arr: Any, shape: tuple[int, ...], dtype: Any, cuda: bool = False,
+                extra: tuple[str, ...] = ()) -> str:
+    """A tensor's repr, as PyTorch's: ``tensor(`` + ``array_text`` + its suffixes --
+    the size of an empty tensor of more than one dim, the device, a dtype its values do
+    not imply, then ``extra`` (``grad_fn=<...>``) -- each after ``", "``, or on a line
+    of its own (indented under the numbers) when it would pass ``linewidth``."""
+    suffixes = [f"size={tuple(shape)}"] if arr.size == 0 and arr.ndim != 1 else []
+    if cuda:
+        suffixes.append("device='cuda:0'")
+    if dtype.name not in _IMPLIED or (arr.size == 0 and dtype.name != "float32"):
+        suffixes.append(f"dtype={dtype}")
     prefix = "tensor("
     text = prefix + array_text(arr, prefix)
     last = len(text) - text.rfind("\n") - 1
-    for suffix in suffixes:
+    for suffix in [*suffixes, *extra]:
         if last + len(suffix) + 2 > OPTIONS["linewidth"]:
             text += ",\n" + " " * len(prefix) + suffix
             last = len(prefix) + len(suffix)
@@ -102,11 +112,11 @@ def _nested(arr: Any, indent: int, fmt: Callable[[Any], str], width: int,
     if arr.ndim == 1:
         return _row(arr, indent, fmt, width, summarize)
     n = arr.shape[0]
+    elided = summarize and n > 2 * edge
     parts = [_nested(arr[i], indent + 1, fmt, width, summarize)
-             for i in (list(range(edge)) + [-1] + list(range(n - edge, n))
-                       if summarize and n > 2 * edge else range(n))]
-    if summarize and n > 2 * edge:
-        parts[edge] = "..."
+             for i in ([*range(edge), *range(n - edge, n)] if elided else range(n))]
+    if elided:
+        parts.insert(edge, "...")
     glue = "," + "\n" * (arr.ndim - 1) + " " * (indent + 1)
     return "[" + glue.join(parts) + "]"
 
@@ -143,18 +153,17 @@ def float_format(arr: Any) -> Callable[[float], str]:
     decimals), scientific (``2.5000e-05``) when the largest is over 1e8, the smallest
     under 1e-4, or their ratio over 1000. ``sci_mode`` True or False overrides that
     choice. Numbers are right-aligned to the widest of those values' texts (NaN and
-    infinities print as ``nan``, ``inf``, ``-inf``, padded alike). Before, numpy's
-    format printed ``tensor([1.5, 2. ])`` for PyTorch's ``tensor([1.5000, 2.0000])``."""
+    infinities print as ``nan``, ``inf``, ``-inf``, padded alike)."""
     import numpy as np
     p = OPTIONS["precision"]
-    values = np.abs(arr[np.isfinite(arr) & (arr != 0)].astype(np.float64))
+    signed = arr[np.isfinite(arr) & (arr != 0)].astype(np.float64)
+    values = np.abs(signed)
     integral = bool(np.all(values == np.ceil(values)))
     sci = False
     width = 1
     if values.size:
         lo, hi = values.min(), values.max()
         sci = hi / lo > 1000.0 or hi > 1.0e8 or (not integral and lo < 1.0e-4)
-        signed = arr[np.isfinite(arr) & (arr != 0)].astype(np.float64)
         if sci:
             width = max(len(f"{v:.{p}e}") for v in signed)
         elif integral:

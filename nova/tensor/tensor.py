@@ -561,18 +561,10 @@ class Tensor:
         if self.dtype == dt.bfloat16:
             arr = arr.astype(np.float32)
         from nova.tensor.printing import tensor_text
-        suffixes = [f"size={tuple(self.shape)}"] if arr.size == 0 and arr.ndim != 1 else []
-        if self.node.device == "cuda":
-            suffixes.append("device='cuda:0'")
-        if self.dtype not in (dt.float32, dt.int64, dt.bool_) or (
-                arr.size == 0 and self.dtype != dt.float32):   # (nothing shows the dtype)
-            suffixes.append(f"dtype={self.dtype}")
         # as PyTorch: a leaf that records gradients says so, a result names its backward
-        if self._grad_fn is not None:
-            suffixes.append(f"grad_fn=<{self._grad_fn.name()}>")
-        elif self._requires_grad:
-            suffixes.append("requires_grad=True")
-        return tensor_text(arr, suffixes)
+        grad = (f"grad_fn=<{self._grad_fn.name()}>",) if self._grad_fn is not None else \
+            ("requires_grad=True",) if self._requires_grad else ()
+        return tensor_text(arr, self.shape, self.dtype, self.node.device == "cuda", grad)
 
     def __format__(self, format_spec: str) -> str:
         """As ``torch.Tensor.__format__``: a 0-d tensor formats as its Python scalar

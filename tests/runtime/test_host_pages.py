@@ -27,7 +27,7 @@ def _vm_flags(address: int) -> list[str]:
     raise AssertionError(f"no mapping holds {address:#x}")
 
 
-def test_fresh_pages_are_zeroed_aligned_writable_and_unmapped_with_their_array():
+def test_fresh_pages_are_zeroed_aligned_and_writable():
     pages = fresh_pages(3 * 4096 + 5)
     assert pages.dtype == np.uint8 and pages.shape == (3 * 4096 + 5,)
     assert pages.ctypes.data % 4096 == 0 and not pages.any()

@@ -59,6 +59,7 @@ import numpy as np
 
 from nova.autograd.function import Function, FunctionCtx
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.core.shapes import broadcast_shapes
 from nova.tensor import grad_mode, movement, ops
 from nova.tensor import products as _products
@@ -97,8 +98,8 @@ def _check_matrices(op: str, A: Any, name: str = "A", square: bool = True) -> No
         raise ArgumentError(f"{op}: The input tensor {name} must have at least 2 dimensions, "
                             f"got shape {A.shape}")
     if A.dtype not in (dt.float32, dt.float64):
-        raise TypeError(f"{op}: expected {name} of dtype float32 or float64, got "
-                        f"{A.dtype.name}")
+        raise DTypeError(f"{op}: expected {name} of dtype float32 or float64, got "
+                         f"{A.dtype.name}")
     if square and A.shape[-1] != A.shape[-2]:
         raise ArgumentError(f"{op}: {name} must be batches of square matrices, but they are "
                             f"{A.shape[-2]} by {A.shape[-1]} matrices (shape {A.shape})")
@@ -106,8 +107,8 @@ def _check_matrices(op: str, A: Any, name: str = "A", square: bool = True) -> No
 
 def _check_same_dtype(op: str, A: Tensor, B: Tensor) -> None:
     if A.dtype != B.dtype:
-        raise TypeError(f"{op}: Expected A and B to have the same dtype, but found A of type "
-                        f"{A.dtype.name} and B of type {B.dtype.name} instead")
+        raise DTypeError(f"{op}: Expected A and B to have the same dtype, but found A of type "
+                         f"{A.dtype.name} and B of type {B.dtype.name} instead")
 
 
 def _raise_on_info(op: str, info: Tensor, message: Any,

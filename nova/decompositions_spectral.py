@@ -90,6 +90,7 @@ from typing import Any
 from nova.autograd.function import Function, FunctionCtx
 from nova.autograd.grad_mode import no_grad
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.core.shapes import broadcast_shapes, normalize_dim
 from nova.decompositions import (
     _check_matrices, _check_same_dtype, _first_matrix, _iota, _recomputing, inv_ex,
@@ -983,8 +984,8 @@ def matrix_norm(A: Tensor, ord: Any = "fro", dim: Any = (-2, -1), keepdim: bool 
     if dtype is not None:
         A = ops.cast(A, dt.get_dtype(dtype))
     if A.dtype not in (dt.float32, dt.float64, dt.float16, dt.bfloat16):
-        raise TypeError(f"{op}: Expected a floating point tensor as input. Got "
-                        f"{A.dtype.name}")
+        raise DTypeError(f"{op}: Expected a floating point tensor as input. Got "
+                         f"{A.dtype.name}")
     if isinstance(ord, bool) or ord not in _MATRIX_ORDS:
         raise ArgumentError(f"{op}: Order {ord} not supported.")
     d0, d1 = _norm_dims(op, A, dim)
@@ -992,8 +993,8 @@ def matrix_norm(A: Tensor, ord: Any = "fro", dim: Any = (-2, -1), keepdim: bool 
         return vector_norm(A, 2, (d0, d1), keepdim)
     if ord in ("nuc", 2, -2):
         if A.dtype not in (dt.float32, dt.float64):
-            raise TypeError(f"{op}: ord={ord!r} needs the singular values, computed in "
-                            f"float32 or float64; got {A.dtype.name}")
+            raise DTypeError(f"{op}: ord={ord!r} needs the singular values, computed in "
+                             f"float32 or float64; got {A.dtype.name}")
         moved = movement.permute(A, *[i for i in range(A.ndim) if i not in (d0, d1)], d0, d1)
         S = svdvals(moved)
         out = S.sum(-1) if ord == "nuc" else S[..., 0] if ord == 2 else S[..., -1]

@@ -6,6 +6,14 @@ elements, tensors that do not concatenate. Nova's argument errors are ``ValueErr
 (the brief, and Python's convention); PyTorch raises ``RuntimeError`` for these, and
 ported code catches that (``except RuntimeError`` around a forward). A ``ShapeError``
 is both, so either ``except`` catches it.
+
+:class:`DTypeError` is the same for a tensor of a dtype an op does not take: a float
+index to ``gather`` or ``embedding``, a bit operation on floats, a matmul of float32
+with float64, an integer input to an op defined on floating point. Nova raises
+``TypeError`` for these (Python's convention for a wrong type); PyTorch raises
+``RuntimeError`` (or its subclass ``NotImplementedError``, "not implemented for
+'Float'"). A ``DTypeError`` is both. A Python argument of the wrong type (a str where
+an int goes, a list where a tensor goes) stays a plain ``TypeError``, as in PyTorch.
 """
 from __future__ import annotations
 
@@ -13,6 +21,11 @@ from __future__ import annotations
 class ShapeError(ValueError, RuntimeError):
     """Shapes that do not fit an op (module docstring): a ``ValueError`` and, as
     PyTorch's error for the same call, a ``RuntimeError``."""
+
+
+class DTypeError(TypeError, RuntimeError):
+    """A tensor whose dtype an op does not take (module docstring): a ``TypeError``
+    and, as PyTorch's error for the same call, a ``RuntimeError``."""
 
 
 class ComplexUnsupportedError(TypeError, AttributeError):
@@ -30,4 +43,4 @@ def complex_unsupported(op: str, z: object) -> ComplexUnsupportedError:
         ".abs() or nv.view_as_real first)")
 
 
-__all__ = ["ComplexUnsupportedError", "ShapeError", "complex_unsupported"]
+__all__ = ["ComplexUnsupportedError", "DTypeError", "ShapeError", "complex_unsupported"]

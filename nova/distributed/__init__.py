@@ -38,6 +38,7 @@ import numpy as np
 
 from nova import config
 from nova.core.dtypes import get_dtype
+from nova.core.errors import DTypeError
 from nova.runtime import collectives as _coll
 from nova.runtime.collectives import CollectiveError, CollectiveTimeout
 from nova.tensor import ops as _ops
@@ -307,8 +308,8 @@ def reduced(tensor: Tensor, op: str = ReduceOp.SUM, group: ProcessGroup | None =
     if op not in _REDUCE_OPS:
         raise ValueError(f"all_reduce: op {op!r} is not one of {_REDUCE_OPS} (ReduceOp)")
     if op == ReduceOp.AVG and not tensor.dtype.is_floating_point:
-        raise TypeError(f"all_reduce: ReduceOp.AVG needs a floating tensor, got "
-                        f"{tensor.dtype.name} of shape {tuple(tensor.shape)}")
+        raise DTypeError(f"all_reduce: ReduceOp.AVG needs a floating tensor, got "
+                         f"{tensor.dtype.name} of shape {tuple(tensor.shape)}")
     if name in _WIDER:
         return _ops.cast(reduced(_ops.cast(tensor, get_dtype(_WIDER[name])), op, group),
                          tensor.dtype)

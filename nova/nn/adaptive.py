@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.nn import functional as F
 from nova.nn.layers import Linear, ModuleList, Sequential
 from nova.nn.lazy import _reset_parameters
@@ -96,8 +97,8 @@ class AdaptiveLogSoftmaxWithLoss(Module):
             raise RuntimeError(f"0D or 1D target tensor expected, multi-target not "
                                f"supported (target {target_.shape})")
         if target_.dtype not in (dt.int32, dt.int64):
-            raise TypeError(f"AdaptiveLogSoftmaxWithLoss: target must hold class indices "
-                            f"(int64 or int32), got {target_.dtype.name}")
+            raise DTypeError(f"AdaptiveLogSoftmaxWithLoss: target must hold class indices "
+                             f"(int64 or int32), got {target_.dtype.name}")
         self._check_known_targets(target_)
         batched = target_.ndim > 0
         input = input_ if batched else input_.unsqueeze(0)

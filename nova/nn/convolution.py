@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from nova.autograd.function import Function
-from nova.core.errors import ShapeError
+from nova.core.errors import DTypeError, ShapeError
 from nova.core import dtypes as dt
 from nova.nn.windows import WindowSpec, as_tuple, batched, window_stack
 from nova.tensor import ops
@@ -69,8 +69,8 @@ def _conv(op: str, nd: int, x: Tensor, weight: Tensor, bias: Tensor | None, stri
                          f"with groups={groups} expects {cg * groups} (and out_channels "
                          f"divisible by groups)")
     if x.dtype != weight.dtype:
-        raise TypeError(f"{op}: input ({x.dtype.name}) and weight ({weight.dtype.name}) "
-                        "must have the same dtype")
+        raise DTypeError(f"{op}: input ({x.dtype.name}) and weight ({weight.dtype.name}) "
+                         "must have the same dtype")
     if not x.dtype.is_floating_point:
         raise TypeError(f"{op}: expected floating point input, got {x.dtype.name}")
     spec = WindowSpec.make(op, tuple(x.shape[2:]), tuple(weight.shape[2:]), stride,
@@ -458,7 +458,7 @@ def _adaptive_sizes(op: str, nd: int, x: Tensor, output_size: Any) -> tuple[int,
 def _adaptive_avg_pool(op: str, nd: int, x: Tensor, output_size: Any) -> Tensor:
     x, unbatched = batched(op, x, nd)
     if not x.dtype.is_floating_point:
-        raise TypeError(f"{op}: expected floating point input, got {x.dtype.name}")
+        raise DTypeError(f"{op}: expected floating point input, got {x.dtype.name}")
     sizes = _adaptive_sizes(op, nd, x, output_size)
     out = x
     if all(s == 1 for s in sizes):          # global average: one reduction

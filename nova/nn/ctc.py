@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.nn.losses import _Loss
 from nova.tensor import movement, ops
 from nova.tensor.constants import constant
@@ -214,8 +215,8 @@ def ctc_loss(log_probs: Tensor, targets: Tensor, input_lengths: Any, target_leng
         raise RuntimeError(f"ctc_loss: expected log_probs of shape (T, N, C) or (T, C), "
                            f"got {log_probs.shape}")
     if not log_probs.dtype.is_floating_point:
-        raise TypeError(f"ctc_loss: log_probs must be floating point, got "
-                        f"{log_probs.dtype.name}")
+        raise DTypeError(f"ctc_loss: log_probs must be floating point, got "
+                         f"{log_probs.dtype.name}")
     if targets.dtype not in _INDEX_DTYPES:
         raise TypeError(f"ctc_loss: targets must be int32 or int64, got "
                         f"{targets.dtype.name}")

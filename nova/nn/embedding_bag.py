@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.nn.embedding_table import checked_padding_idx, given_table, init_table
 from nova.nn.functional import _index_counts, _renorm_looked_up_, _ScaleGradByFreq
 from nova.nn.module import Module
@@ -91,8 +92,8 @@ def _host_offsets(offsets: Tensor, length: int, include_last_offset: bool
         raise ValueError(f"embedding_bag: offsets has to be a 1-D tensor, got shape "
                          f"{offsets.shape}")
     if offsets.dtype not in _INDEX_DTYPES:
-        raise TypeError(f"embedding_bag: offsets must be int32 or int64, got "
-                        f"{offsets.dtype.name}")
+        raise DTypeError(f"embedding_bag: offsets must be int32 or int64, got "
+                         f"{offsets.dtype.name}")
     known = ops.known_index_values(offsets)
     offs = (known if known is not None else offsets.numpy()).astype(np.int64)
     if include_last_offset and offs.size == 0:
@@ -171,11 +172,11 @@ def _check_args(input: Tensor, weight: Tensor, offsets: Tensor | None, max_norm:
         raise ValueError(f"embedding_bag: weight has to be a 2-D tensor, got shape "
                          f"{weight.shape}")
     if not weight.dtype.is_floating_point:
-        raise TypeError(f"embedding_bag: weight must be a floating point tensor, got "
-                        f"{weight.dtype.name}")
+        raise DTypeError(f"embedding_bag: weight must be a floating point tensor, got "
+                         f"{weight.dtype.name}")
     if input.dtype not in _INDEX_DTYPES:
-        raise TypeError(f"embedding_bag: indices must be int32 or int64, got "
-                        f"{input.dtype.name}")
+        raise DTypeError(f"embedding_bag: indices must be int32 or int64, got "
+                         f"{input.dtype.name}")
     if input.ndim == 2 and offsets is not None:
         raise ValueError("embedding_bag: if input is 2-D, then offsets has to be None, as "
                          "input is treated as a mini-batch of fixed length bags")
@@ -194,9 +195,9 @@ def _check_args(input: Tensor, weight: Tensor, offsets: Tensor | None, max_norm:
             raise NotImplementedError(f"embedding_bag: per_sample_weights is only supported "
                                       f"for mode='sum', got mode={mode!r}")
         if per_sample_weights.dtype != weight.dtype:
-            raise TypeError(f"embedding_bag: per_sample_weights "
-                            f"({per_sample_weights.dtype.name}) must have the weight's "
-                            f"dtype ({weight.dtype.name})")
+            raise DTypeError(f"embedding_bag: per_sample_weights "
+                             f"({per_sample_weights.dtype.name}) must have the weight's "
+                             f"dtype ({weight.dtype.name})")
     n = weight.shape[0]
     known = ops.known_index_values(input)     # checked here when on the host already
     if known is not None and known.size and (known.min() < 0 or known.max() >= n):

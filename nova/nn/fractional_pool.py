@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.nn.module import Module
 from nova.nn.windows import as_tuple, batched
 from nova.tensor import ops
@@ -141,7 +142,7 @@ def _fractional_max_pool(op: str, nd: int, input: Tensor, kernel_size: Any,
                          random_samples: Any) -> Any:
     x, unbatched = batched(op, input, nd)
     if not x.dtype.is_floating_point:
-        raise TypeError(f"{op}: expected a floating-point input, got {x.dtype.name}")
+        raise DTypeError(f"{op}: expected a floating-point input, got {x.dtype.name}")
     if any(s == 0 for s in x.shape[1:]):
         raise RuntimeError(f"{op}(): Expected input to have non-zero size for non-batch "
                            f"dimensions, but got {list(input.shape)}")

@@ -10,7 +10,7 @@ import numpy as np
 
 from nova.autograd.function import Function
 from nova.core import dtypes as dt
-from nova.core.errors import ShapeError
+from nova.core.errors import DTypeError, ShapeError
 from nova.tensor import ops
 from nova.tensor.constants import constant
 from nova.tensor.autocast_state import (POLICIES, autocast_op, biased_product,
@@ -370,9 +370,9 @@ def _cross_entropy_probs(input: Tensor, target: Tensor, weight: Tensor | None,
         raise ValueError(f"{op}: input must be a floating-point tensor of shape (C,) or "
                          f"(N, C, ...), got {input.dtype.name} of shape {input.shape}")
     if not target.dtype.is_floating_point:
-        raise TypeError(f"{op}: a target of the input's shape {input.shape} holds class "
-                        f"probabilities and must be floating point, got {target.dtype.name} "
-                        f"(class indices have shape {input.shape[:1] + input.shape[2:]})")
+        raise DTypeError(f"{op}: a target of the input's shape {input.shape} holds class "
+                         f"probabilities and must be floating point, got {target.dtype.name} "
+                         f"(class indices have shape {input.shape[:1] + input.shape[2:]})")
     if ignore_index >= 0:
         raise ValueError(f"{op}: ignore_index={ignore_index} is not supported with "
                          f"class-probability targets (target of the input's shape "
@@ -459,8 +459,8 @@ def _class_targets(op: str, input: Tensor, target: Tensor) -> tuple[Tensor, Tens
         raise ValueError(f"{op}: input must be a floating-point tensor of shape (C,) or "
                          f"(N, C, ...), got {input.dtype.name} of shape {input.shape}")
     if target.dtype not in _INDEX_TARGET_DTYPES:
-        raise TypeError(f"{op}: target must hold class indices (int64, int32 or uint8), "
-                        f"got {target.dtype.name}")
+        raise DTypeError(f"{op}: target must hold class indices (int64, int32 or uint8), "
+                         f"got {target.dtype.name}")
     if target.dtype == dt.uint8:                # PyTorch's other index type here (Byte)
         target = ops.cast(target, dt.int32)
     if input.ndim == 1:
@@ -938,7 +938,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
     occurs in ``input`` (the values are unchanged). ``sparse`` is accepted (Nova's
     gradients are dense, and so the same values)."""
     if input.dtype not in (dt.int32, dt.int64):
-        raise TypeError(f"embedding: indices must be int32 or int64, got {input.dtype.name}")
+        raise DTypeError(f"embedding: indices must be int32 or int64, got {input.dtype.name}")
     n = weight.shape[0]
     if padding_idx is not None and not -n <= padding_idx < n:
         raise ValueError(f"embedding: padding_idx {padding_idx} must be within "

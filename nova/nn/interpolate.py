@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.nn.convolution import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
 from nova.nn.module import Module
 from nova.tensor import ops
@@ -307,9 +308,9 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
                         "antialiasing, resize a float copy (x.float()) and round it back")
     if not input.dtype.is_floating_point and mode not in ("nearest", "nearest-exact") \
             and not uint8_image:
-        raise TypeError(f"{op}: mode {mode!r} needs a floating point input, got "
-                        f"{input.dtype.name} (of the integer types, uint8 takes 'bilinear' "
-                        "and antialiased 'bicubic' too, as in PyTorch)")
+        raise DTypeError(f"{op}: mode {mode!r} needs a floating point input, got "
+                         f"{input.dtype.name} (of the integer types, uint8 takes 'bilinear' "
+                         "and antialiased 'bicubic' too, as in PyTorch)")
     out_size, scales = _sizes(op, input, nd, size, scale_factor, recompute_scale_factor)
     if uint8_image:
         return _uint8_resize(input, out_size, scales, bool(align_corners), antialias, mode)

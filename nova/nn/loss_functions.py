@@ -17,6 +17,7 @@ import warnings
 from typing import Any
 
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.nn.distance import pairwise_distance
 from nova.nn.functional import _reduce, log1p_exp, logsigmoid
 from nova.tensor import ops
@@ -182,8 +183,8 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
         raise ValueError(f"multi_margin_loss: expected a non-empty (C,) or (N, C) input, got "
                          f"shape {input.shape}")
     if target.dtype not in (dt.int32, dt.int64):
-        raise TypeError(f"multi_margin_loss: target must hold class indices (int32/int64), "
-                        f"got {target.dtype.name}")
+        raise DTypeError(f"multi_margin_loss: target must hold class indices (int32/int64), "
+                         f"got {target.dtype.name}")
     samples = input.shape[0] if input.ndim == 2 else 1
     if target.numel() != samples or target.ndim > 1:
         raise ValueError(f"multi_margin_loss: target should be 1-D with one class index per "

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.nn.distance import PairwiseDistance, pairwise_distance
 from nova.nn.functional import _reduce
 from nova.nn.loss_functions import _same_ndim, legacy_reduction
@@ -79,8 +80,8 @@ def multilabel_margin_loss(input: Tensor, target: Tensor, size_average: bool | N
         raise ValueError(f"multilabel_margin_loss: target {target.shape} must have the "
                          f"input's shape {input.shape}")
     if target.dtype not in (dt.int32, dt.int64):
-        raise TypeError(f"multilabel_margin_loss: target must hold class indices "
-                        f"(int64 or int32), got {target.dtype.name}")
+        raise DTypeError(f"multilabel_margin_loss: target must hold class indices "
+                         f"(int64 or int32), got {target.dtype.name}")
     c = input.shape[-1] if input.ndim else 1
     _check_known_targets(target, c)
     x = ops._as_float("multilabel_margin_loss", input).reshape(-1, c)

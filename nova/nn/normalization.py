@@ -14,6 +14,7 @@ import warnings
 from typing import Any
 
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.nn.module import Module
 from nova.nn.parameter import Parameter
 from nova.tensor import ops
@@ -35,7 +36,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
         raise ValueError(f"batch_norm: expected an (N, C, ...) input of at least 2 dims, got "
                          f"{getattr(input, 'shape', type(input).__name__)}")
     if not input.dtype.is_floating_point:
-        raise TypeError(f"batch_norm: expected floating point input, got {input.dtype.name}")
+        raise DTypeError(f"batch_norm: expected floating point input, got {input.dtype.name}")
     input, narrow = _widened(full_precision(input, cuda_only=True))
     c = input.shape[1]
     for name, t in (("running_mean", running_mean), ("running_var", running_var),
@@ -252,8 +253,8 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None,
         raise ValueError(f"instance_norm: expected an (N, C, ...) input, got "
                          f"{getattr(input, 'shape', type(input).__name__)}")
     if not input.dtype.is_floating_point:
-        raise TypeError(f"instance_norm: expected floating point input, got "
-                        f"{input.dtype.name}")
+        raise DTypeError(f"instance_norm: expected floating point input, got "
+                         f"{input.dtype.name}")
     n, c = input.shape[:2]
     for name, t in (("running_mean", running_mean), ("running_var", running_var),
                     ("weight", weight), ("bias", bias)):

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.nn.interpolate import CUBIC_A
 from nova.tensor import ops
 from nova.tensor.constants import constant
@@ -211,11 +212,11 @@ def _check_sample_args(input: Tensor, grid: Tensor, mode: str, padding_mode: str
         raise ValueError(f"grid_sample: expected input to have non-empty spatial dims, got "
                          f"{input.shape}")
     if not input.dtype.is_floating_point:
-        raise TypeError(f"grid_sample: expected a floating point input, got "
-                        f"{input.dtype.name}")
+        raise DTypeError(f"grid_sample: expected a floating point input, got "
+                         f"{input.dtype.name}")
     if grid.dtype != input.dtype:
-        raise TypeError(f"grid_sample: expected input and grid to have the same dtype, got "
-                        f"{input.dtype.name} and {grid.dtype.name}")
+        raise DTypeError(f"grid_sample: expected input and grid to have the same dtype, got "
+                         f"{input.dtype.name} and {grid.dtype.name}")
     return nd
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from nova import distributed as dist
+from nova.core.errors import DTypeError
 from nova.distributed.nn.functional import all_reduce
 from nova.nn.module import Module
 from nova.nn.normalization import (
@@ -42,8 +43,8 @@ def _sync_batch_norm(input: Tensor, running_mean: Tensor | None,
     ``group`` together; the running statistics (when given) are updated with the
     global mean and unbiased variance, the same on every rank."""
     if not input.dtype.is_floating_point:
-        raise TypeError(f"SyncBatchNorm: expected floating point input, got "
-                        f"{input.dtype.name} of shape {input.shape}")
+        raise DTypeError(f"SyncBatchNorm: expected floating point input, got "
+                         f"{input.dtype.name} of shape {input.shape}")
     x, narrow = _widened(full_precision(input, cuda_only=True))
     c = x.shape[1]
     for name, t in (("running_mean", running_mean), ("running_var", running_var),

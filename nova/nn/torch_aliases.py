@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.nn import functional as F
 from nova.tensor import movement, ops
 from nova.tensor.creation import rand
@@ -210,8 +211,8 @@ def embedding_renorm_(input: Tensor, indices: Tensor, max_norm: float,
         raise ValueError(f"embedding_renorm_: expected a 2-dimensional weight, got shape "
                          f"{input.shape}")
     if indices.dtype.category != dt.INT:
-        raise TypeError(f"embedding_renorm_: indices must be an integer tensor, got "
-                        f"{indices.dtype.name}")
+        raise DTypeError(f"embedding_renorm_: indices must be an integer tensor, got "
+                         f"{indices.dtype.name}")
     F._renorm_looked_up_(input, indices, max_norm, norm_type)
     return input
 

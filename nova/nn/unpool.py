@@ -18,6 +18,7 @@ import numbers
 from typing import Any
 
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.nn.convolution import (
     avg_pool1d, avg_pool2d, avg_pool3d, max_pool1d, max_pool2d, max_pool3d,
 )
@@ -66,7 +67,7 @@ def _max_unpool(op: str, nd: int, input: Tensor, indices: Tensor, kernel_size: A
         raise ValueError(f"{op}: expected indices of the input's shape {input.shape}, got "
                          f"{indices.shape}")
     if indices.dtype not in (dt.int32, dt.int64):
-        raise TypeError(f"{op}: indices must be int64 (or int32), got {indices.dtype.name}")
+        raise DTypeError(f"{op}: indices must be int64 (or int32), got {indices.dtype.name}")
     kernel = as_tuple(op, "kernel_size", kernel_size, nd, 1)
     strides = kernel if stride is None else as_tuple(op, "stride", stride, nd, 1)
     pads = as_tuple(op, "padding", padding, nd, 0)

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.core.shapes import broadcast_shapes, normalize_dim
 from nova.tensor import movement, ops, scan
 from nova.tensor.constants import constant
@@ -167,8 +168,8 @@ def _tensor_repeats(repeats: Tensor, n: builtins.int, d: builtins.int,
     not depend on them (known values are checked here); without it, the counts read on
     the host, as a list."""
     if repeats.dtype not in (dt.int32, dt.int64):
-        raise TypeError(f"repeat_interleave: repeats must be an int32 or int64 tensor, got "
-                        f"{repeats.dtype.name}")
+        raise DTypeError(f"repeat_interleave: repeats must be an int32 or int64 tensor, got "
+                         f"{repeats.dtype.name}")
     if repeats.ndim > 1:
         raise ValueError(f"repeat_interleave: repeats must be 0-D or 1-D, got shape "
                          f"{repeats.shape}")
@@ -320,8 +321,8 @@ def tensor_split(x: Tensor, indices_or_sections: Any, dim: builtins.int = 0) -> 
     if isinstance(indices_or_sections, Tensor):     # a 0-d count or a 1-D list of indices
         t = indices_or_sections
         if t.dtype != dt.int64 or t.ndim > 1:
-            raise TypeError(f"tensor_split: a tensor indices_or_sections must be a 0-d or "
-                            f"1-D int64 tensor, got {t.dtype.name} of shape {t.shape}")
+            raise DTypeError(f"tensor_split: a tensor indices_or_sections must be a 0-d or "
+                             f"1-D int64 tensor, got {t.dtype.name} of shape {t.shape}")
         indices_or_sections = t.item() if t.ndim == 0 else t.tolist()
     if isinstance(indices_or_sections, (builtins.int, np.integer)):
         n = builtins.int(indices_or_sections)
@@ -473,8 +474,8 @@ def dot(a: Tensor, b: Tensor) -> Tensor:
     if a.shape != b.shape:
         raise ValueError(f"dot: 1-D tensors must have the same size, got {a.shape} and {b.shape}")
     if a.dtype != b.dtype:
-        raise TypeError(f"dot: expected both tensors of one dtype, got {a.dtype.name} and "
-                        f"{b.dtype.name}")
+        raise DTypeError(f"dot: expected both tensors of one dtype, got {a.dtype.name} and "
+                         f"{b.dtype.name}")
     if not a.dtype.is_floating_point:
         return ops.cast(ops.sum(ops.mul(a, b)), a.dtype)
     return movement.reshape(ops.matmul(movement.reshape(a, (1, -1)),
@@ -529,8 +530,8 @@ def take_along_dim(x: Tensor, indices: Tensor, dim: builtins.int | None = None) 
     ops._check_tensor("take_along_dim", x)
     ops._check_tensor("take_along_dim", indices)
     if indices.dtype not in (dt.int32, dt.int64):
-        raise TypeError(f"take_along_dim: indices must be int32 or int64, got "
-                        f"{indices.dtype.name}")
+        raise DTypeError(f"take_along_dim: indices must be int32 or int64, got "
+                         f"{indices.dtype.name}")
     if dim is None:
         flat = movement.reshape(x, -1)
         return ops.gather(flat, 0, _wrapped("take_along_dim", movement.reshape(indices, -1),
@@ -654,8 +655,10 @@ def _sorted_by(op: str, seq: Tensor, sorter: Tensor) -> Tensor:
     when its values are known, else when the step runs)."""
     ops._check_tensor(f"{op} sorted_sequence", seq)
     if not isinstance(sorter, Tensor) or sorter.dtype != dt.int64:
-        raise TypeError(f"{op}: sorter must be an int64 tensor, got "
-                        f"{getattr(getattr(sorter, 'dtype', None), 'name', type(sorter).__name__)}")
+        # a tensor of another dtype is PyTorch's RuntimeError, a non-tensor its TypeError
+        raise (DTypeError if isinstance(sorter, Tensor) else TypeError)(
+            f"{op}: sorter must be an int64 tensor, got "
+            f"{getattr(getattr(sorter, 'dtype', None), 'name', type(sorter).__name__)}")
     if sorter.shape != seq.shape:
         raise ValueError(f"{op}: sorted_sequence {seq.shape} and sorter {sorter.shape} must "
                          f"have the same shape")
@@ -961,7 +964,7 @@ def _quantile_args(op: str, x: Tensor, q: Any, interpolation: str
                          f"midpoint, got {interpolation!r}")
     ops._check_tensor(op, x)
     if not x.dtype.is_floating_point:
-        raise TypeError(f"{op}: input dtype must be floating point, got {x.dtype.name}")
+        raise DTypeError(f"{op}: input dtype must be floating point, got {x.dtype.name}")
     qs = q.tolist() if isinstance(q, Tensor) else q
     scalar = not isinstance(qs, (list, tuple))
     qs = [float(qs)] if scalar else [float(v) for v in qs]
@@ -1088,10 +1091,10 @@ def masked_scatter(input: Tensor, mask: Tensor, source: Tensor) -> Tensor:
     for t_ in (input, mask, source):
         ops._check_tensor("masked_scatter", t_)
     if mask.dtype != dt.bool_:
-        raise TypeError(f"masked_scatter: mask must be a bool tensor, got {mask.dtype.name}")
+        raise DTypeError(f"masked_scatter: mask must be a bool tensor, got {mask.dtype.name}")
     if source.dtype != input.dtype:
-        raise TypeError(f"masked_scatter: expected input and source to have the same dtype, "
-                        f"got {input.dtype.name} and {source.dtype.name}")
+        raise DTypeError(f"masked_scatter: expected input and source to have the same dtype, "
+                         f"got {input.dtype.name} and {source.dtype.name}")
     shape = broadcast_shapes("masked_scatter", input.shape, mask.shape)
     known = ops.known_index_values(mask)
     if known is not None and known.size:     # (broadcasting repeats each element alike)
@@ -1172,10 +1175,10 @@ def put(input: Tensor, index: Tensor, source: Tensor,
     for t_ in (input, index, source):
         ops._check_tensor("put", t_)
     if index.dtype.category != dt.INT:
-        raise TypeError(f"put: index must be an integer tensor, got {index.dtype.name}")
+        raise DTypeError(f"put: index must be an integer tensor, got {index.dtype.name}")
     if source.dtype != input.dtype:
-        raise TypeError(f"put: input and source must have the same dtype, got "
-                        f"{input.dtype.name} and {source.dtype.name}")
+        raise DTypeError(f"put: input and source must have the same dtype, got "
+                         f"{input.dtype.name} and {source.dtype.name}")
     if source.numel() != index.numel():
         raise IndexError(f"put: expected source and index to have the same number of "
                          f"elements, got {source.numel()} (source {source.shape}) and "
@@ -1212,7 +1215,7 @@ def histogram(input: Tensor, bins: Any, *, range: Sequence[float] | None = None,
     op = "histogram"
     ops._check_tensor(op, input)
     if not input.dtype.is_floating_point:
-        raise TypeError(f"{op}: input must be floating point, got {input.dtype.name}")
+        raise DTypeError(f"{op}: input must be floating point, got {input.dtype.name}")
     x = movement.reshape(input, -1)
     if weight is not None:
         ops._check_tensor(op, weight)
@@ -1220,8 +1223,8 @@ def histogram(input: Tensor, bins: Any, *, range: Sequence[float] | None = None,
             raise ValueError(f"{op}: weight must have input's shape {input.shape}, got "
                              f"{weight.shape}")
         if weight.dtype != input.dtype:
-            raise TypeError(f"{op}: weight must have input's dtype {input.dtype.name}, got "
-                            f"{weight.dtype.name}")
+            raise DTypeError(f"{op}: weight must have input's dtype {input.dtype.name}, got "
+                             f"{weight.dtype.name}")
         weight = movement.reshape(weight, -1)
     if isinstance(bins, Tensor):
         if range is not None:
@@ -1230,8 +1233,8 @@ def histogram(input: Tensor, bins: Any, *, range: Sequence[float] | None = None,
             raise ValueError(f"{op}: bins tensor should have one dimension and at least one "
                              f"edge, got shape {bins.shape}")
         if bins.dtype != input.dtype:
-            raise TypeError(f"{op}: input and bins should have the same dtype, got "
-                            f"{input.dtype.name} and {bins.dtype.name}")
+            raise DTypeError(f"{op}: input and bins should have the same dtype, got "
+                             f"{input.dtype.name} and {bins.dtype.name}")
     elif isinstance(bins, builtins.bool) or not isinstance(bins, builtins.int) or bins <= 0:
         raise ValueError(f"{op}: bins must be a positive int or a 1-D tensor, got {bins!r}")
     edges, index, inside = bin_of(op, x, bins, range)
@@ -1385,7 +1388,7 @@ def matrix_exp(A: Tensor) -> Tensor:
         raise ValueError(f"matrix_exp: A must be a square matrix or a batch of square "
                          f"matrices, got shape {A.shape}")
     if not A.dtype.is_floating_point:
-        raise TypeError(f"matrix_exp: expected a floating point tensor, got {A.dtype.name}")
+        raise DTypeError(f"matrix_exp: expected a floating point tensor, got {A.dtype.name}")
     if A.numel() == 0:
         return A.clone()
     a = ops.cast(A, dt.float64)

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.core.memory_format import is_contiguous_as
 from nova.tensor import movement, numeric, ops
 from nova.tensor.tensor import Tensor
@@ -231,7 +232,7 @@ def _retains_grad(self: Tensor) -> builtins.bool:
 def positive(input: Tensor) -> Tensor:
     """``input`` itself (``torch.positive``; bools refused as PyTorch does)."""
     if input.dtype == dt.bool_:
-        raise TypeError("positive: the + operator on a bool tensor is not supported")
+        raise DTypeError("positive: the + operator on a bool tensor is not supported")
     return input
 
 
@@ -366,7 +367,7 @@ def scatter_(self: Tensor, dim: builtins.int, index: Tensor, src: Any = None, *,
 
 def _generator_draw(self: Tensor, op: str) -> None:
     if not self.dtype.is_floating_point:
-        raise TypeError(f"{op}: expects a floating point tensor, got {self.dtype.name}")
+        raise DTypeError(f"{op}: expects a floating point tensor, got {self.dtype.name}")
 
 
 def normal_(self: Tensor, mean: Any = 0.0, std: Any = 1.0, *, generator: Any = None) -> Tensor:

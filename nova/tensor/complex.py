@@ -36,6 +36,7 @@ import numpy as np
 
 from nova.core import dtypes as dt
 from nova.core.errors import ComplexUnsupportedError, complex_unsupported  # noqa: F401 (re-exported)
+from nova.core.errors import DTypeError
 from nova.tensor import creation as _creation
 from nova.tensor import elementary as _elementary
 from nova.tensor import movement as _movement
@@ -771,8 +772,10 @@ def polar(abs: Tensor, angle: Tensor) -> ComplexTensor:
     """``abs * (cos(angle) + i sin(angle))`` (``torch.polar``)."""
     for name, t in (("abs", abs), ("angle", angle)):
         if not isinstance(t, Tensor) or t.dtype not in (dt.float32, dt.float64):
-            raise TypeError(f"polar(): argument '{name}' must be a float or double Tensor, "
-                            f"got {getattr(t, 'dtype', type(t).__name__)}")
+            # a tensor of another dtype is PyTorch's RuntimeError, a non-tensor its TypeError
+            raise (DTypeError if isinstance(t, Tensor) else TypeError)(
+                f"polar(): argument '{name}' must be a float or double Tensor, "
+                f"got {getattr(t, 'dtype', type(t).__name__)}")
     if abs.dtype != angle.dtype:
         raise RuntimeError(f"polar(): expected abs and angle of one dtype, got "
                            f"{abs.dtype.name} and {angle.dtype.name}")

@@ -19,6 +19,7 @@ import builtins
 import numpy as np
 
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.tensor import ops
 from nova.tensor.tensor import Tensor
 
@@ -96,8 +97,8 @@ def masked_select(input: Tensor, mask: Tensor) -> Tensor:
     ops._check_tensor("masked_select", input)
     ops._check_tensor("masked_select", mask)
     if mask.dtype != dt.bool_:
-        raise TypeError(f"masked_select: mask must be a bool tensor, got {mask.dtype.name} "
-                        f"of shape {mask.shape}")
+        raise DTypeError(f"masked_select: mask must be a bool tensor, got {mask.dtype.name} "
+                         f"of shape {mask.shape}")
     from nova.core.shapes import broadcast_shapes
     shape = broadcast_shapes("masked_select", input.shape, mask.shape)
     x = ops.broadcast_to(input, shape, "masked_select")
@@ -198,8 +199,8 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
     ``scatter_add`` of ``weights``, which stays lazy."""
     ops._check_tensor("bincount", input)
     if input.ndim != 1 or input.dtype.category != dt.INT:
-        raise TypeError(f"bincount: input must be a 1-D tensor of integers, got "
-                        f"{input.dtype.name} of shape {input.shape}")
+        raise DTypeError(f"bincount: input must be a 1-D tensor of integers, got "
+                         f"{input.dtype.name} of shape {input.shape}")
     if isinstance(minlength, builtins.bool) or not isinstance(minlength, (builtins.int,
                                                                          np.integer)):
         raise TypeError(f"bincount: minlength must be an int, got {minlength!r}")

@@ -27,9 +27,10 @@ pairs while recording. Results can differ from numpy's order of summation by rou
 only.
 
 Differences from torch, on purpose: errors are ``ValueError`` (shapes, equation) and
-``TypeError`` (operand types), as everywhere in Nova, and always name einsum, the
-equation and the operand shapes; an integer einsum keeps its dtype even when it only
-sums (``torch.einsum('ij->', int32)`` is int64, the contraction ``'ij,ij->i'`` int32).
+``TypeError`` (operand types; bool operands a ``DTypeError``, a ``RuntimeError`` too, as
+torch's), as everywhere in Nova, and always name einsum, the equation and the operand
+shapes; an integer einsum keeps its dtype even when it only sums
+(``torch.einsum('ij->', int32)`` is int64, the contraction ``'ij,ij->i'`` int32).
 The sublist form ``einsum(op, [0, 1], ...)`` is not supported.
 """
 from __future__ import annotations
@@ -39,6 +40,7 @@ from collections.abc import Sequence
 from typing import Any, Union
 
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.tensor import ops
 from nova.tensor.movement import permute, reshape
 from nova.tensor.tensor import Tensor
@@ -122,8 +124,8 @@ def einsum(equation: Any, *operands: Any) -> Tensor:
     eq = _parse(equation, tensors)   # (an equation names at least one operand)
     common = ops.promote("einsum", *tensors)
     if common == dt.bool_:
-        raise TypeError(f"einsum({equation!r}): bool operands are not supported (as in "
-                        f"torch); cast them, e.g. with .int() (shapes {_shapes(tensors)})")
+        raise DTypeError(f"einsum({equation!r}): bool operands are not supported (as in "
+                         f"torch); cast them, e.g. with .int() (shapes {_shapes(tensors)})")
     tensors = [ops.cast(t, common) for t in tensors]
 
     needed_out = set(eq.output)

@@ -21,6 +21,7 @@ import ml_dtypes
 import numpy as np
 
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.tensor import grad_mode, ops
 from nova.tensor.tensor import Tensor
 
@@ -396,7 +397,7 @@ def hypot(a: Tensor, b: Tensor) -> Tensor:
     NaN, +-0 for a finite operand and NaN for the infinite (or NaN) one."""
     common = ops.promote("hypot", a, b)
     if not common.is_floating_point:
-        raise TypeError(f"hypot: expected floating point operands, got {common.name}")
+        raise DTypeError(f"hypot: expected floating point operands, got {common.name}")
     x, y = ops.operands("hypot", a, b)
     edge = ops.logical_or(ops.logical_or(ops.isinf(x), ops.isinf(y)),
                           ops.logical_and(ops.eq(x, 0), ops.eq(y, 0)))
@@ -576,7 +577,7 @@ def nanmean(x: Tensor, dim: Any = None, keepdim: builtins.bool = False, *,
     if dtype is not None:
         x = ops.cast(x, dt.get_dtype(dtype))
     if not x.dtype.is_floating_point:
-        raise TypeError(f"nanmean: input dtype must be floating point, got {x.dtype.name}")
+        raise DTypeError(f"nanmean: input dtype must be floating point, got {x.dtype.name}")
 
     def evaluate(w: Tensor) -> Tensor:
         keep = ops.logical_not(ops.isnan(w))

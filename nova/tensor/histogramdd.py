@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.tensor import movement, ops
 from nova.tensor.arrays import bin_of
 from nova.tensor.tensor import Tensor
@@ -91,7 +92,7 @@ def _check_input(input: Tensor, weight: Tensor | None) -> None:
     if input.ndim < 2:
         raise RuntimeError(f"{_OP}: input tensor should have at least 2 dimensions")
     if not input.dtype.is_floating_point:
-        raise TypeError(f"{_OP}: input must be floating point, got {input.dtype.name}")
+        raise DTypeError(f"{_OP}: input must be floating point, got {input.dtype.name}")
     if weight is None:
         return
     ops._check_tensor(_OP, weight)

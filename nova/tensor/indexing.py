@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.tensor import capture_log as _capture_log
 from nova.tensor import grad_mode as _grad_mode
 from nova.tensor import ops
@@ -812,8 +813,8 @@ def _index_put_index(op: str, x: Tensor, indices: Any, values: Any) -> tuple:
     if not isinstance(values, Tensor):
         raise TypeError(f"{op}: values must be a Tensor, got {type(values).__name__}")
     if values.dtype != x.dtype:
-        raise TypeError(f"{op}: values of dtype {values.dtype.name} must match the "
-                        f"destination's dtype {x.dtype.name}")
+        raise DTypeError(f"{op}: values of dtype {values.dtype.name} must match the "
+                         f"destination's dtype {x.dtype.name}")
     return tuple(slice(None) if i is None else i for i in indices)
 
 

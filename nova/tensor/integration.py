@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.core.shapes import normalize_dim
 from nova.tensor import movement, ops, scan
 from nova.tensor.tensor import Tensor
@@ -48,7 +49,7 @@ def _sample_steps(op: str, y: Tensor, x: Tensor, d: builtins.int) -> Tensor:
     fewer dims than ``y`` gets leading ones (PyTorch's ``add_padding_to_shape``)."""
     ops._check_tensor(f"{op} x", x)
     if x.dtype == dt.bool_:
-        raise TypeError(f"{op}: received a bool input for x, but bool is not supported")
+        raise DTypeError(f"{op}: received a bool input for x, but bool is not supported")
     if x.ndim == 1:
         if x.shape[0] != y.shape[d]:
             raise ValueError(f"{op}: there must be one x value for each sample point: x has "
@@ -67,7 +68,7 @@ def _integrand(op: str, y: Tensor, x: Tensor | None, dx: Any, dim: Any) -> built
     """Checks shared by the trapezoidal rules; returns the normalized dim."""
     ops._check_tensor(op, y)
     if y.dtype == dt.bool_:
-        raise TypeError(f"{op}: received a bool input for y, but bool is not supported")
+        raise DTypeError(f"{op}: received a bool input for y, but bool is not supported")
     if x is not None and dx is not None:
         raise TypeError(f"{op}: give the sample points x or the spacing dx, not both")
     if y.ndim == 0:

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.core.shapes import normalize_dim
 from nova.tensor import arrays, grad_mode, movement, numeric, ops, scan, sorting
 from nova.tensor.creation import tensor
@@ -67,14 +68,14 @@ def contains(t: Tensor, element: Any) -> builtins.bool:
 # ---------------------------------------------------------------- bit shifts
 
 def _integer_dtype(op: str, *args: Any) -> dt.DType:
-    """The common dtype of ``args``; TypeError unless it is an integer dtype (PyTorch's
-    shifts, ``gcd`` and ``lcm`` are not defined on floats or bools)."""
+    """The common dtype of ``args``; a ``DTypeError`` unless it is an integer dtype
+    (PyTorch's shifts, ``gcd`` and ``lcm`` are not defined on floats or bools)."""
     common = ops.promote(op, *args)
     if common.category != dt.INT:
         got = ", ".join(a.dtype.name if isinstance(a, Tensor) else type(a).__name__
                         for a in args)
-        raise TypeError(f"{op}: expected integer operands (int32 or int64), got {got}; "
-                        f"cast with .to(nova.int64)")
+        raise DTypeError(f"{op}: expected integer operands (int32 or int64), got {got}; "
+                         f"cast with .to(nova.int64)")
     return common
 
 
@@ -402,7 +403,7 @@ def _reduced(op: str, x: Tensor, d: builtins.int, index: Tensor, src: Tensor, re
         return x.clone()
     if x.dtype == dt.bool_:
         if reduce == "mean":
-            raise TypeError(f"{op}: reduce='mean' is not defined for bool tensors")
+            raise DTypeError(f"{op}: reduce='mean' is not defined for bool tensors")
         out = _reduced(op, ops.cast(x, dt.int32), d, index, ops.cast(src, dt.int32), reduce,
                        include_self)
         return ops.ne(out, 0)
@@ -439,8 +440,8 @@ def _check_same_dtype(op: str, x: Tensor, src: Any, name: str) -> None:
     ops._check_tensor(f"{op} input", x)
     ops._check_tensor(f"{op} {name}", src)
     if src.dtype != x.dtype:
-        raise TypeError(f"{op}: input ({x.dtype.name}) and {name} ({src.dtype.name}) must "
-                        f"have the same dtype")
+        raise DTypeError(f"{op}: input ({x.dtype.name}) and {name} ({src.dtype.name}) must "
+                         f"have the same dtype")
 
 
 def _on_vectors(op: str, x: Tensor, d: builtins.int, index: Tensor, src: Tensor,
@@ -482,7 +483,7 @@ def index_reduce(input: Tensor, dim: builtins.int, index: Tensor, source: Tensor
     if index.ndim > 1:
         raise IndexError(f"{op}: index must be a 0-D or 1-D tensor, got shape {index.shape}")
     if index.dtype not in (dt.int32, dt.int64):
-        raise TypeError(f"{op}: index must be int32 or int64, got {index.dtype.name}")
+        raise DTypeError(f"{op}: index must be int32 or int64, got {index.dtype.name}")
     d = normalize_dim(op, dim, input.ndim, input.shape)
     k = index.numel()
     want = input.shape[:d] + (k,) + input.shape[d + 1:] if input.ndim else ()

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.core.shapes import normalize_dim
 from nova.tensor import ops
 from nova.tensor.elementary import _nan_slope
@@ -61,7 +62,7 @@ def frac(x: Tensor) -> Tensor:
     """``x - trunc(x)`` (``torch.frac``), float tensors only."""
     ops._check_tensor("frac", x)
     if not x.dtype.is_floating_point:
-        raise TypeError(f"frac: expected a float tensor, got {x.dtype.name}")
+        raise DTypeError(f"frac: expected a float tensor, got {x.dtype.name}")
     return ops.sub(x, trunc(x))
 
 
@@ -108,7 +109,7 @@ def _quotient(op: str, a: Any, b: Any, toward_floor: builtins.bool) -> Tensor:
     dtype of ``a`` and ``b``."""
     common = ops.promote(op, a, b)
     if common == dt.bool_:
-        raise TypeError(f"{op}: not defined on two bool operands")
+        raise DTypeError(f"{op}: not defined on two bool operands")
     if common.is_floating_point:
         if toward_floor:
             return _floor_quotient_float(*ops.operands(op, a, b, dtype=common))
@@ -171,7 +172,7 @@ def _integer_rest(op: str, a: Any, b: Any, toward_floor: builtins.bool) -> Tenso
     common dtype: a bool operand is cast first (``sub`` is not defined on bools)."""
     common = ops.promote(op, a, b)
     if common == dt.bool_:
-        raise TypeError(f"{op}: not defined on two bool operands")
+        raise DTypeError(f"{op}: not defined on two bool operands")
     a, b = (ops.cast(v, common) if isinstance(v, Tensor) and v.dtype == dt.bool_ else v
             for v in (a, b))
     return ops.sub(a, ops.mul(b, _quotient(op, a, b, toward_floor)))

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from nova.core import dtypes as dt
-from nova.core.errors import ShapeError, complex_unsupported
+from nova.core.errors import DTypeError, ShapeError, complex_unsupported
 from nova.core.shapes import (
     broadcast_shapes, check_numel, normalize_dim, normalize_dims, numel,
 )
@@ -220,13 +220,13 @@ def _check_sub_operands(a: Any, b: Any) -> None:
     """PyTorch refuses a bool operand of ``-``, tensor or Python bool, whatever the
     other one is (``mask - 1`` would read as inverting a mask, and does not)."""
     if _is_bool(a) and _is_bool(b):
-        raise TypeError("sub: subtraction, the `-` operator, with two bool tensors is not "
-                        "supported; use the `^` or logical_xor() operator instead")
+        raise DTypeError("sub: subtraction, the `-` operator, with two bool tensors is not "
+                         "supported; use the `^` or logical_xor() operator instead")
     if _is_bool(a) or _is_bool(b):
         kinds = " and ".join(_kind(v) for v in (a, b))
-        raise TypeError(f"sub: subtraction, the `-` operator, with a bool tensor is not "
-                        f"supported ({kinds}); if you are trying to invert a mask, use the "
-                        f"`~` or logical_not() operator instead")
+        raise DTypeError(f"sub: subtraction, the `-` operator, with a bool tensor is not "
+                         f"supported ({kinds}); if you are trying to invert a mask, use the "
+                         f"`~` or logical_not() operator instead")
 
 
 def sub(a: Any, b: Any, alpha: Any = 1) -> Tensor:
@@ -272,8 +272,9 @@ def _bool_pow(a: Any, b: Any) -> Tensor:
     of a bool base has no kernel there."""
     if isinstance(a, Tensor) and isinstance(b, builtins.bool):
         return logical_or(a, not b)
-    raise TypeError(f'pow: "pow" is not implemented for bool base and exponent (got '
-                    f'{_kind(a)} ** {_kind(b)}); cast one of them to an integer or float dtype')
+    raise DTypeError(f'pow: "pow" is not implemented for bool base and exponent (got '
+                     f'{_kind(a)} ** {_kind(b)}); cast one of them to an integer or float '
+                     'dtype')
 
 
 def _kind(v: Any) -> str:
@@ -291,7 +292,7 @@ def minimum(a: Any, b: Any) -> Tensor:
 def neg(x: Tensor) -> Tensor:
     _check_tensor("neg", x)
     if x.dtype == dt.bool_:
-        raise TypeError("neg: negation of a bool tensor is not supported; use ~ instead")
+        raise DTypeError("neg: negation of a bool tensor is not supported; use ~ instead")
     return prim("neg", [x], {}, x.shape, x.dtype)
 
 
@@ -462,7 +463,7 @@ def _select(op: str, cond: Tensor, a: Any, b: Any) -> Tensor:
     """``where`` on behalf of ``op`` (so errors name the op the user called)."""
     _check_tensor(op, cond)
     if cond.dtype != dt.bool_:
-        raise TypeError(f"{op}: condition must be a bool tensor, got {cond.dtype.name}")
+        raise DTypeError(f"{op}: condition must be a bool tensor, got {cond.dtype.name}")
     common = promote(op, a, b)
     shape = broadcast_shapes(op, cond.shape,
                              *[v.shape for v in (a, b) if isinstance(v, Tensor)])
@@ -475,7 +476,7 @@ def masked_fill(x: Tensor, mask: Tensor, value: Any) -> Tensor:
     _check_tensor("masked_fill", x)
     _check_tensor("masked_fill", mask)
     if mask.dtype != dt.bool_:
-        raise TypeError(f"masked_fill: mask must be a bool tensor, got {mask.dtype.name}")
+        raise DTypeError(f"masked_fill: mask must be a bool tensor, got {mask.dtype.name}")
     if broadcast_shapes("masked_fill", x.shape, mask.shape) != x.shape:
         raise ShapeError(f"masked_fill: mask of shape {mask.shape} cannot be broadcast to "
                          f"the tensor's shape {x.shape}")
@@ -566,9 +567,9 @@ def _bitwise_dtype(op: str, *args: Any) -> dt.DType:
     if common.is_floating_point:
         got = ", ".join(a.dtype.name if isinstance(a, Tensor) else type(a).__name__
                         for a in args)
-        raise TypeError(f"{op}: expected integer or bool operands, got {got} (a bit "
-                        f"operation is not defined on floating point; compare first, or "
-                        f"cast with .to(nova.int32))")
+        raise DTypeError(f"{op}: expected integer or bool operands, got {got} (a bit "
+                         f"operation is not defined on floating point; compare first, or "
+                         f"cast with .to(nova.int32))")
     return common
 
 
@@ -673,8 +674,8 @@ def mean(x: Tensor, dim: Any = None, keepdim: builtins.bool = False, *, dtype: A
     if dtype is not None:
         x = cast(x, dt.get_dtype(dtype))
     if not x.dtype.is_floating_point:
-        raise TypeError(f"mean: input dtype must be floating point, got {x.dtype.name}; "
-                        "call .float() first")
+        raise DTypeError(f"mean: input dtype must be floating point, got {x.dtype.name}; "
+                         "call .float() first")
     axes = reduction_axes("mean", dim, x.ndim, x.shape)
     count = numel(tuple(x.shape[a] for a in axes))
     return _in_float32(x, lambda w: mul(_reduce("reduce_sum", "mean", w, axes, keepdim),
@@ -909,7 +910,7 @@ def _root_at_zero(total: Tensor, root, at_zero: builtins.float = 0.0) -> Tensor:
 def _float_only(op: str, x: Any) -> Tensor:
     _check_tensor(op, x)
     if not x.dtype.is_floating_point:
-        raise TypeError(f"{op}: input dtype must be floating point, got {x.dtype.name}")
+        raise DTypeError(f"{op}: input dtype must be floating point, got {x.dtype.name}")
     return x
 
 
@@ -977,10 +978,10 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         raise ValueError(f"matmul: both arguments need at least 1 dim, got shapes {sa} "
                          f"and {sb}")
     if dtype != b.dtype:
-        raise TypeError(f"matmul: expected both operands to have the same dtype, got "
-                        f"{dtype.name} and {b.dtype.name}")
+        raise DTypeError(f"matmul: expected both operands to have the same dtype, got "
+                         f"{dtype.name} and {b.dtype.name}")
     if dtype == dt.bool_:
-        raise TypeError("matmul: not implemented for bool tensors")
+        raise DTypeError("matmul: not implemented for bool tensors")
     x, xs = (a, sa) if len(sa) > 1 else (prim("reshape", [a], {}, (1, sa[0]), dtype),
                                          (1, sa[0]))
     y, ys = (b, sb) if len(sb) > 1 else (prim("reshape", [b], {}, (sb[0], 1), dtype),
@@ -1053,7 +1054,7 @@ def gather(x: Tensor, dim: builtins.int, index: Tensor, *,
     _check_tensor("gather", x)
     _check_tensor("gather", index)
     if index.dtype not in (dt.int32, dt.int64):
-        raise TypeError(f"gather: index must be int32 or int64, got {index.dtype.name}")
+        raise DTypeError(f"gather: index must be int32 or int64, got {index.dtype.name}")
     d = normalize_dim("gather", dim, x.ndim, x.shape)
     if index.ndim != x.ndim:
         raise ShapeError(f"gather: index {index.shape} must have as many dims as input "
@@ -1080,7 +1081,7 @@ def _scatter_args(op: str, x: Tensor, dim: builtins.int, index: Tensor,
         src = full_const(src, index.shape, x.dtype)
     d = normalize_dim(op, dim, x.ndim, x.shape)
     if index.dtype not in (dt.int32, dt.int64):
-        raise TypeError(f"{op}: index must be int32 or int64, got {index.dtype.name}")
+        raise DTypeError(f"{op}: index must be int32 or int64, got {index.dtype.name}")
     if index.ndim != x.ndim or src.ndim != x.ndim:
         raise ShapeError(f"{op}: input {x.shape}, index {index.shape} and src "
                          f"{src.shape} must have the same number of dims")
@@ -1147,7 +1148,7 @@ def one_hot(x: Tensor, num_classes: builtins.int = -1) -> Tensor:
     a silent row of zeros."""
     _check_tensor("one_hot", x)
     if x.dtype not in (dt.int32, dt.int64):
-        raise TypeError(f"one_hot: input must be an integer tensor, got {x.dtype.name}")
+        raise DTypeError(f"one_hot: input must be an integer tensor, got {x.dtype.name}")
     if isinstance(num_classes, builtins.bool) or not hasattr(num_classes, "__index__"):
         raise TypeError(f"one_hot: num_classes must be an int, got {num_classes!r}")
     num_classes = operator.index(num_classes)

@@ -14,6 +14,7 @@ import math
 from typing import Any
 
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.core.shapes import normalize_dim
 from nova.tensor import grad_mode, movement, numeric, ops
 from nova.tensor.autocast_state import autocast_op
@@ -156,8 +157,8 @@ def cdist(x1: Tensor, x2: Tensor, p: Any = 2.0,
         raise ValueError(f"cdist: x1 and x2 must have the same number of columns, got "
                          f"{x1.shape[-1]} and {x2.shape[-1]}")
     if not x1.dtype.is_floating_point or not x2.dtype.is_floating_point:
-        raise TypeError(f"cdist: only floating point inputs, got {x1.dtype.name} and "
-                        f"{x2.dtype.name}")
+        raise DTypeError(f"cdist: only floating point inputs, got {x1.dtype.name} and "
+                         f"{x2.dtype.name}")
     if p < 0:
         raise ValueError(f"cdist: p must be >= 0, got {p}")
     diff = ops.sub(movement.unsqueeze(x1, -2), movement.unsqueeze(x2, -3))
@@ -197,7 +198,7 @@ def renorm(input: Tensor, p: Any, dim: builtins.int, maxnorm: Any) -> Tensor:
     (``torch.renorm``: by ``maxnorm / (norm + 1e-7)``, the norm taken in float64)."""
     ops._check_tensor("renorm", input)
     if not input.dtype.is_floating_point:
-        raise TypeError(f"renorm: expects a floating point input, got {input.dtype.name}")
+        raise DTypeError(f"renorm: expects a floating point input, got {input.dtype.name}")
     if p <= 0:
         raise ValueError(f"renorm: p must be > 0, got {p}")
     if maxnorm < 0:

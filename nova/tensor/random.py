@@ -17,6 +17,7 @@ import numpy as np
 
 from nova.core import dtypes as dt
 from nova.core import philox
+from nova.core.errors import DTypeError
 from nova.tensor import capture_log
 from nova.tensor.device import CPU, check_device
 from nova.tensor.device import device as Device
@@ -171,7 +172,7 @@ def host_uniform(n: int, generator: Generator | None = None) -> np.ndarray:
 
 def uniform(shape: tuple[int, ...], dtype: dt.DType, generator: Generator | None = None) -> Tensor:
     if not dtype.is_floating_point:
-        raise TypeError(f"rand: dtype must be floating point, got {dtype.name}")
+        raise DTypeError(f"rand: dtype must be floating point, got {dtype.name}")
     g = generator or default_generator
     return prim("rng_uniform", [g.next_key()], {}, shape, dtype)
 
@@ -179,7 +180,7 @@ def uniform(shape: tuple[int, ...], dtype: dt.DType, generator: Generator | None
 def normal(shape: tuple[int, ...], dtype: dt.DType, generator: Generator | None = None) -> Tensor:
     """Box-Muller over two uniform draws, computed in float32 (float64 for float64)."""
     if not dtype.is_floating_point:
-        raise TypeError(f"randn: dtype must be floating point, got {dtype.name}")
+        raise DTypeError(f"randn: dtype must be floating point, got {dtype.name}")
     work = dt.float64 if dtype == dt.float64 else dt.float32
     u1 = sub(1.0, uniform(shape, work, generator))        # in (0, 1]: log is finite
     u2 = uniform(shape, work, generator)

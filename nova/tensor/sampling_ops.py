@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.core.shapes import broadcast_shapes
 from nova.tensor import movement, ops, tape
 from nova.tensor.creation import arange, full_like, rand, randint, randn, tensor
@@ -341,7 +342,7 @@ def _check_float(op: str, name: str, t: Any) -> Tensor:
     if not isinstance(t, Tensor):
         raise TypeError(f"{op}: {name} must be a Tensor, got {type(t).__name__}")
     if not t.dtype.is_floating_point:
-        raise TypeError(f"{op}: {name} must be a floating point tensor, got {t.dtype.name}")
+        raise DTypeError(f"{op}: {name} must be a floating point tensor, got {t.dtype.name}")
     return t
 
 
@@ -612,8 +613,8 @@ def binomial(count: Tensor, prob: Tensor, generator: Any = None) -> Tensor:
     _check_float("binomial", "count", count)
     _check_float("binomial", "prob", prob)
     if count.dtype != prob.dtype:
-        raise TypeError(f"binomial: count and prob must have one dtype, got "
-                        f"{count.dtype.name} and {prob.dtype.name}")
+        raise DTypeError(f"binomial: count and prob must have one dtype, got "
+                         f"{count.dtype.name} and {prob.dtype.name}")
     with no_grad():
         n, pr = movement.broadcast_tensors(_f64(count.detach()), _f64(prob.detach()))
         valid = ops.logical_and(ops.logical_and(_finite(n), ops.ge(n, 0.0)),
@@ -691,8 +692,8 @@ def normal(mean: Any, std: Any = 1.0, size: Any = None, *, generator: Any = None
         return _normal_numbers(mean, std, size, generator, dtype, device, requires_grad)
     for name, v in (("mean", mean), ("std", std)):
         if isinstance(v, Tensor) and not v.dtype.is_floating_point:
-            raise TypeError(f"normal: {name} must be a floating point tensor, got "
-                            f"{v.dtype.name}")
+            raise DTypeError(f"normal: {name} must be a floating point tensor, got "
+                             f"{v.dtype.name}")
     # (a dtype or device equal to the result's is accepted: what ``out=`` passes on)
     target = ops.promote("normal", mean, std)
     given = [k for k, v in (("size", size), ("layout", layout)) if v is not None] + \

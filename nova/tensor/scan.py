@@ -16,6 +16,7 @@ from collections import namedtuple
 from typing import Any
 
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.core.shapes import normalize_dim
 from nova.tensor import movement, ops
 from nova.tensor.ops import cast, prim
@@ -168,8 +169,8 @@ def logcumsumexp(input: Tensor, dim: builtins.int) -> Tensor:
     if not isinstance(input, Tensor):
         raise TypeError(f"logcumsumexp: expected a Tensor, got {type(input).__name__}")
     if not input.dtype.is_floating_point:
-        raise TypeError(f"logcumsumexp: expects a floating point input, got "
-                        f"{input.dtype.name}")
+        raise DTypeError(f"logcumsumexp: expects a floating point input, got "
+                         f"{input.dtype.name}")
     if dim is None or isinstance(dim, builtins.bool) or not isinstance(dim, builtins.int):
         raise TypeError(f"logcumsumexp: dim must be an int, got {dim!r}")
     x = input if input.dtype.itemsize >= 4 else cast(input, dt.float32)   # (half: once)

@@ -57,6 +57,7 @@ from typing import Any
 import ml_dtypes
 
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.tensor import grad_mode, ops, tape
 from nova.tensor.elementary import _in_float64, _infinity, _nan_slope, _steep, _x_log
 from nova.tensor.tensor import Tensor
@@ -661,7 +662,8 @@ def frexp(x: Tensor) -> tuple[Tensor, Tensor]:
     Exact, subnormals included."""
     ops._check_tensor("frexp", x)
     if not x.dtype.is_floating_point:
-        raise TypeError(f"frexp: only floating-point dtypes are supported, got {x.dtype.name}")
+        raise DTypeError(f"frexp: only floating-point dtypes are supported, got "
+                         f"{x.dtype.name}")
     m, e = _frexp64(ops.cast(x, dt.float64))
     return _Frexp(ops.cast(m, x.dtype), ops.cast(e, dt.int32))
 
@@ -691,7 +693,7 @@ def nextafter(a: Any, b: Any) -> Tensor:
     ``b``."""
     common = ops.promote("nextafter", a, b)
     if not common.is_floating_point:
-        raise TypeError(f"nextafter: expected floating point operands, got {common.name}")
+        raise DTypeError(f"nextafter: expected floating point operands, got {common.name}")
     x, y = ops.operands("nextafter", a, b, dtype=dt.float64)
     x, y = x.detach(), y.detach()
     info = ml_dtypes.finfo(common.np)

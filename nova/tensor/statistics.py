@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.core.shapes import normalize_dim
 from nova.tensor import movement, numeric, ops
 from nova.tensor.arrays import diagonal
@@ -100,7 +101,7 @@ def histc(input: Tensor, bins: builtins.int = 100, min: Any = 0, max: Any = 0) -
     from nova.tensor.creation import zeros
     ops._check_tensor("histc", input)
     if not input.dtype.is_floating_point:
-        raise TypeError(f"histc: expects a floating point input, got {input.dtype.name}")
+        raise DTypeError(f"histc: expects a floating point input, got {input.dtype.name}")
     if isinstance(bins, builtins.bool) or not isinstance(bins, builtins.int) or bins <= 0:
         raise ValueError(f"histc: bins must be a positive int, got {bins!r}")
     if builtins.isinstance(min, Tensor) or builtins.isinstance(max, Tensor):
@@ -219,8 +220,10 @@ def take(input: Tensor, index: Tensor) -> Tensor:
     ``torch.take``; an index out of range raises as indexing does."""
     ops._check_tensor("take", input)
     if not isinstance(index, Tensor) or index.dtype.category != dt.INT:
-        raise TypeError(f"take: index must be an integer tensor, got "
-                        f"{getattr(index, 'dtype', type(index).__name__)}")
+        # a tensor of another dtype is PyTorch's RuntimeError, a non-tensor its TypeError
+        raise (DTypeError if isinstance(index, Tensor) else TypeError)(
+            f"take: index must be an integer tensor, got "
+            f"{getattr(index, 'dtype', type(index).__name__)}")
     flat = movement.reshape(input, -1)
     return movement.reshape(flat[movement.reshape(index, -1)], index.shape)
 

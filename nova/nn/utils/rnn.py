@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from nova.core import dtypes as dt
+from nova.core.errors import DTypeError
 from nova.nn.functional import pad
 from nova.tensor import ops
 from nova.tensor.constants import constant
@@ -120,8 +121,12 @@ def invert_permutation(permutation: Tensor | None) -> Tensor | None:
         return None
     if not isinstance(permutation, Tensor) or permutation.ndim != 1 or \
             permutation.dtype not in (dt.int32, dt.int64):
-        raise TypeError("invert_permutation: expected a 1-D int32/int64 tensor, got "
-                        f"{_describe(permutation)}")
+        # a 1-D tensor of another dtype is PyTorch's RuntimeError; anything else its
+        # TypeError (or IndexError)
+        wrong_dtype = isinstance(permutation, Tensor) and permutation.ndim == 1
+        raise (DTypeError if wrong_dtype else TypeError)(
+            "invert_permutation: expected a 1-D int32/int64 tensor, got "
+            f"{_describe(permutation)}")
     positions = arange(permutation.shape[0], dtype=permutation.dtype,
                        device=permutation.device)
     return ops.scatter(zeros_like(permutation), 0, permutation, positions)

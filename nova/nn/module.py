@@ -456,8 +456,15 @@ class Module:
     # ------------------------------------------------------------ modes and helpers
 
     def train(self, mode: bool = True) -> Module:
-        for m in self.modules():
-            object.__setattr__(m, "training", bool(mode))
+        """Set this module's ``training`` flag, then call ``train(mode)`` on each child,
+        as PyTorch does: a child that overrides ``train`` (a backbone keeping its frozen
+        batch norms in evaluation) is asked, not bypassed."""
+        if not isinstance(mode, bool):
+            raise ValueError(f"{type(self).__name__}.train: training mode is expected to be "
+                             f"boolean, got {type(mode).__name__}")
+        object.__setattr__(self, "training", mode)
+        for m in self.children():
+            m.train(mode)
         return self
 
     def eval(self) -> Module:

@@ -191,15 +191,22 @@ class _BatchNorm(_NormBase):
                              f"{' or '.join(f'{d}-D' for d in self._dims)} input, got "
                              f"{getattr(input, 'shape', type(input).__name__)}")
         momentum = self.momentum
-        if self.training and self.track_running_stats:
+        if self.training and self.track_running_stats and \
+                self.num_batches_tracked is not None:
             with no_grad():
                 self.num_batches_tracked.add_(1)
             if momentum is None:        # cumulative average: 1 / batches seen so far
                 momentum = ops.div(1.0, self.num_batches_tracked.to(input.dtype))
-        # untracked statistics are None buffers: batch statistics, even in eval
-        return batch_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
-                          self.training or not self.track_running_stats,
-                          0.0 if momentum is None else momentum, self.eps)
+        # As PyTorch's: batch statistics in training, and in evaluation only where there
+        # are no running ones (buffers None) -- ``track_running_stats`` turned off after
+        # construction leaves the buffers, which evaluation still uses; in training
+        # without tracking the running statistics are neither read nor updated.
+        bn_training = self.training or (self.running_mean is None and
+                                        self.running_var is None)
+        tracked = not self.training or self.track_running_stats
+        return batch_norm(input, self.running_mean if tracked else None,
+                          self.running_var if tracked else None, self.weight, self.bias,
+                          bn_training, 0.0 if momentum is None else momentum, self.eps)
 
 
 class BatchNorm1d(_BatchNorm):

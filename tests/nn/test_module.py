@@ -119,3 +119,32 @@ def test_module_errors():
         Net().nope
     with pytest.raises(NotImplementedError, match="Module does not define forward"):
         nn.Module()(1)
+
+
+def test_train_calls_each_childs_own_train_so_an_override_is_honoured():
+    # a detection backbone keeps its frozen batch norm in evaluation whatever the mode;
+    # setting the flag on every descendant directly bypassed that and updated its
+    # running statistics in training
+    class Backbone(nv.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = nv.nn.BatchNorm1d(2)
+
+        def forward(self, x):
+            return self.bn(x)
+
+        def train(self, mode=True):
+            super().train(mode)
+            self.bn.eval()
+            return self
+
+    model = nv.nn.Sequential(Backbone(), nv.nn.Linear(2, 2))
+    assert model.train() is model
+    assert model.training and model[1].training and model[0].training
+    assert not model[0].bn.training
+    model(nv.tensor([[1.0, 2.0], [3.0, 5.0]]))
+    assert model[0].bn.running_mean.tolist() == [0.0, 0.0]
+    model.eval()
+    assert not any(m.training for m in model.modules())
+    with pytest.raises(ValueError, match="expected to be boolean"):
+        model.train(1)

@@ -73,6 +73,22 @@ def test_batch_norm_cumulative_average_and_untracked_statistics():
     assert int(bn.num_batches_tracked) == 0
 
 
+def test_batch_norm_with_tracking_turned_off_later_keeps_pytorchs_use_of_the_buffers():
+    # PyTorch decides by the buffers, not the flag: evaluation normalizes by the running
+    # statistics while they exist, and training without tracking neither reads nor
+    # updates them (Nova normalized by the batch in evaluation, and updated them)
+    x = np.array([[1.0, 2.0], [3.0, 5.0], [0.0, -1.0]], np.float32)
+    bn = nn.BatchNorm1d(2, affine=False)
+    bn.track_running_stats = False
+    bn.eval()
+    assert_close(bn(nv.tensor(x)), x / np.sqrt(1 + 1e-5), rtol=1e-6, atol=1e-7)
+    bn.train()
+    batch = (x - x.mean(0)) / np.sqrt(x.var(0) + 1e-5)
+    assert_close(bn(nv.tensor(x)), batch, rtol=1e-5, atol=1e-6)
+    assert bn.running_mean.tolist() == [0.0, 0.0] and bn.running_var.tolist() == [1.0, 1.0]
+    assert int(bn.num_batches_tracked) == 0
+
+
 def test_batch_and_group_norm_gradients_match_finite_differences():
     x = RNG.standard_normal((3, 4, 2, 2))
     w, b = RNG.standard_normal(4), RNG.standard_normal(4)

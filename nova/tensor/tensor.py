@@ -141,6 +141,11 @@ class _AliasView(_View):
         return sys.getrefcount(self.held)
 
 
+def _is_size(v: Any) -> bool:
+    """An int that sizes a dimension (Python's or numpy's; not a bool)."""
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
 class Tensor:
     """A lazy n-dimensional array with PyTorch semantics."""
 
@@ -151,15 +156,43 @@ class Tensor:
                  "_views", "_grad_hooks", "_post_hooks", "__weakref__")
     __array_priority__ = 1000  # make ``ndarray op Tensor`` defer to Tensor's reflected op
 
-    def __init__(self, data: Any = None, *, dtype: Any = None):
-        from nova.tensor.creation import tensor as _tensor
-        made = _tensor([] if data is None else data, dtype=dtype or dt.float32)
-        self._node = made._node
+    def __init__(self, *args: Any, dtype: Any = None, device: Any = None):
+        """PyTorch's legacy constructor ``torch.Tensor(...)``, in the default dtype:
+        ``Tensor()`` is empty; ``Tensor(5)``, ``Tensor(2, 3)`` and ``Tensor(nv.Size(...))``
+        are tensors of that shape (old-style layers' ``Parameter(torch.Tensor(out))``),
+        zeros where PyTorch leaves the memory uninitialized; ``Tensor(data)`` of a list,
+        tuple or array is the data; ``Tensor(t)`` of a tensor shares its storage and keeps
+        its dtype, as PyTorch's (an alias, as ``t.detach()``). A number alone is not data
+        (PyTorch's ``TypeError``: a sequence is expected). ``dtype=`` is Nova's own
+        (PyTorch's constructor refuses it)."""
+        from nova.tensor.creation import tensor as _tensor, zeros as _zeros
+        from nova.tensor.legacy import Size
         self._view = None
         self._version = 0
         self._grad_fn = None
         self._requires_grad = False
         self._grad = None
+        kind = dt.get_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+        if len(args) == 1 and isinstance(args[0], Tensor):
+            if dtype is not None or device is not None:
+                raise TypeError("Tensor(): a tensor argument takes no dtype or device; use "
+                                ".to(...)")
+            alias = _detached_alias(args[0], "data", hold=True)
+            self._view, self._node = alias._view, alias._node
+        elif all(_is_size(a) for a in args) or (len(args) == 1 and type(args[0]) is Size):
+            shape = tuple(args[0]) if len(args) == 1 and type(args[0]) is Size else \
+                args or (0,)
+            self._node = _zeros(*(int(d) for d in shape), dtype=kind, device=device)._node
+        elif len(args) == 1 and isinstance(args[0], (list, tuple, np.ndarray)):
+            self._node = _tensor(args[0], dtype=kind, device=device)._node
+        elif len(args) == 1:
+            raise TypeError(f"Tensor(): data must be a sequence (a list, tuple or array) or "
+                            f"sizes, got {type(args[0]).__name__}")
+        else:
+            raise TypeError(f"Tensor(): expected sizes (ints) or one data argument, got "
+                            f"({', '.join(type(a).__name__ for a in args)})")
+        if not self._node.realized:
+            live_pending.live.add(self)
 
     @classmethod
     def _wrap(cls, node: Node, view: _View | None = None, grad_fn: Any = None) -> Tensor:

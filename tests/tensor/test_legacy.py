@@ -42,3 +42,32 @@ def test_size_and_jit_pass_throughs():
     assert not nv.jit.is_scripting() and not nv.jit.is_tracing()
     with pytest.raises(NotImplementedError, match="state_dict"):
         nv.jit.save(net, "x.pt")
+
+
+def test_the_tensor_constructor_takes_sizes_data_or_a_tensor_as_pytorchs():
+    # old-style layers: ``Parameter(torch.Tensor(out))`` is a vector of `out` elements,
+    # not a 0-d tensor holding `out` (which broadcast silently as a bias)
+    assert nv.nn.Parameter(nv.Tensor(5)).shape == (5,)
+    assert nv.Tensor(4, 3).shape == (4, 3) and nv.Tensor(4, 3).dtype == nv.float32
+    assert nv.Tensor(np.int64(3)).shape == (3,) and nv.Tensor(nv.Size([2, 1])).shape == (2, 1)
+    assert nv.Tensor().shape == (0,) and nv.Tensor(0).shape == (0,)
+    assert nv.Tensor((2, 3)).tolist() == [2.0, 3.0]        # a tuple is data
+    assert nv.Tensor([[1, 2]]).dtype == nv.float32 and nv.Tensor(np.arange(2)).tolist() == [0, 1]
+    nv.set_default_dtype(nv.float64)
+    try:
+        assert nv.Tensor(2).dtype == nv.float64 and nv.Tensor([1]).dtype == nv.float64
+    finally:
+        nv.set_default_dtype(nv.float32)
+    # a tensor keeps its dtype and shares its storage, as PyTorch's
+    ints = nv.tensor([1, 2])
+    assert nv.Tensor(ints).dtype == nv.int64 and nv.Tensor(ints).tolist() == [1, 2]
+    y = nv.tensor([1.0, 2.0])
+    alias = nv.Tensor(y)
+    alias[0] = 7.0
+    y.mul_(2)
+    assert y.tolist() == [14.0, 4.0] and alias.tolist() == [14.0, 4.0]
+    for bad in (3.5, True):
+        with pytest.raises(TypeError, match="data must be a sequence"):
+            nv.Tensor(bad)
+    with pytest.raises(TypeError, match="sizes"):
+        nv.Tensor(2, "a")

@@ -28,6 +28,22 @@ class DTypeError(TypeError, RuntimeError):
     and, as PyTorch's error for the same call, a ``RuntimeError``."""
 
 
+class ArgumentError(ValueError, RuntimeError):
+    """A bad size, count or option (a ``split`` whose sections do not add up, a
+    ``one_hot`` class past ``num_classes``, more samples than categories without
+    replacement): a ``ValueError``, as Nova's argument checks raise, and a
+    ``RuntimeError``, as PyTorch raises for these, so code written against either
+    catches it."""
+
+
+class IndexRangeError(IndexError, RuntimeError):
+    """An index value outside the dim it indexes (``gather``, ``scatter``,
+    ``index_select``, ``embedding``), or a reduction over an empty dim: an
+    ``IndexError`` and a ``RuntimeError``, since PyTorch raises one or the other
+    depending on the op (``gather``'s out-of-bounds index is a ``RuntimeError``,
+    ``index_select``'s an ``IndexError``)."""
+
+
 class ComplexUnsupportedError(TypeError, AttributeError):
     """An op complex tensors do not have (``nova.tensor.complex`` lists those they do): a
     ``TypeError`` naming it (an ``AttributeError`` too, so ``hasattr`` and
@@ -43,4 +59,5 @@ def complex_unsupported(op: str, z: object) -> ComplexUnsupportedError:
         ".abs() or nv.view_as_real first)")
 
 
-__all__ = ["ComplexUnsupportedError", "DTypeError", "ShapeError", "complex_unsupported"]
+__all__ = ["ArgumentError", "ComplexUnsupportedError", "DTypeError", "IndexRangeError",
+           "ShapeError", "complex_unsupported"]

@@ -10,7 +10,7 @@ import numpy as np
 
 from nova.autograd.function import Function
 from nova.core import dtypes as dt
-from nova.core.errors import DTypeError, ShapeError
+from nova.core.errors import ArgumentError, DTypeError, ShapeError
 from nova.tensor import ops
 from nova.tensor.constants import constant
 from nova.tensor.autocast_state import (POLICIES, autocast_op, biased_product,
@@ -801,22 +801,22 @@ def _pad_sources(mode: str, n: int, lo: int, hi: int, d: int) -> np.ndarray:
     size = n + lo + hi
     where = f"pad: {mode} padding ({lo}, {hi}) of dim {d} (size {n})"
     if n == 0:
-        raise ValueError(f"{where}: cannot pad an empty dim")
+        raise ArgumentError(f"{where}: cannot pad an empty dim")
     if mode == "reflect" and max(lo, hi) > n - 1:
-        raise ValueError(f"{where} must be less than the dim's size")
+        raise ArgumentError(f"{where} must be less than the dim's size")
     if mode == "circular":
         if max(lo, hi) > n:
-            raise ValueError(f"{where} wraps around more than once: each pad must be at "
-                             f"most {n}")
+            raise ArgumentError(f"{where} wraps around more than once: each pad must be at "
+                                f"most {n}")
         if n + min(lo, 0) + min(hi, 0) < 0:
-            raise ValueError(f"{where}: the negative pads crop more than the dim holds")
+            raise ArgumentError(f"{where}: the negative pads crop more than the dim holds")
         kept = np.arange(n)[max(-lo, 0):n - max(-hi, 0)]
         if max(lo, hi, 0) > kept.size:
-            raise ValueError(f"{where} wraps the {kept.size} elements left after cropping "
-                             f"around more than once")
+            raise ArgumentError(f"{where} wraps the {kept.size} elements left after cropping "
+                                f"around more than once")
         return np.pad(kept, (max(lo, 0), max(hi, 0)), mode="wrap")
     if size < 1:
-        raise ValueError(f"{where}: the input is too small, the output size would be {size}")
+        raise ArgumentError(f"{where}: the input is too small, the output size would be {size}")
     padded = np.pad(np.arange(n), (max(lo, 0), max(hi, 0)), mode=_PAD_INDEX_MODES[mode])
     return padded[max(-lo, 0):padded.size - max(-hi, 0)]
 

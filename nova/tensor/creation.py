@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from nova.core import dtypes as dt
+from nova.core.errors import ArgumentError
 from nova.core.memory_format import check_layout_rank, check_memory_format
 from nova.tensor import movement, ops, sorting
 from nova.tensor import random as rnd
@@ -507,8 +508,8 @@ def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
     if n == 0:
         raise ValueError(f"multinomial: input of shape {input.shape} has no categories")
     if not replacement and num_samples > n:
-        raise ValueError(f"multinomial: cannot draw {num_samples} samples without "
-                         f"replacement from {n} categories (shape {input.shape})")
+        raise ArgumentError(f"multinomial: cannot draw {num_samples} samples without "
+                            f"replacement from {n} categories (shape {input.shape})")
     _check_known_weights(input)
     rows = input.shape[:-1]
     logw = ops.log(cast(input, dt.float64))

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from nova.core import dtypes as dt
-from nova.core.errors import DTypeError, ShapeError, complex_unsupported
+from nova.core.errors import (ArgumentError, DTypeError, IndexRangeError, ShapeError,
+                               complex_unsupported)
 from nova.core.shapes import (
     broadcast_shapes, check_numel, normalize_dim, normalize_dims, numel,
 )
@@ -684,7 +685,8 @@ def mean(x: Tensor, dim: Any = None, keepdim: builtins.bool = False, *, dtype: A
 
 def _check_nonempty(op: str, x: Tensor, axes: tuple[int, ...]) -> None:
     if any(x.shape[a] == 0 for a in axes) or (x.ndim == 0 and x.numel() == 0):
-        raise IndexError(f"{op}: cannot reduce over a zero-size dimension of shape {x.shape}")
+        raise IndexRangeError(f"{op}: cannot reduce over a zero-size dimension of shape "
+                              f"{x.shape}")
 
 
 def amax(x: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor:
@@ -1037,8 +1039,8 @@ def check_index_values(op: str, index: Tensor, dim: builtins.int, shape: tuple[i
     n = shape[dim] if shape else 1
     bad = (values < (-n if negative else 0)) | (values >= n)
     if bad.any():
-        raise IndexError(f"{op}: index {values[bad].flat[0]} is out of bounds for dim {dim} "
-                         f"with size {n} (shape {shape})")
+        raise IndexRangeError(f"{op}: index {values[bad].flat[0]} is out of bounds for dim "
+                              f"{dim} with size {n} (shape {shape})")
 
 
 def _as_1d(t: Tensor) -> Tensor:
@@ -1180,10 +1182,10 @@ def _check_classes(values: np.ndarray | None, num_classes: builtins.int) -> None
         return
     lo, hi = builtins.int(values.min()), builtins.int(values.max())
     if lo < 0:
-        raise ValueError(f"one_hot: class values must be non-negative, got {lo}")
+        raise ArgumentError(f"one_hot: class values must be non-negative, got {lo}")
     if hi >= num_classes:
-        raise ValueError(f"one_hot: class values must be smaller than num_classes "
-                         f"({num_classes}), got {hi}")
+        raise ArgumentError(f"one_hot: class values must be smaller than num_classes "
+                            f"({num_classes}), got {hi}")
 
 
 def _tri(op: str, x: Tensor, diagonal: builtins.int, lower: builtins.bool) -> Tensor:

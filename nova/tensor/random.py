@@ -17,7 +17,7 @@ import numpy as np
 
 from nova.core import dtypes as dt
 from nova.core import philox
-from nova.core.errors import DTypeError
+from nova.core.errors import ArgumentError, DTypeError
 from nova.tensor import capture_log
 from nova.tensor.device import CPU, check_device
 from nova.tensor.device import device as Device
@@ -194,7 +194,7 @@ def integers(low: int, high: int, shape: tuple[int, ...], dtype: dt.DType,
     takes the integers' truth (the caller keeps [low, high) within [0, 2)); a float
     dtype holds the integers as values, as PyTorch's ``randint(..., dtype=float32)``."""
     if high <= low:
-        raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
+        raise ArgumentError(f"randint: high ({high}) must be greater than low ({low})")
     span = high - low
     u = uniform(shape, dt.float64, generator)
     k = minimum(cast(mul(u, float(span)), dt.int64), span - 1)  # u < 1, guard rounding

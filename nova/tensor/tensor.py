@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from nova.core import dtypes as dt
+from nova.core.errors import ArgumentError
 from nova.core.memory_format import check_layout_rank, check_memory_format
 from nova.tensor import grad_mode as _grad_mode
 from nova.tensor import tape as _tape
@@ -541,8 +542,9 @@ class Tensor:
 
     def item(self) -> Any:
         if self.numel() != 1:
-            raise RuntimeError(f"item: a Tensor with {self.numel()} elements (shape "
-                               f"{self.shape}) cannot be converted to a Python scalar")
+            # PyTorch: RuntimeError from item(), ValueError from float()/int()
+            raise ArgumentError(f"item: a Tensor with {self.numel()} elements (shape "
+                                f"{self.shape}) cannot be converted to a Python scalar")
         return self._host_values().reshape(()).item()
 
     def tolist(self) -> Any:

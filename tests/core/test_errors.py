@@ -10,7 +10,7 @@ import pytest
 
 import nova as nv
 import nova.nn.functional as F
-from nova.core.errors import DTypeError, ShapeError
+from nova.core.errors import ArgumentError, DTypeError, IndexRangeError, ShapeError
 
 # Each call raises RuntimeError in PyTorch 2.x (torch.ones(...) in place of nv.ones).
 SHAPE_MISMATCHES = {
@@ -157,6 +157,63 @@ def test_pytorch_raises_a_plain_type_error_for_a_python_argument_too(case):
     with pytest.raises(TypeError) as caught:
         ARGUMENT_TYPE_ERRORS[case][1](torch)
     assert not isinstance(caught.value, RuntimeError)
+
+
+# Argument values PyTorch refuses with a RuntimeError (and, for float(), a ValueError),
+# index values out of range and empty reductions (PyTorch: RuntimeError for some ops,
+# IndexError for others): each call as (nova, torch, the class Nova raises, the class
+# PyTorch raises). Nova raises a class that is both, so either ``except`` catches it.
+VALUE_ERRORS = {
+    "one_hot class past num_classes": (lambda: F.one_hot(nv.tensor([5]), 3),
+                                       lambda t: t.nn.functional.one_hot(t.tensor([5]), 3),
+                                       ArgumentError, RuntimeError),
+    "randint empty range": (lambda: nv.randint(5, 5, (2,)),
+                            lambda t: t.randint(5, 5, (2,)), ArgumentError, RuntimeError),
+    "multinomial too many samples": (lambda: nv.multinomial(nv.ones(3), 5),
+                                     lambda t: t.multinomial(t.ones(3), 5),
+                                     ArgumentError, RuntimeError),
+    "split sections": (lambda: nv.arange(5).split([2, 2]),
+                       lambda t: t.arange(5).split([2, 2]), ArgumentError, RuntimeError),
+    "reflect pad too wide": (lambda: F.pad(nv.zeros(1, 1, 3), (3, 0), mode="reflect"),
+                             lambda t: t.nn.functional.pad(t.zeros(1, 1, 3), (3, 0),
+                                                           mode="reflect"),
+                             ArgumentError, RuntimeError),
+    "float of two elements": (lambda: float(nv.zeros(2)), lambda t: float(t.zeros(2)),
+                              ArgumentError, ValueError),
+    "item of two elements": (lambda: nv.zeros(2).item(), lambda t: t.zeros(2).item(),
+                             ArgumentError, RuntimeError),
+    "gather index out of range": (lambda: nv.zeros(3).gather(0, nv.tensor([7])),
+                                  lambda t: t.zeros(3).gather(0, t.tensor([7])),
+                                  IndexRangeError, RuntimeError),
+    "scatter index out of range": (lambda: nv.zeros(3).scatter(0, nv.tensor([4]), 1.0),
+                                   lambda t: t.zeros(3).scatter(0, t.tensor([4]), 1.0),
+                                   IndexRangeError, RuntimeError),
+    "index_select out of range": (lambda: nv.zeros(3).index_select(0, nv.tensor([7])),
+                                  lambda t: t.zeros(3).index_select(0, t.tensor([7])),
+                                  IndexRangeError, IndexError),
+    "max of an empty tensor": (lambda: nv.tensor([]).max(), lambda t: t.tensor([]).max(),
+                               IndexRangeError, RuntimeError),
+    "max over an empty dim": (lambda: nv.zeros(0, 2).max(0), lambda t: t.zeros(0, 2).max(0),
+                              IndexRangeError, IndexError),
+}
+
+
+@pytest.mark.parametrize("case", VALUE_ERRORS)
+def test_a_refused_value_is_caught_as_runtime_error_and_as_its_python_error(case):
+    call, _, nova_class, _ = VALUE_ERRORS[case]
+    with pytest.raises(RuntimeError) as caught:
+        call()
+    assert type(caught.value) is nova_class
+    assert isinstance(caught.value, ValueError if nova_class is ArgumentError else IndexError)
+
+
+@pytest.mark.parametrize("case", VALUE_ERRORS)
+def test_pytorch_raises_what_novas_class_is_too(case):
+    torch = pytest.importorskip("torch")
+    _, call, nova_class, torch_class = VALUE_ERRORS[case]
+    with pytest.raises(torch_class):
+        call(torch)
+    assert issubclass(nova_class, torch_class)
 
 
 def test_running_out_of_memory_is_a_runtime_error_saying_out_of_memory():

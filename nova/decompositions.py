@@ -59,13 +59,12 @@ import numpy as np
 
 from nova.autograd.function import Function, FunctionCtx
 from nova.core import dtypes as dt
-from nova.core.errors import DTypeError
+from nova.core.errors import ArgumentError, DTypeError
 from nova.core.shapes import broadcast_shapes
 from nova.tensor import grad_mode, movement, ops
 from nova.tensor import products as _products
 from nova.tensor.autocast_state import autocast_op
 from nova.tensor.creation import eye
-from nova.tensor.more_ops import ArgumentError
 from nova.tensor.numeric import flip
 from nova.tensor.tensor import Tensor
 

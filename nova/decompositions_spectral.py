@@ -90,7 +90,7 @@ from typing import Any
 from nova.autograd.function import Function, FunctionCtx
 from nova.autograd.grad_mode import no_grad
 from nova.core import dtypes as dt
-from nova.core.errors import DTypeError
+from nova.core.errors import ArgumentError, DTypeError
 from nova.core.shapes import broadcast_shapes, normalize_dim
 from nova.decompositions import (
     _check_matrices, _check_same_dtype, _first_matrix, _iota, _recomputing, inv_ex,
@@ -99,7 +99,6 @@ from nova.decompositions import (
 from nova.tensor import movement, ops
 from nova.tensor.autocast_state import autocast_op
 from nova.tensor.creation import eye
-from nova.tensor.more_ops import ArgumentError
 from nova.tensor.numeric import flip, vector_norm
 from nova.tensor.tensor import Tensor
 

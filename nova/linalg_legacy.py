@@ -28,7 +28,7 @@ from nova.decompositions import (
 )
 from nova.tensor import ops
 from nova.tensor.creation import eye
-from nova.tensor.more_ops import ArgumentError
+from nova.core.errors import ArgumentError
 from nova.tensor.tensor import Tensor
 
 __all__ = ["chain_matmul", "cholesky", "cholesky_inverse", "cholesky_solve", "eig", "lstsq",

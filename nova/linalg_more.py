@@ -41,7 +41,6 @@ from nova.tensor import complex as _complex
 from nova.tensor import movement, ops
 from nova.tensor.arrays import diagonal as _diagonal
 from nova.tensor.creation import tensor as _tensor
-from nova.tensor.more_ops import ArgumentError
 from nova.tensor.scan import cumprod
 from nova.tensor.tensor import Tensor
 

@@ -11,8 +11,10 @@ gradient comes from its parts' rules; none adds a primitive:
 - ``gcd`` is Euclid's algorithm unrolled: the number of remainder steps is the most any
   pair of the dtype needs (Lamé: consecutive Fibonacci numbers take the longest), and a
   step is a no-op once the remainder is 0;
-- ``combinations`` and ``unfold`` compute their index lists on the host from the static
-  sizes and gather, so their gradients are gather's;
+- ``combinations`` computes its index lists on the host from the static sizes and
+  gathers, so its gradient is gather's; ``unfold`` gathers with an index of iotas (its
+  windows may overlap), a view whose writes reach the base by one overwriting scatter
+  of the elements that changed (``_Windows``);
 - ``mode`` sorts (stably) and measures the runs of equal values with a running maximum;
 - ``scatter_reduce``'s ``prod``/``amax``/``amin`` sort the updates by target (stably, so
   each target's updates stay in index order), fold each target's run with a segmented
@@ -33,18 +35,12 @@ from typing import Any
 import numpy as np
 
 from nova.core import dtypes as dt
-from nova.core.errors import DTypeError
+from nova.core.errors import ArgumentError, DTypeError
 from nova.core.shapes import normalize_dim
 from nova.tensor import arrays, grad_mode, movement, numeric, ops, scan, sorting
 from nova.tensor.creation import tensor
 from nova.tensor.elementary import isfinite
 from nova.tensor.tensor import Tensor, unaliased_detach
-
-
-class ArgumentError(ValueError, RuntimeError):
-    """A bad size, shape or option: a ``ValueError``, as Nova's argument checks raise,
-    and a ``RuntimeError``, as PyTorch raises for these, so code written against either
-    catches it."""
 
 
 def _check_int(op: str, name: str, value: Any) -> builtins.int:
@@ -288,8 +284,9 @@ def unfold(input: Tensor, dimension: builtins.int, size: builtins.int,
            step: builtins.int) -> Tensor:
     """Every window of ``size`` elements along ``dimension``, ``step`` apart, as a new
     last dim (``torch.Tensor.unfold``): dim ``dimension`` becomes the window count
-    ``(n - size) // step + 1``. Non-overlapping windows (``step == size``) are a reshape;
-    others one gather (whose gradient adds overlapping windows back up)."""
+    ``(n - size) // step + 1``. Always a view, as PyTorch's: non-overlapping windows
+    (``step == size``) are a narrow and a reshape; others one gather (whose gradient
+    adds overlapping windows back up), written back exactly (``_Windows``)."""
     ops._check_tensor("unfold", input)
     size = _check_int("unfold", "size", size)
     step = _check_int("unfold", "step", step)
@@ -311,18 +308,88 @@ def unfold(input: Tensor, dimension: builtins.int, size: builtins.int,
         return ops.full_const(0, windows[:d + 1] + windows[d + 2:] + (size,), input.dtype)
     if step == size:
         flat = movement.narrow(input, d, 0, count * size)
-    else:
-        # window w, offset j reads w * step + j: iotas, not numpy data, so the step
-        # holds no host constant made per call and nv.compile can replay it
-        rows = ops.prim("iota", [], {"dim": 0}, (count, size), dt.int64)
-        cols = ops.prim("iota", [], {"dim": 1}, (count, size), dt.int64)
-        at = movement.reshape(ops.add(ops.mul(rows, step), cols), (count * size,))
-        view = [1] * input.ndim
-        view[d] = count * size
-        index = movement.expand(movement.reshape(at, tuple(view)),
-                                input.shape[:d] + (count * size,) + input.shape[d + 1:])
-        flat = ops.gather(input, d, index)
-    return arrays.movedim(movement.reshape(flat, windows), d + 1, -1)
+        return arrays.movedim(movement.reshape(flat, windows), d + 1, -1)
+    w = _Windows(input.shape, input.dtype, d, count, size, step)
+    return movement.make_view(input, w.derive, w.write_back, "unfold")
+
+
+class _Windows:
+    """The windows of a gathering ``unfold`` of dim ``d`` (``count`` windows of
+    ``size``, ``step`` apart): ``derive`` reads them from the base, ``write_back``
+    writes a new value of the view into it.
+
+    Windows may overlap, so one base element can show in several places of the view.
+    The write-back is exact: a base element takes a view element's value only where
+    that element differs from what the base shows there now (in its bits: a -0.0
+    written over 0.0 counts, a NaN over a NaN does not), so a write through one alias
+    (``w[0, 1] = 50``) reaches the base element, and through it every window that
+    covers it; an element no window changed keeps its value, bit for bit. Where several
+    windows changed one element (an in-place op over the whole view, ``w.copy_(src)``)
+    the last window in order wins: one overwriting scatter, whose unchanged updates go
+    to a spare slot past the end, cut off after (PyTorch applies such a write element
+    by element, so a read-modify-write like ``w.add_(1)`` compounds there while here
+    each element is written once)."""
+
+    def __init__(self, shape: tuple, dtype: dt.DType, d: builtins.int, count: builtins.int,
+                 size: builtins.int, step: builtins.int):
+        self.d, self.count, self.size, self.step = d, count, size, step
+        self.flat = shape[:d] + (count * size,) + shape[d + 1:]
+        self.windows = shape[:d] + (count, size) + shape[d + 1:]
+        ndim = len(shape) + 1
+        self.perm = tuple(k for k in range(ndim) if k != d + 1) + (d + 1,)
+        self.inverse = tuple(self.perm.index(k) for k in range(ndim))
+        self.out = tuple(self.windows[k] for k in self.perm)
+
+    def index(self) -> Tensor:
+        """Where element ``j`` of window ``w`` reads from: ``w * step + j`` along ``d``,
+        broadcast over the other dims. Iotas, not numpy data, so the step holds no host
+        constant made per call and nv.compile can replay it."""
+        shape = (self.count, self.size)
+        rows = ops.prim("iota", [], {"dim": 0}, shape, dt.int64)
+        cols = ops.prim("iota", [], {"dim": 1}, shape, dt.int64)
+        at = ops.prim("reshape", [ops.add(ops.mul(rows, self.step), cols)], {},
+                      (self.count * self.size,), dt.int64)
+        line = [1] * len(self.flat)
+        line[self.d] = self.count * self.size
+        at = ops.prim("reshape", [at], {}, tuple(line), dt.int64)
+        return ops.broadcast_to(at, self.flat, "unfold")
+
+    def derive(self, base: Tensor) -> Tensor:
+        flat = ops.gather(base, self.d, self.index())
+        windows = ops.prim("reshape", [flat], {}, self.windows, base.dtype)
+        return ops.prim("transpose", [windows], {"perm": self.perm}, self.out, base.dtype)
+
+    def write_back(self, base: Tensor, value: Tensor) -> Tensor:
+        d, n = self.d, base.shape[self.d]
+        windows = ops.prim("transpose", [value], {"perm": self.inverse}, self.windows,
+                           value.dtype)
+        new = ops.prim("reshape", [windows], {}, self.flat, value.dtype)
+        index = self.index()
+        with grad_mode.no_grad():
+            old = ops.gather(unaliased_detach(base), d, index)
+            target = ops.where(_differs(unaliased_detach(new), old), index, n)
+        spare = ops.full_const(0, base.shape[:d] + (1,) + base.shape[d + 1:], base.dtype)
+        written = ops.scatter(movement.cat([base, spare], d), d, target, new)
+        limit = base.shape[:d] + (n,) + base.shape[d + 1:]
+        return ops.prim("slice", [written], {"start": (0,) * base.ndim, "limit": limit,
+                                             "stride": (1,) * base.ndim}, base.shape,
+                        base.dtype)
+
+
+_BITS = {dt.float16: dt.int16, dt.bfloat16: dt.int16, dt.float32: dt.int32,
+         dt.float64: dt.int64}
+
+
+def _differs(new: Tensor, old: Tensor) -> Tensor:
+    """Where ``new`` is another value than ``old``: different bits, except that a NaN
+    replacing a NaN is none (its payload may not survive the ops on the way)."""
+    bits = _BITS.get(new.dtype)
+    if bits is None:
+        return ops.ne(new, old)
+    other = ops.ne(ops.prim("bitcast", [new], {}, new.shape, bits),
+                   ops.prim("bitcast", [old], {}, old.shape, bits))
+    return ops.logical_and(other, ops.logical_not(ops.logical_and(ops.isnan(new),
+                                                                  ops.isnan(old))))
 
 
 # ---------------------------------------------------------------- reducing scatters

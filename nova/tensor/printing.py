@@ -152,8 +152,9 @@ def float_format(arr: Any) -> Callable[[float], str]:
     when the largest is over 1e8 or 1000 times the smallest); otherwise ``2.5000`` (p
     decimals), scientific (``2.5000e-05``) when the largest is over 1e8, the smallest
     under 1e-4, or their ratio over 1000. ``sci_mode`` True or False overrides that
-    choice. Numbers are right-aligned to the widest of those values' texts (NaN and
-    infinities print as ``nan``, ``inf``, ``-inf``, padded alike)."""
+    choice (not for a tensor without such values: it prints ``0.``, ``nan``). Numbers
+    are right-aligned to the widest of those values' texts in the format chosen (NaN
+    and infinities print as ``nan``, ``inf``, ``-inf``, padded alike)."""
     import numpy as np
     p = OPTIONS["precision"]
     signed = arr[np.isfinite(arr) & (arr != 0)].astype(np.float64)
@@ -161,17 +162,17 @@ def float_format(arr: Any) -> Callable[[float], str]:
     integral = bool(np.all(values == np.ceil(values)))
     sci = False
     width = 1
-    if values.size:
+    if values.size:      # (none: ``2.``-style, whatever ``sci_mode`` says, as PyTorch)
         lo, hi = values.min(), values.max()
-        sci = hi / lo > 1000.0 or hi > 1.0e8 or (not integral and lo < 1.0e-4)
+        sci = hi / lo > 1000.0 or hi > 1.0e8 or (not integral and lo < 1.0e-4) \
+            if OPTIONS["sci_mode"] is None else OPTIONS["sci_mode"]
+        # the width of the format chosen, after ``sci_mode``'s override
         if sci:
             width = max(len(f"{v:.{p}e}") for v in signed)
         elif integral:
             width = max(len(f"{v:.0f}") + 1 for v in signed)
         else:
             width = max(len(f"{v:.{p}f}") for v in signed)
-    if OPTIONS["sci_mode"] is not None:
-        sci = OPTIONS["sci_mode"]
 
     def fmt(v: float) -> str:
         v = float(v)

@@ -24,7 +24,7 @@ import numpy as np
 from nova.core import dtypes as dt
 from nova.core.shapes import SizeError
 from nova.tensor.creation import tensor
-from nova.tensor.more_ops import ArgumentError
+from nova.core.errors import ArgumentError
 from nova.tensor.tensor import Tensor, strided
 
 BLACKMAN = (0.42, 0.5, 0.08)

@@ -268,6 +268,209 @@ def test_unfold_windows_gradient_and_errors():
         x.unfold(1, 2, 1)
 
 
+def test_overlapping_unfold_is_a_view_of_its_input():
+    """Overlapping windows were a gather, a copy: a write into the input did not show
+    in the windows, nor a write into a window in the input. As PyTorch's, every unfold
+    is a view now, and a write through one alias of an element shows in every window
+    that covers it."""
+    z = nv.arange(6.0)
+    w = z.unfold(0, 3, 1)
+    z[3] = 99.0
+    assert w.tolist() == [[0, 1, 2], [1, 2, 99], [2, 99, 4], [99, 4, 5]]
+    z = nv.arange(6.0)
+    w = z.unfold(0, 3, 1)
+    w[0, 1] = 50.0
+    assert z.tolist() == [0, 50, 2, 3, 4, 5]
+    assert w.tolist() == [[0, 50, 2], [50, 2, 3], [2, 3, 4], [3, 4, 5]]
+    row = w[1]                        # a view of the view
+    w[2, 0] = -1.0                    # base element 2: also row[1]
+    assert row.tolist() == [50, -1, 3] and z.tolist() == [0, 50, -1, 3, 4, 5]
+    row[2] = 7.0                      # base element 3, through two views
+    assert z.tolist() == [0, 50, -1, 7, 4, 5]
+    assert w.tolist() == [[0, 50, -1], [50, -1, 7], [-1, 7, 4], [7, 4, 5]]
+    w[2:] = 0.0                       # windows 2 and 3 share base elements 3 and 4
+    assert z.tolist() == [0, 50, 0, 0, 0, 0] and row.tolist() == [50, 0, 0]
+    # another dim, windows 2 apart
+    z = nv.arange(14.0).reshape(2, 7)
+    w = z.unfold(1, 4, 2)             # windows at 0 and 2
+    w[:, 1, 0] = 100.0                # base column 2, also element 2 of window 0
+    assert z.tolist() == [[0, 1, 100, 3, 4, 5, 6], [7, 8, 100, 10, 11, 12, 13]]
+    assert w[:, 0].tolist() == [[0, 1, 100, 3], [7, 8, 100, 10]]
+    # windows with gaps between them, an unfold of an unfold, a 0-d input
+    z = nv.arange(7.0)
+    w = z.unfold(0, 2, 3)
+    w[1, 1] = 40.0
+    assert w.tolist() == [[0, 1], [3, 40]] and z.tolist() == [0, 1, 2, 3, 40, 5, 6]
+    z = nv.arange(5.0)
+    ww = z.unfold(0, 3, 1).unfold(0, 2, 1)       # (2, 3, 2): ww[i, :, k] is window i + k
+    ww[1, 0, 0] = 42.0                            # window 1's first element: base element 1
+    assert z.tolist() == [0, 42, 2, 3, 4]
+    assert ww[0, :, 1].tolist() == [42, 2, 3]
+    x = nv.tensor(5.0)
+    u = x.unfold(0, 1, 2)
+    u[0] = 7.0
+    assert x.tolist() == 7.0 and u.tolist() == [7.0]
+    # windows that do not overlap were a view already, and still are
+    z = nv.arange(6.0)
+    w = z.unfold(0, 2, 2)
+    w[1, 0] = 20.0
+    z[5] = 50.0
+    assert z.tolist() == [0, 1, 20, 3, 4, 50] and w.tolist() == [[0, 1], [20, 3], [4, 50]]
+
+
+def test_overlapping_unfold_writes_back_exactly():
+    """A write through the windows changes only the base elements written, to exactly
+    the value written (not ``b + (v - b)``, 0 for ``b = 1e20, v = 1``), and leaves the
+    others bit for bit: -0.0 written over 0.0 is a change, a NaN left where it was is
+    none; integers past float precision and booleans too."""
+    z = nv.tensor([1e20, 2.0, float("nan"), 0.0, 5.0])
+    w = z.unfold(0, 2, 1)
+    w[0, 0] = 1.0
+    w[2, 1] = -0.0                    # base element 3, also w[3, 0]
+    got = z.numpy()
+    assert got[0] == 1.0 and got[1] == 2.0 and np.isnan(got[2]) and got[4] == 5.0
+    assert got[3] == 0.0 and np.signbit(got[3]) and np.signbit(w.numpy()[3, 0])
+    w[1, 0] = float("nan")            # base element 1
+    assert np.isnan(z.numpy()[:3]).tolist() == [False, True, True]
+    big = 2**62 + 1
+    z = nv.tensor([big, 3, big + 2, 4])
+    w = z.unfold(0, 3, 1)
+    w[1, 1] = big + 4                 # base element 2
+    assert z.tolist() == [big, 3, big + 4, 4] and w.tolist() == [[big, 3, big + 4],
+                                                                 [3, big + 4, 4]]
+    z = nv.tensor([True, False, False])
+    w = z.unfold(0, 2, 1)
+    w[1, 0] = True
+    assert z.tolist() == [True, True, False] and w.tolist() == [[True, True], [True, False]]
+    for dtype in (nv.float16, nv.bfloat16, nv.float64, nv.int8, nv.uint8):
+        z = nv.arange(5).to(dtype)
+        w = z.unfold(0, 3, 1)
+        w[2, 0] = 9
+        assert z.tolist() == [0, 1, 9, 3, 4], dtype
+        assert w.tolist() == [[0, 1, 9], [1, 9, 3], [9, 3, 4]], dtype
+
+
+def test_in_place_ops_over_all_overlapping_unfold_windows():
+    """An op that writes every window at once: where the windows agree on a base
+    element (``fill_``, ``zero_``, a constant assigned) it is PyTorch's result; where
+    they differ the last window that changed the element wins (``copy_``, as PyTorch's
+    element-by-element copy does). A read-modify-write of the whole view (``add_``)
+    changes each base element once here; PyTorch reads and writes each alias in turn,
+    so there its result depends on how often an element is covered ([1, 3, 5, 6, 6, 6]
+    for this one)."""
+    z = nv.arange(6.0)
+    w = z.unfold(0, 3, 1)
+    w.fill_(1.0)
+    assert z.tolist() == [1.0] * 6
+    w.zero_()
+    assert z.tolist() == [0.0] * 6 and w.tolist() == [[0.0] * 3] * 4
+    z = nv.arange(4.0)
+    w = z.unfold(0, 2, 1)
+    w.copy_(nv.tensor([[10.0, 11.0], [12.0, 13.0], [14.0, 15.0]]))
+    assert z.tolist() == [10, 12, 14, 15] and w.tolist() == [[10, 12], [12, 14], [14, 15]]
+    z = nv.arange(6.0)
+    w = z.unfold(0, 3, 1)
+    w.add_(1.0)
+    assert z.tolist() == [1, 2, 3, 4, 5, 6]
+
+
+def test_gradients_through_overlapping_unfold_and_writes_into_it():
+    """The gradient of a window sum adds the windows that cover each element; a write
+    into the windows takes the gradient of what it overwrote (for every window that
+    shows that element) and passes it to the value written."""
+    c = nv.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])
+    x = nv.tensor([1.0, 2.0, 3.0, 4.0, 5.0], requires_grad=True)
+    (x.unfold(0, 3, 1) * c).sum().backward()
+    assert x.grad.tolist() == [1, 2 + 4, 3 + 5 + 7, 6 + 8, 9]
+    x = nv.tensor([1.0, 2.0, 3.0, 4.0, 5.0], requires_grad=True)
+    y = nv.tensor(2.5, requires_grad=True)
+    d = nv.tensor([10.0, 20.0, 30.0, 40.0, 50.0])
+    z = x * 1
+    w = z.unfold(0, 3, 1)
+    w[0, 2] = y * 2                   # base element 2, shown by all three windows
+    loss = (w * c).sum() + (z * d).sum()
+    assert loss.item() == 1 + 2 * 6 + 5 * 15 + 4 * 14 + 5 * 9 + 10 + 40 + 150 + 160 + 250
+    loss.backward()
+    assert x.grad.tolist() == [11, 26, 0, 54, 59] and y.grad.item() == 2 * (15 + 30)
+    # the window the write went through is the one that shows it later, too
+    z = nv.arange(5.0).requires_grad_(True) * 1
+    w = z.unfold(0, 2, 1)
+    w[1].mul_(y)                      # base elements 1 and 2
+    assert z.tolist() == [0, 2.5, 5, 3, 4] and w[0].tolist() == [0, 2.5]
+
+
+def test_overlapping_unfold_gradients_match_pytorch():
+    """Random shapes, windows and writes through the view (an element, a window, a
+    window times a parameter): values and gradients as PyTorch's."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    for trial in range(24):
+        shape = tuple(int(s) for s in rng.integers(2, 6, rng.integers(1, 4)))
+        d = int(rng.integers(0, len(shape)))
+        size = int(rng.integers(1, shape[d] + 1))
+        step = int(rng.integers(1, max(2, size)))
+        a = rng.standard_normal(shape)
+        results = []
+        for lib in (nv, torch):
+            x = lib.tensor(a, requires_grad=True)
+            y = lib.tensor(1.5, dtype=lib.float64, requires_grad=True)
+            z = x * 1
+            w = z.unfold(d, size, step)
+            c = lib.tensor(np.linspace(-1, 1, int(np.prod(w.shape))).reshape(w.shape))
+            first = (w * c).sum()
+            at = tuple(int(i) for i in (np.array(w.shape) - 1) * (trial % 3) // 2)
+            if trial % 3 == 0:
+                w[at] = y * 3
+            elif trial % 3 == 1:
+                w[at[:-1]].mul_(y)
+            else:
+                z[(0,) * len(shape)] = y
+            loss = first + (w * c * c).sum() + (z ** 2).sum()
+            loss.backward()
+            results.append((loss.item(), x.grad.numpy(), y.grad.item(), z.detach().numpy()))
+        (l1, gx1, gy1, z1), (l2, gx2, gy2, z2) = results
+        np.testing.assert_allclose(l1, l2, rtol=1e-12)
+        np.testing.assert_allclose(gx1, gx2, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(gy1, gy2, rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(z1, z2)
+
+
+def test_a_compiled_step_writing_into_overlapping_unfold_replays():
+    """The write-back is ops of static shapes (iotas, a compare, a scatter): a step that
+    writes through overlapping windows replays with the values of recorded calls."""
+    def f(x, v):
+        z = x.clone()
+        w = z.unfold(1, 4, 2)
+        w[:, 1, 0] = v                # base column 2
+        w[0, 0, 3] += 10.0            # base element (0, 3), also w[0, 1, 1]
+        return z, w.sum()
+
+    g = nv.compile(f)
+    x = nv.tensor(np.arange(20, dtype=np.float32).reshape(2, 10))
+    vs = [nv.tensor([100.0 + k, -1.0]) for k in range(5)]
+    compiled = [g(x, v) for v in vs]
+    assert g.replays >= 2
+    for v, (zb, sb) in zip(vs, compiled):
+        za, sa = f(x, v)
+        np.testing.assert_array_equal(za.numpy(), zb.numpy())
+        assert sa.item() == sb.item()
+    assert zb.tolist() == [[0, 1, 104, 13, 4, 5, 6, 7, 8, 9],
+                           [10, 11, -1, 13, 14, 15, 16, 17, 18, 19]]
+    x = nv.tensor(np.arange(20, dtype=np.float32).reshape(2, 10))
+
+    def loss_of():
+        z = x * p
+        u = z.unfold(1, 4, 2)
+        u[:, 1, 0] = u[:, 0, 0] * 2
+        return (u ** 2).sum() + (z * 0.5).sum()
+
+    p = nv.nn.Parameter(nv.ones(2, 10))
+    plain, _ = sgd_step_losses(loss_of, [p], calls=6, compiled=False, lr=0.0001)
+    p = nv.nn.Parameter(nv.ones(2, 10))
+    again, replays = sgd_step_losses(loss_of, [p], calls=6, lr=0.0001)
+    assert replays >= 3 and again == plain
+
+
 # ---------------------------------------------------------------- reducing scatters
 
 def _fold(values: list, reduce: str, integer: bool):

@@ -289,7 +289,7 @@ class Trainer:
         every way it can fail is a ResumeError naming the file."""
         try:
             ck = nv.load(path)
-        except ValueError as e:   # nv.load's CheckpointError: unreadable or corrupted
+        except (ValueError, OSError) as e:   # CheckpointError (corrupted), or unopenable
             raise ResumeError(f"resume: {e}") from e
         needed = {"model", "optimizer", "step", "rng", "config"}
         if not isinstance(ck, dict) or not needed <= set(ck):

@@ -102,6 +102,7 @@ from nova.backends import (
 from nova.tensor.realize import RealizationError, realize
 from nova.runtime.engine import engine, get_engine, get_remat, set_engine, set_remat
 from nova.runtime.memory_plan import NovaOutOfMemoryError
+from nova.runtime.memory_plan import NovaOutOfMemoryError as OutOfMemoryError  # torch's name
 from nova.runtime.threads import get_num_threads, set_num_threads
 from nova.serialization import CheckpointError, load, save
 from nova.tensor.tensor import Tensor, layout, strided
@@ -138,6 +139,7 @@ int = _dt.int32
 short = _dt.int16
 
 __version__ = "0.1.0"
+from nova import version  # noqa: E402  (torch.version: __version__, cuda, git_version)
 
 from nova.tensor.sampling_ops import (  # noqa: E402
     _sample_dirichlet, _standard_gamma, binomial, normal, poisson, randint_like,
@@ -180,6 +182,11 @@ from nova.tensor.layout_info import is_inference  # noqa: E402
 from nova.aten_functional import constant_pad_nd, convolution  # noqa: E402
 from nova import profiler  # noqa: E402,F401  (torch.profiler: profile, record_function)
 from nova import cpu  # noqa: E402,F401  (torch.cpu: amp.autocast, device queries)
+from nova import testing  # noqa: E402,F401  (torch.testing: assert_close, make_tensor)
+from nova import compiler  # noqa: E402,F401  (torch.compiler: is_compiling, disable)
+from nova.torch_misc import (  # noqa: E402
+    get_num_interop_threads, set_default_tensor_type, set_num_interop_threads, typename,
+)
 from nova.core.memory_format import (  # noqa: E402,F401  (torch.channels_last, ...)
     channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format,
 )

@@ -107,7 +107,7 @@ from typing import Any
 import numpy as np
 
 from nova import config
-from nova.core import hooks
+from nova.core import compiling, hooks
 from nova.core.lru import LRU
 from nova.runtime.cache import (CACHE, RecompileWarning, freeze, freezes,
                                 settle_garbage_collector, settling_deferred)
@@ -630,10 +630,12 @@ class _Recorder:
         try:
             with settling_deferred() as deferred:
                 token = ACTIVE.set(log)
+                recording = compiling.RECORDING.set(log.refuse)   # is_compiling()
                 try:
                     out = fn(*args, **kwargs)
                     realize()              # what the call left pending is part of it
                 finally:
+                    compiling.RECORDING.reset(recording)
                     ACTIVE.reset(token)
             capture = self._analyse(log, out, inputs, input_nodes, before, frozen_at)
             capture.names = names

@@ -72,8 +72,8 @@ from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 
-from nova.checkpoint_common import MAX_HEADER, MAX_NESTING, MAX_RANK, CheckpointError, \
-    Placement
+from nova.checkpoint_common import MAX_HEADER, MAX_NESTING, MAX_RANK, SAFE_GLOBALS, \
+    CheckpointError, Placement
 from nova.core import dtypes as dt
 from nova.tensor.complex import ComplexTensor, view_as_complex, view_as_real
 from nova.tensor.creation import NarrowIntegerWarning, from_numpy, tensor
@@ -116,9 +116,17 @@ _TORCH_LEGACY_MAGIC = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19"
 # ----------------------------------------------------------------------------- save
 
 
-def save(obj: Any, f: str | os.PathLike | BinaryIO) -> None:
+def save(obj: Any, f: str | os.PathLike | BinaryIO, pickle_module: Any = None,
+         pickle_protocol: int = 2, _use_new_zipfile_serialization: bool = True,
+         _disable_byteorder_record: bool = False) -> None:
     """Write ``obj`` (a state dict, or nested dicts/lists/tuples of tensors, numbers,
     strings and None) to ``f`` as a safetensors file.
+
+    ``pickle_module``, ``pickle_protocol`` (an int), ``_use_new_zipfile_serialization``
+    and ``_disable_byteorder_record`` are ``torch.save``'s and accepted for code that
+    passes them; they change nothing: Nova's format is always this one (no pickle, no
+    zip; little-endian, as safetensors is), so ``_use_new_zipfile_serialization=False``
+    does not write PyTorch's legacy format either.
 
     Tensors get their dotted path as name (a flat state dict keeps its keys exactly), so
     ``safetensors.numpy.load_file(path)`` returns them; ``nv.load`` restores the whole
@@ -129,6 +137,9 @@ def save(obj: Any, f: str | os.PathLike | BinaryIO) -> None:
     atomic: readers see the old file or the complete new one. A write to a file object
     is not (a failure leaves a partial checkpoint there, which ``load`` rejects).
     """
+    if not isinstance(pickle_protocol, int) or isinstance(pickle_protocol, bool):
+        raise TypeError(f"save: pickle_protocol must be an int, got "
+                        f"{type(pickle_protocol).__name__}")
     if not _is_path(f):
         _check_file_object(f, "save", "write")
     named: list[tuple[str, Tensor]] = []
@@ -499,8 +510,11 @@ def load(f: str | os.PathLike | BinaryIO, map_location: Any = None, *,
       and its saved location (``"cpu"`` or ``"cuda:0"``); None means the default.
 
     Anything else raises TypeError (ValueError for an unknown device name), before the
-    file is read. Every problem with the file itself raises :class:`CheckpointError`
-    naming the file and what is wrong; nothing is returned unless every check passed.
+    file is read. A path that cannot be opened raises the ``OSError`` ``open`` raises
+    (``FileNotFoundError``, ``PermissionError``, ``IsADirectoryError``), as
+    ``torch.load`` does, so ``except FileNotFoundError`` around a resume works. Every
+    problem with the file's contents raises :class:`CheckpointError` naming the file and
+    what is wrong; nothing is returned unless every check passed.
 
     ``weights_only`` and ``mmap`` are accepted for ``torch.load`` calls: Nova always
     loads as ``weights_only=True`` does (``False`` enables nothing more), and reads the
@@ -547,10 +561,7 @@ def _source(f: Any) -> Iterator[_Source]:
     left open at wherever reading stopped)."""
     if _is_path(f):
         path = os.fsdecode(f)
-        try:
-            stream = open(path, "rb")
-        except OSError as e:
-            raise CheckpointError(f"load: cannot read {path}: {e.strerror}") from None
+        stream = open(path, "rb")    # (its OSError propagates, as torch.load's does)
         with stream:
             yield _Source(stream, path, 0, os.fstat(stream.fileno()).st_size)
         return
@@ -1041,3 +1052,67 @@ def _by_callable(fn: Callable[[Tensor, str], Any], what: str, arr: np.ndarray,
         raise TypeError(f"load: map_location returned a {type(out).__name__} for {what}; "
                         "it must return an nv.Tensor or None")
     return out
+
+
+# ------------------------------------------------------------------- safe globals
+# ``torch.serialization``'s registry of globals ``torch.load(weights_only=True)`` may
+# build. ``nv.load`` never runs a pickle's globals: Nova files hold no pickle, and its
+# reader of ``torch.save`` files builds only tensors, Parameters, OrderedDicts, torch
+# dtypes, sizes and devices, and the builtins ``weights_only`` loads
+# (``nova.serialization_torch``). So these calls are accepted and remembered
+# (``get_safe_globals`` reads them back) and enable nothing more: a checkpoint that
+# pickles a registered class (an ``argparse.Namespace`` of hyperparameters, a numpy
+# scalar) is still refused, with a ``CheckpointError`` that says it is registered.
+
+
+def _checked_globals(safe_globals: Any, op: str) -> list:
+    """``safe_globals`` as a list, each entry a callable or a (callable, "dotted.name")
+    pair (checked here; PyTorch checks the same at ``torch.load``)."""
+    entries = list(safe_globals)
+    for entry in entries:
+        if isinstance(entry, tuple):
+            if len(entry) != 2:
+                raise ValueError(f"{op}: expected tuple of length 2 (global, str of "
+                                 f"callable full path), but got tuple of length: {len(entry)}")
+            if type(entry[1]) is not str:
+                raise TypeError(f"{op}: expected second item in tuple to be str of "
+                                f"callable full path, but got: {type(entry[1])}")
+        elif not callable(entry):
+            raise TypeError(f"{op}: expected a function or class, or a (function or class, "
+                            f"str) tuple, but got {entry!r}")
+    return entries
+
+
+def add_safe_globals(safe_globals: list) -> None:
+    """Register globals as safe for ``weights_only`` loading
+    (``torch.serialization.add_safe_globals``): recorded, see above."""
+    for entry in _checked_globals(safe_globals, "add_safe_globals"):
+        if entry not in SAFE_GLOBALS:
+            SAFE_GLOBALS.append(entry)
+
+
+def get_safe_globals() -> list:
+    """The registered globals, in the order they were added."""
+    return list(SAFE_GLOBALS)
+
+
+def clear_safe_globals() -> None:
+    """Forget every registered global."""
+    SAFE_GLOBALS.clear()
+
+
+class safe_globals:
+    """``with nv.serialization.safe_globals([...]):`` registers the globals for the
+    block (``torch.serialization.safe_globals``) and restores the registry as it was on
+    exit (PyTorch removes the block's globals, also ones registered before it)."""
+
+    def __init__(self, safe_globals: list):
+        self.safe_globals = _checked_globals(safe_globals, "safe_globals")
+        self._before: list[list] = []
+
+    def __enter__(self) -> None:
+        self._before.append(list(SAFE_GLOBALS))
+        add_safe_globals(self.safe_globals)
+
+    def __exit__(self, *exc: Any) -> None:
+        SAFE_GLOBALS[:] = self._before.pop()

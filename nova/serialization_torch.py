@@ -69,8 +69,8 @@ import numpy as np
 
 from nova.core import dtypes as dt
 from nova.nn.parameter import Parameter
-from nova.checkpoint_common import MAX_HEADER, MAX_NESTING, MAX_RANK, CheckpointError, \
-    Placement
+from nova.checkpoint_common import MAX_HEADER, MAX_NESTING, MAX_RANK, SAFE_GLOBALS, \
+    CheckpointError, Placement, safe_global_name
 from nova.tensor.complex import ComplexTensor
 from nova.tensor.creation import NarrowIntegerWarning
 from nova.tensor.device import device as Device
@@ -252,12 +252,16 @@ class _Unpickler(pickle.Unpickler):
             return _StorageType(name, "uint8")
         if module == "torch" and (name in _NUMPY or name in _FOREIGN):
             return _DType(name)
+        registered = f"{module}.{name}" in {safe_global_name(g) for g in SAFE_GLOBALS}
         raise CheckpointError(
             f"load: {self.name} refers to the Python global {module}.{name}, which Nova "
             "does not load: a PyTorch checkpoint may hold tensors, Parameters, "
             "OrderedDicts, torch dtypes and sizes, numbers (complex too), strings, bytes "
             "and containers, sets included (what torch.load(weights_only=True) accepts); "
-            "other objects could run code")
+            "other objects could run code" + (
+                " (it is registered with nv.serialization.add_safe_globals, which Nova "
+                "records but does not act on: its reader builds only those objects)"
+                if registered else ""))
 
     def persistent_load(self, pid: Any) -> _Storage:
         if type(pid) is not tuple or len(pid) != 5 or pid[0] != "storage":

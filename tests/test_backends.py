@@ -1,5 +1,6 @@
 """Process-wide switches scripts set through torch (``nova.backends``), print options
 and the default generator's state as a tensor."""
+import re
 import warnings
 
 import numpy as np
@@ -39,6 +40,31 @@ def test_backend_flags_are_remembered_and_tf32_mirrors_the_matmul_precision():
         nv.use_deterministic_algorithms("yes")
 
 
+def test_cuda_cudnn_and_mps_are_submodules_shared_with_the_attributes():
+    """``import torch.backends.cudnn as cudnn`` and ``import torch.backends.cuda`` port:
+    the modules are ``nv.backends``' attributes, so a flag set through either reads
+    back through the other (``nova/backends/``)."""
+    import importlib
+
+    import nova.backends.cuda as cuda
+    import nova.backends.cudnn as cudnn
+    import nova.backends.mps as mps
+    assert (cuda, cudnn, mps) == (nv.backends.cuda, nv.backends.cudnn, nv.backends.mps)
+    assert importlib.import_module("nova.backends.cuda") is nv.backends.cuda
+    before = nv.get_float32_matmul_precision(), cudnn.allow_tf32
+    try:
+        cuda.matmul.allow_tf32 = True
+        assert nv.backends.cuda.matmul.allow_tf32 and nv.get_float32_matmul_precision() == "high"
+        cudnn.allow_tf32 = False
+        assert nv.backends.cudnn.allow_tf32 is False
+    finally:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            nv.set_float32_matmul_precision(before[0])
+        cudnn.allow_tf32 = before[1]
+    assert cuda.flash_sdp_enabled() and cuda.is_built() and not mps.is_built()
+
+
 @pytest.fixture
 def print_defaults():
     yield
@@ -60,6 +86,75 @@ def test_print_options_change_the_repr(print_defaults):
         nv.set_printoptions(profile="long")
     with pytest.raises(ValueError, match="precision must be a non-negative int"):
         nv.set_printoptions(precision=-1)
+
+
+_SCI_MODE_PRINTED = [   # (print options, values, PyTorch 2.13's repr)
+    (dict(precision=2, sci_mode=False), [1.2345, 0.0001], "tensor([1.23, 0.00])"),
+    (dict(precision=4, sci_mode=False), [1e9, 1.0], "tensor([1000000000.,          1.])"),
+    (dict(precision=2, sci_mode=False), [-1e10, 3.5],
+     "tensor([-10000000000.00,            3.50])"),
+    (dict(precision=0, sci_mode=False), [12345.678, -9.87], "tensor([12346,   -10])"),
+    (dict(precision=0, sci_mode=True), [1234567.5, 12345.5], "tensor([1e+06, 1e+04])"),
+    (dict(precision=2, sci_mode=True), [1.0, 2.0, 3.0], "tensor([1.00e+00, 2.00e+00, 3.00e+00])"),
+    (dict(precision=4, sci_mode=True), [0.0, 0.0], "tensor([0., 0.])"),
+    (dict(precision=4, sci_mode=True), [0.0, float("nan"), float("-inf")],
+     "tensor([0., nan, -inf])"),
+    (dict(precision=3, sci_mode=False), [float("nan"), 1e-5, -2.0],
+     "tensor([   nan,  0.000, -2.000])"),
+    (dict(precision=2, sci_mode=False), 0.0001, "tensor(0.00)"),
+    (dict(precision=6), [1.2345, 0.0001], "tensor([1.234500e+00, 1.000000e-04])"),
+    (dict(precision=2, sci_mode=False), [1.2345 + 2j, 0.0001 - 300j],
+     "tensor([1.23+2.j, 0.00-300.j])"),
+]
+
+
+@pytest.mark.parametrize("options,values,printed", _SCI_MODE_PRINTED)
+def test_sci_mode_pads_numbers_to_the_format_it_picks(print_defaults, options, values,
+                                                      printed):
+    """``sci_mode`` True or False chose the format but the width still came from the
+    format PyTorch would have picked itself (``tensor([    1.23,     0.00])`` for
+    ``[1.2345, 0.0001]`` with precision 2, sized as ``1.23e+00``); and a tensor
+    without nonzero finite values printed scientific with ``sci_mode=True``, where
+    PyTorch prints ``0.``."""
+    nv.set_printoptions(**options)
+    assert repr(nv.tensor(values)) == printed
+
+
+def test_sci_mode_and_precision_print_as_pytorch(print_defaults):
+    """Every ``sci_mode`` and several precisions over values that pick each format
+    (integral, fixed, scientific by range, by size, by ratio; negatives, NaN, infinities,
+    zeros only), in each float dtype, as PyTorch prints them."""
+    torch = pytest.importorskip("torch")
+    inf, nan = float("inf"), float("nan")
+
+    def numbers(text):
+        return re.sub(r",\s*dtype=\w+\.\w+", "", text)
+
+    values = [[1.2345, 0.0001], [1.2345, 1e-5], [0.0, 0.0], [0.0, nan], [nan, inf, -inf],
+              [1.0, 2.0, 3.0], [1.0, -2.0, 300.0], [1e9, 1.0], [123456789.0, 2.0],
+              [-1e10, 3.5], [0.5, -0.25], [1e-5, 2e-5], [100.0, 0.01], [-0.0, 1.5],
+              [12345.678, -9.87], [3.0, nan, -inf], [1e-8], [-7.0], [2.5], [1.0, 1001.0],
+              [1e8, 1.0], [1.5e8, 2.0], [99999.5, 0.1], [-123.456, 0.0, 7.89, 1e-3],
+              [1e20, -1e-20, 0.0], [5e-5, 0.3, nan], [1.0, 2.0, inf], [0.1, 0.2, 0.3] * 40,
+              list(np.linspace(-3, 3, 1500)), [[1.2345, -100.5], [0.0001, 4e4]],
+              [[[1.0, 2.0]], [[3.0, -4.0]]], [65504.0, 1.0], -0.5, 0.0, 1e-6]
+    try:
+        for sci_mode in (None, True, False):
+            for precision in (0, 1, 2, 4, 6):
+                nv.set_printoptions(precision=precision, sci_mode=sci_mode)
+                torch.set_printoptions(precision=precision, sci_mode=sci_mode)
+                for v in values:
+                    for dtype in ("float32", "float64", "float16", "bfloat16"):
+                        t = torch.tensor(v, dtype=getattr(torch, dtype))
+                        x = nv.tensor(t.double().numpy(), dtype=getattr(nv, dtype))
+                        # (the numbers: ``dtype=nova.float64`` is a character shorter,
+                        # so it wraps past the line width elsewhere)
+                        assert numbers(repr(x)) == numbers(repr(t)), \
+                            (sci_mode, precision, dtype, v)
+                for c in ([1.2345 + 2j, 0.0001 - 3.5j], [1e9 + 1j, 0.5j], [0j, 2j]):
+                    assert repr(nv.tensor(c)) == repr(torch.tensor(c)), (sci_mode, precision, c)
+    finally:
+        torch.set_printoptions(profile="default")
 
 
 def test_rng_state_round_trips_and_seeds_are_reported():

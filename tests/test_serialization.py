@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import os
+import pickle
 import struct
 import subprocess
 import sys
@@ -210,7 +211,9 @@ def test_truncated_corrupted_and_foreign_files_raise_naming_the_file(tmp_path):
         messages[name] = str(err.value)
     assert "truncated" in messages["truncated"] and "checksum" in messages["flipped"]
     assert "truncated" in messages["tiny"]
-    with pytest.raises(nv.CheckpointError, match="cannot read"):
+    # A file that cannot be opened raises open()'s OSError, as torch.load does
+    # (resume-if-exists code catches FileNotFoundError); it is no CheckpointError.
+    with pytest.raises(FileNotFoundError, match="missing.safetensors"):
         nv.load(tmp_path / "missing.safetensors")
 
 
@@ -378,3 +381,69 @@ def test_a_state_dicts_module_versions_survive_a_round_trip(tmp_path):
                                        "1": {"version": 2}}
     assert not hasattr(back["plain"], "_metadata")
     m.load_state_dict(back["model"])
+
+
+def test_save_accepts_torch_saves_pickle_arguments_and_writes_its_own_format(tmp_path):
+    obj = {"w": nv.arange(4.0), "step": 3}
+    plain = tmp_path / "plain.pt"
+    nv.save(obj, plain)
+    for kw in ({"pickle_protocol": 4}, {"_use_new_zipfile_serialization": False},
+               {"pickle_module": pickle, "pickle_protocol": 2,
+                "_disable_byteorder_record": True}):
+        path = tmp_path / "ck.pt"
+        nv.save(obj, path, **kw)
+        back = nv.load(path)
+        assert back["step"] == 3 and back["w"].tolist() == [0.0, 1.0, 2.0, 3.0]
+        assert path.read_bytes()[8:].startswith(b"{")      # safetensors, never a pickle
+    buffer = io.BytesIO()
+    nv.save(obj, buffer, pickle, 4)                      # torch's positional order
+    assert buffer.getvalue() == plain.read_bytes()
+    with pytest.raises(TypeError, match="pickle_protocol must be an int"):
+        nv.save(obj, tmp_path / "x.pt", pickle_protocol="4")
+
+
+def test_load_of_a_file_that_cannot_be_opened_raises_torchs_oserror(tmp_path):
+    # torch.load('/missing.pt') raises FileNotFoundError, a directory IsADirectoryError:
+    # resume-if-exists code catches them, and an OSError is no CheckpointError
+    missing = tmp_path / "missing.pt"
+    with pytest.raises(FileNotFoundError, match=r"\[Errno 2\] No such file or directory"):
+        nv.load(missing)
+    with pytest.raises(FileNotFoundError):
+        nv.load(str(missing), map_location="cpu", weights_only=True)
+    with pytest.raises(IsADirectoryError):
+        nv.load(tmp_path)
+    assert not issubclass(FileNotFoundError, nv.CheckpointError)
+    if os.geteuid() != 0:                                # root reads a mode-000 file
+        locked = tmp_path / "locked.pt"
+        nv.save({"a": 1}, locked)
+        locked.chmod(0)
+        with pytest.raises(PermissionError):
+            nv.load(locked)
+
+
+def test_safe_globals_are_checked_recorded_and_restored():
+    import argparse
+    import collections
+    from nova import serialization
+
+    serialization.clear_safe_globals()
+    try:
+        serialization.add_safe_globals([argparse.Namespace, (dict, "my.Dict")])
+        serialization.add_safe_globals([argparse.Namespace])        # once only
+        assert serialization.get_safe_globals() == [argparse.Namespace, (dict, "my.Dict")]
+        with serialization.safe_globals([collections.Counter, argparse.Namespace]) as ctx:
+            assert ctx is None
+            assert serialization.get_safe_globals() == [
+                argparse.Namespace, (dict, "my.Dict"), collections.Counter]
+        assert serialization.get_safe_globals() == [argparse.Namespace, (dict, "my.Dict")]
+        for bad, error, match in (([(dict,)], ValueError, "tuple of length 2"),
+                                  ([(dict, 3)], TypeError, "str of callable full path"),
+                                  ([5], TypeError, "function or class"),
+                                  (5, TypeError, "not iterable")):
+            with pytest.raises(error, match=match):
+                serialization.add_safe_globals(bad)
+        assert len(serialization.get_safe_globals()) == 2
+        serialization.clear_safe_globals()
+        assert serialization.get_safe_globals() == []
+    finally:
+        serialization.clear_safe_globals()

@@ -658,3 +658,18 @@ def test_a_state_dicts_module_versions_come_back_as_its_metadata():
     odd = OrderedDict(w=tensor(np.ones(2, np.float32)))
     odd.hook = "x"
     assert "attributes ['hook']" in _rejected(torch_file(odd))
+
+
+def test_a_global_registered_with_add_safe_globals_is_still_refused_naming_it():
+    """Nova records ``add_safe_globals`` (torch.load(weights_only=True) would build the
+    registered class) but its reader builds only its own objects: the refusal says so."""
+    import argparse
+    obj = {"model": OrderedDict(w=tensor(np.ones(2, np.float32))),
+           "args": Call(G("argparse", "Namespace"))}
+    assert "add_safe_globals" not in _rejected(torch_file(obj))
+    with nv.serialization.safe_globals([argparse.Namespace]):
+        message = _rejected(torch_file(obj))
+    assert "refers to the Python global argparse.Namespace" in message
+    assert "registered with nv.serialization.add_safe_globals" in message
+    with nv.serialization.safe_globals([(dict, "argparse.Namespace")]):   # by full path
+        assert "registered" in _rejected(torch_file(obj))

@@ -1,5 +1,5 @@
 """``nv.nn``: modules, parameters, initializers and the functional API."""
-from nova.nn import functional, init, parallel, utils
+from nova.nn import attention, functional, init, parallel, utils
 from nova.nn.layers import (
     ELU, GELU, AlphaDropout, Bilinear, Dropout, Dropout1d, Dropout2d, Dropout3d, Embedding,
     FeatureAlphaDropout, Flatten, Identity, LayerNorm, LeakyReLU, Linear, LogSigmoid,

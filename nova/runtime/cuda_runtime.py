@@ -242,6 +242,9 @@ def dump_failed_source(name: str, arch: str, source: str) -> str:
 
 _installed: list[DeviceBackend] = []     # test backends, innermost last
 _default: dict[str, Any] = {}            # "backend" / "reason", probed once
+# Called once with the GPU's backend when ``backend()`` creates it, before its first
+# allocation (``nv.cuda`` starts its peak-memory tracking there).
+on_create: list[Callable[[DeviceBackend], None]] = []
 
 
 def unavailable_reason() -> str | None:
@@ -281,7 +284,10 @@ def backend() -> DeviceBackend:
     if reason is not None:
         raise CudaUnavailable(f"CUDA is not available: {reason}")
     if "backend" not in _default:
-        _default["backend"] = CupyBackend()
+        created = CupyBackend()
+        for hook in on_create:
+            hook(created)
+        _default["backend"] = created
     return _default["backend"]
 
 

@@ -15,6 +15,13 @@ changes what Nova computes, for reasons that hold on every engine:
   ``use_deterministic_algorithms`` has nothing to switch.
 - ``cudnn``: Nova does not use cuDNN; ``benchmark`` would choose among its kernels by
   timing them, and Nova configures kernels analytically instead.
+- Attention (``cuda.enable_flash_sdp`` and the others, ``nova.nn.attention.sdpa_kernel``):
+  Nova has one ``scaled_dot_product_attention``; the flags are checked and remembered
+  and select nothing (``nova.backends.cuda``).
+
+``cuda``, ``cudnn`` and ``mps`` are submodules, as PyTorch's: ``import
+nova.backends.cudnn as cudnn`` and ``nv.backends.cudnn`` are the same module, and a flag
+set through one (``cudnn.benchmark = True``) reads back through the other.
 """
 from __future__ import annotations
 
@@ -22,65 +29,6 @@ import warnings
 
 _MATMUL_PRECISIONS = ("highest", "high", "medium")
 _state = {"matmul_precision": "highest", "deterministic": False, "warn_only": False}
-
-
-class _Flags:
-    """An attribute bag with the defaults PyTorch has (a script may set any of them)."""
-
-    def __init__(self, **defaults):
-        self.__dict__.update(defaults)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.__dict__})"
-
-
-class _CudaMatmul(_Flags):
-    """``torch.backends.cuda.matmul``: ``allow_tf32`` mirrors the float32 matmul
-    precision (True is ``"high"``), as in PyTorch."""
-
-    @property
-    def allow_tf32(self) -> bool:
-        return _state["matmul_precision"] != "highest"
-
-    @allow_tf32.setter
-    def allow_tf32(self, value: bool) -> None:
-        _state["matmul_precision"] = "high" if value else "highest"
-
-
-class _Cuda:
-    matmul = _CudaMatmul(allow_fp16_reduced_precision_reduction=True,
-                         allow_bf16_reduced_precision_reduction=True)
-
-    @staticmethod
-    def is_built() -> bool:
-        """Whether Nova can generate CUDA code: always (NVRTC is loaded when used)."""
-        return True
-
-
-class _Cudnn(_Flags):
-    @staticmethod
-    def is_available() -> bool:
-        """False: Nova generates its own kernels and never uses cuDNN."""
-        return False
-
-    @staticmethod
-    def version() -> None:
-        return None
-
-
-class _Mps(_Flags):
-    @staticmethod
-    def is_available() -> bool:
-        return False
-
-    @staticmethod
-    def is_built() -> bool:
-        return False
-
-
-cuda = _Cuda()
-cudnn = _Cudnn(enabled=True, benchmark=False, deterministic=False, allow_tf32=True)
-mps = _Mps()
 
 
 def set_float32_matmul_precision(precision: str) -> None:
@@ -115,3 +63,10 @@ def are_deterministic_algorithms_enabled() -> bool:
 
 def is_deterministic_algorithms_warn_only_enabled() -> bool:
     return _state["warn_only"]
+
+
+from nova.backends import cuda, cudnn, mps  # noqa: E402,F401  (submodules, after _state)
+
+__all__ = ["are_deterministic_algorithms_enabled", "cuda", "cudnn",
+           "get_float32_matmul_precision", "is_deterministic_algorithms_warn_only_enabled",
+           "mps", "set_float32_matmul_precision", "use_deterministic_algorithms"]

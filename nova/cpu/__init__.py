@@ -3,15 +3,15 @@ checking for a GPU, and the older AMP spelling ``torch.cpu.amp.autocast`` /
 ``torch.cpu.amp.GradScaler`` that CPU training scripts (and ones written for
 PyTorch < 2.4) still call.
 
-The AMP names are thin wrappers over ``nova.amp`` with ``device_type='cpu'``; as
-PyTorch's, they warn (FutureWarning) that ``nova.amp.autocast('cpu', ...)`` is the
-current spelling."""
+The AMP names live in the submodule ``nova.cpu.amp`` (``from nova.cpu.amp import
+autocast``), thin wrappers over ``nova.amp`` with ``device_type='cpu'``; as PyTorch's,
+they warn (FutureWarning) that ``nova.amp.autocast('cpu', ...)`` is the current
+spelling."""
 from __future__ import annotations
 
 from typing import Any
 
-from nova import amp as _amp
-from nova.core import dtypes as _dt
+from nova.cpu import amp
 
 __all__ = ["amp", "current_device", "device_count", "is_available", "set_device",
            "synchronize"]
@@ -39,5 +39,3 @@ def set_device(device: Any) -> None:
 def synchronize(device: Any = None) -> None:
     """Nothing to wait for: CPU steps finish before they return."""
 
-
-amp = _amp.legacy_amp("cpu", _dt.bfloat16)

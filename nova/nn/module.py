@@ -497,21 +497,46 @@ class Module:
         takes ``to(tensor)`` (its dtype and device), ``non_blocking`` (and ``copy``) flags,
         and a ``memory_format``, which has nothing to do: Nova tensors have no strides."""
         device, dtype = _parse_module_to(args, kwargs)
-        if device is not None:
-            target_device = check_device(device, "Module.to")
-            for t in list(self.parameters()) + list(self.buffers()):
-                if t.device.type != target_device.type:
-                    t.data = t.detach().to(target_device)
-                    if t.grad is not None:
-                        t.grad = t.grad.detach().to(target_device)
+        target_device = check_device(device, "Module.to") if device is not None else None
+        target = None
         if dtype is not None:
             from nova.core.dtypes import get_dtype
             target = get_dtype(dtype)
             if not target.is_floating_point:
                 raise TypeError(f"Module.to: dtype must be floating point, got {target.name}")
-            for t in list(self.parameters()) + list(self.buffers()):
-                if t.dtype.is_floating_point:
-                    t.data = t.detach().to(target)
+
+        def convert(t: Tensor) -> Tensor:
+            if target_device is not None and t.device.type != target_device.type:
+                t = t.detach().to(target_device)
+            if target is not None and t.dtype.is_floating_point and t.dtype != target:
+                t = t.detach().to(target)
+            return t
+        return self._apply(convert)
+
+    def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> Module:
+        """``fn`` applied to every parameter, buffer and existing gradient, the children's
+        first, each child through its own ``_apply`` -- so a module that overrides it to
+        convert tensors it keeps as plain attributes (``self.cache = fn(self.cache)``
+        after ``super()._apply(fn)``) is asked by ``to``, ``half``, ``cuda``..., as in
+        PyTorch. The result replaces the tensor's value in place (``t.data = ...``), so
+        parameters and buffers keep their identity (PyTorch keeps a parameter's and puts
+        a new buffer tensor in the module); ``fn`` returning its argument changes
+        nothing."""
+        if recurse:
+            for m in self.children():
+                m._apply(fn)
+        with no_grad():
+            for table in (self._parameters, self._buffers):
+                for t in table.values():
+                    if t is None:
+                        continue
+                    new = fn(t)
+                    if new is not t:
+                        t.data = new
+                    if t.grad is not None:
+                        g = fn(t.grad)
+                        if g is not t.grad:
+                            t.grad = g.detach()
         return self
 
     def cpu(self) -> Module:

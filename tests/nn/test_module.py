@@ -148,3 +148,29 @@ def test_train_calls_each_childs_own_train_so_an_override_is_honoured():
     assert not any(m.training for m in model.modules())
     with pytest.raises(ValueError, match="expected to be boolean"):
         model.train(1)
+
+
+def test_to_goes_through_each_childs_own_apply_so_plain_tensor_attributes_convert():
+    # a module keeping a tensor as a plain attribute (a cached mask or table) overrides
+    # _apply so .to()/.double() convert it too, as PyTorch's to() calls _apply
+    class Cached(nv.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nv.nn.Linear(2, 2)
+            self.table = nv.ones(3)
+
+        def _apply(self, fn, recurse=True):
+            super()._apply(fn, recurse)
+            self.table = fn(self.table)
+            return self
+
+    model = nv.nn.Sequential(Cached())
+    weight = model[0].lin.weight
+    model[0].lin(nv.ones(1, 2)).sum().backward()
+    assert model.double() is model
+    assert model[0].table.dtype == nv.float64
+    # parameters keep their identity; their gradients convert with them
+    assert model[0].lin.weight is weight and weight.dtype == nv.float64
+    assert weight.grad.dtype == nv.float64 and weight.grad.tolist() == [[1.0, 1.0]] * 2
+    model.float()
+    assert model[0].table.dtype == nv.float32 and weight.grad.dtype == nv.float32

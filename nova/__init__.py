@@ -114,7 +114,10 @@ multiply, subtract, negative, true_divide = mul, sub, neg, div
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 absolute, fix, sgn = abs, trunc, sign
 arccosh, arcsinh, arctanh = acosh, asinh, atanh
-det, logdet, slogdet, inverse = linalg.det, linalg.logdet, linalg.slogdet, linalg.inv
+from nova import decompositions as _decompositions  # noqa: E402
+# (torch.det's argument is ``input``, torch.linalg.det's ``A``: two functions)
+det, slogdet = _decompositions.legacy_det, _decompositions.legacy_slogdet
+inverse, logdet = _decompositions.legacy_inverse, linalg.logdet
 matrix_power = linalg.matrix_power
 from nova.decompositions_spectral import legacy_qr as qr, legacy_svd as svd, pinverse  # noqa: E402
 from nova.linalg_legacy import (  # noqa: E402 (torch's pre-linalg names)
@@ -165,6 +168,7 @@ from nova.tensor.complex import (  # noqa: E402
 )
 
 cfloat, cdouble = complex64, complex128
+_out_arg.install(globals(), _out_arg.TORCH_OUT)   # (angle, complex, polar: imported above)
 _complex.install(globals())
 from nova import linalg_complex as _linalg_complex  # noqa: E402
 from nova.tensor.complex_math import LINALG_FUNCTIONS as _complex_linalg  # noqa: E402
@@ -172,6 +176,9 @@ from nova.tensor.complex_math import LINALG_FUNCTIONS as _complex_linalg  # noqa
 _complex.install(vars(linalg), {**_complex_linalg, **_linalg_complex.FUNCTIONS})
 _complex.share_wrappers(vars(special), globals())
 from nova import fft  # noqa: E402
+
+_out_arg.install(vars(fft), _out_arg.TORCH_FFT_OUT)
+_out_arg.install(vars(nn.functional), _out_arg.TORCH_NN_FUNCTIONAL_OUT)
 
 # PyTorch 2.13 names (issue #22): spectral, factories, interchange, ATen forms.
 from nova.spectral_stft import istft, stft  # noqa: E402

@@ -1474,28 +1474,42 @@ class CompiledModule:
         return f"CompiledModule({self._orig_mod!r})"
 
 
-def compile(fn: Callable | None = None, *, fullgraph: bool = False, mode: str | None = None,
-            dynamic: bool | None = None, backend: str | None = None) -> Any:
-    """Compile ``fn`` (a function, or an ``nn.Module``) so later calls replay its steps
+def compile(model: Callable | None = None, *, fullgraph: bool = False, mode: str | None = None,
+            dynamic: bool | None = None, backend: str | None = None,
+            options: dict | None = None, name: str | None = None, disable: bool = False,
+            recompile_limit: int | None = None, isolate_recompiles: bool = False,
+            shapes_spec: Any = None) -> Any:
+    """Compile ``model`` (a function, or an ``nn.Module``) so later calls replay its steps
     without running its Python (module docstring); usable as ``@nv.compile`` or
     ``@nv.compile(fullgraph=True)``.
 
     ``fullgraph=True`` raises ``CaptureError`` where a function cannot be replayed
-    (instead of warning once and running it recorded every call). ``mode``,
-    ``dynamic`` and ``backend`` are accepted for code written for ``torch.compile``:
-    Nova has one compiler and one mode, and a new shape records a new step."""
+    (instead of warning once and running it recorded every call). ``disable=True``
+    returns ``model`` itself, as ``torch.compile``'s no-op for testing. ``mode``,
+    ``dynamic``, ``backend``, ``options`` (a dict of backend options), ``name``,
+    ``recompile_limit``, ``isolate_recompiles`` and ``shapes_spec`` are accepted for
+    code written for ``torch.compile``: Nova has one compiler and one mode, with no
+    options, and a new shape records a new step (there is no limit to fall back at)."""
     if backend not in (None, "inductor", "nova"):
         raise ValueError(f"nv.compile: backend {backend!r} is not available; Nova compiles "
                          "with its own compiler (backend=None)")
     if mode not in (None, "default", "reduce-overhead", "max-autotune",
                     "max-autotune-no-cudagraphs"):
         raise ValueError(f"nv.compile: unknown mode {mode!r}")
-    if fn is None:
-        return lambda f: compile(f, fullgraph=fullgraph)
+    if options is not None and not isinstance(options, dict):
+        raise TypeError(f"nv.compile: options must be a dict, got {type(options).__name__}")
+    if recompile_limit is not None and (not isinstance(recompile_limit, int)
+                                        or isinstance(recompile_limit, bool)):
+        raise TypeError(f"nv.compile: recompile_limit must be an int or None, got "
+                        f"{type(recompile_limit).__name__}")
+    if model is None:
+        return lambda f: compile(f, fullgraph=fullgraph, disable=disable)
+    if disable:
+        return model
     from nova.nn.module import Module
-    if isinstance(fn, Module):
-        return CompiledModule(fn, fullgraph)
-    if not callable(fn):
+    if isinstance(model, Module):
+        return CompiledModule(model, fullgraph)
+    if not callable(model):
         raise TypeError(f"nv.compile: expected a function or an nn.Module, got "
-                        f"{type(fn).__name__}")
-    return CompiledFunction(fn, fullgraph)
+                        f"{type(model).__name__}")
+    return CompiledFunction(model, fullgraph)

@@ -782,27 +782,44 @@ def slogdet(A: Tensor) -> SlogdetResult:
     return SlogdetResult(*_Slogdet.apply(A))
 
 
-def logdet(A: Tensor) -> Tensor:
+def logdet(input: Tensor) -> Tensor:
     """``log(det A)`` (``torch.logdet``): NaN where the determinant is negative, -inf
     where it is 0."""
-    _check_matrices("logdet", A)
-    sign, logabs = _Slogdet.apply(A)
+    _check_matrices("logdet", input)
+    sign, logabs = _Slogdet.apply(input)
     return ops.where(sign < 0, math.nan, logabs)
 
 
-def matrix_power(A: Tensor, n: int) -> Tensor:
-    """``A`` multiplied by itself ``n`` times (``torch.linalg.matrix_power``), by
+def matrix_power(input: Tensor, n: int) -> Tensor:
+    """``input`` multiplied by itself ``n`` times (``torch.linalg.matrix_power``), by
     repeated squaring (``tensor.products.matrix_power``); a negative ``n`` is the power
     ``-n`` of ``inv(A)``, as PyTorch's (a singular matrix raises ``LinAlgError``)."""
     if isinstance(n, int) and not isinstance(n, bool) and n < 0:
-        return _products.matrix_power(inv(A), -n)
-    return _products.matrix_power(A, n)
+        return _products.matrix_power(inv(input), -n)
+    return _products.matrix_power(input, n)
+
+
+# torch.det, torch.slogdet and torch.inverse: the linalg functions under PyTorch's
+# top-level name for their argument (``input``; torch.linalg's is ``A``)
+def legacy_det(input: Tensor) -> Tensor:
+    """``torch.det``: ``linalg.det`` of ``input``."""
+    return det(input)
+
+
+def legacy_slogdet(input: Tensor) -> SlogdetResult:
+    """``torch.slogdet``: ``linalg.slogdet`` of ``input``."""
+    return slogdet(input)
+
+
+def legacy_inverse(input: Tensor) -> Tensor:
+    """``torch.inverse``: ``linalg.inv`` of ``input``."""
+    return inv(input)
 
 
 # PyTorch's tensor methods and top-level names for four of them (attached here, as
 # nova.autograd attaches ``register_hook``: the tensor layer does not import this one)
-Tensor.det = det
+Tensor.det = legacy_det
 Tensor.logdet = logdet
-Tensor.slogdet = slogdet
-Tensor.inverse = inv
+Tensor.slogdet = legacy_slogdet
+Tensor.inverse = legacy_inverse
 Tensor.matrix_power = matrix_power

@@ -352,10 +352,10 @@ def qr(A: Tensor, mode: str = "reduced") -> QRResult:
     return QRResult(*_qr("linalg.qr", A, mode))
 
 
-def legacy_qr(A: Tensor, some: bool = True) -> LegacyQRResult:
+def legacy_qr(input: Tensor, some: bool = True) -> LegacyQRResult:
     """``torch.qr`` / ``Tensor.qr``: ``linalg.qr`` with ``some`` for 'reduced' (else
     'complete')."""
-    return LegacyQRResult(*_qr("qr", A, "reduced" if some else "complete"))
+    return LegacyQRResult(*_qr("qr", input, "reduced" if some else "complete"))
 
 
 # ---------------------------------------------------------------- parallel Jacobi
@@ -725,17 +725,17 @@ def svdvals(A: Tensor, *, driver: Any = None) -> Tensor:
     return _Svdvals.apply(A)
 
 
-def legacy_svd(A: Tensor, some: bool = True, compute_uv: bool = True) -> LegacySVDResult:
+def legacy_svd(input: Tensor, some: bool = True, compute_uv: bool = True) -> LegacySVDResult:
     """``torch.svd`` / ``Tensor.svd``: ``(U, S, V)`` -- ``V``, not ``Vh`` -- reduced when
     ``some`` (the default), else complete; without ``compute_uv``, ``U`` and ``V`` are
     zero-filled (*, m, m) and (*, n, n), as PyTorch's."""
-    _check_matrices("svd", A, square=False)
-    m, n = A.shape[-2:]
+    _check_matrices("svd", input, square=False)
+    m, n = input.shape[-2:]
     if not compute_uv:
-        batch = A.shape[:-2]
-        return LegacySVDResult(_zeros(batch + (m, m), A.dtype), _Svdvals.apply(A),
-                               _zeros(batch + (n, n), A.dtype))
-    return LegacySVDResult(*_Svd.apply(A, not some))
+        batch = input.shape[:-2]
+        return LegacySVDResult(_zeros(batch + (m, m), input.dtype), _Svdvals.apply(input),
+                               _zeros(batch + (n, n), input.dtype))
+    return LegacySVDResult(*_Svd.apply(input, not some))
 
 
 # ---------------------------------------------------------------- pinv, rank
@@ -843,9 +843,9 @@ def pinv(A: Tensor, rcond: Any = None, hermitian: bool = False, *, atol: Any = N
     return _Pinv.apply(A, atol, rtol, bool(hermitian))
 
 
-def pinverse(A: Tensor, rcond: float = 1e-15) -> Tensor:
+def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
     """``torch.pinverse`` / ``Tensor.pinverse``: ``pinv`` with ``rtol=rcond``."""
-    return pinv(A, rtol=rcond)
+    return pinv(input, rtol=rcond)
 
 
 @autocast_op("linalg.matrix_rank")
@@ -1009,14 +1009,14 @@ def matrix_norm(A: Tensor, ord: Any = "fro", dim: Any = (-2, -1), keepdim: bool 
     return out if keepdim else out.squeeze(max(d0, d1)).squeeze(min(d0, d1))
 
 
-def norm(A: Tensor, ord: Any = None, dim: Any = None, keepdim: bool = False, *,
+def norm(input: Tensor, ord: Any = None, dim: Any = None, keepdim: bool = False, *,
          dtype: Any = None) -> Tensor:
     """``torch.linalg.norm``: a vector norm when ``dim`` is an int (or a 1-tuple), or
-    when ``dim`` is None and ``A`` is 1-D (or ``ord`` is None: the 2-norm of all
+    when ``dim`` is None and ``input`` is 1-D (or ``ord`` is None: the 2-norm of all
     elements); a matrix norm (``matrix_norm``) when ``dim`` is a 2-tuple, or None with a
-    2-D ``A``."""
+    2-D ``input``."""
     op = "linalg.norm"
-    ops._check_tensor(op, A)
+    ops._check_tensor(op, input)
     if isinstance(dim, int) and not isinstance(dim, bool):
         dim = (dim,)
     if dim is not None and len(dim) not in (1, 2):
@@ -1024,17 +1024,17 @@ def norm(A: Tensor, ord: Any = None, dim: Any = None, keepdim: bool = False, *,
                             f"{dim!r}")
     if dim is None:
         if ord is None:
-            return vector_norm(A, 2, None, keepdim, dtype=dtype)
-        if A.ndim not in (1, 2):
+            return vector_norm(input, 2, None, keepdim, dtype=dtype)
+        if input.ndim not in (1, 2):
             raise ArgumentError(f"{op}: If dim is not specified but ord is, the input must be "
-                                f"1D or 2D. Got {A.ndim}D.")
-        dim = tuple(range(A.ndim))
+                                f"1D or 2D. Got {input.ndim}D.")
+        dim = tuple(range(input.ndim))
     if len(dim) == 2:
-        return matrix_norm(A, "fro" if ord is None else ord, dim, keepdim, dtype=dtype)
+        return matrix_norm(input, "fro" if ord is None else ord, dim, keepdim, dtype=dtype)
     if isinstance(ord, str):
         raise ArgumentError(f"{op}: order {ord!r} is a matrix norm; a vector norm (dim "
                             f"{dim!r}) needs a number")
-    return vector_norm(A, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
+    return vector_norm(input, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
 
 
 @autocast_op("linalg.cond")

@@ -289,23 +289,27 @@ def irfft2(input: Any, s: Sequence[int] | None = None, dim: Any = (-2, -1),
     return irfftn(input, s, dim, norm)
 
 
-def fftfreq(n: int, d: float = 1.0, *, dtype: Any = None, device: Any = None,
+def fftfreq(n: int, d: float = 1.0, *, dtype: Any = None, layout: Any = None,
+            device: Any = None, pin_memory: bool = False,
             requires_grad: bool = False) -> Tensor:
     """The sample frequencies of an ``n``-point ``fft``: ``[0, 1, ..., -1] / (d * n)``."""
+    _creation.check_options("fftfreq", layout)
     if n < 1:
         raise RuntimeError(f"fftfreq: n must be positive, got {n}")
     k = np.concatenate([np.arange((n + 1) // 2), np.arange(-(n // 2), 0)])
     return _creation.tensor(k / (d * n), dtype=dtype or dt.DEFAULT_FLOAT, device=device,
-                            requires_grad=requires_grad)
+                            requires_grad=requires_grad, pin_memory=pin_memory)
 
 
-def rfftfreq(n: int, d: float = 1.0, *, dtype: Any = None, device: Any = None,
+def rfftfreq(n: int, d: float = 1.0, *, dtype: Any = None, layout: Any = None,
+             device: Any = None, pin_memory: bool = False,
              requires_grad: bool = False) -> Tensor:
     """The sample frequencies of an ``n``-point ``rfft``: ``[0, ..., n // 2] / (d * n)``."""
+    _creation.check_options("rfftfreq", layout)
     if n < 1:
         raise RuntimeError(f"rfftfreq: n must be positive, got {n}")
     return _creation.tensor(np.arange(n // 2 + 1) / (d * n), dtype=dtype or dt.DEFAULT_FLOAT,
-                            device=device, requires_grad=requires_grad)
+                            device=device, requires_grad=requires_grad, pin_memory=pin_memory)
 
 
 def _shifted(x: Any, dim: Any, sign: int) -> Any:

@@ -44,7 +44,7 @@ def _deprecated(message: str) -> None:
     warnings.warn(message, UserWarning, stacklevel=3)
 
 
-def cholesky(A: Tensor, upper: bool = False) -> Tensor:
+def cholesky(input: Tensor, upper: bool = False) -> Tensor:
     """``torch.cholesky`` (deprecated there in favour of ``torch.linalg.cholesky``):
     the lower Cholesky factor, or the upper one ``L^T`` with ``upper``; a matrix that is
     not positive-definite raises ``LinAlgError``, as ``linalg.cholesky``."""
@@ -52,7 +52,7 @@ def cholesky(A: Tensor, upper: bool = False) -> Tensor:
                 "removed in a future PyTorch release.\nL = torch.cholesky(A)\nshould be "
                 "replaced with\nL = torch.linalg.cholesky(A)\nand\nU = torch.cholesky(A, "
                 "upper=True)\nshould be replaced with\nU = torch.linalg.cholesky(A).mH")
-    return _cholesky(A, upper=bool(upper))
+    return _cholesky(input, upper=bool(upper))
 
 
 def _check_factor(op: str, B: Tensor, L: Tensor) -> None:
@@ -65,14 +65,14 @@ def _check_factor(op: str, B: Tensor, L: Tensor) -> None:
                             f"{L.shape}) but B has {B.shape[-2]} rows (shape {B.shape})")
 
 
-def cholesky_solve(B: Tensor, L: Tensor, upper: bool = False) -> Tensor:
+def cholesky_solve(B: Tensor, input2: Tensor, upper: bool = False) -> Tensor:
     """``X`` with ``A X = B`` for ``A = L L^T`` (``U^T U`` with ``upper``), given the
     Cholesky factor (``torch.cholesky_solve(B, L, upper=False)``): two triangular
     solves. Batch dims broadcast; only the factor's triangle is read."""
     op = "cholesky_solve"
-    _check_factor(op, B, L)
-    lower = L.mT if upper else L
-    Y = solve_triangular(lower, _expand_batch(op, L, B), upper=False)
+    _check_factor(op, B, input2)
+    lower = input2.mT if upper else input2
+    Y = solve_triangular(lower, _expand_batch(op, input2, B), upper=False)
     return solve_triangular(lower.mT, Y, upper=True)
 
 

@@ -483,8 +483,9 @@ class _Entry(NamedTuple):
 
 
 
-def load(f: str | os.PathLike | BinaryIO, map_location: Any = None, *,
-         weights_only: bool | None = None, mmap: bool | None = None) -> Any:
+def load(f: str | os.PathLike | BinaryIO, map_location: Any = None,
+         pickle_module: Any = None, *, weights_only: bool | None = None,
+         mmap: bool | None = None) -> Any:
     """Read a checkpoint written by ``nv.save``, any safetensors file, or a PyTorch
     checkpoint written by ``torch.save`` (1.6 and later; torch is not needed).
 
@@ -518,7 +519,9 @@ def load(f: str | os.PathLike | BinaryIO, map_location: Any = None, *,
 
     ``weights_only`` and ``mmap`` are accepted for ``torch.load`` calls: Nova always
     loads as ``weights_only=True`` does (``False`` enables nothing more), and reads the
-    tensors into memory whatever ``mmap`` says.
+    tensors into memory whatever ``mmap`` says. ``pickle_module`` is accepted as
+    ``save`` accepts it, and changes nothing: Nova reads a PyTorch checkpoint's pickle
+    with its own restricted reader, whatever unpickler the call names.
     """
     place = _placement(map_location)
     for flag, value in (("weights_only", weights_only), ("mmap", mmap)):

@@ -60,28 +60,30 @@ def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
 
 
 @stamped
-def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """``x @ weight.T + bias`` with PyTorch's (out_features, in_features) weight; a 1-D
     weight (in_features,) without a bias is ``x @ weight``, the features dim dropped,
     as in PyTorch."""
     if weight.ndim == 1 and bias is None:
-        if x.ndim == 0 or x.shape[-1] != weight.shape[0]:
-            raise ShapeError(f"linear: input {x.shape} has {x.shape[-1] if x.ndim else 0} "
-                             f"features but weight {weight.shape} expects {weight.shape[0]}")
-        return ops.matmul(lowered(x), lowered(weight))
+        if input.ndim == 0 or input.shape[-1] != weight.shape[0]:
+            raise ShapeError(f"linear: input {input.shape} has "
+                             f"{input.shape[-1] if input.ndim else 0} features but weight "
+                             f"{weight.shape} expects {weight.shape[0]}")
+        return ops.matmul(lowered(input), lowered(weight))
     if weight.ndim != 2:
         raise ValueError(f"linear: weight must be 2-D (out, in), or 1-D (in,) without a "
                          f"bias, got shape {weight.shape}"
                          f"{'' if bias is None else ' with a bias'}")
-    if x.ndim == 0 or x.shape[-1] != weight.shape[1]:
-        raise ShapeError(f"linear: input {x.shape} has {x.shape[-1] if x.ndim else 0} features "
-                         f"but weight {weight.shape} expects {weight.shape[1]}")
-    x, weight = lowered(x), lowered(weight)           # autocast (no-op outside it)
+    if input.ndim == 0 or input.shape[-1] != weight.shape[1]:
+        raise ShapeError(f"linear: input {input.shape} has "
+                         f"{input.shape[-1] if input.ndim else 0} features but weight "
+                         f"{weight.shape} expects {weight.shape[1]}")
+    input, weight = lowered(input), lowered(weight)           # autocast (no-op outside it)
     if bias is None:
-        return ops.matmul(x, weight.transpose(0, 1))
+        return ops.matmul(input, weight.transpose(0, 1))
     # Under autocast the bias joins the product's precision, as in PyTorch's addmm; a
     # half product and its bias are summed in float32 and rounded once, as there.
-    return biased_product(_linear_product, (x, weight), lowered(bias))
+    return biased_product(_linear_product, (input, weight), lowered(bias))
 
 
 def _linear_product(x: Tensor, weight: Tensor) -> Tensor:
@@ -114,9 +116,9 @@ def _dropout(op: str, x: Tensor, p: float, training: bool, inplace: bool,
     return inplace_result(op, x, out, inplace)
 
 
-def dropout(x: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
     """Zero elements with probability ``p`` and scale the rest by 1/(1-p)."""
-    return _dropout("dropout", x, p, training, inplace, x.shape)
+    return _dropout("dropout", input, p, training, inplace, input.shape)
 
 
 def _channel_mask_shape(op: str, x: Tensor, spatial: int) -> tuple[int, ...]:
@@ -244,11 +246,11 @@ def _normalized_axes(op: str, x: Tensor, normalized_shape: Any) -> tuple[int, ..
 
 
 @stamped
-def layer_norm(x: Tensor, normalized_shape: Any, weight: Tensor | None = None,
+def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
-    """A float16/bfloat16 ``x`` is normalized in float32 and rounded once, as PyTorch's
+    """A float16/bfloat16 ``input`` is normalized in float32 and rounded once, as PyTorch's
     kernels accumulate (in the half dtype the squares overflow past 256)."""
-    axes = _normalized_axes("layer_norm", x, normalized_shape)
+    axes = _normalized_axes("layer_norm", input, normalized_shape)
 
     def normalized(x: Tensor) -> Tensor:
         mu = ops.mean(x, axes, keepdim=True)
@@ -258,19 +260,19 @@ def layer_norm(x: Tensor, normalized_shape: Any, weight: Tensor | None = None,
         if weight is not None:
             out = ops.mul(out, weight)
         return out if bias is None else ops.add(out, bias)
-    return ops._in_float32(full_precision(x, cuda_only=True), normalized)
+    return ops._in_float32(full_precision(input, cuda_only=True), normalized)
 
 
-def rms_norm(x: Tensor, normalized_shape: Any, weight: Tensor | None = None,
+def rms_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,
              eps: float | None = None) -> Tensor:
-    """In float32 for a half ``x``, rounded once (as ``layer_norm``)."""
-    axes = _normalized_axes("rms_norm", x, normalized_shape)
+    """In float32 for a half ``input``, rounded once (as ``layer_norm``)."""
+    axes = _normalized_axes("rms_norm", input, normalized_shape)
     eps = 1e-6 if eps is None else eps
 
     def normalized(x: Tensor) -> Tensor:
         out = ops.mul(x, ops.rsqrt(ops.add(ops.mean(ops.mul(x, x), axes, keepdim=True), eps)))
         return out if weight is None else ops.mul(out, weight)
-    return ops._in_float32(full_precision(x, cuda_only=True), normalized)
+    return ops._in_float32(full_precision(input, cuda_only=True), normalized)
 
 
 def _reduce(op: str, loss: Tensor, reduction: str, weight_sum: Tensor | None = None) -> Tensor:
@@ -390,11 +392,30 @@ def _cross_entropy_probs(input: Tensor, target: Tensor, weight: Tensor | None,
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean", *,
-             size_average: bool | None = None, reduce: bool | None = None) -> Tensor:
+             size_average: bool | None = None, reduce: bool | None = None,
+             weight: Tensor | None = None) -> Tensor:
     reduction = legacy_reduction(size_average, reduce, reduction)
+    shape = getattr(input, "shape", None)
     input, target = _broadcast_pair("mse_loss", input, target)
     d = ops.sub(input, target)
+    if weight is not None:
+        return _weighted_loss("mse_loss", ops.mul(d, d), weight, shape, reduction, True)
     return _reduce("mse_loss", ops.mul(d, d), reduction)
+
+
+def _weighted_loss(op: str, loss: Tensor, weight: Tensor, shape: Any, reduction: str,
+                   by_weight: bool) -> Tensor:
+    """PyTorch's ``weight=`` of ``mse_loss``, ``l1_loss`` and ``huber_loss``: the
+    elementwise loss times ``weight``, which must have the input's shape; ``"mean"``
+    divides the weighted sum by the weights' sum (``by_weight``: ``mse_loss`` and
+    ``l1_loss``) or averages the weighted losses (``huber_loss``), as PyTorch's."""
+    if not isinstance(weight, Tensor) or weight.shape != shape:
+        raise ValueError(f"{op}: Weights and input must have the same size (weight "
+                         f"{getattr(weight, 'shape', type(weight).__name__)}, input {shape}).")
+    loss = ops.mul(loss, weight)
+    if reduction == "mean" and by_weight:
+        return ops.div(ops.sum(loss), ops.sum(weight))
+    return _reduce(op, loss, reduction)
 
 
 def _check_pair(op: str, input: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
@@ -505,9 +526,14 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
 
 
 def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean", *,
-            size_average: bool | None = None, reduce: bool | None = None) -> Tensor:
+            size_average: bool | None = None, reduce: bool | None = None,
+            weight: Tensor | None = None) -> Tensor:
     reduction = legacy_reduction(size_average, reduce, reduction)
+    shape = getattr(input, "shape", None)
     input, target = _broadcast_pair("l1_loss", input, target)
+    if weight is not None:
+        return _weighted_loss("l1_loss", ops.abs(ops.sub(input, target)), weight, shape,
+                              reduction, True)
     return _reduce("l1_loss", ops.abs(ops.sub(input, target)), reduction)
 
 
@@ -527,14 +553,18 @@ def smooth_l1_loss(input: Tensor, target: Tensor, reduction: str = "mean",
 
 
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean",
-               delta: float = 1.0) -> Tensor:
-    """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta)."""
+               delta: float = 1.0, weight: Tensor | None = None) -> Tensor:
+    """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta); times ``weight`` if
+    given (``_weighted_loss``)."""
+    shape = getattr(input, "shape", None)
     input, target = _broadcast_pair("huber_loss", input, target)
     if delta <= 0:
         raise ValueError(f"huber_loss: delta must be > 0, got {delta}")
     d = ops.abs(ops.sub(input, target))
     loss = ops.where(ops.lt(d, delta), ops.mul(ops.mul(d, d), 0.5),
                      ops.mul(ops.sub(d, 0.5 * delta), delta))
+    if weight is not None:
+        return _weighted_loss("huber_loss", loss, weight, shape, reduction, False)
     return _reduce("huber_loss", loss, reduction)
 
 
@@ -621,8 +651,9 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
     return _reduce("binary_cross_entropy_with_logits", loss, reduction)
 
 
-def leaky_relu(x: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
-    return inplace_result("leaky_relu", x, ops.where(ops.gt(x, 0), x, ops.mul(x, negative_slope)),
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    return inplace_result("leaky_relu", input,
+                          ops.where(ops.gt(input, 0), input, ops.mul(input, negative_slope)),
                           inplace)
 
 
@@ -641,9 +672,9 @@ def elu_form(x: Tensor, alpha: float, scale: float = 1.0, input_scale: float = 1
     return ops.where(positive, x if scale == 1.0 else ops.mul(x, scale), tail)
 
 
-def elu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``x if x > 0 else alpha * (exp(x) - 1)``."""
-    return inplace_result("elu", x, elu_form(ops._as_float("elu", x), alpha), inplace)
+    return inplace_result("elu", input, elu_form(ops._as_float("elu", input), alpha), inplace)
 
 
 def _softplus_parts(x: Tensor) -> tuple[Tensor, Tensor]:
@@ -668,22 +699,22 @@ def log1p_exp(x: Tensor) -> Tensor:
     return ops.add(ramp, tail)
 
 
-def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """log(1 + exp(beta x)) / beta, and x itself where beta x > ``threshold`` (PyTorch);
     the gradient is sigmoid(beta x) (1 where thresholded), 0.5 at 0."""
-    bx = ops.mul(x, beta)
-    return ops.where(ops.gt(bx, threshold), x, ops.div(log1p_exp(bx), beta))
+    bx = ops.mul(input, beta)
+    return ops.where(ops.gt(bx, threshold), input, ops.div(log1p_exp(bx), beta))
 
 
-def mish(x: Tensor, inplace: bool = False) -> Tensor:
-    return inplace_result("mish", x, ops.mul(x, ops.tanh(softplus(x))), inplace)
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
+    return inplace_result("mish", input, ops.mul(input, ops.tanh(softplus(input))), inplace)
 
 
-def logsigmoid(x: Tensor) -> Tensor:
+def logsigmoid(input: Tensor) -> Tensor:
     """log(sigmoid(x)) = 0 - log(1 + exp(-x)), without ``softplus``'s threshold (as
     PyTorch: past -20 it is x - exp(x), not x, in float64); gradient sigmoid(-x). (0 -,
     not a negation: where the log underflows, x = inf, the result is +0 as PyTorch's.)"""
-    return ops.sub(0.0, log1p_exp(ops.neg(x)))
+    return ops.sub(0.0, log1p_exp(ops.neg(input)))
 
 
 @stamped

@@ -30,7 +30,7 @@ from nova.core.shapes import broadcast_shapes, normalize_dim
 from nova.tensor import movement, ops, scan
 from nova.tensor.constants import constant
 from nova.tensor.autocast_state import autocast_op, rounded_once
-from nova.tensor.creation import tensor
+from nova.tensor.creation import check_options, tensor
 from nova.tensor.integration import trapezoid, trapz
 from nova.tensor.tensor import Tensor
 
@@ -41,46 +41,46 @@ def _dims(op: str, x: Tensor, dims: Any) -> tuple[int, ...]:
 
 
 @autocast_op("prod")
-def prod(x: Tensor, dim: Any = None, keepdim: builtins.bool = False, *,
+def prod(input: Tensor, dim: Any = None, keepdim: builtins.bool = False, *,
          dtype: Any = None) -> Tensor:
     """Product over ``dim`` (all elements if None; ``torch.prod``); bool and integer
     inputs multiply in int64, as ``sum`` adds."""
-    ops._check_tensor("prod", x)
+    ops._check_tensor("prod", input)
     if dtype is not None:
-        x = ops.cast(x, dt.get_dtype(dtype))
-    elif not x.dtype.is_floating_point:
-        x = ops.cast(x, dt.int64)
+        input = ops.cast(input, dt.get_dtype(dtype))
+    elif not input.dtype.is_floating_point:
+        input = ops.cast(input, dt.int64)
     if dim is None:
-        flat = movement.reshape(x, -1)
+        flat = movement.reshape(input, -1)
         if flat.shape[0] == 0:
-            return ops.full_const(1, (), x.dtype)
+            return ops.full_const(1, (), input.dtype)
         out = scan.cumprod(flat, 0)[-1]
-        return movement.reshape(out, (1,) * x.ndim) if keepdim else out
-    d = normalize_dim("prod", dim, x.ndim, x.shape)
-    if x.ndim == 0:                 # (dim 0 or -1 of a 0-d tensor: its one element)
-        return x.clone()
-    if x.shape[d] == 0:
-        shape = x.shape[:d] + ((1,) if keepdim else ()) + x.shape[d + 1:]
-        return ops.full_const(1, shape, x.dtype)
-    last = movement.narrow(scan.cumprod(x, d), d, x.shape[d] - 1, 1)
+        return movement.reshape(out, (1,) * input.ndim) if keepdim else out
+    d = normalize_dim("prod", dim, input.ndim, input.shape)
+    if input.ndim == 0:                 # (dim 0 or -1 of a 0-d tensor: its one element)
+        return input.clone()
+    if input.shape[d] == 0:
+        shape = input.shape[:d] + ((1,) if keepdim else ()) + input.shape[d + 1:]
+        return ops.full_const(1, shape, input.dtype)
+    last = movement.narrow(scan.cumprod(input, d), d, input.shape[d] - 1, 1)
     return last if keepdim else movement.squeeze(last, d)
 
 
-def roll(x: Tensor, shifts: Any, dims: Any = None) -> Tensor:
+def roll(input: Tensor, shifts: Any, dims: Any = None) -> Tensor:
     """Elements shifted along ``dims`` with wrap-around (``torch.roll``); without
     ``dims``, over the flattened tensor."""
-    ops._check_tensor("roll", x)
+    ops._check_tensor("roll", input)
     if dims is None:
         if not isinstance(shifts, (builtins.int, np.integer)):
             raise ValueError(f"roll: without dims, shifts must be one int, got {shifts!r}")
-        return movement.reshape(roll(movement.reshape(x, -1), shifts, 0), x.shape)
-    dims = _dims("roll", x, dims)
+        return movement.reshape(roll(movement.reshape(input, -1), shifts, 0), input.shape)
+    dims = _dims("roll", input, dims)
     shifts = (shifts,) if isinstance(shifts, (builtins.int, np.integer)) else tuple(shifts)
     if len(shifts) != len(dims):
         raise ValueError(f"roll: shifts {shifts} and dims {dims} must have the same length")
-    out = x
+    out = input
     for s, d in zip(shifts, dims):
-        n = x.shape[d]
+        n = input.shape[d]
         k = builtins.int(s) % n if n else 0
         if k:
             out = movement.cat([movement.narrow(out, d, n - k, k),
@@ -88,34 +88,34 @@ def roll(x: Tensor, shifts: Any, dims: Any = None) -> Tensor:
     return out
 
 
-def diff(x: Tensor, n: builtins.int = 1, dim: builtins.int = -1, prepend: Tensor | None = None,
+def diff(input: Tensor, n: builtins.int = 1, dim: builtins.int = -1, prepend: Tensor | None = None,
          append: Tensor | None = None) -> Tensor:
     """``n``-th forward difference along ``dim`` (``torch.diff``), after ``prepend``
     and ``append`` are concatenated there."""
-    ops._check_tensor("diff", x)
+    ops._check_tensor("diff", input)
     if n < 0:
         raise ValueError(f"diff: order must be non-negative, got {n}")
-    d = normalize_dim("diff", dim, x.ndim, x.shape)
-    parts = [p for p in (prepend, x, append) if p is not None]
-    x = movement.cat(parts, d) if len(parts) > 1 else x
+    d = normalize_dim("diff", dim, input.ndim, input.shape)
+    parts = [p for p in (prepend, input, append) if p is not None]
+    input = movement.cat(parts, d) if len(parts) > 1 else input
     for _ in range(n):
-        m = x.shape[d]
+        m = input.shape[d]
         if m == 0:
             break
-        hi, lo = movement.narrow(x, d, 1, m - 1), movement.narrow(x, d, 0, m - 1)
-        x = ops.logical_xor(hi, lo) if x.dtype == dt.bool_ else ops.sub(hi, lo)
-    return x
+        hi, lo = movement.narrow(input, d, 1, m - 1), movement.narrow(input, d, 0, m - 1)
+        input = ops.logical_xor(hi, lo) if input.dtype == dt.bool_ else ops.sub(hi, lo)
+    return input
 
 
-def tile(x: Tensor, dims: Any) -> Tensor:
-    """``x`` repeated ``dims`` times along each dim, ones prepended to the shorter of
+def tile(input: Tensor, dims: Any) -> Tensor:
+    """``input`` repeated ``dims`` times along each dim, ones prepended to the shorter of
     the two (``torch.tile``)."""
     reps = (dims,) if isinstance(dims, (builtins.int, np.integer)) else tuple(dims)
-    reps = (1,) * (x.ndim - len(reps)) + reps
-    return movement.repeat(x, *reps)
+    reps = (1,) * (input.ndim - len(reps)) + reps
+    return movement.repeat(input, *reps)
 
 
-def repeat_interleave(x: Tensor, repeats: Any = None, dim: builtins.int | None = None, *,
+def repeat_interleave(input: Tensor, repeats: Any = None, dim: builtins.int | None = None, *,
                       output_size: builtins.int | None = None) -> Tensor:
     """Each element repeated ``repeats`` times along ``dim`` (the flattened tensor if
     None; ``torch.repeat_interleave``). ``repeats``: an int; a host sequence of ints,
@@ -128,32 +128,32 @@ def repeat_interleave(x: Tensor, repeats: Any = None, dim: builtins.int | None =
     one-argument form ``repeat_interleave(repeats, output_size=n)`` repeats each index
     ``i`` ``repeats[i]`` times."""
     if repeats is None:
-        return _repeated_indices(x, output_size)
-    ops._check_tensor("repeat_interleave", x)
+        return _repeated_indices(input, output_size)
+    ops._check_tensor("repeat_interleave", input)
     if dim is None:
-        x, dim = movement.reshape(x, -1), 0
-    d = normalize_dim("repeat_interleave", dim, x.ndim, x.shape)
-    n = x.shape[d]
+        input, dim = movement.reshape(input, -1), 0
+    d = normalize_dim("repeat_interleave", dim, input.ndim, input.shape)
+    n = input.shape[d]
     if isinstance(repeats, Tensor):
         repeats = _tensor_repeats(repeats, n, d, output_size)
         if isinstance(repeats, Tensor):
-            return index_select(x, d, _repeat_index(repeats, n, output_size))
+            return index_select(input, d, _repeat_index(repeats, n, output_size))
     if isinstance(repeats, (builtins.int, np.integer)):
         r = builtins.int(repeats)
         if r < 0:
             raise ValueError(f"repeat_interleave: repeats must be non-negative, got {r}")
-        y = movement.unsqueeze(x, d + 1)
-        shape = x.shape[:d + 1] + (r,) + x.shape[d + 1:]
+        y = movement.unsqueeze(input, d + 1)
+        shape = input.shape[:d + 1] + (r,) + input.shape[d + 1:]
         out = movement.reshape(movement.expand(y, shape),
-                               x.shape[:d] + (n * r,) + x.shape[d + 1:])
+                               input.shape[:d] + (n * r,) + input.shape[d + 1:])
     else:
         counts = [builtins.int(c) for c in repeats]
         if len(counts) != n or builtins.min(counts, default=0) < 0:
             raise ValueError(f"repeat_interleave: repeats must give one non-negative count "
                              f"per element of dim {d} (size {n}), got {len(counts)}: "
                              f"{counts[:8]}")
-        index = constant(np.repeat(np.arange(n), counts).astype(np.int64), device=x.device)
-        out = index_select(x, d, index)
+        index = constant(np.repeat(np.arange(n), counts).astype(np.int64), device=input.device)
+        out = index_select(input, d, index)
     if output_size is not None and out.shape[d] != output_size:
         raise ValueError(f"repeat_interleave: output_size {output_size} does not match the "
                          f"repeated size {out.shape[d]}")
@@ -221,17 +221,17 @@ def _repeated_indices(repeats: Any, output_size: builtins.int | None) -> Tensor:
     return repeat_interleave(indices, repeats, 0, output_size=output_size)
 
 
-def movedim(x: Tensor, source: Any, destination: Any) -> Tensor:
+def movedim(input: Tensor, source: Any, destination: Any) -> Tensor:
     """Dims ``source`` moved to positions ``destination``, the rest in order
     (``torch.movedim``)."""
-    src, dst = _dims("movedim", x, source), _dims("movedim", x, destination)
+    src, dst = _dims("movedim", input, source), _dims("movedim", input, destination)
     if len(src) != len(dst) or len(set(src)) != len(src) or len(set(dst)) != len(dst):
         raise ValueError(f"movedim: source {source!r} and destination {destination!r} must "
                          "be the same number of distinct dims")
-    rest = iter([d for d in range(x.ndim) if d not in src])
+    rest = iter([d for d in range(input.ndim) if d not in src])
     placed = dict(zip(dst, src))
-    return movement.permute(x, *[placed[k] if k in placed else next(rest)
-                                 for k in range(x.ndim)])
+    return movement.permute(input, *[placed[k] if k in placed else next(rest)
+                                 for k in range(input.ndim)])
 
 
 moveaxis = movedim
@@ -313,11 +313,28 @@ def column_stack(tensors: Sequence[Tensor]) -> Tensor:
     return movement.cat(cols, 1)
 
 
-def tensor_split(x: Tensor, indices_or_sections: Any, dim: builtins.int = 0) -> tuple[Tensor, ...]:
-    """``x`` split along ``dim`` into ``n`` near-equal parts (the first ``size % n``
-    one larger) or at the given indices (``torch.tensor_split``)."""
-    d = normalize_dim("tensor_split", dim, x.ndim, x.shape)
-    size = x.shape[d]
+def _one_of(op: str, first: str, **given: Any) -> Any:
+    """The one argument of ``given`` (PyTorch's overloads of one parameter under
+    several keywords: ``tensor_split(x, sections=3)``, ``indices=[1]``) that is not
+    None; a TypeError naming ``first`` when none is, or naming both when two are."""
+    named = [(k, v) for k, v in given.items() if v is not None]
+    if not named:
+        raise TypeError(f"{op}() missing 1 required positional argument: '{first}'")
+    if len(named) > 1:
+        raise TypeError(f"{op}() got both '{named[0][0]}' and '{named[1][0]}'; give one")
+    return named[0][1]
+
+
+def tensor_split(input: Tensor, indices_or_sections: Any = None, dim: builtins.int = 0, *,
+                 sections: Any = None, indices: Any = None) -> tuple[Tensor, ...]:
+    """``input`` split along ``dim`` into ``n`` near-equal parts (the first ``size % n``
+    one larger) or at the given indices (``torch.tensor_split``; PyTorch's overloads
+    name the argument ``sections=`` and ``indices=``)."""
+    indices_or_sections = _one_of("tensor_split", "indices_or_sections",
+                                  indices_or_sections=indices_or_sections,
+                                  sections=sections, indices=indices)
+    d = normalize_dim("tensor_split", dim, input.ndim, input.shape)
+    size = input.shape[d]
     if isinstance(indices_or_sections, Tensor):     # a 0-d count or a 1-D list of indices
         t = indices_or_sections
         if t.dtype != dt.int64 or t.ndim > 1:
@@ -334,26 +351,29 @@ def tensor_split(x: Tensor, indices_or_sections: Any, dim: builtins.int = 0) -> 
         cuts = [builtins.min(builtins.max(builtins.int(i) + (size if i < 0 else 0), 0), size)
                 for i in indices_or_sections]
         bounds = [0] + cuts + [size]
-    return tuple(movement.narrow(x, d, a, builtins.max(b - a, 0))
+    return tuple(movement.narrow(input, d, a, builtins.max(b - a, 0))
                  for a, b in zip(bounds[:-1], bounds[1:]))
 
 
-def hsplit(x: Tensor, sections: Any) -> tuple[Tensor, ...]:
-    """``x`` split along dim 1 (dim 0 of a 1-D tensor), as ``torch.hsplit``."""
-    ops._check_tensor("hsplit", x)
-    return _even_split("hsplit", x, sections, 0 if x.ndim == 1 else 1, 1)
+def hsplit(input: Tensor, sections: Any = None, *, indices: Any = None) -> tuple[Tensor, ...]:
+    """``input`` split along dim 1 (dim 0 of a 1-D tensor), as ``torch.hsplit``."""
+    ops._check_tensor("hsplit", input)
+    sections = _one_of("hsplit", "sections", sections=sections, indices=indices)
+    return _even_split("hsplit", input, sections, 0 if input.ndim == 1 else 1, 1)
 
 
-def vsplit(x: Tensor, sections: Any) -> tuple[Tensor, ...]:
-    """``x`` split along dim 0 (at least 2-D), as ``torch.vsplit``."""
-    ops._check_tensor("vsplit", x)
-    return _even_split("vsplit", x, sections, 0, 2)
+def vsplit(input: Tensor, sections: Any = None, *, indices: Any = None) -> tuple[Tensor, ...]:
+    """``input`` split along dim 0 (at least 2-D), as ``torch.vsplit``."""
+    ops._check_tensor("vsplit", input)
+    sections = _one_of("vsplit", "sections", sections=sections, indices=indices)
+    return _even_split("vsplit", input, sections, 0, 2)
 
 
-def dsplit(x: Tensor, sections: Any) -> tuple[Tensor, ...]:
-    """``x`` split along dim 2 (depth; at least 3-D), as ``torch.dsplit``."""
-    ops._check_tensor("dsplit", x)
-    return _even_split("dsplit", x, sections, 2, 3)
+def dsplit(input: Tensor, sections: Any = None, *, indices: Any = None) -> tuple[Tensor, ...]:
+    """``input`` split along dim 2 (depth; at least 3-D), as ``torch.dsplit``."""
+    ops._check_tensor("dsplit", input)
+    sections = _one_of("dsplit", "sections", sections=sections, indices=indices)
+    return _even_split("dsplit", input, sections, 2, 3)
 
 
 def _even_split(op: str, x: Tensor, sections: Any, dim: builtins.int,
@@ -376,28 +396,28 @@ def _even_split(op: str, x: Tensor, sections: Any, dim: builtins.int,
     return tensor_split(x, sections, dim)
 
 
-def select(x: Tensor, dim: builtins.int, index: builtins.int) -> Tensor:
+def select(input: Tensor, dim: builtins.int, index: builtins.int) -> Tensor:
     """The slice at ``index`` along ``dim``, that dim removed (``torch.select``)."""
-    d = normalize_dim("select", dim, x.ndim, x.shape)
-    return x[(slice(None),) * d + (index,)]
+    d = normalize_dim("select", dim, input.ndim, input.shape)
+    return input[(slice(None),) * d + (index,)]
 
 
-def ravel(x: Tensor) -> Tensor:
-    return movement.reshape(x, -1)
+def ravel(input: Tensor) -> Tensor:
+    return movement.reshape(input, -1)
 
 
-def diagonal(x: Tensor, offset: builtins.int = 0, dim1: builtins.int = 0,
+def diagonal(input: Tensor, offset: builtins.int = 0, dim1: builtins.int = 0,
              dim2: builtins.int = 1) -> Tensor:
     """The diagonal of the ``(dim1, dim2)`` planes as the last dim (``torch.diagonal``):
     the two dims moved last and flattened, read with a stride of one row plus one."""
-    d1 = normalize_dim("diagonal", dim1, x.ndim, x.shape)
-    d2 = normalize_dim("diagonal", dim2, x.ndim, x.shape)
+    d1 = normalize_dim("diagonal", dim1, input.ndim, input.shape)
+    d2 = normalize_dim("diagonal", dim2, input.ndim, input.shape)
     if d1 == d2:
         raise ValueError(f"diagonal: dim1 and dim2 must differ, both are {d1}")
-    rows, cols = x.shape[d1], x.shape[d2]
+    rows, cols = input.shape[d1], input.shape[d2]
     length = builtins.max(builtins.min(rows, cols - offset) if offset >= 0
                           else builtins.min(rows + offset, cols), 0)
-    planes = movedim(x, (d1, d2), (-2, -1))
+    planes = movedim(input, (d1, d2), (-2, -1))
     flat = movement.reshape(planes, planes.shape[:-2] + (rows * cols,))
     if length == 0:
         return flat[..., :0]
@@ -408,45 +428,51 @@ def diagonal(x: Tensor, offset: builtins.int = 0, dim1: builtins.int = 0,
 _diagonal_of = diagonal      # (diag's argument is named ``diagonal``, as torch's)
 
 
-def diag(x: Tensor, diagonal: builtins.int = 0) -> Tensor:  # noqa: A002 (torch's name)
+def diag(input: Tensor, diagonal: builtins.int = 0) -> Tensor:  # noqa: A002 (torch's name)
     """A 1-D tensor as the ``diagonal``-th diagonal of a square matrix, or a 2-D
     tensor's ``diagonal``-th diagonal (``torch.diag``)."""
-    ops._check_tensor("diag", x)
-    if x.ndim == 2:
-        return _diagonal_of(x, diagonal)
-    if x.ndim != 1:
-        raise ValueError(f"diag: expected a 1-D or 2-D tensor, got shape {x.shape}")
-    n = x.shape[0] + builtins.abs(diagonal)
-    on = constant(np.arange(n)[None, :] - np.arange(n)[:, None] == diagonal, device=x.device)
+    ops._check_tensor("diag", input)
+    if input.ndim == 2:
+        return _diagonal_of(input, diagonal)
+    if input.ndim != 1:
+        raise ValueError(f"diag: expected a 1-D or 2-D tensor, got shape {input.shape}")
+    n = input.shape[0] + builtins.abs(diagonal)
+    on = constant(np.arange(n)[None, :] - np.arange(n)[:, None] == diagonal, device=input.device)
     # x[i] sits at (i, i + diagonal) above the main diagonal, at (i - diagonal, i)
     # below it: read by row in the first case, by column in the second
-    src = movement.cat([x, ops.full_const(0, (n - x.shape[0],), x.dtype)], 0) \
-        if n != x.shape[0] else x
+    src = movement.cat([input, ops.full_const(0, (n - input.shape[0],), input.dtype)], 0) \
+        if n != input.shape[0] else input
     src = movement.reshape(src, (n, 1) if diagonal >= 0 else (1, n))
-    return ops.where(on, src, ops.full_const(0, (), x.dtype))
+    return ops.where(on, src, ops.full_const(0, (), input.dtype))
 
 
 @autocast_op("trace")
-def trace(x: Tensor) -> Tensor:
+def trace(input: Tensor) -> Tensor:
     """Sum of a matrix's main diagonal (``torch.trace``)."""
-    ops._check_tensor("trace", x)
-    if x.ndim != 2:
-        raise ValueError(f"trace: expected a 2-D tensor, got shape {list(x.shape)}")
-    return ops.sum(diagonal(x))
+    ops._check_tensor("trace", input)
+    if input.ndim != 2:
+        raise ValueError(f"trace: expected a 2-D tensor, got shape {list(input.shape)}")
+    return ops.sum(diagonal(input))
 
 
 def tril_indices(row: builtins.int, col: builtins.int, offset: builtins.int = 0, *,
-                 dtype: Any = dt.int64, device: Any = None) -> Tensor:
+                 dtype: Any = dt.int64, device: Any = None, layout: Any = None,
+                 pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
     """The (2, N) row and column indices of the lower triangle (``torch.tril_indices``)."""
+    check_options("tril_indices", layout)
     r, c = np.tril_indices(row, offset, col)
-    return tensor(np.stack([r, c]), dtype=dtype, device=device)
+    return tensor(np.stack([r, c]), dtype=dtype, device=device, requires_grad=requires_grad,
+                  pin_memory=pin_memory)
 
 
 def triu_indices(row: builtins.int, col: builtins.int, offset: builtins.int = 0, *,
-                 dtype: Any = dt.int64, device: Any = None) -> Tensor:
+                 dtype: Any = dt.int64, device: Any = None, layout: Any = None,
+                 pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
     """The (2, N) row and column indices of the upper triangle (``torch.triu_indices``)."""
+    check_options("triu_indices", layout)
     r, c = np.triu_indices(row, offset, col)
-    return tensor(np.stack([r, c]), dtype=dtype, device=device)
+    return tensor(np.stack([r, c]), dtype=dtype, device=device, requires_grad=requires_grad,
+                  pin_memory=pin_memory)
 
 
 def _vector(op: str, v: Any, name: str) -> None:
@@ -456,94 +482,95 @@ def _vector(op: str, v: Any, name: str) -> None:
                          f"{getattr(v, 'shape', type(v).__name__)}")
 
 
-def outer(a: Tensor, b: Tensor) -> Tensor:
+def outer(input: Tensor, vec2: Tensor) -> Tensor:
     """``a[:, None] * b[None, :]`` (``torch.outer``)."""
-    _vector("outer", a, "input")
-    _vector("outer", b, "vec2")
-    return ops.mul(movement.reshape(a, (-1, 1)), movement.reshape(b, (1, -1)))
+    _vector("outer", input, "input")
+    _vector("outer", vec2, "vec2")
+    return ops.mul(movement.reshape(input, (-1, 1)), movement.reshape(vec2, (1, -1)))
 
 
 ger = outer
 
 
 @autocast_op("dot")
-def dot(a: Tensor, b: Tensor) -> Tensor:
+def dot(input: Tensor, tensor: Tensor) -> Tensor:
     """Inner product of two 1-D tensors of one length and dtype (``torch.dot``)."""
-    _vector("dot", a, "input")
-    _vector("dot", b, "tensor")
-    if a.shape != b.shape:
-        raise ValueError(f"dot: 1-D tensors must have the same size, got {a.shape} and {b.shape}")
-    if a.dtype != b.dtype:
-        raise DTypeError(f"dot: expected both tensors of one dtype, got {a.dtype.name} and "
-                         f"{b.dtype.name}")
-    if not a.dtype.is_floating_point:
-        return ops.cast(ops.sum(ops.mul(a, b)), a.dtype)
-    return movement.reshape(ops.matmul(movement.reshape(a, (1, -1)),
-                                       movement.reshape(b, (-1, 1))), ())
+    _vector("dot", input, "input")
+    _vector("dot", tensor, "tensor")
+    if input.shape != tensor.shape:
+        raise ValueError(f"dot: 1-D tensors must have the same size, got {input.shape} and "
+                         f"{tensor.shape}")
+    if input.dtype != tensor.dtype:
+        raise DTypeError(f"dot: expected both tensors of one dtype, got {input.dtype.name} and "
+                         f"{tensor.dtype.name}")
+    if not input.dtype.is_floating_point:
+        return ops.cast(ops.sum(ops.mul(input, tensor)), input.dtype)
+    return movement.reshape(ops.matmul(movement.reshape(input, (1, -1)),
+                                       movement.reshape(tensor, (-1, 1))), ())
 
 
 @autocast_op("mv")
-def mv(m: Tensor, v: Tensor) -> Tensor:
+def mv(input: Tensor, vec: Tensor) -> Tensor:
     """Matrix-vector product (``torch.mv``)."""
-    if not isinstance(m, Tensor) or m.ndim != 2:
-        raise ValueError(f"mv: expected a 2-D matrix, got {getattr(m, 'shape', m)}")
-    _vector("mv", v, "vec")
-    return ops.matmul(m, v)
+    if not isinstance(input, Tensor) or input.ndim != 2:
+        raise ValueError(f"mv: expected a 2-D matrix, got {getattr(input, 'shape', input)}")
+    _vector("mv", vec, "vec")
+    return ops.matmul(input, vec)
 
 
-def kron(a: Tensor, b: Tensor) -> Tensor:
-    """Kronecker product (``torch.kron``): every element of ``a`` times ``b``, laid out
+def kron(input: Tensor, other: Tensor) -> Tensor:
+    """Kronecker product (``torch.kron``): every element of ``input`` times ``other``, laid out
     block by block."""
-    nd = builtins.max(a.ndim, b.ndim)
-    a = movement.reshape(a, (1,) * (nd - a.ndim) + a.shape)
-    b = movement.reshape(b, (1,) * (nd - b.ndim) + b.shape)
-    spread_a = movement.reshape(a, tuple(v for n in a.shape for v in (n, 1)))
-    spread_b = movement.reshape(b, tuple(v for n in b.shape for v in (1, n)))
+    nd = builtins.max(input.ndim, other.ndim)
+    input = movement.reshape(input, (1,) * (nd - input.ndim) + input.shape)
+    other = movement.reshape(other, (1,) * (nd - other.ndim) + other.shape)
+    spread_a = movement.reshape(input, tuple(v for n in input.shape for v in (n, 1)))
+    spread_b = movement.reshape(other, tuple(v for n in other.shape for v in (1, n)))
     return movement.reshape(ops.mul(spread_a, spread_b),
-                            tuple(p * q for p, q in zip(a.shape, b.shape)))
+                            tuple(p * q for p, q in zip(input.shape, other.shape)))
 
 
-def index_select(x: Tensor, dim: builtins.int, index: Tensor) -> Tensor:
+def index_select(input: Tensor, dim: builtins.int, index: Tensor) -> Tensor:
     """The entries at ``index`` (1-D integers) along ``dim`` (``torch.index_select``)."""
-    ops._check_tensor("index_select", x)
+    ops._check_tensor("index_select", input)
     if not isinstance(index, Tensor) or index.ndim > 1 or index.dtype not in (dt.int32, dt.int64):
         raise ValueError(f"index_select: index must be a 0-D or 1-D int32/int64 tensor, got "
                          f"{getattr(index, 'shape', index)} "
                          f"{getattr(getattr(index, 'dtype', None), 'name', '')}")
-    d = normalize_dim("index_select", dim, x.ndim, x.shape)
+    d = normalize_dim("index_select", dim, input.ndim, input.shape)
     flat = movement.reshape(index, -1)
-    if x.ndim == 0:                 # PyTorch's: a 0-D input reads as one element, 0-D out
-        return movement.reshape(index_select(movement.reshape(x, (1,)), 0, flat), ())
+    if input.ndim == 0:                 # PyTorch's: a 0-D input reads as one element, 0-D out
+        return movement.reshape(index_select(movement.reshape(input, (1,)), 0, flat), ())
     # PyTorch refuses a negative index here (``index out of range in self``), where
     # ``x[..., index]`` would wrap it: known values are checked at the user's line, and
     # the gather's kernel rejects computed ones outside [0, n)
-    ops.check_index_values("index_select", flat, d, x.shape, negative=False)
-    spread = movement.reshape(flat, (1,) * d + (flat.shape[0],) + (1,) * (x.ndim - d - 1))
-    return ops.gather(x, d, movement.expand(spread, x.shape[:d] + (flat.shape[0],)
-                                            + x.shape[d + 1:]))
+    ops.check_index_values("index_select", flat, d, input.shape, negative=False)
+    spread = movement.reshape(flat, (1,) * d + (flat.shape[0],) + (1,) * (input.ndim - d - 1))
+    return ops.gather(input, d, movement.expand(spread, input.shape[:d] + (flat.shape[0],)
+                                            + input.shape[d + 1:]))
 
 
-def take_along_dim(x: Tensor, indices: Tensor, dim: builtins.int | None = None) -> Tensor:
-    """``gather`` with ``indices`` broadcast against ``x`` outside ``dim``; the flattened
-    ``x`` when ``dim`` is None (``torch.take_along_dim``). Unlike ``gather``'s, negative
+def take_along_dim(input: Tensor, indices: Tensor, dim: builtins.int | None = None) -> Tensor:
+    """``gather`` with ``indices`` broadcast against ``input`` outside ``dim``; the flattened
+    ``input`` when ``dim`` is None (``torch.take_along_dim``). Unlike ``gather``'s, negative
     indices count from the end, as PyTorch's do here."""
-    ops._check_tensor("take_along_dim", x)
+    ops._check_tensor("take_along_dim", input)
     ops._check_tensor("take_along_dim", indices)
     if indices.dtype not in (dt.int32, dt.int64):
         raise DTypeError(f"take_along_dim: indices must be int32 or int64, got "
                          f"{indices.dtype.name}")
     if dim is None:
-        flat = movement.reshape(x, -1)
+        flat = movement.reshape(input, -1)
         return ops.gather(flat, 0, _wrapped("take_along_dim", movement.reshape(indices, -1),
                                             0, flat.shape))
-    d = normalize_dim("take_along_dim", dim, x.ndim, x.shape)
-    if indices.ndim != x.ndim:
-        raise ValueError(f"take_along_dim: input {x.shape} and indices {indices.shape} must "
+    d = normalize_dim("take_along_dim", dim, input.ndim, input.shape)
+    if indices.ndim != input.ndim:
+        raise ValueError(f"take_along_dim: input {input.shape} and indices {indices.shape} must "
                          "have the same number of dims")
-    shape = tuple(builtins.max(p, q) for p, q in zip(x.shape, indices.shape))
-    xs = movement.expand(x, shape[:d] + (x.shape[d],) + shape[d + 1:])
+    shape = tuple(builtins.max(p, q) for p, q in zip(input.shape, indices.shape))
+    xs = movement.expand(input, shape[:d] + (input.shape[d],) + shape[d + 1:])
     ix = movement.expand(indices, shape[:d] + (indices.shape[d],) + shape[d + 1:])
-    return ops.gather(xs, d, _wrapped("take_along_dim", ix, d, x.shape))
+    return ops.gather(xs, d, _wrapped("take_along_dim", ix, d, input.shape))
 
 
 def _wrapped(op: str, index: Tensor, d: builtins.int, shape: tuple[builtins.int, ...]) -> Tensor:
@@ -555,9 +582,11 @@ def _wrapped(op: str, index: Tensor, d: builtins.int, shape: tuple[builtins.int,
 
 
 @autocast_op("addmm")
-def addmm(input: Any, mat1: Tensor, mat2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
+def addmm(input: Any, mat1: Tensor, mat2: Tensor, out_dtype: Any = None, *, beta: Any = 1,
+          alpha: Any = 1) -> Tensor:
     """``beta * input + alpha * (mat1 @ mat2)`` (``torch.addmm``; ``beta = 0`` ignores
-    ``input``, NaN included)."""
+    ``input``, NaN included), in ``out_dtype`` if given (``ops.out_dtype_of``)."""
+    input, mat1, mat2 = _in_out_dtype("addmm", out_dtype, input, mat1, mat2)
     # a half product and its scaled input are summed in float32 and rounded once, as
     # PyTorch's CPU addmm does
     return rounded_once(lambda i, a, b: _scaled_sum(i, ops.matmul(a, b), beta, alpha),
@@ -570,11 +599,21 @@ def addmv(input: Any, mat: Tensor, vec: Tensor, *, beta: Any = 1, alpha: Any = 1
 
 
 @autocast_op("baddbmm")
-def baddbmm(input: Any, batch1: Tensor, batch2: Tensor, *, beta: Any = 1,
-            alpha: Any = 1) -> Tensor:
+def baddbmm(input: Any, batch1: Tensor, batch2: Tensor, out_dtype: Any = None, *,
+            beta: Any = 1, alpha: Any = 1) -> Tensor:
+    input, batch1, batch2 = _in_out_dtype("baddbmm", out_dtype, input, batch1, batch2)
     # rounded once for half operands, as PyTorch's CPU baddbmm (not its addbmm)
     return rounded_once(lambda i, a, b: _scaled_sum(i, ops.bmm(a, b), beta, alpha),
                         input, batch1, batch2)
+
+
+def _in_out_dtype(op: str, out_dtype: Any, input: Any, a: Tensor, b: Tensor) -> tuple:
+    """The operands of ``addmm``/``baddbmm``, cast to float32 where ``out_dtype`` asks
+    for float32 results of 16-bit operands (``ops.out_dtype_of``)."""
+    wide = ops.out_dtype_of(op, a, out_dtype)
+    if wide is None:
+        return input, a, b
+    return tuple(ops.cast(t, wide) if isinstance(t, Tensor) else t for t in (input, a, b))
 
 
 def _scaled_sum(input: Any, product: Tensor, beta: Any, alpha: Any) -> Tensor:
@@ -600,12 +639,12 @@ var_mean = ops.var_mean      # (torch.var_mean/std_mean, in var's three forms)
 std_mean = ops.std_mean
 
 
-def aminmax(x: Tensor, *, dim: builtins.int | None = None,
+def aminmax(input: Tensor, *, dim: builtins.int | None = None,
             keepdim: builtins.bool = False) -> tuple[Tensor, Tensor]:
     """``(min, max)`` (``torch.aminmax``), over one dim or all of them."""
     if dim is not None and not isinstance(dim, (builtins.int, np.integer)):
         raise TypeError(f"aminmax: dim must be an int or None, got {dim!r}")
-    return _MinMax(ops.amin(x, dim, keepdim), ops.amax(x, dim, keepdim))
+    return _MinMax(ops.amin(input, dim, keepdim), ops.amax(input, dim, keepdim))
 
 
 def bucketize(input: Any, boundaries: Tensor, *, out_int32: builtins.bool = False,
@@ -680,53 +719,53 @@ def _insertion_points(seq: Tensor, v: Tensor, right: builtins.bool, dtype: dt.DT
     return ops.where(reached, count, ops.full_const(seq.shape[-1], count.shape, dtype))
 
 
-def clone(x: Tensor) -> Tensor:
-    return x.clone()
+def clone(input: Tensor, *, memory_format: Any = None) -> Tensor:
+    return input.clone(memory_format=memory_format)
 
 
-def detach(x: Tensor) -> Tensor:
-    return x.detach()
+def detach(input: Tensor) -> Tensor:
+    return input.detach()
 
 
-def numel(x: Tensor) -> builtins.int:
-    return math.prod(x.shape)
+def numel(input: Tensor) -> builtins.int:
+    return math.prod(input.shape)
 
 
 def is_tensor(obj: Any) -> builtins.bool:
     return isinstance(obj, Tensor)
 
 
-def is_floating_point(x: Tensor) -> builtins.bool:
-    return x.dtype.is_floating_point
+def is_floating_point(input: Tensor) -> builtins.bool:
+    return input.dtype.is_floating_point
 
 
 
 
 # ---------------------------------------------------------------- more of torch's names
 
-def index_add(x: Tensor, dim: builtins.int, index: Tensor, source: Tensor, *,
+def index_add(input: Tensor, dim: builtins.int, index: Tensor, source: Tensor, *,
               alpha: Any = 1) -> Tensor:
-    """``x`` with ``alpha * source``'s slices added at ``index`` along ``dim``, repeated
+    """``input`` with ``alpha * source``'s slices added at ``index`` along ``dim``, repeated
     indices accumulating (``torch.index_add``)."""
-    d, idx = _index_along("index_add", x, dim, index, source)
+    d, idx = _index_along("index_add", input, dim, index, source)
     src = source if alpha == 1 else ops.mul(source, alpha)
-    return ops.scatter_add(x, d, idx, src)
+    return ops.scatter_add(input, d, idx, src)
 
 
 @autocast_op("index_copy")
-def index_copy(x: Tensor, dim: builtins.int, index: Tensor, source: Tensor) -> Tensor:
-    """``x`` with ``source``'s slices written at ``index`` along ``dim``
+def index_copy(input: Tensor, dim: builtins.int, index: Tensor, source: Tensor) -> Tensor:
+    """``input`` with ``source``'s slices written at ``index`` along ``dim``
     (``torch.index_copy``; a repeated index keeps one of its slices, as there)."""
-    d, idx = _index_along("index_copy", x, dim, index, source)
-    return ops.scatter(x, d, idx, source)
+    d, idx = _index_along("index_copy", input, dim, index, source)
+    return ops.scatter(input, d, idx, source)
 
 
-def index_fill(x: Tensor, dim: builtins.int, index: Tensor, value: Any) -> Tensor:
-    """``x`` with the slices at ``index`` along ``dim`` set to ``value``
+def index_fill(input: Tensor, dim: builtins.int, index: Tensor, value: Any) -> Tensor:
+    """``input`` with the slices at ``index`` along ``dim`` set to ``value``
     (``torch.index_fill``). Negative indices count from the end; one outside ``[-n, n)``
     is an IndexError, at this line when its values are known, else when the step runs
     (``wrap_index``'s check, as for ``x[index]``) -- never a silently skipped slice."""
-    ops._check_tensor("index_fill", x)
+    ops._check_tensor("index_fill", input)
     if not isinstance(index, Tensor) or index.dtype not in (dt.int32, dt.int64):
         raise IndexError(f"index_fill: index must be an int32 or int64 tensor, got "
                          f"{getattr(getattr(index, 'dtype', None), 'name', type(index).__name__)}")
@@ -735,17 +774,17 @@ def index_fill(x: Tensor, dim: builtins.int, index: Tensor, value: Any) -> Tenso
     if isinstance(value, Tensor) and value.ndim != 0:
         raise RuntimeError(f"index_fill: value must be a number or a 0-D tensor, got shape "
                            f"{value.shape}")
-    d = normalize_dim("index_fill", dim, x.ndim, x.shape)
-    n = x.shape[d] if x.ndim else 1
-    ops.check_index_values("index_fill", index, d, x.shape, negative=True)
+    d = normalize_dim("index_fill", dim, input.ndim, input.shape)
+    n = input.shape[d] if input.ndim else 1
+    ops.check_index_values("index_fill", index, d, input.shape, negative=True)
     flat = movement.reshape(index, (-1,))
     wrapped = ops.prim("wrap_index", [flat], {"size": n, "dim": d}, flat.shape, flat.dtype)
     hit = ops.scatter(ops.full_const(False, (n,), dt.bool_), 0, wrapped, True)
-    mask = movement.reshape(hit, (n,) + (1,) * (x.ndim - d - 1) if x.ndim else ())
+    mask = movement.reshape(hit, (n,) + (1,) * (input.ndim - d - 1) if input.ndim else ())
     # the result keeps x's dtype, the value converted to it (as PyTorch and masked_fill)
-    value = (ops.cast(value, x.dtype) if isinstance(value, Tensor)
-             else ops.full_const(value, x.shape, x.dtype, "index_fill"))
-    return ops.where(mask, value, x)
+    value = (ops.cast(value, input.dtype) if isinstance(value, Tensor)
+             else ops.full_const(value, input.shape, input.dtype, "index_fill"))
+    return ops.where(mask, value, input)
 
 
 def _index_along(op: str, x: Tensor, dim: builtins.int, index: Tensor, source: Tensor
@@ -766,15 +805,15 @@ def _index_along(op: str, x: Tensor, dim: builtins.int, index: Tensor, source: T
     return d, movement.expand(movement.reshape(ops.cast(index, dt.int64), tuple(view)), want)
 
 
-def cross(a: Tensor, b: Tensor, dim: builtins.int | None = None) -> Tensor:
+def cross(input: Tensor, other: Tensor, dim: builtins.int | None = None) -> Tensor:
     """Cross product of 3-vectors along ``dim`` (``torch.cross``; without ``dim``, the
     first dim of size 3, as PyTorch does)."""
     if dim is None:
-        sizes = broadcast_shapes("cross", a.shape, b.shape)
+        sizes = broadcast_shapes("cross", input.shape, other.shape)
         dim = next((k for k, n in enumerate(sizes) if n == 3), None)
         if dim is None:
-            raise ValueError(f"cross: no dim of size 3 in {a.shape} and {b.shape}")
-    x, y = ops.operands("cross", a, b)
+            raise ValueError(f"cross: no dim of size 3 in {input.shape} and {other.shape}")
+    x, y = ops.operands("cross", input, other)
     d = normalize_dim("cross", dim, x.ndim, x.shape)
     if x.shape[d] != 3:
         raise ValueError(f"cross: dim {d} must have size 3, got shape {x.shape}")
@@ -784,21 +823,21 @@ def cross(a: Tensor, b: Tensor, dim: builtins.int | None = None) -> Tensor:
                          for i in range(3)], d)
 
 
-def rot90(x: Tensor, k: builtins.int = 1, dims: Sequence[builtins.int] = (0, 1)) -> Tensor:
-    """``x`` rotated by ``k`` quarter turns in the plane of ``dims``, from the first
+def rot90(input: Tensor, k: builtins.int = 1, dims: Sequence[builtins.int] = (0, 1)) -> Tensor:
+    """``input`` rotated by ``k`` quarter turns in the plane of ``dims``, from the first
     toward the second (``torch.rot90``)."""
     from nova.tensor.numeric import flip
-    d0, d1 = _dims("rot90", x, dims)
+    d0, d1 = _dims("rot90", input, dims)
     if d0 == d1:
         raise ValueError(f"rot90: dims must differ, got {tuple(dims)}")
     k %= 4
     if k == 1:
-        return movement.transpose(flip(x, dims=[d1]), d0, d1)
+        return movement.transpose(flip(input, dims=[d1]), d0, d1)
     if k == 2:
-        return flip(x, dims=[d0, d1])
+        return flip(input, dims=[d0, d1])
     if k == 3:
-        return flip(movement.transpose(x, d0, d1), dims=[d1])
-    return x.clone()
+        return flip(movement.transpose(input, d0, d1), dims=[d1])
+    return input.clone()
 
 
 def block_diag(*tensors: Tensor) -> Tensor:
@@ -840,36 +879,36 @@ def cartesian_prod(*tensors: Tensor) -> Tensor:
 _ValuesIndices = namedtuple("median", ["values", "indices"])
 
 
-def median(x: Tensor, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Any:
+def median(input: Tensor, dim: builtins.int | None = None, keepdim: builtins.bool = False) -> Any:
     """The lower median (``torch.median``: the ``(n - 1) // 2``-th smallest; NaN if the
     slice has one, with the index of its first NaN); with ``dim``, ``(values,
     indices)``, the index of that element, which takes the whole gradient; without, the
     gradient is shared by the elements equal to the median (the NaNs if it is NaN), as
     in PyTorch."""
     from nova.tensor.sorting import sort
-    ops._check_tensor("median", x)
+    ops._check_tensor("median", input)
     if dim is None:
-        return ops.shared_by_ties(x, median(movement.reshape(x, -1), 0).values)
-    if x.ndim == 0:                     # as a 1-element vector, as PyTorch
+        return ops.shared_by_ties(input, median(movement.reshape(input, -1), 0).values)
+    if input.ndim == 0:                     # as a 1-element vector, as PyTorch
         normalize_dim("median", dim, 1)
-        one = median(movement.reshape(x, 1), 0)
+        one = median(movement.reshape(input, 1), 0)
         return _ValuesIndices(movement.reshape(one.values, ()),
                               movement.reshape(one.indices, ()))
-    d = normalize_dim("median", dim, x.ndim, x.shape)
-    at = (x.shape[d] - 1) // 2
-    indices = movement.narrow(sort(x, d, stable=True).indices, d, at, 1)
-    if x.dtype.is_floating_point:       # (the sort puts NaN last: it would be skipped)
-        nan = ops.cast(ops.isnan(x), dt.int32)
+    d = normalize_dim("median", dim, input.ndim, input.shape)
+    at = (input.shape[d] - 1) // 2
+    indices = movement.narrow(sort(input, d, stable=True).indices, d, at, 1)
+    if input.dtype.is_floating_point:       # (the sort puts NaN last: it would be skipped)
+        nan = ops.cast(ops.isnan(input), dt.int32)
         has_nan = ops.gt(ops.amax(nan, d, keepdim=True), 0)
         indices = ops.where(has_nan, ops.argmax(nan, d, keepdim=True), indices)
-    values = ops.gather(x, d, indices)
+    values = ops.gather(input, d, indices)
     if not keepdim:
         values, indices = movement.squeeze(values, d), movement.squeeze(indices, d)
     return _ValuesIndices(values, indices)
 
 
 @autocast_op("quantile")
-def quantile(x: Tensor, q: Any, dim: builtins.int | None = None, keepdim: builtins.bool = False,
+def quantile(input: Tensor, q: Any, dim: builtins.int | None = None, keepdim: builtins.bool = False,
              *, interpolation: str = "linear") -> Tensor:
     """The ``q``-th quantiles along ``dim`` (the flattened tensor if None;
     ``torch.quantile``): the sorted values at positions ``q (n - 1)``, between
@@ -877,18 +916,18 @@ def quantile(x: Tensor, q: Any, dim: builtins.int | None = None, keepdim: builti
     where the slice holds one: its last NaN, which takes the gradient, as in PyTorch. A
     sequence or 1-D tensor of ``q`` adds a leading dim."""
     from nova.tensor.sorting import sort
-    qs, scalar = _quantile_args("quantile", x, q, interpolation)
+    qs, scalar = _quantile_args("quantile", input, q, interpolation)
     if dim is None:
-        x, d, out_keep = movement.reshape(x, -1), 0, False
+        input, d, out_keep = movement.reshape(input, -1), 0, False
     else:
-        d, out_keep = normalize_dim("quantile", dim, x.ndim, x.shape), keepdim
-    n = x.shape[d]
-    ordered = sort(x, d).values
-    has_nan = ops.amax(ops.isnan(x), d, keepdim=True)
+        d, out_keep = normalize_dim("quantile", dim, input.ndim, input.shape), keepdim
+    n = input.shape[d]
+    ordered = sort(input, d).values
+    has_nan = ops.amax(ops.isnan(input), d, keepdim=True)
     last = movement.narrow(ordered, d, n - 1, 1)       # (NaN sorts last, stably)
     # the rank in x's dtype, as PyTorch computes it: q = 1/6 of 4 float32 values is at
     # 0.5 exactly (which "nearest" rounds down to even), not at 0.5000000149
-    real = np.float64 if x.dtype == dt.float64 else np.float32
+    real = np.float64 if input.dtype == dt.float64 else np.float32
     outs = []
     for v in qs:
         pos = real(v) * real(n - 1)
@@ -911,46 +950,49 @@ def quantile(x: Tensor, q: Any, dim: builtins.int | None = None, keepdim: builti
 
 
 def logspace(start: float, end: float, steps: builtins.int, base: float = 10.0, *,
-             dtype: Any = None) -> Tensor:
+             dtype: Any = None, layout: Any = None, device: Any = None,
+             pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
     """``base ** linspace(start, end, steps)`` (``torch.logspace``)."""
     from nova.tensor.creation import linspace
-    exponents = linspace(start, end, steps, dtype=dt.float64)
+    exponents = linspace(start, end, steps, dtype=dt.float64, layout=layout, device=device,
+                         pin_memory=pin_memory)
     out = ops.pow(base, exponents)
-    return ops.cast(out, dt.get_dtype(dtype) if dtype is not None else dt.DEFAULT_FLOAT)
+    out = ops.cast(out, dt.get_dtype(dtype) if dtype is not None else dt.DEFAULT_FLOAT)
+    return out.requires_grad_() if requires_grad else out
 
 
 @autocast_op("nanquantile")
-def nanquantile(x: Tensor, q: Any, dim: builtins.int | None = None,
+def nanquantile(input: Tensor, q: Any, dim: builtins.int | None = None,
                 keepdim: builtins.bool = False, *, interpolation: str = "linear") -> Tensor:
     """``quantile`` over the values that are not NaN (``torch.nanquantile``): per slice
     the rank ``q (k - 1)`` among its ``k`` sorted non-NaN values (NaN sorts last),
-    computed in ``x``'s dtype as PyTorch computes it (so ``lower``/``higher``/``nearest``
+    computed in ``input``'s dtype as PyTorch computes it (so ``lower``/``higher``/``nearest``
     pick the same neighbour), then ``lerp`` of the neighbours in float64, rounded once;
     NaN where a slice holds no number."""
     from nova.tensor.elementary import lerp
     from nova.tensor.numeric import ceil, floor, round
     from nova.tensor.sorting import sort
-    qs, scalar = _quantile_args("nanquantile", x, q, interpolation)
+    qs, scalar = _quantile_args("nanquantile", input, q, interpolation)
     if dim is None:
-        x, d, out_keep = movement.reshape(x, -1), 0, False
+        input, d, out_keep = movement.reshape(input, -1), 0, False
     else:
-        d, out_keep = normalize_dim("nanquantile", dim, x.ndim, x.shape), keepdim
-    ordered = sort(x, d).values
-    count = ops.sum(ops.logical_not(ops.isnan(x)), d, keepdim=True, dtype=dt.int64)
-    last = ops.cast(ops.maximum(ops.sub(count, 1), 0), x.dtype)  # (no number: rank 0, NaN)
+        d, out_keep = normalize_dim("nanquantile", dim, input.ndim, input.shape), keepdim
+    ordered = sort(input, d).values
+    count = ops.sum(ops.logical_not(ops.isnan(input)), d, keepdim=True, dtype=dt.int64)
+    last = ops.cast(ops.maximum(ops.sub(count, 1), 0), input.dtype)  # (no number: rank 0, NaN)
     outs = []
     for v in qs:
-        rank = ops.mul(last, ops.full_const(v, (), x.dtype))
+        rank = ops.mul(last, ops.full_const(v, (), input.dtype))
         rank = {"lower": floor, "higher": ceil, "nearest": round}.get(interpolation,
                                                                       lambda r: r)(rank)
         below = ops.cast(rank, dt.int64)
         val = ops.gather(ordered, d, below)
         if interpolation in ("linear", "midpoint"):
-            weight = ops.sub(rank, ops.cast(below, x.dtype)) if interpolation == "linear" \
-                else ops.full_const(0.5, rank.shape, x.dtype)
+            weight = ops.sub(rank, ops.cast(below, input.dtype)) if interpolation == "linear" \
+                else ops.full_const(0.5, rank.shape, input.dtype)
             above = ops.gather(ordered, d, ops.cast(ceil(rank), dt.int64))
             val = ops.cast(lerp(*(ops.cast(t_, dt.float64) for t_ in (val, above, weight))),
-                           x.dtype)
+                           input.dtype)
         outs.append(val if out_keep else movement.squeeze(val, d))
     return outs[0] if scalar else movement.stack(outs, 0)
 

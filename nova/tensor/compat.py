@@ -30,8 +30,9 @@ from nova.tensor import movement, numeric, ops
 from nova.tensor.tensor import Tensor
 
 
-def _size_args(op: str, size: tuple) -> tuple:
-    """``new_zeros(2, 3)`` and ``new_zeros((2, 3))`` alike."""
+def _size_args(op: str, size: tuple, keyword: Any = None) -> tuple:
+    """``new_zeros(2, 3)``, ``new_zeros((2, 3))`` and ``new_zeros(size=(2, 3))`` alike."""
+    size = movement.sizes_given(op, size, "size", keyword)
     if len(size) == 1 and isinstance(size[0], (list, tuple)):
         return tuple(size[0])
     return size
@@ -44,13 +45,16 @@ def _like(self: Tensor, dtype: Any, device: Any) -> dict[str, Any]:
 
 
 def new_tensor(self: Tensor, data: Any, *, dtype: Any = None, device: Any = None,
-               requires_grad: builtins.bool = False) -> Tensor:
+               requires_grad: builtins.bool = False, layout: Any = None,
+               pin_memory: builtins.bool = False) -> Tensor:
     """A new leaf holding ``data`` (a copy), with ``self``'s dtype and device unless
     given (``torch.Tensor.new_tensor``)."""
-    from nova.tensor.creation import tensor
+    from nova.tensor.creation import check_options, tensor
+    check_options("new_tensor", layout)
     if isinstance(data, Tensor):
         data = data.detach()
-    return tensor(data, requires_grad=requires_grad, **_like(self, dtype, device))
+    return tensor(data, requires_grad=requires_grad, pin_memory=pin_memory,
+                  **_like(self, dtype, device))
 
 
 def new(self: Tensor, *args: Any, device: Any = None) -> Tensor:
@@ -79,32 +83,37 @@ def new(self: Tensor, *args: Any, device: Any = None) -> Tensor:
                     f"{', '.join(type(a).__name__ for a in args)}")
 
 
-def new_zeros(self: Tensor, *size: Any, dtype: Any = None, device: Any = None,
+def new_zeros(self: Tensor, *sizes: Any, size: Any = None, dtype: Any = None,
+              layout: Any = None, device: Any = None, pin_memory: builtins.bool = False,
               requires_grad: builtins.bool = False) -> Tensor:
     from nova.tensor.creation import zeros
-    return zeros(*_size_args("new_zeros", size), requires_grad=requires_grad,
-                 **_like(self, dtype, device))
+    return zeros(*_size_args("new_zeros", sizes, size), requires_grad=requires_grad,
+                 layout=layout, pin_memory=pin_memory, **_like(self, dtype, device))
 
 
-def new_ones(self: Tensor, *size: Any, dtype: Any = None, device: Any = None,
+def new_ones(self: Tensor, *sizes: Any, size: Any = None, dtype: Any = None,
+             layout: Any = None, device: Any = None, pin_memory: builtins.bool = False,
              requires_grad: builtins.bool = False) -> Tensor:
     from nova.tensor.creation import ones
-    return ones(*_size_args("new_ones", size), requires_grad=requires_grad,
-                **_like(self, dtype, device))
+    return ones(*_size_args("new_ones", sizes, size), requires_grad=requires_grad,
+                layout=layout, pin_memory=pin_memory, **_like(self, dtype, device))
 
 
-def new_empty(self: Tensor, *size: Any, dtype: Any = None, device: Any = None,
+def new_empty(self: Tensor, *sizes: Any, size: Any = None, dtype: Any = None,
+              layout: Any = None, device: Any = None, pin_memory: builtins.bool = False,
               requires_grad: builtins.bool = False) -> Tensor:
     """Zeros: Nova never hands out uninitialized memory (as ``nv.empty``)."""
     from nova.tensor.creation import empty
-    return empty(*_size_args("new_empty", size), requires_grad=requires_grad,
-                 **_like(self, dtype, device))
+    return empty(*_size_args("new_empty", sizes, size), requires_grad=requires_grad,
+                 layout=layout, pin_memory=pin_memory, **_like(self, dtype, device))
 
 
 def new_full(self: Tensor, size: Any, fill_value: Any, *, dtype: Any = None,
-             device: Any = None, requires_grad: builtins.bool = False) -> Tensor:
+             layout: Any = None, device: Any = None, pin_memory: builtins.bool = False,
+             requires_grad: builtins.bool = False) -> Tensor:
     from nova.tensor.creation import full
-    return full(size, fill_value, requires_grad=requires_grad, **_like(self, dtype, device))
+    return full(size, fill_value, requires_grad=requires_grad, layout=layout,
+                pin_memory=pin_memory, **_like(self, dtype, device))
 
 
 def type_as(self: Tensor, other: Tensor) -> Tensor:
@@ -259,12 +268,14 @@ def flipud(input: Tensor) -> Tensor:
     return numeric.flip(input, 0)
 
 
-def scalar_tensor(s: Any, *, dtype: Any = None, device: Any = None,
+def scalar_tensor(s: Any, *, dtype: Any = None, layout: Any = None, device: Any = None,
+                  pin_memory: builtins.bool = False,
                   requires_grad: builtins.bool = False) -> Tensor:
     """A 0-d tensor of the default float dtype unless given (``torch.scalar_tensor``)."""
-    from nova.tensor.creation import tensor
+    from nova.tensor.creation import check_options, tensor
+    check_options("scalar_tensor", layout)
     return tensor(s, dtype=dt.DEFAULT_FLOAT if dtype is None else dtype, device=device,
-                  requires_grad=requires_grad)
+                  requires_grad=requires_grad, pin_memory=pin_memory)
 
 
 def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
@@ -301,10 +312,10 @@ def result_type(tensor1: Any, tensor2: Any) -> dt.DType:
     return dt.result_type(tensors, scalars)
 
 
-def sum_to_size(self: Tensor, *size: Any) -> Tensor:
-    """Sum ``self`` down to ``size``, which ``self`` must broadcast from (what a
-    broadcast's gradient does), as ``torch.Tensor.sum_to_size``."""
-    shape = tuple(_size_args("sum_to_size", size))
+def sum_to_size(self: Tensor, *sizes: Any, size: Any = None) -> Tensor:
+    """Sum ``self`` down to ``sizes`` (or ``size=``), which ``self`` must broadcast from
+    (what a broadcast's gradient does), as ``torch.Tensor.sum_to_size``."""
+    shape = tuple(_size_args("sum_to_size", sizes, size))
     try:
         if broadcast_shapes(shape, self.shape) != self.shape:
             raise ValueError
@@ -382,14 +393,16 @@ def normal_(self: Tensor, mean: Any = 0.0, std: Any = 1.0, *, generator: Any = N
     return self._assign(ops.add(ops.mul(draw, std), mean), "normal_")
 
 
-def uniform_(self: Tensor, a: Any = 0.0, b: Any = 1.0, *, generator: Any = None) -> Tensor:
-    """Fill with U[a, b) draws (``torch.Tensor.uniform_``; ``from``/``to`` there)."""
+def uniform_(self: Tensor, from_: Any = 0.0, to: Any = 1.0, *,
+             generator: Any = None) -> Tensor:
+    """Fill with U[from, to) draws (``torch.Tensor.uniform_``, whose ``from`` is a Python
+    keyword: given by position, or as ``from_`` here)."""
     from nova.tensor.creation import rand
     _generator_draw(self, "uniform_")
-    if a > b:
-        raise ValueError(f"uniform_: expects a <= b, got a={a}, b={b}")
+    if from_ > to:
+        raise ValueError(f"uniform_: expects from <= to, got from={from_}, to={to}")
     draw = rand(self.shape, dtype=self.dtype, generator=generator)
-    return self._assign(ops.add(ops.mul(draw, b - a), a), "uniform_")
+    return self._assign(ops.add(ops.mul(draw, to - from_), from_), "uniform_")
 
 
 def bernoulli_(self: Tensor, p: Any = 0.5, *, generator: Any = None) -> Tensor:

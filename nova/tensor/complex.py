@@ -529,14 +529,14 @@ def abs(z: ComplexTensor) -> Tensor:
     return _elementary.hypot(z._re, z._im)
 
 
-def angle(z: Any) -> Tensor:
+def angle(input: Any) -> Tensor:
     """The argument ``atan2(imag, real)``; of a real tensor 0 or pi (NaN kept), as
     ``torch.angle``."""
-    if isinstance(z, Tensor):
-        x = z if z.dtype.is_floating_point else z.to(dt.DEFAULT_FLOAT)
+    if isinstance(input, Tensor):
+        x = input if input.dtype.is_floating_point else input.to(dt.DEFAULT_FLOAT)
         return _ops.where(x < 0, math.pi, _ops.where(_ops.isnan(x), x, _creation.zeros_like(x)))
-    z = _as_complex("angle", z)
-    return _elementary.atan2(z._im, z._re)
+    input = _as_complex("angle", input)
+    return _elementary.atan2(input._im, input._re)
 
 
 def sgn(z: ComplexTensor) -> ComplexTensor:
@@ -728,29 +728,30 @@ def where(condition: Tensor, a: Any, b: Any) -> ComplexTensor:
 
 # ---------------------------------------------------------------- making complex tensors
 
-def view_as_complex(x: Tensor) -> ComplexTensor:
-    """``x[..., 0] + i x[..., 1]`` with views of ``x`` as its parts (``torch.view_as_complex``)."""
-    if not isinstance(x, Tensor):
-        raise TypeError(f"view_as_complex: expected a Tensor, got {type(x).__name__}")
-    if x.dtype not in (dt.float32, dt.float64):
+def view_as_complex(input: Tensor) -> ComplexTensor:
+    """``input[..., 0] + i input[..., 1]`` with views of ``input`` as its parts
+    (``torch.view_as_complex``)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"view_as_complex: expected a Tensor, got {type(input).__name__}")
+    if input.dtype not in (dt.float32, dt.float64):
         raise RuntimeError("view_as_complex is only supported for float and double tensors, "
-                           f"but got a tensor of scalar type: {x.dtype.name}")
-    if x.ndim == 0 or x.shape[-1] != 2:
+                           f"but got a tensor of scalar type: {input.dtype.name}")
+    if input.ndim == 0 or input.shape[-1] != 2:
         raise RuntimeError(f"view_as_complex: Tensor must have a last dimension of size 2, "
-                           f"got shape {list(x.shape)}")
-    return ComplexTensor(x[..., 0], x[..., 1], real_view=x)
+                           f"got shape {list(input.shape)}")
+    return ComplexTensor(input[..., 0], input[..., 1], real_view=input)
 
 
-def view_as_real(z: ComplexTensor) -> Tensor:
-    """``z`` as a real tensor with a last dimension of 2 (``torch.view_as_real``): the
+def view_as_real(input: ComplexTensor) -> Tensor:
+    """``input`` as a real tensor with a last dimension of 2 (``torch.view_as_real``): the
     tensor ``view_as_complex`` viewed, else a new one (module docstring)."""
-    if isinstance(z, Tensor):
+    if isinstance(input, Tensor):
         raise RuntimeError("view_as_real is only supported for complex tensors")
-    z = _as_complex("view_as_real", z)
-    base = z._real_view
-    if base is not None and base.shape == tuple(z.shape) + (2,):
+    input = _as_complex("view_as_real", input)
+    base = input._real_view
+    if base is not None and base.shape == tuple(input.shape) + (2,):
         return base.view(base.shape)
-    return _movement.stack([z._re, z._im], -1)
+    return _movement.stack([input._re, input._im], -1)
 
 
 def complex(real: Tensor, imag: Tensor) -> ComplexTensor:

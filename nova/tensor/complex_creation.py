@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import inspect
 import math
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +24,7 @@ from nova.tensor.complex import (
     stack, view_as_real, where,
 )
 from nova.tensor.complex_math import METHODS as MATH_METHODS
+from nova.tensor.out_arg import write_out
 
 
 def from_numpy(arr: np.ndarray, requires_grad: bool = False,
@@ -229,12 +231,71 @@ def _has_complex(args: tuple, kwargs: dict) -> bool:
     return False
 
 
+def _positional_names(fn: Callable) -> list[str]:
+    """The names of ``fn``'s parameters that can be given by position, in order."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def _keyword_map(fn: Callable, impl: Callable | None) -> dict[str, str]:
+    """{``fn``'s name: ``impl``'s name} for the parameters at the same position that
+    the two name differently (``nv.add(input=z, other=w)`` reaches the complex ``add(a,
+    b)``). A position ``impl`` takes in ``*args`` keeps the keyword: ``impl`` passes it
+    on to the real function, which takes it."""
+    if impl is None:
+        return {}
+    try:
+        params = inspect.signature(impl).parameters
+    except (TypeError, ValueError):
+        return {}
+    theirs = [p.name for p in params.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return {mine: theirs[i] for i, mine in enumerate(_positional_names(fn))
+            if i < len(theirs) and theirs[i] != mine and mine not in params}
+
+
+def _renamed(kwargs: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    return {names.get(k, k): v for k, v in kwargs.items()}
+
+
+def _leading(args: tuple, kwargs: dict[str, Any], names: list[str]) -> tuple[tuple, dict]:
+    """The leading arguments ``names`` given by keyword moved into ``args`` (a factory's
+    data or template tensor, and ``full``'s fill value, which say whether the call is a
+    complex one)."""
+    args, kwargs = list(args), dict(kwargs)
+    for name in names[len(args):]:
+        if name not in kwargs:
+            break
+        args.append(kwargs.pop(name))
+    return tuple(args), kwargs
+
+
+# PyTorch's factory keywords that change nothing in Nova (``creation.check_options``)
+_OPTIONS = ("layout", "pin_memory", "memory_format")
+
+
+def _complex_factory_call(name: str, factory: Callable, args: tuple, kwargs: dict) -> Any:
+    options = {k: kwargs.pop(k) for k in _OPTIONS if k in kwargs}
+    _creation.check_options(name, options.get("layout"))
+    out = kwargs.pop("out", None)
+    result = factory(*args, **kwargs)
+    return result if out is None else write_out(name, result, out)
+
+
 def _dispatching(fn: Callable, name: str, functions: dict[str, Callable]) -> Callable:
     impl, factory = functions.get(name), FACTORIES.get(name)
+    names = _keyword_map(fn, impl)
+    lead = _positional_names(fn)[:2 if name in ("full", "full_like") else 1 if name in (
+        _LIKE | {"tensor", "as_tensor", "from_numpy"}) else 0]
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
         if factory is not None:
+            if kwargs and len(args) < len(lead):
+                args, kwargs = _leading(args, kwargs, lead)
             dtype = kwargs.get("dtype")
             if (dtype is not None and dt.get_complex_dtype(dtype) is not None) or \
                     (name in ("tensor", "as_tensor", "from_numpy") and args and
@@ -242,14 +303,12 @@ def _dispatching(fn: Callable, name: str, functions: dict[str, Callable]) -> Cal
                     (name in _LIKE and args and isinstance(args[0], ComplexTensor)) or \
                     (name in ("full", "full_like") and len(args) > 1 and
                      isinstance(args[1], _COMPLEX_NUMBERS)):
-                if kwargs.pop("out", None) is not None:
-                    raise TypeError(f"{name}: out= is not supported for complex tensors")
-                return factory(*args, **kwargs)
+                return _complex_factory_call(name, factory, args, kwargs)
             return fn(*args, **kwargs)
         if _has_complex(args, kwargs):
-            if kwargs.pop("out", None) is not None:
-                raise TypeError(f"{name}: out= is not supported for complex tensors")
-            return impl(*args, **kwargs)
+            out = kwargs.pop("out", None)
+            result = impl(*args, **(_renamed(kwargs, names) if names else kwargs))
+            return result if out is None else write_out(name, result, out)
         return fn(*args, **kwargs)
     call.__nova_complex__ = True
     return call

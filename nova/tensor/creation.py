@@ -155,6 +155,19 @@ def _finish(t: Tensor, requires_grad: bool) -> Tensor:
     return t.requires_grad_() if requires_grad else t
 
 
+def check_options(op: str, layout: Any = None, pin_memory: Any = False,
+                  device: Device | None = None) -> None:
+    """PyTorch's ``layout=`` and ``pin_memory=`` factory keywords. Nova has one layout
+    (``nv.strided``) and nothing to pin (a host tensor reaches the GPU from wherever it
+    lives: ``Tensor.pin_memory``), so they change nothing; another layout is refused,
+    and so is pinning a CUDA tensor, as PyTorch refuses it."""
+    if layout is not None and layout is not strided:
+        raise ValueError(f"{op}: Nova tensors have one layout, nv.strided; got {layout!r}")
+    if pin_memory and device is not None and device.type == "cuda":
+        raise RuntimeError(f"{op}: only CPU tensors can be pinned, not one made on "
+                           f"{device} (pin_memory=True)")
+
+
 def _place(t: Tensor, device: Device) -> Tensor:
     """Pin a freshly recorded pattern (constant, iota, random draw: pending, with no
     device of its own) to ``device``, so it is computed by that device's step."""
@@ -164,13 +177,14 @@ def _place(t: Tensor, device: Device) -> Tensor:
 
 
 def tensor(data: Any, dtype: Any = None, device: Any = None,
-           requires_grad: bool = False) -> Tensor:
+           requires_grad: bool = False, *, pin_memory: bool = False) -> Tensor:
     """A tensor holding a copy of ``data`` (Python numbers, nested lists, numpy arrays).
 
     Python floats default to the default dtype (float32 unless ``set_default_dtype``)
     and ints to int64, as in PyTorch.
     """
     where = factory_device(device, "tensor")
+    check_options("tensor", None, pin_memory, where)
     arr = _to_numpy(data)
     target = dt.get_dtype(dtype) if dtype is not None else (
         data.dtype if isinstance(data, Tensor) else _infer_dtype(data, arr))
@@ -206,9 +220,10 @@ def _dtype(dtype: Any, default: dt.DType | None = None) -> dt.DType:
     return dt.DEFAULT_FLOAT if default is None else default
 
 
-def full(size: Sequence[int], fill_value: Any, *, dtype: Any = None, device: Any = None,
-         requires_grad: bool = False) -> Tensor:
+def full(size: Sequence[int], fill_value: Any, *, dtype: Any = None, layout: Any = None,
+         device: Any = None, pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
     where = factory_device(device, "full")
+    check_options("full", layout, pin_memory, where)
     shape = shape_arg((size,), "full")
     if dtype is None:
         dtype = dt.result_type([], [fill_value])
@@ -231,23 +246,31 @@ def _size(op: str, sizes: tuple, size: Sequence[int] | None) -> tuple[int, ...]:
 
 
 def zeros(*sizes: Any, size: Sequence[int] | None = None, dtype: Any = None,
-          device: Any = None, requires_grad: bool = False) -> Tensor:
+          layout: Any = None, device: Any = None, pin_memory: bool = False,
+          requires_grad: bool = False) -> Tensor:
     where = factory_device(device, "zeros")
+    check_options("zeros", layout, pin_memory, where)
     shape = _size("zeros", sizes, size)
     return _finish(_place(full_const(0, shape, _dtype(dtype)), where), requires_grad)
 
 
 def ones(*sizes: Any, size: Sequence[int] | None = None, dtype: Any = None,
-         device: Any = None, requires_grad: bool = False) -> Tensor:
+         layout: Any = None, device: Any = None, pin_memory: bool = False,
+         requires_grad: bool = False) -> Tensor:
     where = factory_device(device, "ones")
+    check_options("ones", layout, pin_memory, where)
     shape = _size("ones", sizes, size)
     return _finish(_place(full_const(1, shape, _dtype(dtype)), where), requires_grad)
 
 
 def empty(*sizes: Any, size: Sequence[int] | None = None, dtype: Any = None,
-          device: Any = None, requires_grad: bool = False) -> Tensor:
-    """Uninitialized memory in PyTorch; zeros here, since lazily it costs nothing more."""
-    return zeros(_size("empty", sizes, size), dtype=dtype, device=device,
+          layout: Any = None, device: Any = None, pin_memory: bool = False,
+          requires_grad: bool = False, memory_format: Any = None) -> Tensor:
+    """Uninitialized memory in PyTorch; zeros here, since lazily it costs nothing more.
+    ``memory_format`` is checked and has no effect (Nova values have no strides)."""
+    shape = _size("empty", sizes, size)
+    check_layout_rank("empty", check_memory_format("empty", memory_format), len(shape))
+    return zeros(shape, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory,
                  requires_grad=requires_grad)
 
 
@@ -257,8 +280,7 @@ def _like(x: Tensor, dtype: Any, layout: Any = None, memory_format: Any = None,
     keywords) are checked and have nothing to do (one layout, no strides)."""
     if not isinstance(x, Tensor):
         raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
-    if layout is not None and layout is not strided:
-        raise ValueError(f"{op}: Nova tensors have one layout, nv.strided; got {layout!r}")
+    check_options(op, layout)
     check_layout_rank(op, check_memory_format(op, memory_format), x.ndim)
     return x.shape, (x.dtype if dtype is None else dt.get_dtype(dtype))
 
@@ -269,59 +291,67 @@ def _like_device(x: Tensor, device: Any) -> Any:
     return device if device is not None else (x.node.device or "cpu")
 
 
-def zeros_like(x: Tensor, *, dtype: Any = None, layout: Any = None, device: Any = None,
+def zeros_like(input: Tensor, *, dtype: Any = None, layout: Any = None, device: Any = None,
                requires_grad: bool = False, memory_format: Any = None) -> Tensor:
-    shape, d = _like(x, dtype, layout, memory_format, "zeros_like")
-    return zeros(shape, dtype=d, device=_like_device(x, device), requires_grad=requires_grad)
+    shape, d = _like(input, dtype, layout, memory_format, "zeros_like")
+    return zeros(shape, dtype=d, device=_like_device(input, device), requires_grad=requires_grad)
 
 
-def ones_like(x: Tensor, *, dtype: Any = None, layout: Any = None, device: Any = None,
+def ones_like(input: Tensor, *, dtype: Any = None, layout: Any = None, device: Any = None,
               requires_grad: bool = False, memory_format: Any = None) -> Tensor:
-    shape, d = _like(x, dtype, layout, memory_format, "ones_like")
-    return ones(shape, dtype=d, device=_like_device(x, device), requires_grad=requires_grad)
+    shape, d = _like(input, dtype, layout, memory_format, "ones_like")
+    return ones(shape, dtype=d, device=_like_device(input, device), requires_grad=requires_grad)
 
 
-def empty_like(x: Tensor, *, dtype: Any = None, layout: Any = None, device: Any = None,
+def empty_like(input: Tensor, *, dtype: Any = None, layout: Any = None, device: Any = None,
                requires_grad: bool = False, memory_format: Any = None) -> Tensor:
-    shape, d = _like(x, dtype, layout, memory_format, "empty_like")
-    return zeros(shape, dtype=d, device=_like_device(x, device), requires_grad=requires_grad)
+    shape, d = _like(input, dtype, layout, memory_format, "empty_like")
+    return zeros(shape, dtype=d, device=_like_device(input, device), requires_grad=requires_grad)
 
 
-def full_like(x: Tensor, fill_value: Any, *, dtype: Any = None, layout: Any = None,
+def full_like(input: Tensor, fill_value: Any, *, dtype: Any = None, layout: Any = None,
               device: Any = None, requires_grad: bool = False,
               memory_format: Any = None) -> Tensor:
-    shape, d = _like(x, dtype, layout, memory_format, "full_like")
-    return full(shape, fill_value, dtype=d, device=_like_device(x, device),
+    shape, d = _like(input, dtype, layout, memory_format, "full_like")
+    return full(shape, fill_value, dtype=d, device=_like_device(input, device),
                 requires_grad=requires_grad)
 
 
-def rand_like(x: Tensor, *, dtype: Any = None, generator: Any = None, layout: Any = None,
+def rand_like(input: Tensor, *, dtype: Any = None, generator: Any = None, layout: Any = None,
               device: Any = None, requires_grad: bool = False,
               memory_format: Any = None) -> Tensor:
-    shape, d = _like(x, dtype, layout, memory_format, "rand_like")
-    return rand(shape, dtype=d, generator=generator, device=_like_device(x, device),
+    shape, d = _like(input, dtype, layout, memory_format, "rand_like")
+    return rand(shape, dtype=d, generator=generator, device=_like_device(input, device),
                 requires_grad=requires_grad)
 
 
-def randn_like(x: Tensor, *, dtype: Any = None, generator: Any = None, layout: Any = None,
+def randn_like(input: Tensor, *, dtype: Any = None, generator: Any = None, layout: Any = None,
                device: Any = None, requires_grad: bool = False,
                memory_format: Any = None) -> Tensor:
-    shape, d = _like(x, dtype, layout, memory_format, "randn_like")
-    return randn(shape, dtype=d, generator=generator, device=_like_device(x, device),
+    shape, d = _like(input, dtype, layout, memory_format, "randn_like")
+    return randn(shape, dtype=d, generator=generator, device=_like_device(input, device),
                  requires_grad=requires_grad)
 
 
-def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None,
-           device: Any = None) -> Tensor:
+def arange(start: Any = None, end: Any = None, step: Any = 1, *, dtype: Any = None,
+           layout: Any = None, device: Any = None, pin_memory: bool = False,
+           requires_grad: bool = False) -> Tensor:
     """``[start, end)`` by ``step``; int64 when all bounds are ints, else float32.
+    ``arange(end)`` and ``arange(end=end)`` start at 0, as PyTorch's ``arange(start=0,
+    end, step=1)``.
 
     As in PyTorch, the step must be nonzero and point from start toward end (an empty
     range needs start == end), the bounds must be finite, and integer bounds must fit
     int64; every such mistake raises here rather than returning an empty tensor. An
     integer ``dtype`` with non-integer bounds truncates them first (``_truncated``)."""
     where = factory_device(device, "arange")
+    check_options("arange", layout, pin_memory, where)
     if end is None:
+        if start is None:
+            raise TypeError("arange() missing 1 required positional argument: 'end'")
         start, end = 0, start
+    elif start is None:
+        start = 0
     bounds = []
     for name, v in (("start", start), ("end", end), ("step", step)):
         if isinstance(v, Tensor):
@@ -351,10 +381,10 @@ def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None,
         n = _float_count(start, end, step)
     check_numel("arange", (n,))
     if n == 0:
-        return _place(full_const(0, (0,), target), where)
+        return _finish(_place(full_const(0, (0,), target), where), requires_grad)
     work = dt.int64 if all_int and target.category != dt.FLOAT else dt.float64
     idx = prim("iota", [], {"dim": 0}, (n,), work)
-    return _place(cast(add(mul(idx, step), start), target), where)
+    return _finish(_place(cast(add(mul(idx, step), start), target), where), requires_grad)
 
 
 def _float_count(start: Any, end: Any, step: Any) -> int:
@@ -391,9 +421,11 @@ def _count(op: str, name: str, v: Any) -> int:
     return v
 
 
-def linspace(start: float, end: float, steps: int, *, dtype: Any = None, device: Any = None,
+def linspace(start: float, end: float, steps: int, *, dtype: Any = None, layout: Any = None,
+             device: Any = None, pin_memory: bool = False,
              requires_grad: bool = False) -> Tensor:
     where = factory_device(device, "linspace")
+    check_options("linspace", layout, pin_memory, where)
     steps = _count("linspace", "steps", steps)
     check_numel("linspace", (steps,))
     if steps <= 1:
@@ -404,9 +436,10 @@ def linspace(start: float, end: float, steps: int, *, dtype: Any = None, device:
     return _finish(_place(out, where), requires_grad)
 
 
-def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None,
-        requires_grad: bool = False) -> Tensor:
+def eye(n: int, m: int | None = None, *, dtype: Any = None, layout: Any = None,
+        device: Any = None, pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
     where = factory_device(device, "eye")
+    check_options("eye", layout, pin_memory, where)
     n = _count("eye", "n", n)
     m = n if m is None else _count("eye", "m", m)
     check_numel("eye", (n, m))
@@ -418,27 +451,33 @@ def eye(n: int, m: int | None = None, *, dtype: Any = None, device: Any = None,
 
 
 def rand(*sizes: Any, size: Sequence[int] | None = None, dtype: Any = None,
-         generator: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+         generator: Any = None, layout: Any = None, device: Any = None,
+         pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
     """Uniform in [0, 1) from the counter-based generator."""
     where = factory_device(device, "rand")
+    check_options("rand", layout, pin_memory, where)
     shape = _size("rand", sizes, size)
     return _finish(_place(rnd.uniform(shape, _dtype(dtype), generator), where), requires_grad)
 
 
 def randn(*sizes: Any, size: Sequence[int] | None = None, dtype: Any = None,
-          generator: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+          generator: Any = None, layout: Any = None, device: Any = None,
+          pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
     """Standard normal (Box-Muller) from the counter-based generator."""
     where = factory_device(device, "randn")
+    check_options("randn", layout, pin_memory, where)
     shape = _size("randn", sizes, size)
     return _finish(_place(rnd.normal(shape, _dtype(dtype), generator), where), requires_grad)
 
 
-def randperm(n: int, *, generator: Any = None, dtype: Any = None, device: Any = None,
+def randperm(n: int, *, generator: Any = None, dtype: Any = None, layout: Any = None,
+             device: Any = None, pin_memory: bool = False,
              requires_grad: bool = False) -> Tensor:
     """A random permutation of ``0 .. n-1`` (int64 by default), as ``torch.randperm``;
     drawn on the host from the generator (``random.host_permutation``), so it is
     realized at once and compiles nothing."""
     where = factory_device(device, "randperm")
+    check_options("randperm", layout, pin_memory, where)
     target = _dtype(dtype, dt.int64)
     n = rnd.permutation_length(n)
     if target.category == dt.INT and n > 0 and n - 1 > dt.int_bounds(target)[1]:
@@ -448,11 +487,13 @@ def randperm(n: int, *, generator: Any = None, dtype: Any = None, device: Any = 
 
 
 def randint(low: int = 0, high: Any = None, size: Any = None, *, dtype: Any = None,
-            generator: Any = None, device: Any = None) -> Tensor:
+            generator: Any = None, layout: Any = None, device: Any = None,
+            pin_memory: bool = False, requires_grad: bool = False) -> Tensor:
     """``randint(high, size)`` or ``randint(low, high, size)``: integers in [low, high).
     As in PyTorch, ``size`` may be a keyword (``randint(5, size=(3,))``, ``high`` the
     one integer given) and ``low`` defaults to 0 (``randint(high=5, size=(3,))``)."""
     where = factory_device(device, "randint")
+    check_options("randint", layout, pin_memory, where)
     if size is None:
         if high is None or not isinstance(high, (tuple, list)):
             raise TypeError("randint: expected randint(high, size) or randint(low, high, size)")
@@ -473,8 +514,8 @@ def randint(low: int = 0, high: Any = None, size: Any = None, *, dtype: Any = No
     if target == dt.bool_ and high > low and (low < 0 or high > 2):
         raise dt.DTypeOverflowError(f"randint: range [{low}, {high}) does not fit bool "
                                     f"(valid: low >= 0, high <= 2)")
-    return _place(rnd.integers(low, high, shape_arg((size,), "randint"), target, generator),
-                  where)
+    return _finish(_place(rnd.integers(low, high, shape_arg((size,), "randint"), target,
+                                       generator), where), requires_grad)
 
 
 def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,

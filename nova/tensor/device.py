@@ -78,12 +78,15 @@ def _stack() -> list[device]:
     return getattr(_DEFAULT, "stack", [])
 
 
-def set_default_device(device_spec: Any) -> None:
+_Device = device     # (``set_default_device``'s parameter, PyTorch's name, hides it)
+
+
+def set_default_device(device: Any) -> None:
     """``torch.set_default_device``: factory functions (``nv.zeros``, ``nv.tensor``,
-    ``nv.arange``...) called without ``device=`` put their result on ``device_spec``
+    ``nv.arange``...) called without ``device=`` put their result on ``device``
     from now on, in this thread; ``None`` restores the CPU. Whether the device can run
     is checked when a factory uses it, as in PyTorch."""
-    _DEFAULT.base = None if device_spec is None else device(device_spec)
+    _DEFAULT.base = None if device is None else _Device(device)
 
 
 def get_default_device() -> device:

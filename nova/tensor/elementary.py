@@ -119,21 +119,21 @@ def _exact_at_powers(x: Tensor, ratio: Tensor, base: float) -> Tensor:
     return ops.add(ratio, nudge)
 
 
-def log2(x: Tensor) -> Tensor:
+def log2(input: Tensor) -> Tensor:
     """Base-2 logarithm (``torch.log2``); exact at powers of two."""
-    x = _float_arg("log2", x)
-    return _exact_at_powers(x, ops.mul(ops.log(x), 1.0 / _LN2), 2.0)
+    input = _float_arg("log2", input)
+    return _exact_at_powers(input, ops.mul(ops.log(input), 1.0 / _LN2), 2.0)
 
 
-def log10(x: Tensor) -> Tensor:
+def log10(input: Tensor) -> Tensor:
     """Base-10 logarithm (``torch.log10``); exact at the powers of ten the dtype holds."""
-    x = _float_arg("log10", x)
-    return _exact_at_powers(x, ops.mul(ops.log(x), 1.0 / math.log(10.0)), 10.0)
+    input = _float_arg("log10", input)
+    return _exact_at_powers(input, ops.mul(ops.log(input), 1.0 / math.log(10.0)), 10.0)
 
 
-def exp2(x: Tensor) -> Tensor:
+def exp2(input: Tensor) -> Tensor:
     """``2 ** x`` (``torch.exp2``), exact at integers."""
-    return ops.pow(2.0, _float_arg("exp2", x))
+    return ops.pow(2.0, _float_arg("exp2", input))
 
 
 # ln 2 rounded up to a multiple of 2^-32, so ``|w| - _LN2_UP`` is exact for every
@@ -174,10 +174,10 @@ def _sinh_small(w: Tensor) -> Tensor:
     return ops.mul(ops.sub(ops.expm1(w), ops.expm1(ops.neg(w))), 0.5)
 
 
-def sinh(x: Tensor) -> Tensor:
+def sinh(input: Tensor) -> Tensor:
     """Hyperbolic sine (``torch.sinh``): ``(expm1(x) - expm1(-x)) / 2``, exact to the
     last digit near 0."""
-    return _hyperbolic("sinh", x, _sinh_small, lambda w, h: _odd(w, h))
+    return _hyperbolic("sinh", input, _sinh_small, lambda w, h: _odd(w, h))
 
 
 def _cosh_small(w: Tensor) -> Tensor:
@@ -188,15 +188,15 @@ def _cosh_small(w: Tensor) -> Tensor:
     return ops.add(ops.mul(ops.mul(s, s), 2.0), 1.0)
 
 
-def cosh(x: Tensor) -> Tensor:
+def cosh(input: Tensor) -> Tensor:
     """Hyperbolic cosine (``torch.cosh``): ``1 + 2 sinh(x/2)^2``, whose gradient keeps
     every digit near 0."""
-    return _hyperbolic("cosh", x, _cosh_small, lambda w, h: h)
+    return _hyperbolic("cosh", input, _cosh_small, lambda w, h: h)
 
 
-def tan(x: Tensor) -> Tensor:
+def tan(input: Tensor) -> Tensor:
     """Tangent (``torch.tan``): ``sin / cos``, in float64 for narrower floats."""
-    return _in_float64("tan", x, lambda w: ops.div(ops.sin(w), ops.cos(w)))
+    return _in_float64("tan", input, lambda w: ops.div(ops.sin(w), ops.cos(w)))
 
 
 def atan2(input: Any, other: Any) -> Tensor:
@@ -225,29 +225,29 @@ def _inverse_trig(op: str, x: Tensor, angle, edge, slope: float) -> Tensor:
     return _in_float64(op, x, evaluate)
 
 
-def atan(x: Tensor) -> Tensor:
+def atan(input: Tensor) -> Tensor:
     """Inverse tangent (``torch.atan``): ``atan2(x, 1)``."""
-    x = _float_arg("atan", x)
-    return atan2(x, ops.full_const(1.0, x.shape, x.dtype))
+    input = _float_arg("atan", input)
+    return atan2(input, ops.full_const(1.0, input.shape, input.dtype))
 
 
-def asin(x: Tensor) -> Tensor:
+def asin(input: Tensor) -> Tensor:
     """Inverse sine (``torch.asin``): ``atan2(x, sqrt((1 - x)(1 + x)))``; NaN past +-1."""
-    return _inverse_trig("asin", x, lambda w, c: atan2(w, c),
+    return _inverse_trig("asin", input, lambda w, c: atan2(w, c),
                          lambda w: ops.mul(w, math.pi / 2), 1.0)
 
 
-def acos(x: Tensor) -> Tensor:
+def acos(input: Tensor) -> Tensor:
     """Inverse cosine (``torch.acos``): ``atan2(sqrt((1 - x)(1 + x)), x)``; NaN past
     +-1."""
-    return _inverse_trig("acos", x, lambda w, c: atan2(c, w),
+    return _inverse_trig("acos", input, lambda w, c: atan2(c, w),
                          lambda w: ops.mul(ops.sub(1.0, w), math.pi / 2), -1.0)
 
 
 arctan, arcsin, arccos = atan, asin, acos
 
 
-def atanh(x: Tensor) -> Tensor:
+def atanh(input: Tensor) -> Tensor:
     """Inverse hyperbolic tangent (``torch.atanh``): ``sign(x) log1p(2|x| / (1 - |x|))
     / 2`` (odd, so ``log1p`` never sees an argument near -1, where it would amplify
     the quotient's rounding: 90 ulps at -0.999 in float64); +-inf at +-1, with the
@@ -258,10 +258,10 @@ def atanh(x: Tensor) -> Tensor:
         a = _magnitude(ws)
         out = _odd(ws, ops.mul(ops.log1p(ops.div(ops.mul(a, 2.0), ops.sub(1.0, a))), 0.5))
         return ops.where(at, ops.add(_infinity(ops.lt(w, 0), w), _steep(w, at)), out)
-    return _in_float64("atanh", x, evaluate)
+    return _in_float64("atanh", input, evaluate)
 
 
-def asinh(x: Tensor) -> Tensor:
+def asinh(input: Tensor) -> Tensor:
     """Inverse hyperbolic sine (``torch.asinh``): ``sign(x) log1p(|x| + x^2 / (1 +
     sqrt(1 + x^2)))``, and ``sign(x) (log|x| + log 2)`` where ``x^2`` would overflow;
     each branch sees a harmless argument where the other is taken (``log(0)``'s
@@ -274,10 +274,10 @@ def asinh(x: Tensor) -> Tensor:
         near = ops.log1p(ops.add(an, ops.div(sq, ops.add(1.0, ops.sqrt(ops.add(1.0, sq))))))
         far = ops.add(ops.log(ops.where(big, a, 1.0)), _LN2)
         return ops.where(ops.eq(w, 0), w, _odd(w, ops.where(big, far, near)))
-    return _in_float64("asinh", x, evaluate)
+    return _in_float64("asinh", input, evaluate)
 
 
-def acosh(x: Tensor) -> Tensor:
+def acosh(input: Tensor) -> Tensor:
     """Inverse hyperbolic cosine (``torch.acosh``): ``log1p(t + sqrt(2t + t^2))`` with
     ``t = x - 1`` (no cancellation near 1), ``log(x) + log 2`` where ``x^2`` would
     overflow; NaN below 1. Each branch sees a harmless argument where the other is
@@ -291,16 +291,16 @@ def acosh(x: Tensor) -> Tensor:
         out = ops.where(big, ops.add(ops.log(ops.where(big, w, 1.0)), _LN2), near)
         out = ops.where(at, _steep(w, at), out)
         return ops.where(ops.lt(w, 1.0), math.nan, out)   # (t^2 hides a negative 2t + t^2)
-    return _in_float64("acosh", x, evaluate)
+    return _in_float64("acosh", input, evaluate)
 
 
-def logaddexp(a: Tensor, b: Tensor) -> Tensor:
+def logaddexp(input: Tensor, other: Tensor) -> Tensor:
     """``log(exp(a) + exp(b))`` without overflow (``torch.logaddexp``): ``max + log1p(
     exp(-|a - b|))`` in float64 (rounded once for narrower floats), and the infinity
     itself where both are the same infinity."""
-    common = ops.promote("logaddexp", a, b)
+    common = ops.promote("logaddexp", input, other)
     common = common if common.is_floating_point else dt.DEFAULT_FLOAT
-    x, y = ops.operands("logaddexp", a, b, dtype=dt.float64)   # (a result near 0 cancels:
+    x, y = ops.operands("logaddexp", input, other, dtype=dt.float64)   # (a result near 0 cancels:
     m = ops.maximum(x, y)                                      # float32 lost 37 ulps there)
     out = ops.add(m, ops.log1p(ops.exp(ops.neg(ops.abs(ops.sub(x, y))))))
     return ops.cast(ops.where(ops.logical_and(ops.eq(x, y), ops.isinf(x)), x, out), common)
@@ -325,23 +325,23 @@ def _x_log(op: str, x: Any, y: Any, log, domain: float, int_dtype: dt.DType) -> 
     return ops.where(zero, _slope_at_zero(a, slope, zero), product)
 
 
-def xlogy(x: Any, y: Any) -> Tensor:
-    """``x * log(y)``, 0 where ``x == 0`` unless ``y`` is NaN (``torch.xlogy``); at ``x
-    == 0`` the gradient for ``x`` is ``log(y)`` (0 for ``y <= 0``) and for ``y`` the
+def xlogy(input: Any, other: Any) -> Tensor:
+    """``x * log(y)``, 0 where ``x == 0`` unless ``other`` is NaN (``torch.xlogy``); at ``x
+    == 0`` the gradient for ``input`` is ``log(y)`` (0 for ``y <= 0``) and for ``other`` the
     rule's ``x / y``, as PyTorch 2 (``_x_log``)."""
-    return _x_log("xlogy", x, y, ops.log, 0.0, dt.DEFAULT_FLOAT)
+    return _x_log("xlogy", input, other, ops.log, 0.0, dt.DEFAULT_FLOAT)
 
 
-def logit(x: Tensor, eps: float | None = None) -> Tensor:
-    """``log(x / (1 - x))`` (``torch.logit``), ``x`` clamped to ``[eps, 1 - eps]`` when
+def logit(input: Tensor, eps: float | None = None) -> Tensor:
+    """``log(x / (1 - x))`` (``torch.logit``), ``input`` clamped to ``[eps, 1 - eps]`` when
     ``eps`` is given; -inf at 0 and inf at 1 with the slope +inf there, as PyTorch's
     ``1 / (x (1 - x))`` (the quotient's rule gave 0 * inf = NaN)."""
-    x = _float_arg("logit", x)
+    input = _float_arg("logit", input)
     if eps is not None:
-        x = ops.clamp(x, eps, 1.0 - eps)
-    at = ops.logical_or(ops.eq(x, 0), ops.eq(x, 1))
-    xs = ops.where(at, 0.5, x)
-    return ops.where(at, ops.add(_infinity(ops.eq(x, 0), x), _steep(x, at)),
+        input = ops.clamp(input, eps, 1.0 - eps)
+    at = ops.logical_or(ops.eq(input, 0), ops.eq(input, 1))
+    xs = ops.where(at, 0.5, input)
+    return ops.where(at, ops.add(_infinity(ops.eq(input, 0), input), _steep(input, at)),
                      ops.log(ops.div(xs, ops.sub(1.0, xs))))
 
 
@@ -351,7 +351,7 @@ _SINC_SERIES = tuple((-1) ** k / math.factorial(2 * k + 1) for k in range(10))
 _SINC_SERIES_TO = 0.25
 
 
-def sinc(x: Tensor) -> Tensor:
+def sinc(input: Tensor) -> Tensor:
     """``sin(pi x) / (pi x)``, 1 at 0 (``torch.sinc``), in float64 (rounded once for
     narrower floats). Below |x| = 0.25 it is the Taylor series of ``t = (pi x)^2``
     (``_SINC_SERIES``), so every derivative at 0 is the true one (the second is
@@ -367,7 +367,7 @@ def sinc(x: Tensor) -> Tensor:
         t = ops.mul(ops.mul(ws, ws), math.pi * math.pi)
         series = _polynomial(t, _SINC_SERIES)
         return ops.where(small, series, ops.div(ops.sin(px), px))
-    return _in_float64("sinc", x, evaluate)
+    return _in_float64("sinc", input, evaluate)
 
 
 def _polynomial(t: Tensor, coeffs: tuple[float, ...]) -> Tensor:
@@ -378,15 +378,15 @@ def _polynomial(t: Tensor, coeffs: tuple[float, ...]) -> Tensor:
     return out
 
 
-def deg2rad(x: Tensor) -> Tensor:
-    return ops.mul(_float_arg("deg2rad", x), math.pi / 180.0)
+def deg2rad(input: Tensor) -> Tensor:
+    return ops.mul(_float_arg("deg2rad", input), math.pi / 180.0)
 
 
-def rad2deg(x: Tensor) -> Tensor:
-    return ops.mul(_float_arg("rad2deg", x), 180.0 / math.pi)
+def rad2deg(input: Tensor) -> Tensor:
+    return ops.mul(_float_arg("rad2deg", input), 180.0 / math.pi)
 
 
-def hypot(a: Tensor, b: Tensor) -> Tensor:
+def hypot(input: Tensor, other: Tensor) -> Tensor:
     """``sqrt(a^2 + b^2)`` without overflow or underflow (``torch.hypot``): ``m sqrt(
     (a/m)^2 + (b/m)^2)`` for ``m = max(|a|, |b|)`` (one quotient is +-1); inf if either
     is infinite (NaN beside an infinity included, IEEE's). ``m`` is held constant for
@@ -395,10 +395,10 @@ def hypot(a: Tensor, b: Tensor) -> Tensor:
     ``|a|`` and ``max`` the second derivative was 0 at ``a = 0`` and at ``|a| = |b|``).
     At the origin and beside an infinity they are PyTorch's (``_hypot_edge``): 0/0 =
     NaN, +-0 for a finite operand and NaN for the infinite (or NaN) one."""
-    common = ops.promote("hypot", a, b)
+    common = ops.promote("hypot", input, other)
     if not common.is_floating_point:
         raise DTypeError(f"hypot: expected floating point operands, got {common.name}")
-    x, y = ops.operands("hypot", a, b)
+    x, y = ops.operands("hypot", input, other)
     edge = ops.logical_or(ops.logical_or(ops.isinf(x), ops.isinf(y)),
                           ops.logical_and(ops.eq(x, 0), ops.eq(y, 0)))
     xs, ys = ops.where(edge, 1.0, x), ops.where(edge, 1.0, y)
@@ -422,9 +422,9 @@ def _hypot_edge(x: Tensor, y: Tensor, edge: Tensor) -> Tensor:
     return _nan_slope(out, ops.add(x, y), ops.logical_and(edge, ops.logical_or(nx, ny)))
 
 
-def lerp(start: Tensor, end: Any, weight: Any) -> Tensor:
+def lerp(input: Tensor, end: Any, weight: Any) -> Tensor:
     """``start + weight (end - start)`` (``torch.lerp``), in PyTorch's two forms: from
-    ``start`` for ``|weight| < 0.5``, from ``end`` otherwise (exact at ``weight`` 0 and 1);
+    ``input`` for ``|weight| < 0.5``, from ``end`` otherwise (exact at ``weight`` 0 and 1);
     half types in float32, rounded once."""
     def evaluate(start: Tensor, end: Any, weight: Any) -> Tensor:
         diff = ops.sub(end, start)
@@ -432,9 +432,9 @@ def lerp(start: Tensor, end: Any, weight: Any) -> Tensor:
         high = ops.sub(end, ops.mul(diff, ops.sub(1.0, weight)))
         w = weight if isinstance(weight, Tensor) else ops.full_const(weight, (), low.dtype)
         return ops.where(ops.lt(ops.abs(w), 0.5), low, high)
-    ops._check_tensor("lerp", start)
-    dtype = ops.promote("lerp", start, end) if isinstance(end, Tensor) else start.dtype
-    return ops._rounded_once(dtype, evaluate, start, end, weight)
+    ops._check_tensor("lerp", input)
+    dtype = ops.promote("lerp", input, end) if isinstance(end, Tensor) else input.dtype
+    return ops._rounded_once(dtype, evaluate, input, end, weight)
 
 
 def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) -> Tensor:
@@ -463,37 +463,37 @@ def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) 
                          evaluate, input, tensor1, tensor2)
 
 
-def isfinite(x: Tensor) -> Tensor:
+def isfinite(input: Tensor) -> Tensor:
     """Neither infinite nor NaN (``torch.isfinite``); integers and bools always are."""
-    ops._check_tensor("isfinite", x)
-    if not x.dtype.is_floating_point:
-        return ops.full_const(True, x.shape, dt.bool_)
-    return ops.lt(ops.abs(x), math.inf)       # (NaN compares false)
+    ops._check_tensor("isfinite", input)
+    if not input.dtype.is_floating_point:
+        return ops.full_const(True, input.shape, dt.bool_)
+    return ops.lt(ops.abs(input), math.inf)       # (NaN compares false)
 
 
-def isposinf(x: Tensor) -> Tensor:
-    ops._check_tensor("isposinf", x)
-    if not x.dtype.is_floating_point:
-        return ops.full_const(False, x.shape, dt.bool_)
-    return ops.eq(x, math.inf)
+def isposinf(input: Tensor) -> Tensor:
+    ops._check_tensor("isposinf", input)
+    if not input.dtype.is_floating_point:
+        return ops.full_const(False, input.shape, dt.bool_)
+    return ops.eq(input, math.inf)
 
 
-def isneginf(x: Tensor) -> Tensor:
-    ops._check_tensor("isneginf", x)
-    if not x.dtype.is_floating_point:
-        return ops.full_const(False, x.shape, dt.bool_)
-    return ops.eq(x, -math.inf)
+def isneginf(input: Tensor) -> Tensor:
+    ops._check_tensor("isneginf", input)
+    if not input.dtype.is_floating_point:
+        return ops.full_const(False, input.shape, dt.bool_)
+    return ops.eq(input, -math.inf)
 
 
-def isclose(a: Tensor, b: Any, rtol: float = 1e-05, atol: float = 1e-08,
+def isclose(input: Tensor, other: Any, rtol: float = 1e-05, atol: float = 1e-08,
             equal_nan: builtins.bool = False) -> Tensor:
     """``|a - b| <= atol + rtol |b|`` elementwise, or equal (infinities), or both NaN
     with ``equal_nan`` (``torch.isclose``)."""
     if rtol < 0 or atol < 0:
         raise ValueError(f"isclose: rtol and atol must be non-negative, got rtol={rtol}, "
                          f"atol={atol}")
-    common = ops.promote("isclose", a, b)
-    x, y = ops.operands("isclose", a, b, dtype=common if common.is_floating_point
+    common = ops.promote("isclose", input, other)
+    x, y = ops.operands("isclose", input, other, dtype=common if common.is_floating_point
                         else dt.float64)
     close = ops.le(ops.abs(ops.sub(x, y)), ops.add(ops.mul(ops.abs(y), rtol), atol))
     finite = ops.logical_and(isfinite(x), isfinite(y))      # (inf - inf <= inf otherwise)
@@ -503,81 +503,82 @@ def isclose(a: Tensor, b: Any, rtol: float = 1e-05, atol: float = 1e-08,
     return out
 
 
-def nan_to_num(x: Tensor, nan: float = 0.0, posinf: float | None = None,
+def nan_to_num(input: Tensor, nan: float = 0.0, posinf: float | None = None,
                neginf: float | None = None) -> Tensor:
     """NaN, +inf and -inf replaced by ``nan``, ``posinf`` and ``neginf`` (by default 0,
     the dtype's largest and lowest finite values; ``torch.nan_to_num``)."""
-    ops._check_tensor("nan_to_num", x)
-    if not x.dtype.is_floating_point:
-        return x.clone()
-    info = ml_dtypes.finfo(x.dtype.np)
+    ops._check_tensor("nan_to_num", input)
+    if not input.dtype.is_floating_point:
+        return input.clone()
+    info = ml_dtypes.finfo(input.dtype.np)
     hi = float(info.max) if posinf is None else posinf
     lo = float(info.min) if neginf is None else neginf
-    out = ops.where(ops.isnan(x), nan, x)
-    out = ops.where(ops.eq(x, math.inf), hi, out)
-    return ops.where(ops.eq(x, -math.inf), lo, out)
+    out = ops.where(ops.isnan(input), nan, input)
+    out = ops.where(ops.eq(input, math.inf), hi, out)
+    return ops.where(ops.eq(input, -math.inf), lo, out)
 
 
-def clamp_min(x: Tensor, min: Any) -> Tensor:  # noqa: A002 (torch's name)
-    return ops.clamp(x, min=min)
+def clamp_min(input: Tensor, min: Any) -> Tensor:  # noqa: A002 (torch's name)
+    return ops.clamp(input, min=min)
 
 
-def clamp_max(x: Tensor, max: Any) -> Tensor:  # noqa: A002 (torch's name)
-    return ops.clamp(x, max=max)
+def clamp_max(input: Tensor, max: Any) -> Tensor:  # noqa: A002 (torch's name)
+    return ops.clamp(input, max=max)
 
 
-def fmax(a: Tensor, b: Any) -> Tensor:
+def fmax(input: Tensor, other: Any) -> Tensor:
     """Elementwise maximum ignoring NaN: the other operand where one is NaN
-    (``torch.fmax``). ``a`` wins ties (and is NaN only if both are), so it takes the
+    (``torch.fmax``). ``input`` wins ties (and is NaN only if both are), so it takes the
     whole gradient there, as in PyTorch (``maximum`` splits it)."""
-    x, y = ops.operands("fmax", a, b)
+    x, y = ops.operands("fmax", input, other)
     if not x.dtype.is_floating_point:
         return ops.maximum(x, y)
     return ops.where(ops.logical_or(ops.ge(x, y), ops.isnan(y)), x, y)
 
 
-def fmin(a: Tensor, b: Any) -> Tensor:
-    """Elementwise minimum ignoring NaN (``torch.fmin``); ``a`` wins ties, as in
+def fmin(input: Tensor, other: Any) -> Tensor:
+    """Elementwise minimum ignoring NaN (``torch.fmin``); ``input`` wins ties, as in
     ``fmax``."""
-    x, y = ops.operands("fmin", a, b)
+    x, y = ops.operands("fmin", input, other)
     if not x.dtype.is_floating_point:
         return ops.minimum(x, y)
     return ops.where(ops.logical_or(ops.le(x, y), ops.isnan(y)), x, y)
 
 
-def float_power(a: Any, b: Any) -> Tensor:
+def float_power(input: Any, exponent: Any) -> Tensor:
     """``a ** b`` in float64 (``torch.float_power``)."""
-    wide = [ops.cast(v, dt.float64) if isinstance(v, Tensor) else float(v) for v in (a, b)]
+    wide = [ops.cast(v, dt.float64) if isinstance(v, Tensor) else float(v)
+            for v in (input, exponent)]
     return ops.pow(*wide)
 
 
-def heaviside(x: Tensor, values: Any) -> Tensor:
+def heaviside(input: Tensor, values: Any) -> Tensor:
     """0 below zero, 1 above, ``values`` at zero (``torch.heaviside``; NaN gives 0, as
     PyTorch's kernel)."""
-    ops._check_tensor("heaviside", x)
-    step = ops.cast(ops.gt(x, 0), x.dtype)
-    return ops.where(ops.eq(x, 0), values, step)
+    ops._check_tensor("heaviside", input)
+    step = ops.cast(ops.gt(input, 0), input.dtype)
+    return ops.where(ops.eq(input, 0), values, step)
 
 
-def nansum(x: Tensor, dim: Any = None, keepdim: builtins.bool = False, *,
+def nansum(input: Tensor, dim: Any = None, keepdim: builtins.bool = False, *,
            dtype: Any = None) -> Tensor:
     """``sum`` with NaN counted as zero (``torch.nansum``)."""
-    ops._check_tensor("nansum", x)
-    if x.dtype.is_floating_point:
-        x = ops.where(ops.isnan(x), 0.0, x)
-    return ops.sum(x, dim, keepdim, dtype=dtype)
+    ops._check_tensor("nansum", input)
+    if input.dtype.is_floating_point:
+        input = ops.where(ops.isnan(input), 0.0, input)
+    return ops.sum(input, dim, keepdim, dtype=dtype)
 
 
-def nanmean(x: Tensor, dim: Any = None, keepdim: builtins.bool = False, *,
+def nanmean(input: Tensor, dim: Any = None, keepdim: builtins.bool = False, *,
             dtype: Any = None) -> Tensor:
     """``mean`` over the non-NaN elements (``torch.nanmean``; NaN where all are);
     float16/bfloat16 in float32, rounded once, as ``mean`` (PyTorch divides a half
     ``nansum``, so its ``nanmean`` of 1024 float16 hundreds is inf; Nova's is 100)."""
-    ops._check_tensor("nanmean", x)
+    ops._check_tensor("nanmean", input)
     if dtype is not None:
-        x = ops.cast(x, dt.get_dtype(dtype))
-    if not x.dtype.is_floating_point:
-        raise DTypeError(f"nanmean: input dtype must be floating point, got {x.dtype.name}")
+        input = ops.cast(input, dt.get_dtype(dtype))
+    if not input.dtype.is_floating_point:
+        raise DTypeError(f"nanmean: input dtype must be floating point, got {input.dtype.name}")
 
     def evaluate(w: Tensor) -> Tensor:
         keep = ops.logical_not(ops.isnan(w))
@@ -594,7 +595,7 @@ def nanmean(x: Tensor, dim: Any = None, keepdim: builtins.bool = False, *,
         nan_max = ops.amax(ops.where(empty, w, 0.0), dim, keepdim)
         return ops.where(empty if keepdim else _dropped(empty, dim), nan_max, out)
 
-    return ops._in_float32(x, evaluate)
+    return ops._in_float32(input, evaluate)
 
 
 def _dropped(t: Tensor, dim: Any) -> Tensor:

@@ -831,10 +831,10 @@ def _index_put_value(op: str, x: Tensor, indices: Any, values: Tensor,
     return ops.add(x, whole) if accumulate else whole
 
 
-def index_put(x: Tensor, indices: Any, values: Tensor, accumulate: bool = False) -> Tensor:
-    """``x`` with ``x[indices] = values`` (``accumulate``: ``+= values``, every value of
+def index_put(input: Tensor, indices: Any, values: Tensor, accumulate: bool = False) -> Tensor:
+    """``input`` with ``x[indices] = values`` (``accumulate``: ``+= values``, every value of
     a repeated index counting), as ``torch.index_put``."""
-    return _index_put_value("index_put", x, indices, values, accumulate)
+    return _index_put_value("index_put", input, indices, values, accumulate)
 
 
 def index_put_(x: Tensor, indices: Any, values: Tensor, accumulate: bool = False) -> Tensor:

@@ -87,11 +87,24 @@ def _reshape_prim(x: Tensor, shape: tuple[int, ...]) -> Tensor:
     return x if x.shape == shape else prim("reshape", [x], {}, shape, x.dtype)
 
 
-def reshape(x: Tensor, *shape: Any) -> Tensor:
-    """Row-major reshape. Always a view here (PyTorch copies when the input is not
-    contiguous; Nova has no strides, so writes through a reshape always reach the base)."""
-    target = infer_reshape("reshape", x.shape, shape_arg_any(shape, "reshape"))
-    return make_view(x, lambda b: _reshape_prim(b, target),
+def sizes_given(op: str, args: tuple, name: str, value: Any) -> tuple:
+    """A shape or dims argument that PyTorch takes as separate ints or one sequence
+    (``x.permute(1, 0)``, ``x.permute((1, 0))``) or by its keyword (``x.permute(dims=(1,
+    0))``): the positional form, or the keyword's value as one (not both at once)."""
+    if value is None:
+        return args
+    if args:
+        raise TypeError(f"{op}() got multiple values for argument '{name}'")
+    return (value,)
+
+
+def reshape(input: Tensor, *args: Any, shape: Any = None) -> Tensor:
+    """Row-major reshape to ``shape`` (ints, one sequence, or ``shape=``). Always a view
+    here (PyTorch copies when the input is not contiguous; Nova has no strides, so
+    writes through a reshape always reach the base)."""
+    shape = sizes_given("reshape", args, "shape", shape)
+    target = infer_reshape("reshape", input.shape, shape_arg_any(shape, "reshape"))
+    return make_view(input, lambda b: _reshape_prim(b, target),
                      lambda b, v: _reshape_prim(v, b.shape), "reshape")
 
 
@@ -107,9 +120,14 @@ def shape_arg_any(shape: tuple, op: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def view(x: Tensor, *shape: Any) -> Tensor:
-    """``view(*shape)`` as ``reshape``; ``view(dtype)`` reads the stored bits as
-    ``dtype`` (``nova.tensor.bitcast``)."""
+def view(x: Tensor, *shape: Any, size: Any = None, dtype: Any = None) -> Tensor:
+    """``view(*shape)`` (or ``size=``) as ``reshape``; ``view(dtype)`` (or ``dtype=``)
+    reads the stored bits as ``dtype`` (``nova.tensor.bitcast``)."""
+    if dtype is not None:
+        if shape or size is not None:
+            raise TypeError("view() takes either a shape or dtype=, not both")
+        shape = (dtype,)
+    shape = sizes_given("view", shape, "size", size)
     if len(shape) == 1 and not isinstance(shape[0], (tuple, list)) and not hasattr(
             shape[0], "__index__"):
         if dt.get_complex_dtype(shape[0]) is not None:
@@ -120,36 +138,37 @@ def view(x: Tensor, *shape: Any) -> Tensor:
     return reshape(x, *shape)
 
 
-def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-    if x.ndim == 0:
-        return reshape(x, 1)
-    s = normalize_dim("flatten", start_dim, x.ndim, x.shape)
-    e = normalize_dim("flatten", end_dim, x.ndim, x.shape)
+def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    if input.ndim == 0:
+        return reshape(input, 1)
+    s = normalize_dim("flatten", start_dim, input.ndim, input.shape)
+    e = normalize_dim("flatten", end_dim, input.ndim, input.shape)
     if s > e:
         raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} for "
-                         f"shape {x.shape}")
+                         f"shape {input.shape}")
     merged = 1
-    for n in x.shape[s:e + 1]:
+    for n in input.shape[s:e + 1]:
         merged *= n
-    return reshape(x, x.shape[:s] + (merged,) + x.shape[e + 1:])
+    return reshape(input, input.shape[:s] + (merged,) + input.shape[e + 1:])
 
 
-def unflatten(x: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:
-    d = normalize_dim("unflatten", dim, x.ndim, x.shape)
-    sizes = infer_reshape("unflatten", (x.shape[d],), tuple(sizes))
-    return reshape(x, x.shape[:d] + sizes + x.shape[d + 1:])
+def unflatten(input: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:
+    d = normalize_dim("unflatten", dim, input.ndim, input.shape)
+    sizes = infer_reshape("unflatten", (input.shape[d],), tuple(sizes))
+    return reshape(input, input.shape[:d] + sizes + input.shape[d + 1:])
 
 
-def permute(x: Tensor, *dims: Any) -> Tensor:
-    dims = shape_arg_any(dims, "permute")
-    ndim, shape = x.ndim, x.shape
+def permute(input: Tensor, *args: Any, dims: Any = None) -> Tensor:
+    """``input`` with its dims in the order ``dims`` (ints, one sequence, or ``dims=``)."""
+    dims = shape_arg_any(sizes_given("permute", args, "dims", dims), "permute")
+    ndim, shape = input.ndim, input.shape
     perm = tuple([normalize_dim("permute", d, ndim, shape) for d in dims])
     identity = tuple(range(ndim))
     if tuple(sorted(perm)) != identity:
         raise ShapeError(f"permute: dims {dims} are not a permutation of the {ndim} dims "
                          f"of shape {shape}")
     if perm == identity:
-        return make_view(x, lambda b: b, lambda b, v: v, "permute")
+        return make_view(input, lambda b: b, lambda b, v: v, "permute")
     inverse = [0] * ndim
     for i, d in enumerate(perm):
         inverse[d] = i
@@ -159,45 +178,48 @@ def permute(x: Tensor, *dims: Any) -> Tensor:
         bs = b.shape
         return prim("transpose", [b], {"perm": p}, tuple([bs[i] for i in p]), b.dtype)
 
-    return make_view(x, derive, lambda b, v: derive(v, inverse), "permute")
+    return make_view(input, derive, lambda b, v: derive(v, inverse), "permute")
 
 
-def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
-    if x.ndim == 0:
-        return permute(x)
-    a = normalize_dim("transpose", dim0, x.ndim, x.shape)
-    b = normalize_dim("transpose", dim1, x.ndim, x.shape)
-    perm = list(range(x.ndim))
+def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
+    if input.ndim == 0:
+        return permute(input)
+    a = normalize_dim("transpose", dim0, input.ndim, input.shape)
+    b = normalize_dim("transpose", dim1, input.ndim, input.shape)
+    perm = list(range(input.ndim))
     perm[a], perm[b] = perm[b], perm[a]
-    return permute(x, *perm)
+    return permute(input, *perm)
 
 
-def t(x: Tensor) -> Tensor:
-    if x.ndim > 2:
-        raise ValueError(f"t: expects a tensor with <= 2 dims, got shape {x.shape}")
-    return permute(x, *reversed(range(x.ndim)))
+def t(input: Tensor) -> Tensor:
+    if input.ndim > 2:
+        raise ValueError(f"t: expects a tensor with <= 2 dims, got shape {input.shape}")
+    return permute(input, *reversed(range(input.ndim)))
 
 
-swapaxes = transpose
+def swapaxes(input: Tensor, axis0: int, axis1: int) -> Tensor:
+    """``transpose`` under NumPy's name and parameter names (``torch.swapaxes``)."""
+    return transpose(input, axis0, axis1)
 
 
-def unsqueeze(x: Tensor, dim: int) -> Tensor:
-    d = normalize_dim("unsqueeze", dim, x.ndim + 1)
-    return reshape(x, x.shape[:d] + (1,) + x.shape[d:])
+def unsqueeze(input: Tensor, dim: int) -> Tensor:
+    d = normalize_dim("unsqueeze", dim, input.ndim + 1)
+    return reshape(input, input.shape[:d] + (1,) + input.shape[d:])
 
 
-def squeeze(x: Tensor, dim: Any = None) -> Tensor:
+def squeeze(input: Tensor, dim: Any = None) -> Tensor:
     if dim is None:
-        return reshape(x, tuple(n for n in x.shape if n != 1))
+        return reshape(input, tuple(n for n in input.shape if n != 1))
     dims = [dim] if isinstance(dim, int) else list(dim)
-    ds = {normalize_dim("squeeze", d, x.ndim, x.shape) for d in dims}
-    return reshape(x, tuple(n for i, n in enumerate(x.shape) if not (i in ds and n == 1)))
+    ds = {normalize_dim("squeeze", d, input.ndim, input.shape) for d in dims}
+    return reshape(input, tuple(n for i, n in enumerate(input.shape) if not (i in ds and n == 1)))
 
 
-def expand(x: Tensor, *sizes: Any) -> Tensor:
-    """Broadcast to ``sizes`` (-1 keeps a dim). The result's elements alias each other,
-    so it cannot be written in place (as in PyTorch)."""
-    sizes = shape_arg_any(sizes, "expand")
+def expand(x: Tensor, *sizes: Any, size: Any = None) -> Tensor:
+    """Broadcast to ``sizes`` (ints, one sequence, or ``size=``; -1 keeps a dim). The
+    result's elements alias each other, so it cannot be written in place (as in
+    PyTorch)."""
+    sizes = shape_arg_any(sizes_given("expand", sizes, "size", size), "expand")
     if len(sizes) < x.ndim:
         raise ShapeError(f"expand: the number of sizes {len(sizes)} must be >= the number of "
                          f"dims of shape {x.shape}")
@@ -284,20 +306,34 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     return cat([unsqueeze(t_, d) for t_ in ts], d)
 
 
-def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
-    d = normalize_dim("narrow", dim, x.ndim, x.shape)
+def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
+    d = normalize_dim("narrow", dim, input.ndim, input.shape)
     if start < 0:
-        start += x.shape[d]
-    if not (0 <= start and length >= 0 and start + length <= x.shape[d]):
+        start += input.shape[d]
+    if not (0 <= start and length >= 0 and start + length <= input.shape[d]):
         raise IndexError(f"narrow: start {start} + length {length} exceeds dim {d} of shape "
-                         f"{x.shape}")
+                         f"{input.shape}")
     from nova.tensor.indexing import narrowed
-    return narrowed(x, d, start, length)
+    return narrowed(input, d, start, length)
 
 
-def split(x: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
-    d = normalize_dim("split", dim, x.ndim, x.shape)
-    n = x.shape[d]
+_MISSING = object()
+
+
+def split(tensor: Tensor, split_size_or_sections: Any = _MISSING, dim: int = 0, *,
+          split_size: Any = _MISSING) -> tuple[Tensor, ...]:
+    """``tensor`` cut along ``dim`` into pieces of ``split_size_or_sections`` (an int
+    size, or a list of sizes). ``torch.split`` names it ``split_size_or_sections``, the
+    method ``Tensor.split`` names it ``split_size``: either keyword is taken."""
+    if split_size is not _MISSING:
+        if split_size_or_sections is not _MISSING:
+            raise TypeError("split() got multiple values for argument 'split_size'")
+        split_size_or_sections = split_size
+    elif split_size_or_sections is _MISSING:
+        raise TypeError("split() missing 1 required positional argument: "
+                        "'split_size_or_sections'")
+    d = normalize_dim("split", dim, tensor.ndim, tensor.shape)
+    n = tensor.shape[d]
     if isinstance(split_size_or_sections, int):
         size = split_size_or_sections
         if size <= 0:
@@ -307,30 +343,31 @@ def split(x: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor,
         sizes = list(split_size_or_sections)
         if builtins.sum(sizes) != n or any(s < 0 for s in sizes):
             raise ArgumentError(f"split: sections {sizes} must be non-negative and sum to "
-                                f"{n}, the size of dim {d} of shape {x.shape}")
+                                f"{n}, the size of dim {d} of shape {tensor.shape}")
     out, start = [], 0
     for s in sizes:
-        out.append(narrow(x, d, start, s))
+        out.append(narrow(tensor, d, start, s))
         start += s
     return tuple(out)
 
 
-def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     if chunks <= 0:
         raise ValueError(f"chunk: chunks must be positive, got {chunks}")
-    d = normalize_dim("chunk", dim, x.ndim, x.shape)
-    if x.shape[d] == 0:             # ``chunks`` empty pieces, as PyTorch
-        return split(x, [0] * chunks, d)
-    return split(x, -(-x.shape[d] // chunks), d)
+    d = normalize_dim("chunk", dim, input.ndim, input.shape)
+    if input.shape[d] == 0:             # ``chunks`` empty pieces, as PyTorch
+        return split(input, [0] * chunks, d)
+    return split(input, -(-input.shape[d] // chunks), d)
 
 
-def unbind(x: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
-    d = normalize_dim("unbind", dim, x.ndim, x.shape)
-    return tuple(x[(slice(None),) * d + (i,)] for i in range(x.shape[d]))
+def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
+    d = normalize_dim("unbind", dim, input.ndim, input.shape)
+    return tuple(input[(slice(None),) * d + (i,)] for i in range(input.shape[d]))
 
 
-def repeat(x: Tensor, *sizes: Any) -> Tensor:
-    sizes = shape_arg(sizes, "repeat")
+def repeat(x: Tensor, *sizes: Any, repeats: Any = None) -> Tensor:
+    """``x`` tiled ``sizes`` times along each dim (ints, one sequence, or ``repeats=``)."""
+    sizes = shape_arg(sizes_given("repeat", sizes, "repeats", repeats), "repeat")
     if len(sizes) < x.ndim:
         raise ValueError(f"repeat: number of repeat dims {len(sizes)} must be >= the number "
                          f"of dims of shape {x.shape}")
@@ -422,16 +459,18 @@ def t_(x: Tensor) -> Tensor:
     return _restride_swap(x, 0, 1, "t_")
 
 
-def resize_(x: Tensor, *sizes: Any) -> Tensor:
+def resize_(x: Tensor, *sizes: Any, memory_format: Any = None) -> Tensor:
     """``x`` itself given the shape ``sizes`` (``Tensor.resize_``): with the same number of
     elements a row-major reshape in place (views of ``x`` keep seeing its elements);
     otherwise its elements in row-major order, cut to the new count or followed by
     zeros (PyTorch leaves them uninitialized; Nova's ``empty`` is zeros too). Changing
     the count of a view or of a tensor with live views is refused: they share the
-    storage PyTorch would reallocate."""
+    storage PyTorch would reallocate. ``memory_format`` is checked and has no effect
+    (Nova values have no strides)."""
     from nova.tensor.ops import full_const
     from nova.tensor.tensor import live_views
     shape = shape_arg(sizes, "resize_")
+    check_layout_rank("resize_", check_memory_format("resize_", memory_format), len(shape))
     if any(n < 0 for n in shape):
         raise ValueError(f"resize_: sizes must be non-negative, got {shape}")
     n, m = x.numel(), 1
@@ -455,11 +494,11 @@ def resize_(x: Tensor, *sizes: Any) -> Tensor:
     return x._restride(forward, lambda v: v, "resize_")
 
 
-def resize_as_(x: Tensor, other: Tensor) -> Tensor:
+def resize_as_(x: Tensor, other: Tensor, memory_format: Any = None) -> Tensor:
     """``x.resize_(other.shape)`` (``Tensor.resize_as_``)."""
     if not isinstance(other, Tensor):
         raise TypeError(f"resize_as_: expected a Tensor, got {type(other).__name__}")
-    return resize_(x, other.shape)
+    return resize_(x, other.shape, memory_format=memory_format)
 
 
 RESTRIDE_METHODS = ("squeeze_", "unsqueeze_", "transpose_", "swapaxes_", "swapdims_", "t_",

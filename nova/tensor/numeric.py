@@ -30,11 +30,11 @@ from nova.tensor.tensor import Tensor
 
 
 def _rounding(name: str):
-    def op(x: Tensor) -> Tensor:
-        ops._check_tensor(name, x)
-        if not x.dtype.is_floating_point:
-            return x.clone()
-        return prim(name, [x], {}, x.shape, x.dtype)
+    def op(input: Tensor) -> Tensor:
+        ops._check_tensor(name, input)
+        if not input.dtype.is_floating_point:
+            return input.clone()
+        return prim(name, [input], {}, input.shape, input.dtype)
     op.__name__ = name
     op.__doc__ = (f"Elementwise {name} (``torch.{name}``); an integer tensor is returned "
                   "as a copy.")
@@ -47,33 +47,34 @@ trunc = _rounding("trunc")
 _round_even = _rounding("round")
 
 
-def round(x: Tensor, decimals: builtins.int = 0) -> Tensor:  # noqa: A001 (torch's name)
+def round(input: Tensor, decimals: builtins.int = 0) -> Tensor:  # noqa: A001 (torch's name)
     """Nearest integer, ties to even (``torch.round``); with ``decimals``, of
     ``x * 10**decimals``, scaled back."""
     if not isinstance(decimals, builtins.int) or isinstance(decimals, builtins.bool):
         raise TypeError(f"round: decimals must be an int, got {decimals!r}")
-    if decimals == 0 or not x.dtype.is_floating_point:
-        return _round_even(x)
+    if decimals == 0 or not input.dtype.is_floating_point:
+        return _round_even(input)
     scale = 10.0 ** decimals
-    return ops.div(_round_even(ops.mul(x, scale)), scale)
+    return ops.div(_round_even(ops.mul(input, scale)), scale)
 
 
-def frac(x: Tensor) -> Tensor:
+def frac(input: Tensor) -> Tensor:
     """``x - trunc(x)`` (``torch.frac``), float tensors only."""
-    ops._check_tensor("frac", x)
-    if not x.dtype.is_floating_point:
-        raise DTypeError(f"frac: expected a float tensor, got {x.dtype.name}")
-    return ops.sub(x, trunc(x))
+    ops._check_tensor("frac", input)
+    if not input.dtype.is_floating_point:
+        raise DTypeError(f"frac: expected a float tensor, got {input.dtype.name}")
+    return ops.sub(input, trunc(input))
 
 
-def sign(x: Tensor) -> Tensor:
-    """-1, 0 or 1 by the sign of each element, in ``x``'s dtype; 0 for NaN, as
+def sign(input: Tensor) -> Tensor:
+    """-1, 0 or 1 by the sign of each element, in ``input``'s dtype; 0 for NaN, as
     ``torch.sign`` gives."""
-    ops._check_tensor("sign", x)
-    if x.dtype == dt.bool_:
-        return x.clone()
+    ops._check_tensor("sign", input)
+    if input.dtype == dt.bool_:
+        return input.clone()
     return ops.zero_gradient_to(
-        ops.sub(ops.cast(ops.gt(x, 0), x.dtype), ops.cast(ops.lt(x, 0), x.dtype)), x)
+        ops.sub(ops.cast(ops.gt(input, 0), input.dtype), ops.cast(ops.lt(input, 0), input.dtype)),
+        input)
 
 
 def _fmod_float(x: Tensor, y: Tensor) -> Tensor:
@@ -126,45 +127,45 @@ def _quotient(op: str, a: Any, b: Any, toward_floor: builtins.bool) -> Tensor:
 ROUNDING_MODES = (None, "trunc", "floor")
 
 
-def div(a: Any, b: Any, *, rounding_mode: str | None = None) -> Tensor:
+def div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor:
     """``torch.div``: true division (integers give the default dtype), or with ``rounding_mode``
     the quotient rounded toward zero (``"trunc"``) or -inf (``"floor"``) in the common
-    dtype of ``a`` and ``b``."""
+    dtype of ``input`` and ``other``."""
     if rounding_mode not in ROUNDING_MODES:
         raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got "
                          f"{rounding_mode!r}")
     if rounding_mode is None:
-        return ops.div(a, b)
-    return _quotient("div", a, b, rounding_mode == "floor")
+        return ops.div(input, other)
+    return _quotient("div", input, other, rounding_mode == "floor")
 
 
 divide = div          # torch's alias
 
 
-def floor_divide(a: Any, b: Any) -> Tensor:
+def floor_divide(input: Any, other: Any) -> Tensor:
     """``a // b``: the quotient rounded toward -inf (``torch.floor_divide``)."""
-    return _quotient("floor_divide", a, b, True)
+    return _quotient("floor_divide", input, other, True)
 
 
-def remainder(a: Any, b: Any) -> Tensor:
-    """``a % b``: ``a - b * floor(a / b)``, the sign of ``b`` (``torch.remainder``).
-    Floats: exact, from ``fmod`` plus ``b`` where the signs differ, as PyTorch."""
-    if ops.promote("remainder", a, b).is_floating_point:
-        x, y = ops.operands("remainder", a, b)
+def remainder(input: Any, other: Any) -> Tensor:
+    """``a % b``: ``a - b * floor(a / b)``, the sign of ``other`` (``torch.remainder``).
+    Floats: exact, from ``fmod`` plus ``other`` where the signs differ, as PyTorch."""
+    if ops.promote("remainder", input, other).is_floating_point:
+        x, y = ops.operands("remainder", input, other)
         r = _fmod_float(x, y)
         out = ops.where(_wrong_sign(r, y), ops.add(r, y), r)
         # PyTorch's d/dy is -floor_divide(x, y): NaN at an infinite x (fmod's rule: -+inf)
         return _nan_slope(out, y, ops.isinf(x))
-    return _integer_rest("remainder", a, b, True)
+    return _integer_rest("remainder", input, other, True)
 
 
-def fmod(a: Any, b: Any) -> Tensor:
-    """``a - b * trunc(a / b)``, the sign of ``a`` (``torch.fmod``); exact for floats
+def fmod(input: Any, other: Any) -> Tensor:
+    """``a - b * trunc(a / b)``, the sign of ``input`` (``torch.fmod``); exact for floats
     (C's ``fmod``: ``fmod(5.3, 0.1)`` is the float32 remainder, not 0; ``fmod(x, inf)``
     is ``x``)."""
-    if ops.promote("fmod", a, b).is_floating_point:
-        return _fmod_float(*ops.operands("fmod", a, b))
-    return _integer_rest("fmod", a, b, False)
+    if ops.promote("fmod", input, other).is_floating_point:
+        return _fmod_float(*ops.operands("fmod", input, other))
+    return _integer_rest("fmod", input, other, False)
 
 
 def _integer_rest(op: str, a: Any, b: Any, toward_floor: builtins.bool) -> Tensor:
@@ -209,22 +210,22 @@ def _reduced_truth(op: str, x: Tensor, dim: Any, keepdim: builtins.bool,
     return ops.cast(out, dt.uint8) if x.dtype == dt.uint8 else out
 
 
-def any(x: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor:  # noqa: A001
+def any(input: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor:  # noqa: A001
     """Whether any element (along ``dim``) is nonzero; NaN counts as nonzero."""
-    return _reduced_truth("any", x, dim, keepdim, ops.amax, False)
+    return _reduced_truth("any", input, dim, keepdim, ops.amax, False)
 
 
-def all(x: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor:  # noqa: A001
+def all(input: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor:  # noqa: A001
     """Whether every element (along ``dim``) is nonzero."""
     def every(truth: Tensor, d: Any, k: builtins.bool) -> Tensor:
         return ops.logical_not(ops.amax(ops.logical_not(truth), d, k))
-    return _reduced_truth("all", x, dim, keepdim, every, True)
+    return _reduced_truth("all", input, dim, keepdim, every, True)
 
 
-def count_nonzero(x: Tensor, dim: Any = None) -> Tensor:
+def count_nonzero(input: Tensor, dim: Any = None) -> Tensor:
     """The number of nonzero elements (along ``dim``; all of them for None or an empty
     tuple), int64."""
-    return ops.sum(ops.cast(_truth("count_nonzero", x), dt.int64), dim)
+    return ops.sum(ops.cast(_truth("count_nonzero", input), dt.int64), dim)
 
 
 def vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: builtins.bool = False,
@@ -281,7 +282,7 @@ def register_matrix_norm(fn: Any) -> None:
     _matrix_norm = fn
 
 
-def norm(x: Tensor, p: Any = "fro", dim: Any = None, keepdim: builtins.bool = False,
+def norm(input: Tensor, p: Any = "fro", dim: Any = None, keepdim: builtins.bool = False,
          dtype: Any = None) -> Tensor:
     """``torch.norm``, as PyTorch routes it: ``"fro"`` (the default) over all elements,
     one dim or two is the 2-norm of those elements; a number (None: 2) is
@@ -291,38 +292,38 @@ def norm(x: Tensor, p: Any = "fro", dim: Any = None, keepdim: builtins.bool = Fa
     if isinstance(dim, builtins.int) and not isinstance(dim, builtins.bool):
         dim = (dim,)
     if not isinstance(p, str):
-        return vector_norm(x, 2 if p is None else p, dim, keepdim, dtype=dtype)
+        return vector_norm(input, 2 if p is None else p, dim, keepdim, dtype=dtype)
     if p == "fro" and (dim is None or len(dim) <= 2):
-        return vector_norm(x, 2, dim, keepdim, dtype=dtype)
+        return vector_norm(input, 2, dim, keepdim, dtype=dtype)
     if _matrix_norm is None:
         raise RuntimeError(f"norm: p={p!r} needs linalg.matrix_norm, which nova.linalg "
                            "registers when imported (`import nova` imports it)")
-    ops._check_tensor("norm", x)
-    return _matrix_norm(x, p, tuple(range(x.ndim)) if dim is None else dim, keepdim,
+    ops._check_tensor("norm", input)
+    return _matrix_norm(input, p, tuple(range(input.ndim)) if dim is None else dim, keepdim,
                         dtype=dtype)
 
 
-def flip(x: Tensor, *args: Any, dims: Any = None) -> Tensor:
-    """``x`` reversed along ``dims`` (``torch.flip(x, dims)``; ``x.flip(0, 2)`` too)."""
-    ops._check_tensor("flip", x)
+def flip(input: Tensor, *args: Any, dims: Any = None) -> Tensor:
+    """``input`` reversed along ``dims`` (``torch.flip(x, dims)``; ``x.flip(0, 2)`` too)."""
+    ops._check_tensor("flip", input)
     if dims is None:
         dims = args[0] if len(args) == 1 and isinstance(args[0], Sequence) else args
     elif args:
         raise TypeError("flip: give dims positionally or as dims=, not both")
     dims = tuple(dims) if isinstance(dims, Sequence) else (dims,)
-    axes = [normalize_dim("flip", d, x.ndim, x.shape) for d in dims]
+    axes = [normalize_dim("flip", d, input.ndim, input.shape) for d in dims]
     if len(set(axes)) != len(axes):
-        raise ValueError(f"flip: dims {list(dims)} repeat a dim of shape {x.shape}")
-    if x.ndim == 0:                 # (dim 0 or -1 of a 0-d tensor: itself, as PyTorch)
-        return x.clone()
-    out = x
+        raise ValueError(f"flip: dims {list(dims)} repeat a dim of shape {input.shape}")
+    if input.ndim == 0:                 # (dim 0 or -1 of a 0-d tensor: itself, as PyTorch)
+        return input.clone()
+    out = input
     for d in axes:
-        n = x.shape[d]
+        n = input.shape[d]
         if n <= 1:
             continue
-        index = ops.sub(n - 1, prim("iota", [], {"dim": d}, x.shape, dt.int64))
+        index = ops.sub(n - 1, prim("iota", [], {"dim": d}, input.shape, dt.int64))
         out = ops.gather(out, d, index)
-    return out if out is not x else x.clone()
+    return out if out is not input else input.clone()
 
 
 TENSOR_METHODS = ("floor", "ceil", "round", "trunc", "frac", "sign", "div", "divide",

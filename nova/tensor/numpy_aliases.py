@@ -8,7 +8,9 @@ keepdims=True)``), and ported code uses them (Spinning Up's SAC sums log-probs w
 ``install`` wraps, once at import, each public function of a namespace and each method
 of ``Tensor`` that has such a parameter (and no ``axis``/``keepdims`` of its own), so
 that the alias is renamed before the call. Giving both a name and its alias is
-PyTorch's TypeError. A call without keyword arguments pays one truth test.
+PyTorch's TypeError. A call without keyword arguments pays one truth test. The
+wrapper's ``__signature__`` lists the aliases (keyword-only), so ``inspect.signature``
+shows every keyword it takes.
 """
 from __future__ import annotations
 
@@ -43,7 +45,21 @@ def _aliased(fn: Callable, renames: tuple[tuple[str, str], ...], what: str) -> C
                     kwargs[name] = kwargs.pop(alias)
         return fn(*args, **kwargs)
     call.__nova_aliases__ = True
+    call.__signature__ = _signature(fn, renames)
     return call
+
+
+def _signature(fn: Callable, renames: tuple[tuple[str, str], ...]) -> inspect.Signature:
+    """``fn``'s signature with the aliases it now takes as keyword-only parameters (so
+    ``inspect.signature`` and ``help`` show every keyword the wrapper accepts)."""
+    sig = inspect.signature(fn)
+    params = list(sig.parameters.values())
+    tail = [p for p in params if p.kind is p.VAR_KEYWORD]
+    head = [p for p in params if p.kind is not p.VAR_KEYWORD]
+    extra = [inspect.Parameter(alias, inspect.Parameter.KEYWORD_ONLY,
+                               default=sig.parameters[name].default)
+             for alias, name in renames]
+    return sig.replace(parameters=head + extra + tail)
 
 
 def _wrap(obj: Any, what: str) -> Any:

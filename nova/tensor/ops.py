@@ -203,12 +203,12 @@ def _rounded_to(value: builtins.float, dtype: dt.DType) -> builtins.float:
         return builtins.float(np.asarray(source).astype(dtype.np))
 
 
-def add(a: Any, b: Any, alpha: Any = 1) -> Tensor:
+def add(input: Any, other: Any, alpha: Any = 1) -> Tensor:
     if alpha != 1:
-        if (wide := _widened("add", a, b, alpha)) is not None:
+        if (wide := _widened("add", input, other, alpha)) is not None:
             return wide
-        b = _scaled("add", a, b, alpha)
-    return _binary("add", "add", a, b)
+        other = _scaled("add", input, other, alpha)
+    return _binary("add", "add", input, other)
 
 
 def _is_bool(v: Any) -> builtins.bool:
@@ -230,17 +230,17 @@ def _check_sub_operands(a: Any, b: Any) -> None:
                          f"`~` or logical_not() operator instead")
 
 
-def sub(a: Any, b: Any, alpha: Any = 1) -> Tensor:
-    _check_sub_operands(a, b)
+def sub(input: Any, other: Any, alpha: Any = 1) -> Tensor:
+    _check_sub_operands(input, other)
     if alpha != 1:
-        if (wide := _widened("sub", a, b, alpha)) is not None:
+        if (wide := _widened("sub", input, other, alpha)) is not None:
             return wide
-        b = _scaled("sub", a, b, alpha)
-    return _binary("sub", "sub", a, b)
+        other = _scaled("sub", input, other, alpha)
+    return _binary("sub", "sub", input, other)
 
 
-def mul(a: Any, b: Any) -> Tensor:
-    return _binary("mul", "mul", a, b)
+def mul(input: Any, other: Any) -> Tensor:
+    return _binary("mul", "mul", input, other)
 
 
 def div(a: Any, b: Any) -> Tensor:
@@ -250,21 +250,21 @@ def div(a: Any, b: Any) -> Tensor:
                    dtype=common if common.is_floating_point else dt.DEFAULT_FLOAT)
 
 
-def pow(a: Any, b: Any) -> Tensor:
+def pow(input: Any, exponent: Any) -> Tensor:
     """``a ** b``; a number exponent of an integer power must fit the integer dtype
     (PyTorch raises for ``int32_tensor ** 2**32`` instead of wrapping the exponent), and
     be non-negative, as PyTorch's; a tensor of negative integer exponents gives the
     truncated ``1 / a ** -b`` (1 for a = 1, +-1 for a = -1, 0 otherwise), as PyTorch's."""
-    common = promote("pow", a, b)
+    common = promote("pow", input, exponent)
     if common == dt.bool_:
-        return _bool_pow(a, b)
-    if common.category == dt.INT and _is_scalar(b):
-        dt.checked_scalar(b, common, "pow")
-        if b < 0:
+        return _bool_pow(input, exponent)
+    if common.category == dt.INT and _is_scalar(exponent):
+        dt.checked_scalar(exponent, common, "pow")
+        if exponent < 0:
             raise RuntimeError(f"pow: integers to negative integer powers are not allowed "
-                               f"({common} tensor ** {b}); use a floating-point exponent "
-                               f"({b}.0) or a floating-point tensor")
-    return _binary("pow", "pow", a, b)
+                               f"({common} tensor ** {exponent}); use a floating-point exponent "
+                               f"({exponent}.0) or a floating-point tensor")
+    return _binary("pow", "pow", input, exponent)
 
 
 def _bool_pow(a: Any, b: Any) -> Tensor:
@@ -282,26 +282,26 @@ def _kind(v: Any) -> str:
     return f"{v.dtype.name} tensor" if isinstance(v, Tensor) else type(v).__name__
 
 
-def maximum(a: Any, b: Any) -> Tensor:
-    return _binary("maximum", "maximum", a, b)
+def maximum(input: Any, other: Any) -> Tensor:
+    return _binary("maximum", "maximum", input, other)
 
 
-def minimum(a: Any, b: Any) -> Tensor:
-    return _binary("minimum", "minimum", a, b)
+def minimum(input: Any, other: Any) -> Tensor:
+    return _binary("minimum", "minimum", input, other)
 
 
-def neg(x: Tensor) -> Tensor:
-    _check_tensor("neg", x)
-    if x.dtype == dt.bool_:
+def neg(input: Tensor) -> Tensor:
+    _check_tensor("neg", input)
+    if input.dtype == dt.bool_:
         raise DTypeError("neg: negation of a bool tensor is not supported; use ~ instead")
-    return prim("neg", [x], {}, x.shape, x.dtype)
+    return prim("neg", [input], {}, input.shape, input.dtype)
 
 
-def abs(x: Tensor) -> Tensor:
-    _check_tensor("abs", x)
-    if x.dtype == dt.bool_:
-        return x
-    return prim("abs", [x], {}, x.shape, x.dtype)
+def abs(input: Tensor) -> Tensor:
+    _check_tensor("abs", input)
+    if input.dtype == dt.bool_:
+        return input
+    return prim("abs", [input], {}, input.shape, input.dtype)
 
 
 def _check_tensor(op: str, x: Any) -> None:
@@ -312,10 +312,10 @@ def _check_tensor(op: str, x: Any) -> None:
 
 
 def _float_unary(name: str) -> Any:
-    def op(x: Tensor) -> Tensor:
-        _check_tensor(name, x)
-        x = cast(x, x.dtype if x.dtype.is_floating_point else dt.DEFAULT_FLOAT)
-        return prim(name, [x], {}, x.shape, x.dtype)
+    def op(input: Tensor) -> Tensor:
+        _check_tensor(name, input)
+        input = cast(input, input.dtype if input.dtype.is_floating_point else dt.DEFAULT_FLOAT)
+        return prim(name, [input], {}, input.shape, input.dtype)
     op.__name__ = name
     op.__doc__ = f"Elementwise {name}; integer inputs compute in the default dtype."
     return op
@@ -334,35 +334,35 @@ expm1 = _float_unary("expm1")
 log1p = _float_unary("log1p")
 
 
-def square(x: Tensor) -> Tensor:
+def square(input: Tensor) -> Tensor:
     """``x * x``; bools square as int64, as in PyTorch (``x ** 2``)."""
-    if isinstance(x, Tensor) and x.dtype == dt.bool_:
-        x = cast(x, dt.int64)
-    return mul(x, x)
+    if isinstance(input, Tensor) and input.dtype == dt.bool_:
+        input = cast(input, dt.int64)
+    return mul(input, input)
 
 
-def sigmoid(x: Tensor) -> Tensor:
+def sigmoid(input: Tensor) -> Tensor:
     """1 / (1 + exp(-x)), computed from ``e = exp(-|x|)`` (at most 1): ``1 / (1 + e)``
     for x >= 0 and ``e / (1 + e)`` below. So every intermediate, and every factor of the
     gradient, is finite for every finite x -- the plain form's gradient is 0 * inf = NaN
     once exp(-x) overflows (x < -88 in float32) -- and tiny results keep their relative
     precision. The exponent is a ``where``, not ``abs``, so the gradient at 0 is 1/4
     (abs's gradient there is 0)."""
-    x = _as_float("sigmoid", x)
-    nonneg = ge(x, 0.0)
-    e = exp(where(nonneg, neg(x), x))
+    input = _as_float("sigmoid", input)
+    nonneg = ge(input, 0.0)
+    e = exp(where(nonneg, neg(input), input))
     return div(where(nonneg, 1.0, e), add(e, 1.0))
 
 
-def relu(x: Tensor) -> Tensor:
+def relu(input: Tensor) -> Tensor:
     """``where(x <= 0, 0, x)``: NaN passes through and the gradient at 0 is 0, as in
     PyTorch."""
-    _check_tensor("relu", x)
-    return where(le(x, 0), 0, x)
+    _check_tensor("relu", input)
+    return where(le(input, 0), 0, input)
 
 
 @stamped
-def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     """x * Phi(x) with the exact erf form, or PyTorch's ``approximate='tanh'`` form
     ``0.5 x (1 + tanh(u))``, u = sqrt(2/pi) (x + 0.044715 x^3).
 
@@ -374,7 +374,7 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     x = +-inf the gradient is NaN, as PyTorch's is. Float16/bfloat16 in float32, rounded
     once, as PyTorch's kernels: rounded at every step, float16's erf form lost the
     whole negative tail (gelu(-3.7) was -0 for -0.0004)."""
-    x = _as_float("gelu", x)
+    input = _as_float("gelu", input)
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
@@ -385,7 +385,7 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
         xc = minimum(maximum(x, -bound), bound)
         two_u = mul(add(xc, mul(mul(mul(xc, xc), xc), 0.044715)), math.sqrt(8.0 / math.pi))
         return mul(x, sigmoid(two_u))
-    return _in_float32(x, evaluate)
+    return _in_float32(input, evaluate)
 
 
 def silu(x: Tensor) -> Tensor:
@@ -399,18 +399,18 @@ def _as_float(op: str, x: Any) -> Tensor:
     return cast(x, x.dtype if x.dtype.is_floating_point else dt.DEFAULT_FLOAT)
 
 
-def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
+def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
     """Limit to [min, max] (``max`` wins if min > max). Written with ``where`` so the
     gradient passes where min <= x <= max (inclusive) and NaN propagates, as in PyTorch:
-    a NaN in ``x`` stays, and so does a NaN bound (``clamp(x, min=nan)`` is all NaN)."""
-    _check_tensor("clamp", x)
+    a NaN in ``input`` stays, and so does a NaN bound (``clamp(x, min=nan)`` is all NaN)."""
+    _check_tensor("clamp", input)
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
-    if x.dtype.category == dt.INT:     # an int bound the dtype cannot hold: name clamp
+    if input.dtype.category == dt.INT:     # an int bound the dtype cannot hold: name clamp
         for bound in (min, max):
             if isinstance(bound, (builtins.int, np.integer)) and not isinstance(bound, builtins.bool):
-                dt.operand_scalar(bound, x.dtype, "clamp")
-    out = x
+                dt.operand_scalar(bound, input.dtype, "clamp")
+    out = input
     if min is not None:
         out = _select("clamp", _beyond("lt", out, min), min, out)
     if max is not None:
@@ -447,17 +447,17 @@ def zero_gradient_to(out: Tensor, *inputs: Any) -> Tensor:
 _NOT_GIVEN: Any = object()
 
 
-def where(cond: Tensor, a: Any = _NOT_GIVEN, b: Any = _NOT_GIVEN) -> Any:
-    """``a`` where ``cond`` else ``b``; a number must fit the result dtype (PyTorch
+def where(condition: Tensor, input: Any = _NOT_GIVEN, other: Any = _NOT_GIVEN) -> Any:
+    """``input`` where ``condition`` else ``other``; a number must fit the result dtype (PyTorch
     raises for ``where(c, int32_tensor, 2**40)``). ``where(cond)`` alone is
-    ``nonzero(cond, as_tuple=True)`` (reads ``cond`` on the host)."""
-    if a is _NOT_GIVEN and b is _NOT_GIVEN:
+    ``nonzero(cond, as_tuple=True)`` (reads ``condition`` on the host)."""
+    if input is _NOT_GIVEN and other is _NOT_GIVEN:
         from nova.tensor.data_dependent import nonzero
-        return nonzero(cond, as_tuple=True)
-    if a is _NOT_GIVEN or b is _NOT_GIVEN:
+        return nonzero(condition, as_tuple=True)
+    if input is _NOT_GIVEN or other is _NOT_GIVEN:
         raise TypeError("where: give both input and other, or neither (where(condition) "
                         "is nonzero(condition, as_tuple=True))")
-    return _select("where", cond, a, b)
+    return _select("where", condition, input, other)
 
 
 def _select(op: str, cond: Tensor, a: Any, b: Any) -> Tensor:
@@ -473,22 +473,22 @@ def _select(op: str, cond: Tensor, a: Any, b: Any) -> Tensor:
     return prim("where", [broadcast_to(cond, shape, op), x, y], {}, shape, common)
 
 
-def masked_fill(x: Tensor, mask: Tensor, value: Any) -> Tensor:
-    _check_tensor("masked_fill", x)
+def masked_fill(input: Tensor, mask: Tensor, value: Any) -> Tensor:
+    _check_tensor("masked_fill", input)
     _check_tensor("masked_fill", mask)
     if mask.dtype != dt.bool_:
         raise DTypeError(f"masked_fill: mask must be a bool tensor, got {mask.dtype.name}")
-    if broadcast_shapes("masked_fill", x.shape, mask.shape) != x.shape:
+    if broadcast_shapes("masked_fill", input.shape, mask.shape) != input.shape:
         raise ShapeError(f"masked_fill: mask of shape {mask.shape} cannot be broadcast to "
-                         f"the tensor's shape {x.shape}")
+                         f"the tensor's shape {input.shape}")
     if isinstance(value, Tensor):
         if value.ndim != 0:
             raise ValueError(f"masked_fill: value must be a number or a 0-d tensor, got shape "
                              f"{value.shape}")
-        value = cast(value, x.dtype)
+        value = cast(value, input.dtype)
     else:
-        value = full_const(value, x.shape, x.dtype, "masked_fill")
-    return where(mask, value, x)
+        value = full_const(value, input.shape, input.dtype, "masked_fill")
+    return where(mask, value, input)
 
 
 # ---------------------------------------------------------------- comparisons, logic
@@ -531,12 +531,12 @@ def _is_python_int(v: Any) -> builtins.bool:
                                                                             np.bool_))
 
 
-def lt(a: Any, b: Any) -> Tensor: return _compare("lt", a, b)
-def le(a: Any, b: Any) -> Tensor: return _compare("le", a, b)
-def gt(a: Any, b: Any) -> Tensor: return _compare("gt", a, b)
-def ge(a: Any, b: Any) -> Tensor: return _compare("ge", a, b)
-def eq(a: Any, b: Any) -> Tensor: return _compare("eq", a, b)
-def ne(a: Any, b: Any) -> Tensor: return _compare("ne", a, b)
+def lt(input: Any, other: Any) -> Tensor: return _compare("lt", input, other)
+def le(input: Any, other: Any) -> Tensor: return _compare("le", input, other)
+def gt(input: Any, other: Any) -> Tensor: return _compare("gt", input, other)
+def ge(input: Any, other: Any) -> Tensor: return _compare("ge", input, other)
+def eq(input: Any, other: Any) -> Tensor: return _compare("eq", input, other)
+def ne(input: Any, other: Any) -> Tensor: return _compare("ne", input, other)
 
 
 def _as_bool(v: Any) -> Any:
@@ -545,20 +545,20 @@ def _as_bool(v: Any) -> Any:
     return builtins.bool(v)
 
 
-def logical_not(x: Tensor) -> Tensor:
-    return eq(_as_bool(x), False)
+def logical_not(input: Tensor) -> Tensor:
+    return eq(_as_bool(input), False)
 
 
-def logical_and(a: Any, b: Any) -> Tensor:
-    return _binary("mul", "logical_and", _as_bool(a), _as_bool(b))
+def logical_and(input: Any, other: Any) -> Tensor:
+    return _binary("mul", "logical_and", _as_bool(input), _as_bool(other))
 
 
-def logical_or(a: Any, b: Any) -> Tensor:
-    return _binary("add", "logical_or", _as_bool(a), _as_bool(b))
+def logical_or(input: Any, other: Any) -> Tensor:
+    return _binary("add", "logical_or", _as_bool(input), _as_bool(other))
 
 
-def logical_xor(a: Any, b: Any) -> Tensor:
-    return ne(_as_bool(a), _as_bool(b))
+def logical_xor(input: Any, other: Any) -> Tensor:
+    return ne(_as_bool(input), _as_bool(other))
 
 
 def _bitwise_dtype(op: str, *args: Any) -> dt.DType:
@@ -574,43 +574,43 @@ def _bitwise_dtype(op: str, *args: Any) -> dt.DType:
     return common
 
 
-def bitwise_and(a: Any, b: Any) -> Tensor:
+def bitwise_and(input: Any, other: Any) -> Tensor:
     """``a & b``: bitwise on integers (two's complement), logical on bools."""
-    if _bitwise_dtype("bitwise_and", a, b) == dt.bool_:
-        return logical_and(a, b)
-    return _binary("and", "bitwise_and", a, b)
+    if _bitwise_dtype("bitwise_and", input, other) == dt.bool_:
+        return logical_and(input, other)
+    return _binary("and", "bitwise_and", input, other)
 
 
-def bitwise_or(a: Any, b: Any) -> Tensor:
+def bitwise_or(input: Any, other: Any) -> Tensor:
     """``a | b``: bitwise on integers (two's complement), logical on bools."""
-    if _bitwise_dtype("bitwise_or", a, b) == dt.bool_:
-        return logical_or(a, b)
-    return _binary("or", "bitwise_or", a, b)
+    if _bitwise_dtype("bitwise_or", input, other) == dt.bool_:
+        return logical_or(input, other)
+    return _binary("or", "bitwise_or", input, other)
 
 
-def bitwise_xor(a: Any, b: Any) -> Tensor:
+def bitwise_xor(input: Any, other: Any) -> Tensor:
     """``a ^ b``: bitwise on integers (two's complement), logical on bools."""
-    if _bitwise_dtype("bitwise_xor", a, b) == dt.bool_:
-        return logical_xor(a, b)
-    return _binary("xor", "bitwise_xor", a, b)
+    if _bitwise_dtype("bitwise_xor", input, other) == dt.bool_:
+        return logical_xor(input, other)
+    return _binary("xor", "bitwise_xor", input, other)
 
 
-def bitwise_not(x: Tensor) -> Tensor:
+def bitwise_not(input: Tensor) -> Tensor:
     """``~x``: the bitwise complement of integers (``-x - 1``), logical not of bools."""
-    _check_tensor("bitwise_not", x)
-    if _bitwise_dtype("bitwise_not", x) == dt.bool_:
-        return logical_not(x)
-    return prim("not", [x], {}, x.shape, x.dtype)
+    _check_tensor("bitwise_not", input)
+    if _bitwise_dtype("bitwise_not", input) == dt.bool_:
+        return logical_not(input)
+    return prim("not", [input], {}, input.shape, input.dtype)
 
 
-def isnan(x: Tensor) -> Tensor:
-    return ne(x, x)
+def isnan(input: Tensor) -> Tensor:
+    return ne(input, input)
 
 
-def isinf(x: Tensor) -> Tensor:
-    if not x.dtype.is_floating_point:
-        return full_const(False, x.shape, dt.bool_)
-    return eq(abs(x), math.inf)
+def isinf(input: Tensor) -> Tensor:
+    if not input.dtype.is_floating_point:
+        return full_const(False, input.shape, dt.bool_)
+    return eq(abs(input), math.inf)
 
 
 # ---------------------------------------------------------------- reductions
@@ -656,30 +656,32 @@ def _reduce(prim_name: str, op: str, x: Tensor, dim: Any, keepdim: builtins.bool
     return r
 
 
-def sum(x: Tensor, dim: Any = None, keepdim: builtins.bool = False, *, dtype: Any = None) -> Tensor:
+def sum(input: Tensor, dim: Any = None, keepdim: builtins.bool = False, *,
+        dtype: Any = None) -> Tensor:
     """Sum over ``dim`` (all dims if None or empty); bool and integer inputs sum in
     int64. (The ``reduce_sum`` primitive accumulates float16/bfloat16 widely and
     rounds once, as PyTorch's sum: only a sum the dtype cannot hold is inf.)"""
-    _check_tensor("sum", x)
+    _check_tensor("sum", input)
     if dtype is not None:
-        x = cast(x, dt.get_dtype(dtype))
-    elif x.dtype.category != dt.FLOAT:
-        x = cast(x, dt.int64)
-    return _reduce("reduce_sum", "sum", x, dim, keepdim)
+        input = cast(input, dt.get_dtype(dtype))
+    elif input.dtype.category != dt.FLOAT:
+        input = cast(input, dt.int64)
+    return _reduce("reduce_sum", "sum", input, dim, keepdim)
 
 
-def mean(x: Tensor, dim: Any = None, keepdim: builtins.bool = False, *, dtype: Any = None) -> Tensor:
+def mean(input: Tensor, dim: Any = None, keepdim: builtins.bool = False, *,
+         dtype: Any = None) -> Tensor:
     """Mean over ``dim`` (all dims if None or empty); float16/bfloat16 in float32,
     rounded once (``_in_float32``)."""
-    _check_tensor("mean", x)
+    _check_tensor("mean", input)
     if dtype is not None:
-        x = cast(x, dt.get_dtype(dtype))
-    if not x.dtype.is_floating_point:
-        raise DTypeError(f"mean: input dtype must be floating point, got {x.dtype.name}; "
+        input = cast(input, dt.get_dtype(dtype))
+    if not input.dtype.is_floating_point:
+        raise DTypeError(f"mean: input dtype must be floating point, got {input.dtype.name}; "
                          "call .float() first")
-    axes = reduction_axes("mean", dim, x.ndim, x.shape)
-    count = numel(tuple(x.shape[a] for a in axes))
-    return _in_float32(x, lambda w: mul(_reduce("reduce_sum", "mean", w, axes, keepdim),
+    axes = reduction_axes("mean", dim, input.ndim, input.shape)
+    count = numel(tuple(input.shape[a] for a in axes))
+    return _in_float32(input, lambda w: mul(_reduce("reduce_sum", "mean", w, axes, keepdim),
                                         1.0 / count if count else math.nan))
 
 
@@ -689,47 +691,63 @@ def _check_nonempty(op: str, x: Tensor, axes: tuple[int, ...]) -> None:
                               f"{x.shape}")
 
 
-def amax(x: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor:
+def amax(input: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor:
     """The largest value over ``dim`` (all dims if None or empty); a gradient is split
     evenly among tied maxima (PyTorch's ``amax`` rule; ``max(dim)`` differs)."""
-    _check_tensor("amax", x)
-    _check_nonempty("amax", x, reduction_axes("amax", dim, x.ndim, x.shape))
-    return _reduce("reduce_max", "amax", x, dim, keepdim)
+    _check_tensor("amax", input)
+    _check_nonempty("amax", input, reduction_axes("amax", dim, input.ndim, input.shape))
+    return _reduce("reduce_max", "amax", input, dim, keepdim)
 
 
-def amin(x: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor:
+def amin(input: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor:
     """The smallest value over ``dim``: ``-amax(-x)`` for floats; ``~amax(~x)`` for
     integers, where ``~`` reverses the order with no overflow (``-x`` wraps: -0 is 0 in
     uint8 and -(-128) is -128 in int8, so ``-amax(-x)`` missed a uint8 0 and an int8's
     or int32's smallest value)."""
-    _check_tensor("amin", x)
-    if x.dtype == dt.bool_:
-        return logical_not(amax(logical_not(x), dim, keepdim))
-    if x.dtype.category == dt.INT:
-        return bitwise_not(amax(bitwise_not(x), dim, keepdim))
-    return neg(amax(neg(x), dim, keepdim))
+    _check_tensor("amin", input)
+    if input.dtype == dt.bool_:
+        return logical_not(amax(logical_not(input), dim, keepdim))
+    if input.dtype.category == dt.INT:
+        return bitwise_not(amax(bitwise_not(input), dim, keepdim))
+    return neg(amax(neg(input), dim, keepdim))
 
 
 MaxResult = namedtuple("max", ["values", "indices"])
 MinResult = namedtuple("min", ["values", "indices"])
 
 
-def max(x: Tensor, dim: Any = None, keepdim: builtins.bool = False):
-    """``max(x)`` -> 0-d tensor; ``max(x, dim)`` -> (values, indices); ``max(x, y)`` ->
-    elementwise maximum, as in PyTorch."""
-    if isinstance(dim, Tensor):
-        return maximum(x, dim)
-    if dim is None:
-        return shared_by_ties(x, amax(x))
-    return MaxResult(*_extreme_at_index("max", x, dim, keepdim, True))
+def _other_form(op: str, dim: Any, keepdim: Any, other: Any) -> Any:
+    """``max``/``min``'s elementwise form given as ``other=``: the tensor (only with no
+    ``dim``/``keepdim``, as PyTorch's overloads), else None."""
+    if other is None:
+        return None
+    if dim is not None or keepdim:
+        raise TypeError(f"{op}() takes either dim (and keepdim) or other=, not both")
+    return other
 
 
-def min(x: Tensor, dim: Any = None, keepdim: builtins.bool = False):
+def max(input: Tensor, dim: Any = None, keepdim: builtins.bool = False, *,
+        other: Any = None):
+    """``max(x)`` -> 0-d tensor; ``max(x, dim)`` -> (values, indices); ``max(x, y)`` (or
+    ``other=y``) -> elementwise maximum, as in PyTorch."""
+    if other is not None:
+        dim = _other_form("max", dim, keepdim, other)
     if isinstance(dim, Tensor):
-        return minimum(x, dim)
+        return maximum(input, dim)
     if dim is None:
-        return shared_by_ties(x, amin(x))
-    return MinResult(*_extreme_at_index("min", x, dim, keepdim, False))
+        return shared_by_ties(input, amax(input))
+    return MaxResult(*_extreme_at_index("max", input, dim, keepdim, True))
+
+
+def min(input: Tensor, dim: Any = None, keepdim: builtins.bool = False, *,
+        other: Any = None):
+    if other is not None:
+        dim = _other_form("min", dim, keepdim, other)
+    if isinstance(dim, Tensor):
+        return minimum(input, dim)
+    if dim is None:
+        return shared_by_ties(input, amin(input))
+    return MinResult(*_extreme_at_index("min", input, dim, keepdim, False))
 
 
 def shared_by_ties(x: Tensor, value: Tensor) -> Tensor:
@@ -789,12 +807,12 @@ def _arg_extreme(op: str, x: Tensor, dim: Any, keepdim: builtins.bool, largest: 
     return amin(cand, d, keepdim)
 
 
-def argmax(x: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor:
-    return _arg_extreme("argmax", x, dim, keepdim, True)
+def argmax(input: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor:
+    return _arg_extreme("argmax", input, dim, keepdim, True)
 
 
-def argmin(x: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor:
-    return _arg_extreme("argmin", x, dim, keepdim, False)
+def argmin(input: Tensor, dim: Any = None, keepdim: builtins.bool = False) -> Tensor:
+    return _arg_extreme("argmin", input, dim, keepdim, False)
 
 
 def _correction(op: str, dim: Any, unbiased: Any, keepdim: Any, correction: Any
@@ -822,15 +840,15 @@ def _correction(op: str, dim: Any, unbiased: Any, keepdim: Any, correction: Any
     return dim, 1 if unbiased else 0
 
 
-def var(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: builtins.bool = False, *,
+def var(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: builtins.bool = False, *,
         correction: Any = None) -> Tensor:
     """Variance with Bessel's ``correction`` (default 1; ``unbiased=False`` means 0) over
     ``dim`` (all dims if None or empty); float16/bfloat16 in float32, rounded once.
     PyTorch's three forms (``_correction``): ``x.var(False)`` is ``unbiased=False``."""
     dim, correction = _correction("var", dim, unbiased, keepdim, correction)
-    x = _float_only("var", x)
-    axes = reduction_axes("var", dim, x.ndim, x.shape)
-    n = numel(tuple(x.shape[a] for a in axes))
+    input = _float_only("var", input)
+    axes = reduction_axes("var", dim, input.ndim, input.shape)
+    n = numel(tuple(input.shape[a] for a in axes))
     denom = builtins.max(n - correction, 0)
 
     def evaluate(w: Tensor) -> Tensor:
@@ -838,25 +856,25 @@ def var(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: builtins.bool
         total = sum(mul(centered, centered), axes, keepdim)
         return mul(total, 1.0 / denom) if denom else div(total, 0.0)
 
-    return _in_float32(x, evaluate)
+    return _in_float32(input, evaluate)
 
 
-def std(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: builtins.bool = False, *,
+def std(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: builtins.bool = False, *,
         correction: Any = None) -> Tensor:
     """``sqrt(var)`` of the deviations ``c = x - mean(x)`` scaled by their largest
     magnitude ``s`` (no gradient) and scaled back: ``s * std(c / s)`` is the same
     function, and its squares can neither overflow (float32 values past 1.8e19:
     ``std([1e30, -1e30])`` was inf, PyTorch's 1.4e30) nor underflow. The mean is taken
-    of ``x`` scaled by its own largest magnitude (so its sum cannot overflow either),
-    and the deviations are scaled, not ``x``: scaling ``x`` rounded every element by
+    of ``input`` scaled by its own largest magnitude (so its sum cannot overflow either),
+    and the deviations are scaled, not ``input``: scaling ``input`` rounded every element by
     half an ulp of its magnitude, which is all of a small spread's precision
     (``std([1000, 1000.01, 1000.02, 1000.03])`` was 0.0129279 for 0.0129226). Where the
     result is 0 (constant data) the gradient is 0, as PyTorch's, not sqrt's infinite
     slope times var's zero (NaN). Float16/bfloat16 in float32, rounded once. PyTorch's
     three forms, as ``var``."""
     dim, correction = _correction("std", dim, unbiased, keepdim, correction)
-    x = _float_only("std", x)
-    axes = reduction_axes("std", dim, x.ndim, x.shape)
+    input = _float_only("std", input)
+    axes = reduction_axes("std", dim, input.ndim, input.shape)
 
     def largest(t: Tensor) -> Tensor:       # max |t| over the axes, 1 where it is 0
         m = unaliased_detach(amax(abs(t), axes, keepdim=True))
@@ -878,25 +896,25 @@ def std(x: Tensor, dim: Any = None, unbiased: Any = None, keepdim: builtins.bool
         shape = tuple(n for k, n in enumerate(out.shape) if k not in axes)
         return prim("reshape", [out], {}, shape, out.dtype)
 
-    return _in_float32(x, evaluate)
+    return _in_float32(input, evaluate)
 
 
-def var_mean(x: Tensor, dim: Any = None, unbiased: Any = None,
+def var_mean(input: Tensor, dim: Any = None, unbiased: Any = None,
              keepdim: builtins.bool = False, *, correction: Any = None
              ) -> tuple[Tensor, Tensor]:
     """``(var, mean)`` in one call (``torch.var_mean``), in ``var``'s three forms."""
     dim, correction = _correction("var_mean", dim, unbiased, keepdim, correction)
-    return (var(x, dim, keepdim=keepdim, correction=correction),
-            mean(_float_only("var_mean", x), dim, keepdim))
+    return (var(input, dim, keepdim=keepdim, correction=correction),
+            mean(_float_only("var_mean", input), dim, keepdim))
 
 
-def std_mean(x: Tensor, dim: Any = None, unbiased: Any = None,
+def std_mean(input: Tensor, dim: Any = None, unbiased: Any = None,
              keepdim: builtins.bool = False, *, correction: Any = None
              ) -> tuple[Tensor, Tensor]:
     """``(std, mean)`` in one call (``torch.std_mean``), in ``var``'s three forms."""
     dim, correction = _correction("std_mean", dim, unbiased, keepdim, correction)
-    return (std(x, dim, keepdim=keepdim, correction=correction),
-            mean(_float_only("std_mean", x), dim, keepdim))
+    return (std(input, dim, keepdim=keepdim, correction=correction),
+            mean(_float_only("std_mean", input), dim, keepdim))
 
 
 def _root_at_zero(total: Tensor, root, at_zero: builtins.float = 0.0) -> Tensor:
@@ -925,52 +943,53 @@ def _row_shift(x: Tensor, dims: Any) -> Tensor:
     return unaliased_detach(amax(x, dims, keepdim=True))
 
 
-def logsumexp(x: Tensor, dim: Any, keepdim: builtins.bool = False) -> Tensor:
+def logsumexp(input: Tensor, dim: Any, keepdim: builtins.bool = False) -> Tensor:
     """log(sum(exp(x))) computed stably around the max (rows of -inf give -inf). Over
     an empty dim it is log(0) = -inf, as PyTorch's (there is no max to shift by)."""
-    x = _as_float("logsumexp", x)
-    axes = reduction_axes("logsumexp", dim, x.ndim, x.shape)
-    if any(x.shape[a] == 0 for a in axes):
-        out = log(sum(exp(x), axes, keepdim=True))
+    input = _as_float("logsumexp", input)
+    axes = reduction_axes("logsumexp", dim, input.ndim, input.shape)
+    if any(input.shape[a] == 0 for a in axes):
+        out = log(sum(exp(input), axes, keepdim=True))
     else:
-        m = _row_shift(x, axes)
+        m = _row_shift(input, axes)
         m = where(isinf(m), 0.0, m)
-        out = add(log(sum(exp(sub(x, m)), axes, keepdim=True)), m)
+        out = add(log(sum(exp(sub(input, m)), axes, keepdim=True)), m)
     if not keepdim and axes:
-        out = prim("reshape", [out], {}, tuple(n for i, n in enumerate(x.shape) if i not in axes),
-                   out.dtype)
+        out = prim("reshape", [out], {},
+                   tuple(n for i, n in enumerate(input.shape) if i not in axes), out.dtype)
     return out
 
 
 @stamped
-def softmax(x: Tensor, dim: builtins.int = -1, dtype: Any = None) -> Tensor:
-    x = _autocast.full_precision(x, cuda_only=True) if isinstance(x, Tensor) else x
-    x = _as_float("softmax", x if dtype is None else cast(x, dt.get_dtype(dtype)))
-    d = normalize_dim("softmax", dim, x.ndim, x.shape)
+def softmax(input: Tensor, dim: builtins.int = -1, dtype: Any = None) -> Tensor:
+    input = _autocast.full_precision(input, cuda_only=True) if isinstance(input, Tensor) else input
+    input = _as_float("softmax", input if dtype is None else cast(input, dt.get_dtype(dtype)))
+    d = normalize_dim("softmax", dim, input.ndim, input.shape)
 
     def evaluate(w: Tensor) -> Tensor:     # (half types in float32, rounded once)
         e = exp(sub(w, _row_shift(w, d)))
         return div(e, sum(e, d, keepdim=True))
-    return _in_float32(x, evaluate)
+    return _in_float32(input, evaluate)
 
 
 @stamped
-def log_softmax(x: Tensor, dim: builtins.int = -1, dtype: Any = None) -> Tensor:
-    x = _autocast.full_precision(x, cuda_only=True) if isinstance(x, Tensor) else x
-    x = _as_float("log_softmax", x if dtype is None else cast(x, dt.get_dtype(dtype)))
-    d = normalize_dim("log_softmax", dim, x.ndim, x.shape)
+def log_softmax(input: Tensor, dim: builtins.int = -1, dtype: Any = None) -> Tensor:
+    input = _autocast.full_precision(input, cuda_only=True) if isinstance(input, Tensor) else input
+    input = _as_float("log_softmax", input if dtype is None else cast(input, dt.get_dtype(dtype)))
+    d = normalize_dim("log_softmax", dim, input.ndim, input.shape)
 
     def evaluate(w: Tensor) -> Tensor:     # (half types in float32, rounded once)
         shifted = sub(w, _row_shift(w, d))
         return sub(shifted, log(sum(exp(shifted), d, keepdim=True)))
-    return _in_float32(x, evaluate)
+    return _in_float32(input, evaluate)
 
 
 # ---------------------------------------------------------------- contraction
 
-def matmul(a: Tensor, b: Tensor) -> Tensor:
+def matmul(input: Tensor, other: Tensor) -> Tensor:
     """``@`` with PyTorch's rules: 1-D operands are promoted and the added dim removed,
     batch dims broadcast."""
+    a, b = input, other
     _check_tensor("matmul", a)
     _check_tensor("matmul", b)
     if _autocast.LOWER.get() is not None:
@@ -1010,8 +1029,40 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     return prim("reshape", [out], {}, final, dtype) if final != out_shape else out
 
 
-mm = matmul
-bmm = matmul
+def out_dtype_of(op: str, x: Any, out_dtype: Any) -> dt.DType | None:
+    """PyTorch's ``out_dtype`` of ``mm``/``bmm``/``addmm``/``baddbmm``: None where the
+    product keeps the operands' dtype (no ``out_dtype``, or theirs), float32 for
+    float16/bfloat16 operands, whose product is then computed and returned in float32
+    instead of rounded to 16 bits; any other is PyTorch's RuntimeError."""
+    if out_dtype is None:
+        return None
+    want = dt.get_dtype(out_dtype)
+    have = x.dtype if isinstance(x, Tensor) else None
+    if want == have:
+        return None
+    if want == dt.float32 and have in (dt.float16, dt.bfloat16):
+        return want
+    raise RuntimeError(f"{op}: out_dtype must be the same as input dtype or fp32 for "
+                       f"fp16/bf16 inputs, got out_dtype={want.name} for "
+                       f"{getattr(have, 'name', type(x).__name__)} inputs")
+
+
+def mm(input: Tensor, mat2: Tensor, out_dtype: Any = None) -> Tensor:
+    """The matrix product ``input @ mat2`` (``torch.mm``), in ``out_dtype`` if given
+    (``out_dtype_of``)."""
+    wide = out_dtype_of("mm", input, out_dtype)
+    if wide is not None:
+        input, mat2 = cast(input, wide), cast(mat2, wide)
+    return matmul(input, mat2)
+
+
+def bmm(input: Tensor, mat2: Tensor, out_dtype: Any = None) -> Tensor:
+    """The batched matrix product ``input @ mat2`` (``torch.bmm``), in ``out_dtype`` if
+    given (``out_dtype_of``)."""
+    wide = out_dtype_of("bmm", input, out_dtype)
+    if wide is not None:
+        input, mat2 = cast(input, wide), cast(mat2, wide)
+    return matmul(input, mat2)
 
 
 # ---------------------------------------------------------------- indexing-like
@@ -1047,27 +1098,27 @@ def _as_1d(t: Tensor) -> Tensor:
     return prim("reshape", [t], {}, (1,), t.dtype)
 
 
-def gather(x: Tensor, dim: builtins.int, index: Tensor, *,
+def gather(input: Tensor, dim: builtins.int, index: Tensor, *,
            sparse_grad: builtins.bool = False) -> Tensor:
     """``torch.gather``: ``out[i][j] = x[index[i][j]][j]`` for dim=0 (and so on). Index
     values must lie in ``[0, x.shape[dim])`` (no wrapping, as in PyTorch; a 0-d input
     counts as size 1). ``sparse_grad`` is accepted; Nova has no sparse tensors, so
-    ``x``'s gradient is dense either way (the same values)."""
-    _check_tensor("gather", x)
+    ``input``'s gradient is dense either way (the same values)."""
+    _check_tensor("gather", input)
     _check_tensor("gather", index)
     if index.dtype not in (dt.int32, dt.int64):
         raise DTypeError(f"gather: index must be int32 or int64, got {index.dtype.name}")
-    d = normalize_dim("gather", dim, x.ndim, x.shape)
-    if index.ndim != x.ndim:
+    d = normalize_dim("gather", dim, input.ndim, input.shape)
+    if index.ndim != input.ndim:
         raise ShapeError(f"gather: index {index.shape} must have as many dims as input "
-                         f"{x.shape}")
-    if any(i > s for k, (i, s) in enumerate(zip(index.shape, x.shape)) if k != d):
-        raise ShapeError(f"gather: index {index.shape} is larger than input {x.shape} "
+                         f"{input.shape}")
+    if any(i > s for k, (i, s) in enumerate(zip(index.shape, input.shape)) if k != d):
+        raise ShapeError(f"gather: index {index.shape} is larger than input {input.shape} "
                          f"outside dim {d}")
-    check_index_values("gather", index, d, x.shape, negative=False)
-    if x.ndim == 0:   # as a 1-element vector, so the kernel checks the index is 0
-        return prim("reshape", [gather(_as_1d(x), 0, _as_1d(index))], {}, (), x.dtype)
-    return prim("gather", [x, index], {"dim": d}, index.shape, x.dtype)
+    check_index_values("gather", index, d, input.shape, negative=False)
+    if input.ndim == 0:   # as a 1-element vector, so the kernel checks the index is 0
+        return prim("reshape", [gather(_as_1d(input), 0, _as_1d(index))], {}, (), input.dtype)
+    return prim("gather", [input, index], {"dim": d}, index.shape, input.dtype)
 
 
 def _scatter_args(op: str, x: Tensor, dim: builtins.int, index: Tensor,
@@ -1105,14 +1156,14 @@ def _scatter_prim(name: str, x: Tensor, d: builtins.int, index: Tensor, src: Ten
     return prim(name, [x, index, src], {"dim": d}, x.shape, x.dtype)
 
 
-def scatter_add(x: Tensor, dim: builtins.int, index: Tensor, src: Tensor) -> Tensor:
+def scatter_add(input: Tensor, dim: builtins.int, index: Tensor, src: Tensor) -> Tensor:
     """``torch.scatter_add`` (out of place): every update counts, duplicates add up."""
     _check_tensor("scatter_add src", src)
-    d, src = _scatter_args("scatter_add", x, dim, index, src)
-    return _scatter_prim("scatter_add", x, d, index, src)
+    d, src = _scatter_args("scatter_add", input, dim, index, src)
+    return _scatter_prim("scatter_add", input, d, index, src)
 
 
-def scatter(x: Tensor, dim: builtins.int, index: Tensor, src: Any = None, *,
+def scatter(input: Tensor, dim: builtins.int, index: Tensor, src: Any = None, *,
             value: Any = None, reduce: str | None = None) -> Tensor:
     """``torch.scatter`` (out of place) with a tensor or number ``src`` (or ``value=``).
     Where several updates hit one element the last in index order wins, as numpy's
@@ -1132,11 +1183,11 @@ def scatter(x: Tensor, dim: builtins.int, index: Tensor, src: Any = None, *,
         raise ValueError(f"scatter: reduce must be 'add' or 'multiply' (or None), got "
                          f"{reduce!r}; scatter_reduce offers 'sum', 'prod', 'mean', "
                          f"'amax' and 'amin'")
-    d, src = _scatter_args("scatter", x, dim, index, src)
+    d, src = _scatter_args("scatter", input, dim, index, src)
     if reduce == "multiply":
         from nova.tensor.more_ops import scatter_reduce   # (above this module)
-        return scatter_reduce(x, d, index, src, "prod")
-    return _scatter_prim("scatter_add" if reduce == "add" else "scatter", x, d, index, src)
+        return scatter_reduce(input, d, index, src, "prod")
+    return _scatter_prim("scatter_add" if reduce == "add" else "scatter", input, d, index, src)
 
 
 def one_hot(x: Tensor, num_classes: builtins.int = -1) -> Tensor:
@@ -1198,12 +1249,12 @@ def _tri(op: str, x: Tensor, diagonal: builtins.int, lower: builtins.bool) -> Te
     return where(keep, x, full_const(0, x.shape, x.dtype))
 
 
-def tril(x: Tensor, diagonal: builtins.int = 0) -> Tensor:
-    return _tri("tril", x, diagonal, True)
+def tril(input: Tensor, diagonal: builtins.int = 0) -> Tensor:
+    return _tri("tril", input, diagonal, True)
 
 
-def triu(x: Tensor, diagonal: builtins.int = 0) -> Tensor:
-    return _tri("triu", x, diagonal, False)
+def triu(input: Tensor, diagonal: builtins.int = 0) -> Tensor:
+    return _tri("triu", input, diagonal, False)
 
 
 TENSOR_METHODS = (

@@ -1,6 +1,7 @@
-"""PyTorch's ``out=`` argument for the functions of ``nv``, ``nv.linalg`` and
-``nv.special`` that take it in PyTorch (``torch.add(a, b, out=c)``, ``torch.max(x, 1,
-out=(values, indices))``, ``torch.arange(5, out=t)``).
+"""PyTorch's ``out=`` argument for the functions of ``nv``, ``nv.linalg``,
+``nv.special``, ``nv.fft`` and ``nv.nn.functional`` that take it in PyTorch
+(``torch.add(a, b, out=c)``, ``torch.max(x, 1, out=(values, indices))``,
+``torch.arange(5, out=t)``).
 
 The function computes its result as usual and the result is written into ``out`` the
 way an in-place op writes (``Tensor._assign``: through views, bumping the version), after
@@ -8,11 +9,13 @@ PyTorch's checks: no autograd through ``out=``, a result type ``out``'s dtype ca
 (``can_cast``), and ``out`` resized to the result's shape when they differ (with
 PyTorch's warning unless ``out`` was empty). Factories without ``dtype=`` take
 ``out``'s dtype and device, as PyTorch's do. One wrapper installed over the exported
-functions (``install``), so no op carries an ``out`` parameter of its own.
+functions (``install``), so no op carries an ``out`` parameter of its own. A complex
+result goes into a complex ``out`` of its shape (``_write_complex``).
 """
 from __future__ import annotations
 
 import functools
+import inspect
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -25,23 +28,25 @@ from nova.tensor.tensor import Tensor
 # PyTorch's, so a function Nova adds later gets it by being exported).
 TORCH_OUT = frozenset("""
 abs absolute acos acosh add addbmm addcdiv addcmul addmm addmv addr all amax amin aminmax
-any arange arccos arccosh arcsin arcsinh arctan arctan2 arctanh argmax argmin argsort asin
-asinh atan atan2 atanh baddbmm bernoulli bitwise_and bitwise_left_shift bitwise_not
-bitwise_or bitwise_right_shift bitwise_xor bmm bucketize cat ceil clamp clamp_max clamp_min
-clip column_stack concat concatenate conj_physical copysign cos cosh cross cummax cummin
-cumprod cumsum deg2rad diag diff digamma div divide dot dstack empty eq erf erfc erfinv exp
-exp2 expm1 eye fix float_power floor floor_divide fmax fmin fmod frac frexp full gather gcd
-ge ger greater greater_equal gt heaviside histc histogram hstack hypot i0 igamma igammac
-index_add index_copy index_select inner inverse isin isneginf isposinf kron kthvalue lcm
+angle any arange arccos arccosh arcsin arcsinh arctan arctan2 arctanh argmax argmin argsort
+asin asinh atan atan2 atanh baddbmm bernoulli bitwise_and bitwise_left_shift bitwise_not
+bitwise_or bitwise_right_shift bitwise_xor bmm bucketize cat ceil chain_matmul cholesky
+cholesky_inverse cholesky_solve clamp clamp_max clamp_min clip column_stack complex concat
+concatenate conj_physical copysign cos cosh cross cummax cummin cumprod cumsum deg2rad diag
+diff digamma div divide dot dstack empty eq erf erfc erfinv exp exp2 expm1 eye fix
+float_power floor floor_divide fmax fmin fmod frac frexp full gather gcd ge ger greater
+greater_equal gt heaviside histc histogram hstack hypot i0 igamma igammac index_add
+index_copy index_reduce index_select inner inverse isin isneginf isposinf kron kthvalue lcm
 ldexp le lerp less less_equal lgamma linspace log log10 log1p log2 logaddexp logaddexp2
 logcumsumexp logical_and logical_not logical_or logical_xor logit logspace logsumexp lt
-masked_select matmul matrix_power max maximum mean median min minimum mm mode msort mul
-multinomial multiply mv mvlgamma nan_to_num nanmean nanmedian nanquantile nansum narrow_copy
-ne neg negative nextafter nonzero norm normal not_equal ones outer polygamma pow prod
-quantile rad2deg rand randint randn randperm range reciprocal remainder renorm round
-row_stack rsqrt searchsorted sgn sigmoid sign signbit sin sinc sinh sort sqrt square stack
-std std_mean sub subtract sum svd take take_along_dim tan tanh tensordot topk trapezoid
-tril triu true_divide trunc var var_mean vdot vstack where xlogy zeros
+lu_solve lu_unpack masked_select matmul matrix_power max maximum mean median min minimum mm
+mode msort mul multinomial multiply mv mvlgamma nan_to_num nanmean nanmedian nanquantile
+nansum narrow_copy ne neg negative nextafter nonzero norm normal not_equal ones outer polar
+polygamma pow prod qr quantile rad2deg rand randint randn randperm range reciprocal
+remainder renorm round row_stack rsqrt searchsorted sgn sigmoid sign signbit sin sinc sinh
+sort sqrt square stack std std_mean sub subtract sum svd take take_along_dim tan tanh
+tensordot topk trapezoid triangular_solve tril triu true_divide trunc var var_mean vdot
+vstack where xlogy zeros
 """.split())
 
 TORCH_LINALG_OUT = frozenset("""
@@ -52,14 +57,26 @@ solve_ex solve_triangular svd svdvals tensorinv tensorsolve vander vecdot vector
 """.split())
 
 TORCH_SPECIAL_OUT = frozenset("""
-airy_ai bessel_j0 bessel_j1 bessel_y0 bessel_y1 digamma entr erf erfc erfcx erfinv exp2
-expit expm1 gammainc gammaincc gammaln i0 i0e i1 i1e log1p log_ndtr logit logsumexp
-multigammaln ndtr ndtri polygamma psi round sinc spherical_bessel_j0 xlog1py xlogy zeta
+airy_ai bessel_j0 bessel_j1 bessel_y0 bessel_y1 chebyshev_polynomial_t chebyshev_polynomial_u
+chebyshev_polynomial_v chebyshev_polynomial_w digamma entr erf erfc erfcx erfinv exp2 expit
+expm1 gammainc gammaincc gammaln hermite_polynomial_h hermite_polynomial_he i0 i0e i1 i1e
+laguerre_polynomial_l legendre_polynomial_p log1p log_ndtr logit logsumexp
+modified_bessel_i0 modified_bessel_i1 modified_bessel_k0 modified_bessel_k1 multigammaln
+ndtr ndtri polygamma psi round scaled_modified_bessel_k0 scaled_modified_bessel_k1
+shifted_chebyshev_polynomial_t shifted_chebyshev_polynomial_u shifted_chebyshev_polynomial_v
+shifted_chebyshev_polynomial_w sinc spherical_bessel_j0 xlog1py xlogy zeta
 """.split())
+
+TORCH_FFT_OUT = frozenset("""
+fft fft2 fftfreq fftn hfft hfft2 hfftn ifft ifft2 ifftn ihfft ihfft2 ihfftn irfft irfft2
+irfftn rfft rfft2 rfftfreq rfftn
+""".split())
+
+TORCH_NN_FUNCTIONAL_OUT = frozenset({"normalize"})
 
 # Factories: without ``dtype=``, the result takes ``out``'s dtype and device.
 FACTORIES = frozenset("arange empty eye full linspace logspace ones rand randint randn "
-                      "randperm range zeros normal".split())
+                      "randperm range zeros normal fftfreq rfftfreq".split())
 
 
 def write_out(op: str, result: Any, out: Any) -> Any:
@@ -73,6 +90,8 @@ def write_out(op: str, result: Any, out: Any) -> Any:
                                else ""))
         written = [write_out(op, r, o) for r, o in zip(result, out)]
         return type(result)(*written) if hasattr(result, "_fields") else tuple(written)
+    if _is_complex(out) or _is_complex(result):
+        return _write_complex(op, result, out)
     if not isinstance(out, Tensor):
         raise TypeError(f"{op}(): argument 'out' must be Tensor, not {type(out).__name__}")
     if not isinstance(result, Tensor):
@@ -89,6 +108,34 @@ def write_out(op: str, result: Any, out: Any) -> Any:
         _resize(op, out, value)
     else:
         out._assign(value, f"{op}(out=)")
+    return out
+
+
+def _is_complex(v: Any) -> bool:
+    from nova.tensor.complex import ComplexTensor
+    return isinstance(v, ComplexTensor)
+
+
+def _write_complex(op: str, result: Any, out: Any) -> Any:
+    """``write_out`` for a complex result or ``out`` (a ``ComplexTensor``: its parts are
+    written, ``ComplexTensor.copy_``). A complex ``out`` holds any real or complex result
+    of its shape (it is not resized); a real ``out`` cannot hold a complex result."""
+    if not _is_complex(out):
+        if isinstance(out, Tensor):
+            raise RuntimeError(f"{op}(): result type {result.dtype.name} can't be cast to "
+                               f"the desired output type {out.dtype.name}")
+        raise TypeError(f"{op}(): argument 'out' must be Tensor, not {type(out).__name__}")
+    if not isinstance(result, Tensor) and not _is_complex(result):
+        raise TypeError(f"{op}(): out= is not supported: the result is a "
+                        f"{type(result).__name__}")
+    if _grad_mode.STATE.enabled and (result.requires_grad or out.requires_grad):
+        raise RuntimeError(f"{op}(): functions with out=... arguments don't support automatic "
+                           "differentiation, but one of the arguments requires grad.")
+    if tuple(result.shape) != tuple(out.shape):
+        raise RuntimeError(f"{op}(): out= of shape {tuple(out.shape)} cannot hold the result "
+                           f"of shape {tuple(result.shape)} (a complex out= is not resized); "
+                           "give an out= of the result's shape")
+    out.copy_(result)
     return out
 
 
@@ -126,7 +173,24 @@ def with_out(fn: Callable, name: str) -> Callable:
                 kwargs["device"] = out.device
         return write_out(name, fn(*args, **kwargs), out)
     call.__nova_out__ = True
+    call.__signature__ = _signature(fn)
     return call
+
+
+def _signature(fn: Callable) -> inspect.Signature | None:
+    """``fn``'s signature with ``out=None`` (keyword-only) added, so that
+    ``inspect.signature`` shows every keyword the wrapper takes (None: ``fn`` has none)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    params = list(sig.parameters.values())
+    if "out" in sig.parameters:
+        return sig
+    tail = [p for p in params if p.kind is p.VAR_KEYWORD]
+    head = [p for p in params if p.kind is not p.VAR_KEYWORD]
+    out = inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, default=None)
+    return sig.replace(parameters=head + [out] + tail)
 
 
 _WRAPPED: dict[int, Callable] = {}     # id(function) -> its wrapper, shared by its names

@@ -436,26 +436,26 @@ def _i0e64(w: Tensor) -> Tensor:
 
 # ---------------------------------------------------------------- public functions
 
-def erfc(x: Tensor) -> Tensor:
+def erfc(input: Tensor) -> Tensor:
     """Complementary error function ``1 - erf(x)`` (``torch.erfc``), to the last digit
     of float32 deep into the tail (``erfc(10)`` is 2e-45, not 0)."""
-    return _in_float64("erfc", x, _erfc64)
+    return _in_float64("erfc", input, _erfc64)
 
 
-def erfcx(x: Tensor) -> Tensor:
+def erfcx(input: Tensor) -> Tensor:
     """Scaled complementary error function ``exp(x^2) erfc(x)``
     (``torch.special.erfcx``): finite for every ``x >= 0``, ~``1/(x sqrt(pi))`` for
-    large ``x``; ``exp(x^2)(1 - erf(x))`` below 0 (+inf from about -26.6)."""
+    large ``input``; ``exp(x^2)(1 - erf(x))`` below 0 (+inf from about -26.6)."""
     def evaluate(w: Tensor) -> Tensor:
         neg = ops.lt(w, 0)
         wn = ops.clamp(ops.where(neg, w, 0.0), -27.0, 0.0)
         negative = ops.mul(_exp_square(wn, 1.0), ops.sub(1.0, ops.erf(wn)))
         negative = ops.where(ops.lt(w, -27.0), math.inf, negative)
         return ops.where(neg, negative, _erfcx_nonneg(ops.where(neg, 0.0, w)))
-    return _in_float64("erfcx", x, evaluate)
+    return _in_float64("erfcx", input, evaluate)
 
 
-def erfinv(x: Tensor) -> Tensor:
+def erfinv(input: Tensor) -> Tensor:
     """Inverse error function (``torch.erfinv``): +-inf at +-1, NaN outside [-1, 1];
     within an ulp of the float64 value, near +-1 too."""
     def evaluate(w: Tensor) -> Tensor:
@@ -464,7 +464,7 @@ def erfinv(x: Tensor) -> Tensor:
         ws = ops.where(inside, w, 0.5)
         y = _erfinv64(ws, ops.sub(1.0, ops.where(inside, a, 0.5)))
         return _erfinv_finish(w, y, 1.0, ops.eq(w, -1.0), ops.eq(w, 1.0), inside)
-    return _in_float64("erfinv", x, evaluate)
+    return _in_float64("erfinv", input, evaluate)
 
 
 def _ndtr64(w: Tensor) -> Tensor:
@@ -478,15 +478,15 @@ def _ndtr64(w: Tensor) -> Tensor:
     return ops.where(low, tail, body)
 
 
-def ndtr(x: Tensor) -> Tensor:
+def ndtr(input: Tensor) -> Tensor:
     """Standard normal CDF ``(1 + erf(x / sqrt(2))) / 2`` (``torch.special.ndtr``), to
     full relative precision in the lower tail."""
-    return _in_float64("ndtr", x, _ndtr64)
+    return _in_float64("ndtr", input, _ndtr64)
 
 
-def log_ndtr(x: Tensor) -> Tensor:
+def log_ndtr(input: Tensor) -> Tensor:
     """``log(ndtr(x))`` (``torch.special.log_ndtr``), finite and accurate for very
-    negative ``x``: ``-x^2/2 + log(erfcx(-x/sqrt(2)) / 2)`` below -1, ``log(ndtr(x))``
+    negative ``input``: ``-x^2/2 + log(erfcx(-x/sqrt(2)) / 2)`` below -1, ``log(ndtr(x))``
     up to 0 and ``log1p(-ndtr(-x))`` above."""
     def evaluate(w: Tensor) -> Tensor:
         low, high = ops.lt(w, -1.0), ops.gt(w, 0.0)
@@ -496,12 +496,12 @@ def log_ndtr(x: Tensor) -> Tensor:
         middle = ops.log(_ndtr64(ops.where(ops.logical_or(low, high), 0.0, w)))
         upper = ops.log1p(ops.neg(_ndtr64(ops.neg(ops.where(high, w, 0.0)))))
         return ops.where(low, tail, ops.where(high, upper, middle))
-    return _in_float64("log_ndtr", x, evaluate)
+    return _in_float64("log_ndtr", input, evaluate)
 
 
-def ndtri(p: Tensor) -> Tensor:
+def ndtri(input: Tensor) -> Tensor:
     """Inverse of ``ndtr`` (``torch.special.ndtri``): ``sqrt(2) erfinv(2p - 1)`` with
-    ``1 - |2p - 1|`` taken as ``2 min(p, 1 - p)`` (exact), so tiny ``p`` keep their
+    ``1 - |2p - 1|`` taken as ``2 min(p, 1 - p)`` (exact), so tiny ``input`` keep their
     digits; -inf at 0, +inf at 1, NaN outside [0, 1]."""
     def evaluate(w: Tensor) -> Tensor:
         inside = ops.logical_and(ops.gt(w, 0.0), ops.lt(w, 1.0))
@@ -511,22 +511,22 @@ def ndtri(p: Tensor) -> Tensor:
         y = ops.mul(_erfinv64(x, c), math.sqrt(2.0))
         return _erfinv_finish(ops.sub(ops.mul(w, 2.0), 1.0), y, math.sqrt(2.0),
                               ops.eq(w, 0.0), ops.eq(w, 1.0), inside)
-    return _in_float64("ndtri", p, evaluate)
+    return _in_float64("ndtri", input, evaluate)
 
 
-def lgamma(x: Tensor) -> Tensor:
+def lgamma(input: Tensor) -> Tensor:
     """``log|Gamma(x)|`` (``torch.lgamma``): exactly 0 at 1 and 2, +inf at the poles
     (0 and the negative integers) and at +-inf."""
-    return _in_float64("lgamma", x, _lgamma64)
+    return _in_float64("lgamma", input, _lgamma64)
 
 
-def digamma(x: Tensor) -> Tensor:
+def digamma(input: Tensor) -> Tensor:
     """``d/dx lgamma(x)`` (``torch.digamma``): -inf at +0, +inf at -0, NaN at the
     negative integers, as PyTorch."""
-    return _in_float64("digamma", x, _digamma64)
+    return _in_float64("digamma", input, _digamma64)
 
 
-def polygamma(n: int, x: Tensor) -> Tensor:
+def polygamma(n: int, input: Tensor) -> Tensor:
     """The ``n``-th derivative of ``digamma`` (``torch.polygamma(n, x)``); ``n = 0`` is
     ``digamma``."""
     if isinstance(n, builtins.bool) or not isinstance(n, builtins.int):
@@ -534,8 +534,8 @@ def polygamma(n: int, x: Tensor) -> Tensor:
     if n < 0:
         raise ValueError(f"polygamma: n must be non-negative, got {n}")
     if n == 0:
-        return digamma(x)
-    return _in_float64("polygamma", x, lambda w: _polygamma64(n, w))
+        return digamma(input)
+    return _in_float64("polygamma", input, lambda w: _polygamma64(n, w))
 
 
 def _polygamma_method(self: Tensor, n: int) -> Tensor:
@@ -543,7 +543,7 @@ def _polygamma_method(self: Tensor, n: int) -> Tensor:
     return polygamma(n, self)
 
 
-def mvlgamma(x: Tensor, p: int) -> Tensor:
+def mvlgamma(input: Tensor, p: int) -> Tensor:
     """Multivariate log-gamma ``sum_{i<p} lgamma(x - i/2) + p(p-1)/4 log(pi)``
     (``torch.mvlgamma``). Defined for ``x > (p - 1)/2``; like PyTorch, other values are
     not checked and give the same sum (inf where a term is at a pole)."""
@@ -557,18 +557,18 @@ def mvlgamma(x: Tensor, p: int) -> Tensor:
         for i in range(p):
             total = ops.add(total, _lgamma64(ops.sub(w, i / 2)))
         return total
-    return _in_float64("mvlgamma", x, evaluate)
+    return _in_float64("mvlgamma", input, evaluate)
 
 
-def i0(x: Tensor) -> Tensor:
+def i0(input: Tensor) -> Tensor:
     """Modified Bessel function of the first kind, order 0 (``torch.i0``); +inf at
     +-inf (PyTorch's CPU kernel gives NaN there)."""
-    return _in_float64("i0", x, _i0_64)
+    return _in_float64("i0", input, _i0_64)
 
 
-def i0e(x: Tensor) -> Tensor:
+def i0e(input: Tensor) -> Tensor:
     """Exponentially scaled ``i0``: ``exp(-|x|) i0(x)`` (``torch.special.i0e``)."""
-    return _in_float64("i0e", x, _i0e64)
+    return _in_float64("i0e", input, _i0e64)
 
 
 def _float_binary(op: str, a: Any, b: Any) -> tuple[Tensor, Tensor, dt.DType]:
@@ -580,53 +580,53 @@ def _float_binary(op: str, a: Any, b: Any) -> tuple[Tensor, Tensor, dt.DType]:
     return x, y, common
 
 
-def logaddexp2(a: Any, b: Any) -> Tensor:
+def logaddexp2(input: Any, other: Any) -> Tensor:
     """``log2(2^a + 2^b)`` without overflow (``torch.logaddexp2``): ``max + log1p(
     2^-|a - b|) / log(2)`` in float64, and the infinity itself where both are the same
     infinity."""
-    x, y, common = _float_binary("logaddexp2", a, b)
+    x, y, common = _float_binary("logaddexp2", input, other)
     m = ops.maximum(x, y)
     d = ops.abs(ops.sub(x, y))
     out = ops.add(m, ops.mul(ops.log1p(ops.pow(2.0, ops.neg(d))), 1.0 / _LN2))
     return ops.cast(ops.where(ops.logical_and(ops.eq(x, y), ops.isinf(x)), x, out), common)
 
 
-def xlog1py(x: Any, y: Any) -> Tensor:
-    """``x * log1p(y)``, 0 where ``x == 0`` unless ``y`` is NaN
-    (``torch.special.xlog1py``); at ``x == 0`` the gradient for ``x`` is ``log1p(y)``
-    (0 for ``y <= -1``) and for ``y`` the rule's ``x / (1 + y)`` (NaN at ``y = -1``), as
+def xlog1py(input: Any, other: Any) -> Tensor:
+    """``x * log1p(y)``, 0 where ``x == 0`` unless ``other`` is NaN
+    (``torch.special.xlog1py``); at ``x == 0`` the gradient for ``input`` is ``log1p(y)``
+    (0 for ``y <= -1``) and for ``other`` the rule's ``x / (1 + y)`` (NaN at ``y = -1``), as
     PyTorch 2 (``_x_log``)."""
-    return _x_log("xlog1py", x, y, ops.log1p, -1.0, dt.float32)
+    return _x_log("xlog1py", input, other, ops.log1p, -1.0, dt.float32)
 
 
-def entr(x: Tensor) -> Tensor:
+def entr(input: Tensor) -> Tensor:
     """Elementwise entropy ``-x log x`` (``torch.special.entr``): 0 at 0, -inf below."""
-    x = ops._as_float("entr", x)
-    pos = ops.gt(x, 0)
-    xs = ops.where(pos, x, 1.0)
+    input = ops._as_float("entr", input)
+    pos = ops.gt(input, 0)
+    xs = ops.where(pos, input, 1.0)
     out = ops.where(pos, ops.neg(ops.mul(xs, ops.log(xs))), 0.0)
-    return ops.where(ops.lt(x, 0), -math.inf, ops.where(ops.isnan(x), x, out))
+    return ops.where(ops.lt(input, 0), -math.inf, ops.where(ops.isnan(input), input, out))
 
 
-def signbit(x: Tensor) -> Tensor:
+def signbit(input: Tensor) -> Tensor:
     """Whether the sign bit is set (``torch.signbit``): True below 0 and at -0.0 (seen
     as ``1 / x = -inf``); False for every NaN (see the module docstring)."""
-    ops._check_tensor("signbit", x)
-    if x.dtype == dt.bool_:
-        return ops.full_const(False, x.shape, dt.bool_)
-    if not x.dtype.is_floating_point:
-        return ops.lt(x, 0)
-    negative_zero = ops.logical_and(ops.eq(x, 0), ops.lt(ops.div(1.0, x), 0))
-    return ops.logical_or(ops.lt(x, 0), negative_zero)
+    ops._check_tensor("signbit", input)
+    if input.dtype == dt.bool_:
+        return ops.full_const(False, input.shape, dt.bool_)
+    if not input.dtype.is_floating_point:
+        return ops.lt(input, 0)
+    negative_zero = ops.logical_and(ops.eq(input, 0), ops.lt(ops.div(1.0, input), 0))
+    return ops.logical_or(ops.lt(input, 0), negative_zero)
 
 
-def copysign(a: Any, b: Any) -> Tensor:
-    """``|a|`` with the sign of ``b`` (``torch.copysign``; -0.0 counts as negative).
-    Integers give float32. The gradient is 0 for ``b``, and for ``a`` PyTorch's
-    ``result / a`` with 0 at ``a == 0``: +-1, and NaN at an infinite or NaN ``a``
+def copysign(input: Any, other: Any) -> Tensor:
+    """``|a|`` with the sign of ``other`` (``torch.copysign``; -0.0 counts as negative).
+    Integers give float32. The gradient is 0 for ``other``, and for ``input`` PyTorch's
+    ``result / a`` with 0 at ``a == 0``: +-1, and NaN at an infinite or NaN ``input``
     (``_nan_slope``; ``|a|``'s rule alone gave +-1 and 0 there)."""
-    common = ops.promote("copysign", a, b)
-    x, y = ops.operands("copysign", a, b,
+    common = ops.promote("copysign", input, other)
+    x, y = ops.operands("copysign", input, other,
                         dtype=common if common.is_floating_point else dt.float32)
     mag = ops.abs(x)
     out = ops.where(signbit(y), ops.neg(mag), mag)
@@ -656,23 +656,23 @@ def _frexp64(w: Tensor) -> tuple[Tensor, Tensor]:
     return mantissa, exponent
 
 
-def frexp(x: Tensor) -> tuple[Tensor, Tensor]:
+def frexp(input: Tensor) -> tuple[Tensor, Tensor]:
     """``(mantissa, exponent)`` with ``x = mantissa * 2**exponent`` and ``0.5 <=
     |mantissa| < 1`` (``torch.frexp``; exponent int32); ``(x, 0)`` at 0, +-inf and NaN.
     Exact, subnormals included."""
-    ops._check_tensor("frexp", x)
-    if not x.dtype.is_floating_point:
+    ops._check_tensor("frexp", input)
+    if not input.dtype.is_floating_point:
         raise DTypeError(f"frexp: only floating-point dtypes are supported, got "
-                         f"{x.dtype.name}")
-    m, e = _frexp64(ops.cast(x, dt.float64))
-    return _Frexp(ops.cast(m, x.dtype), ops.cast(e, dt.int32))
+                         f"{input.dtype.name}")
+    m, e = _frexp64(ops.cast(input, dt.float64))
+    return _Frexp(ops.cast(m, input.dtype), ops.cast(e, dt.int32))
 
 
-def ldexp(x: Any, other: Any) -> Tensor:
+def ldexp(input: Any, other: Any) -> Tensor:
     """``x * 2**other`` (``torch.ldexp``), exact (one rounding, at the end) whatever the
-    exponents: ``x``'s mantissa times three powers of two, each within float64's range,
+    exponents: ``input``'s mantissa times three powers of two, each within float64's range,
     so no intermediate overflows or underflows before the result does."""
-    w, e, common = _float_binary("ldexp", x, other)
+    w, e, common = _float_binary("ldexp", input, other)
     m, k = _frexp64(w)
     n = ops.clamp(ops.add(e, k), -2999.0, 2999.0)
     n1 = ops.clamp(n, -1000.0, 1000.0)
@@ -685,16 +685,16 @@ def ldexp(x: Any, other: Any) -> Tensor:
     return ops.cast(out, common)
 
 
-def nextafter(a: Any, b: Any) -> Tensor:
-    """The next value of ``a``'s float dtype after ``a`` toward ``b`` (``torch.nextafter``);
-    ``b`` where they are equal, NaN where either is NaN. Exact: ``a`` plus or minus its
-    spacing (from ``frexp``; half of it below a power of two going toward zero, never
-    less than the smallest subnormal). The gradient is PyTorch's: 1 for ``a``, 0 for
-    ``b``."""
-    common = ops.promote("nextafter", a, b)
+def nextafter(input: Any, other: Any) -> Tensor:
+    """The next value of ``input``'s float dtype after ``input`` toward ``other``
+    (``torch.nextafter``); ``other`` where they are equal, NaN where either is NaN.
+    Exact: ``input`` plus or minus its spacing (from ``frexp``; half of it below a power
+    of two going toward zero, never less than the smallest subnormal). The gradient is
+    PyTorch's: 1 for ``input``, 0 for ``other``."""
+    common = ops.promote("nextafter", input, other)
     if not common.is_floating_point:
         raise DTypeError(f"nextafter: expected floating point operands, got {common.name}")
-    x, y = ops.operands("nextafter", a, b, dtype=dt.float64)
+    x, y = ops.operands("nextafter", input, other, dtype=dt.float64)
     x, y = x.detach(), y.detach()
     info = ml_dtypes.finfo(common.np)
     digits, tiny = int(info.nmant) + 1, float(info.smallest_subnormal)
@@ -715,12 +715,12 @@ def nextafter(a: Any, b: Any) -> Tensor:
     out = ops.where(ops.eq(x, y), y, out)
     out = ops.cast(ops.where(ops.logical_or(ops.isnan(x), ops.isnan(y)), math.nan, out),
                    common)
-    if grad_mode.STATE.enabled and isinstance(a, Tensor) and a.requires_grad:
+    if grad_mode.STATE.enabled and isinstance(input, Tensor) and input.requires_grad:
         # the value computed above, with an identity gradient to ``a`` (broadcast and
         # cast as the value was)
-        through = ops.cast(ops.broadcast_to(a, out.shape), out.dtype)
+        through = ops.cast(ops.broadcast_to(input, out.shape), out.dtype)
         out = Tensor._wrap(out.node, grad_fn=tape.alias_fn(through._grad_edge(), out.node))
-    return ops.zero_gradient_to(out, b)
+    return ops.zero_gradient_to(out, other)
 
 
 Tensor.polygamma = _polygamma_method

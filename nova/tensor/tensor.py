@@ -492,7 +492,9 @@ class Tensor:
                              device=(self.node.device or "cpu") if device is None else device,
                              requires_grad=requires_grad)
 
-    def is_pinned(self) -> bool:
+    def is_pinned(self, device: Any = None) -> bool:
+        """False: Nova pins nothing (``pin_memory``); ``device`` is PyTorch's deprecated
+        argument, which changes nothing."""
         return False
 
     def pin_memory(self) -> Tensor:
@@ -518,11 +520,13 @@ class Tensor:
 
     # ------------------------------------------------------------ host access
 
-    def numpy(self) -> np.ndarray:
+    def numpy(self, *, force: bool = False) -> np.ndarray:
         """A copy of the values as a numpy array (realizes pending work).
 
         Nova values are immutable, so unlike ``torch.Tensor.numpy`` this never aliases:
-        writing into the returned array does not change the tensor.
+        writing into the returned array does not change the tensor. It is what PyTorch's
+        ``force=True`` gives for any tensor (one with history or on the GPU included),
+        so ``force`` changes nothing.
         """
         values = self._host_values()
         return values if self.node.device == "cuda" else np.array(values, copy=True)
@@ -692,13 +696,17 @@ class Tensor:
                 out = _move(out, target.type)
         return out.clone() if fresh and out is self else out
 
-    def cuda(self, device: Any = None) -> Tensor:
-        """A copy on the GPU (``self`` if already there)."""
-        return self.to("cuda" if device is None else device)
+    def cuda(self, device: Any = None, non_blocking: bool = False,
+             memory_format: Any = None) -> Tensor:
+        """A copy on the GPU (``self`` if already there); ``non_blocking`` and
+        ``memory_format`` as ``to``'s."""
+        return self.to("cuda" if device is None else device, non_blocking=non_blocking,
+                       memory_format=memory_format)
 
-    def type(self, dtype: Any = None):
+    def type(self, dtype: Any = None, non_blocking: bool = False):
         """``x.type()``: PyTorch's type name (``'torch.FloatTensor'``); ``x.type(t)``: a
-        copy in dtype ``t``, a legacy type (``nv.LongTensor``) or its name."""
+        copy in dtype ``t``, a legacy type (``nv.LongTensor``) or its name
+        (``non_blocking`` as ``to``'s: nothing to do)."""
         from nova.tensor import legacy
         if dtype is None:
             return legacy.type_string(self)
@@ -707,38 +715,38 @@ class Tensor:
             return self.to(dtype)
         return self.to(kind.dtype).to("cuda" if kind.is_cuda else "cpu")
 
-    def float(self) -> Tensor:
-        return self.to(dt.float32)
+    def float(self, memory_format: Any = None) -> Tensor:
+        return self.to(dt.float32, memory_format=memory_format)
 
-    def double(self) -> Tensor:
-        return self.to(dt.float64)
+    def double(self, memory_format: Any = None) -> Tensor:
+        return self.to(dt.float64, memory_format=memory_format)
 
-    def half(self) -> Tensor:
-        return self.to(dt.float16)
+    def half(self, memory_format: Any = None) -> Tensor:
+        return self.to(dt.float16, memory_format=memory_format)
 
-    def bfloat16(self) -> Tensor:
-        return self.to(dt.bfloat16)
+    def bfloat16(self, memory_format: Any = None) -> Tensor:
+        return self.to(dt.bfloat16, memory_format=memory_format)
 
-    def byte(self) -> Tensor:
+    def byte(self, memory_format: Any = None) -> Tensor:
         """``self.to(uint8)``: values outside [0, 255] wrap (floats truncate first)."""
-        return self.to(dt.uint8)
+        return self.to(dt.uint8, memory_format=memory_format)
 
-    def char(self) -> Tensor:
+    def char(self, memory_format: Any = None) -> Tensor:
         """``self.to(int8)``: values outside [-128, 127] wrap (floats truncate first)."""
-        return self.to(dt.int8)
+        return self.to(dt.int8, memory_format=memory_format)
 
-    def short(self) -> Tensor:
+    def short(self, memory_format: Any = None) -> Tensor:
         """``self.to(int16)``."""
-        return self.to(dt.int16)
+        return self.to(dt.int16, memory_format=memory_format)
 
-    def long(self) -> Tensor:
-        return self.to(dt.int64)
+    def long(self, memory_format: Any = None) -> Tensor:
+        return self.to(dt.int64, memory_format=memory_format)
 
-    def int(self) -> Tensor:
-        return self.to(dt.int32)
+    def int(self, memory_format: Any = None) -> Tensor:
+        return self.to(dt.int32, memory_format=memory_format)
 
-    def bool(self) -> Tensor:
-        return self.to(dt.bool_)
+    def bool(self, memory_format: Any = None) -> Tensor:
+        return self.to(dt.bool_, memory_format=memory_format)
 
     def cfloat(self, memory_format: Any = None) -> Any:
         """``self.to(nv.complex64)``: a complex tensor, imaginary part 0."""
@@ -758,9 +766,9 @@ class Tensor:
         from nova.tensor.complex import angle
         return angle(self)
 
-    def cpu(self) -> Tensor:
-        """A copy on the host (``self`` if already there)."""
-        return self.to("cpu")
+    def cpu(self, memory_format: Any = None) -> Tensor:
+        """A copy on the host (``self`` if already there); ``memory_format`` as ``to``'s."""
+        return self.to("cpu", memory_format=memory_format)
 
     def clone(self, *, memory_format: Any = None) -> Tensor:
         """A new handle on the same value (differentiable, never aliasing);
@@ -974,7 +982,9 @@ class Tensor:
             return self._assign(_ops.broadcast_to(value.to(self.dtype), self.shape), "fill_")
         return self._assign(_ops.full_const(value, self.shape, self.dtype), "fill_")
 
-    def copy_(self, src: Any) -> Tensor:
+    def copy_(self, src: Any, non_blocking: bool = False) -> Tensor:
+        """``src``'s values written into ``self`` (broadcast, cast, across devices);
+        ``non_blocking`` has nothing to do: Nova's copies are ordered by its steps."""
         if not isinstance(src, Tensor):
             raise TypeError(f"copy_: src must be a Tensor, got {type(src).__name__}")
         where, there = self.node.device, src.node.device

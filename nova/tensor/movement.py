@@ -21,66 +21,20 @@ from nova.tensor.tensor import Tensor, _View
 def make_view(base: Tensor, derive: Callable[[Tensor], Tensor],
               write_back: Callable[[Tensor, Tensor], Tensor] | None, op: str) -> Tensor:
     """``derive(base)`` as a view of ``base``: in-place updates of either side are seen
-    by the other. (A view of an op in ``_REDERIVING`` is a ``_RederivingView``.)"""
+    by the other."""
     value = derive(base)
     if value is base:  # an identity view is still a distinct (differentiable) handle
         value = base.clone()
-    view = (_RederivingView if op in _REDERIVING else _View)(base, derive, write_back, op)
+    view = _View(base, derive, write_back, op, rederives=op in _REDERIVING)
     if value._view is None and value._version == 0 and not value._requires_grad:
         value._view = view   # a fresh result nobody else holds becomes the view itself
         return value
     return Tensor._wrap(value.node, view, value._grad_fn)
 
 
-# The view ops whose elements may alias each other (``unfold``'s overlapping windows):
-# what such a view shows after a write through it is its base's new value seen
-# through it, which may differ from the value written (``w[0, 1] = 50`` also changes
-# the elements of the other windows that show that base element).
+# The view ops whose elements may alias each other (``unfold``'s overlapping windows;
+# see ``_View.rederives``).
 _REDERIVING = frozenset({"unfold"})
-
-
-class _RederivingView(_View):
-    """A ``_View`` that, once written through, re-derives from its base when next read.
-
-    ``Tensor._assign`` makes a written view show the value written and marks it up to
-    date with its base (``version``); that is right when ``derive(write_back(b, v))``
-    is ``v``, not when elements alias each other. So ``write_back`` notes the write, and
-    the ``version`` stored right after it is one no base has (-1): the next read
-    re-derives (``Tensor._sync``), as a view whose base changed. A write that reaches
-    the base another way (through a ``detach()`` alias of the view, whose composed
-    write-back calls this one) costs at most one more re-derivation."""
-
-    __slots__ = ("_written",)
-
-    def __init__(self, base: Tensor, derive: Callable[[Tensor], Tensor],
-                 write_back: Callable[[Tensor, Tensor], Tensor] | None, op: str):
-        self._written = False
-        # (``deepcopy`` passes another view's ``write_back``: the function it wraps)
-        super().__init__(base, derive, getattr(write_back, "__wrapped__", write_back), op)
-
-    @property
-    def write_back(self) -> Callable[[Tensor, Tensor], Tensor]:
-        raw = _View.write_back.__get__(self)
-
-        def noted(base: Tensor, value: Tensor) -> Tensor:
-            self._written = True
-            return raw(base, value)
-        noted.__wrapped__ = raw
-        return noted
-
-    @write_back.setter
-    def write_back(self, fn: Callable[[Tensor, Tensor], Tensor]) -> None:
-        _View.write_back.__set__(self, fn)
-
-    @property
-    def version(self) -> int:
-        return _View.version.__get__(self)
-
-    @version.setter
-    def version(self, n: int) -> None:
-        if self._written:
-            n, self._written = -1, False
-        _View.version.__set__(self, n)
 
 
 def _reshape_prim(x: Tensor, shape: tuple[int, ...]) -> Tensor:

@@ -39,19 +39,35 @@ class _View:
 
     The base knows its live views (weakly, ``_note_view``): an in-place shape op on it
     (``t_``, ``unsqueeze_``: ``Tensor._restride``) and an assignment to its ``.data``
-    move them to a hidden tensor holding the storage they view (``_move_views``)."""
+    move them to a hidden tensor holding the storage they view (``_move_views``).
 
-    __slots__ = ("base", "version", "seen", "derive", "write_back", "op", "__weakref__")
+    ``rederives``: the view's elements may alias each other (``unfold``'s overlapping
+    windows), so what it shows after a write through it is its base's new value seen
+    through it, which may differ from the value written (``w[0, 1] = 50`` also changes
+    the other windows over that base element): such a view re-derives after a write
+    (``wrote``), and so does a ``detach()`` alias of one (``_detached_alias``)."""
+
+    __slots__ = ("base", "version", "seen", "derive", "write_back", "op", "rederives",
+                 "__weakref__")
 
     def __init__(self, base: Tensor, derive: Callable[[Tensor], Tensor],
-                 write_back: Callable[[Tensor, Tensor], Tensor] | None, op: str):
+                 write_back: Callable[[Tensor, Tensor], Tensor] | None, op: str,
+                 rederives: bool = False):
         self.base = base
         self.version = base._version
         self.seen = base.node
         self.derive = derive
         self.write_back = write_back
         self.op = op
+        self.rederives = rederives
         _note_view(base, self)
+
+    def wrote(self, base: Any) -> None:
+        """Note a write through this view that reached ``base``: the view shows the value
+        written, up to date with ``base``, unless its elements alias each other (then a
+        version no base has, so the next read re-derives)."""
+        self.version = -1 if self.rederives else base._version
+        self.seen = getattr(base, "_node", None)
 
     def rebase(self, base: Tensor) -> None:
         """View ``base`` from now on (the storage moved there: ``_move_views``)."""
@@ -112,7 +128,7 @@ class _AliasView(_View):
 
     def __init__(self, root: Tensor, derive: Callable[[Tensor], Tensor],
                  write_back: Callable[[Tensor, Tensor], Tensor], op: str,
-                 hold: bool = False):
+                 hold: bool = False, rederives: bool = False):
         self._base_ref = weakref.ref(root)
         self.held = root if hold else None
         self.version = root._version
@@ -120,6 +136,7 @@ class _AliasView(_View):
         self.derive = derive
         self.write_back = write_back
         self.op = op
+        self.rederives = rederives
         _note_view(root, self)
 
     @property
@@ -277,7 +294,7 @@ class Tensor:
                     base._write_outside_autograd(whole, op)
             else:
                 base._assign(v.write_back(base, value), op)
-            v.version, v.seen = base._version, getattr(base, "_node", None)
+            v.wrote(base)
         if self._node.device == "cuda" and value.node.device is None and \
                 not value.node.realized:
             value.node.device = "cuda"   # a constant written into a GPU tensor stays there
@@ -308,7 +325,7 @@ class Tensor:
             with _grad_mode.no_grad():
                 whole = v.write_back(v.base, Tensor._wrap(value.node))
             v.base._write_outside_autograd(whole, op)
-            v.version, v.seen = v.base._version, v.base._node
+            v.wrote(v.base)
             self._node = value.node
             self._version += 1
             if not self._node.realized:
@@ -1202,7 +1219,8 @@ def _detached_alias(t: Tensor, op: str, hold: bool = False) -> Tensor:
             value = w.write_back(b, value)
         return value
 
-    alias._view = _AliasView(root, derive, write_back, op, hold)
+    alias._view = _AliasView(root, derive, write_back, op, hold,
+                             rederives=any(w.rederives for w in views))
     return alias
 
 

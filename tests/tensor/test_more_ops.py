@@ -350,6 +350,29 @@ def test_overlapping_unfold_writes_back_exactly():
         assert w.tolist() == [[0, 1, 9], [1, 9, 3], [9, 3, 4]], dtype
 
 
+def test_a_detached_alias_of_overlapping_windows_shows_every_window_written():
+    """A write through ``detach()`` or ``.data`` of overlapping windows sets the base
+    element, and every window over it shows it: in the alias itself as well as in the
+    windows and the base (the alias used to keep its other windows' old values)."""
+    for make in (lambda w: w.detach(), lambda w: w.data, lambda w: w[1:].detach()):
+        z = nv.arange(6.0)
+        w = z.unfold(0, 3, 1)                         # (4, 3): window i is z[i:i+3]
+        a = make(w)
+        off = 4 - a.shape[0]
+        a[1 - off, 1] = 50.0                          # base element 2
+        want = [[0, 1, 50], [1, 50, 3], [50, 3, 4], [3, 4, 5]]
+        assert z.tolist() == [0, 1, 50, 3, 4, 5]
+        assert w.tolist() == want
+        assert a.tolist() == want[off:]
+        a.mul_(2.0)                                   # every window: each element once
+        assert a.tolist() == w.tolist()[off:] and z.tolist()[2] == 100.0
+    z = nv.arange(5.0)
+    a = z.unfold(0, 2, 1).detach()
+    a[0, 1] = 7.0
+    z.add_(1.0)                                       # the alias reads the base's update
+    assert a.tolist() == [[1, 8], [8, 3], [3, 4], [4, 5]]
+
+
 def test_in_place_ops_over_all_overlapping_unfold_windows():
     """An op that writes every window at once: where the windows agree on a base
     element (``fill_``, ``zero_``, a constant assigned) it is PyTorch's result; where

@@ -85,7 +85,8 @@ def roll(input: Tensor, shifts: Any, dims: Any = None) -> Tensor:
         if k:
             out = movement.cat([movement.narrow(out, d, n - k, k),
                                 movement.narrow(out, d, 0, n - k)], d)
-    return out
+    # a new tensor even where nothing moves, as PyTorch's (a write into roll(x, 0) changed x)
+    return input.clone() if out is input else out
 
 
 def diff(input: Tensor, n: builtins.int = 1, dim: builtins.int = -1, prepend: Tensor | None = None,
@@ -917,7 +918,9 @@ def quantile(input: Tensor, q: Any, dim: builtins.int | None = None, keepdim: bu
     sequence or 1-D tensor of ``q`` adds a leading dim."""
     from nova.tensor.sorting import sort
     qs, scalar = _quantile_args("quantile", input, q, interpolation)
-    if dim is None:
+    if dim is None or input.ndim == 0:       # (a 0-d input is its one value, as in PyTorch)
+        if dim is not None:
+            normalize_dim("quantile", dim, input.ndim, input.shape)
         input, d, out_keep = movement.reshape(input, -1), 0, False
     else:
         d, out_keep = normalize_dim("quantile", dim, input.ndim, input.shape), keepdim
@@ -973,7 +976,9 @@ def nanquantile(input: Tensor, q: Any, dim: builtins.int | None = None,
     from nova.tensor.numeric import ceil, floor, round
     from nova.tensor.sorting import sort
     qs, scalar = _quantile_args("nanquantile", input, q, interpolation)
-    if dim is None:
+    if dim is None or input.ndim == 0:       # (a 0-d input is its one value, as in PyTorch)
+        if dim is not None:
+            normalize_dim("nanquantile", dim, input.ndim, input.shape)
         input, d, out_keep = movement.reshape(input, -1), 0, False
     else:
         d, out_keep = normalize_dim("nanquantile", dim, input.ndim, input.shape), keepdim

@@ -434,6 +434,13 @@ def lerp(input: Tensor, end: Any, weight: Any) -> Tensor:
         return ops.where(ops.lt(ops.abs(w), 0.5), low, high)
     ops._check_tensor("lerp", input)
     dtype = ops.promote("lerp", input, end) if isinstance(end, Tensor) else input.dtype
+    if isinstance(weight, Tensor):
+        # the weight's dtype counts too (int64 ends, a float32 weight: float32), and every
+        # tensor is cast to the result dtype first, as PyTorch's: ``end - start`` of
+        # uint8 ends wrapped at 256 (lerp(255, 0, 5.8125) gave 4.8, PyTorch -1224)
+        dtype = ops.promote("lerp", input, end, weight)
+        input, end, weight = (ops.cast(v, dtype) if isinstance(v, Tensor) else v
+                              for v in (input, end, weight))
     return ops._rounded_once(dtype, evaluate, input, end, weight)
 
 
@@ -442,6 +449,7 @@ def addcmul(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) 
     common dtype: ``value`` does not widen it, and for an integer result it is
     truncated to an int, as PyTorch converts it; half types in float32, rounded once."""
     common = ops.promote("addcmul", input, tensor1, tensor2)
+    input, tensor1, tensor2 = _all_cast(common, input, tensor1, tensor2)
 
     def evaluate(input: Tensor, tensor1: Tensor, tensor2: Tensor) -> Tensor:
         kind = ops.promote("addcmul", input, tensor1, tensor2)
@@ -459,8 +467,16 @@ def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) 
         quot = ops.div(tensor1, tensor2)
         return ops.add(input, quot if value == 1 else ops.mul(quot, value))
     common = ops.promote("addcdiv", input, tensor1, tensor2)
-    return ops._rounded_once(common if common.is_floating_point else dt.DEFAULT_FLOAT,
-                         evaluate, input, tensor1, tensor2)
+    common = common if common.is_floating_point else dt.DEFAULT_FLOAT
+    return ops._rounded_once(common, evaluate, *_all_cast(common, input, tensor1, tensor2))
+
+
+def _all_cast(dtype: dt.DType, *args: Any) -> list[Any]:
+    """The tensors among ``args`` cast to the result dtype before any arithmetic, as
+    PyTorch's kernels take their operands: ``uint8 / bfloat16`` inside a float32
+    ``addcdiv`` was rounded to bfloat16 (0.2% off), and an int32 factor of a float16
+    ``addcmul`` that float16 cannot hold is inf there, not a finite product."""
+    return [ops.cast(a, dtype) if isinstance(a, Tensor) else a for a in args]
 
 
 def isfinite(input: Tensor) -> Tensor:

@@ -240,8 +240,8 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
             raise ShapeError(f"cat: tensor {k} has shape {t_.shape}, which does not match "
                              f"{ref.shape} outside dim {d} (shapes: {shapes})")
     ts = [cast(t_, out_dtype) for t_ in ts]
-    if len(ts) == 1:
-        return ts[0]
+    if len(ts) == 1:        # a new tensor, as PyTorch's: never the input or a view of it
+        return ts[0].clone()  # (an in-place write to cat([x]) or stack([x]) changed x)
     shape = list(ref.shape)
     shape[d] = builtins.sum(t_.shape[d] for t_ in ts)
     return prim("concat", ts, {"dim": d}, tuple(shape), out_dtype)

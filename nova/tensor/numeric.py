@@ -49,13 +49,16 @@ _round_even = _rounding("round")
 
 def round(input: Tensor, decimals: builtins.int = 0) -> Tensor:  # noqa: A001 (torch's name)
     """Nearest integer, ties to even (``torch.round``); with ``decimals``, of
-    ``x * 10**decimals``, scaled back."""
+    ``x * 10**decimals``, scaled back; half types in float32, rounded once, as PyTorch's
+    kernel (float16 26.140625 to 1 decimal is 26.09375: in float16 ``x * 10`` rounded
+    to 261.5 first, giving 26.203125)."""
     if not isinstance(decimals, builtins.int) or isinstance(decimals, builtins.bool):
         raise TypeError(f"round: decimals must be an int, got {decimals!r}")
     if decimals == 0 or not input.dtype.is_floating_point:
         return _round_even(input)
     scale = 10.0 ** decimals
-    return ops.div(_round_even(ops.mul(input, scale)), scale)
+    return ops._rounded_once(input.dtype,
+                             lambda x: ops.div(_round_even(ops.mul(x, scale)), scale), input)
 
 
 def frac(input: Tensor) -> Tensor:

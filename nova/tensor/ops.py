@@ -176,12 +176,21 @@ def _half_loses(value: Any, dtype: dt.DType) -> bool:
 
 # ---------------------------------------------------------------- arithmetic
 
-def _scaled(op: str, a: Any, b: Any, alpha: Any) -> Any:
-    """``b * alpha`` for add/sub; ``alpha`` must fit the result dtype, as in PyTorch
-    (``int32_tensor.add(1, alpha=2**40)`` raises rather than wrapping)."""
+def _scaled(op: str, a: Any, b: Any, alpha: Any, common: dt.DType) -> Any:
+    """``b * alpha`` for add/sub, computed in the result dtype ``common`` as PyTorch's
+    kernels do (a uint8 ``b`` beside an int64 or float ``a`` must not wrap at 256 before
+    the promotion, and a scalar ``b`` must not turn a 0-d result into int64); ``alpha``
+    must fit the result dtype, as in PyTorch (``int32_tensor.add(1, alpha=2**40)``
+    raises rather than wrapping), and be an integer for an integer or bool result."""
     if _is_scalar(alpha):
-        dt.checked_scalar(alpha, promote(op, a, b), op)
-    return mul(b, alpha)
+        if not common.is_floating_point and isinstance(alpha, (builtins.float, np.floating)):
+            raise DTypeError(f"{op}: for integral input tensors ({common}), argument alpha "
+                             f"must not be a floating point number (got {alpha!r})")
+        dt.checked_scalar(alpha, common, op)
+    if isinstance(b, Tensor):
+        return mul(cast(b, common), alpha)
+    product = b * alpha
+    return builtins.bool(product) if common == dt.bool_ else product
 
 
 def _widened(op: str, a: Any, b: Any, alpha: Any) -> Tensor | None:
@@ -207,7 +216,9 @@ def add(input: Any, other: Any, alpha: Any = 1) -> Tensor:
     if alpha != 1:
         if (wide := _widened("add", input, other, alpha)) is not None:
             return wide
-        other = _scaled("add", input, other, alpha)
+        common = promote("add", input, other)
+        return _binary("add", "add", input, _scaled("add", input, other, alpha, common),
+                       dtype=common)
     return _binary("add", "add", input, other)
 
 
@@ -235,7 +246,9 @@ def sub(input: Any, other: Any, alpha: Any = 1) -> Tensor:
     if alpha != 1:
         if (wide := _widened("sub", input, other, alpha)) is not None:
             return wide
-        other = _scaled("sub", input, other, alpha)
+        common = promote("sub", input, other)
+        return _binary("sub", "sub", input, _scaled("sub", input, other, alpha, common),
+                       dtype=common)
     return _binary("sub", "sub", input, other)
 
 
@@ -410,6 +423,12 @@ def clamp(input: Tensor, min: Any = None, max: Any = None) -> Tensor:
         for bound in (min, max):
             if isinstance(bound, (builtins.int, np.integer)) and not isinstance(bound, builtins.bool):
                 dt.operand_scalar(bound, input.dtype, "clamp")
+    if isinstance(min, Tensor) and isinstance(max, Tensor):
+        # one promotion over all three, as PyTorch's: promoting pairwise lets a 0-d
+        # bound of a higher category outrank a dimensioned one (int32 x, float64 0-d
+        # min, float32 max gave float64; PyTorch float32)
+        common = promote("clamp", input, min, max)
+        input, min, max = cast(input, common), cast(min, common), cast(max, common)
     out = input
     if min is not None:
         out = _select("clamp", _beyond("lt", out, min), min, out)
@@ -875,6 +894,8 @@ def std(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: builtins.
     dim, correction = _correction("std", dim, unbiased, keepdim, correction)
     input = _float_only("std", input)
     axes = reduction_axes("std", dim, input.ndim, input.shape)
+    if any(input.shape[a] == 0 for a in axes):     # NaN, as PyTorch's (no max to scale by)
+        return sqrt(var(input, axes, keepdim=keepdim, correction=correction))
 
     def largest(t: Tensor) -> Tensor:       # max |t| over the axes, 1 where it is 0
         m = unaliased_detach(amax(abs(t), axes, keepdim=True))

@@ -78,6 +78,8 @@ def _doubling(op: str, x: Tensor, dim: Any, combine, pad_values) -> tuple[Tensor
         earlier = tuple(_shifted(t, d, shift, v) for t, v in zip(state, pad_values(state)))
         state = combine(earlier, state)
         shift *= 2
+    if shift == 1:      # no pass (a dim of size 0 or 1): new tensors, not views of x, as
+        state = tuple(t.clone() for t in state)   # PyTorch's (a write into cummax's changed x)
     return state if x.ndim else tuple(movement.reshape(t, ()) for t in state)
 
 

@@ -204,6 +204,19 @@ def test_cross_rot90_block_diag_and_cartesian_products():
     assert got == [[1, 3], [1, 4], [1, 5], [2, 3], [2, 4], [2, 5]]
 
 
+def test_quantile_of_a_0d_tensor_along_its_dim():
+    """Regression: quantile/nanquantile of a 0-d tensor with ``dim=0`` or ``-1`` raised
+    IndexError (``tuple index out of range``); PyTorch returns the value, 0-d."""
+    x = nv.tensor(2.5)
+    got = [nv.quantile(x, 0.3, dim=-1), nv.quantile(x, 0.3, dim=0, keepdim=True),
+           nv.nanquantile(x, 0.7, dim=0, interpolation="higher"),
+           nv.quantile(x, [0.25, 0.75], dim=0)]
+    assert [tuple(g.shape) for g in got] == [(), (), (), (2,)]
+    assert [g.tolist() for g in got] == [2.5, 2.5, 2.5, [2.5, 2.5]]
+    with pytest.raises(IndexError):
+        nv.quantile(x, 0.3, dim=1)
+
+
 def test_median_quantile_and_trapezoid():
     x = nv.tensor(A)
     assert nv.median(x).item() == np.sort(A.ravel())[(A.size - 1) // 2]

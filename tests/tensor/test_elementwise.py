@@ -104,6 +104,22 @@ def test_clamp_with_scalar_and_tensor_bounds(x, lo, hi):
     assert_close(nv.tensor(x).clamp(max=nv.tensor(np.float32(hi))), np.minimum(x, np.float32(hi)))
 
 
+def test_clamp_promotes_input_and_both_tensor_bounds_at_once():
+    """Regression: clamp promoted pairwise (x with min, then with max), so a 0-d bound of
+    a higher category outranked a dimensioned one: int32 x, float64 0-d min and float32
+    max gave float64, PyTorch's one promotion over the three gives float32."""
+    x = nv.tensor([1, 2, 3], dtype=nv.int32)
+    lo, hi = nv.tensor(1.5, dtype=nv.float64), nv.tensor([2.5], dtype=nv.float32)
+    out = nv.clamp(x, lo, hi)
+    assert out.dtype == nv.float32 and out.tolist() == [1.5, 2.0, 2.5]
+    out = nv.clamp(nv.tensor([1, 5], dtype=nv.int16), nv.tensor(0.5, dtype=nv.float16),
+                   nv.tensor([3.0], dtype=nv.bfloat16))
+    assert out.dtype == nv.bfloat16 and out.tolist() == [1.0, 3.0]
+    u8 = nv.tensor(np.array([0, 200], np.uint8))
+    out = nv.clamp(u8, nv.tensor(-1, dtype=nv.int8), nv.tensor([150], dtype=nv.int16))
+    assert out.dtype == nv.int16 and out.tolist() == [0, 150]
+
+
 @given(pair=broadcast_pair(), c=st.data())
 def test_where_broadcasts_all_three(pair, c):
     a, b = pair
@@ -165,6 +181,31 @@ def test_half_floats_times_a_python_float_round_once_as_pytorch(dtype):
         assert got.dtype == dtype
         np.testing.assert_array_equal(got.float().numpy(), ref)
     assert (nv.tensor([1.359375], dtype=nv.bfloat16) * 3.3).item() == 4.5
+
+
+def test_add_sub_alpha_scale_in_the_result_dtype():
+    """Regression: ``add``/``sub`` with ``alpha`` computed ``alpha * other`` in
+    ``other``'s dtype, so a uint8 ``other`` wrapped at 256 before the promotion
+    (``float64 - 3 * uint8(200)`` gave -86, PyTorch -598), a scalar ``other`` turned a
+    0-d uint8 result into int64, and bool results became int64 counts. PyTorch scales
+    in the result dtype, and refuses a float alpha for integer results."""
+    u8 = nv.tensor(np.array([100, 200], np.uint8))
+    f64 = nv.tensor([1.5, 2.0], dtype=nv.float64)
+    got = [nv.add(f64, u8, alpha=3), nv.sub(f64, u8, alpha=3),
+           nv.add(nv.tensor([1, 2]), u8, alpha=3), nv.rsub(u8, f64, alpha=3),
+           nv.tensor([1, 2], dtype=nv.int32).sub_(u8, alpha=3),
+           nv.add(nv.tensor(1, dtype=nv.int16), nv.tensor(200, dtype=nv.uint8), alpha=2),
+           nv.add(nv.tensor(7, dtype=nv.uint8), 1, alpha=2),
+           nv.add(nv.tensor([True, False]), nv.tensor([True, False]), alpha=2)]
+    nv.realize(*got)
+    assert [g.dtype for g in got] == [nv.float64, nv.float64, nv.int64, nv.float64,
+                                      nv.int32, nv.int16, nv.uint8, nv.bool]
+    assert got[0].tolist() == [301.5, 602.0] and got[1].tolist() == [-298.5, -598.0]
+    assert got[2].tolist() == [301, 602] and got[3].tolist() == [-298.5, -598.0]
+    assert got[4].tolist() == [-299, -598] and got[5].item() == 401
+    assert got[6].item() == 9 and got[7].tolist() == [True, False]
+    with pytest.raises(RuntimeError, match="alpha"):
+        nv.add(nv.tensor([1, 2]), nv.tensor([1, 2]), alpha=1.5)
 
 
 def test_type_promotion_table():
@@ -295,3 +336,41 @@ def test_half_composites_compute_in_float32_and_round_once(dtype):
         tol = eps * np.abs(want) * 1.01 + 1e-7 * np.abs(want).max() + \
             (6e-8 if dtype == nv.float16 else 1e-38)
         assert np.all(np.abs(g - want) <= tol), np.max(np.abs(g - want) / (np.abs(want) + 1e-30))
+
+
+def test_round_with_decimals_on_half_types_rounds_once():
+    """Regression: ``round(x, decimals=)`` on float16 scaled ``x * 10`` in float16
+    (26.140625 * 10 rounded to 261.5, then to 262), giving 26.203125 where PyTorch's
+    float32 computation gives 26.1, i.e. float16 26.09375."""
+    x = nv.tensor([26.140625, 0.4924, -3.0762], dtype=nv.float16)
+    got = nv.round(x, decimals=1)
+    assert got.dtype == nv.float16
+    np.testing.assert_array_equal(got.numpy(), np.array([26.1, 0.5, -3.1], np.float16))
+    b = nv.tensor([25.0, 35.0, 126.0], dtype=nv.bfloat16)
+    assert nv.round(b, decimals=-1).tolist() == [20.0, 40.0, 130.0]
+
+
+def test_lerp_addcmul_addcdiv_cast_every_operand_to_the_result_dtype_first():
+    """Regression: lerp, addcmul and addcdiv computed their inner steps in the operands'
+    own pairwise dtype: ``end - start`` of uint8 ends wrapped (lerp(255, 0, weight
+    5.8125) gave 4.8, PyTorch -1224 in bfloat16) and of int64 ones overflowed, a
+    ``uint8 / bfloat16`` quotient inside a float32 addcdiv was rounded to bfloat16, and
+    an int32 factor too large for a float16 addcmul was not inf. PyTorch casts every
+    operand to the result dtype (the weight's included) first."""
+    w = nv.tensor(5.8125, dtype=nv.bfloat16)
+    got = nv.lerp(nv.tensor(255, dtype=nv.uint8), nv.tensor(0, dtype=nv.uint8), w)
+    assert got.dtype == nv.bfloat16 and got.item() == -1224.0
+    got = nv.lerp(nv.tensor([-2**62, 5]), nv.tensor(2**62), nv.tensor(0.25))
+    assert got.dtype == nv.float32
+    np.testing.assert_allclose(got.numpy(), [-2.0 ** 61, 2.0 ** 60], rtol=1e-6)
+    got = nv.lerp(nv.tensor([1.0, 5.0], dtype=nv.float16), nv.tensor([200.0, 300.0], dtype=nv.float16),
+                  nv.tensor(0.3))                  # the weight rounds to float16 first
+    assert got.dtype == nv.float16 and got.tolist() == [60.71875, 93.5]
+    a = nv.tensor([0.828125, -2.125])
+    den = nv.tensor([[0.283203125, -1.6875]], dtype=nv.bfloat16)
+    got = nv.addcdiv(a, nv.tensor(np.array([10], np.uint8)), den, value=2)
+    np.testing.assert_allclose(got.numpy(), [[0.828125 + 20 / 0.283203125, -2.125 - 20 / 1.6875]],
+                               rtol=1e-6)
+    got = nv.addcmul(nv.tensor(0.0, dtype=nv.float16), nv.tensor([-1, -27986953], dtype=nv.int32),
+                     nv.tensor(np.array([8, 0], np.uint8)), value=0.5)
+    assert got.dtype == nv.float16 and got[0].item() == -4.0 and math.isnan(got[1].item())

@@ -100,6 +100,24 @@ def test_cat_leaves_out_one_dim_empty_tensors_as_pytorch():
         nv.cat([nv.ones(2), nv.ones(2, 3)])
 
 
+@pytest.mark.parametrize("op", [
+    lambda x: nv.cat([x]), lambda x: nv.cat([x], 1), lambda x: nv.stack([x]),
+    lambda x: nv.hstack([x]), lambda x: nv.vstack([x]), lambda x: nv.dstack([x]),
+    lambda x: nv.column_stack([x]), lambda x: nv.block_diag(x), lambda x: nv.roll(x, 0, 0),
+    lambda x: nv.roll(x, (3, 0), (0, 1)), lambda x: x.cummax(0).values,
+    lambda x: x.cummin(0).indices, lambda x: nv.logcumsumexp(x, 0)])
+def test_ops_that_move_nothing_still_return_a_new_tensor(op):
+    """Regression: ``cat`` of one tensor returned it (``stack([x])`` a view of it),
+    ``roll`` by 0 (or by a multiple of the size) returned ``x``, and ``cummax`` /
+    ``cummin`` / ``logcumsumexp`` over a size-1 dim returned views of ``x``: an in-place
+    write into the result changed ``x``. PyTorch's results are new tensors."""
+    x = nv.tensor([[2.0, 3.0, 4.0]])
+    out = op(x)
+    out.fill_(5)
+    assert x.tolist() == [[2.0, 3.0, 4.0]]
+    assert (out == 5).all().item()
+
+
 def test_tril_triu_one_hot_gather():
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     for k in (-1, 0, 2):

@@ -61,6 +61,18 @@ def test_std_keeps_the_precision_of_a_small_spread_around_a_large_mean():
                                    np.std(x.astype(np.float64)), rtol=2e-6)
 
 
+def test_std_over_an_empty_dim_is_nan_as_var():
+    """Regression: std over a zero-size dim (``nv.zeros(0).std()``) raised IndexRangeError
+    from the largest magnitude it scales by; PyTorch's (and Nova's var) give NaN."""
+    got = [nv.zeros(0).std(), nv.zeros(0, dtype=nv.float16).std(keepdim=True, correction=0),
+           nv.zeros(0, 3).std(0), nv.std_mean(nv.zeros(2, 0), dim=(1,), keepdim=True)[0]]
+    nv.realize(*got)
+    assert [tuple(g.shape) for g in got] == [(), (1,), (3,), (2, 1)]
+    assert got[1].dtype == nv.float16
+    for g in got:
+        assert np.isnan(g.float().numpy()).all()
+
+
 @given(case=array_and_dims())
 def test_logsumexp(case):
     x, dims, keepdim = case

@@ -271,23 +271,38 @@ def _cumsum_back(ctx: Context, g: Tensor) -> Grads:
 
 
 def _cumprod_back(ctx: Context, g: Tensor) -> Grads:
+    return (_cumprod_grad(ctx.x(0), ctx.y(), g, bool(ctx.attrs["reverse"]),
+                          second_order=ctx.create_graph),)
+
+
+def _cumprod_grad(x: Tensor, y: Tensor, g: Tensor, reverse: bool,
+                  second_order: bool) -> Tensor:
     """Zero-safe: ``dy_j/dx_i`` is the product of ``x_0..x_j`` without ``x_i`` (j >= i).
     Before a row's first zero, that is ``y_j / x_i``, so the gradient is the reverse
     cumsum of ``g * y`` divided by ``x``; at the first zero it is the reverse cumsum
     of ``g`` times the products with that zero taken as 1; after it, every product
     holds the first zero and the gradient is 0. With ``reverse`` every direction
-    flips."""
-    x, y = ctx.x(0), ctx.y()
-    reverse = bool(ctx.attrs["reverse"])
+    flips.
+
+    That 0 is ``x_z * h_i`` (``x_z`` the first zero, ``h`` the gradient of the cumprod
+    with ``x_z`` taken as 1), whose derivative in ``x_z`` is ``h_i``, not 0. With
+    ``second_order`` (``create_graph``) it is written so: as a constant 0 it dropped
+    those terms from the second derivative of ``cumprod``/``prod`` at the first zero
+    (PyTorch's has them). First-order passes skip the extra scans."""
     zero = ops.eq(x, 0.0)
     zeros_so_far = scan_last("cumsum", ops.cast(zero, dt.int64), reverse)
     before = ops.eq(zeros_so_far, 0)
     first = ops.logical_and(zero, ops.eq(zeros_so_far, 1))
     ahead = lambda t: scan_last("cumsum", t, not reverse)  # noqa: E731
     plain = ops.div(ahead(ops.mul(g, y)), ops.where(before, x, 1.0))
-    skipped = scan_last("cumprod", ops.where(first, 1.0, x), reverse)
+    unzeroed = ops.where(first, 1.0, x)
+    skipped = scan_last("cumprod", unzeroed, reverse)
     at_zero = ahead(ops.mul(g, skipped))
-    return (ops.where(before, plain, ops.where(first, at_zero, 0.0)),)
+    after: Tensor | float = 0.0
+    if second_order:
+        x_z = ops.sum(ops.where(first, x, 0.0), -1, keepdim=True)
+        after = ops.mul(x_z, _cumprod_grad(unzeroed, skipped, g, reverse, second_order=False))
+    return ops.where(before, plain, ops.where(first, at_zero, after))
 
 
 # The vector-Jacobian table, keyed by the dialect's op classes: every op of

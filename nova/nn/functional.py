@@ -540,28 +540,34 @@ def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean", *,
 def smooth_l1_loss(input: Tensor, target: Tensor, reduction: str = "mean",
                    beta: float = 1.0, *, size_average: bool | None = None,
                    reduce: bool | None = None) -> Tensor:
-    """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta = 0: L1)."""
+    """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta = 0: L1). The square
+    is of d, not |d|: the same values, but |d|'s slope is 0 at d = 0, where the second
+    derivative (``create_graph``) is 1 / beta, as PyTorch's."""
     reduction = legacy_reduction(size_average, reduce, reduction)
     input, target = _broadcast_pair("smooth_l1_loss", input, target)
     if beta < 0:
         raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
-    d = ops.abs(ops.sub(input, target))
+    diff = ops.sub(input, target)
+    d = ops.abs(diff)
     if beta == 0:
         return _reduce("smooth_l1_loss", d, reduction)
-    loss = ops.where(ops.lt(d, beta), ops.mul(ops.mul(d, d), 0.5 / beta), ops.sub(d, 0.5 * beta))
+    loss = ops.where(ops.lt(d, beta), ops.mul(ops.mul(diff, diff), 0.5 / beta),
+                     ops.sub(d, 0.5 * beta))
     return _reduce("smooth_l1_loss", loss, reduction)
 
 
 def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean",
                delta: float = 1.0, weight: Tensor | None = None) -> Tensor:
     """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta); times ``weight`` if
-    given (``_weighted_loss``)."""
+    given (``_weighted_loss``). The square is of d, not |d| (the second derivative at
+    d = 0 is 1, as in ``smooth_l1_loss``)."""
     shape = getattr(input, "shape", None)
     input, target = _broadcast_pair("huber_loss", input, target)
     if delta <= 0:
         raise ValueError(f"huber_loss: delta must be > 0, got {delta}")
-    d = ops.abs(ops.sub(input, target))
-    loss = ops.where(ops.lt(d, delta), ops.mul(ops.mul(d, d), 0.5),
+    diff = ops.sub(input, target)
+    d = ops.abs(diff)
+    loss = ops.where(ops.lt(d, delta), ops.mul(ops.mul(diff, diff), 0.5),
                      ops.mul(ops.sub(d, 0.5 * delta), delta))
     if weight is not None:
         return _weighted_loss("huber_loss", loss, weight, shape, reduction, False)

@@ -131,6 +131,38 @@ def test_xlogy_mixed_second_derivative_at_x_zero():
     np.testing.assert_allclose(hxy.numpy(), [0.5, 0.25, 0.2], rtol=1e-15)
 
 
+# ---------------------------------------------------------------- cumprod / prod
+
+def _prod_hessian(x):
+    """d2 prod(x) / dx_i dx_j: the product of the other elements (0 on the diagonal)."""
+    n = len(x)
+    return np.array([[np.prod(np.delete(x, [i, j])) if i != j else 0.0 for j in range(n)]
+                     for i in range(n)])
+
+
+def test_cumprod_and_prod_second_derivatives_at_zeros():
+    """Hessian-vector products of cumprod and prod through rows with zeros. The
+    gradient after a row's first zero is 0 by value, but its derivative in that zero is
+    the product of the others: the zero-safe rule had written it as a constant 0, so the
+    second derivative at the first zero lost those terms (prod's is cumprod's last)."""
+    x = np.array([[2.0, -0.5, 0.0, -2.0, 1.5], [1.0, 0.0, 0.0, 3.0, 2.0],
+                  [0.0, 1.5, -1.0, 2.0, 0.5], [1.5, 2.0, -1.0, 0.5, 3.0]])
+    w = np.array([[1.5, -0.7, 0.3, 0.9, -1.1], [0.4, -0.2, 0.6, 1.3, -0.8],
+                  [0.7, 1.1, -0.5, 0.2, 0.9], [-0.3, 0.8, 1.2, -1.4, 0.5]])
+    v = np.array([[0.5, 1.0, -2.0, 0.25, 1.5], [-1.0, 2.0, 0.5, 1.0, -0.5],
+                  [1.0, -0.5, 2.0, 1.5, 0.25], [0.5, 0.5, -1.0, 2.0, 1.0]])
+    want_cumprod = np.zeros_like(x)
+    for r in range(len(x)):
+        for j in range(x.shape[1]):
+            want_cumprod[r, :j + 1] += w[r, j] * _prod_hessian(x[r, :j + 1]) @ v[r, :j + 1]
+    want_prod = np.stack([w[r, 0] * _prod_hessian(x[r]) @ v[r] for r in range(len(x))])
+    t = nv.tensor(x, dtype="float64", requires_grad=True)
+    for out, weight, want in ((t.cumprod(1), w, want_cumprod), (t.prod(1), w[:, 0], want_prod)):
+        (g,) = nv.autograd.grad((out * nv.tensor(weight)).sum(), [t], create_graph=True)
+        (hv,) = nv.autograd.grad((g * nv.tensor(v)).sum(), [t])
+        np.testing.assert_allclose(hv.numpy(), want, rtol=1e-14, atol=1e-14)
+
+
 # ---------------------------------------------------------------- copysign
 
 def test_copysign_gradient_is_result_over_input():

@@ -211,6 +211,24 @@ def test_binary_cross_entropy_double_backward():
     assert gradcheck(lambda v, t: F.binary_cross_entropy(v, t, reduction="none"), [P, T])
 
 
+def test_huber_and_smooth_l1_second_derivatives_at_zero_difference():
+    """Inside the quadratic piece the second derivative is 1 / beta (huber: 1), at
+    d = 0 too: the square was of |d|, whose slope 0 there made it 0. Outside (|d| >=
+    beta, the linear piece) it is 0."""
+    X0 = np.array([-1.0, 0.3, 2.0, 0.5, 0.0])
+    T0 = np.array([-1.0, 0.1, -1.0, 0.0, 0.0])       # d = 0, 0.2, 3, 0.5 (the edge), 0
+    inner = np.array([1.0, 1.0, 0.0, 0.0, 1.0])
+    for loss, second in ((lambda x, t: F.huber_loss(x, t, reduction="sum", delta=0.5), inner),
+                         (lambda x, t: F.smooth_l1_loss(x, t, reduction="sum", beta=0.5),
+                          inner / 0.5)):
+        x = nv.tensor(X0, dtype=nv.float64, requires_grad=True)
+        t = nv.tensor(T0, dtype=nv.float64, requires_grad=True)
+        gx, = nv.autograd.grad(loss(x, t), x, create_graph=True)
+        hxx, hxt = nv.autograd.grad(gx.sum(), [x, t])
+        assert_close(hxx.numpy(), second, rtol=0, atol=0)
+        assert_close(hxt.numpy(), -second, rtol=0, atol=0)
+
+
 def test_gradients_match_pytorch():
     torch = pytest.importorskip("torch")
     P = np.array([1.0, 0.0, 1.0, 0.0, 0.3, 0.3], np.float32)

@@ -280,6 +280,11 @@ class Tensor:
                 raise RuntimeError(f"{op}: result type {value.dtype.name} can't be cast to "
                                    f"the in-place output type {self.dtype.name}")
             value = value.to(self.dtype)
+        if value._grad_fn is None and value._requires_grad and _grad_mode.STATE.enabled:
+            # a leaf's node carries no history of its own: written as it is (``copy_(a)``,
+            # ``v[:] = a``), the gradient to the leaf was lost. An alias of it (no new
+            # node) is the history, as PyTorch's copy_ is differentiable in its source.
+            value = value.clone()
         v = self._view
         if v is not None:
             if v.write_back is None:

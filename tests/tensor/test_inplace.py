@@ -279,3 +279,32 @@ def test_a_copy_under_no_grad_takes_no_history_from_its_source():
     assert z.grad is None
     np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])
     np.testing.assert_array_equal(y2.detach().numpy(), [15.0, 21.0])
+
+
+
+
+@pytest.mark.parametrize("write, whole", [
+    (lambda v, a: v.copy_(a), True),
+    (lambda v, a: v.__setitem__(slice(None), a), True),
+    (lambda v, a: v[:].copy_(a), True),
+    (lambda v, a: v.__setitem__(1, a), False),
+], ids=["copy_", "setitem-all", "view-copy_", "setitem-row"])
+def test_writing_a_leaf_into_a_tensor_makes_the_leaf_its_history(write, whole):
+    """Regression: a leaf that requires grad written whole, at the tensor's own shape,
+    into a tensor (``v.copy_(a)``, ``v[:] = a``) gave the tensor the leaf's value
+    without history: the gradient to the leaf was silently 0 (or backward refused).
+    PyTorch's copy_ is differentiable in its source."""
+    a = nv.tensor([[3.0, 4.0], [5.0, 6.0]], requires_grad=True)
+    b = nv.tensor([[5.0, 6.0], [7.0, 8.0]], requires_grad=True)
+    w = np.array([[1.0, 10.0], [100.0, 1000.0]])
+    v = b * 1.0
+    row = a[0].detach().requires_grad_()
+    write(v, a if whole else row)
+    assert v.requires_grad and v.grad_fn is not None
+    (v * nv.tensor(w)).sum().backward()
+    if whole:
+        np.testing.assert_array_equal(a.grad.numpy(), w)
+        assert b.grad is None or not b.grad.numpy().any()   # (PyTorch's: zeros)
+    else:
+        np.testing.assert_array_equal(b.grad.numpy(), [w[0], [0.0, 0.0]])
+        np.testing.assert_array_equal(row.grad.numpy(), w[1])

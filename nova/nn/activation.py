@@ -177,8 +177,12 @@ def tanhshrink(input: Tensor) -> Tensor:
 
 
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
-    """``x`` where ``x > threshold``, else ``value``."""
+    """``x`` where ``x > threshold``, else ``value``, in the input's dtype: an integer
+    input takes ``value`` converted to it (truncated; refused where it cannot hold it),
+    as PyTorch's, never a float result."""
     ops._check_tensor("threshold", input)
+    if not input.dtype.is_floating_point and not input.dtype.is_complex:
+        value = dt.checked_scalar(value, input.dtype, "threshold")
     return inplace_result("threshold", input, ops.where(ops.le(input, threshold), value, input),
                           inplace)
 

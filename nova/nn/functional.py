@@ -817,12 +817,15 @@ def pad(input: Tensor, pad: Any, mode: str = "constant", value: float | None = N
     for k in range(len(pads) // 2):
         widths[input.ndim - 1 - k] = (pads[2 * k], pads[2 * k + 1])
     if mode == "constant":
-        return _pad_constant(input, widths, 0.0 if value is None else value)
-    # autocast: PyTorch's reflection_pad1d/2d and replication_pad1d/2d/3d are float32 ops
-    kernel = f"{_PAD_KERNELS.get(mode)}{len(pads) // 2}d"
-    if kernel in POLICIES:
-        return autocast_op(kernel)(_pad_index)(input, widths, mode)
-    return _pad_index(input, widths, mode)
+        out = _pad_constant(input, widths, 0.0 if value is None else value)
+    elif (kernel := f"{_PAD_KERNELS.get(mode)}{len(pads) // 2}d") in POLICIES:
+        # autocast: PyTorch's reflection_pad1d/2d and replication_pad1d/2d/3d are float32 ops
+        out = autocast_op(kernel)(_pad_index)(input, widths, mode)
+    else:
+        out = _pad_index(input, widths, mode)
+    # a new tensor, as PyTorch's, where nothing was added: padding by zeros gave the input
+    # itself and a crop a view of it, so a write into the result changed the input
+    return out.clone() if out is input or out._view is not None else out
 
 
 # PyTorch's kernel names of the index modes (for their autocast policies)

@@ -23,7 +23,7 @@ import numpy as np
 from nova.core import dtypes as dt
 from nova.core.errors import DTypeError
 from nova.tensor import grad_mode, ops
-from nova.tensor.tensor import Tensor
+from nova.tensor.tensor import Tensor, unaliased_detach
 
 _LN2 = math.log(2.0)
 
@@ -295,15 +295,30 @@ def acosh(input: Tensor) -> Tensor:
 
 
 def logaddexp(input: Tensor, other: Tensor) -> Tensor:
-    """``log(exp(a) + exp(b))`` without overflow (``torch.logaddexp``): ``max + log1p(
-    exp(-|a - b|))`` in float64 (rounded once for narrower floats), and the infinity
-    itself where both are the same infinity."""
+    """``log(exp(a) + exp(b))`` without overflow (``torch.logaddexp``), in float64
+    (rounded once for narrower floats): ``logaddexp_shifted``."""
     common = ops.promote("logaddexp", input, other)
     common = common if common.is_floating_point else dt.DEFAULT_FLOAT
     x, y = ops.operands("logaddexp", input, other, dtype=dt.float64)   # (a result near 0 cancels:
-    m = ops.maximum(x, y)                                      # float32 lost 37 ulps there)
-    out = ops.add(m, ops.log1p(ops.exp(ops.neg(ops.abs(ops.sub(x, y))))))
-    return ops.cast(ops.where(ops.logical_and(ops.eq(x, y), ops.isinf(x)), x, out), common)
+    return ops.cast(logaddexp_shifted(x, y, 1.0), common)      # float32 lost 37 ulps there)
+
+
+def logaddexp_shifted(x: Tensor, y: Tensor, log_base: float) -> Tensor:
+    """``log_b(b^x + b^y)`` (``log_base`` = ln b) as ``m + log1p(expm1((x - m) ln b) +
+    exp((y - m) ln b)) / ln b``, with ``m`` the larger of the two taken as a constant
+    (no history; 0 where it is not finite, which the infinities then carry through).
+    One of the two terms is ``expm1(0) = 0`` exactly, so the value is ``m + log1p(small)``
+    as precise as the textbook ``max + log1p(exp(-|x - y|))``, while its derivatives are
+    the softmax weights at every order: ``|x - y|`` had slope 0 at a tie, so the second
+    derivative there was 0 instead of ``p (1 - p)`` (0.25)."""
+    m = unaliased_detach(ops.maximum(x, y))
+    m = ops.where(isfinite(m), m, 0.0)
+
+    def scaled(t: Tensor) -> Tensor:
+        d = ops.sub(t, m)
+        return d if log_base == 1.0 else ops.mul(d, log_base)
+    s = ops.log1p(ops.add(ops.expm1(scaled(x)), ops.exp(scaled(y))))
+    return ops.add(m, s if log_base == 1.0 else ops.mul(s, 1.0 / log_base))
 
 
 def _x_log(op: str, x: Any, y: Any, log, domain: float, int_dtype: dt.DType) -> Tensor:

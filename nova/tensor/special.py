@@ -59,7 +59,8 @@ import ml_dtypes
 from nova.core import dtypes as dt
 from nova.core.errors import DTypeError
 from nova.tensor import grad_mode, ops, tape
-from nova.tensor.elementary import _in_float64, _infinity, _nan_slope, _steep, _x_log
+from nova.tensor.elementary import (_in_float64, _infinity, _nan_slope, _steep, _x_log,
+                                    logaddexp_shifted)
 from nova.tensor.tensor import Tensor
 
 _SQRT_PI_2 = math.sqrt(math.pi) / 2       # 1 / erf'(0)
@@ -581,14 +582,10 @@ def _float_binary(op: str, a: Any, b: Any) -> tuple[Tensor, Tensor, dt.DType]:
 
 
 def logaddexp2(input: Any, other: Any) -> Tensor:
-    """``log2(2^a + 2^b)`` without overflow (``torch.logaddexp2``): ``max + log1p(
-    2^-|a - b|) / log(2)`` in float64, and the infinity itself where both are the same
-    infinity."""
+    """``log2(2^a + 2^b)`` without overflow (``torch.logaddexp2``), in float64
+    (``logaddexp_shifted``)."""
     x, y, common = _float_binary("logaddexp2", input, other)
-    m = ops.maximum(x, y)
-    d = ops.abs(ops.sub(x, y))
-    out = ops.add(m, ops.mul(ops.log1p(ops.pow(2.0, ops.neg(d))), 1.0 / _LN2))
-    return ops.cast(ops.where(ops.logical_and(ops.eq(x, y), ops.isinf(x)), x, out), common)
+    return ops.cast(logaddexp_shifted(x, y, _LN2), common)
 
 
 def xlog1py(input: Any, other: Any) -> Tensor:

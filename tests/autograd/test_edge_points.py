@@ -185,3 +185,40 @@ def test_remainder_gradient_at_an_infinite_dividend_is_nan():
     _check(dx, [1.0, 1.0, 1.0, 1.0])
     _check(dy, [NAN, NAN, -3.0, 4.0])
 
+
+
+# ---------------------------------------------------------------- logaddexp at ties
+
+def test_logaddexp_and_logaddexp2_second_derivatives_at_ties():
+    """d2/dx2 log(e^x + e^y) = p (1 - p) with p = e^x / (e^x + e^y): 0.25 at a tie,
+    mixed -0.25. The formula max + log1p(exp(-|x - y|)) had |x - y|, whose slope 0 at
+    the tie made both 0 there (so did logcumsumexp's, built from it); logaddexp2's is
+    ln 2 p (1 - p), p = 2^x / (2^x + 2^y)."""
+    x0 = np.array([0.0, 1.5, 2.0, -3.0])
+    y0 = np.array([0.0, 1.5, 0.0, 4.0])                 # two ties, then two apart
+    for fn, base in ((nv.logaddexp, math.e), (nv.logaddexp2, 2.0)):
+        p, scale = 1.0 / (1.0 + base ** (y0 - x0)), math.log(base)
+        x = nv.tensor(x0, dtype=nv.float64, requires_grad=True)
+        y = nv.tensor(y0, dtype=nv.float64, requires_grad=True)
+        (gx,) = nv.autograd.grad(fn(x, y).sum(), [x], create_graph=True)
+        np.testing.assert_allclose(gx.numpy(), p, rtol=1e-14)
+        hxx, hxy = nv.autograd.grad(gx.sum(), [x, y])
+        np.testing.assert_allclose(hxx.numpy(), scale * p * (1 - p), rtol=1e-12)
+        np.testing.assert_allclose(hxy.numpy(), -scale * p * (1 - p), rtol=1e-12)
+    x = nv.tensor([0.0, 0.0], dtype=nv.float64, requires_grad=True)
+    (g,) = nv.autograd.grad(nv.logcumsumexp(x, 0)[1], [x], create_graph=True)
+    (h,) = nv.autograd.grad(g[0], [x])
+    np.testing.assert_allclose(h.numpy(), [0.25, -0.25], rtol=1e-12)
+
+
+def test_logaddexp_values_at_infinities_and_nan():
+    inf, nan = math.inf, math.nan
+    x = nv.tensor([-inf, inf, inf, -inf, 3.0, nan, 800.0], dtype=nv.float64)
+    y = nv.tensor([-inf, inf, 2.0, 5.0, inf, 1.0, 800.0], dtype=nv.float64)
+    got = nv.logaddexp(x, y).numpy()
+    with np.errstate(invalid="ignore"):           # (numpy warns at inf + -inf's NaN)
+        want, want2 = np.logaddexp(x.numpy(), y.numpy()), np.logaddexp2(x.numpy(), y.numpy())
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got[~np.isnan(want)], want[~np.isnan(want)], rtol=1e-15)
+    got2 = nv.logaddexp2(x, y).numpy()
+    np.testing.assert_allclose(got2[~np.isnan(want2)], want2[~np.isnan(want2)], rtol=1e-15)

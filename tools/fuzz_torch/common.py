@@ -199,3 +199,51 @@ def short(x):
     except Exception as e:
         return f"<{e}>"
     return repr(x)[:100]
+
+
+def run_seeds(check, start, n, on_error=None):
+    """``check(seed)`` for seeds ``start .. start + n - 1``, counting what each returns
+    ("ok", "bad", ...); a harness exception counts as "harness" and is printed (then
+    ``on_error(seed)``, to print the case). Prints and returns the counts."""
+    from collections import Counter
+    cnt = Counter()
+    for s in range(start, start + n):
+        try:
+            cnt[check(s)] += 1
+        except Exception as e:
+            cnt["harness"] += 1
+            print("SEED", s, "HARNESS", type(e).__name__, str(e)[:300])
+            if on_error is not None:
+                on_error(s)
+    print(cnt)
+    return cnt
+
+
+class Cases(list):
+    """The case builders of a fuzzer, in definition order; decorate each with ``@cases.add``."""
+
+    def add(self, f):
+        self.append(f)
+        return f
+
+
+def print_differences(bad, most=4):
+    """For each (name, torch array, nova array) of ``bad`` (at most ``most``): where they
+    differ most, or their shapes."""
+    for k, a, b in bad[:most]:
+        if a is not None and b is not None and a.shape == b.shape:
+            i = np.argmax(np.abs(a - b))
+            print(f"  {k}: shape {a.shape}, maxdiff {np.abs(a - b).max():.3g} at "
+                  f"{np.unravel_index(i, a.shape)} torch={a.flat[i]} nova={b.flat[i]}")
+        else:
+            print(f"  {k}: torch={None if a is None else a.shape} "
+                  f"nova={None if b is None else b.shape}")
+
+
+def first_difference(names, torch_values, nova_values, rtol_mult):
+    """``"name: how"`` for the first of the outputs that differ (``compare``), else None."""
+    for o, a, b in zip(names, torch_values, nova_values):
+        m = compare(a, b, rtol_mult=rtol_mult)
+        if m:
+            return f"{o}: {m}"
+    return None

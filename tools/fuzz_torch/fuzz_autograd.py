@@ -8,6 +8,7 @@ warnings.filterwarnings("ignore")
 import numpy as np
 import torch
 import nova as nv
+from common import run_seeds
 
 VALS = np.array([-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0], dtype=np.float32)
 
@@ -281,17 +282,8 @@ def check(seed, verbose=False):
 
 
 if __name__ == "__main__":
-    start, n = int(sys.argv[1]), int(sys.argv[2])
-    from collections import Counter
-    cnt = Counter()
-    for s in range(start, start + n):
-        try:
-            cnt[check(s)] += 1
-        except Exception as e:
-            cnt["err"] += 1
-            print("=" * 70)
-            print("SEED", s, "EXC", type(e).__name__, str(e)[:300])
-            c = gen_case(s)
-            if c:
-                print("\n".join(c[1]))
-    print(cnt)
+    def _show(seed):
+        c = gen_case(seed)
+        if c:
+            print("\n".join(c[1]))
+    run_seeds(check, int(sys.argv[1]), int(sys.argv[2]), _show)

@@ -166,12 +166,7 @@ def main():
             if st == "torch_raise":
                 continue
         else:
-            msg = None
-            for o, a, b in zip(outs, *res):
-                m = compare(a, b, rtol_mult=50.0)
-                if m:
-                    msg = f"{o}: {m}"
-                    break
+            msg = first_difference(outs, *res, rtol_mult=50.0)
             if msg is None:
                 stats["ok"] = stats.get("ok", 0) + 1
                 continue

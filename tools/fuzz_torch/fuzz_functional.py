@@ -4,6 +4,7 @@ warnings.filterwarnings("ignore")
 import numpy as np
 import torch
 import nova as nv
+from common import Cases, print_differences, run_seeds
 
 
 def R(rng, *shape, kind="n"):
@@ -15,12 +16,8 @@ def R(rng, *shape, kind="n"):
         return rng.uniform(0.05, 0.95, size=shape).astype(np.float32)
 
 
-CASES = []
-
-
-def case(f):
-    CASES.append(f)
-    return f
+CASES = Cases()
+case = CASES.add
 
 
 # each case: (r, rng) -> (desc, inputs: dict name->(array, requires_grad), code string using F, L, and inputs)
@@ -472,25 +469,11 @@ def check(seed, filt=None):
         print("SEED", seed, c.__name__, code)
         for k, (a, rg) in inp.items():
             print(f"  {k} = np.array({np.asarray(a).tolist()!r}, dtype=np.{np.asarray(a).dtype}) rg={rg}")
-        for k, a, b in bad[:3]:
-            if a is not None and b is not None and a.shape == b.shape:
-                i = np.argmax(np.abs(a - b))
-                print(f"  {k}: shape {a.shape}, maxdiff {np.abs(a - b).max():.3g} at {np.unravel_index(i, a.shape)} torch={a.flat[i]} nova={b.flat[i]}")
-            else:
-                print(f"  {k}: torch={None if a is None else a.shape} nova={None if b is None else b.shape}")
+        print_differences(bad, 3)
         return "bad"
     return "ok"
 
 
 if __name__ == "__main__":
-    start, n = int(sys.argv[1]), int(sys.argv[2])
     filt = sys.argv[3].split(",") if len(sys.argv) > 3 else None
-    from collections import Counter
-    cnt = Counter()
-    for s in range(start, start + n):
-        try:
-            cnt[check(s, filt)] += 1
-        except Exception as e:
-            print("SEED", s, "HARNESS", type(e).__name__, e)
-            cnt["harness"] += 1
-    print(cnt)
+    run_seeds(lambda s: check(s, filt), int(sys.argv[1]), int(sys.argv[2]))

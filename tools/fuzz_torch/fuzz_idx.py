@@ -121,12 +121,7 @@ def main():
             if st == "torch_raise" and any(w in msg for w in ("NotImplementedError", "does not support", "not implemented")):
                 continue
         else:
-            msg = None
-            for o, a_, b_ in zip(outs, *res):
-                mm = compare(a_, b_, rtol_mult=30.0)
-                if mm:
-                    msg = f"{o}: {mm}"
-                    break
+            msg = first_difference(outs, *res, rtol_mult=30.0)
             if msg is None:
                 stats["ok"] = stats.get("ok", 0) + 1
                 continue

@@ -4,6 +4,7 @@ warnings.filterwarnings("ignore")
 import numpy as np
 import torch
 import nova as nv
+from common import Cases, print_differences, run_seeds
 
 
 def tonp(t):
@@ -21,12 +22,8 @@ def copy_sd(tsd, nm):
     nm.load_state_dict(sd)
 
 
-CASES = []
-
-
-def case(f):
-    CASES.append(f)
-    return f
+CASES = Cases()
+case = CASES.add
 
 
 @case
@@ -285,25 +282,11 @@ def check(seed, filt=None):
     if bad:
         print("=" * 60)
         print("SEED", seed, desc)
-        for k, a, b in bad[:4]:
-            if a is not None and b is not None and a.shape == b.shape:
-                i = np.argmax(np.abs(a - b))
-                print(f"  {k}: shape {a.shape}, maxdiff {np.abs(a - b).max():.3g} at {np.unravel_index(i, a.shape)} torch={a.flat[i]} nova={b.flat[i]}")
-            else:
-                print(f"  {k}: torch={None if a is None else a.shape} nova={None if b is None else b.shape}")
+        print_differences(bad, 4)
         return "bad"
     return "ok"
 
 
 if __name__ == "__main__":
-    start, n = int(sys.argv[1]), int(sys.argv[2])
     filt = sys.argv[3].split(",") if len(sys.argv) > 3 and sys.argv[3] != "-v" else None
-    from collections import Counter
-    cnt = Counter()
-    for s in range(start, start + n):
-        try:
-            cnt[check(s, filt)] += 1
-        except Exception as e:
-            print("SEED", s, "HARNESS", type(e).__name__, e)
-            cnt["harness"] += 1
-    print(cnt)
+    run_seeds(lambda s: check(s, filt), int(sys.argv[1]), int(sys.argv[2]))

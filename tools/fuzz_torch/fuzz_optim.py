@@ -4,6 +4,7 @@ warnings.filterwarnings("ignore")
 import numpy as np
 import torch
 import nova as nv
+from common import run_seeds
 
 
 def gen(r):
@@ -116,9 +117,4 @@ def check(seed):
 
 
 if __name__ == "__main__":
-    start, n = int(sys.argv[1]), int(sys.argv[2])
-    from collections import Counter
-    cnt = Counter()
-    for s in range(start, start + n):
-        cnt[check(s)] += 1
-    print(cnt)
+    run_seeds(check, int(sys.argv[1]), int(sys.argv[2]))

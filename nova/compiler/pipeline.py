@@ -77,10 +77,10 @@ class CompiledStep:
 
 def fused_attention(engine: str) -> bool:
     """Whether steps for ``engine`` ("cpu", "interp", "cuda", "mlir") fuse attention:
-    the CPU kernels and the interpreter have the fused ops, the CUDA target and the
-    upstream-MLIR engine not yet; and ``NOVA_FUSED_ATTENTION=0`` keeps the composite
-    everywhere."""
-    return engine not in ("cuda", "mlir") and config.FUSED_ATTENTION.get()
+    the CPU and CUDA kernels and the interpreter have the fused ops, the upstream-MLIR
+    engine not (upstream MLIR has no such op); and ``NOVA_FUSED_ATTENTION=0`` keeps the
+    composite everywhere."""
+    return engine != "mlir" and config.FUSED_ATTENTION.get()
 
 
 def front(graph: PendingGraph, remat: str = "default", engine: str = "cpu") -> ModuleOp:

@@ -427,7 +427,7 @@ def _run_step(graph: PendingGraph, outputs: list[Node], engine: str, device: str
     module docstring)."""
     remat = get_remat()
     label = engine if remat == "default" else f"{engine}, remat={remat}"
-    if engine != "cuda" and not fused_attention(engine):   # NOVA_FUSED_ATTENTION=0
+    if not fused_attention(engine):   # NOVA_FUSED_ATTENTION=0
         label += ", composite attention"
     exe = CACHE.lookup(graph.key, partial(_compile, graph, engine, remat, backend, label),
                        label)

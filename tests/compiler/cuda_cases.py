@@ -33,11 +33,18 @@ class Case:
 
 def cases_of(graph: PendingGraph) -> list[Case]:
     """Every kernel of the graph's fused step with its real inputs: the fused function
-    is evaluated kernel by kernel with ``run_region`` (the interpreter's definition)."""
-    fused = fuse(simplify(build_module(graph)), "cuda")
+    is evaluated kernel by kernel with ``run_region`` (the interpreter's definition).
+    The step is only simplified (the optimizer's other passes, attention's among them,
+    do not run: ``module_cases`` takes an optimized one)."""
+    return module_cases(simplify(build_module(graph)), graph.arg_buffers)
+
+
+def module_cases(module, args) -> list[Case]:
+    """``cases_of`` for a nova module (e.g. ``pipeline.front``'s) and its arguments."""
+    fused = fuse(module, "cuda")
     plans = plan_kernels(fused, target="cuda")
     fn = next(op for op in fused.ops if op.name == "func.func")
-    values = {a: np.asarray(v) for a, v in zip(fn.body.block.args, graph.arg_buffers)}
+    values = {a: np.asarray(v) for a, v in zip(fn.body.block.args, args)}
     out: list[Case] = []
     fusions = [op for op in fn.body.block.ops if op.name == "nova.fusion"]
     for plan, op in zip(plans, fusions):

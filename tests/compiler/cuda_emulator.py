@@ -124,6 +124,9 @@ inline void nv_cp_async_commit() {}
 template <int N> inline void nv_cp_async_wait() {}
 inline unsigned nv_tf32(float x) {   /* cvt.rna.tf32.f32: nearest, ties away */
   unsigned u; memcpy(&u, &x, 4);
+#ifdef EMU_EXACT_TF32
+  return u;                           /* float32 operands: checks the algorithm alone */
+#endif
   if ((u & 0x7f800000u) == 0x7f800000u) return u;
   return (u + 0x1000u) & 0xffffe000u;
 }
@@ -206,10 +209,12 @@ def _launcher(k: CudaKernel, plan: KernelPlan, suffix: str) -> str:
 class Emulator:
     """A shared library of emulated kernels, built once for a set of (kernel, plan)."""
 
-    def __init__(self, kernels: list[tuple[str, CudaKernel, KernelPlan]]):
+    def __init__(self, kernels: list[tuple[str, CudaKernel, KernelPlan]], tf32: bool = True):
+        """``tf32=False`` keeps the tensor cores' operands float32 (no rounding to
+        TF32), so a kernel built on them can be checked to float32 accuracy."""
         if shutil.which("g++") is None:
             raise FileNotFoundError("g++ not found")
-        parts = [EMU_PRELUDE]
+        parts = ([] if tf32 else ["#define EMU_EXACT_TF32"]) + [EMU_PRELUDE]
         for key, k, plan in kernels:
             parts.append(_kernel_text(k, key))
             parts.append(_launcher(k, plan, key))

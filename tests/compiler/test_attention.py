@@ -416,17 +416,21 @@ def test_nan_and_inf_spread_as_the_fused_ops_define():
         assert np.array_equal(np.isnan(a), np.isnan(b)), name
 
 
-def test_the_cpu_plan_names_its_blocks_and_the_cuda_target_refuses_the_kernel():
+def test_the_cpu_plan_names_its_blocks_and_the_cuda_target_configures_its_own():
     q, k, v = _qkv((1, 2, 40, 16), grad=False)
-    step = compile_step(front(pending_graph(F.scaled_dot_product_attention(
-        q, k, v, is_causal=True))), "cpu")
+    module = front(pending_graph(F.scaled_dot_product_attention(q, k, v, is_causal=True)))
+    step = compile_step(module.clone(), "cpu")
     plan = next(p for p in step.plans if p.kind == "attention")
     assert plan.schedule.strategy == "attention" and plan.schedule.blocks[0] == \
         plan.schedule.blocks[1]
     assert "blocks=" in plan.describe() and "BR = BC (causal)" in plan.describe()
     from nova.compiler.targets import get_target
-    with pytest.raises(NotImplementedError, match="no CUDA kernel"):
-        get_target("cuda").schedule(plan)
+    cuda = get_target("cuda")
+    (plan,) = [p for p in compile_step(module, cuda).plans if p.kind == "attention"]
+    assert not plan.schedule.blocks          # the GPU's blocks come from its configurator
+    cfg = cuda.configure(plan)
+    assert cfg.strategy == "attention" and cfg.attention.block in (16, 32, 64)
+    assert cfg.block == (2 * cfg.attention.block, 1, 1)      # a warp per 16 rows
 
 
 def test_the_forward_row_max_is_vector_code_with_no_reduction_left_to_lower():
@@ -481,11 +485,12 @@ def test_the_backward_row_sums_of_do_times_o_are_vector_code(extra):
     assert ('"dd.head' in text) == bool(extra)
 
 
-def test_the_cuda_engine_keeps_the_composite():
+def test_every_engine_but_upstream_mlir_fuses_attention():
     from nova.compiler.pipeline import fused_attention
-    assert fused_attention("cpu") and fused_attention("interp") and not fused_attention("cuda")
+    assert fused_attention("cpu") and fused_attention("interp") and fused_attention("cuda")
+    assert not fused_attention("mlir")
     with composite_attention():
-        assert not fused_attention("cpu")
+        assert not fused_attention("cpu") and not fused_attention("cuda")
 
 
 def test_a_verifier_rejects_mismatched_attention_operands():

@@ -14,6 +14,7 @@ import pytest
 
 import nova as nv
 import nova.nn.functional as F
+from nova import config
 from nova.runtime.cache import CACHE
 from nova.runtime.cuda_runtime import use_backend
 
@@ -194,6 +195,49 @@ def test_gradients_match_the_interpreter(on_device):
     got = _grads("cuda")
     for a, b in zip(got, ref):
         np.testing.assert_allclose(a, b, **TF32)
+
+
+def _attention(device: str, causal: bool, dropout: float, shape) -> list[np.ndarray]:
+    batch, L, S, E, Ev = shape
+    rng = np.random.default_rng(L + E)
+    q, k, v = (nv.tensor(rng.standard_normal(batch + s).astype(np.float32), device=device,
+                         requires_grad=True) for s in ((L, E), (S, E), (S, Ev)))
+    g = nv.tensor(rng.standard_normal(batch + (L, Ev)).astype(np.float32), device=device)
+    nv.manual_seed(3)
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=dropout)
+    (y * g).sum().backward()
+    return [t.numpy() for t in (y, q.grad, k.grad, v.grad)]
+
+
+@pytest.mark.parametrize("causal,dropout,shape", [
+    (True, 0.0, ((2, 3), 45, 45, 16, 16)), (False, 0.0, ((2,), 33, 50, 24, 8)),
+    (True, 0.2, ((1, 2), 70, 70, 64, 64))])
+def test_fused_attention_and_its_gradients_match_the_interpreter(on_device, causal,
+                                                                  dropout, shape):
+    """The step runs the CUDA attention kernels (``targets.cuda.attention``): output and
+    gradients against the interpreter's composite, dropout's draws included."""
+    with nv.engine("interp"), config.FUSED_ATTENTION.overridden("0"):
+        ref = _attention("cpu", causal, dropout, shape)
+    got = _attention("cuda", causal, dropout, shape)
+    exe = CACHE.last
+    assert exe.engine == "cuda" and "nova.attention_grad" in exe.fused_ir()
+    for name, a, b in zip(("out", "dq", "dk", "dv"), got, ref):
+        np.testing.assert_allclose(a, b, rtol=0, atol=3e-3 * np.abs(b).max(), err_msg=name)
+
+
+def test_composite_attention_on_the_device_is_its_own_executable(on_device):
+    """``NOVA_FUSED_ATTENTION=0`` on the cuda engine compiles the composite, not the
+    fused step already cached for the same graph (the engine label tells them apart)."""
+    shape = ((1, 2), 20, 20, 8, 8)
+    fused = _attention("cuda", True, 0.0, shape)
+    assert "nova.attention_grad" in CACHE.last.fused_ir()
+    with config.FUSED_ATTENTION.overridden("0"):
+        composite = _attention("cuda", True, 0.0, shape)
+        assert "nova.attention" not in CACHE.last.fused_ir()
+    misses = [m for m in nv.debug.cache_stats().miss_log if m.engine.startswith("cuda")]
+    assert len(misses) == 2, [m.engine for m in misses]
+    for a, b in zip(fused, composite):
+        np.testing.assert_allclose(a, b, rtol=0, atol=3e-3 * np.abs(b).max())
 
 
 def _gpt_losses(device: str, steps: int = 3) -> tuple[list[float], list[np.ndarray]]:

@@ -37,8 +37,10 @@ Strategies:
   race, and the last write of ``nova.scatter`` must be the last in order).
 - ``attention`` / ``attention_grad`` (``nova.attention`` and its gradient): parallel over
   the batch index (all leading dims); per batch, blocks of BR queries against blocks of
-  BC keys (``blocks``, from the CPU configurator's ``attention_blocks``), the scores only
-  ever one block (``targets.cpu.llvm_attention``). ``loops`` = (batch, L, S, E).
+  BC keys (on the CPU ``blocks``, from its configurator's ``attention_blocks``; a GPU
+  block per query or key block, from ``targets.cuda.configurator.attention_config``),
+  the scores only ever one block (``targets.cpu.llvm_attention``,
+  ``targets.cuda.attention``). ``loops`` = (batch, L, S, E).
 - ``sort`` (``nova.argsort``): parallel over rows (all leading dims), a stable merge sort
   of each row by one CPU thread (a GPU block). ``loops`` = (rows, N). The N keys and N
   spare indices a row needs are per thread (CPU: heap buffers per call) or per block

@@ -17,6 +17,9 @@ What is CUDA-specific, and why:
   refinements (unrolling, BLIS blocking, shared B panels, CPU-balance classification)
   do not apply, and the GPU's own (grid, block, GEMM tiles, pipeline stages) come from
   the spec at emission.
+- Fused attention: the neutral plan, with blocks of queries and keys and the shared-memory
+  tiles chosen at emission from the GPU's shared memory and SM count
+  (``configurator.attention_config``), not the CPU's cache sizes.
 - Emission: ``targets.cuda.codegen.generate`` writes the kernel's CUDA C with its launch
   geometry.
 """
@@ -52,20 +55,13 @@ class CudaTarget(Target):
     def schedule(self, plan: KernelPlan) -> KernelPlan:
         """The neutral plan itself: its structure is what the CUDA configurator reads,
         and its name is already a digest of that structure and the kernel; a sort gets
-        the scratch its grid needs. Fused
-        attention has no CUDA kernel yet (the CUDA engine keeps attention as its
-        composite: ``pipeline.fused_attention``), so a step that has one is refused."""
+        the scratch its grid needs."""
         if plan.kind == "sort":
             # each block sorts its rows in its own part of the scratch: N spare
             # indices and N keys (8-byte slots) per block of the grid
             blocks = sort_config(plan, self._spec).grid[0]
             return plan.with_schedule(plan.schedule,
                                       ((blocks * 2 * plan.schedule.loops[1],), dt.int64))
-        if plan.kind == "attention":
-            raise NotImplementedError(
-                f"cuda target: kernel {plan.name} is a fused {plan.schedule.strategy}, which "
-                "has no CUDA kernel yet; compile the step with attention as its composite "
-                "(NOVA_FUSED_ATTENTION=0, or optimize(..., attention=False))")
         return plan
 
     def configure(self, plan: KernelPlan) -> LaunchConfig:

@@ -38,6 +38,10 @@ Kernel bodies, by strategy:
   element by binary search (``_argsort``).
 - ``thread_scan`` (cumsum, cumprod): a thread per row carrying the running value
   (``_scan``).
+- ``attention`` / ``attention_grad`` (fused attention): a block per B queries (or keys)
+  of a batch index, a warp per 16 rows, block products on the tensor cores, online
+  softmax; the backward split into key blocks (dK, dV) and query blocks (dQ)
+  (``targets.cuda.attention``).
 
 Index errors (gather, scatter, wrap_index) and integer division by zero set the module global
 ``nova_error_flag`` (see ``targets.cuda.prelude``); indices are clamped so no access strays.
@@ -57,6 +61,7 @@ from xdsl.ir import Operation
 
 from nova.compiler import dialect as nd
 from nova.compiler.codegen.scalar import FLOATS
+from nova.compiler.targets.cuda.attention import attention_backward, attention_forward
 from nova.compiler.targets.cuda.emit import COMPUTE, NARROW, STORAGE, CEmitter
 from nova.compiler.codegen.values import element_of, shape_of
 from nova.compiler.targets.cuda.gemm import Gemm, matmul_simt
@@ -455,8 +460,8 @@ def generate(plan: KernelPlan, spec: CudaSpec) -> CudaKernel:
     e = CEmitter(plan)
     bodies = {"grid_stride": _elementwise, "warp_per_row": _rows, "block_per_row": _rows,
               "column": _column, "lines": _scatter, "block_sort": _argsort,
-              "thread_scan": _scan,
-              "simt": matmul_simt}
+              "thread_scan": _scan, "attention": attention_forward,
+              "attention_grad": attention_backward, "simt": matmul_simt}
     shared = cfg.shared_bytes
     modes = ""
     if numel(plan.out[0]) == 0:

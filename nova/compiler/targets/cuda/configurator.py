@@ -68,6 +68,29 @@ class GemmConfig:
 
 
 @dataclass(frozen=True)
+class AttentionConfig:
+    """A fused attention kernel's tiles: BR = BC = ``block`` queries and keys per score
+    block (a warp per 16 rows of it), the head dims padded to the mma's k-step of 8,
+    and where each tile lives in the dynamic shared memory (offsets and row strides in
+    floats, ``attention_layout``)."""
+    block: int
+    e_pad: int
+    ev_pad: int
+    layout: tuple[tuple[str, int, int], ...]   # (tile, offset, leading dimension)
+
+    @property
+    def warps(self) -> int:
+        return self.block // 16
+
+    def tile(self, name: str) -> tuple[int, int]:
+        """(offset, leading dimension) of tile ``name`` in floats."""
+        for n, off, ld in self.layout:
+            if n == name:
+                return off, ld
+        raise KeyError(f"attention layout has no tile {name!r}")
+
+
+@dataclass(frozen=True)
 class LaunchConfig:
     strategy: str              # grid_stride | warp_per_row | block_per_row | column | lines
     grid: tuple[int, int, int]  # | mma_tf32 | simt
@@ -76,6 +99,7 @@ class LaunchConfig:
     vec: int = 1               # elementwise: consecutive elements per thread
     gemm: GemmConfig | None = None
     derivation: str = ""
+    attention: AttentionConfig | None = None
 
     @property
     def threads(self) -> int:
@@ -349,9 +373,85 @@ def gemm_config(plan: KernelPlan, spec: CudaSpec) -> LaunchConfig:
                         derivation=why)
 
 
+ATTENTION_BLOCKS = (64, 32, 16)   # BR = BC candidates, largest first (a warp per 16 rows)
+
+
+def attention_layout(block: int, e_pad: int, ev_pad: int, backward: bool
+                     ) -> tuple[tuple[str, int, int], ...]:
+    """The shared-memory tiles of a fused attention kernel, each ``block`` rows: Q and K
+    (head dim E), V (and in the backward dO) (head dim Ev), and the warps' probability
+    (or dS) rows ``P`` (``block`` wide); the backward adds each query row's D =
+    rowsum(dO * O) and log-sum-exp. Rows are padded by 4 floats (8 for V in the
+    forward, whose rows the P V product reads along a column) so a warp's fragment
+    reads fall on distinct banks."""
+    tiles = [("Q", e_pad + 4), ("K", e_pad + 4), ("V", ev_pad + (4 if backward else 8))]
+    if backward:
+        tiles.append(("dO", ev_pad + 4))
+    tiles.append(("P", block + 4))
+    out, off = [], 0
+    for name, ld in tiles:
+        out.append((name, off, ld))
+        off += block * ld
+    if backward:
+        out += [("D", off, 1), ("lse", off + block, 1)]
+        off += 2 * block
+    out.append(("end", off, 0))
+    return tuple(out)
+
+
+def attention_config(plan: KernelPlan, spec: CudaSpec) -> LaunchConfig:
+    """Fused attention (``targets.cuda.attention``): BR = BC = B, a warp per 16 rows of
+    a score block (B / 16 warps), the score blocks' products on the TF32 tensor cores.
+
+    B: the largest of ``ATTENTION_BLOCKS`` whose tiles (``attention_layout``) fit the
+    shared memory of two resident blocks per SM (min(opt-in max, smem_per_SM / 2 -
+    reserved)) and whose grid fills the SMs (batch x ceil(L / B) blocks of queries in
+    the forward, batch x (ceil(L / B) + ceil(S / B)) in the backward); if none fills
+    them, the smallest that fits. Equal blocks meet a causal diagonal on whole blocks,
+    so a query block sees exactly the key blocks up to its own.
+    Grid: x the query blocks (forward) or the key blocks followed by the query blocks
+    (backward: a key block accumulates its dK and dV over the query blocks that see it,
+    a query block its dQ over the key blocks it sees -- each output written by one
+    block, no atomics), y the batch (grid-stride past 65535)."""
+    batch, queries, keys, e = plan.schedule.loops
+    op = contraction(plan.fusion)
+    ev = tuple(op.operands[2].type.get_shape())[-1]
+    backward = plan.schedule.strategy == "attention_grad"
+    e_pad, ev_pad = _cdiv(max(e, 1), 8) * 8, _cdiv(max(ev, 1), 8) * 8
+    budget = min(spec.smem_per_block_optin,
+                 spec.smem_per_sm // 2 - spec.reserved_smem_per_block)
+    fitting = [b for b in ATTENTION_BLOCKS
+               if 4 * attention_layout(b, e_pad, ev_pad, backward)[-1][1] <= budget]
+    if not fitting:
+        raise ValueError(f"{plan.name}: attention head dims E={e}, Ev={ev} need "
+                         f"{4 * attention_layout(16, e_pad, ev_pad, backward)[-1][1]} B of "
+                         f"shared memory even in blocks of 16, more than {spec.name}'s "
+                         f"budget of {budget} B")
+
+    def blocks(b: int) -> int:
+        return batch * (_cdiv(queries, b) + (_cdiv(keys, b) if backward else 0))
+    block = next((b for b in fitting if blocks(b) >= spec.sms), fitting[-1])
+    layout = attention_layout(block, e_pad, ev_pad, backward)
+    smem = 4 * layout[-1][1]
+    x = _cdiv(queries, block) + (_cdiv(keys, block) if backward else 0)
+    grid = (max(x, 1), max(1, min(batch, 65535)), 1)
+    threads = 32 * (block // 16)
+    why = (f"batch={batch} L={queries} S={keys} E={e} Ev={ev}; B = largest of "
+           f"{list(ATTENTION_BLOCKS)} within smem budget min({spec.smem_per_block_optin}, "
+           f"{spec.smem_per_sm}/2-{spec.reserved_smem_per_block})={budget} B with "
+           f"{'batch*(ceil(L/B)+ceil(S/B))' if backward else 'batch*ceil(L/B)'} >= "
+           f"{spec.sms} SMs (else smallest fitting) = {block}: {blocks(block)} blocks of "
+           f"{threads} threads, {smem} B shared")
+    cfg = AttentionConfig(block, e_pad, ev_pad, layout)
+    return LaunchConfig(plan.schedule.strategy, grid, (threads, 1, 1), shared_bytes=smem,
+                        derivation=why, attention=cfg)
+
+
 def configure(plan: KernelPlan, spec: CudaSpec) -> LaunchConfig:
     """The launch configuration of any kernel plan."""
     strategy = plan.schedule.strategy
+    if plan.kind == "attention":
+        return attention_config(plan, spec)
     if plan.kind == "matmul":
         return gemm_config(plan, spec)
     if plan.kind == "scatter":

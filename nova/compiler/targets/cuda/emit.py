@@ -302,7 +302,12 @@ class CEmitter(ScalarEmitter[str]):
         mlir = element_of(op.results[0])
         seed = self.emit(op.operands[0], [self.index(0)])
         offset = self.emit(op.operands[0], [self.index(1)])
-        i = self.linear(idx, shape_of(op.results[0]))
+        return self.uniform_at(self.linear(idx, shape_of(op.results[0])), seed, offset, mlir)
+
+    def uniform_at(self, i: str, seed: str, offset: str, mlir: str) -> str:
+        """The uniform in [0, 1) of element type ``mlir`` at linear position ``i`` of a
+        draw with key (``seed``, ``offset``): ``nova.rng_uniform``'s value there (Philox
+        of counter (i, offset) and key seed, as ``nova/core/philox.py``)."""
         w = self.fresh("nv_philox_out", f"nv_philox((u64)({i}), (u64){offset}, (u64){seed})",
                        "rng")
         bits = philox.MANTISSA_BITS[dt.from_mlir(mlir).name]

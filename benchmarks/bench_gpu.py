@@ -1,5 +1,5 @@
-"""GPU benchmarks for ``benchmarks/gpu_check.sh``: TF32 GEMM and a GPT training step,
-Nova's cuda engine against CuPy/cuBLAS and PyTorch, in one process.
+"""GPU benchmarks for ``benchmarks/gpu_check.sh``: TF32 GEMM, causal attention and a GPT
+training step, Nova's cuda engine against CuPy/cuBLAS and PyTorch, in one process.
 
     python -m benchmarks.bench_gpu --out DIR [--budget 330] [--quick]
 
@@ -12,6 +12,10 @@ medium, gpt-42m and gpt-144m at ``--tokens`` rows (forward ``x @ W^T``, ``dX = d
 so Python's per-step cost is not counted); GFLOP/s = 2 M N K / median time. Accuracy:
 ``|C - C64|_F / |C64|_F`` and ``max|C - C64| / max|C64|`` against a float64 product of
 the same float32 operands.
+
+Attention: causal ``scaled_dot_product_attention`` forward and backward at the medium
+GPT's shape and a longer one (``ATTENTION_SHAPES``), Nova's fused kernels against its
+composite and PyTorch's SDPA (``bench_attention``).
 
 Training: the GPT of ``models/gpt.py`` (Nova: recorded every step with CUDA graphs, the
 same with ``NOVA_CUDA_GRAPHS=0``, and under ``nv.compile``) and nanoGPT in PyTorch
@@ -41,6 +45,7 @@ os.environ.setdefault("CUPY_TF32", "1")     # before CuPy is imported anywhere
 import numpy as np
 
 import nova as nv
+import nova.nn.functional as F
 from nova import config
 from benchmarks.common import preset_products
 from benchmarks.peers import nova_gpt
@@ -149,6 +154,72 @@ def bench_gemm(shape, reps: int, peers: dict[str, bool]) -> dict:
         sec = _torch_time(lambda: pa @ pb, reps)
         row["torch"] = {"s": sec, "gflops": flops / sec / 1e9,
                         **_errors((pa @ pb).cpu().numpy(), ref)}
+    return row
+
+
+# (batch, heads, T, head dim): the medium GPT's attention, and a longer one
+ATTENTION_SHAPES = ((16, 8, 256, 64), (8, 16, 1024, 64))
+
+
+def bench_attention(shape: tuple[int, int, int, int], reps: int, peers: dict[str, bool],
+                    timer) -> dict:
+    """Causal attention forward + backward at ``shape``: Nova's fused kernels
+    (``targets.cuda.attention``) and its composite (``NOVA_FUSED_ATTENTION=0``) -- each
+    the step's kernels alone, replayed -- and PyTorch's SDPA; ``timer(run, reps)`` gives
+    the median seconds of ``run``. Errors of the output and the three gradients: the
+    worst relative max error against PyTorch's float64 SDPA (when installed), and the
+    fused kernels' against the composite's (``vs_composite``)."""
+    from nova.runtime.cache import CACHE
+    from nova.tensor.realize import pending_graph
+
+    b, h, t, e = shape
+    rng = np.random.default_rng(0)
+    q, k, v, g = (rng.standard_normal(shape).astype(np.float32) for _ in range(4))
+    flops = (2 + 5) * 2.0 * b * h * t * t * e / 2   # products: 2 fwd, 5 bwd; causal half
+    row: dict = {"label": f"attention {b}x{h}x{t}x{e}", "shape": list(shape)}
+    ref = None
+    if peers.get("torch"):
+        import torch
+        ts = [torch.from_numpy(a).cuda().double().requires_grad_() for a in (q, k, v)]
+        y = torch.nn.functional.scaled_dot_product_attention(*ts, is_causal=True)
+        grads = torch.autograd.grad(y, ts, torch.from_numpy(g).cuda().double())
+        ref = [x.detach().cpu().numpy() for x in (y, *grads)]
+
+    def errors(outs: list[np.ndarray]) -> dict:
+        if ref is None:
+            return {}
+        return {"rel_max": max(float(np.abs(o - r).max() / np.abs(r).max())
+                               for o, r in zip(outs, ref))}
+    results: dict[str, list[np.ndarray]] = {}
+    for name, fused in (("nova", "1"), ("nova_composite", "0")):
+        gc.collect()
+        nv.realize()       # other pending work first: the timed step is this one alone
+        with config.FUSED_ATTENTION.overridden(fused):
+            ts = [nv.tensor(a, device="cuda", requires_grad=True) for a in (q, k, v)]
+            y = F.scaled_dot_product_attention(*ts, is_causal=True)
+            grads = nv.autograd.grad(y, ts, [nv.tensor(g, device="cuda")])
+            args = list(pending_graph(y, *grads).arg_buffers)
+            outs = [x.numpy() for x in (y, *grads)]
+            program = CACHE.last._program
+            assert len(args) == program.n_args, (len(args), program.n_args)
+            sec = timer(lambda: program.enqueue(args), reps)
+            row[name] = {"s": sec, "tflops": flops / sec / 1e12,
+                         "kernels": program.num_kernels, **errors(outs)}
+            results[name] = outs
+        nv.debug.reset_cache()
+    row["nova"]["vs_composite"] = max(float(np.abs(a - c).max() / np.abs(c).max())
+                                      for a, c in zip(results["nova"], results["nova_composite"]))
+    if peers.get("torch"):
+        import torch
+        tq, tk, tv, tg = (torch.from_numpy(a).cuda() for a in (q, k, v, g))
+
+        def torch_run():
+            ts = [x.detach().requires_grad_() for x in (tq, tk, tv)]
+            y = torch.nn.functional.scaled_dot_product_attention(*ts, is_causal=True)
+            return [y, *torch.autograd.grad(y, ts, tg)]
+        sec = _torch_time(torch_run, reps)
+        row["torch"] = {"s": sec, "tflops": flops / sec / 1e12,
+                        **errors([x.detach().cpu().numpy() for x in torch_run()])}
     return row
 
 
@@ -280,6 +351,21 @@ def markdown(report: dict) -> str:
                      f"{cp['gflops']:.0f} | {_fmt(th.get('gflops'))} | "
                      f"{nova['gflops'] / cp['gflops']:.2f} | {nova['rel_fro']:.1e} | "
                      f"{cp['rel_fro']:.1e} | {_fmt(th.get('rel_fro'), '.1e')} |")
+    lines += ["", "## Causal attention forward + backward (ms; TFLOP/s of the visible half; "
+              "worst relative max error vs float64)", "",
+              ("| shape | Nova fused | Nova composite | PyTorch SDPA | fused/SDPA | "
+               "err fused | err composite | err SDPA |"), "|---|---|---|---|---|---|---|---|"]
+    for r in report.get("attention", []):
+        if "error" in r or "skipped" in r:
+            lines.append(f"| {r['label']} | {r.get('error') or r.get('skipped')} "
+                         "| | | | | | |")
+            continue
+        nova, comp, th = r["nova"], r["nova_composite"], r.get("torch", {})
+        ms = lambda x: _fmt(x.get("s") and x["s"] * 1e3, ".2f")   # noqa: E731
+        speed = th.get("s") and f"{th['s'] / nova['s']:.2f}"
+        lines.append(f"| {r['label']} | {ms(nova)} ({nova['tflops']:.1f}) | {ms(comp)} | "
+                     f"{ms(th)} | {speed or '—'} | {_fmt(nova.get('rel_max'), '.1e')} | "
+                     f"{_fmt(comp.get('rel_max'), '.1e')} | {_fmt(th.get('rel_max'), '.1e')} |")
     lines += ["", "## GPT training step (tokens/s, peak GPU MiB)", "",
               ("| preset | batch | framework | tokens/s | step ms | first step s | peak MiB | "
                "final loss | graph replays |"), "|---|---|---|---|---|---|---|---|---|"]
@@ -351,6 +437,23 @@ def main(argv: list[str] | None = None) -> int:
                 row = {"label": shape[0], "error": f"{type(e).__name__}: {str(e)[:200]}"}
             _release_gemm_memory()
             report["gemm"].append(row)
+            save()
+            print(json.dumps(row)[:400], flush=True)
+        report["attention"] = []
+        for shape in ATTENTION_SHAPES[:1] if args.quick else ATTENTION_SHAPES:
+            if budget.left() < args.budget * 0.35:   # keep time for the training runs
+                report["attention"].append({"label": f"attention {shape}",
+                                            "skipped": "time budget"})
+                continue
+            try:
+                row = bench_attention(shape, args.reps, peers, lambda run, reps: _events_time(
+                    run, reps, cupy.cuda.runtime.deviceSynchronize))
+            except Exception as e:  # noqa: BLE001  (recorded in the report; the rest runs)
+                traceback.print_exc()
+                row = {"label": f"attention {shape}", "error": f"{type(e).__name__}: "
+                                                               f"{str(e)[:200]}"}
+            _release_gemm_memory()
+            report["attention"].append(row)
             save()
             print(json.dumps(row)[:400], flush=True)
         presets = [("medium", 16)] if args.quick else [("medium", 16), ("gpt-42m", 8)]

@@ -40,3 +40,34 @@ def test_gemm_shapes_cover_square_and_gpt_products():
     assert "gpt-144m lm head dW" in labels and len(shapes) == 4 + 3 * 4 * 3
     fwd = next(s for s in shapes if s[0] == "gpt-42m mlp up fwd")
     assert fwd[1:] == (8192, 512, 2048, False, True)
+
+
+def test_attention_section_on_the_emulator_and_its_markdown():
+    """``bench_attention`` end to end on the emulated GPU (a tiny shape, wall-clock
+    timer): both Nova variants run and agree with each other; then the report's table."""
+    import shutil
+    import time
+
+    if shutil.which("g++") is None:
+        pytest.skip("the emulator needs g++ (C++20)")
+    from nova.runtime.cuda_runtime import use_backend
+    from tests.runtime.emulated_cuda import EmulatorBackend
+
+    def timer(run, reps):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            run()
+        return (time.perf_counter() - t0) / reps
+    nv.debug.reset_cache()
+    with use_backend(EmulatorBackend()):
+        row = bench_gpu.bench_attention((1, 2, 20, 8), 1, {}, timer)
+    nv.debug.reset_cache()
+    assert row["label"] == "attention 1x2x20x8" and "torch" not in row
+    assert row["nova"]["kernels"] < row["nova_composite"]["kernels"]
+    assert row["nova"]["s"] > 0 and row["nova"]["tflops"] > 0
+    assert 0 < row["nova"]["vs_composite"] < 3e-3        # TF32 products, both ways
+    text = bench_gpu.markdown({"gpu": "g", "environment": "env", "gemm": [], "train": [],
+                               "attention": [row, {"label": "attention (8, 16, 1024, 64)",
+                                                   "skipped": "time budget"}]})
+    assert "| attention 1x2x20x8 | " in text and "| — | — |" in text
+    assert "| attention (8, 16, 1024, 64) | time budget" in text

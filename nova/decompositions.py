@@ -720,7 +720,8 @@ def _cofactors(LU: Tensor, perm: Tensor, sign: Tensor) -> Tensor:
     (U_c^-1 e_k)(e_k^T U_c^-1)``) and ``d_k = c`` gives ``adj(A)^T = sign p (c (c - d_k)
     y x^T + d_k A_c^-T)`` with ``p`` the other pivots' product, ``x = U_c^-1 e_k`` and
     ``y = A_c^-T e_k``. For an invertible ``A`` this is ``det A A^-T``. Two or more
-    zero pivots leave ``U_c`` singular: inf/NaN, as the direct formula."""
+    zero pivots (rank n - 2 or less) leave ``U_c`` singular, but there every (n-1)-minor
+    of ``A`` vanishes: the cofactors are exactly 0."""
     n = LU.shape[-1]
     if n == 0 or 0 in LU.shape:
         return ops.full_const(0, LU.shape, LU.dtype)
@@ -736,7 +737,9 @@ def _cofactors(LU: Tensor, perm: Tensor, sign: Tensor) -> Tensor:
     inv_T = _lu_solve(LU_c, perm, movement.expand(_eye_like(LU), LU.shape), adjoint=True)
     y = _pick(at_k.unsqueeze(-2), inv_T, -1)                        # (..., n, 1)
     x = _substitute(LU_c, ops.cast(at_k, LU.dtype).unsqueeze(-1), True, False)
-    return (sign[..., None, None] * p) * (c * (c - d_k) * (y @ x.mT) + d_k * inv_T)
+    cof = (sign[..., None, None] * p) * (c * (c - d_k) * (y @ x.mT) + d_k * inv_T)
+    rank_n_2 = ((diag == 0).sum(-1) >= 2)[..., None, None]
+    return ops.where(rank_n_2, 0.0, cof)
 
 
 def _inverse_transposed(A: Tensor, LU: Tensor, perm: Tensor) -> Tensor:

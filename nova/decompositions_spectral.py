@@ -77,9 +77,11 @@ diag(gL) V^T``; ``svd``: PyTorch's ``svd_backward`` (the reduced factors; with
 extension to wide matrices), as PyTorch's, which raises for ``mode='r'`` and for
 ``mode='complete'`` with more rows than columns; ``pinv``: PyTorch's ``pinv_backward``
 (valid where the rank does not change); ``lstsq``: through ``pinv``'s, as PyTorch's.
-Repeated eigenvalues (singular values) make ``F`` infinite: the gradient is then
-inf/NaN unless the loss does not depend on the vectors' choice within the eigenspace,
-as in PyTorch.
+Repeated eigenvalues (singular values) make ``F`` infinite: a loss that reads the
+vectors gets an inf/NaN gradient there (and at a zero singular value of a non-square
+matrix), as in PyTorch; one that reads only the values (``eigh(A).eigenvalues``,
+``svd(A).S``) gets the values' gradient, as from ``eigvalsh``/``svdvals`` (the
+vectors' term is skipped when they receive no gradient, as PyTorch skips it).
 """
 from __future__ import annotations
 
@@ -522,13 +524,22 @@ class _Eigh(Function):
         L, V = _eigh_values(_symmetric(A, upper))
         ctx.save_for_backward(A, L, V)
         ctx.upper = upper
+        ctx.set_materialize_grads(False)     # (backward must know what got no gradient)
         return L, V
 
     @staticmethod
-    def backward(ctx: FunctionCtx, gL: Tensor, gV: Tensor) -> tuple[Tensor, None]:
+    def backward(ctx: FunctionCtx, gL: Tensor | None, gV: Tensor | None
+                 ) -> tuple[Tensor, None]:
+        """A loss that does not read the vectors gets ``V diag(gL) V^T``, finite at
+        repeated eigenvalues too (PyTorch skips the vectors' term when they have no
+        gradient); one that reads them divides by the eigenvalue gaps."""
         A, L, V = ctx.saved_tensors
         if _recomputing():
             L, V = _Eigh.apply(A, ctx.upper)
+        if gL is None:
+            gL = ops.full_const(0, L.shape, L.dtype)
+        if gV is None:
+            return (V * gL.unsqueeze(-2)) @ V.mT, None
         return _eigh_grad(L, V, gL, gV), None
 
 
@@ -664,16 +675,28 @@ class _Svd(Function):
         U, S, V = _svd_values(A, full)
         ctx.save_for_backward(A, U, S, V)
         ctx.full = full
+        ctx.set_materialize_grads(False)     # (backward must know what got no gradient)
         return U, S, V
 
     @staticmethod
-    def backward(ctx: FunctionCtx, gU: Tensor, gS: Tensor, gV: Tensor) -> tuple[Tensor, None]:
+    def backward(ctx: FunctionCtx, gU: Tensor | None, gS: Tensor | None,
+                 gV: Tensor | None) -> tuple[Tensor, None]:
+        """A loss that reads neither ``U`` nor ``V`` gets ``U diag(gS) V^T``, finite at
+        repeated or zero singular values too (PyTorch's ``svd_backward`` returns just
+        that when the vectors have no gradient); otherwise the full formula, with
+        zeros for the factor that got none."""
         A, U, S, V = ctx.saved_tensors
         if _recomputing():
             U, S, V = _Svd.apply(A, ctx.full)
         k = S.shape[-1]
         if ctx.full:
-            U, gU, V, gV = U[..., :k], gU[..., :k], V[..., :k], gV[..., :k]
+            U, V = U[..., :k], V[..., :k]
+        if gS is None:
+            gS = ops.full_const(0, S.shape, S.dtype)
+        if gU is None and gV is None:
+            return (U * gS.unsqueeze(-2)) @ V.mT, None
+        gU = ops.full_const(0, U.shape, U.dtype) if gU is None else gU[..., :k]
+        gV = ops.full_const(0, V.shape, V.dtype) if gV is None else gV[..., :k]
         return _svd_grad(A.shape, U, S, V, gU, gS, gV), None
 
 

@@ -300,6 +300,22 @@ def test_det_gradient_is_the_cofactor_matrix_also_at_rank_n_minus_1():
         close(a.grad.numpy(), _cofactor_matrix(np.array(M)), 1e-15)
 
 
+def test_det_gradient_is_zero_at_rank_n_minus_2_and_below():
+    """Rank n - 2 or less: every (n-1)-minor vanishes, so the cofactor matrix is 0 (as
+    PyTorch's gradient); two zero pivots made the interpolation's solve singular and
+    the gradient NaN, also for a batch member whose loss weight was 0."""
+    cases = [np.diag([1.0, 0.0, 0.0]), np.zeros((3, 3)), np.outer([1, 2, 3], [1, -1, 2]),
+             np.zeros((2, 2))]
+    for dtype in (nv.float64, nv.float32):
+        for M in cases:
+            a = nv.tensor(M, dtype=dtype, requires_grad=True)
+            LA.det(a).backward()
+            np.testing.assert_array_equal(a.grad.numpy(), np.zeros_like(M))
+        a = nv.tensor(np.stack([np.eye(3), np.zeros((3, 3))]), dtype=dtype, requires_grad=True)
+        (LA.det(a) * nv.tensor([2.0, 0.0], dtype=dtype)).sum().backward()
+        np.testing.assert_array_equal(a.grad.numpy(), np.stack([2 * np.eye(3), np.zeros((3, 3))]))
+
+
 def test_recorded_graph_grows_linearly():
     """Each step records the same ops, so doubling n doubles the graph (recorded, never
     run here); n = 64 records about 3,000 nodes for cholesky and 4,200 for lu_factor."""

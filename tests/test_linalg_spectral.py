@@ -294,6 +294,32 @@ def test_gradients_match_torch(interp):
     assert gradcheck(first, [S / 2])
 
 
+def test_values_only_losses_have_finite_gradients_at_repeated_values(interp):
+    """``eigh(A).eigenvalues`` and ``svd(A).S`` alone: the vectors get no gradient, so
+    their term (which divides by the gaps between values) is skipped, as PyTorch
+    skips it -- at repeated eigenvalues (the identity, ``diag(2, 2, 1)``, zero) and
+    repeated or zero singular values the gradient is the values' (``eigvalsh``'s,
+    ``svdvals``'s), not NaN. A loss reading the vectors still divides by the gaps."""
+    mats = [np.eye(3), np.diag([2.0, 2.0, 1.0]), np.zeros((3, 3))]
+    for M in mats:
+        a, b = f64(M).requires_grad_(), f64(M).requires_grad_()
+        (LA.eigh(a).eigenvalues * f64([1.0, 2.0, 3.0])).sum().backward()
+        (LA.eigvalsh(b) * f64([1.0, 2.0, 3.0])).sum().backward()
+        assert np.isfinite(a.grad.numpy()).all()
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=0, atol=1e-14)
+    for M in mats + [np.outer([1.0, 2.0, 0.0], [1.0, 1.0])]:
+        for full in (True, False):
+            a, b = f64(M).requires_grad_(), f64(M).requires_grad_()
+            weights = f64(np.arange(1.0, min(M.shape) + 1))
+            (LA.svd(a, full_matrices=full).S * weights).sum().backward()
+            (LA.svdvals(b) * weights).sum().backward()
+            assert np.isfinite(a.grad.numpy()).all()
+            np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=0, atol=1e-14)
+    a = f64(np.eye(3)).requires_grad_()
+    LA.eigh(a).eigenvectors[..., 0].sum().backward()          # reads the vectors
+    assert not np.isfinite(a.grad.numpy()).all()
+
+
 def test_argument_errors_name_the_op_and_shapes():
     sq = f64(np.eye(3))
     rect = f64(np.ones((2, 3)))

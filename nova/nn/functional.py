@@ -265,9 +265,12 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
 
 def rms_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None,
              eps: float | None = None) -> Tensor:
-    """In float32 for a half ``input``, rounded once (as ``layer_norm``)."""
+    """In float32 for a half ``input``, rounded once (as ``layer_norm``). ``eps=None``
+    is the machine epsilon of the type it computes in, as PyTorch's: float64's for
+    float64, float32's otherwise (a half input computes in float32)."""
     axes = _normalized_axes("rms_norm", input, normalized_shape)
-    eps = 1e-6 if eps is None else eps
+    if eps is None:
+        eps = float(np.finfo(np.float64 if input.dtype == dt.float64 else np.float32).eps)
 
     def normalized(x: Tensor) -> Tensor:
         out = ops.mul(x, ops.rsqrt(ops.add(ops.mean(ops.mul(x, x), axes, keepdim=True), eps)))

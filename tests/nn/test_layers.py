@@ -70,6 +70,20 @@ def test_embedding_layer_norm_rms_norm():
         F.layer_norm(nv.tensor(x), 5)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_rms_norm_default_eps_is_the_machine_epsilon_as_pytorch(dtype):
+    """``eps=None`` (``F.rms_norm``'s default, and ``nn.RMSNorm``'s) is the epsilon of
+    the type the norm computes in -- float64's, or float32's (half inputs compute in
+    float32) -- not 1e-6, which made small activations' norms 12% low."""
+    x = np.array([[1e-3, -2e-3, 3e-3, 0.5e-3], [1.0, -2.0, 0.5, 0.25]])
+    eps = np.finfo(np.float64 if dtype == "float64" else np.float32).eps
+    want = x / np.sqrt((x ** 2).mean(-1, keepdims=True) + eps)
+    t = nv.tensor(x).to(getattr(nv, dtype))
+    tol = 1e-2 if dtype == "float16" else 1e-6
+    for out in (F.rms_norm(t, (4,)), nn.RMSNorm(4, elementwise_affine=False).to(t.dtype)(t)):
+        np.testing.assert_allclose(out.float().numpy(), want, rtol=tol, atol=0)
+
+
 def test_dropout_scales_masks_and_does_not_recompile(fresh_cache):
     nv.manual_seed(0)
     drop = nn.Dropout(0.25)

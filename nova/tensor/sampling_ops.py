@@ -102,6 +102,39 @@ def _series(a: Tensor, x: Tensor, terms: int) -> tuple[Tensor, Tensor]:
     return 1.0 + t.sum(-1), -(t * h).sum(-1)
 
 
+# Below this ``a``, Q in the series range is summed directly (``_upper_small_a``):
+# ``1 - P`` there loses the digits of a Q near ``a E1(x)`` (negative below a ~ 1e-15).
+SMALL_A = 0.05
+SMALL_A_TERMS = 30            # (-x)^n / n! below 1e-20 for x < 1.5, the range's end
+# zeta(2), ..., zeta(14): log Gamma(1 + a) = -gamma a + sum_k (-a)^k zeta(k) / k
+_ZETA = (1.6449340668482264, 1.2020569031595942, 1.0823232337111382, 1.0369277551433699,
+         1.0173430619844491, 1.0083492773819228, 1.0040773561979443, 1.0020083928260822,
+         1.0009945751278181, 1.0004941886041195, 1.0002460865533080, 1.0001227133475785,
+         1.0000612481350587)
+_EULER_GAMMA = 0.5772156649015329
+
+
+def _lgamma1p_small(a: Tensor) -> Tensor:
+    """``log Gamma(1 + a)`` for ``|a| <= SMALL_A`` by its Taylor series (13 terms:
+    0.05^14 / 14 < 1e-19), to rounding; ``lgamma(1 + a)`` loses ``a`` below eps."""
+    acc = ops.full_const(0.0, a.shape, a.dtype)
+    for k in range(len(_ZETA) + 1, 1, -1):
+        acc = (acc + (-1.0) ** k * _ZETA[k - 2] / k) * a
+    return (acc - _EULER_GAMMA) * a
+
+
+def _upper_small_a(a: Tensor, x: Tensor, log_x: Tensor) -> Tensor:
+    """``Q(a, x)`` for small ``a`` in the series range, without ``1 - P``'s
+    cancellation (DLMF 8.7.3 summed from its second term): ``Q = -expm1(a log x -
+    log Gamma(1 + a)) - a x^a / Gamma(1 + a) sum_{n >= 1} (-x)^n / (n! (a + n))``."""
+    n = arange(1, SMALL_A_TERMS + 1, dtype=dt.float64, device=_device(a))
+    a1 = a.unsqueeze(-1)
+    t = cumprod(-x.unsqueeze(-1) / n, -1)                 # (-x)^n / n!
+    tail = (t / (a1 + n)).sum(-1)
+    u = a * log_x - _lgamma1p_small(a)
+    return -u.expm1() - a * u.exp() * tail
+
+
 def _mul2(m1: tuple[Tensor, ...], m2: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
     """``m1 @ m2`` of 2x2 matrices with forward derivatives, each given as (p, q, r, s,
     dp, dq, dr, ds) for ``[[p, q], [r, s]]``."""
@@ -172,10 +205,14 @@ def incomplete_gamma_parts(a: Tensor, x: Tensor, terms: int,
     dlow = s * (log_x - digamma(a + 1.0)) + ds
     dup = c * (log_x - digamma(a)) + dc
     p_series, q_fraction = lower * s, upper * c
+    small = ops.lt(a, SMALL_A)
+    q_series = ops.where(small, _upper_small_a(ops.where(small, a, 0.0), xs, ops.where(
+        series, log_x, 0.0)), 1.0 - p_series)
     return {
         "series": series,
-        "P": ops.where(series, p_series, 1.0 - q_fraction),
-        "Q": ops.where(series, 1.0 - p_series, q_fraction),
+        # (rounding can carry a series' P a unit past 1 for tiny a: clamped)
+        "P": ops.minimum(ops.where(series, p_series, 1.0 - q_fraction), 1.0),
+        "Q": ops.minimum(ops.where(series, q_series, q_fraction), 1.0),
         "dP_da": ops.where(series, lower * dlow, -upper * dup),
         "dlogx_da": ops.where(series, -dlow / a, dup),
     }
@@ -813,15 +850,17 @@ def _incomplete_gamma(op: str, a: Any, x: Any, upper: bool) -> Tensor:
     a_b, x_b = movement.broadcast_tensors(a_t, x_t)
     with no_grad():
         a64, x64 = _f64(a_b.detach()), _f64(x_b.detach())
-        valid = ops.logical_and(ops.logical_and(ops.gt(a64, 0.0), _finite(a64)),
-                                ops.ge(x64, 0.0))
-        inner = ops.logical_and(valid, ops.logical_and(ops.gt(x64, 0.0), _finite(x64)))
+        a_zero = ops.logical_and(ops.eq(a64, 0.0), ops.gt(x64, 0.0))   # the limit a -> 0+
+        valid = ops.logical_or(a_zero, ops.logical_and(
+            ops.logical_and(ops.gt(a64, 0.0), _finite(a64)), ops.ge(x64, 0.0)))
+        inner = ops.logical_and(ops.logical_and(valid, ops.gt(a64, 0.0)),
+                                ops.logical_and(ops.gt(x64, 0.0), _finite(x64)))
         a_in, x_in = ops.where(inner, a64, 1.0), ops.where(inner, x64, 1.0)
         parts = incomplete_gamma_parts(a_in, x_in, series_terms(host_max(a_b)))
         at_end = 1.0 if upper else 0.0      # the value at x = 0 (1 - it at x = inf)
         value = parts["Q" if upper else "P"]
-        value = ops.where(ops.eq(x64, 0.0), at_end, ops.where(ops.eq(x64, math.inf),
-                                                              1.0 - at_end, value))
+        value = ops.where(ops.eq(x64, 0.0), at_end, ops.where(
+            ops.logical_or(ops.eq(x64, math.inf), a_zero), 1.0 - at_end, value))
         out = ops.where(valid, value, math.nan).to(target)
     sign = -1.0 if upper else 1.0
 
@@ -838,7 +877,8 @@ def gammainc(input: Any, other: Any) -> Tensor:
     """The regularized lower incomplete gamma function ``P(input, other)``
     (``torch.special.gammainc``, ``torch.igamma``), computed in float64 (series and
     continued fraction, see the module docstring) with gradients in both arguments
-    (PyTorch's has none in ``input``). NaN outside ``input > 0``, ``other >= 0``.
+    (PyTorch's has none in ``input``). At ``input = 0`` the limit, 1 for ``other >
+    0``; NaN elsewhere outside ``input > 0``, ``other >= 0``.
     The number of series terms is read off the largest ``input``: a host read when
     it is pending."""
     return _incomplete_gamma("gammainc", input, other, upper=False)

@@ -241,6 +241,25 @@ def test_incomplete_gamma_against_scipy():
     assert so.gammainc(nv.tensor([2.0]), 1.5).dtype == nv.float32
 
 
+def test_incomplete_gamma_at_small_and_zero_shape():
+    """Q for a down to 1e-30 (about a E1(x)) to full relative precision -- ``1 - P``
+    cancelled there, to a negative Q below a ~ 1e-15 -- P never past 1, and the limit
+    at a = 0 (P = 1, Q = 0 for x > 0), as SciPy and PyTorch; a = x = 0 stays NaN."""
+    a = np.array([1e-30, 1e-16, 1e-12, 1e-8, 1e-4, 0.01, 0.049, 0.051, 0.3])
+    x = np.array([1.0, 1.0, 1.0, 1.9, 0.1, 1.0, 1.2, 1.2, 1.9])
+    p, q = so.gammainc(f64(a), f64(x)), so.gammaincc(f64(a), f64(x))
+    nv.realize(p, q)
+    np.testing.assert_allclose(q.numpy(), special.gammaincc(a, x), rtol=1e-13)
+    np.testing.assert_allclose(p.numpy(), 1.0 - special.gammaincc(a, x), rtol=2e-15)  # (SciPy's P
+    # itself is a few units past 1 at a = 1e-30)
+    assert (p.numpy() <= 1.0).all()
+    for dtype in (nv.float64, nv.float32):
+        zero = nv.tensor([0.0, 0.0, 0.0], dtype=dtype)
+        at = nv.tensor([0.5, 2.0, 0.0], dtype=dtype)
+        np.testing.assert_array_equal(so.gammainc(zero, at).numpy(), [1.0, 1.0, math.nan])
+        np.testing.assert_array_equal(so.gammaincc(zero, at).numpy(), [0.0, 0.0, math.nan])
+
+
 def test_incomplete_gamma_gradients():
     a = np.array([0.4, 2.5, 60.0])
     x = np.array([0.3, 6.0, 55.0])

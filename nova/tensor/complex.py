@@ -534,7 +534,9 @@ def angle(input: Any) -> Tensor:
     ``torch.angle``."""
     if isinstance(input, Tensor):
         x = input if input.dtype.is_floating_point else input.to(dt.DEFAULT_FLOAT)
-        return _ops.where(x < 0, math.pi, _ops.where(_ops.isnan(x), x, _creation.zeros_like(x)))
+        # NaN kept as a value, with PyTorch's zero gradient (not ``where``'s 1 into x)
+        nan = _ops.add(_ops.mul(x, 0.0), math.nan)
+        return _ops.where(x < 0, math.pi, _ops.where(_ops.isnan(x), nan, _creation.zeros_like(x)))
     input = _as_complex("angle", input)
     return _elementary.atan2(input._im, input._re)
 

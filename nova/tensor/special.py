@@ -208,7 +208,8 @@ def _erfinv_finish(x: Tensor, y: Tensor, scale: float, low: Tensor, high: Tensor
     out = ops.where(ops.eq(x, 0), ops.mul(x, scale * _SQRT_PI_2), y)
     ends = ops.logical_or(low, high)
     out = ops.where(ends, ops.add(_infinity(low, x), _steep(x, ends)), out)
-    return ops.where(ops.logical_or(inside, ops.logical_or(low, high)), out, math.nan)
+    outside = ops.logical_not(ops.logical_or(inside, ends))      # (NaN included)
+    return _nan_slope(ops.where(outside, math.nan, out), x, outside)
 
 
 def _lgamma_nonneg(a: Tensor) -> Tensor:
@@ -395,7 +396,8 @@ def _polygamma64(n: int, w: Tensor) -> Tensor:
     # at a pole the slope is polygamma(n + 1)'s infinity there, of the other sign
     out = ops.where(pole, ops.add(sign * math.inf, _steep(w, pole, -sign)), out)
     out = ops.where(ops.eq(w, math.inf), sign * 0.0, out)
-    return ops.where(ops.isnan(w), w, out)
+    nan = ops.isnan(w)
+    return _nan_slope(ops.where(nan, w, out), w, nan)         # NaN in, NaN gradient
 
 
 def _i0_parts(a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -597,12 +599,16 @@ def xlog1py(input: Any, other: Any) -> Tensor:
 
 
 def entr(input: Tensor) -> Tensor:
-    """Elementwise entropy ``-x log x`` (``torch.special.entr``): 0 at 0, -inf below."""
+    """Elementwise entropy ``-x log x`` (``torch.special.entr``): 0 at 0, -inf below.
+    The gradient ``-(log x + 1)`` is PyTorch's at the edges too: +inf at 0, NaN below
+    0 and at NaN."""
     input = ops._as_float("entr", input)
     pos = ops.gt(input, 0)
     xs = ops.where(pos, input, 1.0)
-    out = ops.where(pos, ops.neg(ops.mul(xs, ops.log(xs))), 0.0)
-    return ops.where(ops.lt(input, 0), -math.inf, ops.where(ops.isnan(input), input, out))
+    out = ops.where(pos, ops.neg(ops.mul(xs, ops.log(xs))), _steep(input, ops.eq(input, 0)))
+    bad = ops.logical_or(ops.lt(input, 0), ops.isnan(input))
+    out = ops.where(ops.lt(input, 0), -math.inf, ops.where(ops.isnan(input), input, out))
+    return _nan_slope(out, input, bad)
 
 
 def signbit(input: Tensor) -> Tensor:

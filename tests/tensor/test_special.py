@@ -239,3 +239,21 @@ def test_special_namespace_is_torch_special():
     with np.errstate(all="ignore"):
         _close32(outs[0].numpy(), sp.xlog1py([0.0, 0.0, 2.0, 3.0, 0.5], [np.nan, -1, 1, -0.5, 2]))
         _close32(outs[1].numpy(), sp.entr([0.0, -1.0, 2.0, np.inf, np.nan]))
+
+
+def test_nan_and_out_of_domain_inputs_have_pytorchs_gradients():
+    """A NaN or out-of-domain input gives a NaN gradient where PyTorch's formula does
+    (a select that kept the NaN passed 1, or a constant branch 0, into the input), and
+    PyTorch's values at the edges: entr's +inf slope at 0, angle's 0 everywhere."""
+    nan = float("nan")
+    cases = [(nv.erfinv, [nan, 2.0, -3.0, 0.5], [nan, nan, nan, 1.1125848189719496]),
+             (special.ndtri, [nan, 2.0, -1.0, 0.3], [nan, nan, nan, 2.876103659264292]),
+             (lambda x: nv.polygamma(1, x), [nan, 2.0], [nan, -0.4041138063191886]),
+             (lambda x: nv.polygamma(3, x), [nan], [nan]),
+             (special.entr, [nan, -1.0, 0.0, 2.0], [nan, nan, math.inf, -1.6931471805599454]),
+             (nv.angle, [nan, -1.0, 2.0], [0.0, 0.0, 0.0])]
+    for fn, xs, want in cases:
+        x = nv.tensor(xs, dtype=nv.float64, requires_grad=True)
+        (g,) = nv.autograd.grad(fn(x).sum(), x)
+        np.testing.assert_allclose(g.numpy(), want, rtol=1e-13, equal_nan=True,
+                                   err_msg=str(fn))

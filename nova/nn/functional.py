@@ -606,12 +606,50 @@ class _BinaryCrossEntropy(Function):
             input, target, grad = (ops.cast(t, dt.float32) for t in (input, target, grad))
         grad_input = grad_target = None
         if ctx.needs_input_grad[0]:
-            spread = ops.maximum(ops.mul(input, ops.sub(1.0, input)), 1e-12)
-            grad_input = ops.div(ops.mul(grad, ops.sub(input, target)), spread)
+            grad_input = _BinaryCrossEntropyGrad.apply(grad, input, target)
         if ctx.needs_input_grad[1]:
             log_p, log_q = _clamped_logs(input)
             grad_target = ops.mul(grad, ops.sub(log_q, log_p))
         return grad_input, grad_target
+
+
+class _BinaryCrossEntropyGrad(Function):
+    """``binary_cross_entropy``'s gradient for ``p``, ``g (p - y) / max(p (1 - p),
+    1e-12)``, with PyTorch's second derivatives rather than that formula's: in ``p``,
+    ``g (p^2 - 2 p y + y) / ((p + 1e-12)^2 (1 - p + 1e-12)^2)`` (``binary_cross_entropy
+    _double_backward``), which stays bounded where the clamp holds -- the formula's own
+    derivative there is ``g / 1e-12``, 1e12 for a saturated prediction, correct or
+    not; in ``y``, ``-g / max(p (1 - p), 1e-12)``; in ``g``, the gradient's own
+    factor."""
+
+    pure_backward = True
+
+    @staticmethod
+    def forward(ctx: Any, grad: Tensor, input: Tensor, target: Tensor) -> Tensor:
+        ctx.save_for_backward(grad, input, target)
+        return ops.div(ops.mul(grad, ops.sub(input, target)), _bce_spread(input))
+
+    @staticmethod
+    def backward(ctx: Any, gg: Tensor) -> tuple[Tensor | None, ...]:
+        grad, input, target = ctx.saved_tensors
+        spread = _bce_spread(input)
+        d_grad = ops.div(ops.mul(gg, ops.sub(input, target)), spread) \
+            if ctx.needs_input_grad[0] else None
+        d_input = None
+        if ctx.needs_input_grad[1]:
+            num = ops.add(ops.sub(ops.mul(input, input), ops.mul(ops.mul(input, target), 2.0)),
+                          target)
+            den = ops.mul(ops.square(ops.add(input, 1e-12)),
+                          ops.square(ops.add(ops.sub(1.0, input), 1e-12)))
+            d_input = ops.mul(ops.mul(gg, grad), ops.div(num, den))
+        d_target = ops.neg(ops.div(ops.mul(gg, grad), spread)) \
+            if ctx.needs_input_grad[2] else None
+        return d_grad, d_input, d_target
+
+
+def _bce_spread(p: Tensor) -> Tensor:
+    """``max(p (1 - p), 1e-12)``, PyTorch's clamped denominator."""
+    return ops.maximum(ops.mul(p, ops.sub(1.0, p)), 1e-12)
 
 
 def _clamped_logs(p: Tensor) -> tuple[Tensor, Tensor]:

@@ -198,8 +198,9 @@ def test_binary_cross_entropy_half_gradient_is_rounded_from_float32(dtype):
 
 
 def test_binary_cross_entropy_double_backward():
-    """The backward is built from ops, so it differentiates: d/dp of (p - y) / (p (1 - p))
-    is (p (1 - p) - (p - y)(1 - 2p)) / (p (1 - p))^2 inside the clamp."""
+    """The backward differentiates: d/dp of (p - y) / (p (1 - p)) is (p (1 - p) - (p -
+    y)(1 - 2p)) / (p (1 - p))^2 inside the clamp (PyTorch's double-backward formula,
+    whose 1e-12 shifts it by ~1e-11 relative)."""
     P, T = np.array([0.3, 0.9, 0.05]), np.array([0.2, 1.0, 0.0])
     p = nv.tensor(P, dtype=nv.float64, requires_grad=True)
     g, = nv.autograd.grad(F.binary_cross_entropy(p, nv.tensor(T), reduction="sum"), p,
@@ -207,7 +208,7 @@ def test_binary_cross_entropy_double_backward():
     h, = nv.autograd.grad(g.sum(), p)
     q = P * (1 - P)
     assert_close(g.numpy(), (P - T) / q, rtol=1e-15, atol=0)
-    assert_close(h.numpy(), (q - (P - T) * (1 - 2 * P)) / q**2, rtol=1e-14, atol=0)
+    assert_close(h.numpy(), (q - (P - T) * (1 - 2 * P)) / q**2, rtol=1e-10, atol=0)
     assert gradcheck(lambda v, t: F.binary_cross_entropy(v, t, reduction="none"), [P, T])
 
 
@@ -316,3 +317,24 @@ def test_a_compiled_bce_step_replays_and_matches_the_recorded_loop():
     assert replays >= 2 and got == ref
     for a, b in zip(params, ref_params):
         np.testing.assert_array_equal(a, b)
+
+
+def test_binary_cross_entropy_second_derivative_is_pytorchs_where_the_clamp_holds():
+    """d/dp of the gradient ``g (p - y) / max(p (1 - p), 1e-12)`` differentiated as a
+    formula is ``g / 1e-12`` wherever the clamp holds: 1e12 for saturated predictions,
+    right ones included. PyTorch's double backward, ``g (p^2 - 2 p y + y) / ((p + eps)^2
+    (1 - p + eps)^2)``, is 0 there; in the target, ``-g / max(p (1 - p), eps)``."""
+    p_ = np.array([0.0, 1.0, 1e-13, 0.3, 0.7])
+    y_ = np.array([0.0, 1.0, 0.0, 0.3, 0.2])
+    w_ = np.arange(1.0, 6.0)
+    p = nv.tensor(p_, dtype=nv.float64, requires_grad=True)
+    y = nv.tensor(y_, dtype=nv.float64, requires_grad=True)
+    (g,) = nv.autograd.grad(F.binary_cross_entropy(p, y, reduction="sum"), [p],
+                            create_graph=True)
+    hp, hy = nv.autograd.grad((g * nv.tensor(w_, dtype=nv.float64)).sum(), [p, y])
+    eps = 1e-12
+    want_p = w_ * (p_ ** 2 - 2 * p_ * y_ + y_) / ((p_ + eps) ** 2 * (1 - p_ + eps) ** 2)
+    want_y = -w_ / np.maximum(p_ * (1 - p_), eps)
+    np.testing.assert_allclose(hp.numpy(), want_p, rtol=1e-12)
+    np.testing.assert_allclose(hy.numpy(), want_y, rtol=1e-12)
+    assert abs(hp.numpy()[:2]).max() == 0.0        # saturated and right: no curvature

@@ -205,7 +205,9 @@ def ihfft(input: Tensor, n: int | None = None, dim: int = -1,
 
 def _dims(op: str, x: Any, s: Sequence[int] | None,
           dim: int | Sequence[int] | None) -> tuple[list[int], list[int | None]]:
-    """The transformed dimensions and their lengths, as ``torch.fft.fftn`` reads them."""
+    """The transformed dimensions and their lengths, as ``torch.fft.fftn`` reads them:
+    a length of -1 keeps that dimension's own (None: each transform's default, as
+    ``n=None``)."""
     if isinstance(dim, int):
         dim = [dim]
     if dim is None:
@@ -217,7 +219,7 @@ def _dims(op: str, x: Any, s: Sequence[int] | None,
     if s is not None and len(s) != len(dims):
         raise RuntimeError(f"{op}: When given, dim and shape arguments must have the same "
                            f"length, got s={list(s)} and dim={dims}")
-    return dims, (list(s) if s is not None else [None] * len(dims))
+    return dims, ([None if n == -1 else n for n in s] if s is not None else [None] * len(dims))
 
 
 def fftn(input: Any, s: Sequence[int] | None = None, dim: Any = None,

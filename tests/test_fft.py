@@ -52,6 +52,19 @@ def test_n_dimensional_transforms_match_numpy():
     _close(nv.fft.irfft2(nv.fft.rfft2(x)), X)
 
 
+def test_a_length_of_minus_one_keeps_the_dimension_as_pytorch():
+    """``s=(-1, n)``: -1 keeps that dimension's own length (PyTorch's convention; for
+    the inverse real transforms, their default 2 (m - 1)); it raised "Invalid number
+    of data points (-1)"."""
+    x, z = nv.tensor(X), nv.tensor(Z)
+    _close(nv.fft.fftn(z, s=(-1, 5)), np.fft.fftn(Z, s=(3, 5), axes=(0, 1)))
+    _close(nv.fft.fft2(x, s=(5, -1)), np.fft.fft2(X, s=(5, 8)))
+    _close(nv.fft.ifftn(z, s=(-1, 2)), np.fft.ifftn(Z, s=(3, 2), axes=(0, 1)))
+    _close(nv.fft.rfftn(x, s=(2, -1)), np.fft.rfftn(X, s=(2, 8), axes=(0, 1)))
+    _close(nv.fft.irfftn(z, s=(-1, -1)), np.fft.irfftn(Z, s=(3, 14), axes=(0, 1)))
+    _close(nv.fft.irfft2(z, s=(2, -1)), np.fft.irfft2(Z, s=(2, 14)))
+
+
 def test_frequencies_and_shifts():
     np.testing.assert_allclose(nv.fft.fftfreq(7, 0.5).numpy(), np.fft.fftfreq(7, 0.5),
                                rtol=1e-6)

@@ -12,8 +12,10 @@ What is CPU-specific, and why:
   ``Expensive`` ops (exp, erf, ...) cost more there than in an elementwise kernel of
   their own, even counting that kernel's extra pass over memory (measured: GELU's
   backward over 4096 x 1024 as the epilogue of its dX product, 11.9-12.7 ms for the
-  kernel, against 8.1-8.2 ms for the product and 2.1-2.2 ms for the elementwise kernel).
-  They start a kernel of their own instead.
+  kernel, against 8.1-8.2 ms for the product and 2.1-2.2 ms for the elementwise kernel;
+  with the math inline vector code, a GPT step's kernels 2-5% slower with GELU in the
+  epilogues: ``benchmarks/results/gelu_epilogue_20.md``). They start a kernel of their
+  own instead.
 - Schedule: an elementwise kernel that reads every input at the output's own position
   (or a scalar) is *flat* (``lowering.flat``): one loop over the elements, whose code
   and name are the same for every size, so the kernels of same-structured parameters

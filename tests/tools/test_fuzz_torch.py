@@ -16,7 +16,10 @@ RUNS = [("fuzz_elem.py", ["1", "50"], "stats"), ("fuzz_red.py", ["1", "30"], "st
         ("fuzz_chain.py", ["1", "15"], "stats"), ("fuzz_idx.py", ["1", "30"], "stats"),
         ("fuzz_autograd.py", ["0", "30"], "Counter"),
         ("fuzz_functional.py", ["0", "20"], "Counter"),
-        ("fuzz_modules.py", ["0", "6"], "Counter"), ("fuzz_optim.py", ["0", "6"], "Counter")]
+        ("fuzz_modules.py", ["0", "6"], "Counter"), ("fuzz_optim.py", ["0", "6"], "Counter"),
+        ("fuzz_spectral.py", ["0", "40"], "Counter"), ("fuzz_linalg.py", ["0", "8"], "Counter"),
+        ("fuzz_double_backward.py", ["0", "30"], "Counter"),
+        ("fuzz_special.py", ["0", "200"], "Counter")]
 
 
 @pytest.mark.parametrize("script, args, summary", RUNS, ids=[r[0] for r in RUNS])

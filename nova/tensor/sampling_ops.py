@@ -863,12 +863,22 @@ def _incomplete_gamma(op: str, a: Any, x: Any, upper: bool) -> Tensor:
             ops.logical_or(ops.eq(x64, math.inf), a_zero), 1.0 - at_end, value))
         out = ops.where(valid, value, math.nan).to(target)
     sign = -1.0 if upper else 1.0
+    with no_grad():
+        # d/dx at x = 0: the density x^(a-1) / Gamma(a) there, +inf below a = 1, 1 at 1
+        origin = ops.logical_and(ops.logical_and(valid, ops.gt(a64, 0.0)), ops.eq(x64, 0.0))
+        at_origin = ops.where(ops.lt(a64, 1.0), math.inf, ops.where(ops.eq(a64, 1.0), 1.0,
+                                                                     0.0))
+        # outside x >= 0 (NaN included) or with a NaN a, PyTorch's NaN gradient; a < 0
+        # (a NaN value too) keeps 0 where PyTorch evaluates its density formula anyway
+        undefined = ops.logical_or(ops.logical_not(ops.ge(x64, 0.0)), ops.isnan(a64))
 
     def backward(g: Tensor) -> list[Any]:
         g64 = _f64(g)
         density = ((a_in - 1.0) * x_in.log() - x_in - lgamma(a_in)).exp()
-        return [ops.where(inner, sign * g64 * parts["dP_da"], 0.0),
-                ops.where(inner, sign * g64 * density, 0.0)]
+        density = ops.where(origin, at_origin, ops.where(inner, density, 0.0))
+        return [ops.where(undefined, math.nan, ops.where(inner, sign * g64 * parts["dP_da"],
+                                                         0.0)),
+                ops.where(undefined, math.nan, sign * g64 * density)]
 
     return _attach(out, [a_b, x_b], backward, "IncompleteGammaBackward")
 

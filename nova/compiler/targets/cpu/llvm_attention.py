@@ -40,8 +40,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from nova.compiler import dialect as nd
-from nova.compiler.codegen.values import shape_of
-from nova.compiler.lowering.placement import packed_parts, placements
+from nova.compiler.lowering.placement import attention_kernel
 from nova.compiler.lowering.plan import contraction
 from nova.compiler.targets.cpu.llvm_emit import F32, I1, I32, I64, PTR, Emitter, c64
 from nova.compiler.targets.cpu.llvm_gemm import address_view, transpose_lanes
@@ -60,15 +59,8 @@ class Attention:
 
     def __init__(self, e: Emitter):
         self.e, self.b = e, e.b
-        self.op = contraction(e.fusion)
-        self.places = placements(e.root, self.op.results[0], packed_parts(self.op))
-        assert self.places is not None, "fusion admits only an assembly of the parts"
-        q, k, v = self.op.operands[:3]
-        self.q, self.k, self.v = q, k, v
-        qs, ks, vs = shape_of(q), shape_of(k), shape_of(v)
-        self.batch_shape = qs[:-2]
-        self.L, self.E = qs[-2:]
-        self.S, self.Ev = ks[-2], vs[-1]
+        (self.op, self.places, self.q, self.k, self.v, self.batch_shape, self.L, self.E,
+         self.S, self.Ev) = attention_kernel(contraction(e.fusion), e.root)
         self.scale = float(self.op.scale.value.data)
         self.causal = bool(self.op.causal.value.data)
         s = e.plan.schedule

@@ -43,8 +43,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from nova.compiler import dialect as nd
-from nova.compiler.codegen.values import shape_of
-from nova.compiler.lowering.placement import packed_parts, placements
+from nova.compiler.lowering.placement import attention_kernel
 from nova.compiler.lowering.plan import contraction
 from nova.compiler.targets.cuda.configurator import LaunchConfig
 from nova.compiler.targets.cuda.emit import CEmitter, float_literal
@@ -63,16 +62,9 @@ class _Attention:
 
     def __init__(self, e: CEmitter, cfg: LaunchConfig):
         self.e, self.cfg, self.a = e, cfg, cfg.attention
-        self.op = contraction(e.fusion)
-        self.places = placements(e.root, self.op.results[0], packed_parts(self.op))
-        assert self.places is not None, "fusion admits only an assembly of the parts"
-        q, k, v = self.op.operands[:3]
-        self.q, self.k, self.v = q, k, v
-        qs, ks, vs = shape_of(q), shape_of(k), shape_of(v)
-        self.batch_shape = qs[:-2]
+        (self.op, self.places, self.q, self.k, self.v, self.batch_shape, self.L, self.E,
+         self.S, self.Ev) = attention_kernel(contraction(e.fusion), e.root)
         self.batch = numel(self.batch_shape)
-        self.L, self.E = qs[-2:]
-        self.S, self.Ev = ks[-2], vs[-1]
         self.B = self.a.block
         self.nq, self.nk = -(-self.L // self.B), -(-self.S // self.B)
         self.threads = cfg.threads

@@ -139,6 +139,16 @@ class _Attention:
                        "(r & 1);")
                 yield
 
+    def park(self, acc: str, tiles: int) -> None:
+        """The warp's accumulators ``acc`` into its rows of the P tile (the layout the
+        next product reads as its A operand), between warp barriers: every lane has read
+        the tile before it is overwritten, and sees the whole of it after."""
+        e = self.e
+        e.line("__syncwarp();")
+        with self.fragments(tiles):
+            e.line(f"{self.at('P', 'fr', 'fc')} = {acc}[j][r];")
+        e.line("__syncwarp();")
+
     def visible(self, i: str, j: str) -> str:
         """Whether query ``i`` sees key ``j`` (int positions): inside L and S, and
         with ``causal`` not past the query."""
@@ -316,10 +326,7 @@ def attention_backward(e: CEmitter, cfg: LaunchConfig) -> None:
                     e.line(f"const bool vis = {t.visible('(q0 + fc)', '(k0 + fr)')};")
                     e.line(f"dpt[j][r] = vis ? (dpt[j][r] * {t.at('P', 'fr', 'fc')} - "
                            f"st[j][r] * sD[fc]) * {t.scale} : 0.0f;")
-                e.line("__syncwarp();")
-                with t.fragments(nt):
-                    e.line(f"{t.at('P', 'fr', 'fc')} = dpt[j][r];")
-                e.line("__syncwarp();")
+                t.park("dpt", nt)
                 t.product("dk", ne, B, lambda r, k: t.at("P", f"w16 + {r}", k),
                           lambda k, c: t.at("Q", k, c))
             with t.fragments(ne):
@@ -360,10 +367,7 @@ def attention_backward(e: CEmitter, cfg: LaunchConfig) -> None:
                     e.line(f"const bool vis = {t.visible('(q0 + fr)', '(k0 + fc)')};")
                     e.line(f"const float p = expf(s[j][r] * {t.scale} - slse[fr]);")
                     e.line(f"dp[j][r] = vis ? p * ({dp} - sD[fr]) * {t.scale} : 0.0f;")
-                e.line("__syncwarp();")
-                with t.fragments(nt):
-                    e.line(f"{t.at('P', 'fr', 'fc')} = dp[j][r];")
-                e.line("__syncwarp();")
+                t.park("dp", nt)
                 t.product("dq", ne, B, lambda r, k: t.at("P", f"w16 + {r}", k),
                           lambda k, c: t.at("K", k, c))
             with t.fragments(ne):

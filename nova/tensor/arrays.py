@@ -145,8 +145,10 @@ def repeat_interleave(input: Tensor, repeats: Any = None, dim: builtins.int | No
             raise ValueError(f"repeat_interleave: repeats must be non-negative, got {r}")
         y = movement.unsqueeze(input, d + 1)
         shape = input.shape[:d + 1] + (r,) + input.shape[d + 1:]
-        out = movement.reshape(movement.expand(y, shape),
-                               input.shape[:d] + (n * r,) + input.shape[d + 1:])
+        # the primitive reshape: a new tensor, as PyTorch's (the public one would
+        # make a view of the expand, which cannot be written in place)
+        out = movement._reshape_prim(movement.expand(y, shape),
+                                     input.shape[:d] + (n * r,) + input.shape[d + 1:])
     else:
         counts = [builtins.int(c) for c in repeats]
         if len(counts) != n or builtins.min(counts, default=0) < 0:

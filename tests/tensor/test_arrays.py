@@ -32,6 +32,19 @@ def test_prod_gradient_is_zero_safe():
                                  (nv.tensor(R.standard_normal((3, 2)), requires_grad=True),))
 
 
+def test_repeat_interleave_result_is_a_new_writable_tensor():
+    """PyTorch's repeat_interleave returns a new tensor: writing into it works and leaves
+    the input alone (it was built as a view of an expand, which refuses writes)."""
+    for r, dim in ((1, 0), (2, 0), (3, None), (2, 1)):
+        x = nv.tensor([[1.0, 2.0], [3.0, 4.0]])
+        t = x.repeat_interleave(r, dim)
+        expected = np.repeat(np.array([[1.0, 2.0], [3.0, 4.0]]), r, dim)
+        t[0] = 9.0
+        expected[0] = 9.0
+        np.testing.assert_array_equal(t.numpy(), expected)
+        assert x.tolist() == [[1.0, 2.0], [3.0, 4.0]]
+
+
 def test_roll_diff_tile_and_repeat_interleave():
     x = nv.tensor(A)
     np.testing.assert_array_equal(nv.roll(x, 2, 1).numpy(), np.roll(A, 2, 1))

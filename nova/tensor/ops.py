@@ -492,21 +492,25 @@ def _select(op: str, cond: Tensor, a: Any, b: Any) -> Tensor:
     return prim("where", [broadcast_to(cond, shape, op), x, y], {}, shape, common)
 
 
-def masked_fill(input: Tensor, mask: Tensor, value: Any) -> Tensor:
-    _check_tensor("masked_fill", input)
-    _check_tensor("masked_fill", mask)
+def masked_fill(input: Tensor, mask: Tensor, value: Any, op: str = "masked_fill") -> Tensor:
+    """``value`` where ``mask`` holds, else ``input``, over their broadcast shape (as
+    PyTorch's out-of-place ``masked_fill``; ``masked_fill_`` (``op``) needs a mask that
+    broadcasts to the tensor's own shape)."""
+    _check_tensor(op, input)
+    _check_tensor(op, mask)
     if mask.dtype != dt.bool_:
-        raise DTypeError(f"masked_fill: mask must be a bool tensor, got {mask.dtype.name}")
-    if broadcast_shapes("masked_fill", input.shape, mask.shape) != input.shape:
-        raise ShapeError(f"masked_fill: mask of shape {mask.shape} cannot be broadcast to "
+        raise DTypeError(f"{op}: mask must be a bool tensor, got {mask.dtype.name}")
+    shape = broadcast_shapes(op, input.shape, mask.shape)
+    if op == "masked_fill_" and shape != input.shape:
+        raise ShapeError(f"masked_fill_: mask of shape {mask.shape} cannot be broadcast to "
                          f"the tensor's shape {input.shape}")
     if isinstance(value, Tensor):
         if value.ndim != 0:
-            raise ValueError(f"masked_fill: value must be a number or a 0-d tensor, got shape "
+            raise ValueError(f"{op}: value must be a number or a 0-d tensor, got shape "
                              f"{value.shape}")
         value = cast(value, input.dtype)
     else:
-        value = full_const(value, input.shape, input.dtype, "masked_fill")
+        value = full_const(value, shape, input.dtype, op)
     return where(mask, value, input)
 
 

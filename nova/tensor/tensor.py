@@ -1020,7 +1020,8 @@ class Tensor:
         return self._assign(_ops.clamp(self, min, max), "clamp_")
 
     def masked_fill_(self, mask: Tensor, value: Any) -> Tensor:
-        return self._assign(_ops.masked_fill(self, mask, value), "masked_fill_")
+        return self._assign(_ops.masked_fill(self, mask, value, "masked_fill_"),
+                            "masked_fill_")
 
     def masked_scatter_(self, mask: Tensor, source: Tensor) -> Tensor:
         return self._assign(_arrays.masked_scatter(self, mask, source), "masked_scatter_")

@@ -45,6 +45,23 @@ def test_repeat_interleave_result_is_a_new_writable_tensor():
         assert x.tolist() == [[1.0, 2.0], [3.0, 4.0]]
 
 
+def test_masked_fill_broadcasts_the_tensor_to_a_larger_mask():
+    """Out of place, PyTorch broadcasts the tensor and the mask together (a (3,) row
+    filled by a (2, 3) mask gives (2, 3)); in place the mask must fit the tensor."""
+    x = nv.tensor([1.0, 2.0, 3.0])
+    mask = nv.tensor([[True, False, True], [False, False, True]])
+    assert x.masked_fill(mask, 0.0).tolist() == [[0.0, 2.0, 0.0], [1.0, 2.0, 0.0]]
+    assert nv.masked_fill(x, mask, nv.tensor(-1.0)).tolist() == [[-1.0, 2.0, -1.0],
+                                                                 [1.0, 2.0, -1.0]]
+    col = nv.tensor([[1], [2]])
+    assert col.masked_fill(nv.tensor([True, False, True]), 7).tolist() == [[7, 1, 7],
+                                                                           [7, 2, 7]]
+    with pytest.raises(ValueError, match=r"masked_fill_: mask of shape \(2, 3\) cannot be "
+                                         r"broadcast to the tensor's shape \(3,\)"):
+        x.masked_fill_(mask, 0.0)
+    assert x.tolist() == [1.0, 2.0, 3.0]
+
+
 def test_roll_diff_tile_and_repeat_interleave():
     x = nv.tensor(A)
     np.testing.assert_array_equal(nv.roll(x, 2, 1).numpy(), np.roll(A, 2, 1))

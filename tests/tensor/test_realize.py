@@ -65,9 +65,9 @@ def test_errors_raise_at_record_time_with_shapes():
         nv.tensor([True]) - nv.tensor([False])
     with pytest.raises(IndexError, match=r"amax: cannot reduce over a zero-size dimension"):
         nv.zeros(0, 3).amax(0)
-    with pytest.raises(ValueError, match=r"masked_fill: mask of shape \(2, 2, 3\) cannot be "
+    with pytest.raises(ValueError, match=r"masked_fill_: mask of shape \(2, 2, 3\) cannot be "
                                          r"broadcast to the tensor's shape \(2, 3\)"):
-        a.masked_fill(nv.zeros(2, 2, 3, dtype=nv.bool), 1.0)
+        a.clone().masked_fill_(nv.zeros(2, 2, 3, dtype=nv.bool), 1.0)
     with pytest.raises(ValueError, match=r"masked_fill: shapes \(2, 3\) and \(3, 3\)"):
         a.masked_fill(nv.zeros(3, 3, dtype=nv.bool), 1.0)
     with pytest.raises(ValueError, match="gelu: approximate must be 'none' or 'tanh'"):

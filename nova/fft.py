@@ -28,7 +28,7 @@ from nova.tensor.complex import ComplexTensor
 from nova.tensor.tensor import Tensor
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "fftn", "ifftn", "rfft2",
-           "irfft2", "rfftn", "irfftn", "hfft", "ihfft", "fftfreq", "rfftfreq", "fftshift",
+           "irfft2", "rfftn", "irfftn", "hfft", "ihfft", "hfft2", "ihfft2", "hfftn", "ihfftn", "fftfreq", "rfftfreq", "fftshift",
            "ifftshift"]
 
 _NORMS = ("backward", "ortho", "forward")
@@ -184,23 +184,62 @@ def irfft(input: Any, n: int | None = None, dim: int = -1, norm: str | None = No
     return out * scale if scale != 1.0 else out
 
 
+def _swapped(op: str, norm: str | None) -> str:
+    """The scaling of the inverse direction: a Hermitian transform is the inverse real
+    transform of the conjugate, scaled as the forward one."""
+    _scale(op, norm, 1, inverse=False)                 # (refuses an unknown name)
+    return {"backward": "forward", "forward": "backward", "ortho": "ortho",
+            None: "forward"}[norm]
+
+
+def _conjugate(op: str, x: Any) -> ComplexTensor:
+    re, im = _operand(op, x)
+    return ComplexTensor(re, -im if im is not None else _creation.zeros_like(re))
+
+
 def hfft(input: Any, n: int | None = None, dim: int = -1, norm: str | None = None) -> Tensor:
     """The FFT of a Hermitian-symmetric signal given by its first half: a real result
     (``torch.fft.hfft``): ``irfft`` of the conjugate with the forward scaling."""
-    re, im = _operand("hfft", input)
-    conj = ComplexTensor(re, -im if im is not None else _creation.zeros_like(re))
-    inverse_norm = {"backward": "forward", "forward": "backward", "ortho": "ortho",
-                    None: "forward"}.get(norm, norm)
-    return irfft(conj, n, dim, inverse_norm)
+    return irfft(_conjugate("hfft", input), n, dim, _swapped("hfft", norm))
 
 
 def ihfft(input: Tensor, n: int | None = None, dim: int = -1,
           norm: str | None = None) -> ComplexTensor:
     """The inverse of ``hfft``: the conjugate of ``rfft`` with the inverse scaling."""
-    inverse_norm = {"backward": "forward", "forward": "backward", "ortho": "ortho",
-                    None: "forward"}.get(norm, norm)
-    out = rfft(input, n, dim, inverse_norm)
+    out = rfft(input, n, dim, _swapped("ihfft", norm))
     return ComplexTensor(out.real, -out.imag)
+
+
+def hfftn(input: Any, s: Sequence[int] | None = None, dim: Any = None,
+          norm: str | None = None) -> Tensor:
+    """The n-dimensional FFT of a Hermitian-symmetric signal given by its half along the
+    last of ``dim`` (``torch.fft.hfftn``): ``irfftn`` of the conjugate with the forward
+    scaling, so the last dim's length is ``2 * (m - 1)`` unless ``s`` says otherwise."""
+    if not _dims("hfftn", input, s, dim)[0]:
+        raise RuntimeError("hfftn must transform at least one axis")
+    return irfftn(_conjugate("hfftn", input), s, dim, _swapped("hfftn", norm))
+
+
+def ihfftn(input: Tensor, s: Sequence[int] | None = None, dim: Any = None,
+           norm: str | None = None) -> ComplexTensor:
+    """The inverse of ``hfftn``: the conjugate of ``rfftn`` with the inverse scaling
+    (a real input; the last of ``dim`` keeps its ``n // 2 + 1`` frequencies)."""
+    if isinstance(input, ComplexTensor):
+        raise RuntimeError(f"ihfftn expects a real input tensor, but got {input.dtype.name}")
+    if not _dims("ihfftn", input, s, dim)[0]:
+        raise RuntimeError("ihfftn must transform at least one axis")
+    out = rfftn(input, s, dim, _swapped("ihfftn", norm))
+    return ComplexTensor(out.real, -out.imag)
+
+
+def hfft2(input: Any, s: Sequence[int] | None = None, dim: Any = (-2, -1),
+          norm: str | None = None) -> Tensor:
+    return hfftn(input, s, dim, norm)
+
+
+def ihfft2(input: Tensor, s: Sequence[int] | None = None, dim: Any = (-2, -1),
+           norm: str | None = None) -> ComplexTensor:
+    return ihfftn(input, s, dim, norm)
 
 
 def _dims(op: str, x: Any, s: Sequence[int] | None,

@@ -49,7 +49,8 @@ def fft_1d(r, rng):
 
 @case
 def fft_nd(r, rng):
-    fn = r.choice(["fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn", "rfftn", "irfftn"])
+    fn = r.choice(["fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn", "rfftn", "irfftn",
+                   "hfft2", "ihfft2", "hfftn", "ihfftn"])
     nd = r.randint(1, 4) if fn.endswith("n") else r.randint(2, 4)
     sh = rshape(r, nd)
     kind = kind_for(r, fn)

@@ -13,6 +13,7 @@ from typing import Any
 
 from nova.autograd import anomaly_mode, backward_template, grad_mode, graph, hooks
 from nova.autograd.rules import vjp
+from nova.core import dtypes as dt
 from nova.tensor import creation, ops, tape
 from nova.tensor.tensor import Tensor, unaliased_detach
 from nova.tensor.trace import next_seq, recording_backward
@@ -116,6 +117,19 @@ def _owned(g: Tensor, create_graph: bool) -> Tensor:
         return g.clone()
 
 
+def _linked(g: Tensor, t: Tensor) -> Tensor:
+    """``g`` (a gradient for ``t`` computed with ``create_graph``) as a value whose
+    history reaches ``t`` with slope zero: ``where(False, t, g)``, ``g`` bit for bit.
+
+    A gradient that does not depend on ``t`` differentiably -- ``relu``'s is a select by
+    ``t > 0``, a comparison, and a linear function's is a constant -- has no history,
+    so differentiating it again raised "does not require grad". Its derivative is
+    zero: PyTorch gives zeros for its fused piecewise-linear ops (``threshold_backward``
+    reads the input with a zero derivative), as JAX does for every function."""
+    with grad_mode.enable_grad():
+        return ops.where(ops.full_const(False, g.shape, dt.bool_), t, g)
+
+
 def _accumulate_grad(t: Tensor, g: Tensor, create_graph: bool) -> None:
     """Add the gradient ``g`` into ``t.grad`` as PyTorch's AccumulateGrad does: the first
     gradient becomes ``.grad``; a later one is added into that same tensor in place
@@ -123,6 +137,8 @@ def _accumulate_grad(t: Tensor, g: Tensor, create_graph: bool) -> None:
     optimizer's -- sees the sum. With ``create_graph`` the sum replaces ``.grad``
     instead, a new tensor carrying both histories (PyTorch does the same)."""
     prev = t.grad
+    if create_graph and not g.requires_grad:
+        g = _linked(g, t)
     if prev is None:
         t.grad = _owned(g, create_graph)
     elif create_graph:
@@ -339,6 +355,16 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
     if is_grads_batched:
         return _batched_grad(outputs, inputs, grad_outputs, retain_graph, create_graph,
                              allow_unused, materialize_grads)
+    return grad_of(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
+                   materialize_grads, linked=True)
+
+
+def grad_of(outputs: Any, inputs: Any, grad_outputs: Any, retain_graph: bool | None,
+            create_graph: bool, allow_unused: bool | None, materialize_grads: bool,
+            linked: bool) -> tuple[Tensor | None, ...]:
+    """``grad``'s pass; ``linked=False`` leaves a gradient without history as it is
+    (``_linked``): ``autograd.functional``'s strict mode tells a linear function by
+    its gradient not requiring grad, as PyTorch's does."""
     if materialize_grads and allow_unused is False:
         raise ValueError("grad: expected allow_unused to be True or not passed when "
                          "materialize_grads=True, but got: allow_unused=False.")
@@ -362,6 +388,8 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
             g = creation.zeros_like(t)
             if create_graph:
                 g.requires_grad_()
+        elif g is not None and create_graph and linked and not g.requires_grad:
+            g = _linked(g, t)
         result.append(g if g is None or create_graph else unaliased_detach(g))
     return tuple(result)
 

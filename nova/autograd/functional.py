@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from nova.autograd import grad_mode
-from nova.autograd.engine import grad
+from nova.autograd.engine import grad_of
 from nova.tensor.creation import tensor, zeros, zeros_like
 from nova.tensor.movement import stack
 from nova.tensor.tensor import Tensor, unaliased_detach
@@ -152,8 +152,8 @@ def _autograd_grad(outputs: tuple[Tensor | None, ...], inputs: tuple[Tensor, ...
     if not kept:
         return (None,) * len(inputs)
     outs, gs = zip(*kept)
-    return grad(list(outs), list(inputs), list(gs), retain_graph=retain_graph,
-                create_graph=create_graph, allow_unused=True)
+    return grad_of(list(outs), list(inputs), list(gs), retain_graph, create_graph,
+                   allow_unused=True, materialize_grads=False, linked=False)
 
 
 _INDEPENDENT = {

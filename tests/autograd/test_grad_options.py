@@ -64,3 +64,40 @@ def test_assigning_a_grad_of_another_size_dtype_or_kind_is_refused():
     y = x * 2                                # a non-leaf is checked the same way
     with pytest.raises(RuntimeError, match="size '\\[2\\]'"):
         y.grad = nv.ones(2)
+
+
+@pytest.mark.parametrize("fn", ["relu", "leaky_relu", "hardtanh", "relu6", "linear"])
+def test_second_derivative_of_a_piecewise_linear_function_is_zero(fn):
+    """The gradient of a function piecewise linear in x alone carries no history (a
+    select by ``x > 0``, or a constant), so differentiating it again raised "does not
+    require grad"; PyTorch's fused ops give it a zero derivative in x, and so zeros
+    (as JAX does for every function). The first gradient is unchanged bit for bit."""
+    F = nv.nn.functional
+    f = {"relu": F.relu, "leaky_relu": F.leaky_relu, "hardtanh": F.hardtanh,
+         "relu6": F.relu6, "linear": lambda v: v * 3.0 - 1.0}[fn]
+    x = nv.tensor([1.5, -2.0, 0.25, -0.0, 7.0], requires_grad=True)
+    g, = nv.autograd.grad(f(x).sum(), x, create_graph=True)
+    assert g.requires_grad
+    with nv.no_grad():
+        xd = x.detach().requires_grad_()
+    g_plain, = nv.autograd.grad(f(xd).sum(), xd)
+    np.testing.assert_array_equal(g.numpy(), g_plain.numpy())
+    h, = nv.autograd.grad((g * g).sum(), x)
+    assert h.tolist() == [0.0] * 5
+    # the same through backward(create_graph=True) and .grad
+    y = nv.tensor([1.5, -2.0], requires_grad=True)
+    f(y).sum().backward(create_graph=True)
+    assert y.grad.requires_grad
+    first = y.grad.tolist()
+    y.grad.sum().backward()
+    assert y.grad.tolist() == first
+
+
+def test_strict_functional_still_sees_a_linear_function():
+    """autograd.functional's strict mode tells a linear function by its gradient not
+    requiring grad (PyTorch's test), so it does not get the zero-slope history."""
+    x = nv.tensor([1.0, 2.0], dtype=nv.float64)
+    with pytest.raises(RuntimeError, match="independent of input 0"):
+        nv.autograd.functional.jacobian(lambda a: a * 3, x, strict=True, create_graph=True)
+    hess = nv.autograd.functional.hessian(lambda a: nv.relu(a).sum(), x)
+    assert hess.tolist() == [[0.0, 0.0], [0.0, 0.0]]

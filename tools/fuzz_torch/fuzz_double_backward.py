@@ -5,9 +5,10 @@ Each case computes out = f(inputs); g = d(sum(w0 * out))/d(inputs) with create_g
 then h = d(sum(w_k * g_k))/d(inputs); out, g and h are compared (float64 to 1e-9 of each
 tensor's largest magnitude, a quarter of the cases in float32 to 1e-4; gradients 10x).
 Inputs include ties and exact kinks (0, thresholds). Accepted deviations, not generated
-or not counted: the second derivative of a function piecewise linear in x alone (Nova's
-first gradient does not require grad, PyTorch's second is zeros: a gradient one side
-lacks counts only if the other's is nonzero); ELU/CELU/SELU/PReLU exactly at 0 and
+or not counted: a second derivative one side lacks counts only if the other's is nonzero
+(PyTorch's `where`-based gradients carry no history, Nova gives every gradient taken
+with create_graph a zero-slope one, so a function piecewise linear in x alone has
+zeros, as PyTorch's fused relu/hardtanh do); ELU/CELU/SELU/PReLU exactly at 0 and
 softplus exactly at its threshold; embedding's scale_grad_by_freq; l1_loss's second
 derivative alone; a gradient where PyTorch's is NaN and Nova's finite.
 """

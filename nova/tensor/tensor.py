@@ -285,6 +285,16 @@ class Tensor:
             # ``v[:] = a``), the gradient to the leaf was lost. An alias of it (no new
             # node) is the history, as PyTorch's copy_ is differentiable in its source.
             value = value.clone()
+        fn = self._grad_fn
+        if fn is not None and _grad_mode.STATE.enabled and (
+                value._grad_fn is None or not any(e is fn for e in value._grad_fn.next)):
+            # a value that does not read what the tensor held (``h[:] = 0``,
+            # ``h.zero_()``, ``h.copy_(w)``): as PyTorch's copy, it still requires grad
+            # and passes a zero gradient to what the tensor held (without history it
+            # raised "does not require grad"; with another's, the old value's inputs
+            # got no gradient, None where PyTorch's optimizers see zeros)
+            never = _ops.full_const(False, self.shape, dt.bool_)
+            value = _ops.where(never, Tensor._wrap(self._node, grad_fn=self._grad_fn), value)
         v = self._view
         if v is not None:
             if v.write_back is None:

@@ -120,6 +120,35 @@ def test_gradient_wrt_non_leaf_and_inplace_rebinding():
     assert x.grad.tolist() == [2.0, 4.0]
 
 
+@pytest.mark.parametrize("write", ["setitem_const", "copy_const", "zero_", "fill_",
+                                   "setitem_leaf", "copy_leaf"])
+def test_overwriting_a_tensor_with_history_keeps_it_differentiable(write):
+    """PyTorch's in-place copy into a tensor with history keeps requires_grad and passes
+    a zero gradient to what it held: a constant written over ``h`` made it lose its
+    history ("does not require grad"), and a leaf's value written over it left ``x``
+    (what ``h`` was computed from) with no gradient, None, where PyTorch's is zeros
+    (an optimizer steps a zero gradient and skips a None one)."""
+    x = nv.tensor([1.0, 2.0], requires_grad=True)
+    w = nv.tensor([3.0, 4.0], requires_grad=True)
+    h = x * 2
+    h.retain_grad()
+    {"setitem_const": lambda: h.__setitem__(slice(None), nv.tensor([5.0, 6.0])),
+     "copy_const": lambda: h.copy_(nv.tensor([5.0, 6.0])),
+     "zero_": lambda: h.zero_(), "fill_": lambda: h.fill_(7.0),
+     "setitem_leaf": lambda: h.__setitem__(slice(None), w),
+     "copy_leaf": lambda: h.copy_(w)}[write]()
+    assert h.requires_grad
+    (h * 3 + x).sum().backward()
+    assert h.grad.tolist() == [3.0, 3.0]
+    assert x.grad.tolist() == [1.0, 1.0]               # the zero through h, plus 1
+    assert w.grad is None if write.endswith(("const", "_")) else w.grad.tolist() == [3.0, 3.0]
+    y = nv.tensor([1.0, 2.0], requires_grad=True)
+    k = y * 2
+    k[:] = 0.0
+    k.sum().backward()
+    assert y.grad.tolist() == [0.0, 0.0]
+
+
 @pytest.mark.parametrize("name,fn", [
     ("tanh", lambda x: x.tanh()), ("exp", lambda x: (x * 0.5).exp()),
     ("matmul", lambda x: x @ x.T), ("softmax", lambda x: x.softmax(-1)),

@@ -266,11 +266,16 @@ def _lgamma64(w: Tensor) -> Tensor:
     """``lgamma(w)``: reflection ``log(pi / |sin(pi w)|) - lgamma(1 - w)`` below 0,
     +inf at the poles (0, the negative integers) and at -inf, as PyTorch. At +-0 the
     slope is PyTorch's ``digamma(+-0)``, -inf and +inf (the formula sees 1 there: its
-    pieces' infinite slopes gave NaN); at the negative integers NaN, as PyTorch's."""
+    pieces' infinite slopes gave NaN), and at +inf ``digamma(inf)``, +inf (Stirling's
+    ``log a + (a - 1/2) / a - 1`` is inf / inf there); at the negative integers NaN, as
+    PyTorch's."""
     zero = ops.eq(w, 0)
+    top = ops.eq(w, math.inf)
+    edge = ops.logical_or(zero, top)
     pole = ops.add(ops.full_const(math.inf, w.shape, w.dtype),
                    _steep(w, zero, ops.where(_negative_zero(w), 1.0, -1.0)))
-    return ops.where(zero, pole, _lgamma_regular(ops.where(zero, 1.0, w)))
+    pole = ops.where(top, ops.mul(w, w), pole)       # inf, with the slope 2w = inf
+    return ops.where(edge, pole, _lgamma_regular(ops.where(edge, 1.0, w)))
 
 
 def _lgamma_regular(w: Tensor) -> Tensor:
@@ -600,13 +605,15 @@ def xlog1py(input: Any, other: Any) -> Tensor:
 
 def entr(input: Tensor) -> Tensor:
     """Elementwise entropy ``-x log x`` (``torch.special.entr``): 0 at 0, -inf below.
-    The gradient ``-(log x + 1)`` is PyTorch's at the edges too: +inf at 0, NaN below
-    0 and at NaN."""
+    The gradient ``-(log x + 1)`` is PyTorch's at the edges too: +inf at 0, -inf at
+    +inf, NaN below 0 and at NaN."""
     input = ops._as_float("entr", input)
-    pos = ops.gt(input, 0)
+    top = ops.eq(input, math.inf)
+    pos = ops.logical_and(ops.gt(input, 0), ops.logical_not(top))
     xs = ops.where(pos, input, 1.0)
     out = ops.where(pos, ops.neg(ops.mul(xs, ops.log(xs))), _steep(input, ops.eq(input, 0)))
     bad = ops.logical_or(ops.lt(input, 0), ops.isnan(input))
+    out = ops.where(top, ops.neg(ops.mul(input, input)), out)   # -inf, slope -2x = -inf
     out = ops.where(ops.lt(input, 0), -math.inf, ops.where(ops.isnan(input), input, out))
     return _nan_slope(out, input, bad)
 

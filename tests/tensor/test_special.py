@@ -257,3 +257,24 @@ def test_nan_and_out_of_domain_inputs_have_pytorchs_gradients():
         (g,) = nv.autograd.grad(fn(x).sum(), x)
         np.testing.assert_allclose(g.numpy(), want, rtol=1e-13, equal_nan=True,
                                    err_msg=str(fn))
+
+
+@pytest.mark.parametrize("dtype", [nv.float64, nv.float32])
+def test_gradients_at_plus_infinity_are_pytorchs_infinities(dtype):
+    """At +inf, lgamma's slope is digamma(inf) = +inf and entr's -(log x + 1) = -inf, as
+    PyTorch's; both were NaN (Stirling's formula is inf / inf there, and entr's -x log x
+    0 * inf), and so was mvlgamma's (a sum of lgammas). The values are unchanged."""
+    inf = math.inf
+    cases = [(nv.lgamma, [inf, 2.5, 0.0], [inf, 0.2846828704729192, inf],
+              [inf, 0.7031566406452431, -inf]),
+             (lambda v: nv.mvlgamma(v, 2), [inf, 3.0], [inf, 1.5501949939575645],
+              [inf, 1.6259409757437102]),
+             (special.entr, [inf, 2.0, 0.0], [-inf, -1.3862943611198906, 0.0],
+              [-inf, -1.6931471805599454, inf])]
+    for fn, xs, values, slopes in cases:
+        x = nv.tensor(xs, dtype=dtype, requires_grad=True)
+        y = fn(x)
+        (g,) = nv.autograd.grad(y.sum(), x)
+        tol = 1e-13 if dtype == nv.float64 else 1e-6
+        np.testing.assert_allclose(y.detach().numpy(), values, rtol=tol, err_msg=str(fn))
+        np.testing.assert_allclose(g.numpy(), slopes, rtol=tol, err_msg=str(fn))

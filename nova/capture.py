@@ -108,6 +108,7 @@ import numpy as np
 
 from nova import config
 from nova.core import compiling, hooks
+from nova.core import dtypes as dt
 from nova.core.lru import LRU
 from nova.runtime.cache import (CACHE, RecompileWarning, freeze, freezes,
                                 settle_garbage_collector, settling_deferred)
@@ -116,9 +117,10 @@ from nova.runtime.host_buffers import sole_device_owner, sole_host_owner, upload
 from nova.runtime.executable import overwrote_donated
 from nova.runtime.program import salvage_of
 from nova.runtime.interrupts import deferred_interrupt
-from nova.tensor import grad_mode
+from nova.tensor import autocast_state, grad_mode
 from nova.tensor.capture_log import ACTIVE, CaptureLog
 from nova.tensor.complex import ComplexTensor
+from nova.tensor.device import get_default_device
 from nova.tensor.realize import BASE_NODE_REFS, realize
 from nova.tensor.tensor import Tensor
 from nova.tensor.trace import Node, RealizationError
@@ -1254,6 +1256,27 @@ class _Entry:
     refused: str | None = None
     tries: int = 0
     hooks_at: int = -1      # ``hooks.generation()`` as this key's last call ended
+    # the arguments the key holds by identity (``("id", id(v))``), as weak references
+    # where they allow one: an id is an address, which a later object can take
+    held: tuple = ()
+
+
+def _held(objects: list[Any]) -> tuple:
+    """References to ``objects`` for ``_Entry.held``: weak where possible, else strong
+    (which keeps the address from being reused while the entry lives)."""
+    refs = []
+    for v in objects:
+        try:
+            refs.append(weakref.ref(v))
+        except TypeError:
+            refs.append(lambda v=v: v)
+    return tuple(refs)
+
+
+def _still_held(refs: tuple, objects: list[Any]) -> bool:
+    """Whether ``objects`` are the very ones ``refs`` were taken of (an argument that
+    died and whose address another object took has a dead reference)."""
+    return len(refs) == len(objects) and all(r() is v for r, v in zip(refs, objects))
 
 
 class CompiledFunction:
@@ -1278,9 +1301,14 @@ class CompiledFunction:
         """As a method decorator: bind like a function."""
         return self if obj is None else functools.partial(self, obj)
 
-    def _guard(self, args: tuple, kwargs: dict) -> tuple[tuple, list[Tensor]]:
+    def _guard(self, args: tuple, kwargs: dict) -> tuple[tuple, list[Tensor], list[Any]]:
+        """The guard key of a call (tensors by shape, dtype, device and requires_grad,
+        Python scalars by value -- floats by their bits, so -0.0 is not 0.0 -- other
+        objects by identity, and the ambient modes recording reads), its tensor
+        inputs, and the objects the key holds by identity."""
         inputs: list[Tensor] = []
         groups: list[int] = []          # per input, its argument (``_aliasing``)
+        held: list[Any] = []
 
         def key(v: Any) -> Any:
             if isinstance(v, Tensor):
@@ -1297,30 +1325,38 @@ class CompiledFunction:
                 n = re.node
                 return ("C", n.shape, v.dtype.name, n.device,
                         (re._requires_grad, im._requires_grad))
-            if v is None or isinstance(v, (bool, int, float, str, bytes)):
+            if isinstance(v, float):
+                return (type(v), float.hex(v))
+            if isinstance(v, complex):
+                return (type(v), float.hex(v.real), float.hex(v.imag))
+            if v is None or isinstance(v, (bool, int, str, bytes)):
                 return (type(v), v)
             if isinstance(v, (tuple, list)):
                 return (type(v), tuple(key(x) for x in v))
             if isinstance(v, dict):
                 return (dict, tuple((k, key(x)) for k, x in v.items()))
+            held.append(v)
             if isinstance(v, np.ndarray):
                 return ("np", id(v))
             return ("id", id(v))
+        # (the default dtype decides what integer inputs and factories compute in,
+        # autocast what the matmuls do, the default device where factories put theirs)
         k = (key(args), key(kwargs), grad_mode.STATE.enabled, get_engine(), get_remat(),
-             _aliasing(inputs, groups))
-        return k, inputs
+             _aliasing(inputs, groups), dt.DEFAULT_FLOAT.name,
+             autocast_state.LOWER.get(), str(get_default_device()))
+        return k, inputs, held
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if ACTIVE.get() is not None:         # inside another capture: just run
             return self.fn(*args, **kwargs)
-        key, inputs = self._guard(args, kwargs)
+        key, inputs, held = self._guard(args, kwargs)
         pending = [t for t in inputs if not t.node.realized]
         if pending:     # an input is an argument of the steps, never their inline work
             realize(*pending)
         # One call at a time: a call's capture, comparison and replay are this
         # function's state (two threads sharing one model race anyway).
         with self._lock:
-            entry = self._entry(key)
+            entry = self._entry(key, held)
             self._last_key = key
             if entry.replay is not None:
                 try:
@@ -1341,10 +1377,17 @@ class CompiledFunction:
                 return self.fn(*args, **kwargs)
             return self._record(entry, args, kwargs, inputs)
 
-    def _entry(self, key: tuple) -> _Entry:
-        """The entry of guard ``key`` (made, and the reason noted, if new)."""
+    def _entry(self, key: tuple, held: list[Any]) -> _Entry:
+        """The entry of guard ``key`` (made, and the reason noted, if new). An entry
+        whose identity-keyed arguments are not ``held`` -- one died and another object
+        took its address -- is made anew: its steps read the dead one."""
         entry = self._entries.get(key)
         if entry is not None:
+            if _still_held(entry.held, held):
+                return entry
+            _note(self.name, "re-recorded: an argument is another object at the address "
+                             "of the one the call was recorded with")
+            entry = self._entries[key] = _Entry(held=_held(held))
             return entry
         self._keys_seen += 1
         if self._keys_seen > 1:
@@ -1356,7 +1399,7 @@ class CompiledFunction:
                               f"arguments (latest: {why}); each records its own steps. "
                               "Values that change every call should be tensors.",
                               RecompileWarning, stacklevel=4)
-        entry = self._entries[key] = _Entry()
+        entry = self._entries[key] = _Entry(held=_held(held))
         if len(self._entries) > MAX_ENTRIES:
             self._entries.pop_oldest()
         return entry
@@ -1398,7 +1441,8 @@ def _explain_key(new: tuple, old: tuple | None, fn: Callable) -> str:
     """Why guard key ``new`` differs from ``old`` (the previous call's), in words."""
     if old is None:
         return "first call"
-    for k, what in ((2, "grad mode"), (3, "engine"), (4, "remat mode")):
+    for k, what in ((2, "grad mode"), (3, "engine"), (4, "remat mode"),
+                    (6, "the default dtype"), (7, "autocast"), (8, "the default device")):
         if new[k] != old[k]:
             return f"{what} changed {old[k]} -> {new[k]}"
     if new[5] != old[5]:
@@ -1436,6 +1480,10 @@ def _shown(key: Any) -> str:
         return "another object"
     if kind in ("T", "C"):
         return f"a {'complex ' if kind == 'C' else ''}tensor {value}"
+    if kind is float or (isinstance(kind, type) and issubclass(kind, float)):
+        return repr(float.fromhex(value))                     # (keyed by its bits)
+    if kind is complex:
+        return repr(complex(float.fromhex(value), float.fromhex(key[2])))
     return repr(value) if not isinstance(value, tuple) else "another value"
 
 

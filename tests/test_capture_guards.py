@@ -464,3 +464,82 @@ def test_a_result_with_autograd_history_is_never_replayed_without_it():
         for _ in range(3):
             fwd(x)
     assert fwd.replays >= 1
+
+
+def test_negative_zero_and_zero_arguments_record_apart():
+    """-0.0 == 0.0 (and they hash alike), so a float argument keyed by value replayed
+    a call recorded with one for the other: atan2(-0.0, -1) came out +pi. Floats are
+    keyed by their bits (a NaN argument replays a NaN call)."""
+    f = nv.compile(lambda x, c: nv.atan2(x * 0 + c, x))
+    x = nv.tensor([-1.0, -2.0])
+    for _ in range(3):
+        np.testing.assert_allclose(f(x, 0.0).numpy(), [np.pi, np.pi], rtol=1e-6)
+    assert f.replays >= 1
+    np.testing.assert_allclose(f(x, -0.0).numpy(), [-np.pi, -np.pi], rtol=1e-6)
+    assert "argument c changed 0.0 -> -0.0" in nv.debug.cache_stats().compile_log[-1]
+    g = nv.compile(lambda x, c: x.clamp(min=c[0]) * c[1].real)
+    for c in [(0.0, 2j + 1), (0.0, 2j + 1), (-0.0, 2j + 1), (-0.0, 2j - 1), (0.0, -1j)]:
+        want = np.maximum(np.array([-1.0, -2.0]), c[0]) * c[1].real
+        got = g(x, c).numpy()
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    h = nv.compile(lambda x, c: x + c)
+    for _ in range(3):
+        assert np.isnan(h(x, float("nan")).numpy()).all()
+    assert h.replays >= 1
+
+
+def test_the_default_dtype_and_autocast_are_guarded():
+    """What integer inputs divide into and what a matmul computes in depend on the
+    default dtype and the autocast state, which the guard key left out: a replay
+    returned the recorded call's dtype."""
+    f = nv.compile(lambda x: x / 3)
+    xi = nv.tensor([1, 2, 3])
+    for _ in range(3):
+        assert f(xi).dtype == nv.float32
+    try:
+        nv.set_default_dtype(nv.float64)
+        assert f(xi).dtype == nv.float64
+        np.testing.assert_array_equal(f(xi).numpy(), np.array([1, 2, 3]) / 3)
+    finally:
+        nv.set_default_dtype(nv.float32)
+    assert "the default dtype changed" in nv.debug.cache_stats().compile_log[-1]
+    assert f(xi).dtype == nv.float32
+    h = nv.compile(lambda a, b: a @ b)
+    a = nv.tensor([[1.0, 2.0], [3.0, 4.0]])
+    for _ in range(3):
+        assert h(a, a).dtype == nv.float32
+    with nv.autocast("cpu", dtype=nv.bfloat16):
+        for _ in range(3):
+            assert h(a, a).dtype == nv.bfloat16
+    assert h(a, a).dtype == nv.float32
+    assert h.replays >= 2
+
+
+def test_an_argument_object_at_a_dead_objects_address_records_again():
+    """Objects other than tensors and Python scalars are keyed by identity, ``id``: an
+    address, which a new object takes once the old one is freed (CPython reuses it at
+    once). A temporary config object (or numpy array) read on the host each call was
+    replayed with the first one's value baked in."""
+    class Cfg:
+        def __init__(self, v):
+            self.v = v
+    x = nv.tensor([1.0, 2.0])
+    f = nv.compile(lambda x, c: x * c.v)
+    g = nv.compile(lambda x, a: x * float(a[0]))
+    for v in [0.5, 0.5, 0.5, 0.7, 0.9, 0.9, 0.9, -1.5]:
+        np.testing.assert_allclose(f(x, Cfg(v)).numpy(), [v, 2 * v], rtol=1e-6)
+        np.testing.assert_allclose(g(x, np.array([v])).numpy(), [v, 2 * v], rtol=1e-6)
+    # the same object again replays
+    c = Cfg(0.25)
+    for _ in range(4):
+        np.testing.assert_allclose(f(x, c).numpy(), [0.25, 0.5], rtol=1e-6)
+    assert f.replays >= 1
+    # the mechanism, with the address forced: an entry recorded with one object is not
+    # the entry of another object under the same key
+    key = f._last_key
+    first, other = Cfg(1.0), Cfg(2.0)
+    entry = f._entry(key, [first])
+    assert f._entry(key, [first]) is entry
+    assert f._entry(key, [other]) is not entry
+    assert "another object at the address" in nv.debug.cache_stats().compile_log[-1]

@@ -95,6 +95,64 @@ def test_results_sharing_storage_through_reshapes_are_copied():
     assert returned[1:4] == copies and returned[0] not in copies
 
 
+_ONE_VALUE_TWICE = """
+module {
+  func.func @step(%arg0: tensor<4xf64> {bufferization.writable = false})
+      -> (tensor<4xf64>, tensor<4xf64>) attributes {llvm.emit_c_interface} {
+    %e = tensor.empty() : tensor<4xf64>
+    %r = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>],
+                         iterator_types = ["parallel"]}
+        ins(%arg0 : tensor<4xf64>) outs(%e : tensor<4xf64>) {
+    ^bb0(%a: f64, %o: f64):
+      %t = arith.addf %a, %a : f64
+      linalg.yield %t : f64
+    } -> tensor<4xf64>
+    return %r, %r : tensor<4xf64>, tensor<4xf64>
+  }
+}
+"""
+
+
+def test_one_buffer_returned_as_two_results_survives_the_pipeline(bindings, tmp_path):
+    """Fusion can make two results of a step one value after Nova's lowering (two
+    equal outputs: a tensor written over in place with an autograd link to its old
+    value); upstream's ``buffer-results-to-out-params{hoist-static-allocs}`` then
+    segfaulted the process. The pipeline copies results into the out-parameters
+    instead. Run in a subprocess, so a crash is a failure, not a dead worker."""
+    import subprocess
+    import sys
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import sys\n"
+        "import mlir.ir as ir, mlir.passmanager as pm, mlir.execution_engine as ee\n"
+        "from nova.runtime.mlir_engine import PIPELINE, OPT_LEVEL\n"
+        "with ir.Context():\n"
+        "    m = ir.Module.parse(open(sys.argv[1]).read())\n"
+        "    pm.PassManager.parse(PIPELINE).run(m.operation)\n"
+        "    ee.ExecutionEngine(m, opt_level=OPT_LEVEL)\n"
+        "print('ok')\n")
+    module = tmp_path / "step.mlir"
+    module.write_text(_ONE_VALUE_TWICE)
+    done = subprocess.run([sys.executable, str(script), str(module)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_a_write_through_a_window_with_gradients_matches_the_cpu_engine(bindings):
+    """The step that crashed it: a write into an unfold window of a tensor with history,
+    differentiated (tests/tensor/test_more_ops.py's overlapping-unfold trial 4)."""
+    def make():
+        x = nv.tensor(np.arange(4.0), requires_grad=True)
+        y = nv.tensor(1.5, dtype=nv.float64, requires_grad=True)
+        w = (x * 1).unfold(0, 1, 1)
+        w[1].mul_(y)
+        loss = (w * 2).sum()
+        loss.backward()
+        return [loss, x.grad, y.grad]
+    got, want = _both(make)
+    _same(got, want)
+
+
 def test_a_result_and_its_reshapes_run(bindings):
     def make():
         x = nv.arange(6.0).reshape(2, 3)

@@ -475,7 +475,8 @@ def _adaptive_avg_pool(op: str, nd: int, x: Tensor, output_size: Any) -> Tensor:
             else:
                 bins = constant(_bins(n, s).T.astype(x.dtype.np), device=x.device)
                 out = ops.matmul(out.transpose(axis, -1), bins).transpose(axis, -1)
-    return out.squeeze(0) if unbatched else out
+    # (to the same size, or through transposes: a new tensor, never a view of the input)
+    return ops.unshared(out.squeeze(0) if unbatched else out, x)
 
 
 def _bin_taps(n: int, out: int) -> np.ndarray:

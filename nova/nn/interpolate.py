@@ -355,7 +355,7 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
         w1 = constant(t.reshape(shape), dtype=x.dtype, device=x.device)
         w0 = constant((ct(1.0) - t).reshape(shape), dtype=x.dtype, device=x.device)
         x = ops.add(ops.mul(_gather_dim(x, axis, lo), w0), ops.mul(_gather_dim(x, axis, hi), w1))
-    return x
+    return ops.unshared(x, input)         # (to the same size: the input, as a new tensor)
 
 
 def upsample(input: Tensor, size: Any = None, scale_factor: Any = None,

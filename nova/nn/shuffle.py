@@ -33,7 +33,7 @@ def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
     n = len(lead)
     x = input.reshape(*lead, c // (r * r), r, r, h, w)
     x = x.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
-    return x.reshape(*lead, c // (r * r), h * r, w * r)
+    return ops.unshared(x.reshape(*lead, c // (r * r), h * r, w * r))   # (a copy, as PyTorch's)
 
 
 def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
@@ -48,7 +48,7 @@ def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
     n = len(lead)
     x = input.reshape(*lead, c, h // r, r, w // r, r)
     x = x.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
-    return x.reshape(*lead, c * r * r, h // r, w // r)
+    return ops.unshared(x.reshape(*lead, c * r * r, h // r, w // r))   # (a copy, as PyTorch's)
 
 
 def channel_shuffle(input: Tensor, groups: int) -> Tensor:
@@ -63,7 +63,8 @@ def channel_shuffle(input: Tensor, groups: int) -> Tensor:
     if c % groups:
         raise ValueError(f"channel_shuffle: the number of channels ({c}) of input "
                          f"{input.shape} must be divisible by groups ({groups})")
-    return input.reshape(n, groups, c // groups, *rest).transpose(1, 2).reshape(input.shape)
+    return ops.unshared(input.reshape(n, groups, c // groups, *rest).transpose(1, 2)
+                        .reshape(input.shape))                     # (a copy, as PyTorch's)
 
 
 class PixelShuffle(Module):

@@ -105,7 +105,7 @@ def diff(input: Tensor, n: builtins.int = 1, dim: builtins.int = -1, prepend: Te
             break
         hi, lo = movement.narrow(input, d, 1, m - 1), movement.narrow(input, d, 0, m - 1)
         input = ops.logical_xor(hi, lo) if input.dtype == dt.bool_ else ops.sub(hi, lo)
-    return input
+    return ops.unshared(input, *parts)           # (n = 0: the input, as a new tensor)
 
 
 def tile(input: Tensor, dims: Any) -> Tensor:
@@ -435,8 +435,8 @@ def diag(input: Tensor, diagonal: builtins.int = 0) -> Tensor:  # noqa: A002 (to
     """A 1-D tensor as the ``diagonal``-th diagonal of a square matrix, or a 2-D
     tensor's ``diagonal``-th diagonal (``torch.diag``)."""
     ops._check_tensor("diag", input)
-    if input.ndim == 2:
-        return _diagonal_of(input, diagonal)
+    if input.ndim == 2:                 # (a copy, as PyTorch's; ``diagonal`` is the view)
+        return ops.unshared(_diagonal_of(input, diagonal), input)
     if input.ndim != 1:
         raise ValueError(f"diag: expected a 1-D or 2-D tensor, got shape {input.shape}")
     n = input.shape[0] + builtins.abs(diagonal)

@@ -13,7 +13,7 @@ from typing import Any
 from nova.core import dtypes as dt
 from nova.core.errors import ArgumentError, ShapeError
 from nova.core.memory_format import check_layout_rank, check_memory_format
-from nova.tensor.ops import broadcast_to, cast, prim
+from nova.tensor.ops import broadcast_to, cast, prim, unshared
 from nova.core.shapes import infer_reshape, normalize_dim, shape_arg
 from nova.tensor.tensor import Tensor, _View
 
@@ -331,7 +331,7 @@ def repeat(x: Tensor, *sizes: Any, repeats: Any = None) -> Tensor:
         inter += [r, n]
     spread = broadcast_to(reshape(x, tuple(v for n in x.shape for v in (1, n))), tuple(inter),
                           "repeat")
-    return _reshape_prim(spread, tuple(r * n for r, n in zip(sizes, x.shape)))
+    return unshared(_reshape_prim(spread, tuple(r * n for r, n in zip(sizes, x.shape))), x)
 
 
 TENSOR_METHODS = (

@@ -201,7 +201,7 @@ def _reduced_truth(op: str, x: Tensor, dim: Any, keepdim: builtins.bool,
     uint8 input (PyTorch keeps that one dtype; every other gives bool)."""
     truth = _truth(op, x)
     if _no_dims(dim):
-        out = truth
+        out = ops.unshared(truth, x)         # (a bool input is its own truth: a new tensor)
     else:
         axes = ops.reduction_axes(op, dim, x.ndim, x.shape)
         if builtins.any(x.shape[a] == 0 for a in axes):

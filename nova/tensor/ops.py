@@ -317,6 +317,18 @@ def abs(input: Tensor) -> Tensor:
     return prim("abs", [input], {}, input.shape, input.dtype)
 
 
+def unshared(result: Tensor, *inputs: Tensor) -> Tensor:
+    """``result`` as a new tensor of the op that made it: a fresh handle on its value
+    (``clone``, with its history) where a shortcut made it one of ``inputs`` (``sum``
+    of a 0-d tensor, an ``interpolate`` to the same size) or a view -- of an input, built
+    from the public view ops (``pixel_shuffle``'s reshape of a permute). PyTorch's ops
+    other than its views return new tensors: an in-place write into such a result (or
+    into the input, later) must not show in the other."""
+    if result._view is not None or builtins.any(result is x for x in inputs):
+        return result.clone()
+    return result
+
+
 def _check_tensor(op: str, x: Any) -> None:
     if not isinstance(x, Tensor):
         if getattr(type(x), "__nova_complex__", False):
@@ -672,7 +684,7 @@ def _reduce(prim_name: str, op: str, x: Tensor, dim: Any, keepdim: builtins.bool
     _check_tensor(op, x)
     axes = reduction_axes(op, dim, x.ndim, x.shape)
     out_shape = tuple(n for i, n in enumerate(x.shape) if i not in axes)
-    r = prim(prim_name, [x], {"axes": axes}, out_shape, x.dtype) if axes else x
+    r = prim(prim_name, [x], {"axes": axes}, out_shape, x.dtype) if axes else x.clone()
     if keepdim:
         kept = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
         r = prim("reshape", [r], {}, kept, r.dtype) if r.shape != kept else r
@@ -798,7 +810,7 @@ def _extreme_at_index(op: str, x: Tensor, dim: Any, keepdim: builtins.bool,
     (``amax``'s rule would split it among ties: ``[1, 3, 3]`` gave ``[0, .5, .5]``)."""
     index = _arg_extreme(op, x, dim, True, largest)
     if x.ndim == 0:
-        return x, index
+        return x.clone(), index           # (a new tensor, as PyTorch's)
     d = normalize_dim(op, dim, x.ndim, x.shape)
     values = gather(x, d, index)
     if keepdim:

@@ -56,7 +56,7 @@ def sort(input: Tensor, dim: builtins.int = -1, descending: builtins.bool = Fals
     """``(values, indices)`` of ``input`` sorted along ``dim`` (``torch.sort``)."""
     indices = argsort(input, dim, descending, stable)
     if input.ndim == 0:
-        return SortResult(input, indices)
+        return SortResult(input.clone(), indices)        # (a new tensor, as PyTorch's)
     return SortResult(gather(input, dim, indices), indices)
 
 
@@ -78,7 +78,7 @@ def topk(input: Tensor, k: builtins.int, dim: builtins.int = -1, largest: builti
                          f"shape {input.shape}")
     indices = argsort(input, dim, descending=largest)
     if input.ndim == 0:
-        return TopkResult(input, indices) if k else \
+        return TopkResult(input.clone(), indices) if k else \
             TopkResult(movement.reshape(input, 1)[:0], movement.reshape(indices, 1)[:0])
     indices = movement.narrow(indices, d, 0, k)
     return TopkResult(gather(input, d, indices), indices)

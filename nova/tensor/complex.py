@@ -359,7 +359,7 @@ def _discard_imag(z: ComplexTensor, op: str) -> Tensor:
     import warnings
     warnings.warn("Casting complex values to real discards the imaginary part", UserWarning,
                   stacklevel=3)
-    return z._re
+    return z._re.clone()           # (a new tensor, as PyTorch's: not the real part itself)
 
 
 # ---------------------------------------------------------------- operands
@@ -395,6 +395,7 @@ def _as_complex(op: str, x: Any) -> ComplexTensor:
 def _make(re: Any, im: Any) -> ComplexTensor:
     """A complex tensor of ``re`` and ``im`` (tensors or numbers): broadcast to one
     shape and promoted to one floating dtype (an integer part takes the default float)."""
+    given = [v for v in (re, im) if isinstance(v, Tensor)]
     ref = re if isinstance(re, Tensor) else im
     if not isinstance(ref, Tensor):
         ref = _creation.tensor(float(re))
@@ -406,7 +407,9 @@ def _make(re: Any, im: Any) -> ComplexTensor:
     re, im = re.to(dtype), im.to(dtype)
     if re.shape != im.shape:
         re, im = _movement.broadcast_tensors(re, im)
-    return ComplexTensor(re, im)
+    # Parts of their own: a part given as it is (``complex(x, y)``, ``xc + 1``'s imaginary
+    # part) would be shared, and an in-place write into either tensor seen in the other.
+    return ComplexTensor(_ops.unshared(re, *given), _ops.unshared(im, *given))
 
 
 def _float_of(x: Tensor) -> dt.DType:
@@ -480,7 +483,7 @@ def conj(z: Any) -> Any:
     if isinstance(z, Tensor):
         return z
     z = _as_complex("conj", z)
-    return ComplexTensor(z._re, -z._im)
+    return ComplexTensor(z._re.clone(), -z._im)      # (a copy: see README, complex tensors)
 
 
 def reciprocal(z: ComplexTensor) -> ComplexTensor:
@@ -503,6 +506,8 @@ def pow(a: Any, b: Any) -> ComplexTensor:
             result = None if result is None else mul(result, result)
             if bit == "1":
                 result = base if result is None else mul(result, base)
+        if result is a:                                   # z ** 1: a new tensor
+            return ComplexTensor(a._re.clone(), a._im.clone())
         return result if result is not None else _make(_creation.ones_like(a._re), 0.0)
     z = _as_complex("pow", a)
     out = exp(mul(b, log(z)))
@@ -788,7 +793,7 @@ def polar(abs: Tensor, angle: Tensor) -> ComplexTensor:
 def from_real(x: Tensor, dtype: Any = None) -> ComplexTensor:
     """A real tensor as complex (imaginary part 0): ``x.to(nv.complex64)``."""
     target = dt.complex_of(_float_of(x)) if dtype is None else dt.get_complex_dtype(dtype)
-    re = x.to(target.real)
+    re = _ops.unshared(x.to(target.real), x)           # (a new tensor, not ``x`` itself)
     return ComplexTensor(re, _creation.zeros_like(re))
 
 

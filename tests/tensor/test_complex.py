@@ -559,3 +559,49 @@ def test_every_function_takes_c99s_values_at_infinities_and_nans(on, dtype):
                 assert np.array_equal(np.sign(g[np.isinf(w)]), np.sign(w[np.isinf(w)])) \
                     or name in _UNSIGNED_INFINITY, f"{name} {part}: infinities' signs"
 
+
+
+def _parts_of(t):
+    if t.dtype.is_complex:
+        return [t.real.numpy().copy(), t.imag.numpy().copy()]
+    return [t.numpy().copy()]
+
+
+@pytest.mark.parametrize("name", ["to", "cfloat", "complex", "add", "add_zero", "sub", "pow_1",
+                                  "conj_physical", "resolve_conj", "float"])
+def test_complex_results_do_not_share_a_part_with_their_input(name):
+    """A complex result held its input (or one of the input's parts) as its own real or
+    imaginary part: ``x.to(complex64)``'s real part was ``x``, ``xc + 1``'s imaginary
+    part ``xc``'s; a write into either showed in the other (fuzz_alias)."""
+    real = lambda: nv.tensor([[0.5, -1.25, 2.0]])                  # noqa: E731
+    cplx = lambda: nv.tensor([[1 + 2j, 3 - 1j]])                    # noqa: E731
+    make, f = {"to": (real, lambda x: x.to(nv.complex64)), "cfloat": (real, lambda x: x.cfloat()),
+               "complex": (real, lambda x: nv.complex(x, x * 2)), "add": (cplx, lambda x: x + 1),
+               "add_zero": (cplx, lambda x: x + 0), "sub": (cplx, lambda x: x.sub(1)),
+               "pow_1": (cplx, lambda x: x.pow(1)),
+               "conj_physical": (cplx, lambda x: x.conj_physical()),
+               "resolve_conj": (cplx, lambda x: nv.resolve_conj(x.conj())),
+               "float": (cplx, lambda x: x.float())}[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")            # (float() of complex discards imag)
+        x = make()
+        before = _parts_of(x)
+        r = f(x)
+        r.fill_(9)
+        for a, b in zip(_parts_of(x), before):
+            np.testing.assert_array_equal(a, b)
+        x = make()
+        r = f(x)
+        expected = _parts_of(r)
+        x.add_(1)
+        for a, b in zip(_parts_of(r), expected):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_a_complex_copy_of_a_real_tensor_survives_its_transpose_in_place():
+    """``r = x.to(complex64); x.t_()``: reading ``r`` raised "could not broadcast (2, 3)
+    into (3, 2)" -- its real part was ``x``, whose shape the in-place transpose changed."""
+    x = nv.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    r = x.to(nv.complex64)
+    x.t_()
+    np.testing.assert_array_equal(r.real.numpy(), [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])

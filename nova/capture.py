@@ -101,7 +101,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import attrgetter
-from types import CellType, FunctionType
+from types import BuiltinFunctionType, CellType, FunctionType, MethodType
 from typing import Any
 
 import numpy as np
@@ -409,9 +409,13 @@ def _settings(modules: list[Any]) -> list[tuple[Any, str, Any]]:
     return [(m, k, v) for m in modules for k, v in vars(m).items() if _is_setting(v)]
 
 
+# functions a module holds as settings (``self.act = F.relu``), guarded by identity
+_FUNCTIONS = (FunctionType, BuiltinFunctionType, MethodType, functools.partial, type)
+
+
 def _is_setting(value: Any) -> bool:
-    return value is None or type(value) in _SCALARS or (type(value) is tuple and all(
-        v is None or type(v) in _SCALARS for v in value))
+    return value is None or type(value) in _SCALARS or isinstance(value, _FUNCTIONS) or (
+        type(value) is tuple and all(v is None or type(v) in _SCALARS for v in value))
 
 
 def _pin_failed(place: Place, obj: Any) -> None:
@@ -520,6 +524,10 @@ class _Capture:
     host_args: list[tuple[int, ...]] = field(default_factory=list)   # per step
     # per input, the id of the tensor whose storage it shows (``_storage``)
     input_storages: tuple[int, ...] = ()
+    # (position, tensor) of the inputs the call also reached by itself -- the owner of
+    # a place it wrote or read (an input's ``.grad`` that ``backward`` filled, a global
+    # it updates): a replay writes there, so it is valid only for that very object
+    pinned_inputs: tuple[tuple[int, Tensor], ...] = ()
 
     def agrees_with(self, other: _Capture) -> str | None:
         """Why this call and ``other`` (the one before) did not do the same thing."""
@@ -818,6 +826,12 @@ class _Recorder:
                                   for p in g["params"])
         capture.empty_grads = [(t, k not in before.had_grad) for k, t in grad_slots.items()
                                if k in pre_by_id]
+        owners = {id(p.owner) for r in results for p in r.places}
+        owners.update(id(p.owner) for p, _ in capture.guards)
+        owners.update(id(src.where.owner) for srcs in sources for src in srcs
+                      if src.kind == "place")
+        capture.pinned_inputs = tuple((i, t) for i, t in enumerate(inputs)
+                                      if id(t) in owners or id(_storage(t)) in owners)
         return capture
 
 
@@ -987,6 +1001,11 @@ class _Replay:
             raise _Rerecord("an argument is (a view of) a tensor the function also reads "
                             "or writes by itself where the recorded call's was not, or "
                             "the other way round")
+        for i, t in self.c.pinned_inputs:
+            if inputs[i] is not t:
+                raise _Rerecord(f"input {i} is another tensor than the one whose .grad "
+                                "or value the recorded call wrote (a replay would write "
+                                "into the old one)")
 
     def run(self, inputs: list[Tensor]) -> Any:
         """Replay the call on ``inputs``. Raises ``_Rerecord`` when a guard fails, or

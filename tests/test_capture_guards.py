@@ -543,3 +543,63 @@ def test_an_argument_object_at_a_dead_objects_address_records_again():
     assert f._entry(key, [first]) is entry
     assert f._entry(key, [other]) is not entry
     assert "another object at the address" in nv.debug.cache_stats().compile_log[-1]
+
+
+def test_an_input_whose_grad_the_call_filled_is_guarded_by_identity():
+    """``(m(x) ** 2).sum().backward()`` fills ``x.grad``: a call with another input
+    replayed into the first input's ``.grad`` (x2.grad stayed None, x.grad got x2's
+    gradient added) (fuzz_compile)."""
+    def run(compiled):
+        nv.manual_seed(0)
+        m = nv.nn.Linear(3, 2)
+
+        def step(x):
+            (m(x) ** 2).sum().backward()
+        f = nv.compile(step) if compiled else step
+        x = nv.tensor(np.ones((2, 3), np.float32), requires_grad=True)
+        for _ in range(3):
+            f(x)
+        x2 = nv.tensor(np.full((2, 3), 2.0, np.float32), requires_grad=True)
+        f(x2)
+        return x.grad.numpy(), x2.grad.numpy()
+    for a, b in zip(run(False), run(True)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_global_the_function_writes_passed_in_turn_with_another_records_again():
+    """``h(x)`` adds ``x`` into global ``A`` and doubles global ``B``: after ``h(A)``,
+    ``h(B)`` replayed as if its argument were ``A`` (A 160, not 88) (fuzz_compile)."""
+    def run(compiled):
+        g = {"A": nv.tensor([1.0, 1.0]), "B": nv.tensor([5.0, 5.0])}
+
+        def h(x):
+            g["A"].add_(x)
+            g["B"].mul_(2.0)
+        f = nv.compile(h) if compiled else h
+        for _ in range(3):
+            f(g["A"])
+        for _ in range(2):
+            f(g["B"])
+        return g["A"].numpy(), g["B"].numpy()
+    for a, b in zip(run(False), run(True)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_function_held_by_a_module_is_a_guarded_setting():
+    """``self.act = F.relu`` then ``m.act = F.gelu``: the replay kept relu."""
+    class Net(nv.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.act = nv.nn.functional.relu
+
+        def forward(self, x):
+            return self.act(x)
+    m = Net()
+    f = nv.compile(lambda x: m(x))
+    x = nv.tensor([-1.0, 2.0])
+    for _ in range(3):
+        np.testing.assert_array_equal(f(x).numpy(), [0.0, 2.0])
+    assert f.replays >= 1
+    m.act = nv.nn.functional.gelu
+    np.testing.assert_allclose(f(x).numpy(), nv.nn.functional.gelu(x).numpy())
+    assert "act changed" in nv.debug.cache_stats().compile_log[-1]

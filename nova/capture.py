@@ -732,6 +732,16 @@ class _Recorder:
                     "history a later backward could use, which a replay cannot rebuild "
                     "(run the backward inside the function, or call it under no_grad)")
                 return capture
+            if t._view is not None and id(t) not in pre_ids and \
+                    id(_storage(t)) in pre_ids:
+                # a new view of a tensor from before the call (``w.detach()[0]``): the
+                # caller's view follows later writes to that tensor, a replay's result
+                # would be a copy of the value at the time
+                capture.why = (
+                    f"it returns a view ({tuple(t.shape)}, {t.dtype.name}) of a tensor from "
+                    "before the call, which a replay cannot rebuild (return a .clone() "
+                    "to let it replay)")
+                return capture
             if id(t) in input_ids:
                 capture.returns.append(("input", input_ids[id(t)]))
             elif id(t) in pre_ids:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import warnings
 
 import numpy as np
 import pytest
@@ -603,3 +604,29 @@ def test_a_function_held_by_a_module_is_a_guarded_setting():
     m.act = nv.nn.functional.gelu
     np.testing.assert_allclose(f(x).numpy(), nv.nn.functional.gelu(x).numpy())
     assert "act changed" in nv.debug.cache_stats().compile_log[-1]
+
+
+def test_a_returned_view_of_a_parameter_is_never_a_stale_copy():
+    """``return m.weight.detach()[0]``: the recorded calls returned views that follow the
+    weight's later updates, replays returned copies of the value at the time (-0.72
+    where the view reads -1.12). Such a function runs recorded every call, warning."""
+    def run(compiled):
+        nv.manual_seed(0)
+        m = nv.nn.Linear(3, 2)
+        opt = nv.optim.SGD(m.parameters(), lr=0.1)
+
+        def step(x):
+            opt.zero_grad()
+            m(x).sum().backward()
+            opt.step()
+            return m.weight.detach()[0]
+        f = nv.compile(step) if compiled else step
+        x = nv.tensor(np.ones((2, 3), np.float32))
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            outs = [f(x) for _ in range(4)]
+        if compiled:
+            assert any("returns a view" in str(w.message) for w in seen)
+        return [o.numpy() for o in outs] + [m.weight.numpy()]
+    for a, b in zip(run(False), run(True)):
+        np.testing.assert_array_equal(a, b)

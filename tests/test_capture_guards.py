@@ -630,3 +630,29 @@ def test_a_returned_view_of_a_parameter_is_never_a_stale_copy():
         return [o.numpy() for o in outs] + [m.weight.numpy()]
     for a, b in zip(run(False), run(True)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_tensor_step_count_is_counted_once_when_a_replay_gives_up():
+    """Adam's ``state["step"]`` held as a tensor (as PyTorch keeps it): a replay counted
+    it in place, then gave up (its runtime scalars changed) and the recorded call
+    counted it again (102, not 101; weights off). The undo restores its value."""
+    def run(compiled):
+        nv.manual_seed(0)
+        m = nv.nn.Linear(3, 2)
+        opt = nv.optim.Adam(m.parameters(), lr=0.1)
+
+        def step(x):
+            opt.zero_grad()
+            (m(x) ** 2).mean().backward()
+            opt.step()
+        f = nv.compile(step) if compiled else step
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RecompileWarning)
+            for i in range(5):
+                if i == 4:
+                    opt.state[m.weight]["step"] = nv.tensor(100.0)
+                f(nv.ones(2, 3))
+        return opt.state[m.weight]["step"].item(), m.weight.numpy()
+    (s1, w1), (s2, w2) = run(False), run(True)
+    assert s1 == s2 == 101.0
+    np.testing.assert_array_equal(w1, w2)

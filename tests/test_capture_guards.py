@@ -528,7 +528,7 @@ def test_an_argument_object_at_a_dead_objects_address_records_again():
     x = nv.tensor([1.0, 2.0])
     f = nv.compile(lambda x, c: x * c.v)
     g = nv.compile(lambda x, a: x * float(a[0]))
-    for v in [0.5, 0.5, 0.5, 0.7, 0.9, 0.9, 0.9, -1.5]:
+    for v in [0.5, 0.5, 0.5, 0.7, -1.5]:   # (each call records: a capture scans the heap)
         np.testing.assert_allclose(f(x, Cfg(v)).numpy(), [v, 2 * v], rtol=1e-6)
         np.testing.assert_allclose(g(x, np.array([v])).numpy(), [v, 2 * v], rtol=1e-6)
     # the same object again replays

@@ -19,7 +19,8 @@ RUNS = [("fuzz_elem.py", ["1", "50"], "stats"), ("fuzz_red.py", ["1", "30"], "st
         ("fuzz_modules.py", ["0", "6"], "Counter"), ("fuzz_optim.py", ["0", "6"], "Counter"),
         ("fuzz_spectral.py", ["0", "40"], "Counter"), ("fuzz_linalg.py", ["0", "8"], "Counter"),
         ("fuzz_double_backward.py", ["0", "30"], "Counter"),
-        ("fuzz_special.py", ["0", "200"], "Counter"), ("fuzz_cache.py", ["0", "12"], "{")]
+        ("fuzz_special.py", ["0", "200"], "Counter"), ("fuzz_cache.py", ["0", "12"], "{"),
+        ("fuzz_compile.py", ["50", "12"], "{")]
 
 
 @pytest.mark.parametrize("script, args, summary", RUNS, ids=[r[0] for r in RUNS])

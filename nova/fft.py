@@ -282,8 +282,10 @@ def ifftn(input: Any, s: Sequence[int] | None = None, dim: Any = None,
 
 
 def _complex_copy(x: Any) -> ComplexTensor:
+    """A transform over no dims (of a 0-d tensor): the input as a new complex tensor,
+    its parts its own (not the input's tensors)."""
     re, im = _operand("fftn", x)
-    return ComplexTensor(re, _creation.zeros_like(re) if im is None else im)
+    return ComplexTensor(re.clone(), _creation.zeros_like(re) if im is None else im.clone())
 
 
 def rfftn(input: Tensor, s: Sequence[int] | None = None, dim: Any = None,

@@ -1243,7 +1243,7 @@ def put(input: Tensor, index: Tensor, source: Tensor,
 _Histogram = namedtuple("histogram", ["hist", "bin_edges"])
 
 
-def histogram(input: Tensor, bins: Any, *, range: Sequence[float] | None = None,
+def histogram(input: Tensor, bins: Any = 100, *, range: Sequence[float] | None = None,
               weight: Tensor | None = None, density: builtins.bool = False) -> Any:
     """``(hist, bin_edges)`` of ``input``'s elements (flattened), as
     ``torch.histogram``: ``bins`` equal bins over ``range`` (default: the data's min

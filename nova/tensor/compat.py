@@ -137,8 +137,11 @@ def _check_tensor_arg(op: str, other: Any) -> None:
         raise TypeError(f"{op}: expected a Tensor argument, got {type(other).__name__}")
 
 
-def broadcast_to(input: Tensor, size: Sequence[builtins.int]) -> Tensor:
-    """``input`` expanded to ``size`` (``-1`` keeps a dim), as ``torch.broadcast_to``."""
+def broadcast_to(input: Tensor, *size: Any) -> Tensor:
+    """``input`` expanded to ``size`` (``-1`` keeps a dim), as ``torch.broadcast_to``:
+    a sequence, or ints (``x.broadcast_to(3)``, ``x.broadcast_to(2, 3)``)."""
+    if len(size) == 1 and not isinstance(size[0], (builtins.int, np.integer)):
+        size = tuple(size[0])
     return movement.expand(input, *size)
 
 

@@ -296,3 +296,16 @@ def test_convolution_dispatches_by_weight_dimensionality():
 def test_convolution_errors(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_broadcast_to_takes_ints_and_histogram_has_pytorchs_default_bins():
+    """``x.broadcast_to(3)`` and ``broadcast_to(2, 3)`` (ints, as PyTorch takes) raised
+    "Value after * must be an iterable"; ``histogram(x)`` needs no ``bins`` (100)."""
+    x = nv.arange(3.0)
+    assert x.broadcast_to(3).shape == (3,)
+    assert x.broadcast_to(2, 3).shape == (2, 3)
+    assert x.broadcast_to([2, -1]).shape == (2, 3)
+    assert nv.broadcast_to(x, (2, 3)).tolist() == [[0.0, 1.0, 2.0]] * 2
+    hist, edges = nv.histogram(nv.tensor([0.0, 0.5, 1.0]))
+    assert hist.shape == (100,) and edges.shape == (101,)
+    assert hist.sum().item() == 3.0 and x.histogram().hist.shape == (100,)

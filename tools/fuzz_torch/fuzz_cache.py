@@ -578,6 +578,9 @@ def snippet(fam, order, bad_pos, extra=""):
 
 
 class Reporter:
+    """common.Reporter's behaviour (a snippet optional): defined here because common.py
+    imports torch, which this fuzzer's worker processes must not."""
+
     def __init__(self):
         self.seen = {}
 

@@ -164,6 +164,24 @@ def _is_size(v: Any) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
+def _reads(node: Node, old: Node, limit: int = 64) -> bool:
+    """Whether ``node`` is computed from ``old`` (within ``limit`` nodes of its inputs,
+    nearest first): an in-place op's new value reads what the tensor held (``h.mul_(2)``,
+    a composite ``h.sigmoid_()``), or does not (``h.copy_(w)``, ``h.zero_()``). Beyond
+    the limit it answers no, which only adds a zero-slope link (``Tensor._assign``)."""
+    queue, seen = [node], set()
+    for n in queue:
+        if n is old:
+            return True
+        if len(seen) >= limit:
+            return False
+        for i in n.inputs:
+            if id(i) not in seen:
+                seen.add(id(i))
+                queue.append(i)
+    return False
+
+
 class Tensor:
     """A lazy n-dimensional array with PyTorch semantics."""
 
@@ -287,7 +305,7 @@ class Tensor:
             value = value.clone()
         fn = self._grad_fn
         if fn is not None and _grad_mode.STATE.enabled and (
-                value._grad_fn is None or not any(e is fn for e in value._grad_fn.next)):
+                value._grad_fn is None or not _reads(value._node, self._node)):
             # a value that does not read what the tensor held (``h[:] = 0``,
             # ``h.zero_()``, ``h.copy_(w)``): as PyTorch's copy, it still requires grad
             # and passes a zero gradient to what the tensor held (without history it

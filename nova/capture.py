@@ -1372,7 +1372,7 @@ class CompiledFunction:
         # autocast what the matmuls do, the default device where factories put theirs)
         k = (key(args), key(kwargs), grad_mode.STATE.enabled, get_engine(), get_remat(),
              _aliasing(inputs, groups), dt.DEFAULT_FLOAT.name,
-             autocast_state.LOWER.get(), str(get_default_device()))
+             autocast_state.LOWER.get(), get_default_device())
         return k, inputs, held
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

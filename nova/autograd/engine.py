@@ -13,7 +13,6 @@ from typing import Any
 
 from nova.autograd import anomaly_mode, backward_template, grad_mode, graph, hooks
 from nova.autograd.rules import vjp
-from nova.core import dtypes as dt
 from nova.tensor import creation, ops, tape
 from nova.tensor.tensor import Tensor, unaliased_detach
 from nova.tensor.trace import next_seq, recording_backward
@@ -127,7 +126,7 @@ def _linked(g: Tensor, t: Tensor) -> Tensor:
     zero: PyTorch gives zeros for its fused piecewise-linear ops (``threshold_backward``
     reads the input with a zero derivative), as JAX does for every function."""
     with grad_mode.enable_grad():
-        return ops.where(ops.full_const(False, g.shape, dt.bool_), t, g)
+        return ops.with_zero_slope(g, t)
 
 
 def _accumulate_grad(t: Tensor, g: Tensor, create_graph: bool) -> None:

@@ -408,18 +408,21 @@ class Optimizer:
         """Undo for what ``_host_step`` and ``zero_grad`` change: the groups'
         hyperparameters, the states' host values, the gradients."""
         groups = [dict(g) for g in self.param_groups]
-        states = {id(p): (s, {k: v for k, v in s.items() if not isinstance(v, Tensor)})
-                  for p, s in self.state.items()}
         grads = [(p, p.grad) for g in self.param_groups for p in g["params"]]
-        # a step count kept as a tensor (as PyTorch keeps it) is counted in place by
-        # ``state["step"] += 1``: its value, not the dict entry, is what to restore
-        steps = [(v, v._node, v._version) for s in self.state.values()
-                 for v in (s.get("step"),) if isinstance(v, Tensor)]
+        # per state, its host values; a step count kept as a tensor (as PyTorch keeps
+        # it) is counted in place by ``state["step"] += 1``: its value, not the dict
+        # entry, is what to restore
+        states, steps = [], []
+        for s in self.state.values():
+            states.append((s, {k: v for k, v in s.items() if not isinstance(v, Tensor)}))
+            step = s.get("step")
+            if isinstance(step, Tensor):
+                steps.append((step, step._node, step._version))
 
         def undo() -> None:
             for g, saved in zip(self.param_groups, groups):
                 g.update(saved)
-            for s, saved in states.values():
+            for s, saved in states:
                 s.update(saved)
             for v, node, version in steps:
                 v._node, v._version = node, version

@@ -86,7 +86,7 @@ def roll(input: Tensor, shifts: Any, dims: Any = None) -> Tensor:
             out = movement.cat([movement.narrow(out, d, n - k, k),
                                 movement.narrow(out, d, 0, n - k)], d)
     # a new tensor even where nothing moves, as PyTorch's (a write into roll(x, 0) changed x)
-    return input.clone() if out is input else out
+    return ops.unshared(out, input)
 
 
 def diff(input: Tensor, n: builtins.int = 1, dim: builtins.int = -1, prepend: Tensor | None = None,

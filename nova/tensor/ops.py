@@ -317,6 +317,15 @@ def abs(input: Tensor) -> Tensor:
     return prim("abs", [input], {}, input.shape, input.dtype)
 
 
+def with_zero_slope(value: Tensor, old: Tensor) -> Tensor:
+    """``value`` bit for bit, with a history that reaches ``old`` with slope zero:
+    ``where(False, old, value)``. PyTorch's ops that read a tensor only to select
+    (``threshold_backward``) or overwrite it (``copy_``) still pass it a gradient, zero;
+    so do a gradient without history (``autograd.engine._linked``) and an in-place
+    write that does not read what the tensor held (``Tensor._assign``)."""
+    return where(full_const(False, value.shape, dt.bool_), old, value)
+
+
 def unshared(result: Tensor, *inputs: Tensor) -> Tensor:
     """``result`` as a new tensor of the op that made it: a fresh handle on its value
     (``clone``, with its history) where a shortcut made it one of ``inputs`` (``sum``

@@ -311,8 +311,7 @@ class Tensor:
             # and passes a zero gradient to what the tensor held (without history it
             # raised "does not require grad"; with another's, the old value's inputs
             # got no gradient, None where PyTorch's optimizers see zeros)
-            never = _ops.full_const(False, self.shape, dt.bool_)
-            value = _ops.where(never, Tensor._wrap(self._node, grad_fn=self._grad_fn), value)
+            value = _ops.with_zero_slope(value, Tensor._wrap(self._node, grad_fn=fn))
         v = self._view
         if v is not None:
             if v.write_back is None:

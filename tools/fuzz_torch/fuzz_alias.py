@@ -299,15 +299,19 @@ def run_scenario(L, expr, action, extras, seed=1234):
     return out
 
 
-def torch_aliases(expr):
-    """{result path: bool} whether PyTorch's result shares storage with an input."""
-    names = used_inputs(expr)
+def torch_eval(expr, names):
+    """(the inputs' namespace, PyTorch's result of ``expr``), from fresh inputs."""
     ns = {"L": torch, "F": torch.nn.functional}
     for n in names:
         ns[n] = make(torch, n)
     with torch.no_grad():
         torch.manual_seed(1234)
-        r = eval(expr, ns)
+        return ns, eval(expr, ns)
+
+
+def torch_aliases(expr, names, ns, r):
+    """{result path: bool} whether PyTorch's result ``r`` of ``expr`` (inputs ``ns``)
+    shares storage with an input."""
     ptrs = set()
     for n in names:
         try:
@@ -712,14 +716,9 @@ def check_case(expr, rep, quick=False, verbose=False):
             rep.add("structure", expr, f"{expr}: readouts differ torch {sorted(tb)} nova {sorted(nb)}", rep.info)
             return "structure"
         TB[ex], NB[ex] = tb, nb
-    ns = {"L": torch, "F": torch.nn.functional}
-    for n in names:
-        ns[n] = make(torch, n)
-    with torch.no_grad():
-        torch.manual_seed(1234)
-        tr = eval(expr, ns)
+    ns, tr = torch_eval(expr, names)
     tpaths = [(p, kind_of(t), t.dim()) for p, t in tensors_of(tr)]
-    talias = torch_aliases(expr)
+    talias = torch_aliases(expr, names, ns, tr)
     actions = []
     for p, k, nd in tpaths[:4]:
         for wname, code in writes_for(k):

@@ -59,8 +59,8 @@ import ml_dtypes
 from nova.core import dtypes as dt
 from nova.core.errors import DTypeError
 from nova.tensor import grad_mode, ops, tape
-from nova.tensor.elementary import (_in_float64, _infinity, _nan_slope, _steep, _x_log,
-                                    logaddexp_shifted)
+from nova.tensor.elementary import (_in_float64, _infinity, _magnitude, _nan_slope, _steep,
+                                    _x_log, logaddexp_shifted)
 from nova.tensor.tensor import Tensor
 
 _SQRT_PI_2 = math.sqrt(math.pi) / 2       # 1 / erf'(0)
@@ -78,6 +78,8 @@ _ERFCX = (
     5.757244393379938e-16, -1.8245979193136522e-17, -2.135637703191254e-17,
 )
 _ERFCX_K = 4.0
+_ERFCX_LAST_FINITE = -26.62873571375149   # erfcx(x) overflows float64 below this
+_ERFCX_SLOPE_LAST_FINITE = -26.554043693782734   # and its slope below this
 
 # lgamma(2 + d) / d for d in [-0.5, 0.5], in s = 2 d
 _LGAMMA_2 = (
@@ -111,6 +113,8 @@ _ASYMPTOTIC_FROM = 10.0     # lgamma, digamma: 8 terms of the series reach 1e-17
 _I0_SERIES_TO = 25.0        # i0: 40 terms of the power series, 20 of the asymptotic one
 _I0_SERIES_TERMS = 41
 _I0_ASYMPTOTIC_TERMS = 21
+_I0_LAST_FINITE = 713.9869085439682   # i0 overflows float64 above this
+_I0_LOG_FROM = 700.0         # i0: its gradient from the log form above
 
 
 # ---------------------------------------------------------------- float64 building blocks
@@ -330,8 +334,11 @@ def _digamma64(w: Tensor) -> Tensor:
     neg = ops.lt(ws, 0)
     a = ops.where(neg, ops.sub(1.0, ws), ws)
     r = _reduced(ops.where(ops.logical_and(neg, _finite(ws)), ws, -0.5))
-    reflected = ops.sub(_digamma_nonneg(a), ops.mul(_cot_pi(r), math.pi))
-    out = ops.where(neg, reflected, _digamma_nonneg(a))
+    # one evaluation feeds both sides: a second one under the reflection's select got a
+    # zero gradient there, which its reciprocal's infinite slope at a subnormal x made NaN
+    positive = _digamma_nonneg(a)
+    reflected = ops.sub(positive, ops.mul(_cot_pi(r), math.pi))
+    out = ops.where(neg, reflected, positive)
     out = ops.where(ops.eq(ws, -math.inf), math.nan, out)
     at_pole = ops.where(ops.eq(w, 0), _infinity(ops.logical_not(_negative_zero(w)), w),
                         math.nan)
@@ -375,8 +382,11 @@ def _polygamma_pos(n: int, a: Tensor) -> Tensor:
         coeffs.append(b / math.factorial(2 * j) * rising)
         rising *= (s + 2 * j - 1) * (s + 2 * j)
     r2 = ops.mul(r, r)
-    tail = ops.add(ops.add(ops.div(u, float(n)), 0.5), ops.mul(r, _horner(r2, tuple(coeffs))))
-    value = ops.add(total, ops.mul(ops.pow(ops.mul(r, c), float(s)), tail))
+    # (c/u)^s (u/n + 1/2 + r H) as (c/u)^n (c/n + (c/u)(1/2 + r H)): (c/u)^s alone
+    # underflowed where the result does not (polygamma(1, 1e300) is 1e-300)
+    rc = ops.mul(r, c)
+    tail = ops.add(c / n, ops.mul(rc, ops.add(0.5, ops.mul(r, _horner(r2, tuple(coeffs))))))
+    value = ops.add(total, ops.mul(ops.pow(rc, float(n)), tail))
     return value if n % 2 else ops.neg(value)
 
 
@@ -405,11 +415,11 @@ def _polygamma64(n: int, w: Tensor) -> Tensor:
     return _nan_slope(ops.where(nan, w, out), w, nan)         # NaN in, NaN gradient
 
 
-def _i0_parts(a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """For ``a = |x|``: ``(near, far, is_near)`` with ``i0 = near`` (the power series
-    ``sum (a^2/4)^k / k!^2``) up to 25 and ``i0 = exp(a) far`` above it (``far`` the
-    asymptotic series ``sum ((2k-1)!!)^2 / (k! 8^k a^k) / sqrt(2 pi a)``), each
-    evaluated on the operands it is meant for."""
+def _i0_parts(a: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """For ``a = |x|``: ``(near, series, root, is_near)`` with ``i0 = near`` (the power
+    series ``sum (a^2/4)^k / k!^2``) up to 25 and ``i0 = exp(a) series / root`` above it
+    (the asymptotic series ``sum ((2k-1)!!)^2 / (k! 8^k a^k)`` over ``sqrt(2 pi a)``),
+    each evaluated on the operands it is meant for."""
     near_ok = ops.le(a, _I0_SERIES_TO)
     an = ops.where(near_ok, a, 0.0)
     coeffs = tuple(1.0 / math.factorial(k) ** 2 for k in range(_I0_SERIES_TERMS))
@@ -419,27 +429,46 @@ def _i0_parts(a: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     for k in range(1, _I0_ASYMPTOTIC_TERMS):
         term *= (2 * k - 1) ** 2 / (8 * k)
         terms.append(term)
-    far = ops.div(_horner(ops.reciprocal(af), tuple(terms)),
-                  ops.sqrt(ops.mul(af, 2 * math.pi)))
-    return near, far, near_ok
+    return (near, _horner(ops.reciprocal(af), tuple(terms)),
+            ops.sqrt(ops.mul(af, 2 * math.pi)), near_ok)
 
 
 def _i0_64(w: Tensor) -> Tensor:
     """``i0(w)``; ``exp(a)`` as ``exp(a/2)^2`` around the series, so values up to
-    float64's largest are finite."""
-    a = ops.abs(w)
-    near, far, near_ok = _i0_parts(a)
-    half = ops.exp(ops.mul(ops.where(near_ok, 0.0, a), 0.5))
-    out = ops.where(near_ok, near, ops.mul(ops.mul(half, far), half))
-    return ops.where(ops.eq(a, math.inf), math.inf, out)
+    float64's largest are finite and keep their last digits. The gradient from 700 is
+    ``G = exp(a + log(series) - log(root)) / 2``'s, doubled (``middle.detach() + 2 (G -
+    G.detach())``): the slope ``i1`` is as large as the value there, and the product's
+    partial products ``g exp(a)`` overflow from 709.8 (the gradient was -inf at 710,
+    where ``i1`` is 3e306); G's are no larger than the value. +inf at +-inf with the
+    slope +-inf (``a^4`` there), and past the last finite value (713.99) +inf with
+    ``_steep``'s. ``a`` is ``_magnitude(w)``, whose slope at 0 is 1, so the second
+    derivative there is ``i1'(0) = 1/2`` (``abs``'s 0 gave 0)."""
+    a = _magnitude(w)
+    top = ops.eq(a, math.inf)
+    over = ops.logical_and(ops.gt(a, _I0_LAST_FINITE), ops.logical_not(top))
+    edge = ops.logical_or(top, over)
+    af = ops.where(edge, 0.0, a)
+    near, series, root, near_ok = _i0_parts(af)
+    huge = ops.gt(af, _I0_LOG_FROM)
+    half = ops.exp(ops.mul(ops.where(near_ok, 0.0, af), 0.5))
+    middle = ops.mul(ops.mul(half, ops.div(series, root)), half)
+    log_half = ops.sub(ops.add(ops.where(huge, af, 0.0), ops.log(series)),
+                       ops.add(ops.log(root), _LN2))
+    g = ops.exp(log_half)
+    big = ops.add(middle.detach(), ops.mul(ops.sub(g, g.detach()), 2.0))
+    out = ops.where(near_ok, near, ops.where(huge, big, middle))
+    a_top = ops.where(top, a, 0.0)
+    square = ops.mul(a_top, a_top)
+    overflow = ops.add(_steep(ops.where(top, 0.0, a), over), math.inf)
+    return ops.where(top, ops.mul(square, square), ops.where(over, overflow, out))
 
 
 def _i0e64(w: Tensor) -> Tensor:
     """``exp(-|w|) i0(w)``."""
     a = ops.abs(w)
-    near, far, near_ok = _i0_parts(a)
+    near, series, root, near_ok = _i0_parts(a)
     return ops.where(near_ok, ops.mul(near, ops.exp(ops.neg(ops.where(near_ok, a, 0.0)))),
-                     far)
+                     ops.div(series, root))
 
 
 # ---------------------------------------------------------------- public functions
@@ -453,12 +482,26 @@ def erfc(input: Tensor) -> Tensor:
 def erfcx(input: Tensor) -> Tensor:
     """Scaled complementary error function ``exp(x^2) erfc(x)``
     (``torch.special.erfcx``): finite for every ``x >= 0``, ~``1/(x sqrt(pi))`` for
-    large ``input``; ``exp(x^2)(1 - erf(x))`` below 0 (+inf from about -26.6)."""
+    large ``input``; ``exp(x^2)(1 - erf(x))`` below 0, +inf below -26.6287 with the slope
+    ``2x erfcx(x) - 2/sqrt(pi)``, -inf, there (as PyTorch)."""
     def evaluate(w: Tensor) -> Tensor:
         neg = ops.lt(w, 0)
-        wn = ops.clamp(ops.where(neg, w, 0.0), -27.0, 0.0)
+        over = ops.lt(w, _ERFCX_LAST_FINITE)
+        # where the slope overflows the formula's value is kept and its slope is
+        # _steep's -inf: the formula's own slope there is inf - inf, its pieces'
+        # (exp(h^2) exp(l (w + h)) with l and w + h of opposite signs)
+        steep_at = ops.lt(w, _ERFCX_SLOPE_LAST_FINITE)
+        at_inf = ops.eq(w, -math.inf)
+        wd = ops.where(steep_at, w.detach(), w)
+        wn = ops.where(ops.logical_and(neg, ops.logical_not(over)), wd, 0.0)
         negative = ops.mul(_exp_square(wn, 1.0), ops.sub(1.0, ops.erf(wn)))
-        negative = ops.where(ops.lt(w, -27.0), math.inf, negative)
+        negative = ops.where(over, math.inf, negative)
+        steep = _steep(ops.where(at_inf, -30.0, w),
+                       ops.logical_and(steep_at, ops.logical_not(at_inf)), -1.0)
+        # at -inf: w^4, +inf with the slope 4 w^3 = -inf
+        w_inf = ops.where(at_inf, w, 0.0)
+        square = ops.mul(w_inf, w_inf)
+        negative = ops.where(at_inf, ops.mul(square, square), ops.add(negative, steep))
         return ops.where(neg, negative, _erfcx_nonneg(ops.where(neg, 0.0, w)))
     return _in_float64("erfcx", input, evaluate)
 

@@ -222,3 +222,63 @@ def test_logaddexp_values_at_infinities_and_nan():
     np.testing.assert_allclose(got[~np.isnan(want)], want[~np.isnan(want)], rtol=1e-15)
     got2 = nv.logaddexp2(x, y).numpy()
     np.testing.assert_allclose(got2[~np.isnan(want2)], want2[~np.isnan(want2)], rtol=1e-15)
+
+
+# ---------------------------------------------------------------- special functions at overflow
+
+def test_erfcx_gradient_where_the_value_or_its_slope_overflows():
+    """The slope 2x erfcx(x) - 2/sqrt(pi) overflows from x < -26.55404369378273 and the
+    value from -26.62873571375149: the gradient is -inf there (it was 0 past -27, NaN
+    between; mpmath's references), the second derivative +inf. (Within 2.5e-7 above the
+    first point the formula's slope overflows too, -inf for a true ~-1.7977e308.)"""
+    x = [-26.5, -26.55, -26.6, -26.62873571375149, -26.7, -30.0, -1e3, -INF]
+    want_value = [1.924553162418569e+305, 2.7308385532150415e+306, 3.894337719605585e+307,
+                  1.7976931348622485e+308, INF, INF, INF, INF]
+    want_slope = [-1.0200131760818414e+307, -1.4500752717571871e+308] + [-INF] * 6
+    value, slope = _value_and_grads(nv.special.erfcx, x)
+    _check(value, want_value, rtol=1e-13)
+    _check(slope, want_slope, rtol=1e-13)
+    leaf = nv.tensor(x[2:], dtype="float64", requires_grad=True)
+    first, = nv.autograd.grad(nv.special.erfcx(leaf).sum(), [leaf], create_graph=True)
+    second, = nv.autograd.grad(first.sum(), [leaf])
+    assert (second.numpy() == INF).all()
+
+
+def test_erfcx_float32_gradient_past_the_overflow():
+    value, slope = _value_and_grads(nv.special.erfcx, [-9.5, -10.0, -27.0, -INF], dtype="float32")
+    assert (value == INF).all() and (slope == -INF).all()
+
+
+def test_digamma_gradient_at_subnormal_x_is_inf():
+    """trigamma(x) ~ 1/x^2 overflows: +inf at positive subnormals (the reflection's second
+    evaluation under its select got a zero gradient there, 0 * inf = NaN)."""
+    value, slope = _value_and_grads(nv.digamma, [5e-324, 1e-310, 2e-308, 1e-300, -1e-310])
+    assert (value[:2] == -INF).all() and value[4] == INF
+    assert (slope == INF).all()
+
+
+def test_polygamma_of_large_x_does_not_underflow_early():
+    """polygamma(n, x) ~ (-1)^(n+1) (n-1)! / x^n: (n! / x^(n+1)) x / n underflowed for n = 1
+    from x ~ 1e155, n = 3 from 1e77, where the result is representable."""
+    for n, x, want in ((1, [1e300, 1e200, 1e10], [1e-300, 1e-200, 1.00000000005e-10]),
+                       (2, [1e150], [-1e-300]), (3, [1e85, 1e100], [2e-255, 2e-300])):
+        value, _ = _value_and_grads(lambda t, n=n: nv.special.polygamma(n, t), x)
+        _check(value, want, rtol=1e-14)
+
+
+def test_i0_gradient_is_i1_up_to_the_overflow():
+    """i0' = i1 is as large as i0 near float64's overflow: the gradient was -inf at 710
+    (exp(a/2)^2's partial products overflow from 709.8) and NaN past 713.99, where it is
+    +-inf; the second derivative at 0 is i1'(0) = 1/2 (abs's zero slope gave 0)."""
+    x = [709.0, 710.0, 713.9, -710.0, 714.0, 1e4, INF, -INF]
+    want_value = [1.231547706701654e+306, 3.345334558619656e+306, 1.6481551866951379e+308,
+                  3.345334558619656e+306, INF, INF, INF, INF]
+    want_slope = [1.2306788896524786e+306, 3.3429778585097626e+306, 1.6470004499232343e+308,
+                  -3.3429778585097626e+306, INF, INF, INF, -INF]
+    value, slope = _value_and_grads(nv.special.i0, x)
+    _check(value, want_value, rtol=1e-15)
+    _check(slope, want_slope, rtol=3e-13)        # (from 700 the slope's exp(~710) rounds)
+    leaf = nv.tensor([0.0, -0.0, 1.0], dtype="float64", requires_grad=True)
+    first, = nv.autograd.grad(nv.special.i0(leaf).sum(), [leaf], create_graph=True)
+    second, = nv.autograd.grad(first.sum(), [leaf])
+    _check(second.numpy(), [0.5, 0.5, 0.7009067737595233], rtol=1e-14)

@@ -13,10 +13,10 @@ gammainc/gammaincc with a > 1e4; digamma's gradient at the poles; points where P
 gives NaN and Nova the right finite value; expm1's gradient below 0 (exp(x));
 gammainc/gammaincc's d/dx for a < 0 (0; PyTorch evaluates its density formula) and at
 x = 0, a = 1 (1; PyTorch NaN).
-Open bugs it found, left out until fixed (see ``not_judged``): erfcx's gradient where it
-overflows (0); digamma's gradient at subnormal x (NaN); polygamma underflowing to 0 for
-large x. (gammaln/multigammaln's and entr's gradients at +inf, NaN, were fixed on
-2026-12-07.)
+Bugs it found, each fixed with a regression test: gammaln/multigammaln's and entr's
+gradients at +inf (NaN; 2026-12-07); erfcx's gradient where it overflows (0 or NaN),
+digamma's gradient at subnormal x (NaN), polygamma underflowing to 0 for large x where
+(n-1)!/x^n is representable (2026-12-08).
 """
 import math
 import random
@@ -137,21 +137,14 @@ def not_judged(name, args, grad):
         return True     # no limit at -inf: Nova gives SciPy's +-inf (gradient 0), PyTorch NaN
     if grad and name == "digamma" and math.isfinite(args[0]) and args[0] <= 0 and args[0] == int(args[0]):
         return True
-    if grad and name == "digamma" and 0 < args[0] < 2.3e-308:
-        return True     # BUG (2026-12-07, open): Nova's gradient at subnormal x is NaN, PyTorch's (right) inf
     if grad and name == "expm1" and args[0] < 0:
         return True     # Nova's gradient is exp(x), PyTorch's expm1(x) + 1
     if name == "zeta" and args[1] == math.inf:
         return True     # Nova's zeta(x, +inf) is 0, PyTorch's NaN
-    if grad and name == "erfcx" and args[0] < -26:
-        return True     # BUG (2026-12-07, open): Nova's gradient is 0 where erfcx overflows, PyTorch's (right) -inf
     if grad and name.startswith("gammainc") and args[0] < 0 and args[1] >= 0:
         return True     # a < 0 (the value NaN): Nova's d/dx 0, PyTorch's its density formula
     if grad and name.startswith("gammainc") and args[1] == 0 and args[0] == 1:
         return True     # d/dx at x = 0, a = 1 is the density e^-0 = 1 (Nova); PyTorch's formula NaN
-    if name.startswith("polygamma") and args[0] > 1e80:
-        return True     # BUG (2026-12-07, open): Nova's polygamma(n, x) underflows to 0 for large x (n = 1 from
-        #                 x ~ 1e165, n = 3 from 1e85) where (n-1)!/x^n is representable (PyTorch's is)
     if name.startswith("gammainc") and args[0] > 1e4:
         return True
     return False

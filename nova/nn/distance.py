@@ -49,10 +49,10 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
                       keepdim: bool = False) -> Tensor:
     """``||x1 - x2 + eps||_p`` along the last dim of the broadcast inputs."""
     x1, x2 = _floating_pair("pairwise_distance", x1, x2)
-    if x1.ndim == 0:
-        raise ValueError("pairwise_distance: expected inputs of at least 1 dim, got two "
-                         "0-d tensors")
-    return vector_norm(ops.add(ops.sub(x1, x2), eps), p, x1.ndim - 1, keepdim)
+    diff = ops.add(ops.sub(x1, x2), eps)
+    if diff.ndim == 0:          # two 0-d inputs: |x1 - x2 + eps|_p of one element, 0-d
+        return vector_norm(diff, p)
+    return vector_norm(diff, p, diff.ndim - 1, keepdim)
 
 
 def pdist(input: Tensor, p: float = 2.0) -> Tensor:

@@ -1034,8 +1034,19 @@ class Tensor:
     def copy_(self, src: Any, non_blocking: bool = False) -> Tensor:
         """``src``'s values written into ``self`` (broadcast, cast, across devices);
         ``non_blocking`` has nothing to do: Nova's copies are ordered by its steps."""
-        if not isinstance(src, Tensor):
-            raise TypeError(f"copy_: src must be a Tensor, got {type(src).__name__}")
+        if isinstance(src, (bool, int, float, np.bool_, np.integer, np.floating)):
+            # a number is a 0-d tensor of its kind in 64 bits, then cast (PyTorch's
+            # wrapped number): int64's copy_(2.7) is 2, float64's copy_(0.1) exact; one
+            # self cannot hold raises, as fill_ (PyTorch wraps int8's copy_(300) to 44).
+            # A tensor operand, not a baked-in constant: a loop of values compiles once
+            from nova.tensor.constants import constant
+            dt.checked_scalar(src, self.dtype, "copy_")
+            kind = (dt.bool_ if isinstance(src, (bool, np.bool_)) else
+                    dt.int64 if isinstance(src, (int, np.integer)) else dt.float64)
+            src = constant(src, dtype=kind, device=self.device)
+        elif not isinstance(src, Tensor):
+            raise TypeError(f"copy_: src must be a Tensor or a real number, got "
+                            f"{type(src).__name__}")
         where, there = self.node.device, src.node.device
         if (where == "cuda" and (there == "cpu" or there is None and src.node.realized)
                 or where == "cpu" and there == "cuda"):

@@ -313,3 +313,15 @@ def test_local_response_norm():
     assert gradcheck(lambda v: F.local_response_norm(v, 2, alpha=0.5), [x[:1, :3]])
     with pytest.raises(ValueError, match="local_response_norm: expected an input of 3 or more"):
         F.local_response_norm(nv.ones(2, 3), 2)
+
+
+def test_pairwise_distance_of_0d_inputs():
+    """Two 0-d inputs give the 0-d ``|x1 - x2 + eps|`` (they raised); a 0-d input beside a
+    vector broadcasts to it."""
+    F = nv.nn.functional
+    got = F.pairwise_distance(nv.tensor(1.0), nv.tensor(3.0))
+    assert got.shape == () and abs(got.item() - (2.0 - 1e-6)) < 1e-7
+    assert F.pairwise_distance(nv.tensor(1.0), nv.tensor(3.0), keepdim=True).shape == ()
+    got = F.pairwise_distance(nv.tensor(1.0), nv.tensor([3.0, 4.0]), eps=0.0)
+    assert got.shape == () and abs(got.item() - 13 ** 0.5) < 1e-6
+    assert F.pairwise_distance(nv.tensor([1.0, 2.0]), nv.tensor(3.0), keepdim=True).shape == (1,)

@@ -308,3 +308,21 @@ def test_writing_a_leaf_into_a_tensor_makes_the_leaf_its_history(write, whole):
     else:
         np.testing.assert_array_equal(b.grad.numpy(), [w[0], [0.0, 0.0]])
         np.testing.assert_array_equal(row.grad.numpy(), w[1])
+
+
+def test_copy_from_a_python_number_casts_as_pytorch_and_checks_the_range():
+    """``t.copy_(number)`` (PyTorch's wrapped number: a 64-bit 0-d tensor, then cast) was
+    refused with a TypeError; a number ``t``'s dtype cannot hold raises as ``fill_``."""
+    assert nv.ones(2, dtype=nv.int64).copy_(2.7).tolist() == [2, 2]
+    assert nv.ones(2, dtype=nv.float64).copy_(0.1).tolist() == [0.1, 0.1]
+    assert nv.zeros(2, dtype=nv.bool).copy_(0.5).tolist() == [True, True]
+    assert nv.ones(2, 3).copy_(True).tolist() == [[1.0] * 3] * 2
+    assert nv.ones(2, dtype=nv.float16).copy_(np.float64("inf")).tolist() == [np.inf] * 2
+    t = nv.ones(3)
+    view = t[1:]
+    view.copy_(-4)
+    assert t.tolist() == [1.0, -4.0, -4.0]
+    with pytest.raises(OverflowError, match="copy_: value 300 .* int8"):
+        nv.ones(2, dtype=nv.int8).copy_(300)
+    with pytest.raises(TypeError, match="copy_: src must be a Tensor or a real number, got str"):
+        nv.ones(2).copy_("a")

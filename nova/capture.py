@@ -540,9 +540,17 @@ class _Capture:
         if len(self.results) != len(other.results):
             return "the results went to different places"
         for a, b in zip(self.results, other.results):
-            if len(a.places) != len(b.places) or not all(
-                    p.same(q) for p, q in zip(a.places, b.places)):
+            if len(a.places) != len(b.places):
                 return "the results went to different places"
+            for p, q in zip(a.places, b.places):
+                if not p.same(q):
+                    why = f"a result went to {p.describe()}, the previous call's to " \
+                          f"{q.describe()}"
+                    if p.kind == q.kind and p.key == q.key and p.owner is not q.owner:
+                        why += (" of another object (a tensor whose .grad or value "
+                                "the call writes, an argument or a global, must be the "
+                                "same object each call to replay)")
+                    return why
         if [r[0] for r in self.returns] != [r[0] for r in other.returns] or any(
                 a[0] == "same" and a[1] is not b[1] for a, b in zip(self.returns, other.returns)):
             return "it returned different things"
@@ -1456,6 +1464,8 @@ class CompiledFunction:
             if why is None:
                 entry.replay = _Replay(capture, self.name)
                 return out
+        if why is not None:
+            _note(self.name, f"recorded again: {why}")
         if why is not None and entry.tries >= MAX_RECORDED_CALLS:
             if self.fullgraph:
                 raise CaptureError(f"nv.compile({self.name}, fullgraph=True): {why}")

@@ -567,6 +567,33 @@ def test_an_input_whose_grad_the_call_filled_is_guarded_by_identity():
         np.testing.assert_array_equal(a, b)
 
 
+def test_a_new_input_each_call_whose_grad_the_call_fills_says_why_it_records():
+    """A step whose argument requiring grad is a new tensor each call cannot replay (its
+    ``.grad`` is a place of another object each time): every call records, correctly,
+    and the log says why at each call (it said nothing until the sixth call refused)."""
+    nv.manual_seed(0)
+    m = nv.nn.Linear(3, 2)
+
+    def step(x):
+        (m(x) ** 2).sum().backward()
+    f = nv.compile(step)
+    start = len(nv.debug.cache_stats().compile_log)
+    grads = []
+    for k in range(3):
+        x = nv.tensor(np.full((2, 3), k + 1.0, np.float32), requires_grad=True)
+        f(x)
+        grads.append(x.grad.numpy())
+    log = "\n".join(nv.debug.cache_stats().compile_log[start:])
+    assert f.replays == 0 and f.recorded == 3
+    assert "a result went to Tensor.grad, the previous call's to Tensor.grad of another " \
+           "object" in log, log
+    w = m.weight.detach().numpy().astype(np.float64)
+    for k, g in enumerate(grads):           # d/dx sum((x W^T + b)^2) = 2 (x W^T + b) W
+        x = np.full((2, 3), k + 1.0)
+        np.testing.assert_allclose(g, 2 * (x @ w.T + m.bias.detach().numpy()) @ w,
+                                   rtol=1e-5)
+
+
 def test_a_global_the_function_writes_passed_in_turn_with_another_records_again():
     """``h(x)`` adds ``x`` into global ``A`` and doubles global ``B``: after ``h(A)``,
     ``h(B)`` replayed as if its argument were ``A`` (A 160, not 88) (fuzz_compile)."""

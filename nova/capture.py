@@ -1390,6 +1390,10 @@ class CompiledFunction:
         pending = [t for t in inputs if not t.node.realized]
         if pending:     # an input is an argument of the steps, never their inline work
             realize(*pending)
+            # keyed again: a pending tensor's device is None until it is realized (a
+            # call with one recorded again after a call with a realized one, "device
+            # changed cpu -> None")
+            key, inputs, held = self._guard(args, kwargs)
         # One call at a time: a call's capture, comparison and replay are this
         # function's state (two threads sharing one model race anyway).
         with self._lock:

@@ -683,3 +683,22 @@ def test_a_tensor_step_count_is_counted_once_when_a_replay_gives_up():
     (s1, w1), (s2, w2) = run(False), run(True)
     assert s1 == s2 == 101.0
     np.testing.assert_array_equal(w1, w2)
+
+
+def test_a_pending_argument_is_keyed_by_the_device_it_is_realized_on():
+    """A pending argument's device is None until realized: a call with one after a call
+    with a realized one recorded again ("device changed cpu -> None") every time."""
+    w = nv.tensor(np.eye(4, dtype=np.float32) * 0.5)
+    f = nv.compile(lambda x: (x @ w).tanh().sum())
+    start = len(nv.debug.cache_stats().compile_log)
+    got = []
+    with nv.no_grad():
+        for i in range(6):
+            if i % 2:                          # pending on odd calls (a factory's)
+                x = nv.full((3, 4), 0.1 * i) * 2
+            else:
+                x = nv.tensor(np.full((3, 4), 0.1 * i, np.float32))
+            got.append(float(f(x)))
+    assert f.recorded == 2 and f.replays == 4, nv.debug.cache_stats().compile_log[start:]
+    want = [12 * np.tanh(0.1 * i * (2 if i % 2 else 1) * 0.5) for i in range(6)]
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -314,10 +314,19 @@ class Trainer:
         for group, decay in zip(self.opt.param_groups, (self.args.weight_decay, 0.0)):
             group["weight_decay"] = decay
             group["initial_lr"] = self.args.lr
-        self.sched.load_state_dict({"last_epoch": self.step})
         recorded = ck.get("schedule") or {}
         self.resume_changes = {k: (recorded.get(k), v) for k, v in self.schedule.items()
                                if recorded.get(k) != v}
+        if set(self.resume_changes) & {"steps", "warmup", "lr", "min_lr"}:
+            # this run's schedule at the resumed step, its rate written into the groups
+            rates = self.sched.lr_at(self.step)
+            self.sched.load_state_dict({"last_epoch": self.step, "_last_lr": list(rates)})
+            for group, rate in zip(self.opt.param_groups, rates):
+                group["lr"] = rate
+        else:
+            # the same schedule: the scheduler's state, and the rate the optimizer's
+            # groups brought back, continue the run bit for bit
+            self.sched.load_state_dict(ck["scheduler"])
         nv.default_generator.set_state(tuple(ck["rng"]))
 
     def _update(self, x: nv.Tensor, y: nv.Tensor) -> nv.Tensor:

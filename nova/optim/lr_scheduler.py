@@ -244,18 +244,14 @@ class LRScheduler:
         return {k: v for k, v in self.__dict__.items() if k not in self._unsaved}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore the position in the schedule and write its rate into the groups. In
-        a chain the rate depends on the other schedulers: the ``ChainedScheduler``
-        restores it. A scheduler defining ``get_lr()`` (PyTorch's way) only restores
-        its attributes, as PyTorch's base does: the rates come back with the
-        optimizer's state dict. A state without a key (saved by an older Nova: no
-        ``_step_count``) leaves that attribute as it is."""
+        """Restore the attributes (the position in the schedule, ``_last_lr``), as
+        PyTorch's does: the rates come back with the optimizer's state dict, so a
+        resumed run continues bit for bit and a rate set by hand before the save is
+        kept. (Writing the closed form's rate into the groups here, as Nova did, lost
+        such a rate and moved others by an ulp from the recursive rule's.) A state
+        without a key (saved by an older Nova: no ``_step_count``) leaves that
+        attribute as it is."""
         self.__dict__.update(state)
-        if self._in_chain or self._custom_get_lr():
-            return
-        self._last_lr = self.lr_at(self.last_epoch)
-        for g, lr in zip(self.optimizer.param_groups, self._last_lr):
-            g["lr"] = lr
 
 
 class _LRScheduler(LRScheduler):
@@ -721,12 +717,11 @@ class CosineAnnealingWarmRestarts(LRScheduler):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore the position (``T_cur`` and ``T_i``; a state saved without them, by
-        an older Nova, places them at ``last_epoch``) and write its rate."""
+        an older Nova, places them at ``last_epoch``); the rates come back with the
+        optimizer's state dict (``LRScheduler.load_state_dict``)."""
         self.__dict__.update(state)
         if "T_cur" not in state or "T_i" not in state:
             self.T_cur, self.T_i = self._position(self.last_epoch)
-        if not self._in_chain:
-            self._write_position()
 
 
 class SequentialLR(LRScheduler):
@@ -1137,12 +1132,9 @@ class OneCycleLR(_MomentumSchedule):
         return lrs, moms
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore the position in the schedule and write its rate and momentum into
-        the groups (as the other schedulers write their rate). A state saved after a
-        step past the end leaves the groups as they are."""
+        """Restore the position in the schedule; the rates and momenta come back with
+        the optimizer's state dict (``LRScheduler.load_state_dict``)."""
         self.__dict__.update(state)
-        if self.last_epoch <= self.total_steps:
-            self._write(*self._at(self.last_epoch))
 
 
 class CyclicLR(_MomentumSchedule):
@@ -1250,9 +1242,9 @@ class CyclicLR(_MomentumSchedule):
         return lrs, moms
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore the position in the cycle and write its rate and momentum."""
+        """Restore the position in the cycle; the rates and momenta come back with the
+        optimizer's state dict (``LRScheduler.load_state_dict``)."""
         self.__dict__.update(state)
-        self._write(*self._at(self.last_epoch))
 
 
 class ChainedScheduler(LRScheduler):
@@ -1322,15 +1314,14 @@ class ChainedScheduler(LRScheduler):
         return {"_schedulers": [s.state_dict() for s in self._schedulers]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore every chained scheduler, then write the rate the chain had."""
+        """Restore every chained scheduler (the rates come back with the optimizer's
+        state dict, as in PyTorch)."""
         saved = state["_schedulers"]
         if len(saved) != len(self._schedulers):
             raise ValueError(f"ChainedScheduler.load_state_dict: the state has "
                              f"{len(saved)} schedulers, the chain {len(self._schedulers)}")
         for s, entry in zip(self._schedulers, saved):
             s.load_state_dict(entry)
-        for g, lr in zip(self.optimizer.param_groups, self.get_last_lr()):
-            g["lr"] = lr
 
 
 __all__ = ["LRScheduler", "_LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR",

@@ -222,6 +222,11 @@ def test_resume_with_another_schedule_warns_and_follows_the_new_one(tmp_path, ca
     same = Trainer(parse_args(argv + ["--steps", "40", "--resume", str(ck)]))
     assert same.resume_changes == {}
     assert same.sched.get_last_lr() == first.sched.get_last_lr()
+    for _ in range(3):           # the same schedule continues the run's rates exactly
+        assert [g["lr"] for g in same.opt.param_groups] == \
+            [g["lr"] for g in first.opt.param_groups]
+        same.sched.step()
+        first.sched.step()
 
     longer = Trainer(parse_args(argv + ["--steps", "80", "--weight-decay", "0.05",
                                         "--resume", str(ck)]))     # warmup 4

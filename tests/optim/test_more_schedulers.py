@@ -58,7 +58,9 @@ def test_multiplicative_inside_sequential_and_state_dict():
     assert saved["lr_lambdas"] == [None] and "_memo" not in saved
     other = sched.MultiplicativeLR(_sgd(), lambda e: 0.5)
     other.load_state_dict({**saved, "last_epoch": 3})
-    assert other.get_last_lr() == [0.125] and other.optimizer.param_groups[0]["lr"] == 0.125
+    # the attributes only (PyTorch's): the rate comes with the optimizer's state dict
+    assert other.last_epoch == 3 and other.get_last_lr() == saved["_last_lr"]
+    assert other.optimizer.param_groups[0]["lr"] == 1.0
 
 
 def _cyclic_ref(n, base, top, up, down, scale):
@@ -101,10 +103,14 @@ def test_cyclic_lr_adam_betas_groups_state_dict_and_errors():
     assert beta1 == pytest.approx([0.9, 0.85, 0.8, 0.85, 0.9])
     assert last[2] == pytest.approx([1.0, 2.0]) and last[3] == pytest.approx([0.55, 1.1])
     assert opt.param_groups[1]["betas"][1] == 0.999
+    saved_opt, saved = opt.state_dict(), s.state_dict()     # at epoch 5: half way up
     restored = sched.CyclicLR(opt, base_lr=[0.1, 0.2], max_lr=[1.0, 2.0], step_size_up=2)
-    restored.load_state_dict(s.state_dict())        # at epoch 5: half way up again
+    opt.load_state_dict(saved_opt)
+    restored.load_state_dict(saved)
     assert opt.param_groups[0]["lr"] == pytest.approx(0.55)
     assert opt.param_groups[0]["betas"][0] == pytest.approx(0.85)
+    restored.step()
+    assert opt.param_groups[0]["lr"] == pytest.approx(1.0)
 
     with pytest.raises(ValueError, match="CyclicLR: optimizer must support momentum or beta1"):
         sched.CyclicLR(nv.optim.Adagrad([nv.nn.Parameter(nv.ones(1))]), 0.1, 1.0)
@@ -164,8 +170,12 @@ def test_chained_state_dict_and_errors():
     saved = chain.state_dict()
     assert len(saved["_schedulers"]) == 3 and "optimizer" not in saved["_schedulers"][0]
     other = build()
+    fresh_lr = other.optimizer.param_groups[0]["lr"]
     other.load_state_dict(saved)
     assert other.get_last_lr() == chain.get_last_lr()
+    # the rates come back with the optimizer's state dict, as in PyTorch
+    assert other.optimizer.param_groups[0]["lr"] == fresh_lr
+    other.optimizer.load_state_dict(chain.optimizer.state_dict())
     assert other.optimizer.param_groups[0]["lr"] == chain.optimizer.param_groups[0]["lr"]
     chain.step()
     other.step()
@@ -325,8 +335,11 @@ def test_state_dicts_carry_pytorchs_step_count_and_warm_restart_position():
     fresh = sched.CosineAnnealingWarmRestarts(_sgd(), T_0=2, T_mult=3, eta_min=0.1)
     fresh.load_state_dict(old)
     assert (fresh.T_cur, fresh.T_i, fresh.last_epoch) == (1, 18, 9)
-    assert fresh.optimizer.param_groups[0]["lr"] == pytest.approx(
-        0.1 + 0.9 * (1 + math.cos(math.pi / 18)) / 2, rel=1e-15)
+    fresh.optimizer.load_state_dict(s.optimizer.state_dict())
+    fresh.step()
+    s.step()
+    assert fresh.optimizer.param_groups[0]["lr"] == s.optimizer.param_groups[0]["lr"] == \
+        pytest.approx(0.1 + 0.9 * (1 + math.cos(2 * math.pi / 18)) / 2, rel=1e-15)
     opt = _sgd(momentum=0.9)
     for s in (sched.StepLR(_sgd(), 2), sched.CyclicLR(opt, 0.1, 1.0, step_size_up=2),
               sched.OneCycleLR(_sgd(momentum=0.9), 1.0, total_steps=5)):

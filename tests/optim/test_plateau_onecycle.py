@@ -222,8 +222,8 @@ def test_one_cycle_state_dict_round_trip():
     sd = s.state_dict()
     assert "optimizer" not in sd and sd["last_epoch"] == 7 and sd["total_steps"] == 16
     o2 = nv.optim.AdamW([nv.nn.Parameter(nv.ones(1))], lr=0.1)
-    o2.load_state_dict(o.state_dict())          # the bounds travel in the groups
     s2 = sched.OneCycleLR(o2, max_lr=0.5, total_steps=16, three_phase=True)
+    o2.load_state_dict(o.state_dict())          # the rates and bounds travel in the groups
     s2.load_state_dict(sd)
     assert s2.get_last_lr() == s.get_last_lr()
     assert o2.param_groups[0]["lr"] == o.param_groups[0]["lr"]

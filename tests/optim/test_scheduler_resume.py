@@ -6,6 +6,7 @@ is PyTorch's deprecated closed-form jump, with its warning, and
 ``CosineAnnealingWarmRestarts.step(epoch + i / iters)`` anneals within an epoch. The
 rates are compared with torch's where torch is importable, else with the schedule's
 formula; all of it is host arithmetic (no kernels)."""
+import io
 import math
 import warnings
 
@@ -198,3 +199,48 @@ def test_a_compiled_step_with_an_epoch_runs_recorded():
         with pytest.raises(CaptureError, match=r"CosineAnnealingWarmRestarts.step\(epoch\)"):
             strict(nv.ones(2), 0.5)
 
+
+
+@pytest.mark.parametrize("make", [
+    lambda o: sched.ExponentialLR(o, 0.9),
+    lambda o: sched.StepLR(o, 2, 0.7),
+    lambda o: sched.PolynomialLR(o, 10, 1.5),
+    lambda o: sched.CosineAnnealingLR(o, 7, 0.001),
+    lambda o: sched.CyclicLR(o, 0.01, 0.1, step_size_up=3),
+    lambda o: sched.ChainedScheduler([sched.LinearLR(o, 0.5, 1.0, 4), sched.ExponentialLR(o, 0.95)]),
+], ids=["exponential", "step", "polynomial", "cosine", "cyclic", "chained"])
+def test_a_resumed_run_continues_bit_for_bit_and_keeps_a_rate_set_by_hand(make):
+    """Loading a scheduler's state restores its attributes only (PyTorch's): the rates
+    come with the optimizer's state dict. Nova wrote the closed form's rate into the
+    groups -- an ulp from the recursive rule's (0.1 * 0.9^3 against 0.1 * 0.9 * 0.9 *
+    0.9), so float64 parameters left the uninterrupted run's, and a rate set by hand
+    before the save was lost (fuzz_serial)."""
+    def build():
+        p = nv.nn.Parameter(nv.tensor(np.linspace(-1, 1, 5), dtype=nv.float64))
+        opt = nv.optim.SGD([p], lr=0.1, momentum=0.9)
+        return p, opt, make(opt)
+
+    def train(p, opt, s, steps):
+        for _ in range(steps):
+            opt.zero_grad()
+            (p ** 2).sum().backward()
+            opt.step()
+            s.step()
+    p, opt, s = build()
+    train(p, opt, s, 3)
+    opt.param_groups[0]["lr"] *= 0.5                     # set by hand before the save
+    buffer = io.BytesIO()
+    nv.save({"opt": opt.state_dict(), "sched": s.state_dict()}, buffer)
+    buffer.seek(0)
+    saved = nv.load(buffer)
+    p2, opt2, s2 = build()
+    with nv.no_grad():
+        p2.copy_(p)
+    opt2.load_state_dict(saved["opt"])
+    s2.load_state_dict(saved["sched"])
+    assert opt2.param_groups[0]["lr"] == opt.param_groups[0]["lr"]
+    for _ in range(4):
+        train(p, opt, s, 1)
+        train(p2, opt2, s2, 1)
+        assert opt2.param_groups[0]["lr"] == opt.param_groups[0]["lr"]
+        np.testing.assert_array_equal(p2.detach().numpy(), p.detach().numpy())

@@ -639,7 +639,10 @@ class _Converter:
                 flat[ref.offset:], size, tuple(s * np_dtype.itemsize for s in stride)).copy()
         self._done_with(storage)
         if self.archive.byteorder != "little" and np_dtype.itemsize > 1:
-            arr.view(f"u{np_dtype.itemsize}").byteswap(inplace=True)
+            # each scalar swapped: a complex value's two parts each (swapping the whole
+            # value exchanged them, and there is no u16 for complex128)
+            unit = np_dtype.itemsize // (2 if np_dtype.kind == "c" else 1)
+            arr.reshape(-1).view(f"u{unit}").byteswap(inplace=True)
         if np_dtype == np.bool_ and arr.size and arr.view(np.uint8).max() > 1:
             raise self.fail(where, "is bool but holds bytes other than 0 and 1", "tensor ")
         return arr

@@ -358,8 +358,13 @@ def test_sets_complex_numbers_bytes_and_bytearrays_load_as_torchs_weights_only_d
 def test_big_endian_files_are_byteswapped():
     arrays = {"f32": np.array([1.5, -2.25], np.float32), "i64": np.array([1, -(2**40)]),
               "bf16": np.array([1.5, -3.0], nv.bfloat16.np), "b": np.array([True, False]),
-              "u8": np.array([1, 200], np.uint8)}
+              "u8": np.array([1, 200], np.uint8),
+              # each part swapped (the whole value was: parts exchanged, and complex128
+              # raised "data type 'u16' not understood"; fuzz_serial)
+              "c64": np.array([1 + 2j, 3 - 4j], np.complex64),
+              "c128": np.array([1.5 - 2.5j], np.complex128)}
     obj = {k: tensor(a) for k, a in arrays.items()}
+    obj["c128_0d"] = tensor(np.array(0.5 + 8j, np.complex128))
     s = Storage(np.arange(6, dtype=np.float64))
     obj["view"] = T(s, 1, (2, 2), (1, 3))
     with warnings.catch_warnings():
@@ -368,6 +373,7 @@ def test_big_endian_files_are_byteswapped():
     for k, a in arrays.items():
         np.testing.assert_array_equal(back[k].numpy().astype(a.dtype), a, err_msg=k)
     assert back["view"].numpy().tolist() == [[1.0, 4.0], [2.0, 5.0]]
+    assert back["c128_0d"].shape == () and back["c128_0d"].item() == 0.5 + 8j
 
 
 def test_other_prefixes_pickle_protocols_positions_and_files_without_byteorder():

@@ -62,7 +62,7 @@ import struct
 import warnings
 import zipfile
 import zlib
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -226,6 +226,7 @@ _FUNCTIONS = {("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
               ("torch._utils", "_rebuild_tensor_v3"): _rebuild_tensor_v3,
               ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
               ("collections", "OrderedDict"): OrderedDict,
+              ("collections", "Counter"): _builtin("Counter"),
               ("torch", "Size"): _size, ("torch", "device"): _device,
               # the builtins torch.load(weights_only=True) accepts beyond containers
               **{(module, name): _builtin(name) for module in ("builtins", "__builtin__")
@@ -437,9 +438,17 @@ def _bytearray_of(args: list) -> bytearray:
     return bytearray(args[0]) if args else bytearray()
 
 
+def _counter_of(args: list) -> Counter:
+    """``collections.Counter`` (``MultiStepLR``'s milestones in PyTorch's state dict)."""
+    if len(args) > 1 or (args and type(args[0]) is not dict) or any(
+            type(n) is not int for n in (args[0].values() if args else ())):
+        raise TypeError("expected one dict of integer counts")
+    return Counter(args[0]) if args else Counter()
+
+
 # What a checkpoint's builtin calls build (``_builtin``), arguments checked.
 _BUILTIN_CALLS = {"set": _set_of, "complex": _complex_of, "encode": _bytes_of,
-                  "bytes": _bytes_of, "bytearray": _bytearray_of}
+                  "bytes": _bytes_of, "bytearray": _bytearray_of, "Counter": _counter_of}
 
 
 class _Converter:
@@ -497,6 +506,8 @@ class _Converter:
                         for i, v in enumerate(obj))
         if kind is set:        # (protocol 4 pickles sets natively, 2 by a call of set)
             return {self.convert(v, where, depth + 1) for v in obj}
+        if kind is bytearray:  # (protocol 5 pickles one natively, 2 by a call)
+            return bytearray(obj)
         if kind is _TensorRef:
             return self.tensor(obj, where)
         if kind is _ParamRef:

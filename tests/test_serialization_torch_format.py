@@ -16,6 +16,7 @@ the end, which run only where torch is installed):
   ``byteorder``, ``data/<key>`` (each storage's raw bytes), ``version`` and
   ``.data/serialization_id``, stored uncompressed, in torch's order.
 """
+import collections
 import functools
 import io
 import pickle
@@ -335,9 +336,13 @@ def test_sets_complex_numbers_bytes_and_bytearrays_load_as_torchs_weights_only_d
     calls are built only from checked arguments."""
     obj = {"ids": {3, 1, "x"}, "empty": set(), "z": complex(1.5, -2.0), "b": b"\x00\xffab",
            "nothing": b"", "ba": bytearray(b"\x01\x02"),
-           "nested": [{2.5}, (1j, b"k")], "w": tensor(np.ones(2))}
-    for protocol in (2, 4):
+           "nested": [{2.5}, (1j, b"k")], "w": tensor(np.ones(2)),
+           # MultiStepLR's milestones in PyTorch's state dict (fuzz_serial: refused)
+           "milestones": Call(G("collections", "Counter"), {30: 1, 80: 2})}
+    for protocol in (2, 4, 5):       # (5 pickles a bytearray natively: it was refused)
         back = load_bytes(torch_file(obj, protocol=protocol))
+        assert back["milestones"] == {30: 1, 80: 2}
+        assert type(back["milestones"]) is collections.Counter
         assert back["ids"] == {3, 1, "x"} and back["empty"] == set()
         assert back["z"] == complex(1.5, -2.0) and type(back["z"]) is complex
         assert back["b"] == b"\x00\xffab" and back["nothing"] == b""
@@ -349,7 +354,9 @@ def test_sets_complex_numbers_bytes_and_bytearrays_load_as_torchs_weights_only_d
                       "imaginary part"),
                      (Call(G("_codecs", "encode"), "x", "utf-16"), "expected a string and "
                       "'latin1'"),
-                     (Call(G("builtins", "bytearray"), 5), "expected bytes")):
+                     (Call(G("builtins", "bytearray"), 5), "expected bytes"),
+                     (Call(G("collections", "Counter"), {1: "x"}), "expected one dict of "
+                      "integer counts")):
         assert why in _rejected(torch_file({"v": bad}))
     assert "__builtin__.frozenset, which Nova does not load" in _rejected(
         torch_file({"v": frozenset([1])}))

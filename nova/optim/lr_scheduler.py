@@ -46,7 +46,7 @@ import math
 import types
 import warnings
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, SupportsFloat
 
 from nova.capture import _Rerecord
@@ -510,6 +510,15 @@ class MultiStepLR(LRScheduler):
     def _chain_lr(self, lrs: list[float], epoch: int) -> list[float]:
         times = self.milestones.count(epoch)
         return [lr * self.gamma ** times for lr in lrs] if times else lrs
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """As the base's; PyTorch's state holds the milestones as a ``Counter`` (a
+        milestone to its count), Nova's as the sorted list with repeats."""
+        milestones = state.get("milestones")
+        if isinstance(milestones, Mapping):
+            state = {**state, "milestones": sorted(
+                m for m, count in milestones.items() for _ in range(count))}
+        super().load_state_dict(state)
 
 
 class ConstantLR(LRScheduler):

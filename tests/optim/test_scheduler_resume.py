@@ -244,3 +244,20 @@ def test_a_resumed_run_continues_bit_for_bit_and_keeps_a_rate_set_by_hand(make):
         train(p2, opt2, s2, 1)
         assert opt2.param_groups[0]["lr"] == opt.param_groups[0]["lr"]
         np.testing.assert_array_equal(p2.detach().numpy(), p.detach().numpy())
+
+
+def test_multistep_loads_pytorchs_counter_of_milestones():
+    """PyTorch's ``MultiStepLR.state_dict()`` holds the milestones as a ``Counter``; Nova
+    keeps the sorted list with repeats (a milestone listed twice decays twice)."""
+    import collections
+    opt = nv.optim.SGD([nv.nn.Parameter(nv.ones(1))], lr=1.0)
+    s = sched.MultiStepLR(opt, [1], gamma=0.5)
+    state = {**s.state_dict(), "milestones": collections.Counter({3: 2, 2: 1}),
+             "last_epoch": 1}
+    s.load_state_dict(state)
+    assert s.milestones == [2, 3, 3]
+    rates = []
+    for _ in range(3):
+        s.step()
+        rates.append(opt.param_groups[0]["lr"])
+    assert rates == [0.5, 0.125, 0.125]

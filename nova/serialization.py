@@ -15,9 +15,12 @@ that requires grad, ``"parameter": true`` for an ``nn.Parameter``); ``{"__same__
 name}`` is the tensor already decoded under ``name`` again (tied weights: the bytes are
 stored once and both places get the same object back, as with ``torch.save``);
 ``{"__tuple__": [...]}``, ``{"__size__": [...]}`` (``nv.Size``), ``{"__dict__": [[key,
-value], ...]}`` (with ``"ordered": true`` for an ``OrderedDict``, or a ``"_metadata"``
-node for a state dict, also an ``OrderedDict``), ``{"__dtype__": "float16"}``,
-``{"__device__": "cuda:0"}`` and ``{"__bytes__": hex}``. Files written before the
+value], ...]}`` (with ``"ordered": true`` for an ``OrderedDict``, ``"counter": true`` for a
+``Counter``, or a ``"_metadata"`` node for a state dict, also an ``OrderedDict``),
+``{"__dtype__": "float16"}``, ``{"__device__": "cuda:0"}``, ``{"__bytes__": hex}`` and
+``{"__bytearray__": hex}``. Containers and scalars are stored by their exact type: a
+subclass (a namedtuple, a ``defaultdict``, an ``IntEnum``) raises ``TypeError`` rather
+than load as its base. Files written before the
 identity, Parameter, dtype, device and bytes nodes existed hold none of them and load
 as before.
 
@@ -66,7 +69,7 @@ import secrets
 import socket
 import struct
 import warnings
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, NamedTuple
 
@@ -229,15 +232,23 @@ class _Encoder:
             return self.tensor(obj, where)
         if isinstance(obj, ComplexTensor):
             return self.complex(obj, where)
-        if isinstance(obj, dict):
+        # containers by their exact type: a subclass stored as its base came back as
+        # another type (a namedtuple as a tuple, a defaultdict as a dict); it raises
+        kind = type(obj)
+        if kind in (dict, OrderedDict, Counter):
             return self.mapping(obj, where, depth)
-        if type(obj) is Size:
+        if kind is Size:
             return {"__size__": list(obj)}
-        if isinstance(obj, tuple):
+        if kind is tuple:
             return {"__tuple__": [self.encode(v, _child(where, i), depth + 1)
                                   for i, v in enumerate(obj)]}
-        if isinstance(obj, list):
+        if kind is list:
             return [self.encode(v, _child(where, i), depth + 1) for i, v in enumerate(obj)]
+        if isinstance(obj, (dict, tuple, list)):
+            base = next(b for b in (dict, tuple, list) if isinstance(obj, b))
+            raise TypeError(f"save: cannot store a {kind.__name__} (at {where!r}), a "
+                            f"{base.__name__} subclass: it would load as a plain "
+                            f"{base.__name__}; store {base.__name__}(obj), or pickle it")
         return _encode_scalar(obj, where)
 
     def tensor(self, t: Tensor, where: str) -> dict[str, Any]:
@@ -279,6 +290,8 @@ class _Encoder:
             out["_metadata"] = self.encode(metadata, _child(where, "_metadata"), depth + 1)
         elif isinstance(obj, OrderedDict):
             out["ordered"] = True
+        elif isinstance(obj, Counter):
+            out["counter"] = True
         return out
 
 
@@ -290,10 +303,14 @@ def _is_parameter(t: Tensor) -> bool:
 def _encode_scalar(obj: Any, where: str) -> Any:
     """A leaf value that is not a tensor or container: JSON as it is, or a tagged node
     for the values ``nv.load`` returns from torch files (dtypes, devices, bytes)."""
-    if obj is None or isinstance(obj, (bool, int, float, str)):
+    if obj is None or type(obj) in (bool, int, float, str):
         return obj
     if isinstance(obj, (np.integer, np.floating, np.bool_)):
         return obj.item()
+    if isinstance(obj, (bool, int, float, str)):      # an IntEnum, a str subclass
+        raise TypeError(f"save: cannot store a {type(obj).__name__} (at {where!r}): it "
+                        "would load as a plain number or string; store int(obj), "
+                        "str(obj)..., or pickle it")
     if isinstance(obj, (dt.DType, dt.ComplexDType)):
         if _dtype_by_name(obj.name) is not obj:
             raise TypeError(f"save: cannot store the dtype {obj} (at {where!r}); "
@@ -301,8 +318,10 @@ def _encode_scalar(obj: Any, where: str) -> Any:
         return {"__dtype__": obj.name}
     if isinstance(obj, Device):
         return {"__device__": str(obj)}
-    if isinstance(obj, (bytes, bytearray)):
-        return {"__bytes__": bytes(obj).hex()}
+    if type(obj) is bytes:
+        return {"__bytes__": obj.hex()}
+    if type(obj) is bytearray:
+        return {"__bytearray__": obj.hex()}
     hint = ""
     if hasattr(obj, "state_dict") and callable(obj.state_dict):
         hint = (f"; save its state_dict() (`nv.save(obj.state_dict(), path)`, loaded with "
@@ -326,11 +345,11 @@ def _dtype_by_name(name: Any) -> dt.DType | dt.ComplexDType | None:
 
 
 def _encode_key(key: Any) -> Any:
-    if key is None or isinstance(key, (bool, int, float, str)):
+    if key is None or type(key) in (bool, int, float, str):
         return key
     if isinstance(key, (np.integer, np.floating, np.bool_)):
         return key.item()
-    if isinstance(key, tuple):
+    if type(key) is tuple:
         return {"__tuple__": [_encode_key(k) for k in key]}
     raise TypeError(f"save: cannot store a dict key of type {type(key).__name__}; keys "
                     "must be str, int, float, bool, None or tuples of them")
@@ -867,7 +886,7 @@ def _placed(place: Placement, what: str, arr: np.ndarray, dtype: dt.DType | dt.C
 
 
 _TENSOR_FIELDS = frozenset({"__tensor__", "device", "parameter", "requires_grad", "complex"})
-_LEAF_NODES = frozenset({"__dtype__", "__device__", "__size__", "__bytes__"})
+_LEAF_NODES = frozenset({"__dtype__", "__device__", "__size__", "__bytes__", "__bytearray__"})
 _HEX = re.compile(r"(?:[0-9a-f]{2})*")
 
 
@@ -910,6 +929,9 @@ class _Decoder:
             if set(obj) == {"__dict__", "ordered"} and isinstance(obj["__dict__"], list) \
                     and obj["ordered"] is True:
                 return OrderedDict(self.mapping(obj["__dict__"], depth))
+            if set(obj) == {"__dict__", "counter"} and isinstance(obj["__dict__"], list) \
+                    and obj["counter"] is True:
+                return Counter(self.mapping(obj["__dict__"], depth))
             if len(obj) == 1 and next(iter(obj)) in _LEAF_NODES:
                 return self.leaf(*next(iter(obj.items())))
             if set(obj) == {"__dict__", "_metadata"} and isinstance(obj["__dict__"], list):
@@ -997,6 +1019,8 @@ class _Decoder:
             return Size(value)
         if tag == "__bytes__" and isinstance(value, str) and _HEX.fullmatch(value):
             return bytes.fromhex(value)
+        if tag == "__bytearray__" and isinstance(value, str) and _HEX.fullmatch(value):
+            return bytearray.fromhex(value)
         raise self.fail(f"has a malformed {tag} node {value!r:.200}")
 
 

@@ -447,3 +447,26 @@ def test_safe_globals_are_checked_recorded_and_restored():
         assert serialization.get_safe_globals() == []
     finally:
         serialization.clear_safe_globals()
+
+
+def test_containers_and_scalars_keep_their_type_or_raise(tmp_path):
+    """A subclass was stored as its base and loaded as another type (fuzz_serial):
+    ``Counter`` and ``bytearray`` now round-trip, the subclasses a file cannot rebuild
+    (a namedtuple, a ``defaultdict``, an ``IntEnum``) raise ``TypeError`` naming them."""
+    import collections
+    import enum
+    obj = {"counts": collections.Counter({30: 1, 80: 2}), "raw": bytearray(b"\x00\xff"),
+           "od": collections.OrderedDict(b=1, a=2), "b": b"xy", "t": (1, [2.5, None])}
+    path = tmp_path / "c.nova"
+    nv.save(obj, path)
+    back = nv.load(path)
+    assert back == obj
+    assert {k: type(v) for k, v in back.items()} == {k: type(v) for k, v in obj.items()}
+    Pair = collections.namedtuple("Pair", "lr wd")
+
+    class Mode(enum.IntEnum):
+        A = 1
+    for bad, name in ((collections.defaultdict(list), "defaultdict"), (Pair(0.1, 0.0), "Pair"),
+                      (Mode.A, "Mode"), ({Mode.A: 1}, "dict key of type Mode")):
+        with pytest.raises(TypeError, match=f"save: cannot store a {name}"):
+            nv.save({"x": bad}, tmp_path / "bad.nova")

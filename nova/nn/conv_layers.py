@@ -66,6 +66,7 @@ class _ConvNd(Module):
         self.padding = padding if isinstance(padding, str) else \
             as_tuple(name, "padding", padding, nd, 0)
         self.padding_mode = padding_mode
+        self.transposed, self.output_padding = False, (0,) * nd      # (PyTorch's attributes)
         init_conv_parameters(self, (out_channels, in_channels // groups, *self.kernel_size),
                              bias, dtype, device)
 

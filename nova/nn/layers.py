@@ -114,19 +114,21 @@ class LayerNorm(Module):
         self.normalized_shape = ((normalized_shape,) if isinstance(normalized_shape, int)
                                  else tuple(normalized_shape))
         self.eps = eps
-        if elementwise_affine:
-            made = {"dtype": dtype, "device": device}
-            self.weight = Parameter(ones(self.normalized_shape, **made))
-            self.bias = Parameter(zeros(self.normalized_shape, **made)) if bias else None
-        else:
-            self.weight = self.bias = None
+        self.elementwise_affine = elementwise_affine
+        # absent weights are registered as None parameters (PyTorch's): a tensor assigned
+        # there later raises, where a plain None attribute took it, and forward used it
+        made = {"dtype": dtype, "device": device}
+        self.register_parameter("weight", Parameter(ones(self.normalized_shape, **made))
+                                if elementwise_affine else None)
+        self.register_parameter("bias", Parameter(zeros(self.normalized_shape, **made))
+                                if elementwise_affine and bias else None)
 
     def forward(self, input: Tensor) -> Tensor:
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
         return (f"{self.normalized_shape}, eps={self.eps}, "
-                f"elementwise_affine={self.weight is not None}, bias={self.bias is not None}")
+                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
 
 
 class RMSNorm(Module):
@@ -136,14 +138,16 @@ class RMSNorm(Module):
         self.normalized_shape = ((normalized_shape,) if isinstance(normalized_shape, int)
                                  else tuple(normalized_shape))
         self.eps = eps
-        self.weight = Parameter(ones(self.normalized_shape)) if elementwise_affine else None
+        self.elementwise_affine = elementwise_affine
+        self.register_parameter("weight", Parameter(ones(self.normalized_shape))
+                                if elementwise_affine else None)
 
     def forward(self, input: Tensor) -> Tensor:
         return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
 
     def extra_repr(self) -> str:
         return (f"{self.normalized_shape}, eps={self.eps}, "
-                f"elementwise_affine={self.weight is not None}")
+                f"elementwise_affine={self.elementwise_affine}")
 
 
 class _DropoutNd(Module):
@@ -425,8 +429,9 @@ class _IndexedModules(Module):
         if not isinstance(modules, Iterable):
             raise TypeError(f"{type(self).__name__}.extend: expected an iterable of "
                             f"modules, got {type(modules).__name__}")
-        for m in modules:
-            self.append(m)
+        offset = len(self._modules)     # once, as PyTorch (keys renamed by hand: a
+        for i, m in enumerate(modules):  # recount per module reused one key)
+            self.add_module(str(offset + i), m)
         return self
 
     def insert(self, index: int, module: Module) -> _IndexedModules:

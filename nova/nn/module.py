@@ -558,8 +558,11 @@ class Module:
         return self.to(bfloat16)
 
     def type(self, dst_type: Any) -> Module:
-        """Cast floating parameters and buffers to ``dst_type`` (``Module.type``)."""
-        return self.to(dst_type)
+        """Cast every parameter and buffer, integer ones too (``BatchNorm``'s
+        ``num_batches_tracked``), to ``dst_type``, a dtype or a legacy type
+        (``nv.DoubleTensor``), in place (PyTorch's ``Module.type``; ``to(dtype)``
+        casts only the floating ones)."""
+        return self._apply(lambda t: t.detach().type(dst_type))
 
     def to_empty(self, *, device: Any, recurse: bool = True) -> Module:
         """Give every parameter and buffer (this module's own with ``recurse=False``),

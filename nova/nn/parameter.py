@@ -47,17 +47,14 @@ class Parameter(Tensor):
                         "nv.save(module.state_dict(), path) to serialize")
 
     def __deepcopy__(self, memo: dict) -> Parameter:
-        """A new Parameter with the same value, ``requires_grad`` and (copied) ``.grad``,
-        as PyTorch's: ``copy.deepcopy(model)`` (an EMA copy, a frozen teacher) gets
+        """A new Parameter with the same value and ``requires_grad`` and no ``.grad``, as
+        PyTorch's: ``copy.deepcopy(model)`` (an EMA copy, a frozen teacher) gets
         parameters of its own. Nova values are immutable, so the copy shares the value
         until either is updated, which rebinds only that one."""
         if id(self) in memo:
             return memo[id(self)]
         new = type(self)(Tensor._wrap(self.node), requires_grad=self.requires_grad)
         memo[id(self)] = new
-        if self.grad is not None:
-            import copy
-            new.grad = copy.deepcopy(self.grad, memo)
         return new
 
 

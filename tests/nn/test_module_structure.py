@@ -255,3 +255,56 @@ def test_structure_matches_torch():
         return out
 
     assert probe(nv) == probe(torch)
+
+
+# ---------------------------------------------------------------- fuzz_nn_api findings
+
+def test_norms_without_affine_weights_register_none_parameters():
+    """``LayerNorm``/``RMSNorm`` without weights kept plain None attributes: a tensor
+    assigned there later was taken, and ``forward`` used it (PyTorch raises)."""
+    for m in (nn.LayerNorm(4, elementwise_affine=False), nn.RMSNorm(4, elementwise_affine=False)):
+        assert m.weight is None and "weight" in m._parameters
+        with pytest.raises(TypeError):
+            m.weight = nv.full((4,), 2.0)
+        assert m.weight is None and m.elementwise_affine is False
+        out = m(nv.tensor([[1.0, 2.0, 3.0, 4.0]]))
+        assert float(out.abs().max()) < 1.7              # normalized, not scaled by 2
+    ln = nn.LayerNorm(4, bias=False)
+    assert ln.bias is None and "bias" in ln._parameters and list(ln.state_dict()) == ["weight"]
+    nn.LayerNorm(4, elementwise_affine=False).register_parameter("bias", None)
+    assert "elementwise_affine=False, bias=False" in repr(nn.LayerNorm(4, elementwise_affine=False))
+
+
+def test_deepcopy_of_a_parameter_leaves_its_grad_behind():
+    """PyTorch's ``Parameter.__deepcopy__`` copies the value only (an EMA or teacher copy
+    of a model mid-step carried the gradients)."""
+    import copy
+    lin = nn.Linear(2, 2)
+    lin(nv.ones(1, 2)).sum().backward()
+    twin = copy.deepcopy(lin)
+    assert lin.weight.grad is not None and twin.weight.grad is None
+    np.testing.assert_array_equal(twin.weight.detach().numpy(), lin.weight.detach().numpy())
+
+
+def test_module_type_casts_integer_buffers_too():
+    bn = nn.BatchNorm1d(2)
+    assert bn.type(nv.float64) is bn
+    assert bn.num_batches_tracked.dtype == nv.float64 and bn.weight.dtype == nv.float64
+    bn = nn.BatchNorm1d(2).type(nv.DoubleTensor)
+    assert bn.num_batches_tracked.dtype == nv.float64
+
+
+def test_modulelist_extend_numbers_from_its_length_once():
+    """Keys renamed by hand ('0', '2' after deleting '1'): extend recounted per module,
+    so each new module took key '2' and only the last was kept."""
+    ml = nn.ModuleList([nn.ReLU(), nn.Tanh(), nn.Identity()])
+    del ml._modules["1"]
+    ml.extend([nn.Linear(2, 2), nn.Sigmoid()])
+    assert {k: type(v).__name__ for k, v in ml._modules.items()} == \
+        {"0": "ReLU", "2": "Linear", "3": "Sigmoid"}
+
+
+def test_convolutions_have_pytorchs_transposed_and_output_padding():
+    c = nn.Conv2d(1, 2, 3)
+    assert c.transposed is False and c.output_padding == (0, 0)
+    assert nn.Conv1d(1, 2, 3).output_padding == (0,)

@@ -241,12 +241,40 @@ def _propagate(outputs: list[Tensor], grads: list[Tensor], order: list[graph.Gra
                 return
             _accumulate_grad(leaf, g, create_graph)
 
+    # A hooked leaf's hooks run, and its .grad is accumulated, once the last GradFn
+    # that can deliver to it has run (PyTorch's AccumulateGrad runs when its inputs are
+    # ready): a module backward hook further down the graph sees that .grad set.
+    # (Held to the end of the pass, it was still None there.)
+    done_after: dict[int, list[int]] = {}
+    if hooking:
+        last: dict[int, int] = {}
+        for k, fn in enumerate(order):
+            for e in fn.next:
+                if e is not None and not isinstance(e, graph.GradFn) and hooks.hooked(e):
+                    last[id(e)] = k
+        for key, k in last.items():
+            done_after.setdefault(k, []).append(key)
+
+    def release(key: int) -> None:
+        entry = held.pop(key, None)
+        if entry is None:
+            return
+        leaf, g = entry
+        g = hooks.run_grad_hooks(leaf, g)
+        if want is not None:
+            captured[id(leaf)] = g
+            return
+        _accumulate_grad(leaf, g, create_graph)
+        hooks.run_post_accumulate_hooks(leaf)
+
     with grad_mode.set_grad_enabled(create_graph), recording_backward():
         for out, g in zip(outputs, grads):
             deliver(out._grad_edge(), g)
         for k, fn in enumerate(order):
             g = pending.pop(id(fn), None)
             if g is None:
+                for key in done_after.get(k, ()):
+                    release(key)
                 continue
             if hooking:
                 g = hooks.run_node_prehooks(fn, hooks.run_grad_hooks(fn, g))
@@ -270,13 +298,10 @@ def _propagate(outputs: list[Tensor], grads: list[Tensor], order: list[graph.Gra
                     deliver(edge, gi)
             if not retain_graph:
                 fn.release()
-        for leaf, g in held.values():
-            g = hooks.run_grad_hooks(leaf, g)
-            if want is not None:
-                captured[id(leaf)] = g
-                continue
-            _accumulate_grad(leaf, g, create_graph)
-            hooks.run_post_accumulate_hooks(leaf)
+            for key in done_after.get(k, ()):
+                release(key)
+        for key in list(held):     # leaves reached only from the outputs themselves
+            release(key)
     return captured
 
 

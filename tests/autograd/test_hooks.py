@@ -111,3 +111,23 @@ def test_a_hook_that_refers_to_its_tensor_does_not_keep_it_alive():
     del y
     gc.collect()
     assert ref() is None
+
+
+def test_a_hooked_parameters_grad_is_set_once_its_last_gradient_arrived():
+    """A parameter with a gradient hook had its hook run and ``.grad`` set at the end of
+    ``backward``: a module backward hook of an earlier layer saw it None (PyTorch's
+    AccumulateGrad runs as soon as its inputs are ready; fuzz_nn_api)."""
+    log = []
+    m = nv.nn.Sequential(nv.nn.Linear(2, 2), nv.nn.Linear(2, 2))
+    m[1].weight.register_hook(lambda g: log.append("hook"))
+    m[0].register_full_backward_hook(
+        lambda mod, gi, go: log.append(("grad set", m[1].weight.grad is not None)))
+    m[1].weight.register_post_accumulate_grad_hook(lambda p: log.append("accumulated"))
+    m(nv.ones(1, 2, requires_grad=True)).sum().backward()
+    assert log == ["hook", "accumulated", ("grad set", True)]
+    # a parameter reached twice (tied) gets one hook call with the sum
+    w = nv.nn.Parameter(nv.ones(2))
+    seen = []
+    w.register_hook(lambda g: seen.append(g.numpy().tolist()))
+    ((w * 2).sum() + (w * 3).sum()).backward()
+    assert seen == [[5.0, 5.0]] and w.grad.numpy().tolist() == [5.0, 5.0]

@@ -309,10 +309,11 @@ class Module:
     def register_parameter(self, name: str, param: Parameter | None) -> None:
         """Register ``param`` (or None: a declared, absent parameter) as ``name``; a
         name already registered keeps its place in the order."""
+        # the name first, then the value (PyTorch's order: KeyError before TypeError)
+        self._check_new_name("register_parameter", "parameter", name, self._parameters)
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"register_parameter: cannot assign '{type(param).__name__}' "
                             f"object to parameter '{name}' (nn.Parameter or None required)")
-        self._check_new_name("register_parameter", "parameter", name, self._parameters)
         if param is not None:
             param = _registered(_global_parameter_registration_hooks, self, name, param)
         self._parameters[name] = param
@@ -320,10 +321,10 @@ class Module:
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         """Register ``tensor`` (or None) as buffer ``name``: module state that is not
         trained, in ``state_dict`` unless ``persistent=False``."""
+        self._check_new_name("register_buffer", "buffer", name, self._buffers)
         if tensor is not None and not isinstance(tensor, _BUFFER_TYPES):
             raise TypeError(f"register_buffer: cannot assign '{type(tensor).__name__}' "
                             f"object to buffer '{name}' (Tensor or None required)")
-        self._check_new_name("register_buffer", "buffer", name, self._buffers)
         self._buffers[name] = _registered(_global_buffer_registration_hooks, self, name, tensor)
         if persistent:
             self._non_persistent_buffers_set.discard(name)

@@ -308,3 +308,17 @@ def test_convolutions_have_pytorchs_transposed_and_output_padding():
     c = nn.Conv2d(1, 2, 3)
     assert c.transposed is False and c.output_padding == (0, 0)
     assert nn.Conv1d(1, 2, 3).output_padding == (0,)
+
+
+def test_register_checks_the_name_before_the_value_as_pytorch():
+    """A bad name raises KeyError even with a bad value (PyTorch's order; Nova raised the
+    value's TypeError first)."""
+    m = nn.Linear(2, 2)
+    for call in (lambda: m.register_buffer("a.b", 3), lambda: m.register_parameter("", nv.ones(1)),
+                 lambda: m.register_buffer("weight", 3)):
+        with pytest.raises(KeyError):
+            call()
+    with pytest.raises(TypeError, match="Tensor or None required"):
+        m.register_buffer("fine", 3)
+    with pytest.raises(TypeError, match="nn.Parameter or None required"):
+        m.register_parameter("fine", nv.ones(1))

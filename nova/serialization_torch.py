@@ -58,6 +58,7 @@ from __future__ import annotations
 import io
 import math
 import pickle
+import pickletools
 import struct
 import warnings
 import zipfile
@@ -373,12 +374,23 @@ class _Archive:
     def load(self, place: Placement) -> Any:
         pickled = self.read(f"{self.prefix}/data.pkl", MAX_HEADER)
         unpickler = _Unpickler(io.BytesIO(pickled), self.name)
+        claim = None
         try:
             graph = unpickler.load()
-        except (CheckpointError, MemoryError):
+        except CheckpointError:
             raise
+        except MemoryError:
+            # an opcode claiming more bytes than data.pkl holds (BINBYTES8 of 2**41: the
+            # unpickler allocates before it reads) is a damaged file; a pickle whose
+            # claims all fit ran out of memory for real
+            claim = _overlong_claim(pickled)
+            if claim is None:
+                raise
         except Exception as e:   # noqa: BLE001 -- only pickle's machinery and our placeholders ran
             raise self.fail(f"has a damaged data.pkl ({type(e).__name__}: {e})") from None
+        if claim is not None:      # (raised outside the handler: the failed unpickler is
+            del unpickler          # freed now, not kept to exit by the error's context)
+            raise self.fail(f"has a damaged data.pkl ({claim})")
         converter = _Converter(self, place)
         out = converter.convert(graph, "", 0)
         converter.warn_widened()
@@ -410,6 +422,17 @@ class _Archive:
             raise self.fail(f"has a damaged storage {storage.key!r} ({type(e).__name__}: "
                             f"{e})") from None
         return out
+
+
+def _overlong_claim(pickled: bytes) -> str | None:
+    """Why ``pickled`` is not a whole pickle (an opcode's length past its end), or None
+    (``pickletools`` reads each argument only as far as the data goes)."""
+    try:
+        for _ in pickletools.genops(io.BytesIO(pickled)):
+            pass
+    except ValueError as e:
+        return str(e)
+    return None
 
 
 def _set_of(args: list) -> set:

@@ -686,3 +686,13 @@ def test_a_global_registered_with_add_safe_globals_is_still_refused_naming_it():
     assert "registered with nv.serialization.add_safe_globals" in message
     with nv.serialization.safe_globals([(dict, "argparse.Namespace")]):   # by full path
         assert "registered" in _rejected(torch_file(obj))
+
+
+def test_a_data_pkl_claiming_more_bytes_than_it_has_is_a_checkpoint_error():
+    """BINBYTES8/BYTEARRAY8 of 2**41 bytes: the unpickler allocates before it reads, and
+    its MemoryError escaped (fuzz_serial); the claim is checked against the pickle."""
+    for opcode in (b"\x8e", b"\x96"):             # BINBYTES8, BYTEARRAY8 (protocol 4, 5)
+        blob = torch_file(None, data_pkl=b"\x80\x05" + opcode + struct.pack("<Q", 2 ** 41) + b".",
+                          storages={})
+        message = _rejected(blob)
+        assert "damaged data.pkl" in message and "2199023255552 bytes" in message

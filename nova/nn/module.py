@@ -5,6 +5,7 @@ registers non-trainable state. ``state_dict``/``load_state_dict`` use dotted nam
 """
 from __future__ import annotations
 
+import contextvars
 import functools
 import warnings
 import weakref
@@ -47,6 +48,31 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
 
 
 _EXTRA_STATE_KEY_SUFFIX = "_extra_state"
+# During ``state_dict()``: tensor id -> (tensor, its detached alias), so a tensor
+# registered under two names (tied weights) is one object in the result, as it is one
+# storage in PyTorch's: ``nv.save`` stores it once and ``load_state_dict(assign=True)``
+# ties it again
+_DETACHED: contextvars.ContextVar[dict[int, tuple[Any, Any]] | None] = \
+    contextvars.ContextVar("nova_state_dict_detached", default=None)
+
+
+def _detached(t: Any, then: Callable[[Any], Any] | None = None) -> Any:
+    """``t.detach()`` (``then`` of it), the same object for ``t`` throughout one
+    ``state_dict()`` call."""
+    memo = _DETACHED.get()
+    got = memo.get(id(t)) if memo is not None else None
+    if got is None:
+        alias = t.detach()
+        got = (t, alias if then is None else then(alias))
+        if memo is not None:
+            memo[id(t)] = got
+    return got[1]
+
+
+# During ``load_state_dict(assign=True)``: checkpoint tensor id -> (tensor, the Parameter
+# made of it), so entries that are one tensor become one Parameter (``_load_entry``)
+_ASSIGNED: contextvars.ContextVar[dict[int, tuple[Any, Any]] | None] = \
+    contextvars.ContextVar("nova_load_assigned", default=None)
 
 
 class _HookResultError(RuntimeError, AssertionError):
@@ -644,6 +670,16 @@ class Module:
         ``load_state_dict`` reads. Each module runs its state-dict pre-hooks, saves
         its own entries (``_save_to_state_dict``), its children's, then its post-hooks.
         Keyword-only: PyTorch's deprecated positional form took ``destination`` first."""
+        outermost = _DETACHED.get() is None
+        token = _DETACHED.set({}) if outermost else None
+        try:
+            return self._state_dict(destination, prefix, keep_vars)
+        finally:
+            if token is not None:
+                _DETACHED.reset(token)
+
+    def _state_dict(self, destination: dict | None, prefix: str, keep_vars: bool
+                    ) -> OrderedDict:
         if destination is None:
             destination = OrderedDict()
             destination._metadata = OrderedDict()
@@ -675,12 +711,12 @@ class Module:
                 complex_param = self._complex_parameter(name)
                 if complex_param is not None:       # the complex value, as PyTorch's
                     destination[prefix + name] = complex_param if keep_vars else \
-                        view_as_complex(p.detach())
+                        _detached(p, view_as_complex)
                     continue
-                destination[prefix + name] = p if keep_vars else p.detach()
+                destination[prefix + name] = p if keep_vars else _detached(p)
         for name, b in self._buffers.items():
             if b is not None and name not in self._non_persistent_buffers_set:
-                destination[prefix + name] = b if keep_vars else b.detach()
+                destination[prefix + name] = b if keep_vars else _detached(b)
         if self._has_extra_state("get_extra_state"):
             destination[prefix + _EXTRA_STATE_KEY_SUFFIX] = self.get_extra_state()
 
@@ -728,7 +764,11 @@ class Module:
                         f"{_hook_name(hook)!r} returned a value; it must return None and "
                         "edit incompatible_keys.missing_keys/unexpected_keys in place")
 
-        load(self, state_dict, "")
+        token = _ASSIGNED.set({} if assign else None)
+        try:
+            load(self, state_dict, "")
+        finally:
+            _ASSIGNED.reset(token)
         problems = []
         if strict and missing:
             problems.append("missing keys: " + ", ".join(missing))
@@ -812,13 +852,19 @@ class Module:
             if not assign:
                 target.copy_(value)
                 return
-            if isinstance(target, ComplexParameter):
-                value = Parameter(value.detach(), requires_grad=target.requires_grad)
+            if isinstance(target, ComplexParameter) or \
+                    (isinstance(target, Parameter) and not isinstance(value, Parameter)):
+                # one Parameter per checkpoint tensor: entries that are one object (tied
+                # weights, stored once) stay one Parameter, as PyTorch's share storage
+                memo = _ASSIGNED.get()
+                made = memo.get(id(value)) if memo is not None else None
+                if made is None:
+                    made = (value, Parameter(value.detach(), requires_grad=target.requires_grad))
+                    if memo is not None:
+                        memo[id(value)] = made
+                value = made[1]
             elif isinstance(target, Parameter):
-                if isinstance(value, Parameter):
-                    value.requires_grad_(target.requires_grad)
-                else:
-                    value = Parameter(value.detach(), requires_grad=target.requires_grad)
+                value.requires_grad_(target.requires_grad)
             setattr(self, name, value)
 
     # ------------------------------------------------------------ state-dict hooks

@@ -322,3 +322,25 @@ def test_register_checks_the_name_before_the_value_as_pytorch():
         m.register_buffer("fine", 3)
     with pytest.raises(TypeError, match="nn.Parameter or None required"):
         m.register_parameter("fine", nv.ones(1))
+
+
+def test_tied_weights_are_one_entry_object_and_assign_ties_them_again(tmp_path):
+    """``state_dict()`` gave a tied parameter two detached objects, so ``nv.save`` stored
+    it twice and ``load_state_dict(assign=True)`` untied the model (PyTorch's entries
+    share one storage; fuzz_serial). One object per tensor now, one Parameter back."""
+    def tied():
+        m = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+        m[1].weight = m[0].weight
+        return m
+    sd = tied().state_dict()
+    assert sd["0.weight"] is sd["1.weight"] and sd["0.bias"] is not sd["1.bias"]
+    nv.save(sd, tmp_path / "tied.nova")
+    m = tied()
+    m.load_state_dict(nv.load(tmp_path / "tied.nova"), assign=True)
+    assert m[0].weight is m[1].weight and isinstance(m[0].weight, nn.Parameter)
+    np.testing.assert_array_equal(m[1].weight.detach().numpy(), sd["0.weight"].numpy())
+    with nv.no_grad():
+        m[0].weight.mul_(2)
+    np.testing.assert_array_equal(m[1].weight.detach().numpy(), 2 * sd["0.weight"].numpy())
+    untied = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2)).state_dict()
+    assert untied["0.weight"] is not untied["1.weight"]

@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -242,6 +243,93 @@ def test_an_interrupted_donating_step_finishes_before_the_interrupt_is_raised(mo
     assert w.node.realized                         # bound before the interrupt
     np.testing.assert_array_equal(w.numpy(), np.ones(64, np.float32))
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_any_python_signal_handler_is_held_back_while_a_donating_step_binds(monkeypatch):
+    """A SIGALRM handler raising (the ``setitimer`` timeout idiom) was not held back: its
+    exception could land between a donating step's run and its binding, and the next
+    realization ran the step again over the overwritten buffer -- an update applied
+    twice (fuzz_threads). Every Python-level handler is deferred now, then delivered."""
+    class Timeout(Exception):
+        pass
+
+    def on_alarm(signum, frame):
+        raise Timeout
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        w = nv.zeros(64)
+        (w + 1).numpy()
+        calls = []
+        real_drive = threads.drive
+
+        def drive_then_signal(control):
+            if not calls:
+                signal.raise_signal(signal.SIGALRM)     # lands in the middle of the run
+            calls.append(control)
+            return real_drive(control)
+        with monkeypatch.context() as m:
+            m.setattr(threads, "drive", drive_then_signal)
+            w.add_(1)
+            with pytest.raises(Timeout):
+                nv.realize(w)
+        assert w.node.realized                        # bound before the handler ran
+        np.testing.assert_array_equal(w.numpy(), np.ones(64, np.float32))
+        assert signal.getsignal(signal.SIGALRM) is on_alarm
+
+        # and at random moments of a loop of donating updates: never one applied twice
+        rng = np.random.default_rng(1)
+        ones = nv.ones(256, 256)
+        w = nv.zeros(256, 256)
+        (w - ones).numpy()
+        for trial in range(30):
+            try:
+                signal.setitimer(signal.ITIMER_REAL, float(rng.uniform(0, 4e-3)))
+                for _ in range(30):
+                    w.sub_(ones)
+                    nv.realize(w)
+                time.sleep(0.01)
+            except Timeout:
+                pass
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            np.testing.assert_array_equal(w.numpy(), np.full((256, 256), -w._version,
+                                                             np.float32))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_signal_handlers_exception_in_a_step_without_donation_reaches_the_caller(
+        monkeypatch):
+    """An exception a signal handler raises while a step runs is the program's, not a
+    failure of the step: realization let it be caught as one and retried the values in
+    smaller steps, so the caller never saw its timeout. It propagates now; the values
+    stay pending and are computed by the next realization."""
+    class Timeout(Exception):
+        pass
+
+    def on_alarm(signum, frame):
+        raise Timeout
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        x = nv.arange(16, dtype=nv.float32)
+        y, z = x * 3 + 1, x - 2                    # x stays referenced: nothing donated
+
+        runs = []
+
+        def signalled(control):
+            runs.append(control)
+            signal.raise_signal(signal.SIGALRM)
+            raise AssertionError("the handler's exception is raised before this")
+        with monkeypatch.context() as m, warnings.catch_warnings():
+            warnings.simplefilter("error")          # (no "computing them in smaller steps")
+            m.setattr(threads, "drive", signalled)
+            with pytest.raises(Timeout):
+                nv.realize(y, z)
+        assert len(runs) == 1                       # not retried in parts
+        assert not y.node.realized and not z.node.realized
+        np.testing.assert_array_equal(y.numpy(), np.arange(16, dtype=np.float32) * 3 + 1)
+    finally:
+        signal.signal(signal.SIGALRM, previous)
 
 
 def test_an_interrupt_in_a_step_without_donation_leaves_its_values_pending(monkeypatch):

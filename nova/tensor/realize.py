@@ -51,7 +51,7 @@ from nova.runtime.engine import get_engine, get_remat
 from nova.runtime.executable import Executable, overwrote_donated
 from nova.runtime.host_buffers import sole_device_owner, sole_host_owner, upload_packed
 from nova.runtime.interpreter import InterpreterError
-from nova.runtime.interrupts import deferred_interrupt
+from nova.runtime.interrupts import deferred_interrupt, raised_by_signal_handler
 from nova.runtime.program import salvage_of
 from nova.tensor import capture_log
 from nova.tensor.tensor import Tensor
@@ -339,6 +339,8 @@ def _isolating(outputs: list[Node], run: Callable[[list[Node]], None],
         run(outputs)
         return
     except Exception as e:
+        if raised_by_signal_handler(e):
+            raise           # the program's own exception, not the step's failure
         failure = e
     _split(outputs, failure, run, errors)
 
@@ -376,6 +378,8 @@ def _split(outputs: list[Node], e: Exception, run: Callable[[list[Node]], None],
         try:
             run(group)
         except Exception as g:
+            if raised_by_signal_handler(g):
+                raise
             failed.append((group, g))
     if len(failed) == 2 and not isinstance(e, MemoryError) and \
             all(_first_line(g) == _first_line(e) for _, g in failed):

@@ -48,7 +48,7 @@ class Adam(Optimizer):
                                       decoupled_weight_decay=bool(decoupled_weight_decay
                                                                   or self.decoupled)))
         # (step key, the step's scalar table, scalars): see _host_update
-        self._host_memo: tuple[tuple, dict, dict[str, Any]] | None = None
+        self._host_memo: tuple[tuple, dict, dict[str, Any], list | None] | None = None
 
     def _host_update(self, group: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         b1, b2 = group["betas"]
@@ -61,18 +61,23 @@ class Adam(Optimizer):
         decoupled = group["decoupled_weight_decay"]
         key = (t, lr, wd, b1, b2, decoupled, self._scalar_dtype, self._param_dtype)
         memo = self._host_memo
-        if memo is not None and memo[0] == key and memo[1] is self._scalars:
-            scalars = memo[2]
+        if memo is not None and memo[0] == key and memo[1] is self._scalars and \
+                (self._drawn is None or memo[3] is not None):
             if self._drawn is not None:
-                self._drawn.extend(scalars.items())
-            return scalars
+                # the draws under the names _scalar gave them (a half-precision
+                # parameter's dict keys, "lerp1", are not those names: a second half
+                # parameter's update failed its template's check)
+                self._drawn.extend(memo[3])
+            return memo[2]
+        start = None if self._drawn is None else len(self._drawn)
         scalars = {}
         decay_scalar(self, scalars, lr, wd, decoupled)
         scalars["step_size"] = self._scalar("step_size", lr / (1.0 - b1 ** t))
         scalars["bias_correction2_sqrt"] = self._scalar("bias_correction2_sqrt",
                                                         math.sqrt(1.0 - b2 ** t))
         beta_scalars(self, scalars, b1, b2)
-        self._host_memo = (key, self._scalars, scalars)
+        drawn = None if start is None else self._drawn[start:]
+        self._host_memo = (key, self._scalars, scalars, drawn)
         return scalars
 
     def _baked(self, group: dict[str, Any]) -> dict[str, Any]:

@@ -258,3 +258,28 @@ def test_adam_with_decoupled_weight_decay_is_adamw():
         finals.append(p.numpy())
     np.testing.assert_array_equal(finals[0], finals[1])
     assert not np.allclose(finals[0], finals[2])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("make", [nv.optim.Adam, nv.optim.AdamW, nv.optim.Adamax, nv.optim.NAdam],
+                         ids=lambda c: getattr(c, "__name__", c))
+def test_adam_family_updates_several_half_precision_parameters(make, dtype):
+    """Two half-precision parameters in one Adam/AdamW failed the second step (the
+    second parameter reused the first's scalars under their dict keys, not the names
+    the recorded update drew them by; fuzz_engines). Adam's update is per parameter,
+    so one optimizer over both equals one optimizer per parameter, bit for bit."""
+    def params():
+        return [nv.tensor(np.linspace(-1, 1, 6, dtype=np.float32) + i).to(dtype)
+                .requires_grad_() for i in range(2)]
+    together, apart = params(), params()
+    opt = make(together, lr=0.01)
+    opts = [make([p], lr=0.01) for p in apart]
+    for _ in range(3):
+        for ws, os_ in ((together, [opt]), (apart, opts)):
+            for o in os_:
+                o.zero_grad()
+            (ws[0] * ws[1] + 0.5).sum().backward()
+            for o in os_:
+                o.step()
+    for a, b in zip(together, apart):
+        np.testing.assert_array_equal(a.detach().float().numpy(), b.detach().float().numpy())

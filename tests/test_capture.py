@@ -606,9 +606,9 @@ def test_three_optimizer_steps_in_one_compiled_call_match_the_loop(monkeypatch):
     realize_module = importlib.import_module("nova.tensor.realize")   # not the function
     sizes, run_step = [], realize_module._run_step
 
-    def counting(graph, outputs, *args, **kwargs):
-        sizes.append(len(graph.key[1]))
-        return run_step(graph, outputs, *args, **kwargs)
+    def counting(graph_of, outputs, *args, **kwargs):
+        sizes.append(len(graph_of(outputs).key[1]))
+        return run_step(graph_of, outputs, *args, **kwargs)
     monkeypatch.setattr(realize_module, "_run_step", counting)
     def run(compiled):
         m = _model(dropout=0.0)

@@ -532,3 +532,34 @@ def test_a_cached_step_replays_while_another_thread_compiles(monkeypatch):
         release.set()
         t.join()
         r.join()
+
+
+def test_a_graph_whose_shared_value_another_thread_realized_meanwhile_is_extracted_again(
+        monkeypatch):
+    """Thread A extracts a step reading a pending value S and waits for the compile lock;
+    thread B realizes S (a cache hit) meanwhile, which makes S's node a buffer in place;
+    A then built its IR from the changed node: ``KeyError: 'buffer'`` (fuzz_threads, 16
+    of 16 trials with sleeps). Simulated here in one thread: S is realized between the
+    extraction and the lookup."""
+    from nova.tensor import realize as realize_module
+    nv.debug.reset_cache()
+    a = np.arange(12, dtype=np.float32).reshape(3, 4) / 10
+    (nv.from_numpy(a) * 2 + 1).numpy()                # S's own step is cached
+    shared = nv.from_numpy(a) * 2 + 1
+    c = 1.25
+    y = (shared * c).exp().sum(0)                     # a new structure reading S
+    monkeypatch.setattr(realize_module.step_cache, "load", lambda name: None)  # compiled
+    real = realize_module.CACHE.lookup
+    calls = []
+
+    def lookup(key, build, engine=""):
+        if not calls:
+            calls.append(key)
+            realize_module._realize_cpu([shared.node])   # "thread B", while A waits
+        return real(key, build, engine)
+    monkeypatch.setattr(realize_module.CACHE, "lookup", lookup)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")    # (not "a step ... failed (KeyError: 'buffer')")
+        got = y.numpy()
+    np.testing.assert_allclose(got, np.exp((a * 2 + 1) * c).sum(0), rtol=1e-6)
+    assert calls

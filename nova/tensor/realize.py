@@ -194,6 +194,13 @@ def _arguments_behind(nodes: list[Node]) -> set[int]:
     return seen
 
 
+class _StaleGraph(Exception):
+    """A graph waiting for the compile lock had a node realized by another thread (a
+    pending value both steps compute: binding makes the node a buffer in place); it is
+    extracted again (``_run_step``). Building it from the changed nodes raised
+    ``KeyError: 'buffer'`` in the IR builder (fuzz_threads)."""
+
+
 def _compile(graph: PendingGraph, engine: str, remat: str, backend: Any = None,
              label: str = "") -> Executable:
     """The executable of ``graph``; a CPU step comes from the step cache on disk when an
@@ -206,6 +213,9 @@ def _compile(graph: PendingGraph, engine: str, remat: str, backend: Any = None,
             exe = Executable(module, engine, backend, lowered=lowered)
             exe.from_step_cache = True
             return exe
+    graph.nodes      # the compiler's snapshot of the pending nodes, then: still pending?
+    if any(n.buffer is not None for n in graph.pending_nodes):
+        raise _StaleGraph
     if engine == "cpu":
         cpu_engine.anticipate(graph)     # (what the kernels call, ready meanwhile)
     exe = Executable(front(graph, remat, engine), engine, backend)
@@ -416,15 +426,18 @@ def _bind_host(nodes: list[Node], values: list[np.ndarray]) -> None:
 
 
 def _realize_cpu(outputs: list[Node]) -> None:
-    _run_step(extract(outputs), outputs, get_engine(), "cpu", _bind_host)
+    _run_step(extract, outputs, get_engine(), "cpu", _bind_host)
 
 
-def _run_step(graph: PendingGraph, outputs: list[Node], engine: str, device: str,
-              bind: Callable[[list[Node], list[Any]], None], backend: Any = None) -> None:
-    """Look the graph's executable up (compiling on a miss), decide donation, run it and
-    ``bind`` the outputs to their results.
+def _run_step(graph_of: Callable[[list[Node]], PendingGraph], outputs: list[Node],
+              engine: str, device: str, bind: Callable[[list[Node], list[Any]], None],
+              backend: Any = None) -> None:
+    """Extract the graph of ``outputs`` (``graph_of``), look its executable up
+    (compiling on a miss), decide donation, run it and ``bind`` the outputs to their
+    results. A graph another thread changed while this one waited to compile it is
+    extracted again, from the outputs still pending.
 
-    The caller must not keep ``graph``: its nodes must not outlive the run. On a failure
+    Nothing may keep the graph: its nodes must not outlive the run. On a failure
     the outputs that depend on it are poisoned (and, once donated buffers have been
     overwritten, the ones computed before it are bound: ``_after_failure``), and the
     error propagates. A step that donates runs and binds with Ctrl-C held back (see the
@@ -433,8 +446,17 @@ def _run_step(graph: PendingGraph, outputs: list[Node], engine: str, device: str
     label = engine if remat == "default" else f"{engine}, remat={remat}"
     if not fused_attention(engine):   # NOVA_FUSED_ATTENTION=0
         label += ", composite attention"
-    exe = CACHE.lookup(graph.key, partial(_compile, graph, engine, remat, backend, label),
-                       label)
+    while True:
+        graph = graph_of(outputs)
+        try:
+            exe = CACHE.lookup(graph.key, partial(_compile, graph, engine, remat, backend,
+                                                  label), label)
+            break
+        except _StaleGraph:
+            del graph
+            outputs = [n for n in outputs if n.buffer is None]
+            if not outputs:
+                return
     donated = donatable(graph, exe.donation_candidates, outputs, device)
     roles = [getattr(n, "role", "input") for n in graph.arg_nodes]   # (role_of_node)
     buffers = graph.arg_buffers
@@ -582,7 +604,7 @@ def _realize_cuda(outputs: list[Node]) -> None:
     from nova.runtime import cuda_runtime
 
     be = cuda_runtime.backend()
-    _run_step(_upload_host_arguments(extract(outputs, "cuda", be.key())), outputs,
+    _run_step(lambda nodes: _upload_host_arguments(extract(nodes, "cuda", be.key())), outputs,
               "cuda", "cuda", _bind_device, be)
 
 

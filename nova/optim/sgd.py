@@ -81,11 +81,17 @@ class SGD(Optimizer):
             d = d + group["weight_decay"] * p
         m = group["momentum"]
         s = self._host_update(group, state)
-        if m and "momentum_buffer" not in state:
-            state["momentum_buffer"] = zeros_state(p)
         if m:
-            buf = state["momentum_buffer"]      # updated in place, as in torch
-            buf.copy_(buf * s["keep"] + d * s["take"])
+            # a new buffer enters the state once it holds its first update (PyTorch's
+            # order): a step interrupted in between left zeros there, and the retried
+            # step took them for a later step's buffer (1 - dampening)
+            buf = state.get("momentum_buffer")
+            first = buf is None
+            if first:
+                buf = zeros_state(p)
+            buf.copy_(buf * s["keep"] + d * s["take"])      # in place, as in torch
+            if first:
+                state["momentum_buffer"] = buf
             d = d + s["nesterov"] * buf if group["nesterov"] else buf
         p.copy_(p - s["lr"] * d)
 
@@ -99,10 +105,13 @@ class SGD(Optimizer):
             d = _half.add(d, p, _half.half_value(group["weight_decay"], p.dtype))
         m = group["momentum"]
         s = self._host_update(group, state)
-        if m and "momentum_buffer" not in state:
-            state["momentum_buffer"] = zeros_state(p)
         if m:
-            buf = state["momentum_buffer"]
+            buf = state.get("momentum_buffer")      # (entered once updated: _update)
+            first = buf is None
+            if first:
+                buf = zeros_state(p)
             buf.copy_(_half.add(_half.mul(buf, s["keep"]), d, s["take"]))
+            if first:
+                state["momentum_buffer"] = buf
             d = _half.add(d, buf, s["nesterov"]) if group["nesterov"] else buf
         p.copy_(_half.add(p, d, -s["lr"]))

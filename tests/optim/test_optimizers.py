@@ -283,3 +283,35 @@ def test_adam_family_updates_several_half_precision_parameters(make, dtype):
                 o.step()
     for a, b in zip(together, apart):
         np.testing.assert_array_equal(a.detach().float().numpy(), b.detach().float().numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_sgd_step_interrupted_before_its_first_momentum_update_retries_as_the_first(
+        monkeypatch, dtype):
+    """An interrupt between the new momentum buffer entering the state and its first
+    update left zeros there; the retried step took them for a later step's buffer and
+    scaled the gradient by 1 - dampening (fuzz_threads). The buffer enters the state
+    once it holds its update, as PyTorch's."""
+    def fresh():
+        p = nv.nn.Parameter(nv.ones(4, dtype=dtype))
+        p.grad = nv.tensor([0.0, 1.0, 2.0, 3.0], dtype=dtype)
+        return p, nv.optim.SGD([p], lr=0.1, momentum=0.9, dampening=0.5)
+    p, opt = fresh()
+    real_copy = nv.Tensor.copy_
+    hits = []
+
+    def interrupted_copy(self, *args, **kwargs):
+        if not hits:
+            hits.append(1)
+            raise KeyboardInterrupt          # the buffer's first update
+        return real_copy(self, *args, **kwargs)
+    monkeypatch.setattr(nv.Tensor, "copy_", interrupted_copy)
+    with pytest.raises(KeyboardInterrupt):
+        opt.step()
+    monkeypatch.setattr(nv.Tensor, "copy_", real_copy)
+    assert "momentum_buffer" not in opt.state[p]
+    opt.step()
+    q, ref = fresh()
+    ref.step()
+    np.testing.assert_array_equal(p.detach().float().numpy(), q.detach().float().numpy())
+    np.testing.assert_allclose(p.detach().float().numpy(), [1.0, 0.9, 0.8, 0.7], rtol=1e-3)

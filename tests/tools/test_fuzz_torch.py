@@ -23,6 +23,29 @@ RUNS = [("fuzz_elem.py", ["1", "50"], "stats"), ("fuzz_red.py", ["1", "30"], "st
         ("fuzz_compile.py", ["50", "12"], "{")]
 
 
+# The fourth round's fuzzers (2026-12-08): (script, arguments, the failure keys of their
+# final Counter line); fuzz_threads needs no torch and runs in tests/tools/test_fuzz_threads.py
+COUNTED = [("fuzz_engines.py", ["0", "20"], ("bad", "ref_bad", "err", "nonbit", "harness")),
+           ("fuzz_serial.py", ["0", "60", "module"], ("bad", "err", "laxer", "harness")),
+           ("fuzz_serial.py", ["0", "90", "craft"], ("bad", "err", "laxer", "harness")),
+           ("fuzz_serial.py", ["15", "7", "t2optim"], ("bad", "err", "laxer", "harness")),
+           ("fuzz_serial.py", ["19", "1", "optim"], ("bad", "err", "laxer", "harness")),
+           ("fuzz_nn_api.py", ["527", "9"],
+            ("bad", "accept", "err", "exc", "order", "harness"))]
+
+
+@pytest.mark.parametrize("script, args, failures", COUNTED,
+                         ids=[f"{r[0]}-{'-'.join(r[1])}" for r in COUNTED])
+def test_fourth_round_fuzzer_finds_nothing_on_its_fixed_seeds(script, args, failures):
+    done = subprocess.run([sys.executable, script, *args], cwd=TOOLS, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    counters = [line for line in done.stdout.splitlines() if line.startswith("Counter(")]
+    assert counters, done.stdout[-2000:]
+    for failure in failures:
+        assert f"'{failure}'" not in counters[-1], done.stdout[-4000:]
+
+
 @pytest.mark.parametrize("script, args, summary", RUNS, ids=[r[0] for r in RUNS])
 def test_fuzzer_runs_and_finds_nothing_on_its_fixed_seeds(script, args, summary):
     done = subprocess.run([sys.executable, script, *args], cwd=TOOLS, capture_output=True,

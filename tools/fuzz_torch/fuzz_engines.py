@@ -70,7 +70,6 @@ setting differed within tolerance), unstable, torch_err/skip (not judged), harne
 """
 import gc
 import math
-import os
 import random
 import re
 import sys
@@ -209,7 +208,6 @@ def gen_program(seed, sizes_map=None):
     P.dtype = "float64" if x < 0.12 else ("float16" if x < 0.18 else ("bfloat16" if x < 0.24 else "float32"))
     fdt = np.float64 if P.dtype == "float64" else np.float32
     names = []            # float vars usable as x
-    nidx = [0]
 
     def leaf(shape, kind):
         k = {"param": "p", "data": "d", "int": "i", "bool": "m"}[kind] + str(len(P.leaves))
@@ -247,7 +245,6 @@ def gen_program(seed, sizes_map=None):
 
     def try_add(new_lines, vn, kind="float"):
         nonlocal tv
-        saved = dict(P.leaves)
         try:
             ns = torch_exec(P, P.lines + new_lines)
             v = ns[vn]
@@ -389,7 +386,6 @@ def gen_program(seed, sizes_map=None):
             if r.random() < 0.3:
                 new.append((f"_ = {vn}.numpy()", "R"))         # write into a realized tensor
             if P.leaves.get(x, [None, None])[1] == "data" and r.random() < 0.4:
-                vn_ = vn
                 new = [(tmpl.format(v=x, y=y, d=d), ""), (f"{vn} = {x} * 1", "")]   # into a leaf
             else:
                 new.append((tmpl.format(v=vn, y=y, d=d), ""))

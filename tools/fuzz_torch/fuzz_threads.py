@@ -194,10 +194,10 @@ def gen_threads_case(seed, i):
     case.setup.append(f"    E['S0'] = {_arr('r', (n, n))}")
     case.setup.append(f"    E['S1'] = {_arr('r', (n, n))} * 2 + 1"
                       + ("" if rng.random() < 0.5 else "\n    nv.realize(E['S1'])"))
-    case.setup.append(f"    E['S2'] = E['S0'].t() * 0.5")     # a pending view-like value
+    case.setup.append("    E['S2'] = E['S0'].t() * 0.5")     # a pending view-like value
     # a pure compiled function threads may share
     case.setup.append("    E['pure'] = nv.compile(lambda a, b: (nv.tanh(a @ b * 0.1) + a).sum(0))")
-    case.setup.append(f"    E['box'] = {{}}")
+    case.setup.append("    E['box'] = {}")
     case.setup.append(f"    E['ev'] = [__import__('threading').Event() for _ in range({K})]")
     templates = {}             # chain templates shared by several threads
     kinds = []
@@ -456,7 +456,6 @@ def check_glob(outs_thr, draws_before, draws_after, n, seed_state):
     """The threads' nv.rand draws from the process-wide generator: each the draw of one
     offset, none shared, the generator advanced once per draw."""
     got = [(j, k, v) for j, o in enumerate(outs_thr) for k, v in o.items() if k.startswith("g:")]
-    count = len(got)
     s0, off0 = seed_state
     g = nv.Generator()
     table = {}
@@ -560,7 +559,6 @@ def gen_sigint_case(seed, i):
     U = int(rng.integers(4, 14))
     case.setup.append(f"    E['X'] = [{_arr('r', (B, din))} for _ in range({U})]")
     case.setup.append(f"    E['Y'] = [{_arr('r', (B, dout))} for _ in range({U})]")
-    units = []
     for k in range(U):
         c = rng.random()
         L = []

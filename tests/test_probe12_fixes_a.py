@@ -143,7 +143,9 @@ def test_lambdalr_load_restores_callable_state():
     assert fresh.lr_lambdas[0].factor == 0.5
     assert "lr_lambdas" in state                    # the caller's dict is left whole
     assert isinstance(fresh.lr_lambdas[0], _Decay)  # not replaced by the saved dict
-    # the rate comes from the restored factor: 0.1 * 0.5 ** 2
+    # the rate comes back with the optimizer's state dict (PyTorch's), not the scheduler's
+    assert fresh.optimizer.param_groups[0]["lr"] == pytest.approx(0.1)
+    fresh.optimizer.load_state_dict(s.optimizer.state_dict())
     assert fresh.optimizer.param_groups[0]["lr"] == pytest.approx(0.025)
     fresh.optimizer.step()
     fresh.step()

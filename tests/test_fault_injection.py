@@ -220,10 +220,9 @@ def test_sigint_at_random_points_of_realizations_never_gives_a_wrong_value(
     assert interrupted == 40         # every trial's signal arrived (inside the try)
 
 
-def test_an_interrupted_donating_step_finishes_before_the_interrupt_is_raised(monkeypatch):
-    """A SIGINT arriving while a step writes over donated buffers (here: as its native
-    run starts) is held until the step's results are bound, then raised: the update is
-    applied exactly once."""
+def _one_update_with_a_signal_mid_run(monkeypatch, signum: int, raised: type) -> None:
+    """``w.add_(1)`` realized with ``signum`` raised as its native run starts: the update
+    is bound, exactly once, before the handler's ``raised`` reaches the caller."""
     w = nv.zeros(64)
     (w + 1).numpy()
     calls = []
@@ -231,17 +230,24 @@ def test_an_interrupted_donating_step_finishes_before_the_interrupt_is_raised(mo
 
     def drive_then_signal(control):
         if not calls:
-            signal.raise_signal(signal.SIGINT)     # lands in the middle of the run
+            signal.raise_signal(signum)            # lands in the middle of the run
         calls.append(control)
         return real_drive(control)
-
-    monkeypatch.setattr(threads, "drive", drive_then_signal)
-    w.add_(1)
-    with pytest.raises(KeyboardInterrupt):
-        nv.realize(w)
+    with monkeypatch.context() as m:
+        m.setattr(threads, "drive", drive_then_signal)
+        w.add_(1)
+        with pytest.raises(raised):
+            nv.realize(w)
     assert len(calls) == 1
-    assert w.node.realized                         # bound before the interrupt
+    assert w.node.realized                         # bound before the handler ran
     np.testing.assert_array_equal(w.numpy(), np.ones(64, np.float32))
+
+
+def test_an_interrupted_donating_step_finishes_before_the_interrupt_is_raised(monkeypatch):
+    """A SIGINT arriving while a step writes over donated buffers (here: as its native
+    run starts) is held until the step's results are bound, then raised: the update is
+    applied exactly once."""
+    _one_update_with_a_signal_mid_run(monkeypatch, signal.SIGINT, KeyboardInterrupt)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
@@ -257,23 +263,7 @@ def test_any_python_signal_handler_is_held_back_while_a_donating_step_binds(monk
         raise Timeout
     previous = signal.signal(signal.SIGALRM, on_alarm)
     try:
-        w = nv.zeros(64)
-        (w + 1).numpy()
-        calls = []
-        real_drive = threads.drive
-
-        def drive_then_signal(control):
-            if not calls:
-                signal.raise_signal(signal.SIGALRM)     # lands in the middle of the run
-            calls.append(control)
-            return real_drive(control)
-        with monkeypatch.context() as m:
-            m.setattr(threads, "drive", drive_then_signal)
-            w.add_(1)
-            with pytest.raises(Timeout):
-                nv.realize(w)
-        assert w.node.realized                        # bound before the handler ran
-        np.testing.assert_array_equal(w.numpy(), np.ones(64, np.float32))
+        _one_update_with_a_signal_mid_run(monkeypatch, signal.SIGALRM, Timeout)
         assert signal.getsignal(signal.SIGALRM) is on_alarm
 
         # and at random moments of a loop of donating updates: never one applied twice

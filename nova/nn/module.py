@@ -48,11 +48,11 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
 
 
 _EXTRA_STATE_KEY_SUFFIX = "_extra_state"
-# During ``state_dict()``: tensor id -> (tensor, its detached alias), so a tensor
+# During ``state_dict()``: (tensor id, view) -> (tensor, its detached alias), so a tensor
 # registered under two names (tied weights) is one object in the result, as it is one
 # storage in PyTorch's: ``nv.save`` stores it once and ``load_state_dict(assign=True)``
 # ties it again
-_DETACHED: contextvars.ContextVar[dict[int, tuple[Any, Any]] | None] = \
+_DETACHED: contextvars.ContextVar[dict[tuple[int, Any], tuple[Any, Any]] | None] = \
     contextvars.ContextVar("nova_state_dict_detached", default=None)
 
 
@@ -60,12 +60,13 @@ def _detached(t: Any, then: Callable[[Any], Any] | None = None) -> Any:
     """``t.detach()`` (``then`` of it), the same object for ``t`` throughout one
     ``state_dict()`` call."""
     memo = _DETACHED.get()
-    got = memo.get(id(t)) if memo is not None else None
+    key = (id(t), then)
+    got = memo.get(key) if memo is not None else None
     if got is None:
         alias = t.detach()
         got = (t, alias if then is None else then(alias))
         if memo is not None:
-            memo[id(t)] = got
+            memo[key] = got
     return got[1]
 
 

@@ -6,6 +6,7 @@ begun writing over donated buffers, finished before the interrupt is delivered; 
 later result is right; the worker pool never runs a stale chunk or counts one twice;
 threads running the same or different structures get what one thread would.
 """
+import contextlib
 import ctypes
 import faulthandler
 import os
@@ -251,19 +252,31 @@ def test_an_interrupted_donating_step_finishes_before_the_interrupt_is_raised(mo
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+class _Timeout(Exception):
+    """What the SIGALRM handler of ``_raising_alarm`` raises (the timeout idiom)."""
+
+
+@contextlib.contextmanager
+def _raising_alarm():
+    """A SIGALRM handler raising ``_Timeout`` installed for the body (its handler
+    yielded), the previous one back after, with no timer left running."""
+    def on_alarm(signum, frame):
+        raise _Timeout
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        yield on_alarm
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def test_any_python_signal_handler_is_held_back_while_a_donating_step_binds(monkeypatch):
     """A SIGALRM handler raising (the ``setitimer`` timeout idiom) was not held back: its
     exception could land between a donating step's run and its binding, and the next
     realization ran the step again over the overwritten buffer -- an update applied
     twice (fuzz_threads). Every Python-level handler is deferred now, then delivered."""
-    class Timeout(Exception):
-        pass
-
-    def on_alarm(signum, frame):
-        raise Timeout
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    try:
-        _one_update_with_a_signal_mid_run(monkeypatch, signal.SIGALRM, Timeout)
+    with _raising_alarm() as on_alarm:
+        _one_update_with_a_signal_mid_run(monkeypatch, signal.SIGALRM, _Timeout)
         assert signal.getsignal(signal.SIGALRM) is on_alarm
 
         # and at random moments of a loop of donating updates: never one applied twice
@@ -278,14 +291,11 @@ def test_any_python_signal_handler_is_held_back_while_a_donating_step_binds(monk
                     w.sub_(ones)
                     nv.realize(w)
                 time.sleep(0.01)
-            except Timeout:
+            except _Timeout:
                 pass
             signal.setitimer(signal.ITIMER_REAL, 0)
             np.testing.assert_array_equal(w.numpy(), np.full((256, 256), -w._version,
                                                              np.float32))
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def test_a_signal_handlers_exception_in_a_step_without_donation_reaches_the_caller(
@@ -294,13 +304,7 @@ def test_a_signal_handlers_exception_in_a_step_without_donation_reaches_the_call
     failure of the step: realization let it be caught as one and retried the values in
     smaller steps, so the caller never saw its timeout. It propagates now; the values
     stay pending and are computed by the next realization."""
-    class Timeout(Exception):
-        pass
-
-    def on_alarm(signum, frame):
-        raise Timeout
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    try:
+    with _raising_alarm():
         x = nv.arange(16, dtype=nv.float32)
         y, z = x * 3 + 1, x - 2                    # x stays referenced: nothing donated
 
@@ -313,13 +317,11 @@ def test_a_signal_handlers_exception_in_a_step_without_donation_reaches_the_call
         with monkeypatch.context() as m, warnings.catch_warnings():
             warnings.simplefilter("error")          # (no "computing them in smaller steps")
             m.setattr(threads, "drive", signalled)
-            with pytest.raises(Timeout):
+            with pytest.raises(_Timeout):
                 nv.realize(y, z)
         assert len(runs) == 1                       # not retried in parts
         assert not y.node.realized and not z.node.realized
         np.testing.assert_array_equal(y.numpy(), np.arange(16, dtype=np.float32) * 3 + 1)
-    finally:
-        signal.signal(signal.SIGALRM, previous)
 
 
 def test_an_interrupt_in_a_step_without_donation_leaves_its_values_pending(monkeypatch):
